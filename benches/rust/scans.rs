@@ -1,0 +1,112 @@
+//! Criterion benchmarks of the pure-Rust scans on a generated transcript
+//! (run: `cargo bench`). The Python-side comparison with the reference
+//! implementation lives in benches/test_scans.py.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use ctxcompact::estimate::{estimate_array, Method};
+use ctxcompact::pivot::pivot_starts;
+use ctxcompact::prune::{prune, PruneConfig};
+use ctxcompact::{Columns, PartTable, Scan};
+
+/// `sessions` sessions of 50 turns: user text, assistant with 3 tool parts.
+fn transcript(sessions: usize) -> RecordBatch {
+    let mut cols: [Vec<Option<String>>; 8] = Default::default();
+    let (mut summary, mut compacted) = (Vec::new(), Vec::new());
+    for s in 0..sessions {
+        for t in 0..50 {
+            let user = format!("m{t:04}u");
+            let push = |cols: &mut [Vec<Option<String>>; 8], vals: [Option<String>; 8]| {
+                for (c, v) in cols.iter_mut().zip(vals) {
+                    c.push(v);
+                }
+            };
+            let sid = Some(format!("s{s}"));
+            push(
+                &mut cols,
+                [
+                    sid.clone(),
+                    Some(user.clone()),
+                    Some("user".into()),
+                    None,
+                    Some("text".into()),
+                    None,
+                    None,
+                    Some("please continue".into()),
+                ],
+            );
+            summary.push(false);
+            compacted.push(None);
+            for p in 0..3 {
+                push(
+                    &mut cols,
+                    [
+                        sid.clone(),
+                        Some(format!("m{t:04}a")),
+                        Some("assistant".into()),
+                        Some(user.clone()),
+                        Some("tool".into()),
+                        Some("read".into()),
+                        Some("completed".into()),
+                        Some("x".repeat(2000 + 97 * p)),
+                    ],
+                );
+                summary.push(false);
+                compacted.push(None);
+            }
+        }
+    }
+    let names = [
+        "session_id",
+        "message_id",
+        "role",
+        "parent_id",
+        "part_type",
+        "tool",
+        "status",
+        "output",
+    ];
+    let mut fields: Vec<(&str, ArrayRef)> = names
+        .iter()
+        .zip(cols)
+        .map(|(n, c)| (*n, Arc::new(StringArray::from(c)) as ArrayRef))
+        .collect();
+    let n = summary.len();
+    fields.push(("summary", Arc::new(BooleanArray::from(summary))));
+    fields.push(("finished", Arc::new(BooleanArray::from(vec![true; n]))));
+    fields.push(("error", Arc::new(BooleanArray::from(vec![false; n]))));
+    fields.push(("compacted_at", Arc::new(Int64Array::from(compacted))));
+    RecordBatch::try_from_iter(fields).unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let batch = transcript(1_000); // 200k parts, ~300 MB of output text
+    let rows = batch.num_rows() as u64;
+    let mut group = c.benchmark_group("scans");
+    group.sample_size(10).throughput(Throughput::Elements(rows));
+    let batches = [batch];
+    group.bench_function("prune", |b| {
+        b.iter(|| {
+            let cols = Columns::from_batches(&batches, Scan::Prune).unwrap();
+            let t = PartTable::new(&cols).unwrap();
+            black_box(prune(&t, &PruneConfig::default()).unwrap())
+        })
+    });
+    group.bench_function("pivot", |b| {
+        b.iter(|| {
+            let cols = Columns::from_batches(&batches, Scan::Pivot).unwrap();
+            let t = PartTable::new(&cols).unwrap();
+            black_box(pivot_starts(&t).unwrap())
+        })
+    });
+    let output = batches[0].column_by_name("output").unwrap().clone();
+    group.bench_function("estimate_output", |b| {
+        b.iter(|| black_box(estimate_array(&output, Method::Opencode).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,50 @@
+"""Native core (Rust). Use the typed wrappers in ``ctxcompact`` instead of calling these directly.
+
+Arrow arguments accept any object exporting ``__arrow_c_array__`` or
+``__arrow_c_stream__``; Arrow results are objects exporting the same
+interface (wrap them with ``pyarrow.array`` / ``pyarrow.chunked_array``).
+"""
+
+from typing import Any
+
+__version__: str
+CLEARED_TOOL_OUTPUT: str
+INTERRUPTED_TOOL: str
+COMPACTION_QUESTION: str
+
+def estimate_tokens(text: str, method: str = "opencode") -> int: ...
+def estimate_tokens_array(values: Any, method: str = "opencode", threads: int | None = None) -> Any: ...
+def overflow_check(
+    input: int,
+    output: int,
+    reasoning: int,
+    cache_read: int,
+    cache_write: int,
+    context: int,
+    limit_input: int,
+    limit_output: int,
+    *,
+    auto: bool = True,
+    output_token_max: int = 32000,
+    reserved: int | None = None,
+    reserved_default: bool = False,
+    inclusive: bool = False,
+    count_cache_write: bool = False,
+    clamp_usable: bool = False,
+) -> tuple[bool, int, int]: ...
+def prune(
+    table: Any,
+    *,
+    enabled: bool = True,
+    protect: int = 40000,
+    minimum: int = 20000,
+    protected_tools: list[str] = ...,
+    continue_past_compacted: bool = False,
+    method: str = "opencode",
+    threads: int | None = None,
+) -> tuple[Any, Any, Any, Any, Any]: ...
+def pivot(table: Any, *, threads: int | None = None) -> tuple[Any, Any, Any]: ...
+def estimate_messages(
+    table: Any, *, method: str = "opencode", overhead: int = 4, threads: int | None = None
+) -> tuple[Any, Any, Any]: ...
+def mark_rows(compacted_at: Any, rows: list[int], now_ms: int) -> Any: ...

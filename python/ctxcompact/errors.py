@@ -1,0 +1,99 @@
+"""The exception hierarchy. Every error ctxcompact raises is a ``CompactionError``.
+
+The Rust core reports errors as (class name, message, location); the bindings
+build the matching class below, so users catch specific classes and read
+where the problem is from attributes instead of parsing messages.
+"""
+
+from __future__ import annotations
+
+
+class CompactionError(Exception):
+    """Base class. ``session_id``, ``message_id``, ``row`` and ``column`` say where, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        message_id: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.message_id = message_id
+        self.row = row
+        self.column = column
+
+
+# --- shape of the input --------------------------------------------------------------
+
+
+class SchemaError(CompactionError):
+    """The columnar input does not have the shape a scan needs."""
+
+
+class MissingColumnError(SchemaError, KeyError):
+    """A column a scan needs is absent."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ColumnTypeError(SchemaError, TypeError):
+    """A column has an Arrow type the scan cannot read."""
+
+
+# --- content of the input ------------------------------------------------------------
+
+
+class TranscriptError(CompactionError, ValueError):
+    """The transcript's content breaks a rule of the data model."""
+
+
+class NonContiguousError(TranscriptError):
+    """Rows of a session (or of a message) are not contiguous."""
+
+
+class NullValueError(TranscriptError):
+    """A required value is null."""
+
+
+class UnknownValueError(TranscriptError):
+    """A role, part type or status outside the known set."""
+
+
+class InconsistentMessageError(TranscriptError):
+    """Rows of one message disagree on a message-level field (its role)."""
+
+
+class InvalidUsageError(CompactionError, ValueError):
+    """Token usage that cannot be real: negative or missing counts."""
+
+
+# --- configuration and registry ------------------------------------------------------
+
+
+class ConfigError(CompactionError, ValueError):
+    """An invalid configuration value."""
+
+
+class UnknownModelError(CompactionError, LookupError):
+    """A model the limits registry does not know, with no explicit default."""
+
+
+__all__ = [
+    "ColumnTypeError",
+    "CompactionError",
+    "ConfigError",
+    "InconsistentMessageError",
+    "InvalidUsageError",
+    "MissingColumnError",
+    "NonContiguousError",
+    "NullValueError",
+    "SchemaError",
+    "TranscriptError",
+    "UnknownModelError",
+    "UnknownValueError",
+]

@@ -1,0 +1,58 @@
+"""Token estimates: byte-level heuristics in Rust, exact counts from a tokenizer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import pyarrow as pa
+
+from ctxcompact import _core
+
+EstimateMethod = Literal["opencode", "ceil-bytes"]
+
+
+def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
+    """Estimated tokens of ``text``.
+
+    ``opencode``: ``round(utf16_length / 4)`` rounding half up, as OpenCode's
+    JavaScript computes it. ``ceil-bytes``: ``ceil(utf8_bytes / 4)``.
+    """
+    return _core.estimate_tokens(text, method)
+
+
+def estimate_tokens_array(
+    values: Any, method: EstimateMethod = "opencode", *, threads: int | None = None
+) -> pa.Array | pa.ChunkedArray:
+    """Estimates of every string of an Arrow string array (int64; nulls stay null).
+
+    ``values`` is anything exporting the Arrow PyCapsule interface: a pyarrow
+    (chunked) array, a polars Series, ... with utf8, large_utf8, utf8_view or
+    dictionary strings. A pyarrow ``ChunkedArray`` gives a chunked result, anything else
+    one array (no copy when it arrived in one chunk). The GIL is released while counting.
+    """
+    result = pa.chunked_array(_core.estimate_tokens_array(values, method, threads))
+    if isinstance(values, pa.ChunkedArray):
+        return result
+    return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()
+
+
+class Tokenizer(Protocol):
+    """Anything with ``encode(text)`` returning a sequence (tiktoken, tokenizers)."""
+
+    def encode(self, text: str, /) -> Any: ...
+
+
+class TokenizerCounter:
+    """Exact counts from a local tokenizer: tiktoken ``Encoding`` or HF ``tokenizers.Tokenizer``.
+
+    Nothing is downloaded: load the vocabulary from a file you have
+    (``tokenizers.Tokenizer.from_file(path)``, ``tiktoken.Encoding(...)``).
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def __call__(self, text: str) -> int:
+        encoded = self._tokenizer.encode(text)
+        ids = getattr(encoded, "ids", encoded)  # tokenizers returns an Encoding
+        return len(ids)

@@ -1,0 +1,288 @@
+"""Overflow detection, token budgets and the model-limits registry.
+
+Default semantics are OpenCode's: ``count = input + cache.read + output`` of
+the last finished step; ``usable = limit.input`` if set, else
+``limit.context - min(limit.output or 32_000, 32_000)``; overflow when
+``count > usable``; a context of 0 means unlimited. The variants later
+OpenCode releases adopted are configuration (see ``OverflowOptions``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxcompact import _core
+from ctxcompact.errors import ConfigError, InvalidUsageError, UnknownModelError
+
+
+def _count(source: Any, key: str, *, required: bool) -> int:
+    value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
+    if value is None:
+        if required:
+            raise InvalidUsageError(f"usage has no {key!r} count")
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidUsageError(f"usage {key!r} must be an integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one model step, normalised from a dict or a model object."""
+
+    input: int
+    output: int
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @classmethod
+    def coerce(cls, usage: Any) -> Usage:
+        if isinstance(usage, Usage):
+            return usage
+        if usage is None:
+            raise InvalidUsageError("usage is missing")
+        cache = usage.get("cache") if isinstance(usage, Mapping) else getattr(usage, "cache", None)
+        cache = cache if cache is not None else {}
+        return cls(
+            input=_count(usage, "input", required=True),
+            output=_count(usage, "output", required=True),
+            reasoning=_count(usage, "reasoning", required=False),
+            cache_read=_count(cache, "read", required=False),
+            cache_write=_count(cache, "write", required=False),
+        )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Model limits normalised from a dict or a model object (0 = unset)."""
+
+    context: int
+    input: int = 0
+    output: int = 0
+
+    @classmethod
+    def coerce(cls, limits: Any) -> Limits:
+        if isinstance(limits, Limits):
+            return limits
+        if limits is None:
+            raise ConfigError("model limits are missing")
+        get = (
+            (lambda k: limits.get(k))
+            if isinstance(limits, Mapping)
+            else (lambda k: getattr(limits, k, None))
+        )
+        values = {}
+        for key in ("context", "input", "output"):
+            v = get(key)
+            if v is None:
+                if key == "context":
+                    raise ConfigError("model limits have no 'context'")
+                v = 0
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}")
+            values[key] = v
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class OverflowOptions:
+    """How overflow is computed. Defaults reproduce OpenCode's first release."""
+
+    auto: bool = True
+    output_token_max: int = 32_000
+    #: Headroom subtracted from ``limit.input`` when it is set. ``None`` = off;
+    #: ``"default"`` = ``min(20_000, output reserve)`` as later OpenCode does.
+    reserved: int | str | None = None
+    inclusive: bool = False
+    count_cache_write: bool = False
+    clamp_usable: bool = False
+
+    @classmethod
+    def from_config(cls, config: Any) -> OverflowOptions:
+        if config is None:
+            return cls()
+        if isinstance(config, OverflowOptions):
+            return config
+        defaults = cls()
+        return cls(
+            **{
+                name: getattr(config, name, getattr(defaults, name))
+                for name in (
+                    "auto",
+                    "output_token_max",
+                    "reserved",
+                    "inclusive",
+                    "count_cache_write",
+                    "clamp_usable",
+                )
+            }
+        )
+
+
+@dataclass(frozen=True)
+class OverflowReport:
+    overflow: bool
+    #: Tokens the last step put into the context.
+    count: int
+    #: Tokens the model can take as input.
+    usable: int
+
+
+def check_overflow(usage: Any, limits: Any, config: Any = None) -> OverflowReport:
+    """Overflow decision with the numbers behind it."""
+    u, lim, opts = Usage.coerce(usage), Limits.coerce(limits), OverflowOptions.from_config(config)
+    reserved = opts.reserved
+    if isinstance(reserved, str) and reserved != "default":
+        raise ConfigError(f"reserved must be an integer, 'default' or None, got {reserved!r}")
+    over, count, usable = _core.overflow_check(
+        u.input,
+        u.output,
+        u.reasoning,
+        u.cache_read,
+        u.cache_write,
+        lim.context,
+        lim.input,
+        lim.output,
+        auto=opts.auto,
+        output_token_max=opts.output_token_max,
+        reserved=reserved if isinstance(reserved, int) else None,
+        reserved_default=reserved == "default",
+        inclusive=opts.inclusive,
+        count_cache_write=opts.count_cache_write,
+        clamp_usable=opts.clamp_usable,
+    )
+    return OverflowReport(overflow=over, count=count, usable=usable)
+
+
+def is_overflow(usage: Any, limits: Any, config: Any = None) -> bool:
+    """Whether the last step's usage overflows the model's usable input.
+
+    ``usage``: ``{"input", "output", "reasoning", "cache": {"read", "write"}}``
+    or a ``TokenUsage``; ``limits``: ``{"context", "input", "output"}`` or a
+    ``ModelLimits``; ``config``: ``OverflowOptions`` or a ``CompactionConfig``.
+    Negative counts raise ``InvalidUsageError``.
+    """
+    return check_overflow(usage, limits, config).overflow
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """Proactive budget (seeds 001/004): how full the window is before the next call.
+
+    ``available = context - system - output_reserve - safety_buffer`` tokens are
+    for the history; ``utilization = history / available``. Compact when it
+    reaches ``proactive`` (0.80); ``critical`` (0.95) means compact now, even
+    mid-turn.
+    """
+
+    context: int
+    history_tokens: int
+    system_tokens: int = 0
+    output_reserve: int = 0
+    safety_buffer: int = 0
+    proactive: float = 0.80
+    critical: float = 0.95
+
+    def __post_init__(self) -> None:
+        for name in ("context", "history_tokens", "system_tokens", "output_reserve", "safety_buffer"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative")
+        if not 0 < self.proactive < self.critical <= 1:
+            raise ConfigError("thresholds must satisfy 0 < proactive < critical <= 1")
+
+    @property
+    def available(self) -> int:
+        return max(0, self.context - self.system_tokens - self.output_reserve - self.safety_buffer)
+
+    @property
+    def utilization(self) -> float:
+        if self.context == 0:
+            return 0.0  # unlimited
+        if self.available == 0:
+            return float("inf")
+        return self.history_tokens / self.available
+
+    @property
+    def threshold_tokens(self) -> int:
+        """History size at which proactive compaction starts."""
+        return int(self.available * self.proactive)
+
+    @property
+    def should_compact(self) -> bool:
+        return self.utilization >= self.proactive
+
+    @property
+    def is_critical(self) -> bool:
+        return self.utilization >= self.critical
+
+
+#: Limits of a few widely used models (context, output). Extend or replace
+#: them with ``ModelRegistry.from_file``; an unknown model is an error unless
+#: the caller passes an explicit default.
+BUILTIN_LIMITS: dict[str, Limits] = {
+    "gpt-4": Limits(context=8_192, output=8_192),
+    "gpt-4-turbo": Limits(context=128_000, output=4_096),
+    "gpt-4o": Limits(context=128_000, output=16_384),
+    "gpt-4o-mini": Limits(context=128_000, output=16_384),
+    "gpt-4.1": Limits(context=1_047_576, output=32_768),
+    "claude-3-5-sonnet-20240620": Limits(context=200_000, output=8_192),
+    "claude-3-haiku-20240307": Limits(context=200_000, output=4_096),
+    "claude-sonnet-4-20250514": Limits(context=200_000, output=64_000),
+}
+
+
+class ModelRegistry:
+    """Model name -> limits. Load your own from a JSON or TOML file::
+
+        {"my-model": {"context": 128000, "output": 8192}, ...}
+    """
+
+    def __init__(self, limits: Mapping[str, Any] | None = None, *, builtin: bool = True) -> None:
+        self._limits: dict[str, Limits] = dict(BUILTIN_LIMITS) if builtin else {}
+        for name, value in (limits or {}).items():
+            self.register(name, value)
+
+    def register(self, model: str, limits: Any) -> None:
+        try:
+            self._limits[model] = Limits.coerce(limits)
+        except ConfigError as e:
+            raise ConfigError(f"model {model!r}: {e}") from None
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, builtin: bool = True) -> ModelRegistry:
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        try:
+            if path.suffix == ".toml":
+                import tomllib
+
+                data: Any = tomllib.loads(text)
+            else:
+                data = json.loads(text)
+        except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+            raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a table of model name -> limits")
+        return cls(data, builtin=builtin)
+
+    def get(self, model: str, default: Any = None) -> Limits:
+        """Limits of ``model``; ``UnknownModelError`` if unknown and no ``default``."""
+        found = self._limits.get(model)
+        if found is not None:
+            return found
+        if default is not None:
+            return Limits.coerce(default)
+        raise UnknownModelError(
+            f"no limits known for model {model!r}; register it or pass default=", column="model"
+        )
+
+    def __contains__(self, model: object) -> bool:
+        return model in self._limits
+
+    def __len__(self) -> int:
+        return len(self._limits)

@@ -1,0 +1,295 @@
+//! Typed, chunk-aware read access to the Arrow columns of a transcript.
+//!
+//! A column may arrive in several chunks (record batches) and, for strings,
+//! as utf8, large_utf8, utf8_view or a dictionary of those. These wrappers
+//! hide that behind `get(row)` with global row numbers, without copying the
+//! string data.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, Int8Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int64Array, Int8Array, LargeStringArray, StringArray,
+    StringViewArray,
+};
+use arrow_schema::DataType;
+
+use crate::error::{CoreError, Result};
+
+/// Row offsets of the chunks: chunk `i` holds rows `starts[i]..starts[i + 1]`.
+#[derive(Debug, Clone)]
+pub struct Chunking {
+    starts: Vec<usize>,
+}
+
+impl Chunking {
+    pub fn new(lengths: impl IntoIterator<Item = usize>) -> Self {
+        let mut starts = vec![0];
+        for len in lengths {
+            starts.push(starts.last().unwrap() + len);
+        }
+        Chunking { starts }
+    }
+
+    pub fn rows(&self) -> usize {
+        *self.starts.last().unwrap()
+    }
+
+    /// (chunk index, row within the chunk) of a global row.
+    #[inline]
+    pub fn locate(&self, row: usize) -> (usize, usize) {
+        // Few chunks and sequential access dominate, so a binary search is cheap.
+        let chunk = self.starts.partition_point(|&s| s <= row) - 1;
+        (chunk, row - self.starts[chunk])
+    }
+
+    pub fn chunk_start(&self, chunk: usize) -> usize {
+        self.starts[chunk]
+    }
+}
+
+/// One chunk of a string column.
+#[derive(Debug)]
+pub enum StrChunk<'a> {
+    Utf8(&'a StringArray),
+    Large(&'a LargeStringArray),
+    View(&'a StringViewArray),
+    /// Dictionary: keys normalised to `usize` (null keys are `usize::MAX`).
+    Dict {
+        keys: Vec<usize>,
+        values: Box<StrChunk<'a>>,
+    },
+}
+
+impl<'a> StrChunk<'a> {
+    pub fn new(column: &'static str, array: &'a ArrayRef) -> Result<Self> {
+        Ok(match array.data_type() {
+            DataType::Utf8 => StrChunk::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => StrChunk::Large(array.as_string::<i64>()),
+            DataType::Utf8View => StrChunk::View(array.as_string_view()),
+            DataType::Dictionary(_, value_type)
+                if matches!(
+                    value_type.as_ref(),
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ) =>
+            {
+                let dict = array.as_any_dictionary();
+                let keys = dict.normalized_keys();
+                let keys = keys
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        if dict.keys().is_null(i) {
+                            usize::MAX
+                        } else {
+                            k
+                        }
+                    })
+                    .collect();
+                StrChunk::Dict {
+                    keys,
+                    values: Box::new(StrChunk::new(column, dict.values())?),
+                }
+            }
+            other => return Err(type_error(column, other, STRING_TYPES)),
+        })
+    }
+
+    #[inline]
+    pub fn value(&self, i: usize) -> Option<&'a str> {
+        match self {
+            StrChunk::Utf8(a) => (!a.is_null(i)).then(|| a.value(i)),
+            StrChunk::Large(a) => (!a.is_null(i)).then(|| a.value(i)),
+            StrChunk::View(a) => (!a.is_null(i)).then(|| a.value(i)),
+            StrChunk::Dict { keys, values } => match keys[i] {
+                usize::MAX => None,
+                k => values.value(k),
+            },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            StrChunk::Utf8(a) => a.len(),
+            StrChunk::Large(a) => a.len(),
+            StrChunk::View(a) => a.len(),
+            StrChunk::Dict { keys, .. } => keys.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dictionary key of row `i`, when this chunk is dictionary encoded.
+    #[inline]
+    pub fn key(&self, i: usize) -> Option<usize> {
+        match self {
+            StrChunk::Dict { keys, .. } => Some(keys[i]),
+            _ => None,
+        }
+    }
+}
+
+pub const STRING_TYPES: &str = "utf8, large_utf8, utf8_view or a dictionary of them";
+
+fn type_error(column: &'static str, found: &DataType, expected: &'static str) -> CoreError {
+    CoreError::ColumnType {
+        column,
+        found: found.to_string(),
+        expected,
+    }
+}
+
+/// A string column over all chunks.
+#[derive(Debug)]
+pub struct StrCol<'a> {
+    pub name: &'static str,
+    chunks: Vec<StrChunk<'a>>,
+    chunking: Chunking,
+}
+
+impl<'a> StrCol<'a> {
+    pub fn new(name: &'static str, arrays: &'a [ArrayRef]) -> Result<Self> {
+        let chunks = arrays
+            .iter()
+            .map(|a| StrChunk::new(name, a))
+            .collect::<Result<Vec<_>>>()?;
+        let chunking = Chunking::new(chunks.iter().map(StrChunk::len));
+        Ok(StrCol {
+            name,
+            chunks,
+            chunking,
+        })
+    }
+
+    #[inline]
+    pub fn get(&self, row: usize) -> Option<&'a str> {
+        let (c, i) = self.chunking.locate(row);
+        self.chunks[c].value(i)
+    }
+
+    pub fn chunks(&self) -> impl Iterator<Item = (usize, &StrChunk<'a>)> {
+        self.chunks
+            .iter()
+            .enumerate()
+            .map(|(c, chunk)| (self.chunking.chunk_start(c), chunk))
+    }
+
+    pub fn rows(&self) -> usize {
+        self.chunking.rows()
+    }
+}
+
+/// A column of small codes (role, part type, status): int8, or strings mapped
+/// through `parse`. Decoded once into one byte per row; `NULL_CODE` is null.
+pub const NULL_CODE: u8 = u8::MAX;
+
+pub fn decode_codes(
+    name: &'static str,
+    arrays: &[ArrayRef],
+    parse: impl Fn(&str) -> Option<u8>,
+    valid_int: impl Fn(i8) -> Option<u8>,
+    what: &'static str,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    let unknown = |value: String, row: usize| CoreError::UnknownValue {
+        what,
+        value,
+        at: crate::error::Location::column(name).row(row),
+    };
+    for array in arrays {
+        let base = out.len();
+        if let DataType::Int8 = array.data_type() {
+            let ints: &Int8Array = array.as_primitive::<Int8Type>();
+            for i in 0..ints.len() {
+                if ints.is_null(i) {
+                    out.push(NULL_CODE);
+                } else {
+                    let v = ints.value(i);
+                    out.push(valid_int(v).ok_or_else(|| unknown(v.to_string(), base + i))?);
+                }
+            }
+            continue;
+        }
+        let chunk = StrChunk::new(name, array)
+            .map_err(|_| type_error(name, array.data_type(), "int8 codes or a string type"))?;
+        if let StrChunk::Dict { keys, values } = &chunk {
+            // Decode each dictionary value once, then map the keys.
+            let codes: Vec<Option<u8>> = (0..values.len())
+                .map(|k| values.value(k).and_then(&parse))
+                .collect();
+            for (i, &k) in keys.iter().enumerate() {
+                if k == usize::MAX || values.value(k).is_none() {
+                    out.push(NULL_CODE);
+                } else {
+                    let code = codes[k]
+                        .ok_or_else(|| unknown(values.value(k).unwrap().to_owned(), base + i))?;
+                    out.push(code);
+                }
+            }
+            continue;
+        }
+        for i in 0..chunk.len() {
+            match chunk.value(i) {
+                None => out.push(NULL_CODE),
+                Some(s) => out.push(parse(s).ok_or_else(|| unknown(s.to_owned(), base + i))?),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Bool column as one bit-flag per row ORed into `flags` (null = false).
+pub fn or_bool_flags(
+    name: &'static str,
+    arrays: &[ArrayRef],
+    flag: u8,
+    flags: &mut [u8],
+) -> Result<()> {
+    let mut row = 0;
+    for array in arrays {
+        let bools: &BooleanArray = match array.data_type() {
+            DataType::Boolean => array.as_boolean(),
+            DataType::Null => {
+                row += array.len();
+                continue;
+            }
+            other => return Err(type_error(name, other, "bool")),
+        };
+        for i in 0..bools.len() {
+            if bools.is_valid(i) && bools.value(i) {
+                flags[row + i] |= flag;
+            }
+        }
+        row += bools.len();
+    }
+    Ok(())
+}
+
+/// Int64 column: flag rows whose value is set and non-zero (JavaScript truthiness,
+/// which is how OpenCode reads `time.compacted`).
+pub fn or_nonzero_flags(
+    name: &'static str,
+    arrays: &[ArrayRef],
+    flag: u8,
+    flags: &mut [u8],
+) -> Result<()> {
+    let mut row = 0;
+    for array in arrays {
+        let ints: &Int64Array = match array.data_type() {
+            DataType::Int64 => array.as_primitive::<Int64Type>(),
+            DataType::Null => {
+                row += array.len();
+                continue;
+            }
+            other => return Err(type_error(name, other, "int64")),
+        };
+        for i in 0..ints.len() {
+            if ints.is_valid(i) && ints.value(i) != 0 {
+                flags[row + i] |= flag;
+            }
+        }
+        row += ints.len();
+    }
+    Ok(())
+}

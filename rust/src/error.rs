@@ -1,0 +1,123 @@
+//! Errors of the core. Each variant maps to one Python exception class of
+//! `ctxcompact.errors` (see `CoreError::class_name`), carrying where it happened.
+
+use std::fmt;
+
+/// Where in the input an error was found. Every field is optional because
+/// not every error has every coordinate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Location {
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    pub row: Option<usize>,
+    pub column: Option<&'static str>,
+}
+
+impl Location {
+    pub fn column(column: &'static str) -> Self {
+        Location {
+            column: Some(column),
+            ..Default::default()
+        }
+    }
+
+    pub fn row(mut self, row: usize) -> Self {
+        self.row = Some(row);
+        self
+    }
+
+    pub fn session(mut self, session_id: Option<&str>) -> Self {
+        self.session_id = session_id.map(str::to_owned);
+        self
+    }
+
+    pub fn message(mut self, message_id: Option<&str>) -> Self {
+        self.message_id = message_id.map(str::to_owned);
+        self
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(s) = &self.session_id {
+            parts.push(format!("session {s:?}"));
+        }
+        if let Some(m) = &self.message_id {
+            parts.push(format!("message {m:?}"));
+        }
+        if let Some(r) = self.row {
+            parts.push(format!("row {r}"));
+        }
+        if let Some(c) = self.column {
+            parts.push(format!("column {c:?}"));
+        }
+        if parts.is_empty() {
+            Ok(())
+        } else {
+            write!(f, " ({})", parts.join(", "))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    #[error("missing column {column:?}, needed by {needed_by}")]
+    MissingColumn {
+        column: &'static str,
+        needed_by: &'static str,
+    },
+    #[error("column {column:?} has type {found}; expected {expected}")]
+    ColumnType {
+        column: &'static str,
+        found: String,
+        expected: &'static str,
+    },
+    #[error("{what}{at}")]
+    NonContiguous { what: String, at: Location },
+    #[error("{what} is null{at}")]
+    NullValue { what: &'static str, at: Location },
+    #[error("unknown {what} {value:?}{at}")]
+    UnknownValue {
+        what: &'static str,
+        value: String,
+        at: Location,
+    },
+    #[error("{what}{at}")]
+    InconsistentMessage { what: String, at: Location },
+    #[error("{0}")]
+    InvalidUsage(String),
+    #[error("{0}")]
+    Config(String),
+}
+
+pub type Result<T, E = CoreError> = std::result::Result<T, E>;
+
+impl CoreError {
+    /// Name of the matching class in `ctxcompact.errors`.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            CoreError::MissingColumn { .. } => "MissingColumnError",
+            CoreError::ColumnType { .. } => "ColumnTypeError",
+            CoreError::NonContiguous { .. } => "NonContiguousError",
+            CoreError::NullValue { .. } => "NullValueError",
+            CoreError::UnknownValue { .. } => "UnknownValueError",
+            CoreError::InconsistentMessage { .. } => "InconsistentMessageError",
+            CoreError::InvalidUsage(_) => "InvalidUsageError",
+            CoreError::Config(_) => "ConfigError",
+        }
+    }
+
+    pub fn location(&self) -> Location {
+        match self {
+            CoreError::MissingColumn { column, .. } | CoreError::ColumnType { column, .. } => {
+                Location::column(column)
+            }
+            CoreError::NonContiguous { at, .. }
+            | CoreError::NullValue { at, .. }
+            | CoreError::UnknownValue { at, .. }
+            | CoreError::InconsistentMessage { at, .. } => at.clone(),
+            CoreError::InvalidUsage(_) | CoreError::Config(_) => Location::default(),
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! ctxcompact core: token estimates, overflow detection, pruning and pivot
+//! filtering over columnar agent transcripts (docs/schema.md).
+//!
+//! Pure Rust; the Python bindings live in `python.rs` behind the `python`
+//! feature so `cargo test` and `cargo bench` need no interpreter.
+
+pub mod columns;
+pub mod error;
+pub mod estimate;
+pub mod mark;
+pub mod messages;
+pub mod overflow;
+pub mod parallel;
+pub mod pivot;
+pub mod prune;
+pub mod table;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::{CoreError, Location, Result};
+pub use estimate::{estimate, Method};
+pub use table::{Columns, PartTable, Scan};

@@ -1,0 +1,295 @@
+//! Python bindings (`ctxcompact._core`). The only file that knows PyO3:
+//! it extracts Arrow input, releases the GIL around every scan, and turns
+//! `CoreError` into the matching `ctxcompact.errors` class in one place.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
+use arrow_buffer::BooleanBufferBuilder;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
+use pyo3_arrow::{PyArray, PyChunkedArray};
+
+use crate::error::CoreError;
+use crate::estimate::{estimate, estimate_array, Method};
+use crate::messages::{estimate_messages as estimate_messages_core, MessageEstimateConfig};
+use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
+use crate::parallel;
+use crate::pivot::pivot_starts;
+use crate::prune::{prune as prune_core, PruneConfig};
+use crate::table::{Columns, PartTable, Scan};
+
+fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let module = py.import("ctxcompact.errors")?;
+        let class = module.getattr(err.class_name())?;
+        let at = err.location();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("session_id", at.session_id)?;
+        kwargs.set_item("message_id", at.message_id)?;
+        kwargs.set_item("row", at.row)?;
+        kwargs.set_item("column", at.column)?;
+        let exc = class.call((err.to_string(),), Some(&kwargs))?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+fn parse_method(py: Python<'_>, method: &str) -> PyResult<Method> {
+    method.parse().map_err(|e| to_pyerr(py, e))
+}
+
+fn batches(py: Python<'_>, table: AnyRecordBatch) -> PyResult<Vec<RecordBatch>> {
+    let reader = table.into_reader()?;
+    py.detach(|| reader.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| PyValueError::new_err(format!("cannot read the Arrow input: {e}")))
+}
+
+fn u64_array(values: Vec<u64>) -> PyArray {
+    PyArray::from_array_ref(Arc::new(UInt64Array::from(values)) as ArrayRef)
+}
+
+/// Run a scan over a table without the GIL, on `threads` threads.
+fn scan<R: Send>(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    kind: Scan,
+    threads: Option<usize>,
+    f: impl FnOnce(&PartTable<'_>) -> crate::Result<R> + Send,
+) -> PyResult<R> {
+    let batches = batches(py, table)?;
+    py.detach(|| {
+        parallel::run(threads, || {
+            let columns = Columns::from_batches(&batches, kind)?;
+            let table = PartTable::new(&columns)?;
+            f(&table)
+        })?
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
+#[pyfunction]
+#[pyo3(signature = (text, method = "opencode"))]
+fn estimate_tokens(py: Python<'_>, text: &str, method: &str) -> PyResult<u64> {
+    Ok(estimate(text, parse_method(py, method)?))
+}
+
+#[pyfunction]
+#[pyo3(signature = (values, method = "opencode", threads = None))]
+fn estimate_tokens_array(
+    py: Python<'_>,
+    values: AnyArray,
+    method: &str,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    let method = parse_method(py, method)?;
+    let chunked = values.into_chunked_array()?;
+    let (chunks, _field) = chunked.into_inner();
+    let out = py
+        .detach(|| {
+            parallel::run(threads, || {
+                chunks
+                    .iter()
+                    .map(|c| estimate_array(c, method).map(|a| Arc::new(a) as ArrayRef))
+                    .collect::<crate::Result<Vec<_>>>()
+            })?
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (
+    input, output, reasoning, cache_read, cache_write, context, limit_input, limit_output, *,
+    auto = true, output_token_max = 32_000, reserved = None, reserved_default = false,
+    inclusive = false, count_cache_write = false, clamp_usable = false
+))]
+fn overflow_check(
+    py: Python<'_>,
+    input: i64,
+    output: i64,
+    reasoning: i64,
+    cache_read: i64,
+    cache_write: i64,
+    context: i64,
+    limit_input: i64,
+    limit_output: i64,
+    auto: bool,
+    output_token_max: i64,
+    reserved: Option<i64>,
+    reserved_default: bool,
+    inclusive: bool,
+    count_cache_write: bool,
+    clamp_usable: bool,
+) -> PyResult<(bool, i64, i64)> {
+    let usage = TokenUsage {
+        input,
+        output,
+        reasoning,
+        cache_read,
+        cache_write,
+    };
+    let limits = ModelLimits {
+        context,
+        input: limit_input,
+        output: limit_output,
+    };
+    let reserved = match (reserved, reserved_default) {
+        (Some(r), _) => Some(Some(r)),
+        (None, true) => Some(None),
+        (None, false) => None,
+    };
+    let config = OverflowConfig {
+        auto,
+        output_token_max,
+        reserved,
+        inclusive,
+        count_cache_write,
+        clamp_usable,
+    };
+    let over = overflow::is_overflow(&usage, &limits, &config).map_err(|e| to_pyerr(py, e))?;
+    Ok((
+        over,
+        overflow::context_count(&usage, &config),
+        limits.usable(&config),
+    ))
+}
+
+/// Returns (marked rows, per-session first row, total, pruned, marked count).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (
+    table, *, enabled = true, protect = 40_000, minimum = 20_000,
+    protected_tools = vec!["skill".to_owned()], continue_past_compacted = false,
+    method = "opencode", threads = None
+))]
+fn prune(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    enabled: bool,
+    protect: u64,
+    minimum: u64,
+    protected_tools: Vec<String>,
+    continue_past_compacted: bool,
+    method: &str,
+    threads: Option<usize>,
+) -> PyResult<(PyArray, PyArray, PyArray, PyArray, PyArray)> {
+    let config = PruneConfig {
+        enabled,
+        protect,
+        minimum,
+        protected_tools,
+        continue_past_compacted,
+        method: parse_method(py, method)?,
+    };
+    let (rows, firsts, totals, pruned, counts) = scan(py, table, Scan::Prune, threads, |t| {
+        let sessions = prune_core(t, &config)?;
+        let mut rows = Vec::new();
+        let (mut firsts, mut totals, mut pruned, mut counts) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (s, result) in sessions.into_iter().enumerate() {
+            firsts.push(t.sessions[s].start as u64);
+            totals.push(result.total);
+            pruned.push(result.pruned);
+            counts.push(result.rows.len() as u64);
+            rows.extend(result.rows.into_iter().map(|r| r as u64));
+        }
+        Ok((rows, firsts, totals, pruned, counts))
+    })?;
+    Ok((
+        u64_array(rows),
+        u64_array(firsts),
+        u64_array(totals),
+        u64_array(pruned),
+        u64_array(counts),
+    ))
+}
+
+/// Returns (row mask of what later model calls see, per-session first row, per-session pivot row).
+#[pyfunction]
+#[pyo3(signature = (table, *, threads = None))]
+fn pivot(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    threads: Option<usize>,
+) -> PyResult<(PyArray, PyArray, PyArray)> {
+    let (mask, firsts, starts) = scan(py, table, Scan::Pivot, threads, |t| {
+        let starts = pivot_starts(t)?;
+        let mut mask = BooleanBufferBuilder::new(t.rows());
+        for (range, &start) in t.sessions.iter().zip(&starts) {
+            mask.append_n(start - range.start, false);
+            mask.append_n(range.end - start, true);
+        }
+        let firsts: Vec<u64> = t.sessions.iter().map(|r| r.start as u64).collect();
+        Ok((BooleanArray::new(mask.finish(), None), firsts, starts))
+    })?;
+    let starts = starts.into_iter().map(|s| s as u64).collect();
+    Ok((
+        PyArray::from_array_ref(Arc::new(mask)),
+        u64_array(firsts),
+        u64_array(starts),
+    ))
+}
+
+/// Returns (first row of each message, its tokens, its session index).
+#[pyfunction]
+#[pyo3(signature = (table, *, method = "opencode", overhead = 4, threads = None))]
+fn estimate_messages(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    method: &str,
+    overhead: u64,
+    threads: Option<usize>,
+) -> PyResult<(PyArray, PyArray, PyArray)> {
+    let config = MessageEstimateConfig {
+        method: parse_method(py, method)?,
+        overhead,
+    };
+    let (rows, tokens, sessions) = scan(py, table, Scan::Estimate, threads, |t| {
+        let per_session = estimate_messages_core(t, config)?;
+        let (mut rows, mut tokens, mut sessions) = (Vec::new(), Vec::new(), Vec::new());
+        for (s, msgs) in per_session.into_iter().enumerate() {
+            for m in msgs {
+                rows.push(m.row as u64);
+                tokens.push(m.tokens);
+                sessions.push(s as u64);
+            }
+        }
+        Ok((rows, tokens, sessions))
+    })?;
+    Ok((u64_array(rows), u64_array(tokens), u64_array(sessions)))
+}
+
+/// A new `compacted_at` column (same chunks) with `now_ms` set at `rows`.
+#[pyfunction]
+fn mark_rows(
+    py: Python<'_>,
+    compacted_at: AnyArray,
+    rows: Vec<u64>,
+    now_ms: i64,
+) -> PyResult<PyChunkedArray> {
+    let (chunks, _field) = compacted_at.into_chunked_array()?.into_inner();
+    let out = py
+        .detach(|| crate::mark::mark_rows(&chunks, &rows, now_ms))
+        .map_err(|e| to_pyerr(py, e))?;
+    PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("CLEARED_TOOL_OUTPUT", crate::messages::CLEARED_TOOL_OUTPUT)?;
+    m.add("INTERRUPTED_TOOL", crate::messages::INTERRUPTED_TOOL)?;
+    m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
+    m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;
+    m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
+    m.add_function(wrap_pyfunction!(prune, m)?)?;
+    m.add_function(wrap_pyfunction!(pivot, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(mark_rows, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! The part-row transcript (docs/schema.md) as the scans see it: string
+//! columns borrowed from Arrow, small per-row codes decoded once, and the
+//! row ranges of every session.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use arrow_array::{ArrayRef, RecordBatch};
+
+use crate::columns::{decode_codes, or_bool_flags, or_nonzero_flags, StrCol, NULL_CODE};
+use crate::error::{CoreError, Location, Result};
+
+pub mod role {
+    pub const USER: u8 = 0;
+    pub const ASSISTANT: u8 = 1;
+    pub const SYSTEM: u8 = 2;
+    pub const TOOL: u8 = 3;
+
+    pub fn parse(s: &str) -> Option<u8> {
+        Some(match s {
+            "user" => USER,
+            "assistant" => ASSISTANT,
+            "system" => SYSTEM,
+            "tool" => TOOL,
+            _ => return None,
+        })
+    }
+}
+
+pub mod part_type {
+    pub const TEXT: u8 = 0;
+    pub const TOOL: u8 = 1;
+    pub const COMPACTION: u8 = 2;
+    pub const REASONING: u8 = 4;
+    /// A part type this version does not know (kept so newer exports load).
+    pub const OTHER: u8 = 127;
+
+    pub const NAMES: [&str; 12] = [
+        "text",
+        "tool",
+        "compaction",
+        "file",
+        "reasoning",
+        "step-start",
+        "step-finish",
+        "subtask",
+        "snapshot",
+        "patch",
+        "agent",
+        "retry",
+    ];
+
+    pub fn parse(s: &str) -> Option<u8> {
+        Some(
+            NAMES
+                .iter()
+                .position(|n| *n == s)
+                .map_or(OTHER, |i| i as u8),
+        )
+    }
+
+    pub fn from_int(v: i8) -> Option<u8> {
+        ((0..NAMES.len() as i8).contains(&v) || v == OTHER as i8).then_some(v as u8)
+    }
+}
+
+pub mod status {
+    pub const PENDING: u8 = 0;
+    pub const RUNNING: u8 = 1;
+    pub const COMPLETED: u8 = 2;
+    pub const ERROR: u8 = 3;
+
+    pub fn parse(s: &str) -> Option<u8> {
+        Some(match s {
+            "pending" => PENDING,
+            "running" => RUNNING,
+            "completed" => COMPLETED,
+            "error" => ERROR,
+            _ => return None,
+        })
+    }
+}
+
+fn small_int(max: i8) -> impl Fn(i8) -> Option<u8> {
+    move |v| (0..=max).contains(&v).then_some(v as u8)
+}
+
+/// Bits of the per-row `flags` byte.
+pub mod flag {
+    pub const SUMMARY: u8 = 1;
+    pub const FINISHED: u8 = 2;
+    pub const ERROR: u8 = 4;
+    pub const COMPACTED: u8 = 8;
+}
+
+/// Which scan is reading the table: decides the columns it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    Prune,
+    Pivot,
+    Estimate,
+}
+
+impl Scan {
+    fn name(self) -> &'static str {
+        match self {
+            Scan::Prune => "prune",
+            Scan::Pivot => "filter_pivot",
+            Scan::Estimate => "estimate_messages",
+        }
+    }
+
+    fn extra_columns(self) -> &'static [&'static str] {
+        match self {
+            Scan::Prune => &["summary", "tool", "status", "output", "compacted_at"],
+            Scan::Pivot => &["parent_id", "summary", "finished", "error"],
+            Scan::Estimate => &["tool", "input", "output", "compacted_at"],
+        }
+    }
+}
+
+const BASE_COLUMNS: [&str; 4] = ["session_id", "message_id", "role", "part_type"];
+
+/// The Arrow chunks of every column a scan needs, gathered from record batches.
+pub struct Columns {
+    by_name: HashMap<&'static str, Vec<ArrayRef>>,
+}
+
+impl Columns {
+    pub fn from_batches(batches: &[RecordBatch], scan: Scan) -> Result<Self> {
+        let mut by_name = HashMap::new();
+        for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
+            let mut chunks = Vec::with_capacity(batches.len());
+            for batch in batches {
+                let column = batch.column_by_name(name).ok_or(CoreError::MissingColumn {
+                    column: name,
+                    needed_by: scan.name(),
+                })?;
+                chunks.push(column.clone());
+            }
+            by_name.insert(name, chunks);
+        }
+        Ok(Columns { by_name })
+    }
+
+    fn get(&self, name: &'static str) -> Option<&[ArrayRef]> {
+        self.by_name.get(name).map(Vec::as_slice)
+    }
+}
+
+/// One message of a session: its rows and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub rows: Range<usize>,
+    pub role: u8,
+}
+
+pub struct PartTable<'a> {
+    pub session_id: StrCol<'a>,
+    pub message_id: StrCol<'a>,
+    pub parent_id: Option<StrCol<'a>>,
+    pub tool: Option<StrCol<'a>>,
+    pub input: Option<StrCol<'a>>,
+    pub output: Option<StrCol<'a>>,
+    pub role: Vec<u8>,
+    pub part_type: Vec<u8>,
+    pub status: Option<Vec<u8>>,
+    pub flags: Vec<u8>,
+    /// Row range of every session, in table order.
+    pub sessions: Vec<Range<usize>>,
+}
+
+impl<'a> PartTable<'a> {
+    pub fn new(columns: &'a Columns) -> Result<Self> {
+        let base = |name| columns.get(name).expect("base columns are always gathered");
+        let opt_str = |name| columns.get(name).map(|a| StrCol::new(name, a)).transpose();
+        let session_id = StrCol::new("session_id", base("session_id"))?;
+        let message_id = StrCol::new("message_id", base("message_id"))?;
+        let rows = session_id.rows();
+        let role = decode_codes("role", base("role"), role::parse, small_int(3), "role")?;
+        let part_type = decode_codes(
+            "part_type",
+            base("part_type"),
+            part_type::parse,
+            part_type::from_int,
+            "part type",
+        )?;
+        let status = columns
+            .get("status")
+            .map(|a| decode_codes("status", a, status::parse, small_int(3), "tool status"))
+            .transpose()?;
+        let mut flags = vec![0u8; rows];
+        for (name, bit) in [
+            ("summary", flag::SUMMARY),
+            ("finished", flag::FINISHED),
+            ("error", flag::ERROR),
+        ] {
+            if let Some(arrays) = columns.get(name) {
+                or_bool_flags(name, arrays, bit, &mut flags)?;
+            }
+        }
+        if let Some(arrays) = columns.get("compacted_at") {
+            or_nonzero_flags("compacted_at", arrays, flag::COMPACTED, &mut flags)?;
+        }
+        let sessions = session_ranges(&session_id)?;
+        Ok(PartTable {
+            parent_id: opt_str("parent_id")?,
+            tool: opt_str("tool")?,
+            input: opt_str("input")?,
+            output: opt_str("output")?,
+            session_id,
+            message_id,
+            role,
+            part_type,
+            status,
+            flags,
+            sessions,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.role.len()
+    }
+
+    fn at(&self, row: usize) -> Location {
+        Location::default()
+            .session(self.session_id.get(row))
+            .row(row)
+    }
+
+    /// The messages of session `s`, validated: message rows contiguous, ids
+    /// and roles present and consistent within a message.
+    pub fn messages(&self, s: usize) -> Result<Vec<Message>> {
+        let range = self.sessions[s].clone();
+        if range.len() == 1 && self.message_id.get(range.start).is_none() {
+            return Ok(Vec::new()); // a session without messages
+        }
+        let mut out: Vec<Message> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut current: Option<&str> = None;
+        for row in range {
+            let id = self
+                .message_id
+                .get(row)
+                .ok_or_else(|| CoreError::NullValue {
+                    what: "message_id",
+                    at: self.at(row).with_column("message_id"),
+                })?;
+            let role = self.role[row];
+            if role == NULL_CODE {
+                return Err(CoreError::NullValue {
+                    what: "role",
+                    at: self.at(row).message(Some(id)).with_column("role"),
+                });
+            }
+            if current == Some(id) {
+                let msg = out.last_mut().expect("current message exists");
+                if msg.role != role {
+                    return Err(CoreError::InconsistentMessage {
+                        what: "rows of one message have different roles".into(),
+                        at: self.at(row).message(Some(id)).with_column("role"),
+                    });
+                }
+                msg.rows.end = row + 1;
+                continue;
+            }
+            if !seen.insert(id) {
+                return Err(CoreError::NonContiguous {
+                    what:
+                        "rows of a message are not contiguous: it reappears after another message"
+                            .into(),
+                    at: self.at(row).message(Some(id)).with_column("message_id"),
+                });
+            }
+            current = Some(id);
+            out.push(Message {
+                rows: row..row + 1,
+                role,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Location {
+    fn with_column(mut self, column: &'static str) -> Self {
+        self.column = Some(column);
+        self
+    }
+}
+
+/// Row ranges of the sessions, checking that each session's rows are contiguous.
+fn session_ranges(session_id: &StrCol<'_>) -> Result<Vec<Range<usize>>> {
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut prev: Option<(&str, Option<usize>)> = None;
+    for (base, chunk) in session_id.chunks() {
+        let mut prev_key_valid = false; // keys compare only within one chunk
+        for i in 0..chunk.len() {
+            let row = base + i;
+            let key = chunk.key(i);
+            if let (true, Some((_, Some(pk))), Some(k)) = (prev_key_valid, prev, key) {
+                if pk == k && k != usize::MAX {
+                    ranges.last_mut().unwrap().end = row + 1;
+                    continue;
+                }
+            }
+            let id = chunk.value(i).ok_or_else(|| CoreError::NullValue {
+                what: "session_id",
+                at: Location::column("session_id").row(row),
+            })?;
+            prev_key_valid = true;
+            if let Some((p, _)) = prev {
+                if p == id {
+                    prev = Some((id, key));
+                    ranges.last_mut().unwrap().end = row + 1;
+                    continue;
+                }
+            }
+            if !seen.insert(id) {
+                return Err(CoreError::NonContiguous {
+                    what:
+                        "rows of a session are not contiguous: it reappears after another session"
+                            .into(),
+                    at: Location::column("session_id").row(row).session(Some(id)),
+                });
+            }
+            prev = Some((id, key));
+            ranges.push(row..row + 1);
+        }
+    }
+    Ok(ranges)
+}
