@@ -21,3 +21,6 @@ mod python;
 pub use error::{CoreError, Location, Result};
 pub use estimate::{estimate, Method};
 pub use table::{Columns, PartTable, Scan};
+
+#[cfg(test)]
+mod testutil;

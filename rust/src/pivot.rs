@@ -52,3 +52,52 @@ fn pivot_start(table: &PartTable<'_>, s: usize) -> Result<usize> {
     }
     Ok(table.sessions[s].start)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Columns, Scan};
+    use crate::testutil::*;
+
+    fn starts(sessions: &[(&str, Vec<M>)]) -> Vec<usize> {
+        let batches = [batch(sessions)];
+        let cols = Columns::from_batches(&batches, Scan::Pivot).unwrap();
+        pivot_starts(&PartTable::new(&cols).unwrap()).unwrap()
+    }
+
+    fn compacted_session() -> Vec<M> {
+        vec![
+            user("u1", vec![text("task")]),
+            assistant("a1", "u1", vec![tool("read", 10)]),
+            user("u2", vec![compaction()]),
+            summary("a2", "u2"),
+            user("u3", vec![text("Continue if you have next steps")]),
+        ]
+    }
+
+    #[test]
+    fn keeps_from_the_completed_compaction_marker() {
+        assert_eq!(starts(&[("s", compacted_session())]), vec![2]);
+    }
+
+    #[test]
+    fn no_pivot_without_finished_error_free_summary() {
+        let mut unfinished = compacted_session();
+        unfinished[3].finished = false;
+        let mut errored = compacted_session();
+        errored[3].error = true;
+        let mut no_marker = compacted_session();
+        no_marker[2].parts = vec![text("plain")];
+        let r = starts(&[("a", unfinished), ("b", errored), ("c", no_marker)]);
+        assert_eq!(r, vec![0, 5, 10]);
+    }
+
+    #[test]
+    fn latest_pivot_wins_and_sessions_are_independent() {
+        let mut msgs = compacted_session();
+        msgs.push(user("u4", vec![compaction()]));
+        msgs.push(summary("a4", "u4"));
+        let r = starts(&[("x", vec![user("only", vec![])]), ("y", msgs)]);
+        assert_eq!(r, vec![0, 1 + 5]);
+    }
+}

@@ -132,3 +132,142 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Columns, Scan};
+    use crate::testutil::*;
+
+    fn run(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, Scan::Prune).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        prune(&table, config).unwrap().remove(0)
+    }
+
+    /// 10 turns, each an assistant reply with one 40 000-char (10 000-token) read.
+    fn long_session() -> Vec<crate::testutil::M> {
+        let mut msgs = vec![];
+        for t in 0..10 {
+            msgs.push(user(&format!("u{t}"), vec![text("go")]));
+            msgs.push(assistant(
+                &format!("a{t}"),
+                &format!("u{t}"),
+                vec![tool("read", 40_000)],
+            ));
+        }
+        msgs
+    }
+
+    #[test]
+    fn recent_two_turns_are_never_pruned() {
+        // The seed case: one 2 500-token output, then two user turns.
+        let msgs = vec![
+            user("1", vec![]),
+            assistant("2", "1", vec![tool("read", 10_000)]),
+            user("3", vec![]),
+            user("4", vec![]),
+        ];
+        let r = run(msgs, &PruneConfig::default());
+        assert_eq!((r.pruned, r.rows.len()), (0, 0));
+    }
+
+    #[test]
+    fn prunes_beyond_protect_window_including_the_crossing_part() {
+        let r = run(long_session(), &PruneConfig::default());
+        // Everything from the second user message back is skipped, so a9 and a8 are
+        // not counted: a7..a0 give 8 x 10 000 tokens.
+        assert_eq!(r.total, 80_000);
+        // a7..a4 fill the 40 000 window (strict >); a3 crosses it and is pruned with the rest.
+        assert_eq!(r.pruned, 40_000);
+        // Newest first: rows of a3, a2, a1, a0 (message k is row k; a_t is row 2t + 1).
+        assert_eq!(r.rows, vec![7, 5, 3, 1]);
+    }
+
+    #[test]
+    fn nothing_marked_unless_strictly_over_minimum() {
+        let config = PruneConfig {
+            minimum: 40_000,
+            ..Default::default()
+        };
+        let r = run(long_session(), &config);
+        assert_eq!((r.pruned, r.rows.len(), r.total), (0, 0, 80_000));
+        let config = PruneConfig {
+            minimum: 39_999,
+            ..Default::default()
+        };
+        assert_eq!(run(long_session(), &config).pruned, 40_000);
+    }
+
+    #[test]
+    fn summary_message_ends_the_scan() {
+        let mut msgs = long_session();
+        msgs.insert(8, summary("sum", "u3")); // between turn 3 and turn 4
+        let r = run(msgs, &PruneConfig::default());
+        // Only a7..a4 are counted: 40 000 tokens, none beyond the window.
+        assert_eq!(r.total, 40_000);
+        assert_eq!((r.pruned, r.rows.len()), (0, 0));
+    }
+
+    #[test]
+    fn compacted_part_ends_the_scan_unless_configured() {
+        let mut msgs = long_session();
+        msgs[9].parts[0].compacted = Some(1); // a4
+        let r = run(msgs.clone(), &PruneConfig::default());
+        assert_eq!(r.total, 30_000); // a7..a5 only
+        let config = PruneConfig {
+            continue_past_compacted: true,
+            ..Default::default()
+        };
+        let r = run(msgs, &config);
+        assert_eq!(r.total, 70_000); // a4 skipped, not counted
+        assert_eq!(r.rows, vec![5, 3, 1]);
+        assert_eq!(r.pruned, 30_000);
+    }
+
+    #[test]
+    fn protected_tools_and_unfinished_tools_are_skipped() {
+        let mut msgs = long_session();
+        for m in msgs.iter_mut().filter(|m| m.id == "a0" || m.id == "a1") {
+            m.parts[0].tool = Some("skill");
+        }
+        msgs[5].parts[0].status = Some("running"); // a2
+        let r = run(msgs.clone(), &PruneConfig::default());
+        assert_eq!(r.total, 50_000); // a7..a3
+        assert_eq!((r.pruned, r.rows.len()), (0, 0)); // a3 alone: 10 000 <= 20 000
+        let r = run(
+            msgs,
+            &PruneConfig {
+                minimum: 5_000,
+                ..Default::default()
+            },
+        );
+        assert_eq!((r.pruned, r.rows.clone()), (10_000, vec![7]));
+    }
+
+    #[test]
+    fn disabled_prunes_nothing() {
+        let r = run(
+            long_session(),
+            &PruneConfig {
+                enabled: false,
+                ..Default::default()
+            },
+        );
+        assert_eq!(r, SessionPrune::default());
+    }
+
+    #[test]
+    fn tool_part_without_status_is_an_error() {
+        let mut msgs = long_session();
+        msgs[1].parts[0].status = None;
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, Scan::Prune).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let err = prune(&table, &PruneConfig::default()).unwrap_err();
+        assert!(
+            matches!(err, CoreError::NullValue { at, .. } if at.row == Some(1) && at.session_id.as_deref() == Some("s"))
+        );
+    }
+}

@@ -331,3 +331,179 @@ fn session_ranges(session_id: &StrCol<'_>) -> Result<Vec<Range<usize>>> {
     }
     Ok(ranges)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, DictionaryArray, Int8Array, RecordBatch, StringArray};
+
+    use super::*;
+    use crate::testutil::*;
+
+    fn table_err(batches: &[RecordBatch], scan: Scan) -> CoreError {
+        match Columns::from_batches(batches, scan) {
+            Err(e) => e,
+            Ok(cols) => match PartTable::new(&cols) {
+                Err(e) => e,
+                Ok(t) => (0..t.sessions.len())
+                    .find_map(|s| t.messages(s).err())
+                    .expect("an error"),
+            },
+        }
+    }
+
+    fn replace(b: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
+        let schema = b.schema();
+        let cols: Vec<(&str, ArrayRef)> = schema
+            .fields()
+            .iter()
+            .zip(b.columns())
+            .map(|(f, c)| {
+                (
+                    f.name().as_str(),
+                    if f.name() == name {
+                        col.clone()
+                    } else {
+                        c.clone()
+                    },
+                )
+            })
+            .collect();
+        RecordBatch::try_from_iter(cols).unwrap()
+    }
+
+    fn two_sessions() -> RecordBatch {
+        batch(&[
+            (
+                "s1",
+                vec![
+                    user("u1", vec![text("a"), text("b")]),
+                    assistant("a1", "u1", vec![]),
+                ],
+            ),
+            ("s2", vec![user("u1", vec![text("c")])]),
+        ])
+    }
+
+    #[test]
+    fn sessions_and_messages_are_grouped() {
+        let b = [two_sessions()];
+        let cols = Columns::from_batches(&b, Scan::Pivot).unwrap();
+        let t = PartTable::new(&cols).unwrap();
+        assert_eq!(t.sessions, vec![0..3, 3..4]);
+        let msgs = t.messages(0).unwrap();
+        assert_eq!(
+            msgs.iter().map(|m| m.rows.clone()).collect::<Vec<_>>(),
+            vec![0..2, 2..3]
+        );
+        assert_eq!(t.part_type[2], NULL_CODE); // the empty assistant message
+    }
+
+    #[test]
+    fn sessions_may_span_batches_and_use_dictionaries() {
+        let b = two_sessions();
+        let (first, second) = (b.slice(0, 2), b.slice(2, 2));
+        let keys = Int32Array_from(&[0, 0]);
+        let dict: ArrayRef = Arc::new(
+            DictionaryArray::<Int32Type>::try_new(keys, Arc::new(StringArray::from(vec!["s1"])))
+                .unwrap(),
+        );
+        let first = replace(&first, "session_id", dict);
+        let cols_batches = [first, second];
+        let cols = Columns::from_batches(&cols_batches, Scan::Pivot).unwrap();
+        let t = PartTable::new(&cols).unwrap();
+        assert_eq!(t.sessions, vec![0..3, 3..4]);
+    }
+
+    #[allow(non_snake_case)]
+    fn Int32Array_from(v: &[i32]) -> arrow_array::Int32Array {
+        arrow_array::Int32Array::from(v.to_vec())
+    }
+
+    #[test]
+    fn non_contiguous_session_is_reported_with_its_row() {
+        let b = batch(&[
+            ("s1", vec![user("u", vec![])]),
+            ("s2", vec![user("u", vec![])]),
+            ("s1", vec![user("v", vec![])]),
+        ]);
+        let err = table_err(&[b], Scan::Pivot);
+        assert!(
+            matches!(&err, CoreError::NonContiguous { at, .. } if at.row == Some(2) && at.session_id.as_deref() == Some("s1")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_contiguous_message_is_reported() {
+        let b = batch(&[(
+            "s",
+            vec![user("u", vec![]), user("v", vec![]), user("u", vec![])],
+        )]);
+        let err = table_err(&[b], Scan::Pivot);
+        assert!(
+            matches!(&err, CoreError::NonContiguous { at, .. } if at.message_id.as_deref() == Some("u") && at.row == Some(2)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_and_mistyped_columns() {
+        let b = two_sessions();
+        let without = b.project(&[0, 1, 2, 4]).unwrap();
+        assert_eq!(
+            table_err(&[without], Scan::Pivot),
+            CoreError::MissingColumn {
+                column: "parent_id",
+                needed_by: "filter_pivot"
+            }
+        );
+        let bad = replace(
+            &b,
+            "role",
+            Arc::new(arrow_array::Int64Array::from(vec![0i64; 4])),
+        );
+        assert!(matches!(
+            table_err(&[bad], Scan::Pivot),
+            CoreError::ColumnType { column: "role", .. }
+        ));
+    }
+
+    #[test]
+    fn unknown_role_null_session_and_int_codes() {
+        let b = two_sessions();
+        let roles = replace(
+            &b,
+            "role",
+            Arc::new(StringArray::from(vec!["user", "user", "robot", "user"])),
+        );
+        assert!(
+            matches!(table_err(&[roles], Scan::Pivot), CoreError::UnknownValue { value, at, .. } if value == "robot" && at.row == Some(2))
+        );
+        let nulls = replace(
+            &b,
+            "session_id",
+            Arc::new(StringArray::from(vec![
+                Some("s1"),
+                None,
+                Some("s1"),
+                Some("s2"),
+            ])),
+        );
+        assert!(
+            matches!(table_err(&[nulls], Scan::Pivot), CoreError::NullValue { what: "session_id", at } if at.row == Some(1))
+        );
+        let ints = replace(&b, "role", Arc::new(Int8Array::from(vec![0, 0, 1, 7])));
+        assert!(matches!(
+            table_err(&[ints], Scan::Pivot),
+            CoreError::UnknownValue { what: "role", .. }
+        ));
+        let mixed = replace(&b, "role", Arc::new(Int8Array::from(vec![0, 1, 1, 0])));
+        assert!(matches!(
+            table_err(&[mixed], Scan::Pivot),
+            CoreError::InconsistentMessage { .. }
+        ));
+    }
+}
