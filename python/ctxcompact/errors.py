@@ -88,6 +88,7 @@ __all__ = [
     "CompactionError",
     "ConfigError",
     "InconsistentMessageError",
+    "InternalError",
     "InvalidUsageError",
     "MissingColumnError",
     "NonContiguousError",
@@ -97,3 +98,7 @@ __all__ = [
     "UnknownModelError",
     "UnknownValueError",
 ]
+
+
+class InternalError(CompactionError):
+    """A bug in ctxcompact (caught at the Rust boundary), not a problem with the input."""

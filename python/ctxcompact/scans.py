@@ -33,6 +33,12 @@ def _as_table(data: Any) -> tuple[pa.Table, Session | None]:
     return Transcript.from_arrow(data).to_arrow(), None
 
 
+def _take(table: pa.Table, column: str, rows: pa.Array) -> pa.StringArray:
+    """Strings of ``column`` at ``rows`` (works for every string layout, string_view too)."""
+    result: pa.StringArray = pa.array(_core.take_strings(table.column(column), rows.to_pylist()))
+    return result
+
+
 def _opt(config: Any, name: str, default: Any) -> Any:
     return default if config is None else getattr(config, name, default)
 
@@ -83,14 +89,14 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
     firsts = pa.array(firsts)
     sessions = pa.table(
         {
-            "session_id": table.column("session_id").take(firsts).cast(pa.string()),
+            "session_id": _take(table, "session_id", firsts),
             "total": pa.array(totals),
             "pruned": pa.array(pruned),
             "parts": pa.array(counts),
         }
     )
     part_ids = (
-        table.column("part_id").take(rows).to_pylist() if "part_id" in table.column_names else []
+        _take(table, "part_id", rows).to_pylist() if "part_id" in table.column_names else []
     )
     return PruneResult(
         rows=rows,
@@ -160,15 +166,16 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
     table, session = _as_table(data)
-    mask, _firsts, starts = _core.pivot(table, threads=threads)
-    if session is not None:
+    if session is None:
+        return Transcript(pa.table(_core.filter_pivot(table, threads=threads)))
+    _mask, _firsts, starts = _core.pivot(table, threads=threads)
+    if True:
         if not session.messages:
             return session.model_copy()
         # The rows follow the session's messages in order: find the pivot row's message.
         pivot_id = table.column("message_id")[pa.array(starts)[0].as_py()].as_py()
         keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
         return session.model_copy(update={"messages": session.messages[keep_from:]})
-    return Transcript(table.filter(pa.array(mask)))
 
 
 @dataclass(frozen=True)
@@ -200,8 +207,8 @@ def estimate_messages(
     rows, tokens = pa.array(rows), pa.array(tokens)
     messages = pa.table(
         {
-            "session_id": table.column("session_id").take(rows).cast(pa.string()),
-            "message_id": table.column("message_id").take(rows).cast(pa.string()),
+            "session_id": _take(table, "session_id", rows),
+            "message_id": _take(table, "message_id", rows),
             "tokens": tokens,
         }
     )

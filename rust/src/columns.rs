@@ -73,18 +73,21 @@ impl<'a> StrChunk<'a> {
                 ) =>
             {
                 let dict = array.as_any_dictionary();
-                let keys = dict.normalized_keys();
-                let keys = keys
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, k)| {
-                        if dict.keys().is_null(i) {
-                            usize::MAX
-                        } else {
-                            k
-                        }
-                    })
-                    .collect();
+                // `normalized_keys` asserts a non-empty dictionary; an empty one
+                // means every key is null.
+                let keys = if dict.values().is_empty() {
+                    vec![usize::MAX; dict.keys().len()]
+                } else {
+                    let nulls = dict.keys().logical_nulls();
+                    let keys = dict.normalized_keys();
+                    keys.into_iter()
+                        .enumerate()
+                        .map(|(i, k)| match &nulls {
+                            Some(n) if n.is_null(i) => usize::MAX,
+                            _ => k,
+                        })
+                        .collect()
+                };
                 StrChunk::Dict {
                     keys,
                     values: Box::new(StrChunk::new(column, dict.values())?),

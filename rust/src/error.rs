@@ -89,6 +89,9 @@ pub enum CoreError {
     InvalidUsage(String),
     #[error("{0}")]
     Config(String),
+    /// A bug in ctxcompact (a panic caught at the boundary), never bad input.
+    #[error("internal error in ctxcompact: {0}")]
+    Internal(String),
 }
 
 pub type Result<T, E = CoreError> = std::result::Result<T, E>;
@@ -105,6 +108,7 @@ impl CoreError {
             CoreError::InconsistentMessage { .. } => "InconsistentMessageError",
             CoreError::InvalidUsage(_) => "InvalidUsageError",
             CoreError::Config(_) => "ConfigError",
+            CoreError::Internal(_) => "InternalError",
         }
     }
 
@@ -117,7 +121,9 @@ impl CoreError {
             | CoreError::NullValue { at, .. }
             | CoreError::UnknownValue { at, .. }
             | CoreError::InconsistentMessage { at, .. } => at.clone(),
-            CoreError::InvalidUsage(_) | CoreError::Config(_) => Location::default(),
+            CoreError::InvalidUsage(_) | CoreError::Config(_) | CoreError::Internal(_) => {
+                Location::default()
+            }
         }
     }
 }

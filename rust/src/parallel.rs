@@ -14,8 +14,20 @@ fn pools() -> &'static Mutex<HashMap<usize, Arc<ThreadPool>>> {
 }
 
 /// Run `f` on `threads` threads (`None`: rayon's global pool, one per core).
-pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Result<R> {
-    let Some(n) = threads else { return Ok(f()) };
+/// A panic inside `f` (a bug, never bad input) comes back as `CoreError::Internal`
+/// instead of unwinding into the caller.
+pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    let guarded = || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(CoreError::Internal(msg))
+        })
+    };
+    let Some(n) = threads else { return guarded() };
     if n == 0 {
         return Err(CoreError::Config("threads must be at least 1".into()));
     }
@@ -32,5 +44,5 @@ pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Res
             }
         }
     };
-    Ok(pool.install(f))
+    pool.install(guarded)
 }

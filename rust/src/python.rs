@@ -65,7 +65,7 @@ fn scan<R: Send>(
             let columns = Columns::from_batches(&batches, kind)?;
             let table = PartTable::new(&columns)?;
             f(&table)
-        })?
+        })
     })
     .map_err(|e| to_pyerr(py, e))
 }
@@ -94,7 +94,7 @@ fn estimate_tokens_array(
                     .iter()
                     .map(|c| estimate_array(c, method).map(|a| Arc::new(a) as ArrayRef))
                     .collect::<crate::Result<Vec<_>>>()
-            })?
+            })
         })
         .map_err(|e| to_pyerr(py, e))?;
     PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
@@ -234,6 +234,56 @@ fn pivot(
     ))
 }
 
+/// The rows at or after each session's pivot, as a table with the input's schema.
+/// Filtering happens here because pyarrow has no filter kernel for utf8_view.
+#[pyfunction]
+#[pyo3(signature = (table, *, threads = None))]
+fn filter_pivot(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    threads: Option<usize>,
+) -> PyResult<pyo3_arrow::PyTable> {
+    let schema = table.schema()?;
+    let batches = batches(py, table)?;
+    let filtered = py
+        .detach(|| {
+            parallel::run(threads, || {
+                let starts = {
+                    let columns = Columns::from_batches(&batches, Scan::Pivot)?;
+                    let table = PartTable::new(&columns)?;
+                    let starts = pivot_starts(&table)?;
+                    table
+                        .sessions
+                        .iter()
+                        .zip(starts)
+                        .map(|(r, s)| (s, r.end))
+                        .collect::<Vec<_>>()
+                };
+                let mut keep = starts.into_iter().peekable();
+                let mut out = Vec::with_capacity(batches.len());
+                let mut base = 0;
+                for batch in &batches {
+                    let n = batch.num_rows();
+                    let mut mask = BooleanBufferBuilder::new(n);
+                    for row in base..base + n {
+                        while keep.peek().is_some_and(|&(_, end)| end <= row) {
+                            keep.next();
+                        }
+                        mask.append(keep.peek().is_some_and(|&(start, _)| row >= start));
+                    }
+                    let mask = BooleanArray::new(mask.finish(), None);
+                    let kept = arrow_select::filter::filter_record_batch(batch, &mask)
+                        .map_err(|e| CoreError::Internal(e.to_string()))?;
+                    out.push(kept);
+                    base += n;
+                }
+                Ok(out)
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    pyo3_arrow::PyTable::try_new(filtered, schema)
+}
+
 /// Returns (first row of each message, its tokens, its session index).
 #[pyfunction]
 #[pyo3(signature = (table, *, method = "opencode", overhead = 4, threads = None))]
@@ -273,9 +323,36 @@ fn mark_rows(
 ) -> PyResult<PyChunkedArray> {
     let (chunks, _field) = compacted_at.into_chunked_array()?.into_inner();
     let out = py
-        .detach(|| crate::mark::mark_rows(&chunks, &rows, now_ms))
+        .detach(|| parallel::run(None, || crate::mark::mark_rows(&chunks, &rows, now_ms)))
         .map_err(|e| to_pyerr(py, e))?;
     PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
+}
+
+/// Strings of `column` (any string type, chunked) at `rows`, as one utf8 array.
+/// pyarrow's `take` has no kernel for utf8_view; this works for every layout.
+#[pyfunction]
+fn take_strings(py: Python<'_>, column: AnyArray, rows: Vec<u64>) -> PyResult<PyArray> {
+    let (chunks, _field) = column.into_chunked_array()?.into_inner();
+    let out = py
+        .detach(|| {
+            parallel::run(None, || {
+                let col = crate::columns::StrCol::new("column", &chunks)?;
+                let n = col.rows();
+                rows.iter()
+                    .map(|&r| {
+                        let r = r as usize;
+                        if r >= n {
+                            return Err(CoreError::Config(format!(
+                                "row {r} is out of range: the column has {n} rows"
+                            )));
+                        }
+                        Ok(col.get(r))
+                    })
+                    .collect::<crate::Result<arrow_array::StringArray>>()
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    Ok(PyArray::from_array_ref(Arc::new(out)))
 }
 
 #[pymodule]
@@ -291,5 +368,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pivot, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;
     m.add_function(wrap_pyfunction!(mark_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(take_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(filter_pivot, m)?)?;
     Ok(())
 }

@@ -114,7 +114,7 @@ impl Scan {
         match self {
             Scan::Prune => &["summary", "tool", "status", "output", "compacted_at"],
             Scan::Pivot => &["parent_id", "summary", "finished", "error"],
-            Scan::Estimate => &["tool", "input", "output", "compacted_at"],
+            Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
         }
     }
 }

@@ -1,0 +1,231 @@
+"""Pure-Python reference of the core semantics, written to be read, not to be fast.
+
+The Rust core is checked against this module on random transcripts
+(tests/test_differential.py), and the benchmarks use it as the baseline.
+It works on part rows as plain dicts (``table.to_pylist()``, columns of
+docs/schema.md), so it shares no code with the Rust path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Row = Mapping[str, Any]
+
+CLEARED_TOOL_OUTPUT = "[Old tool result content cleared]"
+INTERRUPTED_TOOL = "[Tool execution was interrupted]"
+COMPACTION_QUESTION = "What did we do so far?"
+
+
+# --- token estimates ------------------------------------------------------------------
+
+
+def js_length(text: str) -> int:
+    """JavaScript's ``text.length``: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def estimate(text: str | None, method: str = "opencode") -> int:
+    text = text or ""
+    if method == "opencode":
+        # Math.max(0, Math.round(length / 4)); Math.round rounds half up.
+        return max(0, math.floor(js_length(text) / 4 + 0.5))
+    if method == "ceil-bytes":
+        return math.ceil(len(text.encode("utf-8")) / 4)
+    raise ValueError(f"unknown method {method!r}")
+
+
+# --- overflow ---------------------------------------------------------------------------
+
+
+def is_overflow(
+    usage: Mapping[str, Any],
+    limits: Mapping[str, int],
+    *,
+    auto: bool = True,
+    output_token_max: int = 32_000,
+    reserved: int | str | None = None,
+    inclusive: bool = False,
+    count_cache_write: bool = False,
+    clamp_usable: bool = False,
+) -> bool:
+    if not auto or limits.get("context", 0) == 0:
+        return False
+    cache = usage.get("cache") or {}
+    count = usage["input"] + cache.get("read", 0) + usage["output"]
+    if count_cache_write:
+        count += cache.get("write", 0)
+    output_limit = limits.get("output", 0)
+    reserve = min(output_limit, output_token_max) if output_limit else output_token_max
+    if limits.get("input", 0):
+        headroom = 0
+        if reserved == "default":
+            headroom = min(20_000, reserve)
+        elif isinstance(reserved, int):
+            headroom = reserved
+        usable = limits["input"] - headroom
+    else:
+        usable = limits["context"] - reserve
+    if clamp_usable:
+        usable = max(0, usable)
+    return count >= usable if inclusive else count > usable
+
+
+# --- grouping rows into sessions and messages ------------------------------------------
+
+
+@dataclass
+class Message:
+    id: str
+    role: str
+    first_row: int
+    rows: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SessionRows:
+    id: str
+    rows: list[int] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+
+def group(rows: Sequence[Row]) -> list[SessionRows]:
+    """Sessions in table order, each with its messages (rows assumed well-formed)."""
+    sessions: list[SessionRows] = []
+    for i, row in enumerate(rows):
+        if not sessions or sessions[-1].id != row["session_id"]:
+            sessions.append(SessionRows(row["session_id"]))
+        session = sessions[-1]
+        session.rows.append(i)
+        if row["message_id"] is None:
+            continue
+        if not session.messages or session.messages[-1].id != row["message_id"]:
+            session.messages.append(Message(row["message_id"], row["role"], i))
+        session.messages[-1].rows.append(i)
+    return sessions
+
+
+def _flag(row: Row, name: str) -> bool:
+    return bool(row.get(name))
+
+
+# --- prune ------------------------------------------------------------------------------
+
+
+@dataclass
+class PruneOutcome:
+    session_id: str
+    total: int
+    pruned: int
+    rows: list[int]
+
+
+def prune(
+    rows: Sequence[Row],
+    *,
+    protect: int = 40_000,
+    minimum: int = 20_000,
+    protected_tools: Iterable[str] = ("skill",),
+    continue_past_compacted: bool = False,
+    method: str = "opencode",
+) -> list[PruneOutcome]:
+    protected = set(protected_tools)
+    outcomes = []
+    for session in group(rows):
+        total = pruned = turns = 0
+        selected: list[int] = []
+        stop = False
+        for message in reversed(session.messages):
+            if message.role == "user":
+                turns += 1
+            if turns < 2:
+                continue
+            if message.role == "assistant" and _flag(rows[message.first_row], "summary"):
+                break
+            for r in reversed(message.rows):
+                part = rows[r]
+                if part["part_type"] != "tool" or part["status"] != "completed":
+                    continue
+                if part["tool"] in protected:
+                    continue
+                if part.get("compacted_at"):
+                    if continue_past_compacted:
+                        continue
+                    stop = True
+                    break
+                tokens = estimate(part["output"], method)
+                total += tokens
+                if total > protect:
+                    pruned += tokens
+                    selected.append(r)
+            if stop:
+                break
+        if pruned > minimum:
+            outcomes.append(PruneOutcome(session.id, total, pruned, selected))
+        else:
+            outcomes.append(PruneOutcome(session.id, total, 0, []))
+    return outcomes
+
+
+# --- pivot ------------------------------------------------------------------------------
+
+
+def pivot_starts(rows: Sequence[Row]) -> list[int]:
+    """First row later model calls see, per session."""
+    starts = []
+    for session in group(rows):
+        start = session.rows[0]
+        completed: set[str] = set()
+        for message in reversed(session.messages):
+            head = rows[message.first_row]
+            if (
+                message.role == "user"
+                and message.id in completed
+                and any(rows[r]["part_type"] == "compaction" for r in message.rows)
+            ):
+                start = message.first_row
+                break
+            if (
+                message.role == "assistant"
+                and _flag(head, "summary")
+                and _flag(head, "finished")
+                and not _flag(head, "error")
+                and head.get("parent_id") is not None
+            ):
+                completed.add(head["parent_id"])
+        starts.append(start)
+    return starts
+
+
+# --- message estimates ----------------------------------------------------------------
+
+
+def estimate_messages(
+    rows: Sequence[Row], *, method: str = "opencode", overhead: int = 4
+) -> list[tuple[int, int]]:
+    """(first row, tokens) of every message, in table order."""
+    out = []
+    for session in group(rows):
+        for message in session.messages:
+            tokens = overhead
+            for r in message.rows:
+                part = rows[r]
+                kind = part["part_type"]
+                if kind == "text":
+                    tokens += estimate(part.get("output"), method)
+                elif kind == "compaction":
+                    tokens += estimate(COMPACTION_QUESTION, method)
+                elif kind == "tool":
+                    if part.get("compacted_at"):
+                        result = estimate(CLEARED_TOOL_OUTPUT, method)
+                    elif part.get("status") in ("completed", "error"):
+                        result = estimate(part.get("output"), method)
+                    else:
+                        result = estimate(INTERRUPTED_TOOL, method)
+                    tokens += estimate(part.get("tool"), method)
+                    tokens += estimate(part.get("input"), method) + result
+            out.append((message.first_row, tokens))
+    return out
