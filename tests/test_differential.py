@@ -8,14 +8,14 @@ layout (string / large_string / string_view / dictionary, random chunking).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import ctxcompact as cc
 import pyarrow as pa
+from ctxcompact import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import ctxcompact as cc
-from ctxcompact import reference as ref
 
 TEXT = st.text(
     alphabet=st.sampled_from(["a", "b", " ", "é", "日", "😀", "\n", "𝔘", "\u0800"]),
@@ -127,7 +127,7 @@ def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], pa.Table]:
     # Random chunking: sessions and messages may straddle batch boundaries.
     cuts = sorted(draw(st.sets(st.integers(1, max(1, len(rows) - 1)), max_size=3)))
     bounds = [0, *[c for c in cuts if c < len(rows)], len(rows)]
-    batches = [table.slice(a, b - a) for a, b in zip(bounds, bounds[1:]) if b > a]
+    batches = [table.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
     return rows, pa.concat_tables(batches)
 
 

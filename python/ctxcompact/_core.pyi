@@ -7,13 +7,30 @@ interface (wrap them with ``pyarrow.array`` / ``pyarrow.chunked_array``).
 
 from typing import Any
 
+__all__ = [
+    "CLEARED_TOOL_OUTPUT",
+    "COMPACTION_QUESTION",
+    "INTERRUPTED_TOOL",
+    "__version__",
+    "estimate_messages",
+    "estimate_tokens",
+    "estimate_tokens_array",
+    "filter_pivot",
+    "mark_rows",
+    "overflow_check",
+    "pivot",
+    "prune",
+    "take_strings",
+]
 __version__: str
 CLEARED_TOOL_OUTPUT: str
 INTERRUPTED_TOOL: str
 COMPACTION_QUESTION: str
 
 def estimate_tokens(text: str, method: str = "opencode") -> int: ...
-def estimate_tokens_array(values: Any, method: str = "opencode", threads: int | None = None) -> Any: ...
+def estimate_tokens_array(
+    values: Any, method: str = "opencode", threads: int | None = None
+) -> Any: ...
 def overflow_check(
     input: int,
     output: int,

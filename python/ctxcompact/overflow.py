@@ -189,7 +189,13 @@ class TokenBudget:
     critical: float = 0.95
 
     def __post_init__(self) -> None:
-        for name in ("context", "history_tokens", "system_tokens", "output_reserve", "safety_buffer"):
+        for name in (
+            "context",
+            "history_tokens",
+            "system_tokens",
+            "output_reserve",
+            "safety_buffer",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative")
         if not 0 < self.proactive < self.critical <= 1:
@@ -239,7 +245,7 @@ BUILTIN_LIMITS: dict[str, Limits] = {
 class ModelRegistry:
     """Model name -> limits. Load your own from a JSON or TOML file::
 
-        {"my-model": {"context": 128000, "output": 8192}, ...}
+    {"my-model": {"context": 128000, "output": 8192}, ...}
     """
 
     def __init__(self, limits: Mapping[str, Any] | None = None, *, builtin: bool = True) -> None:
@@ -265,7 +271,9 @@ class ModelRegistry:
             else:
                 data = json.loads(text)
         except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
-            raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {e}") from None
+            raise ConfigError(
+                f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {e}"
+            ) from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a table of model name -> limits")
         return cls(data, builtin=builtin)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact import _core
+from ctxcompact.errors import ConfigError
 from ctxcompact.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -95,9 +96,7 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
             "parts": pa.array(counts),
         }
     )
-    part_ids = (
-        _take(table, "part_id", rows).to_pylist() if "part_id" in table.column_names else []
-    )
+    part_ids = _take(table, "part_id", rows).to_pylist() if "part_id" in table.column_names else []
     return PruneResult(
         rows=rows,
         part_ids=[str(p) for p in part_ids],
@@ -122,6 +121,9 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
     from ctxcompact.models import Session
 
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    if now <= 0:
+        # 0 would read as "not compacted" (OpenCode tests the timestamp's truthiness).
+        raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
     if isinstance(data, Session):
         wanted = set(result.part_ids)
         for message in data.messages:

@@ -97,4 +97,3 @@ class Transcript:
 
     def __repr__(self) -> str:
         return f"Transcript(rows={self.num_rows}, columns={self._table.column_names})"
-

@@ -235,7 +235,8 @@ fn pivot(
 }
 
 /// The rows at or after each session's pivot, as a table with the input's schema.
-/// Filtering happens here because pyarrow has no filter kernel for utf8_view.
+/// Kept rows of a session are one contiguous range, so the result is made of
+/// zero-copy slices of the input batches (adjacent ranges merged).
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
 fn filter_pivot(
@@ -248,40 +249,44 @@ fn filter_pivot(
     let filtered = py
         .detach(|| {
             parallel::run(threads, || {
-                let starts = {
-                    let columns = Columns::from_batches(&batches, Scan::Pivot)?;
-                    let table = PartTable::new(&columns)?;
-                    let starts = pivot_starts(&table)?;
-                    table
-                        .sessions
-                        .iter()
-                        .zip(starts)
-                        .map(|(r, s)| (s, r.end))
-                        .collect::<Vec<_>>()
-                };
-                let mut keep = starts.into_iter().peekable();
-                let mut out = Vec::with_capacity(batches.len());
-                let mut base = 0;
-                for batch in &batches {
-                    let n = batch.num_rows();
-                    let mut mask = BooleanBufferBuilder::new(n);
-                    for row in base..base + n {
-                        while keep.peek().is_some_and(|&(_, end)| end <= row) {
-                            keep.next();
-                        }
-                        mask.append(keep.peek().is_some_and(|&(start, _)| row >= start));
+                let columns = Columns::from_batches(&batches, Scan::Pivot)?;
+                let table = PartTable::new(&columns)?;
+                let starts = pivot_starts(&table)?;
+                let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+                for (session, start) in table.sessions.iter().zip(starts) {
+                    match ranges.last_mut() {
+                        Some(last) if last.end == start => last.end = session.end,
+                        _ => ranges.push(start..session.end),
                     }
-                    let mask = BooleanArray::new(mask.finish(), None);
-                    let kept = arrow_select::filter::filter_record_batch(batch, &mask)
-                        .map_err(|e| CoreError::Internal(e.to_string()))?;
-                    out.push(kept);
-                    base += n;
                 }
-                Ok(out)
+                Ok(slice_batches(&batches, &ranges))
             })
         })
         .map_err(|e| to_pyerr(py, e))?;
     pyo3_arrow::PyTable::try_new(filtered, schema)
+}
+
+/// Zero-copy slices of `batches` covering the global row `ranges` (sorted, disjoint).
+fn slice_batches(batches: &[RecordBatch], ranges: &[std::ops::Range<usize>]) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut base = 0;
+    let mut next = 0;
+    for batch in batches {
+        let end = base + batch.num_rows();
+        while next < ranges.len() && ranges[next].start < end {
+            let r = &ranges[next];
+            let (from, to) = (r.start.max(base), r.end.min(end));
+            if from < to {
+                out.push(batch.slice(from - base, to - from));
+            }
+            if r.end > end {
+                break; // the range continues in the next batch
+            }
+            next += 1;
+        }
+        base = end;
+    }
+    out
 }
 
 /// Returns (first row of each message, its tokens, its session index).

@@ -1,0 +1,27 @@
+"""Shared fixtures of the benchmarks: one generated transcript of >= 1M parts.
+
+Run: ``pytest benches --benchmark-enable`` (see README, Benchmarks).
+Size: ``CTXCOMPACT_BENCH_SESSIONS`` x 500 parts (default 2000 -> ~1M parts).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from ctxcompact.synthetic import generate_table
+
+SESSIONS = int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "2000"))
+
+
+@pytest.fixture(scope="session")
+def table() -> pa.Table:
+    return generate_table(SESSIONS, 500, seed=7, mean_output_chars=1500)
+
+
+@pytest.fixture(scope="session")
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The same transcript as Python dicts, for the pure-Python reference."""
+    return table.to_pylist()

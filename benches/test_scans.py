@@ -1,0 +1,107 @@
+"""Rust scans against the pure-Python reference, side by side in one run.
+
+Each group has the reference and the Rust scan on 1 and 2 threads over the
+same >= 1M-part transcript. The reference gets its rows as Python dicts
+already built (conversion not timed), so the ratio is scan against scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ctxcompact as cc
+import pyarrow as pa
+import pytest
+from ctxcompact import reference as ref
+
+THREADS = [1, 2]
+
+
+def _info(benchmark: Any, table: pa.Table) -> None:
+    benchmark.extra_info["rows"] = table.num_rows
+    benchmark.extra_info["bytes"] = table.nbytes
+
+
+@pytest.mark.benchmark(group="prune")
+@pytest.mark.parametrize("threads", THREADS)
+def test_prune_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
+    _info(benchmark, table)
+    result = benchmark.pedantic(cc.prune, (table,), {"threads": threads}, rounds=5, warmup_rounds=1)
+    assert result.pruned > 0
+
+
+@pytest.mark.benchmark(group="prune")
+def test_prune_reference(benchmark: Any, table: pa.Table, rows: list[dict[str, Any]]) -> None:
+    _info(benchmark, table)
+    result = benchmark.pedantic(ref.prune, (rows,), rounds=2)
+    assert sum(r.pruned for r in result) == cc.prune(table).pruned
+
+
+@pytest.mark.benchmark(group="filter_pivot")
+@pytest.mark.parametrize("threads", THREADS)
+def test_filter_pivot_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
+    _info(benchmark, table)
+    result = benchmark.pedantic(
+        cc.filter_pivot, (table,), {"threads": threads}, rounds=5, warmup_rounds=1
+    )
+    assert 0 < result.num_rows < table.num_rows
+
+
+@pytest.mark.benchmark(group="filter_pivot")
+def test_filter_pivot_reference(
+    benchmark: Any, table: pa.Table, rows: list[dict[str, Any]]
+) -> None:
+    _info(benchmark, table)
+
+    def run() -> list[dict[str, Any]]:
+        starts = ref.pivot_starts(rows)
+        kept = []
+        for session, start in zip(ref.group(rows), starts):
+            kept.extend(rows[r] for r in session.rows if r >= start)
+        return kept
+
+    result = benchmark.pedantic(run, rounds=2)
+    assert len(result) == cc.filter_pivot(table).num_rows
+
+
+@pytest.mark.benchmark(group="estimate")
+@pytest.mark.parametrize("threads", THREADS)
+def test_estimate_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
+    column = table.column("output")
+    benchmark.extra_info["rows"] = table.num_rows
+    benchmark.extra_info["bytes"] = column.nbytes
+    result = benchmark.pedantic(
+        cc.estimate_tokens_array, (column,), {"threads": threads}, rounds=5, warmup_rounds=1
+    )
+    assert len(result) == table.num_rows
+
+
+@pytest.mark.benchmark(group="estimate")
+def test_estimate_reference(benchmark: Any, table: pa.Table, rows: list[dict[str, Any]]) -> None:
+    column = table.column("output")
+    benchmark.extra_info["rows"] = table.num_rows
+    benchmark.extra_info["bytes"] = column.nbytes
+    texts = [r["output"] for r in rows]
+    result = benchmark.pedantic(
+        lambda: [None if t is None else ref.estimate(t) for t in texts], rounds=2
+    )
+    assert len(result) == table.num_rows
+
+
+@pytest.mark.benchmark(group="estimate_messages")
+@pytest.mark.parametrize("threads", THREADS)
+def test_estimate_messages_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
+    _info(benchmark, table)
+    result = benchmark.pedantic(
+        cc.estimate_messages, (table,), {"threads": threads}, rounds=5, warmup_rounds=1
+    )
+    assert result.total > 0
+
+
+@pytest.mark.benchmark(group="estimate_messages")
+def test_estimate_messages_reference(
+    benchmark: Any, table: pa.Table, rows: list[dict[str, Any]]
+) -> None:
+    _info(benchmark, table)
+    result = benchmark.pedantic(ref.estimate_messages, (rows,), rounds=2)
+    assert sum(t for _, t in result) == cc.estimate_messages(table).total
