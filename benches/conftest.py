@@ -6,6 +6,7 @@ Size: ``CTXCOMPACT_BENCH_SESSIONS`` x 500 parts (default 2000 -> ~1M parts).
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -23,5 +24,12 @@ def table() -> pa.Table:
 
 @pytest.fixture(scope="session")
 def rows(table: pa.Table) -> list[dict[str, Any]]:
-    """The same transcript as Python dicts, for the pure-Python reference."""
-    return table.to_pylist()
+    """The same transcript as Python dicts, for the pure-Python reference.
+
+    Frozen out of the cyclic GC: otherwise every later allocation (the Rust
+    runs' result objects included) pays for traversing millions of dicts.
+    """
+    rows = table.to_pylist()
+    gc.collect()
+    gc.freeze()
+    return rows
