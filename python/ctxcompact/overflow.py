@@ -19,6 +19,9 @@ from ctxcompact import _core
 from ctxcompact.errors import ConfigError, InvalidUsageError, UnknownModelError
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _count(source: Any, key: str, *, required: bool) -> int:
     value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
     if value is None:
@@ -27,6 +30,8 @@ def _count(source: Any, key: str, *, required: bool) -> int:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidUsageError(f"usage {key!r} must be an integer, got {value!r}")
+    if value > _INT64_MAX:
+        raise InvalidUsageError(f"usage {key!r} is beyond int64: {value}")
     return value
 
 
@@ -83,7 +88,7 @@ class Limits:
                 if key == "context":
                     raise ConfigError("model limits have no 'context'")
                 v = 0
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _INT64_MAX:
                 raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}")
             values[key] = v
         return cls(**values)
@@ -219,12 +224,19 @@ class TokenBudget:
         return int(self.available * self.proactive)
 
     @property
+    def critical_tokens(self) -> int:
+        """History size at which compaction is critical."""
+        return int(self.available * self.critical)
+
+    @property
     def should_compact(self) -> bool:
-        return self.utilization >= self.proactive
+        # Compared in whole tokens (seed 004: tokens >= floor(available * pct)),
+        # so `threshold_tokens` is exactly where this turns true.
+        return self.context != 0 and self.history_tokens >= self.threshold_tokens
 
     @property
     def is_critical(self) -> bool:
-        return self.utilization >= self.critical
+        return self.context != 0 and self.history_tokens >= self.critical_tokens
 
 
 #: Limits of a few widely used models (context, output). Extend or replace

@@ -131,7 +131,12 @@ pub fn context_count(usage: &TokenUsage, config: &OverflowConfig) -> i64 {
     } else {
         0
     };
-    usage.input + usage.cache_read + usage.output + write
+    // Saturating: absurd counts must still read as overflow, never wrap negative.
+    usage
+        .input
+        .saturating_add(usage.cache_read)
+        .saturating_add(usage.output)
+        .saturating_add(write)
 }
 
 pub fn is_overflow(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use arrow_buffer::BooleanBufferBuilder;
+use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -41,10 +42,22 @@ fn parse_method(py: Python<'_>, method: &str) -> PyResult<Method> {
     method.parse().map_err(|e| to_pyerr(py, e))
 }
 
-fn batches(py: Python<'_>, table: AnyRecordBatch) -> PyResult<Vec<RecordBatch>> {
+fn batches(py: Python<'_>, table: AnyRecordBatch) -> PyResult<(SchemaRef, Vec<RecordBatch>)> {
     let reader = table.into_reader()?;
-    py.detach(|| reader.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| PyValueError::new_err(format!("cannot read the Arrow input: {e}")))
+    let schema = reader.schema();
+    let batches = py
+        .detach(|| reader.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| PyValueError::new_err(format!("cannot read the Arrow input: {e}")))?;
+    Ok((schema, batches))
+}
+
+/// A chunked array from `chunks`, which may be empty (then typed by `field`).
+fn chunked(chunks: Vec<ArrayRef>, field: FieldRef) -> PyResult<PyChunkedArray> {
+    let field = match chunks.first() {
+        Some(c) => Arc::new(field.as_ref().clone().with_data_type(c.data_type().clone())),
+        None => field,
+    };
+    PyChunkedArray::try_new(chunks, field)
 }
 
 fn u64_array(values: Vec<u64>) -> PyArray {
@@ -59,10 +72,10 @@ fn scan<R: Send>(
     threads: Option<usize>,
     f: impl FnOnce(&PartTable<'_>) -> crate::Result<R> + Send,
 ) -> PyResult<R> {
-    let batches = batches(py, table)?;
+    let (schema, batches) = batches(py, table)?;
     py.detach(|| {
         parallel::run(threads, || {
-            let columns = Columns::from_batches(&batches, kind)?;
+            let columns = Columns::new(&schema, &batches, kind)?;
             let table = PartTable::new(&columns)?;
             f(&table)
         })
@@ -85,8 +98,8 @@ fn estimate_tokens_array(
     threads: Option<usize>,
 ) -> PyResult<PyChunkedArray> {
     let method = parse_method(py, method)?;
-    let chunked = values.into_chunked_array()?;
-    let (chunks, _field) = chunked.into_inner();
+    let input = values.into_chunked_array()?;
+    let (chunks, field) = input.into_inner();
     let out = py
         .detach(|| {
             parallel::run(threads, || {
@@ -97,7 +110,8 @@ fn estimate_tokens_array(
             })
         })
         .map_err(|e| to_pyerr(py, e))?;
-    PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
+    let field = Field::new(field.name(), DataType::Int64, true);
+    chunked(out, Arc::new(field))
 }
 
 #[pyfunction]
@@ -244,12 +258,11 @@ fn filter_pivot(
     table: AnyRecordBatch,
     threads: Option<usize>,
 ) -> PyResult<pyo3_arrow::PyTable> {
-    let schema = table.schema()?;
-    let batches = batches(py, table)?;
+    let (schema, batches) = batches(py, table)?;
     let filtered = py
         .detach(|| {
             parallel::run(threads, || {
-                let columns = Columns::from_batches(&batches, Scan::Pivot)?;
+                let columns = Columns::new(&schema, &batches, Scan::Pivot)?;
                 let table = PartTable::new(&columns)?;
                 let starts = pivot_starts(&table)?;
                 let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
@@ -327,10 +340,11 @@ fn mark_rows(
     now_ms: i64,
 ) -> PyResult<PyChunkedArray> {
     let (chunks, _field) = compacted_at.into_chunked_array()?.into_inner();
+    let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));
     let out = py
         .detach(|| parallel::run(None, || crate::mark::mark_rows(&chunks, &rows, now_ms)))
         .map_err(|e| to_pyerr(py, e))?;
-    PyChunkedArray::from_array_refs(out).map_err(PyErr::from)
+    chunked(out, field)
 }
 
 /// Strings of `column` (any string type, chunked) at `rows`, as one utf8 array.

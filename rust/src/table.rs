@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Schema};
 
 use crate::columns::{decode_codes, or_bool_flags, or_nonzero_flags, StrCol, NULL_CODE};
 use crate::error::{CoreError, Location, Result};
@@ -121,26 +122,77 @@ impl Scan {
 
 const BASE_COLUMNS: [&str; 4] = ["session_id", "message_id", "role", "part_type"];
 
+fn is_string(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => {
+            matches!(
+                v.as_ref(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The Arrow types each column may have (docs/schema.md).
+fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
+    let (ok, expected) = match name {
+        "role" | "part_type" | "status" => (
+            is_string(dt) || *dt == DataType::Int8,
+            "int8 codes or a string type",
+        ),
+        "summary" | "finished" | "error" => {
+            (matches!(dt, DataType::Boolean | DataType::Null), "bool")
+        }
+        "compacted_at" => (matches!(dt, DataType::Int64 | DataType::Null), "int64"),
+        _ => (is_string(dt), crate::columns::STRING_TYPES),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::ColumnType {
+            column: name,
+            found: dt.to_string(),
+            expected,
+        })
+    }
+}
+
 /// The Arrow chunks of every column a scan needs, gathered from record batches.
 pub struct Columns {
     by_name: HashMap<&'static str, Vec<ArrayRef>>,
 }
 
 impl Columns {
-    pub fn from_batches(batches: &[RecordBatch], scan: Scan) -> Result<Self> {
+    /// Gather the columns `scan` needs, checking names and types against
+    /// `schema` (so an empty table with a wrong schema is still an error).
+    pub fn new(schema: &Schema, batches: &[RecordBatch], scan: Scan) -> Result<Self> {
         let mut by_name = HashMap::new();
         for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
-            let mut chunks = Vec::with_capacity(batches.len());
-            for batch in batches {
-                let column = batch.column_by_name(name).ok_or(CoreError::MissingColumn {
+            let field = schema
+                .field_with_name(name)
+                .map_err(|_| CoreError::MissingColumn {
                     column: name,
                     needed_by: scan.name(),
                 })?;
-                chunks.push(column.clone());
-            }
-            by_name.insert(name, chunks);
+            check_type(name, field.data_type())?;
+            let index = schema.index_of(name).expect("field exists");
+            by_name.insert(
+                name,
+                batches.iter().map(|b| b.column(index).clone()).collect(),
+            );
         }
         Ok(Columns { by_name })
+    }
+
+    /// `new` with the schema of the first batch (at least one batch needed).
+    pub fn from_batches(batches: &[RecordBatch], scan: Scan) -> Result<Self> {
+        let schema = batches
+            .first()
+            .map(RecordBatch::schema)
+            .ok_or_else(|| CoreError::Config("no record batches: pass the schema".into()))?;
+        Columns::new(&schema, batches, scan)
     }
 
     fn get(&self, name: &'static str) -> Option<&[ArrayRef]> {
