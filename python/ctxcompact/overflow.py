@@ -18,7 +18,6 @@ from typing import Any
 from ctxcompact import _core
 from ctxcompact.errors import ConfigError, InvalidUsageError, UnknownModelError
 
-
 _INT64_MAX = 2**63 - 1
 
 
