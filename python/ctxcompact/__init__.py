@@ -26,6 +26,23 @@ from ctxcompact.estimate import (
     estimate_tokens,
     estimate_tokens_array,
 )
+from ctxcompact.history import (
+    CLEARED_TOOL_OUTPUT,
+    COMPACTION_QUESTION,
+    INTERRUPTED_TOOL,
+    to_model_messages,
+)
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    ModelLimits,
+    Part,
+    Session,
+    SessionInfo,
+    TokenUsage,
+    ToolState,
+    UserMessage,
+)
 from ctxcompact.overflow import (
     Limits,
     ModelRegistry,
@@ -48,6 +65,10 @@ from ctxcompact.scans import (
 from ctxcompact.transcript import Transcript
 
 __all__ = [
+    "CLEARED_TOOL_OUTPUT",
+    "COMPACTION_QUESTION",
+    "INTERRUPTED_TOOL",
+    "AssistantMessage",
     "ColumnTypeError",
     "CompactionError",
     "ConfigError",
@@ -56,21 +77,29 @@ __all__ = [
     "InvalidUsageError",
     "Limits",
     "MessageEstimates",
+    "MessageWithParts",
     "MissingColumnError",
+    "ModelLimits",
     "ModelRegistry",
     "NonContiguousError",
     "NullValueError",
     "OverflowOptions",
     "OverflowReport",
+    "Part",
     "PruneResult",
     "SchemaError",
+    "Session",
+    "SessionInfo",
     "TokenBudget",
+    "TokenUsage",
     "TokenizerCounter",
+    "ToolState",
     "Transcript",
     "TranscriptError",
     "UnknownModelError",
     "UnknownValueError",
     "Usage",
+    "UserMessage",
     "__version__",
     "check_overflow",
     "estimate_messages",
@@ -81,4 +110,5 @@ __all__ = [
     "mark_pruned",
     "pivot_mask",
     "prune",
+    "to_model_messages",
 ]

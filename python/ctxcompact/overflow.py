@@ -75,12 +75,13 @@ class Limits:
             return limits
         if limits is None:
             raise ConfigError("model limits are missing")
-        get = (
-            (lambda k: limits.get(k))
-            if isinstance(limits, Mapping)
-            else (lambda k: getattr(limits, k, None))
-        )
-        values = {}
+
+        def get(key: str) -> Any:
+            if isinstance(limits, Mapping):
+                return limits.get(key)
+            return getattr(limits, key, None)
+
+        values: dict[str, int] = {}
         for key in ("context", "input", "output"):
             v = get(key)
             if v is None:

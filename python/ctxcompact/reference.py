@@ -55,7 +55,7 @@ def is_overflow(
     if not auto or limits.get("context", 0) == 0:
         return False
     cache = usage.get("cache") or {}
-    count = usage["input"] + cache.get("read", 0) + usage["output"]
+    count: int = usage["input"] + cache.get("read", 0) + usage["output"]
     if count_cache_write:
         count += cache.get("write", 0)
     output_limit = limits.get("output", 0)
@@ -71,7 +71,7 @@ def is_overflow(
         usable = limits["context"] - reserve
     if clamp_usable:
         usable = max(0, usable)
-    return count >= usable if inclusive else count > usable
+    return bool(count >= usable if inclusive else count > usable)
 
 
 # --- grouping rows into sessions and messages ------------------------------------------

@@ -70,7 +70,7 @@ class Transcript:
 
     @property
     def num_rows(self) -> int:
-        return self._table.num_rows
+        return int(self._table.num_rows)
 
     @property
     def nbytes(self) -> int:

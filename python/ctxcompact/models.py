@@ -1,0 +1,177 @@
+"""Pydantic models of an OpenCode session export.
+
+``{"info": {...session...}, "messages": [{"info": {...}, "parts": [...]}]}``,
+field names exactly as OpenCode writes them (``sessionID``, ``parentID``,
+``callID``, ...). Every model keeps unknown fields (``extra="allow"``) and
+``to_export()`` dumps only what was set, so a load/dump round trip gives back
+the same JSON, and newer OpenCode exports load as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    def to_export(self) -> dict[str, Any]:
+        """The JSON object as OpenCode writes it (only fields that were set)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class CacheUsage(_Model):
+    read: NonNegativeInt = 0
+    write: NonNegativeInt = 0
+
+
+class TokenUsage(_Model):
+    """Usage OpenCode records on an assistant message (negative counts are rejected)."""
+
+    input: NonNegativeInt = 0
+    output: NonNegativeInt = 0
+    reasoning: NonNegativeInt = 0
+    cache: CacheUsage = Field(default_factory=CacheUsage)
+
+
+class ModelLimits(_Model):
+    """A model's limits; 0 = unset (context 0 = unlimited)."""
+
+    context: NonNegativeInt
+    input: NonNegativeInt = 0
+    output: NonNegativeInt = 0
+
+
+# --- parts ---------------------------------------------------------------------------------
+
+
+class ToolTime(_Model):
+    start: int | None = None
+    end: int | None = None
+    #: ms timestamp set when the output was pruned (soft compaction).
+    compacted: int | None = None
+
+
+ToolStatus = Literal["pending", "running", "completed", "error"]
+
+
+class ToolState(_Model):
+    """``state`` of a tool part; which fields exist depends on ``status``."""
+
+    status: ToolStatus
+    input: dict[str, Any] | None = None
+    output: str | None = None
+    error: str | None = None
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    time: ToolTime | None = None
+    attachments: list[dict[str, Any]] | None = None
+
+
+class Part(_Model):
+    """One message part. ``type`` is ``text``, ``reasoning``, ``tool``, ``compaction``,
+    ``file``, ``step-start``, ``step-finish``, ``subtask``, ... (unknown types load too).
+    """
+
+    id: str
+    sessionID: str | None = None
+    messageID: str | None = None
+    type: str
+    # text / reasoning
+    text: str | None = None
+    synthetic: bool | None = None
+    ignored: bool | None = None
+    # tool
+    callID: str | None = None
+    tool: str | None = None
+    state: ToolState | None = None
+    # compaction
+    auto: bool | None = None
+    # file
+    mime: str | None = None
+    filename: str | None = None
+    url: str | None = None
+
+    @property
+    def compacted(self) -> bool:
+        """A tool part whose output was pruned."""
+        return bool(self.state and self.state.time and self.state.time.compacted)
+
+    def mark_compacted(self, now_ms: int) -> None:
+        """Set ``state.time.compacted``; the output itself is kept."""
+        if self.state is None:
+            raise ValueError(f"part {self.id} is not a tool part with a state")
+        if self.state.time is None:
+            self.state.time = ToolTime()
+        self.state.time.compacted = now_ms
+
+
+# --- messages ------------------------------------------------------------------------------
+
+
+class MessageTime(_Model):
+    created: int | None = None
+    completed: int | None = None
+
+
+class UserMessage(_Model):
+    id: str
+    sessionID: str | None = None
+    role: Literal["user"] = "user"
+    time: MessageTime | None = None
+    #: OpenCode stores a title/diff summary object on user messages.
+    summary: dict[str, Any] | None = None
+    agent: str | None = None
+    model: dict[str, Any] | None = None
+
+
+class AssistantMessage(_Model):
+    id: str
+    sessionID: str | None = None
+    role: Literal["assistant"] = "assistant"
+    parentID: str | None = None
+    time: MessageTime | None = None
+    #: True on the summary written by a compaction.
+    summary: bool | None = None
+    finish: str | None = None
+    error: dict[str, Any] | None = None
+    tokens: TokenUsage | None = None
+    cost: float | None = None
+    modelID: str | None = None
+    providerID: str | None = None
+    mode: str | None = None
+    agent: str | None = None
+
+
+MessageInfo = Annotated[UserMessage | AssistantMessage, Field(discriminator="role")]
+
+
+class MessageWithParts(_Model):
+    info: MessageInfo
+    parts: list[Part] = Field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def role(self) -> str:
+        return self.info.role
+
+
+class SessionInfo(_Model):
+    id: str
+    title: str | None = None
+
+
+class Session(_Model):
+    """An OpenCode session export: ``Session.model_validate(json.load(f))``."""
+
+    info: SessionInfo
+    messages: list[MessageWithParts] = Field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
