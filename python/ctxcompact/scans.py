@@ -9,7 +9,7 @@ same code.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pyarrow as pa
@@ -36,7 +36,7 @@ def _as_table(data: Any) -> tuple[pa.Table, Session | None]:
 
 def _take(table: pa.Table, column: str, rows: pa.Array) -> pa.StringArray:
     """Strings of ``column`` at ``rows`` (works for every string layout, string_view too)."""
-    result: pa.StringArray = pa.array(_core.take_strings(table.column(column), rows.to_pylist()))
+    result: pa.StringArray = pa.array(_core.take_strings(table.column(column), rows))
     return result
 
 
@@ -44,7 +44,6 @@ def _opt(config: Any, name: str, default: Any) -> Any:
     return default if config is None else getattr(config, name, default)
 
 
-@dataclass(frozen=True)
 class PruneResult:
     """Which tool parts to mark as compacted; nothing is marked yet.
 
@@ -52,18 +51,50 @@ class PruneResult:
     within a session). ``sessions``: one row per session with ``session_id``,
     ``total`` (estimated tokens of the tool outputs the scan counted),
     ``pruned`` (tokens of the selected outputs, 0 when below the minimum) and
-    ``parts`` (number selected).
+    ``parts`` (number selected). ``total`` / ``pruned``: sums over sessions.
+    ``part_ids`` is built on first use (a Python list, costly for millions).
     """
 
-    rows: pa.UInt64Array
-    part_ids: list[str]
-    sessions: pa.Table
-    total: int
-    pruned: int
-    _table_rows: int = field(repr=False, default=0)
+    def __init__(
+        self,
+        rows: pa.UInt64Array,
+        sessions: pa.Table,
+        total: int,
+        pruned: int,
+        part_ids: list[str] | None = None,
+        *,
+        table: pa.Table | None = None,
+    ) -> None:
+        self.rows = rows
+        self.sessions = sessions
+        self.total = total
+        self.pruned = pruned
+        self._part_ids = part_ids
+        self._table = table
+
+    @property
+    def part_ids(self) -> list[str]:
+        if self._part_ids is None:
+            table = self._table
+            has_ids = table is not None and "part_id" in table.column_names
+            ids = (
+                _take(table, "part_id", self.rows).to_pylist()
+                if table is not None and has_ids
+                else []
+            )
+            self._part_ids = [str(p) for p in ids]
+        return self._part_ids
+
+    @property
+    def table_rows(self) -> int | None:
+        """Rows of the table this result was computed on (None if unknown)."""
+        return None if self._table is None else int(self._table.num_rows)
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"PruneResult(parts={len(self)}, total={self.total}, pruned={self.pruned})"
 
 
 def prune(data: Any, config: Any = None, *, threads: int | None = None) -> PruneResult:
@@ -96,14 +127,12 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
             "parts": pa.array(counts),
         }
     )
-    part_ids = _take(table, "part_id", rows).to_pylist() if "part_id" in table.column_names else []
     return PruneResult(
         rows=rows,
-        part_ids=[str(p) for p in part_ids],
         sessions=sessions,
         total=int(pc.sum(sessions["total"]).as_py() or 0),
         pruned=int(pc.sum(sessions["pruned"]).as_py() or 0),
-        _table_rows=table.num_rows,
+        table=table,
     )
 
 
@@ -133,9 +162,9 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
         return data
     transcript = Transcript.from_arrow(data)
     table = transcript.to_arrow()
-    if result._table_rows and result._table_rows != table.num_rows:
-        raise ValueError(
-            f"this PruneResult was computed on {result._table_rows} rows; the transcript has "
+    if result.table_rows is not None and result.table_rows != table.num_rows:
+        raise ConfigError(
+            f"this PruneResult was computed on {result.table_rows} rows; the transcript has "
             f"{table.num_rows}"
         )
     column = (
@@ -143,7 +172,7 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
         if "compacted_at" in table.column_names
         else pa.nulls(table.num_rows, pa.int64())
     )
-    marked = pa.chunked_array(_core.mark_rows(column, result.rows.to_pylist(), now))
+    marked = pa.chunked_array(_core.mark_rows(column, result.rows, now))
     return transcript.with_column("compacted_at", marked)
 
 

@@ -60,6 +60,22 @@ fn chunked(chunks: Vec<ArrayRef>, field: FieldRef) -> PyResult<PyChunkedArray> {
     PyChunkedArray::try_new(chunks, field)
 }
 
+/// Row numbers from a uint64 Arrow array (what the scans return), without nulls.
+fn row_indices(py: Python<'_>, rows: PyArray) -> PyResult<Vec<u64>> {
+    use arrow_array::Array;
+    let array = rows.array();
+    match array.as_any().downcast_ref::<UInt64Array>() {
+        Some(a) if a.null_count() == 0 => Ok(a.values().to_vec()),
+        _ => Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "row numbers must be a uint64 array without nulls, got {}",
+                array.data_type()
+            )),
+        )),
+    }
+}
+
 fn u64_array(values: Vec<u64>) -> PyArray {
     PyArray::from_array_ref(Arc::new(UInt64Array::from(values)) as ArrayRef)
 }
@@ -336,9 +352,10 @@ fn estimate_messages(
 fn mark_rows(
     py: Python<'_>,
     compacted_at: AnyArray,
-    rows: Vec<u64>,
+    rows: PyArray,
     now_ms: i64,
 ) -> PyResult<PyChunkedArray> {
+    let rows = row_indices(py, rows)?;
     let (chunks, _field) = compacted_at.into_chunked_array()?.into_inner();
     let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));
     let out = py
@@ -350,7 +367,8 @@ fn mark_rows(
 /// Strings of `column` (any string type, chunked) at `rows`, as one utf8 array.
 /// pyarrow's `take` has no kernel for utf8_view; this works for every layout.
 #[pyfunction]
-fn take_strings(py: Python<'_>, column: AnyArray, rows: Vec<u64>) -> PyResult<PyArray> {
+fn take_strings(py: Python<'_>, column: AnyArray, rows: PyArray) -> PyResult<PyArray> {
+    let rows = row_indices(py, rows)?;
     let (chunks, _field) = column.into_chunked_array()?.into_inner();
     let out = py
         .detach(|| {

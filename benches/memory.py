@@ -1,0 +1,68 @@
+"""Peak memory of each scan beyond its input, per row (one fresh process per scan).
+
+    python benches/memory.py [sessions]      # default 2000 sessions x 500 parts
+
+The transcript is written to a Parquet file first; each child process reads
+it, notes its resident size, runs one scan and reports the peak resident
+size (ru_maxrss) minus that baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SCANS = ("prune", "filter_pivot", "estimate_messages", "estimate_tokens_array")
+
+
+def child(path: str, scan: str) -> None:
+    import pyarrow.parquet as pq
+
+    import ctxcompact as cc
+
+    table = pq.read_table(path)
+    table = table.combine_chunks()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if scan == "estimate_tokens_array":
+        cc.estimate_tokens_array(table.column("output"))
+    else:
+        getattr(cc, scan)(table)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"rows": table.num_rows, "bytes": table.nbytes, "extra_kb": peak - base}))
+
+
+def main() -> None:
+    import pyarrow.parquet as pq
+
+    from ctxcompact.synthetic import generate_table
+
+    sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "t.parquet")
+        pq.write_table(generate_table(sessions, 500, seed=7, mean_output_chars=1500), path)
+        print("| scan | rows | input MB | peak beyond input | bytes/row |")
+        print("|---|---|---|---|---|")
+        for scan in SCANS:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", path, scan],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            r = json.loads(out)
+            extra = r["extra_kb"] * 1024
+            print(
+                f"| {scan} | {r['rows']:,} | {r['bytes'] / 1e6:.0f} | {extra / 1e6:.1f} MB "
+                f"| {extra / r['rows']:.1f} |"
+            )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3])
+    else:
+        main()
