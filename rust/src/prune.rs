@@ -72,6 +72,22 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
     let tool = table.tool.as_ref().expect("prune gathers the tool column");
     let (mut total, mut pruned, mut rows) = (0u64, 0u64, Vec::new());
     let mut turns = 0u32;
+    // Estimate the session's completed tool outputs in forward (memory) order
+    // first: the walk below goes backwards, which defeats the prefetcher on
+    // large outputs.
+    let range = table.sessions[s].clone();
+    let estimates: Vec<u64> = range
+        .clone()
+        .map(|row| {
+            let counted =
+                table.part_type[row] == part_type::TOOL && status_col[row] == status::COMPLETED;
+            if counted {
+                output.get(row).map_or(0, |o| estimate(o, config.method))
+            } else {
+                0
+            }
+        })
+        .collect();
     'messages: for msg in table.messages(s)?.iter().rev() {
         if msg.role == role::USER {
             turns += 1;
@@ -111,7 +127,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
                 }
                 break 'messages;
             }
-            let tokens = output.get(row).map_or(0, |o| estimate(o, config.method));
+            let tokens = estimates[row - range.start];
             total += tokens;
             if total > config.protect {
                 pruned += tokens;
