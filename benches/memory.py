@@ -4,13 +4,12 @@
 
 The transcript is written to a Parquet file first; each child process reads
 it, notes its resident size, runs one scan and reports the peak resident
-size (ru_maxrss) minus that baseline.
+size (VmHWM, reset after the read) minus that baseline. Linux only.
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -19,25 +18,32 @@ from pathlib import Path
 SCANS = ("prune", "filter_pivot", "estimate_messages", "estimate_tokens_array")
 
 
+def _hwm_kb() -> int:
+    """Peak resident size since the last reset (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+
+
 def child(path: str, scan: str) -> None:
+    import ctxcompact as cc
     import pyarrow.parquet as pq
 
-    import ctxcompact as cc
-
     table = pq.read_table(path)
-    table = table.combine_chunks()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Reset the peak (VmHWM) so the Parquet read's transient buffers don't hide the scan's.
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _hwm_kb()
     if scan == "estimate_tokens_array":
         cc.estimate_tokens_array(table.column("output"))
     else:
         getattr(cc, scan)(table)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _hwm_kb()
     print(json.dumps({"rows": table.num_rows, "bytes": table.nbytes, "extra_kb": peak - base}))
 
 
 def main() -> None:
     import pyarrow.parquet as pq
-
     from ctxcompact.synthetic import generate_table
 
     sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 2000

@@ -15,10 +15,10 @@ __all__ = [
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
-    "filter_pivot",
     "mark_rows",
     "overflow_check",
     "pivot",
+    "pivot_ranges",
     "prune",
     "take_strings",
 ]
@@ -66,4 +66,4 @@ def estimate_messages(
 ) -> tuple[Any, Any, Any]: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...
-def filter_pivot(table: Any, *, threads: int | None = None) -> Any: ...
+def pivot_ranges(table: Any, *, threads: int | None = None) -> tuple[Any, Any]: ...

@@ -198,7 +198,13 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     """
     table, session = _as_table(data)
     if session is None:
-        return Transcript(pa.table(_core.filter_pivot(table, threads=threads)))
+        starts, lengths = _core.pivot_ranges(table, threads=threads)
+        pieces = [
+            table.slice(start, length)
+            for start, length in zip(pa.array(starts).to_pylist(), pa.array(lengths).to_pylist())
+        ]
+        # Zero-copy: slices of the input, one per run of kept rows.
+        return Transcript(pa.concat_tables(pieces) if pieces else table.slice(0, 0))
     _mask, _firsts, starts = _core.pivot(table, threads=threads)
     if True:
         if not session.messages:

@@ -264,58 +264,32 @@ fn pivot(
     ))
 }
 
-/// The rows at or after each session's pivot, as a table with the input's schema.
-/// Kept rows of a session are one contiguous range, so the result is made of
-/// zero-copy slices of the input batches (adjacent ranges merged).
+/// The rows at or after each session's pivot, as merged ranges (starts,
+/// lengths): kept rows of a session are contiguous, so the facade builds the
+/// result from zero-copy slices of the input.
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
-fn filter_pivot(
+fn pivot_ranges(
     py: Python<'_>,
     table: AnyRecordBatch,
     threads: Option<usize>,
-) -> PyResult<pyo3_arrow::PyTable> {
-    let (schema, batches) = batches(py, table)?;
-    let filtered = py
-        .detach(|| {
-            parallel::run(threads, || {
-                let columns = Columns::new(&schema, &batches, Scan::Pivot)?;
-                let table = PartTable::new(&columns)?;
-                let starts = pivot_starts(&table)?;
-                let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-                for (session, start) in table.sessions.iter().zip(starts) {
-                    match ranges.last_mut() {
-                        Some(last) if last.end == start => last.end = session.end,
-                        _ => ranges.push(start..session.end),
-                    }
-                }
-                Ok(slice_batches(&batches, &ranges))
-            })
-        })
-        .map_err(|e| to_pyerr(py, e))?;
-    pyo3_arrow::PyTable::try_new(filtered, schema)
-}
-
-/// Zero-copy slices of `batches` covering the global row `ranges` (sorted, disjoint).
-fn slice_batches(batches: &[RecordBatch], ranges: &[std::ops::Range<usize>]) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    let mut base = 0;
-    let mut next = 0;
-    for batch in batches {
-        let end = base + batch.num_rows();
-        while next < ranges.len() && ranges[next].start < end {
-            let r = &ranges[next];
-            let (from, to) = (r.start.max(base), r.end.min(end));
-            if from < to {
-                out.push(batch.slice(from - base, to - from));
+) -> PyResult<(PyArray, PyArray)> {
+    let (starts, lengths) = scan(py, table, Scan::Pivot, threads, |t| {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for (session, start) in t.sessions.iter().zip(pivot_starts(t)?) {
+            let (start, end) = (start as u64, session.end as u64);
+            match ranges.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => ranges.push((start, end)),
             }
-            if r.end > end {
-                break; // the range continues in the next batch
-            }
-            next += 1;
         }
-        base = end;
-    }
-    out
+        Ok(ranges
+            .into_iter()
+            .filter(|r| r.1 > r.0)
+            .map(|(a, b)| (a, b - a))
+            .unzip())
+    })?;
+    Ok((u64_array(starts), u64_array(lengths)))
 }
 
 /// Returns (first row of each message, its tokens, its session index).
@@ -406,6 +380,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;
     m.add_function(wrap_pyfunction!(mark_rows, m)?)?;
     m.add_function(wrap_pyfunction!(take_strings, m)?)?;
-    m.add_function(wrap_pyfunction!(filter_pivot, m)?)?;
+    m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
     Ok(())
 }
