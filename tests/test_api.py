@@ -16,25 +16,15 @@ import ctxcompact as cc
 import polars as pl
 import pyarrow as pa
 import pytest
+from ctxcompact.columnar import SCAN_COLUMNS, SCHEMA
 
 # --- building part-row tables ----------------------------------------------------------
 
+# Scan columns as plain strings (the builder below picks other layouts on purpose).
 COLUMNS: dict[str, pa.DataType] = {
-    "session_id": pa.string(),
-    "message_id": pa.string(),
-    "role": pa.string(),
-    "parent_id": pa.string(),
-    "summary": pa.bool_(),
-    "finished": pa.bool_(),
-    "error": pa.bool_(),
-    "part_id": pa.string(),
-    "part_type": pa.string(),
-    "tool": pa.string(),
-    "status": pa.string(),
-    "input": pa.string(),
-    "output": pa.string(),
-    "compacted_at": pa.int64(),
-    "auto": pa.bool_(),
+    f.name: pa.string() if pa.types.is_large_string(f.type) else f.type
+    for f in SCHEMA
+    if f.name in SCAN_COLUMNS
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 from ctxcompact import reference as ref
+from ctxcompact.columnar import SCAN_COLUMNS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,23 +85,7 @@ def _row(
     return base
 
 
-COLUMNS = [
-    "session_id",
-    "message_id",
-    "role",
-    "parent_id",
-    "summary",
-    "finished",
-    "error",
-    "part_id",
-    "part_type",
-    "tool",
-    "status",
-    "input",
-    "output",
-    "compacted_at",
-    "auto",
-]
+COLUMNS = SCAN_COLUMNS
 STRINGS = {"session_id", "message_id", "role", "parent_id", "part_id", "part_type", "tool",
            "status", "input", "output"}  # fmt: skip
 BOOLS = {"summary", "finished", "error", "auto"}

@@ -44,6 +44,8 @@ SCHEMA = pa.schema(
         ("part_json", pa.large_string()),
     ]
 )
+#: The columns the scans read (the schema minus the ``*_json`` columns).
+SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json")]
 REQUIRED = ("session_id", "message_id", "role", "part_type")
 ROLES = {"user", "assistant"}
 

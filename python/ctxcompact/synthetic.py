@@ -13,6 +13,8 @@ import random
 
 import pyarrow as pa
 
+from ctxcompact.columnar import SCAN_COLUMNS
+
 TOOLS = ("read", "bash", "grep", "edit", "glob", "skill")
 _WORDS = [
     "def",
@@ -62,26 +64,7 @@ def generate_table(
     pool = [
         _blob(rng, int(rng.lognormvariate(0, 1.1) * mean_output_chars / 1.8)) for _ in range(512)
     ]
-    cols: dict[str, list[object]] = {
-        name: []
-        for name in [
-            "session_id",
-            "message_id",
-            "role",
-            "parent_id",
-            "summary",
-            "finished",
-            "error",
-            "part_id",
-            "part_type",
-            "tool",
-            "status",
-            "input",
-            "output",
-            "compacted_at",
-            "auto",
-        ]
-    }
+    cols: dict[str, list[object]] = {name: [] for name in SCAN_COLUMNS}
 
     def row(sid: str, mid: str, role: str, parent: str | None, kind: str, **kw: object) -> None:
         n = len(cols["part_id"])
