@@ -197,22 +197,18 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
     table, session = _as_table(data)
+    ranges = _core.pivot_ranges(table, threads=threads)
+    starts, lengths = (pa.array(a).to_pylist() for a in ranges)
     if session is None:
-        starts, lengths = _core.pivot_ranges(table, threads=threads)
-        pieces = [
-            table.slice(start, length)
-            for start, length in zip(pa.array(starts).to_pylist(), pa.array(lengths).to_pylist())
-        ]
         # Zero-copy: slices of the input, one per run of kept rows.
+        pieces = [table.slice(start, length) for start, length in zip(starts, lengths)]
         return Transcript(pa.concat_tables(pieces) if pieces else table.slice(0, 0))
-    _mask, _firsts, starts = _core.pivot(table, threads=threads)
-    if True:
-        if not session.messages:
-            return session.model_copy()
-        # The rows follow the session's messages in order: find the pivot row's message.
-        pivot_id = table.column("message_id")[pa.array(starts)[0].as_py()].as_py()
-        keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
-        return session.model_copy(update={"messages": session.messages[keep_from:]})
+    if not session.messages:
+        return session.model_copy()
+    # The rows follow the session's messages in order: find the pivot row's message.
+    pivot_id = table.column("message_id")[starts[0]].as_py()
+    keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
+    return session.model_copy(update={"messages": session.messages[keep_from:]})
 
 
 @dataclass(frozen=True)
