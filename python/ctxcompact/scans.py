@@ -179,7 +179,7 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
 def pivot_mask(data: Any, *, threads: int | None = None) -> pa.BooleanArray:
     """Per row: does later model input include it (it is at or after its session's pivot)?"""
     table, _ = _as_table(data)
-    mask, _firsts, _starts = _core.pivot(table, threads=threads)
+    mask = _core.pivot(table, threads=threads)
     result: pa.BooleanArray = pa.array(mask)
     return result
 

@@ -238,30 +238,19 @@ fn prune(
     ))
 }
 
-/// Returns (row mask of what later model calls see, per-session first row, per-session pivot row).
+/// Row mask of what later model calls see (rows at or after their session's pivot).
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
-fn pivot(
-    py: Python<'_>,
-    table: AnyRecordBatch,
-    threads: Option<usize>,
-) -> PyResult<(PyArray, PyArray, PyArray)> {
-    let (mask, firsts, starts) = scan(py, table, Scan::Pivot, threads, |t| {
-        let starts = pivot_starts(t)?;
+fn pivot(py: Python<'_>, table: AnyRecordBatch, threads: Option<usize>) -> PyResult<PyArray> {
+    let mask = scan(py, table, Scan::Pivot, threads, |t| {
         let mut mask = BooleanBufferBuilder::new(t.rows());
-        for (range, &start) in t.sessions.iter().zip(&starts) {
+        for (range, start) in t.sessions.iter().zip(pivot_starts(t)?) {
             mask.append_n(start - range.start, false);
             mask.append_n(range.end - start, true);
         }
-        let firsts: Vec<u64> = t.sessions.iter().map(|r| r.start as u64).collect();
-        Ok((BooleanArray::new(mask.finish(), None), firsts, starts))
+        Ok(BooleanArray::new(mask.finish(), None))
     })?;
-    let starts = starts.into_iter().map(|s| s as u64).collect();
-    Ok((
-        PyArray::from_array_ref(Arc::new(mask)),
-        u64_array(firsts),
-        u64_array(starts),
-    ))
+    Ok(PyArray::from_array_ref(Arc::new(mask)))
 }
 
 /// The rows at or after each session's pivot, as merged ranges (starts,
