@@ -1090,3 +1090,23 @@ def test_transcript_with_column(prune_table: pa.Table) -> None:
     assert t.to_arrow().column("output").null_count < 29
     added = t.with_column("extra", pa.array(range(29)))
     assert added.to_arrow().column_names[-1] == "extra"
+
+
+@pytest.mark.parametrize(
+    ("text", "opencode", "ceil_bytes"),
+    [("a\ud800b", 1, 2), ("\udc00" * 6, 2, 5), ("ab\ud83d", 1, 2)],
+)
+def test_lone_surrogates_count_like_javascript(text: str, opencode: int, ceil_bytes: int) -> None:
+    # JavaScript: "a\ud800b".length == 3 -> round(0.75) == 1; WTF-8 bytes for ceil-bytes.
+    assert cc.estimate_tokens(text) == opencode
+    assert cc.estimate_tokens(text, "ceil-bytes") == ceil_bytes
+
+
+def test_context_1m_beta_raises_the_window_of_models_that_accept_it() -> None:
+    registry = cc.ModelRegistry()
+    sonnet = "claude-sonnet-4-20250514"
+    assert registry.get(sonnet).context == 200_000
+    assert registry.get(sonnet, betas=["context-1m-2025-08-07"]).context == 1_000_000
+    assert registry.get(sonnet, betas=["other-beta"]).context == 200_000
+    assert registry.get("gpt-4o", betas=["context-1m-2025-08-07"]).context == 128_000
+    assert registry.get(sonnet, betas=["context-1m-2025-08-07"]).output == 64_000

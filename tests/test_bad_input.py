@@ -579,3 +579,72 @@ def test_mark_pruned_mistyped_compacted_at() -> None:
     bad = replace(table, "compacted_at", pa.array(["1"] * 5))
     e = expect(cc.ColumnTypeError, lambda: cc.mark_pruned(bad, result, now_ms=1))
     assert e.column == "compacted_at"
+
+
+# --- message-level fields, threads, ids, registry files, unencodable text --------------
+
+
+@pytest.mark.parametrize("column", ["summary", "finished", "error"])
+def test_rows_of_one_message_disagree_on_a_flag(column: str) -> None:
+    rows = good_rows()
+    rows.insert(2, tool("s1", "a1", "completed"))  # a second part of a1
+    rows[2]["part_id"] = "a1-t2"
+    rows[2][column] = True
+    e = expect(cc.InconsistentMessageError, lambda: pivot(build(rows)))
+    assert where(e) == ("s1", "a1", 2, column)
+
+
+def test_rows_of_a_summary_disagree_on_the_parent() -> None:
+    rows = good_rows()
+    rows.insert(2, tool("s1", "a1", "completed"))
+    rows[2]["part_id"] = "a1-t2"
+    for r, parent in ((rows[1], "u1"), (rows[2], "u2")):
+        r.update(summary=True, parent_id=parent)
+    e = expect(cc.InconsistentMessageError, lambda: mask(build(rows)))
+    assert where(e) == ("s1", "a1", 2, "parent_id")
+
+
+@pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True])
+def test_bad_thread_counts(scan: Callable[..., Any], threads: Any) -> None:
+    expect(cc.ConfigError, lambda: scan(build(good_rows()), threads=threads))
+
+
+def test_bad_thread_count_for_estimate_array() -> None:
+    expect(cc.ConfigError, lambda: cc.estimate_tokens_array(pa.array(["a"]), threads=-1))
+
+
+def test_part_ids_need_the_part_id_column_and_values() -> None:
+    session = [text("s", "u1"), *[tool("s", f"a{i}", "completed", "x" * 100_000) for i in range(3)]]
+    session += [text("s", "u2"), text("s", "u3")]
+    table = build(session)
+    assert cc.prune(table).part_ids == ["a1-t", "a0-t"]  # a2 sits in the protected 40k
+    nulls = replace(table, "part_id", pa.nulls(table.num_rows, pa.string()))
+    e = expect(cc.NullValueError, lambda: cc.prune(nulls).part_ids)
+    assert e.column == "part_id"
+    without = table.drop_columns(["part_id"])
+    expect(cc.MissingColumnError, lambda: cc.prune(without).part_ids)
+
+
+def test_registry_file_that_cannot_be_read(tmp_path: Any) -> None:
+    e = expect(cc.ConfigError, lambda: cc.ModelRegistry.from_file(tmp_path / "missing.json"))
+    assert "missing.json" in str(e)
+    binary = tmp_path / "limits.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    expect(cc.ConfigError, lambda: cc.ModelRegistry.from_file(binary))
+
+
+def test_lone_surrogate_cannot_enter_arrow_and_says_where() -> None:
+    session = cc.Session.model_validate(
+        {
+            "info": {"id": "s1"},
+            "messages": [
+                {"info": {"id": "m1", "role": "user"}, "parts": [{"id": "p1", "type": "text",
+                                                                   "text": "ok"}]},
+                {"info": {"id": "m2", "role": "user"}, "parts": [{"id": "p2", "type": "text",
+                                                                   "text": "x\ud800"}]},
+            ],
+        }
+    )  # fmt: skip
+    e = expect(cc.TranscriptError, lambda: cc.Transcript.from_sessions([session]))
+    assert where(e) == ("s1", "m2", 1, "output")

@@ -18,6 +18,7 @@ from ctxcompact.errors import (
     MissingColumnError,
     NonContiguousError,
     NullValueError,
+    TranscriptError,
     UnknownValueError,
 )
 from ctxcompact.models import Session
@@ -114,7 +115,29 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
             for i, part in enumerate(parts):
                 add({**(head if i == 0 else _strip_first_row(head)), **_part_row(part)})
             base = {"session_id": session.id}  # session_json only on the first row
-    return pa.table(columns, schema=SCHEMA)
+    try:
+        return pa.table(columns, schema=SCHEMA)
+    except UnicodeEncodeError as e:
+        raise _unencodable(columns, e) from None
+
+
+def _unencodable(columns: dict[str, list[Any]], error: UnicodeEncodeError) -> TranscriptError:
+    """Name the first value Arrow cannot hold: a lone surrogate is not UTF-8."""
+    for name, values in columns.items():
+        for row, value in enumerate(values):
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return TranscriptError(
+                        f"{name} holds a lone surrogate ({error.reason}), which UTF-8 and Arrow "
+                        "cannot store; fix the text (e.g. decode with errors='replace')",
+                        session_id=columns["session_id"][row],
+                        message_id=columns["message_id"][row],
+                        row=row,
+                        column=name,
+                    )
+    return TranscriptError(f"a value is not valid UTF-8: {error}")
 
 
 def _strip_first_row(head: dict[str, Any]) -> dict[str, Any]:

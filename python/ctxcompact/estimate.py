@@ -7,6 +7,7 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 
 from ctxcompact import _core
+from ctxcompact.errors import ConfigError
 
 EstimateMethod = Literal["opencode", "ceil-bytes"]
 
@@ -16,8 +17,29 @@ def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
 
     ``opencode``: ``round(utf16_length / 4)`` rounding half up, as OpenCode's
     JavaScript computes it. ``ceil-bytes``: ``ceil(utf8_bytes / 4)``.
+
+    A lone surrogate (possible in a Python ``str`` decoded from JSON, never in
+    UTF-8 or Arrow) counts as one UTF-16 unit, as in JavaScript, and as three
+    bytes (its WTF-8 form) for ``ceil-bytes``.
     """
-    return _core.estimate_tokens(text, method)
+    try:
+        return _core.estimate_tokens(text, method)
+    except UnicodeEncodeError:
+        if method == "opencode":
+            units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+            return (units + 2) // 4  # floor(units / 4 + 0.5)
+        if method == "ceil-bytes":
+            return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+        return _core.estimate_tokens("", method)  # the core names the bad method
+
+
+def check_threads(threads: int | None) -> int | None:
+    """``threads=None`` = one per core; otherwise a positive int (ConfigError if not)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"threads must be a positive integer or None, got {threads!r}")
+    return threads
 
 
 def estimate_tokens_array(
@@ -30,7 +52,7 @@ def estimate_tokens_array(
     dictionary strings. A pyarrow ``ChunkedArray`` gives a chunked result, anything else
     one array (no copy when it arrived in one chunk). The GIL is released while counting.
     """
-    result = pa.chunked_array(_core.estimate_tokens_array(values, method, threads))
+    result = pa.chunked_array(_core.estimate_tokens_array(values, method, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):
         return result
     return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()

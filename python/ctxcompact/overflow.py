@@ -10,8 +10,8 @@ OpenCode releases adopted are configuration (see ``OverflowOptions``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +251,15 @@ BUILTIN_LIMITS: dict[str, Limits] = {
     "claude-3-5-sonnet-20240620": Limits(context=200_000, output=8_192),
     "claude-3-haiku-20240307": Limits(context=200_000, output=4_096),
     "claude-sonnet-4-20250514": Limits(context=200_000, output=64_000),
+    "claude-sonnet-4-5-20250929": Limits(context=200_000, output=64_000),
+    "claude-opus-4-1-20250805": Limits(context=200_000, output=32_000),
 }
+
+
+#: Anthropic's beta flag prefix for the 1M-token context window, and the
+#: model families that accept it (Claude Sonnet 4 and 4.5).
+CONTEXT_1M_BETA = "context-1m"
+CONTEXT_1M_MODELS = ("claude-sonnet-4",)
 
 
 class ModelRegistry:
@@ -274,7 +282,10 @@ class ModelRegistry:
     @classmethod
     def from_file(cls, path: str | Path, *, builtin: bool = True) -> ModelRegistry:
         path = Path(path)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read the model registry: {e}") from None
         try:
             if path.suffix == ".toml":
                 import tomllib
@@ -290,10 +301,19 @@ class ModelRegistry:
             raise ConfigError(f"{path}: expected a table of model name -> limits")
         return cls(data, builtin=builtin)
 
-    def get(self, model: str, default: Any = None) -> Limits:
-        """Limits of ``model``; ``UnknownModelError`` if unknown and no ``default``."""
+    def get(self, model: str, default: Any = None, *, betas: Iterable[str] = ()) -> Limits:
+        """Limits of ``model``; ``UnknownModelError`` if unknown and no ``default``.
+
+        ``betas``: the API beta flags of the request. Anthropic's 1M-token
+        context beta (``context-1m-...``) raises the context of the models that
+        support it to 1,000,000; other models and flags change nothing.
+        """
         found = self._limits.get(model)
         if found is not None:
+            if any(b.startswith(CONTEXT_1M_BETA) for b in betas) and model.startswith(
+                CONTEXT_1M_MODELS
+            ):
+                return replace(found, context=1_000_000)
             return found
         if default is not None:
             return Limits.coerce(default)

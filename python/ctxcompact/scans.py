@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact import _core
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, MissingColumnError, NullValueError
+from ctxcompact.estimate import check_threads
 from ctxcompact.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -74,14 +75,21 @@ class PruneResult:
 
     @property
     def part_ids(self) -> list[str]:
+        """Ids of the selected parts (``MissingColumnError`` / ``NullValueError``
+        when the table cannot name them: an empty list would mark nothing)."""
         if self._part_ids is None:
+            if len(self.rows) == 0:
+                self._part_ids = []
+                return self._part_ids
             table = self._table
-            has_ids = table is not None and "part_id" in table.column_names
-            ids = (
-                _take(table, "part_id", self.rows).to_pylist()
-                if table is not None and has_ids
-                else []
-            )
+            if table is None or "part_id" not in table.column_names:
+                raise MissingColumnError("part_ids needs the part_id column", column="part_id")
+            ids = _take(table, "part_id", self.rows).to_pylist()
+            if None in ids:
+                row = int(self.rows[ids.index(None)].as_py())
+                raise NullValueError(
+                    "a selected tool part has no part_id", row=row, column="part_id"
+                )
             self._part_ids = [str(p) for p in ids]
         return self._part_ids
 
@@ -115,7 +123,7 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
         protected_tools=list(_opt(config, "prune_protected_tools", ["skill"])),
         continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted", False)),
         method=str(_opt(config, "estimate_method", "opencode")),
-        threads=threads,
+        threads=check_threads(threads),
     )
     rows = pa.array(rows)
     firsts = pa.array(firsts)
@@ -179,7 +187,7 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
 def pivot_mask(data: Any, *, threads: int | None = None) -> pa.BooleanArray:
     """Per row: does later model input include it (it is at or after its session's pivot)?"""
     table, _ = _as_table(data)
-    mask = _core.pivot(table, threads=threads)
+    mask = _core.pivot(table, threads=check_threads(threads))
     result: pa.BooleanArray = pa.array(mask)
     return result
 
@@ -197,7 +205,7 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
     table, session = _as_table(data)
-    ranges = _core.pivot_ranges(table, threads=threads)
+    ranges = _core.pivot_ranges(table, threads=check_threads(threads))
     starts, lengths = (pa.array(a).to_pylist() for a in ranges)
     if session is None:
         # Zero-copy: slices of the input, one per run of kept rows.
@@ -235,7 +243,7 @@ def estimate_messages(
         table,
         method=str(_opt(config, "estimate_method", "opencode")),
         overhead=int(_opt(config, "message_overhead", 4)),
-        threads=threads,
+        threads=check_threads(threads),
     )
     rows, tokens = pa.array(rows), pa.array(tokens)
     messages = pa.table(

@@ -78,15 +78,17 @@ impl<'a> StrChunk<'a> {
                 let keys = if dict.values().is_empty() {
                     vec![usize::MAX; dict.keys().len()]
                 } else {
-                    let nulls = dict.keys().logical_nulls();
-                    let keys = dict.normalized_keys();
-                    keys.into_iter()
-                        .enumerate()
-                        .map(|(i, k)| match &nulls {
-                            Some(n) if n.is_null(i) => usize::MAX,
-                            _ => k,
-                        })
-                        .collect()
+                    let mut keys = dict.normalized_keys();
+                    if let Some(nulls) = dict.keys().logical_nulls() {
+                        for i in nulls
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, v)| (!v).then_some(i))
+                        {
+                            keys[i] = usize::MAX;
+                        }
+                    }
+                    keys
                 };
                 StrChunk::Dict {
                     keys,
@@ -169,6 +171,42 @@ impl<'a> StrCol<'a> {
     pub fn get(&self, row: usize) -> Option<&'a str> {
         let (c, i) = self.chunking.locate(row);
         self.chunks[c].value(i)
+    }
+
+    /// Call `f(row, value)` for every row of `rows` in order, chunk by chunk:
+    /// one dispatch on the chunk's type per chunk instead of one per row.
+    #[inline]
+    pub fn for_each_in<E>(
+        &self,
+        rows: std::ops::Range<usize>,
+        mut f: impl FnMut(usize, Option<&'a str>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut row = rows.start;
+        while row < rows.end {
+            let (c, first) = self.chunking.locate(row);
+            let chunk = &self.chunks[c];
+            let n = (chunk.len() - first).min(rows.end - row);
+            let base = row - first;
+            macro_rules! each {
+                ($a:expr) => {
+                    for i in first..first + n {
+                        f(base + i, (!$a.is_null(i)).then(|| $a.value(i)))?;
+                    }
+                };
+            }
+            match chunk {
+                StrChunk::Utf8(a) => each!(a),
+                StrChunk::Large(a) => each!(a),
+                StrChunk::View(a) => each!(a),
+                StrChunk::Dict { .. } => {
+                    for i in first..first + n {
+                        f(base + i, chunk.value(i))?;
+                    }
+                }
+            }
+            row += n;
+        }
+        Ok(())
     }
 
     pub fn chunks(&self) -> impl Iterator<Item = (usize, &StrChunk<'a>)> {

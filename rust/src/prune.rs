@@ -70,24 +70,11 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         .as_ref()
         .expect("prune gathers the output column");
     let tool = table.tool.as_ref().expect("prune gathers the tool column");
-    let (mut total, mut pruned, mut rows) = (0u64, 0u64, Vec::new());
+    // Pass 1, newest to oldest without reading any output: the rows the walk
+    // counts, in walk order. Only these are estimated (skipped turns, text and
+    // everything behind a stop point never are).
+    let mut counted: Vec<usize> = Vec::new();
     let mut turns = 0u32;
-    // Estimate the session's completed tool outputs in forward (memory) order
-    // first: the walk below goes backwards, which defeats the prefetcher on
-    // large outputs.
-    let range = table.sessions[s].clone();
-    let estimates: Vec<u64> = range
-        .clone()
-        .map(|row| {
-            let counted =
-                table.part_type[row] == part_type::TOOL && status_col[row] == status::COMPLETED;
-            if counted {
-                output.get(row).map_or(0, |o| estimate(o, config.method))
-            } else {
-                0
-            }
-        })
-        .collect();
     'messages: for msg in table.messages(s)?.iter().rev() {
         if msg.role == role::USER {
             turns += 1;
@@ -127,12 +114,22 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
                 }
                 break 'messages;
             }
-            let tokens = estimates[row - range.start];
-            total += tokens;
-            if total > config.protect {
-                pruned += tokens;
-                rows.push(row);
-            }
+            counted.push(row);
+        }
+    }
+    // Pass 2: estimate them oldest first (forward memory order, which the
+    // prefetcher follows on large outputs), then accumulate newest first.
+    let estimates: Vec<u64> = counted
+        .iter()
+        .rev()
+        .map(|&row| output.get(row).map_or(0, |o| estimate(o, config.method)))
+        .collect();
+    let (mut total, mut pruned, mut rows) = (0u64, 0u64, Vec::new());
+    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
+        total += tokens;
+        if total > config.protect {
+            pruned += tokens;
+            rows.push(row);
         }
     }
     if pruned <= config.minimum {

@@ -281,23 +281,23 @@ impl<'a> PartTable<'a> {
     }
 
     /// The messages of session `s`, validated: message rows contiguous, ids
-    /// and roles present and consistent within a message.
+    /// present, role and flags consistent within a message (and the parent
+    /// within a summary message).
     pub fn messages(&self, s: usize) -> Result<Vec<Message>> {
         let range = self.sessions[s].clone();
         if range.len() == 1 && self.message_id.get(range.start).is_none() {
             return Ok(Vec::new()); // a session without messages
         }
         let mut out: Vec<Message> = Vec::new();
-        let mut seen: HashSet<&str> = HashSet::new();
+        // Message ids usually ascend (OpenCode's ids do), and then no id can
+        // reappear: the set of seen ids is built only once they stop ascending.
+        let mut seen: Option<HashSet<&str>> = None;
         let mut current: Option<&str> = None;
-        for row in range {
-            let id = self
-                .message_id
-                .get(row)
-                .ok_or_else(|| CoreError::NullValue {
-                    what: "message_id",
-                    at: self.at(row).with_column("message_id"),
-                })?;
+        self.message_id.for_each_in(range, |row, id| {
+            let id = id.ok_or_else(|| CoreError::NullValue {
+                what: "message_id",
+                at: self.at(row).with_column("message_id"),
+            })?;
             let role = self.role[row];
             if role == NULL_CODE {
                 return Err(CoreError::NullValue {
@@ -307,16 +307,24 @@ impl<'a> PartTable<'a> {
             }
             if current == Some(id) {
                 let msg = out.last_mut().expect("current message exists");
-                if msg.role != role {
-                    return Err(CoreError::InconsistentMessage {
-                        what: "rows of one message have different roles".into(),
-                        at: self.at(row).message(Some(id)).with_column("role"),
-                    });
-                }
+                self.check_same_message(msg.rows.start, row, msg.role, id)?;
                 msg.rows.end = row + 1;
-                continue;
+                return Ok(());
             }
-            if !seen.insert(id) {
+            let reappears = match (&mut seen, current) {
+                (Some(set), _) => !set.insert(id),
+                (None, Some(prev)) if id <= prev => {
+                    let mut set: HashSet<&str> = out
+                        .iter()
+                        .filter_map(|m| self.message_id.get(m.rows.start))
+                        .collect();
+                    let dup = !set.insert(id);
+                    seen = Some(set);
+                    dup
+                }
+                (None, _) => false,
+            };
+            if reappears {
                 return Err(CoreError::NonContiguous {
                     what:
                         "rows of a message are not contiguous: it reappears after another message"
@@ -329,8 +337,44 @@ impl<'a> PartTable<'a> {
                 rows: row..row + 1,
                 role,
             });
-        }
+            Ok(())
+        })?;
         Ok(out)
+    }
+
+    /// Row `row` continues the message that starts at `first`: message-level
+    /// values must agree, or a scan would read whichever row it met first.
+    fn check_same_message(&self, first: usize, row: usize, role: u8, id: &str) -> Result<()> {
+        let inconsistent = |what: &str, column: &'static str| CoreError::InconsistentMessage {
+            what: format!("rows of one message have different {what}"),
+            at: self.at(row).message(Some(id)).with_column(column),
+        };
+        if self.role[row] != role {
+            return Err(inconsistent("roles", "role"));
+        }
+        let diff =
+            (self.flags[row] ^ self.flags[first]) & (flag::SUMMARY | flag::FINISHED | flag::ERROR);
+        for (bit, column) in [
+            (flag::SUMMARY, "summary"),
+            (flag::FINISHED, "finished"),
+            (flag::ERROR, "error"),
+        ] {
+            if diff & bit != 0 {
+                return Err(inconsistent(&format!("{column} values"), column));
+            }
+        }
+        // The parent matters only on a summary (it names the pivot's marker);
+        // checking it there keeps the per-row cost of this check to one byte.
+        if let Some(parent) = self
+            .parent_id
+            .as_ref()
+            .filter(|_| self.flags[first] & flag::SUMMARY != 0)
+        {
+            if parent.get(row) != parent.get(first) {
+                return Err(inconsistent("parent ids", "parent_id"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -556,6 +600,56 @@ mod tests {
         assert!(matches!(
             table_err(&[mixed], Scan::Pivot),
             CoreError::InconsistentMessage { .. }
+        ));
+    }
+
+    #[test]
+    fn rows_of_one_message_must_agree_on_message_fields() {
+        let b = two_sessions(); // rows 0 and 1: both parts of message u1
+        let flagged = replace(
+            &b,
+            "summary",
+            Arc::new(arrow_array::BooleanArray::from(vec![
+                false, true, false, false,
+            ])),
+        );
+        assert!(matches!(
+            table_err(&[flagged], Scan::Pivot),
+            CoreError::InconsistentMessage { at, .. } if at.row == Some(1) && at.column == Some("summary")
+        ));
+        let summary_rows = replace(
+            &b,
+            "summary",
+            Arc::new(arrow_array::BooleanArray::from(vec![
+                true, true, false, false,
+            ])),
+        );
+        let parents = replace(
+            &summary_rows,
+            "parent_id",
+            Arc::new(StringArray::from(vec![None, Some("x"), Some("u1"), None])),
+        );
+        assert!(matches!(
+            table_err(&[parents], Scan::Pivot),
+            CoreError::InconsistentMessage { at, .. } if at.column == Some("parent_id")
+        ));
+    }
+
+    #[test]
+    fn descending_message_ids_still_catch_a_reappearing_message() {
+        let ok = batch(&[(
+            "s",
+            vec![user("b", vec![]), user("a", vec![]), user("c", vec![])],
+        )]);
+        let cols = Columns::from_batches(std::slice::from_ref(&ok), Scan::Pivot).unwrap();
+        assert_eq!(PartTable::new(&cols).unwrap().messages(0).unwrap().len(), 3);
+        let bad = batch(&[(
+            "s",
+            vec![user("b", vec![]), user("a", vec![]), user("b", vec![])],
+        )]);
+        assert!(matches!(
+            table_err(&[bad], Scan::Pivot),
+            CoreError::NonContiguous { at, .. } if at.row == Some(2)
         ));
     }
 }
