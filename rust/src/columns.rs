@@ -252,24 +252,57 @@ pub fn decode_codes(
             }
             continue;
         }
-        let chunk = StrChunk::new(name, array)
-            .map_err(|_| type_error(name, array.data_type(), "int8 codes or a string type"))?;
-        if let StrChunk::Dict { keys, values } = &chunk {
-            // Decode each dictionary value once, then map the keys.
-            let codes: Vec<Option<u8>> = (0..values.len())
-                .map(|k| values.value(k).and_then(&parse))
+        if let DataType::Dictionary(_, _) = array.data_type() {
+            let dict = array.as_any_dictionary();
+            let values = StrChunk::new(name, dict.values())
+                .map_err(|_| type_error(name, array.data_type(), "int8 codes or a string type"))?;
+            // Decode each dictionary value once (Err: not a known value), then
+            // map the keys straight from the key buffer.
+            let codes: Vec<std::result::Result<u8, ()>> = (0..values.len())
+                .map(|k| {
+                    values
+                        .value(k)
+                        .map_or(Ok(NULL_CODE), |v| parse(v).ok_or(()))
+                })
                 .collect();
-            for (i, &k) in keys.iter().enumerate() {
-                if k == usize::MAX || values.value(k).is_none() {
+            let nulls = dict.keys().logical_nulls();
+            let mut push = |i: usize, k: usize| -> Result<()> {
+                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
                     out.push(NULL_CODE);
-                } else {
-                    let code = codes[k]
-                        .ok_or_else(|| unknown(values.value(k).unwrap().to_owned(), base + i))?;
-                    out.push(code);
+                    return Ok(());
+                }
+                let code = codes.get(k).copied().unwrap_or(Ok(NULL_CODE));
+                out.push(
+                    code.map_err(|()| unknown(values.value(k).unwrap_or("").to_owned(), base + i))?,
+                );
+                Ok(())
+            };
+            macro_rules! keys {
+                ($t:ty) => {{
+                    let keys = dict.keys().as_primitive::<$t>().values();
+                    for (i, &k) in keys.iter().enumerate() {
+                        push(i, k as usize)?;
+                    }
+                }};
+            }
+            use arrow_array::types::{Int16Type, Int32Type, UInt16Type, UInt32Type, UInt8Type};
+            match dict.keys().data_type() {
+                DataType::Int8 => keys!(Int8Type),
+                DataType::Int16 => keys!(Int16Type),
+                DataType::Int32 => keys!(Int32Type),
+                DataType::UInt8 => keys!(UInt8Type),
+                DataType::UInt16 => keys!(UInt16Type),
+                DataType::UInt32 => keys!(UInt32Type),
+                _ => {
+                    for (i, k) in dict.normalized_keys().into_iter().enumerate() {
+                        push(i, k)?;
+                    }
                 }
             }
             continue;
         }
+        let chunk = StrChunk::new(name, array)
+            .map_err(|_| type_error(name, array.data_type(), "int8 codes or a string type"))?;
         for i in 0..chunk.len() {
             match chunk.value(i) {
                 None => out.push(NULL_CODE),
