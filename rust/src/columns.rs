@@ -256,34 +256,28 @@ pub fn decode_codes(
             let dict = array.as_any_dictionary();
             let values = StrChunk::new(name, dict.values())
                 .map_err(|_| type_error(name, array.data_type(), "int8 codes or a string type"))?;
-            // Decode each dictionary value once (Err: not a known value), then
-            // map the keys straight from the key buffer.
-            let codes: Vec<std::result::Result<u8, ()>> = (0..values.len())
+            // Decode each dictionary value once into a lookup table (UNKNOWN:
+            // not a known value), map the keys straight from the key buffer,
+            // then look for nulls and unknowns only where they can be.
+            const UNKNOWN: u8 = NULL_CODE - 1;
+            let lut: Vec<u8> = (0..values.len())
                 .map(|k| {
                     values
                         .value(k)
-                        .map_or(Ok(NULL_CODE), |v| parse(v).ok_or(()))
+                        .map_or(NULL_CODE, |v| parse(v).unwrap_or(UNKNOWN))
                 })
                 .collect();
-            let nulls = dict.keys().logical_nulls();
-            let mut push = |i: usize, k: usize| -> Result<()> {
-                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
-                    out.push(NULL_CODE);
-                    return Ok(());
-                }
-                let code = codes.get(k).copied().unwrap_or(Ok(NULL_CODE));
-                out.push(
-                    code.map_err(|()| unknown(values.value(k).unwrap_or("").to_owned(), base + i))?,
-                );
-                Ok(())
-            };
+            let code = |k: usize| lut.get(k).copied().unwrap_or(NULL_CODE);
             macro_rules! keys {
-                ($t:ty) => {{
-                    let keys = dict.keys().as_primitive::<$t>().values();
-                    for (i, &k) in keys.iter().enumerate() {
-                        push(i, k as usize)?;
-                    }
-                }};
+                ($t:ty) => {
+                    out.extend(
+                        dict.keys()
+                            .as_primitive::<$t>()
+                            .values()
+                            .iter()
+                            .map(|&k| code(k as usize)),
+                    )
+                };
             }
             use arrow_array::types::{Int16Type, Int32Type, UInt16Type, UInt32Type, UInt8Type};
             match dict.keys().data_type() {
@@ -293,10 +287,17 @@ pub fn decode_codes(
                 DataType::UInt8 => keys!(UInt8Type),
                 DataType::UInt16 => keys!(UInt16Type),
                 DataType::UInt32 => keys!(UInt32Type),
-                _ => {
-                    for (i, k) in dict.normalized_keys().into_iter().enumerate() {
-                        push(i, k)?;
-                    }
+                _ => out.extend(dict.normalized_keys().into_iter().map(code)),
+            }
+            if let Some(nulls) = dict.keys().logical_nulls() {
+                for i in (0..nulls.len()).filter(|&i| nulls.is_null(i)) {
+                    out[base + i] = NULL_CODE;
+                }
+            }
+            if lut.contains(&UNKNOWN) {
+                if let Some(i) = out[base..].iter().position(|&c| c == UNKNOWN) {
+                    let k = dict.normalized_keys()[i];
+                    return Err(unknown(values.value(k).unwrap_or("").to_owned(), base + i));
                 }
             }
             continue;
@@ -330,10 +331,13 @@ pub fn or_bool_flags(
             }
             other => return Err(type_error(name, other, "bool")),
         };
-        for i in 0..bools.len() {
-            if bools.is_valid(i) && bools.value(i) {
-                flags[row + i] |= flag;
-            }
+        // Only set bits matter (most flags are false): walk them, not every row.
+        let set = match bools.nulls() {
+            Some(valid) => &bools.values().clone() & valid.inner(),
+            None => bools.values().clone(),
+        };
+        for i in set.set_indices() {
+            flags[row + i] |= flag;
         }
         row += bools.len();
     }
