@@ -85,15 +85,22 @@ class UnknownModelError(CompactionError, LookupError):
 
 __all__ = [
     "ColumnTypeError",
+    "CompactionConflictError",
     "CompactionError",
+    "CompactionLoopError",
     "ConfigError",
+    "HookError",
     "InconsistentMessageError",
     "InternalError",
     "InvalidUsageError",
     "MissingColumnError",
     "NonContiguousError",
     "NullValueError",
+    "OrphanedToolResultError",
     "SchemaError",
+    "SessionNotFoundError",
+    "SummaryClientError",
+    "SummaryError",
     "TranscriptError",
     "UnknownModelError",
     "UnknownValueError",
@@ -102,3 +109,39 @@ __all__ = [
 
 class InternalError(CompactionError):
     """A bug in ctxcompact (caught at the Rust boundary), not a problem with the input."""
+
+
+# --- summaries and the lifecycle ------------------------------------------------------
+
+
+class SummaryError(CompactionError):
+    """The summary could not be generated and the fallback policy is ``raise``."""
+
+
+class SummaryClientError(CompactionError):
+    """A model client could not be used (missing SDK extra, bad response shape)."""
+
+
+class HookError(CompactionError):
+    """A pre- or post-compaction hook raised; the original error is chained."""
+
+
+class CompactionConflictError(CompactionError):
+    """Another runner already completed the compaction of this marker."""
+
+    def __init__(self, message: str, *, record: object = None, **where: str | None) -> None:
+        super().__init__(message, session_id=where.get("session_id"),
+                         message_id=where.get("message_id"))  # fmt: skip
+        self.record = record
+
+
+class CompactionLoopError(CompactionError):
+    """Compactions keep failing to bring the session under its limit."""
+
+
+class SessionNotFoundError(CompactionError, LookupError):
+    """The store has no session with this id."""
+
+
+class OrphanedToolResultError(TranscriptError):
+    """A tool result whose call is not in the history."""

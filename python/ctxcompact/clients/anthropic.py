@@ -1,0 +1,198 @@
+"""Summary client on the official ``anthropic`` SDK (Messages API).
+
+The history arrives in the OpenAI chat format; it is converted to Anthropic
+messages here: system apart, tool calls as ``tool_use`` blocks, tool results
+as ``tool_result`` blocks in a user turn, consecutive turns of one role merged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.errors import SummaryClientError
+
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise SummaryClientError(
+            "the Anthropic client needs the anthropic SDK: pip install 'ctxcompact[anthropic]'"
+        ) from None
+    return anthropic
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks = []
+    for block in content:
+        if block.get("type") == "text" and block.get("text"):
+            blocks.append({"type": "text", "text": block["text"]})
+        elif block.get("type") == "image_url":
+            url = block.get("image_url", {}).get("url", "")
+            blocks.append({"type": "text", "text": f"[image: {url[:100]}]"})
+    return blocks
+
+
+def to_anthropic_messages(
+    messages: Sequence[dict[str, Any]],
+) -> tuple[str, list[dict[str, Any]]]:
+    """(system text, Anthropic messages) for OpenAI chat-format ``messages``."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.extend(b["text"] for b in _blocks(message.get("content")))
+        elif role == "user":
+            add("user", _blocks(message.get("content")))
+        elif role == "assistant":
+            blocks = _blocks(message.get("content"))
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function", {})
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = {"arguments": fn.get("arguments")}
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": fn.get("name", ""),
+                     "input": args if isinstance(args, dict) else {"value": args}}
+                )  # fmt: skip
+            add("assistant", blocks)
+        elif role == "tool":
+            text = "\n".join(b["text"] for b in _blocks(message.get("content")))
+            add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                          "content": text}])  # fmt: skip
+    if out and out[0]["role"] != "user":  # the API wants a user turn first
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation)"}]})
+    return "\n\n".join(system), out
+
+
+class AnthropicClient:
+    """``complete`` / ``acomplete`` through ``messages.create`` (streamed by default)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any = None,
+        async_client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        stream: bool = True,
+    ) -> None:
+        self.model = model
+        self.stream = stream
+        self._options = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._client = client
+        self._async_client = async_client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = _sdk().Anthropic(**self._options)
+        return self._client
+
+    @property
+    def async_client(self) -> Any:
+        if self._async_client is None:
+            self._async_client = _sdk().AsyncAnthropic(**self._options)
+        return self._async_client
+
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
+        system, messages = to_anthropic_messages(request.messages)
+        params: dict[str, Any] = {
+            "model": request.model or self.model,
+            "system": "\n\n".join(s for s in (request.system, system) if s),
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.stream:
+            params["stream"] = True
+        return params
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        result = self.client.messages.create(**self._params(request))
+        if not self.stream:
+            return _from_message(result)
+        drain = _Drain()
+        for event in result:
+            drain.add(event)
+        return drain.response()
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        result = await self.async_client.messages.create(**self._params(request))
+        if not self.stream:
+            return _from_message(result)
+        drain = _Drain()
+        async for event in result:
+            drain.add(event)
+        return drain.response()
+
+
+def _from_message(message: Any) -> SummaryResponse:
+    text = "".join(b.text for b in message.content if getattr(b, "type", "") == "text")
+    stop = message.stop_reason or "end_turn"
+    return SummaryResponse(
+        text=text,
+        finish=_FINISH.get(stop, stop),
+        input_tokens=message.usage.input_tokens,
+        output_tokens=message.usage.output_tokens,
+    )
+
+
+class _Drain:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.stop: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def add(self, event: Any) -> None:
+        kind = getattr(event, "type", "")
+        if kind == "message_start":
+            self.input_tokens = event.message.usage.input_tokens
+        elif kind == "content_block_delta" and getattr(event.delta, "type", "") == "text_delta":
+            self.parts.append(event.delta.text)
+        elif kind == "message_delta":
+            self.stop = event.delta.stop_reason or self.stop
+            if event.usage is not None:
+                self.output_tokens = event.usage.output_tokens
+
+    def response(self) -> SummaryResponse:
+        stop = self.stop or "max_tokens"  # no stop reason: the stream was cut
+        return SummaryResponse(
+            text="".join(self.parts),
+            finish=_FINISH.get(stop, stop),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+
+__all__ = ["AnthropicClient", "to_anthropic_messages"]

@@ -1,0 +1,142 @@
+"""Summary client on the official ``openai`` SDK (Chat Completions).
+
+Works with any OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...) via
+``base_url``. No tools are ever sent: the compaction agent only writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.errors import SummaryClientError
+
+
+def _sdk() -> Any:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise SummaryClientError(
+            "the OpenAI client needs the openai SDK: pip install 'ctxcompact[openai]'"
+        ) from None
+    return openai
+
+
+class OpenAIChatClient:
+    """``complete`` / ``acomplete`` through ``chat.completions.create``.
+
+    ``stream=True`` (default) drains the streamed deltas into text, the way a
+    long summary is best received; ``max_tokens_param`` may be set to
+    ``"max_completion_tokens"`` for models that require it.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any = None,
+        async_client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        stream: bool = True,
+        max_tokens_param: str = "max_tokens",
+    ) -> None:
+        self.model = model
+        self.stream = stream
+        self.max_tokens_param = max_tokens_param
+        self._options = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._client = client
+        self._async_client = async_client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = _sdk().OpenAI(**self._options)
+        return self._client
+
+    @property
+    def async_client(self) -> Any:
+        if self._async_client is None:
+            self._async_client = _sdk().AsyncOpenAI(**self._options)
+        return self._async_client
+
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": [{"role": "system", "content": request.system}, *request.messages],
+            self.max_tokens_param: request.max_tokens,
+        }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        result = self.client.chat.completions.create(**self._params(request))
+        if not self.stream:
+            return _from_completion(result)
+        drain = _Drain()
+        for chunk in result:
+            drain.add(chunk)
+        return drain.response()
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        result = await self.async_client.chat.completions.create(**self._params(request))
+        if not self.stream:
+            return _from_completion(result)
+        drain = _Drain()
+        async for chunk in result:
+            drain.add(chunk)
+        return drain.response()
+
+
+def _from_completion(completion: Any) -> SummaryResponse:
+    if not completion.choices:
+        raise SummaryClientError("the chat completion has no choices")
+    choice = completion.choices[0]
+    usage = completion.usage
+    return SummaryResponse(
+        text=choice.message.content or "",
+        finish=choice.finish_reason or "stop",
+        input_tokens=usage.prompt_tokens if usage else None,
+        output_tokens=usage.completion_tokens if usage else None,
+    )
+
+
+class _Drain:
+    """Accumulates streamed chunks into one response."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.finish: str | None = None
+        self.usage: Any = None
+
+    def add(self, chunk: Any) -> None:
+        if getattr(chunk, "usage", None):
+            self.usage = chunk.usage
+        for choice in chunk.choices or []:
+            if choice.delta and choice.delta.content:
+                self.parts.append(choice.delta.content)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+
+    def response(self) -> SummaryResponse:
+        return SummaryResponse(
+            text="".join(self.parts),
+            # A stream that ends without a finish reason was cut: treat it like one.
+            finish=self.finish or "length",
+            input_tokens=self.usage.prompt_tokens if self.usage else None,
+            output_tokens=self.usage.completion_tokens if self.usage else None,
+        )
+
+
+__all__ = ["OpenAIChatClient"]
