@@ -55,6 +55,22 @@ class OpenAIChatClient:
         self._client = client
         self._async_client = async_client
 
+    def close(self) -> None:
+        """Close the sync SDK client's connections (if one was made)."""
+        if self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        """Close the async SDK client's connections (if one was made)."""
+        if self._async_client is not None:
+            await self._async_client.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def client(self) -> Any:
         if self._client is None:

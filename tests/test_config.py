@@ -1,0 +1,98 @@
+"""CompactionConfig: defaults, environment, files, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ctxcompact as cc
+import pytest
+from ctxcompact.config import CompactionConfig
+from ctxcompact.overflow import OverflowOptions
+
+
+def test_defaults_are_opencode() -> None:
+    c = CompactionConfig()
+    assert (c.auto, c.prune, c.prune_protect, c.prune_minimum) == (True, True, 40_000, 20_000)
+    assert c.prune_protected_tools == ["skill"]
+    assert (c.proactive_threshold, c.critical_threshold) == (0.80, 0.95)
+    assert (c.keep_policy, c.keep_ratio, c.keep_messages) == ("tokens", 0.40, 10)
+    assert c.continue_text == "Continue if you have next steps"
+
+
+@pytest.mark.parametrize(("env", "field"), [
+    ("CTXCOMPACT_DISABLE_AUTOCOMPACT", "auto"),
+    ("CTXCOMPACT_DISABLE_PRUNE", "prune"),
+])  # fmt: skip
+def test_kill_switches(monkeypatch: pytest.MonkeyPatch, env: str, field: str) -> None:
+    monkeypatch.setenv(env, "1")
+    assert getattr(CompactionConfig(), field) is False
+    # ... and they beat an explicit value, as OpenCode's flags do.
+    assert getattr(CompactionConfig.load(**{field: True}), field) is False
+    monkeypatch.setenv(env, "0")
+    assert getattr(CompactionConfig(), field) is True
+
+
+def test_every_field_has_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECT", "1234")
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECTED_TOOLS", '["skill", "todo"]')
+    monkeypatch.setenv("CTXCOMPACT_SUMMARY_MODEL", "small-model")
+    c = CompactionConfig()
+    assert (c.prune_protect, c.prune_protected_tools, c.summary_model) == (
+        1234, ["skill", "todo"], "small-model"
+    )  # fmt: skip
+
+
+def test_toml_and_json_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = tmp_path / "c.toml"
+    toml.write_text('[compaction]\nprune_minimum = 5\nsummary_template = "structured"\n')
+    c = CompactionConfig.from_file(toml)
+    assert (c.prune_minimum, c.summary_template) == (5, "structured")
+    js = tmp_path / "c.json"
+    js.write_text('{"keep_policy": "messages", "keep_messages": 4}')
+    assert CompactionConfig.from_file(js).keep_messages == 4
+    # environment beats the file, keyword overrides beat both
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_MINIMUM", "7")
+    assert CompactionConfig.from_file(toml).prune_minimum == 7
+    assert CompactionConfig.from_file(toml, prune_minimum=9).prune_minimum == 9
+
+
+@pytest.mark.parametrize(("values", "field"), [
+    ({"prune_protect": -1}, "prune_protect"),
+    ({"proactive_threshold": 0.99}, "configuration"),
+    ({"keep_ratio": 1.5}, "keep_ratio"),
+    ({"estimate_method": "words"}, "estimate_method"),
+    ({"fallback": "pray"}, "fallback"),
+    ({"no_such_option": 1}, "no_such_option"),
+])  # fmt: skip
+def test_invalid_values_name_the_field(values: dict[str, object], field: str) -> None:
+    with pytest.raises(cc.ConfigError) as e:
+        CompactionConfig.load(**values)
+    assert e.value.column == field
+    assert field in str(e.value) or field == "configuration"
+
+
+def test_bad_files_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(cc.ConfigError, match=r"missing\.toml"):
+        CompactionConfig.from_file(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("prune = [")
+    with pytest.raises(cc.ConfigError, match=r"broken\.toml: not valid toml"):
+        CompactionConfig.from_file(broken)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"prune_minimum": "lots"}')
+    with pytest.raises(cc.ConfigError, match=r"wrong\.json: invalid prune_minimum"):
+        CompactionConfig.from_file(wrong)
+    listing = tmp_path / "list.json"
+    listing.write_text("[1, 2]")
+    with pytest.raises(cc.ConfigError, match="expected a table"):
+        CompactionConfig.from_file(listing)
+
+
+def test_config_drives_the_scans_and_overflow() -> None:
+    c = CompactionConfig(reserved="default", inclusive=True)
+    assert OverflowOptions.from_config(c) == OverflowOptions(reserved="default", inclusive=True)
+    usage = {"input": 68_000, "output": 0}
+    limits = {"context": 100_000, "output": 32_000}
+    assert not cc.is_overflow(usage, limits)  # 68k > 68k is false
+    assert cc.is_overflow(usage, limits, c)  # >= with the option
+    assert not cc.is_overflow({"input": 10**6, "output": 0}, limits, CompactionConfig(auto=False))
