@@ -6,17 +6,31 @@ Arrow).
 """
 
 from ctxcompact._core import __version__
+from ctxcompact.clients.base import (
+    AsyncSummaryClient,
+    SummaryClient,
+    SummaryRequest,
+    SummaryResponse,
+)
+from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     ColumnTypeError,
+    CompactionConflictError,
     CompactionError,
+    CompactionLoopError,
     ConfigError,
+    HookError,
     InconsistentMessageError,
     InternalError,
     InvalidUsageError,
     MissingColumnError,
     NonContiguousError,
     NullValueError,
+    OrphanedToolResultError,
     SchemaError,
+    SessionNotFoundError,
+    SummaryClientError,
+    SummaryError,
     TranscriptError,
     UnknownModelError,
     UnknownValueError,
@@ -63,6 +77,7 @@ from ctxcompact.scans import (
     pivot_mask,
     prune,
 )
+from ctxcompact.summary import Summarizer, SummaryOutcome, build_digest
 from ctxcompact.transcript import Transcript
 
 __all__ = [
@@ -70,10 +85,15 @@ __all__ = [
     "COMPACTION_QUESTION",
     "INTERRUPTED_TOOL",
     "AssistantMessage",
+    "AsyncSummaryClient",
     "ColumnTypeError",
+    "CompactionConfig",
+    "CompactionConflictError",
     "CompactionError",
+    "CompactionLoopError",
     "ConfigError",
     "EstimateMethod",
+    "HookError",
     "InconsistentMessageError",
     "InternalError",
     "InvalidUsageError",
@@ -85,6 +105,7 @@ __all__ = [
     "ModelRegistry",
     "NonContiguousError",
     "NullValueError",
+    "OrphanedToolResultError",
     "OverflowOptions",
     "OverflowReport",
     "Part",
@@ -92,6 +113,14 @@ __all__ = [
     "SchemaError",
     "Session",
     "SessionInfo",
+    "SessionNotFoundError",
+    "Summarizer",
+    "SummaryClient",
+    "SummaryClientError",
+    "SummaryError",
+    "SummaryOutcome",
+    "SummaryRequest",
+    "SummaryResponse",
     "TokenBudget",
     "TokenUsage",
     "TokenizerCounter",
@@ -103,6 +132,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "__version__",
+    "build_digest",
     "check_overflow",
     "estimate_messages",
     "estimate_tokens",

@@ -11,6 +11,7 @@ script. Listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -113,10 +114,8 @@ class _FakeServer:
 
             def handle(self) -> None:
                 # A client that gave up (timeout) closes the socket mid-reply.
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     super().handle()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

@@ -1,0 +1,240 @@
+"""The compaction agent's request, and what happens when the model fails."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact import prompts
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.clients.openai import OpenAIChatClient
+from ctxcompact.config import CompactionConfig
+from ctxcompact.summary import Summarizer, build_digest, truncate_history
+from ctxcompact.testing import FakeAnthropicServer, FakeOpenAIServer, Reply
+
+
+def call(cid: str, name: str, **args: Any) -> dict[str, Any]:
+    import json
+
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "you are a coding agent"},
+    {"role": "user", "content": "Add retries to fetch() in src/net.py, keep the API unchanged."},
+    {"role": "assistant", "content": "Looking.",
+     "tool_calls": [call("c1", "read", path="src/net.py")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "def fetch(url): ..."},
+    {"role": "assistant", "content": None, "tool_calls": [call("c2", "bash", command="pytest")]},
+    {"role": "tool", "tool_call_id": "c2", "content": "Error: 2 tests failed\nassert 1 == 2"},
+    {"role": "assistant", "content": None,
+     "tool_calls": [call("c3", "edit", file_path="src/net.py"),
+                    call("c4", "bash", command="pytest")]},
+    {"role": "tool", "tool_call_id": "c3", "content": "edited"},
+    {"role": "tool", "tool_call_id": "c4", "content": "5 passed"},
+    {"role": "user", "content": "Also log each retry."},
+    {"role": "assistant", "content": "Retries are in; adding logging next."},
+    {"role": "user", "content": cc.COMPACTION_QUESTION},
+]  # fmt: skip
+
+
+class Scripted:
+    """A sync client that returns scripted responses or raises."""
+
+    def __init__(self, *outcomes: SummaryResponse | BaseException) -> None:
+        self.outcomes = list(outcomes)
+        self.requests: list[SummaryRequest] = []
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def test_request_is_tool_less_with_system_prompt_and_final_request() -> None:
+    request = Summarizer(None, model="big").build_request(HISTORY)
+    assert request.system == prompts.SYSTEM_PROMPT
+    assert request.model == "big"
+    assert all(m["role"] != "system" for m in request.messages)  # its own system prompt only
+    assert request.messages[:-1] == HISTORY[1:]
+    assert request.messages[-1]["role"] == "user"
+    assert prompts.SUMMARY_REQUEST in request.messages[-1]["content"]
+    assert not hasattr(request, "tools")
+
+
+def test_request_carries_context_instructions_template_and_previous_summary() -> None:
+    cfg = CompactionConfig(summary_template="structured", summary_model="small",
+                           summary_max_tokens=900, summary_temperature=0.3)  # fmt: skip
+    request = Summarizer(None, cfg, model="big").build_request(
+        HISTORY, previous_summary="## Session Summary (Compaction Round 1)\nold notes",
+        round=2, instructions="focus on the tests", context=["branch: retries"],
+    )  # fmt: skip
+    final = request.messages[-1]["content"]
+    assert (request.model, request.max_tokens, request.temperature) == ("small", 900, 0.3)
+    assert "- branch: retries" in final
+    assert "focus on the tests" in final
+    assert "## Session Summary (Compaction Round 2)" in final
+    assert "old notes" in final and "round 2" in final and "round 1" in final
+    # a previous summary already in the history is not pasted twice
+    with_prev = [*HISTORY[:-1], {"role": "assistant", "content": "PREV-7F3"}, HISTORY[-1]]
+    again = Summarizer(None).build_request(with_prev, previous_summary="PREV-7F3", round=2)
+    assert "PREV-7F3" not in again.messages[-1]["content"]
+
+
+def test_custom_prompts_replace_the_defaults() -> None:
+    cfg = CompactionConfig(system_prompt="SYS", summary_prompt="SUMMARIZE NOW")
+    request = Summarizer(None, cfg).build_request(HISTORY)
+    assert request.system == "SYS" and "SUMMARIZE NOW" in request.messages[-1]["content"]
+
+
+def test_model_summary_is_used() -> None:
+    client = Scripted(SummaryResponse("the notes", "stop"))
+    outcome = Summarizer(client).summarize(HISTORY, round=3)
+    assert (outcome.text, outcome.source, outcome.round, outcome.error) == (
+        "the notes",
+        "model",
+        3,
+        None,
+    )
+
+
+@pytest.mark.parametrize(("outcome", "why"), [
+    (RuntimeError("connection refused"), "RuntimeError: connection refused"),
+    (TimeoutError(), "timed out"),
+    (SummaryResponse("   \n", "stop"), "empty summary"),
+    (SummaryResponse("half of it", "length"), "cut off at max_tokens"),
+])  # fmt: skip
+def test_failures_fall_back_to_the_digest(outcome: Any, why: str) -> None:
+    result = Summarizer(Scripted(outcome)).summarize(HISTORY)
+    assert result.source == "digest"
+    assert why in (result.error or "")
+    assert result.text.startswith("## Session Summary (Compaction Round 1)")
+
+
+def test_fallback_policies() -> None:
+    boom = RuntimeError("down")
+    cfg = CompactionConfig(fallback="truncate", summary_max_tokens=30)
+    truncated = Summarizer(Scripted(boom), cfg).summarize(HISTORY)
+    assert truncated.source == "truncation" and "log each retry" in truncated.text
+    with pytest.raises(cc.SummaryError) as e:
+        Summarizer(Scripted(boom), CompactionConfig(fallback="raise")).summarize(HISTORY)
+    assert e.value.__cause__ is boom
+    assert Summarizer(None).summarize(HISTORY).error == "no model client"
+
+
+def test_digest_is_structured_and_deterministic() -> None:
+    digest = build_digest(HISTORY)
+    assert digest == build_digest(HISTORY)
+    assert "Add retries to fetch() in src/net.py, keep the API unchanged." in digest  # verbatim
+    assert "- src/net.py" in digest
+    assert "bash: Error: 2 tests failed -> resolved later" in digest
+    assert "- Also log each retry." in digest
+    assert "Retries are in; adding logging next." in digest
+    assert cc.COMPACTION_QUESTION not in digest.split("### Latest User Requests")[1]
+
+
+def test_digest_round_two_carries_the_original_task() -> None:
+    first = build_digest(HISTORY)
+    later = [{"role": "user", "content": "now port it to async"}]
+    second = build_digest(later, previous_summary=first, round=2)
+    assert second.startswith("## Session Summary (Compaction Round 2)")
+    task = second.split("### Original Task\n")[1].split("\n\n")[0]
+    assert task == "Add retries to fetch() in src/net.py, keep the API unchanged."
+    free_form = build_digest(later, previous_summary="we did X and Y", round=2)
+    assert "we did X and Y" in free_form
+
+
+def test_truncation_keeps_the_newest_turns_within_budget() -> None:
+    text = truncate_history(HISTORY, 25)
+    assert cc.estimate_tokens(text.split("\n\n", 1)[1]) <= 25
+    assert "Retries are in" in text and "Add retries to fetch" not in text
+    tiny = truncate_history([{"role": "user", "content": "x" * 1000}], 5)
+    assert tiny.endswith("x" * 20)
+
+
+def test_through_the_openai_sdk_every_failure_degrades(openai_server: FakeOpenAIServer) -> None:
+    openai_server.replies.extend([
+        Reply("real notes"), Reply("err", status=500), Reply("", finish="stop"),
+        Reply("cut", finish="length"), Reply("slow", delay_s=2.0),
+    ])  # fmt: skip
+    client = OpenAIChatClient("m", base_url=openai_server.base_url, api_key="k", max_retries=0,
+                              timeout=0.5)  # fmt: skip
+    with client:
+        results = [Summarizer(client).summarize(HISTORY) for _ in range(5)]
+    assert [r.source for r in results] == ["model", "digest", "digest", "digest", "digest"]
+    assert results[0].text == "real notes"
+    assert "InternalServerError" in (results[1].error or "")
+    assert "empty" in (results[2].error or "") and "cut off" in (results[3].error or "")
+    assert "Timeout" in (results[4].error or "")
+    assert all("tools" not in r.body for r in openai_server.requests)
+
+
+def test_async_path_with_the_anthropic_sdk(anthropic_server: FakeAnthropicServer) -> None:
+    from ctxcompact.clients.anthropic import AnthropicClient
+
+    anthropic_server.replies.extend([Reply("async notes"), Reply("cut", finish="max_tokens")])
+    client = AnthropicClient("c", base_url=anthropic_server.base_url, api_key="k", max_retries=0)
+
+    async def run() -> list[Any]:
+        try:
+            s = Summarizer(client)
+            return [await s.asummarize(HISTORY), await s.asummarize(HISTORY)]
+        finally:
+            await client.aclose()
+
+    ok, cut = asyncio.run(run())
+    assert (ok.source, ok.text) == ("model", "async notes")
+    assert cut.source == "digest" and "cut off" in (cut.error or "")
+
+
+def test_async_path_keeps_the_loop_free_with_a_slow_sync_client() -> None:
+    class Slow:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            time.sleep(0.3)
+            return SummaryResponse("slow notes", "stop")
+
+    async def run() -> tuple[Any, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        outcome = await Summarizer(Slow()).asummarize(HISTORY)
+        task.cancel()
+        return outcome, ticks
+
+    outcome, ticks = asyncio.run(run())
+    assert outcome.text == "slow notes"
+    assert ticks >= 5  # the loop kept running while the sync call slept in a thread
+
+
+def test_async_timeout_uses_the_configured_limit() -> None:
+    class Hangs:
+        async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+            await asyncio.sleep(5)
+            raise AssertionError("unreachable")
+
+    outcome = asyncio.run(Summarizer(Hangs(), CompactionConfig(timeout_s=0.1)).asummarize(HISTORY))
+    assert outcome.source == "digest" and "timed out" in (outcome.error or "")
+
+
+def test_async_only_client_needs_the_async_path() -> None:
+    class AsyncOnly:
+        async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+            return SummaryResponse("x", "stop")
+
+    with pytest.raises(cc.ConfigError, match="asummarize"):
+        Summarizer(AsyncOnly()).summarize(HISTORY)
