@@ -1,0 +1,272 @@
+"""What a compaction tells the outside world: hooks, events, records and counters."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ctxcompact.errors import HookError
+
+log = logging.getLogger("ctxcompact")
+
+Trigger = Literal["auto", "manual"]
+
+# Event names. ``session.compacted`` is OpenCode's own name for the same event.
+OVERFLOW_DETECTED = "overflow.detected"
+COMPACTION_QUEUED = "compaction.queued"
+COMPACTION_STARTED = "compaction.started"
+COMPACTED = "session.compacted"
+COMPACTION_FALLBACK = "compaction.fallback"
+COMPACTION_CANCELLED = "compaction.cancelled"
+COMPACTION_STALLED = "compaction.stalled"
+COMPACTION_CONFLICT = "compaction.conflict"
+PRUNE_APPLIED = "prune.applied"
+
+
+@dataclass
+class PreCompactEvent:
+    """Given to pre-compact hooks before the summary; hooks may change it."""
+
+    session_id: str
+    trigger: Trigger
+    reason: str
+    tokens_before: int
+    custom_instructions: str | None = None
+    #: Lines a hook adds for the summary (current branch, goals, ...).
+    extra_context: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    cancel_reason: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        self.cancelled = True
+        self.cancel_reason = reason
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """The boundary record every compaction leaves behind."""
+
+    session_id: str
+    family: Literal["pivot", "split"]
+    trigger: Trigger
+    reason: str
+    round: int
+    tokens_before: int
+    tokens_after: int
+    summary_source: Literal["model", "digest", "truncation"]
+    summarized_message_ids: tuple[str, ...] = ()
+    kept_message_ids: tuple[str, ...] = ()
+    pruned_tokens: int = 0
+    pruned_parts: int = 0
+    marker_message_id: str | None = None
+    summary_message_id: str | None = None
+    created_ms: int = 0
+    #: Why a fallback summary was used (None: the model wrote it).
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["summarized_message_ids"] = list(self.summarized_message_ids)
+        d["kept_message_ids"] = list(self.kept_message_ids)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CompactionRecord:
+        values = dict(d)
+        for key in ("summarized_message_ids", "kept_message_ids"):
+            values[key] = tuple(values.get(key) or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class PostCompactEvent:
+    """After a compaction: the equivalent of ``SessionStart`` with ``source="compact"``."""
+
+    session_id: str
+    record: CompactionRecord
+    source: Literal["compact"] = "compact"
+
+
+PreCompactHook = Callable[[PreCompactEvent], Awaitable[None] | None]
+PostCompactHook = Callable[[PostCompactEvent], Awaitable[None] | None]
+
+
+def _name(hook: Callable[..., Any]) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+class Hooks:
+    """Pre- and post-compaction hooks, run in the order they were added."""
+
+    def __init__(
+        self,
+        pre_compact: Sequence[PreCompactHook] = (),
+        post_compact: Sequence[PostCompactHook] = (),
+    ) -> None:
+        self.pre_compact = list(pre_compact)
+        self.post_compact = list(post_compact)
+
+    def add_pre_compact(self, hook: PreCompactHook) -> None:
+        self.pre_compact.append(hook)
+
+    def add_post_compact(self, hook: PostCompactHook) -> None:
+        self.post_compact.append(hook)
+
+    def _call(self, hook: Callable[[Any], Any], event: Any, *, sync: bool) -> Any:
+        try:
+            result = hook(event)
+        except Exception as e:
+            raise HookError(
+                f"compaction hook {_name(hook)} failed: {e}", session_id=event.session_id
+            ) from e
+        if inspect.isawaitable(result) and sync:
+            if inspect.iscoroutine(result):
+                result.close()
+            raise HookError(
+                f"hook {_name(hook)} is async: use the async compaction path",
+                session_id=event.session_id,
+            )
+        return result
+
+    async def _await(self, hook: Callable[[Any], Any], event: Any) -> None:
+        result = self._call(hook, event, sync=False)
+        if inspect.isawaitable(result):
+            try:
+                await result
+            except Exception as e:
+                raise HookError(
+                    f"compaction hook {_name(hook)} failed: {e}", session_id=event.session_id
+                ) from e
+
+    def run_pre_compact(self, event: PreCompactEvent) -> PreCompactEvent:
+        for hook in self.pre_compact:
+            self._call(hook, event, sync=True)
+            if event.cancelled:
+                break
+        return event
+
+    async def arun_pre_compact(self, event: PreCompactEvent) -> PreCompactEvent:
+        for hook in self.pre_compact:
+            await self._await(hook, event)
+            if event.cancelled:
+                break
+        return event
+
+    def run_post_compact(self, event: PostCompactEvent) -> None:
+        for hook in self.post_compact:
+            self._call(hook, event, sync=True)
+
+    async def arun_post_compact(self, event: PostCompactEvent) -> None:
+        for hook in self.post_compact:
+            await self._await(hook, event)
+
+
+Subscriber = Callable[[str, dict[str, Any]], None]
+
+
+class EventBus:
+    """Publish/subscribe by event name (``"*"``: everything). Thread-safe.
+
+    A subscriber that raises is logged and skipped: observers never break a
+    compaction.
+    """
+
+    def __init__(self) -> None:
+        self._subs: dict[str, list[Subscriber]] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, name: str, callback: Subscriber) -> Callable[[], None]:
+        with self._lock:
+            self._subs.setdefault(name, []).append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                subs = self._subs.get(name, [])
+                if callback in subs:
+                    subs.remove(callback)
+
+        return unsubscribe
+
+    def emit(self, name: str, /, **payload: Any) -> None:
+        with self._lock:
+            targets = [*self._subs.get(name, ()), *self._subs.get("*", ())]
+        for callback in targets:
+            try:
+                callback(name, payload)
+            except Exception:
+                log.exception("ctxcompact event subscriber %s failed on %s", _name(callback), name)
+
+
+class Metrics:
+    """Counters across sessions (seed 000's CompactionMetrics, and a few more)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.overflow_detections = 0
+        self.prune_runs = 0
+        self.tokens_pruned = 0
+        self.summaries_generated = 0
+        self.compactions = 0
+        self.fallbacks = 0
+        self.tokens_before_total = 0
+
+    def record_overflow(self) -> None:
+        with self._lock:
+            self.overflow_detections += 1
+
+    def record_prune(self, tokens: int) -> None:
+        with self._lock:
+            self.prune_runs += 1
+            self.tokens_pruned += tokens
+
+    def record_compaction(self, record: CompactionRecord) -> None:
+        with self._lock:
+            self.compactions += 1
+            self.tokens_before_total += record.tokens_before
+            if record.summary_source == "model":
+                self.summaries_generated += 1
+            else:
+                self.fallbacks += 1
+
+    @property
+    def average_tokens_before(self) -> float:
+        """Average tokens in the history when a compaction started."""
+        with self._lock:
+            return self.tokens_before_total / self.compactions if self.compactions else 0.0
+
+    def snapshot(self) -> dict[str, float | int]:
+        average = self.average_tokens_before
+        with self._lock:
+            return {
+                "overflow_detections": self.overflow_detections,
+                "prune_runs": self.prune_runs,
+                "tokens_pruned": self.tokens_pruned,
+                "summaries_generated": self.summaries_generated,
+                "compactions": self.compactions,
+                "fallbacks": self.fallbacks,
+                "average_tokens_before": average,
+            }
+
+
+__all__ = [
+    "COMPACTED",
+    "COMPACTION_CANCELLED",
+    "COMPACTION_CONFLICT",
+    "COMPACTION_FALLBACK",
+    "COMPACTION_QUEUED",
+    "COMPACTION_STALLED",
+    "COMPACTION_STARTED",
+    "OVERFLOW_DETECTED",
+    "PRUNE_APPLIED",
+    "CompactionRecord",
+    "EventBus",
+    "Hooks",
+    "Metrics",
+    "PostCompactEvent",
+    "PreCompactEvent",
+    "Trigger",
+]
