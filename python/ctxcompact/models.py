@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 
 class _Model(BaseModel):
@@ -116,7 +116,15 @@ class MessageTime(_Model):
     completed: int | None = None
 
 
-class UserMessage(_Model):
+class _Message(_Model):
+    @model_validator(mode="after")
+    def _role_is_always_written(self) -> _Message:
+        # The role is the discriminator: an export without it would not load back.
+        self.model_fields_set.add("role")
+        return self
+
+
+class UserMessage(_Message):
     id: str
     sessionID: str | None = None
     role: Literal["user"] = "user"
@@ -127,7 +135,7 @@ class UserMessage(_Model):
     model: dict[str, Any] | None = None
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(_Message):
     id: str
     sessionID: str | None = None
     role: Literal["assistant"] = "assistant"

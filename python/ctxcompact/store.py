@@ -76,11 +76,6 @@ def _mark(part: dict[str, Any], now_ms: int) -> None:
     time_["compacted"] = now_ms
 
 
-def _summary_parent(message: MessageWithParts) -> str | None:
-    info = message.info
-    return getattr(info, "parentID", None) if getattr(info, "summary", None) is True else None
-
-
 class MemoryStore:
     """A ``SessionStore`` in process memory, for tests and short-lived sessions."""
 
@@ -215,8 +210,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        with self._tx() as db:
-            db.executescript(_SCHEMA)
+        self._db().executescript(_SCHEMA)  # idempotent; executescript commits by itself
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
