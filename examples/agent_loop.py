@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import openai
-
 from ctxcompact import prompts
 from ctxcompact.chat import estimate_chat_messages
 from ctxcompact.clients.openai import OpenAIChatClient

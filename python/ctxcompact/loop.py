@@ -18,6 +18,7 @@ reactive compaction is queued for the next ``before_call``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,10 +134,9 @@ class CompactionLoop:
         return self.compactor.model_messages(session_id, system=self.system)
 
     def _process(self, session_id: str) -> None:
-        try:
+        # Another runner may complete it first: its summary is then in the store.
+        with contextlib.suppress(CompactionConflictError):
             self.compactor.process_pending(session_id)
-        except CompactionConflictError:
-            pass  # another runner completed it: its summary is in the store
 
     async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
         await self._aprocess(session_id)
@@ -149,10 +149,8 @@ class CompactionLoop:
         )
 
     async def _aprocess(self, session_id: str) -> None:
-        try:
+        with contextlib.suppress(CompactionConflictError):
             await self.compactor.aprocess_pending(session_id)
-        except CompactionConflictError:
-            pass
 
     # --- after the step -----------------------------------------------------------------
 
