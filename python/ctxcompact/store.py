@@ -115,14 +115,20 @@ class MemoryStore:
         return message.id
 
     def _apply_marks(self, messages: list[dict[str, Any]], marks: Mapping[str, int]) -> None:
+        found = set()
         for message in messages:
             for part in message.get("parts", []):
                 if part.get("id") in marks:
                     _mark(part, marks[part["id"]])
+                    found.add(part["id"])
+        if missing := set(marks) - found:
+            raise TranscriptError(f"no part {sorted(missing)[0]} to mark")
 
     def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
         with self._lock:
-            self._apply_marks(self._get(session_id), marks)
+            staged = copy.deepcopy(self._get(session_id))  # all or nothing
+            self._apply_marks(staged, marks)
+            self._messages[session_id] = staged
 
     def commit_compaction(
         self,

@@ -1,0 +1,50 @@
+"""Small builders of OpenCode-shaped messages for the lifecycle tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    TokenUsage,
+    ToolState,
+    UserMessage,
+)
+from ctxcompact.store import new_id
+
+
+def user(text: str = "go") -> MessageWithParts:
+    mid = new_id("msg")
+    return MessageWithParts(
+        info=UserMessage(id=mid), parts=[Part(id=new_id("prt"), type="text", text=text)]
+    )
+
+
+def tool_reply(
+    parent: str, output: str, *, tokens: dict[str, Any] | None = None, path: str = "a.py",
+    tool: str = "read", status: str = "completed",
+) -> MessageWithParts:  # fmt: skip
+    state: dict[str, Any] = {"status": status, "input": {"path": path}}
+    if status == "completed":
+        state["output"] = output
+    elif status == "error":
+        state["error"] = output
+    return MessageWithParts(
+        info=AssistantMessage(id=new_id("msg"), parentID=parent, finish="stop",
+                              tokens=TokenUsage(**(tokens or {"input": 10, "output": 1}))),
+        parts=[Part(id=new_id("prt"), type="tool", tool=tool, callID=new_id("call"),
+                    state=ToolState.model_validate(state))],
+    )  # fmt: skip
+
+
+def fill(store: Any, session: str, turns: int, chars: int = 60_000, step: int = 20_000) -> None:
+    """``turns`` user turns, each answered by one tool read of ``chars`` characters;
+    reported input tokens grow by ``step`` per turn."""
+    for i in range(turns):
+        u = user(f"request {i}")
+        store.append_message(session, u)
+        store.append_message(
+            session, tool_reply(u.id, "x" * chars, tokens={"input": step * i, "output": 100})
+        )
