@@ -6,6 +6,11 @@ Arrow).
 """
 
 from ctxcompact._core import __version__
+from ctxcompact.chat import (
+    estimate_chat_messages,
+    prune_tool_results,
+    validate_chat_messages,
+)
 from ctxcompact.clients.base import (
     AsyncSummaryClient,
     SummaryClient,
@@ -41,12 +46,22 @@ from ctxcompact.estimate import (
     estimate_tokens,
     estimate_tokens_array,
 )
+from ctxcompact.events import (
+    CompactionRecord,
+    EventBus,
+    Hooks,
+    Metrics,
+    PostCompactEvent,
+    PreCompactEvent,
+)
 from ctxcompact.history import (
     CLEARED_TOOL_OUTPUT,
     COMPACTION_QUESTION,
     INTERRUPTED_TOOL,
     to_model_messages,
 )
+from ctxcompact.lifecycle import Compactor
+from ctxcompact.loop import CompactionLoop, StepDecision, is_context_stop
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -77,6 +92,14 @@ from ctxcompact.scans import (
     pivot_mask,
     prune,
 )
+from ctxcompact.split import (
+    SplitResult,
+    acompact_messages,
+    compact_messages,
+    select_split,
+    should_compact,
+)
+from ctxcompact.store import MemoryStore, SessionStore, SQLiteStore
 from ctxcompact.summary import Summarizer, SummaryOutcome, build_digest
 from ctxcompact.transcript import Transcript
 
@@ -90,16 +113,23 @@ __all__ = [
     "CompactionConfig",
     "CompactionConflictError",
     "CompactionError",
+    "CompactionLoop",
     "CompactionLoopError",
+    "CompactionRecord",
+    "Compactor",
     "ConfigError",
     "EstimateMethod",
+    "EventBus",
     "HookError",
+    "Hooks",
     "InconsistentMessageError",
     "InternalError",
     "InvalidUsageError",
     "Limits",
+    "MemoryStore",
     "MessageEstimates",
     "MessageWithParts",
+    "Metrics",
     "MissingColumnError",
     "ModelLimits",
     "ModelRegistry",
@@ -109,11 +139,17 @@ __all__ = [
     "OverflowOptions",
     "OverflowReport",
     "Part",
+    "PostCompactEvent",
+    "PreCompactEvent",
     "PruneResult",
+    "SQLiteStore",
     "SchemaError",
     "Session",
     "SessionInfo",
     "SessionNotFoundError",
+    "SessionStore",
+    "SplitResult",
+    "StepDecision",
     "Summarizer",
     "SummaryClient",
     "SummaryClientError",
@@ -132,15 +168,23 @@ __all__ = [
     "Usage",
     "UserMessage",
     "__version__",
+    "acompact_messages",
     "build_digest",
     "check_overflow",
+    "compact_messages",
+    "estimate_chat_messages",
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
     "filter_pivot",
+    "is_context_stop",
     "is_overflow",
     "mark_pruned",
     "pivot_mask",
     "prune",
+    "prune_tool_results",
+    "select_split",
+    "should_compact",
     "to_model_messages",
+    "validate_chat_messages",
 ]
