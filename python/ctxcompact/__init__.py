@@ -6,6 +6,7 @@ Arrow).
 """
 
 from ctxcompact._core import __version__
+from ctxcompact.batch import compact_batch
 from ctxcompact.chat import (
     estimate_chat_messages,
     prune_tool_results,
@@ -24,6 +25,7 @@ from ctxcompact.errors import (
     CompactionError,
     CompactionLoopError,
     ConfigError,
+    DatasetError,
     HookError,
     InconsistentMessageError,
     InternalError,
@@ -83,6 +85,7 @@ from ctxcompact.overflow import (
     check_overflow,
     is_overflow,
 )
+from ctxcompact.parquet import BatchReport, compact_parquet
 from ctxcompact.scans import (
     MessageEstimates,
     PruneResult,
@@ -109,6 +112,7 @@ __all__ = [
     "INTERRUPTED_TOOL",
     "AssistantMessage",
     "AsyncSummaryClient",
+    "BatchReport",
     "ColumnTypeError",
     "CompactionConfig",
     "CompactionConflictError",
@@ -118,6 +122,7 @@ __all__ = [
     "CompactionRecord",
     "Compactor",
     "ConfigError",
+    "DatasetError",
     "EstimateMethod",
     "EventBus",
     "HookError",
@@ -171,7 +176,9 @@ __all__ = [
     "acompact_messages",
     "build_digest",
     "check_overflow",
+    "compact_batch",
     "compact_messages",
+    "compact_parquet",
     "estimate_chat_messages",
     "estimate_messages",
     "estimate_tokens",

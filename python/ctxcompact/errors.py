@@ -89,6 +89,7 @@ __all__ = [
     "CompactionError",
     "CompactionLoopError",
     "ConfigError",
+    "DatasetError",
     "HookError",
     "InconsistentMessageError",
     "InternalError",
@@ -145,3 +146,7 @@ class SessionNotFoundError(CompactionError, LookupError):
 
 class OrphanedToolResultError(TranscriptError):
     """A tool result whose call is not in the history."""
+
+
+class DatasetError(CompactionError):
+    """A dataset file that cannot be read (missing, truncated, not Parquet)."""
