@@ -48,7 +48,7 @@ SCHEMA = pa.schema(
 #: The columns the scans read (the schema minus the ``*_json`` columns).
 SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json")]
 REQUIRED = ("session_id", "message_id", "role", "part_type")
-ROLES = {"user", "assistant"}
+ROLES = {"user", "assistant", "system"}
 
 
 def _dumps(value: Any) -> str:

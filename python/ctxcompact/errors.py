@@ -90,6 +90,7 @@ __all__ = [
     "CompactionLoopError",
     "ConfigError",
     "DatasetError",
+    "FormatError",
     "HookError",
     "InconsistentMessageError",
     "InternalError",
@@ -150,3 +151,7 @@ class OrphanedToolResultError(TranscriptError):
 
 class DatasetError(CompactionError):
     """A dataset file that cannot be read (missing, truncated, not Parquet)."""
+
+
+class FormatError(TranscriptError):
+    """Input in a session format that cannot be read; says which file, line or message."""

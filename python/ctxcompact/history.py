@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from ctxcompact import _core
-from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session
+from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage
 
 CLEARED_TOOL_OUTPUT = _core.CLEARED_TOOL_OUTPUT  # "[Old tool result content cleared]"
 INTERRUPTED_TOOL = _core.INTERRUPTED_TOOL  # "[Tool execution was interrupted]"
@@ -86,6 +86,10 @@ def to_model_messages(session: Session, *, system: str | None = None) -> list[di
     for message in session.messages:
         if isinstance(message.info, AssistantMessage):
             messages.extend(_assistant(message))
+        elif isinstance(message.info, SystemMessage):
+            text = "\n\n".join(p.text for p in message.parts if p.type == "text" and p.text)
+            if text:
+                messages.append({"role": "system", "content": text})
         else:
             content = _user_content(message)
             if content:

@@ -153,7 +153,16 @@ class AssistantMessage(_Message):
     agent: str | None = None
 
 
-MessageInfo = Annotated[UserMessage | AssistantMessage, Field(discriminator="role")]
+class SystemMessage(_Message):
+    """A system (or developer) prompt, for foreign formats that keep it in the history."""
+
+    id: str
+    sessionID: str | None = None
+    role: Literal["system"] = "system"
+    time: MessageTime | None = None
+
+
+MessageInfo = Annotated[UserMessage | AssistantMessage | SystemMessage, Field(discriminator="role")]
 
 
 class MessageWithParts(_Model):

@@ -1,0 +1,257 @@
+"""Anthropic Messages content blocks, and Claude Code session JSONL built on them.
+
+Blocks map to parts in order: ``text`` -> text, ``thinking`` /
+``redacted_thinking`` -> reasoning (signature kept), ``tool_use`` -> a tool
+part, ``image`` -> file. A ``tool_result`` block completes the tool part of
+its ``tool_use_id`` (``is_error`` -> status error) and also stays in its user
+turn as a ``tool-result`` part (a foreign part type the scans skip), so the
+turn is written back exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxcompact.errors import FormatError
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    SessionInfo,
+    SystemMessage,
+    TokenUsage,
+    ToolState,
+    UserMessage,
+)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) if isinstance(b, Mapping) else str(b) for b in content
+        )
+    return "" if content is None else json.dumps(content)
+
+
+def _parts(mid: str, content: Any, calls: dict[str, Part]) -> list[Part]:
+    if isinstance(content, str):
+        return [Part(id=f"{mid}-p00", type="text", text=content)]
+    parts = []
+    for j, block in enumerate(content or []):
+        pid = f"{mid}-p{j:02d}"
+        if not isinstance(block, Mapping):
+            parts.append(Part(id=pid, type="unknown", source={"raw": block}))
+            continue
+        kind = block.get("type")
+        rest = {k: v for k, v in block.items() if k not in ("type", "text", "thinking")}
+        if kind == "text":
+            parts.append(Part(id=pid, type="text", text=block.get("text", ""),
+                              **({"source": rest} if rest else {})))  # fmt: skip
+        elif kind in ("thinking", "redacted_thinking"):
+            parts.append(Part(id=pid, type="reasoning", text=block.get("thinking", ""),
+                              source={"type": kind, **rest}))  # fmt: skip
+        elif kind == "tool_use":
+            part = Part(id=pid, type="tool", tool=block.get("name"), callID=block.get("id"),
+                        state=ToolState(status="pending", input=block.get("input") or {}),
+                        source=block)  # fmt: skip
+            calls[str(block.get("id"))] = part
+            parts.append(part)
+        elif kind == "tool_result":
+            call = calls.get(str(block.get("tool_use_id")))
+            if call is not None and call.state is not None:
+                text = _result_text(block.get("content"))
+                if block.get("is_error"):
+                    call.state.status, call.state.error = "error", text
+                else:
+                    call.state.status, call.state.output = "completed", text
+            parts.append(Part(id=pid, type="tool-result", callID=block.get("tool_use_id"),
+                              source=block))  # fmt: skip
+        elif kind == "image":
+            source = block.get("source") or {}
+            parts.append(Part(id=pid, type="file", mime=source.get("media_type"), source=block))
+        else:
+            parts.append(Part(id=pid, type=str(kind or "unknown"), source=block))
+    return parts
+
+
+def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
+    out = []
+    for p in message.parts:
+        source = dict((p.model_extra or {}).get("source") or {})
+        if p.type == "text":
+            out.append({"type": "text", "text": p.text or "", **source})
+        elif p.type == "reasoning":
+            kind = source.pop("type", "thinking")
+            block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
+            out.append({**block, **source})
+        elif p.type == "tool" and not source:
+            out.append({"type": "tool_use", "id": p.callID, "name": p.tool,
+                        "input": (p.state.input if p.state else None) or {}})  # fmt: skip
+        else:
+            out.append(source["raw"] if set(source) == {"raw"} else source)
+    return out
+
+
+def _usage(usage: Any) -> TokenUsage | None:
+    if not isinstance(usage, Mapping):
+        return None
+    return TokenUsage.model_validate({
+        "input": usage.get("input_tokens") or 0, "output": usage.get("output_tokens") or 0,
+        "cache": {"read": usage.get("cache_read_input_tokens") or 0,
+                  "write": usage.get("cache_creation_input_tokens") or 0},
+    })  # fmt: skip
+
+
+def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> Session:
+    """A session from a Messages API request body: ``{"system"?, "messages": [...]}``."""
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        raise FormatError("an Anthropic request needs a 'messages' list", session_id=session_id)
+    out: list[MessageWithParts] = []
+    calls: dict[str, Part] = {}
+    system = request.get("system")
+    if system is not None:
+        sid = f"{session_id}-system"
+        parts = _parts(sid, system, calls)
+        out.append(MessageWithParts(info=SystemMessage(id=sid, sessionID=session_id),
+                                    parts=parts))  # fmt: skip
+    for i, m in enumerate(messages):
+        mid = f"{session_id}-m{i:06d}"
+        if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant"):
+            raise FormatError(f"message {i} is not a user or assistant turn", row=i,
+                              session_id=session_id)  # fmt: skip
+        rest = {k: v for k, v in m.items() if k not in ("role", "content")}
+        if isinstance(m.get("content"), str):
+            rest["content_is_text"] = True
+        info: Any = (UserMessage if m["role"] == "user" else AssistantMessage)(
+            id=mid, sessionID=session_id, **({"source": rest} if rest else {})
+        )
+        out.append(MessageWithParts(info=info, parts=_parts(mid, m.get("content"), calls)))
+    rest = {k: v for k, v in request.items() if k not in ("system", "messages")}
+    return Session(info=SessionInfo(id=session_id, **({"source": rest} if rest else {})),
+                   messages=out)  # fmt: skip
+
+
+def _content(message: MessageWithParts, as_text: bool) -> Any:
+    blocks = _blocks(message)
+    if as_text and len(blocks) == 1 and blocks[0].get("type") == "text":
+        return blocks[0]["text"]
+    return blocks
+
+
+def to_anthropic(session: Session) -> dict[str, Any]:
+    body: dict[str, Any] = dict((session.info.model_extra or {}).get("source") or {})
+    messages = []
+    for message in session.messages:
+        if isinstance(message.info, SystemMessage):
+            body["system"] = _content(message, True)
+            continue
+        rest = dict((message.info.model_extra or {}).get("source") or {})
+        as_text = bool(rest.pop("content_is_text", False))
+        messages.append({"role": message.role, "content": _content(message, as_text), **rest})
+    body["messages"] = messages
+    return body
+
+
+# --- Claude Code session JSONL ---------------------------------------------------------
+
+
+def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Session:
+    """One message per JSONL event (``user``, ``assistant``, ``summary``, ``system``...)."""
+    sid = session_id or next(
+        (str(e["sessionId"]) for e in events if isinstance(e, Mapping) and e.get("sessionId")),
+        "claude",
+    )
+    out: list[MessageWithParts] = []
+    calls: dict[str, Part] = {}
+    used: set[str] = set()
+    for i, event in enumerate(events):
+        mid = f"{sid}-e{i:06d}"
+        if not isinstance(event, Mapping):
+            # A line that is JSON but not an event: kept as it is, never dropped.
+            out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=sid,
+                                                           source={"raw": event})))  # fmt: skip
+            continue
+        if event.get("uuid") and str(event["uuid"]) not in used:
+            mid = str(event["uuid"])  # a repeated uuid keeps the positional id instead
+        used.add(mid)
+        message = event.get("message")
+        if not isinstance(message, Mapping):
+            text = str(event.get("summary") or event.get("content") or "")
+            rest = {k: v for k, v in event.items() if k not in ("summary",)}
+            out.append(MessageWithParts(
+                info=SystemMessage(id=mid, sessionID=sid, source={"event": rest,
+                                   "text_key": "summary" if "summary" in event else None}),
+                parts=[Part(id=f"{mid}-p00", type="text", text=text)] if text else [],
+            ))  # fmt: skip
+            continue
+        source = {"event": {k: v for k, v in event.items() if k != "message"},
+                  "message": {k: v for k, v in message.items() if k != "content"},
+                  "content_is_text": isinstance(message.get("content"), str),
+                  "has_content": "content" in message}  # fmt: skip
+        parts = _parts(mid, message.get("content"), calls)
+        if message.get("role") == "assistant":
+            info: Any = AssistantMessage(
+                id=mid, sessionID=sid, parentID=event.get("parentUuid"),
+                modelID=message.get("model"), finish=message.get("stop_reason"),
+                tokens=_usage(message.get("usage")), source=source,
+            )  # fmt: skip
+        else:
+            info = UserMessage(id=mid, sessionID=sid, source=source)
+        out.append(MessageWithParts(info=info, parts=parts))
+    return Session(info=SessionInfo(id=sid), messages=out)
+
+
+def to_claude_code(session: Session) -> list[dict[str, Any]]:
+    events = []
+    for message in session.messages:
+        source = (message.info.model_extra or {}).get("source") or {}
+        if "raw" in source:
+            events.append(source["raw"])
+            continue
+        event = dict(source.get("event") or {"type": message.role, "uuid": message.id})
+        if isinstance(message.info, SystemMessage):
+            key = source.get("text_key")
+            if key:
+                event[key] = "".join(p.text or "" for p in message.parts)
+            events.append(event)
+            continue
+        body = dict(source.get("message") or {"role": message.role})
+        if source.get("has_content", True):
+            body["content"] = _content(message, bool(source.get("content_is_text")))
+        event["message"] = body
+        events.append(event)
+    return events
+
+
+def read_claude_code(path: str | Path) -> list[Session]:
+    """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number."""
+    by_session: dict[str, list[Any]] = {}
+    current = Path(path).stem
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError as err:
+                raise FormatError(f"{path}:{n}: not valid JSON ({err})", row=n) from None
+            if isinstance(event, Mapping) and event.get("sessionId"):
+                current = str(event["sessionId"])
+            by_session.setdefault(current, []).append(event)
+    return [from_claude_code(evs, sid) for sid, evs in by_session.items()]
+
+
+__all__ = [
+    "from_anthropic",
+    "from_claude_code",
+    "read_claude_code",
+    "to_anthropic",
+    "to_claude_code",
+]
