@@ -1,0 +1,208 @@
+"""Session formats in and out: ``read`` / ``write`` any of ``FORMATS``.
+
+Every format maps to the canonical model (OpenCode sessions, see
+docs/formats.md) and back without loss; convert between two formats by
+reading one and writing the other (``openai-chat`` is the common way out).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxcompact.errors import FormatError
+from ctxcompact.formats.anthropic import (
+    from_anthropic,
+    from_claude_code,
+    read_claude_code,
+    to_anthropic,
+    to_claude_code,
+)
+from ctxcompact.formats.chat import (
+    from_openai_chat,
+    from_swe_agent,
+    from_tau_bench,
+    is_chat_list,
+    to_openai_chat,
+    to_swe_agent,
+    to_tau_bench,
+)
+from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
+from ctxcompact.models import Session
+
+FORMATS = (
+    "opencode",
+    "openai-chat",
+    "anthropic",
+    "claude-code",
+    "swe-agent",
+    "tau-bench",
+    "openhands",
+)
+
+
+def detect_format(obj: Any) -> str:
+    """The format of a parsed JSON document (``FormatError`` when none fits)."""
+    if isinstance(obj, Mapping):
+        if "info" in obj and "messages" in obj:
+            return "opencode"
+        if isinstance(obj.get("history"), list) and "instruction" not in obj:
+            return "swe-agent"
+        if isinstance(obj.get("messages"), list):
+            contents = [m.get("content") for m in obj["messages"] if isinstance(m, Mapping)]
+            blocks = [
+                b.get("type") for c in contents if isinstance(c, list)
+                for b in c if isinstance(b, Mapping)
+            ]  # fmt: skip
+            anthropic_blocks = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+            if "system" in obj or anthropic_blocks & set(blocks):
+                return "anthropic"
+            return "openai-chat"
+    if isinstance(obj, list) and obj:
+        first = obj[0]
+        if isinstance(first, Mapping):
+            if "traj" in first:
+                return "tau-bench"
+            if "source" in first and ("action" in first or "observation" in first):
+                return "openhands"
+            if "type" in first and ("uuid" in first or "sessionId" in first):
+                return "claude-code"
+        if is_chat_list(obj):
+            return "openai-chat"
+    raise FormatError("cannot tell which session format this is; pass format=")
+
+
+def _from_obj(obj: Any, fmt: str, name: str) -> list[Session]:
+    if fmt == "opencode":
+        return [Session.model_validate(obj)]
+    if fmt == "openai-chat":
+        if isinstance(obj, Mapping):
+            sid = str(obj.get("id") or obj.get("session_id") or name)
+            rest = {k: v for k, v in obj.items() if k not in ("id", "session_id", "messages")}
+            return [from_openai_chat(obj["messages"], sid, **({"source": rest} if rest else {}))]
+        return [from_openai_chat(obj, name)]
+    if fmt == "anthropic":
+        return [from_anthropic(obj, name)]
+    if fmt == "claude-code":
+        return [from_claude_code(obj, None)]
+    if fmt == "swe-agent":
+        return [from_swe_agent(obj, name)]
+    if fmt == "tau-bench":
+        return from_tau_bench(obj)
+    if fmt == "openhands":
+        if isinstance(obj, Mapping):
+            return [from_openhands_output(obj, name)]
+        return [from_openhands(obj, name)]
+    raise FormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
+    """Sessions from a file (``.json``, ``.traj``, ``.jsonl``) or an already parsed object.
+
+    JSONL holds one session per line, except Claude Code files (one event per
+    line). A bad line raises ``FormatError`` naming the file and line.
+    """
+    if not isinstance(source, str | Path):
+        return _from_obj(source, format or detect_format(source), "session")
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise FormatError(f"{path}: cannot read: {e}") from None
+    name = path.name.split(".")[0]
+    if path.suffix == ".jsonl":
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append((n, json.loads(line)))
+                except ValueError as e:
+                    raise FormatError(f"{path}:{n}: not valid JSON ({e})", row=n) from None
+        if not records:
+            return []
+        fmt = format or _jsonl_format(records[0][1])
+        if fmt == "claude-code":
+            return read_claude_code(path)
+        sessions = []
+        for n, record in records:
+            try:
+                sessions += _from_obj(record, fmt, f"{name}:{n}")
+            except FormatError as e:
+                raise FormatError(f"{path}:{n}: {e}", row=n) from None
+        return sessions
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise FormatError(f"{path}: not valid JSON ({e})") from None
+    try:
+        return _from_obj(obj, format or detect_format(obj), name)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from None
+
+
+def _jsonl_format(first: Any) -> str:
+    claude_types = {"user", "assistant", "summary", "system"}
+    if (
+        isinstance(first, Mapping)
+        and first.get("type") in claude_types
+        and ("uuid" in first or "sessionId" in first or "leafUuid" in first)
+    ):
+        return "claude-code"
+    if isinstance(first, Mapping) and "history" in first and "instruction" in first:
+        return "openhands"
+    return detect_format(first)
+
+
+_WRITERS: dict[str, Callable[[Session], Any]] = {
+    "opencode": lambda s: s.to_export(),
+    "openai-chat": lambda s: {"id": s.id, "messages": to_openai_chat(s)},
+    "anthropic": to_anthropic,
+    "swe-agent": to_swe_agent,
+    "openhands": to_openhands,
+}
+
+
+def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
+    """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code:
+    one event per line) for a ``.jsonl`` path, else one JSON document."""
+    path = Path(path)
+    if format == "claude-code":
+        lines = [json.dumps(e, ensure_ascii=False) for s in sessions for e in to_claude_code(s)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return
+    if format == "tau-bench":
+        path.write_text(json.dumps(to_tau_bench(sessions), ensure_ascii=False), encoding="utf-8")
+        return
+    writer = _WRITERS.get(format)
+    if writer is None:
+        raise FormatError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
+    docs = [writer(s) for s in sessions]
+    if path.suffix == ".jsonl":
+        text = "\n".join(json.dumps(d, ensure_ascii=False) for d in docs) + "\n"
+    elif len(docs) == 1:
+        text = json.dumps(docs[0], ensure_ascii=False)
+    else:
+        text = json.dumps(docs, ensure_ascii=False)
+    path.write_text(text, encoding="utf-8")
+
+
+__all__ = [
+    "FORMATS",
+    "detect_format",
+    "from_anthropic",
+    "from_claude_code",
+    "from_openai_chat",
+    "from_openhands",
+    "from_swe_agent",
+    "from_tau_bench",
+    "read",
+    "to_anthropic",
+    "to_claude_code",
+    "to_openai_chat",
+    "to_openhands",
+    "to_swe_agent",
+    "to_tau_bench",
+    "write",
+]

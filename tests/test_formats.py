@@ -1,0 +1,153 @@
+"""Format adapters: every real sample loads, round trips, and runs through the scans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact import formats
+from ctxcompact.formats import detect_format, read, to_openai_chat, write
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SAMPLES = sorted(
+    p for p in DATA.rglob("*") if p.suffix in (".json", ".jsonl", ".traj") and p.is_file()
+) if DATA.exists() else []  # fmt: skip
+needs_data = pytest.mark.skipif(not SAMPLES, reason="../shared/data is not beside this checkout")
+
+
+def _canon(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True)
+
+
+def original_and_back(path: Path) -> tuple[list[str], list[str]]:
+    sessions = read(path)
+    if path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        fmt = formats._jsonl_format(lines[0])
+        if fmt == "claude-code":
+            back = [e for s in sessions for e in formats.to_claude_code(s)]
+        else:
+            back = [{**(s.info.model_extra or {}).get("source", {}),
+                     "history": formats.to_openhands(s)} for s in sessions]  # fmt: skip
+        return sorted(map(_canon, lines)), sorted(map(_canon, back))
+    obj = json.loads(path.read_text())
+    fmt = detect_format(obj)
+    writers = {
+        "tau-bench": lambda: formats.to_tau_bench(sessions),
+        "swe-agent": lambda: formats.to_swe_agent(sessions[0]),
+        "openhands": lambda: formats.to_openhands(sessions[0]),
+        "openai-chat": lambda: formats.to_openai_chat(sessions[0]),
+    }
+    return [_canon(obj)], [_canon(writers[fmt]())]
+
+
+@needs_data
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_real_sample_round_trips_and_scans(path: Path) -> None:
+    original, back = original_and_back(path)
+    assert back == original
+    sessions = read(path)
+    assert sessions
+    table = cc.Transcript.from_sessions(sessions)
+    assert cc.Transcript(table.to_arrow()).to_sessions() == sessions  # columnar is lossless too
+    cc.prune(table)
+    cc.filter_pivot(table)
+    assert cc.estimate_messages(table).total > 0
+    for session in sessions:
+        cc.validate_chat_messages(
+            [m for m in to_openai_chat(session) if m["role"] != "user" or "content" in m]
+        )
+
+
+@needs_data
+def test_real_tool_calls_are_folded_with_their_results() -> None:
+    runs = read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")
+    tools = [p for s in runs for m in s.messages for p in m.parts if p.type == "tool"]
+    assert len(tools) > 500
+    assert all(p.state and p.state.status == "completed" and p.state.output is not None
+               for p in tools)  # fmt: skip
+    claude = read(DATA / "formats" / "claude-code" / "claude-code-log" / "edge_cases.jsonl")
+    statuses = {p.state.status for s in claude for m in s.messages for p in m.parts if p.state}
+    assert "error" in statuses  # an is_error tool_result
+
+
+CHAT: list[dict[str, Any]] = [
+    {"role": "developer", "content": "be careful"},
+    {"role": "user", "content": [{"type": "text", "text": "look"},
+                                 {"type": "image_url", "image_url": {"url": "data:x"}}]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"p":1}'}},
+        {"id": "b", "type": "function", "function": {"name": "grep", "arguments": "not json"}}]},
+    {"role": "tool", "tool_call_id": "a", "content": "one", "name": "read"},
+    {"role": "tool", "tool_call_id": "b", "content": "two"},
+    {"role": "assistant", "content": "done", "refusal": None},
+    {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
+]  # fmt: skip
+
+
+def test_openai_chat_round_trip_edge_cases() -> None:
+    session = formats.from_openai_chat(CHAT, "s")
+    assert to_openai_chat(session) == CHAT
+    roles = [m.role for m in session.messages]
+    assert roles == ["system", "user", "assistant", "assistant", "user"]
+    call = session.messages[2].parts[0]
+    assert (call.tool, call.callID, call.state.status, call.state.output) == (  # type: ignore[union-attr]
+        "read", "a", "completed", "one")  # fmt: skip
+
+
+def test_call_without_result_is_pending_and_renders_interrupted() -> None:
+    call = {"id": "x", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    chat = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]}]  # fmt: skip
+    session = formats.from_openai_chat(chat, "s")
+    assert to_openai_chat(session) == chat
+    sent = cc.to_model_messages(session)
+    assert sent[-1] == {"role": "tool", "tool_call_id": "x", "content": cc.INTERRUPTED_TOOL}
+
+
+def test_anthropic_request_round_trip() -> None:
+    body = {"model": "claude", "system": "sys", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "boom", "is_error": True},
+            {"type": "text", "text": "oops"}]},
+    ]}  # fmt: skip
+    session = formats.from_anthropic(body, "s")
+    assert formats.to_anthropic(session) == body
+    tool = session.messages[2].parts[2]
+    assert tool.state.status == "error" and tool.state.error == "boom"  # type: ignore[union-attr]
+    assert [p.type for p in session.messages[2].parts] == ["reasoning", "text", "tool"]
+
+
+def test_write_then_read_every_format(tmp_path: Path) -> None:
+    session = formats.from_openai_chat(CHAT[:6], "s1")
+    for fmt, name in [("openai-chat", "x.jsonl"), ("opencode", "x.jsonl"),
+                      ("openai-chat", "one.json")]:  # fmt: skip
+        write([session], tmp_path / name, fmt)
+        again = read(tmp_path / name, fmt)
+        assert to_openai_chat(again[0]) == to_openai_chat(session)
+
+
+def test_bad_input_names_file_line_and_message(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "messages": []}\n{not json\n')
+    with pytest.raises(cc.FormatError, match=r"bad\.jsonl:2") as e:
+        read(bad)
+    assert e.value.row == 2
+    with pytest.raises(cc.FormatError, match="unknown role"):
+        formats.from_openai_chat([{"role": "robot", "content": "x"}])
+    with pytest.raises(cc.FormatError, match="no role"):
+        formats.from_openai_chat([{"content": "x"}])
+    with pytest.raises(cc.FormatError, match="cannot tell"):
+        detect_format({"what": 1})
+    with pytest.raises(cc.FormatError, match="cannot read"):
+        read(tmp_path / "missing.json")
+    with pytest.raises(cc.FormatError, match="unknown format"):
+        write([], tmp_path / "x.json", "yaml")
