@@ -87,6 +87,7 @@ from ctxcompact.overflow import (
     is_overflow,
 )
 from ctxcompact.parquet import BatchReport, compact_parquet
+from ctxcompact.repair import RepairReport, repair_chat_messages, repair_tool_pairs
 from ctxcompact.scans import (
     MessageEstimates,
     PruneResult,
@@ -149,6 +150,7 @@ __all__ = [
     "PostCompactEvent",
     "PreCompactEvent",
     "PruneResult",
+    "RepairReport",
     "SQLiteStore",
     "SchemaError",
     "Session",
@@ -192,6 +194,8 @@ __all__ = [
     "pivot_mask",
     "prune",
     "prune_tool_results",
+    "repair_chat_messages",
+    "repair_tool_pairs",
     "select_split",
     "should_compact",
     "to_model_messages",
