@@ -1,11 +1,16 @@
-"""The ``ctxcompact`` command.
+"""The ``ctxcompact`` command: compaction of stored agent transcripts.
 
 ``ctxcompact demo`` runs the main job on embedded defaults: it generates a
 large transcript set, estimates it, prunes old tool outputs, marks them,
 filters every session to its latest pivot and reports what compaction saved
 and how fast each step ran. No server, key or network.
 
-Exit codes: 0 success, 1 a CompactionError (bad input), 2 usage error.
+Inputs: Parquet of part rows (docs/schema.md), or any session format
+``ctxcompact.formats`` reads (.json / .jsonl / .traj; ``--format`` to force).
+
+Exit codes: 0 success; 1 bad data (a CompactionError, which names the file,
+session, row or column); 2 usage error; 3 an input that does not exist or
+cannot be read; 4 invalid configuration.
 """
 
 from __future__ import annotations
@@ -13,13 +18,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import pyarrow as pa
+import pyarrow.compute
+import pyarrow.parquet as pq
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 import ctxcompact as cc
+from ctxcompact.batch import compact_batch
+from ctxcompact.config import CompactionConfig
+from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
@@ -99,6 +112,220 @@ def demo(
     out.print(timing)
 
 
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="A CompactionConfig TOML/JSON file.")
+]
+FormatOption = Annotated[
+    str | None, typer.Option("--format", help="Input session format (default: detect).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _config(path: Path | None) -> CompactionConfig:
+    return CompactionConfig.from_file(path) if path else CompactionConfig.load()
+
+
+def _load(path: Path, fmt: str | None) -> cc.Transcript:
+    if not path.exists():
+        raise InputNotFound(f"{path}: no such file")
+    if path.suffix == ".parquet" or path.is_dir():
+        try:
+            return cc.Transcript(pq.read_table(path))
+        except (pa.ArrowInvalid, OSError) as e:
+            raise cc.DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+    from ctxcompact import formats
+
+    return cc.Transcript.from_sessions(formats.read(path, fmt))
+
+
+class InputNotFound(Exception):
+    """Exit code 3."""
+
+
+def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(rows, default=str))
+        return
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key, value in rows.items():
+        shown = f"{value:,}" if isinstance(value, int) else str(value)
+        table.add_row(key.replace("_", " "), shown)
+    Console().print(table)
+
+
+@app.command()
+def estimate(
+    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    fmt: FormatOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Estimate the model-input tokens of every session (placeholders applied)."""
+    cfg = _config(config)
+    transcript = _load(input, fmt)
+    est = cc.estimate_messages(transcript, cfg)
+    visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
+    _show("token estimate", {
+        "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
+        "messages": est.messages.num_rows, "tokens": est.total,
+        "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
+    }, as_json)  # fmt: skip
+
+
+@app.command("prune")
+def prune_cmd(
+    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    output: Annotated[
+        Path | None, typer.Option(help="Write the marked rows (Parquet).")
+    ] = None,
+    fmt: FormatOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Select old tool outputs to prune; with --output, write them marked."""
+    cfg = _config(config)
+    transcript = _load(input, fmt)
+    result = cc.prune(transcript, cfg)
+    if output is not None:
+        pq.write_table(cc.mark_pruned(transcript, result).to_arrow(), output)
+    _show("prune", {
+        "sessions": len(transcript.session_ids()), "parts_pruned": len(result),
+        "tokens_counted": result.total, "tokens_pruned": result.pruned,
+        "sessions_pruned": sum(1 for p in result.sessions["parts"].to_pylist() if p),
+        "written": str(output) if output else "-",
+    }, as_json)  # fmt: skip
+
+
+@app.command("filter")
+def filter_cmd(
+    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    output: Annotated[Path | None, typer.Option(help="Write the visible rows (Parquet).")] = None,
+    fmt: FormatOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Keep each session from its latest completed compaction pivot on."""
+    transcript = _load(input, fmt)
+    visible = cc.filter_pivot(transcript)
+    if output is not None:
+        pq.write_table(visible.to_arrow(), output)
+    _show("pivot filter", {
+        "sessions": len(transcript.session_ids()), "rows_before": transcript.num_rows,
+        "rows_after": visible.num_rows, "written": str(output) if output else "-",
+    }, as_json)  # fmt: skip
+
+
+def _limits(context: int | None, output_limit: int | None) -> dict[str, int] | None:
+    return None if context is None else {"context": context, "output": output_limit or 0}
+
+
+@app.command()
+def compact(
+    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    output: Annotated[Path | None, typer.Option(help="Compacted part rows (Parquet).")] = None,
+    report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
+    context: Annotated[int | None, typer.Option(min=0, help="Model context window.")] = None,
+    output_limit: Annotated[int | None, typer.Option(min=0, help="Model output limit.")] = None,
+    fmt: FormatOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Prune, mark and pivot-filter every session; report what each one keeps."""
+    cfg = _config(config)
+    transcript = _load(input, fmt)
+    stats, parts = compact_batch(transcript, cfg, limits=_limits(context, output_limit),
+                                 parts=True)  # fmt: skip
+    if output is not None:
+        pq.write_table(parts, output)
+    if report is not None:
+        pq.write_table(stats, report)
+    total = {k: int(pa.compute.sum(stats[k]).as_py() or 0)
+             for k in ("tokens_before", "tokens_pruned", "tokens_after")}  # fmt: skip
+    over = [x for x in stats["overflow_after"].to_pylist() if x]
+    _show("compact", {"sessions": stats.num_rows, **total,
+                      "sessions_still_over_limit": len(over)}, as_json)  # fmt: skip
+
+
+@app.command()
+def batch(
+    source: Annotated[Path, typer.Argument(help="Parquet file or directory.")],
+    destination: Annotated[Path, typer.Argument(help="Output Parquet file.")],
+    report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
+    batch_rows: Annotated[int, typer.Option(min=1, help="Rows per record batch.")] = 65_536,
+    context: Annotated[int | None, typer.Option(min=0, help="Model context window.")] = None,
+    output_limit: Annotated[int | None, typer.Option(min=0, help="Model output limit.")] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stream-compact a Parquet dataset of any size in bounded memory."""
+    if not source.exists():
+        raise InputNotFound(f"{source}: no such file or directory")
+    cfg = _config(config)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True),
+                  disable=as_json) as bar:  # fmt: skip
+        task = bar.add_task("compacting rows", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        stats = compact_parquet(source, destination, cfg, report_path=report,
+                                batch_rows=batch_rows, limits=_limits(context, output_limit),
+                                progress=tick)  # fmt: skip
+    rows = stats.to_dict()
+    rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
+    rows["seconds"] = round(stats.seconds, 3)
+    _show("batch", rows, as_json)
+
+
+@app.command()
+def convert(
+    input: Annotated[Path, typer.Argument(help="Session file to read.")],
+    output: Annotated[Path, typer.Argument(help="File to write (.jsonl: one per line).")],
+    to: Annotated[str, typer.Option("--to", help="Output format.")] = "openai-chat",
+    source_format: Annotated[
+        str | None, typer.Option("--from", help="Input format (default: detect).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...)."""
+    from ctxcompact import formats
+
+    if not input.exists():
+        raise InputNotFound(f"{input}: no such file")
+    sessions = formats.read(input, source_format)
+    formats.write(sessions, output, to)
+    _show("convert", {"sessions": len(sessions), "to": to, "written": str(output)}, as_json)
+
+
+@app.command()
+def bench(
+    sessions: Annotated[int, typer.Option(min=1, help="Sessions to generate.")] = 200,
+    parts: Annotated[int, typer.Option(min=10, help="Parts per session.")] = 500,
+    as_json: JsonOption = False,
+) -> None:
+    """Quick self-benchmark: Rust scans against the pure-Python reference."""
+    from ctxcompact import reference as ref
+
+    table = generate_table(sessions, parts, seed=7)
+    rows = table.to_pylist()
+    results: dict[str, Any] = {"parts": table.num_rows, "mb": round(table.nbytes / 1e6, 1)}
+    for name, rust, python in (
+        ("prune", lambda: cc.prune(table), lambda: ref.prune(rows)),
+        ("pivot", lambda: cc.pivot_mask(table), lambda: ref.pivot_starts(rows)),
+    ):
+        timings = []
+        for fn in (rust, python):
+            start = time.perf_counter()
+            fn()
+            timings.append(time.perf_counter() - start)
+        results[f"{name}_rust_ms"] = round(timings[0] * 1000, 1)
+        results[f"{name}_reference_ms"] = round(timings[1] * 1000, 1)
+        results[f"{name}_speedup"] = f"{timings[1] / timings[0]:.1f}x"
+    _show("bench (one run each; see benches/ for the real numbers)", results, as_json)
+
+
 @app.command()
 def version() -> None:
     """Print the version."""
@@ -106,10 +333,17 @@ def version() -> None:
 
 
 def main() -> None:
+    err = Console(stderr=True)
     try:
         app()
+    except InputNotFound as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise SystemExit(3) from None
+    except cc.ConfigError as e:
+        err.print(f"[red]error:[/red] ConfigError: {e}")
+        raise SystemExit(4) from None
     except cc.CompactionError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {type(e).__name__}: {e}")
+        err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
         raise SystemExit(1) from None
 
 
