@@ -1,0 +1,15 @@
+"""The real-transcript report runs and never reports growth (``python benches/real_transcripts.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from real_transcripts import DATA, measure, sessions_by_corpus
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="../shared/data is not beside this checkout")
+def test_every_corpus_is_measured_and_compaction_never_adds_tokens() -> None:
+    corpora = sessions_by_corpus()
+    assert {"swe-agent", "tau-bench", "openhands", "mini-swe-agent"} <= set(corpora)
+    for sessions in corpora.values():
+        for row in measure(sessions):
+            assert row["tight_after"] <= row["opencode_after"] <= row["tokens"]
