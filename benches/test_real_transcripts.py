@@ -1,4 +1,4 @@
-"""The real-transcript report runs and never reports growth (``python benches/real_transcripts.py``)."""
+"""The real-transcript report (``python benches/real_transcripts.py``) runs and never grows."""
 
 from __future__ import annotations
 
