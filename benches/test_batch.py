@@ -1,0 +1,134 @@
+"""Batch path benchmarks, side by side in one run.
+
+* ``compact_parquet`` against the floor of a bare pyarrow Parquet read + write
+  of the same files with the same batch size (target: compaction adds at most
+  50% on top of that floor).
+* ``estimate_chat_messages`` / ``select_split`` against LangChain's
+  ``count_tokens_approximately`` / ``trim_messages`` on the same real
+  messages (tau-bench); note LangChain counts characters / 4 per message plus
+  fixed extras, ctxcompact counts UTF-16 units as OpenCode does.
+
+Size: ``CTXCOMPACT_BENCH_SESSIONS`` / 4 sessions x 500 parts for Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import SESSIONS
+from ctxcompact.chat import estimate_chat_messages
+from ctxcompact.parquet import compact_parquet
+from ctxcompact.split import select_split
+from ctxcompact.synthetic import generate_table
+
+BATCH_ROWS = 32_768
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("dataset")
+    sessions = max(8, SESSIONS // 4)
+    for i in range(4):  # four files of whole sessions
+        table = generate_table(sessions // 4, 500, seed=100 + i, mean_output_chars=1500)
+        ids = [f"f{i}-{s}" for s in table["session_id"].to_pylist()]
+        table = table.set_column(0, "session_id", pa.array(ids))
+        pq.write_table(table, folder / f"part-{i}.parquet")
+    return folder
+
+
+def _info(benchmark: Any, folder: Path) -> None:
+    files = sorted(folder.glob("*.parquet"))
+    benchmark.extra_info["rows"] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    benchmark.extra_info["bytes"] = sum(
+        pq.ParquetFile(f).read().nbytes for f in files
+    )  # in-memory Arrow size, as MB/s elsewhere
+
+
+def read_write_floor(folder: Path, out: Path) -> int:
+    writer = None
+    rows = 0
+    for path in sorted(folder.glob("*.parquet")):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+            if writer is None:
+                writer = pq.ParquetWriter(out, batch.schema)
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    assert writer is not None
+    writer.close()
+    return rows
+
+
+@pytest.mark.benchmark(group="batch")
+def test_parquet_read_write_floor(benchmark: Any, dataset: Path, tmp_path: Path) -> None:
+    _info(benchmark, dataset)
+    rows = benchmark.pedantic(read_write_floor, (dataset, tmp_path / "copy.parquet"), rounds=3)
+    assert rows == benchmark.extra_info["rows"]
+
+
+@pytest.mark.benchmark(group="batch")
+def test_compact_parquet(benchmark: Any, dataset: Path, tmp_path: Path) -> None:
+    _info(benchmark, dataset)
+    stats = benchmark.pedantic(
+        compact_parquet, (dataset, tmp_path / "out.parquet"),
+        {"batch_rows": BATCH_ROWS, "report_path": tmp_path / "report.parquet", "now_ms": 1},
+        rounds=3,
+    )  # fmt: skip
+    benchmark.extra_info["sessions"] = stats.sessions
+    assert stats.parts_in == benchmark.extra_info["rows"]
+
+
+@pytest.fixture(scope="module")
+def chats() -> list[list[dict[str, Any]]]:
+    path = DATA / "tau-bench" / "gpt-4o-airline.json"
+    if not path.exists():
+        pytest.skip("../shared/data is not beside this checkout")
+    return [run["traj"] for run in json.loads(path.read_text())]
+
+
+def _lc(chats: list[list[dict[str, Any]]]) -> list[Any]:
+    from langchain_core.messages import convert_to_messages
+
+    return [convert_to_messages(c) for c in chats]
+
+
+@pytest.mark.benchmark(group="chat-estimate")
+def test_estimate_ctxcompact(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    benchmark.extra_info["rows"] = sum(len(c) for c in chats)
+    total = benchmark(lambda: sum(estimate_chat_messages(c) for c in chats))
+    assert total > 0
+
+
+@pytest.mark.benchmark(group="chat-estimate")
+def test_estimate_langchain(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    lc = pytest.importorskip("langchain_core.messages.utils")
+    messages = _lc(chats)
+    benchmark.extra_info["rows"] = sum(len(c) for c in chats)
+    total = benchmark(lambda: sum(lc.count_tokens_approximately(m) for m in messages))
+    ours = sum(estimate_chat_messages(c) for c in chats)
+    assert 0.5 < total / ours < 2  # same ballpark, different heuristics
+
+
+@pytest.mark.benchmark(group="chat-trim")
+def test_trim_ctxcompact(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    benchmark.extra_info["rows"] = sum(len(c) for c in chats)
+    splits = benchmark(lambda: [select_split(c, keep_tokens=1000) for c in chats])
+    assert all(s.tail[0]["role"] != "tool" for s in splits if s.tail)
+
+
+@pytest.mark.benchmark(group="chat-trim")
+def test_trim_langchain(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    lc = pytest.importorskip("langchain_core.messages.utils")
+    messages = _lc(chats)
+    benchmark.extra_info["rows"] = sum(len(c) for c in chats)
+    kept = benchmark(lambda: [
+        lc.trim_messages(m, max_tokens=1000, token_counter="approximate", strategy="last",
+                         include_system=True, start_on="human")
+        for m in messages
+    ])  # fmt: skip
+    assert len(kept) == len(messages)
