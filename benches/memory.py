@@ -26,6 +26,24 @@ def _hwm_kb() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
 
 
+def stream_child(path: str) -> None:
+    """Peak memory of the Parquet streaming runner, which never loads the dataset."""
+    import pyarrow.parquet as pq
+    from ctxcompact.parquet import compact_parquet
+
+    meta = pq.ParquetFile(path).metadata
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _hwm_kb()
+    with tempfile.TemporaryDirectory() as out:
+        stats = compact_parquet(path, Path(out) / "o.parquet", batch_rows=BATCH_ROWS)
+    peak = _hwm_kb()
+    print(json.dumps({"rows": meta.num_rows, "bytes": stats.bytes_in, "extra_kb": peak - base,
+                      "peak_rows": stats.peak_rows}))  # fmt: skip
+
+
+BATCH_ROWS = 16_384
+
+
 def child(path: str, scan: str) -> None:
     import ctxcompact as cc
     import pyarrow.parquet as pq
@@ -65,10 +83,21 @@ def main() -> None:
                 f"| {scan} | {r['rows']:,} | {r['bytes'] / 1e6:.0f} | {extra / 1e6:.1f} MB "
                 f"| {extra / r['rows']:.1f} |"
             )
+        out = subprocess.run([sys.executable, __file__, "--stream", path], check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+        r = json.loads(out)
+        print(
+            f"\ncompact_parquet, batch_rows={BATCH_ROWS:,}: {r['rows']:,} rows "
+            f"({r['rows'] / BATCH_ROWS:.0f}x the batch), {r['bytes'] / 1e6:.0f} MB of Arrow data "
+            f"streamed; peak memory {r['extra_kb'] / 1024:.0f} MB, at most {r['peak_rows']:,} "
+            "rows held at once"
+        )
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--stream":
+        stream_child(sys.argv[2])
     else:
         main()

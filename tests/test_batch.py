@@ -34,6 +34,10 @@ def test_report_matches_the_scans_session_by_session(table: pa.Table) -> None:
     ]
     assert sum(report["tokens_pruned"].to_pylist()) == result.pruned > 0
     assert parts.equals(visible.to_arrow())
+    full = {r["session_id"]: r["tokens"] for r in cc.estimate_messages(table).sessions.to_pylist()}
+    assert report["tokens_before"].to_pylist() == [
+        full[s] for s in report["session_id"].to_pylist()
+    ]
     assert sum(report["visible_parts"].to_pylist()) == parts.num_rows
     assert all(a <= b for a, b in zip(report["tokens_after"].to_pylist(),
                                       report["tokens_before"].to_pylist()))  # fmt: skip

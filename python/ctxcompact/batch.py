@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
+from ctxcompact.estimate import estimate_tokens
+from ctxcompact.history import CLEARED_TOOL_OUTPUT
 from ctxcompact.overflow import Limits, check_overflow
 from ctxcompact.scans import estimate_messages, filter_pivot, mark_pruned, prune
 from ctxcompact.transcript import Transcript
@@ -78,12 +80,21 @@ def compact_batch(
     result = prune(table, cfg, threads=threads)
     marked = mark_pruned(table, result, now_ms=now).to_arrow() if len(result) else table
     visible = filter_pivot(marked, threads=threads).to_arrow()
-    before = _per_session(table, cfg, threads)
-    after_prune = _per_session(marked, cfg, threads) if len(result) else before
+    after_prune = _per_session(marked, cfg, threads)
     after = _per_session(visible, cfg, threads)
     rows, visible_rows = _counts(table), _counts(visible)
     sessions = result.sessions
     ids = [str(s) for s in sessions["session_id"].to_pylist()]
+    # Estimates add up part by part, so the history before pruning is the
+    # pruned one with each placeholder swapped back for its output: one
+    # estimate pass fewer (tests/test_batch.py checks it against a real one).
+    placeholder = estimate_tokens(CLEARED_TOOL_OUTPUT, cfg.estimate_method)
+    before = {
+        sid: after_prune.get(sid, 0) + pruned - parts * placeholder
+        for sid, pruned, parts in zip(
+            ids, sessions["pruned"].to_pylist(), sessions["parts"].to_pylist()
+        )
+    }
     usable = None
     if limits is not None:
         lim = Limits.coerce(limits)
