@@ -3,7 +3,8 @@
 Files are read in order as record batches; the rows of the session that a
 batch ends in are carried into the next batch (across files too), so every
 ``compact_batch`` call sees whole sessions. Memory is bounded by the batch
-size plus the largest single session, not by the dataset. Outputs are
+size plus the largest single session, not by the dataset (benches/memory.py
+measures it). Outputs are
 written to temporary files and renamed into place only when the whole run
 succeeded: a failed run leaves nothing half-written.
 """
@@ -73,7 +74,10 @@ def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[st
 
 def _open(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        # pre_buffer would keep the coalesced reads of the whole file alive
+        # while iterating (memory growing with the file): read column chunks
+        # through a small buffer instead.
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     except (pa.ArrowInvalid, OSError) as e:
         raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
 
