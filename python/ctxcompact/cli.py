@@ -177,9 +177,7 @@ def estimate(
 @app.command("prune")
 def prune_cmd(
     input: Annotated[Path, typer.Argument(help="Transcript file.")],
-    output: Annotated[
-        Path | None, typer.Option(help="Write the marked rows (Parquet).")
-    ] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the marked rows (Parquet).")] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
