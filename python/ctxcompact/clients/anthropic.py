@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse
 from ctxcompact.errors import SummaryClientError
 
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -85,59 +85,12 @@ def to_anthropic_messages(
     return "\n\n".join(system), out
 
 
-class AnthropicClient:
+class AnthropicClient(SdkClient):
     """``complete`` / ``acomplete`` through ``messages.create`` (streamed by default)."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        async_client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        stream: bool = True,
-    ) -> None:
-        self.model = model
-        self.stream = stream
-        self._options = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout,
-            "max_retries": max_retries,
-        }
-        self._client = client
-        self._async_client = async_client
-
-    def close(self) -> None:
-        """Close the sync SDK client's connections (if one was made)."""
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Close the async SDK client's connections (if one was made)."""
-        if self._async_client is not None:
-            await self._async_client.close()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = _sdk().Anthropic(**self._options)
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        if self._async_client is None:
-            self._async_client = _sdk().AsyncAnthropic(**self._options)
-        return self._async_client
+    def _make(self, asynchronous: bool) -> Any:
+        sdk = _sdk()
+        return (sdk.AsyncAnthropic if asynchronous else sdk.Anthropic)(**self._options)
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
         system, messages = to_anthropic_messages(request.messages)

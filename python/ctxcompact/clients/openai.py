@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse
 from ctxcompact.errors import SummaryClientError
 
 
@@ -22,7 +22,7 @@ def _sdk() -> Any:
     return openai
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(SdkClient):
     """``complete`` / ``acomplete`` through ``chat.completions.create``.
 
     ``stream=True`` (default) drains the streamed deltas into text, the way a
@@ -30,58 +30,13 @@ class OpenAIChatClient:
     ``"max_completion_tokens"`` for models that require it.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: Any = None,
-        async_client: Any = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        stream: bool = True,
-        max_tokens_param: str = "max_tokens",
-    ) -> None:
-        self.model = model
-        self.stream = stream
+    def __init__(self, model: str, *, max_tokens_param: str = "max_tokens", **options: Any) -> None:
+        super().__init__(model, **options)
         self.max_tokens_param = max_tokens_param
-        self._options = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout,
-            "max_retries": max_retries,
-        }
-        self._client = client
-        self._async_client = async_client
 
-    def close(self) -> None:
-        """Close the sync SDK client's connections (if one was made)."""
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Close the async SDK client's connections (if one was made)."""
-        if self._async_client is not None:
-            await self._async_client.close()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = _sdk().OpenAI(**self._options)
-        return self._client
-
-    @property
-    def async_client(self) -> Any:
-        if self._async_client is None:
-            self._async_client = _sdk().AsyncOpenAI(**self._options)
-        return self._async_client
+    def _make(self, asynchronous: bool) -> Any:
+        sdk = _sdk()
+        return (sdk.AsyncOpenAI if asynchronous else sdk.OpenAI)(**self._options)
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
