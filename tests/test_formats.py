@@ -151,3 +151,47 @@ def test_bad_input_names_file_line_and_message(tmp_path: Path) -> None:
         read(tmp_path / "missing.json")
     with pytest.raises(cc.FormatError, match="unknown format"):
         write([], tmp_path / "x.json", "yaml")
+
+
+RESPONSES: list[dict[str, Any]] = [
+    {"role": "developer", "content": "be brief"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}],
+     "encrypted_content": "opaque"},
+    {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read",
+     "arguments": '{"path": "a"}', "status": "completed"},
+    {"type": "function_call_output", "call_id": "c1", "output": "contents"},
+    {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "done", "annotations": []}]},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+]  # fmt: skip
+
+
+def test_openai_responses_round_trip_and_model_input() -> None:
+    assert detect_format(RESPONSES) == "openai-responses"
+    session = read(RESPONSES)[0]
+    assert formats.to_openai_responses(session) == RESPONSES
+    call = session.messages[3].parts[0]
+    assert (call.tool, call.state.status, call.state.output) == (  # type: ignore[union-attr]
+        "read", "completed", "contents")  # fmt: skip
+    assert [m["role"] for m in cc.to_model_messages(session)] == [
+        "system", "user", "assistant", "tool", "assistant"]  # fmt: skip
+    assert cc.Transcript(cc.Transcript.from_sessions([session]).to_arrow()).to_sessions() == [
+        session
+    ]
+
+
+def test_langchain_round_trip() -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    messages = [
+        lc.SystemMessage("sys"), lc.HumanMessage("hi", id="h1"),
+        lc.AIMessage("", id="a1", response_metadata={"model": "x"},
+                     tool_calls=[{"id": "c1", "name": "read", "args": {"path": "a"}}]),
+        lc.ToolMessage("contents", tool_call_id="c1"), lc.AIMessage("done", id="a2"),
+    ]  # fmt: skip
+    session = formats.from_langchain(messages, "s")
+    assert formats.to_langchain(session) == messages
+    (tool,) = [p for p in session.messages[2].parts if p.type == "tool"]
+    assert tool.state.output == "contents"  # type: ignore[union-attr]
+    with pytest.raises(cc.FormatError, match="BaseMessage"):
+        formats.from_langchain([{"role": "user"}])

@@ -29,12 +29,15 @@ from ctxcompact.formats.chat import (
     to_swe_agent,
     to_tau_bench,
 )
+from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
+from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
 from ctxcompact.models import Session
 
 FORMATS = (
     "opencode",
     "openai-chat",
+    "openai-responses",
     "anthropic",
     "claude-code",
     "swe-agent",
@@ -69,6 +72,9 @@ def detect_format(obj: Any) -> str:
                 return "openhands"
             if "type" in first and ("uuid" in first or "sessionId" in first):
                 return "claude-code"
+            kinds = {"message", "function_call", "function_call_output", "reasoning"}
+            if any(isinstance(i, Mapping) and i.get("type") in kinds for i in obj):
+                return "openai-responses"
         if is_chat_list(obj):
             return "openai-chat"
     raise FormatError("cannot tell which session format this is; pass format=")
@@ -83,6 +89,11 @@ def _from_obj(obj: Any, fmt: str, name: str) -> list[Session]:
             rest = {k: v for k, v in obj.items() if k not in ("id", "session_id", "messages")}
             return [from_openai_chat(obj["messages"], sid, **({"source": rest} if rest else {}))]
         return [from_openai_chat(obj, name)]
+    if fmt == "openai-responses":
+        items = obj.get("input") if isinstance(obj, Mapping) else obj
+        if not isinstance(items, list):
+            raise FormatError("OpenAI Responses input must be a list of items")
+        return [from_openai_responses(items, name)]
     if fmt == "anthropic":
         return [from_anthropic(obj, name)]
     if fmt == "claude-code":
@@ -158,6 +169,7 @@ def _jsonl_format(first: Any) -> str:
 _WRITERS: dict[str, Callable[[Session], Any]] = {
     "opencode": lambda s: s.to_export(),
     "openai-chat": lambda s: {"id": s.id, "messages": to_openai_chat(s)},
+    "openai-responses": to_openai_responses,
     "anthropic": to_anthropic,
     "swe-agent": to_swe_agent,
     "openhands": to_openhands,
@@ -193,14 +205,18 @@ __all__ = [
     "detect_format",
     "from_anthropic",
     "from_claude_code",
+    "from_langchain",
     "from_openai_chat",
+    "from_openai_responses",
     "from_openhands",
     "from_swe_agent",
     "from_tau_bench",
     "read",
     "to_anthropic",
     "to_claude_code",
+    "to_langchain",
     "to_openai_chat",
+    "to_openai_responses",
     "to_openhands",
     "to_swe_agent",
     "to_tau_bench",

@@ -1,0 +1,136 @@
+"""OpenAI Responses API items: ``message``, ``function_call``,
+``function_call_output``, ``reasoning`` (and the short ``{role, content}`` form).
+
+One canonical message per item, in order: messages keep their role and text
+blocks, a ``function_call`` is an assistant tool part, a ``reasoning`` item a
+reasoning part (its summary texts; ``encrypted_content`` kept), and a
+``function_call_output`` completes the tool part of its ``call_id`` and stays
+in place as a ``tool-result`` part so the item list is written back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxcompact.errors import FormatError
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    SessionInfo,
+    SystemMessage,
+    ToolState,
+    UserMessage,
+)
+
+_ROLES: dict[str, Any] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "system": SystemMessage,
+    "developer": SystemMessage,
+}
+
+
+def _blocks(mid: str, content: Any) -> list[Part]:
+    if isinstance(content, str):
+        return [Part(id=f"{mid}-p00", type="text", text=content)]
+    parts = []
+    for j, block in enumerate(content or []):
+        rest = {k: v for k, v in block.items() if k != "text"}
+        if "text" in block:
+            parts.append(Part(id=f"{mid}-p{j:02d}", type="text", text=block["text"], source=rest))
+        else:
+            parts.append(Part(id=f"{mid}-p{j:02d}", type="file", source=block))
+    return parts
+
+
+def from_openai_responses(
+    items: Sequence[Mapping[str, Any]], session_id: str = "session"
+) -> Session:
+    out: list[MessageWithParts] = []
+    calls: dict[str, Part] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise FormatError(f"item {i} is not an object", row=i, session_id=session_id)
+        mid = f"{session_id}-i{i:06d}"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role not in _ROLES:
+                raise FormatError(f"item {i} has an unknown role {role!r}", row=i,
+                                  column="role", session_id=session_id)  # fmt: skip
+            rest = {k: v for k, v in item.items() if k != "content"}
+            rest["content_is_text"] = isinstance(item.get("content"), str)
+            info = _ROLES[role](id=mid, sessionID=session_id, source=rest)
+            out.append(MessageWithParts(info=info, parts=_blocks(mid, item.get("content"))))
+        elif kind == "function_call":
+            raw = item.get("arguments") or "{}"
+            try:
+                args = json.loads(raw)
+            except ValueError:
+                args = {}
+            state = ToolState(status="pending", input=args if isinstance(args, dict) else {})
+            call = Part(id=f"{mid}-t00", type="tool", tool=item.get("name"),
+                        callID=item.get("call_id"), state=state, source=dict(item))  # fmt: skip
+            calls[str(item.get("call_id"))] = call
+            out.append(MessageWithParts(info=AssistantMessage(id=mid, sessionID=session_id),
+                                        parts=[call]))  # fmt: skip
+        elif kind == "function_call_output":
+            done = calls.get(str(item.get("call_id")))
+            output = item.get("output")
+            text = output if isinstance(output, str) else json.dumps(output)
+            if done is not None and done.state is not None:
+                done.state.status, done.state.output = "completed", text
+            out.append(MessageWithParts(
+                info=UserMessage(id=mid, sessionID=session_id),
+                parts=[Part(id=f"{mid}-p00", type="tool-result", callID=item.get("call_id"),
+                            source=dict(item))],
+            ))  # fmt: skip
+        elif kind == "reasoning":
+            summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
+            out.append(MessageWithParts(
+                info=AssistantMessage(id=mid, sessionID=session_id),
+                parts=[Part(id=f"{mid}-p00", type="reasoning", text=summary, source=dict(item))],
+            ))  # fmt: skip
+        else:
+            # An item type this version does not know: kept, not sent to models.
+            kept = SystemMessage(id=mid, sessionID=session_id, source={"raw": dict(item)})
+            out.append(MessageWithParts(info=kept))
+    return Session(info=SessionInfo(id=session_id), messages=out)
+
+
+def to_openai_responses(session: Session) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in session.messages:
+        source = dict((message.info.model_extra or {}).get("source") or {})
+        if "raw" in source:
+            items.append(source["raw"])
+            continue
+        parts = message.parts
+        if len(parts) == 1 and parts[0].type in ("tool", "tool-result", "reasoning"):
+            p = parts[0]
+            item = dict((p.model_extra or {}).get("source") or {})
+            if p.type == "tool" and not item:
+                arguments = json.dumps((p.state.input if p.state else None) or {})
+                item = {"type": "function_call", "call_id": p.callID, "name": p.tool,
+                        "arguments": arguments}  # fmt: skip
+            items.append(item)
+            continue
+        as_text = source.pop("content_is_text", False)
+        role = source.get("role") or message.role
+        if as_text and len(parts) == 1:
+            content: Any = parts[0].text
+        else:
+            content = [
+                {**((p.model_extra or {}).get("source") or {}), "text": p.text}
+                if p.type == "text" else (p.model_extra or {}).get("source")
+                for p in parts
+            ]  # fmt: skip
+        items.append({**source, "role": role, "content": content})
+    return items
+
+
+__all__ = ["from_openai_responses", "to_openai_responses"]
