@@ -16,7 +16,11 @@ from ctxcompact.synthetic import generate_table
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 # Ray's own modules warn about their deprecated settings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-from ctxcompact.ray_data import compact_dataset, compact_parquet_on_ray  # noqa: E402
+from ctxcompact.ray_data import (  # noqa: E402
+    compact_dataset,
+    compact_parquet_on_ray,
+    compact_ray_dataset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,8 @@ def test_map_batches_matches_compact_batch(local_ray: None, files: tuple[Path, p
     got = pa.concat_tables(ray.get(report))
     expected = compact_batch(table, now_ms=5)
     assert sort(got).equals(sort(expected).cast(got.schema))
+    by_path = pa.concat_tables(ray.get(compact_ray_dataset(str(folder), now_ms=5).to_arrow_refs()))
+    assert sort(by_path).equals(sort(got))
     parts = compact_dataset(ds, now_ms=5, parts=True)
     assert parts.count() == compact_batch(table, now_ms=5, parts=True)[1].num_rows
 

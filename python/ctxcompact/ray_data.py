@@ -137,4 +137,13 @@ def compact_parquet_on_ray(
                         num_cpus=num_cpus).write_parquet(report)  # fmt: skip
 
 
-__all__ = ["compact_dataset", "compact_parquet_on_ray"]
+def compact_ray_dataset(
+    ds_or_path: Any, config: CompactionConfig | None = None, **options: Any
+) -> Any:
+    """``compact_dataset`` on a Ray ``Dataset`` or on Parquet path(s) read with Ray Data."""
+    if isinstance(ds_or_path, (str, list)):
+        ds_or_path = _ray().data.read_parquet(ds_or_path)
+    return compact_dataset(ds_or_path, config, **options)
+
+
+__all__ = ["compact_dataset", "compact_parquet_on_ray", "compact_ray_dataset"]
