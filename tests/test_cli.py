@@ -102,3 +102,12 @@ def test_the_installed_entry_point(data: Path) -> None:
     command = [sys.executable, "-m", "ctxcompact.cli", "estimate", "/nonexistent.json"]
     missing = subprocess.run(command, capture_output=True, text=True, check=False)
     assert missing.returncode == 3 and "no such file" in missing.stderr
+
+
+def test_help_documents_the_exit_codes() -> None:
+    from ctxcompact.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "4 invalid configuration" in " ".join(result.output.split())

@@ -35,7 +35,16 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+EXIT_CODES = (
+    "Exit codes: 0 ok; 1 bad data (names the file, session, row or column); "
+    "2 usage error; 3 input missing or unreadable; 4 invalid configuration."
+)
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=__doc__.split("\n\n")[0],
+    epilog=EXIT_CODES,
+)
 T = TypeVar("T")
 
 
