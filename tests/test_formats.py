@@ -195,3 +195,25 @@ def test_langchain_round_trip() -> None:
     assert tool.state.output == "contents"  # type: ignore[union-attr]
     with pytest.raises(cc.FormatError, match="BaseMessage"):
         formats.from_langchain([{"role": "user"}])
+
+
+def test_pydantic_ai_round_trip() -> None:
+    pm = pytest.importorskip("pydantic_ai.messages")
+    messages = [
+        pm.ModelRequest(parts=[pm.SystemPromptPart(content="sys")]),
+        pm.ModelRequest(parts=[pm.UserPromptPart(content="fix it")]),
+        pm.ModelResponse(parts=[pm.ThinkingPart(content="hmm"), pm.TextPart(content="reading"),
+                                pm.ToolCallPart(tool_name="read", args={"path": "a"},
+                                                tool_call_id="c1")], model_name="m"),
+        pm.ModelRequest(parts=[pm.ToolReturnPart(tool_name="read", content="contents",
+                                                 tool_call_id="c1")]),
+        pm.ModelResponse(parts=[pm.TextPart(content="done")]),
+    ]  # fmt: skip
+    session = formats.from_pydantic_ai(messages, "s")
+    assert formats.to_pydantic_ai(session) == messages
+    assert [m.role for m in session.messages] == ["system", "user", "assistant", "user",
+                                                  "assistant"]  # fmt: skip
+    sent = cc.to_model_messages(session)
+    assert {"role": "tool", "tool_call_id": "c1", "content": "contents"} in sent
+    with pytest.raises(cc.FormatError, match="pydantic-ai"):
+        formats.from_pydantic_ai([{"not": "a message"}])

@@ -31,6 +31,7 @@ from ctxcompact.formats.chat import (
 )
 from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
+from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
 from ctxcompact.models import Session
 
@@ -209,6 +210,7 @@ __all__ = [
     "from_openai_chat",
     "from_openai_responses",
     "from_openhands",
+    "from_pydantic_ai",
     "from_swe_agent",
     "from_tau_bench",
     "read",
@@ -218,6 +220,7 @@ __all__ = [
     "to_openai_chat",
     "to_openai_responses",
     "to_openhands",
+    "to_pydantic_ai",
     "to_swe_agent",
     "to_tau_bench",
     "write",

@@ -1,0 +1,128 @@
+"""pydantic-ai message histories (``pip install 'ctxcompact[pydantic-ai]'``).
+
+Each ``ModelRequest`` / ``ModelResponse`` becomes one canonical message
+(request -> user, response -> assistant) and each of its parts one part, in
+order: ``user-prompt`` / ``text`` -> text, ``system-prompt`` -> text of a
+system message, ``thinking`` -> reasoning, ``tool-call`` -> a tool part;
+``tool-return`` completes that tool part (error when its ``outcome`` says
+the call was retried or failed, as does a ``retry-prompt`` naming the call)
+and stays in place as a ``tool-result`` part.
+Every part and message keeps its pydantic-ai JSON under ``source``, so the
+history is rebuilt exactly (``ModelMessagesTypeAdapter``); part kinds this
+version does not know are kept the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ctxcompact.errors import FormatError
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    SessionInfo,
+    SystemMessage,
+    ToolState,
+    UserMessage,
+)
+
+
+def _adapter() -> Any:
+    try:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise FormatError(
+            "pydantic-ai messages need pydantic-ai: pip install 'ctxcompact[pydantic-ai]'"
+        ) from None
+    return ModelMessagesTypeAdapter
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def from_pydantic_ai(messages: Sequence[Any], session_id: str = "session") -> Session:
+    """A session from a list of pydantic-ai ``ModelMessage`` objects."""
+    adapter = _adapter()
+    try:
+        dumped = adapter.dump_python(list(messages), mode="json")
+    except Exception as e:  # pydantic's errors for objects that are not ModelMessages
+        raise FormatError(f"not a list of pydantic-ai ModelMessage objects: {e}") from None
+    out: list[MessageWithParts] = []
+    calls: dict[str, Part] = {}
+    for i, message in enumerate(dumped):
+        mid = f"{session_id}-m{i:06d}"
+        kind = message.get("kind")
+        rest = {k: v for k, v in message.items() if k != "parts"}
+        parts: list[Part] = []
+        system_only = kind == "request" and all(
+            p.get("part_kind") == "system-prompt" for p in message.get("parts") or []
+        ) and bool(message.get("parts"))  # fmt: skip
+        for j, raw in enumerate(message.get("parts") or []):
+            pid, pk = f"{mid}-p{j:02d}", raw.get("part_kind")
+            if pk in ("user-prompt", "text", "system-prompt"):
+                parts.append(Part(id=pid, type="text", text=_text(raw.get("content")), source=raw))
+            elif pk == "thinking":
+                parts.append(Part(id=pid, type="reasoning", text=raw.get("content"), source=raw))
+            elif pk == "tool-call":
+                args = raw.get("args")
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        args = {}
+                state = ToolState(status="pending", input=args if isinstance(args, dict) else {})
+                call = Part(id=pid, type="tool", tool=raw.get("tool_name"),
+                            callID=raw.get("tool_call_id"), state=state, source=raw)  # fmt: skip
+                calls[str(raw.get("tool_call_id"))] = call
+                parts.append(call)
+            elif pk in ("tool-return", "retry-prompt"):
+                done = calls.get(str(raw.get("tool_call_id")))
+                if done is not None and done.state is not None:
+                    body = _text(raw.get("content"))
+                    if pk == "tool-return" and raw.get("outcome") in (None, "success"):
+                        done.state.status, done.state.output = "completed", body
+                    else:
+                        done.state.status, done.state.error = "error", body
+                    parts.append(Part(id=pid, type="tool-result",
+                                      callID=raw.get("tool_call_id"), source=raw))  # fmt: skip
+                else:
+                    parts.append(Part(id=pid, type="text", text=_text(raw.get("content")),
+                                      source=raw))  # fmt: skip
+            else:
+                parts.append(Part(id=pid, type=str(pk or "unknown"), source=raw))
+        if kind == "response":
+            model = message.get("model_name")
+            info: Any = AssistantMessage(id=mid, sessionID=session_id, modelID=model, source=rest)
+        elif system_only:
+            info = SystemMessage(id=mid, sessionID=session_id, source=rest)
+        elif kind == "request":
+            info = UserMessage(id=mid, sessionID=session_id, source=rest)
+        else:
+            raise FormatError(f"message {i} has an unknown kind {kind!r}", row=i,
+                              session_id=session_id)  # fmt: skip
+        out.append(MessageWithParts(info=info, parts=parts))
+    return Session(info=SessionInfo(id=session_id), messages=out)
+
+
+def to_pydantic_ai(session: Session) -> list[Any]:
+    """The pydantic-ai ``ModelMessage`` list a session was read from."""
+    adapter = _adapter()
+    dumped = []
+    for message in session.messages:
+        source = (message.info.model_extra or {}).get("source")
+        if not isinstance(source, dict) or "kind" not in source:
+            raise FormatError(
+                f"message {message.id} did not come from pydantic-ai; convert through "
+                "openai-chat instead", session_id=session.id, message_id=message.id,
+            )  # fmt: skip
+        parts = [(p.model_extra or {}).get("source") for p in message.parts]
+        dumped.append({**source, "parts": parts})
+    return list(adapter.validate_python(dumped))
+
+
+__all__ = ["from_pydantic_ai", "to_pydantic_ai"]
