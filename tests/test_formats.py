@@ -141,6 +141,11 @@ def test_bad_input_names_file_line_and_message(tmp_path: Path) -> None:
     with pytest.raises(cc.FormatError, match=r"bad\.jsonl:2") as e:
         read(bad)
     assert e.value.row == 2
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b'{"id": "a", "messages": []}\n{"id": "b\xff", "messages": []}\n')
+    with pytest.raises(cc.FormatError, match=r"broken\.jsonl:2: not valid UTF-8") as e:
+        read(broken)
+    assert e.value.row == 2
     with pytest.raises(cc.FormatError, match="unknown role"):
         formats.from_openai_chat([{"role": "robot", "content": "x"}])
     with pytest.raises(cc.FormatError, match="no role"):

@@ -120,13 +120,18 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
         return _from_obj(source, format or detect_format(source), "session")
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        data = path.read_bytes()
+    except OSError as e:
         raise FormatError(f"{path}: cannot read: {e}") from None
     name = path.name.split(".")[0]
     if path.suffix == ".jsonl":
         records = []
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, raw in enumerate(data.splitlines(), 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise FormatError(f"{path}:{n}: not valid UTF-8 ({e.reason} at byte {e.start})",
+                                  row=n) from None  # fmt: skip
             if line.strip():
                 try:
                     records.append((n, json.loads(line)))
@@ -145,7 +150,9 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
         return sessions
     try:
-        obj = json.loads(text)
+        obj = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
     except ValueError as e:
         raise FormatError(f"{path}: not valid JSON ({e})") from None
     try:

@@ -234,17 +234,20 @@ def read_claude_code(path: str | Path) -> list[Session]:
     """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number."""
     by_session: dict[str, list[Any]] = {}
     current = Path(path).stem
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError as err:
-                raise FormatError(f"{path}:{n}: not valid JSON ({err})", row=n) from None
-            if isinstance(event, Mapping) and event.get("sessionId"):
-                current = str(event["sessionId"])
-            by_session.setdefault(current, []).append(event)
+    for n, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise FormatError(f"{path}:{n}: not valid UTF-8 ({err.reason})", row=n) from None
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as err:
+            raise FormatError(f"{path}:{n}: not valid JSON ({err})", row=n) from None
+        if isinstance(event, Mapping) and event.get("sessionId"):
+            current = str(event["sessionId"])
+        by_session.setdefault(current, []).append(event)
     return [from_claude_code(evs, sid) for sid, evs in by_session.items()]
 
 
