@@ -85,6 +85,9 @@ pub enum CoreError {
     },
     #[error("{what}{at}")]
     InconsistentMessage { what: String, at: Location },
+    /// A line of an input file that cannot be read; `at.row` is its 1-based line.
+    #[error("{what}")]
+    Format { what: String, at: Location },
     #[error("{0}")]
     InvalidUsage(String),
     #[error("{0}")]
@@ -106,6 +109,7 @@ impl CoreError {
             CoreError::NullValue { .. } => "NullValueError",
             CoreError::UnknownValue { .. } => "UnknownValueError",
             CoreError::InconsistentMessage { .. } => "InconsistentMessageError",
+            CoreError::Format { .. } => "FormatError",
             CoreError::InvalidUsage(_) => "InvalidUsageError",
             CoreError::Config(_) => "ConfigError",
             CoreError::Internal(_) => "InternalError",
@@ -120,7 +124,8 @@ impl CoreError {
             CoreError::NonContiguous { at, .. }
             | CoreError::NullValue { at, .. }
             | CoreError::UnknownValue { at, .. }
-            | CoreError::InconsistentMessage { at, .. } => at.clone(),
+            | CoreError::InconsistentMessage { at, .. }
+            | CoreError::Format { at, .. } => at.clone(),
             CoreError::InvalidUsage(_) | CoreError::Config(_) | CoreError::Internal(_) => {
                 Location::default()
             }

@@ -7,6 +7,7 @@
 pub mod columns;
 pub mod error;
 pub mod estimate;
+pub mod ingest;
 pub mod mark;
 pub mod messages;
 pub mod overflow;

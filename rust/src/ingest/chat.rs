@@ -1,0 +1,308 @@
+//! OpenAI Chat Completions message lists to OpenCode session exports, by the
+//! mapping of `ctxcompact.formats.chat.from_openai_chat` (docs/formats.md):
+//! the export is then turned into rows by `opencode::session`, so both
+//! formats share one set of row rules.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::opencode::{kind, session, SessionRows};
+use super::pyjson::{dumps, py_str, truthy, DEFAULT};
+use super::Problem;
+
+const MAPPED: [&str; 4] = ["role", "content", "tool_calls", "tool_call_id"];
+
+/// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
+/// `fallback_id` names sessions without an id (`<file stem>:<line>`).
+pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
+    match value {
+        Value::Array(messages) => session(from_messages(messages, fallback_id.into(), None)?),
+        Value::Object(mut obj) => {
+            let id = [obj.get("id"), obj.get("session_id")]
+                .into_iter()
+                .flatten()
+                .find(|v| truthy(v))
+                .map(py_str)
+                .unwrap_or_else(|| fallback_id.to_owned());
+            let messages = match obj.shift_remove("messages") {
+                Some(Value::Array(items)) => items,
+                Some(other) => {
+                    return Err(Problem::new(format!(
+                        "messages must be an array, got {}",
+                        kind(&other)
+                    ))
+                    .session(&id))
+                }
+                None => {
+                    return Err(
+                        Problem::new("an OpenAI chat session needs \"messages\"").session(&id)
+                    )
+                }
+            };
+            obj.shift_remove("id");
+            obj.shift_remove("session_id");
+            let source = (!obj.is_empty()).then_some(Value::Object(obj));
+            session(from_messages(messages, id, source)?)
+        }
+        other => Err(Problem::new(format!(
+            "an OpenAI chat line must be an object or an array, got {}",
+            kind(&other)
+        ))),
+    }
+}
+
+fn without(map: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    map.iter()
+        .filter(|(k, _)| !keys.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
+    let mut part = json!({"id": id, "type": "text", "text": text});
+    if let Some(source) = source {
+        part["source"] = source;
+    }
+    part
+}
+
+fn content_parts(mid: &str, content: Option<&Value>, at: &str) -> Result<Vec<Value>, Problem> {
+    let blocks = match content {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => return Ok(vec![text_part(format!("{mid}-p00"), json!(s), None)]),
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => {
+            return Err(Problem::new(format!(
+                "{at}.content must be a string, a list of parts or null, got {}",
+                kind(other)
+            )))
+        }
+    };
+    let mut parts = Vec::with_capacity(blocks.len());
+    for (j, block) in blocks.iter().enumerate() {
+        let pid = format!("{mid}-p{j:02}");
+        let Value::Object(b) = block else {
+            return Err(Problem::new(format!(
+                "{at}.content[{j}] must be an object, got {}",
+                kind(block)
+            )));
+        };
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = b.get("text").cloned().unwrap_or_else(|| json!(""));
+                if !(text.is_string() || text.is_null()) {
+                    return Err(Problem::new(format!(
+                        "{at}.content[{j}].text must be a string or null"
+                    )));
+                }
+                let extra = without(b, &["type", "text"]);
+                parts.push(text_part(
+                    pid,
+                    text,
+                    (!extra.is_empty()).then_some(Value::Object(extra)),
+                ));
+            }
+            Some("image_url") => {
+                let url = match b.get("image_url") {
+                    Some(image) if truthy(image) => match image.get("url") {
+                        None => json!(""),
+                        Some(url @ (Value::String(_) | Value::Null)) => url.clone(),
+                        Some(_) => {
+                            return Err(Problem::new(format!(
+                                "{at}.content[{j}].image_url.url must be a string"
+                            )))
+                        }
+                    },
+                    _ => json!(""),
+                };
+                parts.push(
+                    json!({"id": pid, "type": "file", "mime": "image/*", "url": url,
+                                  "source": block}),
+                );
+            }
+            _ => parts.push(text_part(pid, json!(""), Some(block.clone()))),
+        }
+    }
+    Ok(parts)
+}
+
+/// `(tool input, what to keep to write the raw arguments back exactly)`.
+fn arguments(raw: Option<&Value>) -> (Value, Map<String, Value>) {
+    let keep = |raw: Option<&Value>| {
+        let mut m = Map::new();
+        m.insert("arguments".into(), raw.cloned().unwrap_or(Value::Null));
+        m
+    };
+    match raw {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(parsed @ Value::Object(_)) => {
+                let exact = dumps(&parsed, DEFAULT) == *text;
+                (parsed, if exact { Map::new() } else { keep(raw) })
+            }
+            _ => (json!({}), keep(raw)),
+        },
+        Some(obj @ Value::Object(_)) => (obj.clone(), keep(raw)),
+        other => (json!({}), keep(other)),
+    }
+}
+
+fn from_messages(
+    messages: Vec<Value>,
+    sid: String,
+    source: Option<Value>,
+) -> Result<Value, Problem> {
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    // call id -> (message, part) of its tool part, for the results that follow
+    let mut calls: HashMap<String, (usize, usize)> = HashMap::new();
+    for (i, raw) in messages.into_iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let fail = |p: Problem| p.session(&sid);
+        let Value::Object(msg) = &raw else {
+            return Err(fail(Problem::new(format!(
+                "{at} is not a chat message (no role)"
+            ))));
+        };
+        let Some(role) = msg.get("role") else {
+            return Err(fail(Problem::new(format!(
+                "{at} is not a chat message (no role)"
+            ))));
+        };
+        let mid = match msg.get("id") {
+            Some(id) if truthy(id) => py_str(id),
+            _ => format!("{sid}-m{i:06}"),
+        };
+        let extra = without(msg, &MAPPED);
+        let role = role.as_str().unwrap_or("");
+        if role == "tool" {
+            let key = py_str(msg.get("tool_call_id").unwrap_or(&Value::Null));
+            let pending = calls
+                .get(&key)
+                .copied()
+                .filter(|&(m, p)| out[m]["parts"][p]["state"]["status"] == json!("pending"));
+            let Some((m, p)) = pending else {
+                // An orphaned (or second) result: kept as its own message, never dropped.
+                let content = msg.get("content").filter(|c| truthy(c));
+                let text = content.map(py_str).unwrap_or_default();
+                out.push(json!({
+                    "info": {"id": mid, "sessionID": sid, "role": "user", "source": raw},
+                    "parts": [{"id": format!("{mid}-p00"), "type": "text", "text": text,
+                               "synthetic": true}],
+                }));
+                continue;
+            };
+            let content = msg.get("content").cloned().unwrap_or(Value::Null);
+            let mut keep = without(msg, &["role", "tool_call_id"]);
+            let output = match &content {
+                Value::String(s) => {
+                    keep.shift_remove("content");
+                    s.clone()
+                }
+                other => {
+                    keep.insert("content".into(), other.clone());
+                    dumps(other, DEFAULT)
+                }
+            };
+            let part = &mut out[m]["parts"][p];
+            part["state"]["status"] = json!("completed");
+            part["state"]["output"] = json!(output);
+            if !keep.is_empty() {
+                part["result_source"] = Value::Object(keep);
+            }
+            continue;
+        }
+        let mut info = json!({"id": mid, "sessionID": sid});
+        let mut parts;
+        match role {
+            "system" | "developer" | "user" => {
+                info["role"] = json!(if role == "user" { "user" } else { "system" });
+                let mut extra = extra;
+                if role == "developer" {
+                    extra.insert("role".into(), json!("developer"));
+                }
+                if !extra.is_empty() {
+                    info["source"] = Value::Object(extra);
+                }
+                parts = content_parts(&mid, msg.get("content"), &at).map_err(fail)?;
+            }
+            "assistant" => {
+                info["role"] = json!("assistant");
+                let content = msg.get("content");
+                parts = content_parts(&mid, content, &at).map_err(fail)?;
+                let mut extra = extra;
+                if matches!(content, None | Some(Value::Null)) {
+                    extra.insert("content".into(), Value::Null);
+                }
+                if !extra.is_empty() {
+                    info["source"] = Value::Object(extra);
+                }
+                let tool_calls = match msg.get("tool_calls") {
+                    Some(Value::Array(calls)) => calls.as_slice(),
+                    Some(v) if truthy(v) => {
+                        return Err(fail(Problem::new(format!(
+                            "{at}.tool_calls must be a list, got {}",
+                            kind(v)
+                        ))))
+                    }
+                    _ => &[],
+                };
+                for (j, call) in tool_calls.iter().enumerate() {
+                    let Value::Object(c) = call else {
+                        return Err(fail(Problem::new(format!(
+                            "{at}.tool_calls[{j}] must be an object"
+                        ))));
+                    };
+                    let function = c.get("function").filter(|f| truthy(f));
+                    if function.is_some_and(|f| !f.is_object()) {
+                        return Err(fail(Problem::new(format!(
+                            "{at}.tool_calls[{j}].function must be an object"
+                        ))));
+                    }
+                    let name = function
+                        .and_then(|f| f.get("name"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    let call_id = c.get("id").cloned().unwrap_or(Value::Null);
+                    for (field, value) in [("function.name", &name), ("id", &call_id)] {
+                        if !(value.is_null() || value.is_string()) {
+                            return Err(fail(Problem::new(format!(
+                                "{at}.tool_calls[{j}].{field} must be a string"
+                            ))));
+                        }
+                    }
+                    let (input, keep) = arguments(function.and_then(|f| f.get("arguments")));
+                    let mut rest = without(c, &["id", "function", "type"]);
+                    match c.get("type") {
+                        None => {}
+                        Some(t) if t == "function" => {}
+                        Some(t) => {
+                            rest.insert("type".into(), t.clone());
+                        }
+                    }
+                    rest.extend(keep);
+                    let mut part = json!({
+                        "id": format!("{mid}-t{j:02}"), "type": "tool", "tool": name,
+                        "callID": call_id, "state": {"status": "pending", "input": input},
+                    });
+                    if !rest.is_empty() {
+                        part["source"] = Value::Object(rest);
+                    }
+                    calls.insert(py_str(&call_id), (out.len(), parts.len()));
+                    parts.push(part);
+                }
+            }
+            _ => {
+                return Err(fail(Problem::new(format!(
+                    "{at} has an unknown role {}",
+                    dumps(msg.get("role").unwrap_or(&Value::Null), DEFAULT)
+                ))))
+            }
+        }
+        out.push(json!({"info": info, "parts": parts}));
+    }
+    let mut info = json!({"id": sid});
+    if let Some(source) = source {
+        info["source"] = source;
+    }
+    Ok(json!({"info": info, "messages": out}))
+}

@@ -1,0 +1,645 @@
+//! JSONL ingest: session files parsed straight into the part-row table.
+//!
+//! Files are cut into chunks on line boundaries; chunks are parsed and
+//! mapped in parallel (one Arrow batch each), then one cheap pass in line
+//! order checks what spans lines (a session's lines must be contiguous, a
+//! session or message id read twice) and applies `on_error`. Every bad line
+//! is either the error of the run or a `Rejected` entry with its file, line
+//! and raw bytes: nothing is dropped silently.
+
+mod chat;
+mod opencode;
+pub mod pyjson;
+pub mod rows;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow_array::{Array, BooleanArray, LargeStringArray, RecordBatch};
+use arrow_buffer::NullBuffer;
+use arrow_select::filter::filter_record_batch;
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::error::{CoreError, Location, Result};
+use opencode::SessionRows;
+use rows::Rows;
+
+/// What one JSONL line holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// An OpenCode session export per line: `{"info", "messages"}`.
+    OpenCode,
+    /// An OpenCode message per line: `{"info": {"sessionID", ...}, "parts"}`;
+    /// a session's messages are consecutive lines.
+    OpenCodeMessages,
+    /// An OpenAI chat session per line: `{"id", "messages"}` or a bare message list.
+    OpenAiChat,
+}
+
+impl FromStr for Format {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "opencode" => Ok(Format::OpenCode),
+            "opencode-messages" => Ok(Format::OpenCodeMessages),
+            "openai-chat" => Ok(Format::OpenAiChat),
+            other => Err(CoreError::Config(format!(
+                "format {other:?} has no native JSONL reader; one of opencode, \
+                 opencode-messages, openai-chat"
+            ))),
+        }
+    }
+}
+
+/// What to do with a line that cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail the run with the first bad line (in file and line order).
+    Raise,
+    /// Leave the line out of the table and report it in `Ingested::rejected`.
+    Skip,
+}
+
+impl FromStr for OnError {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "raise" => Ok(OnError::Raise),
+            "skip" => Ok(OnError::Skip),
+            other => Err(CoreError::Config(format!(
+                "on_error must be 'raise' or 'skip', got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// One input file: its name (for messages and default session ids) and bytes.
+pub struct Source<'a> {
+    pub name: &'a str,
+    pub data: &'a [u8],
+}
+
+pub struct Options {
+    pub format: Format,
+    pub on_error: OnError,
+    /// Target bytes per parallel chunk (a chunk always holds whole lines).
+    pub chunk_bytes: usize,
+}
+
+impl Options {
+    pub fn new(format: Format, on_error: OnError) -> Self {
+        Options {
+            format,
+            on_error,
+            chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A line left out of the table, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// Index into the sources.
+    pub source: usize,
+    /// 1-based line number.
+    pub line: usize,
+    pub error: String,
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    /// The line as it was in the file (without its line break).
+    pub raw: Vec<u8>,
+}
+
+pub struct Ingested {
+    /// Part rows (`rows::schema()`), one batch per chunk that kept rows.
+    pub batches: Vec<RecordBatch>,
+    pub rejected: Vec<Rejected>,
+    /// Non-blank lines read.
+    pub lines: usize,
+    pub sessions: usize,
+}
+
+/// Why a line cannot be read; the line and file are added by the caller.
+#[derive(Debug)]
+pub struct Problem {
+    what: String,
+    session_id: Option<String>,
+    message_id: Option<String>,
+}
+
+impl Problem {
+    pub fn new(what: impl Into<String>) -> Self {
+        Problem {
+            what: what.into(),
+            session_id: None,
+            message_id: None,
+        }
+    }
+
+    pub fn session(mut self, id: &str) -> Self {
+        self.session_id.get_or_insert_with(|| id.to_owned());
+        self
+    }
+
+    pub fn message(mut self, id: &str) -> Self {
+        self.message_id.get_or_insert_with(|| id.to_owned());
+        self
+    }
+}
+
+struct Chunk {
+    source: usize,
+    first_line: usize,
+    bytes: Range<usize>,
+}
+
+/// What a chunk made of one line.
+struct Line {
+    line: usize,
+    raw: Range<usize>,
+    outcome: std::result::Result<Mapped, Problem>,
+}
+
+struct Mapped {
+    rows: Range<usize>,
+    session_id: String,
+    /// Message ids the line holds (checked for repeats within a session).
+    message_ids: Vec<String>,
+}
+
+struct ChunkOut {
+    rows: Rows,
+    lines: Vec<Line>,
+}
+
+/// Parse `sources` in parallel on the current rayon pool.
+pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
+    let chunks = split(sources, options.chunk_bytes.max(1));
+    let outs: Vec<ChunkOut> = chunks
+        .par_iter()
+        .map(|chunk| read_chunk(&sources[chunk.source], chunk, options.format))
+        .collect();
+    settle(sources, &chunks, outs, options)
+}
+
+/// Cut every source into chunks of whole lines, numbering lines from 1.
+fn split(sources: &[Source<'_>], target: usize) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    for (index, source) in sources.iter().enumerate() {
+        let data = source.data;
+        // A UTF-8 byte order mark is not part of the first line.
+        let mut start = if data.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        let mut line = 1;
+        while start < data.len() {
+            let mut end = (start + target).min(data.len());
+            end = match data[end..].iter().position(|&b| b == b'\n') {
+                Some(pos) if end < data.len() => end + pos + 1,
+                _ => data.len(),
+            };
+            chunks.push(Chunk {
+                source: index,
+                first_line: line,
+                bytes: start..end,
+            });
+            line += data[start..end].iter().filter(|&&b| b == b'\n').count();
+            start = end;
+        }
+    }
+    chunks
+}
+
+fn read_chunk(source: &Source<'_>, chunk: &Chunk, format: Format) -> ChunkOut {
+    let mut rows = Rows::default();
+    let mut lines = Vec::new();
+    let stem = source
+        .name
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(source.name)
+        .split('.')
+        .next()
+        .unwrap_or("");
+    let mut pos = chunk.bytes.start;
+    let mut number = chunk.first_line;
+    while pos < chunk.bytes.end {
+        let end = source.data[pos..chunk.bytes.end]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(chunk.bytes.end, |p| pos + p);
+        let mut raw = pos..end;
+        if source.data[raw.clone()].ends_with(b"\r") {
+            raw.end -= 1;
+        }
+        let bytes = &source.data[raw.clone()];
+        if !bytes.iter().all(u8::is_ascii_whitespace) {
+            let outcome = read_line(bytes, format, &format!("{stem}:{number}"))
+                .map(|session| emit(&session, &mut rows));
+            lines.push(Line {
+                line: number,
+                raw,
+                outcome,
+            });
+        }
+        pos = end + 1;
+        number += 1;
+    }
+    ChunkOut { rows, lines }
+}
+
+fn read_line(
+    bytes: &[u8],
+    format: Format,
+    fallback_id: &str,
+) -> std::result::Result<SessionRows, Problem> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Problem::new(format!(
+            "not valid UTF-8 (invalid byte at byte {})",
+            e.valid_up_to()
+        ))
+    })?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| Problem::new(format!("not valid JSON ({e})")))?;
+    match format {
+        Format::OpenCode => opencode::session(value),
+        Format::OpenAiChat => chat::line(value, fallback_id),
+        Format::OpenCodeMessages => {
+            let session_id = match value.get("info").and_then(|info| info.get("sessionID")) {
+                Some(Value::String(id)) => id.clone(),
+                _ => {
+                    return Err(Problem::new(
+                        "an OpenCode message line needs info.sessionID (a string)",
+                    ))
+                }
+            };
+            let message =
+                opencode::message(value, "the message").map_err(|p| p.session(&session_id))?;
+            let json = pyjson::dumps(&serde_json::json!({ "id": session_id }), pyjson::COMPACT);
+            Ok(SessionRows {
+                id: session_id,
+                json,
+                messages: vec![message],
+            })
+        }
+    }
+}
+
+/// Append a line's rows (the cross-line checks may take them out again).
+fn emit(session: &SessionRows, rows: &mut Rows) -> Mapped {
+    let start = rows.len();
+    session.emit(rows, true);
+    Mapped {
+        rows: start..rows.len(),
+        session_id: session.id.clone(),
+        message_ids: session.messages.iter().map(|(m, _)| m.id.clone()).collect(),
+    }
+}
+
+/// The pass in line order: cross-line checks, `on_error`, and the batches.
+fn settle(
+    sources: &[Source<'_>],
+    chunks: &[Chunk],
+    outs: Vec<ChunkOut>,
+    options: &Options,
+) -> Result<Ingested> {
+    let per_line = options.format != Format::OpenCodeMessages;
+    let mut rejected = Vec::new();
+    let mut first_seen: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut current: Option<String> = None;
+    let mut messages: HashSet<String> = HashSet::new();
+    let mut batches = Vec::new();
+    let mut lines = 0;
+    for (chunk, out) in chunks.iter().zip(outs) {
+        let source = &sources[chunk.source];
+        let mut keep = vec![true; out.rows.len()];
+        let mut drop_session_json = Vec::new();
+        for line in out.lines {
+            lines += 1;
+            let problem = match line.outcome {
+                Err(problem) => Some(problem),
+                Ok(mapped) => {
+                    let sid = mapped.session_id;
+                    let continues = !per_line && current.as_deref() == Some(sid.as_str());
+                    let problem = if continues {
+                        repeated(&mapped.message_ids, &mut messages).map(|mid| {
+                            Problem::new(format!(
+                                "message {mid:?} was already read in this session"
+                            ))
+                            .message(&mid)
+                        })
+                    } else if let Some(&(src, at)) = first_seen.get(&sid) {
+                        Some(Problem::new(format!(
+                            "session {sid:?} was already read at {}:{at}; a session's lines \
+                             must be consecutive and its id unique",
+                            sources[src].name
+                        )))
+                    } else {
+                        messages.clear();
+                        repeated(&mapped.message_ids, &mut messages).map(|mid| {
+                            Problem::new(format!("message {mid:?} appears twice in this session"))
+                                .message(&mid)
+                        })
+                    };
+                    match problem {
+                        Some(p) => {
+                            keep[mapped.rows].iter_mut().for_each(|k| *k = false);
+                            Some(p.session(&sid))
+                        }
+                        None => {
+                            if continues {
+                                drop_session_json.push(mapped.rows.start);
+                            } else {
+                                first_seen.insert(sid.clone(), (chunk.source, line.line));
+                                current = Some(sid);
+                            }
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(p) = problem {
+                if options.on_error == OnError::Raise {
+                    return Err(CoreError::Format {
+                        what: format!("{}:{}: {}", source.name, line.line, p.what),
+                        at: Location::default()
+                            .session(p.session_id.as_deref())
+                            .message(p.message_id.as_deref())
+                            .row(line.line),
+                    });
+                }
+                rejected.push(Rejected {
+                    source: chunk.source,
+                    line: line.line,
+                    error: p.what,
+                    session_id: p.session_id,
+                    message_id: p.message_id,
+                    raw: source.data[line.raw].to_vec(),
+                });
+            }
+        }
+        let mut batch = out.rows.finish();
+        if !drop_session_json.is_empty() {
+            batch = without_session_json(batch, &drop_session_json)?;
+        }
+        if keep.iter().any(|k| !k) {
+            batch = filter_record_batch(&batch, &BooleanArray::from(keep))
+                .map_err(|e| CoreError::Internal(format!("filtering rejected rows: {e}")))?;
+        }
+        if batch.num_rows() > 0 {
+            batches.push(batch);
+        }
+    }
+    Ok(Ingested {
+        batches,
+        rejected,
+        lines,
+        sessions: first_seen.len(),
+    })
+}
+
+/// The first id of `ids` already in `seen` (all of them are added).
+fn repeated(ids: &[String], seen: &mut HashSet<String>) -> Option<String> {
+    let mut found = None;
+    for id in ids {
+        if !seen.insert(id.clone()) && found.is_none() {
+            found = Some(id.clone());
+        }
+    }
+    found
+}
+
+/// Null `session_json` on `rows` (a session continued from an earlier line).
+fn without_session_json(batch: RecordBatch, rows: &[usize]) -> Result<RecordBatch> {
+    let index = batch
+        .schema()
+        .index_of("session_json")
+        .map_err(|e| CoreError::Internal(e.to_string()))?;
+    let column = batch
+        .column(index)
+        .as_any()
+        .downcast_ref::<LargeStringArray>()
+        .ok_or_else(|| CoreError::Internal("session_json is not large_utf8".into()))?
+        .clone();
+    let mut valid: Vec<bool> = (0..column.len()).map(|i| column.is_valid(i)).collect();
+    for &row in rows {
+        valid[row] = false;
+    }
+    let (offsets, values, _) = column.into_parts();
+    let array = LargeStringArray::new(offsets, values, Some(NullBuffer::from(valid)));
+    let mut columns = batch.columns().to_vec();
+    columns[index] = Arc::new(array);
+    RecordBatch::try_new(batch.schema(), columns).map_err(|e| CoreError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+
+    fn run(text: &str, format: Format, on_error: OnError, chunk_bytes: usize) -> Result<Ingested> {
+        run_bytes(text.as_bytes(), format, on_error, chunk_bytes)
+    }
+
+    fn run_bytes(
+        data: &[u8],
+        format: Format,
+        on_error: OnError,
+        chunk_bytes: usize,
+    ) -> Result<Ingested> {
+        let source = Source {
+            name: "dir/file.jsonl",
+            data,
+        };
+        let options = Options {
+            format,
+            on_error,
+            chunk_bytes,
+        };
+        ingest(&[source], &options)
+    }
+
+    fn column(ingested: &Ingested, name: &str) -> Vec<Option<String>> {
+        ingested
+            .batches
+            .iter()
+            .flat_map(|b| {
+                let col = b.column_by_name(name).unwrap();
+                match col.data_type() {
+                    arrow_schema::DataType::LargeUtf8 => col
+                        .as_string::<i64>()
+                        .iter()
+                        .map(|v| v.map(str::to_owned))
+                        .collect::<Vec<_>>(),
+                    _ => col
+                        .as_string::<i32>()
+                        .iter()
+                        .map(|v| v.map(str::to_owned))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    const SESSION: &str = r#"{"info":{"id":"s1","title":"t"},"messages":[{"info":{"id":"m1","role":"user"},"parts":[{"id":"p1","type":"text","text":"hi"}]},{"info":{"id":"m2","role":"assistant","parentID":"m1","finish":"stop"},"parts":[{"id":"p2","type":"tool","tool":"read","callID":"c","state":{"status":"completed","input":{"path":"a.py","n":1.0e-5},"output":"body","time":{"start":1,"compacted":7}}},{"id":"p3","type":"step-finish"}]},{"info":{"id":"m3","role":"user"}}]}"#;
+
+    #[test]
+    fn an_opencode_session_becomes_part_rows() {
+        let out = run(SESSION, Format::OpenCode, OnError::Raise, 1 << 20).unwrap();
+        assert_eq!(out.lines, 1);
+        assert_eq!(out.sessions, 1);
+        let ids = column(&out, "part_id");
+        assert_eq!(
+            ids,
+            [
+                Some("p1".into()),
+                Some("p2".into()),
+                Some("p3".into()),
+                None
+            ]
+        );
+        let input = column(&out, "input");
+        assert_eq!(input[1].as_deref(), Some(r#"{"path":"a.py","n":1e-05}"#));
+        let output = column(&out, "output");
+        assert_eq!(output[..2], [Some("hi".into()), Some("body".into())]);
+        let json = column(&out, "part_json");
+        let tool_json = r#"{"callID":"c","state":{"time":{"start":1}}}"#;
+        assert_eq!(json[1].as_deref(), Some(tool_json));
+        let compacted = out.batches[0].column_by_name("compacted_at").unwrap();
+        assert_eq!(compacted.as_primitive::<Int64Type>().value(1), 7);
+        let session_json = column(&out, "session_json");
+        assert_eq!(
+            session_json[0].as_deref(),
+            Some(r#"{"id":"s1","title":"t"}"#)
+        );
+        assert!(session_json[1..].iter().all(Option::is_none));
+        let message_json = column(&out, "message_json");
+        assert_eq!(message_json.iter().filter(|m| m.is_some()).count(), 3);
+    }
+
+    #[test]
+    fn chunk_size_does_not_change_the_table() {
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str(&SESSION.replace("\"s1\"", &format!("\"s{i}\"")));
+            text.push_str(if i % 3 == 0 { "\r\n\n" } else { "\n" });
+        }
+        let whole = run(&text, Format::OpenCode, OnError::Raise, 1 << 20).unwrap();
+        let small = run(&text, Format::OpenCode, OnError::Raise, 10).unwrap();
+        assert!(small.batches.len() > 1);
+        for name in [
+            "session_id",
+            "part_id",
+            "input",
+            "session_json",
+            "message_json",
+            "part_json",
+        ] {
+            assert_eq!(column(&whole, name), column(&small, name), "{name}");
+        }
+        assert_eq!((whole.lines, whole.sessions), (40, 40));
+    }
+
+    #[test]
+    fn bad_lines_name_file_and_line_or_are_rejected_with_their_bytes() {
+        let text = format!(
+            "\u{feff}{SESSION}\n\n{{not json\n{}\n\u{0}\n",
+            SESSION.replace("s1", "s2")
+        );
+        let mut bytes = text.into_bytes();
+        let last = bytes.len() - 2;
+        bytes[last] = 0xff; // invalid UTF-8 on line 5
+        let err = run_bytes(&bytes, Format::OpenCode, OnError::Raise, 1 << 20)
+            .err()
+            .unwrap();
+        assert_eq!(err.class_name(), "FormatError");
+        assert!(
+            err.to_string()
+                .starts_with("dir/file.jsonl:3: not valid JSON"),
+            "{err}"
+        );
+        assert_eq!(err.location().row, Some(3));
+        let out = run_bytes(&bytes, Format::OpenCode, OnError::Skip, 7).unwrap();
+        assert_eq!(out.sessions, 2);
+        let lines: Vec<_> = out
+            .rejected
+            .iter()
+            .map(|r| (r.line, r.raw.clone()))
+            .collect();
+        assert_eq!(lines, [(3, b"{not json".to_vec()), (5, vec![0xff])]);
+        assert!(out.rejected[1].error.contains("UTF-8"));
+    }
+
+    #[test]
+    fn a_session_read_twice_is_an_error_at_its_second_line() {
+        let text = format!("{SESSION}\n{SESSION}\n");
+        let err = run(&text, Format::OpenCode, OnError::Raise, 1)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("file.jsonl:2: session \"s1\" was already read at dir/file.jsonl:1"),
+            "{err}"
+        );
+        let out = run(&text, Format::OpenCode, OnError::Skip, 1).unwrap();
+        assert_eq!(out.rejected.len(), 1);
+        assert_eq!(column(&out, "session_id").len(), 4);
+    }
+
+    #[test]
+    fn message_lines_group_into_contiguous_sessions() {
+        let line = |s: &str, m: &str| {
+            format!(
+                r#"{{"info":{{"id":"{m}","sessionID":"{s}","role":"user"}},"parts":[{{"id":"{m}p","type":"text","text":"x"}}]}}"#
+            )
+        };
+        let text = [
+            line("a", "1"),
+            line("a", "2"),
+            line("b", "3"),
+            line("a", "4"),
+            line("b", "3"),
+        ]
+        .join("\n");
+        let out = run(&text, Format::OpenCodeMessages, OnError::Skip, 1).unwrap();
+        assert_eq!(out.sessions, 2);
+        let rejected: Vec<_> = out.rejected.iter().map(|r| r.line).collect();
+        assert_eq!(rejected, [4, 5]);
+        assert!(out.rejected[0].error.contains("consecutive"));
+        assert!(out.rejected[1]
+            .error
+            .contains("already read in this session"));
+        let json = column(&out, "session_json");
+        assert_eq!(
+            json,
+            [
+                Some(r#"{"id":"a"}"#.into()),
+                None,
+                Some(r#"{"id":"b"}"#.into())
+            ]
+        );
+    }
+
+    #[test]
+    fn chat_sessions_map_tool_calls_and_results() {
+        let text = r#"{"id":"c1","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"ls","arguments":"{\"path\": \".\"}"}}]},{"role":"tool","tool_call_id":"t1","content":"a b"}]}
+[{"role":"user","content":"bare"}]"#;
+        let out = run(text, Format::OpenAiChat, OnError::Raise, 1 << 20).unwrap();
+        assert_eq!(
+            column(&out, "session_id"),
+            [Some("c1".into()), Some("c1".into()), Some("file:2".into())]
+        );
+        assert_eq!(column(&out, "status")[1].as_deref(), Some("completed"));
+        assert_eq!(column(&out, "input")[1].as_deref(), Some(r#"{"path":"."}"#));
+        assert_eq!(column(&out, "output")[1].as_deref(), Some("a b"));
+        assert_eq!(column(&out, "message_id")[1].as_deref(), Some("c1-m000001"));
+    }
+}
