@@ -26,7 +26,7 @@ def original_and_back(path: Path) -> tuple[list[str], list[str]]:
     sessions = read(path)
     if path.suffix == ".jsonl":
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        fmt = formats._jsonl_format(lines[0])
+        fmt = formats.jsonl_format(lines[0])
         if fmt == "claude-code":
             back = [e for s in sessions for e in formats.to_claude_code(s)]
         else:

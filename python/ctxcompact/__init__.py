@@ -63,6 +63,7 @@ from ctxcompact.history import (
     INTERRUPTED_TOOL,
     to_model_messages,
 )
+from ctxcompact.ingest import IngestResult, RejectedLine, read_jsonl
 from ctxcompact.lifecycle import Compactor
 from ctxcompact.loop import CompactionLoop, StepDecision, is_context_stop
 from ctxcompact.models import (
@@ -131,6 +132,7 @@ __all__ = [
     "HookError",
     "Hooks",
     "InconsistentMessageError",
+    "IngestResult",
     "InternalError",
     "InvalidUsageError",
     "Limits",
@@ -150,6 +152,7 @@ __all__ = [
     "PostCompactEvent",
     "PreCompactEvent",
     "PruneResult",
+    "RejectedLine",
     "RepairReport",
     "SQLiteStore",
     "SchemaError",
@@ -194,6 +197,7 @@ __all__ = [
     "pivot_mask",
     "prune",
     "prune_tool_results",
+    "read_jsonl",
     "repair_chat_messages",
     "repair_tool_pairs",
     "select_split",

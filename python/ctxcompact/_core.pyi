@@ -15,6 +15,7 @@ __all__ = [
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
+    "ingest_jsonl",
     "mark_rows",
     "overflow_check",
     "pivot",
@@ -67,3 +68,10 @@ def estimate_messages(
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...
 def pivot_ranges(table: Any, *, threads: int | None = None) -> tuple[Any, Any]: ...
+def ingest_jsonl(
+    paths: list[str],
+    format: str,
+    on_error: str = "raise",
+    threads: int | None = None,
+    chunk_bytes: int = 1048576,
+) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...

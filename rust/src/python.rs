@@ -11,10 +11,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
-use pyo3_arrow::{PyArray, PyChunkedArray};
+use pyo3_arrow::{PyArray, PyChunkedArray, PyTable};
 
 use crate::error::CoreError;
 use crate::estimate::{estimate, estimate_array, Method};
+use crate::ingest::{self, OnError, Options, Source};
 use crate::messages::{estimate_messages as estimate_messages_core, MessageEstimateConfig};
 use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
 use crate::parallel;
@@ -355,6 +356,63 @@ fn take_strings(py: Python<'_>, column: AnyArray, rows: PyArray) -> PyResult<PyA
     Ok(PyArray::from_array_ref(Arc::new(out)))
 }
 
+/// A rejected line: (file index, 1-based line, error, session id, message id, raw bytes).
+type RejectedLine = (
+    usize,
+    usize,
+    String,
+    Option<String>,
+    Option<String>,
+    Py<pyo3::types::PyBytes>,
+);
+
+#[pyfunction]
+#[pyo3(signature = (paths, format, on_error = "raise", threads = None, chunk_bytes = 1_048_576))]
+fn ingest_jsonl(
+    py: Python<'_>,
+    paths: Vec<String>,
+    format: &str,
+    on_error: &str,
+    threads: Option<usize>,
+    chunk_bytes: usize,
+) -> PyResult<(PyTable, Vec<RejectedLine>, usize, usize)> {
+    let options = Options {
+        chunk_bytes,
+        ..Options::new(
+            format.parse().map_err(|e| to_pyerr(py, e))?,
+            on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?,
+        )
+    };
+    let out = py
+        .detach(|| {
+            let mut files = Vec::with_capacity(paths.len());
+            for path in &paths {
+                let data = std::fs::read(path).map_err(|e| CoreError::Format {
+                    what: format!("{path}: cannot read: {e}"),
+                    at: Default::default(),
+                })?;
+                files.push(data);
+            }
+            let sources: Vec<Source<'_>> = paths
+                .iter()
+                .zip(&files)
+                .map(|(name, data)| Source { name, data })
+                .collect();
+            parallel::run(threads, || ingest::ingest(&sources, &options))
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let table = PyTable::try_new(out.batches, ingest::rows::schema())?;
+    let rejected = out
+        .rejected
+        .into_iter()
+        .map(|r| {
+            let raw = pyo3::types::PyBytes::new(py, &r.raw).unbind();
+            (r.source, r.line, r.error, r.session_id, r.message_id, raw)
+        })
+        .collect();
+    Ok((table, rejected, out.lines, out.sessions))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -370,5 +428,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mark_rows, m)?)?;
     m.add_function(wrap_pyfunction!(take_strings, m)?)?;
     m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
     Ok(())
 }

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.anthropic import (
     from_anthropic,
@@ -37,6 +39,7 @@ from ctxcompact.models import Session
 
 FORMATS = (
     "opencode",
+    "opencode-messages",
     "openai-chat",
     "openai-responses",
     "anthropic",
@@ -81,9 +84,47 @@ def detect_format(obj: Any) -> str:
     raise FormatError("cannot tell which session format this is; pass format=")
 
 
-def _from_obj(obj: Any, fmt: str, name: str) -> list[Session]:
+def from_opencode_messages(messages: Sequence[Any]) -> list[Session]:
+    """Sessions from OpenCode messages (``{"info": {"sessionID", ...}, "parts"}``);
+    consecutive messages of one ``sessionID`` make one session."""
+    groups: list[tuple[str, list[Any]]] = []
+    for i, m in enumerate(messages):
+        info = m.get("info") if isinstance(m, Mapping) else None
+        sid = info.get("sessionID") if isinstance(info, Mapping) else None
+        if not isinstance(sid, str):
+            raise FormatError(f"message {i} has no info.sessionID", row=i)
+        if not groups or groups[-1][0] != sid:
+            groups.append((sid, []))
+        groups[-1][1].append(m)
+    return [Session.model_validate({"info": {"id": sid}, "messages": ms}) for sid, ms in groups]
+
+
+def to_opencode_messages(session: Session) -> list[dict[str, Any]]:
+    """One export per message, each naming its session in ``info.sessionID``."""
+    out = []
+    for m in session.to_export().get("messages", []):
+        out.append({**m, "info": {**m["info"], "sessionID": session.id}})
+    return out
+
+
+def session_from_json(obj: Any, fmt: str, name: str) -> list[Session]:
+    """The sessions of one parsed document (a file, or a JSONL line) in ``fmt``;
+    ``name`` is the id of a session that has none. ``FormatError`` if it does not fit."""
+    try:
+        return _sessions(obj, fmt, name)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise FormatError(f"not a valid {fmt} session: {where}: {first['msg']}") from None
+    except (AttributeError, TypeError, KeyError) as e:
+        raise FormatError(f"not a valid {fmt} session ({type(e).__name__}: {e})") from None
+
+
+def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
     if fmt == "opencode":
         return [Session.model_validate(obj)]
+    if fmt == "opencode-messages":
+        return from_opencode_messages(obj if isinstance(obj, list) else [obj])
     if fmt == "openai-chat":
         if isinstance(obj, Mapping):
             sid = str(obj.get("id") or obj.get("session_id") or name)
@@ -117,7 +158,7 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
     line). A bad line raises ``FormatError`` naming the file and line.
     """
     if not isinstance(source, str | Path):
-        return _from_obj(source, format or detect_format(source), "session")
+        return session_from_json(source, format or detect_format(source), "session")
     path = Path(source)
     try:
         data = path.read_bytes()
@@ -139,13 +180,15 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
                     raise FormatError(f"{path}:{n}: not valid JSON ({e})", row=n) from None
         if not records:
             return []
-        fmt = format or _jsonl_format(records[0][1])
+        fmt = format or jsonl_format(records[0][1])
         if fmt == "claude-code":
             return read_claude_code(path)
+        if fmt == "opencode-messages":
+            return from_opencode_messages([record for _, record in records])
         sessions = []
         for n, record in records:
             try:
-                sessions += _from_obj(record, fmt, f"{name}:{n}")
+                sessions += session_from_json(record, fmt, f"{name}:{n}")
             except FormatError as e:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
         return sessions
@@ -156,12 +199,13 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
     except ValueError as e:
         raise FormatError(f"{path}: not valid JSON ({e})") from None
     try:
-        return _from_obj(obj, format or detect_format(obj), name)
+        return session_from_json(obj, format or detect_format(obj), name)
     except FormatError as e:
         raise FormatError(f"{path}: {e}") from None
 
 
-def _jsonl_format(first: Any) -> str:
+def jsonl_format(first: Any) -> str:
+    """The format of a JSONL file from its first record."""
     claude_types = {"user", "assistant", "summary", "system"}
     if (
         isinstance(first, Mapping)
@@ -171,6 +215,8 @@ def _jsonl_format(first: Any) -> str:
         return "claude-code"
     if isinstance(first, Mapping) and "history" in first and "instruction" in first:
         return "openhands"
+    if isinstance(first, Mapping) and "info" in first and "parts" in first:
+        return "opencode-messages"
     return detect_format(first)
 
 
@@ -191,6 +237,12 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
     if format == "claude-code":
         lines = [json.dumps(e, ensure_ascii=False) for s in sessions for e in to_claude_code(s)]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return
+    if format == "opencode-messages":
+        lines = [
+            json.dumps(m, ensure_ascii=False) for s in sessions for m in to_opencode_messages(s)
+        ]
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         return
     if format == "tau-bench":
         path.write_text(json.dumps(to_tau_bench(sessions), ensure_ascii=False), encoding="utf-8")
@@ -216,16 +268,20 @@ __all__ = [
     "from_langchain",
     "from_openai_chat",
     "from_openai_responses",
+    "from_opencode_messages",
     "from_openhands",
     "from_pydantic_ai",
     "from_swe_agent",
     "from_tau_bench",
+    "jsonl_format",
     "read",
+    "session_from_json",
     "to_anthropic",
     "to_claude_code",
     "to_langchain",
     "to_openai_chat",
     "to_openai_responses",
+    "to_opencode_messages",
     "to_openhands",
     "to_pydantic_ai",
     "to_swe_agent",

@@ -1,0 +1,80 @@
+"""JSONL ingest: the Rust reader against ``json.loads`` + the pydantic models.
+
+The same files (one OpenCode session export per line, and the same sessions
+as OpenAI chat lines) go through:
+
+* ``read_jsonl`` on 1 and 2 threads (Rust: parse, map, Arrow);
+* the Python reference: ``json.loads`` per line, ``Session.model_validate``
+  (or the chat adapter), then ``Transcript.from_sessions``, i.e.
+  ``formats.read`` + the columnar conversion;
+* ``json.loads`` of every line alone: the floor of any Python reader.
+
+Size: ``CTXCOMPACT_BENCH_SESSIONS`` / 8 sessions x 500 parts per file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SESSIONS
+from ctxcompact import formats
+from ctxcompact.columnar import sessions_to_table
+from ctxcompact.ingest import read_jsonl
+from ctxcompact.synthetic import generate_table
+from ctxcompact.transcript import Transcript
+
+FORMATS = ("opencode", "openai-chat")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("jsonl")
+    table = generate_table(max(8, SESSIONS // 8), 500, seed=11, mean_output_chars=1500)
+    sessions = Transcript(table).to_sessions()
+    out = {}
+    for fmt in FORMATS:
+        out[fmt] = folder / f"sessions.{fmt}.jsonl"
+        formats.write(sessions, out[fmt], fmt)
+    return out
+
+
+def _info(benchmark: Any, path: Path, rows: int) -> None:
+    benchmark.extra_info["rows"] = rows  # part rows produced
+    benchmark.extra_info["bytes"] = path.stat().st_size  # MB/s of JSONL read
+
+
+def reference(path: Path, fmt: str) -> int:
+    return sessions_to_table(formats.read(path, fmt)).num_rows
+
+
+def json_loads_only(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for line in f if json.loads(line) is not None)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ingest(benchmark: Any, files: dict[str, Path], fmt: str, threads: int) -> None:
+    benchmark.group = f"ingest-{fmt}"
+    result = benchmark.pedantic(read_jsonl, (files[fmt], fmt), {"threads": threads}, rounds=3)
+    _info(benchmark, files[fmt], result.table.num_rows)
+    assert result.rejected == [] and result.table.num_rows > 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ingest_json_loads_only(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
+    benchmark.group = f"ingest-{fmt}"
+    lines = benchmark.pedantic(json_loads_only, (files[fmt],), rounds=1)
+    _info(benchmark, files[fmt], read_jsonl(files[fmt], fmt).table.num_rows)
+    assert lines > 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ingest_reference_pydantic(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
+    benchmark.group = f"ingest-{fmt}"
+    rows = benchmark.pedantic(reference, (files[fmt], fmt), rounds=1)
+    _info(benchmark, files[fmt], rows)
+    assert rows == read_jsonl(files[fmt], fmt).table.num_rows

@@ -1,0 +1,238 @@
+"""JSONL session files straight into the part-row table (docs/schema.md).
+
+``read_jsonl`` parses in Rust, on every core, with the GIL released, for the
+formats stored at scale: ``opencode`` (a session export per line),
+``opencode-messages`` (a message per line, a session's messages on
+consecutive lines) and ``openai-chat`` (``{"id", "messages"}`` or a bare
+message list per line). The other formats ``ctxcompact.formats`` reads go
+through its Python adapters with the same error handling.
+
+A line that cannot be read (not UTF-8, not JSON, not the format, a session
+split across lines or read twice) either fails the run (``on_error="raise"``:
+``FormatError`` naming the file and line) or is left out and reported
+(``on_error="skip"``): in ``IngestResult.rejected`` and, with ``reject_path``,
+in a JSONL file holding each line as it was. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from ctxcompact import _core
+from ctxcompact.columnar import SCHEMA, sessions_to_table
+from ctxcompact.errors import CompactionError, ConfigError, FormatError
+from ctxcompact.estimate import check_threads
+from ctxcompact.transcript import Transcript
+
+#: Formats parsed natively (in Rust) by ``read_jsonl``.
+NATIVE_FORMATS = ("opencode", "opencode-messages", "openai-chat")
+OnError = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    """A line left out of the table (``on_error="skip"``), as it was in the file."""
+
+    path: str
+    line: int
+    error: str
+    session_id: str | None
+    message_id: str | None
+    raw: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """The reject-file record: ``raw`` as text when it is UTF-8, else ``raw_base64``."""
+        record: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "error": self.error,
+            "session_id": self.session_id,
+            "message_id": self.message_id,
+        }
+        try:
+            record["raw"] = self.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            record["raw_base64"] = base64.b64encode(self.raw).decode("ascii")
+        return record
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The part rows of every session read, and what was left out."""
+
+    table: pa.Table
+    rejected: list[RejectedLine] = field(default_factory=list)
+    #: Non-blank lines read (kept or rejected).
+    lines: int = 0
+    sessions: int = 0
+    format: str = ""
+
+    @property
+    def transcript(self) -> Transcript:
+        return Transcript(self.table)
+
+
+def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The files to read: each path, with a directory expanded to its ``*.jsonl`` (sorted)."""
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    files: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        else:
+            files.append(path)
+    return files
+
+
+def detect_jsonl_format(path: str | Path) -> str:
+    """The format of a JSONL file, from its first non-blank line."""
+    from ctxcompact.formats import jsonl_format
+
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if raw.strip():
+                try:
+                    first = json.loads(raw.decode("utf-8-sig"))
+                except (UnicodeDecodeError, ValueError) as e:
+                    raise FormatError(f"{path}:{n}: cannot tell the format: {e}", row=n) from None
+                return jsonl_format(first)
+    raise FormatError(f"{path}: no JSON lines to tell the format from")
+
+
+def read_jsonl(
+    paths: str | Path | Iterable[str | Path],
+    format: str | None = None,
+    *,
+    on_error: OnError = "raise",
+    reject_path: str | Path | None = None,
+    threads: int | None = None,
+    chunk_bytes: int = 1 << 20,
+) -> IngestResult:
+    """Read JSONL session files into one part-row table (``transcript`` for the scans).
+
+    ``format=None`` detects it from the first file's first line. ``threads``:
+    ``None`` = one per core. ``chunk_bytes`` is the unit of parallel work (whole
+    lines). With ``reject_path`` the rejected lines are written there (JSONL,
+    written atomically, also when empty) so a rerun can pick them up.
+    """
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:
+        raise ConfigError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
+    threads = check_threads(threads)
+    files = jsonl_files(paths)
+    for path in files:
+        if not path.is_file():
+            raise FormatError(f"{path}: no such file")
+    if not files:
+        return IngestResult(SCHEMA.empty_table(), format=format or "")
+    fmt = format or detect_jsonl_format(files[0])
+    names = [str(p) for p in files]
+    if fmt in NATIVE_FORMATS:
+        table, raw_rejects, lines, sessions = _core.ingest_jsonl(
+            names, fmt, on_error, threads=threads, chunk_bytes=chunk_bytes
+        )
+        rejected = [RejectedLine(names[i], line, error, sid, mid, raw)
+                    for i, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
+        result = IngestResult(pa.table(table), rejected, lines, sessions, fmt)
+    else:
+        result = _read_python(files, fmt, on_error)
+    if reject_path is not None:
+        write_rejects(result.rejected, reject_path)
+    return result
+
+
+def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:
+    """Write rejected lines as JSONL, atomically (a temporary file renamed into place)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for r in rejected:
+                f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_python(files: Sequence[Path], fmt: str, on_error: OnError) -> IngestResult:
+    """Formats without a native reader: one line at a time through ``ctxcompact.formats``."""
+    from ctxcompact.formats import from_claude_code, session_from_json
+
+    sessions = []
+    rejected: list[RejectedLine] = []
+    lines = 0
+    seen: dict[str, tuple[str, int]] = {}
+
+    def reject(path: Path, n: int, raw: bytes, error: CompactionError | str) -> None:
+        message = str(error)
+        if on_error == "raise":
+            raise FormatError(f"{path}:{n}: {message}", row=n) from None
+        sid = error.session_id if isinstance(error, CompactionError) else None
+        rejected.append(RejectedLine(str(path), n, message, sid, None, raw))
+
+    for path in files:
+        events: dict[str, list[Any]] = {}
+        current = path.stem
+        for n, raw, value in _json_lines(path, reject):
+            lines += 1
+            if fmt == "claude-code":
+                if isinstance(value, Mapping) and value.get("sessionId"):
+                    current = str(value["sessionId"])
+                events.setdefault(current, []).append(value)
+                continue
+            try:
+                found = session_from_json(value, fmt, f"{path.name.split('.')[0]}:{n}")
+            except (CompactionError, ValueError, TypeError, AttributeError, KeyError) as e:
+                reject(path, n, raw, e if isinstance(e, CompactionError) else f"{fmt}: {e!r}")
+                continue
+            for s in found:
+                if s.id in seen:
+                    first = seen[s.id]
+                    reject(path, n, raw, f"session {s.id!r} was already read at "
+                                         f"{first[0]}:{first[1]}")  # fmt: skip
+                    break
+            else:
+                for s in found:
+                    seen[s.id] = (str(path), n)
+                sessions += found
+        sessions += [from_claude_code(evs, sid) for sid, evs in events.items()]
+    return IngestResult(sessions_to_table(sessions), rejected, lines, len(sessions), fmt)
+
+
+def _json_lines(path: Path, reject: Any) -> Iterable[tuple[int, bytes, Any]]:
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        raw = raw.removesuffix(b"\r")
+        if not raw.strip():
+            continue
+        try:
+            yield n, raw, json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            reject(path, n, raw, f"not valid UTF-8 (invalid byte at byte {e.start})")
+        except ValueError as e:
+            reject(path, n, raw, f"not valid JSON ({e})")
+
+
+__all__ = [
+    "NATIVE_FORMATS",
+    "IngestResult",
+    "RejectedLine",
+    "detect_jsonl_format",
+    "jsonl_files",
+    "read_jsonl",
+    "write_rejects",
+]
