@@ -74,6 +74,30 @@ def test_convert_round_trip(tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     assert json.loads((tmp_path / "back.json").read_text())["messages"] == chat
 
 
+def test_ingest_to_parquet_with_rejects(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+
+    sessions = Transcript(generate_table(4, 30, seed=1)).to_sessions()
+    src = tmp_path / "in.jsonl"
+    formats.write(sessions, src, "openai-chat")
+    with src.open("ab") as f:
+        f.write(b"not json\n")
+    out = tmp_path / "rows.parquet"
+    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(out))
+    assert code == 1 and not out.exists()  # the bad line fails the run; nothing half-written
+    rejects = tmp_path / "rejects.jsonl"
+    code, res = run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "skip",
+                    "--rejects", str(rejects), "--threads", "2", "--json")  # fmt: skip
+    assert code == 0 and (res["format"], res["sessions"], res["rejected"]) == ("openai-chat", 4, 1)
+    assert pq.read_table(out).num_rows == res["rows"] > 0
+    assert json.loads(rejects.read_text())["line"] == 5
+    code, est = run(monkeypatch, capsys, "estimate", str(out), "--json")
+    assert code == 0 and est["sessions"] == 4
+    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "x")[0] == 4
+    assert run(monkeypatch, capsys, "ingest", str(tmp_path / "no.jsonl"), "-o", str(out))[0] == 3
+
+
 def test_bench(monkeypatch: Any, capsys: Any) -> None:
     code, out = run(monkeypatch, capsys, "bench", "--sessions", "5", "--parts", "50", "--json")
     assert code == 0 and out["parts"] > 0 and out["prune_speedup"].endswith("x")

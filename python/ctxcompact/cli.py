@@ -7,6 +7,7 @@ and how fast each step ran. No server, key or network.
 
 Inputs: Parquet of part rows (docs/schema.md), or any session format
 ``ctxcompact.formats`` reads (.json / .jsonl / .traj; ``--format`` to force).
+``ingest`` turns JSONL session files into Parquet with the native reader.
 
 Exit codes: 0 success; 1 bad data (a CompactionError, which names the file,
 session, row or column); 2 usage error; 3 an input that does not exist or
@@ -142,6 +143,10 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
             return cc.Transcript(pq.read_table(path))
         except (pa.ArrowInvalid, OSError) as e:
             raise cc.DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+    if path.suffix == ".jsonl":
+        from ctxcompact.ingest import read_jsonl
+
+        return read_jsonl(path, fmt).transcript
     from ctxcompact import formats
 
     return cc.Transcript.from_sessions(formats.read(path, fmt))
@@ -304,6 +309,55 @@ def convert(
     sessions = formats.read(input, source_format)
     formats.write(sessions, output, to)
     _show("convert", {"sessions": len(sessions), "to": to, "written": str(output)}, as_json)
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or directories of them.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of part rows.")],
+    source_format: Annotated[
+        str | None, typer.Option("--format", help="Input format (default: detect).")
+    ] = None,
+    on_error: Annotated[
+        str, typer.Option(help="'raise': stop at the first bad line; 'skip': reject it.")
+    ] = "raise",
+    rejects: Annotated[
+        Path | None, typer.Option(help="JSONL file for skipped lines (with --on-error skip).")
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="Threads (default: all cores).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Read JSONL sessions into a Parquet file of part rows (Rust, all cores)."""
+    from ctxcompact.ingest import jsonl_files, read_jsonl
+
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+    if on_error not in ("raise", "skip"):
+        raise cc.ConfigError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
+    start = time.perf_counter()
+    result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
+                        reject_path=rejects, threads=threads)  # fmt: skip
+    _write_atomic(result.table, output)
+    seconds = time.perf_counter() - start
+    size = sum(p.stat().st_size for p in jsonl_files(inputs))
+    _show("ingest", {"format": result.format, "lines": result.lines,
+                     "sessions": result.sessions, "rows": result.table.num_rows,
+                     "rejected": len(result.rejected), "seconds": round(seconds, 3),
+                     "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
+                     "written": str(output)}, as_json)  # fmt: skip
+
+
+def _write_atomic(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @app.command()

@@ -11,8 +11,6 @@ use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
 
-const MAPPED: [&str; 4] = ["role", "content", "tool_calls", "tool_call_id"];
-
 /// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).
 pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
@@ -67,40 +65,42 @@ fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
     part
 }
 
-fn content_parts(mid: &str, content: Option<&Value>, at: &str) -> Result<Vec<Value>, Problem> {
+fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Value>, Problem> {
     let blocks = match content {
         None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::String(s)) => return Ok(vec![text_part(format!("{mid}-p00"), json!(s), None)]),
+        Some(text @ Value::String(_)) => {
+            return Ok(vec![text_part(format!("{mid}-p00"), text, None)])
+        }
         Some(Value::Array(blocks)) => blocks,
         Some(other) => {
             return Err(Problem::new(format!(
                 "{at}.content must be a string, a list of parts or null, got {}",
-                kind(other)
+                kind(&other)
             )))
         }
     };
     let mut parts = Vec::with_capacity(blocks.len());
-    for (j, block) in blocks.iter().enumerate() {
+    for (j, block) in blocks.into_iter().enumerate() {
         let pid = format!("{mid}-p{j:02}");
-        let Value::Object(b) = block else {
+        let Value::Object(mut b) = block else {
             return Err(Problem::new(format!(
                 "{at}.content[{j}] must be an object, got {}",
-                kind(block)
+                kind(&block)
             )));
         };
         match b.get("type").and_then(Value::as_str) {
             Some("text") => {
-                let text = b.get("text").cloned().unwrap_or_else(|| json!(""));
+                let text = b.shift_remove("text").unwrap_or_else(|| json!(""));
                 if !(text.is_string() || text.is_null()) {
                     return Err(Problem::new(format!(
                         "{at}.content[{j}].text must be a string or null"
                     )));
                 }
-                let extra = without(b, &["type", "text"]);
+                b.shift_remove("type");
                 parts.push(text_part(
                     pid,
                     text,
-                    (!extra.is_empty()).then_some(Value::Object(extra)),
+                    (!b.is_empty()).then_some(Value::Object(b)),
                 ));
             }
             Some("image_url") => {
@@ -118,10 +118,10 @@ fn content_parts(mid: &str, content: Option<&Value>, at: &str) -> Result<Vec<Val
                 };
                 parts.push(
                     json!({"id": pid, "type": "file", "mime": "image/*", "url": url,
-                                  "source": block}),
+                                  "source": b}),
                 );
             }
-            _ => parts.push(text_part(pid, json!(""), Some(block.clone()))),
+            _ => parts.push(text_part(pid, json!(""), Some(Value::Object(b)))),
         }
     }
     Ok(parts)
@@ -158,22 +158,29 @@ fn from_messages(
     for (i, raw) in messages.into_iter().enumerate() {
         let at = format!("messages[{i}]");
         let fail = |p: Problem| p.session(&sid);
-        let Value::Object(msg) = &raw else {
+        let role = match &raw {
+            Value::Object(msg) => msg.get("role").map(|r| r.as_str().unwrap_or("").to_owned()),
+            _ => None,
+        };
+        let (Some(role), Value::Object(mut msg)) = (role, raw) else {
             return Err(fail(Problem::new(format!(
                 "{at} is not a chat message (no role)"
             ))));
         };
-        let Some(role) = msg.get("role") else {
+        if !matches!(
+            role.as_str(),
+            "system" | "developer" | "user" | "assistant" | "tool"
+        ) {
+            let raw = msg.get("role").unwrap_or(&Value::Null);
             return Err(fail(Problem::new(format!(
-                "{at} is not a chat message (no role)"
+                "{at} has an unknown role {}",
+                dumps(raw, DEFAULT)
             ))));
-        };
+        }
         let mid = match msg.get("id") {
             Some(id) if truthy(id) => py_str(id),
             _ => format!("{sid}-m{i:06}"),
         };
-        let extra = without(msg, &MAPPED);
-        let role = role.as_str().unwrap_or("");
         if role == "tool" {
             let key = py_str(msg.get("tool_call_id").unwrap_or(&Value::Null));
             let pending = calls
@@ -185,35 +192,41 @@ fn from_messages(
                 let content = msg.get("content").filter(|c| truthy(c));
                 let text = content.map(py_str).unwrap_or_default();
                 out.push(json!({
-                    "info": {"id": mid, "sessionID": sid, "role": "user", "source": raw},
+                    "info": {"id": mid, "sessionID": sid, "role": "user", "source": msg},
                     "parts": [{"id": format!("{mid}-p00"), "type": "text", "text": text,
                                "synthetic": true}],
                 }));
                 continue;
             };
-            let content = msg.get("content").cloned().unwrap_or(Value::Null);
-            let mut keep = without(msg, &["role", "tool_call_id"]);
-            let output = match &content {
-                Value::String(s) => {
-                    keep.shift_remove("content");
-                    s.clone()
-                }
+            msg.shift_remove("role");
+            msg.shift_remove("tool_call_id");
+            // What stays in `msg` is kept to write the result back exactly.
+            let output = match msg.shift_remove("content") {
+                Some(Value::String(text)) => text,
                 other => {
-                    keep.insert("content".into(), other.clone());
-                    dumps(other, DEFAULT)
+                    let content = other.unwrap_or(Value::Null);
+                    let text = dumps(&content, DEFAULT);
+                    msg.insert("content".into(), content);
+                    text
                 }
             };
             let part = &mut out[m]["parts"][p];
             part["state"]["status"] = json!("completed");
-            part["state"]["output"] = json!(output);
-            if !keep.is_empty() {
-                part["result_source"] = Value::Object(keep);
+            part["state"]["output"] = Value::String(output);
+            if !msg.is_empty() {
+                part["result_source"] = Value::Object(msg);
             }
             continue;
         }
+        let content = msg.shift_remove("content");
+        let tool_calls = msg.shift_remove("tool_calls");
+        let had_content = !matches!(content, None | Some(Value::Null));
+        msg.shift_remove("role");
+        msg.shift_remove("tool_call_id");
+        let extra = msg;
         let mut info = json!({"id": mid, "sessionID": sid});
         let mut parts;
-        match role {
+        match role.as_str() {
             "system" | "developer" | "user" => {
                 info["role"] = json!(if role == "user" { "user" } else { "system" });
                 let mut extra = extra;
@@ -223,30 +236,29 @@ fn from_messages(
                 if !extra.is_empty() {
                     info["source"] = Value::Object(extra);
                 }
-                parts = content_parts(&mid, msg.get("content"), &at).map_err(fail)?;
+                parts = content_parts(&mid, content, &at).map_err(fail)?;
             }
             "assistant" => {
                 info["role"] = json!("assistant");
-                let content = msg.get("content");
                 parts = content_parts(&mid, content, &at).map_err(fail)?;
                 let mut extra = extra;
-                if matches!(content, None | Some(Value::Null)) {
+                if !had_content {
                     extra.insert("content".into(), Value::Null);
                 }
                 if !extra.is_empty() {
                     info["source"] = Value::Object(extra);
                 }
-                let tool_calls = match msg.get("tool_calls") {
-                    Some(Value::Array(calls)) => calls.as_slice(),
-                    Some(v) if truthy(v) => {
+                let tool_calls = match tool_calls {
+                    Some(Value::Array(calls)) => calls,
+                    Some(v) if truthy(&v) => {
                         return Err(fail(Problem::new(format!(
                             "{at}.tool_calls must be a list, got {}",
-                            kind(v)
+                            kind(&v)
                         ))))
                     }
-                    _ => &[],
+                    _ => Vec::new(),
                 };
-                for (j, call) in tool_calls.iter().enumerate() {
+                for (j, call) in tool_calls.into_iter().enumerate() {
                     let Value::Object(c) = call else {
                         return Err(fail(Problem::new(format!(
                             "{at}.tool_calls[{j}] must be an object"
@@ -271,7 +283,7 @@ fn from_messages(
                         }
                     }
                     let (input, keep) = arguments(function.and_then(|f| f.get("arguments")));
-                    let mut rest = without(c, &["id", "function", "type"]);
+                    let mut rest = without(&c, &["id", "function", "type"]);
                     match c.get("type") {
                         None => {}
                         Some(t) if t == "function" => {}
@@ -291,12 +303,7 @@ fn from_messages(
                     parts.push(part);
                 }
             }
-            _ => {
-                return Err(fail(Problem::new(format!(
-                    "{at} has an unknown role {}",
-                    dumps(msg.get("role").unwrap_or(&Value::Null), DEFAULT)
-                ))))
-            }
+            _ => unreachable!("roles were checked above"),
         }
         out.push(json!({"info": info, "parts": parts}));
     }

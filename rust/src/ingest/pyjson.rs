@@ -131,25 +131,53 @@ pub fn float_repr(value: f64) -> String {
 
 fn write_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (ascii && !(' '..='~').contains(&c)) => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
+    if ascii && s.bytes().any(|b| !(b' '..=b'~').contains(&b)) {
+        write_str_ascii(out, s);
+    } else {
+        // Only ASCII bytes need escaping here, so every cut is at a char boundary.
+        let mut start = 0;
+        for (i, &b) in s.as_bytes().iter().enumerate() {
+            if b >= 0x20 && b != b'"' && b != b'\\' {
+                continue;
             }
-            c => out.push(c),
+            out.push_str(&s[start..i]);
+            escape_ascii(out, b);
+            start = i + 1;
         }
+        out.push_str(&s[start..]);
     }
     out.push('"');
+}
+
+fn escape_ascii(out: &mut String, b: u8) {
+    match b {
+        b'"' => out.push_str("\\\""),
+        b'\\' => out.push_str("\\\\"),
+        b'\n' => out.push_str("\\n"),
+        b'\r' => out.push_str("\\r"),
+        b'\t' => out.push_str("\\t"),
+        0x08 => out.push_str("\\b"),
+        0x0c => out.push_str("\\f"),
+        b => out.push_str(&format!("\\u{b:04x}")),
+    }
+}
+
+/// `ensure_ascii=True`: everything outside printable ASCII as `\uXXXX` (UTF-16 units).
+fn write_str_ascii(out: &mut String, s: &str) {
+    for c in s.chars() {
+        if c.is_ascii() && c != '\u{7f}' {
+            if c < ' ' || c == '"' || c == '\\' {
+                escape_ascii(out, c as u8);
+            } else {
+                out.push(c);
+            }
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
 }
 
 /// Python's `str(value)` for what `json.loads` returns, where the adapters
