@@ -65,7 +65,7 @@ def test_ingest(benchmark: Any, files: dict[str, Path], fmt: str, threads: int) 
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_ingest_json_loads_only(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
+def test_json_loads_only(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
     benchmark.group = f"ingest-{fmt}"
     lines = benchmark.pedantic(json_loads_only, (files[fmt],), rounds=1)
     _info(benchmark, files[fmt], read_jsonl(files[fmt], fmt).table.num_rows)
