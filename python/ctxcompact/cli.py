@@ -31,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import ctxcompact as cc
+from ctxcompact.atomic import replacing
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.parquet import compact_parquet
@@ -340,7 +341,8 @@ def ingest(
     start = time.perf_counter()
     result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
                         reject_path=rejects, threads=threads)  # fmt: skip
-    _write_atomic(result.table, output)
+    with replacing(output) as tmp:
+        pq.write_table(result.table, tmp)
     seconds = time.perf_counter() - start
     size = sum(p.stat().st_size for p in jsonl_files(inputs))
     _show("ingest", {"format": result.format, "lines": result.lines,
@@ -348,16 +350,6 @@ def ingest(
                      "rejected": len(result.rejected), "seconds": round(seconds, 3),
                      "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
                      "written": str(output)}, as_json)  # fmt: skip
-
-
-def _write_atomic(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 @app.command()

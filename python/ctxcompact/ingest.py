@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,9 +26,11 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from ctxcompact import _core
+from ctxcompact.atomic import replacing
 from ctxcompact.columnar import SCHEMA, sessions_to_table
 from ctxcompact.errors import CompactionError, ConfigError, FormatError
 from ctxcompact.estimate import check_threads
+from ctxcompact.formats.jsonl import parse_line
 from ctxcompact.transcript import Transcript
 
 #: Formats parsed natively (in Rust) by ``read_jsonl``.
@@ -154,21 +154,15 @@ def read_jsonl(
 
 def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:
     """Write rejected lines as JSONL, atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in rejected:
-                f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for r in rejected:
+            f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
 
 
 def _read_python(files: Sequence[Path], fmt: str, on_error: OnError) -> IngestResult:
     """Formats without a native reader: one line at a time through ``ctxcompact.formats``."""
-    from ctxcompact.formats import from_claude_code, session_from_json
+    from ctxcompact.formats import session_from_json
+    from ctxcompact.formats.anthropic import claude_code_sessions
 
     sessions = []
     rejected: list[RejectedLine] = []
@@ -183,14 +177,11 @@ def _read_python(files: Sequence[Path], fmt: str, on_error: OnError) -> IngestRe
         rejected.append(RejectedLine(str(path), n, message, sid, None, raw))
 
     for path in files:
-        events: dict[str, list[Any]] = {}
-        current = path.stem
+        events: list[Any] = []
         for n, raw, value in _json_lines(path, reject):
             lines += 1
             if fmt == "claude-code":
-                if isinstance(value, Mapping) and value.get("sessionId"):
-                    current = str(value["sessionId"])
-                events.setdefault(current, []).append(value)
+                events.append(value)
                 continue
             try:
                 found = session_from_json(value, fmt, f"{path.name.split('.')[0]}:{n}")
@@ -207,7 +198,8 @@ def _read_python(files: Sequence[Path], fmt: str, on_error: OnError) -> IngestRe
                 for s in found:
                     seen[s.id] = (str(path), n)
                 sessions += found
-        sessions += [from_claude_code(evs, sid) for sid, evs in events.items()]
+        if events:
+            sessions += claude_code_sessions(events, path.stem)
     return IngestResult(sessions_to_table(sessions), rejected, lines, len(sessions), fmt)
 
 
@@ -220,11 +212,9 @@ def _json_lines(path: Path, reject: Any) -> Iterable[tuple[int, bytes, Any]]:
         if not raw.strip():
             continue
         try:
-            yield n, raw, json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            reject(path, n, raw, f"not valid UTF-8 (invalid byte at byte {e.start})")
-        except ValueError as e:
-            reject(path, n, raw, f"not valid JSON ({e})")
+            yield n, raw, parse_line(raw)
+        except FormatError as e:
+            reject(path, n, raw, e)
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from ctxcompact.formats.chat import (
     to_swe_agent,
     to_tau_bench,
 )
+from ctxcompact.formats.jsonl import parse_line
 from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
@@ -168,16 +169,11 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
     if path.suffix == ".jsonl":
         records = []
         for n, raw in enumerate(data.splitlines(), 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise FormatError(f"{path}:{n}: not valid UTF-8 ({e.reason} at byte {e.start})",
-                                  row=n) from None  # fmt: skip
-            if line.strip():
+            if raw.strip():
                 try:
-                    records.append((n, json.loads(line)))
-                except ValueError as e:
-                    raise FormatError(f"{path}:{n}: not valid JSON ({e})", row=n) from None
+                    records.append((n, parse_line(raw)))
+                except FormatError as e:
+                    raise FormatError(f"{path}:{n}: {e}", row=n) from None
         if not records:
             return []
         fmt = format or jsonl_format(records[0][1])
@@ -193,11 +189,9 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
         return sessions
     try:
-        obj = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise FormatError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    except ValueError as e:
-        raise FormatError(f"{path}: not valid JSON ({e})") from None
+        obj = parse_line(data)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from None
     try:
         return session_from_json(obj, format or detect_format(obj), name)
     except FormatError as e:

@@ -11,11 +11,12 @@ turn is written back exactly as it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.jsonl import parse_line
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -232,19 +233,22 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
 
 def read_claude_code(path: str | Path) -> list[Session]:
     """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number."""
-    by_session: dict[str, list[Any]] = {}
-    current = Path(path).stem
+    events = []
     for n, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise FormatError(f"{path}:{n}: not valid UTF-8 ({err.reason})", row=n) from None
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError as err:
-            raise FormatError(f"{path}:{n}: not valid JSON ({err})", row=n) from None
+        if raw.strip():
+            try:
+                events.append(parse_line(raw))
+            except FormatError as e:
+                raise FormatError(f"{path}:{n}: {e}", row=n) from None
+    return claude_code_sessions(events, Path(path).stem)
+
+
+def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:
+    """Events of a Claude Code file, grouped by the last ``sessionId`` seen
+    (``default_id`` before the first one), one session each."""
+    by_session: dict[str, list[Any]] = {}
+    current = default_id
+    for event in events:
         if isinstance(event, Mapping) and event.get("sessionId"):
             current = str(event["sessionId"])
         by_session.setdefault(current, []).append(event)
@@ -252,6 +256,7 @@ def read_claude_code(path: str | Path) -> list[Session]:
 
 
 __all__ = [
+    "claude_code_sessions",
     "from_anthropic",
     "from_claude_code",
     "read_claude_code",
