@@ -1,11 +1,13 @@
 """JSONL session files straight into the part-row table (docs/schema.md).
 
-``read_jsonl`` parses in Rust, on every core, with the GIL released, for the
-formats stored at scale: ``opencode`` (a session export per line),
-``opencode-messages`` (a message per line, a session's messages on
-consecutive lines) and ``openai-chat`` (``{"id", "messages"}`` or a bare
-message list per line). The other formats ``ctxcompact.formats`` reads go
-through its Python adapters with the same error handling.
+``read_jsonl`` parses in Rust, on every core, with the GIL released, every
+format ``ctxcompact.formats`` reads from JSONL: a session per line
+(``opencode``, ``openai-chat``, ``openai-responses``, ``anthropic``,
+``swe-agent``, ``openhands``), several per line (``tau-bench``: a list of
+runs), a message per line (``opencode-messages``, a session's messages on
+consecutive lines) or an event per line (``claude-code``, grouped into
+sessions by ``sessionId`` within each file). The mapping is the Python
+adapters' one, checked against them by the differential tests.
 
 A line that cannot be read (not UTF-8, not JSON, not the format, a session
 split across lines or read twice) either fails the run (``on_error="raise"``:
@@ -27,14 +29,23 @@ import pyarrow as pa
 
 from ctxcompact import _core
 from ctxcompact.atomic import replacing
-from ctxcompact.columnar import SCHEMA, sessions_to_table
-from ctxcompact.errors import CompactionError, ConfigError, FormatError
+from ctxcompact.columnar import SCHEMA
+from ctxcompact.errors import ConfigError, FormatError
 from ctxcompact.estimate import check_threads
-from ctxcompact.formats.jsonl import parse_line
 from ctxcompact.transcript import Transcript
 
-#: Formats parsed natively (in Rust) by ``read_jsonl``.
-NATIVE_FORMATS = ("opencode", "opencode-messages", "openai-chat")
+#: Formats parsed natively (in Rust) by ``read_jsonl``: all of ``formats.FORMATS``.
+NATIVE_FORMATS = (
+    "opencode",
+    "opencode-messages",
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "claude-code",
+    "swe-agent",
+    "tau-bench",
+    "openhands",
+)
 OnError = Literal["raise", "skip"]
 
 
@@ -138,15 +149,12 @@ def read_jsonl(
         return IngestResult(SCHEMA.empty_table(), format=format or "")
     fmt = format or detect_jsonl_format(files[0])
     names = [str(p) for p in files]
-    if fmt in NATIVE_FORMATS:
-        table, raw_rejects, lines, sessions = _core.ingest_jsonl(
-            names, fmt, on_error, threads=threads, chunk_bytes=chunk_bytes
-        )
-        rejected = [RejectedLine(names[i], line, error, sid, mid, raw)
-                    for i, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
-        result = IngestResult(pa.table(table), rejected, lines, sessions, fmt)
-    else:
-        result = _read_python(files, fmt, on_error)
+    table, raw_rejects, lines, sessions = _core.ingest_jsonl(
+        names, fmt, on_error, threads=threads, chunk_bytes=chunk_bytes
+    )
+    rejected = [RejectedLine(names[i], line, error, sid, mid, raw)
+                for i, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
+    result = IngestResult(pa.table(table), rejected, lines, sessions, fmt)
     if reject_path is not None:
         write_rejects(result.rejected, reject_path)
     return result
@@ -157,64 +165,6 @@ def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:
     with replacing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in rejected:
             f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
-
-
-def _read_python(files: Sequence[Path], fmt: str, on_error: OnError) -> IngestResult:
-    """Formats without a native reader: one line at a time through ``ctxcompact.formats``."""
-    from ctxcompact.formats import session_from_json
-    from ctxcompact.formats.anthropic import claude_code_sessions
-
-    sessions = []
-    rejected: list[RejectedLine] = []
-    lines = 0
-    seen: dict[str, tuple[str, int]] = {}
-
-    def reject(path: Path, n: int, raw: bytes, error: CompactionError | str) -> None:
-        message = str(error)
-        if on_error == "raise":
-            raise FormatError(f"{path}:{n}: {message}", row=n) from None
-        sid = error.session_id if isinstance(error, CompactionError) else None
-        rejected.append(RejectedLine(str(path), n, message, sid, None, raw))
-
-    for path in files:
-        events: list[Any] = []
-        for n, raw, value in _json_lines(path, reject):
-            lines += 1
-            if fmt == "claude-code":
-                events.append(value)
-                continue
-            try:
-                found = session_from_json(value, fmt, f"{path.name.split('.')[0]}:{n}")
-            except (CompactionError, ValueError, TypeError, AttributeError, KeyError) as e:
-                reject(path, n, raw, e if isinstance(e, CompactionError) else f"{fmt}: {e!r}")
-                continue
-            for s in found:
-                if s.id in seen:
-                    first = seen[s.id]
-                    reject(path, n, raw, f"session {s.id!r} was already read at "
-                                         f"{first[0]}:{first[1]}")  # fmt: skip
-                    break
-            else:
-                for s in found:
-                    seen[s.id] = (str(path), n)
-                sessions += found
-        if events:
-            sessions += claude_code_sessions(events, path.stem)
-    return IngestResult(sessions_to_table(sessions), rejected, lines, len(sessions), fmt)
-
-
-def _json_lines(path: Path, reject: Any) -> Iterable[tuple[int, bytes, Any]]:
-    data = path.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        raw = raw.removesuffix(b"\r")
-        if not raw.strip():
-            continue
-        try:
-            yield n, raw, parse_line(raw)
-        except FormatError as e:
-            reject(path, n, raw, e)
 
 
 __all__ = [

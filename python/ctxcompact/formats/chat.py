@@ -219,8 +219,14 @@ def from_tau_bench(runs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 
 def to_tau_bench(sessions: Sequence[Session]) -> list[dict[str, Any]]:
-    return [{**((s.info.model_extra or {}).get("source") or {}), "traj": to_openai_chat(s)}
-            for s in sessions]  # fmt: skip
+    """Runs; a session that did not come from tau-bench gets its id as ``task_id``
+    (a run's session id is made of ``task_id`` and ``trial`` only)."""
+    runs = []
+    for s in sessions:
+        source = dict((s.info.model_extra or {}).get("source") or {})
+        source.setdefault("task_id", s.id)
+        runs.append({**source, "traj": to_openai_chat(s)})
+    return runs
 
 
 def from_swe_agent(traj: Mapping[str, Any], session_id: str = "swe-agent") -> Session:

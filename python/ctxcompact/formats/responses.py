@@ -110,27 +110,61 @@ def to_openai_responses(session: Session) -> list[dict[str, Any]]:
             items.append(source["raw"])
             continue
         parts = message.parts
-        if len(parts) == 1 and parts[0].type in ("tool", "tool-result", "reasoning"):
-            p = parts[0]
-            item = dict((p.model_extra or {}).get("source") or {})
-            if p.type == "tool" and not item:
-                arguments = json.dumps((p.state.input if p.state else None) or {})
-                item = {"type": "function_call", "call_id": p.callID, "name": p.tool,
-                        "arguments": arguments}  # fmt: skip
-            items.append(item)
+        if (
+            len(parts) == 1
+            and parts[0].type in ("tool", "tool-result", "reasoning")
+            and _source(parts[0])
+        ):  # an item read from Responses, as it was
+            items.append(_source(parts[0]))
             continue
         as_text = source.pop("content_is_text", False)
         role = source.get("role") or message.role
         if as_text and len(parts) == 1:
-            content: Any = parts[0].text
-        else:
-            content = [
-                {**((p.model_extra or {}).get("source") or {}), "text": p.text}
-                if p.type == "text" else (p.model_extra or {}).get("source")
-                for p in parts
-            ]  # fmt: skip
-        items.append({**source, "role": role, "content": content})
+            items.append({**source, "role": role, "content": parts[0].text})
+            continue
+        # Parts a Responses message cannot hold (tool calls and reasoning of a
+        # converted session) follow it as items of their own.
+        blocks = [p for p in parts if p.type in ("text", "file")]
+        if blocks or not parts:
+            items.append({**source, "role": role, "content": [_block(p, role) for p in blocks]})
+        for p in parts:
+            if p.type not in ("text", "file"):
+                items += _items_of(p)
     return items
+
+
+def _source(part: Part) -> dict[str, Any]:
+    return dict((part.model_extra or {}).get("source") or {})
+
+
+def _block(part: Part, role: str) -> dict[str, Any]:
+    source = _source(part)
+    if part.type == "text":
+        kind = "output_text" if role == "assistant" else "input_text"
+        return {**(source or {"type": kind}), "text": part.text}
+    if source:
+        return source
+    file = {"type": "input_file", "file_url": part.url, "filename": part.filename}
+    return {k: v for k, v in file.items() if v is not None}
+
+
+def _items_of(part: Part) -> list[dict[str, Any]]:
+    """A tool call (and its output, once it has one) or a reasoning summary; other
+    part types (step markers, patches, ...) have no Responses item."""
+    if part.type == "reasoning":
+        return [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": part.text or ""}]}
+        ]
+    if part.type != "tool":
+        return []
+    state = part.state
+    arguments = json.dumps((state.input if state else None) or {})
+    out: list[dict[str, Any]] = [{"type": "function_call", "call_id": part.callID,
+                                  "name": part.tool, "arguments": arguments}]  # fmt: skip
+    if state is not None and state.status in ("completed", "error"):
+        body = state.output if state.status == "completed" else state.error
+        out.append({"type": "function_call_output", "call_id": part.callID, "output": body or ""})
+    return out
 
 
 __all__ = ["from_openai_responses", "to_openai_responses"]

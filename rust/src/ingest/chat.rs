@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
+use super::export::{text_part, without};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -48,21 +49,6 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
             kind(&other)
         ))),
     }
-}
-
-fn without(map: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
-    map.iter()
-        .filter(|(k, _)| !keys.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
-    let mut part = json!({"id": id, "type": "text", "text": text});
-    if let Some(source) = source {
-        part["source"] = source;
-    }
-    part
 }
 
 fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Value>, Problem> {
@@ -145,6 +131,92 @@ fn arguments(raw: Option<&Value>) -> (Value, Map<String, Value>) {
         Some(obj @ Value::Object(_)) => (obj.clone(), keep(raw)),
         other => (json!({}), keep(other)),
     }
+}
+
+/// A SWE-agent trajectory per line (`from_swe_agent`): `history` is chat
+/// messages; a tool result names its call in `tool_call_ids` when it has no
+/// `tool_call_id`.
+pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
+    let fail = |what: String| Problem::new(what).session(session_id);
+    let Value::Object(mut traj) = value else {
+        return Err(fail(format!(
+            "a trajectory must be an object, got {}",
+            kind(&value)
+        )));
+    };
+    let Some(Value::Array(history)) = traj.shift_remove("history") else {
+        return Err(fail("a .traj needs a 'history' list".into()));
+    };
+    let mut messages = Vec::with_capacity(history.len());
+    for (i, m) in history.into_iter().enumerate() {
+        let Value::Object(mut m) = m else {
+            return Err(fail(format!(
+                "history[{i}] must be an object, got {}",
+                kind(&m)
+            )));
+        };
+        if m.get("role").and_then(Value::as_str) == Some("tool") && !m.contains_key("tool_call_id")
+        {
+            let first = match m.get("tool_call_ids") {
+                Some(ids) if !truthy(ids) => None,
+                None => None,
+                Some(Value::Array(ids)) => ids.first().cloned(),
+                Some(Value::String(ids)) => ids.chars().next().map(|c| json!(c.to_string())),
+                Some(other) => {
+                    return Err(fail(format!(
+                        "history[{i}].tool_call_ids must be a list, got {}",
+                        kind(other)
+                    )))
+                }
+            };
+            if let Some(first) = first {
+                m.insert("tool_call_id".into(), first);
+            }
+        }
+        messages.push(Value::Object(m));
+    }
+    session(from_messages(
+        messages,
+        session_id.to_owned(),
+        Some(Value::Object(traj)),
+    )?)
+}
+
+/// tau-bench results per line (`from_tau_bench`): a list of runs, one session
+/// each, named `tau-<task_id>-<trial>`.
+pub fn tau_bench(value: Value) -> Result<Vec<SessionRows>, Problem> {
+    let Value::Array(runs) = value else {
+        return Err(Problem::new(format!(
+            "a tau-bench line must be a list of runs, got {}",
+            kind(&value)
+        )));
+    };
+    let mut out = Vec::with_capacity(runs.len());
+    for (i, run) in runs.into_iter().enumerate() {
+        let Value::Object(mut run) = run else {
+            return Err(Problem::new(format!("run {i} has no 'traj'")));
+        };
+        let task = run.get("task_id").map_or_else(|| i.to_string(), py_str);
+        let trial = run.get("trial").map_or_else(|| "0".to_owned(), py_str);
+        let sid = format!("tau-{task}-{trial}");
+        let traj = match run.shift_remove("traj") {
+            Some(Value::Array(traj)) => traj,
+            Some(other) => {
+                return Err(Problem::new(format!(
+                    "run {i}: traj must be a list of chat messages, got {}",
+                    kind(&other)
+                ))
+                .session(&sid))
+            }
+            None => return Err(Problem::new(format!("run {i} has no 'traj'"))),
+        };
+        out.push(session(from_messages(
+            traj,
+            sid,
+            Some(Value::Object(run)),
+        )?)?);
+    }
+    Ok(out)
 }
 
 fn from_messages(

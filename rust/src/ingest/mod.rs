@@ -7,9 +7,14 @@
 //! is either the error of the run or a `Rejected` entry with its file, line
 //! and raw bytes: nothing is dropped silently.
 
+mod anthropic;
 mod chat;
+mod claude_code;
+mod export;
 mod opencode;
+mod openhands;
 pub mod pyjson;
+mod responses;
 pub mod rows;
 
 use std::collections::{HashMap, HashSet};
@@ -37,19 +42,54 @@ pub enum Format {
     OpenCodeMessages,
     /// An OpenAI chat session per line: `{"id", "messages"}` or a bare message list.
     OpenAiChat,
+    /// OpenAI Responses items per line: a list, or `{"input": [...]}`.
+    OpenAiResponses,
+    /// An Anthropic Messages request body per line: `{"system"?, "messages"}`.
+    Anthropic,
+    /// Claude Code session files: one event per line, grouped by `sessionId`.
+    ClaudeCode,
+    /// A SWE-agent trajectory per line: `{"history": [...], ...}`.
+    SweAgent,
+    /// tau-bench results per line: a list of runs, one session each.
+    TauBench,
+    /// OpenHands per line: a resolver record `{"history", ...}` or an event list.
+    OpenHands,
+}
+
+impl Format {
+    pub const NAMES: [&'static str; 9] = [
+        "opencode",
+        "opencode-messages",
+        "openai-chat",
+        "openai-responses",
+        "anthropic",
+        "claude-code",
+        "swe-agent",
+        "tau-bench",
+        "openhands",
+    ];
+    const ALL: [Format; 9] = [
+        Format::OpenCode,
+        Format::OpenCodeMessages,
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::ClaudeCode,
+        Format::SweAgent,
+        Format::TauBench,
+        Format::OpenHands,
+    ];
 }
 
 impl FromStr for Format {
     type Err = CoreError;
 
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "opencode" => Ok(Format::OpenCode),
-            "opencode-messages" => Ok(Format::OpenCodeMessages),
-            "openai-chat" => Ok(Format::OpenAiChat),
-            other => Err(CoreError::Config(format!(
-                "format {other:?} has no native JSONL reader; one of opencode, \
-                 opencode-messages, openai-chat"
+        match Format::NAMES.iter().position(|name| *name == s) {
+            Some(i) => Ok(Format::ALL[i]),
+            None => Err(CoreError::Config(format!(
+                "unknown format {s:?}; one of {}",
+                Format::NAMES.join(", ")
             ))),
         }
     }
@@ -125,7 +165,7 @@ pub struct Ingested {
 }
 
 /// Why a line cannot be read; the line and file are added by the caller.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Problem {
     what: String,
     session_id: Option<String>,
@@ -167,9 +207,9 @@ struct Line {
 
 struct Mapped {
     rows: Range<usize>,
-    session_id: String,
-    /// Message ids the line holds (checked for repeats within a session).
-    message_ids: Vec<String>,
+    /// The sessions the line holds, each with the message ids it gives
+    /// (checked for repeats within a session).
+    sessions: Vec<(String, Vec<String>)>,
 }
 
 struct ChunkOut {
@@ -179,6 +219,10 @@ struct ChunkOut {
 
 /// Parse `sources` in parallel on the current rayon pool.
 pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
+    if options.format == Format::ClaudeCode {
+        // Events of a session span lines: read file by file (see claude_code).
+        return claude_code::ingest(sources, options);
+    }
     let chunks = split(sources, options.chunk_bytes.max(1));
     let outs: Vec<ChunkOut> = chunks
         .par_iter()
@@ -217,60 +261,82 @@ fn split(sources: &[Source<'_>], target: usize) -> Vec<Chunk> {
     chunks
 }
 
+/// The non-blank lines of a chunk: `(1-based number, bytes without the line break)`.
+fn lines_of<'a>(data: &'a [u8], chunk: &Chunk) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
+    let end = chunk.bytes.end;
+    let mut pos = chunk.bytes.start;
+    let mut number = chunk.first_line;
+    std::iter::from_fn(move || {
+        while pos < end {
+            let stop = data[pos..end]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(end, |p| pos + p);
+            let mut raw = pos..stop;
+            if data[raw.clone()].ends_with(b"\r") {
+                raw.end -= 1;
+            }
+            let line = number;
+            pos = stop + 1;
+            number += 1;
+            if !data[raw.clone()].iter().all(u8::is_ascii_whitespace) {
+                return Some((line, raw));
+            }
+        }
+        None
+    })
+}
+
+/// The file name up to its first dot: what names a session without an id
+/// (`<stem>:<line>`), as the Python adapters do.
+fn short_stem(name: &str) -> &str {
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    file.split('.').next().unwrap_or("")
+}
+
 fn read_chunk(source: &Source<'_>, chunk: &Chunk, format: Format) -> ChunkOut {
     let mut rows = Rows::default();
     let mut lines = Vec::new();
-    let stem = source
-        .name
-        .rsplit(['/', '\\'])
-        .next()
-        .unwrap_or(source.name)
-        .split('.')
-        .next()
-        .unwrap_or("");
-    let mut pos = chunk.bytes.start;
-    let mut number = chunk.first_line;
-    while pos < chunk.bytes.end {
-        let end = source.data[pos..chunk.bytes.end]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(chunk.bytes.end, |p| pos + p);
-        let mut raw = pos..end;
-        if source.data[raw.clone()].ends_with(b"\r") {
-            raw.end -= 1;
-        }
-        let bytes = &source.data[raw.clone()];
-        if !bytes.iter().all(u8::is_ascii_whitespace) {
-            let outcome = read_line(bytes, format, &format!("{stem}:{number}"))
-                .map(|session| emit(&session, &mut rows));
-            lines.push(Line {
-                line: number,
-                raw,
-                outcome,
-            });
-        }
-        pos = end + 1;
-        number += 1;
+    let stem = short_stem(source.name);
+    for (number, raw) in lines_of(source.data, chunk) {
+        let outcome = parse(&source.data[raw.clone()])
+            .and_then(|value| read_line(value, format, &format!("{stem}:{number}")))
+            .map(|sessions| emit(&sessions, &mut rows));
+        lines.push(Line {
+            line: number,
+            raw,
+            outcome,
+        });
     }
     ChunkOut { rows, lines }
 }
 
-fn read_line(
-    bytes: &[u8],
-    format: Format,
-    fallback_id: &str,
-) -> std::result::Result<SessionRows, Problem> {
+/// A line's bytes as JSON.
+fn parse(bytes: &[u8]) -> std::result::Result<Value, Problem> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Problem::new(format!(
             "not valid UTF-8 (invalid byte at byte {})",
             e.valid_up_to()
         ))
     })?;
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| Problem::new(format!("not valid JSON ({e})")))?;
+    serde_json::from_str(text).map_err(|e| Problem::new(format!("not valid JSON ({e})")))
+}
+
+fn read_line(
+    value: Value,
+    format: Format,
+    fallback_id: &str,
+) -> std::result::Result<Vec<SessionRows>, Problem> {
+    let one = |rows: SessionRows| vec![rows];
     match format {
-        Format::OpenCode => opencode::session(value),
-        Format::OpenAiChat => chat::line(value, fallback_id),
+        Format::OpenCode => opencode::session(value).map(one),
+        Format::OpenAiChat => chat::line(value, fallback_id).map(one),
+        Format::SweAgent => chat::swe_agent(value, fallback_id).map(one),
+        Format::TauBench => chat::tau_bench(value),
+        Format::OpenAiResponses => responses::line(value, fallback_id).map(one),
+        Format::Anthropic => anthropic::request(value, fallback_id).map(one),
+        Format::OpenHands => openhands::line(value, fallback_id).map(one),
+        Format::ClaudeCode => unreachable!("claude-code is read file by file"),
         Format::OpenCodeMessages => {
             let session_id = match value.get("info").and_then(|info| info.get("sessionID")) {
                 Some(Value::String(id)) => id.clone(),
@@ -283,23 +349,30 @@ fn read_line(
             let message =
                 opencode::message(value, "the message").map_err(|p| p.session(&session_id))?;
             let json = pyjson::dumps(&serde_json::json!({ "id": session_id }), pyjson::COMPACT);
-            Ok(SessionRows {
+            Ok(one(SessionRows {
                 id: session_id,
                 json,
                 messages: vec![message],
-            })
+            }))
         }
     }
 }
 
 /// Append a line's rows (the cross-line checks may take them out again).
-fn emit(session: &SessionRows, rows: &mut Rows) -> Mapped {
+fn emit(sessions: &[SessionRows], rows: &mut Rows) -> Mapped {
     let start = rows.len();
-    session.emit(rows, true);
+    for session in sessions {
+        session.emit(rows, true);
+    }
     Mapped {
         rows: start..rows.len(),
-        session_id: session.id.clone(),
-        message_ids: session.messages.iter().map(|(m, _)| m.id.clone()).collect(),
+        sessions: sessions
+            .iter()
+            .map(|s| {
+                let ids = s.messages.iter().map(|(m, _)| m.id.clone()).collect();
+                (s.id.clone(), ids)
+            })
+            .collect(),
     }
 }
 
@@ -318,35 +391,28 @@ fn settle(
     let mut batches = Vec::new();
     let mut lines = 0;
     for (chunk, out) in chunks.iter().zip(outs) {
-        let source = &sources[chunk.source];
         let mut keep = vec![true; out.rows.len()];
         let mut drop_session_json = Vec::new();
         for line in out.lines {
             lines += 1;
             let problem = match line.outcome {
                 Err(problem) => Some(problem),
-                Ok(mapped) => {
-                    let sid = mapped.session_id;
-                    let continues = !per_line && current.as_deref() == Some(sid.as_str());
+                Ok(mapped) if !per_line => {
+                    // opencode-messages: one session, maybe continued from the line before
+                    let (sid, ids) = mapped.sessions.into_iter().next().unwrap_or_default();
+                    let continues = current.as_deref() == Some(sid.as_str());
                     let problem = if continues {
-                        repeated(&mapped.message_ids, &mut messages).map(|mid| {
+                        repeated(&ids, &mut messages).map(|mid| {
                             Problem::new(format!(
                                 "message {mid:?} was already read in this session"
                             ))
                             .message(&mid)
                         })
                     } else if let Some(&(src, at)) = first_seen.get(&sid) {
-                        Some(Problem::new(format!(
-                            "session {sid:?} was already read at {}:{at}; a session's lines \
-                             must be consecutive and its id unique",
-                            sources[src].name
-                        )))
+                        Some(already_read(&sid, sources[src].name, at))
                     } else {
                         messages.clear();
-                        repeated(&mapped.message_ids, &mut messages).map(|mid| {
-                            Problem::new(format!("message {mid:?} appears twice in this session"))
-                                .message(&mid)
-                        })
+                        repeated(&ids, &mut messages).map(twice)
                     };
                     match problem {
                         Some(p) => {
@@ -364,44 +430,107 @@ fn settle(
                         }
                     }
                 }
+                Ok(mapped) => {
+                    // whole sessions: each id new, its message ids unique
+                    let mut on_line = HashSet::new();
+                    let problem = mapped.sessions.iter().find_map(|(sid, ids)| {
+                        let problem = if let Some(&(src, at)) = first_seen.get(sid) {
+                            Some(already_read(sid, sources[src].name, at))
+                        } else if !on_line.insert(sid.as_str()) {
+                            Some(Problem::new(format!(
+                                "session {sid:?} appears twice on this line"
+                            )))
+                        } else {
+                            messages.clear();
+                            repeated(ids, &mut messages).map(twice)
+                        };
+                        problem.map(|p| p.session(sid))
+                    });
+                    match problem {
+                        Some(p) => {
+                            keep[mapped.rows].iter_mut().for_each(|k| *k = false);
+                            Some(p)
+                        }
+                        None => {
+                            for (sid, _) in mapped.sessions {
+                                first_seen.insert(sid, (chunk.source, line.line));
+                            }
+                            None
+                        }
+                    }
+                }
             };
             if let Some(p) = problem {
-                if options.on_error == OnError::Raise {
-                    return Err(CoreError::Format {
-                        what: format!("{}:{}: {}", source.name, line.line, p.what),
-                        at: Location::default()
-                            .session(p.session_id.as_deref())
-                            .message(p.message_id.as_deref())
-                            .row(line.line),
-                    });
-                }
-                rejected.push(Rejected {
-                    source: chunk.source,
-                    line: line.line,
-                    error: p.what,
-                    session_id: p.session_id,
-                    message_id: p.message_id,
-                    raw: source.data[line.raw].to_vec(),
-                });
+                rejected.push(reject(
+                    sources,
+                    chunk.source,
+                    line.line,
+                    line.raw,
+                    p,
+                    options,
+                )?);
             }
         }
-        let mut batch = out.rows.finish();
-        if !drop_session_json.is_empty() {
-            batch = without_session_json(batch, &drop_session_json)?;
-        }
-        if keep.iter().any(|k| !k) {
-            batch = filter_record_batch(&batch, &BooleanArray::from(keep))
-                .map_err(|e| CoreError::Internal(format!("filtering rejected rows: {e}")))?;
-        }
-        if batch.num_rows() > 0 {
-            batches.push(batch);
-        }
+        batches.extend(finish(out.rows, keep, &drop_session_json)?);
     }
     Ok(Ingested {
         batches,
         rejected,
         lines,
         sessions: first_seen.len(),
+    })
+}
+
+/// The batch of a chunk's rows: rejected rows out, `session_json` nulled where
+/// a session continues; `None` when no row is left.
+fn finish(rows: Rows, keep: Vec<bool>, drop_session_json: &[usize]) -> Result<Option<RecordBatch>> {
+    let mut batch = rows.finish();
+    if !drop_session_json.is_empty() {
+        batch = without_session_json(batch, drop_session_json)?;
+    }
+    if keep.iter().any(|k| !k) {
+        batch = filter_record_batch(&batch, &BooleanArray::from(keep))
+            .map_err(|e| CoreError::Internal(format!("filtering rejected rows: {e}")))?;
+    }
+    Ok((batch.num_rows() > 0).then_some(batch))
+}
+
+fn already_read(sid: &str, file: &str, line: usize) -> Problem {
+    Problem::new(format!(
+        "session {sid:?} was already read at {file}:{line}; a session's lines must be \
+         consecutive and its id unique"
+    ))
+}
+
+fn twice(mid: String) -> Problem {
+    Problem::new(format!("message {mid:?} appears twice in this session")).message(&mid)
+}
+
+/// A bad line: the error of the run (`raise`) or its `Rejected` entry (`skip`).
+fn reject(
+    sources: &[Source<'_>],
+    source: usize,
+    line: usize,
+    raw: Range<usize>,
+    p: Problem,
+    options: &Options,
+) -> Result<Rejected> {
+    if options.on_error == OnError::Raise {
+        return Err(CoreError::Format {
+            what: format!("{}:{}: {}", sources[source].name, line, p.what),
+            at: Location::default()
+                .session(p.session_id.as_deref())
+                .message(p.message_id.as_deref())
+                .row(line),
+        });
+    }
+    Ok(Rejected {
+        source,
+        line,
+        error: p.what,
+        session_id: p.session_id,
+        message_id: p.message_id,
+        raw: sources[source].data[raw].to_vec(),
     })
 }
 

@@ -27,14 +27,31 @@ impl SessionRows {
             rows.push(&self.id, json, None, None);
         }
         for (message, parts) in &self.messages {
-            if parts.is_empty() {
-                rows.push(&self.id, json.take(), Some((message, true)), None);
-            }
-            for (i, part) in parts.iter().enumerate() {
-                rows.push(&self.id, json.take(), Some((message, i == 0)), Some(part));
-            }
+            emit_message(rows, &self.id, json.take(), message, parts);
         }
         rows.len() - start
+    }
+}
+
+/// Append one message's rows (one placeholder row when it has no parts);
+/// `session_json` goes on the first.
+pub fn emit_message(
+    rows: &mut Rows,
+    session_id: &str,
+    mut session_json: Option<&str>,
+    message: &MessageRow,
+    parts: &[PartRow],
+) {
+    if parts.is_empty() {
+        rows.push(session_id, session_json, Some((message, true)), None);
+    }
+    for (i, part) in parts.iter().enumerate() {
+        rows.push(
+            session_id,
+            session_json.take(),
+            Some((message, i == 0)),
+            Some(part),
+        );
     }
 }
 

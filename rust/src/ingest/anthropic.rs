@@ -1,0 +1,349 @@
+//! Anthropic Messages content blocks, request bodies and Claude Code events,
+//! by the mapping of `ctxcompact.formats.anthropic` (docs/formats.md):
+//! `text` -> text, `thinking` / `redacted_thinking` -> reasoning, `tool_use`
+//! -> a tool part, `image` -> file; a `tool_result` completes the tool part of
+//! its `tool_use_id` and stays in its turn as a `tool-result` part.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+
+use super::export::{self, complete, info, str_or_null, text_part, tool_part, without};
+use super::opencode::{kind, session, SessionRows};
+use super::pyjson::{dumps, is_integer, py_str, truthy, DEFAULT};
+use super::Problem;
+
+/// What a block does to the tool parts of its session, applied in block
+/// order once the whole message has been read (so a bad message changes nothing).
+enum Op {
+    /// A `tool_use` at this part index, under `str(id)`.
+    Call(String, usize),
+    /// A `tool_result` for `str(tool_use_id)`.
+    Result {
+        call: String,
+        failed: bool,
+        text: String,
+    },
+}
+
+/// The messages of one session so far, and its tool parts by call id.
+pub struct Turns {
+    pub session_id: String,
+    pub messages: Vec<Value>,
+    calls: HashMap<String, (usize, usize)>,
+}
+
+impl Turns {
+    pub fn new(session_id: String) -> Self {
+        Turns {
+            session_id,
+            messages: Vec::new(),
+            calls: HashMap::new(),
+        }
+    }
+
+    fn push(&mut self, message: Value, ops: Vec<Op>) {
+        let index = self.messages.len();
+        self.messages.push(message);
+        for op in ops {
+            match op {
+                Op::Call(call, part) => {
+                    self.calls.insert(call, (index, part));
+                }
+                Op::Result { call, failed, text } => {
+                    if let Some(&(m, p)) = self.calls.get(&call) {
+                        complete(&mut self.messages[m]["parts"][p], failed, text);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `str(block.get("text", ""))` for each block of a tool result, joined by lines.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| match b {
+                Value::Object(block) => block.get("text").map(py_str).unwrap_or_default(),
+                other => py_str(other),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => dumps(other, DEFAULT),
+    }
+}
+
+/// The parts of a message's `content` (a string or a list of blocks).
+fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, Vec<Op>), Problem> {
+    if let Some(text @ Value::String(_)) = content {
+        return Ok((
+            vec![text_part(format!("{mid}-p00"), text, None)],
+            Vec::new(),
+        ));
+    }
+    let blocks = export::items(content, &format!("{what}.content"))?;
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut ops = Vec::new();
+    for (j, block) in blocks.into_iter().enumerate() {
+        let pid = format!("{mid}-p{j:02}");
+        let at = |field: &str| format!("{what}.content[{j}].{field}");
+        let Value::Object(b) = block else {
+            out.push(json!({"id": pid, "type": "unknown", "source": {"raw": block}}));
+            continue;
+        };
+        let part = match b.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = match b.get("text") {
+                    None => json!(""),
+                    some => str_or_null(some, &at("text"))?,
+                };
+                let rest = without(&b, &["type", "text", "thinking"]);
+                text_part(pid, text, (!rest.is_empty()).then_some(Value::Object(rest)))
+            }
+            Some(kind @ ("thinking" | "redacted_thinking")) => {
+                let text = match b.get("thinking") {
+                    None => json!(""),
+                    some => str_or_null(some, &at("thinking"))?,
+                };
+                let mut source = Map::new();
+                source.insert("type".into(), json!(kind));
+                source.extend(without(&b, &["type", "text", "thinking"]));
+                json!({"id": pid, "type": "reasoning", "text": text, "source": source})
+            }
+            Some("tool_use") => {
+                let name = str_or_null(b.get("name"), &at("name"))?;
+                let id = str_or_null(b.get("id"), &at("id"))?;
+                let input = match b.get("input") {
+                    Some(input @ Value::Object(_)) => input.clone(),
+                    Some(input) if truthy(input) => {
+                        return Err(Problem::new(format!(
+                            "{} must be an object, got {}",
+                            at("input"),
+                            kind(input)
+                        )))
+                    }
+                    _ => json!({}),
+                };
+                ops.push(Op::Call(py_str(&id), out.len()));
+                tool_part(pid, id, name, input, Some(Value::Object(b)))
+            }
+            Some("tool_result") => {
+                let call = str_or_null(b.get("tool_use_id"), &at("tool_use_id"))?;
+                ops.push(Op::Result {
+                    call: py_str(&call),
+                    failed: b.get("is_error").is_some_and(truthy),
+                    text: result_text(b.get("content")),
+                });
+                json!({"id": pid, "type": "tool-result", "callID": call, "source": b})
+            }
+            Some("image") => {
+                let mime = match b.get("source") {
+                    Some(Value::Object(source)) => {
+                        str_or_null(source.get("media_type"), &at("source.media_type"))?
+                    }
+                    Some(source) if truthy(source) => {
+                        return Err(Problem::new(format!(
+                            "{} must be an object, got {}",
+                            at("source"),
+                            kind(source)
+                        )))
+                    }
+                    _ => Value::Null,
+                };
+                json!({"id": pid, "type": "file", "mime": mime, "source": b})
+            }
+            _ => {
+                let kind = match b.get("type") {
+                    Some(t) if truthy(t) => py_str(t),
+                    _ => "unknown".to_owned(),
+                };
+                json!({"id": pid, "type": kind, "source": b})
+            }
+        };
+        out.push(part);
+    }
+    Ok((out, ops))
+}
+
+/// A Messages API request body per line: `{"system"?, "messages": [...], ...}`.
+pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
+    let fail = |p: Problem| p.session(session_id);
+    let Value::Object(mut body) = value else {
+        return Err(fail(Problem::new(format!(
+            "an Anthropic request must be an object, got {}",
+            kind(&value)
+        ))));
+    };
+    let Some(Value::Array(messages)) = body.shift_remove("messages") else {
+        return Err(fail(Problem::new(
+            "an Anthropic request needs a 'messages' list",
+        )));
+    };
+    let mut turns = Turns::new(session_id.to_owned());
+    match body.shift_remove("system") {
+        None | Some(Value::Null) => {}
+        Some(system) => {
+            let sid = format!("{session_id}-system");
+            let (parts, ops) = parts(&sid, Some(system), "system").map_err(fail)?;
+            let message = export::message(info(&sid, session_id, "system"), Some(parts));
+            turns.push(message, ops);
+        }
+    }
+    for (i, m) in messages.into_iter().enumerate() {
+        let mid = format!("{session_id}-m{i:06}");
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if !matches!(role, "user" | "assistant") {
+            return Err(fail(Problem::new(format!(
+                "messages[{i}] is not a user or assistant turn"
+            ))));
+        }
+        let role = role.to_owned();
+        let Value::Object(mut m) = m else {
+            unreachable!("a message with a role is an object")
+        };
+        let content = m.shift_remove("content");
+        m.shift_remove("role");
+        if matches!(content, Some(Value::String(_))) {
+            m.insert("content_is_text".into(), Value::Bool(true));
+        }
+        let mut head = info(&mid, session_id, &role);
+        if !m.is_empty() {
+            head.insert("source".into(), Value::Object(m));
+        }
+        let (parts, ops) =
+            parts(&mid, content, &format!("messages[{i}]")).map_err(|p| fail(p.message(&mid)))?;
+        turns.push(export::message(head, Some(parts)), ops);
+    }
+    let mut session_info = Map::new();
+    session_info.insert("id".into(), json!(session_id));
+    if !body.is_empty() {
+        session_info.insert("source".into(), Value::Object(body));
+    }
+    session(json!({"info": session_info, "messages": turns.messages}))
+}
+
+/// Claude Code events of one session, one message each (`from_claude_code`).
+pub struct Events {
+    pub turns: Turns,
+    /// Message ids given so far: a repeated `uuid` keeps the positional id.
+    used: HashSet<String>,
+}
+
+impl Events {
+    pub fn new(session_id: String) -> Self {
+        Events {
+            turns: Turns::new(session_id),
+            used: HashSet::new(),
+        }
+    }
+
+    /// Map one event; on error nothing of the session changes.
+    pub fn push(&mut self, event: Value) -> Result<(), Problem> {
+        let sid = self.turns.session_id.clone();
+        let mut mid = format!("{sid}-e{:06}", self.turns.messages.len());
+        let Value::Object(mut event) = event else {
+            // JSON that is not an event: kept as it is, never dropped.
+            let mut head = info(&mid, &sid, "system");
+            head.insert("source".into(), json!({ "raw": event }));
+            self.turns.push(export::message(head, None), Vec::new());
+            return Ok(());
+        };
+        if let Some(uuid) = event.get("uuid").filter(|u| truthy(u)) {
+            let uuid = py_str(uuid);
+            if !self.used.contains(&uuid) {
+                mid = uuid;
+            }
+        }
+        let fail = |p: Problem| p.message(&mid);
+        if !matches!(event.get("message"), Some(Value::Object(_))) {
+            // summary, system and other events without a message body
+            let text = [event.get("summary"), event.get("content")]
+                .into_iter()
+                .flatten()
+                .find(|v| truthy(v))
+                .map(py_str)
+                .unwrap_or_default();
+            let key = event.contains_key("summary").then(|| json!("summary"));
+            event.shift_remove("summary");
+            let mut head = info(&mid, &sid, "system");
+            head.insert(
+                "source".into(),
+                json!({"event": event, "text_key": key.unwrap_or(Value::Null)}),
+            );
+            let parts = if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
+            };
+            self.used.insert(mid.clone());
+            self.turns
+                .push(export::message(head, Some(parts)), Vec::new());
+            return Ok(());
+        }
+        let Some(Value::Object(mut body)) = event.shift_remove("message") else {
+            unreachable!("checked above")
+        };
+        let content = body.shift_remove("content");
+        let assistant = body.get("role").and_then(Value::as_str) == Some("assistant");
+        let mut head = info(&mid, &sid, if assistant { "assistant" } else { "user" });
+        if assistant {
+            let parent = str_or_null(event.get("parentUuid"), "parentUuid").map_err(fail)?;
+            let finish =
+                str_or_null(body.get("stop_reason"), "message.stop_reason").map_err(fail)?;
+            let tokens = usage(body.get("usage")).map_err(fail)?;
+            let model = str_or_null(body.get("model"), "message.model").map_err(fail)?;
+            head.insert("parentID".into(), parent);
+            head.insert("finish".into(), finish);
+            head.insert("tokens".into(), tokens);
+            head.insert("modelID".into(), model);
+        }
+        let content_is_text = matches!(content, Some(Value::String(_)));
+        let has_content = content.is_some();
+        let (parts, ops) = parts(&mid, content, "message").map_err(fail)?;
+        head.insert(
+            "source".into(),
+            json!({"event": event, "message": body, "content_is_text": content_is_text,
+                   "has_content": has_content}),
+        );
+        self.used.insert(mid);
+        self.turns.push(export::message(head, Some(parts)), ops);
+        Ok(())
+    }
+}
+
+/// `TokenUsage` from a Messages `usage` object; null when there is none.
+fn usage(value: Option<&Value>) -> Result<Value, Problem> {
+    let Some(Value::Object(usage)) = value else {
+        return Ok(Value::Null);
+    };
+    let count = |key: &str| -> Result<Value, Problem> {
+        match usage.get(key) {
+            Some(v) if truthy(v) => match v {
+                Value::Number(n) if is_integer(n) && !n.as_str().starts_with('-') => Ok(v.clone()),
+                // pydantic takes an integral float as an int
+                Value::Number(n) => match n.as_f64() {
+                    Some(f) if f > 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(json!(f as u64)),
+                    _ => Err(Problem::new(format!(
+                        "message.usage.{key} must be a non-negative integer, got {}",
+                        n.as_str()
+                    ))),
+                },
+                other => Err(Problem::new(format!(
+                    "message.usage.{key} must be a non-negative integer, got {}",
+                    kind(other)
+                ))),
+            },
+            _ => Ok(json!(0)),
+        }
+    };
+    Ok(json!({
+        "input": count("input_tokens")?,
+        "output": count("output_tokens")?,
+        "cache": {"read": count("cache_read_input_tokens")?,
+                  "write": count("cache_creation_input_tokens")?},
+    }))
+}

@@ -1,0 +1,108 @@
+//! Builders for the OpenCode export values the foreign-format mappers make.
+//!
+//! The Python adapters build pydantic models and dump them with
+//! `exclude_unset`, which writes declared fields in declaration order and then
+//! the extras (`source`). The `*_json` columns keep key order, so these
+//! builders insert keys in that same order.
+
+use serde_json::{json, Map, Value};
+
+use super::opencode::kind;
+use super::Problem;
+
+/// A message's `info`: `{"id", "sessionID", "role"}` (the first declared fields).
+pub fn info(id: &str, session_id: &str, role: &str) -> Map<String, Value> {
+    let mut info = Map::new();
+    info.insert("id".into(), Value::String(id.to_owned()));
+    info.insert("sessionID".into(), Value::String(session_id.to_owned()));
+    info.insert("role".into(), Value::String(role.to_owned()));
+    info
+}
+
+/// `{"info", "parts"}`; `None` leaves `parts` unset, as a model built without it.
+pub fn message(info: Map<String, Value>, parts: Option<Vec<Value>>) -> Value {
+    let mut message = Map::new();
+    message.insert("info".into(), Value::Object(info));
+    if let Some(parts) = parts {
+        message.insert("parts".into(), Value::Array(parts));
+    }
+    Value::Object(message)
+}
+
+pub fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
+    let mut part = json!({"id": id, "type": "text", "text": text});
+    if let Some(source) = source {
+        part["source"] = source;
+    }
+    part
+}
+
+/// A tool part waiting for its result (`Part(id, type, callID, tool, state, source)`).
+pub fn tool_part(
+    id: String,
+    call_id: Value,
+    tool: Value,
+    input: Value,
+    source: Option<Value>,
+) -> Value {
+    let mut part = json!({
+        "id": id, "type": "tool", "callID": call_id, "tool": tool,
+        "state": {"status": "pending", "input": input},
+    });
+    if let Some(source) = source {
+        part["source"] = source;
+    }
+    part
+}
+
+/// Complete a tool part with its result: `status` and `output` (or `error`
+/// when it failed), keeping the declared order status, input, output, error.
+pub fn complete(part: &mut Value, failed: bool, text: String) {
+    let Some(Value::Object(state)) = part.get_mut("state") else {
+        return;
+    };
+    let (status, field) = if failed {
+        ("error", "error")
+    } else {
+        ("completed", "output")
+    };
+    state.insert("status".into(), json!(status));
+    state.insert(field.into(), Value::String(text));
+    if let Some(error) = state.shift_remove("error") {
+        state.insert("error".into(), error);
+    }
+}
+
+/// A `str | None` model field: the value (null when absent), or why it does not fit.
+pub fn str_or_null(value: Option<&Value>, what: &str) -> Result<Value, Problem> {
+    match value {
+        None | Some(Value::Null) => Ok(Value::Null),
+        Some(text @ Value::String(_)) => Ok(text.clone()),
+        Some(other) => Err(Problem::new(format!(
+            "{what} must be a string or null, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+/// `map` without `keys`, in order (the adapters' `{k: v ... if k not in keys}`).
+pub fn without(map: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    map.iter()
+        .filter(|(k, _)| !keys.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The items of a list the adapters iterate as `x or []`: falsy is empty,
+/// anything but an array is an error.
+pub fn items(value: Option<Value>, what: &str) -> Result<Vec<Value>, Problem> {
+    match value {
+        Some(Value::Array(items)) => Ok(items),
+        None => Ok(Vec::new()),
+        Some(v) if !super::pyjson::truthy(&v) => Ok(Vec::new()),
+        Some(other) => Err(Problem::new(format!(
+            "{what} must be a list, got {}",
+            kind(&other)
+        ))),
+    }
+}

@@ -1,0 +1,155 @@
+//! OpenHands event streams to an OpenCode export, by the mapping of
+//! `ctxcompact.formats.openhands`: one message per event, each keeping the
+//! event under `source`; agent actions with `tool_call_metadata` are tool
+//! parts, completed by the observation that answers them (same tool call id,
+//! or `cause` = the action's id).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::export::{self, complete, info, str_or_null, text_part, tool_part};
+use super::opencode::{kind, session, SessionRows};
+use super::pyjson::{py_str, truthy};
+use super::Problem;
+
+/// A line: a resolver record `{"history": [...], ...}` or a bare event list.
+pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
+    let fail = |what: String| Problem::new(what).session(session_id);
+    let (events, source) = match value {
+        Value::Object(mut record) => match record.shift_remove("history") {
+            Some(Value::Array(events)) => (events, Some(Value::Object(record))),
+            _ => return Err(fail(format!("{session_id}: no 'history' list"))),
+        },
+        Value::Array(events) => (events, None),
+        other => {
+            return Err(fail(format!(
+                "an OpenHands line must be a record or an event list, got {}",
+                kind(&other)
+            )))
+        }
+    };
+    let messages = from_events(events, session_id).map_err(|p| p.session(session_id))?;
+    let mut head = json!({ "id": session_id });
+    if let Some(source) = source {
+        head["source"] = source;
+    }
+    session(json!({"info": head, "messages": messages}))
+}
+
+/// `str(x or "")`.
+fn text_of(value: Option<&Value>) -> String {
+    value.filter(|v| truthy(v)).map(py_str).unwrap_or_default()
+}
+
+/// What an event says: `args.content` when it is non-empty text, else its
+/// `message` or `content`.
+fn event_text(event: &serde_json::Map<String, Value>) -> String {
+    if let Some(Value::String(text)) = event.get("args").and_then(|a| a.get("content")) {
+        if !text.is_empty() && event["args"].is_object() {
+            return text.clone();
+        }
+    }
+    let message = event.get("message").filter(|v| truthy(v));
+    text_of(message.or(event.get("content")))
+}
+
+fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
+    let mut out: Vec<Value> = Vec::with_capacity(events.len());
+    // the tool part (message index) of each tool call id and of each action id
+    let mut by_call: HashMap<String, usize> = HashMap::new();
+    let mut by_action: HashMap<String, usize> = HashMap::new();
+    for (i, event) in events.into_iter().enumerate() {
+        let Value::Object(event) = event else {
+            return Err(Problem::new(format!("event {i} is not an object")));
+        };
+        let mid = format!("{sid}-e{i:06}");
+        let meta = event
+            .get("tool_call_metadata")
+            .filter(|m| truthy(m))
+            .and_then(Value::as_object);
+        let call_id = meta
+            .and_then(|m| m.get("tool_call_id"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if event.contains_key("observation") {
+            let call = str_or_null(
+                Some(&call_id),
+                &format!("event {i}: tool_call_metadata.tool_call_id"),
+            )
+            .map_err(|p| p.message(&mid))?;
+            let answered = by_call
+                .get(&py_str(&call))
+                .or_else(|| by_action.get(&py_str(event.get("cause").unwrap_or(&Value::Null))));
+            if let Some(&m) = answered {
+                let failed = event.get("success") == Some(&Value::Bool(false))
+                    || event.get("observation").and_then(Value::as_str) == Some("error");
+                complete(
+                    &mut out[m]["parts"][0],
+                    failed,
+                    text_of(event.get("content")),
+                );
+            }
+            let part = json!({"id": format!("{mid}-p00"), "type": "tool-result", "callID": call});
+            let mut head = info(&mid, sid, "user");
+            head.insert("source".into(), json!({ "event": event }));
+            out.push(export::message(head, Some(vec![part])));
+            continue;
+        }
+        match event.get("source").and_then(Value::as_str) {
+            Some("user") => {
+                let text = event_text(&event);
+                let mut head = info(&mid, sid, "user");
+                head.insert("source".into(), json!({ "event": event }));
+                let part = text_part(format!("{mid}-p00"), Value::String(text), None);
+                out.push(export::message(head, Some(vec![part])));
+            }
+            Some("agent") => {
+                let mut parts = Vec::new();
+                if !call_id.is_null() {
+                    let call = str_or_null(
+                        Some(&call_id),
+                        &format!("event {i}: tool_call_metadata.tool_call_id"),
+                    )
+                    .map_err(|p| p.message(&mid))?;
+                    let name = [
+                        meta.and_then(|m| m.get("function_name")),
+                        event.get("action"),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .find(|v| truthy(v))
+                    .map_or_else(|| "tool".to_owned(), py_str);
+                    let input = match event.get("args") {
+                        Some(args @ Value::Object(_)) => args.clone(),
+                        _ => json!({}),
+                    };
+                    by_call.insert(py_str(&call), out.len());
+                    by_action.insert(py_str(event.get("id").unwrap_or(&Value::Null)), out.len());
+                    parts.push(tool_part(
+                        format!("{mid}-t00"),
+                        call,
+                        json!(name),
+                        input,
+                        None,
+                    ));
+                } else {
+                    let text = event_text(&event);
+                    if !text.is_empty() {
+                        parts.push(text_part(format!("{mid}-p00"), Value::String(text), None));
+                    }
+                }
+                let mut head = info(&mid, sid, "assistant");
+                head.insert("finish".into(), json!("stop"));
+                head.insert("source".into(), json!({ "event": event }));
+                out.push(export::message(head, Some(parts)));
+            }
+            _ => {
+                let mut head = info(&mid, sid, "system");
+                head.insert("source".into(), json!({ "event": event }));
+                out.push(export::message(head, None));
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,185 @@
+//! OpenAI Responses items (`message`, `function_call`, `function_call_output`,
+//! `reasoning`) to an OpenCode export, by the mapping of
+//! `ctxcompact.formats.responses.from_openai_responses`: one message per
+//! item; an output completes the tool part of its `call_id` and stays in
+//! place as a `tool-result` part; unknown items are kept whole.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::export::{self, complete, info, str_or_null, text_part, tool_part};
+use super::opencode::{kind, session, SessionRows};
+use super::pyjson::{dumps, py_str, truthy, DEFAULT};
+use super::Problem;
+
+/// A line: the item list, or a request body `{"input": [...], ...}`.
+pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
+    let items = match value {
+        Value::Object(mut body) => body.shift_remove("input"),
+        other => Some(other),
+    };
+    let Some(Value::Array(items)) = items else {
+        return Err(
+            Problem::new("OpenAI Responses input must be a list of items").session(session_id),
+        );
+    };
+    let messages = from_items(items, session_id).map_err(|p| p.session(session_id))?;
+    session(json!({"info": {"id": session_id}, "messages": messages}))
+}
+
+fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
+    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let at = |field: &str| format!("item {i}: {field}");
+        let Value::Object(item) = item else {
+            return Err(Problem::new(format!("item {i} is not an object")));
+        };
+        let mid = format!("{sid}-i{i:06}");
+        let kind_ = match item.get("type") {
+            Some(Value::String(t)) => Some(t.as_str()),
+            Some(_) => None,
+            None => item.contains_key("role").then_some("message"),
+        };
+        match kind_ {
+            Some("message") => {
+                let role = match item.get("role").and_then(Value::as_str) {
+                    Some("user") => "user",
+                    Some("assistant") => "assistant",
+                    Some("system" | "developer") => "system",
+                    _ => {
+                        let raw = item.get("role").map_or("None".into(), py_str);
+                        return Err(
+                            Problem::new(format!("item {i} has an unknown role {raw:?}"))
+                                .message(&mid),
+                        );
+                    }
+                };
+                let mut rest = item;
+                let content = rest.shift_remove("content");
+                let is_text = matches!(content, Some(Value::String(_)));
+                rest.insert("content_is_text".into(), Value::Bool(is_text));
+                let parts = blocks(&mid, content, i).map_err(|p| p.message(&mid))?;
+                let mut head = info(&mid, sid, role);
+                head.insert("source".into(), Value::Object(rest));
+                out.push(export::message(head, Some(parts)));
+            }
+            Some("function_call") => {
+                let input = match item.get("arguments") {
+                    Some(Value::String(raw)) if !raw.is_empty() => {
+                        match serde_json::from_str::<Value>(raw) {
+                            Ok(args @ Value::Object(_)) => args,
+                            _ => json!({}),
+                        }
+                    }
+                    Some(raw) if truthy(raw) => {
+                        return Err(Problem::new(format!(
+                            "{} must be a string, got {}",
+                            at("arguments"),
+                            kind(raw)
+                        ))
+                        .message(&mid))
+                    }
+                    _ => json!({}),
+                };
+                let name =
+                    str_or_null(item.get("name"), &at("name")).map_err(|p| p.message(&mid))?;
+                let call_id = str_or_null(item.get("call_id"), &at("call_id"))
+                    .map_err(|p| p.message(&mid))?;
+                calls.insert(py_str(&call_id), out.len());
+                let part = tool_part(
+                    format!("{mid}-t00"),
+                    call_id,
+                    name,
+                    input,
+                    Some(Value::Object(item)),
+                );
+                out.push(export::message(
+                    info(&mid, sid, "assistant"),
+                    Some(vec![part]),
+                ));
+            }
+            Some("function_call_output") => {
+                let call_id = str_or_null(item.get("call_id"), &at("call_id"))
+                    .map_err(|p| p.message(&mid))?;
+                if let Some(&m) = calls.get(&py_str(&call_id)) {
+                    let text = match item.get("output") {
+                        Some(Value::String(text)) => text.clone(),
+                        other => dumps(other.unwrap_or(&Value::Null), DEFAULT),
+                    };
+                    complete(&mut out[m]["parts"][0], false, text);
+                }
+                let part = json!({"id": format!("{mid}-p00"), "type": "tool-result",
+                                  "callID": call_id, "source": item});
+                out.push(export::message(info(&mid, sid, "user"), Some(vec![part])));
+            }
+            Some("reasoning") => {
+                let mut texts = Vec::new();
+                let summary = export::items(item.get("summary").cloned(), &at("summary"))
+                    .map_err(|p| p.message(&mid))?;
+                for (j, s) in summary.iter().enumerate() {
+                    match s.get("text") {
+                        _ if !s.is_object() => {
+                            return Err(Problem::new(format!(
+                                "{} must be an object",
+                                at(&format!("summary[{j}]"))
+                            ))
+                            .message(&mid))
+                        }
+                        None => texts.push(String::new()),
+                        Some(Value::String(t)) => texts.push(t.clone()),
+                        Some(other) => {
+                            return Err(Problem::new(format!(
+                                "{} must be a string, got {}",
+                                at(&format!("summary[{j}].text")),
+                                kind(other)
+                            ))
+                            .message(&mid))
+                        }
+                    }
+                }
+                let part = json!({"id": format!("{mid}-p00"), "type": "reasoning",
+                                  "text": texts.join("\n"), "source": item});
+                out.push(export::message(
+                    info(&mid, sid, "assistant"),
+                    Some(vec![part]),
+                ));
+            }
+            _ => {
+                // An item type this version does not know: kept, not sent to models.
+                let mut head = info(&mid, sid, "system");
+                head.insert("source".into(), json!({ "raw": item }));
+                out.push(export::message(head, None));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A message's content: a string, or blocks (`text` ones become text parts,
+/// the rest file parts keeping the block).
+fn blocks(mid: &str, content: Option<Value>, i: usize) -> Result<Vec<Value>, Problem> {
+    if let Some(text @ Value::String(_)) = content {
+        return Ok(vec![text_part(format!("{mid}-p00"), text, None)]);
+    }
+    let what = format!("item {i}: content");
+    let mut parts = Vec::new();
+    for (j, block) in export::items(content, &what)?.into_iter().enumerate() {
+        let pid = format!("{mid}-p{j:02}");
+        let Value::Object(mut block) = block else {
+            return Err(Problem::new(format!(
+                "{what}[{j}] must be an object, got {}",
+                kind(&block)
+            )));
+        };
+        match block.shift_remove("text") {
+            Some(text) => {
+                let text = str_or_null(Some(&text), &format!("{what}[{j}].text"))?;
+                parts.push(text_part(pid, text, Some(Value::Object(block))));
+            }
+            None => parts.push(json!({"id": pid, "type": "file", "source": block})),
+        }
+    }
+    Ok(parts)
+}
