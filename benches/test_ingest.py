@@ -1,7 +1,7 @@
 """JSONL ingest: the Rust reader against ``json.loads`` + the pydantic models.
 
-The same files (one OpenCode session export per line, and the same sessions
-as OpenAI chat lines) go through:
+The same sessions, written as OpenCode exports (a session per line), OpenAI
+chat lines and one Claude Code file (an event per line), go through:
 
 * ``read_jsonl`` on 1 and 2 threads (Rust: parse, map, Arrow);
 * the Python reference: ``json.loads`` per line, ``Session.model_validate``
@@ -26,7 +26,7 @@ from ctxcompact.ingest import read_jsonl
 from ctxcompact.synthetic import generate_table
 from ctxcompact.transcript import Transcript
 
-FORMATS = ("opencode", "openai-chat")
+FORMATS = ("opencode", "openai-chat", "claude-code")
 
 
 @pytest.fixture(scope="module")

@@ -275,6 +275,8 @@ def test_every_format_of_a_converted_session_reads_like_the_adapter(tmp_path: Pa
         path = tmp_path / f"data.{fmt}.jsonl"
         formats.write(sessions, path, fmt)
         one = assert_same_as_python(path, fmt, threads=1).table
+        if fmt == "claude-code":  # several sessions in one file keep their ids
+            assert cc.Transcript(one).session_ids() == [s.id for s in sessions]
         for threads, chunk in [(2, 300), (2, 1)]:
             assert read_jsonl(path, fmt, threads=threads, chunk_bytes=chunk).table.equals(one)
 
@@ -341,6 +343,9 @@ def test_a_bad_claude_code_event_is_left_out_as_if_it_were_not_in_the_file(
     assert got.table.equals(expected)
     assert got.table.column("status").to_pylist()[0] == "completed"
     assert got.table.column("output").to_pylist()[0] == "a b"
+    # The Python adapter names the file for the same event (not a pydantic error).
+    with pytest.raises(cc.FormatError, match="not a valid Claude Code session: text"):
+        formats.read(write_lines(tmp_path / "bad.jsonl", [bad[1]]), "claude-code")
 
 
 def test_a_claude_code_session_in_two_files_is_rejected_in_the_second(tmp_path: Path) -> None:

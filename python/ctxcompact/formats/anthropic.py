@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import parse_line
 from ctxcompact.models import (
@@ -216,7 +218,10 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
         if "raw" in source:
             events.append(source["raw"])
             continue
-        event = dict(source.get("event") or {"type": message.role, "uuid": message.id})
+        # A session built elsewhere names itself on every event, so that several
+        # sessions written to one file read back as they were.
+        made = {"type": message.role, "uuid": message.id, "sessionId": session.id}
+        event = dict(source.get("event") or made)
         if isinstance(message.info, SystemMessage):
             key = source.get("text_key")
             if key:
@@ -240,7 +245,16 @@ def read_claude_code(path: str | Path) -> list[Session]:
                 events.append(parse_line(raw))
             except FormatError as e:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
-    return claude_code_sessions(events, Path(path).stem)
+    try:
+        return claude_code_sessions(events, Path(path).stem)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise FormatError(
+            f"{path}: not a valid Claude Code session: {where}: {first['msg']}"
+        ) from None
+    except (AttributeError, TypeError) as e:
+        raise FormatError(f"{path}: not a valid Claude Code session ({e})") from None
 
 
 def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:

@@ -206,3 +206,58 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
         .collect();
     FileOut { rows, lines }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::column;
+    use super::super::OnError;
+    use super::*;
+
+    const FILE: &str = r#"{"type":"summary","summary":"before","leafUuid":"x"}
+{"type":"assistant","uuid":"a1","sessionId":"s","message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}
+{"type":"assistant","uuid":"a2","sessionId":"s","message":{"role":"assistant","content":[{"type":"tool_use","id":"t2","name":"Bash","input":[1]}]}}
+{"type":"user","uuid":"b1","sessionId":"r","message":{"role":"user","content":"elsewhere"}}
+{"type":"user","uuid":"a1","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"is_error":true}]}}
+"#;
+
+    fn run(on_error: OnError, chunk_bytes: usize) -> Result<Ingested> {
+        let sources = [Source {
+            name: "dir/cc.v1.jsonl",
+            data: FILE.as_bytes(),
+        }];
+        let options = Options {
+            format: super::super::Format::ClaudeCode,
+            on_error,
+            chunk_bytes,
+        };
+        ingest(&sources, &options)
+    }
+
+    #[test]
+    fn events_group_by_session_and_results_complete_earlier_calls() {
+        let err = run(OnError::Raise, 1).err().unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("dir/cc.v1.jsonl:3: message.content[0].input must be an object"),
+            "{err}"
+        );
+        for chunk_bytes in [1, 40, 1 << 20] {
+            let out = run(OnError::Skip, chunk_bytes).unwrap();
+            assert_eq!((out.lines, out.sessions), (5, 3));
+            let lines: Vec<_> = out.rejected.iter().map(|r| r.line).collect();
+            assert_eq!(lines, [3]);
+            assert_eq!(
+                column(&out, "session_id"),
+                ["cc.v1", "s", "s", "r"].map(|s| Some(s.to_owned()))
+            );
+            // a1 is taken, so the result keeps its position among the kept events of s
+            assert_eq!(
+                column(&out, "message_id"),
+                ["cc.v1-e000000", "a1", "s-e000001", "b1"].map(|s| Some(s.to_owned()))
+            );
+            assert_eq!(column(&out, "status")[1].as_deref(), Some("error"));
+            assert_eq!(column(&out, "output")[1].as_deref(), Some("a\nb"));
+            assert_eq!(column(&out, "part_type")[2].as_deref(), Some("tool-result"));
+        }
+    }
+}

@@ -596,7 +596,7 @@ mod tests {
         ingest(&[source], &options)
     }
 
-    fn column(ingested: &Ingested, name: &str) -> Vec<Option<String>> {
+    pub(super) fn column(ingested: &Ingested, name: &str) -> Vec<Option<String>> {
         ingested
             .batches
             .iter()
