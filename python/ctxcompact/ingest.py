@@ -32,20 +32,11 @@ from ctxcompact.atomic import replacing
 from ctxcompact.columnar import SCHEMA
 from ctxcompact.errors import ConfigError, FormatError
 from ctxcompact.estimate import check_threads
+from ctxcompact.formats import FORMATS, jsonl_format
 from ctxcompact.transcript import Transcript
 
-#: Formats parsed natively (in Rust) by ``read_jsonl``: all of ``formats.FORMATS``.
-NATIVE_FORMATS = (
-    "opencode",
-    "opencode-messages",
-    "openai-chat",
-    "openai-responses",
-    "anthropic",
-    "claude-code",
-    "swe-agent",
-    "tau-bench",
-    "openhands",
-)
+#: Formats parsed natively (in Rust) by ``read_jsonl``: every format ``formats`` reads.
+NATIVE_FORMATS = FORMATS
 OnError = Literal["raise", "skip"]
 
 
@@ -107,8 +98,6 @@ def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
 
 def detect_jsonl_format(path: str | Path) -> str:
     """The format of a JSONL file, from its first non-blank line."""
-    from ctxcompact.formats import jsonl_format
-
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
             if raw.strip():
