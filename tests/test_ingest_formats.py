@@ -267,14 +267,25 @@ def test_swe_agent_and_tau_bench_lines_match_the_python_adapter(
     assert_same_as_python(path, "tau-bench", chunk_bytes=64)
 
 
-def test_every_format_of_a_converted_session_reads_like_the_adapter(tmp_path: Path) -> None:
+def test_a_session_built_elsewhere_converts_to_every_format_with_its_tool_outputs(
+    tmp_path: Path,
+) -> None:
     from ctxcompact.synthetic import generate_table
 
+    def tool_outputs(table: Any) -> list[str]:
+        rows = zip(*(table.column(c).to_pylist() for c in ("part_type", "status", "output")))
+        return sorted(out for kind, status, out in rows if kind == "tool" and status != "pending")
+
     sessions = cc.Transcript(generate_table(12, 40, seed=8)).to_sessions()
-    for fmt in ("openai-responses", "anthropic", "claude-code", "swe-agent", "tau-bench"):
+    original = tool_outputs(cc.Transcript.from_sessions(sessions).to_arrow())
+    assert len(original) > 50
+    for fmt in ("openai-chat", "openai-responses", "anthropic", "claude-code", "swe-agent",
+                "tau-bench"):  # fmt: skip
         path = tmp_path / f"data.{fmt}.jsonl"
         formats.write(sessions, path, fmt)
         one = assert_same_as_python(path, fmt, threads=1).table
+        # every finished call keeps its output (synthetic calls have no call id)
+        assert tool_outputs(one) == original, fmt
         if fmt == "claude-code":  # several sessions in one file keep their ids
             assert cc.Transcript(one).session_ids() == [s.id for s in sessions]
         for threads, chunk in [(2, 300), (2, 1)]:

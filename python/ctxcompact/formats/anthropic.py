@@ -94,10 +94,13 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
             block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
             out.append({**block, **source})
         elif p.type == "tool" and not source:
-            out.append({"type": "tool_use", "id": p.callID, "name": p.tool,
+            out.append({"type": "tool_use", "id": p.callID or p.id, "name": p.tool,
                         "input": (p.state.input if p.state else None) or {}})  # fmt: skip
-        else:
+        elif source:
             out.append(source["raw"] if set(source) == {"raw"} else source)
+        elif p.type == "file" and p.url:  # a file part built elsewhere, by reference
+            out.append({"type": "image", "source": {"type": "url", "url": p.url}})
+        # other parts built elsewhere (step markers, patches...) have no block
     return out
 
 
@@ -148,6 +151,22 @@ def _content(message: MessageWithParts, as_text: bool) -> Any:
     return blocks
 
 
+def _results(message: MessageWithParts) -> list[dict[str, Any]]:
+    """``tool_result`` blocks for the finished calls of a message built elsewhere
+    (one read from Anthropic has its results in its next user turn already)."""
+    out = []
+    for p in message.parts:
+        state = p.state
+        if p.type != "tool" or (p.model_extra or {}).get("source") or state is None:
+            continue
+        if state.status in ("completed", "error"):
+            failed = state.status == "error"
+            block = {"type": "tool_result", "tool_use_id": p.callID or p.id,
+                     "content": (state.error if failed else state.output) or ""}  # fmt: skip
+            out.append({**block, "is_error": True} if failed else block)
+    return out
+
+
 def to_anthropic(session: Session) -> dict[str, Any]:
     body: dict[str, Any] = dict((session.info.model_extra or {}).get("source") or {})
     messages = []
@@ -158,6 +177,9 @@ def to_anthropic(session: Session) -> dict[str, Any]:
         rest = dict((message.info.model_extra or {}).get("source") or {})
         as_text = bool(rest.pop("content_is_text", False))
         messages.append({"role": message.role, "content": _content(message, as_text), **rest})
+        results = _results(message)
+        if results:
+            messages.append({"role": "user", "content": results})
     body["messages"] = messages
     return body
 
@@ -223,7 +245,7 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
         made = {"type": message.role, "uuid": message.id, "sessionId": session.id}
         event = dict(source.get("event") or made)
         if isinstance(message.info, SystemMessage):
-            key = source.get("text_key")
+            key = source.get("text_key") if source else "content"
             if key:
                 event[key] = "".join(p.text or "" for p in message.parts)
             events.append(event)
@@ -233,6 +255,10 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
             body["content"] = _content(message, bool(source.get("content_is_text")))
         event["message"] = body
         events.append(event)
+        results = _results(message)
+        if results:
+            events.append({"type": "user", "uuid": f"{message.id}-results", "sessionId": session.id,
+                           "message": {"role": "user", "content": results}})  # fmt: skip
     return events
 
 

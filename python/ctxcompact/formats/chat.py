@@ -187,7 +187,7 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
                     call_type = keep.pop("type", "function")
                     function = {"name": p.tool or "", "arguments": arguments}
                     entry["tool_calls"].append(
-                        {"id": p.callID, "type": call_type, "function": function, **keep}
+                        {"id": p.callID or p.id, "type": call_type, "function": function, **keep}
                     )
                     if p.state is not None and p.state.status in ("completed", "error"):
                         result = dict((p.model_extra or {}).get("result_source") or {})
@@ -196,7 +196,7 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
                             body = (
                                 p.state.output if p.state.status == "completed" else p.state.error
                             )
-                        results.append({"role": "tool", "tool_call_id": p.callID,
+                        results.append({"role": "tool", "tool_call_id": p.callID or p.id,
                                         "content": body, **result})  # fmt: skip
             out.append(entry)
             out.extend(results)

@@ -159,11 +159,17 @@ def _items_of(part: Part) -> list[dict[str, Any]]:
         return []
     state = part.state
     arguments = json.dumps((state.input if state else None) or {})
-    out: list[dict[str, Any]] = [{"type": "function_call", "call_id": part.callID,
+    out: list[dict[str, Any]] = [{"type": "function_call", "call_id": part.callID or part.id,
                                   "name": part.tool, "arguments": arguments}]  # fmt: skip
     if state is not None and state.status in ("completed", "error"):
         body = state.output if state.status == "completed" else state.error
-        out.append({"type": "function_call_output", "call_id": part.callID, "output": body or ""})
+        out.append(
+            {
+                "type": "function_call_output",
+                "call_id": part.callID or part.id,
+                "output": body or "",
+            }
+        )
     return out
 
 
