@@ -1,7 +1,8 @@
 """JSONL ingest: the Rust reader against ``json.loads`` + the pydantic models.
 
 The same sessions, written as OpenCode exports (a session per line), OpenAI
-chat lines and one Claude Code file (an event per line), go through:
+chat lines and Claude Code files (an event per line, a file per session as
+Claude Code keeps them), go through:
 
 * ``read_jsonl`` on 1 and 2 threads (Rust: parse, map, Arrow);
 * the Python reference: ``json.loads`` per line, ``Session.model_validate``
@@ -22,7 +23,7 @@ import pytest
 from conftest import SESSIONS
 from ctxcompact import formats
 from ctxcompact.columnar import sessions_to_table
-from ctxcompact.ingest import read_jsonl
+from ctxcompact.ingest import jsonl_files, read_jsonl
 from ctxcompact.synthetic import generate_table
 from ctxcompact.transcript import Transcript
 
@@ -37,22 +38,32 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for fmt in FORMATS:
         out[fmt] = folder / f"sessions.{fmt}.jsonl"
-        formats.write(sessions, out[fmt], fmt)
+        if fmt == "claude-code":
+            out[fmt].mkdir()
+            for s in sessions:
+                formats.write([s], out[fmt] / f"{s.id}.jsonl", fmt)
+        else:
+            formats.write(sessions, out[fmt], fmt)
     return out
 
 
 def _info(benchmark: Any, path: Path, rows: int) -> None:
     benchmark.extra_info["rows"] = rows  # part rows produced
-    benchmark.extra_info["bytes"] = path.stat().st_size  # MB/s of JSONL read
+    size = sum(p.stat().st_size for p in jsonl_files(path))
+    benchmark.extra_info["bytes"] = size  # MB/s of JSONL read
 
 
 def reference(path: Path, fmt: str) -> int:
-    return sessions_to_table(formats.read(path, fmt)).num_rows
+    sessions = [s for p in jsonl_files(path) for s in formats.read(p, fmt)]
+    return sessions_to_table(sessions).num_rows
 
 
 def json_loads_only(path: Path) -> int:
-    with path.open("rb") as f:
-        return sum(1 for line in f if json.loads(line) is not None)
+    lines = 0
+    for p in jsonl_files(path):
+        with p.open("rb") as f:
+            lines += sum(1 for line in f if json.loads(line) is not None)
+    return lines
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

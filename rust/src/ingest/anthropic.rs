@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::export::{self, complete, info, str_or_null, text_part, tool_part, without};
+use super::export::{
+    self, complete, info, object, str, str_or_null, text_part, tool_part, without,
+};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, is_integer, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -92,7 +94,11 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
         let pid = format!("{mid}-p{j:02}");
         let at = |field: &str| format!("{what}.content[{j}].{field}");
         let Value::Object(b) = block else {
-            out.push(json!({"id": pid, "type": "unknown", "source": {"raw": block}}));
+            out.push(object([
+                ("id", str(pid)),
+                ("type", str("unknown")),
+                ("source", object([("raw", block)])),
+            ]));
             continue;
         };
         let part = match b.get("type").and_then(Value::as_str) {
@@ -110,9 +116,14 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
                     some => str_or_null(some, &at("thinking"))?,
                 };
                 let mut source = Map::new();
-                source.insert("type".into(), json!(kind));
+                source.insert("type".into(), str(kind));
                 source.extend(without(&b, &["type", "text", "thinking"]));
-                json!({"id": pid, "type": "reasoning", "text": text, "source": source})
+                object([
+                    ("id", str(pid)),
+                    ("type", str("reasoning")),
+                    ("text", text),
+                    ("source", Value::Object(source)),
+                ])
             }
             Some("tool_use") => {
                 let name = str_or_null(b.get("name"), &at("name"))?;
@@ -138,7 +149,12 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
                     failed: b.get("is_error").is_some_and(truthy),
                     text: result_text(b.get("content")),
                 });
-                json!({"id": pid, "type": "tool-result", "callID": call, "source": b})
+                object([
+                    ("id", str(pid)),
+                    ("type", str("tool-result")),
+                    ("callID", call),
+                    ("source", Value::Object(b)),
+                ])
             }
             Some("image") => {
                 let mime = match b.get("source") {
@@ -154,14 +170,23 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
                     }
                     _ => Value::Null,
                 };
-                json!({"id": pid, "type": "file", "mime": mime, "source": b})
+                object([
+                    ("id", str(pid)),
+                    ("type", str("file")),
+                    ("mime", mime),
+                    ("source", Value::Object(b)),
+                ])
             }
             _ => {
                 let kind = match b.get("type") {
                     Some(t) if truthy(t) => py_str(t),
                     _ => "unknown".to_owned(),
                 };
-                json!({"id": pid, "type": kind, "source": b})
+                object([
+                    ("id", str(pid)),
+                    ("type", str(kind)),
+                    ("source", Value::Object(b)),
+                ])
             }
         };
         out.push(part);
@@ -219,11 +244,14 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         turns.push(export::message(head, Some(parts)), ops);
     }
     let mut session_info = Map::new();
-    session_info.insert("id".into(), json!(session_id));
+    session_info.insert("id".into(), str(session_id));
     if !body.is_empty() {
         session_info.insert("source".into(), Value::Object(body));
     }
-    session(json!({"info": session_info, "messages": turns.messages}))
+    session(object([
+        ("info", Value::Object(session_info)),
+        ("messages", Value::Array(turns.messages)),
+    ]))
 }
 
 /// Claude Code events of one session, one message each (`from_claude_code`).
@@ -248,7 +276,7 @@ impl Events {
         let Value::Object(mut event) = event else {
             // JSON that is not an event: kept as it is, never dropped.
             let mut head = info(&mid, &sid, "system");
-            head.insert("source".into(), json!({ "raw": event }));
+            head.insert("source".into(), object([("raw", event)]));
             self.turns.push(export::message(head, None), Vec::new());
             return Ok(());
         };
@@ -267,12 +295,15 @@ impl Events {
                 .find(|v| truthy(v))
                 .map(py_str)
                 .unwrap_or_default();
-            let key = event.contains_key("summary").then(|| json!("summary"));
+            let key = event.contains_key("summary").then(|| str("summary"));
             event.shift_remove("summary");
             let mut head = info(&mid, &sid, "system");
             head.insert(
                 "source".into(),
-                json!({"event": event, "text_key": key.unwrap_or(Value::Null)}),
+                object([
+                    ("event", Value::Object(event)),
+                    ("text_key", key.unwrap_or(Value::Null)),
+                ]),
             );
             let parts = if text.is_empty() {
                 Vec::new()
@@ -306,8 +337,12 @@ impl Events {
         let (parts, ops) = parts(&mid, content, "message").map_err(fail)?;
         head.insert(
             "source".into(),
-            json!({"event": event, "message": body, "content_is_text": content_is_text,
-                   "has_content": has_content}),
+            object([
+                ("event", Value::Object(event)),
+                ("message", Value::Object(body)),
+                ("content_is_text", Value::Bool(content_is_text)),
+                ("has_content", Value::Bool(has_content)),
+            ]),
         );
         self.used.insert(mid);
         self.turns.push(export::message(head, Some(parts)), ops);

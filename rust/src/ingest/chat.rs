@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::export::{text_part, without};
+use super::export::{info, message, object, str, text_part, tool_part, with_source, without};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -102,10 +102,13 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
                     },
                     _ => json!(""),
                 };
-                parts.push(
-                    json!({"id": pid, "type": "file", "mime": "image/*", "url": url,
-                                  "source": b}),
-                );
+                parts.push(object([
+                    ("id", str(pid)),
+                    ("type", str("file")),
+                    ("mime", str("image/*")),
+                    ("url", url),
+                    ("source", Value::Object(b)),
+                ]));
             }
             _ => parts.push(text_part(pid, json!(""), Some(Value::Object(b)))),
         }
@@ -263,11 +266,15 @@ fn from_messages(
                 // An orphaned (or second) result: kept as its own message, never dropped.
                 let content = msg.get("content").filter(|c| truthy(c));
                 let text = content.map(py_str).unwrap_or_default();
-                out.push(json!({
-                    "info": {"id": mid, "sessionID": sid, "role": "user", "source": msg},
-                    "parts": [{"id": format!("{mid}-p00"), "type": "text", "text": text,
-                               "synthetic": true}],
-                }));
+                let mut head = info(&mid, &sid, "user");
+                head.insert("source".into(), Value::Object(msg));
+                let part = object([
+                    ("id", str(format!("{mid}-p00"))),
+                    ("type", str("text")),
+                    ("text", str(text)),
+                    ("synthetic", Value::Bool(true)),
+                ]);
+                out.push(message(head, Some(vec![part])));
                 continue;
             };
             msg.shift_remove("role");
@@ -364,24 +371,16 @@ fn from_messages(
                         }
                     }
                     rest.extend(keep);
-                    let mut part = json!({
-                        "id": format!("{mid}-t{j:02}"), "type": "tool", "tool": name,
-                        "callID": call_id, "state": {"status": "pending", "input": input},
-                    });
-                    if !rest.is_empty() {
-                        part["source"] = Value::Object(rest);
-                    }
                     calls.insert(py_str(&call_id), (out.len(), parts.len()));
-                    parts.push(part);
+                    let source = (!rest.is_empty()).then_some(Value::Object(rest));
+                    let id = format!("{mid}-t{j:02}");
+                    parts.push(tool_part(id, call_id, name, input, source));
                 }
             }
             _ => unreachable!("roles were checked above"),
         }
-        out.push(json!({"info": info, "parts": parts}));
+        out.push(object([("info", info), ("parts", Value::Array(parts))]));
     }
-    let mut info = json!({"id": sid});
-    if let Some(source) = source {
-        info["source"] = source;
-    }
-    Ok(json!({"info": info, "messages": out}))
+    let head = with_source([("id", str(sid))], source);
+    Ok(object([("info", head), ("messages", Value::Array(out))]))
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::anthropic::Events;
 use super::pyjson::{dumps, py_str, truthy, COMPACT};
-use super::rows::Rows;
+use super::rows::{MessageRow, PartRow, Rows};
 use super::{
     already_read, finish, lines_of, opencode, parse, reject, split, Ingested, Options, Problem,
     Source,
@@ -40,6 +40,8 @@ struct At<T> {
 }
 
 type Line = At<Kept>;
+
+type Message = (MessageRow, Vec<PartRow>);
 
 struct FileOut {
     rows: Rows,
@@ -153,18 +155,28 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
         });
         outcomes.push(At { line, raw, outcome });
     }
-    // Rows session by session; each line learns its row range.
+    // Every message is final now: turn them into rows in parallel (the JSON
+    // text is most of the work), then append session by session.
+    let converted: Vec<(String, Vec<std::result::Result<Message, Problem>>)> = sessions
+        .into_par_iter()
+        .map(|events| {
+            let messages = events.turns.messages.into_par_iter();
+            let rows = messages
+                .map(|m| opencode::message(m, "the event"))
+                .collect();
+            (events.turns.session_id, rows)
+        })
+        .collect();
     let mut rows = Rows::default();
     let mut placed: Vec<Vec<std::result::Result<Kept, Problem>>> =
-        Vec::with_capacity(sessions.len());
-    for events in sessions {
-        let sid = events.turns.session_id;
+        Vec::with_capacity(converted.len());
+    for (sid, messages) in converted {
         let json = dumps(&serde_json::json!({ "id": sid }), COMPACT);
         let mut ids = HashSet::new();
         let mut first = true;
-        let mut out = Vec::with_capacity(events.turns.messages.len());
-        for message in events.turns.messages {
-            let mapped = opencode::message(message, "the event").and_then(|(info, parts)| {
+        let mut out = Vec::with_capacity(messages.len());
+        for mapped in messages {
+            let mapped = mapped.and_then(|(info, parts)| {
                 if ids.insert(info.id.clone()) {
                     Ok((info, parts))
                 } else {

@@ -5,7 +5,7 @@
 //! the extras (`source`). The `*_json` columns keep key order, so these
 //! builders insert keys in that same order.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::opencode::kind;
 use super::Problem;
@@ -29,12 +29,30 @@ pub fn message(info: Map<String, Value>, parts: Option<Vec<Value>>) -> Value {
     Value::Object(message)
 }
 
-pub fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
-    let mut part = json!({"id": id, "type": "text", "text": text});
-    if let Some(source) = source {
-        part["source"] = source;
+/// A JSON object of owned values, in order. (`json!` would deep-copy every
+/// value through `Serialize`, which costs more than the rest of the mapping.)
+pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// `object`, with `source` last when there is one.
+pub fn with_source<const N: usize>(pairs: [(&str, Value); N], source: Option<Value>) -> Value {
+    let mut value = object(pairs);
+    if let (Some(source), Value::Object(map)) = (source, &mut value) {
+        map.insert("source".into(), source);
     }
-    part
+    value
+}
+
+pub fn str(text: impl Into<String>) -> Value {
+    Value::String(text.into())
+}
+
+pub fn text_part(id: String, text: Value, source: Option<Value>) -> Value {
+    with_source(
+        [("id", str(id)), ("type", str("text")), ("text", text)],
+        source,
+    )
 }
 
 /// A tool part waiting for its result (`Part(id, type, callID, tool, state, source)`).
@@ -45,14 +63,15 @@ pub fn tool_part(
     input: Value,
     source: Option<Value>,
 ) -> Value {
-    let mut part = json!({
-        "id": id, "type": "tool", "callID": call_id, "tool": tool,
-        "state": {"status": "pending", "input": input},
-    });
-    if let Some(source) = source {
-        part["source"] = source;
-    }
-    part
+    let state = object([("status", str("pending")), ("input", input)]);
+    let pairs = [
+        ("id", str(id)),
+        ("type", str("tool")),
+        ("callID", call_id),
+        ("tool", tool),
+        ("state", state),
+    ];
+    with_source(pairs, source)
 }
 
 /// Complete a tool part with its result: `status` and `output` (or `error`
@@ -66,7 +85,7 @@ pub fn complete(part: &mut Value, failed: bool, text: String) {
     } else {
         ("completed", "output")
     };
-    state.insert("status".into(), json!(status));
+    state.insert("status".into(), str(status));
     state.insert(field.into(), Value::String(text));
     if let Some(error) = state.shift_remove("error") {
         state.insert("error".into(), error);

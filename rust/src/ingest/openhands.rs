@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::export::{self, complete, info, str_or_null, text_part, tool_part};
+use super::export::{
+    self, complete, info, object, str, str_or_null, text_part, tool_part, with_source,
+};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{py_str, truthy};
 use super::Problem;
@@ -30,11 +32,11 @@ pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         }
     };
     let messages = from_events(events, session_id).map_err(|p| p.session(session_id))?;
-    let mut head = json!({ "id": session_id });
-    if let Some(source) = source {
-        head["source"] = source;
-    }
-    session(json!({"info": head, "messages": messages}))
+    let head = with_source([("id", str(session_id))], source);
+    session(object([
+        ("info", head),
+        ("messages", Value::Array(messages)),
+    ]))
 }
 
 /// `str(x or "")`.
@@ -90,9 +92,13 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     text_of(event.get("content")),
                 );
             }
-            let part = json!({"id": format!("{mid}-p00"), "type": "tool-result", "callID": call});
+            let part = object([
+                ("id", str(format!("{mid}-p00"))),
+                ("type", str("tool-result")),
+                ("callID", call),
+            ]);
             let mut head = info(&mid, sid, "user");
-            head.insert("source".into(), json!({ "event": event }));
+            head.insert("source".into(), object([("event", Value::Object(event))]));
             out.push(export::message(head, Some(vec![part])));
             continue;
         }
@@ -100,7 +106,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             Some("user") => {
                 let text = event_text(&event);
                 let mut head = info(&mid, sid, "user");
-                head.insert("source".into(), json!({ "event": event }));
+                head.insert("source".into(), object([("event", Value::Object(event))]));
                 let part = text_part(format!("{mid}-p00"), Value::String(text), None);
                 out.push(export::message(head, Some(vec![part])));
             }
@@ -129,7 +135,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     parts.push(tool_part(
                         format!("{mid}-t00"),
                         call,
-                        json!(name),
+                        str(name),
                         input,
                         None,
                     ));
@@ -140,13 +146,13 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     }
                 }
                 let mut head = info(&mid, sid, "assistant");
-                head.insert("finish".into(), json!("stop"));
-                head.insert("source".into(), json!({ "event": event }));
+                head.insert("finish".into(), str("stop"));
+                head.insert("source".into(), object([("event", Value::Object(event))]));
                 out.push(export::message(head, Some(parts)));
             }
             _ => {
                 let mut head = info(&mid, sid, "system");
-                head.insert("source".into(), json!({ "event": event }));
+                head.insert("source".into(), object([("event", Value::Object(event))]));
                 out.push(export::message(head, None));
             }
         }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::export::{self, complete, info, str_or_null, text_part, tool_part};
+use super::export::{self, complete, info, object, str, str_or_null, text_part, tool_part};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -25,7 +25,11 @@ pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         );
     };
     let messages = from_items(items, session_id).map_err(|p| p.session(session_id))?;
-    session(json!({"info": {"id": session_id}, "messages": messages}))
+    let head = object([("id", str(session_id))]);
+    session(object([
+        ("info", head),
+        ("messages", Value::Array(messages)),
+    ]))
 }
 
 fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
@@ -110,8 +114,12 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     };
                     complete(&mut out[m]["parts"][0], false, text);
                 }
-                let part = json!({"id": format!("{mid}-p00"), "type": "tool-result",
-                                  "callID": call_id, "source": item});
+                let part = object([
+                    ("id", str(format!("{mid}-p00"))),
+                    ("type", str("tool-result")),
+                    ("callID", call_id),
+                    ("source", Value::Object(item)),
+                ]);
                 out.push(export::message(info(&mid, sid, "user"), Some(vec![part])));
             }
             Some("reasoning") => {
@@ -139,8 +147,12 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                         }
                     }
                 }
-                let part = json!({"id": format!("{mid}-p00"), "type": "reasoning",
-                                  "text": texts.join("\n"), "source": item});
+                let part = object([
+                    ("id", str(format!("{mid}-p00"))),
+                    ("type", str("reasoning")),
+                    ("text", str(texts.join("\n"))),
+                    ("source", Value::Object(item)),
+                ]);
                 out.push(export::message(
                     info(&mid, sid, "assistant"),
                     Some(vec![part]),
@@ -149,7 +161,7 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             _ => {
                 // An item type this version does not know: kept, not sent to models.
                 let mut head = info(&mid, sid, "system");
-                head.insert("source".into(), json!({ "raw": item }));
+                head.insert("source".into(), object([("raw", Value::Object(item))]));
                 out.push(export::message(head, None));
             }
         }
@@ -178,7 +190,11 @@ fn blocks(mid: &str, content: Option<Value>, i: usize) -> Result<Vec<Value>, Pro
                 let text = str_or_null(Some(&text), &format!("{what}[{j}].text"))?;
                 parts.push(text_part(pid, text, Some(Value::Object(block))));
             }
-            None => parts.push(json!({"id": pid, "type": "file", "source": block})),
+            None => parts.push(object([
+                ("id", str(pid)),
+                ("type", str("file")),
+                ("source", Value::Object(block)),
+            ])),
         }
     }
     Ok(parts)
