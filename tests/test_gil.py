@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,8 +36,13 @@ def long_switch_interval() -> Iterator[None]:
         sys.setswitchinterval(old)
 
 
-def ticks_during(fn: Callable[[], Any]) -> int:
-    """Ticks another thread made while ``fn`` ran (read right before and after)."""
+def ticks_during(fn: Callable[[], Any], seconds: float = 0.1) -> int:
+    """Ticks another thread made while ``fn`` ran (read right before and after).
+
+    ``fn`` is called again until ``seconds`` have passed, so that a fast call on
+    a busy machine still gives the ticker a chance to be scheduled; that stays
+    well inside the switch interval, so a call holding the GIL still gets 0.
+    """
     count = 0
     running = threading.Event()
     stop = False
@@ -51,7 +57,10 @@ def ticks_during(fn: Callable[[], Any]) -> int:
     thread.start()
     running.wait()
     before = count
+    deadline = time.perf_counter() + seconds
     fn()
+    while time.perf_counter() < deadline:
+        fn()
     after = count
     stop = True
     thread.join()

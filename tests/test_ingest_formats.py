@@ -406,3 +406,52 @@ def test_lines_that_do_not_fit_the_format_are_typed_errors(
     assert str(info.value).startswith(f"{path}:1: ") and info.value.row == 1
     got = read_jsonl(path, fmt, on_error="skip")
     assert got.table.num_rows == 0 and [r.line for r in got.rejected] == [1]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "lines"),
+    [
+        # a non-text tool result keeps its content in place among the other keys
+        ("openai-chat", [{"id": "c", "messages": [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "x"}],
+             "name": "ls"}]}]),
+        # what Python iterates: an empty object, an empty string
+        ("openai-chat", [{"id": "e", "messages": {}}, {"id": "f", "messages": [
+            {"role": "user", "content": {}}]}]),
+        ("openhands", ["", []]),
+        ("tau-bench", [[{"task_id": 1, "traj": ""}]]),
+        # Anthropic content given as an object: Python walks its keys
+        ("anthropic", [{"messages": [{"role": "user", "content": {"type": "text", "x": 1}}]}]),
+        # usage counts as pydantic reads them
+        ("claude-code", [{"type": "assistant", "uuid": "a", "message": {
+            "role": "assistant", "content": "x", "usage": {
+                "input_tokens": " 12 ", "output_tokens": 3.0, "cache_read_input_tokens": True,
+                "cache_creation_input_tokens": "7.0"}}}]),
+    ],
+)  # fmt: skip
+def test_odd_shapes_read_as_the_adapters_read_them(
+    tmp_path: Path, fmt: str, lines: list[Any]
+) -> None:
+    path = write_lines(tmp_path / "odd.jsonl", lines)
+    assert_same_as_python(path, fmt)
+
+
+def test_a_claude_code_event_whose_id_is_taken_is_left_out_without_a_trace(
+    tmp_path: Path,
+) -> None:
+    use = {"type": "tool_use", "id": "t", "name": "x", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t", "content": "ok"}
+    lines = [
+        {**event("s-e000001", "s", [use]), "uuid": "s-e000001"},  # takes the next positional id
+        {"type": "user", "sessionId": "s", "message": {"role": "user", "content": [result]}},
+        event("u3", "s", "after"),
+    ]
+    path = write_lines(tmp_path / "c.jsonl", lines)
+    with pytest.raises(cc.FormatError, match=r'c.jsonl:2: message id "s-e000001" appears twice'):
+        read_jsonl(path, "claude-code")
+    got = read_jsonl(path, "claude-code", on_error="skip")
+    assert [r.line for r in got.rejected] == [2]
+    assert got.table.column("status").to_pylist()[0] == "pending"  # completed by nothing
+    assert got.table.column("message_id").to_pylist() == ["s-e000001", "u3"]

@@ -12,7 +12,7 @@ use super::export::{
     self, complete, info, object, str, str_or_null, text_part, tool_part, without,
 };
 use super::opencode::{kind, session, SessionRows};
-use super::pyjson::{dumps, is_integer, py_str, truthy, DEFAULT};
+use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
 
 /// What a block does to the tool parts of its session, applied in block
@@ -257,8 +257,11 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
 /// Claude Code events of one session, one message each (`from_claude_code`).
 pub struct Events {
     pub turns: Turns,
-    /// Message ids given so far: a repeated `uuid` keeps the positional id.
+    /// Ids given to events (not to raw lines): a repeated `uuid` keeps the positional id.
     used: HashSet<String>,
+    /// Every message id of the session, to refuse a repeat (a positional id
+    /// can meet an earlier `uuid` of the same text).
+    ids: HashSet<String>,
 }
 
 impl Events {
@@ -266,6 +269,7 @@ impl Events {
         Events {
             turns: Turns::new(session_id),
             used: HashSet::new(),
+            ids: HashSet::new(),
         }
     }
 
@@ -273,19 +277,26 @@ impl Events {
     pub fn push(&mut self, event: Value) -> Result<(), Problem> {
         let sid = self.turns.session_id.clone();
         let mut mid = format!("{sid}-e{:06}", self.turns.messages.len());
-        let Value::Object(mut event) = event else {
-            // JSON that is not an event: kept as it is, never dropped.
-            let mut head = info(&mid, &sid, "system");
-            head.insert("source".into(), object([("raw", event)]));
-            self.turns.push(export::message(head, None), Vec::new());
-            return Ok(());
-        };
-        if let Some(uuid) = event.get("uuid").filter(|u| truthy(u)) {
+        if let Some(uuid) = event.get("uuid").filter(|u| event.is_object() && truthy(u)) {
             let uuid = py_str(uuid);
             if !self.used.contains(&uuid) {
                 mid = uuid;
             }
         }
+        if self.ids.contains(&mid) {
+            return Err(
+                Problem::new(format!("message id {mid:?} appears twice in this session"))
+                    .message(&mid),
+            );
+        }
+        let Value::Object(mut event) = event else {
+            // JSON that is not an event: kept as it is, never dropped.
+            let mut head = info(&mid, &sid, "system");
+            head.insert("source".into(), object([("raw", event)]));
+            self.ids.insert(mid);
+            self.turns.push(export::message(head, None), Vec::new());
+            return Ok(());
+        };
         let fail = |p: Problem| p.message(&mid);
         if !matches!(event.get("message"), Some(Value::Object(_))) {
             // summary, system and other events without a message body
@@ -311,6 +322,7 @@ impl Events {
                 vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
             };
             self.used.insert(mid.clone());
+            self.ids.insert(mid.clone());
             self.turns
                 .push(export::message(head, Some(parts)), Vec::new());
             return Ok(());
@@ -344,7 +356,8 @@ impl Events {
                 ("has_content", Value::Bool(has_content)),
             ]),
         );
-        self.used.insert(mid);
+        self.used.insert(mid.clone());
+        self.ids.insert(mid);
         self.turns.push(export::message(head, Some(parts)), ops);
         Ok(())
     }
@@ -356,29 +369,51 @@ fn usage(value: Option<&Value>) -> Result<Value, Problem> {
         return Ok(Value::Null);
     };
     let count = |key: &str| -> Result<Value, Problem> {
-        match usage.get(key) {
-            Some(v) if truthy(v) => match v {
-                Value::Number(n) if is_integer(n) && !n.as_str().starts_with('-') => Ok(v.clone()),
-                // pydantic takes an integral float as an int
-                Value::Number(n) => match n.as_f64() {
-                    Some(f) if f > 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(json!(f as u64)),
-                    _ => Err(Problem::new(format!(
-                        "message.usage.{key} must be a non-negative integer, got {}",
-                        n.as_str()
-                    ))),
-                },
-                other => Err(Problem::new(format!(
-                    "message.usage.{key} must be a non-negative integer, got {}",
-                    kind(other)
-                ))),
-            },
-            _ => Ok(json!(0)),
+        let v = usage.get(key).filter(|v| truthy(v));
+        match v.map(token_count) {
+            None => Ok(Value::from(0)),
+            Some(Some(n)) => Ok(n),
+            Some(None) => Err(Problem::new(format!(
+                "message.usage.{key} must be a non-negative integer, got {}",
+                match v {
+                    Some(Value::Number(n)) => n.as_str().to_owned(),
+                    Some(other) => kind(other).to_owned(),
+                    None => "nothing".to_owned(),
+                }
+            ))),
         }
     };
-    Ok(json!({
-        "input": count("input_tokens")?,
-        "output": count("output_tokens")?,
-        "cache": {"read": count("cache_read_input_tokens")?,
-                  "write": count("cache_creation_input_tokens")?},
-    }))
+    let cache = object([
+        ("read", count("cache_read_input_tokens")?),
+        ("write", count("cache_creation_input_tokens")?),
+    ]);
+    Ok(object([
+        ("input", count("input_tokens")?),
+        ("output", count("output_tokens")?),
+        ("cache", cache),
+    ]))
+}
+
+/// A `NonNegativeInt` as pydantic reads it in lax mode: an integer, an
+/// integral float, `true`, or a string holding one of those.
+fn token_count(value: &Value) -> Option<Value> {
+    let text = match value {
+        Value::Bool(true) => return Some(Value::from(1)),
+        Value::Number(n) => n.as_str().to_owned(),
+        Value::String(s) => s.trim().to_owned(),
+        _ => return None,
+    };
+    let digits = text.strip_prefix('+').unwrap_or(&text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return serde_json::from_str(digits.trim_start_matches('0'))
+            .ok()
+            .or(Some(Value::from(0)));
+    }
+    match text.parse::<f64>() {
+        // `int(f)`: the exact integer the float holds
+        Ok(f) if f.is_finite() && f >= 0.0 && f.fract() == 0.0 => {
+            serde_json::from_str(&format!("{f:.0}")).ok()
+        }
+        _ => None,
+    }
 }

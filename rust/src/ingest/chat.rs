@@ -7,7 +7,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::export::{info, message, object, str, text_part, tool_part, with_source, without};
+use super::export::{
+    info, iterate, message, object, str, text_part, tool_part, with_source, without,
+};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -16,7 +18,10 @@ use super::Problem;
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).
 pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
     match value {
-        Value::Array(messages) => session(from_messages(messages, fallback_id.into(), None)?),
+        bare @ (Value::Array(_) | Value::String(_)) => {
+            let messages = iterate(bare, "the line")?;
+            session(from_messages(messages, fallback_id.into(), None)?)
+        }
         Value::Object(mut obj) => {
             let id = [obj.get("id"), obj.get("session_id")]
                 .into_iter()
@@ -25,14 +30,7 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
                 .map(py_str)
                 .unwrap_or_else(|| fallback_id.to_owned());
             let messages = match obj.shift_remove("messages") {
-                Some(Value::Array(items)) => items,
-                Some(other) => {
-                    return Err(Problem::new(format!(
-                        "messages must be an array, got {}",
-                        kind(&other)
-                    ))
-                    .session(&id))
-                }
+                Some(items) => iterate(items, "messages").map_err(|p| p.session(&id))?,
                 None => {
                     return Err(
                         Problem::new("an OpenAI chat session needs \"messages\"").session(&id)
@@ -57,13 +55,7 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
         Some(text @ Value::String(_)) => {
             return Ok(vec![text_part(format!("{mid}-p00"), text, None)])
         }
-        Some(Value::Array(blocks)) => blocks,
-        Some(other) => {
-            return Err(Problem::new(format!(
-                "{at}.content must be a string, a list of parts or null, got {}",
-                kind(&other)
-            )))
-        }
+        Some(other) => iterate(other, &format!("{at}.content"))?,
     };
     let mut parts = Vec::with_capacity(blocks.len());
     for (j, block) in blocks.into_iter().enumerate() {
@@ -91,6 +83,12 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
             }
             Some("image_url") => {
                 let url = match b.get("image_url") {
+                    Some(image) if truthy(image) && !image.is_object() => {
+                        return Err(Problem::new(format!(
+                            "{at}.content[{j}].image_url must be an object, got {}",
+                            kind(image)
+                        )))
+                    }
                     Some(image) if truthy(image) => match image.get("url") {
                         None => json!(""),
                         Some(url @ (Value::String(_) | Value::Null)) => url.clone(),
@@ -188,12 +186,7 @@ pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem>
 /// tau-bench results per line (`from_tau_bench`): a list of runs, one session
 /// each, named `tau-<task_id>-<trial>`.
 pub fn tau_bench(value: Value) -> Result<Vec<SessionRows>, Problem> {
-    let Value::Array(runs) = value else {
-        return Err(Problem::new(format!(
-            "a tau-bench line must be a list of runs, got {}",
-            kind(&value)
-        )));
-    };
+    let runs = iterate(value, "a tau-bench line (a list of runs)")?;
     let mut out = Vec::with_capacity(runs.len());
     for (i, run) in runs.into_iter().enumerate() {
         let Value::Object(mut run) = run else {
@@ -203,14 +196,7 @@ pub fn tau_bench(value: Value) -> Result<Vec<SessionRows>, Problem> {
         let trial = run.get("trial").map_or_else(|| "0".to_owned(), py_str);
         let sid = format!("tau-{task}-{trial}");
         let traj = match run.shift_remove("traj") {
-            Some(Value::Array(traj)) => traj,
-            Some(other) => {
-                return Err(Problem::new(format!(
-                    "run {i}: traj must be a list of chat messages, got {}",
-                    kind(&other)
-                ))
-                .session(&sid))
-            }
+            Some(traj) => iterate(traj, &format!("run {i}: traj")).map_err(|p| p.session(&sid))?,
             None => return Err(Problem::new(format!("run {i} has no 'traj'"))),
         };
         out.push(session(from_messages(
@@ -279,14 +265,17 @@ fn from_messages(
             };
             msg.shift_remove("role");
             msg.shift_remove("tool_call_id");
-            // What stays in `msg` is kept to write the result back exactly.
-            let output = match msg.shift_remove("content") {
-                Some(Value::String(text)) => text,
-                other => {
-                    let content = other.unwrap_or(Value::Null);
-                    let text = dumps(&content, DEFAULT);
-                    msg.insert("content".into(), content);
-                    text
+            // What stays in `msg` is kept to write the result back exactly
+            // (a content that is not text stays, in its place).
+            let output = match msg.get("content") {
+                Some(Value::String(_)) => match msg.shift_remove("content") {
+                    Some(Value::String(text)) => text,
+                    _ => unreachable!("checked above"),
+                },
+                Some(content) => dumps(content, DEFAULT),
+                None => {
+                    msg.insert("content".into(), Value::Null);
+                    "null".to_owned()
                 }
             };
             let part = &mut out[m]["parts"][p];

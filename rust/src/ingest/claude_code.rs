@@ -9,7 +9,7 @@
 //! their positions among the kept ones). A session id read in an earlier
 //! file rejects every line of that session in the later one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
@@ -172,21 +172,9 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
         Vec::with_capacity(converted.len());
     for (sid, messages) in converted {
         let json = dumps(&serde_json::json!({ "id": sid }), COMPACT);
-        let mut ids = HashSet::new();
         let mut first = true;
         let mut out = Vec::with_capacity(messages.len());
         for mapped in messages {
-            let mapped = mapped.and_then(|(info, parts)| {
-                if ids.insert(info.id.clone()) {
-                    Ok((info, parts))
-                } else {
-                    Err(Problem::new(format!(
-                        "message id {:?} appears twice in this session",
-                        info.id
-                    ))
-                    .message(&info.id))
-                }
-            });
             out.push(
                 mapped
                     .map(|(info, parts)| {

@@ -112,16 +112,24 @@ pub fn without(map: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
         .collect()
 }
 
-/// The items of a list the adapters iterate as `x or []`: falsy is empty,
-/// anything but an array is an error.
-pub fn items(value: Option<Value>, what: &str) -> Result<Vec<Value>, Problem> {
+/// What a Python `for x in value` over a JSON value yields: a list's items,
+/// an object's keys, a string's characters; other values cannot be iterated.
+pub fn iterate(value: Value, what: &str) -> Result<Vec<Value>, Problem> {
     match value {
-        Some(Value::Array(items)) => Ok(items),
-        None => Ok(Vec::new()),
-        Some(v) if !super::pyjson::truthy(&v) => Ok(Vec::new()),
-        Some(other) => Err(Problem::new(format!(
+        Value::Array(items) => Ok(items),
+        Value::Object(map) => Ok(map.into_iter().map(|(k, _)| Value::String(k)).collect()),
+        Value::String(text) => Ok(text.chars().map(|c| Value::String(c.into())).collect()),
+        other => Err(Problem::new(format!(
             "{what} must be a list, got {}",
             kind(&other)
         ))),
+    }
+}
+
+/// The items of a list the adapters iterate as `x or []` (falsy is empty).
+pub fn items(value: Option<Value>, what: &str) -> Result<Vec<Value>, Problem> {
+    match value {
+        Some(v) if super::pyjson::truthy(&v) => iterate(v, what),
+        _ => Ok(Vec::new()),
     }
 }

@@ -290,8 +290,10 @@ fn lines_of<'a>(data: &'a [u8], chunk: &Chunk) -> impl Iterator<Item = (usize, R
 /// The file name up to its first dot: what names a session without an id
 /// (`<stem>:<line>`), as the Python adapters do.
 fn short_stem(name: &str) -> &str {
-    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    file.split('.').next().unwrap_or("")
+    let file = std::path::Path::new(name)
+        .file_name()
+        .and_then(|f| f.to_str());
+    file.unwrap_or(name).split('.').next().unwrap_or("")
 }
 
 fn read_chunk(source: &Source<'_>, chunk: &Chunk, format: Format) -> ChunkOut {

@@ -23,7 +23,7 @@ pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
             Some(Value::Array(events)) => (events, Some(Value::Object(record))),
             _ => return Err(fail(format!("{session_id}: no 'history' list"))),
         },
-        Value::Array(events) => (events, None),
+        bare @ (Value::Array(_) | Value::String(_)) => (export::iterate(bare, "the line")?, None),
         other => {
             return Err(fail(format!(
                 "an OpenHands line must be a record or an event list, got {}",
