@@ -291,30 +291,28 @@ fn from_messages(
         let had_content = !matches!(content, None | Some(Value::Null));
         msg.shift_remove("role");
         msg.shift_remove("tool_call_id");
-        let extra = msg;
-        let mut info = json!({"id": mid, "sessionID": sid});
-        let mut parts;
+        let mut extra = msg;
+        let canonical = match role.as_str() {
+            "user" | "assistant" => role.as_str(),
+            _ => "system",
+        };
+        let mut head = info(&mid, &sid, canonical);
+        let mut parts = content_parts(&mid, content, &at).map_err(fail)?;
         match role.as_str() {
             "system" | "developer" | "user" => {
-                info["role"] = json!(if role == "user" { "user" } else { "system" });
-                let mut extra = extra;
                 if role == "developer" {
-                    extra.insert("role".into(), json!("developer"));
+                    extra.insert("role".into(), str("developer"));
                 }
                 if !extra.is_empty() {
-                    info["source"] = Value::Object(extra);
+                    head.insert("source".into(), Value::Object(extra));
                 }
-                parts = content_parts(&mid, content, &at).map_err(fail)?;
             }
             "assistant" => {
-                info["role"] = json!("assistant");
-                parts = content_parts(&mid, content, &at).map_err(fail)?;
-                let mut extra = extra;
                 if !had_content {
                     extra.insert("content".into(), Value::Null);
                 }
                 if !extra.is_empty() {
-                    info["source"] = Value::Object(extra);
+                    head.insert("source".into(), Value::Object(extra));
                 }
                 let tool_calls = match tool_calls {
                     Some(Value::Array(calls)) => calls,
@@ -368,8 +366,11 @@ fn from_messages(
             }
             _ => unreachable!("roles were checked above"),
         }
-        out.push(object([("info", info), ("parts", Value::Array(parts))]));
+        out.push(message(head, Some(parts)));
     }
-    let head = with_source([("id", str(sid))], source);
-    Ok(object([("info", head), ("messages", Value::Array(out))]))
+    let session_info = with_source([("id", str(sid))], source);
+    Ok(object([
+        ("info", session_info),
+        ("messages", Value::Array(out)),
+    ]))
 }

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::anthropic::Events;
-use super::pyjson::{dumps, py_str, truthy, COMPACT};
+use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
 use super::{
     already_read, finish, lines_of, opencode, parse, reject, split, Ingested, Options, Problem,
@@ -171,7 +171,7 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
     let mut placed: Vec<Vec<std::result::Result<Kept, Problem>>> =
         Vec::with_capacity(converted.len());
     for (sid, messages) in converted {
-        let json = dumps(&serde_json::json!({ "id": sid }), COMPACT);
+        let json = opencode::session_json(&sid);
         let mut first = true;
         let mut out = Vec::with_capacity(messages.len());
         for mapped in messages {

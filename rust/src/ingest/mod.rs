@@ -350,10 +350,9 @@ fn read_line(
             };
             let message =
                 opencode::message(value, "the message").map_err(|p| p.session(&session_id))?;
-            let json = pyjson::dumps(&serde_json::json!({ "id": session_id }), pyjson::COMPACT);
             Ok(one(SessionRows {
+                json: opencode::session_json(&session_id),
                 id: session_id,
-                json,
                 messages: vec![message],
             }))
         }

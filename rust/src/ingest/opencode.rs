@@ -108,6 +108,13 @@ fn present(map: &Map<String, Value>, key: &str) -> bool {
     !matches!(map.get(key), None | Some(Value::Null))
 }
 
+/// `session_json` of a session known only by its id (`SessionInfo(id=...)`).
+pub fn session_json(id: &str) -> String {
+    let mut info = Map::new();
+    info.insert("id".into(), Value::String(id.to_owned()));
+    dumps(&Value::Object(info), COMPACT)
+}
+
 /// A session export.
 pub fn session(value: Value) -> Result<SessionRows, Problem> {
     let mut export = object(value, "a session export")?;
