@@ -94,7 +94,7 @@ def test_ingest_to_parquet_with_rejects(tmp_path: Path, monkeypatch: Any, capsys
     assert json.loads(rejects.read_text())["line"] == 5
     code, est = run(monkeypatch, capsys, "estimate", str(out), "--json")
     assert code == 0 and est["sessions"] == 4
-    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "x")[0] == 4
+    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "x")[0] == 2
     assert run(monkeypatch, capsys, "ingest", str(tmp_path / "no.jsonl"), "-o", str(out))[0] == 3
 
 
