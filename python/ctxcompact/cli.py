@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import pyarrow as pa
 import pyarrow.compute
 import pyarrow.parquet as pq
@@ -184,7 +183,7 @@ def _limits(
     """The model limits and their usable input window (``None``: no limit)."""
     if context is None:
         if output_limit is not None:
-            raise click.UsageError("--output-limit needs --context")
+            raise typer.BadParameter("needs --context", param_hint="--output-limit")
         return None, None
     limits = {"context": context, "output": output_limit or 0}
     if context == 0:
@@ -712,7 +711,7 @@ def config_cmd(
 ) -> None:
     """Show the effective configuration: each field, its value and where it came from."""
     if markdown and show:
-        raise click.UsageError("--show and --markdown exclude each other")
+        raise typer.BadParameter("cannot be combined with --show", param_hint="--markdown")
     if markdown:
         typer.echo(config_module.reference_markdown(), nl=False)
         return
