@@ -16,6 +16,7 @@ Exit codes: see EXIT_CODES (also printed by `ctxcompact --help`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -528,25 +529,18 @@ def batch(
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(destination, "DESTINATION")
     _check_output(report, "--report")
+    console = _stderr()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=_stderr(),
-                  disable=as_json) as bar:  # fmt: skip
+                  TimeRemainingColumn(), console=console,
+                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
         task = bar.add_task("compacting rows", total=None)
 
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        try:
-            stats = compact_parquet(source, destination, cfg, report_path=report,
-                                    batch_rows=batch_rows, limits=limits,
-                                    progress=tick)  # fmt: skip
-        except OSError as e:
-            if not (isinstance(e, FileNotFoundError | PermissionError | IsADirectoryError)
-                    or getattr(e, "filename", None)):  # fmt: skip
-                raise
-            raise OutputNotWritable(
-                f"{destination}: cannot write the compacted rows: {e.strerror or _one_line(str(e))}"
-            ) from None
+        stats = compact_parquet(source, destination, cfg, report_path=report,
+                                batch_rows=batch_rows, limits=limits,
+                                progress=tick)  # fmt: skip
     rows = stats.to_dict()
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
@@ -747,6 +741,9 @@ def _cli_wording(message: str) -> str:
     return re.sub(r"\bpass format=", f"pass --format (one of: {', '.join(READ_FORMATS)})", message)
 
 
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
 def _fail(code: int, message: str) -> None:
     typer.secho("error: ", fg="red", err=True, nl=False)
     typer.echo(_one_line(message), err=True)
@@ -764,9 +761,11 @@ def main() -> None:
         _fail(EXIT_CONFIG, f"ConfigError: {e}")
     except cc.CompactionError as e:
         _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}")
-    except OSError as e:  # a read the commands did not anticipate
+    except OSError as e:  # outputs are checked up front; what is left is mostly reading
         where = f"{e.filename}: " if e.filename else ""
-        _fail(EXIT_INPUT, f"{where}cannot read: {e.strerror or e}")
+        if e.errno in _FULL:
+            _fail(EXIT_OUTPUT, f"{where}cannot write: {e.strerror}")
+        _fail(EXIT_INPUT, f"{where}cannot read: {e.strerror or _one_line(str(e))}")
 
 
 if __name__ == "__main__":
