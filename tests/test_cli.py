@@ -309,7 +309,7 @@ def test_config_show(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     code, out = run(monkeypatch, capsys, "config", "--show", "--config", str(path),
                     "--prune-protected-tools", "skill,todo", "--json")  # fmt: skip
     assert code == 0
-    rows = {r["field"]: r for r in out}
+    rows = out
     assert set(rows) == set(CompactionConfig.model_fields)
     assert (rows["keep_messages"]["value"], rows["keep_messages"]["source"]) == (3, f"file {path}")
     assert rows["prune_minimum"]["source"] == "environment CTXCOMPACT_PRUNE_MINIMUM"

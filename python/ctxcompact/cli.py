@@ -296,12 +296,12 @@ def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
 
 @app.command(short_help="Run the whole job on generated data; report savings, speed.")
 def demo(
-    sessions: Annotated[int, typer.Option(min=1, help="Sessions to generate.")] = 500,
-    parts: Annotated[int, typer.Option(min=10, help="Parts per session.")] = 1000,
+    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 500,
+    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 1000,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="Threads (default: all cores).")
+        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
+    seed: Annotated[int, typer.Option(metavar="N", help="Generator seed.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Generate a transcript set, prune and pivot-filter it, report savings and speed."""
@@ -513,7 +513,9 @@ def batch(
     report: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
     ] = None,
-    batch_rows: Annotated[int, typer.Option(min=1, help="Rows per record batch.")] = 65_536,
+    batch_rows: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Rows per record batch.")
+    ] = 65_536,
     context: ContextOption = None,
     output_limit: OutputLimitOption = None,
     config: ConfigOption = None,
@@ -617,7 +619,7 @@ def ingest(
         typer.Option(metavar="FILE", help="JSONL file for skipped lines (with --on-error skip)."),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="Threads (default: all cores).")
+        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -650,8 +652,8 @@ def ingest(
 
 @app.command(short_help="Quick speed check: Rust against the Python reference.")
 def bench(
-    sessions: Annotated[int, typer.Option(min=1, help="Sessions to generate.")] = 200,
-    parts: Annotated[int, typer.Option(min=10, help="Parts per session.")] = 500,
+    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 200,
+    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 500,
     as_json: JsonOption = False,
 ) -> None:
     """Quick self-check of speed: Rust scans against the pure-Python reference."""
@@ -718,7 +720,8 @@ def config_cmd(
         for f in config_module.fields()
     ]  # fmt: skip
     if as_json:
-        typer.echo(json.dumps(rows))
+        typer.echo(json.dumps({r["field"]: {k: v for k, v in r.items() if k != "field"}
+                               for r in rows}))  # fmt: skip
         return
     table = Table(title="ctxcompact configuration")
     for col in ("field", "value", "source"):
