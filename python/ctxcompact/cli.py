@@ -105,7 +105,7 @@ def _root(
 # --- options shared by several commands ---------------------------------------------
 
 
-def _choice(values: tuple[str, ...], option: str) -> Callable[[str | None], str | None]:
+def _choice(values: tuple[str, ...]) -> Callable[[str | None], str | None]:
     def check(value: str | None) -> str | None:
         if value is not None and value not in values:
             raise typer.BadParameter(f"{value!r} is not one of: {', '.join(values)}")
@@ -121,7 +121,7 @@ ConfigOption = Annotated[
 ]  # fmt: skip
 FormatOption = Annotated[
     str | None,
-    typer.Option("--format", metavar="FORMAT", callback=_choice(READ_FORMATS, "--format"),
+    typer.Option("--format", metavar="FORMAT", callback=_choice(READ_FORMATS),
                  help=f"Input session format, one of: {', '.join(READ_FORMATS)} "
                  "(default: detect)."),
 ]  # fmt: skip
@@ -562,7 +562,7 @@ def convert(
         typer.Option(
             "--to",
             metavar="FORMAT",
-            callback=_choice(WRITE_FORMATS, "--to"),
+            callback=_choice(WRITE_FORMATS),
             help=f"Output format, one of: {', '.join(WRITE_FORMATS)}.",
         ),
     ] = "openai-chat",
@@ -571,7 +571,7 @@ def convert(
         typer.Option(
             "--from",
             metavar="FORMAT",
-            callback=_choice(READ_FORMATS, "--from"),
+            callback=_choice(READ_FORMATS),
             help=f"Input format, one of: {', '.join(READ_FORMATS)} (default: detect).",
         ),
     ] = None,
@@ -610,7 +610,7 @@ def ingest(
         str,
         typer.Option(
             metavar="raise|skip",
-            callback=_choice(("raise", "skip"), "--on-error"),
+            callback=_choice(("raise", "skip")),
             help="raise: stop at the first bad line; skip: reject it and go on.",
         ),
     ] = "raise",
