@@ -94,7 +94,7 @@ def test_ingest_to_parquet_with_rejects(tmp_path: Path, monkeypatch: Any, capsys
     assert json.loads(rejects.read_text())["line"] == 5
     code, est = run(monkeypatch, capsys, "estimate", str(out), "--json")
     assert code == 0 and est["sessions"] == 4
-    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "x")[0] == 4
+    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error", "x")[0] == 2
     assert run(monkeypatch, capsys, "ingest", str(tmp_path / "no.jsonl"), "-o", str(out))[0] == 3
 
 
@@ -135,3 +135,224 @@ def test_help_documents_the_exit_codes() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
     assert "4 invalid configuration" in " ".join(result.output.split())
+
+
+# --- issue 10 ---------------------------------------------------------------------------
+
+
+def run_err(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def chat_file(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([{"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "hello"}]))  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize("args", [
+    ("estimate", "{chat}", "--format", "bogus"),
+    ("convert", "{chat}", "{tmp}/o.json", "--to", "bogus"),
+    ("convert", "{chat}", "{tmp}/o.json", "--from", "bogus"),
+    ("ingest", "{chat}", "-o", "{tmp}/o.parquet", "--on-error", "maybe"),
+    ("estimate", "{chat}", "--json=1"),  # a flag takes no value
+    ("compact", "{chat}", "--output-limit", "8000"),  # needs --context
+])  # fmt: skip
+def test_usage_errors_exit_2(
+    args: tuple[str, ...], chat_file: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    argv = [a.format(chat=chat_file, tmp=tmp_path) for a in args]
+    code, _, err = run_err(monkeypatch, capsys, *argv)
+    assert code == 2, err
+    if "bogus" in args:
+        assert "openai-chat" in err and "claude-code" in err  # the choices are listed
+    assert not (tmp_path / "o.json").exists() and not (tmp_path / "o.parquet").exists()
+
+
+def test_missing_config_file_is_a_missing_input(
+    chat_file: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    code, _, err = run_err(monkeypatch, capsys, "estimate", str(chat_file),
+                           "--config", str(tmp_path / "missing.toml"))  # fmt: skip
+    assert code == 3 and "missing.toml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_version_flag(monkeypatch: Any, capsys: Any) -> None:
+    import ctxcompact as cc
+
+    code, out, _ = run_err(monkeypatch, capsys, "--version")
+    assert code == 0 and out.strip() == cc.__version__
+
+
+def test_help_is_plain_and_lists_the_formats() -> None:
+    from ctxcompact.cli import app
+    from ctxcompact.formats import FORMATS
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["--help"])
+    listing = top.output.split("Commands:")[1].split("\n\n")[0].strip().splitlines()
+    commands = [line.split()[0] for line in listing]
+    assert {"estimate", "convert", "ingest", "config", "batch"} <= set(commands)
+    assert not any(line.endswith("...") for line in listing)  # short help is not cut off
+    for command in ["", *commands]:
+        result = runner.invoke(app, [command, "--help"] if command else ["--help"])
+        assert result.exit_code == 0, command
+        assert "``" not in result.output and "<bool>" not in result.output, command
+    text = " ".join(runner.invoke(app, ["convert", "--help"]).output.split())
+    for fmt in FORMATS:
+        assert fmt in text
+    assert "5 output not writable" in " ".join(top.output.split())
+
+
+UNWRITABLE = [
+    ("prune", "{data}", "--output", "{out}"),
+    ("filter", "{data}", "--output", "{out}"),
+    ("compact", "{data}", "--output", "{out}"),
+    ("compact", "{data}", "--report", "{out}"),
+    ("batch", "{data}", "{out}"),
+    ("batch", "{data}", "{tmp}/ok.parquet", "--report", "{out}"),
+    ("convert", "{chat}", "{out}"),
+    ("ingest", "{jsonl}", "-o", "{out}"),
+    ("ingest", "{jsonl}", "-o", "{tmp}/ok.parquet", "--on-error", "skip", "--rejects", "{out}"),
+]
+
+
+@pytest.mark.parametrize("target", ["missing folder", "directory"])
+@pytest.mark.parametrize("args", UNWRITABLE, ids=lambda a: " ".join(a[:4]))
+def test_an_unwritable_output_is_one_line_and_exit_5(
+    args: tuple[str, ...], target: str, data: Path, chat_file: Path, tmp_path: Path,
+    monkeypatch: Any, capsys: Any,
+) -> None:  # fmt: skip
+    from ctxcompact import formats
+
+    jsonl = tmp_path / "in.jsonl"
+    formats.write(formats.read(chat_file), jsonl, "openai-chat")
+    out = tmp_path / "no-such-folder" / "o.parquet" if target == "missing folder" else tmp_path
+    argv = [a.format(data=data, chat=chat_file, jsonl=jsonl, out=out, tmp=tmp_path)
+            for a in args]  # fmt: skip
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run_err(monkeypatch, capsys, *argv)
+    assert code == 5, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert str(out) in err and ("does not exist" in err or "directory" in err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing left behind
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    src = tmp_path / "surrogate.json"
+    src.write_text('[{"role": "user", "content": "bad \\ud800 text"}]')  # a lone surrogate
+    out = tmp_path / "out.json"
+    out.write_text("previous")
+    code, _, err = run_err(monkeypatch, capsys, "convert", str(src), str(out))
+    assert code == 1 and "surrogate" in err and str(src) in err
+    assert len(err.strip().splitlines()) == 1
+    assert out.read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "surrogate.json"]
+
+
+def test_context_without_a_usable_window_is_refused(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    for command in (("compact", str(data)), ("batch", str(data), str(tmp_path / "b.parquet"))):
+        code, _, err = run_err(monkeypatch, capsys, *command, "--context", "20000")
+        assert code == 4 and "usable" in err and "--output-limit" in err, err
+    assert not (tmp_path / "b.parquet").exists()
+    # the library's overflow rule: 100,000 - min(output limit or 32,000, 32,000)
+    code, out, _ = run_err(monkeypatch, capsys, "compact", str(data), "--context", "20000",
+                           "--output-limit", "4000", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["usable_context"] == 16_000
+    code, out, _ = run_err(monkeypatch, capsys, "batch", str(data), str(tmp_path / "b.parquet"),
+                           "--context", "100000", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["usable_context"] == 68_000
+    code, out, _ = run_err(monkeypatch, capsys, "compact", str(data), "--context", "100000")
+    assert code == 0 and "usable context" in out and "68,000" in out
+
+
+def test_format_hint_names_the_cli_option(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"foo": 1}')
+    code, _, err = run_err(monkeypatch, capsys, "estimate", str(odd))
+    assert code == 1 and "--format" in err and "openai-chat" in err and "format=" not in err
+
+
+def test_prune_threshold_flags(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    _, default = run(monkeypatch, capsys, "prune", str(data), "--json")
+    code, eager = run(monkeypatch, capsys, "prune", str(data), "--prune-protect", "1000",
+                      "--prune-minimum", "0", "--json")  # fmt: skip
+    assert code == 0 and eager["tokens_pruned"] > default["tokens_pruned"]
+    for command in (("compact", str(data)), ("batch", str(data), str(tmp_path / "b.parquet"))):
+        code, res = run(monkeypatch, capsys, *command, "--prune-protect", "1000",
+                        "--prune-minimum", "0", "--json")  # fmt: skip
+        assert code == 0 and res["tokens_pruned"] == eager["tokens_pruned"], command
+    code, _, _ = run_err(monkeypatch, capsys, "prune", str(data), "--prune-protect", "-1")
+    assert code == 2
+
+
+def test_config_show(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    from ctxcompact.config import CompactionConfig
+
+    path = tmp_path / "c.toml"
+    path.write_text("[compaction]\nkeep_messages = 3\n")
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_MINIMUM", "5")
+    code, out = run(monkeypatch, capsys, "config", "--show", "--config", str(path),
+                    "--prune-protected-tools", "skill,todo", "--json")  # fmt: skip
+    assert code == 0
+    rows = out
+    assert set(rows) == set(CompactionConfig.model_fields)
+    assert (rows["keep_messages"]["value"], rows["keep_messages"]["source"]) == (3, f"file {path}")
+    assert rows["prune_minimum"]["source"] == "environment CTXCOMPACT_PRUNE_MINIMUM"
+    assert (rows["prune_protected_tools"]["value"], rows["prune_protected_tools"]["source"]) == (
+        ["skill", "todo"], "argument")  # fmt: skip
+    assert rows["fallback"]["source"] == "default"
+    assert rows["prune_protect"]["environment"] == "CTXCOMPACT_PRUNE_PROTECT"
+    code, text = run(monkeypatch, capsys, "config")
+    assert code == 0 and "prune_protect" in text and "default" in text
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECT", "lots")
+    code, _, err = run_err(monkeypatch, capsys, "config")
+    assert code == 4 and "CTXCOMPACT_PRUNE_PROTECT" in err
+
+
+def test_demo_accounts_for_every_token(monkeypatch: Any, capsys: Any) -> None:
+    code, out = run(monkeypatch, capsys, "demo", "--sessions", "8", "--parts", "400", "--json")
+    assert code == 0
+    assert out["tokens_pruned"] > 0 and out["tokens_dropped_by_pivot"] > 0
+    assert (out["tokens_before"] - out["tokens_pruned"] + out["tokens_placeholders"]
+            - out["tokens_dropped_by_pivot"]) == out["tokens_after"]  # fmt: skip
+    names = [s["step"] for s in out["steps"]]
+    assert len(names) == len(set(names))
+    monkeypatch.setenv("COLUMNS", "80")
+    code, text = run(monkeypatch, capsys, "demo", "--sessions", "8", "--parts", "400")
+    assert code == 0 and max(len(line) for line in text.splitlines()) <= 80
+    assert "ctxcompact demo" in text  # the title on one line
+    assert "pivot filter" in text
+
+
+def test_bench_hint_does_not_point_at_the_repository(monkeypatch: Any, capsys: Any) -> None:
+    code, text = run(monkeypatch, capsys, "bench", "--sessions", "3", "--parts", "40")
+    assert code == 0 and "benches/" not in text and "--sessions" in text
+
+
+def test_progress_on_a_terminal_only(data: Path) -> None:
+    import os
+
+    command = [sys.executable, "-m", "ctxcompact.cli", "estimate", str(data)]
+    tty = {**os.environ, "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}
+    shown = subprocess.run(command, capture_output=True, text=True, env=tty, check=False)
+    assert shown.returncode == 0 and "estimating" in shown.stderr
+    quiet = subprocess.run([*command, "--json"], capture_output=True, text=True, env=tty,
+                           check=False)  # fmt: skip
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    piped = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert piped.returncode == 0 and piped.stderr == ""

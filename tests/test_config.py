@@ -96,3 +96,64 @@ def test_config_drives_the_scans_and_overflow() -> None:
     assert not cc.is_overflow(usage, limits)  # 68k > 68k is false
     assert cc.is_overflow(usage, limits, c)  # >= with the option
     assert not cc.is_overflow({"input": 10**6, "output": 0}, limits, CompactionConfig(auto=False))
+
+
+# --- issue 10: errors name their source; every field documented -----------------------
+
+
+@pytest.mark.parametrize(("env", "value"), [
+    ("CTXCOMPACT_PRUNE_PROTECT", "abc"),
+    ("CTXCOMPACT_KEEP_RATIO", "2"),
+    ("CTXCOMPACT_PRUNE_PROTECTED_TOOLS", "skill"),  # not JSON: pydantic-settings fails early
+    ("ctxcompact_estimate_method", "words"),  # matched case-insensitively
+])  # fmt: skip
+def test_a_bad_environment_value_is_a_config_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(cc.ConfigError) as e:
+        CompactionConfig()  # the plain constructor too, not only load()
+    assert env.upper() in str(e.value) and repr(value) in str(e.value)
+    assert e.value.column == env.upper().removeprefix("CTXCOMPACT_").lower()
+
+
+def test_a_bad_argument_and_a_bad_file_value_say_where(tmp_path: Path) -> None:
+    with pytest.raises(cc.ConfigError, match=r"invalid prune_minimum=-3") as e:
+        CompactionConfig(prune_minimum=-3)
+    assert "CTXCOMPACT_" not in str(e.value)
+    path = tmp_path / "c.toml"
+    path.write_text("keep_ratio = 7\n")
+    with pytest.raises(cc.ConfigError, match=r"c\.toml: invalid keep_ratio"):
+        CompactionConfig.from_file(path)
+
+
+def test_sources_say_where_each_value_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[compaction]\nprune_minimum = 5\nkeep_messages = 3\n")
+    monkeypatch.setenv("CTXCOMPACT_KEEP_MESSAGES", "4")
+    monkeypatch.setenv("CTXCOMPACT_DISABLE_PRUNE", "1")
+    cfg = CompactionConfig.from_file(path, prune_protect=9)
+    sources = cfg.sources()
+    assert set(sources) == set(CompactionConfig.model_fields)
+    assert sources["prune_protect"] == "argument"
+    assert (cfg.prune_minimum, sources["prune_minimum"]) == (5, f"file {path}")
+    assert (cfg.keep_messages, sources["keep_messages"]) == (
+        4,
+        "environment CTXCOMPACT_KEEP_MESSAGES",
+    )
+    assert (cfg.prune, sources["prune"]) == (False, "environment CTXCOMPACT_DISABLE_PRUNE")
+    assert sources["fallback"] == "default"
+
+
+def test_docs_config_md_documents_every_field() -> None:
+    from ctxcompact.config import fields, reference_markdown
+
+    docs = (Path(__file__).parent.parent / "docs" / "config.md").read_text(encoding="utf-8")
+    # regenerate with: ctxcompact config --markdown
+    assert reference_markdown() in docs
+    for row in fields():
+        assert row["meaning"], f"{row['field']} has no description"
+        assert f"| `{row['field']}` |" in docs and f"`{row['environment']}`" in docs
+    assert {r["field"] for r in fields()} == set(CompactionConfig.model_fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,14 +10,22 @@ from pathlib import Path
 
 
 @contextmanager
-def replacing(path: str | Path) -> Iterator[Path]:
+def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``,
-    on any error it is removed and ``path`` is left as it was."""
+    on any error it is removed and ``path`` is left as it was.
+
+    ``keep_suffix``: end the temporary name with ``path``'s suffix, for writers
+    that choose the layout from it (``.jsonl`` vs ``.json``).
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if keep_suffix:
+        tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    else:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         yield tmp
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # keep the original error
+            tmp.unlink(missing_ok=True)
         raise

@@ -1,24 +1,28 @@
-"""The ``ctxcompact`` command: compaction of stored agent transcripts.
+"""The ctxcompact command: compaction of stored agent transcripts.
 
-``ctxcompact demo`` runs the main job on embedded defaults: it generates a
+`ctxcompact demo` runs the main job on embedded defaults: it generates a
 large transcript set, estimates it, prunes old tool outputs, marks them,
 filters every session to its latest pivot and reports what compaction saved
 and how fast each step ran. No server, key or network.
 
 Inputs: Parquet of part rows (docs/schema.md), or any session format
-``ctxcompact.formats`` reads (.json / .jsonl / .traj; ``--format`` to force).
-``ingest`` turns JSONL session files into Parquet with the native reader.
+`ctxcompact.formats` reads (.json / .jsonl / .traj; `--format` to force).
+`ingest` turns JSONL session files into Parquet with the native reader.
+Every output is written to a temporary file and renamed into place, so a
+failed run leaves no partial file.
 
-Exit codes: 0 success; 1 bad data (a CompactionError, which names the file,
-session, row or column); 2 usage error; 3 an input that does not exist or
-cannot be read; 4 invalid configuration.
+Exit codes: see EXIT_CODES (also printed by `ctxcompact --help`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -27,60 +31,298 @@ import pyarrow.compute
 import pyarrow.parquet as pq
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 import ctxcompact as cc
+from ctxcompact import config as config_module
 from ctxcompact.atomic import replacing
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
+from ctxcompact.formats import FORMATS
+from ctxcompact.overflow import check_overflow
 from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
 
+#: Exit status of every failure class (documented in --help and docs/config.md).
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
 EXIT_CODES = (
     "Exit codes: 0 ok; 1 bad data (names the file, session, row or column); "
-    "2 usage error; 3 input missing or unreadable; 4 invalid configuration."
+    "2 usage error (unknown option or value); 3 input missing or unreadable "
+    "(also a --config file); 4 invalid configuration (a bad value, or a "
+    "--context with no usable window); 5 output not writable (missing folder, "
+    "a directory, no permission; nothing is left half-written)."
 )
+#: The values of --format / --from (read) and --to (write): one place for each.
+READ_FORMATS: tuple[str, ...] = tuple(FORMATS)
+WRITE_FORMATS: tuple[str, ...] = tuple(FORMATS)
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help=__doc__.split("\n\n")[0],
+    # Plain help: no RST/markdown markup and no "<bool>" after flags.
+    rich_markup_mode=None,
+    help="ctxcompact: compaction of stored agent transcripts "
+    "(estimate, prune, pivot-filter, convert, ingest).",
     epilog=EXIT_CODES,
 )
 T = TypeVar("T")
 
 
-def _timed(steps: list[dict[str, Any]], name: str, rows: int, fn: Callable[[], T]) -> T:
-    start = time.perf_counter()
-    result = fn()
-    seconds = time.perf_counter() - start
+class InputNotFound(Exception):
+    """Exit code 3."""
+
+
+class OutputNotWritable(Exception):
+    """Exit code 5."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(cc.__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:  # fmt: skip
+    pass
+
+
+# --- options shared by several commands ---------------------------------------------
+
+
+def _choice(values: tuple[str, ...]) -> Callable[[str | None], str | None]:
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in values:
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(values)}")
+        return value
+
+    return check
+
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE",
+                 help="A CompactionConfig TOML/JSON file (see `ctxcompact config`)."),
+]  # fmt: skip
+FormatOption = Annotated[
+    str | None,
+    typer.Option("--format", metavar="FORMAT", callback=_choice(READ_FORMATS),
+                 help=f"Input session format, one of: {', '.join(READ_FORMATS)} "
+                 "(default: detect)."),
+]  # fmt: skip
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+ProtectOption = Annotated[
+    int | None,
+    typer.Option("--prune-protect", min=0, metavar="TOKENS",
+                 help="Tokens of the newest tool outputs never pruned (config prune_protect)."),
+]  # fmt: skip
+MinimumOption = Annotated[
+    int | None,
+    typer.Option("--prune-minimum", min=0, metavar="TOKENS",
+                 help="Prune only when this many tokens would be freed (config prune_minimum)."),
+]  # fmt: skip
+ToolsOption = Annotated[
+    str | None,
+    typer.Option("--prune-protected-tools", metavar="TOOLS",
+                 help="Comma-separated tools whose outputs are never pruned, '' for none "
+                 "(config prune_protected_tools)."),
+]  # fmt: skip
+ContextOption = Annotated[
+    int | None,
+    typer.Option("--context", min=0, metavar="TOKENS",
+                 help="Model context window (0: unlimited); flags sessions over the limit."),
+]  # fmt: skip
+OutputLimitOption = Annotated[
+    int | None,
+    typer.Option("--output-limit", min=0, metavar="TOKENS",
+                 help="Model output limit (with --context; default: output_token_max "
+                 "tokens are reserved for the answer)."),
+]  # fmt: skip
+
+
+def _overrides(
+    protect: int | None = None, minimum: int | None = None, tools: str | None = None
+) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if protect is not None:
+        values["prune_protect"] = protect
+    if minimum is not None:
+        values["prune_minimum"] = minimum
+    if tools is not None:
+        values["prune_protected_tools"] = [t.strip() for t in tools.split(",") if t.strip()]
+    return values
+
+
+def _config(path: Path | None, **overrides: Any) -> CompactionConfig:
+    if path is None:
+        return CompactionConfig.load(**overrides)
+    if not path.exists():
+        raise InputNotFound(f"{path}: no such configuration file (--config)")
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise InputNotFound(f"{path}: cannot read the configuration file (--config)")
+    return CompactionConfig.from_file(path, **overrides)
+
+
+def _limits(
+    context: int | None, output_limit: int | None, cfg: CompactionConfig
+) -> tuple[dict[str, int] | None, int | None]:
+    """The model limits and their usable input window (``None``: no limit)."""
+    if context is None:
+        if output_limit is not None:
+            raise typer.BadParameter("needs --context", param_hint="--output-limit")
+        return None, None
+    limits = {"context": context, "output": output_limit or 0}
+    if context == 0:
+        return limits, None
+    # The library's overflow rule decides how much of the window is input.
+    usable = check_overflow({"input": 0, "output": 0}, limits, cfg).usable
+    if usable <= 0:
+        raise cc.ConfigError(
+            f"--context {context} leaves no usable input window ({usable:,} tokens): "
+            f"{context - usable:,} tokens are reserved for the answer "
+            f"(--output-limit, else output_token_max = {cfg.output_token_max:,}); "
+            "pass the model's --output-limit or a larger --context",
+            column="context",
+        )
+    return limits, usable
+
+
+# --- writing outputs ------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _check_output(path: Path | None, option: str) -> None:
+    """Refuse an output that cannot be written before any work is done."""
+    if path is None:
+        return
+    parent = path.parent
+    if path.is_dir():
+        reason = "it is a directory"
+    elif not parent.exists():
+        reason = f"folder {parent} does not exist"
+    elif not parent.is_dir():
+        reason = f"{parent} is not a folder"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        reason = f"folder {parent} is not writable"
+    else:
+        return
+    raise OutputNotWritable(f"{path}: cannot write {option}: {reason}")
+
+
+@contextmanager
+def _writing(path: Path, option: str, *, keep_suffix: bool = False) -> Iterator[Path]:
+    """A temporary path renamed onto ``path`` on success; an OSError becomes exit 5."""
+    _check_output(path, option)
+    try:
+        with replacing(path, keep_suffix=keep_suffix) as tmp:
+            yield tmp
+    except OSError as e:
+        reason = e.strerror or _one_line(str(e))
+        raise OutputNotWritable(f"{path}: cannot write {option}: {reason}") from None
+
+
+def _write_parquet(table: pa.Table, path: Path, option: str) -> None:
+    with _writing(path, option) as tmp:
+        pq.write_table(table, tmp)
+
+
+# --- progress and display -------------------------------------------------------------
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+@contextmanager
+def _status(label: str, quiet: bool = False) -> Iterator[None]:
+    """A spinner on stderr while a long step runs (only on a terminal, never with --json)."""
+    console = _stderr()
+    if quiet or not console.is_terminal:
+        yield
+        return
+    with console.status(label):
+        yield
+
+
+def _timed(
+    steps: list[dict[str, Any]], name: str, rows: int, fn: Callable[[], T], quiet: bool = False
+) -> T:
+    with _status(f"{name}: {rows:,} rows", quiet):
+        start = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - start
     steps.append({"step": name, "seconds": seconds, "rows_per_second": rows / seconds})
     return result
 
 
-@app.command()
+def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(rows, default=str))
+        return
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key, value in rows.items():
+        if value is None:
+            shown = "-"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            shown = f"{value:,}"
+        else:
+            shown = str(value)
+        table.add_row(key.replace("_", " "), shown)
+    Console().print(table)
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+@app.command(short_help="Run the whole job on generated data; report savings, speed.")
 def demo(
-    sessions: Annotated[int, typer.Option(min=1, help="Sessions to generate.")] = 500,
-    parts: Annotated[int, typer.Option(min=10, help="Parts per session.")] = 1000,
+    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 500,
+    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 1000,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="Threads (default: all cores).")
+        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    seed: Annotated[int, typer.Option(metavar="N", help="Generator seed.")] = 0,
+    as_json: JsonOption = False,
 ) -> None:
     """Generate a transcript set, prune and pivot-filter it, report savings and speed."""
-    console = Console(stderr=True)
     steps: list[dict[str, Any]] = []
-    with console.status(f"generating {sessions} sessions x {parts} parts"):
-        table = _timed(
-            steps, "generate", sessions * parts, lambda: generate_table(sessions, parts, seed=seed)
-        )
+    table = _timed(steps, "generate", sessions * parts,
+                   lambda: generate_table(sessions, parts, seed=seed), as_json)  # fmt: skip
     rows = table.num_rows
-    before = _timed(steps, "estimate", rows, lambda: cc.estimate_messages(table, threads=threads))
-    pruned = _timed(steps, "prune", rows, lambda: cc.prune(table, threads=threads))
-    marked = _timed(steps, "mark", rows, lambda: cc.mark_pruned(table, pruned))
-    visible = _timed(steps, "filter_pivot", rows, lambda: cc.filter_pivot(marked, threads=threads))
-    after = _timed(steps, "estimate", visible.num_rows, lambda: cc.estimate_messages(visible))
+
+    def step(name: str, n: int, fn: Callable[[], T]) -> T:
+        return _timed(steps, name, n, fn, as_json)
+
+    before = step("estimate (all)", rows, lambda: cc.estimate_messages(table, threads=threads))
+    pruned = step("prune", rows, lambda: cc.prune(table, threads=threads))
+    marked = step("mark", rows, lambda: cc.mark_pruned(table, pruned))
+    with_marks = step("estimate (marked)", rows,
+                      lambda: cc.estimate_messages(marked, threads=threads))  # fmt: skip
+    visible = step("filter pivot", rows, lambda: cc.filter_pivot(marked, threads=threads))
+    after = step("estimate (after pivot)", visible.num_rows,
+                 lambda: cc.estimate_messages(visible, threads=threads))  # fmt: skip
+    # before - pruned + placeholders - dropped by the pivot filter = after
+    placeholders = with_marks.total - (before.total - pruned.pruned)
     summary = {
         "sessions": sessions,
         "parts": rows,
@@ -88,8 +330,10 @@ def demo(
         "tokens_before": before.total,
         "parts_pruned": len(pruned),
         "tokens_pruned": pruned.pruned,
+        "tokens_placeholders": placeholders,
         "sessions_pruned": sum(1 for p in pruned.sessions["parts"].to_pylist() if p),
         "rows_after_pivot": visible.num_rows,
+        "tokens_dropped_by_pivot": with_marks.total - after.total,
         "tokens_after": after.total,
         "steps": steps,
     }
@@ -97,43 +341,36 @@ def demo(
         typer.echo(json.dumps(summary))
         return
     out = Console()
-    report = Table(title="ctxcompact demo: what compaction did")
+    report = Table(title="ctxcompact demo")
     report.add_column("measure")
     report.add_column("value", justify="right")
-    for key in (
-        "sessions",
-        "parts",
-        "input_mb",
-        "tokens_before",
-        "sessions_pruned",
-        "parts_pruned",
-        "tokens_pruned",
-        "rows_after_pivot",
-        "tokens_after",
+    for label, key in (
+        ("sessions", "sessions"),
+        ("parts", "parts"),
+        ("input MB", "input_mb"),
+        ("sessions pruned", "sessions_pruned"),
+        ("parts pruned", "parts_pruned"),
+        ("rows after pivot filter", "rows_after_pivot"),
+        ("tokens before", "tokens_before"),
+        ("- pruned tool outputs", "tokens_pruned"),
+        ("+ placeholders for them", "tokens_placeholders"),
+        ("- dropped by the pivot filter", "tokens_dropped_by_pivot"),
+        ("= tokens after", "tokens_after"),
     ):
-        report.add_row(key.replace("_", " "), f"{summary[key]:,}")
+        report.add_row(label, f"{summary[key]:,}")
     saved = 1 - after.total / before.total if before.total else 0.0
     report.add_row("model input saved", f"{saved:.1%}")
     out.print(report)
-    timing = Table(title="speed (Rust core; generate is Python)")
+    out.print(
+        "Pivot filter: drops what precedes each session's latest summary.",
+        soft_wrap=False,
+    )
+    timing = Table(title="speed (Rust; generate is Python)")
     for col in ("step", "seconds", "rows/s"):
         timing.add_column(col, justify="right" if col != "step" else "left")
     for s in steps:
         timing.add_row(s["step"], f"{s['seconds']:.3f}", f"{s['rows_per_second']:,.0f}")
     out.print(timing)
-
-
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="A CompactionConfig TOML/JSON file.")
-]
-FormatOption = Annotated[
-    str | None, typer.Option("--format", help="Input session format (default: detect).")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-
-def _config(path: Path | None) -> CompactionConfig:
-    return CompactionConfig.from_file(path) if path else CompactionConfig.load()
 
 
 def _load(path: Path, fmt: str | None) -> cc.Transcript:
@@ -153,35 +390,20 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
     return cc.Transcript.from_sessions(formats.read(path, fmt))
 
 
-class InputNotFound(Exception):
-    """Exit code 3."""
-
-
-def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps(rows, default=str))
-        return
-    table = Table(title=title)
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for key, value in rows.items():
-        shown = f"{value:,}" if isinstance(value, int) else str(value)
-        table.add_row(key.replace("_", " "), shown)
-    Console().print(table)
-
-
-@app.command()
+@app.command(short_help="Estimate the model-input tokens of every session.")
 def estimate(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
     fmt: FormatOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config)
-    transcript = _load(input, fmt)
-    est = cc.estimate_messages(transcript, cfg)
-    visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
+    with _status(f"reading {input}", as_json):
+        transcript = _load(input, fmt)
+    with _status(f"estimating {transcript.num_rows:,} rows", as_json):
+        est = cc.estimate_messages(transcript, cfg)
+        visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
     _show("token estimate", {
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
@@ -189,20 +411,28 @@ def estimate(
     }, as_json)  # fmt: skip
 
 
-@app.command("prune")
+@app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
 def prune_cmd(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
-    output: Annotated[Path | None, typer.Option(help="Write the marked rows (Parquet).")] = None,
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    output: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write the marked rows (Parquet).")
+    ] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
+    prune_protect: ProtectOption = None,
+    prune_minimum: MinimumOption = None,
+    prune_protected_tools: ToolsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
-    cfg = _config(config)
-    transcript = _load(input, fmt)
-    result = cc.prune(transcript, cfg)
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    _check_output(output, "--output")
+    with _status(f"reading {input}", as_json):
+        transcript = _load(input, fmt)
+    with _status(f"pruning {transcript.num_rows:,} rows", as_json):
+        result = cc.prune(transcript, cfg)
     if output is not None:
-        pq.write_table(cc.mark_pruned(transcript, result).to_arrow(), output)
+        _write_parquet(cc.mark_pruned(transcript, result).to_arrow(), output, "--output")
     _show("prune", {
         "sessions": len(transcript.session_ids()), "parts_pruned": len(result),
         "tokens_counted": result.total, "tokens_pruned": result.pruned,
@@ -211,94 +441,139 @@ def prune_cmd(
     }, as_json)  # fmt: skip
 
 
-@app.command("filter")
+@app.command("filter", short_help="Keep each session from its latest summary pivot on.")
 def filter_cmd(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
-    output: Annotated[Path | None, typer.Option(help="Write the visible rows (Parquet).")] = None,
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    output: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write the visible rows (Parquet).")
+    ] = None,
     fmt: FormatOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Keep each session from its latest completed compaction pivot on."""
-    transcript = _load(input, fmt)
+    _check_output(output, "--output")
+    with _status(f"reading {input}", as_json):
+        transcript = _load(input, fmt)
     visible = cc.filter_pivot(transcript)
     if output is not None:
-        pq.write_table(visible.to_arrow(), output)
+        _write_parquet(visible.to_arrow(), output, "--output")
     _show("pivot filter", {
         "sessions": len(transcript.session_ids()), "rows_before": transcript.num_rows,
         "rows_after": visible.num_rows, "written": str(output) if output else "-",
     }, as_json)  # fmt: skip
 
 
-def _limits(context: int | None, output_limit: int | None) -> dict[str, int] | None:
-    return None if context is None else {"context": context, "output": output_limit or 0}
-
-
-@app.command()
+@app.command(short_help="Prune, mark and pivot-filter; report each session.")
 def compact(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
-    output: Annotated[Path | None, typer.Option(help="Compacted part rows (Parquet).")] = None,
-    report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
-    context: Annotated[int | None, typer.Option(min=0, help="Model context window.")] = None,
-    output_limit: Annotated[int | None, typer.Option(min=0, help="Model output limit.")] = None,
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    output: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Compacted part rows (Parquet).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
+    ] = None,
+    context: ContextOption = None,
+    output_limit: OutputLimitOption = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
+    prune_protect: ProtectOption = None,
+    prune_minimum: MinimumOption = None,
+    prune_protected_tools: ToolsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
-    cfg = _config(config)
-    transcript = _load(input, fmt)
-    stats, parts = compact_batch(transcript, cfg, limits=_limits(context, output_limit),
-                                 parts=True)  # fmt: skip
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    limits, usable = _limits(context, output_limit, cfg)
+    _check_output(output, "--output")
+    _check_output(report, "--report")
+    with _status(f"reading {input}", as_json):
+        transcript = _load(input, fmt)
+    with _status(f"compacting {transcript.num_rows:,} rows", as_json):
+        stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
     if output is not None:
-        pq.write_table(parts, output)
+        _write_parquet(parts, output, "--output")
     if report is not None:
-        pq.write_table(stats, report)
+        _write_parquet(stats, report, "--report")
     total = {k: int(pa.compute.sum(stats[k]).as_py() or 0)
              for k in ("tokens_before", "tokens_pruned", "tokens_after")}  # fmt: skip
     over = [x for x in stats["overflow_after"].to_pylist() if x]
-    _show("compact", {"sessions": stats.num_rows, **total,
-                      "sessions_still_over_limit": len(over)}, as_json)  # fmt: skip
+    _show("compact", {
+        "sessions": stats.num_rows, **total,
+        "usable_context": usable if limits is None or usable is not None else "unlimited",
+        "sessions_still_over_limit": None if usable is None else len(over),
+    }, as_json)  # fmt: skip
 
 
-@app.command()
+@app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
 def batch(
-    source: Annotated[Path, typer.Argument(help="Parquet file or directory.")],
-    destination: Annotated[Path, typer.Argument(help="Output Parquet file.")],
-    report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
-    batch_rows: Annotated[int, typer.Option(min=1, help="Rows per record batch.")] = 65_536,
-    context: Annotated[int | None, typer.Option(min=0, help="Model context window.")] = None,
-    output_limit: Annotated[int | None, typer.Option(min=0, help="Model output limit.")] = None,
+    source: Annotated[Path, typer.Argument(metavar="SOURCE", help="Parquet file or directory.")],
+    destination: Annotated[
+        Path, typer.Argument(metavar="DESTINATION", help="Output Parquet file.")
+    ],
+    report: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
+    ] = None,
+    batch_rows: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Rows per record batch.")
+    ] = 65_536,
+    context: ContextOption = None,
+    output_limit: OutputLimitOption = None,
     config: ConfigOption = None,
+    prune_protect: ProtectOption = None,
+    prune_minimum: MinimumOption = None,
+    prune_protected_tools: ToolsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory."""
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
-    cfg = _config(config)
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    limits, usable = _limits(context, output_limit, cfg)
+    _check_output(destination, "DESTINATION")
+    _check_output(report, "--report")
+    console = _stderr()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True),
-                  disable=as_json) as bar:  # fmt: skip
+                  TimeRemainingColumn(), console=console,
+                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
         task = bar.add_task("compacting rows", total=None)
 
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
         stats = compact_parquet(source, destination, cfg, report_path=report,
-                                batch_rows=batch_rows, limits=_limits(context, output_limit),
+                                batch_rows=batch_rows, limits=limits,
                                 progress=tick)  # fmt: skip
     rows = stats.to_dict()
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
+    if limits is not None:
+        rows["usable_context"] = usable if usable is not None else "unlimited"
     _show("batch", rows, as_json)
 
 
-@app.command()
+@app.command(short_help="Convert sessions between formats.")
 def convert(
-    input: Annotated[Path, typer.Argument(help="Session file to read.")],
-    output: Annotated[Path, typer.Argument(help="File to write (.jsonl: one per line).")],
-    to: Annotated[str, typer.Option("--to", help="Output format.")] = "openai-chat",
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Session file to read.")],
+    output: Annotated[
+        Path, typer.Argument(metavar="OUTPUT", help="File to write (.jsonl: one per line).")
+    ],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="FORMAT",
+            callback=_choice(WRITE_FORMATS),
+            help=f"Output format, one of: {', '.join(WRITE_FORMATS)}.",
+        ),
+    ] = "openai-chat",
     source_format: Annotated[
-        str | None, typer.Option("--from", help="Input format (default: detect).")
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="FORMAT",
+            callback=_choice(READ_FORMATS),
+            help=f"Input format, one of: {', '.join(READ_FORMATS)} (default: detect).",
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -307,26 +582,44 @@ def convert(
 
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
-    sessions = formats.read(input, source_format)
-    formats.write(sessions, output, to)
+    _check_output(output, "OUTPUT")
+    with _status(f"reading {input}", as_json):
+        sessions = formats.read(input, source_format)
+    try:
+        with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
+            formats.write(sessions, tmp, to)
+    except UnicodeEncodeError as e:
+        bad = e.object[e.start : e.end]
+        raise cc.FormatError(
+            f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) that "
+            f"UTF-8 cannot encode; {output} was not written"
+        ) from None
     _show("convert", {"sessions": len(sessions), "to": to, "written": str(output)}, as_json)
 
 
-@app.command()
+@app.command(short_help="Read JSONL session files into Parquet part rows.")
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or directories of them.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of part rows.")],
-    source_format: Annotated[
-        str | None, typer.Option("--format", help="Input format (default: detect).")
-    ] = None,
+    inputs: Annotated[
+        list[Path], typer.Argument(metavar="INPUTS", help="JSONL files or directories of them.")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="Parquet file of part rows.")
+    ],
+    source_format: FormatOption = None,
     on_error: Annotated[
-        str, typer.Option(help="'raise': stop at the first bad line; 'skip': reject it.")
+        str,
+        typer.Option(
+            metavar="raise|skip",
+            callback=_choice(("raise", "skip")),
+            help="raise: stop at the first bad line; skip: reject it and go on.",
+        ),
     ] = "raise",
     rejects: Annotated[
-        Path | None, typer.Option(help="JSONL file for skipped lines (with --on-error skip).")
+        Path | None,
+        typer.Option(metavar="FILE", help="JSONL file for skipped lines (with --on-error skip)."),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="Threads (default: all cores).")
+        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -336,13 +629,18 @@ def ingest(
     for path in inputs:
         if not path.exists():
             raise InputNotFound(f"{path}: no such file or directory")
-    if on_error not in ("raise", "skip"):
-        raise cc.ConfigError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
+    _check_output(output, "--output")
+    _check_output(rejects, "--rejects")
     start = time.perf_counter()
-    result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
-                        reject_path=rejects, threads=threads)  # fmt: skip
-    with replacing(output) as tmp:
-        pq.write_table(result.table, tmp)
+    with _status("reading JSONL", as_json):
+        result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
+                            threads=threads)  # fmt: skip
+    if rejects is not None:
+        from ctxcompact.ingest import write_rejects
+
+        with _writing(rejects, "--rejects") as tmp:
+            write_rejects(result.rejected, tmp)
+    _write_parquet(result.table, output, "--output")
     seconds = time.perf_counter() - start
     size = sum(p.stat().st_size for p in jsonl_files(inputs))
     _show("ingest", {"format": result.format, "lines": result.lines,
@@ -352,31 +650,87 @@ def ingest(
                      "written": str(output)}, as_json)  # fmt: skip
 
 
-@app.command()
+@app.command(short_help="Quick speed check: Rust against the Python reference.")
 def bench(
-    sessions: Annotated[int, typer.Option(min=1, help="Sessions to generate.")] = 200,
-    parts: Annotated[int, typer.Option(min=10, help="Parts per session.")] = 500,
+    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 200,
+    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 500,
     as_json: JsonOption = False,
 ) -> None:
-    """Quick self-benchmark: Rust scans against the pure-Python reference."""
+    """Quick self-check of speed: Rust scans against the pure-Python reference."""
     from ctxcompact import reference as ref
 
-    table = generate_table(sessions, parts, seed=7)
-    rows = table.to_pylist()
-    results: dict[str, Any] = {"parts": table.num_rows, "mb": round(table.nbytes / 1e6, 1)}
-    for name, rust, python in (
-        ("prune", lambda: cc.prune(table), lambda: ref.prune(rows)),
-        ("pivot", lambda: cc.pivot_mask(table), lambda: ref.pivot_starts(rows)),
-    ):
-        timings = []
-        for fn in (rust, python):
-            start = time.perf_counter()
-            fn()
-            timings.append(time.perf_counter() - start)
-        results[f"{name}_rust_ms"] = round(timings[0] * 1000, 1)
-        results[f"{name}_reference_ms"] = round(timings[1] * 1000, 1)
-        results[f"{name}_speedup"] = f"{timings[1] / timings[0]:.1f}x"
-    _show("bench (one run each; see benches/ for the real numbers)", results, as_json)
+    console = _stderr()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=as_json or not console.is_terminal,
+                  transient=True) as bar:  # fmt: skip
+        task = bar.add_task(f"generating {sessions} x {parts} parts", total=5)
+        table = generate_table(sessions, parts, seed=7)
+        rows = table.to_pylist()
+        bar.advance(task)
+        results: dict[str, Any] = {"parts": table.num_rows, "mb": round(table.nbytes / 1e6, 1)}
+        for name, rust, python in (
+            ("prune", lambda: cc.prune(table), lambda: ref.prune(rows)),
+            ("pivot", lambda: cc.pivot_mask(table), lambda: ref.pivot_starts(rows)),
+        ):
+            timings = []
+            for impl, fn in (("Rust", rust), ("Python reference", python)):
+                bar.update(task, description=f"{name}: {impl}")
+                start = time.perf_counter()
+                fn()
+                timings.append(time.perf_counter() - start)
+                bar.advance(task)
+            results[f"{name}_rust_ms"] = round(timings[0] * 1000, 1)
+            results[f"{name}_reference_ms"] = round(timings[1] * 1000, 1)
+            results[f"{name}_speedup"] = f"{timings[1] / timings[0]:.1f}x"
+    _show("bench (one run each)", results, as_json)
+    if not as_json:
+        typer.echo(
+            "One run of each, a rough check: raise --sessions / --parts for steadier\n"
+            "numbers; `ctxcompact demo` times the whole pipeline."
+        )
+
+
+@app.command("config", short_help="Show the effective configuration and its sources.")
+def config_cmd(
+    show: Annotated[
+        bool, typer.Option("--show", help="Print every field's value and source (the default).")
+    ] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the reference table of docs/config.md.")
+    ] = False,
+    config: ConfigOption = None,
+    prune_protect: ProtectOption = None,
+    prune_minimum: MinimumOption = None,
+    prune_protected_tools: ToolsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the effective configuration: each field, its value and where it came from."""
+    if markdown and show:
+        raise typer.BadParameter("cannot be combined with --show", param_hint="--markdown")
+    if markdown:
+        typer.echo(config_module.reference_markdown(), nl=False)
+        return
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    sources = cfg.sources()
+    rows = [
+        {"field": f["field"], "value": getattr(cfg, f["field"]),
+         "source": sources[f["field"]], "environment": f["environment"],
+         "type": f["type"], "meaning": f["meaning"]}
+        for f in config_module.fields()
+    ]  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps({r["field"]: {k: v for k, v in r.items() if k != "field"}
+                               for r in rows}))  # fmt: skip
+        return
+    table = Table(title="ctxcompact configuration")
+    for col in ("field", "value", "source"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["field"], config_module.format_value(row["value"]), row["source"])
+    Console().print(table)
+    typer.echo("Reference (types, environment variables, meaning): docs/config.md "
+               "or `ctxcompact config --markdown`.")  # fmt: skip
 
 
 @app.command()
@@ -385,19 +739,36 @@ def version() -> None:
     typer.echo(cc.__version__)
 
 
+def _cli_wording(message: str) -> str:
+    # Library messages name keyword arguments; on the command line it is --format.
+    return re.sub(r"\bpass format=", f"pass --format (one of: {', '.join(READ_FORMATS)})", message)
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
+def _fail(code: int, message: str) -> None:
+    typer.secho("error: ", fg="red", err=True, nl=False)
+    typer.echo(_one_line(message), err=True)
+    raise SystemExit(code)
+
+
 def main() -> None:
-    err = Console(stderr=True)
     try:
         app()
     except InputNotFound as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise SystemExit(3) from None
+        _fail(EXIT_INPUT, str(e))
+    except OutputNotWritable as e:
+        _fail(EXIT_OUTPUT, str(e))
     except cc.ConfigError as e:
-        err.print(f"[red]error:[/red] ConfigError: {e}")
-        raise SystemExit(4) from None
+        _fail(EXIT_CONFIG, f"ConfigError: {e}")
     except cc.CompactionError as e:
-        err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
-        raise SystemExit(1) from None
+        _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}")
+    except OSError as e:  # outputs are checked up front; what is left is mostly reading
+        where = f"{e.filename}: " if e.filename else ""
+        if e.errno in _FULL:
+            _fail(EXIT_OUTPUT, f"{where}cannot write: {e.strerror}")
+        _fail(EXIT_INPUT, f"{where}cannot read: {e.strerror or _one_line(str(e))}")
 
 
 if __name__ == "__main__":

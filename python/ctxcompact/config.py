@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from ctxcompact.errors import ConfigError
 
@@ -30,62 +33,180 @@ class CompactionConfig(BaseSettings):
     )
 
     # --- switches (OpenCode's compaction.auto / compaction.prune)
-    auto: bool = True
-    prune: bool = True
+    auto: bool = Field(
+        True, description="Compact automatically when a session overflows its model's window."
+    )
+    prune: bool = Field(True, description="Prune old tool outputs (soft compaction).")
 
     # --- prune (soft compaction)
-    prune_protect: int = Field(40_000, ge=0)
-    prune_minimum: int = Field(20_000, ge=0)
-    prune_protected_tools: list[str] = Field(default_factory=lambda: ["skill"])
-    prune_continue_past_compacted: bool = False
+    prune_protect: int = Field(
+        40_000,
+        ge=0,
+        description="Tokens of the newest tool outputs that prune never touches.",
+    )
+    prune_minimum: int = Field(
+        20_000,
+        ge=0,
+        description="Prune only when at least this many tokens would be freed.",
+    )
+    prune_protected_tools: list[str] = Field(
+        default_factory=lambda: ["skill"],
+        description="Tools whose outputs are never pruned (environment: a JSON list).",
+    )
+    prune_continue_past_compacted: bool = Field(
+        False,
+        description="Keep scanning back past an output that is already pruned "
+        "(OpenCode stops there).",
+    )
 
     # --- estimates
-    estimate_method: Literal["opencode", "ceil-bytes"] = "opencode"
-    message_overhead: int = Field(4, ge=0)
+    estimate_method: Literal["opencode", "ceil-bytes"] = Field(
+        "opencode",
+        description="Token estimate: 'opencode' (UTF-16 length / 4, rounded) or "
+        "'ceil-bytes' (UTF-8 bytes / 4, rounded up).",
+    )
+    message_overhead: int = Field(
+        4, ge=0, description="Tokens added per message for the role and framing."
+    )
 
     # --- overflow (mirrors overflow.OverflowOptions)
-    output_token_max: int = Field(32_000, ge=0)
-    reserved: int | Literal["default"] | None = None
-    inclusive: bool = False
-    count_cache_write: bool = False
-    clamp_usable: bool = False
+    output_token_max: int = Field(
+        32_000,
+        ge=0,
+        description="Most tokens reserved for the answer: usable input is "
+        "context - min(model output limit or this, this).",
+    )
+    reserved: int | Literal["default"] | None = Field(
+        None,
+        description="Headroom taken off a model's input limit when it has one: "
+        "a token count, 'default' (min(20000, output reserve)) or unset (none).",
+    )
+    inclusive: bool = Field(
+        False,
+        description="Overflow when the count reaches the usable window (>=), not only above it.",
+    )
+    count_cache_write: bool = Field(
+        False, description="Count cache-write tokens in the overflow count."
+    )
+    clamp_usable: bool = Field(False, description="Clamp a negative usable window to 0.")
 
     # --- proactive budget (seeds 001/004)
-    proactive_threshold: float = Field(0.80, gt=0, le=1)
-    critical_threshold: float = Field(0.95, gt=0, le=1)
-    system_reserve: int = Field(0, ge=0)
-    safety_buffer: int = Field(0, ge=0)
+    proactive_threshold: float = Field(
+        0.80,
+        gt=0,
+        le=1,
+        description="Share of the available window at which compaction starts "
+        "(below critical_threshold).",
+    )
+    critical_threshold: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="Share of the available window at which compaction is urgent, even mid-turn.",
+    )
+    system_reserve: int = Field(
+        0, ge=0, description="Tokens kept for the system prompt and tool definitions."
+    )
+    safety_buffer: int = Field(
+        0, ge=0, description="Extra tokens kept free when computing the available window."
+    )
 
     # --- split-point family: the recent tail kept verbatim
-    keep_policy: Literal["tokens", "messages"] = "tokens"
-    keep_ratio: float = Field(0.40, gt=0, lt=1)
-    keep_messages: int = Field(10, ge=1)
+    keep_policy: Literal["tokens", "messages"] = Field(
+        "tokens",
+        description="How the recent tail kept verbatim is sized: by 'tokens' "
+        "(keep_ratio) or 'messages' (keep_messages).",
+    )
+    keep_ratio: float = Field(
+        0.40,
+        gt=0,
+        lt=1,
+        description="Share of the usable window kept verbatim (keep_policy 'tokens').",
+    )
+    keep_messages: int = Field(
+        10, ge=1, description="Newest messages kept verbatim (keep_policy 'messages')."
+    )
 
     # --- summary generation
-    summary_model: str | None = None
-    summary_max_tokens: int = Field(4096, ge=1)
-    summary_temperature: float | None = Field(None, ge=0, le=2)
-    system_prompt: str | None = None
-    summary_prompt: str | None = None
-    summary_template: Literal["free", "structured"] = "free"
-    fallback: Literal["digest", "truncate", "raise"] = "digest"
-    timeout_s: float = Field(120.0, gt=0)
-    max_retries: int = Field(2, ge=0)
+    summary_model: str | None = Field(
+        None, description="Model that writes summaries (unset: the session's model)."
+    )
+    summary_max_tokens: int = Field(4096, ge=1, description="Most tokens a summary may take.")
+    summary_temperature: float | None = Field(
+        None,
+        ge=0,
+        le=2,
+        description="Sampling temperature of the summary call (unset: the client's).",
+    )
+    system_prompt: str | None = Field(
+        None, description="System prompt of the summary agent (unset: the built-in one)."
+    )
+    summary_prompt: str | None = Field(
+        None, description="Final request that asks for the summary (unset: the built-in one)."
+    )
+    summary_template: Literal["free", "structured"] = Field(
+        "free", description="Summary shape: 'free' text or a 'structured' template."
+    )
+    fallback: Literal["digest", "truncate", "raise"] = Field(
+        "digest",
+        description="When the summary call fails: a deterministic 'digest', "
+        "'truncate' the history, or 'raise' SummaryError.",
+    )
+    timeout_s: float = Field(120.0, gt=0, description="Seconds before a summary call times out.")
+    max_retries: int = Field(
+        2,
+        ge=0,
+        description="Retries of a failed summary call, for your own client wiring "
+        "(the built-in clients take max_retries= themselves).",
+    )
 
     # --- lifecycle
-    max_attempts: int = Field(3, ge=1)
-    auto_continue: bool = True
-    continue_text: str = "Continue if you have next steps"
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Compactions in a row that may leave a session over its limit "
+        "before CompactionLoopError.",
+    )
+    auto_continue: bool = Field(
+        True,
+        description="After an automatic compaction, add a user turn asking the agent to go on.",
+    )
+    continue_text: str = Field(
+        "Continue if you have next steps", description="Text of that continue turn."
+    )
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, *, _origins: Mapping[str, str] | None = None, **values: Any) -> None:
+        # Every invalid value, from any source, is a ConfigError that names where
+        # it came from (an argument, an environment variable or a file).
+        origins = {k: _origins.get(k, ARGUMENT) if _origins else ARGUMENT for k in values}
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise _config_error(e, origins, values) from None
+        except SettingsError as e:
+            raise _settings_error(e) from None
+        for name in type(self).model_fields:
+            origin = origins.get(name)
+            if origin is None:
+                origin = f"environment {env_var(name)}" if _env_value(name) is not None else DEFAULT
+            self._sources[name] = origin
+        for env, name in _KILL_SWITCHES:
+            if os.environ.get(env, "").strip().lower() in _TRUE:
+                self._sources[name] = f"environment {env}"
+
+    def sources(self) -> dict[str, str]:
+        """Where each field's value came from: ``default``, ``argument``,
+        ``environment CTXCOMPACT_...`` or ``file <path>``."""
+        return dict(self._sources)
 
     @model_validator(mode="before")
     @classmethod
     def _disable_switches(cls, data: Any) -> Any:
         # OpenCode-style kill switches win over everything else.
         if isinstance(data, dict):
-            for env, field in (
-                ("CTXCOMPACT_DISABLE_AUTOCOMPACT", "auto"),
-                ("CTXCOMPACT_DISABLE_PRUNE", "prune"),
-            ):
+            for env, field in _KILL_SWITCHES:
                 if os.environ.get(env, "").strip().lower() in _TRUE:
                     data = {**data, field: False}
         return data
@@ -102,10 +223,7 @@ class CompactionConfig(BaseSettings):
     @classmethod
     def load(cls, **values: Any) -> CompactionConfig:
         """Defaults < environment < ``values``; invalid input raises ``ConfigError``."""
-        try:
-            return cls(**values)
-        except ValidationError as e:
-            raise _config_error(e, source="configuration") from None
+        return cls(**values)
 
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> CompactionConfig:
@@ -131,20 +249,121 @@ class CompactionConfig(BaseSettings):
         # Environment beats the file: drop file keys that an env var sets.
         env = {k for k in cls.model_fields if f"CTXCOMPACT_{k.upper()}" in os.environ}
         values = {k: v for k, v in data.items() if k not in env}
-        try:
-            return cls(**{**values, **overrides})
-        except ValidationError as e:
-            raise _config_error(e, source=str(path)) from None
+        origins = {k: f"file {path}" for k in values}
+        return cls(_origins=origins, **{**values, **overrides})
 
 
-def _config_error(error: ValidationError, *, source: str) -> ConfigError:
-    first = error.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "configuration"
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'configuration'}: {e['msg']}"
-        for e in error.errors()
+ARGUMENT = "argument"
+DEFAULT = "default"
+_KILL_SWITCHES = (
+    ("CTXCOMPACT_DISABLE_AUTOCOMPACT", "auto"),
+    ("CTXCOMPACT_DISABLE_PRUNE", "prune"),
+)
+
+
+def env_var(field: str) -> str:
+    """The environment variable that sets ``field``."""
+    return f"CTXCOMPACT_{field.upper()}"
+
+
+def _env_value(field: str) -> str | None:
+    # pydantic-settings matches names case-insensitively; so do we.
+    name = env_var(field)
+    for key, value in os.environ.items():
+        if key.upper() == name:
+            return value
+    return None
+
+
+def _config_error(
+    error: ValidationError, origins: Mapping[str, str], values: Mapping[str, Any]
+) -> ConfigError:
+    problems = []
+    fields = []
+    for e in error.errors():
+        field = ".".join(str(p) for p in e["loc"])
+        fields.append(field or "configuration")
+        name = str(e["loc"][0]) if e["loc"] else ""
+        origin = origins.get(name)
+        raw = _env_value(name) if name else None
+        if not name:
+            where = "configuration: invalid"
+        elif origin is None and raw is not None:
+            where = f"environment variable {env_var(name)}={raw!r}: invalid {field}"
+        elif origin is not None and origin.startswith("file "):
+            where = f"{origin[5:]}: invalid {field}"
+        elif name in values:
+            where = f"configuration: invalid {field}={values[name]!r}"
+        else:
+            where = f"configuration: invalid {field}"
+        problems.append(f"{where}: {e['msg']}")
+    return ConfigError("; ".join(problems), column=fields[0])
+
+
+def _settings_error(error: SettingsError) -> ConfigError:
+    # pydantic-settings fails before validation on a complex field whose
+    # environment value is not JSON; its message names the field.
+    match = re.search(r'field "([^"]+)"', str(error))
+    if match is None:
+        return ConfigError(f"configuration: {error}")
+    name = match.group(1)
+    return ConfigError(
+        f"environment variable {env_var(name)}={_env_value(name)!r}: invalid {name}: "
+        'expected JSON (e.g. \'["skill", "todo"]\')',
+        column=name,
     )
-    return ConfigError(f"{source}: invalid {problems}", column=field)
 
 
-__all__ = ["CompactionConfig"]
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return " | ".join(json.dumps(a) for a in get_args(annotation))
+    if get_origin(annotation) in (UnionType, Union):
+        return " | ".join(_type_name(a) for a in get_args(annotation))
+    if get_origin(annotation) is list:
+        return f"list[{_type_name(get_args(annotation)[0])}]"
+    if annotation is type(None):
+        return "null"
+    return str(getattr(annotation, "__name__", annotation))
+
+
+def format_value(value: Any) -> str:
+    """A value as you would write it in a JSON/TOML file or an environment variable."""
+    return "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def fields() -> list[dict[str, str]]:
+    """One row per ``CompactionConfig`` field: name, type (with its bounds),
+    default, environment variable and meaning."""
+    rows = []
+    for name, info in CompactionConfig.model_fields.items():
+        kind = _type_name(info.annotation)
+        bounds = [
+            f"{op} {getattr(m, attr)}"
+            for m in info.metadata
+            for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+            if getattr(m, attr, None) is not None
+        ]
+        rows.append({
+            "field": name,
+            "type": f"{kind} ({', '.join(bounds)})" if bounds else kind,
+            "default": format_value(info.get_default(call_default_factory=True)),
+            "environment": env_var(name),
+            "meaning": info.description or "",
+        })  # fmt: skip
+    return rows
+
+
+def reference_markdown() -> str:
+    """The field table of docs/config.md (``ctxcompact config --markdown``)."""
+    lines = [
+        "| field | type | default | environment variable | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for row in fields():
+        cells = [f"`{row['field']}`", row["type"], f"`{row['default']}`",
+                 f"`{row['environment']}`", row["meaning"]]  # fmt: skip
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CompactionConfig", "env_var", "fields", "format_value", "reference_markdown"]
