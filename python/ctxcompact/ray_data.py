@@ -122,7 +122,8 @@ def _filesystem(path: str) -> tuple[Any, str]:
     import pyarrow.fs as pafs
 
     if "://" in path:
-        return pafs.FileSystem.from_uri(path)
+        fs, where = pafs.FileSystem.from_uri(path)
+        return fs, str(where)
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
