@@ -493,6 +493,46 @@ def test_registry_unknown_model() -> None:
     assert "my-private-model" in str(info.value)
 
 
+@pytest.mark.parametrize(("model", "limits"), [
+    ("gpt-5", cc.Limits(context=400_000, input=272_000, output=128_000)),
+    ("gpt-5-mini", cc.Limits(context=400_000, input=272_000, output=128_000)),
+    ("gpt-4.1", cc.Limits(context=1_047_576, output=32_768)),
+    ("o3", cc.Limits(context=200_000, output=100_000)),
+    ("o4-mini", cc.Limits(context=200_000, output=100_000)),
+    ("claude-sonnet-4-5", cc.Limits(context=200_000, output=64_000)),
+    ("claude-haiku-4-5", cc.Limits(context=200_000, output=64_000)),
+    ("claude-opus-4-1", cc.Limits(context=200_000, output=32_000)),
+    ("claude-3-7-sonnet-latest", cc.Limits(context=200_000, output=64_000)),
+])  # fmt: skip
+def test_registry_current_models_and_undated_aliases(model: str, limits: cc.Limits) -> None:
+    # Issue 10 item 20: current model names resolved to nothing.
+    reg = cc.ModelRegistry()
+    assert reg.get(model) == limits
+    assert model in reg
+
+
+def test_registry_alias_is_the_newest_dated_entry_of_exactly_that_name() -> None:
+    reg = cc.ModelRegistry({"acme-7-20240101": {"context": 1}, "acme-7-20250101": {"context": 2},
+                            "acme-7-1-20260101": {"context": 3}}, builtin=False)  # fmt: skip
+    assert reg.resolve("acme-7") == "acme-7-20250101"  # not acme-7-1
+    assert reg.get("acme-7").context == 2
+    assert reg.get("acme-7-1").context == 3
+    assert cc.ModelRegistry().resolve("claude-sonnet-4") == "claude-sonnet-4-20250514"
+    assert cc.ModelRegistry().get("claude-sonnet-4-5", betas=["context-1m-2025-08-07"]).context == (
+        1_000_000
+    )
+    reg.register("acme-7", {"context": 9})  # an exact name wins over the alias
+    assert reg.get("acme-7").context == 9
+
+
+def test_registry_unknown_model_lists_close_matches() -> None:
+    with pytest.raises(cc.UnknownModelError) as info:
+        cc.ModelRegistry().get("claude-sonet-4.5")
+    assert "close matches: claude-sonnet-4-5" in str(info.value)
+    with pytest.raises(cc.UnknownModelError, match="close matches: gpt-5"):
+        cc.ModelRegistry().get("GPT5")
+
+
 def test_registry_explicit_default() -> None:
     reg = cc.ModelRegistry()
     assert reg.get("my-private-model", {"context": 32_000, "output": 4_000}) == cc.Limits(
