@@ -107,6 +107,24 @@ def test_estimate_non_ascii(text: str, opencode: int, ceil_bytes: int) -> None:
     assert cc.estimate_tokens(text, "ceil-bytes") == ceil_bytes
 
 
+def test_estimate_messages_reads_file_parts_and_refuses_a_broken_part_json() -> None:
+    # The model sees a file part as "[file: name (mime)]": the batch scan counts it too.
+    file = {"id": "p", "type": "file", "mime": "text/plain", "filename": "notes.txt"}
+    session = cc.Session.model_validate(
+        {"info": {"id": "s"}, "messages": [{"info": {"id": "m", "role": "user"}, "parts": [file]}]}
+    )
+    text = "[file: notes.txt (text/plain)]"
+    assert cc.to_model_messages(session) == [{"role": "user", "content": text}]
+    assert cc.estimate_messages(session).total == 4 + cc.estimate_tokens(text)
+    table = cc.Transcript.from_sessions([session]).to_arrow()
+    column = table.schema.get_field_index("part_json")
+    broken = table.set_column(column, "part_json", pa.array(["{nope"], pa.large_string()))
+    with pytest.raises(cc.FormatError, match="part_json of row 0") as info:
+        cc.estimate_messages(broken)
+    assert info.value.column == "part_json"
+    assert info.value.session_id == "s"
+
+
 # --- estimate_tokens_array -------------------------------------------------------------
 
 VALUES = ["abcd", None, "", "abcdef", "😀😀😀", None, "日本語テキスト"]
@@ -491,6 +509,46 @@ def test_registry_unknown_model() -> None:
     assert isinstance(info.value, cc.CompactionError)
     assert isinstance(info.value, LookupError)
     assert "my-private-model" in str(info.value)
+
+
+@pytest.mark.parametrize(("model", "limits"), [
+    ("gpt-5", cc.Limits(context=400_000, input=272_000, output=128_000)),
+    ("gpt-5-mini", cc.Limits(context=400_000, input=272_000, output=128_000)),
+    ("gpt-4.1", cc.Limits(context=1_047_576, output=32_768)),
+    ("o3", cc.Limits(context=200_000, output=100_000)),
+    ("o4-mini", cc.Limits(context=200_000, output=100_000)),
+    ("claude-sonnet-4-5", cc.Limits(context=200_000, output=64_000)),
+    ("claude-haiku-4-5", cc.Limits(context=200_000, output=64_000)),
+    ("claude-opus-4-1", cc.Limits(context=200_000, output=32_000)),
+    ("claude-3-7-sonnet-latest", cc.Limits(context=200_000, output=64_000)),
+])  # fmt: skip
+def test_registry_current_models_and_undated_aliases(model: str, limits: cc.Limits) -> None:
+    # Issue 10 item 20: current model names resolved to nothing.
+    reg = cc.ModelRegistry()
+    assert reg.get(model) == limits
+    assert model in reg
+
+
+def test_registry_alias_is_the_newest_dated_entry_of_exactly_that_name() -> None:
+    reg = cc.ModelRegistry({"acme-7-20240101": {"context": 1}, "acme-7-20250101": {"context": 2},
+                            "acme-7-1-20260101": {"context": 3}}, builtin=False)  # fmt: skip
+    assert reg.resolve("acme-7") == "acme-7-20250101"  # not acme-7-1
+    assert reg.get("acme-7").context == 2
+    assert reg.get("acme-7-1").context == 3
+    assert cc.ModelRegistry().resolve("claude-sonnet-4") == "claude-sonnet-4-20250514"
+    assert cc.ModelRegistry().get("claude-sonnet-4-5", betas=["context-1m-2025-08-07"]).context == (
+        1_000_000
+    )
+    reg.register("acme-7", {"context": 9})  # an exact name wins over the alias
+    assert reg.get("acme-7").context == 9
+
+
+def test_registry_unknown_model_lists_close_matches() -> None:
+    with pytest.raises(cc.UnknownModelError) as info:
+        cc.ModelRegistry().get("claude-sonet-4.5")
+    assert "close matches: claude-sonnet-4-5" in str(info.value)
+    with pytest.raises(cc.UnknownModelError, match="close matches: gpt-5"):
+        cc.ModelRegistry().get("GPT5")
 
 
 def test_registry_explicit_default() -> None:
@@ -895,22 +953,24 @@ def test_filter_pivot_preserves_layouts_and_chunks(pivot_table: pa.Table) -> Non
 
 def estimate_rows() -> list[dict]:
     return [
-        # e1-u1: 4 + text "abcdefgh" (2) + compaction question (22 units -> 6) = 12
+        # Each model message costs the overhead (4), its content is estimated once as sent.
+        # e1-u1: 4 + "abcdefgh\n\nWhat did we do so far?" (32 units -> 8) = 12
         row("e1", "e1-u1", "user", "text", part_id="1", output="abcdefgh"),
         row("e1", "e1-u1", "user", "compaction", part_id="2", auto=True),
-        # e1-a1: 4 + 1 + 13 + 9 + 9 + 2 + 0 + 0 = 38
+        # e1-a1: the call message 4 + 1 + calls (3 + 2 + 2 + 2), then 4 tool results
+        # (4 + 10, 4 + 8, 4 + 8, 4 + 1) = 57
         row("e1", "e1-a1", "assistant", "text", part_id="3", output="abcd"),  # 1
-        # tool "read" (1) + input '{"a":1}' (7 units -> 2) + output 40 chars (10) = 13
+        # call "read" (1) + input '{"a":1}' (7 units -> 2); result 40 chars (10)
         tool("e1", "e1-a1", "4", "read", "completed", x(10), input='{"a":1}'),
-        # "bash" (1) + no input + interrupted placeholder (32 units -> 8) = 9
+        # "bash" (1) + no input: "{}" (1); interrupted placeholder (32 units -> 8)
         tool("e1", "e1-a1", "5", "bash", "running", x(100)),
-        # "read" (1) + cleared placeholder (33 units -> 8) = 9
+        # "read" (1) + "{}" (1); cleared placeholder (33 units -> 8)
         tool("e1", "e1-a1", "6", "read", "completed", x(100), compacted_at=1),
-        # "bash" (1) + error output "xxxx" (1) = 2
+        # "bash" (1) + "{}" (1); error output "xxxx" (1)
         tool("e1", "e1-a1", "7", "bash", "error", "xxxx"),
         row("e1", "e1-a1", "assistant", "reasoning", part_id="8", output=x(100)),  # 0
         row("e1", "e1-a1", "assistant", "step-start", part_id="9"),  # 0
-        # e1-a2: a message without parts: 4
+        # e1-a2: a message without parts is not sent: 0
         row("e1", "e1-a2", "assistant", None),
         # e2: a session without messages
         row("e2", None, None, None),
@@ -925,26 +985,26 @@ def test_estimate_messages_hand_computed() -> None:
     assert est.messages.to_pydict() == {
         "session_id": ["e1", "e1", "e1", "e3"],
         "message_id": ["e1-u1", "e1-a1", "e1-a2", "e3-u1"],
-        "tokens": [12, 38, 4, 5],
+        "tokens": [12, 57, 0, 5],
     }
     assert est.sessions.to_pydict() == {
         "session_id": ["e1", "e3"],
-        "tokens": [54, 5],
+        "tokens": [69, 5],
         "messages": [3, 1],
     }
-    assert est.total == 59
+    assert est.total == 74
 
 
 def test_estimate_messages_overhead_and_method() -> None:
     table = build(estimate_rows())
     none = cc.estimate_messages(table, SimpleNamespace(message_overhead=0))
-    assert none.messages["tokens"].to_pylist() == [8, 34, 0, 1]
-    # ceil-bytes: u1 = 2 + ceil(22/4)=6 -> 8; a1 = 1 + (1+2+10) + (1+8) + (1+9) + (1+1) = 35;
-    # "ab" -> 1
+    assert none.messages["tokens"].to_pylist() == [8, 37, 0, 1]
+    # ceil-bytes: u1 = ceil(32/4) = 8; a1 = 1 + calls (1+2 + 1+1 + 1+1 + 1+1)
+    # + results (10 + 8 + ceil(33/4)=9 + 1) = 38; "ab" -> 1
     ceil = cc.estimate_messages(
         table, SimpleNamespace(estimate_method="ceil-bytes", message_overhead=0)
     )
-    assert ceil.messages["tokens"].to_pylist() == [8, 35, 0, 1]
+    assert ceil.messages["tokens"].to_pylist() == [8, 38, 0, 1]
 
 
 # --- inputs: polars, chunked tables, threads, many layouts ------------------------------
@@ -984,7 +1044,7 @@ def test_multiple_sessions_at_once(all_table: pa.Table) -> None:
     n = len(prune_rows())
     assert cc.pivot_mask(all_table).to_pylist()[n : n + len(PIVOT_MASK)] == PIVOT_MASK
     est = cc.estimate_messages(all_table)
-    assert est.messages["tokens"].to_pylist()[-4:] == [12, 38, 4, 5]
+    assert est.messages["tokens"].to_pylist()[-4:] == [12, 57, 0, 5]
 
 
 def test_polars_input_matches_pyarrow(all_table: pa.Table) -> None:

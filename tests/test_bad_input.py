@@ -299,8 +299,8 @@ def test_tool_part_with_null_status_during_prune() -> None:
     assert where(e) == ("s1", "a2", 2, "status")
     # the other scans do not require a status: a null one reads as interrupted
     est = no_crash(lambda: cc.estimate_messages(table))
-    # overhead 4 + "read" (1) + "[Tool execution was interrupted]" (32 units -> 8)
-    assert est.messages["tokens"].to_pylist()[2] == 13
+    # call 4 + "read" (1) + "{}" (1); result 4 + "[Tool execution was interrupted]" (8)
+    assert est.messages["tokens"].to_pylist()[2] == 18
 
 
 # --- content: unknown values and inconsistent messages --------------------------------
@@ -448,7 +448,7 @@ def test_all_null_dictionary_column(column: str) -> None:
         no_crash(lambda scan=scan: scan(table))
     assert cc.pivot_mask(table).to_pylist() == [True] * 4
     est = cc.estimate_messages(table)
-    want = [4, 4, 4, 4] if column == "output" else [5, 5, 5, 5]
+    want = [0, 0, 0, 0] if column == "output" else [5, 5, 5, 5]  # no text: nothing is sent
     assert est.messages["tokens"].to_pylist() == want
     assert cc.prune(table).sessions["total"].to_pylist() == [0]
 

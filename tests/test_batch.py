@@ -144,6 +144,29 @@ def test_session_split_across_non_adjacent_files_is_an_error(
     assert e.value.session_id == table["session_id"][0].as_py()
 
 
+@pytest.mark.parametrize("batch_rows", [3, 1000, 10**7])
+def test_reappearing_session_names_the_file_it_reappears_in(
+    table: pa.Table, tmp_path: Path, batch_rows: int
+) -> None:
+    # Issue 10 item 15: the session reappears in file 3 followed by another session;
+    # the error named file 2 (where the carried rows came from).
+    sessions = table["session_id"].to_pylist()
+    bounds = [sessions.index(s) for s in dict.fromkeys(sessions)] + [len(sessions)]
+    one = table.slice(bounds[0], bounds[1] - bounds[0])  # session 0
+    two = table.slice(bounds[1], bounds[3] - bounds[1])  # sessions 1-2
+    three = table.slice(bounds[3], bounds[4] - bounds[3])  # session 3
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(one, folder / "1.parquet")
+    pq.write_table(two, folder / "2.parquet")
+    pq.write_table(pa.concat_tables([one.slice(0, 5), three]), folder / "3.parquet")
+    with pytest.raises(cc.NonContiguousError, match=r"3\.parquet: session") as e:
+        compact_parquet(folder, tmp_path / "o.parquet", batch_rows=batch_rows)
+    assert e.value.session_id == sessions[0]
+    assert "2.parquet" not in str(e.value)
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_100_mb_tool_output(tmp_path: Path) -> None:
     huge = "y" * (100 * 1024 * 1024)
 

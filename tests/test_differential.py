@@ -9,6 +9,7 @@ layout (string / large_string / string_view / dictionary, random chunking).
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import ctxcompact as cc
@@ -36,10 +37,26 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
     row["output"] = draw(st.one_of(st.none(), TEXT)) if kind in ("text", "reasoning") else None
     row["compacted_at"] = None
     row["auto"] = draw(st.booleans()) if kind == "compaction" else None
+    # What the model input reads from part_json: ignored text, a file's name, mime and url.
+    row["part_json"] = None
+    if kind == "text":
+        texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}']
+        row["part_json"] = draw(st.sampled_from(texts))
+    if kind == "file":
+        info = {
+            key: value
+            for key, value in (
+                ("mime", draw(st.sampled_from([None, "image/png", "text/plain"]))),
+                ("filename", draw(st.sampled_from([None, "", "a.py", "é.txt"]))),
+                ("url", draw(st.sampled_from([None, "", "data:image/png;base64,AAAA"]))),
+            )
+            if value is not None
+        }
+        row["part_json"] = draw(st.sampled_from([None, json.dumps(info, ensure_ascii=False)]))
     if kind == "tool":
         row["tool"] = draw(TOOLS)
         row["status"] = draw(STATUS)
-        row["input"] = draw(st.one_of(st.none(), st.just('{"path":"a.py"}')))
+        row["input"] = draw(st.sampled_from([None, '{"path":"a.py"}', '{"q":"日本"}']))
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
         size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
         row["output"] = draw(st.one_of(st.none(), st.just(draw(TEXT) * (size // 10 + 1))))
@@ -55,7 +72,7 @@ def session(draw: st.DrawFn, sid: str) -> list[dict[str, Any]]:
     if n_messages == 0:
         return [_row(sid, None, None, {"part_type": None})]
     for m in range(n_messages):
-        role = draw(st.sampled_from(["user", "assistant", "assistant"]))
+        role = draw(st.sampled_from(["user", "assistant", "assistant", "system"]))
         mid = f"{sid}-m{m:03d}"
         info: dict[str, Any] = {"role": role, "parent_id": None, "summary": None}
         if role == "assistant":
@@ -85,9 +102,9 @@ def _row(
     return base
 
 
-COLUMNS = SCAN_COLUMNS
+COLUMNS = [*SCAN_COLUMNS, "part_json"]
 STRINGS = {"session_id", "message_id", "role", "parent_id", "part_id", "part_type", "tool",
-           "status", "input", "output"}  # fmt: skip
+           "status", "input", "output", "part_json"}  # fmt: skip
 BOOLS = {"summary", "finished", "error", "auto"}
 
 
@@ -160,19 +177,19 @@ def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) ->
     assert filtered.num_rows == sum(want_mask)
 
 
-@settings(max_examples=200, deadline=None)
-@given(transcripts(), st.integers(0, 8))
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.integers(0, 8), st.sampled_from(["opencode", "ceil-bytes"]))
 def test_message_estimates_match_reference(
-    data: tuple[list[dict[str, Any]], pa.Table], overhead: int
+    data: tuple[list[dict[str, Any]], pa.Table], overhead: int, method: str
 ) -> None:
     rows, table = data
 
     class C:
-        estimate_method = "opencode"
+        estimate_method = method
         message_overhead = overhead
 
     got = cc.estimate_messages(table, C())
-    want = ref.estimate_messages(rows, overhead=overhead)
+    want = ref.estimate_messages(rows, method=method, overhead=overhead)
     assert got.messages["tokens"].to_pylist() == [t for _, t in want]
     assert got.messages["message_id"].to_pylist() == [rows[r]["message_id"] for r, _ in want]
 

@@ -69,6 +69,23 @@ def test_parquet_in_and_out(local_ray: None, files: tuple[Path, pa.Table], tmp_p
     assert sum(report["tokens_pruned"].to_pylist()) == cc.prune(table).pruned
 
 
+def test_a_rerun_replaces_the_outputs(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    # Issue 10 item 16: Ray Data appends by default, so a second run doubled the report.
+    folder, table = files
+    parts, report = tmp_path / "parts", tmp_path / "report"
+    for _ in range(2):
+        compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+    assert pq.read_table(report).num_rows == 24
+    assert pq.read_table(parts).num_rows == compact_batch(table, now_ms=5, parts=True)[1].num_rows
+    with pytest.raises(cc.DatasetError, match="already exists") as e:
+        compact_parquet_on_ray(str(folder), str(tmp_path / "new"), report=str(report),
+                               if_exists="error")  # fmt: skip
+    assert str(report) in str(e.value)
+    assert not (tmp_path / "new").exists()  # refused before any work
+
+
 def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: Path) -> None:
     table = generate_table(3, 100, seed=2)
     pq.write_table(table.slice(0, 50), tmp_path / "a.parquet")

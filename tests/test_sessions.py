@@ -190,8 +190,8 @@ def test_prune_and_mark_a_live_session() -> None:
     estimates = cc.estimate_messages(session)
     pruned_row = estimates.messages.to_pylist()[1]
     assert pruned_row["message_id"] == "msg_a00"
-    # overhead 4 + "read" 1 + "{}" 1 (input) + placeholder 8
-    assert pruned_row["tokens"] == 4 + 1 + 1 + 8
+    # call 4 + "read" 1 + "{}" 1 (input); result 4 + placeholder 8
+    assert pruned_row["tokens"] == 4 + 1 + 1 + 4 + 8
 
 
 @settings(max_examples=60, deadline=None)

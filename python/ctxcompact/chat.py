@@ -1,7 +1,11 @@
 """Helpers over OpenAI chat-format message lists (what runtimes hold in memory).
 
-Estimates use the same Rust estimator as the columnar scans; the per-message
-overhead stands for the role and separators (seed 001: about 4 tokens).
+``estimate_chat_messages(to_model_messages(session))`` and the batch scan
+``estimate_messages(session)`` are one definition of the model input's size
+(rust/src/messages.rs states it) and agree message by message: every chat
+message costs ``overhead`` (role and separators; seed 001: about 4 tokens),
+its content is estimated once as a whole, and a tool call costs its name and
+its arguments as compact JSON.
 """
 
 from __future__ import annotations
@@ -39,13 +43,17 @@ def content_text(content: Any) -> str:
 def estimate_chat_message(
     message: Mapping[str, Any], *, method: EstimateMethod = "opencode", overhead: int = 4
 ) -> int:
-    """Overhead + content + each tool call's name and JSON arguments."""
+    """Overhead + content + each tool call's name and arguments.
+
+    Arguments that are not a string yet are counted as compact JSON, as
+    ``to_model_messages`` sends them and the part-row table stores them.
+    """
     tokens = overhead + estimate_tokens(content_text(message.get("content")), method)
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         arguments = fn.get("arguments")
         if not isinstance(arguments, str):
-            arguments = json.dumps(arguments or {})
+            arguments = json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
         tokens += estimate_tokens(str(fn.get("name") or ""), method)
         tokens += estimate_tokens(arguments, method)
     return tokens

@@ -30,6 +30,14 @@ def tool_result_text(part: Part) -> str:
     return state.output or ""
 
 
+def tool_arguments(part: Part) -> str:
+    """A tool call's arguments as sent: compact JSON, non-ASCII kept (the ``input``
+    column of the part-row table holds the same string, so the batch estimate reads it
+    as stored)."""
+    arguments = (part.state.input if part.state else None) or {}
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
 def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
@@ -59,7 +67,7 @@ def _assistant(message: MessageWithParts) -> list[dict[str, Any]]:
                 "type": "function",
                 "function": {
                     "name": p.tool or "",
-                    "arguments": json.dumps((p.state.input if p.state else None) or {}),
+                    "arguments": tool_arguments(p),
                 },
             }
             for p in tools

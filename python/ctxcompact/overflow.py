@@ -9,7 +9,9 @@ OpenCode releases adopted are configuration (see ``OverflowOptions``).
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -239,21 +241,51 @@ class TokenBudget:
         return self.context != 0 and self.history_tokens >= self.critical_tokens
 
 
-#: Limits of a few widely used models (context, output). Extend or replace
-#: them with ``ModelRegistry.from_file``; an unknown model is an error unless
-#: the caller passes an explicit default.
+#: Limits of widely used models as the providers publish them (context window,
+#: most output tokens; ``input`` where the provider caps the prompt below the
+#: window). Dated names are the snapshots; an undated name (``gpt-5``,
+#: ``claude-sonnet-4-5``) or a ``-latest`` alias resolves to the newest dated
+#: entry of that name (see ``ModelRegistry.resolve``). Extend or replace them
+#: with ``ModelRegistry.from_file``; an unknown model is an error unless the
+#: caller passes an explicit default.
 BUILTIN_LIMITS: dict[str, Limits] = {
+    # OpenAI. GPT-5: a 400k window of which at most 272k input and 128k output.
+    "gpt-5-2025-08-07": Limits(context=400_000, input=272_000, output=128_000),
+    "gpt-5-mini-2025-08-07": Limits(context=400_000, input=272_000, output=128_000),
+    "gpt-5-nano-2025-08-07": Limits(context=400_000, input=272_000, output=128_000),
+    "gpt-5-chat-latest": Limits(context=128_000, output=16_384),
+    "gpt-4.1-2025-04-14": Limits(context=1_047_576, output=32_768),
+    "gpt-4.1-mini-2025-04-14": Limits(context=1_047_576, output=32_768),
+    "gpt-4.1-nano-2025-04-14": Limits(context=1_047_576, output=32_768),
+    "o3-2025-04-16": Limits(context=200_000, output=100_000),
+    "o3-pro-2025-06-10": Limits(context=200_000, output=100_000),
+    "o3-mini-2025-01-31": Limits(context=200_000, output=100_000),
+    "o4-mini-2025-04-16": Limits(context=200_000, output=100_000),
+    "o1-2024-12-17": Limits(context=200_000, output=100_000),
+    "gpt-4o-2024-05-13": Limits(context=128_000, output=4_096),
+    "gpt-4o-2024-08-06": Limits(context=128_000, output=16_384),
+    "gpt-4o-2024-11-20": Limits(context=128_000, output=16_384),
+    "gpt-4o-mini-2024-07-18": Limits(context=128_000, output=16_384),
+    "gpt-4-turbo-2024-04-09": Limits(context=128_000, output=4_096),
     "gpt-4": Limits(context=8_192, output=8_192),
-    "gpt-4-turbo": Limits(context=128_000, output=4_096),
-    "gpt-4o": Limits(context=128_000, output=16_384),
-    "gpt-4o-mini": Limits(context=128_000, output=16_384),
-    "gpt-4.1": Limits(context=1_047_576, output=32_768),
-    "claude-3-5-sonnet-20240620": Limits(context=200_000, output=8_192),
-    "claude-3-haiku-20240307": Limits(context=200_000, output=4_096),
-    "claude-sonnet-4-20250514": Limits(context=200_000, output=64_000),
+    "gpt-3.5-turbo": Limits(context=16_385, output=4_096),
+    # Anthropic (standard limits; the 1M-context beta is the ``betas`` argument of ``get``).
     "claude-sonnet-4-5-20250929": Limits(context=200_000, output=64_000),
+    "claude-haiku-4-5-20251001": Limits(context=200_000, output=64_000),
     "claude-opus-4-1-20250805": Limits(context=200_000, output=32_000),
+    "claude-opus-4-20250514": Limits(context=200_000, output=32_000),
+    "claude-sonnet-4-20250514": Limits(context=200_000, output=64_000),
+    "claude-3-7-sonnet-20250219": Limits(context=200_000, output=64_000),
+    "claude-3-5-sonnet-20241022": Limits(context=200_000, output=8_192),
+    "claude-3-5-sonnet-20240620": Limits(context=200_000, output=8_192),
+    "claude-3-5-haiku-20241022": Limits(context=200_000, output=8_192),
+    "claude-3-opus-20240229": Limits(context=200_000, output=4_096),
+    "claude-3-haiku-20240307": Limits(context=200_000, output=4_096),
 }
+
+#: A snapshot date at the end of a model name: Anthropic's ``-20250929``, OpenAI's
+#: ``-2025-08-07``.
+_DATED = re.compile(r"^(?P<alias>.+)-(?P<date>\d{8}|\d{4}-\d{2}-\d{2})$")
 
 
 #: Anthropic's beta flag prefix for the 1M-token context window, and the
@@ -301,28 +333,60 @@ class ModelRegistry:
             raise ConfigError(f"{path}: expected a table of model name -> limits")
         return cls(data, builtin=builtin)
 
+    def resolve(self, model: str) -> str | None:
+        """The registered name ``model`` stands for, or ``None``.
+
+        An exact name wins; otherwise an undated alias (``claude-sonnet-4-5``,
+        ``gpt-5``, or with ``-latest``) stands for the newest dated entry of
+        that name (``claude-sonnet-4-5-20250929``). Only a date may follow the
+        alias: ``claude-sonnet-4`` is not ``claude-sonnet-4-5-...``.
+        """
+        if model in self._limits:
+            return model
+        alias = model.removesuffix("-latest")
+        if alias in self._limits:
+            return alias
+        dated = [
+            (m["date"].replace("-", ""), name)
+            for name in self._limits
+            if (m := _DATED.match(name)) is not None and m["alias"] == alias
+        ]
+        return max(dated)[1] if dated else None
+
+    def names(self) -> list[str]:
+        """Every name ``get`` accepts: the registered ones and their undated aliases."""
+        aliases = {m["alias"] for name in self._limits if (m := _DATED.match(name))}
+        return sorted(set(self._limits) | aliases)
+
     def get(self, model: str, default: Any = None, *, betas: Iterable[str] = ()) -> Limits:
-        """Limits of ``model``; ``UnknownModelError`` if unknown and no ``default``.
+        """Limits of ``model`` (a registered name or an alias, see ``resolve``);
+        ``UnknownModelError`` naming the closest known names if unknown and no ``default``.
 
         ``betas``: the API beta flags of the request. Anthropic's 1M-token
         context beta (``context-1m-...``) raises the context of the models that
         support it to 1,000,000; other models and flags change nothing.
         """
-        found = self._limits.get(model)
-        if found is not None:
-            if any(b.startswith(CONTEXT_1M_BETA) for b in betas) and model.startswith(
+        name = self.resolve(model)
+        if name is not None:
+            found = self._limits[name]
+            if any(b.startswith(CONTEXT_1M_BETA) for b in betas) and name.startswith(
                 CONTEXT_1M_MODELS
             ):
                 return replace(found, context=1_000_000)
             return found
         if default is not None:
             return Limits.coerce(default)
+        names = self.names()
+        by_lower = {n.lower(): n for n in names}
+        close = [by_lower[n] for n in difflib.get_close_matches(model.lower(), by_lower, n=5)]
+        hint = f"; close matches: {', '.join(close)}" if close else ""
         raise UnknownModelError(
-            f"no limits known for model {model!r}; register it or pass default=", column="model"
+            f"no limits known for model {model!r}{hint}; register it or pass default=",
+            column="model",
         )
 
     def __contains__(self, model: object) -> bool:
-        return model in self._limits
+        return isinstance(model, str) and self.resolve(model) is not None
 
     def __len__(self) -> int:
         return len(self._limits)

@@ -156,24 +156,38 @@ def compact_parquet(
     schema: pa.Schema | None = None
     rows_read = 0
 
-    def process(rows: pa.Table, path: Path) -> None:
+    def process(rows: pa.Table, carried: int, carry_path: Path, path: Path) -> None:
+        """Compact ``rows``: the first ``carried`` come from ``carry_path``, the rest
+        from ``path``; an error names the file its rows come from."""
         nonlocal writer, report_writer
         if rows.num_rows == 0:
             return
-        ids = pc.unique(rows.column("session_id").cast(pa.large_string())).to_pylist()
-        again = next((s for s in ids if s in done), None)
-        if again is not None:
-            raise NonContiguousError(
-                f"{path}: session {again!r} appears again after other sessions "
-                "(sort the dataset by session first)",
-                session_id=again, column="session_id",
-            )  # fmt: skip
+        segments = [(rows.slice(0, carried), carry_path), (rows.slice(carried), path)]
+        seen: list[tuple[set[str], Path]] = []
+        for segment, where in segments:
+            column = segment.column("session_id").cast(pa.large_string())
+            ids = pc.unique(column).to_pylist()
+            again = next((s for s in ids if s in done), None)
+            if again is not None:
+                raise NonContiguousError(
+                    f"{where}: session {again!r} appears again after other sessions "
+                    "(sort the dataset by session first)",
+                    session_id=again, column="session_id",
+                )  # fmt: skip
+            seen.append((set(ids), where))
         try:
             report, parts = compact_batch(rows, cfg, now_ms=now, limits=limits, parts=True,
                                           threads=threads)  # fmt: skip
         except CompactionError as e:
-            raise _in_file(e, path) from e
-        done.update(ids)
+            # The row, when the core names one, says which file; else the session's
+            # last file (a reappearing session is wrong where it reappears).
+            if e.row is not None:
+                where = carry_path if e.row < carried else path
+            else:
+                where = next((w for ids, w in reversed(seen) if e.session_id in ids), path)
+            raise _in_file(e, where) from e
+        for ids, _ in seen:
+            done.update(ids)
         if writer is None:
             writer = pq.ParquetWriter(tmp_dest, parts.schema)
         writer.write_table(parts.cast(writer.schema))
@@ -190,7 +204,7 @@ def compact_parquet(
 
     try:
         carry: pa.Table | None = None
-        carry_path = files[0] if files else dest
+        carry_path = files[0] if files else dest  # the file of the carry's first row
         for path in files:
             for batch in _batches(path, batch_rows):
                 table = pa.Table.from_batches([batch])
@@ -208,12 +222,15 @@ def compact_parquet(
                 combined = table if carry is None else pa.concat_tables([carry, table])
                 stats.peak_rows = max(stats.peak_rows, combined.num_rows)
                 cut = _tail_start(combined.column("session_id"))
-                process(combined.slice(0, cut), carry_path)
-                carry, carry_path = combined.slice(cut), path
+                carried = 0 if carry is None else carry.num_rows
+                process(combined.slice(0, cut), min(cut, carried), carry_path, path)
+                if cut >= carried:
+                    carry_path = path
+                carry = combined.slice(cut)
                 if progress is not None:
                     progress(rows_read, total)
         if carry is not None:
-            process(carry, carry_path)
+            process(carry, carry.num_rows, carry_path, carry_path)
         if writer is None:  # an empty dataset still gives a valid (empty) output
             empty = schema.empty_table() if schema is not None else pa.table({})
             writer = pq.ParquetWriter(tmp_dest, empty.schema)

@@ -22,15 +22,16 @@ release the GIL and use the cores Ray gives each task (``num_cpus``).
 
 from __future__ import annotations
 
+import os
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, NonContiguousError
+from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
 
 
 def _ray() -> Any:
@@ -117,6 +118,41 @@ def compact_dataset(
     return out
 
 
+def _filesystem(path: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    if "://" in path:
+        fs, where = pafs.FileSystem.from_uri(path)
+        return fs, str(where)
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+def _exists(path: str) -> bool:
+    import pyarrow.fs as pafs
+
+    fs, where = _filesystem(path)
+    return bool(fs.get_file_info(where).type != pafs.FileType.NotFound)
+
+
+def _write_parquet(dataset: Any, path: str) -> None:
+    """Write ``dataset`` to ``path``, replacing what was there (Ray appends by default)."""
+    ray = _ray()
+    save_mode = getattr(ray.data, "SaveMode", None)
+    if save_mode is not None:
+        dataset.write_parquet(path, mode=save_mode.OVERWRITE)
+        return
+    # Ray releases before SaveMode (< 2.46) always append: clear the folder first.
+    import pyarrow.fs as pafs
+
+    fs, where = _filesystem(path)
+    kind = fs.get_file_info(where).type
+    if kind == pafs.FileType.Directory:
+        fs.delete_dir_contents(where)
+    elif kind == pafs.FileType.File:
+        fs.delete_file(where)
+    dataset.write_parquet(path)
+
+
 def compact_parquet_on_ray(
     source: str | list[str],
     destination: str,
@@ -126,15 +162,35 @@ def compact_parquet_on_ray(
     limits: Any = None,
     now_ms: int | None = None,
     num_cpus: float = 1,
+    if_exists: Literal["overwrite", "error"] = "overwrite",
 ) -> None:
-    """Read Parquet with Ray Data, write the compacted parts (and the report)."""
+    """Read Parquet with Ray Data, write the compacted parts (and the report).
+
+    ``destination`` and ``report`` are folders of Parquet files. Like
+    ``compact_parquet``, a rerun replaces them (``if_exists="overwrite"``,
+    the default: Ray Data alone would append, doubling the report); with
+    ``if_exists="error"`` an existing one raises ``DatasetError`` before any
+    work. Unlike ``compact_parquet`` the replacement is not atomic: Ray
+    clears the folder, then writes it.
+    """
+    if if_exists not in ("overwrite", "error"):
+        raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
     ray = _ray()
+    outputs = [destination] if report is None else [destination, report]
+    if if_exists == "error":
+        for path in outputs:
+            if _exists(path):
+                raise DatasetError(
+                    f"{path}: already exists; remove it or pass if_exists='overwrite'"
+                )
     dataset = ray.data.read_parquet(source)
-    compact_dataset(dataset, config, now_ms=now_ms, parts=True, num_cpus=num_cpus,
-                    check=False).write_parquet(destination)  # fmt: skip
+    parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True, num_cpus=num_cpus,
+                            check=False)  # fmt: skip
+    _write_parquet(parts, destination)
     if report is not None:
-        compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
-                        num_cpus=num_cpus).write_parquet(report)  # fmt: skip
+        sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
+                                   num_cpus=num_cpus)  # fmt: skip
+        _write_parquet(sessions, report)
 
 
 def compact_ray_dataset(

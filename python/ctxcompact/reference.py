@@ -8,6 +8,7 @@ docs/schema.md), so it shares no code with the Rust path.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,29 +204,73 @@ def pivot_starts(rows: Sequence[Row]) -> list[int]:
 # --- message estimates ----------------------------------------------------------------
 
 
+def _part_info(part: Row) -> dict[str, Any]:
+    raw = part.get("part_json")
+    return json.loads(raw) if raw else {}
+
+
+def _tool_result(part: Row) -> str:
+    if part.get("status") not in ("completed", "error"):
+        return INTERRUPTED_TOOL
+    if part.get("compacted_at"):
+        return CLEARED_TOOL_OUTPUT
+    return part.get("output") or ""
+
+
+def model_messages(rows: Sequence[Row], message: Message) -> list[tuple[str, list[str]]]:
+    """What the model is sent for one stored message: (content, tool call texts) per
+    model message, as ``history.to_model_messages`` builds it."""
+    parts = [rows[r] for r in message.rows]
+
+    def texts(check_ignored: bool) -> list[str]:
+        return [
+            p["output"]
+            for p in parts
+            if p["part_type"] == "text"
+            and p.get("output")
+            and not (check_ignored and _part_info(p).get("ignored") is True)
+        ]
+
+    if message.role == "assistant":
+        tools = [p for p in parts if p["part_type"] == "tool"]
+        content = "\n\n".join(texts(True))
+        if not content and not tools:
+            return []
+        calls = [t for p in tools for t in (p.get("tool") or "", p.get("input") or "{}")]
+        return [(content, calls), *((_tool_result(p), []) for p in tools)]
+    if message.role == "system":
+        content = "\n\n".join(texts(False))
+        return [(content, [])] if content else []
+    blocks: list[str] = []
+    image = False
+    for p in parts:
+        kind = p["part_type"]
+        if kind == "text" and p.get("output") and _part_info(p).get("ignored") is not True:
+            blocks.append(p["output"])
+        elif kind == "compaction":
+            blocks.append(COMPACTION_QUESTION)
+        elif kind == "file":
+            info = _part_info(p)
+            mime, url = info.get("mime"), info.get("url")
+            if (mime or "").startswith("image/") and url:
+                image = True
+                blocks.append(url)
+            else:
+                blocks.append(f"[file: {info.get('filename') or url or 'file'} ({mime})]")
+    return [("\n".join(blocks) if image else "\n\n".join(blocks), [])] if blocks else []
+
+
 def estimate_messages(
     rows: Sequence[Row], *, method: str = "opencode", overhead: int = 4
 ) -> list[tuple[int, int]]:
-    """(first row, tokens) of every message, in table order."""
+    """(first row, tokens) of every message, in table order: each model message it
+    becomes costs ``overhead`` + its content + its tool calls' names and arguments."""
     out = []
     for session in group(rows):
         for message in session.messages:
-            tokens = overhead
-            for r in message.rows:
-                part = rows[r]
-                kind = part["part_type"]
-                if kind == "text":
-                    tokens += estimate(part.get("output"), method)
-                elif kind == "compaction":
-                    tokens += estimate(COMPACTION_QUESTION, method)
-                elif kind == "tool":
-                    if part.get("compacted_at"):
-                        result = estimate(CLEARED_TOOL_OUTPUT, method)
-                    elif part.get("status") in ("completed", "error"):
-                        result = estimate(part.get("output"), method)
-                    else:
-                        result = estimate(INTERRUPTED_TOOL, method)
-                    tokens += estimate(part.get("tool"), method)
-                    tokens += estimate(part.get("input"), method) + result
+            tokens = sum(
+                overhead + estimate(content, method) + sum(estimate(t, method) for t in calls)
+                for content, calls in model_messages(rows, message)
+            )
             out.append((message.first_row, tokens))
     return out

@@ -234,9 +234,15 @@ class MessageEstimates:
 def estimate_messages(
     data: Any, config: Any = None, *, threads: int | None = None
 ) -> MessageEstimates:
-    """Per message: overhead + text + tool name, input and output (or its placeholder).
+    """Per stored message, the estimated size of what the model is sent for it.
 
-    ``config`` fields read: ``estimate_method``, ``message_overhead`` (default 4).
+    One definition with ``estimate_chat_messages(to_model_messages(...))``
+    (rust/src/messages.rs): each chat message it becomes costs the overhead
+    (an assistant message with N tool calls is N + 1 chat messages), content
+    is estimated as sent (texts joined), a tool call costs its name and its
+    compact-JSON arguments, a result its output or placeholder. A message
+    with nothing to send costs 0. ``config`` fields read: ``estimate_method``,
+    ``message_overhead`` (default 4).
     """
     table, _ = _as_table(data)
     rows, tokens, _session_index = _core.estimate_messages(

@@ -80,12 +80,29 @@ fn utf16_len_portable(bytes: &[u8]) -> usize {
             .sum::<usize>()
 }
 
+/// The length `method` rounds over: UTF-16 code units (`Opencode`) or UTF-8
+/// bytes (`CeilBytes`). Lengths add up, so the estimate of texts joined by a
+/// separator is `round(sum of lengths + separators)` without building the string.
+#[inline]
+pub fn text_units(bytes: &[u8], method: Method) -> u64 {
+    match method {
+        Method::Opencode => utf16_len(bytes) as u64,
+        Method::CeilBytes => bytes.len() as u64,
+    }
+}
+
+/// Tokens of a text of `units` length units (see `text_units`).
+#[inline]
+pub fn estimate_units(units: u64, method: Method) -> u64 {
+    match method {
+        Method::Opencode => (units + 2) / 4,
+        Method::CeilBytes => units.div_ceil(4),
+    }
+}
+
 #[inline]
 pub fn estimate_bytes(bytes: &[u8], method: Method) -> u64 {
-    match method {
-        Method::Opencode => (utf16_len(bytes) as u64 + 2) / 4,
-        Method::CeilBytes => (bytes.len() as u64).div_ceil(4),
-    }
+    estimate_units(text_units(bytes, method), method)
 }
 
 #[inline]

@@ -1,22 +1,40 @@
-//! Message-level estimates: what each message costs once serialized for the
-//! model, with the same placeholder rules as `to_model_messages` (a pruned
-//! output counts as its placeholder, an interrupted tool as its error text).
+//! Message-level estimates of the model input: what `to_model_messages`
+//! (python/ctxcompact/history.py) sends for each stored message, estimated as
+//! `estimate_chat_messages` (python/ctxcompact/chat.py) estimates it. The two
+//! paths are one definition and are tested equal message by message:
+//!
+//! - every *model* message costs `overhead`; an assistant message with N tool
+//!   calls becomes N + 1 model messages (the call message and one `tool`
+//!   result each), so it costs N + 1 overheads;
+//! - a message's content is estimated once, over its texts joined as they are
+//!   sent (`"\n\n"` between blocks, `"\n"` when a user message holds an image
+//!   and is sent as a list of blocks), not part by part;
+//! - a tool call costs its name plus its arguments as compact JSON (the
+//!   `input` column as stored, `{}` when there is none); its result is the
+//!   output, the error text, or a placeholder (a pruned output counts as its
+//!   placeholder, an unfinished tool as the interrupted error);
+//! - a message with nothing to send (only reasoning or step markers, ignored
+//!   text, ...) is not sent and costs 0.
 
 use rayon::prelude::*;
 
-use crate::error::Result;
-use crate::estimate::{estimate, Method};
-use crate::table::{flag, part_type, status, PartTable};
+use crate::columns::StrCol;
+use crate::error::{CoreError, Location, Result};
+use crate::estimate::{estimate, estimate_units, text_units, Method};
+use crate::table::{flag, part_type, role, status, Message, PartTable};
 
 /// Protocol strings other runtimes read; they are not prose.
 pub const CLEARED_TOOL_OUTPUT: &str = "[Old tool result content cleared]";
 pub const INTERRUPTED_TOOL: &str = "[Tool execution was interrupted]";
 pub const COMPACTION_QUESTION: &str = "What did we do so far?";
 
+/// Part type code of a file part (docs/schema.md).
+const FILE: u8 = 3;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageEstimateConfig {
     pub method: Method,
-    /// Tokens added per message for role and separators.
+    /// Tokens added per model message (role and separators).
     pub overhead: u64,
 }
 
@@ -44,43 +62,256 @@ pub fn estimate_messages(
     (0..table.sessions.len())
         .into_par_iter()
         .map(|s| {
-            Ok(table
+            table
                 .messages(s)?
                 .into_iter()
-                .map(|msg| MessageTokens {
-                    row: msg.rows.start,
-                    tokens: config.overhead
-                        + msg
-                            .rows
-                            .map(|r| part_tokens(table, r, config.method))
-                            .sum::<u64>(),
+                .map(|msg| {
+                    Ok(MessageTokens {
+                        row: msg.rows.start,
+                        tokens: message_tokens(table, &msg, config)?,
+                    })
                 })
-                .collect())
+                .collect()
         })
         .collect()
 }
 
-fn part_tokens(table: &PartTable<'_>, row: usize, method: Method) -> u64 {
-    let est = |col: &Option<crate::columns::StrCol<'_>>| {
-        col.as_ref()
-            .and_then(|c| c.get(row))
-            .map_or(0, |s| estimate(s, method))
-    };
-    match table.part_type[row] {
-        part_type::TEXT => est(&table.output),
-        part_type::COMPACTION => estimate(COMPACTION_QUESTION, method),
-        part_type::TOOL => {
-            let result = if table.flags[row] & flag::COMPACTED != 0 {
-                estimate(CLEARED_TOOL_OUTPUT, method)
-            } else {
-                match table.status.as_ref().map(|s| s[row]) {
-                    Some(status::COMPLETED) | Some(status::ERROR) => est(&table.output),
-                    _ => estimate(INTERRUPTED_TOOL, method),
+/// Blocks of one message's content, summed as length units; the separators
+/// are added once the number of blocks (and the separator) is known.
+#[derive(Default)]
+struct Content {
+    units: u64,
+    blocks: u64,
+}
+
+impl Content {
+    fn push(&mut self, text: &str, method: Method) {
+        self.units += text_units(text.as_bytes(), method);
+        self.blocks += 1;
+    }
+
+    /// Tokens of the blocks joined by a separator of `sep` units (ASCII, so
+    /// the same in UTF-16 units and bytes).
+    fn tokens(&self, sep: u64, method: Method) -> u64 {
+        estimate_units(self.units + sep * self.blocks.saturating_sub(1), method)
+    }
+}
+
+fn message_tokens(
+    table: &PartTable<'_>,
+    msg: &Message,
+    config: MessageEstimateConfig,
+) -> Result<u64> {
+    let method = config.method;
+    let text = |row: usize| value(&table.output, row);
+    let mut content = Content::default();
+    match msg.role {
+        role::ASSISTANT => {
+            let (mut calls, mut sent) = (0u64, 0u64);
+            for row in msg.rows.clone() {
+                match table.part_type[row] {
+                    part_type::TEXT => {
+                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
+                            if !ignored(table, row)? {
+                                content.push(t, method);
+                            }
+                        }
+                    }
+                    part_type::TOOL => {
+                        let input = value(&table.input, row).unwrap_or("{}");
+                        calls += estimate(value(&table.tool, row).unwrap_or(""), method)
+                            + estimate(input, method)
+                            + config.overhead
+                            + estimate(tool_result(table, row), method);
+                        sent += 1;
+                    }
+                    _ => {}
                 }
-            };
-            est(&table.tool) + est(&table.input) + result
+            }
+            if content.blocks == 0 && sent == 0 {
+                return Ok(0);
+            }
+            Ok(config.overhead + content.tokens(2, method) + calls)
         }
-        // Reasoning, step markers, files and snapshots are not sent as text.
-        _ => 0,
+        role::SYSTEM => {
+            for row in msg.rows.clone() {
+                if table.part_type[row] == part_type::TEXT {
+                    if let Some(t) = text(row).filter(|t| !t.is_empty()) {
+                        content.push(t, method);
+                    }
+                }
+            }
+            Ok(sent_content(&content, 2, config))
+        }
+        // user, and anything else sent in the user's place
+        _ => {
+            let mut image = false;
+            for row in msg.rows.clone() {
+                match table.part_type[row] {
+                    part_type::TEXT => {
+                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
+                            if !ignored(table, row)? {
+                                content.push(t, method);
+                            }
+                        }
+                    }
+                    part_type::COMPACTION => content.push(COMPACTION_QUESTION, method),
+                    FILE => {
+                        let file = FilePart::read(table, row)?;
+                        let url = file.url.as_deref().filter(|u| !u.is_empty());
+                        match url {
+                            Some(url)
+                                if file.mime.as_deref().unwrap_or("").starts_with("image/") =>
+                            {
+                                image = true;
+                                content.push(url, method);
+                            }
+                            _ => {
+                                let name = [file.filename.as_deref(), url]
+                                    .into_iter()
+                                    .flatten()
+                                    .find(|s| !s.is_empty())
+                                    .unwrap_or("file");
+                                // As Python formats it: a missing mime reads "None".
+                                let mime = file.mime.as_deref().unwrap_or("None");
+                                content.push(&format!("[file: {name} ({mime})]"), method);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            // With an image the content is a list of blocks, whose text is joined by "\n".
+            Ok(sent_content(&content, if image { 1 } else { 2 }, config))
+        }
+    }
+}
+
+/// The string of an optional column at `row`.
+fn value<'a>(column: &Option<StrCol<'a>>, row: usize) -> Option<&'a str> {
+    column.as_ref().and_then(|c| c.get(row))
+}
+
+fn sent_content(content: &Content, sep: u64, config: MessageEstimateConfig) -> u64 {
+    if content.blocks == 0 {
+        0
+    } else {
+        config.overhead + content.tokens(sep, config.method)
+    }
+}
+
+/// What the model sees as the result of the tool part at `row`.
+fn tool_result<'a>(table: &PartTable<'a>, row: usize) -> &'a str {
+    match table.status.as_ref().map(|s| s[row]) {
+        Some(status::COMPLETED) | Some(status::ERROR) => {
+            if table.flags[row] & flag::COMPACTED != 0 {
+                CLEARED_TOOL_OUTPUT
+            } else {
+                value(&table.output, row).unwrap_or("")
+            }
+        }
+        _ => INTERRUPTED_TOOL,
+    }
+}
+
+/// The part's JSON (`part_json`), parsed; `None` when the column or value is absent.
+fn part_json(
+    table: &PartTable<'_>,
+    row: usize,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let Some(text) = table.part_json.as_ref().and_then(|c| c.get(row)) else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
+        Ok(_) => Err(bad_json(table, row, "is not a JSON object".into())),
+        Err(e) => Err(bad_json(table, row, format!("is not valid JSON ({e})"))),
+    }
+}
+
+fn bad_json(table: &PartTable<'_>, row: usize, why: String) -> CoreError {
+    let session = table.session_id.get(row);
+    let message = table.message_id.get(row);
+    CoreError::Format {
+        what: format!(
+            "part_json of row {row} (session {:?}, message {:?}) {why}",
+            session.unwrap_or(""),
+            message.unwrap_or("")
+        ),
+        at: Location::column("part_json")
+            .row(row)
+            .session(session)
+            .message(message),
+    }
+}
+
+/// A text part marked `ignored: true` is not sent. Only a part_json that
+/// mentions the key is parsed, so plain text parts cost one substring search.
+fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
+    let mentions = table
+        .part_json
+        .as_ref()
+        .and_then(|c| c.get(row))
+        .is_some_and(|j| j.contains("\"ignored\""));
+    if !mentions {
+        return Ok(false);
+    }
+    Ok(part_json(table, row)?
+        .and_then(|m| m.get("ignored").cloned())
+        .is_some_and(|v| v == serde_json::Value::Bool(true)))
+}
+
+/// The fields of a file part the model input shows.
+struct FilePart {
+    mime: Option<String>,
+    filename: Option<String>,
+    url: Option<String>,
+}
+
+impl FilePart {
+    fn read(table: &PartTable<'_>, row: usize) -> Result<Self> {
+        let map = part_json(table, row)?.unwrap_or_default();
+        let get = |key: &str| map.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        Ok(FilePart {
+            mime: get("mime"),
+            filename: get("filename"),
+            url: get("url"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Columns, Scan};
+    use crate::testutil::*;
+
+    fn run(msgs: Vec<M>) -> Vec<u64> {
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        estimate_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
+            .iter()
+            .map(|m| m.tokens)
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_result_is_its_own_model_message_and_texts_are_joined() {
+        let reasoning = P {
+            kind: "reasoning",
+            output: Some("thinking".into()),
+            ..Default::default()
+        };
+        let got = run(vec![
+            // "ab\n\ncd": 6 units -> 2 (part by part it would be 1 + 1)
+            user("u", vec![text("ab"), text("cd")]),
+            // call: "read" 1 + "{}" 1; result message: 4 + 100 / 4
+            assistant("a", "u", vec![text(""), tool("read", 100)]),
+            // only reasoning: nothing is sent
+            assistant("b", "u", vec![reasoning]),
+            user("c", vec![compaction()]),
+        ]);
+        assert_eq!(got, vec![4 + 2, 4 + 1 + 1 + 4 + 25, 0, 4 + 6]);
     }
 }

@@ -118,6 +118,15 @@ impl Scan {
             Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
         }
     }
+
+    /// Columns read when present.
+    fn optional_columns(self) -> &'static [&'static str] {
+        match self {
+            // `ignored` text and file parts (name, mime, url) live in part_json.
+            Scan::Estimate => &["part_json"],
+            _ => &[],
+        }
+    }
 }
 
 const BASE_COLUMNS: [&str; 4] = ["session_id", "message_id", "role", "part_type"];
@@ -183,6 +192,15 @@ impl Columns {
                 batches.iter().map(|b| b.column(index).clone()).collect(),
             );
         }
+        for &name in scan.optional_columns() {
+            if let Ok(index) = schema.index_of(name) {
+                check_type(name, schema.field(index).data_type())?;
+                by_name.insert(
+                    name,
+                    batches.iter().map(|b| b.column(index).clone()).collect(),
+                );
+            }
+        }
         Ok(Columns { by_name })
     }
 
@@ -214,6 +232,8 @@ pub struct PartTable<'a> {
     pub tool: Option<StrCol<'a>>,
     pub input: Option<StrCol<'a>>,
     pub output: Option<StrCol<'a>>,
+    /// Read by the estimate scan only (`None` for the others or when absent).
+    pub part_json: Option<StrCol<'a>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -260,6 +280,7 @@ impl<'a> PartTable<'a> {
             tool: opt_str("tool")?,
             input: opt_str("input")?,
             output: opt_str("output")?,
+            part_json: opt_str("part_json")?,
             session_id,
             message_id,
             role,
