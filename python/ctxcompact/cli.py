@@ -16,7 +16,10 @@ cannot be read; 4 invalid configuration.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +37,7 @@ import ctxcompact as cc
 from ctxcompact.atomic import replacing
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
+from ctxcompact.ingest import IngestResult
 from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
 
@@ -136,21 +140,59 @@ def _config(path: Path | None) -> CompactionConfig:
     return CompactionConfig.from_file(path) if path else CompactionConfig.load()
 
 
-def _load(path: Path, fmt: str | None) -> cc.Transcript:
+SESSION_SUFFIXES = (".jsonl", ".json", ".traj")
+INPUT_HELP = "Parquet of part rows, or a session file or folder (.jsonl, .json, .traj)."
+
+
+def _is_parquet(path: Path) -> bool:
+    """Parquet of part rows: a .parquet file, or a folder with no session files in it."""
+    if path.is_dir():
+        return not any(p.suffix in SESSION_SUFFIXES for p in path.rglob("*") if p.is_file())
+    return path.suffix == ".parquet"
+
+
+def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
+    """Read session files and folders; every file left out is named on stderr."""
+    from ctxcompact.ingest import read_sessions
+
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+    result = read_sessions(inputs, fmt, **kwargs)
+    for f in result.files:
+        if f.status != "read":
+            typer.echo(f"{f.status}: {f.path}{f': {f.reason}' if f.reason else ''}", err=True)
+    return result
+
+
+def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
+    """The transcript at ``path`` and the format(s) it was read in."""
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
-    if path.suffix == ".parquet" or path.is_dir():
+    if _is_parquet(path):
         try:
-            return cc.Transcript(pq.read_table(path))
+            return cc.Transcript(pq.read_table(path)), "parquet"
         except (pa.ArrowInvalid, OSError) as e:
             raise cc.DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-    if path.suffix == ".jsonl":
-        from ctxcompact.ingest import read_jsonl
+    result = _ingest([path], fmt)
+    return result.transcript, result.format
 
-        return read_jsonl(path, fmt).transcript
-    from ctxcompact import formats
 
-    return cc.Transcript.from_sessions(formats.read(path, fmt))
+def _load(path: Path, fmt: str | None) -> cc.Transcript:
+    return _read(path, fmt)[0]
+
+
+def _parquet_source(path: Path) -> tuple[Path, str]:
+    """A Parquet path for ``path``: itself, or its sessions ingested into a
+    temporary folder, removed when the process exits (success or not)."""
+    if _is_parquet(path):
+        return path, "parquet"
+    ingested = _ingest([path], None)
+    scratch = tempfile.mkdtemp(prefix="ctxcompact-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    out = Path(scratch) / "ingested.parquet"
+    pq.write_table(ingested.table, out)
+    return out, ingested.format
 
 
 class InputNotFound(Exception):
@@ -172,26 +214,27 @@ def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
 
 @app.command()
 def estimate(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(help=INPUT_HELP)],
     fmt: FormatOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config)
-    transcript = _load(input, fmt)
+    transcript, read_as = _read(input, fmt)
     est = cc.estimate_messages(transcript, cfg)
     visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
     _show("token estimate", {
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
         "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
+        "format": read_as,
     }, as_json)  # fmt: skip
 
 
 @app.command("prune")
 def prune_cmd(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(help=INPUT_HELP)],
     output: Annotated[Path | None, typer.Option(help="Write the marked rows (Parquet).")] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
@@ -213,7 +256,7 @@ def prune_cmd(
 
 @app.command("filter")
 def filter_cmd(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(help=INPUT_HELP)],
     output: Annotated[Path | None, typer.Option(help="Write the visible rows (Parquet).")] = None,
     fmt: FormatOption = None,
     as_json: JsonOption = False,
@@ -235,7 +278,7 @@ def _limits(context: int | None, output_limit: int | None) -> dict[str, int] | N
 
 @app.command()
 def compact(
-    input: Annotated[Path, typer.Argument(help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(help=INPUT_HELP)],
     output: Annotated[Path | None, typer.Option(help="Compacted part rows (Parquet).")] = None,
     report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
     context: Annotated[int | None, typer.Option(min=0, help="Model context window.")] = None,
@@ -262,7 +305,13 @@ def compact(
 
 @app.command()
 def batch(
-    source: Annotated[Path, typer.Argument(help="Parquet file or directory.")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Parquet file or directory, or session files "
+            "(.jsonl, .json, .traj; ingested first)."
+        ),
+    ],
     destination: Annotated[Path, typer.Argument(help="Output Parquet file.")],
     report: Annotated[Path | None, typer.Option(help="Per-session report (Parquet).")] = None,
     batch_rows: Annotated[int, typer.Option(min=1, help="Rows per record batch.")] = 65_536,
@@ -275,6 +324,7 @@ def batch(
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
     cfg = _config(config)
+    source, read_as = _parquet_source(source)  # session files: a temporary Parquet first
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True),
                   disable=as_json) as bar:  # fmt: skip
@@ -286,7 +336,7 @@ def batch(
         stats = compact_parquet(source, destination, cfg, report_path=report,
                                 batch_rows=batch_rows, limits=_limits(context, output_limit),
                                 progress=tick)  # fmt: skip
-    rows = stats.to_dict()
+    rows = {"format": read_as, **stats.to_dict()}
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
     _show("batch", rows, as_json)
@@ -294,30 +344,43 @@ def batch(
 
 @app.command()
 def convert(
-    input: Annotated[Path, typer.Argument(help="Session file to read.")],
+    input: Annotated[Path, typer.Argument(help="Session file or folder to read.")],
     output: Annotated[Path, typer.Argument(help="File to write (.jsonl: one per line).")],
-    to: Annotated[str, typer.Option("--to", help="Output format.")] = "openai-chat",
+    to: Annotated[str, typer.Option("--to", help="Output format, or 'parquet' (part rows).")] = (
+        "openai-chat"
+    ),
     source_format: Annotated[
         str | None, typer.Option("--from", help="Input format (default: detect).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...)."""
+    """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...,
+    or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
 
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
-    sessions = formats.read(input, source_format)
-    formats.write(sessions, output, to)
-    _show("convert", {"sessions": len(sessions), "to": to, "written": str(output)}, as_json)
+    result = _ingest([input], source_format)
+    if to == "parquet":
+        with replacing(output) as tmp:
+            pq.write_table(result.table, tmp)
+        count = result.sessions
+    else:
+        sessions = result.transcript.to_sessions()
+        formats.write(sessions, output, to)
+        count = len(sessions)
+    _show("convert", {"sessions": count, "from": result.format, "to": to,
+                      "written": str(output)}, as_json)  # fmt: skip
 
 
 @app.command()
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or directories of them.")],
+    inputs: Annotated[
+        list[Path], typer.Argument(help="Session files (.jsonl, .json, .traj) or folders of them.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Parquet file of part rows.")],
     source_format: Annotated[
-        str | None, typer.Option("--format", help="Input format (default: detect).")
+        str | None, typer.Option("--format", help="Input format (default: detect per file).")
     ] = None,
     on_error: Annotated[
         str, typer.Option(help="'raise': stop at the first bad line; 'skip': reject it.")
@@ -330,26 +393,36 @@ def ingest(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Read JSONL sessions into a Parquet file of part rows (Rust, all cores)."""
-    from ctxcompact.ingest import jsonl_files, read_jsonl
+    """Read session files into a Parquet file of part rows (JSONL natively, all cores).
 
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    Each file's format is detected from its own content and reported; files of
+    other kinds found in a folder are listed as skipped.
+    """
     if on_error not in ("raise", "skip"):
         raise cc.ConfigError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
     start = time.perf_counter()
-    result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
-                        reject_path=rejects, threads=threads)  # fmt: skip
+    result = _ingest(inputs, source_format, on_error=on_error, reject_path=rejects,
+                     threads=threads)  # fmt: skip
     with replacing(output) as tmp:
         pq.write_table(result.table, tmp)
     seconds = time.perf_counter() - start
-    size = sum(p.stat().st_size for p in jsonl_files(inputs))
-    _show("ingest", {"format": result.format, "lines": result.lines,
-                     "sessions": result.sessions, "rows": result.table.num_rows,
-                     "rejected": len(result.rejected), "seconds": round(seconds, 3),
-                     "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
-                     "written": str(output)}, as_json)  # fmt: skip
+    size = sum(Path(p).stat().st_size for p in result.formats)
+    by_format: dict[str, int] = {}
+    for f in result.files:
+        key = f.format if f.status == "read" and f.format else f.status
+        by_format[key] = by_format.get(key, 0) + 1
+    summary: dict[str, Any] = {
+        "format": result.format, "files": len(result.files),
+        **{f"files_{k}": v for k, v in by_format.items()},
+        "lines": result.lines, "sessions": result.sessions, "rows": result.table.num_rows,
+        "rejected": len(result.rejected), "seconds": round(seconds, 3),
+        "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
+        "written": str(output),
+    }  # fmt: skip
+    if as_json:
+        summary["per_file"] = [{"path": f.path, "status": f.status, "format": f.format,
+                                "reason": f.reason} for f in result.files]  # fmt: skip
+    _show("ingest", summary, as_json)
 
 
 @app.command()
