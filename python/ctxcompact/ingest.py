@@ -247,7 +247,7 @@ def _read_jsonl(
         except FormatError as e:
             if on_error == "raise":
                 raise
-            reason = f"cannot tell the format of this file: {e}"
+            reason = str(e)
             reports.append(FileReport(str(i.path), "rejected", None, reason))
             rejected += _reject_file(i.path, reason)
             continue
