@@ -325,12 +325,15 @@ def test_blank_lines_crlf_and_a_byte_order_mark_are_read(tmp_path: Path) -> None
 
 
 def test_empty_inputs_give_an_empty_table(tmp_path: Path) -> None:
-    (tmp_path / "empty.jsonl").write_bytes(b"\n\n")
+    (tmp_path / "empty.jsonl").write_bytes(b"\xef\xbb\xbf\n\n")
     result = read_jsonl(tmp_path / "empty.jsonl", "opencode")
     assert result.table.num_rows == 0 and result.table.schema == SCHEMA
     assert read_jsonl([]).table.num_rows == 0
-    with pytest.raises(cc.FormatError, match="no JSON lines"):
-        read_jsonl(tmp_path / "empty.jsonl")
+    # an empty file holds no sessions, whether its format is given or not, in both readers
+    detected = read_jsonl(tmp_path / "empty.jsonl")
+    assert detected.table.num_rows == 0 and detected.table.schema == SCHEMA
+    assert [(f.status, f.format) for f in detected.files] == [("empty", None)]
+    assert formats.read(tmp_path / "empty.jsonl") == []
 
 
 def test_usage_errors_are_typed(tmp_path: Path) -> None:
@@ -385,3 +388,242 @@ def test_ingest_releases_the_gil(tmp_path: Path) -> None:
         w.join()
     assert len(set(results)) == 1 and results[0] > 0
     assert pa.table(_core.ingest_jsonl([str(path)], "opencode")[0]).num_rows == results[0]
+
+
+# --- any input, per-file formats (issue 10) ---------------------------------------------------
+
+SESSIONS = cc.Transcript(generate_table(5, 40, seed=11)).to_sessions()
+
+
+def claude_file(path: Path) -> Path:
+    formats.write(SESSIONS[3:], path, "claude-code")
+    return path
+
+
+def test_each_jsonl_file_is_read_in_its_own_format(tmp_path: Path) -> None:
+    formats.write(SESSIONS[:3], tmp_path / "a-chat.jsonl", "openai-chat")
+    claude_file(tmp_path / "b-claude.jsonl")
+    result = read_jsonl(tmp_path)
+    assert result.formats == {str(tmp_path / "a-chat.jsonl"): "openai-chat",
+                              str(tmp_path / "b-claude.jsonl"): "claude-code"}  # fmt: skip
+    assert result.format == "openai-chat, claude-code"
+    # every session as each file alone reads it (not chat sessions as empty events)
+    alone = [read_jsonl(tmp_path / name).table for name in ("a-chat.jsonl", "b-claude.jsonl")]
+    assert result.table.equals(pa.concat_tables(alone))
+    assert result.sessions == 5 and result.rejected == []
+    estimate = cc.estimate_messages(result.transcript)
+    assert estimate.total == sum(cc.estimate_messages(t).total for t in alone) > 1000
+
+
+def test_a_line_not_in_the_forced_format_is_a_bad_line(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.jsonl"
+    formats.write(SESSIONS, chat, "openai-chat")
+    with pytest.raises(cc.FormatError, match=r"chat.jsonl:1: not a Claude Code event") as info:
+        read_jsonl(chat, "claude-code")
+    assert info.value.row == 1
+    skipped = read_jsonl(chat, "claude-code", on_error="skip")
+    assert skipped.table.num_rows == 0 and [r.line for r in skipped.rejected] == [1, 2, 3, 4, 5]
+    with pytest.raises(cc.FormatError, match=r"chat.jsonl:1: not a Claude Code event"):
+        formats.read(chat, "claude-code")
+    # a bare value is not an event either, in both readers
+    raw = write_lines(tmp_path / "raw.jsonl", [{"type": "user", "uuid": "u", "message": {
+        "role": "user", "content": "hi"}}, 7])  # fmt: skip
+    with pytest.raises(cc.FormatError, match=r"raw.jsonl:2: not a Claude Code event: got"):
+        read_jsonl(raw)
+    with pytest.raises(cc.FormatError, match=r"raw.jsonl:2: not a Claude Code event: got"):
+        formats.read(raw)
+
+
+def test_skip_rejects_a_file_whose_format_cannot_be_told_and_reads_the_rest(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-bad.jsonl").write_bytes(b"{oops\n" + json.dumps(GOOD).encode() + b"\n")
+    (tmp_path / "b-empty.jsonl").write_bytes(b"")
+    (tmp_path / "c-odd.jsonl").write_text('{"neither": 1}\n', "utf-8")
+    write_lines(tmp_path / "d-good.jsonl", [GOOD])
+    with pytest.raises(cc.FormatError, match=r"a-bad.jsonl:1: cannot tell the format"):
+        read_jsonl(tmp_path)
+    result = read_jsonl(tmp_path, on_error="skip", reject_path=tmp_path / "rejects.out")
+    assert result.transcript.session_ids() == ["s1"]
+    assert [(Path(f.path).name, f.status, f.format) for f in result.files] == [
+        ("a-bad.jsonl", "rejected", None), ("b-empty.jsonl", "empty", None),
+        ("c-odd.jsonl", "rejected", None), ("d-good.jsonl", "read", "opencode")]  # fmt: skip
+    assert "cannot tell the format" in result.files[0].reason
+    # the file is rejected whole: every line of it is in the reject file, none lost
+    assert [(Path(r.path).name, r.line) for r in result.rejected] == [
+        ("a-bad.jsonl", 1), ("a-bad.jsonl", 2), ("c-odd.jsonl", 1)]  # fmt: skip
+    assert result.lines == result.sessions + len(result.rejected) == 4
+    assert len((tmp_path / "rejects.out").read_text().splitlines()) == 3
+
+
+def traj(task: str) -> dict[str, Any]:
+    return {
+        "environment": "swe",
+        "history": [
+            {"role": "system", "content": "you are an agent"},
+            {"role": "user", "content": f"fix {task}"},
+            {"role": "assistant", "content": "done " * 50},
+        ],
+        "info": {"exit_status": "submitted"},
+    }
+
+
+def test_a_folder_of_documents_reads_with_unique_ids_and_skips_are_listed(
+    tmp_path: Path,
+) -> None:
+    from ctxcompact.ingest import read_sessions
+
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "pkg__pkg-1.traj").write_text(json.dumps(traj(run), indent=2), "utf-8")
+    (tmp_path / "run1" / "notes.md").write_text("not a session", "utf-8")
+    tau = [{"task_id": 0, "trial": 0, "reward": 1.0, "traj": traj("x")["history"]}]
+    (tmp_path / "tau.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(tau, indent=1).encode())
+    formats.write(SESSIONS[:2], tmp_path / "run1" / "chat.jsonl", "openai-chat")
+    (tmp_path / "run1" / "bare.jsonl").write_text(json.dumps(traj("y")["history"]) + "\n")
+    result = read_sessions(tmp_path)
+    ids = result.transcript.session_ids()
+    assert ids == ["run1/bare:1", SESSIONS[0].id, SESSIONS[1].id, "run1/pkg__pkg-1",
+                   "run2/pkg__pkg-1", "tau-0-0"]  # fmt: skip
+    # the Python adapter names a line the same way when given the same name
+    assert formats.read(tmp_path / "run1" / "bare.jsonl", name="run1/bare")[0].id == "run1/bare:1"
+    status = {Path(f.path).relative_to(tmp_path).as_posix(): (f.status, f.format)
+              for f in result.files}  # fmt: skip
+    assert status == {
+        "run1/bare.jsonl": ("read", "openai-chat"),
+        "run1/chat.jsonl": ("read", "openai-chat"),
+        "run1/notes.md": ("skipped", None),
+        "run1/pkg__pkg-1.traj": ("read", "swe-agent"),
+        "run2/pkg__pkg-1.traj": ("read", "swe-agent"),
+        "tau.json": ("read", "tau-bench"),
+    }
+    assert result.sessions == 6 and result.lines == 6
+    # the scans take it: every session contiguous under its own id
+    assert cc.estimate_messages(result.transcript).messages.num_rows > 0
+    # a document read alone keeps its file-name id; the folder name is the caller's choice
+    assert formats.read(tmp_path / "run1" / "pkg__pkg-1.traj")[0].id == "pkg__pkg-1"
+    assert formats.read(tmp_path / "run1" / "pkg__pkg-1.traj", name="r/x")[0].id == "r/x"
+    with pytest.raises(cc.FormatError, match="not a session file"):
+        read_sessions(tmp_path / "run1" / "notes.md")
+    (tmp_path / "none").mkdir()
+    with pytest.raises(cc.FormatError, match="no session files"):
+        read_sessions(tmp_path / "none")
+
+
+def test_a_repeated_session_id_is_refused_at_once(tmp_path: Path) -> None:
+    from ctxcompact.ingest import read_sessions
+
+    twice = [SESSIONS[0], SESSIONS[1], SESSIONS[0]]
+    with pytest.raises(cc.DuplicateSessionError, match=repr(SESSIONS[0].id)) as info:
+        cc.Transcript.from_sessions(twice)
+    assert "sessions 0 and 2" in str(info.value)
+    assert info.value.session_id == SESSIONS[0].id and info.value.row == 2
+    assert isinstance(info.value, cc.NonContiguousError)
+    # across files: the later document fails the run, or is rejected whole under skip
+    (tmp_path / "a.json").write_text(json.dumps({"id": "c", "messages": []}), "utf-8")
+    (tmp_path / "b.json").write_text(json.dumps({"id": "c", "messages": []}), "utf-8")
+    with pytest.raises(cc.DuplicateSessionError, match=r"b.json: session id 'c' was already read"):
+        read_sessions(tmp_path)
+    result = read_sessions(tmp_path, on_error="skip")
+    assert result.transcript.session_ids() == ["c"]
+    assert [(Path(r.path).name, r.line) for r in result.rejected] == [("b.json", 0)]
+
+
+def test_a_byte_order_mark_is_read_by_both_readers(tmp_path: Path) -> None:
+    for name, text in (("bom.jsonl", json.dumps(GOOD) + "\n"), ("bom.json", json.dumps(GOOD))):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert [s.id for s in formats.read(tmp_path / name)] == ["s1"]
+    assert read_jsonl(tmp_path / "bom.jsonl").transcript.session_ids() == ["s1"]
+    (tmp_path / "blank.json").write_text("  \n", "utf-8")
+    assert formats.read(tmp_path / "blank.json") == []
+
+
+# --- the command line on any input ----------------------------------------------------------
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        *args: str) -> tuple[int, Any, str]:  # fmt: skip
+    import sys
+
+    from ctxcompact.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args, "--json"])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 else None), " ".join(out.err.split())
+
+
+def test_the_cli_reads_session_folders_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "runs"
+    (src / "run1").mkdir(parents=True)
+    (src / "run2").mkdir()
+    for run in ("run1", "run2"):
+        (src / run / "t.traj").write_text(json.dumps(traj(run), indent=2), "utf-8")
+    (src / "README.md").write_text("#", "utf-8")
+    out = tmp_path / "rows.parquet"
+    code, res, err = cli(monkeypatch, capsys, "ingest", str(src), "-o", str(out))
+    assert code == 0 and (res["sessions"], res["lines"], res["format"]) == (2, 2, "swe-agent")
+    assert (res["files_swe-agent"], res["files_skipped"]) == (2, 1)
+    assert {(Path(f["path"]).name, f["status"]) for f in res["per_file"]} == {
+        ("t.traj", "read"), ("README.md", "skipped")}  # fmt: skip
+    assert "skipped: " in err and "README.md" in err
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).num_rows == res["rows"] > 0
+    code, est, _ = cli(monkeypatch, capsys, "estimate", str(src))
+    assert code == 0 and est["sessions"] == 2 and est["format"] == "swe-agent"
+    assert est["tokens"] == cc.estimate_messages(pq.read_table(out)).total > 0
+    for command in ("prune", "filter", "compact"):
+        code, res, _ = cli(monkeypatch, capsys, command, str(src))
+        assert code == 0 and res["sessions"] == 2, command
+    code, res, _ = cli(monkeypatch, capsys, "batch", str(src), str(tmp_path / "b.parquet"))
+    assert code == 0 and res["format"] == "swe-agent" and res["sessions"] == 2
+    code, res, _ = cli(monkeypatch, capsys, "convert", str(src), str(tmp_path / "c.parquet"),
+                       "--to", "parquet")  # fmt: skip
+    assert code == 0 and res["sessions"] == 2
+    assert pq.read_table(tmp_path / "c.parquet").equals(pq.read_table(out))
+
+
+def test_the_cli_ingests_a_mixed_folder_and_skips_an_undetectable_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    formats.write(SESSIONS[:3], tmp_path / "a-chat.jsonl", "openai-chat")
+    claude_file(tmp_path / "b-claude.jsonl")
+    (tmp_path / "c-bad.jsonl").write_bytes(b"\n{oops\n")
+    out = tmp_path / "o.parquet"
+    code, _, err = cli(monkeypatch, capsys, "ingest", str(tmp_path), "-o", str(out))
+    assert code == 1 and "c-bad.jsonl:2: cannot tell the format" in err
+    code, res, err = cli(monkeypatch, capsys, "ingest", str(tmp_path), "-o", str(out),
+                         "--on-error", "skip")  # fmt: skip
+    assert code == 0 and (res["sessions"], res["rejected"]) == (5, 1)
+    assert res["format"] == "openai-chat, claude-code"
+    assert [(Path(f["path"]).name, f["status"], f["format"]) for f in res["per_file"]] == [
+        ("a-chat.jsonl", "read", "openai-chat"), ("b-claude.jsonl", "read", "claude-code"),
+        ("c-bad.jsonl", "rejected", None)]  # fmt: skip
+    assert "rejected: " in err and "c-bad.jsonl" in err
+    code, _, err = cli(monkeypatch, capsys, "ingest", str(tmp_path / "a-chat.jsonl"), "-o",
+                       str(out), "--format", "claude-code")  # fmt: skip
+    assert code == 1 and "a-chat.jsonl:1: not a Claude Code event" in err
+
+
+@pytest.mark.skipif(not (DATA / "transcripts").is_dir(), reason="no ../shared/data")
+def test_every_session_of_the_shared_transcripts_folder_is_read(tmp_path: Path) -> None:
+    from ctxcompact.ingest import read_sessions
+
+    root = DATA / "transcripts"
+    result = read_sessions(root)
+    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+    expected = sum(len(formats.read(p)) for p in files if p.suffix in (".json", ".traj", ".jsonl"))
+    assert result.sessions == len(result.transcript.session_ids()) == expected > 200
+    skipped = {Path(f.path).name for f in result.files if f.status == "skipped"}
+    assert {"README.md", "LICENSE", "SOURCE.txt"} <= skipped
+    assert len(result.files) == len(files) and result.rejected == []
+    swe = read_sessions(root / "swe-agent")
+    assert len(swe.transcript.session_ids()) == 28
+    assert cc.estimate_messages(swe.transcript).total > 100_000

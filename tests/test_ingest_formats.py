@@ -77,11 +77,8 @@ CONTENT = st.one_of(TEXT, st.lists(block(), max_size=4))
 def claude_events(draw: st.DrawFn) -> list[Any]:
     events: list[Any] = []
     for i in range(draw(st.integers(0, 10))):
-        kind = draw(st.sampled_from(["user", "assistant", "assistant", "summary", "system",
-                                     "raw"]))  # fmt: skip
-        if kind == "raw":
-            events.append(draw(st.one_of(st.integers(0, 9), st.lists(TEXT, max_size=2))))
-            continue
+        # (a line that is not an event is a bad line: test_ingest's forced-format test)
+        kind = draw(st.sampled_from(["user", "assistant", "assistant", "summary", "system"]))
         event: dict[str, Any] = {"type": kind}
         uuid = draw(st.sampled_from([f"u{i}", "u0", None, ""]))
         if uuid is not None:
@@ -310,9 +307,19 @@ def test_every_real_transcript_in_its_own_format_reads_like_the_adapter(tmp_path
 
 
 @pytest.mark.skipif(not (DATA / "formats" / "claude-code").is_dir(), reason="no ../shared/data")
-def test_claude_code_samples_read_like_the_adapter() -> None:
+def test_claude_code_samples_read_like_the_adapter(tmp_path: Path) -> None:
+    from test_formats import without_junk
+
     for path in sorted((DATA / "formats" / "claude-code").rglob("*.jsonl")):
-        assert_same_as_python(path, "claude-code")
+        if path.name != "edge_cases.jsonl":
+            assert_same_as_python(path, "claude-code")
+            continue
+        # its junk lines (a string, an object without "type", a number, a list) are bad lines
+        got = read_jsonl(path, "claude-code", on_error="skip")
+        assert [r.line for r in got.rejected] == [13, 14, 15, 16]
+        assert all("not a Claude Code event" in r.error for r in got.rejected)
+        clean = without_junk(path, tmp_path)  # same name: the same default session id
+        assert got.table.equals(assert_same_as_python(clean, "claude-code").table)
 
 
 # --- bad input -----------------------------------------------------------------------------

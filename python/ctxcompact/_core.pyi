@@ -70,8 +70,9 @@ def take_strings(column: Any, rows: Any) -> Any: ...
 def pivot_ranges(table: Any, *, threads: int | None = None) -> tuple[Any, Any]: ...
 def ingest_jsonl(
     paths: list[str],
-    format: str,
+    format: str | list[str],
     on_error: str = "raise",
     threads: int | None = None,
     chunk_bytes: int = 1048576,
+    id_bases: list[str | None] | None = None,
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...

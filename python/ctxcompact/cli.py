@@ -16,10 +16,13 @@ Exit codes: see EXIT_CODES (also printed by `ctxcompact --help`).
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +51,7 @@ from ctxcompact.atomic import replacing
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.formats import FORMATS
+from ctxcompact.ingest import IngestResult
 from ctxcompact.overflow import check_overflow
 from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
@@ -63,7 +67,7 @@ EXIT_CODES = (
 )
 #: The values of --format / --from (read) and --to (write): one place for each.
 READ_FORMATS: tuple[str, ...] = tuple(FORMATS)
-WRITE_FORMATS: tuple[str, ...] = tuple(FORMATS)
+WRITE_FORMATS: tuple[str, ...] = (*FORMATS, "parquet")
 
 app = typer.Typer(
     add_completion=False,
@@ -373,26 +377,66 @@ def demo(
     out.print(timing)
 
 
-def _load(path: Path, fmt: str | None) -> cc.Transcript:
+SESSION_SUFFIXES = (".jsonl", ".json", ".traj")
+INPUT_HELP = "Parquet of part rows, or a session file or folder (.jsonl, .json, .traj)."
+INPUTS_HELP = "Session files (.jsonl, .json, .traj) or folders of them."
+SOURCE_HELP = "Parquet file or directory, or session files (.jsonl, .json, .traj; ingested first)."
+
+
+def _is_parquet(path: Path) -> bool:
+    """Parquet of part rows: a .parquet file, or a folder with no session files in it."""
+    if path.is_dir():
+        return not any(p.suffix in SESSION_SUFFIXES for p in path.rglob("*") if p.is_file())
+    return path.suffix == ".parquet"
+
+
+def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
+    """Read session files and folders; every file left out is named on stderr."""
+    from ctxcompact.ingest import read_sessions
+
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+    result = read_sessions(inputs, fmt, **kwargs)
+    for f in result.files:
+        if f.status != "read":
+            typer.echo(f"{f.status}: {f.path}{f': {f.reason}' if f.reason else ''}", err=True)
+    return result
+
+
+def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
+    """The transcript at ``path`` and the format(s) it was read in."""
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
-    if path.suffix == ".parquet" or path.is_dir():
+    if _is_parquet(path):
         try:
-            return cc.Transcript(pq.read_table(path))
+            return cc.Transcript(pq.read_table(path)), "parquet"
         except (pa.ArrowInvalid, OSError) as e:
             raise cc.DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-    if path.suffix == ".jsonl":
-        from ctxcompact.ingest import read_jsonl
+    result = _ingest([path], fmt)
+    return result.transcript, result.format
 
-        return read_jsonl(path, fmt).transcript
-    from ctxcompact import formats
 
-    return cc.Transcript.from_sessions(formats.read(path, fmt))
+def _load(path: Path, fmt: str | None) -> cc.Transcript:
+    return _read(path, fmt)[0]
+
+
+def _parquet_source(path: Path) -> tuple[Path, str]:
+    """A Parquet path for ``path``: itself, or its sessions ingested into a
+    temporary folder, removed when the process exits (success or not)."""
+    if _is_parquet(path):
+        return path, "parquet"
+    ingested = _ingest([path], None)
+    scratch = tempfile.mkdtemp(prefix="ctxcompact-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    out = Path(scratch) / "ingested.parquet"
+    pq.write_table(ingested.table, out)
+    return out, ingested.format
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
 def estimate(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     fmt: FormatOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -400,7 +444,7 @@ def estimate(
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config)
     with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt)
+        transcript, read_as = _read(input, fmt)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
@@ -408,12 +452,13 @@ def estimate(
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
         "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
+        "format": read_as,
     }, as_json)  # fmt: skip
 
 
 @app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
 def prune_cmd(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the marked rows (Parquet).")
     ] = None,
@@ -443,7 +488,7 @@ def prune_cmd(
 
 @app.command("filter", short_help="Keep each session from its latest summary pivot on.")
 def filter_cmd(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the visible rows (Parquet).")
     ] = None,
@@ -465,7 +510,7 @@ def filter_cmd(
 
 @app.command(short_help="Prune, mark and pivot-filter; report each session.")
 def compact(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Transcript file.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Compacted part rows (Parquet).")
     ] = None,
@@ -506,7 +551,7 @@ def compact(
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
 def batch(
-    source: Annotated[Path, typer.Argument(metavar="SOURCE", help="Parquet file or directory.")],
+    source: Annotated[Path, typer.Argument(metavar="SOURCE", help=SOURCE_HELP)],
     destination: Annotated[
         Path, typer.Argument(metavar="DESTINATION", help="Output Parquet file.")
     ],
@@ -532,6 +577,7 @@ def batch(
     _check_output(destination, "DESTINATION")
     _check_output(report, "--report")
     console = _stderr()
+    source, read_as = _parquet_source(source)  # session files: a temporary Parquet first
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
                   disable=as_json or not console.is_terminal) as bar:  # fmt: skip
@@ -543,7 +589,7 @@ def batch(
         stats = compact_parquet(source, destination, cfg, report_path=report,
                                 batch_rows=batch_rows, limits=limits,
                                 progress=tick)  # fmt: skip
-    rows = stats.to_dict()
+    rows = {"format": read_as, **stats.to_dict()}
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
     if limits is not None:
@@ -553,7 +599,7 @@ def batch(
 
 @app.command(short_help="Convert sessions between formats.")
 def convert(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Session file to read.")],
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Session file or folder to read.")],
     output: Annotated[
         Path, typer.Argument(metavar="OUTPUT", help="File to write (.jsonl: one per line).")
     ],
@@ -577,31 +623,37 @@ def convert(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...)."""
+    """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...,
+    or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
 
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
     _check_output(output, "OUTPUT")
     with _status(f"reading {input}", as_json):
-        sessions = formats.read(input, source_format)
-    try:
-        with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
-            formats.write(sessions, tmp, to)
-    except UnicodeEncodeError as e:
-        bad = e.object[e.start : e.end]
-        raise cc.FormatError(
-            f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) that "
-            f"UTF-8 cannot encode; {output} was not written"
-        ) from None
-    _show("convert", {"sessions": len(sessions), "to": to, "written": str(output)}, as_json)
+        result = _ingest([input], source_format)
+    if to == "parquet":
+        _write_parquet(result.table, output, "OUTPUT")
+        count = result.sessions
+    else:
+        sessions = result.transcript.to_sessions()
+        count = len(sessions)
+        try:
+            with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
+                formats.write(sessions, tmp, to)
+        except UnicodeEncodeError as e:
+            bad = e.object[e.start : e.end]
+            raise cc.FormatError(
+                f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) that "
+                f"UTF-8 cannot encode; {output} was not written"
+            ) from None
+    _show("convert", {"sessions": count, "from": result.format, "to": to,
+                      "written": str(output)}, as_json)  # fmt: skip
 
 
 @app.command(short_help="Read JSONL session files into Parquet part rows.")
 def ingest(
-    inputs: Annotated[
-        list[Path], typer.Argument(metavar="INPUTS", help="JSONL files or directories of them.")
-    ],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUTS", help=INPUTS_HELP)],
     output: Annotated[
         Path, typer.Option("--output", "-o", metavar="FILE", help="Parquet file of part rows.")
     ],
@@ -623,18 +675,16 @@ def ingest(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Read JSONL sessions into a Parquet file of part rows (Rust, all cores)."""
-    from ctxcompact.ingest import jsonl_files, read_jsonl
+    """Read session files into a Parquet file of part rows (JSONL natively, all cores).
 
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    Each file's format is detected from its own content and reported; files of
+    other kinds found in a folder are listed as skipped.
+    """
     _check_output(output, "--output")
     _check_output(rejects, "--rejects")
     start = time.perf_counter()
-    with _status("reading JSONL", as_json):
-        result = read_jsonl(inputs, source_format, on_error=on_error,  # type: ignore[arg-type]
-                            threads=threads)  # fmt: skip
+    with _status("reading session files", as_json):
+        result = _ingest(inputs, source_format, on_error=on_error, threads=threads)
     if rejects is not None:
         from ctxcompact.ingest import write_rejects
 
@@ -642,12 +692,23 @@ def ingest(
             write_rejects(result.rejected, tmp)
     _write_parquet(result.table, output, "--output")
     seconds = time.perf_counter() - start
-    size = sum(p.stat().st_size for p in jsonl_files(inputs))
-    _show("ingest", {"format": result.format, "lines": result.lines,
-                     "sessions": result.sessions, "rows": result.table.num_rows,
-                     "rejected": len(result.rejected), "seconds": round(seconds, 3),
-                     "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
-                     "written": str(output)}, as_json)  # fmt: skip
+    size = sum(Path(p).stat().st_size for p in result.formats)
+    by_format: dict[str, int] = {}
+    for f in result.files:
+        key = f.format if f.status == "read" and f.format else f.status
+        by_format[key] = by_format.get(key, 0) + 1
+    summary: dict[str, Any] = {
+        "format": result.format, "files": len(result.files),
+        **{f"files_{k}": v for k, v in by_format.items()},
+        "lines": result.lines, "sessions": result.sessions, "rows": result.table.num_rows,
+        "rejected": len(result.rejected), "seconds": round(seconds, 3),
+        "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
+        "written": str(output),
+    }  # fmt: skip
+    if as_json:
+        summary["per_file"] = [{"path": f.path, "status": f.status, "format": f.format,
+                                "reason": f.reason} for f in result.files]  # fmt: skip
+    _show("ingest", summary, as_json)
 
 
 @app.command(short_help="Quick speed check: Rust against the Python reference.")

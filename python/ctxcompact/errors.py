@@ -56,6 +56,10 @@ class NonContiguousError(TranscriptError):
     """Rows of a session (or of a message) are not contiguous."""
 
 
+class DuplicateSessionError(NonContiguousError):
+    """Two sessions with the same id: their rows could never be one contiguous session."""
+
+
 class NullValueError(TranscriptError):
     """A required value is null."""
 
@@ -90,6 +94,7 @@ __all__ = [
     "CompactionLoopError",
     "ConfigError",
     "DatasetError",
+    "DuplicateSessionError",
     "FormatError",
     "HookError",
     "InconsistentMessageError",

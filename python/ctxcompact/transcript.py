@@ -52,9 +52,22 @@ class Transcript:
 
     @classmethod
     def from_sessions(cls, sessions: Iterable[Session]) -> Transcript:
+        """One table of ``sessions``; ``DuplicateSessionError`` if two share an id
+        (the scans need each session's rows together, under one id)."""
         from ctxcompact.columnar import sessions_to_table
+        from ctxcompact.errors import DuplicateSessionError
 
-        return cls(sessions_to_table(list(sessions)))
+        sessions = list(sessions)
+        seen: dict[str, int] = {}
+        for i, session in enumerate(sessions):
+            first = seen.setdefault(session.id, i)
+            if first != i:
+                raise DuplicateSessionError(
+                    f"session id {session.id!r} is repeated: sessions {first} and {i} "
+                    "(ids must be unique; name sessions by path when reading a folder)",
+                    session_id=session.id, row=i,
+                )  # fmt: skip
+        return cls(sessions_to_table(sessions))
 
     def to_sessions(self) -> list[Session]:
         from ctxcompact.columnar import table_to_sessions

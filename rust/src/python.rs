@@ -367,21 +367,46 @@ type RejectedLine = (
 );
 
 #[pyfunction]
-#[pyo3(signature = (paths, format, on_error = "raise", threads = None, chunk_bytes = 1_048_576))]
+#[pyo3(signature = (paths, format, on_error = "raise", threads = None, chunk_bytes = 1_048_576, id_bases = None))]
 fn ingest_jsonl(
     py: Python<'_>,
     paths: Vec<String>,
-    format: &str,
+    format: &Bound<'_, PyAny>,
     on_error: &str,
     threads: Option<usize>,
     chunk_bytes: usize,
+    id_bases: Option<Vec<Option<String>>>,
 ) -> PyResult<(PyTable, Vec<RejectedLine>, usize, usize)> {
+    // one format for every file, or one per file
+    let names: Vec<String> = match format.extract::<String>() {
+        Ok(one) => vec![one; paths.len()],
+        Err(_) => format.extract()?,
+    };
+    if names.len() != paths.len() {
+        let e = CoreError::Config(format!(
+            "{} formats given for {} files",
+            names.len(),
+            paths.len()
+        ));
+        return Err(to_pyerr(py, e));
+    }
+    let formats = names
+        .iter()
+        .map(|name| name.parse::<ingest::Format>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| to_pyerr(py, e))?;
+    let id_bases = id_bases.unwrap_or_else(|| vec![None; paths.len()]);
+    if id_bases.len() != paths.len() {
+        let e = CoreError::Config(format!(
+            "{} id bases given for {} files",
+            id_bases.len(),
+            paths.len()
+        ));
+        return Err(to_pyerr(py, e));
+    }
     let options = Options {
         chunk_bytes,
-        ..Options::new(
-            format.parse().map_err(|e| to_pyerr(py, e))?,
-            on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?,
-        )
+        ..Options::new(on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?)
     };
     let out = py
         .detach(|| {
@@ -393,10 +418,13 @@ fn ingest_jsonl(
                 })?;
                 files.push(data);
             }
-            let sources: Vec<Source<'_>> = paths
-                .iter()
-                .zip(&files)
-                .map(|(name, data)| Source { name, data })
+            let sources: Vec<Source<'_>> = (0..paths.len())
+                .map(|i| Source {
+                    name: &paths[i],
+                    data: &files[i],
+                    format: formats[i],
+                    id_base: id_bases[i].as_deref(),
+                })
                 .collect();
             parallel::run(threads, || ingest::ingest(&sources, &options))
         })

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.anthropic import (
+    claude_code_sessions,
     from_anthropic,
     from_claude_code,
-    read_claude_code,
     to_anthropic,
     to_claude_code,
 )
@@ -152,20 +152,32 @@ def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
     raise FormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
-def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
+BOM = b"\xef\xbb\xbf"
+
+
+def read(
+    source: str | Path | Any, format: str | None = None, *, name: str | None = None
+) -> list[Session]:
     """Sessions from a file (``.json``, ``.traj``, ``.jsonl``) or an already parsed object.
 
     JSONL holds one session per line, except Claude Code files (one event per
-    line). A bad line raises ``FormatError`` naming the file and line.
+    line). A bad line raises ``FormatError`` naming the file and line. A UTF-8
+    byte order mark is accepted; a file with nothing but blank lines holds no
+    sessions (``[]``). ``name`` names the sessions without an id of their own
+    (``<name>`` for a document, ``<name>:<line>`` for JSONL); default: the file
+    name up to its first dot (Claude Code: up to its last).
     """
     if not isinstance(source, str | Path):
-        return session_from_json(source, format or detect_format(source), "session")
+        return session_from_json(source, format or detect_format(source), name or "session")
     path = Path(source)
     try:
         data = path.read_bytes()
     except OSError as e:
         raise FormatError(f"{path}: cannot read: {e}") from None
-    name = path.name.split(".")[0]
+    data = data.removeprefix(BOM)
+    if not data.strip():
+        return []
+    base = name if name is not None else path.name.split(".")[0]
     if path.suffix == ".jsonl":
         records = []
         for n, raw in enumerate(data.splitlines(), 1):
@@ -174,17 +186,15 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
                     records.append((n, parse_line(raw)))
                 except FormatError as e:
                     raise FormatError(f"{path}:{n}: {e}", row=n) from None
-        if not records:
-            return []
         fmt = format or jsonl_format(records[0][1])
         if fmt == "claude-code":
-            return read_claude_code(path)
+            return _claude_code(path, records, name if name is not None else path.stem)
         if fmt == "opencode-messages":
             return from_opencode_messages([record for _, record in records])
         sessions = []
         for n, record in records:
             try:
-                sessions += session_from_json(record, fmt, f"{name}:{n}")
+                sessions += session_from_json(record, fmt, f"{base}:{n}")
             except FormatError as e:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
         return sessions
@@ -193,9 +203,32 @@ def read(source: str | Path | Any, format: str | None = None) -> list[Session]:
     except FormatError as e:
         raise FormatError(f"{path}: {e}") from None
     try:
-        return session_from_json(obj, format or detect_format(obj), name)
+        return session_from_json(obj, format or detect_format(obj), base)
     except FormatError as e:
         raise FormatError(f"{path}: {e}") from None
+
+
+def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) -> list[Session]:
+    """A Claude Code file's events; a line that is not an event (an object with a
+    string ``type``) is a bad line, as in the native reader."""
+    for n, event in records:
+        if not isinstance(event, Mapping):
+            got = type(event).__name__
+            raise FormatError(f"{path}:{n}: not a Claude Code event: got a {got}, not an "
+                              'object with a "type"', row=n)  # fmt: skip
+        if not isinstance(event.get("type"), str):
+            raise FormatError(f'{path}:{n}: not a Claude Code event: it has no "type" string '
+                              "(is this file in another format?)", row=n)  # fmt: skip
+    try:
+        return claude_code_sessions([e for _, e in records], default_id)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise FormatError(
+            f"{path}: not a valid Claude Code session: {where}: {first['msg']}"
+        ) from None
+    except (AttributeError, TypeError) as e:
+        raise FormatError(f"{path}: not a valid Claude Code session ({e})") from None
 
 
 def jsonl_format(first: Any) -> str:

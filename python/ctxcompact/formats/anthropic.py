@@ -242,8 +242,12 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
             continue
         # A session built elsewhere names itself on every event, so that several
         # sessions written to one file read back as they were.
-        made = {"type": message.role, "uuid": message.id, "sessionId": session.id}
-        event = dict(source.get("event") or made)
+        made: dict[str, Any] = {"type": message.role, "uuid": message.id, "sessionId": session.id}
+        # the event read is reused only when it was a Claude Code event (not an OpenHands one)
+        read = source.get("event")
+        event = (
+            dict(read) if isinstance(read, Mapping) and isinstance(read.get("type"), str) else made
+        )
         if isinstance(message.info, SystemMessage):
             key = source.get("text_key") if source else "content"
             if key:

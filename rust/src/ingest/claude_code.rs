@@ -19,90 +19,34 @@ use serde_json::Value;
 use super::anthropic::Events;
 use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
-use super::{
-    already_read, finish, lines_of, opencode, parse, reject, split, Ingested, Options, Problem,
-    Source,
-};
-use crate::error::Result;
+use super::{lines_of, opencode, parse, split, Problem, Source};
 
 /// What a line became: its session and rows, and whether it opens the session.
-struct Kept {
-    session: String,
-    rows: Range<usize>,
-    first: bool,
+pub(super) struct Kept {
+    pub session: String,
+    pub rows: Range<usize>,
+    pub first: bool,
 }
 
 /// A line of the file and what became of it.
-struct At<T> {
-    line: usize,
-    raw: Range<usize>,
-    outcome: std::result::Result<T, Problem>,
+pub(super) struct At<T> {
+    pub line: usize,
+    pub raw: Range<usize>,
+    pub outcome: std::result::Result<T, Problem>,
 }
 
 type Line = At<Kept>;
 
 type Message = (MessageRow, Vec<PartRow>);
 
-struct FileOut {
-    rows: Rows,
-    lines: Vec<Line>,
+pub(super) struct FileOut {
+    pub rows: Rows,
+    pub lines: Vec<Line>,
 }
 
-pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
-    let files: Vec<FileOut> = sources
-        .par_iter()
-        .map(|source| read_file(source, options.chunk_bytes.max(1)))
-        .collect();
-    let mut first_seen: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut rejected = Vec::new();
-    let mut batches = Vec::new();
-    let mut lines = 0;
-    for (index, file) in files.into_iter().enumerate() {
-        let mut keep = vec![true; file.rows.len()];
-        // sessions of this file already read from an earlier one
-        let mut repeated: HashMap<String, Problem> = HashMap::new();
-        for line in file.lines {
-            lines += 1;
-            let problem = match line.outcome {
-                Err(problem) => Some(problem),
-                Ok(kept) => {
-                    let problem = if kept.first {
-                        match first_seen.get(&kept.session) {
-                            Some(&(src, at)) => {
-                                let p = already_read(&kept.session, sources[src].name, at);
-                                repeated.insert(kept.session.clone(), p);
-                                repeated.get(&kept.session).cloned()
-                            }
-                            None => {
-                                first_seen.insert(kept.session.clone(), (index, line.line));
-                                None
-                            }
-                        }
-                    } else {
-                        repeated.get(&kept.session).cloned()
-                    };
-                    if problem.is_some() {
-                        keep[kept.rows].iter_mut().for_each(|k| *k = false);
-                    }
-                    problem.map(|p| p.session(&kept.session))
-                }
-            };
-            if let Some(p) = problem {
-                rejected.push(reject(sources, index, line.line, line.raw, p, options)?);
-            }
-        }
-        batches.extend(finish(file.rows, keep, &[])?);
-    }
-    Ok(Ingested {
-        batches,
-        rejected,
-        lines,
-        sessions: first_seen.len(),
-    })
-}
-
-fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
-    let chunks = split(std::slice::from_ref(source), chunk_bytes);
+pub(super) fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
+    let mut chunks = Vec::new();
+    split(0, source.data, chunk_bytes, &mut chunks);
     let parsed: Vec<Vec<At<Value>>> = chunks
         .par_iter()
         .map(|chunk| {
@@ -115,17 +59,20 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
                 .collect()
         })
         .collect();
-    // Path.stem: the name without its last suffix.
-    let stem = Path::new(source.name)
-        .file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    // Path.stem: the name without its last suffix (or the base the caller gives).
+    let stem = match source.id_base {
+        Some(base) => base.to_owned(),
+        None => Path::new(source.name)
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
+    };
     let mut sessions: Vec<Events> = Vec::new();
     let mut by_id: HashMap<String, usize> = HashMap::new();
     let mut current = stem;
     // per line: the error, or the session its message went to (rows filled in below)
     let mut outcomes: Vec<At<usize>> = Vec::new();
     for At { line, raw, outcome } in parsed.into_iter().flatten() {
-        let outcome = outcome.and_then(|event| {
+        let outcome = outcome.and_then(event_of).and_then(|event| {
             let sid = match event.get("sessionId") {
                 Some(id) if event.is_object() && truthy(id) => py_str(id),
                 _ => current.clone(),
@@ -207,11 +154,28 @@ fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
     FileOut { rows, lines }
 }
 
+/// Every Claude Code line is an event: an object with a string `type`. Any
+/// other line (another format's session, a bare value) is a bad line, never
+/// an empty message.
+fn event_of(value: Value) -> std::result::Result<Value, Problem> {
+    match value.get("type") {
+        Some(Value::String(_)) => Ok(value),
+        _ if value.is_object() => Err(Problem::new(
+            "not a Claude Code event: it has no \"type\" string (is this file in another format?)",
+        )),
+        _ => Err(Problem::new(format!(
+            "not a Claude Code event: got {}, not an object with a \"type\"",
+            opencode::kind(&value)
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::column;
-    use super::super::OnError;
+    use super::super::{ingest, Format, Ingested, OnError, Options};
     use super::*;
+    use crate::error::Result;
 
     const FILE: &str = r#"{"type":"summary","summary":"before","leafUuid":"x"}
 {"type":"assistant","uuid":"a1","sessionId":"s","message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}
@@ -221,12 +185,12 @@ mod tests {
 "#;
 
     fn run(on_error: OnError, chunk_bytes: usize) -> Result<Ingested> {
-        let sources = [Source {
-            name: "dir/cc.v1.jsonl",
-            data: FILE.as_bytes(),
-        }];
+        let sources = [Source::new(
+            "dir/cc.v1.jsonl",
+            FILE.as_bytes(),
+            Format::ClaudeCode,
+        )];
         let options = Options {
-            format: super::super::Format::ClaudeCode,
             on_error,
             chunk_bytes,
         };

@@ -118,23 +118,39 @@ impl FromStr for OnError {
     }
 }
 
-/// One input file: its name (for messages and default session ids) and bytes.
+/// One input file: its name (for messages), bytes and format (a property of
+/// the file: files of several formats are read in one run).
 pub struct Source<'a> {
     pub name: &'a str,
     pub data: &'a [u8],
+    pub format: Format,
+    /// What names a session without an id of its own (`<id_base>:<line>`, a
+    /// Claude Code file's first session); `None`: the file name, as
+    /// `formats.read` names a single file. Reading a folder, the caller gives
+    /// the path relative to it so ids stay unique.
+    pub id_base: Option<&'a str>,
+}
+
+impl<'a> Source<'a> {
+    pub fn new(name: &'a str, data: &'a [u8], format: Format) -> Self {
+        Source {
+            name,
+            data,
+            format,
+            id_base: None,
+        }
+    }
 }
 
 pub struct Options {
-    pub format: Format,
     pub on_error: OnError,
     /// Target bytes per parallel chunk (a chunk always holds whole lines).
     pub chunk_bytes: usize,
 }
 
 impl Options {
-    pub fn new(format: Format, on_error: OnError) -> Self {
+    pub fn new(on_error: OnError) -> Self {
         Options {
-            format,
             on_error,
             chunk_bytes: 1 << 20,
         }
@@ -219,46 +235,69 @@ struct ChunkOut {
 
 /// Parse `sources` in parallel on the current rayon pool.
 pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
-    if options.format == Format::ClaudeCode {
-        // Events of a session span lines: read file by file (see claude_code).
-        return claude_code::ingest(sources, options);
-    }
-    let chunks = split(sources, options.chunk_bytes.max(1));
-    let outs: Vec<ChunkOut> = chunks
-        .par_iter()
-        .map(|chunk| read_chunk(&sources[chunk.source], chunk, options.format))
-        .collect();
-    settle(sources, &chunks, outs, options)
-}
-
-/// Cut every source into chunks of whole lines, numbering lines from 1.
-fn split(sources: &[Source<'_>], target: usize) -> Vec<Chunk> {
+    let target = options.chunk_bytes.max(1);
+    // Events of a Claude Code session span lines: those files are mapped
+    // whole (see claude_code); the others chunk by chunk.
+    let (whole, lined): (Vec<usize>, Vec<usize>) =
+        (0..sources.len()).partition(|&i| sources[i].format == Format::ClaudeCode);
     let mut chunks = Vec::new();
+    for &index in &lined {
+        split(index, sources[index].data, target, &mut chunks);
+    }
+    let (outs, files) = rayon::join(
+        || {
+            chunks
+                .par_iter()
+                .map(|chunk| read_chunk(&sources[chunk.source], chunk))
+                .collect::<Vec<ChunkOut>>()
+        },
+        || {
+            whole
+                .par_iter()
+                .map(|&i| claude_code::read_file(&sources[i], target))
+                .collect::<Vec<_>>()
+        },
+    );
+    // One pass in file and line order over every file, whatever its format.
+    let mut settle = Settle::new(sources, options);
+    let mut outs = chunks.iter().zip(outs).peekable();
+    let mut files = files.into_iter();
     for (index, source) in sources.iter().enumerate() {
-        let data = source.data;
-        // A UTF-8 byte order mark is not part of the first line.
-        let mut start = if data.starts_with(b"\xEF\xBB\xBF") {
-            3
+        if source.format == Format::ClaudeCode {
+            let file = files.next().expect("one output per Claude Code file");
+            settle.file(index, file)?;
         } else {
-            0
-        };
-        let mut line = 1;
-        while start < data.len() {
-            let mut end = (start + target).min(data.len());
-            end = match data[end..].iter().position(|&b| b == b'\n') {
-                Some(pos) if end < data.len() => end + pos + 1,
-                _ => data.len(),
-            };
-            chunks.push(Chunk {
-                source: index,
-                first_line: line,
-                bytes: start..end,
-            });
-            line += data[start..end].iter().filter(|&&b| b == b'\n').count();
-            start = end;
+            while let Some((chunk, out)) = outs.next_if(|(c, _)| c.source == index) {
+                settle.chunk(chunk, out)?;
+            }
         }
     }
-    chunks
+    Ok(settle.done())
+}
+
+/// Cut a source into chunks of whole lines, numbering lines from 1.
+fn split(index: usize, data: &[u8], target: usize, chunks: &mut Vec<Chunk>) {
+    // A UTF-8 byte order mark is not part of the first line.
+    let mut start = if data.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let mut line = 1;
+    while start < data.len() {
+        let mut end = (start + target).min(data.len());
+        end = match data[end..].iter().position(|&b| b == b'\n') {
+            Some(pos) if end < data.len() => end + pos + 1,
+            _ => data.len(),
+        };
+        chunks.push(Chunk {
+            source: index,
+            first_line: line,
+            bytes: start..end,
+        });
+        line += data[start..end].iter().filter(|&&b| b == b'\n').count();
+        start = end;
+    }
 }
 
 /// The non-blank lines of a chunk: `(1-based number, bytes without the line break)`.
@@ -296,10 +335,11 @@ fn short_stem(name: &str) -> &str {
     file.unwrap_or(name).split('.').next().unwrap_or("")
 }
 
-fn read_chunk(source: &Source<'_>, chunk: &Chunk, format: Format) -> ChunkOut {
+fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
     let mut rows = Rows::default();
     let mut lines = Vec::new();
-    let stem = short_stem(source.name);
+    let format = source.format;
+    let stem = source.id_base.unwrap_or_else(|| short_stem(source.name));
     for (number, raw) in lines_of(source.data, chunk) {
         let outcome = parse(&source.data[raw.clone()])
             .and_then(|value| read_line(value, format, &format!("{stem}:{number}")))
@@ -377,43 +417,78 @@ fn emit(sessions: &[SessionRows], rows: &mut Rows) -> Mapped {
     }
 }
 
-/// The pass in line order: cross-line checks, `on_error`, and the batches.
-fn settle(
-    sources: &[Source<'_>],
-    chunks: &[Chunk],
-    outs: Vec<ChunkOut>,
-    options: &Options,
-) -> Result<Ingested> {
-    let per_line = options.format != Format::OpenCodeMessages;
-    let mut rejected = Vec::new();
-    let mut first_seen: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut current: Option<String> = None;
-    let mut messages: HashSet<String> = HashSet::new();
-    let mut batches = Vec::new();
-    let mut lines = 0;
-    for (chunk, out) in chunks.iter().zip(outs) {
+/// The pass in file and line order: cross-line checks, `on_error`, and the batches.
+struct Settle<'s, 'a> {
+    sources: &'s [Source<'a>],
+    options: &'s Options,
+    rejected: Vec<Rejected>,
+    /// Where each session was first read: (source, line).
+    first_seen: HashMap<String, (usize, usize)>,
+    /// opencode-messages: the session the last line continued, and its message ids.
+    current: Option<String>,
+    messages: HashSet<String>,
+    batches: Vec<RecordBatch>,
+    lines: usize,
+}
+
+impl<'s, 'a> Settle<'s, 'a> {
+    fn new(sources: &'s [Source<'a>], options: &'s Options) -> Self {
+        Settle {
+            sources,
+            options,
+            rejected: Vec::new(),
+            first_seen: HashMap::new(),
+            current: None,
+            messages: HashSet::new(),
+            batches: Vec::new(),
+            lines: 0,
+        }
+    }
+
+    fn done(self) -> Ingested {
+        Ingested {
+            batches: self.batches,
+            rejected: self.rejected,
+            lines: self.lines,
+            sessions: self.first_seen.len(),
+        }
+    }
+
+    fn bad(&mut self, source: usize, line: usize, raw: Range<usize>, p: Problem) -> Result<()> {
+        let r = reject(self.sources, source, line, raw, p, self.options)?;
+        self.rejected.push(r);
+        Ok(())
+    }
+
+    /// A chunk of a file with sessions (or OpenCode messages) on lines.
+    fn chunk(&mut self, chunk: &Chunk, out: ChunkOut) -> Result<()> {
+        let per_line = self.sources[chunk.source].format != Format::OpenCodeMessages;
+        if per_line {
+            // a message line never continues a session across another format's file
+            self.current = None;
+        }
         let mut keep = vec![true; out.rows.len()];
         let mut drop_session_json = Vec::new();
         for line in out.lines {
-            lines += 1;
+            self.lines += 1;
             let problem = match line.outcome {
                 Err(problem) => Some(problem),
                 Ok(mapped) if !per_line => {
                     // opencode-messages: one session, maybe continued from the line before
                     let (sid, ids) = mapped.sessions.into_iter().next().unwrap_or_default();
-                    let continues = current.as_deref() == Some(sid.as_str());
+                    let continues = self.current.as_deref() == Some(sid.as_str());
                     let problem = if continues {
-                        repeated(&ids, &mut messages).map(|mid| {
+                        repeated(&ids, &mut self.messages).map(|mid| {
                             Problem::new(format!(
                                 "message {mid:?} was already read in this session"
                             ))
                             .message(&mid)
                         })
-                    } else if let Some(&(src, at)) = first_seen.get(&sid) {
-                        Some(already_read(&sid, sources[src].name, at))
+                    } else if let Some(&(src, at)) = self.first_seen.get(&sid) {
+                        Some(already_read(&sid, self.sources[src].name, at))
                     } else {
-                        messages.clear();
-                        repeated(&ids, &mut messages).map(twice)
+                        self.messages.clear();
+                        repeated(&ids, &mut self.messages).map(twice)
                     };
                     match problem {
                         Some(p) => {
@@ -424,8 +499,9 @@ fn settle(
                             if continues {
                                 drop_session_json.push(mapped.rows.start);
                             } else {
-                                first_seen.insert(sid.clone(), (chunk.source, line.line));
-                                current = Some(sid);
+                                self.first_seen
+                                    .insert(sid.clone(), (chunk.source, line.line));
+                                self.current = Some(sid);
                             }
                             None
                         }
@@ -435,15 +511,15 @@ fn settle(
                     // whole sessions: each id new, its message ids unique
                     let mut on_line = HashSet::new();
                     let problem = mapped.sessions.iter().find_map(|(sid, ids)| {
-                        let problem = if let Some(&(src, at)) = first_seen.get(sid) {
-                            Some(already_read(sid, sources[src].name, at))
+                        let problem = if let Some(&(src, at)) = self.first_seen.get(sid) {
+                            Some(already_read(sid, self.sources[src].name, at))
                         } else if !on_line.insert(sid.as_str()) {
                             Some(Problem::new(format!(
                                 "session {sid:?} appears twice on this line"
                             )))
                         } else {
-                            messages.clear();
-                            repeated(ids, &mut messages).map(twice)
+                            self.messages.clear();
+                            repeated(ids, &mut self.messages).map(twice)
                         };
                         problem.map(|p| p.session(sid))
                     });
@@ -454,7 +530,7 @@ fn settle(
                         }
                         None => {
                             for (sid, _) in mapped.sessions {
-                                first_seen.insert(sid, (chunk.source, line.line));
+                                self.first_seen.insert(sid, (chunk.source, line.line));
                             }
                             None
                         }
@@ -462,24 +538,54 @@ fn settle(
                 }
             };
             if let Some(p) = problem {
-                rejected.push(reject(
-                    sources,
-                    chunk.source,
-                    line.line,
-                    line.raw,
-                    p,
-                    options,
-                )?);
+                self.bad(chunk.source, line.line, line.raw, p)?;
             }
         }
-        batches.extend(finish(out.rows, keep, &drop_session_json)?);
+        self.batches
+            .extend(finish(out.rows, keep, &drop_session_json)?);
+        Ok(())
     }
-    Ok(Ingested {
-        batches,
-        rejected,
-        lines,
-        sessions: first_seen.len(),
-    })
+
+    /// A Claude Code file, mapped whole: a session id read in an earlier file
+    /// rejects every line of that session here.
+    fn file(&mut self, index: usize, file: claude_code::FileOut) -> Result<()> {
+        self.current = None;
+        let mut keep = vec![true; file.rows.len()];
+        let mut repeated: HashMap<String, Problem> = HashMap::new();
+        for line in file.lines {
+            self.lines += 1;
+            let problem = match line.outcome {
+                Err(problem) => Some(problem),
+                Ok(kept) => {
+                    let problem = if kept.first {
+                        match self.first_seen.get(&kept.session) {
+                            Some(&(src, at)) => {
+                                let p = already_read(&kept.session, self.sources[src].name, at);
+                                repeated.insert(kept.session.clone(), p.clone());
+                                Some(p)
+                            }
+                            None => {
+                                self.first_seen
+                                    .insert(kept.session.clone(), (index, line.line));
+                                None
+                            }
+                        }
+                    } else {
+                        repeated.get(&kept.session).cloned()
+                    };
+                    if problem.is_some() {
+                        keep[kept.rows].iter_mut().for_each(|k| *k = false);
+                    }
+                    problem.map(|p| p.session(&kept.session))
+                }
+            };
+            if let Some(p) = problem {
+                self.bad(index, line.line, line.raw, p)?;
+            }
+        }
+        self.batches.extend(finish(file.rows, keep, &[])?);
+        Ok(())
+    }
 }
 
 /// The batch of a chunk's rows: rejected rows out, `session_json` nulled where
@@ -585,12 +691,8 @@ mod tests {
         on_error: OnError,
         chunk_bytes: usize,
     ) -> Result<Ingested> {
-        let source = Source {
-            name: "dir/file.jsonl",
-            data,
-        };
+        let source = Source::new("dir/file.jsonl", data, format);
         let options = Options {
-            format,
             on_error,
             chunk_bytes,
         };
@@ -771,5 +873,64 @@ mod tests {
         assert_eq!(column(&out, "input")[1].as_deref(), Some(r#"{"path":"."}"#));
         assert_eq!(column(&out, "output")[1].as_deref(), Some("a b"));
         assert_eq!(column(&out, "message_id")[1].as_deref(), Some("c1-m000001"));
+    }
+
+    #[test]
+    fn each_file_is_read_in_its_own_format_in_one_run() {
+        let chat = r#"{"id":"c1","messages":[{"role":"user","content":"go"}]}"#;
+        let claude = r#"{"type":"user","uuid":"u1","sessionId":"k","message":{"role":"user","content":"hi"}}"#;
+        let sources = [
+            Source::new("a.jsonl", chat.as_bytes(), Format::OpenAiChat),
+            Source::new("b.jsonl", claude.as_bytes(), Format::ClaudeCode),
+            Source {
+                id_base: Some("run2/a"),
+                ..Source::new(
+                    "run2/a.jsonl",
+                    b"[{\"role\":\"user\",\"content\":\"x\"}]",
+                    Format::OpenAiChat,
+                )
+            },
+            Source::new("c.jsonl", SESSION.as_bytes(), Format::OpenCode),
+        ];
+        let out = ingest(&sources, &Options::new(OnError::Raise)).unwrap();
+        assert_eq!((out.lines, out.sessions), (4, 4));
+        let ids = column(&out, "session_id");
+        let ids: Vec<_> = ids.iter().flatten().map(String::as_str).collect();
+        assert_eq!(ids, ["c1", "k", "run2/a:1", "s1", "s1", "s1", "s1"]);
+        // a session id read in a file of another format is still read twice
+        let again = [
+            Source::new("a.jsonl", SESSION.as_bytes(), Format::OpenCode),
+            Source::new(
+                "b.jsonl",
+                r#"{"type":"user","uuid":"u","sessionId":"s1","message":{"role":"user","content":"x"}}"#.as_bytes(),
+                Format::ClaudeCode,
+            ),
+        ];
+        let err = ingest(&again, &Options::new(OnError::Raise)).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("b.jsonl:1: session \"s1\" was already read at a.jsonl:1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_claude_code_event_is_a_bad_line() {
+        let text = r#"{"id":"c1","messages":[{"role":"user","content":"go"}]}
+7
+{"type":"user","uuid":"u1","message":{"role":"user","content":"hi"}}
+"#;
+        let err = run(text, Format::ClaudeCode, OnError::Raise, 1 << 20)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("dir/file.jsonl:1: not a Claude Code event"),
+            "{err}"
+        );
+        let out = run(text, Format::ClaudeCode, OnError::Skip, 1 << 20).unwrap();
+        let lines: Vec<_> = out.rejected.iter().map(|r| r.line).collect();
+        assert_eq!(lines, [1, 2]);
+        assert_eq!(column(&out, "message_id"), [Some("u1".to_owned())]);
     }
 }
