@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
-from ctxcompact import formats
 from ctxcompact.config import CompactionConfig
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
@@ -27,25 +26,21 @@ POLICIES = {
 }
 
 
-def sessions_by_corpus(root: Path = DATA) -> dict[str, list[cc.Session]]:
-    corpora: dict[str, list[cc.Session]] = {}
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".json", ".jsonl", ".traj") and path.is_file():
-            rel = path.relative_to(root)
-            # file names repeat across folders: qualify session ids with the path
-            corpora.setdefault(rel.parts[0], []).extend(
-                s.model_copy(update={"info": s.info.model_copy(update={"id": f"{rel}:{s.id}"})})
-                for s in formats.read(path)
-            )
-    return corpora
+def tables_by_corpus(root: Path = DATA) -> dict[str, cc.Transcript]:
+    """Each corpus folder read as a user would (``read_sessions``): every session
+    file in it, each named by its path inside the folder so repeated file names
+    in different runs stay different sessions."""
+    return {
+        folder.name: cc.read_sessions(folder).transcript
+        for folder in sorted(p for p in root.iterdir() if p.is_dir())
+    }
 
 
 def _tokens(table: cc.Transcript) -> dict[str, int]:
     return {r["session_id"]: r["tokens"] for r in cc.estimate_messages(table).sessions.to_pylist()}
 
 
-def measure(sessions: list[cc.Session]) -> list[dict[str, Any]]:
-    table = cc.Transcript.from_sessions(sessions)
+def measure(table: cc.Transcript) -> list[dict[str, Any]]:
     before = _tokens(table)
     rows: dict[str, dict[str, Any]] = {
         sid: {"session": sid, "tokens": before.get(sid, 0)} for sid in table.session_ids()
@@ -65,7 +60,7 @@ def measure(sessions: list[cc.Session]) -> list[dict[str, Any]]:
 def main() -> None:
     if not DATA.exists():
         sys.exit(f"{DATA} not found: run from a checkout with ../shared beside it")
-    results = {corpus: measure(s) for corpus, s in sessions_by_corpus().items()}
+    results = {corpus: measure(t) for corpus, t in tables_by_corpus().items()}
     if "--json" in sys.argv:
         print(json.dumps(results, indent=1))
         return
@@ -86,7 +81,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|")
     for r in largest:
-        name = f"{r['corpus']}/{r['session'].split(':')[-1]}"
+        name = f"{r['corpus']}/…/{r['session'].rsplit('/', 1)[-1]}"  # ids are paths: shortened
         print(f"| {name} | {r['tokens']:,} | {r['opencode_after']:,} "
               f"| {r['tight_after']:,} | {r['tight_pruned_parts']} |")  # fmt: skip
 

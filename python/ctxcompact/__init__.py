@@ -64,7 +64,7 @@ from ctxcompact.history import (
     INTERRUPTED_TOOL,
     to_model_messages,
 )
-from ctxcompact.ingest import IngestResult, RejectedLine, read_jsonl
+from ctxcompact.ingest import IngestResult, RejectedLine, read_jsonl, read_sessions
 from ctxcompact.lifecycle import Compactor
 from ctxcompact.loop import CompactionLoop, StepDecision, is_context_stop
 from ctxcompact.models import (
@@ -200,6 +200,7 @@ __all__ = [
     "prune",
     "prune_tool_results",
     "read_jsonl",
+    "read_sessions",
     "repair_chat_messages",
     "repair_tool_pairs",
     "select_split",
