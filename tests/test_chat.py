@@ -76,7 +76,6 @@ def test_validation_names_the_message() -> None:
 
 from pathlib import Path  # noqa: E402
 
-from ctxcompact import formats  # noqa: E402
 from ctxcompact.history import to_model_messages  # noqa: E402
 from ctxcompact.models import (  # noqa: E402
     AssistantMessage,
@@ -189,16 +188,10 @@ def test_batch_and_live_estimates_agree_on_an_assistant_with_tools() -> None:
     assert cc.estimate_messages(session).total == want
 
 
-def _real_sessions() -> list[tuple[str, Session]]:
-    out = []
-    for path in sorted(DATA.rglob("*")):
-        if path.suffix in (".json", ".jsonl", ".traj") and path.is_file():
-            out.extend((f"{path.relative_to(DATA)}:{s.id}", s) for s in formats.read(path))
-    return out
-
-
 def test_batch_and_live_estimates_agree_on_real_transcripts() -> None:
-    sessions = _real_sessions()
+    # Every session file under shared/data, read as a user would; skip leaves out
+    # the sample's deliberately broken Claude Code lines and its repeated session.
+    sessions = cc.read_sessions(DATA, on_error="skip").transcript.to_sessions()
     assert len(sessions) > 100
-    for name, session in sessions:
-        _assert_paths_agree(session.model_copy(update={"info": SessionInfo(id=name)}))
+    for session in sessions:
+        _assert_paths_agree(session)
