@@ -202,7 +202,7 @@ class Compactor:
         report = check_overflow(usage, self.limits, OverflowOptions.from_config(self.config))
         if not report.overflow:
             return StepCheck(False, "within limits", report.count, report.usable)
-        self.metrics.record_overflow()
+        self.metrics.record_reactive_overflow()
         self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
                          usable=report.usable)  # fmt: skip
         if self.stalled(session_id):

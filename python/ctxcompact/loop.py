@@ -122,6 +122,7 @@ class CompactionLoop:
             self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                                        attempts=self.config.max_attempts)  # fmt: skip
             return None
+        self.compactor.metrics.record_proactive_trigger()
         return "critical" if budget.is_critical else "proactive"
 
     def before_call(self, session_id: str) -> list[dict[str, Any]]:
@@ -184,7 +185,7 @@ class CompactionLoop:
                     raise CompactionLoopError(
                         "the context keeps overflowing after compaction", session_id=session_id
                     )
-                self.compactor.metrics.record_overflow()
+                self.compactor.metrics.record_reactive_overflow()
                 self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
                 return StepDecision(True, "max_tokens", False)
             return StepDecision(False, "max_tokens", True)
