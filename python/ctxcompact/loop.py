@@ -5,7 +5,8 @@
     while True:
         messages = loop.before_call(session_id)      # compacts first when needed
         reply = client.chat.completions.create(model=..., messages=messages, tools=...)
-        decision = loop.after_step(session_id, assistant_message, finish_reason=...)
+        message = run_tools(from_openai_chat(reply), {"read": read})  # ctxcompact.replies
+        decision = loop.after_step(session_id, message)   # usage and finish from the reply
         if decision.done: break
 
 ``before_call`` completes a pending compaction, then checks the proactive
