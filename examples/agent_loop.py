@@ -3,8 +3,9 @@
 A local server speaking the OpenAI Chat Completions wire format plays the
 model (no key, no network); the official ``openai`` SDK talks to it; the
 session lives in SQLite. The window is tiny (16k tokens) and the agent reads
-big files, so the session overflows and compacts several times.
+big files, so the session fills up and compacts several times.
 
+    pip install "ctxcompact[openai]"         # the example needs the openai SDK
     python examples/agent_loop.py            # prints the events and a summary
 """
 
@@ -16,21 +17,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import openai
+import ctxcompact as cc
 from ctxcompact import prompts
 from ctxcompact.chat import estimate_chat_messages
 from ctxcompact.clients.openai import OpenAIChatClient
-from ctxcompact.config import CompactionConfig
-from ctxcompact.lifecycle import Compactor
-from ctxcompact.loop import CompactionLoop
-from ctxcompact.models import AssistantMessage, MessageWithParts, Part, TokenUsage, ToolState
-from ctxcompact.store import SQLiteStore, new_id
-from ctxcompact.summary import Summarizer
+from ctxcompact.store import new_id
 from ctxcompact.testing import FakeOpenAIServer, Reply
 
 TOOLS = [{"type": "function", "function": {
     "name": "read", "description": "Read a file",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]  # fmt: skip
+
+
+def read(path: str) -> str:
+    """The agent's one tool: a pretend file of about 2k tokens."""
+    return f"# {path}\n" + "x = 1\n" * 1500
 
 
 def respond(body: dict[str, Any]) -> Reply:
@@ -50,14 +51,16 @@ def respond(body: dict[str, Any]) -> Reply:
 
 
 def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any]:
+    import openai
+
     events: list[str] = []
     with FakeOpenAIServer(responder=respond) as server:
         sdk = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
-        config = CompactionConfig(prune_protect=2_000, prune_minimum=1_000)
-        summarizer = Summarizer(OpenAIChatClient("local-model", client=sdk), config)
-        store = SQLiteStore(workdir / "sessions.db")
-        compactor = Compactor(store, summarizer, config=config,
-                              limits={"context": 16_000, "output": 2_000})  # fmt: skip
+        config = cc.CompactionConfig(prune_protect=2_000, prune_minimum=1_000)
+        summarizer = cc.Summarizer(OpenAIChatClient("local-model", client=sdk), config)
+        store = cc.SQLiteStore(workdir / "sessions.db")
+        compactor = cc.Compactor(store, summarizer, config=config,
+                                 limits={"context": 16_000, "output": 2_000})  # fmt: skip
 
         def log(name: str, payload: dict[str, Any]) -> None:
             events.append(name)
@@ -66,7 +69,7 @@ def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any
                 print(f"  event {name} {shown}")
 
         compactor.events.subscribe("*", log)
-        loop = CompactionLoop(compactor, system="You are a coding agent.")
+        loop = cc.CompactionLoop(compactor, system="You are a coding agent.")
         session = store.create_session(title="agent loop example")
         for turn in range(turns):
             loop.add_user(session, f"Read the next files of src/ (batch {turn + 1}).")
@@ -74,26 +77,8 @@ def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any
                 messages = loop.before_call(session)
                 reply = sdk.chat.completions.create(model="local-model", messages=messages,
                                                     tools=TOOLS)  # type: ignore[arg-type]  # fmt: skip
-                choice = reply.choices[0]
-                mid = new_id("msg")
-                parts = [Part(id=new_id("prt"), type="text", text=choice.message.content)] \
-                    if choice.message.content else []  # fmt: skip
-                for call in choice.message.tool_calls or []:
-                    path = json.loads(call.function.arguments)["path"]  # type: ignore[union-attr]
-                    parts.append(Part(
-                        id=new_id("prt"), type="tool", tool="read", callID=call.id,
-                        state=ToolState(status="completed", input={"path": path},
-                                        output=f"# {path}\n" + "x = 1\n" * 1500),
-                    ))  # fmt: skip
-                usage = reply.usage
-                message = MessageWithParts(
-                    info=AssistantMessage(
-                        id=mid, sessionID=session, finish=choice.finish_reason,
-                        tokens=TokenUsage(input=usage.prompt_tokens,
-                                          output=usage.completion_tokens) if usage else None,
-                    ),
-                    parts=parts,
-                )  # fmt: skip
+                message = cc.from_openai_chat(reply)  # text, tool calls, usage, finish
+                cc.run_tools(message, {"read": read})
                 decision = loop.after_step(session, message)
                 if decision.done:
                     break
@@ -104,6 +89,7 @@ def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any
     return {
         "compactions": len(records),
         "rounds": [r.round for r in records],
+        "reasons": [r.reason for r in records],
         "sources": [r.summary_source for r in records],
         "tokens_before": [r.tokens_before for r in records],
         "tokens_after": [r.tokens_after for r in records],
@@ -114,6 +100,10 @@ def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any
 
 
 def main() -> None:
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        sys.exit('this example needs the openai SDK: pip install "ctxcompact[openai]"')
     with tempfile.TemporaryDirectory() as tmp:
         result = run(Path(tmp))
     print(json.dumps({k: v for k, v in result.items() if k != "events"}, indent=2))

@@ -148,3 +148,22 @@ def test_chat_history_becomes_valid_anthropic_messages() -> None:
     results = messages[4]["content"]
     assert results[0] == {"type": "tool_result", "tool_use_id": "c1", "content": "def f(): ..."}
     assert results[1]["type"] == "text"  # the user's words follow the result in one turn
+
+
+@pytest.mark.parametrize("make", [openai, anthropic])
+def test_the_requests_timeout_and_retries_reach_the_sdk_unless_set_on_the_client(
+    openai_server: FakeOpenAIServer, anthropic_server: FakeAnthropicServer, make: Any
+) -> None:
+    server = openai_server if make is openai else anthropic_server
+    request = SummaryRequest(system="s", messages=HISTORY, timeout_s=3.0, max_retries=5)
+    plain = make(server, True)  # max_retries=0 given, timeout not
+    sdk = plain.sdk_for(request)
+    assert (sdk.timeout, sdk.max_retries) == (3.0, 0)
+    asynchronous = plain.sdk_for(request, asynchronous=True)
+    assert (asynchronous.timeout, asynchronous.max_retries) == (3.0, 0)
+    assert plain.sdk_for(SummaryRequest(system="s")).timeout == 120.0  # no request value
+    pinned = make(server, True, timeout=7.0)
+    assert pinned.sdk_for(request).timeout == 7.0
+    # an SDK object passed in is used as it was configured
+    passed = make(server, True, client=plain.client)
+    assert passed.sdk_for(request) is plain.client

@@ -96,7 +96,7 @@ def test_metrics_count_and_average_across_threads() -> None:
 
     def work() -> None:
         for _ in range(1000):
-            metrics.record_overflow()
+            metrics.record_reactive_overflow()
             metrics.record_prune(3)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
@@ -107,7 +107,7 @@ def test_metrics_count_and_average_across_threads() -> None:
     metrics.record_compaction(rec("model", 100))
     metrics.record_compaction(rec("digest", 300))
     snap = metrics.snapshot()
-    assert (snap["overflow_detections"], snap["prune_runs"], snap["tokens_pruned"]) == (
+    assert (snap["reactive_overflows"], snap["prune_runs"], snap["tokens_pruned"]) == (
         4000,
         4000,
         12000,

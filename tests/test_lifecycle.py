@@ -56,7 +56,7 @@ def test_overflow_after_a_step_queues_an_auto_marker(tmp_path: Path) -> None:
     assert marker.id == check.marker_id and marker.role == "user"
     assert [(p.type, p.auto) for p in marker.parts] == [("compaction", True)]
     assert [n for n, _ in seen] == [ev.OVERFLOW_DETECTED, ev.COMPACTION_QUEUED]
-    assert compactor.metrics.overflow_detections == 1
+    assert compactor.metrics.reactive_overflows == 1
     # while it is pending, no second marker
     assert not compactor.check_step(sid, {"input": 99_000, "output": 1}).queued
 

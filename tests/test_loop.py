@@ -143,3 +143,51 @@ def test_the_example_agent_loop_runs_end_to_end(tmp_path: Path) -> None:
     assert set(result["sources"]) == {"model"}  # summaries came through the SDK
     assert all(a < b for a, b in zip(result["tokens_after"], result["tokens_before"]))
     assert ev.COMPACTED in result["events"] and ev.PRUNE_APPLIED in result["events"]
+    metrics = result["metrics"]  # every compaction is counted by what started it
+    assert metrics["proactive_compactions"] == result["reasons"].count("proactive") + result[
+        "reasons"
+    ].count("critical")
+    assert (
+        metrics["proactive_compactions"] + metrics["reactive_compactions"]
+        == metrics["compactions"]
+        == result["compactions"]
+    )
+    assert "overflow_detections" not in metrics
+
+
+def test_the_example_says_which_extra_it_needs_without_openai(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = Path(__file__).parents[1] / "examples" / "agent_loop.py"
+    code = (
+        "import runpy, sys; sys.modules['openai'] = None; "  # import openai now fails
+        f"runpy.run_path({str(path)!r}, run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        'this example needs the openai SDK: pip install "ctxcompact[openai]"'
+    )
+
+
+def test_metrics_tell_proactive_reactive_and_manual_compactions_apart() -> None:
+    store, sid, loop = make()
+    fill(store, sid, 6, chars=50_000)
+    loop.before_call(sid)  # the budget is past 0.80: proactive
+    u = user("next")
+    store.append_message(sid, u)
+    over = tool_reply(u.id, "out", tokens={"input": 95_000, "output": 10})
+    assert loop.after_step(sid, over).compaction_queued  # the step overflowed: reactive
+    loop.before_call(sid)
+    loop.compactor.request_compaction(sid)  # by hand
+    loop.before_call(sid)
+    snap = loop.compactor.metrics.snapshot()
+    assert [r.reason for r in store.records(sid)] == ["proactive", "overflow", "manual"]
+    counts = {k: snap[k] for k in ("compactions", "proactive_compactions", "reactive_compactions",
+                                   "manual_compactions", "proactive_triggers",
+                                   "reactive_overflows")}  # fmt: skip
+    assert counts == {"compactions": 3, "proactive_compactions": 1, "reactive_compactions": 1,
+                      "manual_compactions": 1, "proactive_triggers": 1,
+                      "reactive_overflows": 1}  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,33 @@ def test_concurrent_commits_have_one_winner(tmp_path: Path) -> None:
     assert sum(1 for m in setup.load(sid).messages if m.info.role == "assistant") == 1
     assert len(setup.records(sid)) == 1
     setup.close()
+
+
+def test_close_from_the_main_thread_after_the_async_path_used_the_store(tmp_path: Path) -> None:
+    # The async lifecycle runs store I/O in worker threads, each with its own
+    # connection; closing from the main thread must close those too.
+    import asyncio
+
+    from ctxcompact.lifecycle import Compactor
+    from ctxcompact.summary import Summarizer
+
+    store = SQLiteStore(tmp_path / "s.db")
+    sid = store.create_session("s")
+    store.append_message(sid, user("hello"))
+    compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
+
+    async def run() -> None:
+        await compactor.arequest_compaction(sid)
+        assert (await compactor.aprocess_pending(sid)) is not None
+
+    asyncio.run(run())
+    worker_dbs = list(store._connections)
+    assert len(worker_dbs) >= 2  # the main thread's and at least one worker's
+    store.close()  # raised sqlite3.ProgrammingError (created in another thread)
+    for db in worker_dbs:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            db.execute("SELECT 1")
+    store.close()  # closing twice is harmless
+    # the file holds the compaction; a new store reads it back
+    with SQLiteStore(tmp_path / "s.db") as again:
+        assert len(again.records(sid)) == 1

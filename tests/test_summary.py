@@ -238,3 +238,99 @@ def test_async_only_client_needs_the_async_path() -> None:
 
     with pytest.raises(cc.ConfigError, match="asummarize"):
         Summarizer(AsyncOnly()).summarize(HISTORY)
+
+
+# --- issue 10, items 5 and 6: the config's timeout_s and max_retries reach the call ------
+
+
+def sdk_client(kind: str, server: Any, **kw: Any) -> Any:
+    from ctxcompact.clients.anthropic import AnthropicClient
+
+    cls = OpenAIChatClient if kind == "openai" else AnthropicClient
+    return cls("m", base_url=server.base_url, api_key="k", **kw)
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def slow_or_failing(request: pytest.FixtureRequest) -> Any:
+    server_cls = FakeOpenAIServer if request.param == "openai" else FakeAnthropicServer
+    return request.param, server_cls
+
+
+def test_sync_summarize_gives_up_after_timeout_s_and_falls_back(slow_or_failing: Any) -> None:
+    kind, server_cls = slow_or_failing
+    # The server takes 4 s to answer; the client has no timeout of its own.
+    with server_cls(default=Reply("too late", delay_s=4.0)) as server:
+        summarizer = Summarizer(sdk_client(kind, server), CompactionConfig(timeout_s=1))
+        start = time.monotonic()
+        outcome = summarizer.summarize(HISTORY)
+        elapsed = time.monotonic() - start
+    assert elapsed < 2.5, f"summarize blocked {elapsed:.1f} s with timeout_s=1"
+    assert outcome.source == "digest"
+    assert outcome.error == "the summary call timed out after 1 s (timeout_s)"
+    assert outcome.text.startswith(prompts.SUMMARY_HEADING)
+
+
+def test_sync_deadline_holds_for_any_blocking_client() -> None:
+    class Hangs:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            time.sleep(3)
+            return SummaryResponse("too late", "stop")
+
+    start = time.monotonic()
+    outcome = Summarizer(Hangs(), CompactionConfig(timeout_s=0.2, fallback="truncate")).summarize(
+        HISTORY
+    )
+    assert time.monotonic() - start < 1.5
+    assert outcome.source == "truncation" and "timed out after 0.2 s" in (outcome.error or "")
+    with pytest.raises(cc.SummaryError, match="timed out"):
+        Summarizer(Hangs(), CompactionConfig(timeout_s=0.2, fallback="raise")).summarize(HISTORY)
+
+
+def test_a_timed_out_compaction_is_reported_as_a_fallback(tmp_path: Any) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with FakeOpenAIServer(default=Reply("too late", delay_s=4.0)) as server:
+        config = CompactionConfig(timeout_s=0.5)
+        store = cc.MemoryStore()
+        sid = store.create_session()
+        compactor = cc.Compactor(store, Summarizer(sdk_client("openai", server)), config=config)
+        compactor.events.subscribe("compaction.fallback", lambda n, p: seen.append((n, p)))
+        loop = cc.CompactionLoop(compactor)
+        loop.add_user(sid, "Add retries to fetch() in src/net.py")
+        compactor.request_compaction(sid)
+        start = time.monotonic()
+        record = compactor.process_pending(sid)
+        assert time.monotonic() - start < 2.0
+    assert record is not None and record.summary_source == "digest"
+    assert record.error == "the summary call timed out after 0.5 s (timeout_s)"
+    assert [p["error"] for _, p in seen] == [record.error]
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_attempts_against_a_failing_server_follow_config_max_retries(
+    slow_or_failing: Any, retries: int
+) -> None:
+    kind, server_cls = slow_or_failing
+    with server_cls(default=Reply("overloaded", status=500)) as server:
+        config = CompactionConfig(max_retries=retries)
+        outcome = Summarizer(sdk_client(kind, server), config).summarize(HISTORY)
+        assert outcome.source == "digest" and "InternalServerError" in (outcome.error or "")
+        assert len(server.requests) == retries + 1
+
+
+def test_the_compactors_config_drives_a_summarizer_built_without_one() -> None:
+    with FakeOpenAIServer(default=Reply("overloaded", status=500)) as server:
+        store = cc.MemoryStore()
+        sid = store.create_session()
+        config = CompactionConfig(max_retries=1)
+        compactor = cc.Compactor(store, Summarizer(sdk_client("openai", server)), config=config)
+        compactor.request_compaction(sid)
+        record = compactor.process_pending(sid)
+        assert record is not None and record.summary_source == "digest"
+        assert len(server.requests) == 2
+
+
+def test_the_clients_own_max_retries_wins_over_the_config() -> None:
+    with FakeOpenAIServer(default=Reply("overloaded", status=500)) as server:
+        client = sdk_client("openai", server, max_retries=0)
+        Summarizer(client, CompactionConfig(max_retries=2)).summarize(HISTORY)
+        assert len(server.requests) == 1

@@ -90,6 +90,12 @@ from ctxcompact.overflow import (
 )
 from ctxcompact.parquet import BatchReport, compact_parquet
 from ctxcompact.repair import RepairReport, repair_chat_messages, repair_tool_pairs
+from ctxcompact.replies import (
+    from_anthropic_message,
+    from_openai_chat,
+    from_openai_response,
+    run_tools,
+)
 from ctxcompact.scans import (
     MessageEstimates,
     PruneResult,
@@ -193,6 +199,9 @@ __all__ = [
     "estimate_tokens",
     "estimate_tokens_array",
     "filter_pivot",
+    "from_anthropic_message",
+    "from_openai_chat",
+    "from_openai_response",
     "is_context_stop",
     "is_overflow",
     "mark_pruned",
@@ -203,6 +212,7 @@ __all__ = [
     "read_sessions",
     "repair_chat_messages",
     "repair_tool_pairs",
+    "run_tools",
     "select_split",
     "should_compact",
     "to_model_messages",

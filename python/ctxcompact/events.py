@@ -201,22 +201,43 @@ class EventBus:
                 log.exception("ctxcompact event subscriber %s failed on %s", _name(callback), name)
 
 
+#: Reasons the loop gives a compaction it starts before a call (the budget).
+PROACTIVE_REASONS = frozenset({"proactive", "critical"})
+
+
 class Metrics:
-    """Counters across sessions (seed 000's CompactionMetrics, and a few more)."""
+    """Counters across sessions (seed 000's CompactionMetrics, and a few more).
+
+    Compactions are told apart by what started them: ``proactive`` (the
+    budget crossed its 0.80 / 0.95 threshold before a call), ``reactive`` (a
+    finished step's usage overflowed or it stopped on a full context) and
+    ``manual`` (``request_compaction`` by hand).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.overflow_detections = 0
+        #: Steps whose usage or finish reason showed a full context (each queues
+        #: a reactive compaction unless the loop guard stops it).
+        self.reactive_overflows = 0
+        #: Calls held back because the budget crossed its threshold.
+        self.proactive_triggers = 0
         self.prune_runs = 0
         self.tokens_pruned = 0
         self.summaries_generated = 0
         self.compactions = 0
+        self.proactive_compactions = 0
+        self.reactive_compactions = 0
+        self.manual_compactions = 0
         self.fallbacks = 0
         self.tokens_before_total = 0
 
-    def record_overflow(self) -> None:
+    def record_reactive_overflow(self) -> None:
         with self._lock:
-            self.overflow_detections += 1
+            self.reactive_overflows += 1
+
+    def record_proactive_trigger(self) -> None:
+        with self._lock:
+            self.proactive_triggers += 1
 
     def record_prune(self, tokens: int) -> None:
         with self._lock:
@@ -226,6 +247,12 @@ class Metrics:
     def record_compaction(self, record: CompactionRecord) -> None:
         with self._lock:
             self.compactions += 1
+            if record.trigger == "manual":
+                self.manual_compactions += 1
+            elif record.reason in PROACTIVE_REASONS:
+                self.proactive_compactions += 1
+            else:
+                self.reactive_compactions += 1
             self.tokens_before_total += record.tokens_before
             if record.summary_source == "model":
                 self.summaries_generated += 1
@@ -242,11 +269,15 @@ class Metrics:
         average = self.average_tokens_before
         with self._lock:
             return {
-                "overflow_detections": self.overflow_detections,
+                "compactions": self.compactions,
+                "proactive_compactions": self.proactive_compactions,
+                "reactive_compactions": self.reactive_compactions,
+                "manual_compactions": self.manual_compactions,
+                "proactive_triggers": self.proactive_triggers,
+                "reactive_overflows": self.reactive_overflows,
                 "prune_runs": self.prune_runs,
                 "tokens_pruned": self.tokens_pruned,
                 "summaries_generated": self.summaries_generated,
-                "compactions": self.compactions,
                 "fallbacks": self.fallbacks,
                 "average_tokens_before": average,
             }
@@ -261,6 +292,7 @@ __all__ = [
     "COMPACTION_STALLED",
     "COMPACTION_STARTED",
     "OVERFLOW_DETECTED",
+    "PROACTIVE_REASONS",
     "PRUNE_APPLIED",
     "CompactionRecord",
     "EventBus",

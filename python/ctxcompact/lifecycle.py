@@ -89,6 +89,7 @@ class Compactor:
 
     ``limits``: the session model's limits (``Limits``, ``ModelLimits`` or a
     dict with context/input/output); without them only manual compactions run.
+    A ``summarizer`` built without a config takes ``config``.
     """
 
     def __init__(
@@ -105,6 +106,9 @@ class Compactor:
         self.store = store
         self.summarizer = summarizer
         self.config = config or summarizer.config
+        if config is not None and not summarizer.configured:
+            # One config for both: its timeout_s / max_retries reach the client.
+            summarizer.config = config
         self.limits = None if limits is None else Limits.coerce(limits)
         self.hooks = hooks or ev.Hooks()
         self.events = events or ev.EventBus()
@@ -198,7 +202,7 @@ class Compactor:
         report = check_overflow(usage, self.limits, OverflowOptions.from_config(self.config))
         if not report.overflow:
             return StepCheck(False, "within limits", report.count, report.usable)
-        self.metrics.record_overflow()
+        self.metrics.record_reactive_overflow()
         self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
                          usable=report.usable)  # fmt: skip
         if self.stalled(session_id):

@@ -5,7 +5,8 @@
     while True:
         messages = loop.before_call(session_id)      # compacts first when needed
         reply = client.chat.completions.create(model=..., messages=messages, tools=...)
-        decision = loop.after_step(session_id, assistant_message, finish_reason=...)
+        message = run_tools(from_openai_chat(reply), {"read": read})  # ctxcompact.replies
+        decision = loop.after_step(session_id, message)   # usage and finish from the reply
         if decision.done: break
 
 ``before_call`` completes a pending compaction, then checks the proactive
@@ -122,6 +123,7 @@ class CompactionLoop:
             self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                                        attempts=self.config.max_attempts)  # fmt: skip
             return None
+        self.compactor.metrics.record_proactive_trigger()
         return "critical" if budget.is_critical else "proactive"
 
     def before_call(self, session_id: str) -> list[dict[str, Any]]:
@@ -184,7 +186,7 @@ class CompactionLoop:
                     raise CompactionLoopError(
                         "the context keeps overflowing after compaction", session_id=session_id
                     )
-                self.compactor.metrics.record_overflow()
+                self.compactor.metrics.record_reactive_overflow()
                 self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
                 return StepDecision(True, "max_tokens", False)
             return StepDecision(False, "max_tokens", True)

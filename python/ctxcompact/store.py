@@ -221,7 +221,11 @@ class SQLiteStore:
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            # Each connection is used by its own thread only; check_same_thread
+            # is off so close() may close every thread's connection from one.
+            db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -244,6 +248,7 @@ class SQLiteStore:
         db.execute("COMMIT")
 
     def close(self) -> None:
+        """Close every thread's connection (callable from any thread, twice too)."""
         with self._lock:
             for db in self._connections:
                 db.close()

@@ -9,9 +9,11 @@ last resort, so the agent loop always goes on and the reason is kept.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,6 +50,10 @@ class Summarizer:
     ``client``: a ``SummaryClient`` and/or ``AsyncSummaryClient`` (None: always
     the fallback). ``model``: the session's model, used unless
     ``config.summary_model`` names a (cheaper) one.
+
+    ``config.timeout_s`` bounds the whole call (retries included) on both
+    paths; the request carries it and ``config.max_retries`` to the client,
+    whose SDK applies them per attempt unless the client was given its own.
     """
 
     def __init__(
@@ -58,6 +64,8 @@ class Summarizer:
         model: str | None = None,
     ) -> None:
         self.client = client
+        #: False: built on the defaults, so a ``Compactor`` given a config shares it.
+        self.configured = config is not None
         self.config = config or CompactionConfig()
         self.model = model
 
@@ -95,6 +103,8 @@ class Summarizer:
             model=cfg.summary_model or self.model,
             max_tokens=cfg.summary_max_tokens,
             temperature=cfg.summary_temperature,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
         )
 
     # --- the call ----------------------------------------------------------------------
@@ -120,10 +130,12 @@ class Summarizer:
             return self._fallback(history, request, previous_summary, round, "no model client")
         if not isinstance(client, SummaryClient):
             raise ConfigError("this client is async-only: use asummarize()")
+        timeout = self.config.timeout_s
         try:
-            response = client.complete(request)
+            response = _call_with_deadline(client.complete, request, timeout)
         except Exception as e:  # any failure of the call takes the fallback chain
-            return self._fallback(history, request, previous_summary, round, _describe(e), e)
+            why = _describe(e, timeout)
+            return self._fallback(history, request, previous_summary, round, why, e)
         return self._accept(history, request, response, previous_summary, round)
 
     async def asummarize(
@@ -145,14 +157,17 @@ class Summarizer:
         client = self.client
         if client is None:
             return self._fallback(history, request, previous_summary, round, "no model client")
+        timeout = self.config.timeout_s
+        deadline = asyncio.timeout(timeout)
         try:
-            if isinstance(client, AsyncSummaryClient):
-                call = client.acomplete(request)
-            else:  # a sync-only client must not block the event loop
-                call = asyncio.to_thread(client.complete, request)
-            response = await asyncio.wait_for(call, timeout=self.config.timeout_s)
+            async with deadline:
+                if isinstance(client, AsyncSummaryClient):
+                    response = await client.acomplete(request)
+                else:  # a sync-only client must not block the event loop
+                    response = await asyncio.to_thread(client.complete, request)
         except Exception as e:
-            return self._fallback(history, request, previous_summary, round, _describe(e), e)
+            why = _describe(_Deadline() if deadline.expired() else e, timeout)
+            return self._fallback(history, request, previous_summary, round, why, e)
         return self._accept(history, request, response, previous_summary, round)
 
     def _accept(
@@ -191,9 +206,46 @@ class Summarizer:
         return SummaryOutcome(text, "truncation", round, why, request)
 
 
-def _describe(e: BaseException) -> str:
-    if isinstance(e, asyncio.TimeoutError | TimeoutError):
-        return "the summary call timed out"
+class _Deadline(TimeoutError):
+    pass
+
+
+def _call_with_deadline(
+    fn: Callable[[SummaryRequest], SummaryResponse], request: SummaryRequest, timeout: float
+) -> SummaryResponse:
+    """``fn(request)`` in a worker thread, given up after ``timeout`` seconds.
+
+    A blocking client cannot be interrupted from outside, so the caller stops
+    waiting instead: the abandoned call ends on its own (an SDK client gets
+    the same timeout per attempt) and its result is dropped. The thread is a
+    daemon so a hung call never holds up the interpreter's exit.
+    """
+    result: list[SummaryResponse] = []
+    error: list[BaseException] = []
+    done = threading.Event()
+    context = contextvars.copy_context()  # tracing / logging context follows the call
+
+    def run() -> None:
+        try:
+            result.append(context.run(fn, request))
+        except BaseException as e:
+            error.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="ctxcompact-summary", daemon=True).start()
+    if not done.wait(timeout):
+        raise _Deadline()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def _describe(e: BaseException, timeout: float) -> str:
+    if isinstance(e, _Deadline):
+        return f"the summary call timed out after {timeout:g} s (timeout_s)"
+    if isinstance(e, TimeoutError):  # the client's own timeout
+        return f"the summary call timed out ({type(e).__name__}: {e})"
     return f"{type(e).__name__}: {e}"
 
 

@@ -32,9 +32,15 @@ class Reply:
     finish: str = "stop"
     status: int = 200
     delay_s: float = 0.0
+    #: Prompt tokens neither read from nor written to the cache (OpenAI's
+    #: prompt_tokens are the sum of the three; Anthropic reports them apart).
     input_tokens: int = 10
     output_tokens: int = 5
-    #: OpenAI tool calls: [{"id", "name", "arguments"(json str)}].
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    #: OpenAI only (completion_tokens_details.reasoning_tokens, part of output_tokens).
+    reasoning_tokens: int = 0
+    #: Tool calls: [{"id", "name", "arguments"(json str)}]; Anthropic sends tool_use blocks.
     tool_calls: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -183,12 +189,21 @@ class FakeOpenAIServer(_FakeServer):
             for c in reply.tool_calls
         ]  # fmt: skip
 
-    def _usage(self, reply: Reply) -> dict[str, int]:
-        return {
-            "prompt_tokens": reply.input_tokens,
+    def _usage(self, reply: Reply) -> dict[str, Any]:
+        prompt = reply.input_tokens + reply.cache_read_tokens + reply.cache_write_tokens
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
             "completion_tokens": reply.output_tokens,
-            "total_tokens": reply.input_tokens + reply.output_tokens,
+            "total_tokens": prompt + reply.output_tokens,
         }
+        if reply.cache_read_tokens or reply.cache_write_tokens:
+            usage["prompt_tokens_details"] = {
+                "cached_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
+            }
+        if reply.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+        return usage
 
     def write_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
@@ -237,9 +252,6 @@ class FakeAnthropicServer(_FakeServer):
     def error_body(self, reply: Reply) -> dict[str, Any]:
         return {"type": "error", "error": {"type": "api_error", "message": reply.text}}
 
-    def _stop(self, reply: Reply) -> str:
-        return {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish, reply.finish)
-
     def _message(self, reply: Reply, body: dict[str, Any], content: list[Any]) -> dict[str, Any]:
         return {
             "id": "msg_local",
@@ -249,11 +261,28 @@ class FakeAnthropicServer(_FakeServer):
             "content": content,
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": 0},
+            "usage": {
+                "input_tokens": reply.input_tokens,
+                "output_tokens": 0,
+                "cache_read_input_tokens": reply.cache_read_tokens,
+                "cache_creation_input_tokens": reply.cache_write_tokens,
+            },
         }
 
+    def _stop(self, reply: Reply) -> str:
+        stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+        return stop.get(reply.finish, reply.finish)
+
+    def _tool_uses(self, reply: Reply) -> list[dict[str, Any]]:
+        return [
+            {"type": "tool_use", "id": c["id"], "name": c["name"],
+             "input": json.loads(c["arguments"] or "{}")}
+            for c in reply.tool_calls
+        ]  # fmt: skip
+
     def write_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
-        message = self._message(reply, body, [{"type": "text", "text": reply.text}])
+        text = [{"type": "text", "text": reply.text}] if reply.text or not reply.tool_calls else []
+        message = self._message(reply, body, [*text, *self._tool_uses(reply)])
         message["stop_reason"] = self._stop(reply)
         message["usage"]["output_tokens"] = reply.output_tokens
         return message
@@ -269,8 +298,19 @@ class FakeAnthropicServer(_FakeServer):
                 ("content_block_delta", {"type": "content_block_delta", "index": 0,
                                          "delta": {"type": "text_delta", "text": piece}})
             )  # fmt: skip
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        for i, use in enumerate(self._tool_uses(reply), start=1):
+            raw = json.dumps(use["input"])
+            events += [
+                ("content_block_start", {"type": "content_block_start", "index": i,
+                                         "content_block": {**use, "input": {}}}),
+                *[("content_block_delta", {"type": "content_block_delta", "index": i,
+                                           "delta": {"type": "input_json_delta",
+                                                     "partial_json": piece}})
+                  for piece in _chunks(raw)],
+                ("content_block_stop", {"type": "content_block_stop", "index": i}),
+            ]  # fmt: skip
         events += [
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("message_delta", {"type": "message_delta",
                                "delta": {"stop_reason": self._stop(reply), "stop_sequence": None},
                                "usage": {"output_tokens": reply.output_tokens}}),

@@ -90,7 +90,7 @@ class AnthropicClient(SdkClient):
 
     def _make(self, asynchronous: bool) -> Any:
         sdk = _sdk()
-        return (sdk.AsyncAnthropic if asynchronous else sdk.Anthropic)(**self._options)
+        return (sdk.AsyncAnthropic if asynchronous else sdk.Anthropic)(**self._sdk_options())
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
         system, messages = to_anthropic_messages(request.messages)
@@ -107,7 +107,8 @@ class AnthropicClient(SdkClient):
         return params
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
-        result = self.client.messages.create(**self._params(request))
+        sdk = self.sdk_for(request)
+        result = sdk.messages.create(**self._params(request))
         if not self.stream:
             return _from_message(result)
         drain = _Drain()
@@ -116,7 +117,8 @@ class AnthropicClient(SdkClient):
         return drain.response()
 
     async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        result = await self.async_client.messages.create(**self._params(request))
+        sdk = self.sdk_for(request, asynchronous=True)
+        result = await sdk.messages.create(**self._params(request))
         if not self.stream:
             return _from_message(result)
         drain = _Drain()

@@ -19,6 +19,11 @@ class SummaryRequest:
     model: str | None = None
     max_tokens: int = 4096
     temperature: float | None = None
+    #: Per-attempt timeout and retries the summarizer takes from its config
+    #: (``timeout_s`` / ``max_retries``); a client applies them unless it was
+    #: given its own. None: the client's defaults.
+    timeout_s: float | None = None
+    max_retries: int | None = None
 
 
 @dataclass(frozen=True)
@@ -40,9 +45,20 @@ class AsyncSummaryClient(Protocol):
     async def acomplete(self, request: SummaryRequest) -> SummaryResponse: ...
 
 
+#: What an adapter-made SDK client uses when neither the adapter nor a request says.
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 2
+
+
 class SdkClient:
     """What the SDK adapters share: lazily made sync/async SDK clients with
-    the same options, and closing them. Subclasses name the SDK classes."""
+    the same options, and closing them. Subclasses name the SDK classes.
+
+    Timeout and retries, highest first: ``timeout=`` / ``max_retries=`` given
+    here; the request's (the summarizer's config: ``timeout_s``,
+    ``max_retries``); 120 s and 2. An SDK object passed as ``client`` /
+    ``async_client`` is used as it was configured.
+    """
 
     def __init__(
         self,
@@ -52,23 +68,39 @@ class SdkClient:
         async_client: Any = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 2,
+        timeout: float | None = None,
+        max_retries: int | None = None,
         stream: bool = True,
     ) -> None:
         self.model = model
         self.stream = stream
-        self._options = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout,
-            "max_retries": max_retries,
+        self._options: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+        self._explicit: dict[str, Any] = {
+            k: v for k, v in (("timeout", timeout), ("max_retries", max_retries)) if v is not None
         }
         self._client = client
         self._async_client = async_client
+        self._own = client is None
+        self._own_async = async_client is None
 
     def _make(self, asynchronous: bool) -> Any:
         raise NotImplementedError
+
+    def _sdk_options(self) -> dict[str, Any]:
+        """Constructor options for an SDK client this adapter makes."""
+        defaults = {"timeout": DEFAULT_TIMEOUT_S, "max_retries": DEFAULT_MAX_RETRIES}
+        return {**self._options, **defaults, **self._explicit}
+
+    def sdk_for(self, request: SummaryRequest, *, asynchronous: bool = False) -> Any:
+        """The SDK client for one call, with the request's timeout and retries
+        unless this adapter was given its own (or the SDK client was passed in)."""
+        base = self.async_client if asynchronous else self.client
+        if not (self._own_async if asynchronous else self._own):
+            return base
+        wanted = {"timeout": request.timeout_s, "max_retries": request.max_retries}
+        options = {k: v for k, v in wanted.items() if v is not None and k not in self._explicit}
+        # with_options copies the client around the same connection pool: cheap.
+        return base.with_options(**options) if options else base
 
     @property
     def client(self) -> Any:
@@ -99,4 +131,12 @@ class SdkClient:
         self.close()
 
 
-__all__ = ["AsyncSummaryClient", "SdkClient", "SummaryClient", "SummaryRequest", "SummaryResponse"]
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "AsyncSummaryClient",
+    "SdkClient",
+    "SummaryClient",
+    "SummaryRequest",
+    "SummaryResponse",
+]

@@ -36,7 +36,7 @@ class OpenAIChatClient(SdkClient):
 
     def _make(self, asynchronous: bool) -> Any:
         sdk = _sdk()
-        return (sdk.AsyncOpenAI if asynchronous else sdk.OpenAI)(**self._options)
+        return (sdk.AsyncOpenAI if asynchronous else sdk.OpenAI)(**self._sdk_options())
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -52,7 +52,8 @@ class OpenAIChatClient(SdkClient):
         return params
 
     def complete(self, request: SummaryRequest) -> SummaryResponse:
-        result = self.client.chat.completions.create(**self._params(request))
+        sdk = self.sdk_for(request)
+        result = sdk.chat.completions.create(**self._params(request))
         if not self.stream:
             return _from_completion(result)
         drain = _Drain()
@@ -61,7 +62,8 @@ class OpenAIChatClient(SdkClient):
         return drain.response()
 
     async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        result = await self.async_client.chat.completions.create(**self._params(request))
+        sdk = self.sdk_for(request, asynchronous=True)
+        result = await sdk.chat.completions.create(**self._params(request))
         if not self.stream:
             return _from_completion(result)
         drain = _Drain()
