@@ -152,12 +152,17 @@ class CompactionConfig(BaseSettings):
         description="When the summary call fails: a deterministic 'digest', "
         "'truncate' the history, or 'raise' SummaryError.",
     )
-    timeout_s: float = Field(120.0, gt=0, description="Seconds before a summary call times out.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds a summary call may take, retries included (sync and async); "
+        "also the SDK timeout of the built-in clients unless given to the client.",
+    )
     max_retries: int = Field(
         2,
         ge=0,
-        description="Retries of a failed summary call, for your own client wiring "
-        "(the built-in clients take max_retries= themselves).",
+        description="Retries of a failed summary call by the built-in clients' SDKs "
+        "(a max_retries= given to the client itself wins).",
     )
 
     # --- lifecycle
