@@ -167,3 +167,6 @@ def test_the_requests_timeout_and_retries_reach_the_sdk_unless_set_on_the_client
     # an SDK object passed in is used as it was configured
     passed = make(server, True, client=plain.client)
     assert passed.sdk_for(request) is plain.client
+    plain.close()
+    pinned.close()
+    asyncio.run(plain.aclose())
