@@ -648,3 +648,37 @@ def test_lone_surrogate_cannot_enter_arrow_and_says_where() -> None:
     )  # fmt: skip
     e = expect(cc.TranscriptError, lambda: cc.Transcript.from_sessions([session]))
     assert where(e) == ("s1", "m2", 1, "output")
+
+
+def test_every_core_error_class_is_a_compaction_error() -> None:
+    from ctxcompact import _core, errors
+
+    assert "DatasetError" in _core.ERROR_CLASSES
+    for name in _core.ERROR_CLASSES:
+        assert issubclass(getattr(errors, name), errors.CompactionError), name
+
+
+def test_a_core_class_missing_from_errors_fails_at_import() -> None:
+    from ctxcompact.errors import check_core_classes
+
+    with pytest.raises(ImportError, match="RenamedError"):
+        check_core_classes(["FormatError", "RenamedError"])
+    with pytest.raises(ImportError, match="check_core_classes"):  # not an error class
+        check_core_classes(["check_core_classes"])
+
+
+def test_an_arrow_stream_that_fails_is_a_dataset_error() -> None:
+    import pyarrow as pa
+
+    schema = pa.schema([("session_id", pa.string())])
+
+    def broken() -> Any:
+        yield pa.record_batch([pa.array(["s"])], schema=schema)
+        raise RuntimeError("disk went away")
+
+    from ctxcompact import _core
+
+    # The core reads streams as they come (the facade may materialize them first).
+    reader = pa.RecordBatchReader.from_batches(schema, broken())
+    with pytest.raises(cc.DatasetError, match="cannot read the Arrow input"):
+        _core.pivot(reader)

@@ -5,6 +5,7 @@ pivots, over one live session or millions of stored ones (Rust core over
 Arrow).
 """
 
+from ctxcompact._core import ERROR_CLASSES as _ERROR_CLASSES
 from ctxcompact._core import __version__
 from ctxcompact.batch import compact_batch
 from ctxcompact.chat import (
@@ -43,6 +44,7 @@ from ctxcompact.errors import (
     TranscriptError,
     UnknownModelError,
     UnknownValueError,
+    check_core_classes,
 )
 from ctxcompact.estimate import (
     EstimateMethod,
@@ -218,3 +220,6 @@ __all__ = [
     "to_model_messages",
     "validate_chat_messages",
 ]
+
+# A core error class missing here fails the import, not the first error.
+check_core_classes(_ERROR_CLASSES)

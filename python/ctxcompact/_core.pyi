@@ -10,6 +10,7 @@ from typing import Any
 __all__ = [
     "CLEARED_TOOL_OUTPUT",
     "COMPACTION_QUESTION",
+    "ERROR_CLASSES",
     "INTERRUPTED_TOOL",
     "__version__",
     "estimate_messages",
@@ -27,6 +28,8 @@ __version__: str
 CLEARED_TOOL_OUTPUT: str
 INTERRUPTED_TOOL: str
 COMPACTION_QUESTION: str
+#: The ``ctxcompact.errors`` class names the core's errors are raised as.
+ERROR_CLASSES: list[str]
 
 def estimate_tokens(text: str, method: str = "opencode") -> int: ...
 def estimate_tokens_array(

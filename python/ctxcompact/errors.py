@@ -160,3 +160,23 @@ class DatasetError(CompactionError):
 
 class FormatError(TranscriptError):
     """Input in a session format that cannot be read; says which file, line or message."""
+
+
+def check_core_classes(names: list[str]) -> None:
+    """Refuse to import when the Rust core can raise a class this module lacks.
+
+    The core names the class of each error it reports (``_core.ERROR_CLASSES``
+    lists them all); checking them here, at import, turns a renamed or removed
+    class into an import failure instead of an ``AttributeError`` the first
+    time that error fires.
+    """
+    missing = [
+        name
+        for name in names
+        if not (isinstance(cls := globals().get(name), type) and issubclass(cls, CompactionError))
+    ]
+    if missing:
+        raise ImportError(
+            "ctxcompact._core reports errors as classes ctxcompact.errors does not define "
+            f"as CompactionError subclasses: {', '.join(missing)} (a build out of step?)"
+        )

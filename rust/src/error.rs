@@ -92,12 +92,33 @@ pub enum CoreError {
     InvalidUsage(String),
     #[error("{0}")]
     Config(String),
+    /// Arrow input that cannot be read (a stream that fails while it is consumed).
+    #[error("{0}")]
+    Dataset(String),
     /// A bug in ctxcompact (a panic caught at the boundary), never bad input.
     #[error("internal error in ctxcompact: {0}")]
     Internal(String),
 }
 
 pub type Result<T, E = CoreError> = std::result::Result<T, E>;
+
+/// Every class name `CoreError::class_name` can return. The bindings export it
+/// and `ctxcompact` checks at import that each one is a `CompactionError`
+/// subclass in `ctxcompact.errors`, so a renamed class fails at import, not
+/// the first time the error fires.
+pub const CLASS_NAMES: &[&str] = &[
+    "MissingColumnError",
+    "ColumnTypeError",
+    "NonContiguousError",
+    "NullValueError",
+    "UnknownValueError",
+    "InconsistentMessageError",
+    "FormatError",
+    "InvalidUsageError",
+    "ConfigError",
+    "DatasetError",
+    "InternalError",
+];
 
 impl CoreError {
     /// Name of the matching class in `ctxcompact.errors`.
@@ -112,6 +133,7 @@ impl CoreError {
             CoreError::Format { .. } => "FormatError",
             CoreError::InvalidUsage(_) => "InvalidUsageError",
             CoreError::Config(_) => "ConfigError",
+            CoreError::Dataset(_) => "DatasetError",
             CoreError::Internal(_) => "InternalError",
         }
     }
@@ -126,9 +148,58 @@ impl CoreError {
             | CoreError::UnknownValue { at, .. }
             | CoreError::InconsistentMessage { at, .. }
             | CoreError::Format { at, .. } => at.clone(),
-            CoreError::InvalidUsage(_) | CoreError::Config(_) | CoreError::Internal(_) => {
-                Location::default()
-            }
+            CoreError::InvalidUsage(_)
+            | CoreError::Config(_)
+            | CoreError::Dataset(_)
+            | CoreError::Internal(_) => Location::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_names_a_listed_class() {
+        let at = Location::default();
+        let all = [
+            CoreError::MissingColumn {
+                column: "c",
+                needed_by: "x",
+            },
+            CoreError::ColumnType {
+                column: "c",
+                found: "t".into(),
+                expected: "u",
+            },
+            CoreError::NonContiguous {
+                what: "w".into(),
+                at: at.clone(),
+            },
+            CoreError::NullValue {
+                what: "w",
+                at: at.clone(),
+            },
+            CoreError::UnknownValue {
+                what: "w",
+                value: "v".into(),
+                at: at.clone(),
+            },
+            CoreError::InconsistentMessage {
+                what: "w".into(),
+                at: at.clone(),
+            },
+            CoreError::Format {
+                what: "w".into(),
+                at,
+            },
+            CoreError::InvalidUsage("u".into()),
+            CoreError::Config("c".into()),
+            CoreError::Dataset("d".into()),
+            CoreError::Internal("i".into()),
+        ];
+        let names: Vec<_> = all.iter().map(CoreError::class_name).collect();
+        assert_eq!(names, CLASS_NAMES);
     }
 }

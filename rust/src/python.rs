@@ -7,7 +7,6 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use arrow_buffer::BooleanBufferBuilder;
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
@@ -48,7 +47,10 @@ fn batches(py: Python<'_>, table: AnyRecordBatch) -> PyResult<(SchemaRef, Vec<Re
     let schema = reader.schema();
     let batches = py
         .detach(|| reader.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| PyValueError::new_err(format!("cannot read the Arrow input: {e}")))?;
+        .map_err(|e| {
+            let err = CoreError::Dataset(format!("cannot read the Arrow input: {e}"));
+            to_pyerr(py, err)
+        })?;
     Ok((schema, batches))
 }
 
@@ -444,6 +446,7 @@ fn ingest_jsonl(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ERROR_CLASSES", crate::error::CLASS_NAMES.to_vec())?;
     m.add("CLEARED_TOOL_OUTPUT", crate::messages::CLEARED_TOOL_OUTPUT)?;
     m.add("INTERRUPTED_TOOL", crate::messages::INTERRUPTED_TOOL)?;
     m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
