@@ -174,3 +174,12 @@ def test_writers_give_records_of_their_own_format(tmp_path: Path) -> None:
         tools = [p for m in back.messages for p in m.parts if p.type == "tool"]
         assert [(t.tool, t.state and t.state.output) for t in tools] == [("ls", "a.py")], fmt
         assert read_jsonl(path, fmt).rejected == []
+
+
+def test_an_empty_session_written_as_opencode_reads_back(tmp_path: Path) -> None:
+    from ctxcompact.models import SessionInfo
+
+    path = tmp_path / "empty.jsonl"
+    formats.write([Session(info=SessionInfo(id="e"))], path, "opencode")
+    assert [s.id for s in formats.read(path, "opencode")] == ["e"]
+    assert read_jsonl(path, "opencode").sessions == 1

@@ -274,8 +274,16 @@ def jsonl_format(first: Any) -> str:
     return detect_format(first)
 
 
+def _export(session: Session) -> dict[str, Any]:
+    """An OpenCode export always with its ``messages`` (what the reader requires),
+    even for a session built without any."""
+    export = session.to_export()
+    export.setdefault("messages", [])
+    return export
+
+
 _WRITERS: dict[str, Callable[[Session], Any]] = {
-    "opencode": lambda s: s.to_export(),
+    "opencode": lambda s: _export(s),
     "openai-chat": lambda s: {"id": s.id, "messages": to_openai_chat(s)},
     "openai-responses": to_openai_responses,
     "anthropic": to_anthropic,
