@@ -68,6 +68,11 @@ def detect_format(obj: Any) -> str:
             if "system" in obj or anthropic_blocks & set(blocks):
                 return "anthropic"
             return "openai-chat"
+        if isinstance(obj.get("input"), list):  # a Responses request body
+            kinds = {"message", "function_call", "function_call_output", "reasoning"}
+            if any(isinstance(i, Mapping) and (i.get("type") in kinds or "role" in i)
+                   for i in obj["input"]):  # fmt: skip
+                return "openai-responses"
     if isinstance(obj, list) and obj:
         first = obj[0]
         if isinstance(first, Mapping):
@@ -123,11 +128,19 @@ def session_from_json(obj: Any, fmt: str, name: str) -> list[Session]:
 
 def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
     if fmt == "opencode":
+        # without this an OpenCode message ({"info", "parts"}) reads as an empty session
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("messages"), list):
+            raise FormatError("not an OpenCode session export: no 'messages' list")
         return [Session.model_validate(obj)]
     if fmt == "opencode-messages":
         return from_opencode_messages(obj if isinstance(obj, list) else [obj])
     if fmt == "openai-chat":
         if isinstance(obj, Mapping):
+            if "messages" not in obj:
+                raise FormatError("not an OpenAI chat session: no 'messages'")
+            if "system" in obj:
+                raise FormatError("not an OpenAI chat session: it has a top-level 'system' "
+                                  "(an Anthropic request?)")  # fmt: skip
             sid = str(obj.get("id") or obj.get("session_id") or name)
             rest = {k: v for k, v in obj.items() if k not in ("id", "session_id", "messages")}
             return [from_openai_chat(obj["messages"], sid, **({"source": rest} if rest else {}))]
@@ -140,6 +153,12 @@ def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
     if fmt == "anthropic":
         return [from_anthropic(obj, name)]
     if fmt == "claude-code":
+        if not isinstance(obj, list):
+            raise FormatError("not a Claude Code session: not a list of events")
+        for i, event in enumerate(obj):
+            if not isinstance(event, Mapping) or not isinstance(event.get("type"), str):
+                raise FormatError(f'not a Claude Code event: event {i} has no "type" string',
+                                  row=i)  # fmt: skip
         return [from_claude_code(obj, None)]
     if fmt == "swe-agent":
         return [from_swe_agent(obj, name)]
@@ -190,7 +209,15 @@ def read(
         if fmt == "claude-code":
             return _claude_code(path, records, name if name is not None else path.stem)
         if fmt == "opencode-messages":
-            return from_opencode_messages([record for _, record in records])
+            for n, record in records:  # a bad line is named by its file and line
+                info = record.get("info") if isinstance(record, Mapping) else None
+                if not isinstance(info, Mapping) or not isinstance(info.get("sessionID"), str):
+                    raise FormatError(f"{path}:{n}: not an OpenCode message: no info.sessionID "
+                                      "string", row=n)  # fmt: skip
+            try:
+                return session_from_json([r for _, r in records], fmt, base)
+            except FormatError as e:
+                raise FormatError(f"{path}: {e}") from None
         sessions = []
         for n, record in records:
             try:
@@ -247,8 +274,16 @@ def jsonl_format(first: Any) -> str:
     return detect_format(first)
 
 
+def _export(session: Session) -> dict[str, Any]:
+    """An OpenCode export always with its ``messages`` (what the reader requires),
+    even for a session built without any."""
+    export = session.to_export()
+    export.setdefault("messages", [])
+    return export
+
+
 _WRITERS: dict[str, Callable[[Session], Any]] = {
-    "opencode": lambda s: s.to_export(),
+    "opencode": lambda s: _export(s),
     "openai-chat": lambda s: {"id": s.id, "messages": to_openai_chat(s)},
     "openai-responses": to_openai_responses,
     "anthropic": to_anthropic,

@@ -93,7 +93,7 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
             kind = source.pop("type", "thinking")
             block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
             out.append({**block, **source})
-        elif p.type == "tool" and not source:
+        elif p.type == "tool" and not _from_anthropic(p):
             out.append({"type": "tool_use", "id": p.callID or p.id, "name": p.tool,
                         "input": (p.state.input if p.state else None) or {}})  # fmt: skip
         elif source:
@@ -132,6 +132,10 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
         if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant"):
             raise FormatError(f"message {i} is not a user or assistant turn", row=i,
                               session_id=session_id)  # fmt: skip
+        if not isinstance(m.get("content"), str | list):
+            got = type(m.get("content")).__name__
+            raise FormatError(f"message {i} content must be a list of blocks or a string, got "
+                              f"{got}", row=i, session_id=session_id)  # fmt: skip
         rest = {k: v for k, v in m.items() if k not in ("role", "content")}
         if isinstance(m.get("content"), str):
             rest["content_is_text"] = True
@@ -151,13 +155,20 @@ def _content(message: MessageWithParts, as_text: bool) -> Any:
     return blocks
 
 
+def _from_anthropic(part: Part) -> bool:
+    """A tool part read from a ``tool_use`` block (its source is that block; a source
+    kept by another format, e.g. chat's raw ``arguments``, is not)."""
+    source = (part.model_extra or {}).get("source")
+    return isinstance(source, Mapping) and source.get("type") == "tool_use"
+
+
 def _results(message: MessageWithParts) -> list[dict[str, Any]]:
     """``tool_result`` blocks for the finished calls of a message built elsewhere
     (one read from Anthropic has its results in its next user turn already)."""
     out = []
     for p in message.parts:
         state = p.state
-        if p.type != "tool" or (p.model_extra or {}).get("source") or state is None:
+        if p.type != "tool" or _from_anthropic(p) or state is None:
             continue
         if state.status in ("completed", "error"):
             failed = state.status == "error"
@@ -176,6 +187,9 @@ def to_anthropic(session: Session) -> dict[str, Any]:
             continue
         rest = dict((message.info.model_extra or {}).get("source") or {})
         as_text = bool(rest.pop("content_is_text", False))
+        # another format's keys (chat's "content": null, a "developer" role) must not
+        # overwrite the turn's own
+        rest = {k: v for k, v in rest.items() if k not in ("role", "content")}
         messages.append({"role": message.role, "content": _content(message, as_text), **rest})
         results = _results(message)
         if results:

@@ -28,6 +28,9 @@ from ctxcompact.models import (
 )
 
 _MAPPED = {"role", "content", "tool_calls", "tool_call_id"}
+#: Content blocks only Anthropic has: a chat session holding one is an Anthropic
+#: request read in the wrong format (its calls and results would be lost).
+ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
 def _mid(session_id: str, i: int) -> str:
@@ -42,6 +45,9 @@ def _content_parts(mid: str, content: Any) -> list[Part]:
     parts = []
     for j, block in enumerate(content):
         pid = f"{mid}-p{j:02d}"
+        if block.get("type") in ANTHROPIC_BLOCKS:
+            raise FormatError(f"not an OpenAI chat message: {mid} content[{j}] is an Anthropic "
+                              f"{block['type']!r} block")  # fmt: skip
         if block.get("type") == "text":
             extra = {k: v for k, v in block.items() if k not in ("type", "text")}
             parts.append(Part(id=pid, type="text", text=block.get("text", ""),

@@ -39,6 +39,13 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
     for i, event in enumerate(events):
         if not isinstance(event, Mapping):
             raise FormatError(f"event {i} is not an object", row=i, session_id=session_id)
+        # what tells an event from a chat message or another format's record
+        if not ({"source", "action", "observation"} & event.keys()):
+            raise FormatError(f"not an openhands event: event {i} has no 'source', 'action' or "
+                              "'observation' key", row=i, session_id=session_id)  # fmt: skip
+        if "role" in event:
+            raise FormatError(f"not an openhands event: event {i} has a 'role' (a chat "
+                              "message?)", row=i, session_id=session_id)  # fmt: skip
         mid = f"{session_id}-e{i:06d}"
         meta = event.get("tool_call_metadata") or {}
         call_id = meta.get("tool_call_id") if isinstance(meta, Mapping) else None

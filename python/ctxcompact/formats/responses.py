@@ -47,14 +47,32 @@ def _blocks(mid: str, content: Any) -> list[Part]:
     return parts
 
 
-def from_openai_responses(
-    items: Sequence[Mapping[str, Any]], session_id: str = "session"
-) -> Session:
-    out: list[MessageWithParts] = []
-    calls: dict[str, Part] = {}
+KINDS = ("message", "function_call", "function_call_output", "reasoning")
+
+
+def _check_items(items: Sequence[Any], session_id: str) -> None:
+    """Items of another format are refused: each is an object with a ``type``
+    string or a ``role``, and one at least is an item this reader maps
+    (unknown item types are kept, so the type alone proves nothing)."""
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise FormatError(f"item {i} is not an object", row=i, session_id=session_id)
+        if not isinstance(item.get("type"), str) and "role" not in item:
+            raise FormatError(f"not an OpenAI Responses item: item {i} has no 'type' or 'role'",
+                              row=i, session_id=session_id)  # fmt: skip
+    if items and not any(i.get("type", "message" if "role" in i else None) in KINDS
+                         for i in items):  # fmt: skip
+        raise FormatError("not OpenAI Responses input: no item is a message, function_call, "
+                          "function_call_output or reasoning", session_id=session_id)  # fmt: skip
+
+
+def from_openai_responses(
+    items: Sequence[Mapping[str, Any]], session_id: str = "session"
+) -> Session:
+    _check_items(items, session_id)
+    out: list[MessageWithParts] = []
+    calls: dict[str, Part] = {}
+    for i, item in enumerate(items):
         mid = f"{session_id}-i{i:06d}"
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
@@ -113,8 +131,9 @@ def to_openai_responses(session: Session) -> list[dict[str, Any]]:
         if (
             len(parts) == 1
             and parts[0].type in ("tool", "tool-result", "reasoning")
-            and _source(parts[0])
-        ):  # an item read from Responses, as it was
+            and _source(parts[0]).get("type") in KINDS
+        ):  # an item read from Responses, as it was (a source kept by another
+            # format, e.g. chat's raw "arguments", is no Responses item)
             items.append(_source(parts[0]))
             continue
         as_text = source.pop("content_is_text", False)

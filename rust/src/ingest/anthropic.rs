@@ -231,6 +231,15 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
             unreachable!("a message with a role is an object")
         };
         let content = m.shift_remove("content");
+        if !matches!(content, Some(Value::String(_) | Value::Array(_))) {
+            let got = content.as_ref().map_or("nothing", kind);
+            return Err(fail(
+                Problem::new(format!(
+                    "messages[{i}].content must be a list of blocks or a string, got {got}"
+                ))
+                .message(&mid),
+            ));
+        }
         m.shift_remove("role");
         if matches!(content, Some(Value::String(_))) {
             m.insert("content_is_text".into(), Value::Bool(true));

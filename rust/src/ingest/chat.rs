@@ -37,6 +37,12 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
                     )
                 }
             };
+            if obj.contains_key("system") {
+                return Err(Problem::new(
+                    "not an OpenAI chat session: it has a top-level 'system' (an Anthropic request?)",
+                )
+                .session(&id));
+            }
             obj.shift_remove("id");
             obj.shift_remove("session_id");
             let source = (!obj.is_empty()).then_some(Value::Object(obj));
@@ -67,6 +73,12 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
             )));
         };
         match b.get("type").and_then(Value::as_str) {
+            Some(t @ ("tool_use" | "tool_result" | "thinking" | "redacted_thinking")) => {
+                // an Anthropic request read in the wrong format: its calls would be lost
+                return Err(Problem::new(format!(
+                    "not an OpenAI chat message: {mid} content[{j}] is an Anthropic '{t}' block"
+                )));
+            }
             Some("text") => {
                 let text = b.shift_remove("text").unwrap_or_else(|| json!(""));
                 if !(text.is_string() || text.is_null()) {

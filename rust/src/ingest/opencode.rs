@@ -134,7 +134,12 @@ pub fn session(value: Value) -> Result<SessionRows, Problem> {
     };
     let id = required_str(&info, "id", "info")?;
     let messages = match export.shift_remove("messages") {
-        None => Vec::new(),
+        // without this an OpenCode message (`{"info", "parts"}`) reads as an empty session
+        None => {
+            return Err(
+                Problem::new("not an OpenCode session export: no 'messages' list").session(&id),
+            )
+        }
         Some(Value::Array(items)) => items,
         Some(other) => {
             return Err(

@@ -65,6 +65,20 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
         let Value::Object(event) = event else {
             return Err(Problem::new(format!("event {i} is not an object")));
         };
+        // what tells an event from a chat message or another format's record
+        if !["source", "action", "observation"]
+            .iter()
+            .any(|k| event.contains_key(*k))
+        {
+            return Err(Problem::new(format!(
+                "not an openhands event: event {i} has no 'source', 'action' or 'observation' key"
+            )));
+        }
+        if event.contains_key("role") {
+            return Err(Problem::new(format!(
+                "not an openhands event: event {i} has a 'role' (a chat message?)"
+            )));
+        }
         let mid = format!("{sid}-e{i:06}");
         let meta = event
             .get("tool_call_metadata")

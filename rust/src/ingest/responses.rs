@@ -32,7 +32,43 @@ pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
     ]))
 }
 
+/// Items of another format are refused: each is an object with a `type`
+/// string or a `role`, and one at least is an item this reader maps (unknown
+/// item types are kept, so the type alone proves nothing).
+fn check_items(items: &[Value]) -> Result<(), Problem> {
+    let mut known = items.is_empty();
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(item) = item else {
+            return Err(Problem::new(format!("item {i} is not an object")));
+        };
+        let kind_ = match item.get("type") {
+            Some(Value::String(t)) => Some(t.as_str()),
+            Some(_) => None,
+            None if item.contains_key("role") => Some("message"),
+            None => None,
+        };
+        if kind_.is_none() && !item.contains_key("role") {
+            return Err(Problem::new(format!(
+                "not an OpenAI Responses item: item {i} has no 'type' or 'role'"
+            )));
+        }
+        known |= matches!(
+            kind_,
+            Some("message" | "function_call" | "function_call_output" | "reasoning")
+        );
+    }
+    if known {
+        Ok(())
+    } else {
+        Err(Problem::new(
+            "not OpenAI Responses input: no item is a message, function_call, \
+             function_call_output or reasoning",
+        ))
+    }
+}
+
 fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
+    check_items(&items)?;
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     let mut calls: HashMap<String, usize> = HashMap::new();
     for (i, item) in items.into_iter().enumerate() {
