@@ -9,6 +9,7 @@ from typing import Any
 import ctxcompact as cc
 import pytest
 from ctxcompact import formats
+from ctxcompact.errors import FormatError
 from ctxcompact.formats import detect_format, read, to_openai_chat, write
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -240,3 +241,55 @@ def test_pydantic_ai_round_trip() -> None:
     assert {"role": "tool", "tool_call_id": "c1", "content": "contents"} in sent
     with pytest.raises(cc.FormatError, match="pydantic-ai"):
         formats.from_pydantic_ai([{"not": "a message"}])
+
+
+@pytest.mark.parametrize(
+    ("fmt", "doc", "says"),
+    [
+        ("anthropic", [{"traj": []}], "an Anthropic request must be an object, got an array"),
+        ("swe-agent", {"history": [{"role": "user", "content": "x"}, "bad"]},
+         "history[1] must be an object, got a string"),
+        ("swe-agent", {"history": [{"role": "user", "content": ["x"]}]},
+         "message 0: content[0] must be an object, got a string"),
+        ("openai-chat", [{"role": "user", "content": "x"}, {"role": "user", "content": 3}],
+         "message 1: content must be a string, an array or null, got a number"),
+        ("openai-chat", [{"role": "assistant", "tool_calls": ["x"]}],
+         "message 0: tool_calls[0] must be an object, got a string"),
+        ("openai-chat", 3, "must be an object or an array, got a number"),
+        ("tau-bench", 5, "tau-bench results must be a list of runs, got a number"),
+        ("tau-bench", [{"traj": [{"role": "assistant", "tool_calls": [{"function": 1}]}]}],
+         "message 0: tool_calls[0].function must be an object, got a number"),
+        ("openai-responses", [{"type": "message", "role": "user", "content": 3}],
+         "item 0: content must be a string or a list of blocks (objects), got a number"),
+        ("openhands", 7, "must be an object or an array, got a number"),
+    ],
+)  # fmt: skip
+def test_adapter_errors_say_where_in_json_terms(fmt: str, doc: Any, says: str) -> None:
+    # Issue 10 item 18: a wrong JSON type names the message and field, never a Python
+    # exception ("'list' object has no attribute 'get'").
+    with pytest.raises(FormatError) as caught:
+        formats.read(doc, fmt)
+    assert says in str(caught.value)
+    assert "object has no attribute" not in str(caught.value)
+
+
+def test_every_wrong_shape_is_a_format_error_in_json_terms() -> None:
+    values: list[Any] = ["s", 3, None, [], {}, ["x"], [3], {"a": 1}, [{"role": 3}],
+                         [{"role": "user", "content": 3}], [{"role": "user", "content": [3]}],
+                         [{"role": "assistant", "tool_calls": 3}],
+                         [{"role": "assistant", "tool_calls": ["x"]}],
+                         [{"role": "assistant", "tool_calls": [{"function": 3}]}]]  # fmt: skip
+    shapes: list[Any] = []
+    for v in values:
+        shapes += [v, {"messages": v}, {"history": v}, [{"traj": v}],
+                   {"info": {"id": "s"}, "messages": v}, {"input": v},
+                   [{"source": "user", "action": "message", "args": v}],
+                   [{"type": "message", "role": "user", "content": v}],
+                   {"messages": [{"role": "user", "content": v}]},
+                   {"history": [{"role": "user", "content": v}]}]  # fmt: skip
+    for fmt in formats.FORMATS:
+        for doc in shapes:
+            try:
+                formats.read(doc, fmt)
+            except FormatError as e:
+                assert "Error:" not in str(e) and "object has no" not in str(e), (fmt, doc, e)

@@ -31,7 +31,7 @@ from ctxcompact.formats.chat import (
     to_swe_agent,
     to_tau_bench,
 )
-from ctxcompact.formats.jsonl import parse_line
+from ctxcompact.formats.jsonl import iterable, json_kind, parse_line
 from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
@@ -122,11 +122,15 @@ def session_from_json(obj: Any, fmt: str, name: str) -> list[Session]:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise FormatError(f"not a valid {fmt} session: {where}: {first['msg']}") from None
-    except (AttributeError, TypeError, KeyError) as e:
+    except FormatError:
+        raise
+    except (AttributeError, TypeError, KeyError, ValueError) as e:
         raise FormatError(f"not a valid {fmt} session ({type(e).__name__}: {e})") from None
 
 
 def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
+    if fmt in ("openai-chat", "openhands") and not iterable(obj):
+        raise FormatError(f"an {fmt} session must be an object or an array, got {json_kind(obj)}")
     if fmt == "opencode":
         # without this an OpenCode message ({"info", "parts"}) reads as an empty session
         if not isinstance(obj, Mapping) or not isinstance(obj.get("messages"), list):
@@ -240,8 +244,8 @@ def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) ->
     string ``type``) is a bad line, as in the native reader."""
     for n, event in records:
         if not isinstance(event, Mapping):
-            got = type(event).__name__
-            raise FormatError(f"{path}:{n}: not a Claude Code event: got a {got}, not an "
+            got = json_kind(event)
+            raise FormatError(f"{path}:{n}: not a Claude Code event: got {got}, not an "
                               'object with a "type"', row=n)  # fmt: skip
         if not isinstance(event.get("type"), str):
             raise FormatError(f'{path}:{n}: not a Claude Code event: it has no "type" string '

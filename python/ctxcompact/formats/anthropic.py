@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.jsonl import parse_line
+from ctxcompact.formats.jsonl import json_kind, parse_line
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -116,6 +116,9 @@ def _usage(usage: Any) -> TokenUsage | None:
 
 def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> Session:
     """A session from a Messages API request body: ``{"system"?, "messages": [...]}``."""
+    if not isinstance(request, Mapping):
+        raise FormatError(f"an Anthropic request must be an object, got {json_kind(request)}",
+                          session_id=session_id)  # fmt: skip
     messages = request.get("messages")
     if not isinstance(messages, list):
         raise FormatError("an Anthropic request needs a 'messages' list", session_id=session_id)
@@ -133,7 +136,7 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
             raise FormatError(f"message {i} is not a user or assistant turn", row=i,
                               session_id=session_id)  # fmt: skip
         if not isinstance(m.get("content"), str | list):
-            got = type(m.get("content")).__name__
+            got = json_kind(m.get("content"))
             raise FormatError(f"message {i} content must be a list of blocks or a string, got "
                               f"{got}", row=i, session_id=session_id)  # fmt: skip
         rest = {k: v for k, v in m.items() if k not in ("role", "content")}

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.jsonl import iterable, json_kind
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -42,9 +43,13 @@ def _content_parts(mid: str, content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [Part(id=f"{mid}-p00", type="text", text=content)]
+    if not iterable(content):
+        raise FormatError(f"content must be a string, an array or null, got {json_kind(content)}")
     parts = []
     for j, block in enumerate(content):
         pid = f"{mid}-p{j:02d}"
+        if not isinstance(block, Mapping):
+            raise FormatError(f"content[{j}] must be an object, got {json_kind(block)}")
         if block.get("type") in ANTHROPIC_BLOCKS:
             raise FormatError(f"not an OpenAI chat message: {mid} content[{j}] is an Anthropic "
                               f"{block['type']!r} block")  # fmt: skip
@@ -79,67 +84,90 @@ def from_openai_chat(
     """A session from an OpenAI chat message list."""
     out: list[MessageWithParts] = []
     calls: dict[str, Part] = {}
+    if not iterable(messages):
+        raise FormatError(f"chat messages must be an array, got {json_kind(messages)}",
+                          session_id=session_id)  # fmt: skip
     for i, raw in enumerate(messages):
-        if not isinstance(raw, Mapping) or "role" not in raw:
-            raise FormatError(f"message {i} is not a chat message (no role)", row=i,
-                              session_id=session_id)  # fmt: skip
-        role = raw["role"]
-        mid = str(raw.get("id") or _mid(session_id, i))
-        extra = {k: v for k, v in raw.items() if k not in _MAPPED}
-        if role == "tool":
-            part = calls.get(str(raw.get("tool_call_id")))
-            if part is None or part.state is None or part.state.status != "pending":
-                # orphaned (or second) result: kept as its own message, never dropped
-                out.append(MessageWithParts(
-                    info=UserMessage(id=mid, sessionID=session_id, source={**raw}),
-                    parts=[Part(id=f"{mid}-p00", type="text",
-                                text=str(raw.get("content") or ""), synthetic=True)],
-                ))  # fmt: skip
+        try:
+            if not isinstance(raw, Mapping) or "role" not in raw:
+                raise FormatError(f"message {i} is not a chat message (no role)", row=i,
+                                  session_id=session_id)  # fmt: skip
+            role = raw["role"]
+            mid = str(raw.get("id") or _mid(session_id, i))
+            extra = {k: v for k, v in raw.items() if k not in _MAPPED}
+            if role == "tool":
+                part = calls.get(str(raw.get("tool_call_id")))
+                if part is None or part.state is None or part.state.status != "pending":
+                    # orphaned (or second) result: kept as its own message, never dropped
+                    out.append(MessageWithParts(
+                        info=UserMessage(id=mid, sessionID=session_id, source={**raw}),
+                        parts=[Part(id=f"{mid}-p00", type="text",
+                                    text=str(raw.get("content") or ""), synthetic=True)],
+                    ))  # fmt: skip
+                    continue
+                content = raw.get("content")
+                part.state.status = "completed"
+                part.state.output = content if isinstance(content, str) else json.dumps(content)
+                keep = {k: v for k, v in raw.items() if k not in ("role", "tool_call_id")}
+                if not isinstance(content, str):
+                    keep["content"] = content
+                else:
+                    keep.pop("content")
+                if keep:
+                    part.__pydantic_extra__ = {**(part.model_extra or {}), "result_source": keep}
                 continue
-            content = raw.get("content")
-            part.state.status = "completed"
-            part.state.output = content if isinstance(content, str) else json.dumps(content)
-            keep = {k: v for k, v in raw.items() if k not in ("role", "tool_call_id")}
-            if not isinstance(content, str):
-                keep["content"] = content
+            src = {"source": extra} if extra else {}
+            if role in ("system", "developer"):
+                if role == "developer":
+                    src = {"source": {**extra, "role": "developer"}}
+                info_ = SystemMessage(id=mid, sessionID=session_id, **src)
+                parts = _content_parts(mid, raw.get("content"))
+                out.append(MessageWithParts(info=info_, parts=parts))
+            elif role == "user":
+                out.append(MessageWithParts(
+                    info=UserMessage(id=mid, sessionID=session_id, **src),
+                    parts=_content_parts(mid, raw.get("content")),
+                ))  # fmt: skip
+            elif role == "assistant":
+                content = raw.get("content")
+                parts = _content_parts(mid, content)
+                if content is None:
+                    src = {"source": {**extra, "content": None}}
+                calls_in = raw.get("tool_calls") or []
+                if not iterable(calls_in):
+                    raise FormatError(f"tool_calls must be an array, got {json_kind(calls_in)}")
+                for j, call in enumerate(calls_in):
+                    if not isinstance(call, Mapping):
+                        raise FormatError(f"tool_calls[{j}] must be an object, "
+                                          f"got {json_kind(call)}")  # fmt: skip
+                    fn = call.get("function") or {}
+                    if not isinstance(fn, Mapping):
+                        raise FormatError(f"tool_calls[{j}].function must be an object, "
+                                          f"got {json_kind(fn)}")  # fmt: skip
+                    args, keep = _arguments(fn.get("arguments"))
+                    rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
+                    if call.get("type", "function") != "function":
+                        rest["type"] = call.get("type")
+                    source = {"source": {**rest, **keep}} if rest or keep else {}
+                    part = Part(id=f"{mid}-t{j:02d}", type="tool", tool=fn.get("name"),
+                                callID=call.get("id"),
+                                state=ToolState(status="pending", input=args),
+                                **source)  # fmt: skip
+                    calls[str(call.get("id"))] = part
+                    parts.append(part)
+                out.append(MessageWithParts(
+                    info=AssistantMessage(id=mid, sessionID=session_id, **src), parts=parts
+                ))  # fmt: skip
             else:
-                keep.pop("content")
-            if keep:
-                part.__pydantic_extra__ = {**(part.model_extra or {}), "result_source": keep}
-            continue
-        src = {"source": extra} if extra else {}
-        if role in ("system", "developer"):
-            if role == "developer":
-                src = {"source": {**extra, "role": "developer"}}
-            info_ = SystemMessage(id=mid, sessionID=session_id, **src)
-            out.append(MessageWithParts(info=info_, parts=_content_parts(mid, raw.get("content"))))
-        elif role == "user":
-            out.append(MessageWithParts(
-                info=UserMessage(id=mid, sessionID=session_id, **src),
-                parts=_content_parts(mid, raw.get("content")),
-            ))  # fmt: skip
-        elif role == "assistant":
-            content = raw.get("content")
-            parts = _content_parts(mid, content)
-            if content is None:
-                src = {"source": {**extra, "content": None}}
-            for j, call in enumerate(raw.get("tool_calls") or []):
-                fn = call.get("function") or {}
-                args, keep = _arguments(fn.get("arguments"))
-                rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
-                if call.get("type", "function") != "function":
-                    rest["type"] = call.get("type")
-                part = Part(id=f"{mid}-t{j:02d}", type="tool", tool=fn.get("name"),
-                            callID=call.get("id"), state=ToolState(status="pending", input=args),
-                            **({"source": {**rest, **keep}} if rest or keep else {}))  # fmt: skip
-                calls[str(call.get("id"))] = part
-                parts.append(part)
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, **src), parts=parts
-            ))  # fmt: skip
-        else:
-            raise FormatError(f"message {i} has an unknown role {role!r}", row=i, column="role",
-                              session_id=session_id)  # fmt: skip
+                raise FormatError(f"message {i} has an unknown role {role!r}", row=i, column="role",
+                                  session_id=session_id)  # fmt: skip
+        except FormatError as e:
+            if e.row is not None:
+                raise
+            raise FormatError(f"message {i}: {e}", row=i, session_id=session_id) from None
+        except (TypeError, AttributeError) as e:  # a field of the wrong JSON type
+            raise FormatError(f"message {i} has a field of the wrong type ({e})", row=i,
+                              session_id=session_id) from None  # fmt: skip
     return Session(info=SessionInfo(id=session_id, **info), messages=out)
 
 
@@ -214,6 +242,8 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
 
 def from_tau_bench(runs: Sequence[Mapping[str, Any]]) -> list[Session]:
     """tau-bench results: ``[{task_id, reward, info, traj: [chat messages], trial}]``."""
+    if not iterable(runs):
+        raise FormatError(f"tau-bench results must be a list of runs, got {json_kind(runs)}")
     sessions = []
     for i, run in enumerate(runs):
         if not isinstance(run, Mapping) or "traj" not in run:
@@ -239,11 +269,17 @@ def from_swe_agent(traj: Mapping[str, Any], session_id: str = "swe-agent") -> Se
     """A SWE-agent ``.traj``: ``history`` is chat messages with agent fields
     (``thought``, ``action``, ``agent``...) and, with function calling,
     ``tool_calls`` / ``tool_call_ids``."""
+    if not isinstance(traj, Mapping):
+        raise FormatError(f"a trajectory must be an object, got {json_kind(traj)}",
+                          session_id=session_id)  # fmt: skip
     history = traj.get("history")
     if not isinstance(history, list):
         raise FormatError(f"{session_id}: a .traj needs a 'history' list", session_id=session_id)
     messages = []
-    for m in history:
+    for i, m in enumerate(history):
+        if not isinstance(m, Mapping):
+            raise FormatError(f"history[{i}] must be an object, got {json_kind(m)}", row=i,
+                              session_id=session_id)  # fmt: skip
         m = dict(m)
         ids = m.get("tool_call_ids")
         if m.get("role") == "tool" and "tool_call_id" not in m and ids:

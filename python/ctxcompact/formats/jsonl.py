@@ -21,3 +21,25 @@ def parse_line(raw: bytes) -> Any:
         raise FormatError(f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
     except ValueError as e:
         raise FormatError(f"not valid JSON ({e})") from None
+
+
+def iterable(value: Any) -> bool:
+    """Whether the adapters can iterate ``value`` as Python does (an array, an object's
+    keys, a string's characters); the native reader follows the same rule, so only
+    numbers, booleans and null are refused for their type alone."""
+    return isinstance(value, list | dict | str)
+
+
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -83,7 +84,14 @@ def from_openai_responses(
             rest = {k: v for k, v in item.items() if k != "content"}
             rest["content_is_text"] = isinstance(item.get("content"), str)
             info = _ROLES[role](id=mid, sessionID=session_id, source=rest)
-            out.append(MessageWithParts(info=info, parts=_blocks(mid, item.get("content"))))
+            try:
+                parts = _blocks(mid, item.get("content"))
+            except (TypeError, AttributeError):
+                got = json_kind(item.get("content"))
+                raise FormatError(f"item {i}: content must be a string or a list of blocks "
+                                  f"(objects), got {got}", row=i,
+                                  session_id=session_id) from None  # fmt: skip
+            out.append(MessageWithParts(info=info, parts=parts))
         elif kind == "function_call":
             raw = item.get("arguments") or "{}"
             try:
