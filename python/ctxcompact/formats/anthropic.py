@@ -15,10 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.jsonl import json_kind, parse_line
+from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -284,24 +282,11 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
 
 
 def read_claude_code(path: str | Path) -> list[Session]:
-    """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number."""
-    events = []
-    for n, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
-        if raw.strip():
-            try:
-                events.append(parse_line(raw))
-            except FormatError as e:
-                raise FormatError(f"{path}:{n}: {e}", row=n) from None
-    try:
-        return claude_code_sessions(events, Path(path).stem)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise FormatError(
-            f"{path}: not a valid Claude Code session: {where}: {first['msg']}"
-        ) from None
-    except (AttributeError, TypeError) as e:
-        raise FormatError(f"{path}: not a valid Claude Code session ({e})") from None
+    """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number
+    (``formats.read(path, "claude-code")``, kept under this name)."""
+    from ctxcompact.formats import read
+
+    return read(path, "claude-code")
 
 
 def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:
