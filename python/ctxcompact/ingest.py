@@ -340,9 +340,9 @@ def read_sessions(
     n_documents = 0
     for i in documents:
         where = str(i.path)
+        fmt: str | None = None  # known once the document parses
         try:
-            read = formats.read(i.path, format, name=i.id_base)
-            fmt = format or _document_format(i.path)
+            fmt, read = formats.read_document(i.path, format, name=i.id_base)
             ids = [s.id for s in read]
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip
@@ -358,19 +358,12 @@ def read_sessions(
             except TranscriptError as e:
                 raise FormatError(f"{where}: {e}", session_id=e.session_id,
                                   message_id=e.message_id, column=e.column) from None  # fmt: skip
-        except FormatError as e:  # DuplicateSessionError is not a FormatError
+        except (FormatError, DuplicateSessionError) as e:  # the latter is no FormatError
             if on_error == "raise":
                 raise
-            reports.append(FileReport(where, "rejected", None, str(e)))
-            rejected.append(RejectedLine(where, 0, str(e), None, None, i.path.read_bytes()))
-            lines += 1
-            continue
-        except DuplicateSessionError as e:
-            if on_error == "raise":
-                raise
-            reports.append(FileReport(where, "rejected", fmt, str(e)))
-            rejected.append(RejectedLine(where, 0, str(e), e.session_id, None,
-                                         i.path.read_bytes()))  # fmt: skip
+            sid = e.session_id if isinstance(e, DuplicateSessionError) else None
+            reports.append(FileReport(where, "rejected", fmt if sid else None, str(e)))
+            rejected.append(RejectedLine(where, 0, str(e), sid, None, i.path.read_bytes()))
             lines += 1
             continue
         lines += 1
@@ -378,7 +371,7 @@ def read_sessions(
         n_documents += len(read)
         if rows is not None:
             tables.append(rows)
-        reports.append(FileReport(where, "read" if read else "empty", fmt))
+        reports.append(FileReport(where, "read" if read else "empty", fmt or None))
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     reports.sort(key=lambda f: order.get(f.path, len(order)))
     out = IngestResult(table, rejected, lines, result.sessions + n_documents,
@@ -386,14 +379,6 @@ def read_sessions(
     if reject_path is not None:
         write_rejects(out.rejected, reject_path)
     return out
-
-
-def _document_format(path: Path) -> str:
-    """The detected format of a JSON document (read already, so it parses)."""
-    from ctxcompact import formats
-
-    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    return formats.detect_format(json.loads(data)) if data.strip() else ""
 
 
 def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:

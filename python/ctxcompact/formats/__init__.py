@@ -193,50 +193,65 @@ def read(
     if not isinstance(source, str | Path):
         return session_from_json(source, format or detect_format(source), name or "session")
     path = Path(source)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read: {e}") from None
-    data = data.removeprefix(BOM)
+    if path.suffix != ".jsonl":
+        return read_document(path, format, name=name)[1]
+    data = _file_bytes(path)
     if not data.strip():
         return []
     base = name if name is not None else path.name.split(".")[0]
-    if path.suffix == ".jsonl":
-        records = []
-        for n, raw in enumerate(data.splitlines(), 1):
-            if raw.strip():
-                try:
-                    records.append((n, parse_line(raw)))
-                except FormatError as e:
-                    raise FormatError(f"{path}:{n}: {e}", row=n) from None
-        fmt = format or jsonl_format(records[0][1])
-        if fmt == "claude-code":
-            return _claude_code(path, records, name if name is not None else path.stem)
-        if fmt == "opencode-messages":
-            for n, record in records:  # a bad line is named by its file and line
-                info = record.get("info") if isinstance(record, Mapping) else None
-                if not isinstance(info, Mapping) or not isinstance(info.get("sessionID"), str):
-                    raise FormatError(f"{path}:{n}: not an OpenCode message: no info.sessionID "
-                                      "string", row=n)  # fmt: skip
+    records = []
+    for n, raw in enumerate(data.splitlines(), 1):
+        if raw.strip():
             try:
-                return session_from_json([r for _, r in records], fmt, base)
-            except FormatError as e:
-                raise FormatError(f"{path}: {e}") from None
-        sessions = []
-        for n, record in records:
-            try:
-                sessions += session_from_json(record, fmt, f"{base}:{n}")
+                records.append((n, parse_line(raw)))
             except FormatError as e:
                 raise FormatError(f"{path}:{n}: {e}", row=n) from None
-        return sessions
+    fmt = format or jsonl_format(records[0][1])
+    if fmt == "claude-code":
+        return _claude_code(path, records, name if name is not None else path.stem)
+    if fmt == "opencode-messages":
+        for n, record in records:  # a bad line is named by its file and line
+            info = record.get("info") if isinstance(record, Mapping) else None
+            if not isinstance(info, Mapping) or not isinstance(info.get("sessionID"), str):
+                raise FormatError(f"{path}:{n}: not an OpenCode message: no info.sessionID "
+                                  "string", row=n)  # fmt: skip
+        try:
+            return session_from_json([r for _, r in records], fmt, base)
+        except FormatError as e:
+            raise FormatError(f"{path}: {e}") from None
+    sessions = []
+    for n, record in records:
+        try:
+            sessions += session_from_json(record, fmt, f"{base}:{n}")
+        except FormatError as e:
+            raise FormatError(f"{path}:{n}: {e}", row=n) from None
+    return sessions
+
+
+def read_document(
+    path: str | Path, format: str | None = None, *, name: str | None = None
+) -> tuple[str, list[Session]]:
+    """The format and sessions of one JSON document file (``.json``, ``.traj``),
+    parsed once; an empty file is ``("", [])``. ``name`` as in ``read``."""
+    path = Path(path)
+    data = _file_bytes(path)
+    if not data.strip():
+        return "", []
+    base = name if name is not None else path.name.split(".")[0]
     try:
         obj = parse_line(data)
+        fmt = format or detect_format(obj)
+        return fmt, session_from_json(obj, fmt, base)
     except FormatError as e:
         raise FormatError(f"{path}: {e}") from None
+
+
+def _file_bytes(path: Path) -> bytes:
+    """A file's bytes without a UTF-8 byte order mark; ``FormatError`` when unreadable."""
     try:
-        return session_from_json(obj, format or detect_format(obj), base)
-    except FormatError as e:
-        raise FormatError(f"{path}: {e}") from None
+        return path.read_bytes().removeprefix(BOM)
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e}") from None
 
 
 def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) -> list[Session]:
@@ -341,6 +356,7 @@ __all__ = [
     "from_tau_bench",
     "jsonl_format",
     "read",
+    "read_document",
     "session_from_json",
     "to_anthropic",
     "to_claude_code",
