@@ -97,6 +97,21 @@ impl Content {
     }
 }
 
+/// A text part as user and assistant messages send it: non-empty and not ignored.
+fn push_sent_text(
+    table: &PartTable<'_>,
+    row: usize,
+    content: &mut Content,
+    method: Method,
+) -> Result<()> {
+    if let Some(t) = value(&table.output, row).filter(|t| !t.is_empty()) {
+        if !ignored(table, row)? {
+            content.push(t, method);
+        }
+    }
+    Ok(())
+}
+
 fn message_tokens(
     table: &PartTable<'_>,
     msg: &Message,
@@ -110,13 +125,7 @@ fn message_tokens(
             let (mut calls, mut sent) = (0u64, 0u64);
             for row in msg.rows.clone() {
                 match table.part_type[row] {
-                    part_type::TEXT => {
-                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
-                            if !ignored(table, row)? {
-                                content.push(t, method);
-                            }
-                        }
-                    }
+                    part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
                     part_type::TOOL => {
                         let input = value(&table.input, row).unwrap_or("{}");
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
@@ -148,13 +157,7 @@ fn message_tokens(
             let mut image = false;
             for row in msg.rows.clone() {
                 match table.part_type[row] {
-                    part_type::TEXT => {
-                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
-                            if !ignored(table, row)? {
-                                content.push(t, method);
-                            }
-                        }
-                    }
+                    part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
                     part_type::COMPACTION => content.push(COMPACTION_QUESTION, method),
                     FILE => {
                         let file = FilePart::read(table, row)?;
