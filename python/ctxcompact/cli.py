@@ -51,7 +51,7 @@ from ctxcompact.atomic import replacing
 from ctxcompact.batch import compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.formats import FORMATS
-from ctxcompact.ingest import IngestResult
+from ctxcompact.ingest import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
 from ctxcompact.overflow import check_overflow
 from ctxcompact.parquet import compact_parquet
 from ctxcompact.synthetic import generate_table
@@ -377,7 +377,7 @@ def demo(
     out.print(timing)
 
 
-SESSION_SUFFIXES = (".jsonl", ".json", ".traj")
+SESSION_SUFFIXES = JSONL_SUFFIXES + DOCUMENT_SUFFIXES  # what read_sessions reads
 INPUT_HELP = "Parquet of part rows, or a session file or folder (.jsonl, .json, .traj)."
 INPUTS_HELP = "Session files (.jsonl, .json, .traj) or folders of them."
 SOURCE_HELP = "Parquet file or directory, or session files (.jsonl, .json, .traj; ingested first)."
