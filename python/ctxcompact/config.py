@@ -192,10 +192,11 @@ class CompactionConfig(BaseSettings):
             raise _config_error(e, origins, values) from None
         except SettingsError as e:
             raise _settings_error(e) from None
+        environment = _environment()  # one pass over os.environ, not one per field
         for name in type(self).model_fields:
             origin = origins.get(name)
             if origin is None:
-                origin = f"environment {env_var(name)}" if _env_value(name) is not None else DEFAULT
+                origin = f"environment {env_var(name)}" if env_var(name) in environment else DEFAULT
             self._sources[name] = origin
         for env, name in _KILL_SWITCHES:
             if os.environ.get(env, "").strip().lower() in _TRUE:
@@ -271,13 +272,13 @@ def env_var(field: str) -> str:
     return f"CTXCOMPACT_{field.upper()}"
 
 
-def _env_value(field: str) -> str | None:
+def _environment() -> dict[str, str]:
     # pydantic-settings matches names case-insensitively; so do we.
-    name = env_var(field)
-    for key, value in os.environ.items():
-        if key.upper() == name:
-            return value
-    return None
+    return {key.upper(): value for key, value in os.environ.items()}
+
+
+def _env_value(field: str) -> str | None:
+    return _environment().get(env_var(field))
 
 
 def _config_error(
