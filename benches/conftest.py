@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from ctxcompact.synthetic import generate_table
+from ctxcompact.testing.synthetic import generate_table
 
 SESSIONS = int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "2000"))
 

@@ -30,7 +30,7 @@ def stream_child(path: str) -> None:
     """Peak memory of the Parquet streaming runner, which never loads the dataset."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from ctxcompact.parquet import compact_parquet
+    from ctxcompact.batch.parquet import compact_parquet
 
     meta = pq.ParquetFile(path).metadata
     Path("/proc/self/clear_refs").write_text("5")
@@ -52,24 +52,24 @@ BATCH_ROWS = 16_384
 
 
 def child(path: str, scan: str) -> None:
-    import ctxcompact as cc
     import pyarrow.parquet as pq
+    from ctxcompact import scans
 
     table = pq.read_table(path)
     # Reset the peak (VmHWM) so the Parquet read's transient buffers don't hide the scan's.
     Path("/proc/self/clear_refs").write_text("5")
     base = _hwm_kb()
     if scan == "estimate_tokens_array":
-        cc.estimate_tokens_array(table.column("output"))
+        scans.estimate_tokens_array(table.column("output"))
     else:
-        getattr(cc, scan)(table)
+        getattr(scans, scan)(table)
     peak = _hwm_kb()
     print(json.dumps({"rows": table.num_rows, "bytes": table.nbytes, "extra_kb": peak - base}))
 
 
 def main() -> None:
     import pyarrow.parquet as pq
-    from ctxcompact.synthetic import generate_table
+    from ctxcompact.testing.synthetic import generate_table
 
     sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     with tempfile.TemporaryDirectory() as tmp:

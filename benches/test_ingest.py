@@ -22,10 +22,9 @@ from typing import Any
 import pytest
 from conftest import SESSIONS
 from ctxcompact import formats
-from ctxcompact.columnar import sessions_to_table
-from ctxcompact.ingest import jsonl_files, read_jsonl
-from ctxcompact.synthetic import generate_table
-from ctxcompact.transcript import Transcript
+from ctxcompact.formats.reader import jsonl_files, read_jsonl
+from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.transcript import Transcript, sessions_to_table
 
 FORMATS = ("opencode", "openai-chat", "claude-code")
 

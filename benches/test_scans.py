@@ -12,7 +12,8 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
-from ctxcompact import reference as ref
+from ctxcompact.scans import estimate_tokens_array
+from ctxcompact.testing import reference as ref
 
 THREADS = [1, 2]
 
@@ -71,7 +72,7 @@ def test_estimate_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
     benchmark.extra_info["rows"] = table.num_rows
     benchmark.extra_info["bytes"] = column.nbytes
     result = benchmark.pedantic(
-        cc.estimate_tokens_array, (column,), {"threads": threads}, rounds=5, warmup_rounds=1
+        estimate_tokens_array, (column,), {"threads": threads}, rounds=5, warmup_rounds=1
     )
     assert len(result) == table.num_rows
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
-from ctxcompact import prompts
-from ctxcompact.chat import estimate_chat_messages
 from ctxcompact.clients.openai import OpenAIChatClient
-from ctxcompact.store import new_id
-from ctxcompact.testing import FakeOpenAIServer, Reply
+from ctxcompact.live import from_openai_chat, prompts, run_tools
+from ctxcompact.live.store import new_id
+from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.testing.servers import FakeOpenAIServer, Reply
 
 TOOLS = [{"type": "function", "function": {
     "name": "read", "description": "Read a file",
@@ -77,8 +77,8 @@ def run(workdir: Path, turns: int = 4, *, verbose: bool = True) -> dict[str, Any
                 messages = loop.before_call(session)
                 reply = sdk.chat.completions.create(model="local-model", messages=messages,
                                                     tools=TOOLS)  # type: ignore[arg-type]  # fmt: skip
-                message = cc.from_openai_chat(reply)  # text, tool calls, usage, finish
-                cc.run_tools(message, {"read": read})
+                message = from_openai_chat(reply)  # text, tool calls, usage, finish
+                run_tools(message, {"read": read})
                 decision = loop.after_step(session, message)
                 if decision.done:
                     break

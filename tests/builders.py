@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxcompact.live.store import new_id
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -12,7 +13,6 @@ from ctxcompact.models import (
     ToolState,
     UserMessage,
 )
-from ctxcompact.store import new_id
 
 
 def user(text: str = "go") -> MessageWithParts:

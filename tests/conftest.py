@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ctxcompact.testing import FakeAnthropicServer, FakeOpenAIServer
+from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer
 
 
 @pytest.fixture

@@ -16,7 +16,17 @@ import ctxcompact as cc
 import polars as pl
 import pyarrow as pa
 import pytest
-from ctxcompact.columnar import SCAN_COLUMNS, SCHEMA
+from ctxcompact.errors import ConfigError, FormatError, InvalidUsageError, UnknownModelError
+from ctxcompact.scans import (
+    OverflowOptions,
+    OverflowReport,
+    TokenBudget,
+    Usage,
+    estimate_tokens_array,
+    is_overflow,
+    pivot_mask,
+)
+from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA
 
 # --- building part-row tables ----------------------------------------------------------
 
@@ -119,7 +129,7 @@ def test_estimate_messages_reads_file_parts_and_refuses_a_broken_part_json() -> 
     table = cc.Transcript.from_sessions([session]).to_arrow()
     column = table.schema.get_field_index("part_json")
     broken = table.set_column(column, "part_json", pa.array(["{nope"], pa.large_string()))
-    with pytest.raises(cc.FormatError, match="part_json of row 0") as info:
+    with pytest.raises(FormatError, match="part_json of row 0") as info:
         cc.estimate_messages(broken)
     assert info.value.column == "part_json"
     assert info.value.session_id == "s"
@@ -135,31 +145,31 @@ WANT_CEIL = [1, None, 0, 2, 3, None, 6]
 @pytest.mark.parametrize("typ", [pa.string(), pa.large_string(), pa.string_view()])
 def test_estimate_array_string_types(typ: pa.DataType) -> None:
     arr = pa.array(VALUES, typ)
-    got = cc.estimate_tokens_array(arr)
+    got = estimate_tokens_array(arr)
     assert isinstance(got, pa.Array)
     assert got.type == pa.int64()
     assert got.to_pylist() == WANT_OPENCODE
-    assert cc.estimate_tokens_array(arr, "ceil-bytes").to_pylist() == WANT_CEIL
+    assert estimate_tokens_array(arr, "ceil-bytes").to_pylist() == WANT_CEIL
 
 
 @pytest.mark.parametrize("value_type", [pa.string(), pa.large_string()])
 def test_estimate_array_dictionary(value_type: pa.DataType) -> None:
     arr = pa.array(VALUES, value_type).dictionary_encode()
     assert pa.types.is_dictionary(arr.type)
-    assert cc.estimate_tokens_array(arr).to_pylist() == WANT_OPENCODE
-    assert cc.estimate_tokens_array(arr, "ceil-bytes").to_pylist() == WANT_CEIL
+    assert estimate_tokens_array(arr).to_pylist() == WANT_OPENCODE
+    assert estimate_tokens_array(arr, "ceil-bytes").to_pylist() == WANT_CEIL
 
 
 def test_estimate_array_dictionary_with_repeated_values() -> None:
     arr = pa.DictionaryArray.from_arrays(
         pa.array([1, 0, None, 1, 1], pa.int32()), pa.array(["ab", "x" * 40])
     )
-    assert cc.estimate_tokens_array(arr).to_pylist() == [10, 1, None, 10, 10]
+    assert estimate_tokens_array(arr).to_pylist() == [10, 1, None, 10, 10]
 
 
 def test_estimate_array_chunked_gives_chunked() -> None:
     arr = pa.chunked_array([pa.array(VALUES[:3]), pa.array(VALUES[3:])])
-    got = cc.estimate_tokens_array(arr)
+    got = estimate_tokens_array(arr)
     assert isinstance(got, pa.ChunkedArray)
     assert got.num_chunks == 2
     assert [len(c) for c in got.chunks] == [3, 4]
@@ -168,31 +178,31 @@ def test_estimate_array_chunked_gives_chunked() -> None:
 
 def test_estimate_array_polars_series() -> None:
     series = pl.Series("text", VALUES)
-    got = cc.estimate_tokens_array(series)
+    got = estimate_tokens_array(series)
     assert isinstance(got, pa.Array)
     assert got.to_pylist() == WANT_OPENCODE
-    assert cc.estimate_tokens_array(series, "ceil-bytes").to_pylist() == WANT_CEIL
+    assert estimate_tokens_array(series, "ceil-bytes").to_pylist() == WANT_CEIL
 
 
 def test_estimate_array_multi_chunk_polars_series() -> None:
     series = pl.concat([pl.Series(VALUES[:3]), pl.Series(VALUES[3:])], rechunk=False)
     assert series.n_chunks() == 2
-    got = cc.estimate_tokens_array(series)
+    got = estimate_tokens_array(series)
     assert isinstance(got, pa.Array)
     assert got.to_pylist() == WANT_OPENCODE
 
 
 def test_estimate_array_nulls_keep_validity() -> None:
-    got = cc.estimate_tokens_array(pa.array([None, None, "abcd"]))
+    got = estimate_tokens_array(pa.array([None, None, "abcd"]))
     assert got.null_count == 2
     assert got.is_null().to_pylist() == [True, True, False]
 
 
 def test_estimate_array_empty_and_threads() -> None:
-    assert cc.estimate_tokens_array(pa.array([], pa.string())).to_pylist() == []
+    assert estimate_tokens_array(pa.array([], pa.string())).to_pylist() == []
     big = pa.array([x(3), "ab", None] * 20_000)
-    one = cc.estimate_tokens_array(big, threads=1)
-    two = cc.estimate_tokens_array(big, threads=2)
+    one = estimate_tokens_array(big, threads=1)
+    two = estimate_tokens_array(big, threads=2)
     assert one.equals(two)
     assert one.to_pylist()[:4] == [3, 1, None, 3]
 
@@ -214,7 +224,7 @@ K = 1_000
     ],
 )
 def test_overflow_design_cases(limits: dict, usage: dict, want: bool) -> None:
-    assert cc.is_overflow(usage, limits) is want
+    assert is_overflow(usage, limits) is want
 
 
 def test_check_overflow_numbers() -> None:
@@ -222,7 +232,7 @@ def test_check_overflow_numbers() -> None:
     report = cc.check_overflow(
         {"input": 120 * K, "output": 10 * K}, {"context": 128 * K, "output": 8 * K}
     )
-    assert report == cc.OverflowReport(overflow=True, count=130_000, usable=120_000)
+    assert report == OverflowReport(overflow=True, count=130_000, usable=120_000)
     # output 0 means unknown: reserve the 32k cap
     report = cc.check_overflow({"input": 1, "output": 2}, {"context": 100 * K})
     assert (report.count, report.usable, report.overflow) == (3, 68_000, False)
@@ -244,7 +254,7 @@ def test_count_includes_cache_read_not_write_or_reasoning() -> None:
     report = cc.check_overflow(usage, {"context": 100 * K, "output": 4 * K})
     assert report.count == 4_200
     assert report.usable == 96_000
-    opts = cc.OverflowOptions(count_cache_write=True)
+    opts = OverflowOptions(count_cache_write=True)
     report = cc.check_overflow(usage, {"context": 100 * K, "output": 4 * K}, opts)
     assert report.count == 44_200
 
@@ -252,64 +262,64 @@ def test_count_includes_cache_read_not_write_or_reasoning() -> None:
 def test_overflow_boundary_strict_then_inclusive() -> None:
     limits = {"context": 100 * K, "output": 20 * K}  # usable 80000
     at = {"input": 80 * K, "output": 0}
-    assert cc.is_overflow(at, limits) is False
-    assert cc.is_overflow({"input": 80 * K, "output": 1}, limits) is True
-    assert cc.is_overflow(at, limits, cc.OverflowOptions(inclusive=True)) is True
+    assert is_overflow(at, limits) is False
+    assert is_overflow({"input": 80 * K, "output": 1}, limits) is True
+    assert is_overflow(at, limits, OverflowOptions(inclusive=True)) is True
     below = {"input": 79_999, "output": 0}
-    assert cc.is_overflow(below, limits, cc.OverflowOptions(inclusive=True)) is False
+    assert is_overflow(below, limits, OverflowOptions(inclusive=True)) is False
 
 
 def test_overflow_auto_false_disables() -> None:
     usage = {"input": 1_000 * K, "output": 0}
     limits = {"context": 100 * K}
-    assert cc.is_overflow(usage, limits) is True
-    assert cc.is_overflow(usage, limits, cc.OverflowOptions(auto=False)) is False
+    assert is_overflow(usage, limits) is True
+    assert is_overflow(usage, limits, OverflowOptions(auto=False)) is False
     # any config object with the attribute works too
-    assert cc.is_overflow(usage, limits, SimpleNamespace(auto=False)) is False
+    assert is_overflow(usage, limits, SimpleNamespace(auto=False)) is False
 
 
 def test_overflow_count_cache_write_option() -> None:
     limits = {"context": 100 * K, "output": 20 * K}  # usable 80000
     usage = {"input": 70 * K, "output": 0, "cache": {"read": 5 * K, "write": 10 * K}}
-    assert cc.is_overflow(usage, limits) is False  # 75000
-    assert cc.is_overflow(usage, limits, cc.OverflowOptions(count_cache_write=True)) is True
+    assert is_overflow(usage, limits) is False  # 75000
+    assert is_overflow(usage, limits, OverflowOptions(count_cache_write=True)) is True
 
 
 def test_overflow_reserved_option() -> None:
     limits = {"context": 400 * K, "input": 272 * K, "output": 128 * K}
     usage = {"input": 260 * K, "output": 0}
     assert cc.check_overflow(usage, limits).usable == 272_000
-    assert cc.is_overflow(usage, limits) is False
+    assert is_overflow(usage, limits) is False
     # "default": min(20000, min(128000, 32000)) = 20000 -> 252000
-    report = cc.check_overflow(usage, limits, cc.OverflowOptions(reserved="default"))
+    report = cc.check_overflow(usage, limits, OverflowOptions(reserved="default"))
     assert (report.usable, report.overflow) == (252_000, True)
     # "default" with a small output limit: min(20000, 8000) = 8000
     small = {"context": 400 * K, "input": 272 * K, "output": 8 * K}
-    assert cc.check_overflow(usage, small, cc.OverflowOptions(reserved="default")).usable == 264_000
+    assert cc.check_overflow(usage, small, OverflowOptions(reserved="default")).usable == 264_000
     # an explicit integer headroom
-    report = cc.check_overflow(usage, limits, cc.OverflowOptions(reserved=5_000))
+    report = cc.check_overflow(usage, limits, OverflowOptions(reserved=5_000))
     assert report.usable == 267_000
     # reserved only applies when limit.input is set
     no_input = {"context": 200 * K, "output": 8 * K}
-    assert cc.check_overflow(usage, no_input, cc.OverflowOptions(reserved=5_000)).usable == 192_000
-    with pytest.raises(cc.ConfigError):
-        cc.check_overflow(usage, limits, cc.OverflowOptions(reserved="lots"))
+    assert cc.check_overflow(usage, no_input, OverflowOptions(reserved=5_000)).usable == 192_000
+    with pytest.raises(ConfigError):
+        cc.check_overflow(usage, limits, OverflowOptions(reserved="lots"))
 
 
 def test_overflow_clamp_usable_option() -> None:
     limits = {"context": 10 * K, "output": 32 * K}  # usable 10000 - 32000 = -22000
     usage = {"input": 0, "output": 0}
     assert cc.check_overflow(usage, limits).usable == -22_000
-    assert cc.is_overflow(usage, limits) is True
-    clamped = cc.check_overflow(usage, limits, cc.OverflowOptions(clamp_usable=True))
+    assert is_overflow(usage, limits) is True
+    clamped = cc.check_overflow(usage, limits, OverflowOptions(clamp_usable=True))
     assert (clamped.usable, clamped.overflow) == (0, False)
-    both = cc.OverflowOptions(clamp_usable=True, inclusive=True)
-    assert cc.is_overflow(usage, limits, both) is True
+    both = OverflowOptions(clamp_usable=True, inclusive=True)
+    assert is_overflow(usage, limits, both) is True
 
 
 def test_overflow_output_token_max_option() -> None:
     limits = {"context": 100 * K, "output": 64 * K}
-    opts = cc.OverflowOptions(output_token_max=16 * K)
+    opts = OverflowOptions(output_token_max=16 * K)
     assert cc.check_overflow({"input": 0, "output": 0}, limits, opts).usable == 84_000
 
 
@@ -319,21 +329,21 @@ def test_usage_and_limits_as_objects() -> None:
     )
     limits = SimpleNamespace(context=128 * K, input=None, output=8 * K)
     report = cc.check_overflow(usage, limits)
-    assert report == cc.OverflowReport(overflow=True, count=130_001, usable=120_000)
+    assert report == OverflowReport(overflow=True, count=130_001, usable=120_000)
     no_cache = SimpleNamespace(input=50 * K, output=5 * K)
-    assert cc.is_overflow(no_cache, limits) is False
-    assert cc.is_overflow(cc.Usage(input=50 * K, output=5 * K), cc.Limits(context=128 * K)) is False
+    assert is_overflow(no_cache, limits) is False
+    assert is_overflow(Usage(input=50 * K, output=5 * K), cc.Limits(context=128 * K)) is False
 
 
 def test_usage_missing_input_or_output() -> None:
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow({"output": 5}, {"context": 100})
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow({"input": 5}, {"context": 100})
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow(SimpleNamespace(output=5), {"context": 100})
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow(None, {"context": 100})
+    with pytest.raises(InvalidUsageError):
+        is_overflow({"output": 5}, {"context": 100})
+    with pytest.raises(InvalidUsageError):
+        is_overflow({"input": 5}, {"context": 100})
+    with pytest.raises(InvalidUsageError):
+        is_overflow(SimpleNamespace(output=5), {"context": 100})
+    with pytest.raises(InvalidUsageError):
+        is_overflow(None, {"context": 100})
 
 
 @pytest.mark.parametrize(
@@ -347,15 +357,15 @@ def test_usage_missing_input_or_output() -> None:
     ],
 )
 def test_negative_usage_is_invalid(usage: dict) -> None:
-    with pytest.raises(cc.InvalidUsageError) as info:
-        cc.is_overflow(usage, {"context": 100 * K})
+    with pytest.raises(InvalidUsageError) as info:
+        is_overflow(usage, {"context": 100 * K})
     assert isinstance(info.value, cc.CompactionError)
     assert isinstance(info.value, ValueError)
 
 
 def test_negative_usage_is_invalid_even_when_unlimited() -> None:
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow({"input": -1, "output": 0}, {"context": 0})
+    with pytest.raises(InvalidUsageError):
+        is_overflow({"input": -1, "output": 0}, {"context": 0})
 
 
 @pytest.mark.parametrize(
@@ -369,14 +379,14 @@ def test_negative_usage_is_invalid_even_when_unlimited() -> None:
     ],
 )
 def test_non_integer_usage_is_rejected(usage: dict) -> None:
-    with pytest.raises(cc.InvalidUsageError):
-        cc.is_overflow(usage, {"context": 100 * K})
+    with pytest.raises(InvalidUsageError):
+        is_overflow(usage, {"context": 100 * K})
 
 
 @pytest.mark.parametrize("limits", [{"context": True}, {"context": -1}, {"output": 5}, None])
 def test_bad_limits_are_config_errors(limits: Any) -> None:
-    with pytest.raises(cc.ConfigError):
-        cc.is_overflow({"input": 0, "output": 0}, limits)
+    with pytest.raises(ConfigError):
+        is_overflow({"input": 0, "output": 0}, limits)
 
 
 def test_huge_counts_do_not_wrap_around() -> None:
@@ -384,8 +394,8 @@ def test_huge_counts_do_not_wrap_around() -> None:
     # number and report "no overflow" for usage far above any window.
     usage = {"input": 2**62, "output": 2**62}
     try:
-        over = cc.is_overflow(usage, {"context": 1_000})
-    except cc.InvalidUsageError:
+        over = is_overflow(usage, {"context": 1_000})
+    except InvalidUsageError:
         return
     assert over is True
 
@@ -393,14 +403,14 @@ def test_huge_counts_do_not_wrap_around() -> None:
 def test_counts_beyond_int64_raise_a_compaction_error() -> None:
     # errors.py: "Every error ctxcompact raises is a CompactionError".
     with pytest.raises(cc.CompactionError):
-        cc.is_overflow({"input": 2**63, "output": 0}, {"context": 1_000})
+        is_overflow({"input": 2**63, "output": 0}, {"context": 1_000})
 
 
 # --- TokenBudget -----------------------------------------------------------------------
 
 
 def test_budget_seed_004_defaults() -> None:
-    budget = cc.TokenBudget(
+    budget = TokenBudget(
         context=128_000,
         history_tokens=0,
         system_tokens=2_000,
@@ -411,9 +421,9 @@ def test_budget_seed_004_defaults() -> None:
     assert budget.threshold_tokens == 93_600
     assert budget.utilization == 0.0
     assert not budget.should_compact
-    at = cc.TokenBudget(128_000, 93_600, 2_000, 4_000, 5_000)
+    at = TokenBudget(128_000, 93_600, 2_000, 4_000, 5_000)
     assert at.should_compact and not at.is_critical
-    below = cc.TokenBudget(128_000, 93_599, 2_000, 4_000, 5_000)
+    below = TokenBudget(128_000, 93_599, 2_000, 4_000, 5_000)
     assert not below.should_compact
 
 
@@ -423,7 +433,7 @@ def test_budget_seed_004_defaults() -> None:
      (950, True, True), (1_000, True, True), (5_000, True, True)],
 )  # fmt: skip
 def test_budget_thresholds(history: int, compact: bool, critical: bool) -> None:
-    budget = cc.TokenBudget(context=1_000, history_tokens=history)
+    budget = TokenBudget(context=1_000, history_tokens=history)
     assert budget.available == 1_000
     assert budget.utilization == history / 1_000
     assert budget.should_compact is compact
@@ -431,22 +441,22 @@ def test_budget_thresholds(history: int, compact: bool, critical: bool) -> None:
 
 
 def test_budget_available_and_utilization() -> None:
-    budget = cc.TokenBudget(
+    budget = TokenBudget(
         context=10_000, history_tokens=3_000, system_tokens=1_000, output_reserve=2_000,
         safety_buffer=1_000,
     )  # fmt: skip
     assert budget.available == 6_000
     assert budget.utilization == 0.5
     assert budget.threshold_tokens == 4_800
-    custom = cc.TokenBudget(context=1_000, history_tokens=600, proactive=0.5, critical=0.7)
+    custom = TokenBudget(context=1_000, history_tokens=600, proactive=0.5, critical=0.7)
     assert custom.should_compact and not custom.is_critical
 
 
 def test_budget_unlimited_and_exhausted() -> None:
-    unlimited = cc.TokenBudget(context=0, history_tokens=10**9)
+    unlimited = TokenBudget(context=0, history_tokens=10**9)
     assert unlimited.utilization == 0.0
     assert not unlimited.should_compact
-    full = cc.TokenBudget(context=1_000, history_tokens=1, system_tokens=600, output_reserve=600)
+    full = TokenBudget(context=1_000, history_tokens=1, system_tokens=600, output_reserve=600)
     assert full.available == 0
     assert full.utilization == float("inf")
     assert full.should_compact and full.is_critical
@@ -456,10 +466,10 @@ def test_budget_threshold_tokens_is_where_compaction_starts() -> None:
     # available 10, proactive 0.85: seed 004 floors 8.5 to a threshold of 8 and
     # compacts at tokens >= threshold; threshold_tokens documents itself as the
     # "history size at which proactive compaction starts".
-    budget = cc.TokenBudget(context=10, history_tokens=0, proactive=0.85, critical=0.95)
+    budget = TokenBudget(context=10, history_tokens=0, proactive=0.85, critical=0.95)
     threshold = budget.threshold_tokens
     assert threshold == 8
-    at = cc.TokenBudget(context=10, history_tokens=threshold, proactive=0.85, critical=0.95)
+    at = TokenBudget(context=10, history_tokens=threshold, proactive=0.85, critical=0.95)
     assert at.should_compact
 
 
@@ -481,12 +491,12 @@ def test_budget_threshold_tokens_is_where_compaction_starts() -> None:
 def test_budget_invalid_config(kwargs: dict) -> None:
     base: dict[str, Any] = {"context": 1_000, "history_tokens": 0}
     base.update(kwargs)
-    with pytest.raises(cc.ConfigError):
-        cc.TokenBudget(**base)
+    with pytest.raises(ConfigError):
+        TokenBudget(**base)
 
 
 def test_budget_critical_may_be_one() -> None:
-    budget = cc.TokenBudget(context=100, history_tokens=100, critical=1.0)
+    budget = TokenBudget(context=100, history_tokens=100, critical=1.0)
     assert budget.is_critical
 
 
@@ -504,7 +514,7 @@ def test_registry_builtin_lookup() -> None:
 
 def test_registry_unknown_model() -> None:
     reg = cc.ModelRegistry()
-    with pytest.raises(cc.UnknownModelError) as info:
+    with pytest.raises(UnknownModelError) as info:
         reg.get("my-private-model")
     assert isinstance(info.value, cc.CompactionError)
     assert isinstance(info.value, LookupError)
@@ -544,10 +554,10 @@ def test_registry_alias_is_the_newest_dated_entry_of_exactly_that_name() -> None
 
 
 def test_registry_unknown_model_lists_close_matches() -> None:
-    with pytest.raises(cc.UnknownModelError) as info:
+    with pytest.raises(UnknownModelError) as info:
         cc.ModelRegistry().get("claude-sonet-4.5")
     assert "close matches: claude-sonnet-4-5" in str(info.value)
-    with pytest.raises(cc.UnknownModelError, match="close matches: gpt-5"):
+    with pytest.raises(UnknownModelError, match="close matches: gpt-5"):
         cc.ModelRegistry().get("GPT5")
 
 
@@ -582,8 +592,8 @@ def test_registry_from_json(tmp_path: Path) -> None:
     only = cc.ModelRegistry.from_file(str(path), builtin=False)
     assert len(only) == 2
     # the registry's limits feed is_overflow directly
-    assert cc.is_overflow({"input": 56_001, "output": 0}, reg.get("m1")) is True
-    assert cc.is_overflow({"input": 56_000, "output": 0}, reg.get("m1")) is False
+    assert is_overflow({"input": 56_001, "output": 0}, reg.get("m1")) is True
+    assert is_overflow({"input": 56_000, "output": 0}, reg.get("m1")) is False
 
 
 def test_registry_from_toml(tmp_path: Path) -> None:
@@ -614,18 +624,18 @@ def test_registry_from_toml(tmp_path: Path) -> None:
 def test_registry_bad_files(tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / name
     path.write_text(text)
-    with pytest.raises(cc.ConfigError):
+    with pytest.raises(ConfigError):
         cc.ModelRegistry.from_file(path)
 
 
 def test_registry_negative_limit_in_code() -> None:
-    with pytest.raises(cc.ConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         cc.ModelRegistry({"m": {"context": 1_000, "input": -1}})
     assert "'m'" in str(info.value)
     reg = cc.ModelRegistry()
-    with pytest.raises(cc.ConfigError):
+    with pytest.raises(ConfigError):
         reg.register("m", {"context": -1})
-    with pytest.raises(cc.ConfigError):
+    with pytest.raises(ConfigError):
         reg.get("unknown", {"context": -1})
 
 
@@ -819,7 +829,7 @@ def test_mark_pruned_adds_missing_column_and_keeps_chunks(prune_table: pa.Table)
 
 def test_mark_pruned_rejects_bad_timestamp_and_other_table(prune_table: pa.Table) -> None:
     result = cc.prune(prune_table, Config())
-    with pytest.raises(cc.ConfigError):
+    with pytest.raises(ConfigError):
         cc.mark_pruned(prune_table, result, now_ms=0)
     with pytest.raises(ValueError):
         cc.mark_pruned(prune_table.slice(0, 10), result, now_ms=1)
@@ -910,7 +920,7 @@ def pivot_table() -> pa.Table:
 
 
 def test_pivot_mask_hand_computed(pivot_table: pa.Table) -> None:
-    mask = cc.pivot_mask(pivot_table)
+    mask = pivot_mask(pivot_table)
     assert mask.type == pa.bool_()
     assert mask.to_pylist() == PIVOT_MASK
 
@@ -930,7 +940,7 @@ def test_filter_pivot_result_is_a_valid_transcript(pivot_table: pa.Table) -> Non
     once = cc.filter_pivot(pivot_table)
     twice = cc.filter_pivot(once)
     assert twice.to_arrow().equals(once.to_arrow())
-    assert cc.pivot_mask(once).to_pylist() == [True] * once.num_rows
+    assert pivot_mask(once).to_pylist() == [True] * once.num_rows
 
 
 def test_filter_pivot_preserves_layouts_and_chunks(pivot_table: pa.Table) -> None:
@@ -1022,7 +1032,7 @@ def outcomes(data: Any, threads: int | None = None) -> tuple:
         result.rows.to_pylist(),
         result.part_ids,
         result.sessions.to_pylist(),
-        cc.pivot_mask(data, threads=threads).to_pylist(),
+        pivot_mask(data, threads=threads).to_pylist(),
         filtered.num_rows,
         filtered.column("part_id").to_pylist(),
         est.messages.to_pylist(),
@@ -1042,7 +1052,7 @@ def test_multiple_sessions_at_once(all_table: pa.Table) -> None:
     assert sessions == ["s1", "s2", "s3", "s4", "v1", "v2", "v3", "v4", "v5", "v6", "v7",
                         "e1", "e2", "e3"]  # fmt: skip
     n = len(prune_rows())
-    assert cc.pivot_mask(all_table).to_pylist()[n : n + len(PIVOT_MASK)] == PIVOT_MASK
+    assert pivot_mask(all_table).to_pylist()[n : n + len(PIVOT_MASK)] == PIVOT_MASK
     est = cc.estimate_messages(all_table)
     assert est.messages["tokens"].to_pylist()[-4:] == [12, 57, 0, 5]
 

@@ -14,8 +14,21 @@ import ctxcompact as cc
 import polars as pl
 import pyarrow as pa
 import pytest
-from ctxcompact.columnar import SCAN_COLUMNS, SCHEMA
-from ctxcompact.errors import InternalError
+from ctxcompact.errors import (
+    ColumnTypeError,
+    ConfigError,
+    DatasetError,
+    InconsistentMessageError,
+    InternalError,
+    MissingColumnError,
+    NonContiguousError,
+    NullValueError,
+    SchemaError,
+    TranscriptError,
+    UnknownValueError,
+)
+from ctxcompact.scans import PruneResult, estimate_tokens_array, pivot_mask
+from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA
 
 # Scan columns as plain strings (the builder below picks other layouts on purpose).
 COLUMNS: dict[str, pa.DataType] = {
@@ -75,7 +88,7 @@ def pivot(data: Any, **kw: Any) -> Any:
 
 
 def mask(data: Any, **kw: Any) -> Any:
-    return cc.pivot_mask(data, **kw)
+    return pivot_mask(data, **kw)
 
 
 def estimate(data: Any, **kw: Any) -> Any:
@@ -138,9 +151,9 @@ def test_good_rows_are_accepted_by_every_scan() -> None:
 )
 def test_missing_column(scan: Callable[..., Any], column: str) -> None:
     table = build(good_rows()).drop_columns([column])
-    e = expect(cc.MissingColumnError, lambda: scan(table))
+    e = expect(MissingColumnError, lambda: scan(table))
     assert isinstance(e, cc.CompactionError)
-    assert isinstance(e, cc.SchemaError)
+    assert isinstance(e, SchemaError)
     assert isinstance(e, KeyError)
     assert e.column == column
     assert where(e) == (None, None, None, column)
@@ -154,7 +167,7 @@ def test_columns_a_scan_does_not_need_may_be_absent() -> None:
         ["session_id", "message_id", "role", "part_type", "parent_id", "summary", "finished",
          "error"]
     )  # fmt: skip
-    assert no_crash(lambda: cc.pivot_mask(minimal)).to_pylist() == [True] * 5
+    assert no_crash(lambda: pivot_mask(minimal)).to_pylist() == [True] * 5
 
 
 @pytest.mark.parametrize(
@@ -175,8 +188,8 @@ def test_columns_a_scan_does_not_need_may_be_absent() -> None:
 )
 def test_column_of_wrong_type(scan: Callable[..., Any], column: str, values: pa.Array) -> None:
     table = replace(build(good_rows()), column, values)
-    e = expect(cc.ColumnTypeError, lambda: scan(table))
-    assert isinstance(e, cc.SchemaError)
+    e = expect(ColumnTypeError, lambda: scan(table))
+    assert isinstance(e, SchemaError)
     assert isinstance(e, TypeError)
     assert where(e) == (None, None, None, column)
 
@@ -186,19 +199,19 @@ def test_missing_column_on_empty_table(scan: Callable[..., Any]) -> None:
     # A 0-row table still has a schema: a missing column is an error whatever
     # the number of rows (docs/schema.md: "A missing column raises MissingColumnError").
     empty = build([]).drop_columns(["role"])
-    e = expect(cc.MissingColumnError, lambda: scan(empty))
+    e = expect(MissingColumnError, lambda: scan(empty))
     assert e.column == "role"
 
 
 def test_missing_session_id_on_empty_table() -> None:
     empty = build([]).drop_columns(["session_id"])
-    e = expect(cc.MissingColumnError, lambda: cc.prune(empty))
+    e = expect(MissingColumnError, lambda: cc.prune(empty))
     assert e.column == "session_id"
 
 
 def test_mistyped_column_on_empty_table() -> None:
     bad = replace(build([]), "role", pa.array([], pa.float64()))
-    e = expect(cc.ColumnTypeError, lambda: cc.prune(bad))
+    e = expect(ColumnTypeError, lambda: cc.prune(bad))
     assert e.column == "role"
 
 
@@ -208,8 +221,8 @@ def test_mistyped_column_on_empty_table() -> None:
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 def test_session_rows_not_contiguous(scan: Callable[..., Any]) -> None:
     rows = [text("s1", "u1"), text("s2", "u1"), text("s2", "u2"), text("s1", "u2")]
-    e = expect(cc.NonContiguousError, lambda: scan(build(rows)))
-    assert isinstance(e, cc.TranscriptError)
+    e = expect(NonContiguousError, lambda: scan(build(rows)))
+    assert isinstance(e, TranscriptError)
     assert isinstance(e, ValueError)
     assert e.session_id == "s1"
     assert e.row == 3
@@ -226,7 +239,7 @@ def test_session_rows_not_contiguous_any_layout(layout: str) -> None:
         table = pa.concat_tables([table.slice(0, 1), table.slice(1, 2), table.slice(3)])
     elif layout == "polars":
         table = pl.from_arrow(table)
-    e = expect(cc.NonContiguousError, lambda: cc.prune(table))
+    e = expect(NonContiguousError, lambda: cc.prune(table))
     assert (e.session_id, e.row, e.column) == ("a", 3, "session_id")
 
 
@@ -238,13 +251,13 @@ def test_message_rows_not_contiguous(scan: Callable[..., Any]) -> None:
         text("s1", "u2", out="b"),
         text("s1", "u1", out="c"),
     ]
-    e = expect(cc.NonContiguousError, lambda: scan(build(rows)))
+    e = expect(NonContiguousError, lambda: scan(build(rows)))
     assert where(e) == ("s1", "u1", 3, "message_id")
 
 
 def test_same_message_id_in_two_sessions_is_fine() -> None:
     rows = [text("s1", "u1"), text("s2", "u1"), text("s3", "u1")]
-    assert no_crash(lambda: cc.pivot_mask(build(rows))).to_pylist() == [True] * 3
+    assert no_crash(lambda: pivot_mask(build(rows))).to_pylist() == [True] * 3
 
 
 # --- content: nulls --------------------------------------------------------------------
@@ -253,8 +266,8 @@ def test_same_message_id_in_two_sessions_is_fine() -> None:
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 def test_null_session_id(scan: Callable[..., Any]) -> None:
     rows = [text("s1", "u1"), text("s1", "u2"), text(None, "u3")]
-    e = expect(cc.NullValueError, lambda: scan(build(rows)))
-    assert isinstance(e, cc.TranscriptError)
+    e = expect(NullValueError, lambda: scan(build(rows)))
+    assert isinstance(e, TranscriptError)
     assert where(e) == (None, None, 2, "session_id")
 
 
@@ -262,14 +275,14 @@ def test_null_session_id_in_dictionary_column() -> None:
     rows = [text("s1", "u1"), text(None, "u2")]
     table = build(rows)
     table = replace(table, "session_id", table.column("session_id").dictionary_encode())
-    e = expect(cc.NullValueError, lambda: cc.prune(table))
+    e = expect(NullValueError, lambda: cc.prune(table))
     assert (e.row, e.column) == (1, "session_id")
 
 
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 def test_null_message_id_in_multi_row_session(scan: Callable[..., Any]) -> None:
     rows = [text("s0", "m"), text("s1", "u1"), text("s1", None), text("s1", "u3")]
-    e = expect(cc.NullValueError, lambda: scan(build(rows)))
+    e = expect(NullValueError, lambda: scan(build(rows)))
     assert where(e) == ("s1", None, 2, "message_id")
 
 
@@ -282,7 +295,7 @@ def test_null_message_id_alone_is_an_empty_session() -> None:
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 def test_null_role_of_a_message(scan: Callable[..., Any]) -> None:
     rows = [text("s1", "u1"), text("s1", "a1", role=None)]
-    e = expect(cc.NullValueError, lambda: scan(build(rows)))
+    e = expect(NullValueError, lambda: scan(build(rows)))
     assert where(e) == ("s1", "a1", 1, "role")
 
 
@@ -295,7 +308,7 @@ def test_tool_part_with_null_status_during_prune() -> None:
         text("s1", "u3"),
     ]
     table = build(rows)
-    e = expect(cc.NullValueError, lambda: cc.prune(table))
+    e = expect(NullValueError, lambda: cc.prune(table))
     assert where(e) == ("s1", "a2", 2, "status")
     # the other scans do not require a status: a null one reads as interrupted
     est = no_crash(lambda: cc.estimate_messages(table))
@@ -309,8 +322,8 @@ def test_tool_part_with_null_status_during_prune() -> None:
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 def test_unknown_role_string(scan: Callable[..., Any]) -> None:
     rows = [text("s1", "u1"), text("s1", "m2", role="robot")]
-    e = expect(cc.UnknownValueError, lambda: scan(build(rows)))
-    assert isinstance(e, cc.TranscriptError)
+    e = expect(UnknownValueError, lambda: scan(build(rows)))
+    assert isinstance(e, TranscriptError)
     assert (e.row, e.column) == (1, "role")
     assert "robot" in str(e)
 
@@ -319,7 +332,7 @@ def test_unknown_role_in_dictionary() -> None:
     rows = [text("s1", "u1"), text("s1", "m2", role="User")]
     table = build(rows)
     table = replace(table, "role", table.column("role").dictionary_encode())
-    e = expect(cc.UnknownValueError, lambda: cc.pivot_mask(table))
+    e = expect(UnknownValueError, lambda: pivot_mask(table))
     assert (e.row, e.column) == (1, "role")
 
 
@@ -328,7 +341,7 @@ def test_role_int8_code_out_of_range(code: int) -> None:
     table = build([text("s1", "u1"), text("s1", "u2")])
     table = replace(table, "role", pa.array([0, code], pa.int8()))
     for scan in ALL_SCANS:
-        e = expect(cc.UnknownValueError, lambda scan=scan: scan(table))
+        e = expect(UnknownValueError, lambda scan=scan: scan(table))
         assert (e.row, e.column) == (1, "role")
         assert str(code) in str(e)
 
@@ -344,9 +357,9 @@ def test_part_type_int8_codes(code: int, ok: bool) -> None:
     table = build([text("s1", "u1"), text("s1", "u2")])
     table = replace(table, "part_type", pa.array([0, code], pa.int8()))
     if ok:
-        assert no_crash(lambda: cc.pivot_mask(table)).to_pylist() == [True, True]
+        assert no_crash(lambda: pivot_mask(table)).to_pylist() == [True, True]
     else:
-        e = expect(cc.UnknownValueError, lambda: cc.pivot_mask(table))
+        e = expect(UnknownValueError, lambda: pivot_mask(table))
         assert (e.row, e.column) == (1, "part_type")
 
 
@@ -359,14 +372,14 @@ def test_unknown_part_type_string_is_accepted_as_other() -> None:
 @pytest.mark.parametrize("status", ["done", "COMPLETED"])
 def test_unknown_status_string(status: str) -> None:
     rows = [text("s1", "u1"), tool("s1", "a1", status)]
-    e = expect(cc.UnknownValueError, lambda: cc.prune(build(rows)))
+    e = expect(UnknownValueError, lambda: cc.prune(build(rows)))
     assert (e.row, e.column) == (1, "status")
 
 
 def test_status_int8_out_of_range() -> None:
     table = build([text("s1", "u1"), tool("s1", "a1", "completed")])
     table = replace(table, "status", pa.array([None, 4], pa.int8()))
-    e = expect(cc.UnknownValueError, lambda: cc.estimate_messages(table))
+    e = expect(UnknownValueError, lambda: cc.estimate_messages(table))
     assert (e.row, e.column) == (1, "status")
 
 
@@ -378,8 +391,8 @@ def test_inconsistent_role_within_message(scan: Callable[..., Any]) -> None:
         text("s1", "m2", role="assistant", out="b"),
         text("s1", "m2", role="user", out="c"),
     ]
-    e = expect(cc.InconsistentMessageError, lambda: scan(build(rows)))
-    assert isinstance(e, cc.TranscriptError)
+    e = expect(InconsistentMessageError, lambda: scan(build(rows)))
+    assert isinstance(e, TranscriptError)
     assert where(e) == ("s1", "m2", 3, "role")
 
 
@@ -395,13 +408,13 @@ class BadMethod:
     [
         lambda t: cc.estimate_tokens("abc", "tiktoken"),  # type: ignore[arg-type]
         lambda t: cc.estimate_tokens("abc", ""),  # type: ignore[arg-type]
-        lambda t: cc.estimate_tokens_array(pa.array(["a"]), "words"),  # type: ignore[arg-type]
+        lambda t: estimate_tokens_array(pa.array(["a"]), "words"),  # type: ignore[arg-type]
         lambda t: cc.prune(t, BadMethod()),
         lambda t: cc.estimate_messages(t, BadMethod()),
     ],
 )
 def test_unknown_estimate_method(call: Callable[[pa.Table], Any]) -> None:
-    e = expect(cc.ConfigError, lambda: call(build(good_rows())))
+    e = expect(ConfigError, lambda: call(build(good_rows())))
     assert isinstance(e, ValueError)
     assert where(e) == (None, None, None, None)
 
@@ -411,18 +424,18 @@ def test_unknown_estimate_method(call: Callable[[pa.Table], Any]) -> None:
     [
         lambda t: cc.prune(t, threads=0),
         lambda t: cc.filter_pivot(t, threads=0),
-        lambda t: cc.pivot_mask(t, threads=0),
+        lambda t: pivot_mask(t, threads=0),
         lambda t: cc.estimate_messages(t, threads=0),
-        lambda t: cc.estimate_tokens_array(pa.array(["a"]), threads=0),
+        lambda t: estimate_tokens_array(pa.array(["a"]), threads=0),
     ],
 )
 def test_zero_threads(call: Callable[[pa.Table], Any]) -> None:
-    e = expect(cc.ConfigError, lambda: call(build(good_rows())))
+    e = expect(ConfigError, lambda: call(build(good_rows())))
     assert "thread" in str(e)
 
 
 def test_estimate_array_of_non_strings() -> None:
-    e = expect(cc.ColumnTypeError, lambda: cc.estimate_tokens_array(pa.array([1, 2])))
+    e = expect(ColumnTypeError, lambda: estimate_tokens_array(pa.array([1, 2])))
     assert e.column == "values"
 
 
@@ -446,7 +459,7 @@ def test_all_null_dictionary_column(column: str) -> None:
     table = replace(build(rows), column, all_null_dictionary(4))
     for scan in ALL_SCANS:
         no_crash(lambda scan=scan: scan(table))
-    assert cc.pivot_mask(table).to_pylist() == [True] * 4
+    assert pivot_mask(table).to_pylist() == [True] * 4
     est = cc.estimate_messages(table)
     want = [0, 0, 0, 0] if column == "output" else [5, 5, 5, 5]  # no text: nothing is sent
     assert est.messages["tokens"].to_pylist() == want
@@ -454,23 +467,23 @@ def test_all_null_dictionary_column(column: str) -> None:
 
 
 def test_all_null_dictionary_values_for_estimates() -> None:
-    got = no_crash(lambda: cc.estimate_tokens_array(all_null_dictionary(3)))
+    got = no_crash(lambda: estimate_tokens_array(all_null_dictionary(3)))
     assert got.to_pylist() == [None, None, None]
     encoded = pa.array([None, None], pa.string()).dictionary_encode()
-    assert no_crash(lambda: cc.estimate_tokens_array(encoded)).to_pylist() == [None, None]
+    assert no_crash(lambda: estimate_tokens_array(encoded)).to_pylist() == [None, None]
     empty = pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
-    assert no_crash(lambda: cc.estimate_tokens_array(empty)).to_pylist() == []
+    assert no_crash(lambda: estimate_tokens_array(empty)).to_pylist() == []
 
 
 def test_all_null_dictionary_session_id_is_a_null_error() -> None:
     table = replace(build(good_rows()), "session_id", all_null_dictionary(5))
-    e = expect(cc.NullValueError, lambda: cc.prune(table))
+    e = expect(NullValueError, lambda: cc.prune(table))
     assert (e.row, e.column) == (0, "session_id")
 
 
 def test_all_null_dictionary_role_is_a_null_error() -> None:
     table = replace(build(good_rows()), "role", all_null_dictionary(5))
-    e = expect(cc.NullValueError, lambda: cc.filter_pivot(table))
+    e = expect(NullValueError, lambda: cc.filter_pivot(table))
     assert where(e) == ("s1", "u1", 0, "role")
 
 
@@ -478,14 +491,14 @@ def test_dictionary_with_null_value_slot() -> None:
     # The key is valid but the dictionary value it points at is null.
     sid = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["s1", None]))
     table = replace(build([text("s1", "u1"), text("s1", "u2")]), "session_id", sid)
-    e = expect(cc.NullValueError, lambda: cc.pivot_mask(table))
+    e = expect(NullValueError, lambda: pivot_mask(table))
     assert (e.row, e.column) == (1, "session_id")
 
 
 def test_all_null_polars_categorical_column() -> None:
     table = build(good_rows())
     frame = pl.from_arrow(table).with_columns(pl.lit(None, pl.Categorical).alias("parent_id"))
-    assert no_crash(lambda: cc.pivot_mask(frame)).to_pylist() == [True] * 5
+    assert no_crash(lambda: pivot_mask(frame)).to_pylist() == [True] * 5
 
 
 # --- empty tables ----------------------------------------------------------------------
@@ -509,7 +522,7 @@ def test_empty_table(layout: str) -> None:
     assert result.sessions.num_rows == 0
     assert (result.total, result.pruned) == (0, 0)
 
-    assert no_crash(lambda: cc.pivot_mask(table)).to_pylist() == []
+    assert no_crash(lambda: pivot_mask(table)).to_pylist() == []
     filtered = no_crash(lambda: cc.filter_pivot(table)).to_arrow()
     assert filtered.num_rows == 0
     assert filtered.schema == cc.Transcript.from_arrow(table).to_arrow().schema
@@ -537,17 +550,17 @@ def test_mark_pruned_on_empty_table(layout: str) -> None:
 
 def test_empty_estimate_array_inputs() -> None:
     empty = pa.array([], pa.string_view())
-    assert no_crash(lambda: cc.estimate_tokens_array(empty)).to_pylist() == []
+    assert no_crash(lambda: estimate_tokens_array(empty)).to_pylist() == []
     series = pl.Series([], dtype=pl.String)
-    assert no_crash(lambda: cc.estimate_tokens_array(series)).to_pylist() == []
+    assert no_crash(lambda: estimate_tokens_array(series)).to_pylist() == []
     one_empty_chunk = pa.chunked_array([pa.array([], pa.string())])
-    assert no_crash(lambda: cc.estimate_tokens_array(one_empty_chunk)).to_pylist() == []
+    assert no_crash(lambda: estimate_tokens_array(one_empty_chunk)).to_pylist() == []
 
 
 def test_estimate_array_of_chunked_array_without_chunks() -> None:
     chunked = pa.chunked_array([], pa.string())
     assert chunked.num_chunks == 0
-    got = no_crash(lambda: cc.estimate_tokens_array(chunked))
+    got = no_crash(lambda: estimate_tokens_array(chunked))
     assert isinstance(got, pa.ChunkedArray)
     assert got.to_pylist() == []
 
@@ -562,14 +575,14 @@ def test_scans_reject_plain_python() -> None:
 
 def test_mark_pruned_out_of_range_rows() -> None:
     table = build(good_rows())
-    bad = cc.PruneResult(
+    bad = PruneResult(
         rows=pa.array([99], pa.uint64()),
         part_ids=["x"],
         sessions=pa.table({"session_id": ["s1"]}),
         total=0,
         pruned=0,
     )
-    e = expect(cc.ConfigError, lambda: cc.mark_pruned(table, bad, now_ms=1))
+    e = expect(ConfigError, lambda: cc.mark_pruned(table, bad, now_ms=1))
     assert "99" in str(e)
 
 
@@ -577,7 +590,7 @@ def test_mark_pruned_mistyped_compacted_at() -> None:
     table = build(good_rows())
     result = cc.prune(table)
     bad = replace(table, "compacted_at", pa.array(["1"] * 5))
-    e = expect(cc.ColumnTypeError, lambda: cc.mark_pruned(bad, result, now_ms=1))
+    e = expect(ColumnTypeError, lambda: cc.mark_pruned(bad, result, now_ms=1))
     assert e.column == "compacted_at"
 
 
@@ -590,7 +603,7 @@ def test_rows_of_one_message_disagree_on_a_flag(column: str) -> None:
     rows.insert(2, tool("s1", "a1", "completed"))  # a second part of a1
     rows[2]["part_id"] = "a1-t2"
     rows[2][column] = True
-    e = expect(cc.InconsistentMessageError, lambda: pivot(build(rows)))
+    e = expect(InconsistentMessageError, lambda: pivot(build(rows)))
     assert where(e) == ("s1", "a1", 2, column)
 
 
@@ -600,18 +613,18 @@ def test_rows_of_a_summary_disagree_on_the_parent() -> None:
     rows[2]["part_id"] = "a1-t2"
     for r, parent in ((rows[1], "u1"), (rows[2], "u2")):
         r.update(summary=True, parent_id=parent)
-    e = expect(cc.InconsistentMessageError, lambda: mask(build(rows)))
+    e = expect(InconsistentMessageError, lambda: mask(build(rows)))
     assert where(e) == ("s1", "a1", 2, "parent_id")
 
 
 @pytest.mark.parametrize("scan", ALL_SCANS, ids=SCAN_IDS)
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True])
 def test_bad_thread_counts(scan: Callable[..., Any], threads: Any) -> None:
-    expect(cc.ConfigError, lambda: scan(build(good_rows()), threads=threads))
+    expect(ConfigError, lambda: scan(build(good_rows()), threads=threads))
 
 
 def test_bad_thread_count_for_estimate_array() -> None:
-    expect(cc.ConfigError, lambda: cc.estimate_tokens_array(pa.array(["a"]), threads=-1))
+    expect(ConfigError, lambda: estimate_tokens_array(pa.array(["a"]), threads=-1))
 
 
 def test_part_ids_need_the_part_id_column_and_values() -> None:
@@ -620,18 +633,18 @@ def test_part_ids_need_the_part_id_column_and_values() -> None:
     table = build(session)
     assert cc.prune(table).part_ids == ["a1-t", "a0-t"]  # a2 sits in the protected 40k
     nulls = replace(table, "part_id", pa.nulls(table.num_rows, pa.string()))
-    e = expect(cc.NullValueError, lambda: cc.prune(nulls).part_ids)
+    e = expect(NullValueError, lambda: cc.prune(nulls).part_ids)
     assert e.column == "part_id"
     without = table.drop_columns(["part_id"])
-    expect(cc.MissingColumnError, lambda: cc.prune(without).part_ids)
+    expect(MissingColumnError, lambda: cc.prune(without).part_ids)
 
 
 def test_registry_file_that_cannot_be_read(tmp_path: Any) -> None:
-    e = expect(cc.ConfigError, lambda: cc.ModelRegistry.from_file(tmp_path / "missing.json"))
+    e = expect(ConfigError, lambda: cc.ModelRegistry.from_file(tmp_path / "missing.json"))
     assert "missing.json" in str(e)
     binary = tmp_path / "limits.json"
     binary.write_bytes(b"\xff\xfe\x00")
-    expect(cc.ConfigError, lambda: cc.ModelRegistry.from_file(binary))
+    expect(ConfigError, lambda: cc.ModelRegistry.from_file(binary))
 
 
 def test_lone_surrogate_cannot_enter_arrow_and_says_where() -> None:
@@ -646,7 +659,7 @@ def test_lone_surrogate_cannot_enter_arrow_and_says_where() -> None:
             ],
         }
     )  # fmt: skip
-    e = expect(cc.TranscriptError, lambda: cc.Transcript.from_sessions([session]))
+    e = expect(TranscriptError, lambda: cc.Transcript.from_sessions([session]))
     assert where(e) == ("s1", "m2", 1, "output")
 
 
@@ -680,5 +693,5 @@ def test_an_arrow_stream_that_fails_is_a_dataset_error() -> None:
 
     # The core reads streams as they come (the facade may materialize them first).
     reader = pa.RecordBatchReader.from_batches(schema, broken())
-    with pytest.raises(cc.DatasetError, match="cannot read the Arrow input"):
+    with pytest.raises(DatasetError, match="cannot read the Arrow input"):
         _core.pivot(reader)

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.cli import main
-from ctxcompact.synthetic import generate_table
+from ctxcompact.testing.synthetic import generate_table
 
 
 def run(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import ctxcompact as cc
 import pytest
 from ctxcompact.config import CompactionConfig
-from ctxcompact.overflow import OverflowOptions
+from ctxcompact.errors import ConfigError
+from ctxcompact.scans import is_overflow
+from ctxcompact.scans.overflow import OverflowOptions
 
 
 def test_defaults_are_opencode() -> None:
@@ -65,26 +66,26 @@ def test_toml_and_json_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     ({"no_such_option": 1}, "no_such_option"),
 ])  # fmt: skip
 def test_invalid_values_name_the_field(values: dict[str, object], field: str) -> None:
-    with pytest.raises(cc.ConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         CompactionConfig.load(**values)
     assert e.value.column == field
     assert field in str(e.value) or field == "configuration"
 
 
 def test_bad_files_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(cc.ConfigError, match=r"missing\.toml"):
+    with pytest.raises(ConfigError, match=r"missing\.toml"):
         CompactionConfig.from_file(tmp_path / "missing.toml")
     broken = tmp_path / "broken.toml"
     broken.write_text("prune = [")
-    with pytest.raises(cc.ConfigError, match=r"broken\.toml: not valid toml"):
+    with pytest.raises(ConfigError, match=r"broken\.toml: not valid toml"):
         CompactionConfig.from_file(broken)
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"prune_minimum": "lots"}')
-    with pytest.raises(cc.ConfigError, match=r"wrong\.json: invalid prune_minimum"):
+    with pytest.raises(ConfigError, match=r"wrong\.json: invalid prune_minimum"):
         CompactionConfig.from_file(wrong)
     listing = tmp_path / "list.json"
     listing.write_text("[1, 2]")
-    with pytest.raises(cc.ConfigError, match="expected a table"):
+    with pytest.raises(ConfigError, match="expected a table"):
         CompactionConfig.from_file(listing)
 
 
@@ -93,9 +94,9 @@ def test_config_drives_the_scans_and_overflow() -> None:
     assert OverflowOptions.from_config(c) == OverflowOptions(reserved="default", inclusive=True)
     usage = {"input": 68_000, "output": 0}
     limits = {"context": 100_000, "output": 32_000}
-    assert not cc.is_overflow(usage, limits)  # 68k > 68k is false
-    assert cc.is_overflow(usage, limits, c)  # >= with the option
-    assert not cc.is_overflow({"input": 10**6, "output": 0}, limits, CompactionConfig(auto=False))
+    assert not is_overflow(usage, limits)  # 68k > 68k is false
+    assert is_overflow(usage, limits, c)  # >= with the option
+    assert not is_overflow({"input": 10**6, "output": 0}, limits, CompactionConfig(auto=False))
 
 
 # --- issue 10: errors name their source; every field documented -----------------------
@@ -111,19 +112,19 @@ def test_a_bad_environment_value_is_a_config_error_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, env: str, value: str
 ) -> None:
     monkeypatch.setenv(env, value)
-    with pytest.raises(cc.ConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         CompactionConfig()  # the plain constructor too, not only load()
     assert env.upper() in str(e.value) and repr(value) in str(e.value)
     assert e.value.column == env.upper().removeprefix("CTXCOMPACT_").lower()
 
 
 def test_a_bad_argument_and_a_bad_file_value_say_where(tmp_path: Path) -> None:
-    with pytest.raises(cc.ConfigError, match=r"invalid prune_minimum=-3") as e:
+    with pytest.raises(ConfigError, match=r"invalid prune_minimum=-3") as e:
         CompactionConfig(prune_minimum=-3)
     assert "CTXCOMPACT_" not in str(e.value)
     path = tmp_path / "c.toml"
     path.write_text("keep_ratio = 7\n")
-    with pytest.raises(cc.ConfigError, match=r"c\.toml: invalid keep_ratio"):
+    with pytest.raises(ConfigError, match=r"c\.toml: invalid keep_ratio"):
         CompactionConfig.from_file(path)
 
 

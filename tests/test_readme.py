@@ -19,8 +19,8 @@ from typing import Any
 
 import ctxcompact
 import pytest
-from ctxcompact import prompts
-from ctxcompact.testing import FakeOpenAIServer, Reply
+from ctxcompact.live import prompts
+from ctxcompact.testing.servers import FakeOpenAIServer, Reply
 
 README = Path(__file__).parents[1] / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
@@ -59,6 +59,8 @@ def run_block(code: str, cwd: Path, server: FakeOpenAIServer) -> subprocess.Comp
     env |= {
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "test-key",
+        # The README must use today's import paths, never a deprecated one.
+        "PYTHONWARNINGS": "error:ctxcompact.:DeprecationWarning",
         "PYTHONPATH": os.pathsep.join(
             [str(Path(ctxcompact.__file__).parents[1]), env.get("PYTHONPATH", "")]
         ),

@@ -10,7 +10,9 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
-from ctxcompact.columnar import sessions_to_table, table_to_sessions
+from ctxcompact.errors import MissingColumnError, NonContiguousError, NullValueError
+from ctxcompact.models import AssistantMessage
+from ctxcompact.transcript import sessions_to_table, table_to_sessions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -29,7 +31,7 @@ def test_export_loads_as_is_and_round_trips(export: dict[str, Any]) -> None:
     assert session.id == "ses_fixture01"
     assert [m.role for m in session.messages] == ["user", "assistant"] * 3
     assert session.to_export() == export
-    assert isinstance(session.messages[3].info, cc.AssistantMessage)
+    assert isinstance(session.messages[3].info, AssistantMessage)
     assert session.messages[3].info.summary is True
     assert session.messages[1].parts[3].compacted
     assert not session.messages[1].parts[4].compacted
@@ -98,17 +100,17 @@ def test_table_without_json_columns_gives_minimal_sessions(export: dict[str, Any
 
 def test_table_to_sessions_bad_input(export: dict[str, Any]) -> None:
     table = sessions_to_table([cc.Session.model_validate(export)])
-    with pytest.raises(cc.MissingColumnError) as e:
+    with pytest.raises(MissingColumnError) as e:
         table_to_sessions(table.drop_columns(["role"]))
     assert e.value.column == "role"
     ids = table.column("message_id").to_pylist()
     ids[1], ids[2] = "msg_002", "msg_001"  # msg_001 reappears at row 2
-    with pytest.raises(cc.NonContiguousError) as ne:
+    with pytest.raises(NonContiguousError) as ne:
         table_to_sessions(table.set_column(1, "message_id", pa.array(ids)))
     assert ne.value.message_id == "msg_001" and ne.value.row == 2
     roles = table.column("role").to_pylist()
     roles[0] = None
-    with pytest.raises(cc.NullValueError) as nv:
+    with pytest.raises(NullValueError) as nv:
         table_to_sessions(table.set_column(2, "role", pa.array(roles, pa.string())))
     assert nv.value.row == 0
 

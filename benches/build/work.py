@@ -8,8 +8,9 @@ import tempfile
 from pathlib import Path
 
 import ctxcompact as cc
-from ctxcompact.ingest import read_jsonl
-from ctxcompact.synthetic import generate_table
+from ctxcompact.formats.reader import read_jsonl
+from ctxcompact.scans import estimate_tokens_array
+from ctxcompact.testing.synthetic import generate_table
 
 reps = int(sys.argv[1])
 table = generate_table(40, 300, seed=3)
@@ -25,7 +26,7 @@ with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "sessions.jsonl"
     path.write_text("\n".join(lines) + "\n")
     for _ in range(reps):
-        cc.estimate_tokens_array(table["output"], threads=1)
+        estimate_tokens_array(table["output"], threads=1)
         cc.prune(table, threads=1)
         cc.filter_pivot(table, threads=1)
         cc.estimate_messages(table, threads=1)

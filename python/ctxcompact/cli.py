@@ -47,14 +47,16 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact import config as config_module
-from ctxcompact.atomic import replacing
-from ctxcompact.batch import compact_batch
+from ctxcompact._atomic import replacing
+from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError, DatasetError, FormatError
 from ctxcompact.formats import FORMATS
-from ctxcompact.ingest import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
-from ctxcompact.overflow import check_overflow
-from ctxcompact.parquet import compact_parquet
-from ctxcompact.synthetic import generate_table
+from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
+from ctxcompact.scans import pivot_mask
+from ctxcompact.scans.overflow import check_overflow
+from ctxcompact.testing.synthetic import generate_table
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -196,7 +198,7 @@ def _limits(
     # The library's overflow rule decides how much of the window is input.
     usable = check_overflow({"input": 0, "output": 0}, limits, cfg).usable
     if usable <= 0:
-        raise cc.ConfigError(
+        raise ConfigError(
             f"--context {context} leaves no usable input window ({usable:,} tokens): "
             f"{context - usable:,} tokens are reserved for the answer "
             f"(--output-limit, else output_token_max = {cfg.output_token_max:,}); "
@@ -392,7 +394,7 @@ def _is_parquet(path: Path) -> bool:
 
 def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     """Read session files and folders; every file left out is named on stderr."""
-    from ctxcompact.ingest import read_sessions
+    from ctxcompact.formats.reader import read_sessions
 
     for path in inputs:
         if not path.exists():
@@ -412,7 +414,7 @@ def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
         try:
             return cc.Transcript(pq.read_table(path)), "parquet"
         except (pa.ArrowInvalid, OSError) as e:
-            raise cc.DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
     result = _ingest([path], fmt)
     return result.transcript, result.format
 
@@ -643,7 +645,7 @@ def convert(
                 formats.write(sessions, tmp, to)
         except UnicodeEncodeError as e:
             bad = e.object[e.start : e.end]
-            raise cc.FormatError(
+            raise FormatError(
                 f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) that "
                 f"UTF-8 cannot encode; {output} was not written"
             ) from None
@@ -686,7 +688,7 @@ def ingest(
     with _status("reading session files", as_json):
         result = _ingest(inputs, source_format, on_error=on_error, threads=threads)
     if rejects is not None:
-        from ctxcompact.ingest import write_rejects
+        from ctxcompact.formats.reader import write_rejects
 
         with _writing(rejects, "--rejects") as tmp:
             write_rejects(result.rejected, tmp)
@@ -718,7 +720,7 @@ def bench(
     as_json: JsonOption = False,
 ) -> None:
     """Quick self-check of speed: Rust scans against the pure-Python reference."""
-    from ctxcompact import reference as ref
+    from ctxcompact.testing import reference as ref
 
     console = _stderr()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -732,7 +734,7 @@ def bench(
         results: dict[str, Any] = {"parts": table.num_rows, "mb": round(table.nbytes / 1e6, 1)}
         for name, rust, python in (
             ("prune", lambda: cc.prune(table), lambda: ref.prune(rows)),
-            ("pivot", lambda: cc.pivot_mask(table), lambda: ref.pivot_starts(rows)),
+            ("pivot", lambda: pivot_mask(table), lambda: ref.pivot_starts(rows)),
         ):
             timings = []
             for impl, fn in (("Rust", rust), ("Python reference", python)):
@@ -821,7 +823,7 @@ def main() -> None:
         _fail(EXIT_INPUT, str(e))
     except OutputNotWritable as e:
         _fail(EXIT_OUTPUT, str(e))
-    except cc.ConfigError as e:
+    except ConfigError as e:
         _fail(EXIT_CONFIG, f"ConfigError: {e}")
     except cc.CompactionError as e:
         _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}")

@@ -192,3 +192,20 @@ class Session(_Model):
     @property
     def id(self) -> str:
         return self.info.id
+
+
+__all__ = [
+    "AssistantMessage",
+    "CacheUsage",
+    "MessageTime",
+    "MessageWithParts",
+    "ModelLimits",
+    "Part",
+    "Session",
+    "SessionInfo",
+    "SystemMessage",
+    "TokenUsage",
+    "ToolState",
+    "ToolTime",
+    "UserMessage",
+]

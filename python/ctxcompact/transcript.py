@@ -1,15 +1,237 @@
-"""``Transcript``: many sessions as one Arrow table, one row per part (docs/schema.md)."""
+"""``Transcript``: many sessions as one Arrow table, one row per part (docs/schema.md).
+
+Sessions convert to and from the table losslessly: the scan columns hold what
+the Rust core reads; the ``*_json`` columns hold everything else, so
+``table_to_sessions(sessions_to_table(s))`` gives back the same export. The
+scan columns are the source of truth when converting back (``compacted_at``
+set by ``mark_pruned`` becomes ``state.time.compacted``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-if TYPE_CHECKING:
-    from ctxcompact.models import Session
+from ctxcompact.errors import (
+    DuplicateSessionError,
+    MissingColumnError,
+    NonContiguousError,
+    NullValueError,
+    TranscriptError,
+    UnknownValueError,
+)
+from ctxcompact.models import Session
+
+SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("message_id", pa.string()),
+        ("role", pa.string()),
+        ("parent_id", pa.string()),
+        ("summary", pa.bool_()),
+        ("finished", pa.bool_()),
+        ("error", pa.bool_()),
+        ("part_id", pa.string()),
+        ("part_type", pa.string()),
+        ("tool", pa.string()),
+        ("status", pa.string()),
+        ("input", pa.large_string()),
+        ("output", pa.large_string()),
+        ("compacted_at", pa.int64()),
+        ("auto", pa.bool_()),
+        ("session_json", pa.large_string()),
+        ("message_json", pa.large_string()),
+        ("part_json", pa.large_string()),
+    ]
+)
+#: The columns the scans read (the schema minus the ``*_json`` columns).
+SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json")]
+REQUIRED = ("session_id", "message_id", "role", "part_type")
+ROLES = {"user", "assistant", "system"}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _part_row(part: dict[str, Any]) -> dict[str, Any]:
+    """Scan columns of one part, and the rest of it as JSON."""
+    rest = dict(part)
+    row: dict[str, Any] = {"part_id": rest.pop("id"), "part_type": rest.pop("type")}
+    kind = row["part_type"]
+    if kind in ("text", "reasoning") and isinstance(rest.get("text"), str):
+        row["output"] = rest.pop("text")
+    if kind == "compaction" and isinstance(rest.get("auto"), bool):
+        row["auto"] = rest.pop("auto")
+    if kind == "tool" and isinstance(rest.get("tool"), str):
+        row["tool"] = rest.pop("tool")
+    state = rest.get("state")
+    if kind == "tool" and isinstance(state, dict):
+        state = rest["state"] = dict(state)
+        row["status"] = state.pop("status", None)
+        if "input" in state and state["input"] is not None:
+            row["input"] = _dumps(state.pop("input"))
+        # The model sees the output of a completed tool and the error of a failed one.
+        field = "output" if row["status"] == "completed" else "error"
+        if isinstance(state.get(field), str):
+            row["output"] = state.pop(field)
+        time = state.get("time")
+        if isinstance(time, dict) and time.get("compacted") is not None:
+            state["time"] = {k: v for k, v in time.items() if k != "compacted"}
+            row["compacted_at"] = time["compacted"]
+    row["part_json"] = _dumps(rest)
+    return row
+
+
+def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
+    """One row per part (docs/schema.md); empty messages/sessions get one placeholder row."""
+    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+
+    def add(values: dict[str, Any]) -> None:
+        for name, col in columns.items():
+            col.append(values.get(name))
+
+    for session in sessions:
+        export = session.to_export()
+        base = {"session_id": session.id, "session_json": _dumps(export["info"])}
+        if not export.get("messages"):
+            add(base)
+        for message in export.get("messages", []):
+            info = message["info"]
+            head = {
+                **base,
+                "message_id": info["id"],
+                "role": info["role"],
+                "parent_id": info.get("parentID"),
+                "summary": info.get("summary") is True,
+                "finished": info.get("finish") is not None,
+                "error": info.get("error") is not None,
+                "message_json": _dumps(info),
+            }
+            parts = message.get("parts", [])
+            if not parts:
+                add(head)
+            for i, part in enumerate(parts):
+                add({**(head if i == 0 else _strip_first_row(head)), **_part_row(part)})
+            base = {"session_id": session.id}  # session_json only on the first row
+    try:
+        return pa.table(columns, schema=SCHEMA)
+    except UnicodeEncodeError as e:
+        raise _unencodable(columns, e) from None
+
+
+def _unencodable(columns: dict[str, list[Any]], error: UnicodeEncodeError) -> TranscriptError:
+    """Name the first value Arrow cannot hold: a lone surrogate is not UTF-8."""
+    for name, values in columns.items():
+        for row, value in enumerate(values):
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return TranscriptError(
+                        f"{name} holds a lone surrogate ({error.reason}), which UTF-8 and Arrow "
+                        "cannot store; fix the text (e.g. decode with errors='replace')",
+                        session_id=columns["session_id"][row],
+                        message_id=columns["message_id"][row],
+                        row=row,
+                        column=name,
+                    )
+    return TranscriptError(f"a value is not valid UTF-8: {error}")
+
+
+def _strip_first_row(head: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in head.items() if k not in ("session_json", "message_json")}
+
+
+def table_to_sessions(table: pa.Table) -> list[Session]:
+    """Rebuild the sessions. Tables without ``*_json`` columns give minimal models."""
+    for name in REQUIRED:
+        if name not in table.column_names:
+            raise MissingColumnError(f"missing column {name!r}", column=name)
+    rows = table.to_pylist()
+    sessions: list[dict[str, Any]] = []
+    seen_sessions: set[str] = set()
+    seen_messages: set[str] = set()
+    for i, row in enumerate(rows):
+        sid = row["session_id"]
+        if sid is None:
+            raise NullValueError("session_id is null", row=i, column="session_id")
+        if not sessions or sessions[-1]["info"]["id"] != sid:
+            if sid in seen_sessions:
+                raise NonContiguousError(
+                    "rows of a session are not contiguous", session_id=sid, row=i
+                )
+            seen_sessions.add(sid)
+            seen_messages = set()
+            info = json.loads(row["session_json"]) if row.get("session_json") else {"id": sid}
+            sessions.append({"info": info, "messages": []})
+        messages = sessions[-1]["messages"]
+        mid = row["message_id"]
+        if mid is None:
+            continue  # the placeholder row of an empty session
+        if not messages or messages[-1]["info"]["id"] != mid:
+            if mid in seen_messages:
+                raise NonContiguousError(
+                    "rows of a message are not contiguous", session_id=sid, message_id=mid, row=i
+                )
+            seen_messages.add(mid)
+            messages.append({"info": _message_info(row, i), "parts": []})
+        if row["part_type"] is not None:
+            messages[-1]["parts"].append(_part(row))
+    return [Session.model_validate(s) for s in sessions]
+
+
+def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
+    role = row["role"]
+    if role is None:
+        raise NullValueError("role is null", session_id=row["session_id"], row=i, column="role")
+    if role not in ROLES:
+        raise UnknownValueError(
+            f"unknown role {role!r} for an OpenCode session",
+            session_id=row["session_id"],
+            message_id=row["message_id"],
+            row=i,
+            column="role",
+        )
+    if row.get("message_json"):
+        info: dict[str, Any] = json.loads(row["message_json"])
+        return info
+    info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
+    if role == "assistant":
+        if row.get("parent_id") is not None:
+            info["parentID"] = row["parent_id"]
+        if row.get("summary"):
+            info["summary"] = True
+    return info
+
+
+def _part(row: dict[str, Any]) -> dict[str, Any]:
+    part: dict[str, Any] = json.loads(row["part_json"]) if row.get("part_json") else {}
+    part = {"id": row.get("part_id") or "", "type": row["part_type"], **part}
+    kind = row["part_type"]
+    if kind in ("text", "reasoning") and row.get("output") is not None:
+        part["text"] = row["output"]
+    if kind == "compaction" and row.get("auto") is not None:
+        part["auto"] = row["auto"]
+    if kind == "tool":
+        if row.get("tool") is not None:
+            part["tool"] = row["tool"]
+        state = dict(part.get("state") or {})
+        if row.get("status") is not None:
+            state["status"] = row["status"]
+        if row.get("input") is not None:
+            state["input"] = json.loads(row["input"])
+        if row.get("output") is not None:
+            state["output" if state.get("status") == "completed" else "error"] = row["output"]
+        if row.get("compacted_at") is not None:
+            state["time"] = {**(state.get("time") or {}), "compacted": row["compacted_at"]}
+        if state:
+            part["state"] = state
+    return part
 
 
 class Transcript:
@@ -54,9 +276,6 @@ class Transcript:
     def from_sessions(cls, sessions: Iterable[Session]) -> Transcript:
         """One table of ``sessions``; ``DuplicateSessionError`` if two share an id
         (the scans need each session's rows together, under one id)."""
-        from ctxcompact.columnar import sessions_to_table
-        from ctxcompact.errors import DuplicateSessionError
-
         sessions = list(sessions)
         seen: dict[str, int] = {}
         for i, session in enumerate(sessions):
@@ -70,8 +289,6 @@ class Transcript:
         return cls(sessions_to_table(sessions))
 
     def to_sessions(self) -> list[Session]:
-        from ctxcompact.columnar import table_to_sessions
-
         return table_to_sessions(self._table)
 
     def to_arrow(self) -> pa.Table:

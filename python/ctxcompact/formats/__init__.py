@@ -38,7 +38,7 @@ from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
 from ctxcompact.models import Session
 
-FORMATS = (
+FORMATS: tuple[str, ...] = (
     "opencode",
     "opencode-messages",
     "openai-chat",
@@ -341,8 +341,20 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+# The native reader builds on the registry above, so it is imported last.
+from ctxcompact.formats.reader import (  # noqa: E402
+    FileReport,
+    IngestResult,
+    RejectedLine,
+    read_jsonl,
+    read_sessions,
+)
+
 __all__ = [
     "FORMATS",
+    "FileReport",
+    "IngestResult",
+    "RejectedLine",
     "detect_format",
     "from_anthropic",
     "from_claude_code",
@@ -357,6 +369,8 @@ __all__ = [
     "jsonl_format",
     "read",
     "read_document",
+    "read_jsonl",
+    "read_sessions",
     "session_from_json",
     "to_anthropic",
     "to_claude_code",

@@ -1,0 +1,258 @@
+"""Stream compaction over Parquet datasets of any size, in bounded memory.
+
+Files are read in order as record batches; the rows of the session that a
+batch ends in are carried into the next batch (across files too), so every
+``compact_batch`` call sees whole sessions. Memory is bounded by the batch
+size plus the largest single session, not by the dataset (benches/memory.py
+measures it). Outputs are
+written to temporary files and renamed into place only when the whole run
+succeeded: a failed run leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import (
+    CompactionError,
+    DatasetError,
+    MissingColumnError,
+    NonContiguousError,
+    SchemaError,
+)
+from ctxcompact.transcript import SCAN_COLUMNS
+
+#: Columns a Parquet input must have (``auto`` may be absent).
+REQUIRED = [c for c in SCAN_COLUMNS if c != "auto"]
+
+
+@dataclass
+class BatchReport:
+    files: int = 0
+    sessions: int = 0
+    parts_in: int = 0
+    parts_out: int = 0
+    bytes_in: int = 0
+    tokens_before: int = 0
+    tokens_pruned: int = 0
+    tokens_after: int = 0
+    batches: int = 0
+    #: Most part rows held in memory at once (batch + carried session rows).
+    peak_rows: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files of ``source`` (a file, a directory searched recursively, or a list), in order."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+            if not files:
+                raise DatasetError(f"{path}: no .parquet files in this directory")
+            return files
+        if not path.exists():
+            raise DatasetError(f"{path}: no such file or directory")
+        return [path]
+    return [p for s in source for p in parquet_files(s)]
+
+
+def _open(path: Path) -> pq.ParquetFile:
+    try:
+        # pre_buffer would keep the coalesced reads of the whole file alive
+        # while iterating (memory growing with the file): read column chunks
+        # through a small buffer instead.
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+def _check_schema(path: Path, schema: pa.Schema) -> None:
+    for column in REQUIRED:
+        if column not in schema.names:
+            raise MissingColumnError(f"{path}: no column {column!r}", column=column)
+
+
+def _batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    file = _open(path)
+    _check_schema(path, file.schema_arrow)
+    try:
+        yield from file.iter_batches(batch_size=batch_rows)
+    except (pa.ArrowInvalid, OSError) as e:  # truncated or corrupt row groups
+        raise DatasetError(f"{path}: cannot read it to the end ({e})") from None
+
+
+def _in_file(error: CompactionError, path: Path) -> CompactionError:
+    """The same error, with the file named."""
+    again = type(error)(
+        f"{path}: {error}", session_id=error.session_id, message_id=error.message_id,
+        column=error.column,
+    )  # fmt: skip
+    return again
+
+
+def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:
+    """First row of the trailing run of the last session id."""
+    last = session_ids[-1]
+    differs = pc.not_equal(session_ids, last)
+    idx = pc.indices_nonzero(differs)
+    return 0 if len(idx) == 0 else int(idx[-1].as_py()) + 1
+
+
+def compact_parquet(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    destination: str | os.PathLike[str],
+    config: CompactionConfig | None = None,
+    *,
+    report_path: str | os.PathLike[str] | None = None,
+    batch_rows: int = 65_536,
+    limits: Any = None,
+    now_ms: int | None = None,
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BatchReport:
+    """Compact every session of ``source`` into ``destination`` (Parquet).
+
+    ``destination`` receives the compacted part rows (prune marks set,
+    pivot-filtered); ``report_path`` (optional) one row per session
+    (``batch.REPORT_SCHEMA``). Sessions must be contiguous in file order
+    (they may span files); a session seen again later raises
+    ``NonContiguousError`` naming it and the file. ``progress(rows_done,
+    rows_total)`` is called after every batch.
+    """
+    if batch_rows < 1:
+        raise DatasetError("batch_rows must be at least 1")
+    start = time.perf_counter()
+    cfg = config or CompactionConfig()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    files = parquet_files(source)
+    metas = [_open(f).metadata for f in files]
+    total = sum(m.num_rows for m in metas)
+    dest = Path(destination)
+    tmp_dest = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    tmp_report = None
+    if report_path is not None:
+        rp = Path(report_path)
+        tmp_report = rp.with_name(f".{rp.name}.tmp-{os.getpid()}")
+    stats = BatchReport(files=len(files))
+    done: set[str] = set()  # finished sessions: ~70 bytes each, the only per-session state
+    writer: pq.ParquetWriter | None = None
+    report_writer: pq.ParquetWriter | None = None
+    schema: pa.Schema | None = None
+    rows_read = 0
+
+    def process(rows: pa.Table, carried: int, carry_path: Path, path: Path) -> None:
+        """Compact ``rows``: the first ``carried`` come from ``carry_path``, the rest
+        from ``path``; an error names the file its rows come from."""
+        nonlocal writer, report_writer
+        if rows.num_rows == 0:
+            return
+        segments = [(rows.slice(0, carried), carry_path), (rows.slice(carried), path)]
+        seen: list[tuple[set[str], Path]] = []
+        for segment, where in segments:
+            column = segment.column("session_id").cast(pa.large_string())
+            ids = pc.unique(column).to_pylist()
+            again = next((s for s in ids if s in done), None)
+            if again is not None:
+                raise NonContiguousError(
+                    f"{where}: session {again!r} appears again after other sessions "
+                    "(sort the dataset by session first)",
+                    session_id=again, column="session_id",
+                )  # fmt: skip
+            seen.append((set(ids), where))
+        try:
+            report, parts = compact_batch(rows, cfg, now_ms=now, limits=limits, parts=True,
+                                          threads=threads)  # fmt: skip
+        except CompactionError as e:
+            # The row, when the core names one, says which file; else the session's
+            # last file (a reappearing session is wrong where it reappears).
+            if e.row is not None:
+                where = carry_path if e.row < carried else path
+            else:
+                where = next((w for ids, w in reversed(seen) if e.session_id in ids), path)
+            raise _in_file(e, where) from e
+        for ids, _ in seen:
+            done.update(ids)
+        if writer is None:
+            writer = pq.ParquetWriter(tmp_dest, parts.schema)
+        writer.write_table(parts.cast(writer.schema))
+        if tmp_report is not None:
+            if report_writer is None:
+                report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
+            report_writer.write_table(report)
+        stats.batches += 1
+        stats.sessions += report.num_rows
+        stats.parts_out += parts.num_rows
+        stats.tokens_before += int(pc.sum(report["tokens_before"]).as_py() or 0)
+        stats.tokens_pruned += int(pc.sum(report["tokens_pruned"]).as_py() or 0)
+        stats.tokens_after += int(pc.sum(report["tokens_after"]).as_py() or 0)
+
+    try:
+        carry: pa.Table | None = None
+        carry_path = files[0] if files else dest  # the file of the carry's first row
+        for path in files:
+            for batch in _batches(path, batch_rows):
+                table = pa.Table.from_batches([batch])
+                if schema is None:
+                    schema = table.schema
+                try:
+                    table = table.select(schema.names).cast(schema)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
+                    raise SchemaError(
+                        f"{path}: its schema does not match the first file's ({e})"
+                    ) from None
+                rows_read += table.num_rows
+                stats.parts_in += table.num_rows
+                stats.bytes_in += table.nbytes
+                combined = table if carry is None else pa.concat_tables([carry, table])
+                stats.peak_rows = max(stats.peak_rows, combined.num_rows)
+                cut = _tail_start(combined.column("session_id"))
+                carried = 0 if carry is None else carry.num_rows
+                process(combined.slice(0, cut), min(cut, carried), carry_path, path)
+                if cut >= carried:
+                    carry_path = path
+                carry = combined.slice(cut)
+                if progress is not None:
+                    progress(rows_read, total)
+        if carry is not None:
+            process(carry, carry.num_rows, carry_path, carry_path)
+        if writer is None:  # an empty dataset still gives a valid (empty) output
+            empty = schema.empty_table() if schema is not None else pa.table({})
+            writer = pq.ParquetWriter(tmp_dest, empty.schema)
+        writer.close()
+        if report_writer is None and tmp_report is not None:
+            report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
+        if report_writer is not None:
+            report_writer.close()
+        os.replace(tmp_dest, dest)
+        if tmp_report is not None and report_path is not None:
+            os.replace(tmp_report, report_path)
+    except BaseException:
+        for w in (writer, report_writer):
+            if w is not None:
+                with contextlib.suppress(Exception):  # the run already failed: keep its error
+                    w.close()
+        for tmp in (tmp_dest, tmp_report):
+            if tmp is not None and tmp.exists():
+                tmp.unlink()
+        raise
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
+__all__ = ["REQUIRED", "BatchReport", "compact_parquet", "parquet_files"]

@@ -1,0 +1,205 @@
+"""Scale-out on Ray Data (``pip install 'ctxcompact[ray]'``).
+
+``compact_batch`` is a pure function of Arrow batches holding whole sessions,
+so Ray Data runs it as it is::
+
+    ds = ray.data.read_parquet("s3://bucket/sessions/")  # files hold whole sessions
+    report = compact_dataset(ds)  # map_batches, zero copy
+    report.write_parquet("s3://bucket/report/")
+
+Sessions must not be split between blocks: write the dataset so each file
+holds whole sessions (the usual layout when a platform partitions by session
+or by day); a block is one batch (``batch_size=None``). No shuffle is needed:
+when Ray joins fragments of several files into one block out of order, the
+batch is regrouped by session (stable, so message order is kept).
+``check=True`` (default) verifies it afterwards on the (small) report: a
+session id seen in two blocks raises ``NonContiguousError``.
+
+On a cluster, start Ray as usual (``ray start --head`` / ``ray.init(address=
+"auto")``); every worker needs ``pip install ctxcompact``; the Rust scans
+release the GIL and use the cores Ray gives each task (``num_cpus``).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctxcompact.batch.compact import compact_batch
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
+
+
+def _ray() -> Any:
+    try:
+        import ray.data
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ConfigError("Ray Data is not installed: pip install 'ctxcompact[ray]'") from None
+    return ray
+
+
+def _regroup(batch: pa.Table) -> pa.Table:
+    """Rows of each session together, in their order (Arrow's sort is stable)."""
+    keys = batch.column("session_id")
+    if pa.types.is_dictionary(keys.type):
+        keys = keys.cast(keys.type.value_type)
+    return batch.take(pc.sort_indices(keys))
+
+
+def _compact(batch: pa.Table, **kw: Any) -> Any:
+    # Ray may join the fragments of several files into one block in any
+    # order: a session then arrives in pieces. Zero copy when it did not,
+    # one stable regrouping (a copy) when it did.
+    try:
+        return compact_batch(batch, **kw)
+    except NonContiguousError:
+        return compact_batch(_regroup(batch), **kw)
+
+
+def _report(batch: pa.Table, *, config: CompactionConfig, limits: Any, now_ms: int | None,
+            threads: int | None) -> pa.Table:  # fmt: skip
+    result = _compact(batch, config=config, now_ms=now_ms, limits=limits, threads=threads)
+    assert isinstance(result, pa.Table)
+    return result
+
+
+def _parts(batch: pa.Table, *, config: CompactionConfig, now_ms: int | None,
+           threads: int | None) -> pa.Table:  # fmt: skip
+    _, parts = _compact(batch, config=config, now_ms=now_ms, parts=True, threads=threads)
+    return parts
+
+
+def compact_dataset(
+    dataset: Any,
+    config: CompactionConfig | None = None,
+    *,
+    limits: Any = None,
+    now_ms: int | None = None,
+    parts: bool = False,
+    num_cpus: float = 1,
+    check: bool = True,
+) -> Any:
+    """Run ``compact_batch`` over a Ray ``Dataset`` of part rows.
+
+    Returns the per-session report dataset, or the compacted part rows with
+    ``parts=True``. ``now_ms`` fixes the prune timestamp (one for the whole
+    run; default: the time of the call).
+    """
+    import time
+
+    ray = _ray()
+    cfg = config or CompactionConfig()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    threads = max(1, int(num_cpus))
+    fn = (
+        partial(_parts, config=cfg, now_ms=now, threads=threads)
+        if parts
+        else partial(_report, config=cfg, limits=limits, now_ms=now, threads=threads)
+    )
+    out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
+                              num_cpus=num_cpus)  # fmt: skip
+    if check and not parts:
+        out = out.materialize()
+        # The report is one small row per session: check it on the driver.
+        refs = out.select_columns(["session_id"]).to_arrow_refs()
+        ids = pa.concat_tables(ray.get(refs)).column("session_id")
+        counts = pc.value_counts(ids)
+        repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+        if len(repeated):
+            sid = repeated.field("values")[0].as_py()
+            raise NonContiguousError(
+                f"session {sid!r} was split between blocks: write each file with whole sessions",
+                session_id=sid, column="session_id",
+            )  # fmt: skip
+    return out
+
+
+def _filesystem(path: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    if "://" in path:
+        fs, where = pafs.FileSystem.from_uri(path)
+        return fs, str(where)
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+def _exists(path: str) -> bool:
+    import pyarrow.fs as pafs
+
+    fs, where = _filesystem(path)
+    return bool(fs.get_file_info(where).type != pafs.FileType.NotFound)
+
+
+def _write_parquet(dataset: Any, path: str) -> None:
+    """Write ``dataset`` to ``path``, replacing what was there (Ray appends by default)."""
+    ray = _ray()
+    save_mode = getattr(ray.data, "SaveMode", None)
+    if save_mode is not None:
+        dataset.write_parquet(path, mode=save_mode.OVERWRITE)
+        return
+    # Ray releases before SaveMode (< 2.46) always append: clear the folder first.
+    import pyarrow.fs as pafs
+
+    fs, where = _filesystem(path)
+    kind = fs.get_file_info(where).type
+    if kind == pafs.FileType.Directory:
+        fs.delete_dir_contents(where)
+    elif kind == pafs.FileType.File:
+        fs.delete_file(where)
+    dataset.write_parquet(path)
+
+
+def compact_parquet_on_ray(
+    source: str | list[str],
+    destination: str,
+    config: CompactionConfig | None = None,
+    *,
+    report: str | None = None,
+    limits: Any = None,
+    now_ms: int | None = None,
+    num_cpus: float = 1,
+    if_exists: Literal["overwrite", "error"] = "overwrite",
+) -> None:
+    """Read Parquet with Ray Data, write the compacted parts (and the report).
+
+    ``destination`` and ``report`` are folders of Parquet files. Like
+    ``compact_parquet``, a rerun replaces them (``if_exists="overwrite"``,
+    the default: Ray Data alone would append, doubling the report); with
+    ``if_exists="error"`` an existing one raises ``DatasetError`` before any
+    work. Unlike ``compact_parquet`` the replacement is not atomic: Ray
+    clears the folder, then writes it.
+    """
+    if if_exists not in ("overwrite", "error"):
+        raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
+    ray = _ray()
+    outputs = [destination] if report is None else [destination, report]
+    if if_exists == "error":
+        for path in outputs:
+            if _exists(path):
+                raise DatasetError(
+                    f"{path}: already exists; remove it or pass if_exists='overwrite'"
+                )
+    dataset = ray.data.read_parquet(source)
+    parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True, num_cpus=num_cpus,
+                            check=False)  # fmt: skip
+    _write_parquet(parts, destination)
+    if report is not None:
+        sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
+                                   num_cpus=num_cpus)  # fmt: skip
+        _write_parquet(sessions, report)
+
+
+def compact_ray_dataset(
+    ds_or_path: Any, config: CompactionConfig | None = None, **options: Any
+) -> Any:
+    """``compact_dataset`` on a Ray ``Dataset`` or on Parquet path(s) read with Ray Data."""
+    if isinstance(ds_or_path, (str, list)):
+        ds_or_path = _ray().data.read_parquet(ds_or_path)
+    return compact_dataset(ds_or_path, config, **options)
+
+
+__all__ = ["compact_dataset", "compact_parquet_on_ray", "compact_ray_dataset"]

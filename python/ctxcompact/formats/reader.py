@@ -1,0 +1,400 @@
+"""JSONL session files straight into the part-row table (docs/schema.md).
+
+``read_jsonl`` parses in Rust, on every core, with the GIL released, every
+format ``ctxcompact.formats`` reads from JSONL: a session per line
+(``opencode``, ``openai-chat``, ``openai-responses``, ``anthropic``,
+``swe-agent``, ``openhands``), several per line (``tau-bench``: a list of
+runs), a message per line (``opencode-messages``, a session's messages on
+consecutive lines) or an event per line (``claude-code``, grouped into
+sessions by ``sessionId`` within each file). The mapping is the Python
+adapters' one, checked against them by the differential tests.
+
+A line that cannot be read (not UTF-8, not JSON, not the format, a session
+split across lines or read twice) either fails the run (``on_error="raise"``:
+``FormatError`` naming the file and line) or is left out and reported
+(``on_error="skip"``): in ``IngestResult.rejected`` and, with ``reject_path``,
+in a JSONL file holding each line as it was. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctxcompact import _core
+from ctxcompact._atomic import replacing
+from ctxcompact.errors import ConfigError, FormatError, TranscriptError
+from ctxcompact.formats import FORMATS, jsonl_format
+from ctxcompact.scans.estimate import check_threads
+from ctxcompact.transcript import SCHEMA, Transcript
+
+#: Formats parsed natively (in Rust) by ``read_jsonl``: every format ``formats`` reads.
+NATIVE_FORMATS = FORMATS
+OnError = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    """A line left out of the table (``on_error="skip"``), as it was in the file."""
+
+    path: str
+    line: int
+    error: str
+    session_id: str | None
+    message_id: str | None
+    raw: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """The reject-file record: ``raw`` as text when it is UTF-8, else ``raw_base64``."""
+        record: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "error": self.error,
+            "session_id": self.session_id,
+            "message_id": self.message_id,
+        }
+        try:
+            record["raw"] = self.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            record["raw_base64"] = base64.b64encode(self.raw).decode("ascii")
+        return record
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """What became of one input file.
+
+    ``status``: ``"read"`` (``format`` says how), ``"empty"`` (blank: no
+    sessions), ``"skipped"`` (not a session file by its extension: found in a
+    folder, never read) or ``"rejected"`` (its format could not be told, or a
+    document that cannot be read, under ``on_error="skip"``; ``reason`` says why).
+    """
+
+    path: str
+    status: Literal["read", "empty", "skipped", "rejected"]
+    format: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The part rows of every session read, and what was left out."""
+
+    table: pa.Table
+    rejected: list[RejectedLine] = field(default_factory=list)
+    #: Records read (kept or rejected): non-blank JSONL lines, JSON documents.
+    lines: int = 0
+    sessions: int = 0
+    #: The format read: one name, or the names of every format read joined by ", ".
+    format: str = ""
+    #: Every input file, in the order given (folders expanded), and what became of it.
+    files: list[FileReport] = field(default_factory=list)
+
+    @property
+    def transcript(self) -> Transcript:
+        return Transcript(self.table)
+
+    @property
+    def formats(self) -> dict[str, str]:
+        """Path -> format of every file read."""
+        return {f.path: f.format for f in self.files if f.status == "read" and f.format}
+
+    @property
+    def skipped(self) -> list[FileReport]:
+        """Files not read: skipped for their extension, or rejected whole."""
+        return [f for f in self.files if f.status in ("skipped", "rejected")]
+
+
+#: Extensions read as sessions: JSONL (natively), JSON documents (``formats.read``).
+JSONL_SUFFIXES = (".jsonl",)
+DOCUMENT_SUFFIXES = (".json", ".traj")
+
+
+@dataclass(frozen=True)
+class _Input:
+    path: Path
+    #: Names sessions without an id: the path relative to the folder given
+    #: (suffix dropped), so ids stay unique across run folders; None for a
+    #: file given by itself (named by its file name, as ``formats.read`` does).
+    id_base: str | None
+    in_folder: bool
+
+
+def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...]) -> list[_Input]:
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    out: list[_Input] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            for p in sorted(q for q in path.rglob("*") if q.is_file()):
+                rel = p.relative_to(path)
+                base = rel.with_suffix("").as_posix() if p.suffix in suffixes else None
+                out.append(_Input(p, base, True))
+        else:
+            out.append(_Input(path, None, False))
+    return out
+
+
+def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The files to read: each path, with a directory expanded to its ``*.jsonl`` (sorted)."""
+    return [i.path for i in _inputs(paths, JSONL_SUFFIXES)
+            if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+
+
+def _first_record(path: Path) -> tuple[int, Any] | None:
+    """The first non-blank line of a JSONL file, parsed; None when it has none."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if n == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if raw.strip():
+                try:
+                    return n, json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as e:
+                    raise FormatError(f"{path}:{n}: cannot tell the format: {e}", row=n) from None
+    return None
+
+
+def _has_lines(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return any(raw.removeprefix(b"\xef\xbb\xbf").strip() for raw in f)
+
+
+def detect_jsonl_format(path: str | Path) -> str | None:
+    """The format of a JSONL file, from its own first non-blank line; ``None``
+    when it has none (an empty file holds no sessions)."""
+    first = _first_record(Path(path))
+    if first is None:
+        return None
+    n, record = first
+    try:
+        return jsonl_format(record)
+    except FormatError as e:
+        raise FormatError(f"{path}:{n}: {e}", row=n) from None
+
+
+def _check(on_error: str, chunk_bytes: int, threads: int | None) -> int | None:
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:
+        raise ConfigError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
+    return check_threads(threads)
+
+
+def _reject_file(path: Path, reason: str) -> list[RejectedLine]:
+    """Every non-blank line of a file rejected whole, so none is lost."""
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    return [RejectedLine(str(path), n, reason, None, None, raw.removesuffix(b"\r"))
+            for n, raw in enumerate(data.split(b"\n"), 1) if raw.strip()]  # fmt: skip
+
+
+def _format_names(files: list[FileReport]) -> str:
+    return ", ".join(dict.fromkeys(f.format for f in files if f.status == "read" and f.format))
+
+
+def read_jsonl(
+    paths: str | Path | Iterable[str | Path],
+    format: str | None = None,
+    *,
+    on_error: OnError = "raise",
+    reject_path: str | Path | None = None,
+    threads: int | None = None,
+    chunk_bytes: int = 1 << 20,
+) -> IngestResult:
+    """Read JSONL session files into one part-row table (``transcript`` for the scans).
+
+    ``format=None`` detects each file's format from its own first non-blank
+    line (``IngestResult.files`` says which); a file whose format cannot be
+    told fails the run, or under ``on_error="skip"`` is rejected whole. A
+    file with no lines holds no sessions (reported ``"empty"``). ``threads``:
+    ``None`` = one per core. ``chunk_bytes`` is the unit of parallel work
+    (whole lines). With ``reject_path`` the rejected lines are written there
+    (JSONL, written atomically, also when empty) so a rerun can pick them up.
+    """
+    threads = _check(on_error, chunk_bytes, threads)
+    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES)
+              if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+    result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
+    if reject_path is not None:
+        write_rejects(result.rejected, reject_path)
+    return result
+
+
+def _read_jsonl(
+    inputs: list[_Input], format: str | None, on_error: OnError, threads: int | None,
+    chunk_bytes: int,
+) -> IngestResult:  # fmt: skip
+    for i in inputs:
+        if not i.path.is_file():
+            raise FormatError(f"{i.path}: no such file")
+    reports: list[FileReport] = []
+    rejected: list[RejectedLine] = []
+    chosen: list[tuple[_Input, str]] = []
+    for i in inputs:
+        try:
+            # a forced format's bad first line is a bad line like any other
+            fmt = detect_jsonl_format(i.path) if format is None else format
+            if format is not None and not _has_lines(i.path):
+                fmt = None
+        except FormatError as e:
+            if on_error == "raise":
+                raise
+            reason = str(e)
+            reports.append(FileReport(str(i.path), "rejected", None, reason))
+            rejected += _reject_file(i.path, reason)
+            continue
+        if fmt is None:
+            reports.append(FileReport(str(i.path), "empty", format))
+        else:
+            reports.append(FileReport(str(i.path), "read", fmt))
+            chosen.append((i, fmt))
+    lines = len(rejected)
+    if not chosen:
+        table, sessions = SCHEMA.empty_table(), 0
+    else:
+        names = [str(i.path) for i, _ in chosen]
+        raw_table, raw_rejects, read_lines, sessions = _core.ingest_jsonl(
+            names, [fmt for _, fmt in chosen], on_error, threads=threads,
+            chunk_bytes=chunk_bytes, id_bases=[i.id_base for i, _ in chosen],
+        )  # fmt: skip
+        table = pa.table(raw_table)
+        lines += read_lines
+        rejected += [RejectedLine(names[k], line, error, sid, mid, raw)
+                     for k, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
+    return IngestResult(table, rejected, lines, sessions,
+                        format or _format_names(reports), reports)  # fmt: skip
+
+
+def read_sessions(
+    paths: str | Path | Iterable[str | Path],
+    format: str | None = None,
+    *,
+    on_error: OnError = "raise",
+    reject_path: str | Path | None = None,
+    threads: int | None = None,
+    chunk_bytes: int = 1 << 20,
+) -> IngestResult:
+    """Read any supported session input into one part-row table: files,
+    folders (searched recursively) or a list of both.
+
+    ``.jsonl`` files are read natively (``read_jsonl``: each file's format
+    detected from its own first line); ``.json`` / ``.traj`` documents (SWE-agent
+    trajectories, tau-bench results, OpenHands streams, chat exports) by
+    ``formats.read``. A session without an id of its own is named by its path
+    relative to the folder given (suffix dropped: ``run1/pydicom__pydicom-1458``),
+    so one task run in several folders stays several sessions; a file given by
+    itself is named as ``formats.read`` names it. Every file is in
+    ``IngestResult.files``: the format it was read in, or why not (a file in a
+    folder with another extension is ``"skipped"``; a file given by name must
+    be a session file). A repeated session id fails the run
+    (``DuplicateSessionError``) or, under ``on_error="skip"``, rejects the later
+    file (a document) or line (JSONL). JSONL sessions come first in the table,
+    then documents, each in path order. A document rejected whole is reported
+    as one ``RejectedLine`` with ``line=0`` holding the file's bytes.
+    """
+    from ctxcompact import formats
+    from ctxcompact.errors import DuplicateSessionError
+
+    threads = _check(on_error, chunk_bytes, threads)
+    supported = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    inputs = _inputs(paths, supported)
+    order = {str(i.path): k for k, i in enumerate(inputs)}
+    reports: list[FileReport] = []
+    jsonl: list[_Input] = []
+    documents: list[_Input] = []
+    for i in inputs:
+        if not i.in_folder and not i.path.exists():
+            raise FormatError(f"{i.path}: no such file or directory")
+        if i.path.suffix in JSONL_SUFFIXES:
+            jsonl.append(i)
+        elif i.path.suffix in DOCUMENT_SUFFIXES:
+            documents.append(i)
+        elif i.in_folder:
+            reports.append(FileReport(str(i.path), "skipped", None,
+                                      f"not a session file ({i.path.suffix or 'no extension'}; "
+                                      f"read: {', '.join(supported)})"))  # fmt: skip
+        else:
+            raise FormatError(
+                f"{i.path}: not a session file: ctxcompact reads {', '.join(supported)} "
+                "(or Parquet of part rows where a command takes Parquet)"
+            )
+    if not jsonl and not documents:
+        where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
+        others = f" ({len(reports)} other files skipped)" if reports else ""
+        raise FormatError(f"no session files ({', '.join(supported)}) in {where}{others}")
+    result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
+    reports += result.files
+    rejected = list(result.rejected)
+    lines = result.lines
+    seen = {str(v) for v in pc.unique(result.table.column("session_id")).to_pylist()}
+    table_schema = result.table.schema
+    tables = [result.table]
+    n_documents = 0
+    for i in documents:
+        where = str(i.path)
+        fmt: str | None = None  # known once the document parses
+        try:
+            fmt, read = formats.read_document(i.path, format, name=i.id_base)
+            ids = [s.id for s in read]
+            repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
+                            None)  # fmt: skip
+            if repeated is not None:
+                raise DuplicateSessionError(
+                    f"{where}: session id {repeated!r} was already read (ids must be unique)",
+                    session_id=repeated,
+                )
+            try:  # per document, so a value Arrow cannot hold names its file
+                rows = None
+                if read:
+                    rows = Transcript.from_sessions(read).to_arrow().cast(table_schema)
+            except TranscriptError as e:
+                raise FormatError(f"{where}: {e}", session_id=e.session_id,
+                                  message_id=e.message_id, column=e.column) from None  # fmt: skip
+        except (FormatError, DuplicateSessionError) as e:  # the latter is no FormatError
+            if on_error == "raise":
+                raise
+            sid = e.session_id if isinstance(e, DuplicateSessionError) else None
+            reports.append(FileReport(where, "rejected", fmt if sid else None, str(e)))
+            rejected.append(RejectedLine(where, 0, str(e), sid, None, i.path.read_bytes()))
+            lines += 1
+            continue
+        lines += 1
+        seen.update(ids)
+        n_documents += len(read)
+        if rows is not None:
+            tables.append(rows)
+        reports.append(FileReport(where, "read" if read else "empty", fmt or None))
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    reports.sort(key=lambda f: order.get(f.path, len(order)))
+    out = IngestResult(table, rejected, lines, result.sessions + n_documents,
+                       format or _format_names(reports), reports)  # fmt: skip
+    if reject_path is not None:
+        write_rejects(out.rejected, reject_path)
+    return out
+
+
+def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:
+    """Write rejected lines as JSONL, atomically (a temporary file renamed into place)."""
+    with replacing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for r in rejected:
+            f.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+
+
+__all__ = [
+    "NATIVE_FORMATS",
+    "FileReport",
+    "IngestResult",
+    "RejectedLine",
+    "detect_jsonl_format",
+    "jsonl_files",
+    "read_jsonl",
+    "read_sessions",
+    "write_rejects",
+]

@@ -1,0 +1,422 @@
+"""OpenCode's compaction lifecycle: a queued task in the message stream.
+
+1. After a finished step, overflow (or a manual request) appends a user
+   message with a compaction part: the marker. It is stored before any work.
+2. The next step sees the pending marker and processes it: prune old tool
+   outputs, summarize the visible history with the tool-less agent, and
+   commit in one transaction the prune marks, the summary (an assistant
+   message with ``summary=true`` whose parent is the marker), the synthetic
+   "continue" message when auto, and the boundary record.
+3. Later calls see the history from the marker on (``filter_pivot``).
+
+A crash anywhere leaves the old state plus the pending marker, which the next
+``process_pending`` completes. Every method has an ``a``-prefixed async twin
+that runs store I/O and scans in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import (
+    CompactionConflictError,
+    CompactionLoopError,
+    TranscriptError,
+)
+from ctxcompact.live import events as ev
+from ctxcompact.live.store import SessionStore, new_id
+from ctxcompact.live.summary import Summarizer, SummaryOutcome
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageTime,
+    MessageWithParts,
+    Part,
+    Session,
+    TokenUsage,
+    UserMessage,
+)
+from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow
+from ctxcompact.scans.parts import filter_pivot, prune
+from ctxcompact.scans.view import to_model_messages
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def compaction_part(message: MessageWithParts) -> Part | None:
+    return next((p for p in message.parts if p.type == "compaction"), None)
+
+
+def validate_session(session: Session) -> None:
+    """The lifecycle's invariants, with a specific error for each."""
+    ids = {m.id for m in session.messages}
+    for i, message in enumerate(session.messages):
+        info = message.info
+        if isinstance(info, AssistantMessage):
+            if compaction_part(message) is not None:
+                raise TranscriptError(
+                    "a compaction part belongs in a user message, not an assistant one",
+                    session_id=session.id,
+                    message_id=message.id,
+                    row=i,
+                )
+            if info.summary is True and info.parentID not in ids:
+                raise TranscriptError(
+                    f"summary message has no parent marker (parentID={info.parentID!r})",
+                    column="parentID", session_id=session.id, message_id=message.id, row=i,
+                )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """What ``check_step`` decided, and the numbers behind it."""
+
+    queued: bool
+    reason: str
+    count: int
+    usable: int
+    marker_id: str | None = None
+
+
+class Compactor:
+    """Runs the queued-task lifecycle over a ``SessionStore``.
+
+    ``limits``: the session model's limits (``Limits``, ``ModelLimits`` or a
+    dict with context/input/output); without them only manual compactions run.
+    A ``summarizer`` built without a config takes ``config``.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        summarizer: Summarizer,
+        *,
+        config: CompactionConfig | None = None,
+        limits: Any = None,
+        hooks: ev.Hooks | None = None,
+        events: ev.EventBus | None = None,
+        metrics: ev.Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.config = config or summarizer.config
+        if config is not None and not summarizer.configured:
+            # One config for both: its timeout_s / max_retries reach the client.
+            summarizer.config = config
+        self.limits = None if limits is None else Limits.coerce(limits)
+        self.hooks = hooks or ev.Hooks()
+        self.events = events or ev.EventBus()
+        self.metrics = metrics or ev.Metrics()
+
+    # --- reading the session ------------------------------------------------------------
+
+    def history_tokens(self, session: Session, system: str | None = None) -> int:
+        """Estimated tokens of what the next model call would receive."""
+        visible = to_model_messages(filter_pivot(session), system=system)
+        return estimate_chat_messages(
+            visible, method=self.config.estimate_method, overhead=self.config.message_overhead
+        )
+
+    def model_messages(self, session_id: str, *, system: str | None = None) -> list[dict[str, Any]]:
+        """The OpenAI chat messages of the next call: pivot-filtered, placeholders applied."""
+        return to_model_messages(filter_pivot(self.store.load(session_id)), system=system)
+
+    def usable_tokens(self) -> int | None:
+        """The input budget of the limits (None: unlimited or unknown)."""
+        if self.limits is None or self.limits.context == 0:
+            return None
+        report = check_overflow({"input": 0, "output": 0}, self.limits, self.config)
+        return report.usable
+
+    def pending_task(self, session: Session) -> MessageWithParts | None:
+        """The newest user message with a compaction part that has no summary yet."""
+        summarized = {
+            m.info.parentID
+            for m in session.messages
+            if isinstance(m.info, AssistantMessage) and m.info.summary is True
+        }
+        for message in reversed(session.messages):
+            if isinstance(message.info, UserMessage) and compaction_part(message) is not None:
+                return None if message.id in summarized else message
+        return None
+
+    def stalled(self, session_id: str) -> bool:
+        """True when the last ``max_attempts`` compactions all left the history too big."""
+        usable = self.usable_tokens()
+        records = self.store.records(session_id)[-self.config.max_attempts :]
+        return (
+            usable is not None
+            and len(records) == self.config.max_attempts
+            and all(r.tokens_after > usable for r in records)
+        )
+
+    # --- queueing -----------------------------------------------------------------------
+
+    def request_compaction(
+        self,
+        session_id: str,
+        *,
+        auto: bool = False,
+        instructions: str | None = None,
+        reason: str = "manual",
+    ) -> str:
+        """Append the marker (a user message with a compaction part); returns its id."""
+        marker = new_id("msg")
+        extra: dict[str, Any] = {"reason": reason}
+        if instructions:
+            extra["instructions"] = instructions
+        message = MessageWithParts(
+            info=UserMessage(id=marker, sessionID=session_id, time=MessageTime(created=_now_ms())),
+            parts=[Part(id=new_id("prt"), sessionID=session_id, messageID=marker,
+                        type="compaction", auto=auto, **extra)],
+        )  # fmt: skip
+        self.store.append_message(session_id, message)
+        self.events.emit(ev.COMPACTION_QUEUED, session_id=session_id, marker_id=marker,
+                         auto=auto, reason=reason)  # fmt: skip
+        return marker
+
+    def check_step(self, session_id: str, usage: Any = None) -> StepCheck:
+        """After a finished step: queue a compaction when the context overflowed.
+
+        ``usage`` defaults to the last finished, non-summary assistant message's
+        tokens; a session with no usage at all is checked on its estimated
+        history instead. Raises ``CompactionLoopError`` when compactions keep
+        failing to bring the session under its limit.
+        """
+        if self.limits is None or not self.config.auto:
+            return StepCheck(False, "auto compaction off or no limits", 0, 0)
+        session = self.store.load(session_id)
+        if self.pending_task(session) is not None:
+            return StepCheck(False, "a compaction is already pending", 0, 0)
+        if usage is None:
+            usage = self._last_usage(session)
+        if usage is None:
+            tokens = self.history_tokens(session)
+            usage = {"input": tokens, "output": 0}
+        report = check_overflow(usage, self.limits, OverflowOptions.from_config(self.config))
+        if not report.overflow:
+            return StepCheck(False, "within limits", report.count, report.usable)
+        self.metrics.record_reactive_overflow()
+        self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
+                         usable=report.usable)  # fmt: skip
+        if self.stalled(session_id):
+            self.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
+                             attempts=self.config.max_attempts)  # fmt: skip
+            raise CompactionLoopError(
+                f"the last {self.config.max_attempts} compactions did not bring the session "
+                f"under {report.usable} tokens; not compacting again",
+                session_id=session_id,
+            )
+        marker = self.request_compaction(session_id, auto=True, reason="overflow")
+        return StepCheck(True, "overflow", report.count, report.usable, marker)
+
+    @staticmethod
+    def _last_usage(session: Session) -> TokenUsage | None:
+        for message in reversed(session.messages):
+            info = message.info
+            if isinstance(info, AssistantMessage) and info.finish and info.summary is not True:
+                return info.tokens
+        return None
+
+    # --- processing ---------------------------------------------------------------------
+
+    def _prepare(self, session_id: str) -> _Job | None:
+        session = self.store.load(session_id)
+        validate_session(session)
+        marker = self.pending_task(session)
+        if marker is None:
+            return None
+        part = compaction_part(marker)
+        assert part is not None
+        upto = session.model_copy(
+            update={"messages": session.messages[: session.messages.index(marker) + 1]}
+        )
+        tokens_before = self.history_tokens(upto)
+        marks: dict[str, int] = {}
+        pruned = 0
+        if self.config.prune:
+            result = prune(upto, self.config)
+            now = _now_ms()
+            marks = dict.fromkeys(result.part_ids, now)
+            pruned = result.pruned
+            for message in upto.messages:  # the summary must see the placeholders too
+                for p in message.parts:
+                    if p.id in marks:
+                        p.mark_compacted(now)
+        visible = filter_pivot(upto)
+        history = to_model_messages(visible)
+        summaries = [
+            m for m in session.messages
+            if isinstance(m.info, AssistantMessage) and m.info.summary is True
+        ]  # fmt: skip
+        previous = None
+        if summaries:
+            previous = "\n\n".join(p.text or "" for p in summaries[-1].parts if p.type == "text")
+        extra = part.model_extra or {}
+        return _Job(
+            session_id=session_id,
+            marker=marker,
+            auto=bool(part.auto),
+            reason=str(extra.get("reason") or ("overflow" if part.auto else "manual")),
+            instructions=extra.get("instructions"),
+            history=history,
+            summarized_ids=tuple(m.id for m in visible.messages),
+            previous_summary=previous or None,
+            round=len(summaries) + 1,
+            tokens_before=tokens_before,
+            marks=marks,
+            pruned_tokens=pruned,
+        )
+
+    def _finish(self, job: _Job, outcome: SummaryOutcome) -> tuple[ev.CompactionRecord, list[Any]]:
+        now = _now_ms()
+        usage = outcome.response
+        summary = MessageWithParts(
+            info=AssistantMessage(
+                id=new_id("msg"), sessionID=job.session_id, parentID=job.marker.id,
+                summary=True, finish="stop", mode="compaction", agent="compaction",
+                modelID=(outcome.request.model if outcome.request else None),
+                time=MessageTime(created=now, completed=now),
+                tokens=TokenUsage(input=usage.input_tokens or 0, output=usage.output_tokens or 0)
+                if usage else None,
+            ),
+            parts=[Part(id=new_id("prt"), sessionID=job.session_id, type="text",
+                        text=outcome.text)],
+        )  # fmt: skip
+        summary.parts[0].messageID = summary.id
+        follow = None
+        if job.auto and self.config.auto_continue:
+            cid = new_id("msg")
+            follow = MessageWithParts(
+                info=UserMessage(id=cid, sessionID=job.session_id,
+                                 time=MessageTime(created=now)),
+                parts=[Part(id=new_id("prt"), sessionID=job.session_id, messageID=cid,
+                            type="text", text=self.config.continue_text, synthetic=True)],
+            )  # fmt: skip
+        after = Session(
+            info={"id": job.session_id},
+            messages=[job.marker, summary, *([follow] if follow else [])],
+        )
+        record = ev.CompactionRecord(
+            session_id=job.session_id, family="pivot", trigger="auto" if job.auto else "manual",
+            reason=job.reason, round=job.round, tokens_before=job.tokens_before,
+            tokens_after=self.history_tokens(after), summary_source=outcome.source,
+            summarized_message_ids=job.summarized_ids, kept_message_ids=(),
+            pruned_tokens=job.pruned_tokens, pruned_parts=len(job.marks),
+            marker_message_id=job.marker.id, summary_message_id=summary.id, created_ms=now,
+            error=outcome.error,
+        )  # fmt: skip
+        return record, [summary, follow]
+
+    def _pre_event(self, job: _Job) -> ev.PreCompactEvent:
+        return ev.PreCompactEvent(
+            session_id=job.session_id, trigger="auto" if job.auto else "manual",
+            reason=job.reason, tokens_before=job.tokens_before,
+            custom_instructions=job.instructions,
+        )  # fmt: skip
+
+    def _cancelled(self, job: _Job, event: ev.PreCompactEvent) -> None:
+        self.events.emit(ev.COMPACTION_CANCELLED, session_id=job.session_id,
+                         marker_id=job.marker.id, reason=event.cancel_reason)  # fmt: skip
+
+    def _commit(self, job: _Job, record: ev.CompactionRecord, messages: list[Any]) -> None:
+        summary, follow = messages
+        try:
+            self.store.commit_compaction(
+                job.session_id, marker_id=job.marker.id, summary=summary,
+                continue_message=follow, marks=job.marks, record=record,
+            )  # fmt: skip
+        except CompactionConflictError as e:
+            self.events.emit(ev.COMPACTION_CONFLICT, session_id=job.session_id,
+                             marker_id=job.marker.id)  # fmt: skip
+            raise e
+        if job.marks:
+            self.metrics.record_prune(job.pruned_tokens)
+            self.events.emit(ev.PRUNE_APPLIED, session_id=job.session_id,
+                             parts=len(job.marks), tokens=job.pruned_tokens)  # fmt: skip
+        if record.summary_source != "model":
+            self.events.emit(ev.COMPACTION_FALLBACK, session_id=job.session_id,
+                             source=record.summary_source, error=record.error)  # fmt: skip
+        self.metrics.record_compaction(record)
+        self.events.emit(ev.COMPACTED, session_id=job.session_id, record=record)
+
+    def process_pending(self, session_id: str) -> ev.CompactionRecord | None:
+        """Complete the pending compaction task, if any; returns its record.
+
+        A pre-compact hook may cancel (None is returned and the marker stays
+        pending). A runner that loses a race to another one gets
+        ``CompactionConflictError`` carrying the winner's record.
+        """
+        job = self._prepare(session_id)
+        if job is None:
+            return None
+        self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
+        event = self.hooks.run_pre_compact(self._pre_event(job))
+        if event.cancelled:
+            self._cancelled(job, event)
+            return None
+        outcome = self.summarizer.summarize(
+            job.history, previous_summary=job.previous_summary, round=job.round,
+            instructions=event.custom_instructions, context=event.extra_context,
+        )  # fmt: skip
+        record, messages = self._finish(job, outcome)
+        self._commit(job, record, messages)
+        self.hooks.run_post_compact(ev.PostCompactEvent(session_id, record))
+        return record
+
+    async def aprocess_pending(self, session_id: str) -> ev.CompactionRecord | None:
+        job = await asyncio.to_thread(self._prepare, session_id)
+        if job is None:
+            return None
+        self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
+        event = await self.hooks.arun_pre_compact(self._pre_event(job))
+        if event.cancelled:
+            self._cancelled(job, event)
+            return None
+        outcome = await self.summarizer.asummarize(
+            job.history, previous_summary=job.previous_summary, round=job.round,
+            instructions=event.custom_instructions, context=event.extra_context,
+        )  # fmt: skip
+        record, messages = await asyncio.to_thread(self._finish, job, outcome)
+        await asyncio.to_thread(self._commit, job, record, messages)
+        await self.hooks.arun_post_compact(ev.PostCompactEvent(session_id, record))
+        return record
+
+    async def acheck_step(self, session_id: str, usage: Any = None) -> StepCheck:
+        return await asyncio.to_thread(self.check_step, session_id, usage)
+
+    async def arequest_compaction(
+        self, session_id: str, *, auto: bool = False, instructions: str | None = None,
+        reason: str = "manual",
+    ) -> str:  # fmt: skip
+        return await asyncio.to_thread(
+            self.request_compaction, session_id, auto=auto, instructions=instructions,
+            reason=reason,
+        )  # fmt: skip
+
+
+@dataclass
+class _Job:
+    session_id: str
+    marker: MessageWithParts
+    auto: bool
+    reason: str
+    instructions: str | None
+    history: list[dict[str, Any]]
+    summarized_ids: tuple[str, ...]
+    previous_summary: str | None
+    round: int
+    tokens_before: int
+    marks: dict[str, int]
+    pruned_tokens: int
+
+
+CompactionRecord = ev.CompactionRecord
+
+__all__ = ["Compactor", "StepCheck", "compaction_part", "validate_session"]

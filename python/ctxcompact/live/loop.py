@@ -1,0 +1,210 @@
+"""A framework-free helper a runtime calls around each model step.
+
+    loop = CompactionLoop(compactor, system="You are a coding agent.")
+    loop.add_user(session_id, "Fix the failing test")
+    while True:
+        messages = loop.before_call(session_id)      # compacts first when needed
+        reply = client.chat.completions.create(model=..., messages=messages, tools=...)
+        message = run_tools(from_openai_chat(reply), {"read": read})  # ctxcompact.replies
+        decision = loop.after_step(session_id, message)   # usage and finish from the reply
+        if decision.done: break
+
+``before_call`` completes a pending compaction, then checks the proactive
+budget (0.80 of the window: compact before the call; 0.95: critical) and
+returns the messages to send. ``after_step`` stores the step and checks
+overflow and context stops (``length``, ``max_tokens``, prompt too long):
+reactive compaction is queued for the next ``before_call``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from ctxcompact.errors import CompactionConflictError, CompactionLoopError
+from ctxcompact.live import events as ev
+from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.store import new_id
+from ctxcompact.models import MessageTime, MessageWithParts, Part, UserMessage
+from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.estimate import estimate_tokens
+from ctxcompact.scans.overflow import TokenBudget
+
+#: Finish reasons / error codes that mean the context was too long.
+CONTEXT_STOPS = frozenset(
+    {
+        "length",
+        "max_tokens",
+        "model_context_window_exceeded",
+        "context_length_exceeded",
+        "prompt_too_long",
+        "prompt is too long",
+    }
+)
+
+
+def is_context_stop(reason: str | None) -> bool:
+    """True for a finish reason or error text that means "the context is full"."""
+    if not reason:
+        return False
+    text = reason.strip().lower()
+    return text in CONTEXT_STOPS or "context length" in text or "prompt is too long" in text
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    #: A compaction was queued (it runs in the next ``before_call``).
+    compaction_queued: bool
+    #: Why (``"overflow"``, ``"max_tokens"``, ...), or ``"ok"``.
+    reason: str
+    #: The model finished its turn (no tool calls pending and not cut off).
+    done: bool
+
+
+class CompactionLoop:
+    """Proactive and reactive compaction around each model call of one runtime."""
+
+    def __init__(self, compactor: Compactor, *, system: str | None = None) -> None:
+        self.compactor = compactor
+        self.system = system
+
+    @property
+    def config(self) -> Any:
+        return self.compactor.config
+
+    def budget(self, history_tokens: int) -> TokenBudget | None:
+        limits = self.compactor.limits
+        if limits is None or limits.context == 0:
+            return None
+        cfg = self.config
+        reserve = min(limits.output or cfg.output_token_max, cfg.output_token_max)
+        system = estimate_tokens(self.system or "", cfg.estimate_method)
+        return TokenBudget(
+            context=limits.input + reserve if limits.input else limits.context,
+            history_tokens=history_tokens,
+            system_tokens=system + cfg.system_reserve,
+            output_reserve=reserve,
+            safety_buffer=cfg.safety_buffer,
+            proactive=cfg.proactive_threshold,
+            critical=cfg.critical_threshold,
+        )
+
+    def add_user(self, session_id: str, text: str) -> str:
+        """Store a user turn (a convenience for runtimes without their own store code)."""
+        mid = new_id("msg")
+        self.compactor.store.append_message(
+            session_id,
+            MessageWithParts(
+                info=UserMessage(id=mid, sessionID=session_id, time=MessageTime()),
+                parts=[Part(id=new_id("prt"), type="text", text=text, messageID=mid)],
+            ),
+        )
+        return mid
+
+    # --- before the call ----------------------------------------------------------------
+
+    def _proactive_reason(self, session_id: str) -> str | None:
+        if not self.config.auto:
+            return None
+        messages = self.compactor.model_messages(session_id, system=self.system)
+        tokens = estimate_chat_messages(
+            [m for m in messages if m.get("role") != "system"],
+            method=self.config.estimate_method,
+            overhead=self.config.message_overhead,
+        )
+        budget = self.budget(tokens)
+        if budget is None or not budget.should_compact:
+            return None
+        if self.compactor.stalled(session_id):
+            # Every recent compaction left it above the limit: let the call go
+            # ahead (it still fits the window) instead of compacting forever.
+            self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
+                                       attempts=self.config.max_attempts)  # fmt: skip
+            return None
+        self.compactor.metrics.record_proactive_trigger()
+        return "critical" if budget.is_critical else "proactive"
+
+    def before_call(self, session_id: str) -> list[dict[str, Any]]:
+        """Compact if needed, then return the OpenAI chat messages to send."""
+        self._process(session_id)
+        reason = self._proactive_reason(session_id)
+        if reason is not None:
+            self.compactor.request_compaction(session_id, auto=True, reason=reason)
+            self._process(session_id)
+        return self.compactor.model_messages(session_id, system=self.system)
+
+    def _process(self, session_id: str) -> None:
+        # Another runner may complete it first: its summary is then in the store.
+        with contextlib.suppress(CompactionConflictError):
+            self.compactor.process_pending(session_id)
+
+    async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
+        await self._aprocess(session_id)
+        reason = await asyncio.to_thread(self._proactive_reason, session_id)
+        if reason is not None:
+            await self.compactor.arequest_compaction(session_id, auto=True, reason=reason)
+            await self._aprocess(session_id)
+        return await asyncio.to_thread(
+            self.compactor.model_messages, session_id, system=self.system
+        )
+
+    async def _aprocess(self, session_id: str) -> None:
+        with contextlib.suppress(CompactionConflictError):
+            await self.compactor.aprocess_pending(session_id)
+
+    # --- after the step -----------------------------------------------------------------
+
+    def after_step(
+        self,
+        session_id: str,
+        message: MessageWithParts | None = None,
+        *,
+        usage: Any = None,
+        finish_reason: str | None = None,
+    ) -> StepDecision:
+        """Store the step's assistant message (if given) and check for overflow.
+
+        ``usage``: the step's reported token usage (defaults to the message's
+        ``tokens``). A context stop queues a compaction even without usage.
+        """
+        if message is not None:
+            self.compactor.store.append_message(session_id, message)
+            if usage is None:
+                usage = getattr(message.info, "tokens", None)
+            finish_reason = finish_reason or getattr(message.info, "finish", None)
+        pending_tools = message is not None and any(
+            p.type == "tool" and p.state is not None and p.state.status in ("pending", "running")
+            for p in message.parts
+        )
+        if is_context_stop(finish_reason):
+            if self.config.auto:
+                if self.compactor.stalled(session_id):
+                    self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
+                                               attempts=self.config.max_attempts)  # fmt: skip
+                    raise CompactionLoopError(
+                        "the context keeps overflowing after compaction", session_id=session_id
+                    )
+                self.compactor.metrics.record_reactive_overflow()
+                self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
+                return StepDecision(True, "max_tokens", False)
+            return StepDecision(False, "max_tokens", True)
+        check = self.compactor.check_step(session_id, usage)
+        done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
+        return StepDecision(check.queued, check.reason if check.queued else "ok", done)
+
+    async def aafter_step(
+        self,
+        session_id: str,
+        message: MessageWithParts | None = None,
+        *,
+        usage: Any = None,
+        finish_reason: str | None = None,
+    ) -> StepDecision:
+        return await asyncio.to_thread(
+            self.after_step, session_id, message, usage=usage, finish_reason=finish_reason
+        )
+
+
+__all__ = ["CONTEXT_STOPS", "CompactionLoop", "StepDecision", "is_context_stop"]

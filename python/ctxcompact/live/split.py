@@ -1,0 +1,306 @@
+"""The split-point family (seeds 001 and 004): summarize the head, keep a recent tail.
+
+Over an OpenAI chat-format list ``[system?, previous summary?, ...]``:
+choose a boundary that keeps the newest messages (by a token budget, 40% of
+the usable window by default, or by count, 10 by default) without ever
+separating an assistant tool call from its results; summarize everything
+between the system prompt and the boundary; return
+``[system?, summary, *tail]``. A summary produced here is a plain assistant
+message (no extra keys, so any chat API accepts it) whose content starts with
+``## Session Summary (Compaction Round N)``; the next round finds it, passes
+it to the summarizer as the previous summary (integrated, not duplicated),
+and counts on from N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxcompact.config import CompactionConfig
+from ctxcompact.live import events as ev
+from ctxcompact.live.prompts import SUMMARY_HEADING
+from ctxcompact.live.summary import Summarizer, SummaryOutcome
+from ctxcompact.scans.chat import content_text, estimate_chat_message, estimate_chat_messages
+from ctxcompact.scans.estimate import EstimateMethod
+from ctxcompact.scans.overflow import TokenBudget
+
+Message = Mapping[str, Any]
+_ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)\))?")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Where a message list divides. ``head`` is summarized, ``tail`` kept verbatim."""
+
+    system: Message | None
+    previous_summary: str | None
+    previous_round: int
+    head: list[Message]
+    tail: list[Message]
+    #: Index of the first head message and of the first tail message in the input.
+    head_start: int
+    boundary: int
+
+
+def summary_round(message: Message) -> int | None:
+    """The round of a summary message (0: a summary without a round; None: not one)."""
+    if message.get("role") != "assistant":
+        return None
+    match = _ROUND.match(content_text(message.get("content")))
+    if match is None:
+        return None
+    return int(match.group(1)) if match.group(1) else 0
+
+
+def _adjust(messages: Sequence[Message], boundary: int, floor: int) -> int:
+    """Move the boundary back until no tool call in the head has a result in the tail."""
+    while boundary > floor:
+        if messages[boundary].get("role") == "tool":
+            boundary -= 1  # a result must stay with its call
+            continue
+        tail_results = {
+            str(m.get("tool_call_id")) for m in messages[boundary:] if m.get("role") == "tool"
+        }
+        head_calls = {
+            str(c.get("id")) for m in messages[floor:boundary] for c in (m.get("tool_calls") or [])
+        }
+        if tail_results & head_calls:
+            boundary -= 1
+            continue
+        break
+    return boundary
+
+
+def select_split(
+    messages: Sequence[Message],
+    *,
+    keep_policy: str = "tokens",
+    keep_tokens: int | None = None,
+    keep_messages: int = 10,
+    method: EstimateMethod = "opencode",
+    overhead: int = 4,
+) -> Split:
+    """Divide ``messages`` into system, previous summary, head and tail."""
+    start = 0
+    system = None
+    if messages and messages[0].get("role") in ("system", "developer"):
+        system, start = messages[0], 1
+    previous, previous_round = None, 0
+    if len(messages) > start and (r := summary_round(messages[start])) is not None:
+        previous, previous_round = content_text(messages[start].get("content")), r
+        start += 1
+    if keep_policy == "messages":
+        boundary = max(start, len(messages) - keep_messages)
+    elif keep_policy == "tokens":
+        if keep_tokens is None:
+            raise ValueError("keep_policy='tokens' needs keep_tokens")
+        boundary, used = len(messages), 0
+        while boundary > start:
+            cost = estimate_chat_message(messages[boundary - 1], method=method, overhead=overhead)
+            if used + cost > keep_tokens:
+                break
+            used += cost
+            boundary -= 1
+    else:
+        raise ValueError(f"unknown keep_policy {keep_policy!r}")
+    boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
+    return Split(system, previous, previous_round, list(messages[start:boundary]),
+                 list(messages[boundary:]), start, boundary)  # fmt: skip
+
+
+def keep_tokens_for(config: CompactionConfig, context: int, output: int = 0) -> int:
+    """The tail budget: ``keep_ratio`` of the usable window."""
+    reserve = min(output or config.output_token_max, config.output_token_max)
+    usable = max(0, context - reserve - config.system_reserve - config.safety_buffer)
+    return int(usable * config.keep_ratio)
+
+
+def should_compact(
+    messages: Sequence[Message], *, context: int, config: CompactionConfig | None = None,
+    output: int = 0,
+) -> bool:  # fmt: skip
+    """Proactive check: the history fills ``proactive_threshold`` of the usable window."""
+    cfg = config or CompactionConfig()
+    system = [m for m in messages if m.get("role") in ("system", "developer")]
+    rest = [m for m in messages if m.get("role") not in ("system", "developer")]
+    reserve = min(output or cfg.output_token_max, cfg.output_token_max)
+    budget = TokenBudget(
+        context=context,
+        history_tokens=estimate_chat_messages(rest, method=cfg.estimate_method,
+                                              overhead=cfg.message_overhead),
+        system_tokens=estimate_chat_messages(system, method=cfg.estimate_method,
+                                             overhead=cfg.message_overhead) + cfg.system_reserve,
+        output_reserve=reserve, safety_buffer=cfg.safety_buffer,
+        proactive=cfg.proactive_threshold, critical=cfg.critical_threshold,
+    )  # fmt: skip
+    return budget.should_compact
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    messages: list[dict[str, Any]]
+    #: None when nothing was compacted (too short, or a hook cancelled).
+    record: ev.CompactionRecord | None
+    outcome: SummaryOutcome | None = None
+
+
+class _Run:
+    """Shared steps of the sync and async paths."""
+
+    def __init__(self, messages: Sequence[Message], config: CompactionConfig, *, context: int,
+                 output: int, trigger: ev.Trigger, reason: str, session_id: str,
+                 instructions: str | None) -> None:  # fmt: skip
+        self.messages = messages
+        self.config = config
+        self.session_id = session_id
+        self.trigger: ev.Trigger = trigger
+        self.reason = reason
+        self.instructions = instructions
+        self.tokens_before = self._tokens(messages)
+        self.split = select_split(
+            messages, keep_policy=config.keep_policy,
+            keep_tokens=keep_tokens_for(config, context, output),
+            keep_messages=config.keep_messages, method=config.estimate_method,
+            overhead=config.message_overhead,
+        )  # fmt: skip
+
+    def _tokens(self, messages: Sequence[Message]) -> int:
+        cfg = self.config
+        return estimate_chat_messages(messages, method=cfg.estimate_method,
+                                      overhead=cfg.message_overhead)  # fmt: skip
+
+    def event(self) -> ev.PreCompactEvent:
+        return ev.PreCompactEvent(self.session_id, self.trigger, self.reason, self.tokens_before,
+                                  self.instructions)  # fmt: skip
+
+    def finish(self, outcome: SummaryOutcome, round: int) -> SplitResult:
+        split = self.split
+        heading = f"{SUMMARY_HEADING} (Compaction Round {round})"
+        text = outcome.text.strip()
+        if summary_round({"role": "assistant", "content": text}) != round:
+            text = f"{heading}\n\n{text}"  # the heading is how the next round finds it
+        summary: dict[str, Any] = {"role": "assistant", "content": text}
+        out = [*([dict(split.system)] if split.system else []), summary,
+               *(dict(m) for m in split.tail)]  # fmt: skip
+        record = ev.CompactionRecord(
+            session_id=self.session_id, family="split", trigger=self.trigger, reason=self.reason,
+            round=round, tokens_before=self.tokens_before, tokens_after=self._tokens(out),
+            summary_source=outcome.source,
+            summarized_message_ids=tuple(str(m["id"]) for m in split.head if "id" in m),
+            kept_message_ids=tuple(str(m["id"]) for m in split.tail if "id" in m),
+            created_ms=int(time.time() * 1000), error=outcome.error,
+        )  # fmt: skip
+        return SplitResult(out, record, outcome)
+
+
+def _emit_done(result: SplitResult, events: ev.EventBus | None, metrics: ev.Metrics | None) -> None:
+    record = result.record
+    assert record is not None
+    if metrics is not None:
+        metrics.record_compaction(record)
+    if events is not None:
+        if record.summary_source != "model":
+            events.emit(ev.COMPACTION_FALLBACK, session_id=record.session_id,
+                        source=record.summary_source, error=record.error)  # fmt: skip
+        events.emit(ev.COMPACTED, session_id=record.session_id, record=record)
+
+
+def compact_messages(
+    messages: Sequence[Message],
+    summarizer: Summarizer,
+    *,
+    context: int,
+    output: int = 0,
+    config: CompactionConfig | None = None,
+    trigger: ev.Trigger = "auto",
+    reason: str = "proactive",
+    session_id: str = "",
+    hooks: ev.Hooks | None = None,
+    events: ev.EventBus | None = None,
+    metrics: ev.Metrics | None = None,
+    instructions: str | None = None,
+) -> SplitResult:
+    """Summarize the head of ``messages``; returns ``[system?, summary, *tail]``.
+
+    ``context`` / ``output``: the model's window and output limit (the tail
+    budget is ``config.keep_ratio`` of what is usable). Nothing to compact, or
+    a cancelling pre-compact hook, returns the messages unchanged with
+    ``record=None``.
+    """
+    cfg = config or summarizer.config
+    run = _Run(messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
+               session_id=session_id, instructions=instructions)  # fmt: skip
+    if not run.split.head:
+        return SplitResult([dict(m) for m in messages], None)
+    event = (hooks or ev.Hooks()).run_pre_compact(run.event())
+    if event.cancelled:
+        if events is not None:
+            events.emit(ev.COMPACTION_CANCELLED, session_id=session_id, reason=event.cancel_reason)
+        return SplitResult([dict(m) for m in messages], None)
+    round = run.split.previous_round + 1
+    outcome = summarizer.summarize(
+        run.split.head, previous_summary=run.split.previous_summary, round=round,
+        instructions=event.custom_instructions, context=event.extra_context,
+    )  # fmt: skip
+    result = run.finish(outcome, round)
+    _emit_done(result, events, metrics)
+    if hooks is not None and result.record is not None:
+        hooks.run_post_compact(ev.PostCompactEvent(session_id, result.record))
+    return result
+
+
+async def acompact_messages(
+    messages: Sequence[Message],
+    summarizer: Summarizer,
+    *,
+    context: int,
+    output: int = 0,
+    config: CompactionConfig | None = None,
+    trigger: ev.Trigger = "auto",
+    reason: str = "proactive",
+    session_id: str = "",
+    hooks: ev.Hooks | None = None,
+    events: ev.EventBus | None = None,
+    metrics: ev.Metrics | None = None,
+    instructions: str | None = None,
+) -> SplitResult:
+    """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
+    cfg = config or summarizer.config
+    run = await asyncio.to_thread(
+        _Run, messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
+        session_id=session_id, instructions=instructions,
+    )  # fmt: skip
+    if not run.split.head:
+        return SplitResult([dict(m) for m in messages], None)
+    event = await (hooks or ev.Hooks()).arun_pre_compact(run.event())
+    if event.cancelled:
+        if events is not None:
+            events.emit(ev.COMPACTION_CANCELLED, session_id=session_id, reason=event.cancel_reason)
+        return SplitResult([dict(m) for m in messages], None)
+    round = run.split.previous_round + 1
+    outcome = await summarizer.asummarize(
+        run.split.head, previous_summary=run.split.previous_summary, round=round,
+        instructions=event.custom_instructions, context=event.extra_context,
+    )  # fmt: skip
+    result = await asyncio.to_thread(run.finish, outcome, round)
+    _emit_done(result, events, metrics)
+    if hooks is not None and result.record is not None:
+        await hooks.arun_post_compact(ev.PostCompactEvent(session_id, result.record))
+    return result
+
+
+__all__ = [
+    "Split",
+    "SplitResult",
+    "acompact_messages",
+    "compact_messages",
+    "keep_tokens_for",
+    "select_split",
+    "should_compact",
+    "summary_round",
+]

@@ -1,0 +1,392 @@
+"""Where sessions live: the ``SessionStore`` protocol, SQLite (default) and memory.
+
+Messages and parts are kept as the OpenCode JSON objects, in insertion order,
+so a session loads back exactly as it was written. A compaction is committed
+in one transaction (prune marks, summary, continue message, record): a crash
+leaves either the old state or the whole compaction, never half of it. The
+compaction marker itself is written before the work starts, so an
+interrupted compaction stays a pending task that the next run completes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
+from ctxcompact.live.events import CompactionRecord
+from ctxcompact.models import MessageWithParts, Session
+
+_id_lock = threading.Lock()
+_last_id: tuple[int, int] = (0, 0)
+
+
+def new_id(prefix: str) -> str:
+    """An ascending, sortable id like OpenCode's (time, counter, randomness)."""
+    global _last_id
+    with _id_lock:
+        ms = int(time.time() * 1000)
+        last_ms, count = _last_id
+        ms, count = (last_ms, count + 1) if ms <= last_ms else (ms, 0)
+        _last_id = (ms, count)
+    return f"{prefix}_{ms:012x}{count:04x}{secrets.token_hex(5)}"
+
+
+class SessionStore(Protocol):
+    """Storage the lifecycle needs. Implementations must be thread-safe."""
+
+    def create_session(self, session_id: str | None = None, **info: Any) -> str: ...
+
+    def load(self, session_id: str) -> Session: ...
+
+    def append_message(self, session_id: str, message: MessageWithParts) -> str: ...
+
+    def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None: ...
+
+    def commit_compaction(
+        self,
+        session_id: str,
+        *,
+        marker_id: str,
+        summary: MessageWithParts,
+        continue_message: MessageWithParts | None,
+        marks: Mapping[str, int],
+        record: CompactionRecord,
+    ) -> None: ...
+
+    def records(self, session_id: str) -> list[CompactionRecord]: ...
+
+    def session_ids(self) -> list[str]: ...
+
+
+def _mark(part: dict[str, Any], now_ms: int) -> None:
+    state = part.get("state")
+    if not isinstance(state, dict):
+        raise TranscriptError(f"part {part.get('id')} has no tool state to mark")
+    time_ = state.setdefault("time", {})
+    time_["compacted"] = now_ms
+
+
+class MemoryStore:
+    """A ``SessionStore`` in process memory, for tests and short-lived sessions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._sessions: dict[str, dict[str, Any]] = {}
+        self._messages: dict[str, list[dict[str, Any]]] = {}
+        self._records: dict[str, list[CompactionRecord]] = {}
+
+    def _get(self, session_id: str) -> list[dict[str, Any]]:
+        if session_id not in self._messages:
+            raise SessionNotFoundError(f"no session {session_id!r}", session_id=session_id)
+        return self._messages[session_id]
+
+    def create_session(self, session_id: str | None = None, **info: Any) -> str:
+        sid = session_id or new_id("ses")
+        with self._lock:
+            if sid not in self._sessions:
+                self._sessions[sid] = {**info, "id": sid}
+                self._messages[sid] = []
+                self._records[sid] = []
+        return sid
+
+    def load(self, session_id: str) -> Session:
+        with self._lock:
+            messages = copy.deepcopy(self._get(session_id))
+            info = dict(self._sessions[session_id])
+        return Session.model_validate({"info": info, "messages": messages})
+
+    def append_message(self, session_id: str, message: MessageWithParts) -> str:
+        data = message.to_export()
+        with self._lock:
+            messages = self._get(session_id)
+            if any(m["info"]["id"] == message.id for m in messages):
+                raise TranscriptError(f"message {message.id} already exists", session_id=session_id)
+            messages.append(data)
+        return message.id
+
+    def _apply_marks(self, messages: list[dict[str, Any]], marks: Mapping[str, int]) -> None:
+        found = set()
+        for message in messages:
+            for part in message.get("parts", []):
+                if part.get("id") in marks:
+                    _mark(part, marks[part["id"]])
+                    found.add(part["id"])
+        if missing := set(marks) - found:
+            raise TranscriptError(f"no part {sorted(missing)[0]} to mark")
+
+    def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
+        with self._lock:
+            staged = copy.deepcopy(self._get(session_id))  # all or nothing
+            self._apply_marks(staged, marks)
+            self._messages[session_id] = staged
+
+    def commit_compaction(
+        self,
+        session_id: str,
+        *,
+        marker_id: str,
+        summary: MessageWithParts,
+        continue_message: MessageWithParts | None,
+        marks: Mapping[str, int],
+        record: CompactionRecord,
+    ) -> None:
+        with self._lock:
+            messages = self._get(session_id)
+            done = [r for r in self._records[session_id] if r.marker_message_id == marker_id]
+            if done or any(
+                m["info"].get("summary") is True and m["info"].get("parentID") == marker_id
+                for m in messages
+            ):
+                raise CompactionConflictError(
+                    f"marker {marker_id} was already compacted",
+                    record=done[0] if done else None, session_id=session_id, message_id=marker_id,
+                )  # fmt: skip
+            staged = copy.deepcopy(messages)  # all or nothing
+            self._apply_marks(staged, marks)
+            staged.append(summary.to_export())
+            if continue_message is not None:
+                staged.append(continue_message.to_export())
+            self._messages[session_id] = staged
+            self._records[session_id].append(record)
+
+    def records(self, session_id: str) -> list[CompactionRecord]:
+        with self._lock:
+            self._get(session_id)
+            return list(self._records[session_id])
+
+    def session_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._sessions)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    info TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    parent_id TEXT,
+    summary INTEGER NOT NULL DEFAULT 0,
+    info TEXT NOT NULL,
+    UNIQUE (session_id, id)
+);
+CREATE INDEX IF NOT EXISTS messages_summary ON messages(session_id, parent_id) WHERE summary = 1;
+CREATE TABLE IF NOT EXISTS parts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    UNIQUE (session_id, id),
+    FOREIGN KEY (session_id, message_id) REFERENCES messages(session_id, id) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS compactions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    marker_id TEXT,
+    record TEXT NOT NULL,
+    UNIQUE (session_id, marker_id)
+);
+"""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class SQLiteStore:
+    """The embedded default store: one SQLite file, WAL, one connection per thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._db().executescript(_SCHEMA)  # idempotent; executescript commits by itself
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            # Each connection is used by its own thread only; check_same_thread
+            # is off so close() may close every thread's connection from one.
+            db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; IMMEDIATE takes the write lock up front, so a
+        check-then-write inside it cannot race another process."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close every thread's connection (callable from any thread, twice too)."""
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require(self, db: sqlite3.Connection, session_id: str) -> str:
+        row = db.execute("SELECT info FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(f"no session {session_id!r}", session_id=session_id)
+        return str(row[0])
+
+    def create_session(self, session_id: str | None = None, **info: Any) -> str:
+        sid = session_id or new_id("ses")
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO sessions (id, info) VALUES (?, ?)",
+                (sid, _dumps({**info, "id": sid})),
+            )
+        return sid
+
+    def load(self, session_id: str) -> Session:
+        db = self._db()
+        db.execute("BEGIN")  # one consistent snapshot of the session
+        try:
+            info = json.loads(self._require(db, session_id))
+            rows = db.execute(
+                "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+            parts: dict[str, list[Any]] = {}
+            for message_id, data in db.execute(
+                "SELECT message_id, data FROM parts WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ):
+                parts.setdefault(message_id, []).append(json.loads(data))
+        finally:
+            db.execute("COMMIT")
+        messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
+        return Session.model_validate({"info": info, "messages": messages})
+
+    def _insert(self, db: sqlite3.Connection, session_id: str, message: MessageWithParts) -> None:
+        data = message.to_export()
+        info = data["info"]
+        try:
+            db.execute(
+                "INSERT INTO messages (session_id, id, role, parent_id, summary, info) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, info["id"], info["role"], info.get("parentID"),
+                 1 if info.get("summary") is True else 0, _dumps(info)),
+            )  # fmt: skip
+        except sqlite3.IntegrityError as e:
+            raise TranscriptError(
+                f"cannot store message {info['id']}: {e}", session_id=session_id,
+                message_id=info["id"],
+            ) from None  # fmt: skip
+        db.executemany(
+            "INSERT INTO parts (session_id, message_id, id, data) VALUES (?, ?, ?, ?)",
+            [(session_id, info["id"], p["id"], _dumps(p)) for p in data.get("parts", [])],
+        )
+
+    def append_message(self, session_id: str, message: MessageWithParts) -> str:
+        with self._tx() as db:
+            self._require(db, session_id)
+            self._insert(db, session_id, message)
+        return message.id
+
+    def _apply_marks(
+        self, db: sqlite3.Connection, session_id: str, marks: Mapping[str, int]
+    ) -> None:
+        for part_id, now in marks.items():
+            row = db.execute(
+                "SELECT data FROM parts WHERE session_id = ? AND id = ?", (session_id, part_id)
+            ).fetchone()
+            if row is None:
+                raise TranscriptError(f"no part {part_id} to mark", session_id=session_id)
+            part = json.loads(row[0])
+            _mark(part, now)
+            db.execute(
+                "UPDATE parts SET data = ? WHERE session_id = ? AND id = ?",
+                (_dumps(part), session_id, part_id),
+            )
+
+    def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
+        with self._tx() as db:
+            self._require(db, session_id)
+            self._apply_marks(db, session_id, marks)
+
+    def commit_compaction(
+        self,
+        session_id: str,
+        *,
+        marker_id: str,
+        summary: MessageWithParts,
+        continue_message: MessageWithParts | None,
+        marks: Mapping[str, int],
+        record: CompactionRecord,
+    ) -> None:
+        with self._tx() as db:
+            self._require(db, session_id)
+            done = db.execute(
+                "SELECT 1 FROM messages WHERE session_id = ? AND summary = 1 AND parent_id = ?",
+                (session_id, marker_id),
+            ).fetchone()
+            if done is not None:
+                winner = db.execute(
+                    "SELECT record FROM compactions WHERE session_id = ? AND marker_id = ?",
+                    (session_id, marker_id),
+                ).fetchone()
+                raise CompactionConflictError(
+                    f"marker {marker_id} was already compacted",
+                    record=CompactionRecord.from_dict(json.loads(winner[0])) if winner else None,
+                    session_id=session_id, message_id=marker_id,
+                )  # fmt: skip
+            self._apply_marks(db, session_id, marks)
+            self._insert(db, session_id, summary)
+            if continue_message is not None:
+                self._insert(db, session_id, continue_message)
+            db.execute(
+                "INSERT INTO compactions (session_id, marker_id, record) VALUES (?, ?, ?)",
+                (session_id, marker_id, _dumps(record.to_dict())),
+            )
+
+    def records(self, session_id: str) -> list[CompactionRecord]:
+        db = self._db()
+        self._require(db, session_id)
+        rows = db.execute(
+            "SELECT record FROM compactions WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        return [CompactionRecord.from_dict(json.loads(r[0])) for r in rows]
+
+    def session_ids(self) -> list[str]:
+        return [r[0] for r in self._db().execute("SELECT id FROM sessions ORDER BY rowid")]
+
+
+__all__ = ["MemoryStore", "SQLiteStore", "SessionStore", "new_id"]

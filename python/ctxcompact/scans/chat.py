@@ -1,0 +1,134 @@
+"""Helpers over OpenAI chat-format message lists (what runtimes hold in memory).
+
+``estimate_chat_messages(to_model_messages(session))`` and the batch scan
+``estimate_messages(session)`` are one definition of the model input's size
+(rust/src/messages.rs states it) and agree message by message: every chat
+message costs ``overhead`` (role and separators; seed 001: about 4 tokens),
+its content is estimated once as a whole, and a tool call costs its name and
+its arguments as compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxcompact.errors import OrphanedToolResultError, TranscriptError, UnknownValueError
+from ctxcompact.scans.estimate import EstimateMethod, estimate_tokens
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's ``content``: a string, a list of blocks, or None."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        out = []
+        for block in content:
+            if isinstance(block, Mapping):
+                if isinstance(block.get("text"), str):
+                    out.append(block["text"])
+                elif block.get("type") == "image_url":
+                    out.append(str(block.get("image_url", {}).get("url", "")))
+            elif isinstance(block, str):
+                out.append(block)
+        return "\n".join(out)
+    return str(content)
+
+
+def estimate_chat_message(
+    message: Mapping[str, Any], *, method: EstimateMethod = "opencode", overhead: int = 4
+) -> int:
+    """Overhead + content + each tool call's name and arguments.
+
+    Arguments that are not a string yet are counted as compact JSON, as
+    ``to_model_messages`` sends them and the part-row table stores them.
+    """
+    tokens = overhead + estimate_tokens(content_text(message.get("content")), method)
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
+        tokens += estimate_tokens(str(fn.get("name") or ""), method)
+        tokens += estimate_tokens(arguments, method)
+    return tokens
+
+
+def estimate_chat_messages(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    method: EstimateMethod = "opencode",
+    overhead: int = 4,
+) -> int:
+    return sum(estimate_chat_message(m, method=method, overhead=overhead) for m in messages)
+
+
+#: What replaces the middle of a long old tool result in ``prune_tool_results``.
+TRUNCATION_MARK = "\n[... {n} characters of old tool output removed ...]\n"
+
+
+def prune_tool_results(
+    messages: Sequence[Mapping[str, Any]], preserve_recent: int, *, max_chars: int = 1000
+) -> list[dict[str, Any]]:
+    """Shorten old tool results, a light step before a full compaction (seed 001).
+
+    Every ``role: tool`` message outside the last ``preserve_recent`` messages
+    whose text is longer than ``max_chars`` keeps its first and last
+    ``max_chars // 2`` characters around a marker saying how much was removed.
+    Returns new message dicts; the input is not changed.
+    """
+    if preserve_recent < 0 or max_chars < 0:
+        raise ValueError("preserve_recent and max_chars must not be negative")
+    cut = max(0, len(messages) - preserve_recent)
+    out = []
+    for i, message in enumerate(messages):
+        copy = dict(message)
+        text = content_text(message.get("content"))
+        if i < cut and message.get("role") == "tool" and len(text) > max_chars:
+            head, tail = max_chars // 2, max_chars - max_chars // 2
+            removed = len(text) - head - tail
+            copy["content"] = (
+                text[:head] + TRUNCATION_MARK.format(n=removed) + (text[-tail:] if tail else "")
+            )
+        out.append(copy)
+    return out
+
+
+def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Raise a specific error for a message list no model API would accept."""
+    calls: set[str] = set()
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TranscriptError(f"message {i} is not an object", row=i)
+        role = message.get("role")
+        if role not in ROLES:
+            raise UnknownValueError(f"message {i} has an unknown role {role!r}", column="role",
+                                    row=i)  # fmt: skip
+        if "content" not in message and not message.get("tool_calls"):
+            raise TranscriptError(f"message {i} ({role}) has no content", column="content",
+                                  row=i)  # fmt: skip
+        for call in message.get("tool_calls") or []:
+            if not isinstance(call, Mapping) or not call.get("id"):
+                raise TranscriptError(f"message {i} has a tool call without an id",
+                                      column="tool_calls", row=i)  # fmt: skip
+            calls.add(str(call["id"]))
+        if role == "tool" and str(message.get("tool_call_id")) not in calls:
+            raise OrphanedToolResultError(
+                f"message {i} is the result of tool call {message.get('tool_call_id')!r}, "
+                "which no earlier assistant message made",
+                column="tool_call_id", row=i,
+            )  # fmt: skip
+
+
+__all__ = [
+    "content_text",
+    "estimate_chat_message",
+    "estimate_chat_messages",
+    "prune_tool_results",
+    "validate_chat_messages",
+]

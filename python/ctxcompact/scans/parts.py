@@ -1,0 +1,272 @@
+"""The compaction scans over transcripts and single sessions.
+
+Every scan runs in Rust over the part-row table with the GIL released and
+sessions spread over the cores. A single ``Session`` is converted to a
+one-session table first, so live sessions and stored ones follow exactly the
+same code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctxcompact import _core
+from ctxcompact.errors import ConfigError, MissingColumnError, NullValueError
+from ctxcompact.scans.estimate import check_threads
+from ctxcompact.transcript import Transcript
+
+if TYPE_CHECKING:
+    from ctxcompact.models import Session
+
+T = TypeVar("T", "Session", Transcript)
+
+
+def _as_table(data: Any) -> tuple[pa.Table, Session | None]:
+    """The table to scan, and the session when a single one was given."""
+    from ctxcompact.models import Session
+
+    if isinstance(data, Session):
+        return Transcript.from_sessions([data]).to_arrow(), data
+    return Transcript.from_arrow(data).to_arrow(), None
+
+
+def _take(table: pa.Table, column: str, rows: pa.Array) -> pa.StringArray:
+    """Strings of ``column`` at ``rows`` (works for every string layout, string_view too)."""
+    result: pa.StringArray = pa.array(_core.take_strings(table.column(column), rows))
+    return result
+
+
+def _opt(config: Any, name: str, default: Any) -> Any:
+    return default if config is None else getattr(config, name, default)
+
+
+class PruneResult:
+    """Which tool parts to mark as compacted; nothing is marked yet.
+
+    ``rows``: table rows of the selected parts (session order, newest first
+    within a session). ``sessions``: one row per session with ``session_id``,
+    ``total`` (estimated tokens of the tool outputs the scan counted),
+    ``pruned`` (tokens of the selected outputs, 0 when below the minimum) and
+    ``parts`` (number selected). ``total`` / ``pruned``: sums over sessions.
+    ``part_ids`` is built on first use (a Python list, costly for millions).
+    """
+
+    def __init__(
+        self,
+        rows: pa.UInt64Array,
+        sessions: pa.Table,
+        total: int,
+        pruned: int,
+        part_ids: list[str] | None = None,
+        *,
+        table: pa.Table | None = None,
+    ) -> None:
+        self.rows = rows
+        self.sessions = sessions
+        self.total = total
+        self.pruned = pruned
+        self._part_ids = part_ids
+        self._table = table
+
+    @property
+    def part_ids(self) -> list[str]:
+        """Ids of the selected parts (``MissingColumnError`` / ``NullValueError``
+        when the table cannot name them: an empty list would mark nothing)."""
+        if self._part_ids is None:
+            if len(self.rows) == 0:
+                self._part_ids = []
+                return self._part_ids
+            table = self._table
+            if table is None or "part_id" not in table.column_names:
+                raise MissingColumnError("part_ids needs the part_id column", column="part_id")
+            ids = _take(table, "part_id", self.rows).to_pylist()
+            if None in ids:
+                row = int(self.rows[ids.index(None)].as_py())
+                raise NullValueError(
+                    "a selected tool part has no part_id", row=row, column="part_id"
+                )
+            self._part_ids = [str(p) for p in ids]
+        return self._part_ids
+
+    @property
+    def table_rows(self) -> int | None:
+        """Rows of the table this result was computed on (None if unknown)."""
+        return None if self._table is None else int(self._table.num_rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"PruneResult(parts={len(self)}, total={self.total}, pruned={self.pruned})"
+
+
+def prune(data: Any, config: Any = None, *, threads: int | None = None) -> PruneResult:
+    """Select old completed tool outputs to prune, OpenCode's backward scan.
+
+    ``data``: a ``Transcript``, any Arrow table of the part-row schema, or a
+    ``Session``. ``config``: a ``CompactionConfig`` (fields ``prune``,
+    ``prune_protect``, ``prune_minimum``, ``prune_protected_tools``,
+    ``prune_continue_past_compacted``, ``estimate_method``) or ``None`` for
+    OpenCode's defaults.
+    """
+    table, _session = _as_table(data)
+    rows, firsts, totals, pruned, counts = _core.prune(
+        table,
+        enabled=bool(_opt(config, "prune", True)),
+        protect=int(_opt(config, "prune_protect", 40_000)),
+        minimum=int(_opt(config, "prune_minimum", 20_000)),
+        protected_tools=list(_opt(config, "prune_protected_tools", ["skill"])),
+        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted", False)),
+        method=str(_opt(config, "estimate_method", "opencode")),
+        threads=check_threads(threads),
+    )
+    rows = pa.array(rows)
+    firsts = pa.array(firsts)
+    sessions = pa.table(
+        {
+            "session_id": _take(table, "session_id", firsts),
+            "total": pa.array(totals),
+            "pruned": pa.array(pruned),
+            "parts": pa.array(counts),
+        }
+    )
+    return PruneResult(
+        rows=rows,
+        sessions=sessions,
+        total=int(pc.sum(sessions["total"]).as_py() or 0),
+        pruned=int(pc.sum(sessions["pruned"]).as_py() or 0),
+        table=table,
+    )
+
+
+@overload
+def mark_pruned(data: Session, result: PruneResult, now_ms: int | None = None) -> Session: ...
+@overload
+def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> Transcript: ...
+def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> Any:
+    """Set ``compacted_at`` (``state.time.compacted``) of the parts ``prune`` selected.
+
+    A ``Session`` is updated in place and returned; a transcript is immutable
+    Arrow, so a new ``Transcript`` is returned whose only changed column is
+    ``compacted_at``. Outputs are never touched.
+    """
+    from ctxcompact.models import Session
+
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    if now <= 0:
+        # 0 would read as "not compacted" (OpenCode tests the timestamp's truthiness).
+        raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
+    if isinstance(data, Session):
+        wanted = set(result.part_ids)
+        for message in data.messages:
+            for part in message.parts:
+                if part.id in wanted:
+                    part.mark_compacted(now)
+        return data
+    transcript = Transcript.from_arrow(data)
+    table = transcript.to_arrow()
+    if result.table_rows is not None and result.table_rows != table.num_rows:
+        raise ConfigError(
+            f"this PruneResult was computed on {result.table_rows} rows; the transcript has "
+            f"{table.num_rows}"
+        )
+    column = (
+        table.column("compacted_at")
+        if "compacted_at" in table.column_names
+        else pa.nulls(table.num_rows, pa.int64())
+    )
+    marked = pa.chunked_array(_core.mark_rows(column, result.rows, now))
+    return transcript.with_column("compacted_at", marked)
+
+
+def pivot_mask(data: Any, *, threads: int | None = None) -> pa.BooleanArray:
+    """Per row: does later model input include it (it is at or after its session's pivot)?"""
+    table, _ = _as_table(data)
+    mask = _core.pivot(table, threads=check_threads(threads))
+    result: pa.BooleanArray = pa.array(mask)
+    return result
+
+
+@overload
+def filter_pivot(data: Session, *, threads: int | None = None) -> Session: ...
+@overload
+def filter_pivot(data: Any, *, threads: int | None = None) -> Transcript: ...
+def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
+    """The history later model calls see: each session from its latest completed pivot on.
+
+    A pivot is a user message with a compaction part whose summary (an
+    assistant message with ``summary`` set, finished, without error, whose
+    parent is that user message) exists. Sessions without one are kept whole.
+    A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
+    """
+    table, session = _as_table(data)
+    ranges = _core.pivot_ranges(table, threads=check_threads(threads))
+    starts, lengths = (pa.array(a).to_pylist() for a in ranges)
+    if session is None:
+        # Zero-copy: slices of the input, one per run of kept rows.
+        pieces = [table.slice(start, length) for start, length in zip(starts, lengths)]
+        return Transcript(pa.concat_tables(pieces) if pieces else table.slice(0, 0))
+    if not session.messages:
+        return session.model_copy()
+    # The rows follow the session's messages in order: find the pivot row's message.
+    pivot_id = table.column("message_id")[starts[0]].as_py()
+    keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
+    return session.model_copy(update={"messages": session.messages[keep_from:]})
+
+
+@dataclass(frozen=True)
+class MessageEstimates:
+    """Estimated model-input tokens per message (placeholders applied) and per session."""
+
+    messages: pa.Table
+    sessions: pa.Table
+
+    @property
+    def total(self) -> int:
+        return int(pc.sum(self.sessions["tokens"]).as_py() or 0)
+
+
+def estimate_messages(
+    data: Any, config: Any = None, *, threads: int | None = None
+) -> MessageEstimates:
+    """Per stored message, the estimated size of what the model is sent for it.
+
+    One definition with ``estimate_chat_messages(to_model_messages(...))``
+    (rust/src/messages.rs): each chat message it becomes costs the overhead
+    (an assistant message with N tool calls is N + 1 chat messages), content
+    is estimated as sent (texts joined), a tool call costs its name and its
+    compact-JSON arguments, a result its output or placeholder. A message
+    with nothing to send costs 0. ``config`` fields read: ``estimate_method``,
+    ``message_overhead`` (default 4).
+    """
+    table, _ = _as_table(data)
+    rows, tokens, _session_index = _core.estimate_messages(
+        table,
+        method=str(_opt(config, "estimate_method", "opencode")),
+        overhead=int(_opt(config, "message_overhead", 4)),
+        threads=check_threads(threads),
+    )
+    rows, tokens = pa.array(rows), pa.array(tokens)
+    messages = pa.table(
+        {
+            "session_id": _take(table, "session_id", rows),
+            "message_id": _take(table, "message_id", rows),
+            "tokens": tokens,
+        }
+    )
+    per_session = messages.group_by("session_id", use_threads=False).aggregate(
+        [("tokens", "sum"), ("message_id", "count")]
+    )
+    per_session = pa.table(
+        {
+            "session_id": per_session["session_id"],
+            "tokens": per_session["tokens_sum"],
+            "messages": per_session["message_id_count"],
+        }
+    )
+    return MessageEstimates(messages=messages, sessions=per_session)

@@ -1,0 +1,100 @@
+"""Ray Data: compact_batch through map_batches on a local Ray instance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import ctxcompact as cc
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from ctxcompact.batch.compact import compact_batch
+from ctxcompact.errors import DatasetError, NonContiguousError
+from ctxcompact.testing.synthetic import generate_table
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+# Ray's own modules warn about their deprecated settings; they are not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+from ctxcompact.batch.ray_data import (  # noqa: E402
+    compact_dataset,
+    compact_parquet_on_ray,
+    compact_ray_dataset,
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # fmt: skip
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
+    folder = tmp_path_factory.mktemp("ray")
+    table = generate_table(24, 200, seed=11, mean_output_chars=5000)
+    ids = table["session_id"].cast(pa.string())
+    sessions = pc.unique(ids).to_pylist()
+    for n in range(4):  # 4 files of whole sessions
+        group = pa.array(sessions[n * 6 : (n + 1) * 6])
+        pq.write_table(table.filter(pc.is_in(ids, value_set=group)), folder / f"part-{n}.parquet")
+    return folder, table
+
+
+def sort(t: pa.Table) -> pa.Table:
+    return t.sort_by("session_id")
+
+
+def test_map_batches_matches_compact_batch(local_ray: None, files: tuple[Path, pa.Table]) -> None:
+    folder, table = files
+    ds = ray.data.read_parquet(str(folder))
+    report = compact_dataset(ds, now_ms=5).to_arrow_refs()
+    got = pa.concat_tables(ray.get(report))
+    expected = compact_batch(table, now_ms=5)
+    assert sort(got).equals(sort(expected).cast(got.schema))
+    by_path = pa.concat_tables(ray.get(compact_ray_dataset(str(folder), now_ms=5).to_arrow_refs()))
+    assert sort(by_path).equals(sort(got))
+    parts = compact_dataset(ds, now_ms=5, parts=True)
+    assert parts.count() == compact_batch(table, now_ms=5, parts=True)[1].num_rows
+
+
+def test_parquet_in_and_out(local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path) -> None:
+    folder, table = files
+    compact_parquet_on_ray(str(folder), str(tmp_path / "parts"), report=str(tmp_path / "report"),
+                           now_ms=5)  # fmt: skip
+    report = pq.read_table(tmp_path / "report")
+    assert report.num_rows == 24
+    assert sum(report["tokens_pruned"].to_pylist()) == cc.prune(table).pruned
+
+
+def test_a_rerun_replaces_the_outputs(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    # Issue 10 item 16: Ray Data appends by default, so a second run doubled the report.
+    folder, table = files
+    parts, report = tmp_path / "parts", tmp_path / "report"
+    for _ in range(2):
+        compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+    assert pq.read_table(report).num_rows == 24
+    assert pq.read_table(parts).num_rows == compact_batch(table, now_ms=5, parts=True)[1].num_rows
+    with pytest.raises(DatasetError, match="already exists") as e:
+        compact_parquet_on_ray(str(folder), str(tmp_path / "new"), report=str(report),
+                               if_exists="error")  # fmt: skip
+    assert str(report) in str(e.value)
+    assert not (tmp_path / "new").exists()  # refused before any work
+
+
+def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: Path) -> None:
+    table = generate_table(3, 100, seed=2)
+    pq.write_table(table.slice(0, 50), tmp_path / "a.parquet")
+    pq.write_table(table.slice(50), tmp_path / "b.parquet")  # cuts session 0 in two
+    # one dataset per file, so the two halves land in different blocks
+    halves = ray.data.read_parquet(str(tmp_path / "a.parquet")).union(
+        ray.data.read_parquet(str(tmp_path / "b.parquet"))
+    )
+    with pytest.raises(NonContiguousError) as e:
+        compact_dataset(halves)
+    assert e.value.session_id == table["session_id"][0].as_py()

@@ -1,0 +1,475 @@
+"""The native JSONL readers of the foreign formats against their Python adapters.
+
+Random documents of each format (Claude Code events, Anthropic requests,
+OpenAI Responses items, OpenHands streams, SWE-agent trajectories, tau-bench
+runs) are written as JSONL and read both ways; ``assert_same_as_python``
+compares the scan columns value for value and the sessions rebuilt from the
+tables. The bad-input tests check what the native reader does with a line
+the adapters cannot map: the first one fails the run, or it is left out as
+if it were not in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import FormatError
+from ctxcompact.formats.reader import read_jsonl
+from hypothesis import given
+from hypothesis import strategies as st
+from test_ingest import JSON, SETTINGS, TEXT, assert_same_as_python, chat_messages, write_lines
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+EXTRA = st.dictionaries(st.sampled_from(["x", "meta", "cache_control"]), JSON, max_size=1)
+CALL_IDS = ["toolu_1", "toolu_2", "toolu_3"]
+
+
+# --- Anthropic blocks and Claude Code events ---------------------------------------------
+
+
+@st.composite
+def tool_result(draw: st.DrawFn) -> dict[str, Any]:
+    text = st.fixed_dictionaries({"type": st.just("text"), "text": TEXT})
+    blocks = st.one_of(text, st.just({"type": "image"}), st.integers(0, 9))
+    content = st.one_of(st.lists(blocks, min_size=2, max_size=3), TEXT, st.none(),
+                        st.dictionaries(TEXT, st.integers(0, 9), max_size=2))  # fmt: skip
+    result: dict[str, Any] = {"type": "tool_result",
+                              "tool_use_id": draw(st.sampled_from([*CALL_IDS, "other"])),
+                              "content": draw(content)}  # fmt: skip
+    if draw(st.booleans()):
+        result["is_error"] = draw(st.booleans())
+    return result
+
+
+@st.composite
+def block(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["text", "thinking", "redacted_thinking", "tool_use",
+                                 "tool_result", "image", "document", "raw"]))  # fmt: skip
+    extra = draw(EXTRA)
+    if kind == "text":
+        return {"type": "text", "text": draw(TEXT), **extra}
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": draw(TEXT), "signature": "sig", **extra}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": draw(TEXT)}
+    if kind == "tool_use":
+        inputs = st.one_of(st.dictionaries(TEXT, JSON, max_size=2), st.none(), st.just({}))
+        return {"type": "tool_use", "id": draw(st.sampled_from(CALL_IDS)), "name": "Bash",
+                "input": draw(inputs), **extra}  # fmt: skip
+    if kind == "tool_result":
+        return draw(tool_result())
+    if kind == "image":
+        return {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                            "data": "AAAA"}}  # fmt: skip
+    if kind == "document":
+        return {"type": "document", "source": {"type": "text", "data": draw(TEXT)}}
+    return draw(st.one_of(st.integers(0, 9), TEXT))
+
+
+CONTENT = st.one_of(TEXT, st.lists(block(), max_size=4))
+
+
+@st.composite
+def claude_events(draw: st.DrawFn) -> list[Any]:
+    events: list[Any] = []
+    for i in range(draw(st.integers(0, 10))):
+        # (a line that is not an event is a bad line: test_ingest's forced-format test)
+        kind = draw(st.sampled_from(["user", "assistant", "assistant", "summary", "system"]))
+        event: dict[str, Any] = {"type": kind}
+        uuid = draw(st.sampled_from([f"u{i}", "u0", None, ""]))
+        if uuid is not None:
+            event["uuid"] = uuid
+        if draw(st.integers(0, 3)) == 0:
+            event["sessionId"] = draw(st.sampled_from(["sa", "sb", ""]))
+        if kind == "summary":
+            event["summary"] = draw(TEXT)
+            event["leafUuid"] = "u0"
+        elif kind == "system":
+            event["content"] = draw(st.one_of(TEXT, st.none()))
+            event["level"] = "info"
+        else:
+            message: dict[str, Any] = {"role": kind}
+            if kind == "user" and draw(st.booleans()):  # results of the calls before
+                message["content"] = draw(st.lists(tool_result(), min_size=1, max_size=2))
+            elif kind == "assistant" and draw(st.booleans()):  # calls
+                message["content"] = draw(st.lists(block().filter(
+                    lambda b: isinstance(b, dict) and b["type"] == "tool_use"), min_size=1,
+                    max_size=2))  # fmt: skip
+            elif draw(st.integers(0, 4)):
+                message["content"] = draw(CONTENT)
+            if kind == "assistant":
+                event["parentUuid"] = draw(st.sampled_from([None, "u0"]))
+                message["model"] = "claude-x"
+                message["stop_reason"] = draw(st.sampled_from([None, "tool_use", "end_turn"]))
+                if draw(st.booleans()):
+                    message["usage"] = {
+                        "input_tokens": draw(st.integers(0, 10**6)),
+                        "output_tokens": draw(st.integers(0, 10**4)),
+                        "cache_read_input_tokens": draw(st.one_of(st.none(), st.integers(0, 9))),
+                    }
+            event["message"] = message
+            event.update(draw(st.dictionaries(st.sampled_from(["cwd", "isSidechain"]), JSON,
+                                              max_size=1)))  # fmt: skip
+        events.append(event)
+    return events
+
+
+@SETTINGS
+@given(claude_events())
+def test_claude_code_files_match_the_python_adapter(tmp_path: Path, events: list[Any]) -> None:
+    if not events:
+        return
+    path = write_lines(tmp_path / "claude.jsonl", events)
+    assert_same_as_python(path, "claude-code", chunk_bytes=64, threads=2)
+
+
+@st.composite
+def anthropic_request(draw: st.DrawFn) -> dict[str, Any]:
+    turns = st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant"]), "content": CONTENT},
+        optional={"id": TEXT},
+    )
+    request: dict[str, Any] = {"model": "claude-x", "messages": draw(st.lists(turns, max_size=5))}
+    if draw(st.booleans()):
+        request["system"] = draw(st.one_of(TEXT, st.lists(block(), max_size=2)))
+    return request
+
+
+@SETTINGS
+@given(st.lists(anthropic_request(), min_size=1, max_size=3))
+def test_anthropic_requests_match_the_python_adapter(
+    tmp_path: Path, requests: list[dict[str, Any]]
+) -> None:
+    path = write_lines(tmp_path / "anthropic.jsonl", requests)
+    assert_same_as_python(path, "anthropic", chunk_bytes=64)
+
+
+# --- OpenAI Responses ----------------------------------------------------------------------
+
+
+@st.composite
+def responses_item(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["message", "short", "function_call", "function_call_output",
+                                 "reasoning", "web_search_call"]))  # fmt: skip
+    if kind in ("message", "short"):
+        role = draw(st.sampled_from(["user", "assistant", "system", "developer"]))
+        blocks = st.lists(st.one_of(
+            st.fixed_dictionaries({"type": st.just("input_text"), "text": TEXT}),
+            st.fixed_dictionaries({"type": st.just("input_image"), "image_url": TEXT}),
+        ), max_size=2)  # fmt: skip
+        item: dict[str, Any] = {"role": role, "content": draw(st.one_of(TEXT, blocks))}
+        return item if kind == "short" else {"type": "message", **item}
+    if kind == "function_call":
+        arguments = st.one_of(st.dictionaries(TEXT, JSON, max_size=2).map(json.dumps),
+                              st.just("not json"), st.just(""), st.just("[1]"))  # fmt: skip
+        return {"type": "function_call", "call_id": draw(st.sampled_from(CALL_IDS)),
+                "name": "shell", "arguments": draw(arguments), "id": "fc"}  # fmt: skip
+    if kind == "function_call_output":
+        output = st.one_of(TEXT, st.dictionaries(TEXT, JSON, max_size=2), st.none())
+        return {"type": "function_call_output", "call_id": draw(st.sampled_from([*CALL_IDS, "x"])),
+                "output": draw(output)}  # fmt: skip
+    if kind == "reasoning":
+        summary = st.lists(st.fixed_dictionaries({"type": st.just("summary_text"),
+                                                  "text": TEXT}), max_size=2)  # fmt: skip
+        return {"type": "reasoning", "summary": draw(summary), "encrypted_content": "e"}
+    return {"type": "web_search_call", "status": "completed", **draw(EXTRA)}
+
+
+def _maps_an_item(items: list[dict[str, Any]]) -> bool:
+    """Input of only unknown item types is not Responses input (test_forced_formats)."""
+    known = ("message", "function_call", "function_call_output", "reasoning")
+    return not items or any(i.get("type", "message") in known for i in items)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.lists(responses_item(), max_size=6).filter(_maps_an_item),
+                          st.booleans()), min_size=1, max_size=3))  # fmt: skip
+def test_responses_lines_match_the_python_adapter(
+    tmp_path: Path, lines: list[tuple[list[dict[str, Any]], bool]]
+) -> None:
+    docs = [{"model": "gpt-x", "input": items} if wrapped else items for items, wrapped in lines]
+    path = write_lines(tmp_path / "responses.jsonl", docs)
+    assert_same_as_python(path, "openai-responses", chunk_bytes=64)
+
+
+# --- OpenHands, SWE-agent, tau-bench -------------------------------------------------------
+
+
+@st.composite
+def openhands_events(draw: st.DrawFn) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["user", "action", "tool_action", "observation", "env"]))
+        event: dict[str, Any] = {"id": i, "timestamp": "t"}
+        if kind == "user":
+            event |= {"source": "user", "action": "message",
+                      "args": {"content": draw(TEXT)}, "message": draw(TEXT)}  # fmt: skip
+        elif kind == "action":
+            event |= {"source": "agent", "action": "think", "message": draw(TEXT)}
+        elif kind == "tool_action":
+            event |= {"source": "agent", "action": "run", "args": {"command": draw(TEXT)},
+                      "tool_call_metadata": {"tool_call_id": draw(st.sampled_from(CALL_IDS)),
+                                             "function_name": draw(st.sampled_from(
+                                                 ["execute_bash", None]))}}  # fmt: skip
+        elif kind == "observation":
+            event |= {
+                "source": "agent",
+                "observation": draw(st.sampled_from(["run", "error"])),
+                "content": draw(st.one_of(TEXT, st.none())),
+                "cause": draw(st.integers(0, 8)),
+                "success": draw(st.sampled_from([True, False])),
+            }
+            if draw(st.booleans()):
+                event["tool_call_metadata"] = {"tool_call_id": draw(st.sampled_from(CALL_IDS))}
+        else:
+            event |= (
+                {"source": "environment", "observation": "agent_state_changed"}
+                if draw(st.booleans())
+                else {"source": "environment", "action": "change_agent_state"}
+            )
+        events.append(event)
+    return events
+
+
+@SETTINGS
+@given(st.lists(st.tuples(openhands_events(), st.booleans()), min_size=1, max_size=3))
+def test_openhands_lines_match_the_python_adapter(
+    tmp_path: Path, lines: list[tuple[list[dict[str, Any]], bool]]
+) -> None:
+    docs: list[Any] = []
+    for i, (events, record) in enumerate(lines):
+        if record or not events:
+            docs.append({"instance_id": f"i{i}", "instruction": "fix", "history": events})
+        else:
+            docs.append(events)
+    path = write_lines(tmp_path / "openhands.jsonl", docs)
+    assert_same_as_python(path, "openhands", chunk_bytes=64)
+
+
+@SETTINGS
+@given(st.lists(chat_messages(), min_size=1, max_size=3), st.booleans())
+def test_swe_agent_and_tau_bench_lines_match_the_python_adapter(
+    tmp_path: Path, histories: list[list[dict[str, Any]]], call_id_lists: bool
+) -> None:
+    trajs = []
+    for history in histories:
+        if call_id_lists:  # function-calling trajectories name the call in tool_call_ids
+            history = [{**{k: v for k, v in m.items() if k != "tool_call_id"},
+                        "tool_call_ids": [m["tool_call_id"]]} if m["role"] == "tool" else m
+                       for m in history]  # fmt: skip
+        trajs.append({"environment": "swe", "history": history, "info": {"exit": "submitted"}})
+    path = write_lines(tmp_path / "swe.jsonl", trajs)
+    assert_same_as_python(path, "swe-agent", chunk_bytes=64)
+    runs = [{"task_id": i, "reward": 1.0, "traj": h, "trial": 0} for i, h in enumerate(histories)]
+    runs.append({"task_id": None, "traj": []})
+    path = write_lines(tmp_path / "tau.jsonl", [runs[:1], runs[1:]])
+    assert_same_as_python(path, "tau-bench", chunk_bytes=64)
+
+
+def test_a_session_built_elsewhere_converts_to_every_format_with_its_tool_outputs(
+    tmp_path: Path,
+) -> None:
+    from ctxcompact.testing.synthetic import generate_table
+
+    def tool_outputs(table: Any) -> list[str]:
+        rows = zip(*(table.column(c).to_pylist() for c in ("part_type", "status", "output")))
+        return sorted(out for kind, status, out in rows if kind == "tool" and status != "pending")
+
+    sessions = cc.Transcript(generate_table(12, 40, seed=8)).to_sessions()
+    original = tool_outputs(cc.Transcript.from_sessions(sessions).to_arrow())
+    assert len(original) > 50
+    for fmt in ("openai-chat", "openai-responses", "anthropic", "claude-code", "swe-agent",
+                "tau-bench"):  # fmt: skip
+        path = tmp_path / f"data.{fmt}.jsonl"
+        formats.write(sessions, path, fmt)
+        one = assert_same_as_python(path, fmt, threads=1).table
+        # every finished call keeps its output (synthetic calls have no call id)
+        assert tool_outputs(one) == original, fmt
+        if fmt == "claude-code":  # several sessions in one file keep their ids
+            assert cc.Transcript(one).session_ids() == [s.id for s in sessions]
+        for threads, chunk in [(2, 300), (2, 1)]:
+            assert read_jsonl(path, fmt, threads=threads, chunk_bytes=chunk).table.equals(one)
+
+
+@pytest.mark.skipif(not (DATA / "transcripts").is_dir(), reason="no ../shared/data")
+def test_every_real_transcript_in_its_own_format_reads_like_the_adapter(tmp_path: Path) -> None:
+    read = 0
+    for i, path in enumerate(sorted((DATA / "transcripts").rglob("*"))):
+        if path.suffix == ".jsonl":
+            first = json.loads(path.read_bytes().splitlines()[0])
+            assert_same_as_python(path, formats.jsonl_format(first))
+        elif path.suffix in (".json", ".traj") and path.is_file():
+            doc = json.loads(path.read_bytes())
+            line = write_lines(tmp_path / f"t{i}.jsonl", [doc])  # the document as one line
+            assert_same_as_python(line, formats.detect_format(doc))
+        else:
+            continue
+        read += 1
+    assert read >= 30
+
+
+@pytest.mark.skipif(not (DATA / "formats" / "claude-code").is_dir(), reason="no ../shared/data")
+def test_claude_code_samples_read_like_the_adapter(tmp_path: Path) -> None:
+    from test_formats import without_junk
+
+    for path in sorted((DATA / "formats" / "claude-code").rglob("*.jsonl")):
+        if path.name != "edge_cases.jsonl":
+            assert_same_as_python(path, "claude-code")
+            continue
+        # its junk lines (a string, an object without "type", a number, a list) are bad lines
+        got = read_jsonl(path, "claude-code", on_error="skip")
+        assert [r.line for r in got.rejected] == [13, 14, 15, 16]
+        assert all("not a Claude Code event" in r.error for r in got.rejected)
+        clean = without_junk(path, tmp_path)  # same name: the same default session id
+        assert got.table.equals(assert_same_as_python(clean, "claude-code").table)
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def event(uuid: str, sid: str, content: Any, role: str = "assistant") -> dict[str, Any]:
+    return {"type": role, "uuid": uuid, "sessionId": sid,
+            "message": {"role": role, "content": content}}  # fmt: skip
+
+
+def test_a_bad_claude_code_event_is_left_out_as_if_it_were_not_in_the_file(
+    tmp_path: Path,
+) -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "a b"}
+    good = [event("u1", "s", [use]), event("u2", "s", [result], "user"),
+            {"type": "system", "content": "note"}, event("u3", "s", "done")]  # fmt: skip
+    bad = [
+        event("u9", "s", [{**use, "input": ["not", "an", "object"]}]),  # would complete nothing
+        event("u9", "s", [{"type": "text", "text": 7}]),
+        {**event("u9", "t", "x"), "parentUuid": 5},
+        {**event("u9", "s", "x"), "message": {"role": "assistant", "usage": {"input_tokens": -1}}},
+    ]
+    lines = [json.dumps(good[0]), json.dumps(bad[0]), "{oops", json.dumps(bad[1]),
+             json.dumps(good[1]), json.dumps(bad[2]), json.dumps(good[2]), json.dumps(bad[3]),
+             json.dumps(good[3])]  # fmt: skip
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    with pytest.raises(FormatError, match=r"c.jsonl:2: message.content\[0\].input must be an"):
+        read_jsonl(path, "claude-code", chunk_bytes=8)
+    got = read_jsonl(path, "claude-code", on_error="skip", chunk_bytes=8, threads=2)
+    assert [r.line for r in got.rejected] == [2, 3, 4, 6, 8]
+    assert got.rejected[0].session_id == "s" and got.rejected[0].message_id == "u9"
+    assert "parentUuid must be a string" in got.rejected[3].error
+    assert "usage.input_tokens must be a non-negative integer" in got.rejected[4].error
+    assert (got.lines, got.sessions) == (9, 1)
+    clean = write_lines(tmp_path / "c2.jsonl", good)
+    expected = read_jsonl(clean, "claude-code").table
+    assert got.table.equals(expected)
+    assert got.table.column("status").to_pylist()[0] == "completed"
+    assert got.table.column("output").to_pylist()[0] == "a b"
+    # The Python adapter names the file for the same event (not a pydantic error).
+    with pytest.raises(FormatError, match="not a valid Claude Code session: text"):
+        formats.read(write_lines(tmp_path / "bad.jsonl", [bad[1]]), "claude-code")
+
+
+def test_a_claude_code_session_in_two_files_is_rejected_in_the_second(tmp_path: Path) -> None:
+    a = write_lines(tmp_path / "a.jsonl", [event("u1", "s", "x"), event("u2", "t", "y")])
+    b = write_lines(tmp_path / "b.jsonl", [event("u3", "s", "z"), event("u4", "u", "w"),
+                                           event("u5", "s", "v")])  # fmt: skip
+    with pytest.raises(FormatError, match=r"b.jsonl:1: session \"s\" was already read at "):
+        read_jsonl([a, b], "claude-code")
+    got = read_jsonl([a, b], "claude-code", on_error="skip")
+    assert [(Path(r.path).name, r.line, r.session_id) for r in got.rejected] == [
+        ("b.jsonl", 1, "s"), ("b.jsonl", 3, "s")]  # fmt: skip
+    assert cc.Transcript(got.table).session_ids() == ["s", "t", "u"]
+    assert got.sessions + 0 == 3 and got.lines == 5
+
+
+def test_events_without_a_session_id_belong_to_the_file(tmp_path: Path) -> None:
+    later = {"type": "user", "uuid": "u2", "message": {"role": "user", "content": "on"}}
+    events = [{"type": "summary", "summary": "earlier", "leafUuid": "x"},
+              event("u1", "s1", "hi", "user"), later]  # fmt: skip
+    path = write_lines(tmp_path / "sess.v2.jsonl", events)
+    got = assert_same_as_python(path, "claude-code")
+    assert cc.Transcript(got.table).session_ids() == ["sess.v2", "s1"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line", "error"),
+    [
+        ("anthropic", [], "an Anthropic request must be an object"),
+        ("anthropic", {"messages": [{"role": "tool"}]}, "not a user or assistant turn"),
+        ("anthropic", {"messages": [{"role": "user", "content": 5}]}, "content must be a list"),
+        (
+            "anthropic",
+            {"messages": [{"role": "user", "content": {"type": "text"}}]},
+            "content must be a list",
+        ),
+        ("anthropic", {"messages": [{"role": "user"}]}, "content must be a list"),
+        ("openai-responses", {"input": "hi"}, "input must be a list of items"),
+        ("openai-responses", [{"role": "robot", "content": "x"}], "unknown role"),
+        ("openai-responses", [{"type": "function_call", "arguments": 5}], "must be a string"),
+        ("openhands", {"instruction": "x"}, "no 'history' list"),
+        ("openhands", [1], "event 0 is not an object"),
+        ("swe-agent", {"trajectory": []}, "needs a 'history' list"),
+        ("tau-bench", [{"task_id": 1}], "has no 'traj'"),
+        ("tau-bench", [{"task_id": 1, "traj": []}, {"task_id": 1, "traj": []}], "twice on this"),
+    ],
+)
+def test_lines_that_do_not_fit_the_format_are_typed_errors(
+    tmp_path: Path, fmt: str, line: Any, error: str
+) -> None:
+    path = write_lines(tmp_path / "x.jsonl", [line])
+    with pytest.raises(FormatError, match=error) as info:
+        read_jsonl(path, fmt)
+    assert str(info.value).startswith(f"{path}:1: ") and info.value.row == 1
+    got = read_jsonl(path, fmt, on_error="skip")
+    assert got.table.num_rows == 0 and [r.line for r in got.rejected] == [1]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "lines"),
+    [
+        # a non-text tool result keeps its content in place among the other keys
+        ("openai-chat", [{"id": "c", "messages": [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "x"}],
+             "name": "ls"}]}]),
+        # what Python iterates: an empty object, an empty string
+        ("openai-chat", [{"id": "e", "messages": {}}, {"id": "f", "messages": [
+            {"role": "user", "content": {}}]}]),
+        ("openhands", ["", []]),
+        ("tau-bench", [[{"task_id": 1, "traj": ""}]]),
+        # usage counts as pydantic reads them
+        ("claude-code", [{"type": "assistant", "uuid": "a", "message": {
+            "role": "assistant", "content": "x", "usage": {
+                "input_tokens": " 12 ", "output_tokens": 3.0, "cache_read_input_tokens": True,
+                "cache_creation_input_tokens": "7.0"}}}]),
+    ],
+)  # fmt: skip
+def test_odd_shapes_read_as_the_adapters_read_them(
+    tmp_path: Path, fmt: str, lines: list[Any]
+) -> None:
+    path = write_lines(tmp_path / "odd.jsonl", lines)
+    assert_same_as_python(path, fmt)
+
+
+def test_a_claude_code_event_whose_id_is_taken_is_left_out_without_a_trace(
+    tmp_path: Path,
+) -> None:
+    use = {"type": "tool_use", "id": "t", "name": "x", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t", "content": "ok"}
+    lines = [
+        {**event("s-e000001", "s", [use]), "uuid": "s-e000001"},  # takes the next positional id
+        {"type": "user", "sessionId": "s", "message": {"role": "user", "content": [result]}},
+        event("u3", "s", "after"),
+    ]
+    path = write_lines(tmp_path / "c.jsonl", lines)
+    with pytest.raises(FormatError, match=r'c.jsonl:2: message id "s-e000001" appears twice'):
+        read_jsonl(path, "claude-code")
+    got = read_jsonl(path, "claude-code", on_error="skip")
+    assert [r.line for r in got.rejected] == [2]
+    assert got.table.column("status").to_pylist()[0] == "pending"  # completed by nothing
+    assert got.table.column("message_id").to_pylist() == ["s-e000001", "u3"]

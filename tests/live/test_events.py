@@ -1,0 +1,122 @@
+"""Hooks, the event bus, records and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+from ctxcompact.errors import HookError
+from ctxcompact.live.events import (
+    CompactionRecord,
+    EventBus,
+    Hooks,
+    Metrics,
+    PostCompactEvent,
+    PreCompactEvent,
+)
+
+
+def pre() -> PreCompactEvent:
+    return PreCompactEvent(session_id="s", trigger="manual", reason="manual", tokens_before=10)
+
+
+def rec(source: str = "model", before: int = 100) -> CompactionRecord:
+    return CompactionRecord(session_id="s", family="split", trigger="auto", reason="proactive",
+                            round=2, tokens_before=before, tokens_after=5,
+                            summary_source=source,  # type: ignore[arg-type]
+                            summarized_message_ids=("a", "b"))  # fmt: skip
+
+
+def test_pre_hooks_run_in_order_mutate_and_stop_at_cancel() -> None:
+    order: list[str] = []
+
+    def one(e: PreCompactEvent) -> None:
+        order.append("one")
+        e.extra_context.append("ctx")
+
+    def two(e: PreCompactEvent) -> None:
+        order.append("two")
+        e.cancel("no")
+
+    hooks = Hooks([one, two])
+    hooks.add_pre_compact(lambda e: order.append("three"))
+    event = hooks.run_pre_compact(pre())
+    assert order == ["one", "two"]
+    assert (event.extra_context, event.cancelled, event.cancel_reason) == (["ctx"], True, "no")
+
+
+def test_async_hooks_need_the_async_path() -> None:
+    async def hook(event: PreCompactEvent) -> None:
+        event.extra_context.append("async ctx")
+
+    hooks = Hooks(pre_compact=[hook])
+    with pytest.raises(HookError, match="async"):
+        hooks.run_pre_compact(pre())
+    event = asyncio.run(hooks.arun_pre_compact(pre()))
+    assert event.extra_context == ["async ctx"]
+
+
+def test_hook_failures_are_hook_errors_with_the_cause() -> None:
+    def bad_post(event: PostCompactEvent) -> None:
+        raise KeyError("x")
+
+    async def bad_async(event: PreCompactEvent) -> None:
+        raise ValueError("y")
+
+    with pytest.raises(HookError, match="bad_post") as e:
+        Hooks(post_compact=[bad_post]).run_post_compact(PostCompactEvent("s", rec()))
+    assert isinstance(e.value.__cause__, KeyError) and e.value.session_id == "s"
+    with pytest.raises(HookError, match="bad_async"):
+        asyncio.run(Hooks(pre_compact=[bad_async]).arun_pre_compact(pre()))
+
+
+def test_bus_wildcard_unsubscribe_and_failing_subscriber(caplog: pytest.LogCaptureFixture) -> None:
+    bus = EventBus()
+    got: list[tuple[str, dict[str, object]]] = []
+    stop = bus.subscribe("session.compacted", lambda n, p: got.append((n, p)))
+    bus.subscribe("*", lambda n, p: got.append(("*" + n, p)))
+    bus.subscribe("session.compacted", lambda n, p: 1 / 0)
+    with caplog.at_level(logging.ERROR, logger="ctxcompact"):
+        bus.emit("session.compacted", session_id="s")
+    assert got == [
+        ("session.compacted", {"session_id": "s"}),
+        ("*session.compacted", {"session_id": "s"}),
+    ]
+    assert "ZeroDivisionError" in caplog.text
+    stop()
+    bus.emit("session.compacted", session_id="t")
+    assert got[-1] == ("*session.compacted", {"session_id": "t"})
+
+
+def test_metrics_count_and_average_across_threads() -> None:
+    metrics = Metrics()
+    assert metrics.average_tokens_before == 0.0
+
+    def work() -> None:
+        for _ in range(1000):
+            metrics.record_reactive_overflow()
+            metrics.record_prune(3)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    metrics.record_compaction(rec("model", 100))
+    metrics.record_compaction(rec("digest", 300))
+    snap = metrics.snapshot()
+    assert (snap["reactive_overflows"], snap["prune_runs"], snap["tokens_pruned"]) == (
+        4000,
+        4000,
+        12000,
+    )
+    assert (snap["compactions"], snap["summaries_generated"], snap["fallbacks"]) == (2, 1, 1)
+    assert snap["average_tokens_before"] == 200.0
+
+
+def test_record_round_trips_through_a_dict() -> None:
+    record = rec()
+    assert CompactionRecord.from_dict(record.to_dict()) == record
+    assert record.to_dict()["summarized_message_ids"] == ["a", "b"]

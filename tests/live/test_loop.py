@@ -1,0 +1,194 @@
+"""The agent-loop helper, and the end-to-end example through the real openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import fill, tool_reply, user
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import CompactionLoopError
+from ctxcompact.live import events as ev
+from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.loop import CompactionLoop, is_context_stop
+from ctxcompact.live.store import MemoryStore
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.scans import COMPACTION_QUESTION
+
+
+class Client:
+    def __init__(self, text: str = "## Session Summary\nnotes", delay: float = 0.0) -> None:
+        self.text, self.delay, self.calls = text, delay, 0
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        self.calls += 1
+        time.sleep(self.delay)
+        return SummaryResponse(self.text, "stop")
+
+
+def make(client: Client | None = None, **cfg: Any) -> tuple[MemoryStore, str, CompactionLoop]:
+    store = MemoryStore()
+    sid = store.create_session()
+    config = CompactionConfig(**cfg)
+    compactor = Compactor(store, Summarizer(client or Client(), config), config=config,
+                          limits={"context": 100_000, "output": 8_000})  # fmt: skip
+    return store, sid, CompactionLoop(compactor, system="sys")
+
+
+def test_before_call_returns_the_model_input_with_the_system_prompt() -> None:
+    _, sid, loop = make()
+    loop.add_user(sid, "hello")
+    assert loop.before_call(sid) == [{"role": "system", "content": "sys"},
+                                     {"role": "user", "content": "hello"}]  # fmt: skip
+
+
+def test_proactive_compaction_at_the_threshold() -> None:
+    store, sid, loop = make()
+    fill(store, sid, 5, chars=50_000)  # ~62k tokens of history: under 0.80 of 92k
+    assert loop.before_call(sid)[1]["role"] == "user" and not store.records(sid)
+    fill(store, sid, 1, chars=50_000)  # ~75k: above 0.80 x (100k - 8k - system)
+    messages = loop.before_call(sid)
+    (record,) = store.records(sid)
+    assert record.reason == "proactive" and record.trigger == "auto"
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1]["content"] == COMPACTION_QUESTION
+
+
+def test_critical_reason_above_095() -> None:
+    store, sid, loop = make()
+    fill(store, sid, 8, chars=50_000)
+    loop.before_call(sid)
+    assert store.records(sid)[0].reason == "critical"
+
+
+def test_after_step_stores_and_reacts_to_overflow_and_context_stops() -> None:
+    store, sid, loop = make()
+    u = user("go")
+    store.append_message(sid, u)
+    ok = loop.after_step(sid, tool_reply(u.id, "out", tokens={"input": 1000, "output": 10}))
+    assert (ok.compaction_queued, ok.reason, ok.done) == (False, "ok", True)
+    over = loop.after_step(sid, tool_reply(u.id, "out", tokens={"input": 95_000, "output": 10}))
+    assert (over.compaction_queued, over.reason) == (True, "overflow")
+    loop.before_call(sid)  # processes it
+    assert len(store.records(sid)) == 1
+    stop = loop.after_step(sid, usage={"input": 10, "output": 1}, finish_reason="max_tokens")
+    assert (stop.compaction_queued, stop.reason, stop.done) == (True, "max_tokens", False)
+    assert loop.before_call(sid)[1]["content"] == COMPACTION_QUESTION
+    assert len(store.records(sid)) == 2
+
+
+@pytest.mark.parametrize(("reason", "stop"), [
+    ("length", True), ("max_tokens", True), ("model_context_window_exceeded", True),
+    ("Error: prompt is too long: 210000 tokens > 200000 maximum", True),
+    ("This model's maximum context length is 128000 tokens", True),
+    ("stop", False), ("tool_calls", False), (None, False), ("end_turn", False),
+])  # fmt: skip
+def test_context_stops(reason: str | None, stop: bool) -> None:
+    assert is_context_stop(reason) is stop
+
+
+def test_stalled_proactive_path_lets_the_call_through() -> None:
+    store, sid, loop = make(Client("z" * 400_000), max_attempts=1)
+    seen: list[str] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_STALLED, lambda n, p: seen.append(n))
+    fill(store, sid, 7, chars=50_000)
+    loop.before_call(sid)  # compacts once, but the summary itself is too big
+    assert len(store.records(sid)) == 1
+    loop.before_call(sid)  # stalled: no new compaction, no exception
+    assert len(store.records(sid)) == 1 and seen == [ev.COMPACTION_STALLED]
+    with pytest.raises(CompactionLoopError):  # the reactive path refuses
+        loop.after_step(sid, usage={"input": 1, "output": 1}, finish_reason="length")
+
+
+def test_async_loop_keeps_the_event_loop_free() -> None:
+    store, sid, loop = make(Client(delay=0.3))
+    fill(store, sid, 7, chars=50_000)
+
+    async def run() -> tuple[list[dict[str, Any]], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        messages = await loop.abefore_call(sid)
+        decision = await loop.aafter_step(
+            sid, usage={"input": 5, "output": 1}, finish_reason="stop"
+        )
+        task.cancel()
+        assert not decision.compaction_queued
+        return messages, ticks
+
+    messages, ticks = asyncio.run(run())
+    assert messages[1]["content"] == COMPACTION_QUESTION
+    assert ticks >= 10
+
+
+def test_the_example_agent_loop_runs_end_to_end(tmp_path: Path) -> None:
+    path = Path(__file__).parents[2] / "examples" / "agent_loop.py"
+    spec = importlib.util.spec_from_file_location("agent_loop", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.run(tmp_path, turns=4, verbose=False)
+    assert result["compactions"] >= 2
+    assert result["rounds"] == list(range(1, result["compactions"] + 1))
+    assert set(result["sources"]) == {"model"}  # summaries came through the SDK
+    assert all(a < b for a, b in zip(result["tokens_after"], result["tokens_before"]))
+    assert ev.COMPACTED in result["events"] and ev.PRUNE_APPLIED in result["events"]
+    metrics = result["metrics"]  # every compaction is counted by what started it
+    assert metrics["proactive_compactions"] == result["reasons"].count("proactive") + result[
+        "reasons"
+    ].count("critical")
+    assert (
+        metrics["proactive_compactions"] + metrics["reactive_compactions"]
+        == metrics["compactions"]
+        == result["compactions"]
+    )
+    assert "overflow_detections" not in metrics
+
+
+def test_the_example_says_which_extra_it_needs_without_openai(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = Path(__file__).parents[2] / "examples" / "agent_loop.py"
+    code = (
+        "import runpy, sys; sys.modules['openai'] = None; "  # import openai now fails
+        f"runpy.run_path({str(path)!r}, run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        'this example needs the openai SDK: pip install "ctxcompact[openai]"'
+    )
+
+
+def test_metrics_tell_proactive_reactive_and_manual_compactions_apart() -> None:
+    store, sid, loop = make()
+    fill(store, sid, 6, chars=50_000)
+    loop.before_call(sid)  # the budget is past 0.80: proactive
+    u = user("next")
+    store.append_message(sid, u)
+    over = tool_reply(u.id, "out", tokens={"input": 95_000, "output": 10})
+    assert loop.after_step(sid, over).compaction_queued  # the step overflowed: reactive
+    loop.before_call(sid)
+    loop.compactor.request_compaction(sid)  # by hand
+    loop.before_call(sid)
+    snap = loop.compactor.metrics.snapshot()
+    assert [r.reason for r in store.records(sid)] == ["proactive", "overflow", "manual"]
+    counts = {k: snap[k] for k in ("compactions", "proactive_compactions", "reactive_compactions",
+                                   "manual_compactions", "proactive_triggers",
+                                   "reactive_overflows")}  # fmt: skip
+    assert counts == {"compactions": 3, "proactive_compactions": 1, "reactive_compactions": 1,
+                      "manual_compactions": 1, "proactive_triggers": 1,
+                      "reactive_overflows": 1}  # fmt: skip

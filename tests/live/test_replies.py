@@ -1,0 +1,244 @@
+"""SDK replies as the assistant message ``after_step`` stores (issue 10, item 10)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+import ctxcompact as cc
+import openai
+import pytest
+from ctxcompact.errors import FormatError
+from ctxcompact.live import (
+    from_anthropic_message,
+    from_openai_chat,
+    from_openai_response,
+    is_context_stop,
+    run_tools,
+)
+from ctxcompact.models import AssistantMessage, MessageWithParts
+from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
+
+CALL = {"id": "call_1", "name": "read", "arguments": json.dumps({"path": "src/app.py"})}
+REPLY = Reply("Reading it.", finish="tool_calls", tool_calls=[CALL], input_tokens=900,
+              output_tokens=40, cache_read_tokens=100, cache_write_tokens=30,
+              reasoning_tokens=12)  # fmt: skip
+OPENAI_TOKENS = {"input": 900, "output": 40, "reasoning": 12, "cache": {"read": 100, "write": 30}}
+MESSAGES: list[Any] = [{"role": "user", "content": "fix the test"}]
+
+
+def shape(message: MessageWithParts) -> dict[str, Any]:
+    """What matters of a converted message, ids left out (they are fresh)."""
+    info = message.info
+    assert isinstance(info, AssistantMessage)
+    return {
+        "finish": info.finish,
+        "tokens": info.tokens.model_dump() if info.tokens else None,
+        "parts": [
+            (p.type, p.text, p.tool, p.callID, p.state.status if p.state else None,
+             p.state.input if p.state else None)
+            for p in message.parts
+        ],
+    }  # fmt: skip
+
+
+def test_openai_chat_every_form_gives_the_same_message(openai_server: FakeOpenAIServer) -> None:
+    openai_server.replies.extend([REPLY] * 4)
+    sdk = openai.OpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0)
+    with sdk:
+        completion = sdk.chat.completions.create(model="gpt-x", messages=MESSAGES)
+        chunks = list(sdk.chat.completions.create(
+            model="gpt-x", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        ))  # fmt: skip
+        live = sdk.chat.completions.create(
+            model="gpt-x", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        with sdk.chat.completions.stream(
+            model="gpt-x", messages=MESSAGES, stream_options={"include_usage": True}
+        ) as stream:
+            final = stream.get_final_completion()
+        forms = [completion, completion.model_dump(), chunks, [c.model_dump() for c in chunks],
+                 live, final]  # fmt: skip
+        results = [shape(from_openai_chat(f)) for f in forms]
+    expected = {
+        "finish": "tool_calls",
+        # OpenAI's prompt_tokens (1030) include the cache reads and writes: input does not
+        "tokens": OPENAI_TOKENS,
+        "parts": [("text", "Reading it.", None, None, None, None),
+                  ("tool", None, "read", "call_1", "pending", {"path": "src/app.py"})],
+    }  # fmt: skip
+    assert results == [expected] * len(forms)
+    message = from_openai_chat(completion, session_id="s1", parent_id="u1")
+    assert (message.info.sessionID, message.info.parentID) == ("s1", "u1")  # type: ignore[union-attr]
+    assert message.info.modelID == "gpt-x" and message.info.providerID == "openai"  # type: ignore[union-attr]
+    assert all(p.messageID == message.id and p.sessionID == "s1" for p in message.parts)
+
+
+def test_anthropic_every_form_gives_the_same_message(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    anthropic_server.replies.extend([REPLY] * 3)
+    sdk = anthropic.Anthropic(base_url=anthropic_server.base_url, api_key="k", max_retries=0)
+    with sdk:
+        message = sdk.messages.create(model="claude-x", max_tokens=100, messages=MESSAGES)
+        events = list(sdk.messages.create(model="claude-x", max_tokens=100, messages=MESSAGES,
+                                          stream=True))  # fmt: skip
+        with sdk.messages.stream(model="claude-x", max_tokens=100, messages=MESSAGES) as stream:
+            final = stream.get_final_message()
+        forms = [message, message.model_dump(), events, [e.model_dump() for e in events], final]
+        results = [shape(from_anthropic_message(f)) for f in forms]
+    expected = {
+        "finish": "tool_use",
+        # Anthropic's input_tokens exclude the cache already
+        "tokens": {"input": 900, "output": 40, "reasoning": 0, "cache": {"read": 100, "write": 30}},
+        "parts": [("text", "Reading it.", None, None, None, None),
+                  ("tool", None, "read", "call_1", "pending", {"path": "src/app.py"})],
+    }  # fmt: skip
+    assert results == [expected] * len(forms)
+    assert from_anthropic_message(message).info.providerID == "anthropic"  # type: ignore[union-attr]
+
+
+def test_anthropic_thinking_is_a_reasoning_part_with_its_signature() -> None:
+    message = from_anthropic_message({
+        "model": "claude-x", "stop_reason": "max_tokens",
+        "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "xyz"},
+                    {"type": "text", "text": "partial"}],
+        "usage": {"input_tokens": 5, "output_tokens": 7},
+    })  # fmt: skip
+    assert [(p.type, p.text) for p in message.parts] == [
+        ("reasoning", "hmm"),
+        ("reasoning", ""),
+        ("text", "partial"),
+    ]
+    assert message.parts[0].model_extra == {"signature": "sig"}
+    assert message.parts[1].model_extra == {"redacted": "xyz"}
+    assert message.info.finish == "max_tokens"  # type: ignore[union-attr]
+
+
+RESPONSE: dict[str, Any] = {
+    "id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-x",
+    "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+    "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}]},
+        {"type": "message", "id": "m_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Reading it.", "annotations": []}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read",
+         "arguments": '{"path": "src/app.py"}', "status": "completed"},
+    ],
+    "usage": {"input_tokens": 1030,
+              "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 30},
+              "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 12},
+              "total_tokens": 1070},
+}  # fmt: skip
+
+
+def test_openai_responses_object_dict_and_stream() -> None:
+    from openai.types.responses import Response
+
+    sdk_object = Response.model_validate(RESPONSE)
+    created = {**RESPONSE, "status": "in_progress", "output": [], "usage": None}
+    events = [
+        {"type": "response.created", "sequence_number": 0, "response": created},
+        *[{"type": "response.output_item.done", "output_index": i, "item": item,
+           "sequence_number": i + 1} for i, item in enumerate(RESPONSE["output"])],
+        {"type": "response.completed", "sequence_number": 9, "response": RESPONSE},
+    ]  # fmt: skip
+    results = [shape(from_openai_response(f)) for f in (RESPONSE, sdk_object, events)]
+    expected = {
+        "finish": "tool_calls",
+        "tokens": OPENAI_TOKENS,
+        "parts": [("reasoning", "plan", None, None, None, None),
+                  ("text", "Reading it.", None, None, None, None),
+                  ("tool", None, "read", "call_1", "pending", {"path": "src/app.py"})],
+    }  # fmt: skip
+    assert results == [expected] * 3
+    # A stream cut before its terminal event: the items it finished, not "stop".
+    cut = shape(from_openai_response(events[:-1]))
+    assert cut["parts"] == expected["parts"] and cut["finish"] == "incomplete"
+    short = {**RESPONSE, "status": "incomplete", "output": RESPONSE["output"][1:2],
+             "incomplete_details": {"reason": "max_output_tokens"}}  # fmt: skip
+    assert from_openai_response(short).info.finish == "length"  # type: ignore[union-attr]
+    failed = {**RESPONSE, "status": "failed", "output": [],
+              "error": {"code": "context_length_exceeded", "message": "too long"}}  # fmt: skip
+    assert is_context_stop(from_openai_response(failed).info.finish)  # type: ignore[union-attr]
+
+
+def test_bad_replies_raise_format_errors_saying_what_is_wrong() -> None:
+    with pytest.raises(FormatError, match="no choices"):
+        from_openai_chat({"choices": []})
+    with pytest.raises(FormatError, match=r"chunk 1 is not a chat\.completion\.chunk"):
+        from_openai_chat([{"choices": []}, {"id": "x"}])
+    with pytest.raises(FormatError, match="not an object"):
+        from_openai_chat(42)
+    with pytest.raises(FormatError, match="no content list"):
+        from_anthropic_message({"stop_reason": "end_turn"})
+    with pytest.raises(FormatError, match="no message_start"):
+        from_anthropic_message([{"type": "ping"}])
+    with pytest.raises(FormatError, match="no response event"):
+        from_openai_response([{"type": "response.output_text.delta", "delta": "x"}])
+
+
+def chat_reply(*calls: tuple[str, str, str]) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                           for i, n, a in calls]}}],
+    }  # fmt: skip
+
+
+def test_run_tools_completes_each_call_and_turns_failures_into_tool_errors() -> None:
+    def read(path: str) -> str:
+        if path == "missing":
+            raise FileNotFoundError(path)
+        return f"contents of {path}"
+
+    message = from_openai_chat(chat_reply(
+        ("c1", "read", '{"path": "a.py"}'), ("c2", "read", '{"path": "missing"}'),
+        ("c3", "grep", '{"q": "x"}'), ("c4", "read", '{"path": '),
+        ("c5", "count", '{"n": 3}'),
+    ))  # fmt: skip
+    assert run_tools(message, {"read": read, "count": lambda n: {"n": n}}) is message
+    states = [(p.callID, p.state.status, p.state.output, p.state.error) for p in message.parts]  # type: ignore[union-attr]
+    assert states[0] == ("c1", "completed", "contents of a.py", None)
+    assert states[1] == ("c2", "error", None, "FileNotFoundError: missing")
+    assert states[2] == ("c3", "error", None, "unknown tool 'grep'")
+    assert states[3][:3] == ("c4", "error", None) and "not valid JSON" in str(states[3][3])
+    assert states[4] == ("c5", "completed", '{"n": 3}', None)
+    assert all(p.state.time and p.state.time.end for p in message.parts)  # type: ignore[union-attr]
+    # one function for every tool; finished calls are left alone
+    again = from_openai_chat(chat_reply(("c6", "echo", '{"x": 1}')))
+    run_tools(again, lambda name, args: f"{name} {args}")
+    assert again.parts[0].state.output == "echo {'x': 1}"  # type: ignore[union-attr]
+    run_tools(again, lambda name, args: "second run")
+    assert again.parts[0].state.output == "echo {'x': 1}"  # type: ignore[union-attr]
+
+
+def test_a_converted_reply_drives_the_loop(openai_server: FakeOpenAIServer) -> None:
+    """The step's usage and finish reach after_step: a cut-off reply queues a compaction."""
+    store = cc.MemoryStore()
+    compactor = cc.Compactor(store, cc.Summarizer(), limits={"context": 50_000, "output": 4_000})
+    loop = cc.CompactionLoop(compactor)
+    sid = store.create_session()
+    loop.add_user(sid, "go")
+    openai_server.replies.extend([
+        REPLY, Reply("done", input_tokens=1_000), Reply("over", input_tokens=47_000),
+    ])  # fmt: skip
+    sdk = openai.OpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0)
+    with sdk:
+        decisions = []
+        for _ in range(3):
+            reply = sdk.chat.completions.create(model="m", messages=loop.before_call(sid))
+            message = run_tools(from_openai_chat(reply), {"read": lambda path: "x = 1"})
+            decisions.append(loop.after_step(sid, message))
+    assert [(d.done, d.compaction_queued) for d in decisions] == [
+        (False, False),
+        (True, False),
+        (True, True),
+    ]
+    stored = store.load(sid).messages[1]
+    assert stored.parts[1].state.output == "x = 1"  # type: ignore[union-attr]
+    assert compactor.metrics.snapshot()["reactive_overflows"] == 1

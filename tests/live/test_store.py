@@ -1,0 +1,177 @@
+"""SessionStore semantics, the same for SQLite and memory."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import tool_reply, user
+from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
+from ctxcompact.live.events import CompactionRecord
+from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
+from ctxcompact.models import AssistantMessage, MessageWithParts, Part
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield MemoryStore()
+    else:
+        s = SQLiteStore(tmp_path / "store.db")
+        yield s
+        s.close()
+
+
+def record(session: str, marker: str) -> CompactionRecord:
+    return CompactionRecord(session_id=session, family="pivot", trigger="auto", reason="overflow",
+                            round=1, tokens_before=100, tokens_after=10, summary_source="model",
+                            marker_message_id=marker)  # fmt: skip
+
+
+def summary_for(marker: str) -> MessageWithParts:
+    return MessageWithParts(
+        info=AssistantMessage(id=new_id("msg"), parentID=marker, summary=True, finish="stop"),
+        parts=[Part(id=new_id("prt"), type="text", text="notes")],
+    )
+
+
+def test_ids_ascend() -> None:
+    ids = [new_id("msg") for _ in range(2000)]
+    assert ids == sorted(ids) and len(set(ids)) == 2000
+
+
+def test_round_trip_keeps_order_and_every_field(store: Any) -> None:
+    sid = store.create_session("s1", title="t")
+    u = user("hello")
+    reply = tool_reply(u.id, "out")
+    reply.parts[0].state.metadata = {"exit": 0}  # type: ignore[union-attr]
+    for m in (u, reply):
+        store.append_message(sid, m)
+    loaded = store.load(sid)
+    assert loaded.info.title == "t"
+    assert [m.to_export() for m in loaded.messages] == [u.to_export(), reply.to_export()]
+    assert store.session_ids() == ["s1"]
+    assert store.create_session("s1") == "s1"  # idempotent
+
+
+def test_unknown_session_and_duplicate_message(store: Any) -> None:
+    with pytest.raises(SessionNotFoundError):
+        store.load("nope")
+    with pytest.raises(SessionNotFoundError):
+        store.append_message("nope", user())
+    sid = store.create_session()
+    u = user()
+    store.append_message(sid, u)
+    with pytest.raises(TranscriptError):
+        store.append_message(sid, u)
+
+
+def test_marks_set_compacted_and_keep_the_output(store: Any) -> None:
+    sid = store.create_session()
+    u = user()
+    reply = tool_reply(u.id, "precious output")
+    store.append_message(sid, u)
+    store.append_message(sid, reply)
+    store.mark_parts(sid, {reply.parts[0].id: 1234})
+    part = store.load(sid).messages[1].parts[0]
+    assert part.state.time.compacted == 1234  # type: ignore[union-attr]
+    assert part.state.output == "precious output"  # type: ignore[union-attr]
+    with pytest.raises(TranscriptError):
+        store.mark_parts(sid, {u.parts[0].id: 1})  # a text part has no tool state
+
+
+def test_commit_compaction_is_all_or_nothing_and_once(store: Any) -> None:
+    sid = store.create_session()
+    u = user()
+    reply = tool_reply(u.id, "out")
+    marker = user("What did we do so far?")
+    for m in (u, reply, marker):
+        store.append_message(sid, m)
+    before = [m.to_export() for m in store.load(sid).messages]
+    # A bad mark (unknown part) must leave nothing behind: no summary, no record.
+    with pytest.raises(TranscriptError):
+        store.commit_compaction(sid, marker_id=marker.id, summary=summary_for(marker.id),
+                                continue_message=None, marks={"nope": 1},
+                                record=record(sid, marker.id))  # fmt: skip
+    assert [m.to_export() for m in store.load(sid).messages] == before
+    assert store.records(sid) == []
+    rec = record(sid, marker.id)
+    store.commit_compaction(sid, marker_id=marker.id, summary=summary_for(marker.id),
+                            continue_message=user("Continue if you have next steps"),
+                            marks={reply.parts[0].id: 5}, record=rec)  # fmt: skip
+    loaded = store.load(sid)
+    assert len(loaded.messages) == 5 and loaded.messages[1].parts[0].compacted
+    assert store.records(sid) == [rec]
+    with pytest.raises(CompactionConflictError) as e:
+        store.commit_compaction(sid, marker_id=marker.id, summary=summary_for(marker.id),
+                                continue_message=None, marks={},
+                                record=record(sid, marker.id))  # fmt: skip
+    assert e.value.record == rec
+    assert len(store.load(sid).messages) == 5
+
+
+def test_concurrent_commits_have_one_winner(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    setup = SQLiteStore(path)
+    sid = setup.create_session()
+    marker = user("What did we do so far?")
+    setup.append_message(sid, marker)
+    barrier = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def run() -> None:
+        store = SQLiteStore(path)  # separate connections, as separate processes would have
+        barrier.wait()
+        try:
+            store.commit_compaction(sid, marker_id=marker.id, summary=summary_for(marker.id),
+                                    continue_message=None, marks={},
+                                    record=record(sid, marker.id))  # fmt: skip
+            outcomes.append("won")
+        except CompactionConflictError:
+            outcomes.append("lost")
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["lost", "lost", "lost", "won"]
+    assert sum(1 for m in setup.load(sid).messages if m.info.role == "assistant") == 1
+    assert len(setup.records(sid)) == 1
+    setup.close()
+
+
+def test_close_from_the_main_thread_after_the_async_path_used_the_store(tmp_path: Path) -> None:
+    # The async lifecycle runs store I/O in worker threads, each with its own
+    # connection; closing from the main thread must close those too.
+    import asyncio
+
+    from ctxcompact.live.compactor import Compactor
+    from ctxcompact.live.summary import Summarizer
+
+    store = SQLiteStore(tmp_path / "s.db")
+    sid = store.create_session("s")
+    store.append_message(sid, user("hello"))
+    compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
+
+    async def run() -> None:
+        await compactor.arequest_compaction(sid)
+        assert (await compactor.aprocess_pending(sid)) is not None
+
+    asyncio.run(run())
+    worker_dbs = list(store._connections)
+    assert len(worker_dbs) >= 2  # the main thread's and at least one worker's
+    store.close()  # raised sqlite3.ProgrammingError (created in another thread)
+    for db in worker_dbs:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            db.execute("SELECT 1")
+    store.close()  # closing twice is harmless
+    # the file holds the compaction; a new store reads it back
+    with SQLiteStore(tmp_path / "s.db") as again:
+        assert len(again.records(sid)) == 1

@@ -1,0 +1,357 @@
+"""The compaction agent's request, and what happens when the model fails."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.clients.openai import OpenAIChatClient
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError, SummaryError
+from ctxcompact.live import prompts
+from ctxcompact.live.summary import Summarizer, build_digest, truncate_history
+from ctxcompact.scans import COMPACTION_QUESTION
+from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
+
+
+def call(cid: str, name: str, **args: Any) -> dict[str, Any]:
+    import json
+
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "you are a coding agent"},
+    {"role": "user", "content": "Add retries to fetch() in src/net.py, keep the API unchanged."},
+    {"role": "assistant", "content": "Looking.",
+     "tool_calls": [call("c1", "read", path="src/net.py")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "def fetch(url): ..."},
+    {"role": "assistant", "content": None, "tool_calls": [call("c2", "bash", command="pytest")]},
+    {"role": "tool", "tool_call_id": "c2", "content": "Error: 2 tests failed\nassert 1 == 2"},
+    {"role": "assistant", "content": None,
+     "tool_calls": [call("c3", "edit", file_path="src/net.py"),
+                    call("c4", "bash", command="pytest")]},
+    {"role": "tool", "tool_call_id": "c3", "content": "edited"},
+    {"role": "tool", "tool_call_id": "c4", "content": "5 passed"},
+    {"role": "user", "content": "Also log each retry."},
+    {"role": "assistant", "content": "Retries are in; adding logging next."},
+    {"role": "user", "content": COMPACTION_QUESTION},
+]  # fmt: skip
+
+
+class Scripted:
+    """A sync client that returns scripted responses or raises."""
+
+    def __init__(self, *outcomes: SummaryResponse | BaseException) -> None:
+        self.outcomes = list(outcomes)
+        self.requests: list[SummaryRequest] = []
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def test_request_is_tool_less_with_system_prompt_and_final_request() -> None:
+    request = Summarizer(None, model="big").build_request(HISTORY)
+    assert request.system == prompts.SYSTEM_PROMPT
+    assert request.model == "big"
+    assert all(m["role"] != "system" for m in request.messages)  # its own system prompt only
+    assert request.messages[:-1] == HISTORY[1:]
+    assert request.messages[-1]["role"] == "user"
+    assert prompts.SUMMARY_REQUEST in request.messages[-1]["content"]
+    assert not hasattr(request, "tools")
+
+
+def test_request_carries_context_instructions_template_and_previous_summary() -> None:
+    cfg = CompactionConfig(summary_template="structured", summary_model="small",
+                           summary_max_tokens=900, summary_temperature=0.3)  # fmt: skip
+    request = Summarizer(None, cfg, model="big").build_request(
+        HISTORY, previous_summary="## Session Summary (Compaction Round 1)\nold notes",
+        round=2, instructions="focus on the tests", context=["branch: retries"],
+    )  # fmt: skip
+    final = request.messages[-1]["content"]
+    assert (request.model, request.max_tokens, request.temperature) == ("small", 900, 0.3)
+    assert "- branch: retries" in final
+    assert "focus on the tests" in final
+    assert "## Session Summary (Compaction Round 2)" in final
+    assert "old notes" in final and "round 2" in final and "round 1" in final
+    # a previous summary already in the history is not pasted twice
+    with_prev = [*HISTORY[:-1], {"role": "assistant", "content": "PREV-7F3"}, HISTORY[-1]]
+    again = Summarizer(None).build_request(with_prev, previous_summary="PREV-7F3", round=2)
+    assert "PREV-7F3" not in again.messages[-1]["content"]
+
+
+def test_custom_prompts_replace_the_defaults() -> None:
+    cfg = CompactionConfig(system_prompt="SYS", summary_prompt="SUMMARIZE NOW")
+    request = Summarizer(None, cfg).build_request(HISTORY)
+    assert request.system == "SYS" and "SUMMARIZE NOW" in request.messages[-1]["content"]
+
+
+def test_model_summary_is_used() -> None:
+    client = Scripted(SummaryResponse("the notes", "stop"))
+    outcome = Summarizer(client).summarize(HISTORY, round=3)
+    assert (outcome.text, outcome.source, outcome.round, outcome.error) == (
+        "the notes",
+        "model",
+        3,
+        None,
+    )
+
+
+@pytest.mark.parametrize(("outcome", "why"), [
+    (RuntimeError("connection refused"), "RuntimeError: connection refused"),
+    (TimeoutError(), "timed out"),
+    (SummaryResponse("   \n", "stop"), "empty summary"),
+    (SummaryResponse("half of it", "length"), "cut off at max_tokens"),
+])  # fmt: skip
+def test_failures_fall_back_to_the_digest(outcome: Any, why: str) -> None:
+    result = Summarizer(Scripted(outcome)).summarize(HISTORY)
+    assert result.source == "digest"
+    assert why in (result.error or "")
+    assert result.text.startswith("## Session Summary (Compaction Round 1)")
+
+
+def test_fallback_policies() -> None:
+    boom = RuntimeError("down")
+    cfg = CompactionConfig(fallback="truncate", summary_max_tokens=30)
+    truncated = Summarizer(Scripted(boom), cfg).summarize(HISTORY)
+    assert truncated.source == "truncation" and "log each retry" in truncated.text
+    with pytest.raises(SummaryError) as e:
+        Summarizer(Scripted(boom), CompactionConfig(fallback="raise")).summarize(HISTORY)
+    assert e.value.__cause__ is boom
+    assert Summarizer(None).summarize(HISTORY).error == "no model client"
+
+
+def test_digest_is_structured_and_deterministic() -> None:
+    digest = build_digest(HISTORY)
+    assert digest == build_digest(HISTORY)
+    assert "Add retries to fetch() in src/net.py, keep the API unchanged." in digest  # verbatim
+    assert "- src/net.py" in digest
+    assert "bash: Error: 2 tests failed -> resolved later" in digest
+    assert "- Also log each retry." in digest
+    assert "Retries are in; adding logging next." in digest
+    assert COMPACTION_QUESTION not in digest.split("### Latest User Requests")[1]
+
+
+def test_digest_round_two_carries_the_original_task() -> None:
+    first = build_digest(HISTORY)
+    later = [{"role": "user", "content": "now port it to async"}]
+    second = build_digest(later, previous_summary=first, round=2)
+    assert second.startswith("## Session Summary (Compaction Round 2)")
+    task = second.split("### Original Task\n")[1].split("\n\n")[0]
+    assert task == "Add retries to fetch() in src/net.py, keep the API unchanged."
+    free_form = build_digest(later, previous_summary="we did X and Y", round=2)
+    assert "we did X and Y" in free_form
+
+
+def test_truncation_keeps_the_newest_turns_within_budget() -> None:
+    text = truncate_history(HISTORY, 25)
+    assert cc.estimate_tokens(text.split("\n\n", 1)[1]) <= 25
+    assert "Retries are in" in text and "Add retries to fetch" not in text
+    tiny = truncate_history([{"role": "user", "content": "x" * 1000}], 5)
+    assert tiny.endswith("x" * 20)
+
+
+def test_through_the_openai_sdk_every_failure_degrades(openai_server: FakeOpenAIServer) -> None:
+    openai_server.replies.extend([
+        Reply("real notes"), Reply("err", status=500), Reply("", finish="stop"),
+        Reply("cut", finish="length"), Reply("slow", delay_s=2.0),
+    ])  # fmt: skip
+    client = OpenAIChatClient("m", base_url=openai_server.base_url, api_key="k", max_retries=0,
+                              timeout=0.5)  # fmt: skip
+    with client:
+        results = [Summarizer(client).summarize(HISTORY) for _ in range(5)]
+    assert [r.source for r in results] == ["model", "digest", "digest", "digest", "digest"]
+    assert results[0].text == "real notes"
+    assert "InternalServerError" in (results[1].error or "")
+    assert "empty" in (results[2].error or "") and "cut off" in (results[3].error or "")
+    assert "Timeout" in (results[4].error or "")
+    assert all("tools" not in r.body for r in openai_server.requests)
+
+
+def test_async_path_with_the_anthropic_sdk(anthropic_server: FakeAnthropicServer) -> None:
+    from ctxcompact.clients.anthropic import AnthropicClient
+
+    anthropic_server.replies.extend([Reply("async notes"), Reply("cut", finish="max_tokens")])
+    client = AnthropicClient("c", base_url=anthropic_server.base_url, api_key="k", max_retries=0)
+
+    async def run() -> list[Any]:
+        try:
+            s = Summarizer(client)
+            return [await s.asummarize(HISTORY), await s.asummarize(HISTORY)]
+        finally:
+            await client.aclose()
+
+    ok, cut = asyncio.run(run())
+    assert (ok.source, ok.text) == ("model", "async notes")
+    assert cut.source == "digest" and "cut off" in (cut.error or "")
+
+
+def test_async_path_keeps_the_loop_free_with_a_slow_sync_client() -> None:
+    class Slow:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            time.sleep(0.3)
+            return SummaryResponse("slow notes", "stop")
+
+    async def run() -> tuple[Any, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        outcome = await Summarizer(Slow()).asummarize(HISTORY)
+        task.cancel()
+        return outcome, ticks
+
+    outcome, ticks = asyncio.run(run())
+    assert outcome.text == "slow notes"
+    assert ticks >= 5  # the loop kept running while the sync call slept in a thread
+
+
+def test_async_timeout_uses_the_configured_limit() -> None:
+    class Hangs:
+        async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+            await asyncio.sleep(5)
+            raise AssertionError("unreachable")
+
+    outcome = asyncio.run(Summarizer(Hangs(), CompactionConfig(timeout_s=0.1)).asummarize(HISTORY))
+    assert outcome.source == "digest" and "timed out" in (outcome.error or "")
+
+
+def test_async_only_client_needs_the_async_path() -> None:
+    class AsyncOnly:
+        async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+            return SummaryResponse("x", "stop")
+
+    with pytest.raises(ConfigError, match="asummarize"):
+        Summarizer(AsyncOnly()).summarize(HISTORY)
+
+
+# --- issue 10, items 5 and 6: the config's timeout_s and max_retries reach the call ------
+
+
+@pytest.fixture
+def sdk_client() -> Iterator[Callable[..., Any]]:
+    """Makes adapters on a local server; their connections are closed after the test."""
+    from ctxcompact.clients.anthropic import AnthropicClient
+
+    made: list[Any] = []
+
+    def make(kind: str, server: Any, **kw: Any) -> Any:
+        cls = OpenAIChatClient if kind == "openai" else AnthropicClient
+        made.append(cls("m", base_url=server.base_url, api_key="k", **kw))
+        assert made[-1].client is not None  # the SDK is imported now, not in a timed call
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def slow_or_failing(request: pytest.FixtureRequest) -> Any:
+    server_cls = FakeOpenAIServer if request.param == "openai" else FakeAnthropicServer
+    return request.param, server_cls
+
+
+def test_sync_summarize_gives_up_after_timeout_s_and_falls_back(
+    slow_or_failing: Any, sdk_client: Callable[..., Any]
+) -> None:
+    kind, server_cls = slow_or_failing
+    # The server takes 4 s to answer; the client has no timeout of its own.
+    with server_cls(default=Reply("too late", delay_s=4.0)) as server:
+        summarizer = Summarizer(sdk_client(kind, server), CompactionConfig(timeout_s=1))
+        start = time.monotonic()
+        outcome = summarizer.summarize(HISTORY)
+        elapsed = time.monotonic() - start
+    assert elapsed < 2.5, f"summarize blocked {elapsed:.1f} s with timeout_s=1"
+    assert outcome.source == "digest"
+    assert outcome.error == "the summary call timed out after 1 s (timeout_s)"
+    assert outcome.text.startswith(prompts.SUMMARY_HEADING)
+
+
+def test_sync_deadline_holds_for_any_blocking_client() -> None:
+    class Hangs:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            time.sleep(3)
+            return SummaryResponse("too late", "stop")
+
+    start = time.monotonic()
+    outcome = Summarizer(Hangs(), CompactionConfig(timeout_s=0.2, fallback="truncate")).summarize(
+        HISTORY
+    )
+    assert time.monotonic() - start < 1.5
+    assert outcome.source == "truncation" and "timed out after 0.2 s" in (outcome.error or "")
+    with pytest.raises(SummaryError, match="timed out"):
+        Summarizer(Hangs(), CompactionConfig(timeout_s=0.2, fallback="raise")).summarize(HISTORY)
+
+
+def test_a_timed_out_compaction_is_reported_as_a_fallback(
+    tmp_path: Any, sdk_client: Callable[..., Any]
+) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with FakeOpenAIServer(default=Reply("too late", delay_s=4.0)) as server:
+        config = CompactionConfig(timeout_s=0.5)
+        store = cc.MemoryStore()
+        sid = store.create_session()
+        compactor = cc.Compactor(store, Summarizer(sdk_client("openai", server)), config=config)
+        compactor.events.subscribe("compaction.fallback", lambda n, p: seen.append((n, p)))
+        loop = cc.CompactionLoop(compactor)
+        loop.add_user(sid, "Add retries to fetch() in src/net.py")
+        compactor.request_compaction(sid)
+        compactor.model_messages(sid)  # first-use imports (pyarrow -> pandas) before the clock
+        start = time.monotonic()
+        record = compactor.process_pending(sid)
+        assert time.monotonic() - start < 3.0  # the server answers after 4 s
+    assert record is not None and record.summary_source == "digest"
+    assert record.error == "the summary call timed out after 0.5 s (timeout_s)"
+    assert [p["error"] for _, p in seen] == [record.error]
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_attempts_against_a_failing_server_follow_config_max_retries(
+    slow_or_failing: Any, retries: int, sdk_client: Callable[..., Any]
+) -> None:
+    kind, server_cls = slow_or_failing
+    with server_cls(default=Reply("overloaded", status=500)) as server:
+        config = CompactionConfig(max_retries=retries)
+        outcome = Summarizer(sdk_client(kind, server), config).summarize(HISTORY)
+        assert outcome.source == "digest" and "InternalServerError" in (outcome.error or "")
+        assert len(server.requests) == retries + 1
+
+
+def test_the_compactors_config_drives_a_summarizer_built_without_one(
+    sdk_client: Callable[..., Any],
+) -> None:
+    with FakeOpenAIServer(default=Reply("overloaded", status=500)) as server:
+        store = cc.MemoryStore()
+        sid = store.create_session()
+        config = CompactionConfig(max_retries=1)
+        compactor = cc.Compactor(store, Summarizer(sdk_client("openai", server)), config=config)
+        compactor.request_compaction(sid)
+        record = compactor.process_pending(sid)
+        assert record is not None and record.summary_source == "digest"
+        assert len(server.requests) == 2
+
+
+def test_the_clients_own_max_retries_wins_over_the_config(sdk_client: Callable[..., Any]) -> None:
+    with FakeOpenAIServer(default=Reply("overloaded", status=500)) as server:
+        client = sdk_client("openai", server, max_retries=0)
+        Summarizer(client, CompactionConfig(max_retries=2)).summarize(HISTORY)
+        assert len(server.requests) == 1

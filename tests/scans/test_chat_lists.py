@@ -1,0 +1,198 @@
+"""Chat-format helpers: the seed-001 estimator cases, light pruning, validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact.errors import OrphanedToolResultError, TranscriptError, UnknownValueError
+from ctxcompact.scans.chat import (
+    estimate_chat_message,
+    estimate_chat_messages,
+    prune_tool_results,
+    validate_chat_messages,
+)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ({"role": "user", "content": "abcdefgh"}, 4 + 2),
+    ({"role": "user", "content": [{"type": "text", "text": "abcd"},
+                                  {"type": "text", "text": "efgh"}]},
+     4 + 2),  # "abcd\nefgh" = 9 chars -> 2
+    ({"role": "user", "content": ""}, 4),
+    ({"role": "assistant", "content": None}, 4),
+    ({"role": "user", "content": []}, 4),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "read", "arguments": '{"a":1}'}}]},
+     4 + 1 + 2),
+    ({"role": "tool", "tool_call_id": "c", "content": "x" * 100}, 4 + 25),
+])  # fmt: skip
+def test_estimates(message: dict[str, Any], expected: int) -> None:
+    assert estimate_chat_message(message) == expected
+
+
+def test_overhead_and_method() -> None:
+    msgs = [{"role": "user", "content": "abcde"}] * 3
+    assert estimate_chat_messages(msgs, overhead=0) == 3 * 1  # round(5/4) = 1
+    assert estimate_chat_messages(msgs, overhead=0, method="ceil-bytes") == 3 * 2
+    assert estimate_chat_messages(msgs, overhead=2) == 3 * 3  # seed 004: 2 per message
+
+
+def test_prune_tool_results_shortens_only_old_long_results() -> None:
+    msgs = [
+        {"role": "tool", "tool_call_id": "a", "content": "A" * 5000},
+        {"role": "tool", "tool_call_id": "b", "content": "short"},
+        {"role": "user", "content": "U" * 5000},
+        {"role": "tool", "tool_call_id": "c", "content": "C" * 5000},
+    ]
+    out = prune_tool_results(msgs, preserve_recent=1, max_chars=100)
+    assert out[0]["content"].startswith("A" * 50) and out[0]["content"].endswith("A" * 50)
+    assert "4900 characters of old tool output removed" in out[0]["content"]
+    assert out[1] == msgs[1] and out[2] == msgs[2]  # short, and not a tool result
+    assert out[3] == msgs[3]  # recent
+    assert msgs[0]["content"] == "A" * 5000  # input untouched
+    assert prune_tool_results(msgs, preserve_recent=10) == msgs
+    with pytest.raises(ValueError):
+        prune_tool_results(msgs, preserve_recent=-1)
+
+
+def test_validation_names_the_message() -> None:
+    good = [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]  # fmt: skip
+    validate_chat_messages(good)
+    with pytest.raises(OrphanedToolResultError) as e:
+        orphan = {"role": "tool", "tool_call_id": "zz", "content": "?"}
+        validate_chat_messages([{"role": "user", "content": "hi"}, orphan])
+    assert e.value.row == 1 and e.value.column == "tool_call_id"
+    with pytest.raises(UnknownValueError):
+        validate_chat_messages([{"role": "robot", "content": "x"}])
+    with pytest.raises(TranscriptError, match="no content"):
+        validate_chat_messages([{"role": "user"}])
+    with pytest.raises(TranscriptError, match="without an id"):
+        validate_chat_messages([{"role": "assistant", "content": None, "tool_calls": [{}]}])
+
+
+# --- one estimate of the model input: the live path and the batch scan agree -------------
+
+from pathlib import Path  # noqa: E402
+
+from ctxcompact.models import (  # noqa: E402
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    SessionInfo,
+    SystemMessage,
+    UserMessage,
+)
+from ctxcompact.scans.view import to_model_messages  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+DATA = Path("/work/shared/data")
+TEXT = st.text(alphabet=st.sampled_from(["a", "b", " ", "é", "日", "😀", "\n", "{", '"']),
+               max_size=30)  # fmt: skip
+INPUTS = st.one_of(
+    st.none(),
+    st.dictionaries(st.sampled_from(["path", "ché", "n", "日"]),
+                    st.one_of(TEXT, st.integers(-5, 10**6), st.lists(st.booleans(), max_size=2)),
+                    max_size=3),
+)  # fmt: skip
+
+
+@st.composite
+def _part(draw: st.DrawFn, i: int) -> Part:
+    kind = draw(st.sampled_from(["text", "text", "tool", "tool", "compaction", "file",
+                                 "reasoning", "step-start"]))  # fmt: skip
+    pid = f"p{i:03d}"
+    if kind == "text":
+        return Part(id=pid, type="text", text=draw(st.one_of(st.none(), TEXT)),
+                    ignored=draw(st.sampled_from([None, None, False, True])))  # fmt: skip
+    if kind == "tool":
+        status = draw(st.sampled_from(["completed", "completed", "error", "running", "pending"]))
+        state: dict[str, Any] = {"status": status, "input": draw(INPUTS)}
+        if status == "completed":
+            state["output"] = draw(st.one_of(st.none(), TEXT))
+        if status == "error":
+            state["error"] = draw(st.one_of(st.none(), TEXT))
+        if draw(st.booleans()):
+            state["time"] = {"start": 1, "compacted": draw(st.sampled_from([0, 1_700_000_000_000]))}
+        stateless = draw(st.integers(0, 9)) == 0
+        return Part.model_validate({"id": pid, "type": "tool", "callID": f"c{i}",
+                                    "tool": draw(st.sampled_from(["read", "bash", "日"])),
+                                    "state": None if stateless else state})  # fmt: skip
+    if kind == "file":
+        return Part(id=pid, type="file",
+                    mime=draw(st.sampled_from([None, "image/png", "text/plain"])),
+                    filename=draw(st.sampled_from([None, "", "a.png", "notes é.txt"])),
+                    url=draw(st.sampled_from([None, "", "data:image/png;base64,AAAA",
+                                              "file:///tmp/x"])))  # fmt: skip
+    return Part(id=pid, type=kind, text=draw(TEXT) if kind == "reasoning" else None)
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> Session:
+    messages = []
+    for m in range(draw(st.integers(0, 8))):
+        role = draw(st.sampled_from(["user", "assistant", "assistant", "system"]))
+        info = {"user": UserMessage, "assistant": AssistantMessage, "system": SystemMessage}
+        parts = [draw(_part(m * 10 + i)) for i in range(draw(st.integers(0, 5)))]
+        messages.append(MessageWithParts(info=info[role](id=f"m{m:03d}"), parts=parts))
+    return Session(info=SessionInfo(id="s"), messages=messages)
+
+
+def _assert_paths_agree(session: Session, method: str = "opencode", overhead: int = 4) -> None:
+    class C:
+        estimate_method = method
+        message_overhead = overhead
+
+    batch = cc.estimate_messages(session, C()).messages.to_pylist()
+    live = [
+        estimate_chat_messages(
+            to_model_messages(session.model_copy(update={"messages": [m]})),
+            method=method,  # type: ignore[arg-type]
+            overhead=overhead,
+        )
+        for m in session.messages
+    ]
+    # Every stored message: the sum over the chat messages it becomes.
+    assert [r["tokens"] for r in batch] == live, session.id
+    total = estimate_chat_messages(to_model_messages(session), method=method,  # type: ignore[arg-type]
+                                   overhead=overhead)  # fmt: skip
+    assert sum(live) == total
+
+
+@settings(max_examples=300, deadline=None)
+@given(_sessions(), st.sampled_from(["opencode", "ceil-bytes"]), st.integers(0, 6))
+def test_batch_and_live_estimates_agree(session: Session, method: str, overhead: int) -> None:
+    _assert_paths_agree(session, method, overhead)
+
+
+def test_batch_and_live_estimates_agree_on_an_assistant_with_tools() -> None:
+    # Issue 10 item 9: a tool result is its own chat message (one overhead each), and
+    # arguments are compact JSON; texts are estimated joined, not part by part.
+    session = Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m1", "role": "assistant"}, "parts": [
+            {"id": "a", "type": "text", "text": "ab"},
+            {"id": "b", "type": "text", "text": "cd"},
+            {"id": "c", "type": "tool", "tool": "read", "callID": "x",
+             "state": {"status": "completed", "input": {"path": "é.py", "n": [1, 2]},
+                       "output": "ok"}},
+            {"id": "d", "type": "tool", "tool": "bash", "callID": "y",
+             "state": {"status": "running", "input": {}}}]}]})  # fmt: skip
+    chat = to_model_messages(session)
+    assert [m["role"] for m in chat] == ["assistant", "tool", "tool"]
+    assert chat[0]["tool_calls"][0]["function"]["arguments"] == '{"path":"é.py","n":[1,2]}'
+    want = estimate_chat_messages(chat)
+    assert want == (4 + 2) + (1 + 6) + (1 + 1) + (4 + 1) + (4 + 8)
+    assert cc.estimate_messages(session).total == want
+
+
+def test_batch_and_live_estimates_agree_on_real_transcripts() -> None:
+    # Every session file under shared/data, read as a user would; skip leaves out
+    # the sample's deliberately broken Claude Code lines and its repeated session.
+    sessions = cc.read_sessions(DATA, on_error="skip").transcript.to_sessions()
+    assert len(sessions) > 100
+    for session in sessions:
+        _assert_paths_agree(session)

@@ -1,0 +1,254 @@
+"""The Rust core against the pure-Python reference on random transcripts.
+
+Transcripts are generated as part rows (docs/schema.md) with many sessions,
+summaries, compaction markers, already-compacted parts, protected tools,
+empty and null outputs and non-ASCII text, then encoded with a random Arrow
+layout (string / large_string / string_view / dictionary, random chunking).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import ctxcompact as cc
+import pyarrow as pa
+from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
+from ctxcompact.testing import reference as ref
+from ctxcompact.transcript import SCAN_COLUMNS
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+TEXT = st.text(
+    alphabet=st.sampled_from(["a", "b", " ", "é", "日", "😀", "\n", "𝔘", "\u0800"]),
+    max_size=60,
+)
+TOOLS = st.sampled_from(["read", "bash", "skill", "edit"])
+STATUS = st.sampled_from(["completed", "completed", "completed", "error", "running", "pending"])
+
+
+@st.composite
+def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
+    if role == "user":
+        kind = draw(st.sampled_from(["text", "text", "compaction", "file"]))
+    else:
+        kind = draw(st.sampled_from(["tool", "tool", "tool", "text", "reasoning", "step-start"]))
+    row: dict[str, Any] = {"part_type": kind, "tool": None, "status": None, "input": None}
+    row["output"] = draw(st.one_of(st.none(), TEXT)) if kind in ("text", "reasoning") else None
+    row["compacted_at"] = None
+    row["auto"] = draw(st.booleans()) if kind == "compaction" else None
+    # What the model input reads from part_json: ignored text, a file's name, mime and url.
+    row["part_json"] = None
+    if kind == "text":
+        texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}']
+        row["part_json"] = draw(st.sampled_from(texts))
+    if kind == "file":
+        info = {
+            key: value
+            for key, value in (
+                ("mime", draw(st.sampled_from([None, "image/png", "text/plain"]))),
+                ("filename", draw(st.sampled_from([None, "", "a.py", "é.txt"]))),
+                ("url", draw(st.sampled_from([None, "", "data:image/png;base64,AAAA"]))),
+            )
+            if value is not None
+        }
+        row["part_json"] = draw(st.sampled_from([None, json.dumps(info, ensure_ascii=False)]))
+    if kind == "tool":
+        row["tool"] = draw(TOOLS)
+        row["status"] = draw(STATUS)
+        row["input"] = draw(st.sampled_from([None, '{"path":"a.py"}', '{"q":"日本"}']))
+        # Big outputs, so small thresholds are crossed often; sometimes empty or null.
+        size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
+        row["output"] = draw(st.one_of(st.none(), st.just(draw(TEXT) * (size // 10 + 1))))
+        row["compacted_at"] = draw(st.sampled_from([None, None, None, None, 0, 1_700_000_000_000]))
+    return row
+
+
+@st.composite
+def session(draw: st.DrawFn, sid: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    users: list[str] = []
+    n_messages = draw(st.integers(0, 14))
+    if n_messages == 0:
+        return [_row(sid, None, None, {"part_type": None})]
+    for m in range(n_messages):
+        role = draw(st.sampled_from(["user", "assistant", "assistant", "system"]))
+        mid = f"{sid}-m{m:03d}"
+        info: dict[str, Any] = {"role": role, "parent_id": None, "summary": None}
+        if role == "assistant":
+            info["parent_id"] = draw(st.sampled_from([*users[-3:], None])) if users else None
+            info["summary"] = draw(st.sampled_from([False, False, True, None]))
+            info["finished"] = draw(st.sampled_from([True, True, False, None]))
+            info["error"] = draw(st.sampled_from([False, False, True, None]))
+        else:
+            users.append(mid)
+            info["finished"] = None
+            info["error"] = None
+        parts = draw(st.lists(part(role), max_size=4))
+        for p in parts or [{"part_type": None}]:
+            rows.append(_row(sid, mid, info, p))
+    return rows
+
+
+def _row(
+    sid: str, mid: str | None, info: dict[str, Any] | None, part: dict[str, Any]
+) -> dict[str, Any]:
+    base = dict.fromkeys(COLUMNS)
+    base.update(info or {})
+    base.update(part)
+    base["session_id"] = sid
+    base["message_id"] = mid
+    base["part_id"] = None if part.get("part_type") is None else f"p{id(part)}"
+    return base
+
+
+COLUMNS = [*SCAN_COLUMNS, "part_json"]
+STRINGS = {"session_id", "message_id", "role", "parent_id", "part_id", "part_type", "tool",
+           "status", "input", "output", "part_json"}  # fmt: skip
+BOOLS = {"summary", "finished", "error", "auto"}
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], pa.Table]:
+    n = draw(st.integers(1, 6))
+    rows = [r for s in range(n) for r in draw(session(f"s{s}"))]
+    arrays = {}
+    for name in COLUMNS:
+        values = [r[name] for r in rows]
+        if name in STRINGS:
+            kind = draw(st.sampled_from(["string", "large_string", "string_view", "dict"]))
+            if kind == "dict":
+                arrays[name] = pa.array(values, pa.string()).dictionary_encode()
+            else:
+                arrays[name] = pa.array(values, getattr(pa, kind)())
+        elif name in BOOLS:
+            arrays[name] = pa.array(values, pa.bool_())
+        else:
+            arrays[name] = pa.array(values, pa.int64())
+    table = pa.table(arrays)
+    # Random chunking: sessions and messages may straddle batch boundaries.
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(rows) - 1)), max_size=3)))
+    bounds = [0, *[c for c in cuts if c < len(rows)], len(rows)]
+    batches = [table.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
+    return rows, pa.concat_tables(batches)
+
+
+SMALL = {"protect": 60, "minimum": 25}
+
+
+class Config:
+    prune = True
+    prune_protect = SMALL["protect"]
+    prune_minimum = SMALL["minimum"]
+    prune_protected_tools = ["skill"]
+    prune_continue_past_compacted = False
+    estimate_method = "opencode"
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.booleans(), st.sampled_from(["opencode", "ceil-bytes"]))
+def test_prune_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], continue_past: bool, method: str
+) -> None:
+    rows, table = data
+    config = Config()
+    config.prune_continue_past_compacted = continue_past
+    config.estimate_method = method
+    got = cc.prune(table, config)
+    want = ref.prune(rows, **SMALL, continue_past_compacted=continue_past, method=method)
+    assert got.sessions["session_id"].to_pylist() == [w.session_id for w in want]
+    assert got.sessions["total"].to_pylist() == [w.total for w in want]
+    assert got.sessions["pruned"].to_pylist() == [w.pruned for w in want]
+    assert got.rows.to_pylist() == [r for w in want for r in w.rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts())
+def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) -> None:
+    rows, table = data
+    starts = ref.pivot_starts(rows)
+    sessions = ref.group(rows)
+    want_mask = [False] * len(rows)
+    for s, start in zip(sessions, starts):
+        for r in s.rows:
+            want_mask[r] = r >= start
+    assert pivot_mask(table).to_pylist() == want_mask
+    filtered = cc.filter_pivot(table).to_arrow()
+    assert filtered.num_rows == sum(want_mask)
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.integers(0, 8), st.sampled_from(["opencode", "ceil-bytes"]))
+def test_message_estimates_match_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], overhead: int, method: str
+) -> None:
+    rows, table = data
+
+    class C:
+        estimate_method = method
+        message_overhead = overhead
+
+    got = cc.estimate_messages(table, C())
+    want = ref.estimate_messages(rows, method=method, overhead=overhead)
+    assert got.messages["tokens"].to_pylist() == [t for _, t in want]
+    assert got.messages["message_id"].to_pylist() == [rows[r]["message_id"] for r, _ in want]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(), st.sampled_from(["opencode", "ceil-bytes"]))
+def test_estimate_matches_reference_on_any_unicode(text: str, method: str) -> None:
+    assert cc.estimate_tokens(text, method) == ref.estimate(text, method)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=200)), max_size=50))
+def test_estimate_array_matches_reference(values: list[str | None]) -> None:
+    for typ in (pa.string(), pa.large_string(), pa.string_view()):
+        got = estimate_tokens_array(pa.array(values, typ)).to_pylist()
+        assert got == [None if v is None else ref.estimate(v) for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {
+            "input": st.integers(0, 300_000),
+            "output": st.integers(0, 64_000),
+            "cache": st.fixed_dictionaries(
+                {"read": st.integers(0, 100_000), "write": st.integers(0, 100_000)}
+            ),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "context": st.sampled_from([0, 8_192, 128_000, 200_000, 1_000_000]),
+            "input": st.sampled_from([0, 0, 100_000, 272_000]),
+            "output": st.sampled_from([0, 4_096, 32_000, 128_000]),
+        }
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, "default", 5_000]),
+)
+def test_overflow_matches_reference(
+    usage: dict[str, Any],
+    limits: dict[str, int],
+    inclusive: bool,
+    cache_write: bool,
+    clamp: bool,
+    reserved: int | str | None,
+) -> None:
+    opts = OverflowOptions(
+        inclusive=inclusive, count_cache_write=cache_write, clamp_usable=clamp, reserved=reserved
+    )
+    want = ref.is_overflow(
+        usage,
+        limits,
+        inclusive=inclusive,
+        count_cache_write=cache_write,
+        clamp_usable=clamp,
+        reserved=reserved,
+    )
+    assert is_overflow(usage, limits, opts) == want

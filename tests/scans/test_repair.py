@@ -1,0 +1,63 @@
+"""Repair of tool call / result pairing, with a report of every change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxcompact.formats import from_openai_chat
+from ctxcompact.scans import INTERRUPTED_TOOL, validate_chat_messages
+from ctxcompact.scans.repair import repair_chat_messages, repair_tool_pairs
+
+
+def call(cid: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def result(cid: str, text: str = "r") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def asks(*ids: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [call(i) for i in ids]}
+
+
+def test_valid_history_is_unchanged() -> None:
+    msgs = [{"role": "user", "content": "go"}, asks("a", "b"), result("a"), result("b")]
+    out, report = repair_chat_messages(msgs)
+    assert out == msgs and not report
+
+
+def test_out_of_order_result_is_moved_after_its_call() -> None:
+    msgs = [asks("a"), {"role": "user", "content": "hm"}, result("a")]
+    out, report = repair_chat_messages(msgs)
+    assert out == [asks("a"), result("a"), {"role": "user", "content": "hm"}]
+    assert [(c.kind, c.where, c.call_id) for c in report.changes] == [("moved-result", 2, "a")]
+    validate_chat_messages(out)
+
+
+def test_orphan_result_becomes_a_note_and_missing_result_is_interrupted() -> None:
+    msgs = [result("zz", "lost output"), asks("a")]
+    out, report = repair_chat_messages(msgs)
+    assert out[0] == {"role": "user", "content": "[orphaned result of tool call zz]\nlost output"}
+    assert out[-1] == {"role": "tool", "tool_call_id": "a", "content": INTERRUPTED_TOOL}
+    assert (report.count("orphan-result"), report.count("missing-result")) == (1, 1)
+    validate_chat_messages(out)
+
+
+def test_duplicate_call_ids_are_renamed_with_their_results() -> None:
+    msgs = [asks("a"), result("a", "first"), asks("a"), result("a", "second")]
+    out, report = repair_chat_messages(msgs)
+    assert out[2]["tool_calls"][0]["id"] == "a-dup1"
+    assert out[3] == {"role": "tool", "tool_call_id": "a-dup1", "content": "second"}
+    assert report.count("duplicate-call-id") == 1
+    validate_chat_messages(out)
+
+
+def test_session_repair_keeps_orphans_as_notes_and_reports_pending_calls() -> None:
+    session = from_openai_chat(
+        [{"role": "user", "content": "go"}, asks("a"), result("zz", "x")], "s"
+    )
+    fixed, report = repair_tool_pairs(session)
+    assert fixed.messages[-1].parts[0].text == "[orphaned result of tool call zz]\nx"
+    assert {c.kind for c in report.changes} == {"orphan-result", "missing-result"}
+    assert len(fixed.messages) == len(session.messages)
