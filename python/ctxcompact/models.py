@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
+from ctxcompact.errors import InvalidUsageError
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", validate_assignment=True)
@@ -102,7 +104,7 @@ class Part(_Model):
     def mark_compacted(self, now_ms: int) -> None:
         """Set ``state.time.compacted``; the output itself is kept."""
         if self.state is None:
-            raise ValueError(f"part {self.id} is not a tool part with a state")
+            raise InvalidUsageError(f"part {self.id} is not a tool part with a state")
         if self.state.time is None:
             self.state.time = ToolTime()
         self.state.time.compacted = now_ms
