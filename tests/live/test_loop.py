@@ -192,3 +192,45 @@ def test_metrics_tell_proactive_reactive_and_manual_compactions_apart() -> None:
     assert counts == {"compactions": 3, "proactive_compactions": 1, "reactive_compactions": 1,
                       "manual_compactions": 1, "proactive_triggers": 1,
                       "reactive_overflows": 1}  # fmt: skip
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts how often a session is read back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    def load(self, session_id: str) -> Any:
+        self.loads += 1
+        return super().load(session_id)
+
+
+def counting_loop() -> tuple[CountingStore, str, CompactionLoop]:
+    store = CountingStore()
+    sid = store.create_session()
+    config = CompactionConfig()
+    compactor = Compactor(store, Summarizer(Client(), config), config=config,
+                          limits={"context": 100_000, "output": 8_000})  # fmt: skip
+    return store, sid, CompactionLoop(compactor, system="sys")
+
+
+def test_before_call_with_nothing_to_compact_loads_the_session_once() -> None:
+    store, sid, loop = counting_loop()
+    fill(store, sid, 3, chars=2_000)
+    store.loads = 0
+    loop.before_call(sid)
+    assert store.loads == 1
+    store.loads = 0
+    asyncio.run(loop.abefore_call(sid))
+    assert store.loads == 1
+
+
+def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:
+    store, sid, loop = counting_loop()
+    fill(store, sid, 3, chars=2_000)
+    loop.compactor.request_compaction(sid)
+    store.loads = 0
+    messages = loop.before_call(sid)
+    assert len(store.records(sid)) == 1 and messages[1]["content"] == COMPACTION_QUESTION
+    assert store.loads == 2  # the task is prepared on the first load; the result is read back

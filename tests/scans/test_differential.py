@@ -14,6 +14,8 @@ from typing import Any
 
 import ctxcompact as cc
 import pyarrow as pa
+import pytest
+from ctxcompact.errors import NonContiguousError
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
 from ctxcompact.testing import reference as ref
 from ctxcompact.transcript import SCAN_COLUMNS
@@ -252,3 +254,50 @@ def test_overflow_matches_reference(
         reserved=reserved,
     )
     assert is_overflow(usage, limits, opts) == want
+
+
+@st.composite
+def live_sessions(draw: st.DrawFn) -> cc.Session:
+    """Sessions as a live loop holds them: pydantic objects, every pivot case."""
+    messages: list[dict[str, Any]] = []
+    users: list[str] = []
+    for m in range(draw(st.integers(0, 12))):
+        role = draw(st.sampled_from(["user", "user", "assistant", "assistant", "system"]))
+        mid = f"m{m:03d}"
+        info: dict[str, Any] = {"id": mid, "role": role}
+        parts: list[dict[str, Any]] = []
+        if role == "user":
+            users.append(mid)
+            kinds = draw(st.lists(st.sampled_from(["text", "compaction"]), max_size=2))
+            parts = [{"id": f"{mid}-{k}", "type": kind} for k, kind in enumerate(kinds)]
+        elif role == "assistant":
+            parent = draw(st.sampled_from([*users[-3:], None, "elsewhere"]))
+            summary = draw(st.sampled_from([True, True, False, None]))
+            finish = draw(st.sampled_from(["stop", "stop", None]))
+            error = draw(st.sampled_from([None, None, {"name": "APIError"}]))
+            fields = {"parentID": parent, "summary": summary, "finish": finish, "error": error}
+            info |= {k: v for k, v in fields.items() if v is not None}
+            parts = [{"id": f"{mid}-t", "type": "text", "text": "done"}]
+        messages.append({"info": info, "parts": parts})
+    return cc.Session.model_validate({"info": {"id": "s"}, "messages": messages})
+
+
+@settings(max_examples=400, deadline=None)
+@given(live_sessions())
+def test_pivot_on_a_live_session_matches_the_core(session: cc.Session) -> None:
+    # The Session path reads the pydantic objects; the table path is the Rust scan.
+    got = [m.id for m in cc.filter_pivot(session).messages]
+    table = cc.filter_pivot(cc.Transcript.from_sessions([session])).to_arrow()
+    ids = [i for i in table.column("message_id").to_pylist() if i is not None]
+    want = [k for k, _ in itertools.groupby(ids)]
+    assert got == want
+
+
+def test_pivot_on_a_session_with_repeated_message_ids_is_left_to_the_core() -> None:
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "a", "role": "user"}, "parts": [{"id": "p1", "type": "text"}]},
+        {"info": {"id": "b", "role": "assistant"}, "parts": []},
+        {"info": {"id": "a", "role": "user"}, "parts": [{"id": "p2", "type": "text"}]},
+    ]})  # fmt: skip
+    with pytest.raises(NonContiguousError, match="reappears"):
+        cc.filter_pivot(session)

@@ -123,9 +123,16 @@ class Compactor:
             visible, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
 
-    def model_messages(self, session_id: str, *, system: str | None = None) -> list[dict[str, Any]]:
-        """The OpenAI chat messages of the next call: pivot-filtered, placeholders applied."""
-        return to_model_messages(filter_pivot(self.store.load(session_id)), system=system)
+    def model_messages(
+        self, session_id: str, *, system: str | None = None, session: Session | None = None
+    ) -> list[dict[str, Any]]:
+        """The OpenAI chat messages of the next call: pivot-filtered, placeholders applied.
+
+        ``session``: the session as just loaded from the store (saves a load).
+        """
+        if session is None:
+            session = self.store.load(session_id)
+        return to_model_messages(filter_pivot(session), system=system)
 
     def usable_tokens(self) -> int | None:
         """The input budget of the limits (None: unlimited or unknown)."""
@@ -226,8 +233,9 @@ class Compactor:
 
     # --- processing ---------------------------------------------------------------------
 
-    def _prepare(self, session_id: str) -> _Job | None:
-        session = self.store.load(session_id)
+    def _prepare(self, session_id: str, session: Session | None = None) -> _Job | None:
+        if session is None:
+            session = self.store.load(session_id)
         validate_session(session)
         marker = self.pending_task(session)
         if marker is None:
@@ -346,14 +354,17 @@ class Compactor:
         self.metrics.record_compaction(record)
         self.events.emit(ev.COMPACTED, session_id=job.session_id, record=record)
 
-    def process_pending(self, session_id: str) -> ev.CompactionRecord | None:
+    def process_pending(
+        self, session_id: str, *, session: Session | None = None
+    ) -> ev.CompactionRecord | None:
         """Complete the pending compaction task, if any; returns its record.
 
         A pre-compact hook may cancel (None is returned and the marker stays
         pending). A runner that loses a race to another one gets
-        ``CompactionConflictError`` carrying the winner's record.
+        ``CompactionConflictError`` carrying the winner's record. ``session``:
+        the session as just loaded from the store (saves a load).
         """
-        job = self._prepare(session_id)
+        job = self._prepare(session_id, session)
         if job is None:
             return None
         self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
@@ -370,8 +381,10 @@ class Compactor:
         self.hooks.run_post_compact(ev.PostCompactEvent(session_id, record))
         return record
 
-    async def aprocess_pending(self, session_id: str) -> ev.CompactionRecord | None:
-        job = await asyncio.to_thread(self._prepare, session_id)
+    async def aprocess_pending(
+        self, session_id: str, *, session: Session | None = None
+    ) -> ev.CompactionRecord | None:
+        job = await asyncio.to_thread(self._prepare, session_id, session)
         if job is None:
             return None
         self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)

@@ -25,9 +25,9 @@ from typing import Any
 
 from ctxcompact.errors import CompactionConflictError, CompactionLoopError
 from ctxcompact.live import events as ev
-from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.compactor import Compactor, validate_session
 from ctxcompact.live.store import new_id
-from ctxcompact.models import MessageTime, MessageWithParts, Part, UserMessage
+from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
 from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import TokenBudget
@@ -105,10 +105,9 @@ class CompactionLoop:
 
     # --- before the call ----------------------------------------------------------------
 
-    def _proactive_reason(self, session_id: str) -> str | None:
+    def _proactive_reason(self, session_id: str, messages: list[dict[str, Any]]) -> str | None:
         if not self.config.auto:
             return None
-        messages = self.compactor.model_messages(session_id, system=self.system)
         tokens = estimate_chat_messages(
             [m for m in messages if m.get("role") != "system"],
             method=self.config.estimate_method,
@@ -127,32 +126,52 @@ class CompactionLoop:
         return "critical" if budget.is_critical else "proactive"
 
     def before_call(self, session_id: str) -> list[dict[str, Any]]:
-        """Compact if needed, then return the OpenAI chat messages to send."""
+        """Compact if needed, then return the OpenAI chat messages to send.
+
+        With nothing to compact, the session is loaded from the store once.
+        """
+        session = self._load(session_id)
+        if self.compactor.pending_task(session) is not None:
+            self._process(session_id, session)
+            session = self._load(session_id)
+        messages = self.compactor.model_messages(session_id, system=self.system, session=session)
+        reason = self._proactive_reason(session_id, messages)
+        if reason is None:
+            return messages
+        self.compactor.request_compaction(session_id, auto=True, reason=reason)
         self._process(session_id)
-        reason = self._proactive_reason(session_id)
-        if reason is not None:
-            self.compactor.request_compaction(session_id, auto=True, reason=reason)
-            self._process(session_id)
         return self.compactor.model_messages(session_id, system=self.system)
 
-    def _process(self, session_id: str) -> None:
+    def _load(self, session_id: str) -> Session:
+        session = self.compactor.store.load(session_id)
+        validate_session(session)
+        return session
+
+    def _process(self, session_id: str, session: Session | None = None) -> None:
         # Another runner may complete it first: its summary is then in the store.
         with contextlib.suppress(CompactionConflictError):
-            self.compactor.process_pending(session_id)
+            self.compactor.process_pending(session_id, session=session)
 
     async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
+        session = await asyncio.to_thread(self._load, session_id)
+        if self.compactor.pending_task(session) is not None:
+            await self._aprocess(session_id, session)
+            session = await asyncio.to_thread(self._load, session_id)
+        messages = await asyncio.to_thread(
+            self.compactor.model_messages, session_id, system=self.system, session=session
+        )
+        reason = await asyncio.to_thread(self._proactive_reason, session_id, messages)
+        if reason is None:
+            return messages
+        await self.compactor.arequest_compaction(session_id, auto=True, reason=reason)
         await self._aprocess(session_id)
-        reason = await asyncio.to_thread(self._proactive_reason, session_id)
-        if reason is not None:
-            await self.compactor.arequest_compaction(session_id, auto=True, reason=reason)
-            await self._aprocess(session_id)
         return await asyncio.to_thread(
             self.compactor.model_messages, session_id, system=self.system
         )
 
-    async def _aprocess(self, session_id: str) -> None:
+    async def _aprocess(self, session_id: str, session: Session | None = None) -> None:
         with contextlib.suppress(CompactionConflictError):
-            await self.compactor.aprocess_pending(session_id)
+            await self.compactor.aprocess_pending(session_id, session=session)
 
     # --- after the step -----------------------------------------------------------------
 

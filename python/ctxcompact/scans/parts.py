@@ -204,6 +204,12 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     parent is that user message) exists. Sessions without one are kept whole.
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
+    from ctxcompact.models import Session
+
+    if isinstance(data, Session):
+        keep_from = _session_pivot(data)
+        if keep_from is not None:
+            return data.model_copy(update={"messages": data.messages[keep_from:]})
     table, session = _as_table(data)
     ranges = _core.pivot_ranges(table, threads=check_threads(threads))
     starts, lengths = (pa.array(a).to_pylist() for a in ranges)
@@ -217,6 +223,40 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     pivot_id = table.column("message_id")[starts[0]].as_py()
     keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
     return session.model_copy(update={"messages": session.messages[keep_from:]})
+
+
+def _session_pivot(session: Session) -> int | None:
+    """Index of the first message later calls see, read off the session's own objects.
+
+    The rule of ``rust/src/pivot.rs`` (hypothesis checks the two agree): the
+    newest user message holding a compaction part whose completed summary
+    exists. A live session is filtered on every model call, and the table
+    round trip (a ``json.dumps`` per part) cost more than the scan. ``None``
+    when message ids repeat: the core then decides, and reports, as before.
+    """
+    from ctxcompact.models import AssistantMessage, UserMessage
+
+    if len({m.id for m in session.messages}) != len(session.messages):
+        return None
+    completed: set[str] = set()
+    for i in range(len(session.messages) - 1, -1, -1):
+        message = session.messages[i]
+        info = message.info
+        if (
+            isinstance(info, UserMessage)
+            and info.id in completed
+            and any(p.type == "compaction" for p in message.parts)
+        ):
+            return i
+        if (
+            isinstance(info, AssistantMessage)
+            and info.summary is True
+            and info.finish is not None
+            and info.error is None
+            and info.parentID is not None
+        ):
+            completed.add(info.parentID)
+    return 0
 
 
 @dataclass(frozen=True)
