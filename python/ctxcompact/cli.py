@@ -54,8 +54,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, DatasetError, FormatError
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
-from ctxcompact.scans import pivot_mask
-from ctxcompact.scans.overflow import check_overflow
+from ctxcompact.scans import Limits, pivot_mask
 from ctxcompact.testing.synthetic import generate_table
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
@@ -196,7 +195,7 @@ def _limits(
     if context == 0:
         return limits, None
     # The library's overflow rule decides how much of the window is input.
-    usable = check_overflow({"input": 0, "output": 0}, limits, cfg).usable
+    usable = Limits(context=context, output=output_limit or 0).usable(cfg) or 0
     if usable <= 0:
         raise ConfigError(
             f"--context {context} leaves no usable input window ({usable:,} tokens): "

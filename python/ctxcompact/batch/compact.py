@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.scans.estimate import estimate_tokens
-from ctxcompact.scans.overflow import Limits, check_overflow
+from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.parts import estimate_messages, filter_pivot, mark_pruned, prune
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 from ctxcompact.transcript import Transcript
@@ -95,11 +95,7 @@ def compact_batch(
             ids, sessions["pruned"].to_pylist(), sessions["parts"].to_pylist()
         )
     }
-    usable = None
-    if limits is not None:
-        lim = Limits.coerce(limits)
-        if lim.context:
-            usable = check_overflow({"input": 0, "output": 0}, lim, cfg).usable
+    usable = None if limits is None else Limits.coerce(limits).usable(cfg)
     columns: dict[str, Any] = {
         "session_id": ids,
         "parts": [rows.get(s, 0) for s in ids],

@@ -136,10 +136,7 @@ class Compactor:
 
     def usable_tokens(self) -> int | None:
         """The input budget of the limits (None: unlimited or unknown)."""
-        if self.limits is None or self.limits.context == 0:
-            return None
-        report = check_overflow({"input": 0, "output": 0}, self.limits, self.config)
-        return report.usable
+        return None if self.limits is None else self.limits.usable(self.config)
 
     def pending_task(self, session: Session) -> MessageWithParts | None:
         """The newest user message with a compaction part that has no summary yet."""

@@ -75,21 +75,11 @@ class CompactionLoop:
         return self.compactor.config
 
     def budget(self, history_tokens: int) -> TokenBudget | None:
-        limits = self.compactor.limits
-        if limits is None or limits.context == 0:
+        if self.compactor.limits is None:
             return None
-        cfg = self.config
-        reserve = min(limits.output or cfg.output_token_max, cfg.output_token_max)
-        system = estimate_tokens(self.system or "", cfg.estimate_method)
-        return TokenBudget(
-            context=limits.input + reserve if limits.input else limits.context,
-            history_tokens=history_tokens,
-            system_tokens=system + cfg.system_reserve,
-            output_reserve=reserve,
-            safety_buffer=cfg.safety_buffer,
-            proactive=cfg.proactive_threshold,
-            critical=cfg.critical_threshold,
-        )
+        system = estimate_tokens(self.system or "", self.config.estimate_method)
+        return TokenBudget.for_limits(self.compactor.limits, history_tokens=history_tokens,
+                                      system_tokens=system, config=self.config)  # fmt: skip
 
     def add_user(self, session_id: str, text: str) -> str:
         """Store a user turn (a convenience for runtimes without their own store code)."""

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError
 from ctxcompact.live import events as ev
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import content_text, estimate_chat_message, estimate_chat_messages
 from ctxcompact.scans.estimate import EstimateMethod
-from ctxcompact.scans.overflow import TokenBudget
+from ctxcompact.scans.overflow import Limits, TokenBudget
 
 Message = Mapping[str, Any]
 _ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)\))?")
@@ -98,7 +99,7 @@ def select_split(
         boundary = max(start, len(messages) - keep_messages)
     elif keep_policy == "tokens":
         if keep_tokens is None:
-            raise ValueError("keep_policy='tokens' needs keep_tokens")
+            raise ConfigError("keep_policy='tokens' needs keep_tokens", column="keep_tokens")
         boundary, used = len(messages), 0
         while boundary > start:
             cost = estimate_chat_message(messages[boundary - 1], method=method, overhead=overhead)
@@ -107,7 +108,9 @@ def select_split(
             used += cost
             boundary -= 1
     else:
-        raise ValueError(f"unknown keep_policy {keep_policy!r}")
+        raise ConfigError(
+            f"unknown keep_policy {keep_policy!r}: 'messages' or 'tokens'", column="keep_policy"
+        )
     boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
     return Split(system, previous, previous_round, list(messages[start:boundary]),
                  list(messages[boundary:]), start, boundary)  # fmt: skip
@@ -115,9 +118,8 @@ def select_split(
 
 def keep_tokens_for(config: CompactionConfig, context: int, output: int = 0) -> int:
     """The tail budget: ``keep_ratio`` of the usable window."""
-    reserve = min(output or config.output_token_max, config.output_token_max)
-    usable = max(0, context - reserve - config.system_reserve - config.safety_buffer)
-    return int(usable * config.keep_ratio)
+    usable = Limits(context=context, output=output).usable(config) or 0
+    return int(max(0, usable - config.system_reserve - config.safety_buffer) * config.keep_ratio)
 
 
 def should_compact(
@@ -128,17 +130,15 @@ def should_compact(
     cfg = config or CompactionConfig()
     system = [m for m in messages if m.get("role") in ("system", "developer")]
     rest = [m for m in messages if m.get("role") not in ("system", "developer")]
-    reserve = min(output or cfg.output_token_max, cfg.output_token_max)
-    budget = TokenBudget(
-        context=context,
+    budget = TokenBudget.for_limits(
+        Limits(context=context, output=output),
         history_tokens=estimate_chat_messages(rest, method=cfg.estimate_method,
                                               overhead=cfg.message_overhead),
         system_tokens=estimate_chat_messages(system, method=cfg.estimate_method,
-                                             overhead=cfg.message_overhead) + cfg.system_reserve,
-        output_reserve=reserve, safety_buffer=cfg.safety_buffer,
-        proactive=cfg.proactive_threshold, critical=cfg.critical_threshold,
+                                             overhead=cfg.message_overhead),
+        config=cfg,
     )  # fmt: skip
-    return budget.should_compact
+    return budget is not None and budget.should_compact
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxcompact.errors import OrphanedToolResultError, TranscriptError, UnknownValueError
+from ctxcompact.errors import (
+    ConfigError,
+    OrphanedToolResultError,
+    TranscriptError,
+    UnknownValueError,
+)
 from ctxcompact.scans.estimate import EstimateMethod, estimate_tokens
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -83,7 +88,7 @@ def prune_tool_results(
     Returns new message dicts; the input is not changed.
     """
     if preserve_recent < 0 or max_chars < 0:
-        raise ValueError("preserve_recent and max_chars must not be negative")
+        raise ConfigError("preserve_recent and max_chars must not be negative")
     cut = max(0, len(messages) - preserve_recent)
     out = []
     for i, message in enumerate(messages):

@@ -95,6 +95,22 @@ class Limits:
             values[key] = v
         return cls(**values)
 
+    def reserve(self, config: Any = None) -> int:
+        """Tokens kept for the answer: the output limit, capped at ``output_token_max``."""
+        cap = OverflowOptions.from_config(config).output_token_max
+        return min(self.output or cap, cap)
+
+    def usable(self, config: Any = None) -> int | None:
+        """Tokens the model can take as input (``None``: no context limit).
+
+        The one definition of the usable window, the core's (overflow.rs):
+        ``input`` (less ``reserved`` headroom) when set, else ``context -
+        reserve``, under the ``config``'s overflow options.
+        """
+        if self.context == 0:
+            return None
+        return check_overflow({"input": 0, "output": 0}, self, config).usable
+
 
 @dataclass(frozen=True)
 class OverflowOptions:
@@ -207,6 +223,34 @@ class TokenBudget:
                 raise ConfigError(f"{name} must not be negative")
         if not 0 < self.proactive < self.critical <= 1:
             raise ConfigError("thresholds must satisfy 0 < proactive < critical <= 1")
+
+    @classmethod
+    def for_limits(
+        cls, limits: Any, *, history_tokens: int, system_tokens: int = 0, config: Any = None
+    ) -> TokenBudget | None:
+        """The budget of a model's ``limits`` (``None`` when unlimited).
+
+        ``config`` (a ``CompactionConfig``) gives the overflow options, the
+        system reserve added to ``system_tokens``, the safety buffer and the
+        thresholds.
+        """
+        from ctxcompact.config import CompactionConfig
+
+        cfg = config if config is not None else CompactionConfig()
+        lim = Limits.coerce(limits)
+        usable = lim.usable(cfg)
+        if usable is None:
+            return None
+        reserve = lim.reserve(cfg)
+        return cls(
+            context=max(0, usable + reserve),
+            history_tokens=history_tokens,
+            system_tokens=system_tokens + cfg.system_reserve,
+            output_reserve=reserve,
+            safety_buffer=cfg.safety_buffer,
+            proactive=cfg.proactive_threshold,
+            critical=cfg.critical_threshold,
+        )
 
     @property
     def available(self) -> int:
