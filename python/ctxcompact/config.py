@@ -267,6 +267,12 @@ _KILL_SWITCHES = (
 )
 
 
+def default(field: str) -> Any:
+    """A field's built-in default (never the environment's): the one place each
+    default is written, read by the scans when no config is given."""
+    return CompactionConfig.model_fields[field].get_default(call_default_factory=True)
+
+
 def env_var(field: str) -> str:
     """The environment variable that sets ``field``."""
     return f"CTXCOMPACT_{field.upper()}"

@@ -47,3 +47,29 @@ def test_a_bad_keep_policy_is_a_config_error(policy: str, keep: int | None) -> N
 
     with pytest.raises(ConfigError, match=r"keep_policy|keep_tokens"):
         select_split([{"role": "user", "content": "x"}], keep_policy=policy, keep_tokens=keep)
+
+
+def test_overflow_options_are_the_configs_overflow_fields() -> None:
+    from dataclasses import fields
+
+    from ctxcompact.config import default
+    from ctxcompact.scans import OverflowOptions
+
+    cfg = CompactionConfig(output_token_max=1_000, inclusive=True, reserved="default")
+    opts = OverflowOptions.from_config(cfg)
+    for f in fields(OverflowOptions):
+        assert f.default == default(f.name), f.name
+        assert getattr(opts, f.name) == getattr(cfg, f.name), f.name
+
+
+def test_scans_without_a_config_use_the_configs_builtin_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctxcompact.config import default
+    from ctxcompact.scans import parts
+
+    # The environment configures CompactionConfig(), never the no-config defaults.
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECT", "7")
+    assert parts._opt(None, "prune_protect") == default("prune_protect") == 40_000
+    assert parts._opt(None, "prune_protected_tools") == ["skill"]
+    assert parts._opt(CompactionConfig(), "prune_protect") == 7

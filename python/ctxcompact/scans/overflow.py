@@ -13,11 +13,12 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ctxcompact import _core
+from ctxcompact.config import default
 from ctxcompact.errors import ConfigError, InvalidUsageError, UnknownModelError
 
 _INT64_MAX = 2**63 - 1
@@ -114,16 +115,17 @@ class Limits:
 
 @dataclass(frozen=True)
 class OverflowOptions:
-    """How overflow is computed. Defaults reproduce OpenCode's first release."""
+    """How overflow is computed: the overflow fields of ``CompactionConfig``,
+    with its defaults (OpenCode's first release). ``reserved``: headroom
+    subtracted from ``limit.input`` when it is set; ``None`` = off,
+    ``"default"`` = ``min(20_000, output reserve)`` as later OpenCode does."""
 
-    auto: bool = True
-    output_token_max: int = 32_000
-    #: Headroom subtracted from ``limit.input`` when it is set. ``None`` = off;
-    #: ``"default"`` = ``min(20_000, output reserve)`` as later OpenCode does.
-    reserved: int | str | None = None
-    inclusive: bool = False
-    count_cache_write: bool = False
-    clamp_usable: bool = False
+    auto: bool = default("auto")
+    output_token_max: int = default("output_token_max")
+    reserved: int | str | None = default("reserved")
+    inclusive: bool = default("inclusive")
+    count_cache_write: bool = default("count_cache_write")
+    clamp_usable: bool = default("clamp_usable")
 
     @classmethod
     def from_config(cls, config: Any) -> OverflowOptions:
@@ -131,20 +133,8 @@ class OverflowOptions:
             return cls()
         if isinstance(config, OverflowOptions):
             return config
-        defaults = cls()
-        return cls(
-            **{
-                name: getattr(config, name, getattr(defaults, name))
-                for name in (
-                    "auto",
-                    "output_token_max",
-                    "reserved",
-                    "inclusive",
-                    "count_cache_write",
-                    "clamp_usable",
-                )
-            }
-        )
+        values: dict[str, Any] = {f.name: getattr(config, f.name, f.default) for f in fields(cls)}
+        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,11 @@ def _take(table: pa.Table, column: str, rows: pa.Array) -> pa.StringArray:
     return result
 
 
-def _opt(config: Any, name: str, default: Any) -> Any:
-    return default if config is None else getattr(config, name, default)
+def _opt(config: Any, name: str) -> Any:
+    """``config.name``, else the config's built-in default (OpenCode's numbers)."""
+    from ctxcompact.config import default
+
+    return default(name) if config is None else getattr(config, name, default(name))
 
 
 class PruneResult:
@@ -117,12 +120,12 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
     table, _session = _as_table(data)
     rows, firsts, totals, pruned, counts = _core.prune(
         table,
-        enabled=bool(_opt(config, "prune", True)),
-        protect=int(_opt(config, "prune_protect", 40_000)),
-        minimum=int(_opt(config, "prune_minimum", 20_000)),
-        protected_tools=list(_opt(config, "prune_protected_tools", ["skill"])),
-        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted", False)),
-        method=str(_opt(config, "estimate_method", "opencode")),
+        enabled=bool(_opt(config, "prune")),
+        protect=int(_opt(config, "prune_protect")),
+        minimum=int(_opt(config, "prune_minimum")),
+        protected_tools=list(_opt(config, "prune_protected_tools")),
+        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted")),
+        method=str(_opt(config, "estimate_method")),
         threads=check_threads(threads),
     )
     rows = pa.array(rows)
@@ -287,8 +290,8 @@ def estimate_messages(
     table, _ = _as_table(data)
     rows, tokens, _session_index = _core.estimate_messages(
         table,
-        method=str(_opt(config, "estimate_method", "opencode")),
-        overhead=int(_opt(config, "message_overhead", 4)),
+        method=str(_opt(config, "estimate_method")),
+        overhead=int(_opt(config, "message_overhead")),
         threads=check_threads(threads),
     )
     rows, tokens = pa.array(rows), pa.array(tokens)
