@@ -369,7 +369,7 @@ def test_every_real_transcript_ingests_natively_like_the_python_adapters(tmp_pat
 
 
 def test_ingest_releases_the_gil(tmp_path: Path) -> None:
-    from test_gil import ticks_during
+    from gil_probe import ticks_during
 
     path = tmp_path / "big.jsonl"
     formats.write(cc.Transcript(generate_table(40, 300, seed=3)).to_sessions(), path, "opencode")

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
+from ctxcompact.formats.source import source_dict, source_of
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -84,7 +85,7 @@ def _parts(mid: str, content: Any, calls: dict[str, Part]) -> list[Part]:
 def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
     out = []
     for p in message.parts:
-        source = dict((p.model_extra or {}).get("source") or {})
+        source = source_dict(p)
         if p.type == "text":
             out.append({"type": "text", "text": p.text or "", **source})
         elif p.type == "reasoning":
@@ -159,7 +160,7 @@ def _content(message: MessageWithParts, as_text: bool) -> Any:
 def _from_anthropic(part: Part) -> bool:
     """A tool part read from a ``tool_use`` block (its source is that block; a source
     kept by another format, e.g. chat's raw ``arguments``, is not)."""
-    source = (part.model_extra or {}).get("source")
+    source = source_of(part)
     return isinstance(source, Mapping) and source.get("type") == "tool_use"
 
 
@@ -180,13 +181,13 @@ def _results(message: MessageWithParts) -> list[dict[str, Any]]:
 
 
 def to_anthropic(session: Session) -> dict[str, Any]:
-    body: dict[str, Any] = dict((session.info.model_extra or {}).get("source") or {})
+    body: dict[str, Any] = source_dict(session.info)
     messages = []
     for message in session.messages:
         if isinstance(message.info, SystemMessage):
             body["system"] = _content(message, True)
             continue
-        rest = dict((message.info.model_extra or {}).get("source") or {})
+        rest = source_dict(message.info)
         as_text = bool(rest.pop("content_is_text", False))
         # another format's keys (chat's "content": null, a "developer" role) must not
         # overwrite the turn's own
@@ -251,7 +252,7 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
 def to_claude_code(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = (message.info.model_extra or {}).get("source") or {}
+        source = source_dict(message.info)
         if "raw" in source:
             events.append(source["raw"])
             continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import iterable, json_kind
+from ctxcompact.formats.source import source_dict, source_of
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -179,7 +180,7 @@ def _content_out(message: MessageWithParts) -> Any:
         return ""
     blocks = []
     for p in texts:
-        source = (p.model_extra or {}).get("source")
+        source = source_of(p)
         if p.type == "file":
             blocks.append(source or {"type": "image_url", "image_url": {"url": p.url}})
         elif source is not None and "type" in source:
@@ -194,7 +195,7 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in session.messages:
         info = message.info
-        source = dict((info.model_extra or {}).get("source") or {})
+        source = source_dict(info)
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message), **source})
@@ -214,7 +215,7 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
             if tools:
                 entry["tool_calls"] = []
                 for p in tools:
-                    keep = dict((p.model_extra or {}).get("source") or {})
+                    keep = source_dict(p)
                     arguments = keep.pop("arguments", None)
                     if arguments is None:
                         arguments = json.dumps((p.state.input if p.state else None) or {})
@@ -224,7 +225,7 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
                         {"id": p.callID or p.id, "type": call_type, "function": function, **keep}
                     )
                     if p.state is not None and p.state.status in ("completed", "error"):
-                        result = dict((p.model_extra or {}).get("result_source") or {})
+                        result = source_dict(p, "result_source")
                         body = result.pop("content", None)
                         if body is None:
                             body = (
@@ -259,7 +260,7 @@ def to_tau_bench(sessions: Sequence[Session]) -> list[dict[str, Any]]:
     (a run's session id is made of ``task_id`` and ``trial`` only)."""
     runs = []
     for s in sessions:
-        source = dict((s.info.model_extra or {}).get("source") or {})
+        source = source_dict(s.info)
         source.setdefault("task_id", s.id)
         runs.append({**source, "traj": to_openai_chat(s)})
     return runs
@@ -295,7 +296,7 @@ def to_swe_agent(session: Session) -> dict[str, Any]:
         if m.get("role") == "tool" and "tool_call_ids" in m:
             m = {k: v for k, v in m.items() if k != "tool_call_id"}
         history.append(m)
-    return {**((session.info.model_extra or {}).get("source") or {}), "history": history}
+    return {**(source_dict(session.info)), "history": history}
 
 
 def is_chat_list(obj: Any) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.source import source_dict
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -94,7 +95,7 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
 def to_openhands(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = (message.info.model_extra or {}).get("source") or {}
+        source = source_dict(message.info)
         if "event" not in source:
             raise FormatError(
                 f"message {message.id} did not come from an OpenHands stream; convert through "

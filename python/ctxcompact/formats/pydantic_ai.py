@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.source import source_of
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -114,13 +115,13 @@ def to_pydantic_ai(session: Session) -> list[Any]:
     adapter = _adapter()
     dumped = []
     for message in session.messages:
-        source = (message.info.model_extra or {}).get("source")
+        source = source_of(message.info)
         if not isinstance(source, dict) or "kind" not in source:
             raise FormatError(
                 f"message {message.id} did not come from pydantic-ai; convert through "
                 "openai-chat instead", session_id=session.id, message_id=message.id,
             )  # fmt: skip
-        parts = [(p.model_extra or {}).get("source") for p in message.parts]
+        parts = [source_of(p) for p in message.parts]
         dumped.append({**source, "parts": parts})
     return list(adapter.validate_python(dumped))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
+from ctxcompact.formats.source import source_dict
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -131,7 +132,7 @@ def from_openai_responses(
 def to_openai_responses(session: Session) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for message in session.messages:
-        source = dict((message.info.model_extra or {}).get("source") or {})
+        source = source_dict(message.info)
         if "raw" in source:
             items.append(source["raw"])
             continue
@@ -161,7 +162,7 @@ def to_openai_responses(session: Session) -> list[dict[str, Any]]:
 
 
 def _source(part: Part) -> dict[str, Any]:
-    return dict((part.model_extra or {}).get("source") or {})
+    return source_dict(part)
 
 
 def _block(part: Part, role: str) -> dict[str, Any]:
