@@ -175,3 +175,47 @@ def test_close_from_the_main_thread_after_the_async_path_used_the_store(tmp_path
     # the file holds the compaction; a new store reads it back
     with SQLiteStore(tmp_path / "s.db") as again:
         assert len(again.records(sid)) == 1
+
+
+def test_a_commit_value_and_its_keywords_write_the_same(store: Any) -> None:
+    from ctxcompact.live.store import Commit
+
+    sid = store.create_session()
+    marker = user("What did we do so far?")
+    store.append_message(sid, marker)
+    commit = Commit(marker.id, summary_for(marker.id), None, {}, record(sid, marker.id))
+    store.commit_compaction(sid, commit)
+    assert store.records(sid) == [commit.record]
+    assert store.load(sid).messages[-1].to_export() == commit.summary.to_export()
+    with pytest.raises(CompactionConflictError):
+        store.commit_compaction(sid, **vars(commit))
+    with pytest.raises(TypeError, match="not both"):
+        store.commit_compaction(sid, commit, marks={})
+
+
+def test_a_store_written_for_the_keyword_signature_still_commits() -> None:
+    from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.live import Compactor, Summarizer
+
+    class OldStore(MemoryStore):
+        def commit_compaction(  # type: ignore[override]
+            self, session_id: str, *, marker_id: str, summary: MessageWithParts,
+            continue_message: MessageWithParts | None, marks: Any, record: CompactionRecord,
+        ) -> None:  # fmt: skip
+            super().commit_compaction(session_id, marker_id=marker_id, summary=summary,
+                                      continue_message=continue_message, marks=marks,
+                                      record=record)  # fmt: skip
+
+    class Model:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            return SummaryResponse("## Summary\nnotes", "stop")
+
+    store = OldStore()
+    sid = store.create_session()
+    store.append_message(sid, user("hello"))
+    compactor = Compactor(store, Summarizer(Model(), CompactionConfig()))
+    compactor.request_compaction(sid)
+    with pytest.warns(DeprecationWarning, match="OldStore.commit_compaction takes the fields"):
+        record_ = compactor.process_pending(sid)
+    assert record_ is not None and store.records(sid) == [record_]

@@ -29,10 +29,11 @@ from ctxcompact.live.split import (
     select_split,
     should_compact,
 )
-from ctxcompact.live.store import MemoryStore, SessionStore, SQLiteStore
+from ctxcompact.live.store import Commit, MemoryStore, SessionStore, SQLiteStore
 from ctxcompact.live.summary import Summarizer, SummaryOutcome, build_digest
 
 __all__ = [
+    "Commit",
     "CompactionLoop",
     "CompactionRecord",
     "Compactor",

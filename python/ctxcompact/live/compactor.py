@@ -17,7 +17,9 @@ that runs store I/O and scans in worker threads.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +30,7 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live import events as ev
-from ctxcompact.live.store import SessionStore, new_id
+from ctxcompact.live.store import Commit, SessionStore, new_id
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.models import (
     AssistantMessage,
@@ -47,6 +49,23 @@ from ctxcompact.scans.view import to_model_messages
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _takes_keywords(store: Any) -> bool:
+    """A store written against 0.1's keyword-only ``commit_compaction``."""
+    try:
+        params = inspect.signature(store.commit_compaction).parameters
+    except (TypeError, ValueError):
+        return False
+    if "marker_id" not in params:
+        return False
+    warnings.warn(
+        f"{type(store).__name__}.commit_compaction takes the fields as keywords; take one "
+        "ctxcompact.live.store.Commit instead (the keyword form goes away in 0.3)",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    return True
 
 
 def compaction_part(message: MessageWithParts) -> Part | None:
@@ -333,10 +352,11 @@ class Compactor:
     def _commit(self, job: _Job, record: ev.CompactionRecord, messages: list[Any]) -> None:
         summary, follow = messages
         try:
-            self.store.commit_compaction(
-                job.session_id, marker_id=job.marker.id, summary=summary,
-                continue_message=follow, marks=job.marks, record=record,
-            )  # fmt: skip
+            commit = Commit(job.marker.id, summary, follow, job.marks, record)
+            if _takes_keywords(self.store):
+                self.store.commit_compaction(job.session_id, **vars(commit))
+            else:
+                self.store.commit_compaction(job.session_id, commit)
         except CompactionConflictError as e:
             self.events.emit(ev.COMPACTION_CONFLICT, session_id=job.session_id,
                              marker_id=job.marker.id)  # fmt: skip

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +42,27 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{ms:012x}{count:04x}{secrets.token_hex(5)}"
 
 
+@dataclass(frozen=True)
+class Commit:
+    """Everything one compaction writes, in one transaction: the prune marks,
+    the summary (and the continue message) answering the marker, the record."""
+
+    marker_id: str
+    summary: MessageWithParts
+    continue_message: MessageWithParts | None
+    marks: Mapping[str, int]
+    record: CompactionRecord
+
+    @classmethod
+    def coerce(cls, commit: Commit | None, fields: Mapping[str, Any]) -> Commit:
+        """``commit``, or one built from the keywords of the 0.1 signature."""
+        if commit is not None:
+            if fields:
+                raise TypeError("pass a Commit or its fields as keywords, not both")
+            return commit
+        return cls(**fields)
+
+
 class SessionStore(Protocol):
     """Storage the lifecycle needs. Implementations must be thread-safe."""
 
@@ -52,16 +74,10 @@ class SessionStore(Protocol):
 
     def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None: ...
 
-    def commit_compaction(
-        self,
-        session_id: str,
-        *,
-        marker_id: str,
-        summary: MessageWithParts,
-        continue_message: MessageWithParts | None,
-        marks: Mapping[str, int],
-        record: CompactionRecord,
-    ) -> None: ...
+    def commit_compaction(self, session_id: str, commit: Commit) -> None:
+        """Write ``commit`` in one transaction, or raise ``CompactionConflictError``
+        (and write nothing) when its marker already has a summary."""
+        ...
 
     def records(self, session_id: str) -> list[CompactionRecord]: ...
 
@@ -131,15 +147,12 @@ class MemoryStore:
             self._messages[session_id] = staged
 
     def commit_compaction(
-        self,
-        session_id: str,
-        *,
-        marker_id: str,
-        summary: MessageWithParts,
-        continue_message: MessageWithParts | None,
-        marks: Mapping[str, int],
-        record: CompactionRecord,
+        self, session_id: str, commit: Commit | None = None, **fields: Any
     ) -> None:
+        """Write ``commit`` (or its fields given as keywords) in one transaction."""
+        c = Commit.coerce(commit, fields)
+        marker_id, summary, continue_message = c.marker_id, c.summary, c.continue_message
+        marks, record = c.marks, c.record
         with self._lock:
             messages = self._get(session_id)
             done = [r for r in self._records[session_id] if r.marker_message_id == marker_id]
@@ -343,15 +356,12 @@ class SQLiteStore:
             self._apply_marks(db, session_id, marks)
 
     def commit_compaction(
-        self,
-        session_id: str,
-        *,
-        marker_id: str,
-        summary: MessageWithParts,
-        continue_message: MessageWithParts | None,
-        marks: Mapping[str, int],
-        record: CompactionRecord,
+        self, session_id: str, commit: Commit | None = None, **fields: Any
     ) -> None:
+        """Write ``commit`` (or its fields given as keywords) in one transaction."""
+        c = Commit.coerce(commit, fields)
+        marker_id, summary, continue_message = c.marker_id, c.summary, c.continue_message
+        marks, record = c.marks, c.record
         with self._tx() as db:
             self._require(db, session_id)
             done = db.execute(
@@ -389,4 +399,4 @@ class SQLiteStore:
         return [r[0] for r in self._db().execute("SELECT id FROM sessions ORDER BY rowid")]
 
 
-__all__ = ["MemoryStore", "SQLiteStore", "SessionStore", "new_id"]
+__all__ = ["Commit", "MemoryStore", "SQLiteStore", "SessionStore", "new_id"]
