@@ -30,6 +30,7 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live import events as ev
+from ctxcompact.live import flow
 from ctxcompact.live.store import Commit, SessionStore, new_id
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.models import (
@@ -371,6 +372,30 @@ class Compactor:
         self.metrics.record_compaction(record)
         self.events.emit(ev.COMPACTED, session_id=job.session_id, record=record)
 
+    def pending_flow(
+        self, session_id: str, session: Session | None = None
+    ) -> flow.Flow[ev.CompactionRecord | None]:
+        """The steps of completing the pending task (see ``live/flow.py``)."""
+        job = yield flow.blocking(self._prepare, session_id, session)
+        if job is None:
+            return None
+        self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
+        event = yield flow.PreCompact(self.hooks, self._pre_event(job))
+        if event.cancelled:
+            self._cancelled(job, event)
+            return None
+        outcome = yield flow.Summarize(self.summarizer, job.history, {
+            "previous_summary": job.previous_summary, "round": job.round,
+            "instructions": event.custom_instructions, "context": event.extra_context,
+        })  # fmt: skip
+        finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
+            self._finish, job, outcome
+        )
+        record, messages = finished
+        yield flow.blocking(self._commit, job, record, messages)
+        yield flow.PostCompact(self.hooks, ev.PostCompactEvent(session_id, record))
+        return record
+
     def process_pending(
         self, session_id: str, *, session: Session | None = None
     ) -> ev.CompactionRecord | None:
@@ -381,42 +406,13 @@ class Compactor:
         ``CompactionConflictError`` carrying the winner's record. ``session``:
         the session as just loaded from the store (saves a load).
         """
-        job = self._prepare(session_id, session)
-        if job is None:
-            return None
-        self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
-        event = self.hooks.run_pre_compact(self._pre_event(job))
-        if event.cancelled:
-            self._cancelled(job, event)
-            return None
-        outcome = self.summarizer.summarize(
-            job.history, previous_summary=job.previous_summary, round=job.round,
-            instructions=event.custom_instructions, context=event.extra_context,
-        )  # fmt: skip
-        record, messages = self._finish(job, outcome)
-        self._commit(job, record, messages)
-        self.hooks.run_post_compact(ev.PostCompactEvent(session_id, record))
-        return record
+        return flow.run(self.pending_flow(session_id, session))
 
     async def aprocess_pending(
         self, session_id: str, *, session: Session | None = None
     ) -> ev.CompactionRecord | None:
-        job = await asyncio.to_thread(self._prepare, session_id, session)
-        if job is None:
-            return None
-        self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
-        event = await self.hooks.arun_pre_compact(self._pre_event(job))
-        if event.cancelled:
-            self._cancelled(job, event)
-            return None
-        outcome = await self.summarizer.asummarize(
-            job.history, previous_summary=job.previous_summary, round=job.round,
-            instructions=event.custom_instructions, context=event.extra_context,
-        )  # fmt: skip
-        record, messages = await asyncio.to_thread(self._finish, job, outcome)
-        await asyncio.to_thread(self._commit, job, record, messages)
-        await self.hooks.arun_post_compact(ev.PostCompactEvent(session_id, record))
-        return record
+        """``process_pending`` from an event loop (store work in worker threads)."""
+        return await flow.arun(self.pending_flow(session_id, session))
 
     async def acheck_step(self, session_id: str, usage: Any = None) -> StepCheck:
         return await asyncio.to_thread(self.check_step, session_id, usage)

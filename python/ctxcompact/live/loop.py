@@ -25,6 +25,7 @@ from typing import Any
 
 from ctxcompact.errors import CompactionConflictError, CompactionLoopError
 from ctxcompact.live import events as ev
+from ctxcompact.live import flow
 from ctxcompact.live.compactor import Compactor, validate_session
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
@@ -120,48 +121,40 @@ class CompactionLoop:
 
         With nothing to compact, the session is loaded from the store once.
         """
-        session = self._load(session_id)
-        if self.compactor.pending_task(session) is not None:
-            self._process(session_id, session)
-            session = self._load(session_id)
-        messages = self.compactor.model_messages(session_id, system=self.system, session=session)
-        reason = self._proactive_reason(session_id, messages)
+        return flow.run(self._before_call(session_id))
+
+    async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
+        """``before_call`` from an event loop (store work and scans in worker threads)."""
+        return await flow.arun(self._before_call(session_id))
+
+    def _before_call(self, session_id: str) -> flow.Flow[list[dict[str, Any]]]:
+        compactor = self.compactor
+        session: Session = yield flow.blocking(self._load, session_id)
+        if compactor.pending_task(session) is not None:
+            yield from self._process(session_id, session)
+            session = yield flow.blocking(self._load, session_id)
+        messages: list[dict[str, Any]] = yield flow.blocking(
+            compactor.model_messages, session_id, system=self.system, session=session
+        )
+        reason = yield flow.blocking(self._proactive_reason, session_id, messages)
         if reason is None:
             return messages
-        self.compactor.request_compaction(session_id, auto=True, reason=reason)
-        self._process(session_id)
-        return self.compactor.model_messages(session_id, system=self.system)
+        yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
+        yield from self._process(session_id)
+        after: list[dict[str, Any]] = yield flow.blocking(
+            compactor.model_messages, session_id, system=self.system
+        )
+        return after
 
     def _load(self, session_id: str) -> Session:
         session = self.compactor.store.load(session_id)
         validate_session(session)
         return session
 
-    def _process(self, session_id: str, session: Session | None = None) -> None:
+    def _process(self, session_id: str, session: Session | None = None) -> flow.Flow[None]:
         # Another runner may complete it first: its summary is then in the store.
         with contextlib.suppress(CompactionConflictError):
-            self.compactor.process_pending(session_id, session=session)
-
-    async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
-        session = await asyncio.to_thread(self._load, session_id)
-        if self.compactor.pending_task(session) is not None:
-            await self._aprocess(session_id, session)
-            session = await asyncio.to_thread(self._load, session_id)
-        messages = await asyncio.to_thread(
-            self.compactor.model_messages, session_id, system=self.system, session=session
-        )
-        reason = await asyncio.to_thread(self._proactive_reason, session_id, messages)
-        if reason is None:
-            return messages
-        await self.compactor.arequest_compaction(session_id, auto=True, reason=reason)
-        await self._aprocess(session_id)
-        return await asyncio.to_thread(
-            self.compactor.model_messages, session_id, system=self.system
-        )
-
-    async def _aprocess(self, session_id: str, session: Session | None = None) -> None:
-        with contextlib.suppress(CompactionConflictError):
-            await self.compactor.aprocess_pending(session_id, session=session)
+            yield from self.compactor.pending_flow(session_id, session)
 
     # --- after the step -----------------------------------------------------------------
 

@@ -14,7 +14,6 @@ and counts on from N.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
 from ctxcompact.live import events as ev
+from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import content_text, estimate_chat_message, estimate_chat_messages
@@ -232,26 +232,10 @@ def compact_messages(
     a cancelling pre-compact hook, returns the messages unchanged with
     ``record=None``.
     """
-    cfg = config or summarizer.config
-    run = _Run(messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
-               session_id=session_id, instructions=instructions)  # fmt: skip
-    if not run.split.head:
-        return SplitResult([dict(m) for m in messages], None)
-    event = (hooks or ev.Hooks()).run_pre_compact(run.event())
-    if event.cancelled:
-        if events is not None:
-            events.emit(ev.COMPACTION_CANCELLED, session_id=session_id, reason=event.cancel_reason)
-        return SplitResult([dict(m) for m in messages], None)
-    round = run.split.previous_round + 1
-    outcome = summarizer.summarize(
-        run.split.head, previous_summary=run.split.previous_summary, round=round,
-        instructions=event.custom_instructions, context=event.extra_context,
-    )  # fmt: skip
-    result = run.finish(outcome, round)
-    _emit_done(result, events, metrics)
-    if hooks is not None and result.record is not None:
-        hooks.run_post_compact(ev.PostCompactEvent(session_id, result.record))
-    return result
+    return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
+                                output=output, trigger=trigger, reason=reason,
+                                session_id=session_id, hooks=hooks, events=events,
+                                metrics=metrics, instructions=instructions))  # fmt: skip
 
 
 async def acompact_messages(
@@ -270,27 +254,38 @@ async def acompact_messages(
     instructions: str | None = None,
 ) -> SplitResult:
     """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
-    cfg = config or summarizer.config
-    run = await asyncio.to_thread(
+    return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
+                                       context=context, output=output, trigger=trigger,
+                                       reason=reason, session_id=session_id, hooks=hooks,
+                                       events=events, metrics=metrics,
+                                       instructions=instructions))  # fmt: skip
+
+
+def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: CompactionConfig, *,
+                context: int, output: int, trigger: ev.Trigger, reason: str, session_id: str,
+                hooks: ev.Hooks | None, events: ev.EventBus | None, metrics: ev.Metrics | None,
+                instructions: str | None) -> flow.Flow[SplitResult]:  # fmt: skip
+    """The split-point compaction's steps (see ``live/flow.py``)."""
+    run: _Run = yield flow.blocking(
         _Run, messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
         session_id=session_id, instructions=instructions,
     )  # fmt: skip
     if not run.split.head:
         return SplitResult([dict(m) for m in messages], None)
-    event = await (hooks or ev.Hooks()).arun_pre_compact(run.event())
+    event = yield flow.PreCompact(hooks or ev.Hooks(), run.event())
     if event.cancelled:
         if events is not None:
             events.emit(ev.COMPACTION_CANCELLED, session_id=session_id, reason=event.cancel_reason)
         return SplitResult([dict(m) for m in messages], None)
     round = run.split.previous_round + 1
-    outcome = await summarizer.asummarize(
-        run.split.head, previous_summary=run.split.previous_summary, round=round,
-        instructions=event.custom_instructions, context=event.extra_context,
-    )  # fmt: skip
-    result = await asyncio.to_thread(run.finish, outcome, round)
+    outcome = yield flow.Summarize(summarizer, run.split.head, {
+        "previous_summary": run.split.previous_summary, "round": round,
+        "instructions": event.custom_instructions, "context": event.extra_context,
+    })  # fmt: skip
+    result: SplitResult = yield flow.blocking(run.finish, outcome, round)
     _emit_done(result, events, metrics)
     if hooks is not None and result.record is not None:
-        await hooks.arun_post_compact(ev.PostCompactEvent(session_id, result.record))
+        yield flow.PostCompact(hooks, ev.PostCompactEvent(session_id, result.record))
     return result
 
 

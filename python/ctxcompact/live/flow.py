@@ -1,0 +1,129 @@
+"""The compaction flow, written once, driven sync or async.
+
+A compaction is always: prepare (read the session, prune, pick what to
+summarize) -> pre-compact hook (may cancel or add instructions) ->
+summarize -> finish (the summary messages and the record) -> commit ->
+events -> post-compact hook. Each family (the queued task in
+``compactor.py``, the split point in ``split.py``) and the loop's
+``before_call`` write their steps once, as a generator that yields the
+effects it needs done and receives their results. ``run`` performs the
+effects in the calling thread; ``arun`` performs them from an event loop:
+blocking work (store I/O, scans) in a worker thread, hooks and summary
+clients through their async entry points. The order of the steps, the
+cancellation and the error paths therefore cannot differ between the sync
+and the async API.
+
+An exception raised by an effect is thrown back into the generator at the
+``yield``, so a flow handles it (or lets it pass) exactly as it would a
+direct call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ctxcompact.live import events as ev
+
+if TYPE_CHECKING:
+    from ctxcompact.live.summary import Summarizer
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Work that blocks (store I/O, scans): inline when sync, a worker thread when async."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreCompact:
+    """Run the pre-compact hooks; the result is the (possibly changed) event."""
+
+    hooks: ev.Hooks
+    event: ev.PreCompactEvent
+
+
+@dataclass(frozen=True)
+class PostCompact:
+    hooks: ev.Hooks
+    event: ev.PostCompactEvent
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """Ask the compaction agent; the result is a ``SummaryOutcome``."""
+
+    summarizer: Summarizer
+    history: Sequence[Any]
+    options: Mapping[str, Any]
+
+
+Effect = Blocking | PreCompact | PostCompact | Summarize
+#: A flow yields effects, is sent each effect's result, and returns ``T``.
+Flow = Generator[Effect, Any, T]
+
+
+def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
+    return Blocking(fn, args, kwargs)
+
+
+def _perform(effect: Effect) -> Any:
+    if isinstance(effect, Blocking):
+        return effect.fn(*effect.args, **effect.kwargs)
+    if isinstance(effect, PreCompact):
+        return effect.hooks.run_pre_compact(effect.event)
+    if isinstance(effect, PostCompact):
+        return effect.hooks.run_post_compact(effect.event)
+    return effect.summarizer.summarize(effect.history, **effect.options)
+
+
+async def _aperform(effect: Effect) -> Any:
+    if isinstance(effect, Blocking):
+        return await asyncio.to_thread(effect.fn, *effect.args, **effect.kwargs)
+    if isinstance(effect, PreCompact):
+        return await effect.hooks.arun_pre_compact(effect.event)
+    if isinstance(effect, PostCompact):
+        return await effect.hooks.arun_post_compact(effect.event)
+    return await effect.summarizer.asummarize(effect.history, **effect.options)
+
+
+def run(flow: Flow[T]) -> T:
+    """Drive ``flow`` to its result in the calling thread."""
+    try:
+        effect = next(flow)
+        while True:
+            try:
+                result = _perform(effect)
+            except Exception as e:
+                effect = flow.throw(e)
+            else:
+                effect = flow.send(result)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+async def arun(flow: Flow[T]) -> T:
+    """Drive ``flow`` to its result without blocking the event loop."""
+    try:
+        effect = next(flow)
+        while True:
+            try:
+                result = await _aperform(effect)
+            except Exception as e:
+                effect = flow.throw(e)
+            else:
+                effect = flow.send(result)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+__all__ = ["Blocking", "Effect", "Flow", "PostCompact", "PreCompact", "Summarize", "arun", "run"]

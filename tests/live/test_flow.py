@@ -1,0 +1,123 @@
+"""The compaction flow is written once: the sync and async drivers give the
+same steps, events, records and store state, on success and on every failure."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from builders import tool_reply, user
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import CompactionConflictError, HookError
+from ctxcompact.live import Compactor, MemoryStore, Summarizer, compact_messages, flow
+from ctxcompact.live import events as ev
+from ctxcompact.live.split import acompact_messages
+
+
+class Model:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        if self.fail:
+            raise RuntimeError("the model is down")
+        return SummaryResponse("## Summary\nwhat happened", "stop")
+
+
+def setup(model: Model, hook: Callable[[Any], Any] | None = None) -> tuple[Compactor, str, list]:
+    store = MemoryStore()
+    sid = store.create_session("s1")
+    first = user("fix the bug")
+    store.append_message(sid, first)
+    store.append_message(sid, tool_reply(first.id, "x" * 400))
+    compactor = Compactor(store, Summarizer(model, CompactionConfig()))
+    seen: list[tuple[str, Any]] = []
+    compactor.events.subscribe("*", lambda name, payload: seen.append((name, payload)))
+    if hook is not None:
+        compactor.hooks.add_pre_compact(hook)
+    compactor.request_compaction(sid)
+    return compactor, sid, seen
+
+
+def outcome(compactor: Compactor, sid: str, seen: list) -> tuple[Any, ...]:
+    """What a run leaves, without ids and clocks."""
+    messages = compactor.store.load(sid).messages
+    shape = [(m.role, [p.type for p in m.parts], getattr(m.info, "summary", None))
+             for m in messages]  # fmt: skip
+    records = [(r.reason, r.summary_source, r.tokens_before, r.tokens_after)
+               for r in compactor.store.records(sid)]  # fmt: skip
+    return [name for name, _ in seen], shape, records
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_sync_and_async_complete_a_task_the_same_way(fail: bool) -> None:
+    a, sid_a, seen_a = setup(Model(fail))
+    b, sid_b, seen_b = setup(Model(fail))
+    got_a = a.process_pending(sid_a)
+    got_b = asyncio.run(b.aprocess_pending(sid_b))
+    assert got_a is not None and got_b is not None
+    assert got_a.summary_source == got_b.summary_source == ("digest" if fail else "model")
+    assert outcome(a, sid_a, seen_a) == outcome(b, sid_b, seen_b)
+    names = outcome(a, sid_a, seen_a)[0]
+    assert (ev.COMPACTION_FALLBACK in names) == fail
+
+
+def test_a_failing_hook_fails_both_drivers_and_leaves_the_task_pending() -> None:
+    def broken(event: Any) -> None:
+        raise ValueError("hook bug")
+
+    for run in (lambda c, s: c.process_pending(s), lambda c, s: asyncio.run(c.aprocess_pending(s))):
+        compactor, sid, _ = setup(Model(), broken)
+        with pytest.raises(HookError, match="hook bug"):
+            run(compactor, sid)
+        session = compactor.store.load(sid)
+        assert compactor.pending_task(session) is not None and not compactor.store.records(sid)
+
+
+def test_a_conflict_reaches_the_caller_of_both_drivers() -> None:
+    for asynchronous in (False, True):
+        compactor, sid, seen = setup(Model())
+        session = compactor.store.load(sid)  # taken before another runner completes the task
+        compactor.process_pending(sid)
+        run = compactor.pending_flow(sid, session)
+        with pytest.raises(CompactionConflictError):
+            asyncio.run(flow.arun(run)) if asynchronous else flow.run(run)
+        assert ev.COMPACTION_CONFLICT in [name for name, _ in seen]
+
+
+def test_the_split_family_runs_the_same_steps_sync_and_async() -> None:
+    messages = [{"role": "system", "content": "sys"}]
+    for i in range(12):
+        messages += [{"role": "user", "content": f"step {i} " + "x" * 3000},
+                     {"role": "assistant", "content": "ok " + "y" * 3000}]  # fmt: skip
+    summarizer = Summarizer(Model(), CompactionConfig())
+    sync = compact_messages(messages, summarizer, context=20_000)
+    asynchronous = asyncio.run(acompact_messages(messages, summarizer, context=20_000))
+    assert sync.record is not None and asynchronous.record is not None
+    assert sync.messages == asynchronous.messages
+    assert sync.record.tokens_after == asynchronous.record.tokens_after
+
+
+def test_an_effects_error_is_thrown_into_the_flow_where_it_can_be_handled() -> None:
+    def fails() -> None:
+        raise KeyError("gone")
+
+    def steps() -> flow.Flow[str]:
+        try:
+            yield flow.blocking(fails)
+        except KeyError:
+            return "handled"
+        return "not reached"
+
+    def unhandled() -> flow.Flow[int]:
+        yield flow.blocking(fails)
+        return 1
+
+    assert flow.run(steps()) == asyncio.run(flow.arun(steps())) == "handled"
+    with pytest.raises(KeyError):
+        flow.run(unhandled())
+    with pytest.raises(KeyError):
+        asyncio.run(flow.arun(unhandled()))
