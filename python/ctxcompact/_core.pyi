@@ -11,8 +11,10 @@ __all__ = [
     "CLEARED_TOOL_OUTPUT",
     "COMPACTION_QUESTION",
     "ERROR_CLASSES",
+    "FORMATS",
     "INTERRUPTED_TOOL",
     "__version__",
+    "compact_batch",
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
@@ -30,6 +32,8 @@ INTERRUPTED_TOOL: str
 COMPACTION_QUESTION: str
 #: The ``ctxcompact.errors`` class names the core's errors are raised as.
 ERROR_CLASSES: list[str]
+#: The formats the native reader knows, in the core's order (one definition).
+FORMATS: tuple[str, ...]
 
 def estimate_tokens(text: str, method: str = "opencode") -> int: ...
 def estimate_tokens_array(
@@ -79,3 +83,16 @@ def ingest_jsonl(
     chunk_bytes: int = 1048576,
     id_bases: list[str | None] | None = None,
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+def compact_batch(
+    table: Any,
+    *,
+    enabled: bool,
+    protect: int,
+    minimum: int,
+    protected_tools: list[str],
+    continue_past_compacted: bool,
+    method: str,
+    overhead: int,
+    now_ms: int | None = None,
+    threads: int | None = None,
+) -> tuple[list[Any], Any, tuple[Any, Any], Any | None]: ...

@@ -371,3 +371,21 @@ pub fn or_nonzero_flags(
     }
     Ok(())
 }
+
+/// Strings of a (chunked, any string layout) column at `rows`, as one utf8
+/// array; pyarrow's `take` has no kernel for utf8_view.
+pub fn take_strings(chunks: &[ArrayRef], rows: &[u64]) -> Result<StringArray> {
+    let col = StrCol::new("column", chunks)?;
+    let n = col.rows();
+    rows.iter()
+        .map(|&r| {
+            let r = r as usize;
+            if r >= n {
+                return Err(CoreError::Config(format!(
+                    "row {r} is out of range: the column has {n} rows"
+                )));
+            }
+            Ok(col.get(r))
+        })
+        .collect()
+}

@@ -5,6 +5,7 @@
 //! feature so `cargo test` and `cargo bench` need no interpreter.
 
 pub mod columns;
+pub mod compact;
 pub mod error;
 pub mod estimate;
 pub mod ingest;

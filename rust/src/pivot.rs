@@ -21,6 +21,45 @@ pub fn pivot_starts(table: &PartTable<'_>) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Per row: is it at or after its session's pivot (does later model input include it)?
+pub fn pivot_mask(table: &PartTable<'_>) -> Result<Vec<bool>> {
+    let mut mask = Vec::with_capacity(table.rows());
+    for (range, start) in table.sessions.iter().zip(pivot_starts(table)?) {
+        mask.resize(mask.len() + (start - range.start), false);
+        mask.resize(mask.len() + (range.end - start), true);
+    }
+    Ok(mask)
+}
+
+/// The visible rows as merged `(start, length)` ranges: a session's visible
+/// rows are contiguous, so a caller can build the result from zero-copy
+/// slices of the input.
+pub fn visible_ranges(table: &PartTable<'_>) -> Result<Vec<(usize, usize)>> {
+    Ok(merge_ranges(
+        table
+            .sessions
+            .iter()
+            .zip(pivot_starts(table)?)
+            .map(|(session, start)| (start, session.end)),
+    ))
+}
+
+/// Adjacent `[start, end)` ranges merged, empty ones dropped, as `(start, length)`.
+pub fn merge_ranges(ranges: impl IntoIterator<Item = (usize, usize)>) -> Vec<(usize, usize)> {
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+        .into_iter()
+        .filter(|r| r.1 > r.0)
+        .map(|(a, b)| (a, b - a))
+        .collect()
+}
+
 fn pivot_start(table: &PartTable<'_>, s: usize) -> Result<usize> {
     let parent = table
         .parent_id
@@ -90,6 +129,26 @@ mod tests {
         no_marker[2].parts = vec![text("plain")];
         let r = starts(&[("a", unfinished), ("b", errored), ("c", no_marker)]);
         assert_eq!(r, vec![0, 5, 10]);
+    }
+
+    #[test]
+    fn mask_and_ranges_follow_the_starts() {
+        let batches = [batch(&[
+            ("a", compacted_session()),
+            ("b", compacted_session()),
+        ])];
+        let cols = Columns::from_batches(&batches, Scan::Pivot).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let mask = pivot_mask(&table).unwrap();
+        let visible: Vec<usize> = (0..mask.len()).filter(|&r| mask[r]).collect();
+        assert_eq!(visible, vec![2, 3, 4, 7, 8, 9]);
+        assert_eq!(visible_ranges(&table).unwrap(), vec![(2, 3), (7, 3)]);
+    }
+
+    #[test]
+    fn ranges_merge_when_adjacent_and_drop_when_empty() {
+        let merged = merge_ranges([(0, 3), (3, 5), (5, 5), (7, 9)]);
+        assert_eq!(merged, vec![(0, 5), (7, 2)]);
     }
 
     #[test]

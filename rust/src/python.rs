@@ -5,20 +5,20 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
-use arrow_buffer::BooleanBufferBuilder;
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
 use pyo3_arrow::{PyArray, PyChunkedArray, PyTable};
 
+use crate::compact::{compact, SessionCompaction};
 use crate::error::CoreError;
 use crate::estimate::{estimate, estimate_array, Method};
-use crate::ingest::{self, OnError, Options, Source};
+use crate::ingest::{self, OnError, Options};
 use crate::messages::{estimate_messages as estimate_messages_core, MessageEstimateConfig};
 use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
 use crate::parallel;
-use crate::pivot::pivot_starts;
+use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
 use crate::prune::{prune as prune_core, PruneConfig};
 use crate::table::{Columns, PartTable, Scan};
 
@@ -245,20 +245,11 @@ fn prune(
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
 fn pivot(py: Python<'_>, table: AnyRecordBatch, threads: Option<usize>) -> PyResult<PyArray> {
-    let mask = scan(py, table, Scan::Pivot, threads, |t| {
-        let mut mask = BooleanBufferBuilder::new(t.rows());
-        for (range, start) in t.sessions.iter().zip(pivot_starts(t)?) {
-            mask.append_n(start - range.start, false);
-            mask.append_n(range.end - start, true);
-        }
-        Ok(BooleanArray::new(mask.finish(), None))
-    })?;
-    Ok(PyArray::from_array_ref(Arc::new(mask)))
+    let mask = scan(py, table, Scan::Pivot, threads, pivot_mask)?;
+    Ok(PyArray::from_array_ref(Arc::new(BooleanArray::from(mask))))
 }
 
-/// The rows at or after each session's pivot, as merged ranges (starts,
-/// lengths): kept rows of a session are contiguous, so the facade builds the
-/// result from zero-copy slices of the input.
+/// The rows at or after each session's pivot, as merged (starts, lengths).
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
 fn pivot_ranges(
@@ -266,22 +257,103 @@ fn pivot_ranges(
     table: AnyRecordBatch,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray)> {
-    let (starts, lengths) = scan(py, table, Scan::Pivot, threads, |t| {
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for (session, start) in t.sessions.iter().zip(pivot_starts(t)?) {
-            let (start, end) = (start as u64, session.end as u64);
-            match ranges.last_mut() {
-                Some(last) if last.1 == start => last.1 = end,
-                _ => ranges.push((start, end)),
-            }
-        }
-        Ok(ranges
-            .into_iter()
-            .filter(|r| r.1 > r.0)
-            .map(|(a, b)| (a, b - a))
-            .unzip())
-    })?;
-    Ok((u64_array(starts), u64_array(lengths)))
+    let ranges = scan(py, table, Scan::Pivot, threads, visible_ranges)?;
+    Ok(ranges_arrays(ranges))
+}
+
+fn ranges_arrays(ranges: Vec<(usize, usize)>) -> (PyArray, PyArray) {
+    let (starts, lengths): (Vec<u64>, Vec<u64>) = ranges
+        .into_iter()
+        .map(|(a, n)| (a as u64, n as u64))
+        .unzip();
+    (u64_array(starts), u64_array(lengths))
+}
+
+/// One batch compaction in one pass (`compact::compact`). Returns per
+/// session (first row, rows, total, pruned, pruned parts, tokens after prune,
+/// tokens after, visible rows), the pruned rows, the visible row ranges and,
+/// with `now_ms`, the marked `compacted_at` column.
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[pyo3(signature = (
+    table, *, enabled, protect, minimum, protected_tools, continue_past_compacted, method,
+    overhead, now_ms = None, threads = None
+))]
+fn compact_batch(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    enabled: bool,
+    protect: u64,
+    minimum: u64,
+    protected_tools: Vec<String>,
+    continue_past_compacted: bool,
+    method: &str,
+    overhead: u64,
+    now_ms: Option<i64>,
+    threads: Option<usize>,
+) -> PyResult<(
+    Vec<PyArray>,
+    PyArray,
+    (PyArray, PyArray),
+    Option<PyChunkedArray>,
+)> {
+    let method = parse_method(py, method)?;
+    let prune_config = PruneConfig {
+        enabled,
+        protect,
+        minimum,
+        protected_tools,
+        continue_past_compacted,
+        method,
+    };
+    let estimate_config = MessageEstimateConfig { method, overhead };
+    let (schema, batches) = batches(py, table)?;
+    let (sessions, marked) = py
+        .detach(|| {
+            parallel::run(threads, || {
+                let columns = Columns::new(&schema, &batches, Scan::Compact)?;
+                let mut table = PartTable::new(&columns)?;
+                let sessions = compact(&mut table, &prune_config, estimate_config)?;
+                let marked = match now_ms {
+                    Some(now) => {
+                        let rows: Vec<u64> = pruned_rows(&sessions);
+                        let column = columns.get("compacted_at").expect("gathered by the scan");
+                        Some(crate::mark::mark_rows(column, &rows, now)?)
+                    }
+                    None => None,
+                };
+                Ok((sessions, marked))
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let column =
+        |f: &dyn Fn(&SessionCompaction) -> u64| u64_array(sessions.iter().map(f).collect());
+    let report = vec![
+        column(&|s| s.start as u64),
+        column(&|s| s.rows as u64),
+        column(&|s| s.prune.total),
+        column(&|s| s.prune.pruned),
+        column(&|s| s.prune.rows.len() as u64),
+        column(&|s| s.tokens_after_prune),
+        column(&|s| s.tokens_after),
+        column(&|s| (s.start + s.rows - s.visible_start) as u64),
+    ];
+    let rows = u64_array(pruned_rows(&sessions));
+    let ranges = merge_ranges(sessions.iter().map(|s| (s.visible_start, s.start + s.rows)));
+    let marked = marked
+        .map(|chunks| {
+            let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));
+            chunked(chunks, field)
+        })
+        .transpose()?;
+    Ok((report, rows, ranges_arrays(ranges), marked))
+}
+
+fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
+    sessions
+        .iter()
+        .flat_map(|s| s.prune.rows.iter().map(|&r| r as u64))
+        .collect()
 }
 
 /// Returns (first row of each message, its tokens, its session index).
@@ -331,29 +403,12 @@ fn mark_rows(
 }
 
 /// Strings of `column` (any string type, chunked) at `rows`, as one utf8 array.
-/// pyarrow's `take` has no kernel for utf8_view; this works for every layout.
 #[pyfunction]
 fn take_strings(py: Python<'_>, column: AnyArray, rows: PyArray) -> PyResult<PyArray> {
     let rows = row_indices(py, rows)?;
     let (chunks, _field) = column.into_chunked_array()?.into_inner();
     let out = py
-        .detach(|| {
-            parallel::run(None, || {
-                let col = crate::columns::StrCol::new("column", &chunks)?;
-                let n = col.rows();
-                rows.iter()
-                    .map(|&r| {
-                        let r = r as usize;
-                        if r >= n {
-                            return Err(CoreError::Config(format!(
-                                "row {r} is out of range: the column has {n} rows"
-                            )));
-                        }
-                        Ok(col.get(r))
-                    })
-                    .collect::<crate::Result<arrow_array::StringArray>>()
-            })
-        })
+        .detach(|| parallel::run(None, || crate::columns::take_strings(&chunks, &rows)))
         .map_err(|e| to_pyerr(py, e))?;
     Ok(PyArray::from_array_ref(Arc::new(out)))
 }
@@ -412,23 +467,9 @@ fn ingest_jsonl(
     };
     let out = py
         .detach(|| {
-            let mut files = Vec::with_capacity(paths.len());
-            for path in &paths {
-                let data = std::fs::read(path).map_err(|e| CoreError::Format {
-                    what: format!("{path}: cannot read: {e}"),
-                    at: Default::default(),
-                })?;
-                files.push(data);
-            }
-            let sources: Vec<Source<'_>> = (0..paths.len())
-                .map(|i| Source {
-                    name: &paths[i],
-                    data: &files[i],
-                    format: formats[i],
-                    id_base: id_bases[i].as_deref(),
-                })
-                .collect();
-            parallel::run(threads, || ingest::ingest(&sources, &options))
+            parallel::run(threads, || {
+                ingest::ingest_files(&paths, &formats, &id_bases, &options)
+            })
         })
         .map_err(|e| to_pyerr(py, e))?;
     let table = PyTable::try_new(out.batches, ingest::rows::schema())?;
@@ -447,6 +488,10 @@ fn ingest_jsonl(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ERROR_CLASSES", crate::error::CLASS_NAMES.to_vec())?;
+    m.add(
+        "FORMATS",
+        pyo3::types::PyTuple::new(m.py(), ingest::Format::NAMES)?,
+    )?;
     m.add("CLEARED_TOOL_OUTPUT", crate::messages::CLEARED_TOOL_OUTPUT)?;
     m.add("INTERRUPTED_TOOL", crate::messages::INTERRUPTED_TOOL)?;
     m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
@@ -460,5 +505,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(take_strings, m)?)?;
     m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
+    m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
     Ok(())
 }

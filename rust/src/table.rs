@@ -100,6 +100,8 @@ pub enum Scan {
     Prune,
     Pivot,
     Estimate,
+    /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
+    Compact,
 }
 
 impl Scan {
@@ -108,6 +110,7 @@ impl Scan {
             Scan::Prune => "prune",
             Scan::Pivot => "filter_pivot",
             Scan::Estimate => "estimate_messages",
+            Scan::Compact => "compact_batch",
         }
     }
 
@@ -116,6 +119,17 @@ impl Scan {
             Scan::Prune => &["summary", "tool", "status", "output", "compacted_at"],
             Scan::Pivot => &["parent_id", "summary", "finished", "error"],
             Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
+            Scan::Compact => &[
+                "parent_id",
+                "summary",
+                "finished",
+                "error",
+                "tool",
+                "status",
+                "input",
+                "output",
+                "compacted_at",
+            ],
         }
     }
 
@@ -123,7 +137,7 @@ impl Scan {
     fn optional_columns(self) -> &'static [&'static str] {
         match self {
             // `ignored` text and file parts (name, mime, url) live in part_json.
-            Scan::Estimate => &["part_json"],
+            Scan::Estimate | Scan::Compact => &["part_json"],
             _ => &[],
         }
     }
@@ -213,7 +227,7 @@ impl Columns {
         Columns::new(&schema, batches, scan)
     }
 
-    fn get(&self, name: &'static str) -> Option<&[ArrayRef]> {
+    pub fn get(&self, name: &'static str) -> Option<&[ArrayRef]> {
         self.by_name.get(name).map(Vec::as_slice)
     }
 }

@@ -301,3 +301,39 @@ def test_pivot_on_a_session_with_repeated_message_ids_is_left_to_the_core() -> N
     ]})  # fmt: skip
     with pytest.raises(NonContiguousError, match="reappears"):
         cc.filter_pivot(session)
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.sampled_from([(60, 25), (0, 0), (10_000, 0)]), st.integers(0, 6))
+def test_the_one_pass_batch_scan_equals_the_separate_scans(
+    data: tuple[list[dict[str, Any]], pa.Table], policy: tuple[int, int], overhead: int
+) -> None:
+    from ctxcompact.scans.parts import compact_pass
+
+    _, table = data
+
+    class Cfg(Config):
+        prune_protect, prune_minimum = policy
+        message_overhead = overhead
+
+    found = compact_pass(table, Cfg(), now_ms=5)
+    result = cc.prune(table, Cfg())
+    assert found.session_ids == result.sessions["session_id"].to_pylist()
+    assert found.pruned == result.sessions["pruned"].to_pylist()
+    assert found.pruned_parts == result.sessions["parts"].to_pylist()
+    assert found.rows.to_pylist() == result.rows.to_pylist()
+    marked = cc.mark_pruned(table, result, now_ms=5) if len(result) else cc.Transcript(table)
+    if len(result):
+        assert found.marked is not None
+        assert found.marked.to_pylist() == marked.to_arrow()["compacted_at"].to_pylist()
+    visible = cc.filter_pivot(marked)
+    per_session = {}
+    for name, data_ in (("after_prune", marked), ("after", visible)):
+        sessions = cc.estimate_messages(data_, Cfg()).sessions
+        per_session[name] = dict(zip(sessions["session_id"].to_pylist(),
+                                     sessions["tokens"].to_pylist()))  # fmt: skip
+    ids = found.session_ids
+    assert found.tokens_after_prune == [per_session["after_prune"].get(s, 0) for s in ids]
+    assert found.tokens_after == [per_session["after"].get(s, 0) for s in ids]
+    rows = [table.slice(a, n) for a, n in found.visible]
+    assert sum(r.num_rows for r in rows) == visible.num_rows == sum(found.visible_parts)

@@ -16,12 +16,12 @@ import time
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits
-from ctxcompact.scans.parts import estimate_messages, filter_pivot, mark_pruned, prune
+from ctxcompact.scans.parts import compact_pass
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 from ctxcompact.transcript import Transcript
 
@@ -40,18 +40,6 @@ REPORT_SCHEMA = pa.schema(
         ("overflow_after", pa.bool_()),
     ]
 )
-
-
-def _per_session(table: pa.Table, config: Any, threads: int | None) -> dict[str, int]:
-    sessions = estimate_messages(table, config, threads=threads).sessions
-    return dict(zip(sessions["session_id"].to_pylist(), sessions["tokens"].to_pylist()))
-
-
-def _counts(table: pa.Table) -> dict[str, int]:
-    if table.num_rows == 0:
-        return {}
-    counts = pc.value_counts(table.column("session_id").cast(pa.large_string()))
-    return {str(c["values"]): int(c["counts"]) for c in counts.to_pylist()}
 
 
 def compact_batch(
@@ -76,39 +64,41 @@ def compact_batch(
     """
     cfg = config or CompactionConfig()
     table = Transcript.from_arrow(data).to_arrow()
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    result = prune(table, cfg, threads=threads)
-    marked = mark_pruned(table, result, now_ms=now).to_arrow() if len(result) else table
-    visible = filter_pivot(marked, threads=threads).to_arrow()
-    after_prune = _per_session(marked, cfg, threads)
-    after = _per_session(visible, cfg, threads)
-    rows, visible_rows = _counts(table), _counts(visible)
-    sessions = result.sessions
-    ids = [str(s) for s in sessions["session_id"].to_pylist()]
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    # One native pass: prune, mark, pivot and both estimates over one table view.
+    found = compact_pass(table, cfg, now_ms=now if parts or model_input else None,
+                         threads=threads)  # fmt: skip
+    if len(found.rows) and now <= 0:
+        # 0 would read as "not compacted" (OpenCode tests the timestamp's truthiness).
+        raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
+    ids, pruned, pruned_parts = found.session_ids, found.pruned, found.pruned_parts
+    after_prune, after = found.tokens_after_prune, found.tokens_after
     # Estimates add up part by part, so the history before pruning is the
     # pruned one with each placeholder swapped back for its output: one
-    # estimate pass fewer (tests/test_batch.py checks it against a real one).
+    # estimate pass fewer (tests/batch/test_batch.py checks it against a real one).
     placeholder = estimate_tokens(CLEARED_TOOL_OUTPUT, cfg.estimate_method)
-    before = {
-        sid: after_prune.get(sid, 0) + pruned - parts * placeholder
-        for sid, pruned, parts in zip(
-            ids, sessions["pruned"].to_pylist(), sessions["parts"].to_pylist()
-        )
-    }
+    before = [a + p - n * placeholder for a, p, n in zip(after_prune, pruned, pruned_parts)]
     usable = None if limits is None else Limits.coerce(limits).usable(cfg)
-    columns: dict[str, Any] = {
+    columns = {
         "session_id": ids,
-        "parts": [rows.get(s, 0) for s in ids],
-        "tokens_before": [before.get(s, 0) for s in ids],
-        "tokens_pruned": sessions["pruned"].to_pylist(),
-        "pruned_parts": sessions["parts"].to_pylist(),
-        "tokens_after_prune": [after_prune.get(s, 0) for s in ids],
-        "tokens_after": [after.get(s, 0) for s in ids],
-        "visible_parts": [visible_rows.get(s, 0) for s in ids],
-        "overflow_before": [None if usable is None else before.get(s, 0) > usable for s in ids],
-        "overflow_after": [None if usable is None else after.get(s, 0) > usable for s in ids],
+        "parts": found.parts,
+        "tokens_before": before,
+        "tokens_pruned": pruned,
+        "pruned_parts": pruned_parts,
+        "tokens_after_prune": after_prune,
+        "tokens_after": after,
+        "visible_parts": found.visible_parts,
+        "overflow_before": [None if usable is None else b > usable for b in before],
+        "overflow_after": [None if usable is None else a > usable for a in after],
     }
     report = pa.table(columns, schema=REPORT_SCHEMA)
+    if not (parts or model_input):
+        return report
+    marked = table
+    if len(found.rows):
+        marked = Transcript(table).with_column("compacted_at", found.marked).to_arrow()
+    pieces = [marked.slice(start, n) for start, n in found.visible]
+    visible = pa.concat_tables(pieces) if pieces else marked.slice(0, 0)
     if model_input:
         from ctxcompact.scans.view import to_model_messages
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ctxcompact import _core
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.anthropic import (
     claude_code_sessions,
@@ -38,17 +39,8 @@ from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
 from ctxcompact.models import Session
 
-FORMATS: tuple[str, ...] = (
-    "opencode",
-    "opencode-messages",
-    "openai-chat",
-    "openai-responses",
-    "anthropic",
-    "claude-code",
-    "swe-agent",
-    "tau-bench",
-    "openhands",
-)
+#: Every format name, from the core's one definition (``ingest::Format``).
+FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
 
 
 def detect_format(obj: Any) -> str:

@@ -313,3 +313,61 @@ def estimate_messages(
         }
     )
     return MessageEstimates(messages=messages, sessions=per_session)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one native pass over a batch of whole sessions found (per session,
+    in table order): the raw material of ``compact_batch``'s report."""
+
+    session_ids: list[str]
+    parts: list[int]
+    total: list[int]
+    pruned: list[int]
+    pruned_parts: list[int]
+    tokens_after_prune: list[int]
+    tokens_after: list[int]
+    visible_parts: list[int]
+    #: Rows of the pruned parts; the visible rows as ``(start, length)`` runs.
+    rows: pa.Array
+    visible: list[tuple[int, int]]
+    #: The ``compacted_at`` column with the prune marks (when ``now_ms`` was given).
+    marked: pa.ChunkedArray | None
+
+
+def compact_pass(
+    table: pa.Table, config: Any, *, now_ms: int | None = None, threads: int | None = None
+) -> Compaction:
+    """Prune, mark, pivot and estimate ``table`` in one native call (one view
+    of the columns, one ``PartTable``), with ``config``'s prune and estimate
+    options. The same numbers as ``prune`` + ``mark_pruned`` +
+    ``filter_pivot`` + ``estimate_messages`` (tests/batch checks it)."""
+    columns, rows, (starts, lengths), marked = _core.compact_batch(
+        table,
+        enabled=bool(_opt(config, "prune")),
+        protect=int(_opt(config, "prune_protect")),
+        minimum=int(_opt(config, "prune_minimum")),
+        protected_tools=list(_opt(config, "prune_protected_tools")),
+        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted")),
+        method=str(_opt(config, "estimate_method")),
+        overhead=int(_opt(config, "message_overhead")),
+        now_ms=now_ms,
+        threads=check_threads(threads),
+    )
+    first, parts, total, pruned, pruned_parts, after_prune, after, visible = (
+        pa.array(c).to_pylist() for c in columns
+    )
+    ids = _take(table, "session_id", pa.array(first, pa.uint64())).to_pylist()
+    return Compaction(
+        session_ids=[str(i) for i in ids],
+        parts=parts,
+        total=total,
+        pruned=pruned,
+        pruned_parts=pruned_parts,
+        tokens_after_prune=after_prune,
+        tokens_after=after,
+        visible_parts=visible,
+        rows=pa.array(rows),
+        visible=list(zip(pa.array(starts).to_pylist(), pa.array(lengths).to_pylist())),
+        marked=None if marked is None else pa.chunked_array(marked),
+    )

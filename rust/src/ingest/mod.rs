@@ -234,6 +234,32 @@ struct ChunkOut {
 }
 
 /// Parse `sources` in parallel on the current rayon pool.
+/// Read `paths` (one format and optional id base each) and ingest them.
+pub fn ingest_files(
+    paths: &[String],
+    formats: &[Format],
+    id_bases: &[Option<String>],
+    options: &Options,
+) -> Result<Ingested> {
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        let data = std::fs::read(path).map_err(|e| CoreError::Format {
+            what: format!("{path}: cannot read: {e}"),
+            at: Default::default(),
+        })?;
+        files.push(data);
+    }
+    let sources: Vec<Source<'_>> = (0..paths.len())
+        .map(|i| Source {
+            name: &paths[i],
+            data: &files[i],
+            format: formats[i],
+            id_base: id_bases[i].as_deref(),
+        })
+        .collect();
+    ingest(&sources, options)
+}
+
 pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
     let target = options.chunk_bytes.max(1);
     // Events of a Claude Code session span lines: those files are mapped
