@@ -3,7 +3,7 @@
 pytest benches --benchmark-enable --benchmark-json=bench.json
 python benches/report.py bench.json
 
-In each group the baseline is the test whose name says ``reference``,
+In each group the baseline is the test whose name says ``reference``, ``separate_scans``,
 ``floor`` or ``langchain``; the last column is baseline time / this time.
 """
 
@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-BASELINES = ("reference", "floor", "langchain")
+BASELINES = ("reference", "floor", "langchain", "separate_scans")
 
 
 def label(b: dict[str, Any]) -> str:

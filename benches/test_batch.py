@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import ctxcompact as cc
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -132,3 +133,25 @@ def test_trim_langchain(benchmark: Any, chats: list[list[dict[str, Any]]]) -> No
         for m in messages
     ])  # fmt: skip
     assert len(kept) == len(messages)
+
+
+def _separate_scans(table: pa.Table) -> None:
+    """What ``compact_batch`` ran before the one-pass scan: five native calls."""
+    result = cc.prune(table)
+    marked = cc.mark_pruned(table, result, now_ms=1) if len(result) else cc.Transcript(table)
+    visible = cc.filter_pivot(marked)
+    cc.estimate_messages(marked)
+    cc.estimate_messages(visible)
+
+
+@pytest.mark.benchmark(group="batch-one-pass")
+def test_compact_batch_separate_scans(benchmark: Any, table: pa.Table) -> None:
+    benchmark.extra_info["rows"] = table.num_rows
+    benchmark.pedantic(_separate_scans, (table,), rounds=3)
+
+
+@pytest.mark.benchmark(group="batch-one-pass")
+def test_compact_batch_one_pass(benchmark: Any, table: pa.Table) -> None:
+    benchmark.extra_info["rows"] = table.num_rows
+    report = benchmark.pedantic(cc.compact_batch, (table,), {"now_ms": 1}, rounds=3)
+    assert report.num_rows == len(cc.Transcript(table).session_ids())
