@@ -1,0 +1,57 @@
+"""Transcript.from_arrow and the transcript's accessors.
+
+Tables are built directly with pyarrow (docs/schema.md; tests/tables.py), so
+these tests do not depend on the pydantic models.
+"""
+
+from __future__ import annotations
+
+import ctxcompact as cc
+import polars as pl
+import pyarrow as pa
+import pytest
+
+
+def test_transcript_from_arrow_sources(prune_table: pa.Table) -> None:
+    t = cc.Transcript.from_arrow(prune_table)
+    assert t.to_arrow() is prune_table
+    assert t.num_rows == 29
+    assert cc.Transcript.from_arrow(t) is t
+
+    batch = prune_table.to_batches()[0]
+    assert cc.Transcript.from_arrow(batch).to_arrow().equals(prune_table)
+
+    reader = pa.RecordBatchReader.from_batches(prune_table.schema, prune_table.to_batches())
+    assert cc.Transcript.from_arrow(reader).to_arrow().equals(prune_table)
+
+    frame = pl.from_arrow(prune_table)
+    from_polars = cc.Transcript.from_arrow(frame).to_arrow()
+    assert from_polars.num_rows == 29
+    assert from_polars.to_pylist() == prune_table.to_pylist()
+
+
+def test_transcript_from_arrow_rejects_plain_python() -> None:
+    with pytest.raises(TypeError):
+        cc.Transcript.from_arrow([{"session_id": "s"}])
+    with pytest.raises(TypeError):
+        cc.Transcript.from_arrow({"session_id": ["s"]})
+    with pytest.raises(TypeError):
+        cc.Transcript.from_arrow("not a table")
+    with pytest.raises(TypeError):
+        cc.Transcript(pa.record_batch({"a": [1]}))  # type: ignore[arg-type]
+
+
+def test_transcript_session_ids(prune_table: pa.Table) -> None:
+    t = cc.Transcript.from_arrow(prune_table)
+    assert t.session_ids() == ["s1", "s2", "s3", "s4"]
+    assert len(t) == 4
+    assert len(cc.Transcript.from_arrow(pl.from_arrow(prune_table))) == 4
+
+
+def test_transcript_with_column(prune_table: pa.Table) -> None:
+    t = cc.Transcript.from_arrow(prune_table)
+    replaced = t.with_column("output", pa.array([None] * 29, pa.string()))
+    assert replaced.to_arrow().column("output").null_count == 29
+    assert t.to_arrow().column("output").null_count < 29
+    added = t.with_column("extra", pa.array(range(29)))
+    assert added.to_arrow().column_names[-1] == "extra"
