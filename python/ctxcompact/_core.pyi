@@ -60,11 +60,11 @@ def overflow_check(
 def prune(
     table: Any,
     *,
-    enabled: bool = True,
-    protect: int = 40000,
-    minimum: int = 20000,
-    protected_tools: list[str] = ...,
-    continue_past_compacted: bool = False,
+    enabled: bool | None = None,
+    protect: int | None = None,
+    minimum: int | None = None,
+    protected_tools: list[str] | None = None,
+    continue_past_compacted: bool | None = None,
     method: str = "opencode",
     threads: int | None = None,
 ) -> tuple[Any, Any, Any, Any, Any]: ...

@@ -8,11 +8,12 @@
 //! after-prune total (every message) and the visible one (messages at or
 //! after the pivot).
 
+use crate::codes::flag;
 use crate::error::Result;
 use crate::messages::{estimate_messages, MessageEstimateConfig};
 use crate::pivot::pivot_starts;
 use crate::prune::{prune, PruneConfig, SessionPrune};
-use crate::table::{flag, PartTable};
+use crate::table::PartTable;
 
 /// What compaction does to one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,7 @@ pub fn compact(
 mod tests {
     use super::*;
     use crate::mark::mark_rows;
-    use crate::table::{Columns, Scan};
+    use crate::schema::{Columns, Scan};
     use crate::testutil::*;
     use arrow_array::RecordBatch;
 

@@ -4,6 +4,7 @@
 //! Pure Rust; the Python bindings live in `python.rs` behind the `python`
 //! feature so `cargo test` and `cargo bench` need no interpreter.
 
+pub mod codes;
 pub mod columns;
 pub mod compact;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod overflow;
 pub mod parallel;
 pub mod pivot;
 pub mod prune;
+pub mod schema;
 pub mod table;
 
 #[cfg(feature = "python")]
@@ -22,7 +24,8 @@ mod python;
 
 pub use error::{CoreError, Location, Result};
 pub use estimate::{estimate, Method};
-pub use table::{Columns, PartTable, Scan};
+pub use schema::{Columns, Scan};
+pub use table::PartTable;
 
 #[cfg(test)]
 mod testutil;

@@ -18,10 +18,11 @@
 
 use rayon::prelude::*;
 
+use crate::codes::{flag, part_type, role, status};
 use crate::columns::StrCol;
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, estimate_units, text_units, Method};
-use crate::table::{flag, part_type, role, status, Message, PartTable};
+use crate::table::{Message, PartTable};
 
 /// Protocol strings other runtimes read; they are not prose.
 pub const CLEARED_TOOL_OUTPUT: &str = "[Old tool result content cleared]";
@@ -286,7 +287,7 @@ impl FilePart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Columns, Scan};
+    use crate::schema::{Columns, Scan};
     use crate::testutil::*;
 
     fn run(msgs: Vec<M>) -> Vec<u64> {

@@ -10,8 +10,9 @@ use std::collections::HashSet;
 
 use rayon::prelude::*;
 
+use crate::codes::{flag, part_type, role};
 use crate::error::Result;
-use crate::table::{flag, part_type, role, PartTable};
+use crate::table::PartTable;
 
 /// First visible row of every session (its range start when there is no pivot).
 pub fn pivot_starts(table: &PartTable<'_>) -> Result<Vec<usize>> {
@@ -95,7 +96,7 @@ fn pivot_start(table: &PartTable<'_>, s: usize) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Columns, Scan};
+    use crate::schema::{Columns, Scan};
     use crate::testutil::*;
 
     fn starts(sessions: &[(&str, Vec<M>)]) -> Vec<usize> {

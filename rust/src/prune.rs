@@ -8,9 +8,10 @@
 
 use rayon::prelude::*;
 
+use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::table::{flag, part_type, role, status, PartTable};
+use crate::table::PartTable;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneConfig {
@@ -149,7 +150,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Columns, Scan};
+    use crate::schema::{Columns, Scan};
     use crate::testutil::*;
 
     fn run(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {

@@ -20,7 +20,8 @@ use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
 use crate::parallel;
 use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
 use crate::prune::{prune as prune_core, PruneConfig};
-use crate::table::{Columns, PartTable, Scan};
+use crate::schema::{Columns, Scan};
+use crate::table::PartTable;
 
 fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
     let build = || -> PyResult<PyErr> {
@@ -195,27 +196,29 @@ fn overflow_check(
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (
-    table, *, enabled = true, protect = 40_000, minimum = 20_000,
-    protected_tools = vec!["skill".to_owned()], continue_past_compacted = false,
-    method = "opencode", threads = None
+    table, *, enabled = None, protect = None, minimum = None, protected_tools = None,
+    continue_past_compacted = None, method = "opencode", threads = None
 ))]
 fn prune(
     py: Python<'_>,
     table: AnyRecordBatch,
-    enabled: bool,
-    protect: u64,
-    minimum: u64,
-    protected_tools: Vec<String>,
-    continue_past_compacted: bool,
+    enabled: Option<bool>,
+    protect: Option<u64>,
+    minimum: Option<u64>,
+    protected_tools: Option<Vec<String>>,
+    continue_past_compacted: Option<bool>,
     method: &str,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray, PyArray, PyArray)> {
+    // Unset options take the core's defaults (OpenCode's); the facade always
+    // passes the config's values.
+    let default = PruneConfig::default();
     let config = PruneConfig {
-        enabled,
-        protect,
-        minimum,
-        protected_tools,
-        continue_past_compacted,
+        enabled: enabled.unwrap_or(default.enabled),
+        protect: protect.unwrap_or(default.protect),
+        minimum: minimum.unwrap_or(default.minimum),
+        protected_tools: protected_tools.unwrap_or(default.protected_tools),
+        continue_past_compacted: continue_past_compacted.unwrap_or(default.continue_past_compacted),
         method: parse_method(py, method)?,
     };
     let (rows, firsts, totals, pruned, counts) = scan(py, table, Scan::Prune, threads, |t| {

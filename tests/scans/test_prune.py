@@ -16,6 +16,7 @@ from tables import (
     chunked,
     tool,
     user,
+    x,
 )
 
 
@@ -151,3 +152,24 @@ def test_mark_pruned_default_timestamp_is_now(prune_table: pa.Table) -> None:
     after = int(time.time() * 1000)
     stamp = out.column("compacted_at").to_pylist()[1]
     assert before <= stamp <= after
+
+
+def test_the_cores_prune_defaults_are_the_configs() -> None:
+    """The native call's own defaults (for direct callers) agree with
+    CompactionConfig's, which the facade always passes."""
+    from ctxcompact import _core
+    from ctxcompact.config import default
+
+    table = build([
+        user("s", "u1", "p0"),
+        *(tool("s", f"a{i}", f"t{i}", "read", "completed", x(9_000)) for i in range(8)),
+        tool("s", "a9", "t9", "skill", "completed", x(9_000)),
+        user("s", "u2", "p1"), user("s", "u3", "p2"),
+    ])  # fmt: skip
+    names = ("prune", "prune_protect", "prune_minimum", "prune_protected_tools",
+             "prune_continue_past_compacted")  # fmt: skip
+    keys = ("enabled", "protect", "minimum", "protected_tools", "continue_past_compacted")
+    explicit = dict(zip(keys, (default(n) for n in names), strict=True))
+    got = [pa.array(a).to_pylist() for a in _core.prune(table)]
+    want = [pa.array(a).to_pylist() for a in _core.prune(table, **explicit)]
+    assert got == want and got[0]  # something is pruned, the same way

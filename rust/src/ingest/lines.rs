@@ -1,0 +1,174 @@
+//! The line pipeline: files cut into chunks of whole lines, each line
+//! parsed and mapped to rows by its format's mapper.
+
+use super::*;
+
+pub(super) struct Chunk {
+    pub(super) source: usize,
+    pub(super) first_line: usize,
+    pub(super) bytes: Range<usize>,
+}
+
+/// What a chunk made of one line.
+pub(super) struct Line {
+    pub(super) line: usize,
+    pub(super) raw: Range<usize>,
+    pub(super) outcome: std::result::Result<Mapped, Problem>,
+}
+
+pub(super) struct Mapped {
+    pub(super) rows: Range<usize>,
+    /// The sessions the line holds, each with the message ids it gives
+    /// (checked for repeats within a session).
+    pub(super) sessions: Vec<(String, Vec<String>)>,
+}
+
+pub(super) struct ChunkOut {
+    pub(super) rows: Rows,
+    pub(super) lines: Vec<Line>,
+}
+
+/// Cut a source into chunks of whole lines, numbering lines from 1.
+pub(super) fn split(index: usize, data: &[u8], target: usize, chunks: &mut Vec<Chunk>) {
+    // A UTF-8 byte order mark is not part of the first line.
+    let mut start = if data.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let mut line = 1;
+    while start < data.len() {
+        let mut end = (start + target).min(data.len());
+        end = match data[end..].iter().position(|&b| b == b'\n') {
+            Some(pos) if end < data.len() => end + pos + 1,
+            _ => data.len(),
+        };
+        chunks.push(Chunk {
+            source: index,
+            first_line: line,
+            bytes: start..end,
+        });
+        line += data[start..end].iter().filter(|&&b| b == b'\n').count();
+        start = end;
+    }
+}
+
+/// The non-blank lines of a chunk: `(1-based number, bytes without the line break)`.
+pub(super) fn lines_of<'a>(
+    data: &'a [u8],
+    chunk: &Chunk,
+) -> impl Iterator<Item = (usize, Range<usize>)> + 'a {
+    let end = chunk.bytes.end;
+    let mut pos = chunk.bytes.start;
+    let mut number = chunk.first_line;
+    std::iter::from_fn(move || {
+        while pos < end {
+            let stop = data[pos..end]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(end, |p| pos + p);
+            let mut raw = pos..stop;
+            if data[raw.clone()].ends_with(b"\r") {
+                raw.end -= 1;
+            }
+            let line = number;
+            pos = stop + 1;
+            number += 1;
+            if !data[raw.clone()].iter().all(u8::is_ascii_whitespace) {
+                return Some((line, raw));
+            }
+        }
+        None
+    })
+}
+
+/// The file name up to its first dot: what names a session without an id
+/// (`<stem>:<line>`), as the Python adapters do.
+pub(super) fn short_stem(name: &str) -> &str {
+    let file = std::path::Path::new(name)
+        .file_name()
+        .and_then(|f| f.to_str());
+    file.unwrap_or(name).split('.').next().unwrap_or("")
+}
+
+pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
+    let mut rows = Rows::default();
+    let mut lines = Vec::new();
+    let format = source.format;
+    let stem = source.id_base.unwrap_or_else(|| short_stem(source.name));
+    for (number, raw) in lines_of(source.data, chunk) {
+        let outcome = parse(&source.data[raw.clone()])
+            .and_then(|value| read_line(value, format, &format!("{stem}:{number}")))
+            .map(|sessions| emit(&sessions, &mut rows));
+        lines.push(Line {
+            line: number,
+            raw,
+            outcome,
+        });
+    }
+    ChunkOut { rows, lines }
+}
+
+/// A line's bytes as JSON.
+pub(super) fn parse(bytes: &[u8]) -> std::result::Result<Value, Problem> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Problem::new(format!(
+            "not valid UTF-8 (invalid byte at byte {})",
+            e.valid_up_to()
+        ))
+    })?;
+    serde_json::from_str(text).map_err(|e| Problem::new(format!("not valid JSON ({e})")))
+}
+
+pub(super) fn read_line(
+    value: Value,
+    format: Format,
+    fallback_id: &str,
+) -> std::result::Result<Vec<SessionRows>, Problem> {
+    let one = |rows: SessionRows| vec![rows];
+    match format {
+        Format::OpenCode => opencode::session(value).map(one),
+        Format::OpenAiChat => chat::line(value, fallback_id).map(one),
+        Format::SweAgent => chat::swe_agent(value, fallback_id).map(one),
+        Format::TauBench => chat::tau_bench(value),
+        Format::OpenAiResponses => responses::line(value, fallback_id).map(one),
+        Format::Anthropic => anthropic::request(value, fallback_id).map(one),
+        Format::OpenHands => openhands::line(value, fallback_id).map(one),
+        Format::ClaudeCode => unreachable!("claude-code is read file by file"),
+        Format::OpenCodeMessages => {
+            let session_id = match value.get("info").and_then(|info| info.get("sessionID")) {
+                Some(Value::String(id)) => id.clone(),
+                _ => {
+                    return Err(Problem::new(
+                        "an OpenCode message line needs info.sessionID (a string)",
+                    ))
+                }
+            };
+            let message =
+                opencode::message(value, "the message").map_err(|p| p.session(&session_id))?;
+            Ok(one(SessionRows {
+                json: opencode::session_json(&session_id),
+                id: session_id,
+                messages: vec![message],
+            }))
+        }
+    }
+}
+
+/// Append a line's rows (the cross-line checks may take them out again).
+pub(super) fn emit(sessions: &[SessionRows], rows: &mut Rows) -> Mapped {
+    let start = rows.len();
+    for session in sessions {
+        session.emit(rows, true);
+    }
+    Mapped {
+        rows: start..rows.len(),
+        sessions: sessions
+            .iter()
+            .map(|s| {
+                let ids = s.messages.iter().map(|(m, _)| m.id.clone()).collect();
+                (s.id.clone(), ids)
+            })
+            .collect(),
+    }
+}

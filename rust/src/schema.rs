@@ -1,0 +1,147 @@
+//! Which columns each scan reads, and the Arrow types each may have
+//! (docs/schema.md): checked against the schema before a row is read.
+
+use std::collections::HashMap;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Schema};
+
+use crate::error::{CoreError, Result};
+
+/// Which scan is reading the table: decides the columns it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    Prune,
+    Pivot,
+    Estimate,
+    /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
+    Compact,
+}
+
+impl Scan {
+    fn name(self) -> &'static str {
+        match self {
+            Scan::Prune => "prune",
+            Scan::Pivot => "filter_pivot",
+            Scan::Estimate => "estimate_messages",
+            Scan::Compact => "compact_batch",
+        }
+    }
+
+    fn extra_columns(self) -> &'static [&'static str] {
+        match self {
+            Scan::Prune => &["summary", "tool", "status", "output", "compacted_at"],
+            Scan::Pivot => &["parent_id", "summary", "finished", "error"],
+            Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
+            Scan::Compact => &[
+                "parent_id",
+                "summary",
+                "finished",
+                "error",
+                "tool",
+                "status",
+                "input",
+                "output",
+                "compacted_at",
+            ],
+        }
+    }
+
+    /// Columns read when present.
+    fn optional_columns(self) -> &'static [&'static str] {
+        match self {
+            // `ignored` text and file parts (name, mime, url) live in part_json.
+            Scan::Estimate | Scan::Compact => &["part_json"],
+            _ => &[],
+        }
+    }
+}
+
+const BASE_COLUMNS: [&str; 4] = ["session_id", "message_id", "role", "part_type"];
+
+fn is_string(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => {
+            matches!(
+                v.as_ref(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The Arrow types each column may have (docs/schema.md).
+fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
+    let (ok, expected) = match name {
+        "role" | "part_type" | "status" => (
+            is_string(dt) || *dt == DataType::Int8,
+            "int8 codes or a string type",
+        ),
+        "summary" | "finished" | "error" => {
+            (matches!(dt, DataType::Boolean | DataType::Null), "bool")
+        }
+        "compacted_at" => (matches!(dt, DataType::Int64 | DataType::Null), "int64"),
+        _ => (is_string(dt), crate::columns::STRING_TYPES),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::ColumnType {
+            column: name,
+            found: dt.to_string(),
+            expected,
+        })
+    }
+}
+
+/// The Arrow chunks of every column a scan needs, gathered from record batches.
+pub struct Columns {
+    by_name: HashMap<&'static str, Vec<ArrayRef>>,
+}
+
+impl Columns {
+    /// Gather the columns `scan` needs, checking names and types against
+    /// `schema` (so an empty table with a wrong schema is still an error).
+    pub fn new(schema: &Schema, batches: &[RecordBatch], scan: Scan) -> Result<Self> {
+        let mut by_name = HashMap::new();
+        for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
+            let field = schema
+                .field_with_name(name)
+                .map_err(|_| CoreError::MissingColumn {
+                    column: name,
+                    needed_by: scan.name(),
+                })?;
+            check_type(name, field.data_type())?;
+            let index = schema.index_of(name).expect("field exists");
+            by_name.insert(
+                name,
+                batches.iter().map(|b| b.column(index).clone()).collect(),
+            );
+        }
+        for &name in scan.optional_columns() {
+            if let Ok(index) = schema.index_of(name) {
+                check_type(name, schema.field(index).data_type())?;
+                by_name.insert(
+                    name,
+                    batches.iter().map(|b| b.column(index).clone()).collect(),
+                );
+            }
+        }
+        Ok(Columns { by_name })
+    }
+
+    /// `new` with the schema of the first batch (at least one batch needed).
+    pub fn from_batches(batches: &[RecordBatch], scan: Scan) -> Result<Self> {
+        let schema = batches
+            .first()
+            .map(RecordBatch::schema)
+            .ok_or_else(|| CoreError::Config("no record batches: pass the schema".into()))?;
+        Columns::new(&schema, batches, scan)
+    }
+
+    pub fn get(&self, name: &'static str) -> Option<&[ArrayRef]> {
+        self.by_name.get(name).map(Vec::as_slice)
+    }
+}
