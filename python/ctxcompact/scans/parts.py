@@ -48,6 +48,18 @@ def _opt(config: Any, name: str) -> Any:
     return default(name) if config is None else getattr(config, name, default(name))
 
 
+def _prune_options(config: Any) -> dict[str, Any]:
+    """The native prune's keyword arguments from ``config`` (or the defaults)."""
+    return {
+        "enabled": bool(_opt(config, "prune")),
+        "protect": int(_opt(config, "prune_protect")),
+        "minimum": int(_opt(config, "prune_minimum")),
+        "protected_tools": list(_opt(config, "prune_protected_tools")),
+        "continue_past_compacted": bool(_opt(config, "prune_continue_past_compacted")),
+        "method": str(_opt(config, "estimate_method")),
+    }
+
+
 class PruneResult:
     """Which tool parts to mark as compacted; nothing is marked yet.
 
@@ -120,12 +132,7 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
     table, _session = _as_table(data)
     rows, firsts, totals, pruned, counts = _core.prune(
         table,
-        enabled=bool(_opt(config, "prune")),
-        protect=int(_opt(config, "prune_protect")),
-        minimum=int(_opt(config, "prune_minimum")),
-        protected_tools=list(_opt(config, "prune_protected_tools")),
-        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted")),
-        method=str(_opt(config, "estimate_method")),
+        **_prune_options(config),
         threads=check_threads(threads),
     )
     rows = pa.array(rows)
@@ -344,12 +351,7 @@ def compact_pass(
     ``filter_pivot`` + ``estimate_messages`` (tests/batch checks it)."""
     columns, rows, (starts, lengths), marked = _core.compact_batch(
         table,
-        enabled=bool(_opt(config, "prune")),
-        protect=int(_opt(config, "prune_protect")),
-        minimum=int(_opt(config, "prune_minimum")),
-        protected_tools=list(_opt(config, "prune_protected_tools")),
-        continue_past_compacted=bool(_opt(config, "prune_continue_past_compacted")),
-        method=str(_opt(config, "estimate_method")),
+        **_prune_options(config),
         overhead=int(_opt(config, "message_overhead")),
         now_ms=now_ms,
         threads=check_threads(threads),
