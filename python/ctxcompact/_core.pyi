@@ -58,15 +58,7 @@ def overflow_check(
     clamp_usable: bool = False,
 ) -> tuple[bool, int, int]: ...
 def prune(
-    table: Any,
-    *,
-    enabled: bool | None = None,
-    protect: int | None = None,
-    minimum: int | None = None,
-    protected_tools: list[str] | None = None,
-    continue_past_compacted: bool | None = None,
-    method: str = "opencode",
-    threads: int | None = None,
+    table: Any, policy: dict[str, Any] | None = None, *, threads: int | None = None
 ) -> tuple[Any, Any, Any, Any, Any]: ...
 def pivot(table: Any, *, threads: int | None = None) -> Any: ...
 def estimate_messages(
@@ -85,14 +77,8 @@ def ingest_jsonl(
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
 def compact_batch(
     table: Any,
+    policy: dict[str, Any] | None = None,
     *,
-    enabled: bool,
-    protect: int,
-    minimum: int,
-    protected_tools: list[str],
-    continue_past_compacted: bool,
-    method: str,
-    overhead: int,
     now_ms: int | None = None,
     threads: int | None = None,
 ) -> tuple[list[Any], Any, tuple[Any, Any], Any | None]: ...

@@ -54,6 +54,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, DatasetError, FormatError
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
+from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask
 from ctxcompact.testing.synthetic import generate_table
 
@@ -147,6 +148,12 @@ ToolsOption = Annotated[
                  help="Comma-separated tools whose outputs are never pruned, '' for none "
                  "(config prune_protected_tools)."),
 ]  # fmt: skip
+PolicyOption = Annotated[
+    str | None,
+    typer.Option("--policy", metavar="NAME|FILE",
+                 help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
+                 "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
+]  # fmt: skip
 ContextOption = Annotated[
     int | None,
     typer.Option("--context", min=0, metavar="TOKENS",
@@ -161,9 +168,14 @@ OutputLimitOption = Annotated[
 
 
 def _overrides(
-    protect: int | None = None, minimum: int | None = None, tools: str | None = None
+    protect: int | None = None,
+    minimum: int | None = None,
+    tools: str | None = None,
+    policy: str | None = None,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    if policy is not None:
+        values["policy"] = policy
     if protect is not None:
         values["prune_protect"] = protect
     if minimum is not None:
@@ -468,10 +480,11 @@ def prune_cmd(
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
+    policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
     _check_output(output, "--output")
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
@@ -525,10 +538,11 @@ def compact(
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
+    policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(output, "--output")
     _check_output(report, "--report")
@@ -568,12 +582,13 @@ def batch(
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
+    policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory."""
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(destination, "DESTINATION")
     _check_output(report, "--report")
@@ -753,6 +768,13 @@ def bench(
         )
 
 
+def _plain(value: Any) -> Any:
+    """A config value as JSON data (a policy: its preset name, else its options)."""
+    if isinstance(value, Policy):
+        return value.name() or value.model_dump()
+    return value
+
+
 @app.command("config", short_help="Show the effective configuration and its sources.")
 def config_cmd(
     show: Annotated[
@@ -765,6 +787,7 @@ def config_cmd(
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
+    policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show the effective configuration: each field, its value and where it came from."""
@@ -773,10 +796,10 @@ def config_cmd(
     if markdown:
         typer.echo(config_module.reference_markdown(), nl=False)
         return
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
     sources = cfg.sources()
     rows = [
-        {"field": f["field"], "value": getattr(cfg, f["field"]),
+        {"field": f["field"], "value": _plain(getattr(cfg, f["field"])),
          "source": sources[f["field"]], "environment": f["environment"],
          "type": f["type"], "meaning": f["meaning"]}
         for f in config_module.fields()

@@ -15,14 +15,24 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ctxcompact.errors import ConfigError
+from ctxcompact.policy import Policy
 
 _TRUE = {"1", "true", "yes", "on"}
+_POLICY_DEFAULTS = Policy()
+#: OpenCode's prune fields and the policy options they set.
+PRUNE_FIELDS = {
+    "prune_protect": "protect",
+    "prune_minimum": "minimum",
+    "prune_protected_tools": "exclude_tools",
+    "prune_continue_past_compacted": "continue_past_compacted",
+    "prune": "enabled",
+}
 
 
 class CompactionConfig(BaseSettings):
@@ -38,19 +48,27 @@ class CompactionConfig(BaseSettings):
     )
     prune: bool = Field(True, description="Prune old tool outputs (soft compaction).")
 
-    # --- prune (soft compaction)
+    # --- prune (soft compaction): the policy, and OpenCode's four knobs, which
+    # override the policy's protect / minimum / exclude_tools /
+    # continue_past_compacted when set (argument, environment or file)
+    policy: Annotated[Policy, NoDecode] = Field(
+        default_factory=Policy,
+        description="What prune may clear: a preset name (opencode, swe-agent, "
+        "anthropic-clear-tool-uses, aggressive), a TOML/JSON file, JSON, or a table "
+        "of options (docs/policies.md).",
+    )
     prune_protect: int = Field(
-        40_000,
+        _POLICY_DEFAULTS.protect,
         ge=0,
         description="Tokens of the newest tool outputs that prune never touches.",
     )
     prune_minimum: int = Field(
-        20_000,
+        _POLICY_DEFAULTS.minimum,
         ge=0,
         description="Prune only when at least this many tokens would be freed.",
     )
     prune_protected_tools: list[str] = Field(
-        default_factory=lambda: ["skill"],
+        default_factory=lambda: list(_POLICY_DEFAULTS.exclude_tools),
         description="Tools whose outputs are never pruned (environment: a JSON list).",
     )
     prune_continue_past_compacted: bool = Field(
@@ -217,6 +235,23 @@ class CompactionConfig(BaseSettings):
                     data = {**data, field: False}
         return data
 
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _load_policy(cls, value: Any) -> Any:
+        return value if isinstance(value, Policy) else Policy.load(value)
+
+    def prune_policy(self) -> Policy:
+        """The policy prune runs: ``policy``, with OpenCode's prune fields
+        (``prune``, ``prune_protect``, ...) applied where they were set."""
+        updates = {
+            option: getattr(self, name)
+            for name, option in PRUNE_FIELDS.items()
+            if self._sources.get(name, DEFAULT) != DEFAULT
+        }
+        if all(getattr(self.policy, k) == v for k, v in updates.items()):
+            return self.policy
+        return self.policy.model_copy(update=updates)
+
     @model_validator(mode="after")
     def _ordered_thresholds(self) -> CompactionConfig:
         if not self.proactive_threshold < self.critical_threshold:
@@ -308,7 +343,7 @@ def _config_error(
             where = f"configuration: invalid {field}={values[name]!r}"
         else:
             where = f"configuration: invalid {field}"
-        problems.append(f"{where}: {e['msg']}")
+        problems.append(f"{where}: {e['msg'].removeprefix('Value error, ')}")
     return ConfigError("; ".join(problems), column=fields[0])
 
 
@@ -327,6 +362,8 @@ def _settings_error(error: SettingsError) -> ConfigError:
 
 
 def _type_name(annotation: Any) -> str:
+    if annotation is Policy:
+        return "preset, file or table"
     if get_origin(annotation) is Literal:
         return " | ".join(json.dumps(a) for a in get_args(annotation))
     if get_origin(annotation) in (UnionType, Union):
@@ -340,6 +377,8 @@ def _type_name(annotation: Any) -> str:
 
 def format_value(value: Any) -> str:
     """A value as you would write it in a JSON/TOML file or an environment variable."""
+    if isinstance(value, Policy):  # a preset by its name, else its options
+        value = value.name() or value.model_dump()
     return "(unset)" if value is None else json.dumps(value, ensure_ascii=False)
 
 

@@ -5,14 +5,50 @@
 //! message or at an already-compacted tool part, protect the newest
 //! `protect` tokens of tool output and select the rest, and keep the
 //! selection only when it frees more than `minimum` tokens.
+//!
+//! The policy options generalise each step without changing the default:
+//! the turn unit and count, a keep-the-newest-N rule, supersession, and the
+//! `clear_at_least` / `trigger` gates (docs/policies.md).
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
 
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
+use crate::messages::{estimate_messages, MessageEstimateConfig};
+use crate::pivot::pivot_starts;
+use crate::schema::Scan;
 use crate::table::PartTable;
 
+/// What counts as one turn when protecting the newest turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnUnit {
+    /// A user message (OpenCode). A single-task autonomous run has one or two.
+    #[default]
+    User,
+    /// An assistant message: one model call of an autonomous run.
+    Step,
+}
+
+impl FromStr for TurnUnit {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "user" => Ok(TurnUnit::User),
+            "step" => Ok(TurnUnit::Step),
+            other => Err(CoreError::Config(format!(
+                "unknown turn unit {other:?}; expected \"user\" or \"step\""
+            ))),
+        }
+    }
+}
+
+/// The prune policy: OpenCode's rule by default, and the options peers use
+/// (docs/policies.md). Every field is data the facade's `Policy` sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneConfig {
     pub enabled: bool,
@@ -25,6 +61,26 @@ pub struct PruneConfig {
     /// Walk past an already-compacted part instead of ending the scan there.
     pub continue_past_compacted: bool,
     pub method: Method,
+    /// The unit of `protect_turns`.
+    pub turn: TurnUnit,
+    /// Messages after the `protect_turns`-th newest turn are never touched
+    /// (OpenCode: 2 user turns, i.e. the newest exchange).
+    pub protect_turns: u32,
+    /// Keep the N newest counted outputs whatever their size (SWE-agent's
+    /// `last_n_observations`, Anthropic's `keep`).
+    pub keep_recent: Option<u32>,
+    /// Count `keep_recent` per tool instead of over all tools.
+    pub keep_recent_per_tool: bool,
+    /// Prune only when at least this many tokens are freed (Anthropic's `clear_at_least`).
+    pub clear_at_least: u64,
+    /// Prune only when the session's visible context (estimated model input
+    /// from the pivot on) is above this many tokens; 0 = always.
+    pub trigger: u64,
+    /// Per-message overhead of the `trigger` estimate (as `estimate_messages`).
+    pub overhead: u64,
+    /// An output a newer call makes stale (the same file path, or the same
+    /// command of the same tool) is pruned first, whatever the windows say.
+    pub supersede: bool,
 }
 
 impl Default for PruneConfig {
@@ -36,11 +92,31 @@ impl Default for PruneConfig {
             protected_tools: vec!["skill".to_owned()],
             continue_past_compacted: false,
             method: Method::Opencode,
+            turn: TurnUnit::User,
+            protect_turns: 2,
+            keep_recent: None,
+            keep_recent_per_tool: false,
+            clear_at_least: 0,
+            trigger: 0,
+            overhead: MessageEstimateConfig::default().overhead,
+            supersede: false,
         }
     }
 }
 
-/// Outcome for one session. `rows` is empty unless `pruned > minimum`.
+impl PruneConfig {
+    /// The columns this policy reads: tool inputs for supersession, and the
+    /// message estimate's columns for a trigger.
+    pub fn scan(&self) -> Scan {
+        if self.supersede || self.trigger > 0 {
+            Scan::Compact
+        } else {
+            Scan::Prune
+        }
+    }
+}
+
+/// Outcome for one session. `rows` is empty unless the policy acted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionPrune {
     /// Estimated tokens of every tool output the scan counted.
@@ -55,10 +131,84 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }
+    let visible = if config.trigger > 0 {
+        Some(visible_tokens(table, config)?)
+    } else {
+        None
+    };
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| prune_session(table, s, config))
+        .map(|s| match &visible {
+            Some(v) if v[s] <= config.trigger => Ok(SessionPrune::default()),
+            _ => prune_session(table, s, config),
+        })
         .collect()
+}
+
+/// Estimated model input of every session from its pivot on.
+fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64>> {
+    let starts = pivot_starts(table)?;
+    let estimate_config = MessageEstimateConfig {
+        method: config.method,
+        overhead: config.overhead,
+    };
+    Ok(estimate_messages(table, estimate_config)?
+        .into_iter()
+        .zip(starts)
+        .map(|(messages, start)| {
+            messages
+                .iter()
+                .filter(|m| m.row >= start)
+                .map(|m| m.tokens)
+                .sum()
+        })
+        .collect())
+}
+
+/// Input keys naming the file a call works on, first match wins.
+pub const PATH_KEYS: [&str; 7] = [
+    "filePath",
+    "file_path",
+    "path",
+    "file",
+    "filename",
+    "target_file",
+    "notebook_path",
+];
+/// Input keys holding a command line or code, when no path key is there.
+pub const COMMAND_KEYS: [&str; 3] = ["command", "cmd", "code"];
+
+/// What a tool call works on: a file (any tool touching it makes older
+/// outputs about it stale) or a command (stale only for the same tool).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Target {
+    Path(String),
+    Command(String, String),
+}
+
+fn target(tool: Option<&str>, input: Option<&str>) -> Option<Target> {
+    let serde_json::Value::Object(map) = serde_json::from_str(input?).ok()? else {
+        return None;
+    };
+    let text = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| {
+                map.get(*k)
+                    .and_then(|v| v.as_str())
+                    .filter(|v| !v.is_empty())
+            })
+            .map(str::to_owned)
+    };
+    if let Some(path) = text(&PATH_KEYS) {
+        return Some(Target::Path(path));
+    }
+    text(&COMMAND_KEYS).map(|c| Target::Command(tool.unwrap_or("").to_owned(), c))
+}
+
+/// One counted tool output: its row and whether a newer call superseded it.
+struct Counted {
+    row: usize,
+    superseded: bool,
 }
 
 fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Result<SessionPrune> {
@@ -71,23 +221,50 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         .as_ref()
         .expect("prune gathers the output column");
     let tool = table.tool.as_ref().expect("prune gathers the tool column");
+    let input = if config.supersede {
+        Some(
+            table
+                .input
+                .as_ref()
+                .expect("supersession gathers the input column"),
+        )
+    } else {
+        None
+    };
+    let turn_role = match config.turn {
+        TurnUnit::User => role::USER,
+        TurnUnit::Step => role::ASSISTANT,
+    };
+    // Targets of every newer tool call, protected turns included.
+    let mut seen: HashSet<Target> = HashSet::new();
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).
-    let mut counted: Vec<usize> = Vec::new();
+    let mut counted: Vec<Counted> = Vec::new();
     let mut turns = 0u32;
     'messages: for msg in table.messages(s)?.iter().rev() {
-        if msg.role == role::USER {
+        if msg.role == turn_role {
             turns += 1;
         }
-        if turns < 2 {
-            continue;
-        }
-        if msg.role == role::ASSISTANT && table.flags[msg.rows.start] & flag::SUMMARY != 0 {
+        let protected_turn = turns < config.protect_turns;
+        if !protected_turn
+            && msg.role == role::ASSISTANT
+            && table.flags[msg.rows.start] & flag::SUMMARY != 0
+        {
             break;
         }
         for row in msg.rows.clone().rev() {
             if table.part_type[row] != part_type::TOOL {
+                continue;
+            }
+            let superseded = match input {
+                Some(input) => match target(tool.get(row), input.get(row)) {
+                    Some(t) => !seen.insert(t),
+                    None => false,
+                },
+                None => false,
+            };
+            if protected_turn {
                 continue;
             }
             match status_col[row] {
@@ -115,25 +292,45 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
                 }
                 break 'messages;
             }
-            counted.push(row);
+            counted.push(Counted { row, superseded });
         }
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
-    // prefetcher follows on large outputs), then accumulate newest first.
+    // prefetcher follows on large outputs), then select newest first.
     let estimates: Vec<u64> = counted
         .iter()
         .rev()
-        .map(|&row| output.get(row).map_or(0, |o| estimate(o, config.method)))
+        .map(|c| output.get(c.row).map_or(0, |o| estimate(o, config.method)))
         .collect();
-    let (mut total, mut pruned, mut rows) = (0u64, 0u64, Vec::new());
-    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
+    let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
+    let mut recent_all = 0u32;
+    let mut recent_by_tool: HashMap<&str, u32> = HashMap::new();
+    for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
-        if total > config.protect {
+        if c.superseded {
+            // Stale: goes first, and takes no room in the windows.
             pruned += tokens;
-            rows.push(row);
+            rows.push(c.row);
+            continue;
+        }
+        window += tokens;
+        let rank = if config.keep_recent_per_tool {
+            let n = recent_by_tool
+                .entry(tool.get(c.row).unwrap_or(""))
+                .or_insert(0);
+            *n += 1;
+            *n - 1
+        } else {
+            recent_all += 1;
+            recent_all - 1
+        };
+        let recent = config.keep_recent.is_some_and(|n| rank < n);
+        if window > config.protect && !recent {
+            pruned += tokens;
+            rows.push(c.row);
         }
     }
-    if pruned <= config.minimum {
+    if pruned <= config.minimum || pruned < config.clear_at_least {
         return Ok(SessionPrune {
             total,
             pruned: 0,
@@ -270,6 +467,176 @@ mod tests {
             },
         );
         assert_eq!(r, SessionPrune::default());
+    }
+
+    /// A single-task autonomous run: one user message, then `steps` assistant
+    /// steps each with one 4 000-char (1 000-token) tool output.
+    fn autonomous_run(steps: usize) -> Vec<crate::testutil::M> {
+        let mut msgs = vec![user("task", vec![text("fix the bug")])];
+        for t in 0..steps {
+            msgs.push(assistant(
+                &format!("a{t}"),
+                "task",
+                vec![tool("bash", 4_000)],
+            ));
+        }
+        msgs
+    }
+
+    fn steps(protect_turns: u32) -> PruneConfig {
+        PruneConfig {
+            turn: TurnUnit::Step,
+            protect_turns,
+            protect: 0,
+            minimum: 0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn user_turns_protect_a_whole_autonomous_run() {
+        let r = run(autonomous_run(10), &PruneConfig::default());
+        assert_eq!(r, SessionPrune::default());
+        let tight = PruneConfig {
+            protect: 0,
+            minimum: 0,
+            ..Default::default()
+        };
+        assert_eq!(run(autonomous_run(10), &tight), SessionPrune::default());
+    }
+
+    #[test]
+    fn step_turns_reach_an_autonomous_run() {
+        // a9 is the newest step (turn 1): protect_turns 2 skips only what is newer
+        // than a8, so a9 is protected and a8..a0 are pruned.
+        let r = run(autonomous_run(10), &steps(2));
+        assert_eq!((r.total, r.pruned), (9_000, 9_000));
+        assert_eq!(r.rows, vec![9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        // Three steps protected: a9, a8 skipped, a7 is the third turn.
+        assert_eq!(run(autonomous_run(10), &steps(3)).pruned, 8_000);
+    }
+
+    #[test]
+    fn keep_recent_keeps_the_newest_outputs() {
+        let config = PruneConfig {
+            keep_recent: Some(5),
+            ..steps(0)
+        };
+        let r = run(autonomous_run(10), &config);
+        // a9..a5 kept, a4..a0 (rows 5..1) pruned.
+        assert_eq!(
+            (r.total, r.pruned, r.rows),
+            (10_000, 5_000, vec![5, 4, 3, 2, 1])
+        );
+        // The token window and the count both protect: a part is pruned only
+        // beyond both.
+        let config = PruneConfig {
+            protect: 7_000,
+            ..config
+        };
+        assert_eq!(run(autonomous_run(10), &config).rows, vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn keep_recent_per_tool_counts_each_tool() {
+        let mut msgs = vec![user("task", vec![])];
+        for t in 0..6 {
+            let name = if t % 2 == 0 { "read" } else { "bash" };
+            msgs.push(assistant(&format!("a{t}"), "task", vec![tool(name, 4_000)]));
+        }
+        let all = PruneConfig {
+            keep_recent: Some(2),
+            ..steps(0)
+        };
+        // Over all tools the newest two (a5, a4) stay.
+        assert_eq!(run(msgs.clone(), &all).rows, vec![4, 3, 2, 1]);
+        let per_tool = PruneConfig {
+            keep_recent_per_tool: true,
+            ..all
+        };
+        // Per tool: a5, a3 (bash) and a4, a2 (read) stay.
+        assert_eq!(run(msgs, &per_tool).rows, vec![2, 1]);
+    }
+
+    #[test]
+    fn clear_at_least_is_inclusive_and_minimum_strict() {
+        let at = |n| PruneConfig {
+            clear_at_least: n,
+            ..steps(2)
+        };
+        assert_eq!(run(autonomous_run(10), &at(9_000)).pruned, 9_000);
+        assert_eq!(run(autonomous_run(10), &at(9_001)).pruned, 0);
+    }
+
+    #[test]
+    fn trigger_acts_only_above_the_visible_context() {
+        // Visible: 10 outputs of 1 000 + the task + 11 messages' overhead, a bit
+        // over 10 000 tokens.
+        let visible = {
+            let batches = [batch(&[("s", autonomous_run(10))])];
+            let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
+            let table = PartTable::new(&cols).unwrap();
+            visible_tokens(&table, &steps(2)).unwrap()[0]
+        };
+        assert!(visible > 10_000 && visible < 10_200, "{visible}");
+        let trig = |t| PruneConfig {
+            trigger: t,
+            ..steps(2)
+        };
+        let run_compact = |config: &PruneConfig| {
+            let batches = [batch(&[("s", autonomous_run(10))])];
+            let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+            let table = PartTable::new(&cols).unwrap();
+            prune(&table, config).unwrap().remove(0)
+        };
+        assert_eq!(run_compact(&trig(visible)).pruned, 0);
+        assert_eq!(run_compact(&trig(visible - 1)).pruned, 9_000);
+    }
+
+    #[test]
+    fn superseded_outputs_go_first() {
+        let read = |path: &str| call("read", &format!(r#"{{"filePath":"{path}"}}"#), 4_000);
+        let msgs = vec![
+            user("u0", vec![]),
+            assistant("a0", "u0", vec![read("a.py")]),
+            assistant("a1", "u0", vec![read("b.py")]),
+            // edited: a0's read of a.py is stale
+            assistant(
+                "a2",
+                "u0",
+                vec![call("edit", r#"{"file_path":"a.py"}"#, 40)],
+            ),
+            assistant(
+                "a3",
+                "u0",
+                vec![call("bash", r#"{"command":"pytest"}"#, 4_000)],
+            ),
+            assistant(
+                "a4",
+                "u0",
+                vec![call("bash", r#"{"command":"pytest"}"#, 4_000)],
+            ),
+            // the same command of another tool supersedes nothing
+            assistant(
+                "a5",
+                "u0",
+                vec![call("shell", r#"{"command":"pytest"}"#, 40)],
+            ),
+            user("u1", vec![]),
+            user("u2", vec![]),
+        ];
+        let config = PruneConfig {
+            supersede: true,
+            protect: 100_000,
+            minimum: 0,
+            ..Default::default()
+        };
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let r = prune(&table, &config).unwrap().remove(0);
+        // Inside a 100k window only the stale ones go: the older pytest run and a0.
+        assert_eq!((r.rows, r.pruned), (vec![4, 1], 2_000));
     }
 
     #[test]

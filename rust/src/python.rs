@@ -192,36 +192,68 @@ fn overflow_check(
     ))
 }
 
+/// A prune policy from the facade's dict (`Policy.scan_options()`): any key
+/// left out takes the core's default (OpenCode's); an unknown key or a value
+/// of the wrong type is a `ConfigError` naming it.
+fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<PruneConfig> {
+    let mut config = PruneConfig::default();
+    let Some(policy) = policy else {
+        return Ok(config);
+    };
+    for (key, value) in policy.iter() {
+        let key: String = key.extract()?;
+        let wrong = |e: PyErr| {
+            to_pyerr(
+                py,
+                CoreError::Config(format!("policy option {key:?}: {}", e.value(py))),
+            )
+        };
+        match key.as_str() {
+            "enabled" => config.enabled = value.extract().map_err(wrong)?,
+            "protect" => config.protect = value.extract().map_err(wrong)?,
+            "minimum" => config.minimum = value.extract().map_err(wrong)?,
+            "protected_tools" => config.protected_tools = value.extract().map_err(wrong)?,
+            "continue_past_compacted" => {
+                config.continue_past_compacted = value.extract().map_err(wrong)?
+            }
+            "method" => {
+                config.method = parse_method(py, &value.extract::<String>().map_err(wrong)?)?
+            }
+            "turn" => {
+                let turn: String = value.extract().map_err(wrong)?;
+                config.turn = turn.parse().map_err(|e| to_pyerr(py, e))?;
+            }
+            "protect_turns" => config.protect_turns = value.extract().map_err(wrong)?,
+            "keep_recent" => config.keep_recent = value.extract().map_err(wrong)?,
+            "keep_recent_per_tool" => {
+                config.keep_recent_per_tool = value.extract().map_err(wrong)?
+            }
+            "clear_at_least" => config.clear_at_least = value.extract().map_err(wrong)?,
+            "trigger" => config.trigger = value.extract().map_err(wrong)?,
+            "overhead" => config.overhead = value.extract().map_err(wrong)?,
+            "supersede" => config.supersede = value.extract().map_err(wrong)?,
+            _ => {
+                return Err(to_pyerr(
+                    py,
+                    CoreError::Config(format!("unknown policy option {key:?}")),
+                ))
+            }
+        }
+    }
+    Ok(config)
+}
+
 /// Returns (marked rows, per-session first row, total, pruned, marked count).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (
-    table, *, enabled = None, protect = None, minimum = None, protected_tools = None,
-    continue_past_compacted = None, method = "opencode", threads = None
-))]
+#[pyo3(signature = (table, policy = None, *, threads = None))]
 fn prune(
     py: Python<'_>,
     table: AnyRecordBatch,
-    enabled: Option<bool>,
-    protect: Option<u64>,
-    minimum: Option<u64>,
-    protected_tools: Option<Vec<String>>,
-    continue_past_compacted: Option<bool>,
-    method: &str,
+    policy: Option<&Bound<'_, PyDict>>,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray, PyArray, PyArray)> {
-    // Unset options take the core's defaults (OpenCode's); the facade always
-    // passes the config's values.
-    let default = PruneConfig::default();
-    let config = PruneConfig {
-        enabled: enabled.unwrap_or(default.enabled),
-        protect: protect.unwrap_or(default.protect),
-        minimum: minimum.unwrap_or(default.minimum),
-        protected_tools: protected_tools.unwrap_or(default.protected_tools),
-        continue_past_compacted: continue_past_compacted.unwrap_or(default.continue_past_compacted),
-        method: parse_method(py, method)?,
-    };
-    let (rows, firsts, totals, pruned, counts) = scan(py, table, Scan::Prune, threads, |t| {
+    let config = prune_config(py, policy)?;
+    let (rows, firsts, totals, pruned, counts) = scan(py, table, config.scan(), threads, |t| {
         let sessions = prune_core(t, &config)?;
         let mut rows = Vec::new();
         let (mut firsts, mut totals, mut pruned, mut counts) =
@@ -276,40 +308,29 @@ fn ranges_arrays(ranges: Vec<(usize, usize)>) -> (PyArray, PyArray) {
 /// session (first row, rows, total, pruned, pruned parts, tokens after prune,
 /// tokens after, visible rows), the pruned rows, the visible row ranges and,
 /// with `now_ms`, the marked `compacted_at` column.
-#[pyfunction]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-#[pyo3(signature = (
-    table, *, enabled, protect, minimum, protected_tools, continue_past_compacted, method,
-    overhead, now_ms = None, threads = None
-))]
-fn compact_batch(
-    py: Python<'_>,
-    table: AnyRecordBatch,
-    enabled: bool,
-    protect: u64,
-    minimum: u64,
-    protected_tools: Vec<String>,
-    continue_past_compacted: bool,
-    method: &str,
-    overhead: u64,
-    now_ms: Option<i64>,
-    threads: Option<usize>,
-) -> PyResult<(
+/// (report columns, pruned rows, visible (starts, lengths), marked `compacted_at`).
+type CompactOutput = (
     Vec<PyArray>,
     PyArray,
     (PyArray, PyArray),
     Option<PyChunkedArray>,
-)> {
-    let method = parse_method(py, method)?;
-    let prune_config = PruneConfig {
-        enabled,
-        protect,
-        minimum,
-        protected_tools,
-        continue_past_compacted,
+);
+
+#[pyfunction]
+#[pyo3(signature = (table, policy = None, *, now_ms = None, threads = None))]
+fn compact_batch(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    policy: Option<&Bound<'_, PyDict>>,
+    now_ms: Option<i64>,
+    threads: Option<usize>,
+) -> PyResult<CompactOutput> {
+    let prune_config = prune_config(py, policy)?;
+    let method = prune_config.method;
+    let estimate_config = MessageEstimateConfig {
         method,
+        overhead: prune_config.overhead,
     };
-    let estimate_config = MessageEstimateConfig { method, overhead };
     let (schema, batches) = batches(py, table)?;
     let (sessions, marked) = py
         .detach(|| {

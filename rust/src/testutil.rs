@@ -10,6 +10,7 @@ pub struct P {
     pub tool: Option<&'static str>,
     pub status: Option<&'static str>,
     pub output: Option<String>,
+    pub input: Option<String>,
     pub compacted: Option<i64>,
 }
 
@@ -19,7 +20,16 @@ pub fn tool(name: &'static str, chars: usize) -> P {
         tool: Some(name),
         status: Some("completed"),
         output: Some("x".repeat(chars)),
+        input: None,
         compacted: None,
+    }
+}
+
+/// A tool part whose input is `input` (JSON text).
+pub fn call(name: &'static str, input: &str, chars: usize) -> P {
+    P {
+        input: Some(input.to_owned()),
+        ..tool(name, chars)
     }
 }
 
@@ -86,6 +96,7 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
     let mut m_id = vec![];
     let (mut role, mut parent, mut kind, mut tool, mut status, mut output) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut input = vec![];
     let (mut summ, mut fin, mut err, mut comp) = (vec![], vec![], vec![], vec![]);
     for (sid, msgs) in sessions {
         for m in msgs {
@@ -106,6 +117,7 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
                 tool.push(p.tool);
                 status.push(p.status);
                 output.push(p.output.clone());
+                input.push(p.input.clone());
                 summ.push(m.summary);
                 fin.push(m.finished);
                 err.push(m.error);
@@ -122,10 +134,7 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
         ("tool", Arc::new(StringArray::from(tool))),
         ("status", Arc::new(StringArray::from(status))),
         ("output", Arc::new(StringArray::from(output))),
-        (
-            "input",
-            Arc::new(StringArray::from(vec![None::<&str>; summ.len()])),
-        ),
+        ("input", Arc::new(StringArray::from(input))),
         ("summary", Arc::new(BooleanArray::from(summ))),
         ("finished", Arc::new(BooleanArray::from(fin))),
         ("error", Arc::new(BooleanArray::from(err))),

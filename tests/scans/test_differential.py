@@ -15,8 +15,11 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
+from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import NonContiguousError
+from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
+from ctxcompact.scans.parts import compact_pass
 from ctxcompact.testing import reference as ref
 from ctxcompact.transcript import SCAN_COLUMNS
 from hypothesis import given, settings
@@ -59,7 +62,11 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
     if kind == "tool":
         row["tool"] = draw(TOOLS)
         row["status"] = draw(STATUS)
-        row["input"] = draw(st.sampled_from([None, '{"path":"a.py"}', '{"q":"日本"}']))
+        # Targets for supersession: paths (any tool), commands (same tool), none.
+        inputs = [None, '{"path":"a.py"}', '{"q":"日本"}', '{"filePath":"a.py"}',
+                  '{"file_path":"b.py","command":"x"}', '{"command":"ls"}', '{"cmd":""}',
+                  "not json", "[1]"]  # fmt: skip
+        row["input"] = draw(st.sampled_from(inputs))
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
         size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
         row["output"] = draw(st.one_of(st.none(), st.just(draw(TEXT) * (size // 10 + 1))))
@@ -163,6 +170,66 @@ def test_prune_matches_reference(
     assert got.sessions["total"].to_pylist() == [w.total for w in want]
     assert got.sessions["pruned"].to_pylist() == [w.pruned for w in want]
     assert got.rows.to_pylist() == [r for w in want for r in w.rows]
+
+
+POLICY_OPTIONS = st.fixed_dictionaries({
+    "turn": st.sampled_from(["user", "step"]),
+    "protect_turns": st.integers(0, 4),
+    "protect": st.sampled_from([0, 30, 60, 200, 10**6]),
+    "minimum": st.sampled_from([0, 10, 25]),
+    "clear_at_least": st.sampled_from([0, 20, 100]),
+    "trigger": st.sampled_from([0, 0, 50, 300]),
+    "keep_recent": st.sampled_from([None, 0, 1, 3, 50]),
+    "keep_recent_per_tool": st.booleans(),
+    "supersede": st.booleans(),
+    "continue_past_compacted": st.booleans(),
+    "exclude_tools": st.sampled_from([[], ["skill"], ["read", "bash"]]),
+    "enabled": st.sampled_from([True, True, True, False]),
+})  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    transcripts(),
+    POLICY_OPTIONS,
+    st.sampled_from(["opencode", "ceil-bytes"]),
+    st.integers(0, 6),
+)
+def test_prune_policies_match_reference(
+    data: tuple[list[dict[str, Any]], pa.Table],
+    options: dict[str, Any],
+    method: str,
+    overhead: int,
+) -> None:
+    rows, table = data
+    policy = Policy(**options)
+    config = CompactionConfig(policy=policy, estimate_method=method, message_overhead=overhead)
+    got = cc.prune(table, config)
+    kwargs = {**options, "protected_tools": options["exclude_tools"]}
+    del kwargs["exclude_tools"]
+    want = ref.prune(rows, **kwargs, method=method, overhead=overhead)
+    assert got.sessions["total"].to_pylist() == [w.total for w in want]
+    assert got.sessions["pruned"].to_pylist() == [w.pruned for w in want]
+    assert got.rows.to_pylist() == [r for w in want for r in w.rows]
+    # The one-pass batch scan takes the same policy.
+    one_pass = compact_pass(table, config)
+    assert one_pass.pruned == [w.pruned for w in want]
+    assert one_pass.rows.to_pylist() == [r for w in want for r in w.rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.sampled_from(["user", "step"]), st.integers(0, 2), st.booleans())
+def test_supersession_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], turn: str, protect_turns: int, per_tool: bool
+) -> None:
+    # Windows wide open: only stale outputs can go, so every one of them shows.
+    rows, table = data
+    options = {"turn": turn, "protect_turns": protect_turns, "protect": 10**6, "minimum": 0,
+               "supersede": True, "keep_recent": 2, "keep_recent_per_tool": per_tool}  # fmt: skip
+    got = cc.prune(table, Policy(**options))
+    want = ref.prune(rows, **options)
+    assert got.rows.to_pylist() == [r for w in want for r in w.rows]
+    assert got.pruned == sum(w.pruned for w in want)
 
 
 @settings(max_examples=300, deadline=None)

@@ -166,10 +166,9 @@ def test_the_cores_prune_defaults_are_the_configs() -> None:
         tool("s", "a9", "t9", "skill", "completed", x(9_000)),
         user("s", "u2", "p1"), user("s", "u3", "p2"),
     ])  # fmt: skip
-    names = ("prune", "prune_protect", "prune_minimum", "prune_protected_tools",
-             "prune_continue_past_compacted")  # fmt: skip
-    keys = ("enabled", "protect", "minimum", "protected_tools", "continue_past_compacted")
-    explicit = dict(zip(keys, (default(n) for n in names), strict=True))
+    explicit = default("policy").scan_options(
+        method=default("estimate_method"), overhead=default("message_overhead")
+    )
     got = [pa.array(a).to_pylist() for a in _core.prune(table)]
-    want = [pa.array(a).to_pylist() for a in _core.prune(table, **explicit)]
+    want = [pa.array(a).to_pylist() for a in _core.prune(table, explicit)]
     assert got == want and got[0]  # something is pruned, the same way

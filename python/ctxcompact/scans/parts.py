@@ -9,7 +9,9 @@ same code.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pyarrow as pa
@@ -49,15 +51,35 @@ def _opt(config: Any, name: str) -> Any:
 
 
 def _prune_options(config: Any) -> dict[str, Any]:
-    """The native prune's keyword arguments from ``config`` (or the defaults)."""
-    return {
-        "enabled": bool(_opt(config, "prune")),
-        "protect": int(_opt(config, "prune_protect")),
-        "minimum": int(_opt(config, "prune_minimum")),
-        "protected_tools": list(_opt(config, "prune_protected_tools")),
-        "continue_past_compacted": bool(_opt(config, "prune_continue_past_compacted")),
-        "method": str(_opt(config, "estimate_method")),
-    }
+    """The native prune's policy options from ``config``: a ``CompactionConfig``
+    (its ``prune_policy()``), a ``Policy``, a preset name / file / dict, or
+    ``None`` (OpenCode's rule)."""
+    from ctxcompact.config import PRUNE_FIELDS, CompactionConfig
+    from ctxcompact.policy import Policy
+
+    if isinstance(config, CompactionConfig):
+        policy = config.prune_policy()
+    elif config is None or isinstance(config, (Policy, str, Path, Mapping)):
+        policy = Policy() if config is None else Policy.load(config)
+        config = None
+    elif any(hasattr(config, name) for name in CompactionConfig.model_fields):
+        # any object with some of the config's field names (a duck-typed config)
+        policy = Policy.load(getattr(config, "policy", None) or Policy())
+        updates = {
+            option: getattr(config, name)
+            for name, option in PRUNE_FIELDS.items()
+            if hasattr(config, name)
+        }
+        policy = Policy.from_mapping({**policy.model_dump(), **updates})
+    else:
+        raise ConfigError(
+            "prune takes a CompactionConfig, a Policy, a preset name, a policy file or a dict "
+            f"of options, got {type(config).__name__}",
+            column="policy",
+        )
+    return policy.scan_options(
+        method=str(_opt(config, "estimate_method")), overhead=int(_opt(config, "message_overhead"))
+    )
 
 
 class PruneResult:
@@ -121,19 +143,18 @@ class PruneResult:
 
 
 def prune(data: Any, config: Any = None, *, threads: int | None = None) -> PruneResult:
-    """Select old completed tool outputs to prune, OpenCode's backward scan.
+    """Select old completed tool outputs to prune, by a policy (OpenCode's
+    backward scan unless told otherwise; docs/policies.md).
 
     ``data``: a ``Transcript``, any Arrow table of the part-row schema, or a
-    ``Session``. ``config``: a ``CompactionConfig`` (fields ``prune``,
-    ``prune_protect``, ``prune_minimum``, ``prune_protected_tools``,
-    ``prune_continue_past_compacted``, ``estimate_method``) or ``None`` for
-    OpenCode's defaults.
+    ``Session``. ``config``: a ``CompactionConfig`` (its ``policy`` with the
+    ``prune_*`` fields applied, and ``estimate_method``), a ``Policy``, a
+    preset name (``"swe-agent"``), a policy file or dict, or ``None`` for
+    OpenCode's rule.
     """
     table, _session = _as_table(data)
     rows, firsts, totals, pruned, counts = _core.prune(
-        table,
-        **_prune_options(config),
-        threads=check_threads(threads),
+        table, _prune_options(config), threads=check_threads(threads)
     )
     rows = pa.array(rows)
     firsts = pa.array(firsts)
@@ -350,11 +371,7 @@ def compact_pass(
     options. The same numbers as ``prune`` + ``mark_pruned`` +
     ``filter_pivot`` + ``estimate_messages`` (tests/batch checks it)."""
     columns, rows, (starts, lengths), marked = _core.compact_batch(
-        table,
-        **_prune_options(config),
-        overhead=int(_opt(config, "message_overhead")),
-        now_ms=now_ms,
-        threads=check_threads(threads),
+        table, _prune_options(config), now_ms=now_ms, threads=check_threads(threads)
     )
     first, parts, total, pruned, pruned_parts, after_prune, after, visible = (
         pa.array(c).to_pylist() for c in columns

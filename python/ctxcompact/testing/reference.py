@@ -124,6 +124,27 @@ class PruneOutcome:
     rows: list[int]
 
 
+PATH_KEYS = ("filePath", "file_path", "path", "file", "filename", "target_file", "notebook_path")
+COMMAND_KEYS = ("command", "cmd", "code")
+
+
+def call_target(tool: str | None, input_json: str | None) -> tuple[str, ...] | None:
+    """What a call works on: ``("path", p)`` (stale for any tool) or
+    ``("command", tool, c)`` (stale for the same tool only)."""
+    try:
+        args = json.loads(input_json) if input_json else None
+    except ValueError:
+        return None
+    if not isinstance(args, dict):
+        return None
+    for keys, kind in ((PATH_KEYS, "path"), (COMMAND_KEYS, "command")):
+        for key in keys:
+            value = args.get(key)
+            if isinstance(value, str) and value:
+                return ("path", value) if kind == "path" else ("command", tool or "", value)
+    return None
+
+
 def prune(
     rows: Sequence[Row],
     *,
@@ -132,23 +153,52 @@ def prune(
     protected_tools: Iterable[str] = ("skill",),
     continue_past_compacted: bool = False,
     method: str = "opencode",
+    turn: str = "user",
+    protect_turns: int = 2,
+    keep_recent: int | None = None,
+    keep_recent_per_tool: bool = False,
+    clear_at_least: int = 0,
+    trigger: int = 0,
+    overhead: int = 4,
+    supersede: bool = False,
+    enabled: bool = True,
 ) -> list[PruneOutcome]:
+    """The prune policy (docs/policies.md); the defaults are OpenCode's rule."""
     protected = set(protected_tools)
+    turn_role = "user" if turn == "user" else "assistant"
+    visible: dict[str, int] = {}
+    if trigger:
+        visible = visible_tokens(rows, method=method, overhead=overhead)
     outcomes = []
     for session in group(rows):
-        total = pruned = turns = 0
-        selected: list[int] = []
+        if not enabled or (trigger and visible[session.id] <= trigger):
+            outcomes.append(PruneOutcome(session.id, 0, 0, []))
+            continue
+        turns = 0
+        seen: set[tuple[str, ...]] = set()
+        counted: list[tuple[int, bool]] = []  # (row, superseded), newest first
         stop = False
         for message in reversed(session.messages):
-            if message.role == "user":
+            if message.role == turn_role:
                 turns += 1
-            if turns < 2:
-                continue
-            if message.role == "assistant" and _flag(rows[message.first_row], "summary"):
+            in_protected_turn = turns < protect_turns
+            if (
+                not in_protected_turn
+                and message.role == "assistant"
+                and _flag(rows[message.first_row], "summary")
+            ):
                 break
             for r in reversed(message.rows):
                 part = rows[r]
-                if part["part_type"] != "tool" or part["status"] != "completed":
+                if part["part_type"] != "tool":
+                    continue
+                superseded = False
+                if supersede:
+                    target = call_target(part["tool"], part.get("input"))
+                    if target is not None:
+                        superseded = target in seen
+                        seen.add(target)
+                if in_protected_turn or part["status"] != "completed":
                     continue
                 if part["tool"] in protected:
                     continue
@@ -157,18 +207,40 @@ def prune(
                         continue
                     stop = True
                     break
-                tokens = estimate(part["output"], method)
-                total += tokens
-                if total > protect:
-                    pruned += tokens
-                    selected.append(r)
+                counted.append((r, superseded))
             if stop:
                 break
-        if pruned > minimum:
+        total = pruned = window = 0
+        selected: list[int] = []
+        ranks: dict[str | None, int] = {}
+        for r, superseded in counted:
+            tokens = estimate(rows[r]["output"], method)
+            total += tokens
+            if superseded:
+                pruned += tokens
+                selected.append(r)
+                continue
+            window += tokens
+            key = (rows[r]["tool"] or "") if keep_recent_per_tool else None
+            rank = ranks.get(key, 0)
+            ranks[key] = rank + 1
+            if window > protect and (keep_recent is None or rank >= keep_recent):
+                pruned += tokens
+                selected.append(r)
+        if pruned > minimum and pruned >= clear_at_least:
             outcomes.append(PruneOutcome(session.id, total, pruned, selected))
         else:
             outcomes.append(PruneOutcome(session.id, total, 0, []))
     return outcomes
+
+
+def visible_tokens(rows: Sequence[Row], *, method: str, overhead: int) -> dict[str, int]:
+    """Per session, the estimated model input from its pivot on (a trigger's measure)."""
+    tokens = dict(estimate_messages(rows, method=method, overhead=overhead))
+    return {
+        session.id: sum(tokens[m.first_row] for m in session.messages if m.first_row >= start)
+        for session, start in zip(group(rows), pivot_starts(rows), strict=True)
+    }
 
 
 # --- pivot ------------------------------------------------------------------------------

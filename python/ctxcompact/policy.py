@@ -1,0 +1,202 @@
+"""What prune may clear: one typed, serializable policy the Rust scans take.
+
+OpenCode's rule is the default; the other options are the ones peers use on
+long autonomous runs (docs/policies.md says where each preset's numbers come
+from). A policy is data: build it in code, load it from TOML/JSON, name a
+preset, or set ``CTXCOMPACT_POLICY`` (a preset name, a file path or JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ctxcompact.errors import ConfigError
+
+
+class Policy(BaseModel):
+    """Which old tool outputs a prune clears (marks compacted; never deletes).
+
+    The walk goes from the newest message back. Messages newer than the
+    ``protect_turns``-th newest *turn* (a user message, or an assistant step)
+    are never touched; a summary ends the walk. Of the completed tool outputs
+    it counts, newest first, an output is cleared when it is beyond the
+    ``protect`` token window **and** beyond the ``keep_recent`` newest (per
+    tool when ``keep_recent_per_tool``); a superseded output (``supersede``)
+    is cleared first. The result stands only if it frees more than
+    ``minimum`` and at least ``clear_at_least`` tokens, and only in a session
+    whose visible context is above ``trigger`` tokens.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(True, description="Prune at all.")
+    turn: Literal["user", "step"] = Field(
+        "user",
+        description="Turn unit of protect_turns: a 'user' message (OpenCode) or an "
+        "assistant 'step' (one model call of an autonomous run).",
+    )
+    protect_turns: int = Field(
+        2,
+        ge=0,
+        description="Messages newer than the N-th newest turn are never touched "
+        "(OpenCode: 2 user turns, the newest exchange).",
+    )
+    protect: int = Field(
+        40_000, ge=0, description="Tokens of the newest counted tool outputs never cleared."
+    )
+    minimum: int = Field(
+        20_000, ge=0, description="Act only when more than this many tokens are freed."
+    )
+    clear_at_least: int = Field(
+        0, ge=0, description="Act only when at least this many tokens are freed."
+    )
+    trigger: int = Field(
+        0,
+        ge=0,
+        description="Act only in a session whose visible context (estimated model input "
+        "from the pivot on) is above this many tokens; 0 = always.",
+    )
+    keep_recent: int | None = Field(
+        None, ge=0, description="Keep the N newest counted tool outputs whatever their size."
+    )
+    keep_recent_per_tool: bool = Field(
+        False, description="Count keep_recent per tool instead of over all tools."
+    )
+    exclude_tools: list[str] = Field(
+        default_factory=lambda: ["skill"], description="Tools whose outputs are never cleared."
+    )
+    supersede: bool = Field(
+        False,
+        description="Clear first an output a newer call made stale: the same file path "
+        "(any tool), or the same command of the same tool.",
+    )
+    continue_past_compacted: bool = Field(
+        False,
+        description="Walk past an output that is already cleared (OpenCode stops there).",
+    )
+
+    @classmethod
+    def preset(cls, name: str) -> Policy:
+        """A named preset (``PRESETS``); ``ConfigError`` for an unknown name."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown policy preset {name!r}; one of {', '.join(PRESETS)}", column="policy"
+            ) from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Policy:
+        """A policy from a TOML or JSON file: its options at the top level or in a
+        ``[policy]`` table; ``preset = "<name>"`` starts from a preset."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read the policy: {e}", column="policy") from None
+        try:
+            data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except ValueError as e:
+            kind = "TOML" if path.suffix == ".toml" else "JSON"
+            raise ConfigError(f"{path}: not valid {kind}: {e}", column="policy") from None
+        if isinstance(data, dict) and isinstance(data.get("policy"), dict):
+            data = data["policy"]
+        return cls.from_mapping(data, where=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, where: str = "policy") -> Policy:
+        """A policy from a dict of options (``preset`` names a starting preset)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a table of policy options", column="policy")
+        options = dict(data)
+        base = cls.preset(str(options.pop("preset"))) if "preset" in options else cls()
+        try:
+            return cls.model_validate({**base.model_dump(), **options})
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = ".".join(str(x) for x in first["loc"]) or "policy"
+            raise ConfigError(
+                f"{where}: invalid policy option {field}: {first['msg']}", column=field
+            ) from None
+
+    @classmethod
+    def load(cls, spec: Policy | str | Path | Mapping[str, Any]) -> Policy:
+        """A policy from anything a user may hand over: a ``Policy``, a preset
+        name, a path to a TOML/JSON file, JSON text, or a dict of options."""
+        if isinstance(spec, Policy):
+            return spec
+        if isinstance(spec, Mapping):
+            return cls.from_mapping(spec)
+        if isinstance(spec, Path):
+            return cls.from_file(spec)
+        if not isinstance(spec, str):
+            raise ConfigError(
+                f"a policy is a preset name, a file, a dict or a Policy, got {type(spec).__name__}",
+                column="policy",
+            )
+        text = spec.strip()
+        if text in PRESETS:
+            return PRESETS[text]
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError as e:
+                raise ConfigError(f"policy: not valid JSON: {e}", column="policy") from None
+            return cls.from_mapping(data)
+        if text.endswith((".toml", ".json")) or Path(text).is_file():
+            return cls.from_file(text)
+        return cls.preset(text)
+
+    def scan_options(self, *, method: str = "opencode", overhead: int = 4) -> dict[str, Any]:
+        """The options of the native scans (``_core.prune`` / ``compact_batch``)."""
+        options = self.model_dump()
+        options["protected_tools"] = options.pop("exclude_tools")
+        return {**options, "method": method, "overhead": overhead}
+
+    def name(self) -> str | None:
+        """The preset this policy is, if any."""
+        return next((n for n, p in PRESETS.items() if p == self), None)
+
+
+#: Named presets; docs/policies.md gives the source of every number.
+PRESETS: dict[str, Policy] = {
+    # OpenCode's session/compaction.ts: PRUNE_PROTECT 40k, PRUNE_MINIMUM 20k,
+    # the skill tool protected, the newest two user turns skipped.
+    "opencode": Policy(),
+    # SWE-agent's default history processor: the last 5 observations are kept,
+    # every older one is elided, at every step.
+    "swe-agent": Policy(
+        turn="step", protect_turns=0, protect=0, minimum=0, keep_recent=5, exclude_tools=[]
+    ),
+    # Anthropic's clear_tool_uses_20250919 defaults: trigger at 100k input
+    # tokens, keep the 3 newest tool uses, no clear_at_least, no exclusions.
+    "anthropic-clear-tool-uses": Policy(
+        turn="step",
+        protect_turns=0,
+        protect=0,
+        minimum=0,
+        trigger=100_000,
+        keep_recent=3,
+        exclude_tools=[],
+    ),
+    # Ours, for small windows: stale outputs first, then everything but the two
+    # newest steps and the 2 newest outputs of each tool.
+    "aggressive": Policy(
+        turn="step",
+        protect_turns=3,
+        protect=0,
+        minimum=0,
+        keep_recent=2,
+        keep_recent_per_tool=True,
+        supersede=True,
+        exclude_tools=["skill"],
+    ),
+}
+
+__all__ = ["PRESETS", "Policy"]
