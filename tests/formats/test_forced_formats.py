@@ -44,6 +44,10 @@ EVENTS = [
 def _records(fmt: str, tmp: Path) -> list[Any]:
     """The JSONL records ``formats.write`` makes of ``SESSION`` in ``fmt``."""
     session = formats.read(EVENTS, "openhands")[0] if fmt == "openhands" else SESSION
+    if fmt == "mini-swe-agent":  # a chat list whose steps are in the text
+        return [[{"role": "user", "content": "fix it"},
+                 {"role": "assistant", "content": "```mswea_bash_command\nls\n```"},
+                 {"role": "user", "content": "<returncode>0</returncode>"}]]  # fmt: skip
     path = tmp / f"{fmt}.jsonl"
     formats.write([session], path, fmt)
     text = path.read_text()
@@ -69,7 +73,13 @@ def samples(tmp: Path) -> dict[str, list[Any]]:
 LEGIT = {
     ("openai-chat/plain", "openai-responses"): "a list of {role, content} text messages is "
     "also Responses input in its short form",
-}
+    **{(chat, "mini-swe-agent"): "a mini-swe-agent trajectory is a chat message list (its "
+       "steps are found in the text)" for chat in ("openai-chat", "openai-chat/bare",
+                                                   "openai-chat/plain")},
+    ("mini-swe-agent", "openai-chat"): "a mini-swe-agent trajectory is a chat session",
+    ("mini-swe-agent", "openai-responses"): "its {role, content} text messages are also "
+    "Responses input in its short form",
+}  # fmt: skip
 
 #: Formats of one record per line whose document is the list of the records.
 PER_EVENT = ("opencode-messages", "claude-code")

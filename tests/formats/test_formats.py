@@ -49,6 +49,7 @@ def original_and_back(path: Path) -> tuple[list[str], list[str]]:
     writers = {
         "tau-bench": lambda: formats.to_tau_bench(sessions),
         "swe-agent": lambda: formats.to_swe_agent(sessions[0]),
+        "mini-swe-agent": lambda: formats.to_mini_swe_agent(sessions[0]),
         "openhands": lambda: formats.to_openhands(sessions[0]),
         "openai-chat": lambda: formats.to_openai_chat(sessions[0]),
     }

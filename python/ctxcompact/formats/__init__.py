@@ -24,10 +24,13 @@ from ctxcompact.formats.anthropic import (
     to_claude_code,
 )
 from ctxcompact.formats.chat import (
+    from_mini_swe_agent,
     from_openai_chat,
     from_swe_agent,
     from_tau_bench,
     is_chat_list,
+    looks_like_mini_swe_agent,
+    to_mini_swe_agent,
     to_openai_chat,
     to_swe_agent,
     to_tau_bench,
@@ -50,6 +53,8 @@ def detect_format(obj: Any) -> str:
             return "opencode"
         if isinstance(obj.get("history"), list) and "instruction" not in obj:
             return "swe-agent"
+        if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent"):
+            return "mini-swe-agent"
         if isinstance(obj.get("messages"), list):
             contents = [m.get("content") for m in obj["messages"] if isinstance(m, Mapping)]
             blocks = [
@@ -78,7 +83,7 @@ def detect_format(obj: Any) -> str:
             if any(isinstance(i, Mapping) and i.get("type") in kinds for i in obj):
                 return "openai-responses"
         if is_chat_list(obj):
-            return "openai-chat"
+            return "mini-swe-agent" if looks_like_mini_swe_agent(obj) else "openai-chat"
     raise FormatError("cannot tell which session format this is; pass format=")
 
 
@@ -158,6 +163,8 @@ def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
         return [from_claude_code(obj, None)]
     if fmt == "swe-agent":
         return [from_swe_agent(obj, name)]
+    if fmt == "mini-swe-agent":
+        return [from_mini_swe_agent(obj, name)]
     if fmt == "tau-bench":
         return from_tau_bench(obj)
     if fmt == "openhands":
@@ -299,6 +306,7 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
     "openai-responses": to_openai_responses,
     "anthropic": to_anthropic,
     "swe-agent": to_swe_agent,
+    "mini-swe-agent": to_mini_swe_agent,
     "openhands": to_openhands,
 }
 
@@ -351,6 +359,7 @@ __all__ = [
     "from_anthropic",
     "from_claude_code",
     "from_langchain",
+    "from_mini_swe_agent",
     "from_openai_chat",
     "from_openai_responses",
     "from_opencode_messages",
@@ -367,6 +376,7 @@ __all__ = [
     "to_anthropic",
     "to_claude_code",
     "to_langchain",
+    "to_mini_swe_agent",
     "to_openai_chat",
     "to_openai_responses",
     "to_opencode_messages",

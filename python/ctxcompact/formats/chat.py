@@ -11,7 +11,9 @@ directly follow it (the order every API requires).
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -205,7 +207,8 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
                 continue
             out.append({"role": "user", "content": _content_out(message), **source})
         else:
-            tools = [p for p in message.parts if p.type == "tool"]
+            observed = [p for p in message.parts if is_observed(p)]
+            tools = [p for p in message.parts if p.type == "tool" and not is_observed(p)]
             texts = [p for p in message.parts if p.type in ("text", "file")]
             content: Any = None if "content" in source and source["content"] is None else (
                 _content_out(message) if texts else (None if tools else ""))  # fmt: skip
@@ -235,7 +238,84 @@ def to_openai_chat(session: Session) -> list[dict[str, Any]]:
                                         "content": body, **result})  # fmt: skip
             out.append(entry)
             out.extend(results)
+            for p in observed:  # a text-protocol step: its observation, as it was
+                observation = source_dict(p)["observation"]
+                out.append({"role": "user", "content": p.state.output if p.state else "",
+                            **observation})  # fmt: skip
     return out
+
+
+# --- text-protocol agents: a command in the reply, its result as the next user turn -----
+
+#: ASCII whitespace: what splits a SWE-agent action (the same in the native reader).
+_WS = " \t\n\r\x0b\x0c"
+#: mini-swe-agent's command block (```mswea_bash_command, or ```bash in older runs).
+_MINI_COMMAND = re.compile(r"```(?:mswea_bash_command|bash)[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+def is_observed(part: Part) -> bool:
+    """A tool part made from a text-protocol step (its result was a user turn)."""
+    source = source_of(part)
+    return part.type == "tool" and isinstance(source, Mapping) and "observation" in source
+
+
+def swe_agent_command(message: MessageWithParts) -> tuple[str, str] | None:
+    """(tool, command) of a SWE-agent text-protocol step: its ``action`` field."""
+    action = source_dict(message.info).get("action")
+    if not isinstance(action, str) or not action.strip(_WS):
+        return None
+    return re.split(f"[{_WS}]", action.strip(_WS), maxsplit=1)[0], action
+
+
+def mini_swe_agent_command(message: MessageWithParts) -> tuple[str, str] | None:
+    """(tool, command) of a mini-swe-agent step: the first command block of its text."""
+    for p in message.parts:
+        if p.type == "text" and p.text:
+            found = _MINI_COMMAND.search(p.text)
+            if found:
+                return "bash", found.group(1)
+    return None
+
+
+def _observation(message: MessageWithParts) -> str | None:
+    """The text of a user turn that can be a step's observation (one plain text
+    part, not an orphaned tool result), else ``None``."""
+    if not isinstance(message.info, UserMessage) or len(message.parts) != 1:
+        return None
+    part = message.parts[0]
+    if part.type != "text" or part.model_extra or "role" in source_dict(message.info):
+        return None
+    return part.text or ""
+
+
+def pair_observations(session: Session, command: Any) -> Session:
+    """Each assistant step with a command (``command(message)`` -> (tool, command))
+    and no tool calls, answered by the next user turn, gets a completed tool part
+    holding that turn as its output; the turn is folded into the part (its keys
+    kept under ``source.observation``), so prune can clear it and
+    ``to_openai_chat`` writes it back unchanged. A step with no answer stays text."""
+    out: list[MessageWithParts] = []
+    messages = session.messages
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        answer = messages[i + 1] if i + 1 < len(messages) else None
+        found = None
+        if isinstance(message.info, AssistantMessage) and all(p.type != "tool" for p in
+                                                              message.parts):  # fmt: skip
+            found = command(message)
+        output = _observation(answer) if found is not None and answer is not None else None
+        if found is None or answer is None or output is None:
+            out.append(message)
+            i += 1
+            continue
+        tool, line = found
+        part = Part(id=f"{message.id}-t00", type="tool", callID=f"{message.id}-action", tool=tool,
+                    state=ToolState(status="completed", input={"command": line}, output=output),
+                    source={"observation": source_dict(answer.info)})  # fmt: skip
+        out.append(message.model_copy(update={"parts": [*message.parts, part]}))
+        i += 2
+    return session.model_copy(update={"messages": out})
 
 
 # --- logs built on chat messages -------------------------------------------------------
@@ -287,7 +367,53 @@ def from_swe_agent(traj: Mapping[str, Any], session_id: str = "swe-agent") -> Se
             m["tool_call_id"] = ids[0]
         messages.append(m)
     rest = {k: v for k, v in traj.items() if k != "history"}
-    return from_openai_chat(messages, session_id, source=rest)
+    return pair_observations(from_openai_chat(messages, session_id, source=rest), swe_agent_command)
+
+
+def from_mini_swe_agent(traj: Any, session_id: str = "mini-swe-agent") -> Session:
+    """A mini-swe-agent trajectory: its message list, or ``{"messages": [...], ...}``
+    (``info``, ``trajectory_format``... kept as the session's source). Each reply's
+    command block and the observation answering it become one tool part."""
+    if isinstance(traj, Mapping):
+        messages = traj.get("messages")
+        if not isinstance(messages, list):
+            raise FormatError(f"{session_id}: a mini-swe-agent trajectory needs a 'messages' list",
+                              session_id=session_id)  # fmt: skip
+        if "system" in traj:
+            raise FormatError(f"{session_id}: not a mini-swe-agent trajectory: it has a "
+                              "top-level 'system' (an Anthropic request?)",
+                              session_id=session_id)  # fmt: skip
+        rest = {k: v for k, v in traj.items() if k != "messages"}
+        session = from_openai_chat(messages, session_id, **({"source": rest} if rest else {}))
+    else:
+        session = from_openai_chat(traj, session_id)
+    return pair_observations(session, mini_swe_agent_command)
+
+
+def to_mini_swe_agent(session: Session) -> Any:
+    """The trajectory as it was read: ``{..., "messages"}`` when the session has
+    a source (the keys beside the messages), else the bare message list when it
+    has mini-swe-agent steps. Any other session (from elsewhere, or a list in
+    which no step was found) is written as ``{"trajectory_format":
+    "mini-swe-agent-1", "messages"}``, which says what it is; its tool calls stay
+    chat tool calls."""
+    messages = to_openai_chat(session)
+    source = source_dict(session.info)
+    if not source and not any(is_observed(p) for m in session.messages for p in m.parts):
+        source = {"trajectory_format": "mini-swe-agent-1"}
+    return {**source, "messages": messages} if source else messages
+
+
+def looks_like_mini_swe_agent(messages: Sequence[Any]) -> bool:
+    """A chat list with a mini-swe-agent step: a command block answered by a
+    ``<returncode>`` observation."""
+    for m, answer in itertools.pairwise(messages):
+        if (isinstance(m, Mapping) and m.get("role") == "assistant"
+                and isinstance(m.get("content"), str) and _MINI_COMMAND.search(m["content"])
+                and isinstance(answer, Mapping) and answer.get("role") == "user"
+                and str(answer.get("content") or "").startswith("<returncode>")):  # fmt: skip
+            return True
+    return False
 
 
 def to_swe_agent(session: Session) -> dict[str, Any]:
@@ -309,10 +435,13 @@ def is_chat_list(obj: Any) -> bool:
 
 
 __all__ = [
+    "from_mini_swe_agent",
     "from_openai_chat",
     "from_swe_agent",
     "from_tau_bench",
     "is_chat_list",
+    "looks_like_mini_swe_agent",
+    "to_mini_swe_agent",
     "to_openai_chat",
     "to_swe_agent",
     "to_tau_bench",

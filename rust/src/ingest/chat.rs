@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use super::export::{
     info, iterate, message, object, str, text_part, tool_part, with_source, without,
 };
+use super::observations;
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::Problem;
@@ -188,11 +189,36 @@ pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem>
         }
         messages.push(Value::Object(m));
     }
-    session(from_messages(
-        messages,
-        session_id.to_owned(),
-        Some(Value::Object(traj)),
-    )?)
+    let mut value = from_messages(messages, session_id.to_owned(), Some(Value::Object(traj)))?;
+    observations::pair(&mut value, observations::swe_agent_command);
+    session(value)
+}
+
+/// A mini-swe-agent trajectory per line (`from_mini_swe_agent`): a message
+/// list, or `{"messages": [...], ...}` with the rest kept as the session's
+/// source; each command block and its observation become a tool part.
+pub fn mini_swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
+    let (messages, source) = match value {
+        Value::Object(traj) if traj.contains_key("system") => return Err(Problem::new(
+            "not a mini-swe-agent trajectory: it has a top-level 'system' (an Anthropic request?)",
+        )
+        .session(session_id)),
+        Value::Object(mut traj) => match traj.shift_remove("messages") {
+            Some(Value::Array(messages)) => {
+                (messages, (!traj.is_empty()).then_some(Value::Object(traj)))
+            }
+            _ => {
+                return Err(
+                    Problem::new("a mini-swe-agent trajectory needs a 'messages' list")
+                        .session(session_id),
+                )
+            }
+        },
+        other => (iterate(other, "a mini-swe-agent trajectory")?, None),
+    };
+    let mut value = from_messages(messages, session_id.to_owned(), source)?;
+    observations::pair(&mut value, observations::mini_swe_agent_command);
+    session(value)
 }
 
 /// tau-bench results per line (`from_tau_bench`): a list of runs, one session

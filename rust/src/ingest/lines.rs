@@ -130,6 +130,7 @@ pub(super) fn read_line(
         Format::OpenCode => opencode::session(value).map(one),
         Format::OpenAiChat => chat::line(value, fallback_id).map(one),
         Format::SweAgent => chat::swe_agent(value, fallback_id).map(one),
+        Format::MiniSweAgent => chat::mini_swe_agent(value, fallback_id).map(one),
         Format::TauBench => chat::tau_bench(value),
         Format::OpenAiResponses => responses::line(value, fallback_id).map(one),
         Format::Anthropic => anthropic::request(value, fallback_id).map(one),

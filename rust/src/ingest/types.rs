@@ -25,6 +25,8 @@ pub enum Format {
     ClaudeCode,
     /// A SWE-agent trajectory per line: `{"history": [...], ...}`.
     SweAgent,
+    /// A mini-swe-agent trajectory per line: a message list, or `{"messages", ...}`.
+    MiniSweAgent,
     /// tau-bench results per line: a list of runs, one session each.
     TauBench,
     /// OpenHands per line: a resolver record `{"history", ...}` or an event list.
@@ -32,7 +34,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "opencode",
         "opencode-messages",
         "openai-chat",
@@ -40,10 +42,11 @@ impl Format {
         "anthropic",
         "claude-code",
         "swe-agent",
+        "mini-swe-agent",
         "tau-bench",
         "openhands",
     ];
-    const ALL: [Format; 9] = [
+    const ALL: [Format; 10] = [
         Format::OpenCode,
         Format::OpenCodeMessages,
         Format::OpenAiChat,
@@ -51,6 +54,7 @@ impl Format {
         Format::Anthropic,
         Format::ClaudeCode,
         Format::SweAgent,
+        Format::MiniSweAgent,
         Format::TauBench,
         Format::OpenHands,
     ];
