@@ -1,12 +1,19 @@
-"""What compaction would save on real agent transcripts (../shared/data/transcripts).
+"""What each prune policy saves on real agent runs (../shared/data/transcripts).
 
-    python benches/real_transcripts.py            # per-corpus table + largest sessions
+    python benches/real_transcripts.py            # per-corpus tables
     python benches/real_transcripts.py --json     # every session
 
-Two policies side by side: OpenCode's defaults (protect 40k tokens of tool
-output, prune only above 20k) and a tight one for small windows (protect 1k,
-prune above 500). Tokens are ctxcompact's estimate of the model input
-(placeholders applied), before and after pruning and the pivot filter.
+Two measures per policy, both ctxcompact's estimate of the model input
+(placeholders applied, pivot filtered):
+
+- **final**: the whole stored history, pruned once;
+- **summed calls**: what the agent would have been sent at every model call
+  of the run, summed: before each assistant message, the history up to it
+  with the policy applied to that prefix (the run's own later actions are
+  fixed; a counterfactual of the context, not of the agent).
+
+Policies: the shipped presets (docs/policies.md) and ``tight``, OpenCode's
+rule with small windows (protect 1k, prune above 500).
 """
 
 from __future__ import annotations
@@ -17,13 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
-from ctxcompact.config import CompactionConfig
+import pyarrow as pa
+from ctxcompact.policy import PRESETS, Policy
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-POLICIES = {
-    "opencode": CompactionConfig(),
-    "tight": CompactionConfig(prune_protect=1_000, prune_minimum=500),
-}
+POLICIES: dict[str, Policy] = {**PRESETS, "tight": Policy(protect=1_000, minimum=500)}
 
 
 def tables_by_corpus(root: Path = DATA) -> dict[str, cc.Transcript]:
@@ -40,21 +45,74 @@ def _tokens(table: cc.Transcript) -> dict[str, int]:
     return {r["session_id"]: r["tokens"] for r in cc.estimate_messages(table).sessions.to_pylist()}
 
 
+def _after(table: cc.Transcript, policy: Policy) -> dict[str, int]:
+    """Per session, the visible estimate once ``policy`` has pruned it."""
+    marked = cc.mark_pruned(table, cc.prune(table, policy), now_ms=1)
+    return _tokens(cc.filter_pivot(marked))
+
+
+def call_prefixes(table: cc.Transcript) -> tuple[cc.Transcript, dict[str, str]]:
+    """One session per model call: for every assistant message, the rows before
+    it, as session ``<id>#<call>``; and each such session's run."""
+    arrow = table.to_arrow()
+    sessions = arrow.column("session_id").to_pylist()
+    messages = arrow.column("message_id").to_pylist()
+    roles = arrow.column("role").to_pylist()
+    column = arrow.schema.get_field_index("session_id")
+    pieces: list[pa.Table] = []
+    runs: dict[str, str] = {}
+    start = 0
+    for end in range(1, len(sessions) + 1):
+        if end < len(sessions) and sessions[end] == sessions[start]:
+            continue
+        calls = 0
+        for row in range(start + 1, end):  # an assistant message starts at `row`
+            if roles[row] == "assistant" and messages[row] != messages[row - 1]:
+                calls += 1
+                sid = f"{sessions[start]}#{calls}"
+                runs[sid] = sessions[start]
+                prefix = arrow.slice(start, row - start)
+                ids = pa.array([sid] * prefix.num_rows, pa.string())
+                pieces.append(prefix.set_column(column, "session_id", ids))
+        start = end
+    if not pieces:
+        return cc.Transcript(arrow.slice(0, 0)), runs
+    combined = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces])
+    return cc.Transcript(combined), runs
+
+
+def _by_run(per_call: dict[str, int], runs: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for sid, tokens in per_call.items():
+        out[runs[sid]] = out.get(runs[sid], 0) + tokens
+    return out
+
+
 def measure(table: cc.Transcript) -> list[dict[str, Any]]:
+    """One row per session: tokens before and after each policy, final and summed."""
+    prefixes, runs = call_prefixes(table)
     before = _tokens(table)
+    calls_before = _by_run(_tokens(prefixes), runs)
     rows: dict[str, dict[str, Any]] = {
-        sid: {"session": sid, "tokens": before.get(sid, 0)} for sid in table.session_ids()
-    }
-    for name, config in POLICIES.items():
-        result = cc.prune(table, config)
-        marked = cc.mark_pruned(table, result, now_ms=1)
-        visible = cc.filter_pivot(marked)
-        after = _tokens(visible)
-        pruned = {r["session_id"]: r["parts"] for r in result.sessions.to_pylist()}
+        sid: {"session": sid, "tokens": before.get(sid, 0), "calls": 0,
+              "calls_tokens": calls_before.get(sid, 0)}
+        for sid in table.session_ids()
+    }  # fmt: skip
+    for run in runs.values():
+        rows[run]["calls"] += 1
+    for name, policy in POLICIES.items():
+        after = _after(table, policy)
+        calls_after = _by_run(_after(prefixes, policy), runs)
         for sid, row in rows.items():
             row[f"{name}_after"] = after.get(sid, 0)
-            row[f"{name}_pruned_parts"] = pruned.get(sid, 0)
+            row[f"{name}_calls_after"] = calls_after.get(sid, 0)
     return list(rows.values())
+
+
+def _saved(rows: list[dict[str, Any]], key: str, total: str) -> str:
+    before = sum(r[total] for r in rows)
+    after = sum(r[key] for r in rows)
+    return f"{1 - after / before:.1%}" if before else "-"
 
 
 def main() -> None:
@@ -64,26 +122,19 @@ def main() -> None:
     if "--json" in sys.argv:
         print(json.dumps(results, indent=1))
         return
-    print(
-        "| corpus | sessions | tokens | after (OpenCode defaults) | after (tight) | saved (tight) |"
-    )
-    print("|---|---|---|---|---|---|")
-    for corpus, rows in results.items():
-        tokens = sum(r["tokens"] for r in rows)
-        default = sum(r["opencode_after"] for r in rows)
-        tight = sum(r["tight_after"] for r in rows)
-        print(f"| {corpus} | {len(rows)} | {tokens:,} | {default:,} | {tight:,} "
-              f"| {1 - tight / tokens:.1%} |")  # fmt: skip
-    largest = sorted((r | {"corpus": c} for c, rs in results.items() for r in rs),
-                     key=lambda r: -r["tokens"])[:8]  # fmt: skip
-    print(
-        "\n| largest sessions | tokens | after (defaults) | after (tight) | parts pruned (tight) |"
-    )
-    print("|---|---|---|---|---|")
-    for r in largest:
-        name = f"{r['corpus']}/…/{r['session'].rsplit('/', 1)[-1]}"  # ids are paths: shortened
-        print(f"| {name} | {r['tokens']:,} | {r['opencode_after']:,} "
-              f"| {r['tight_after']:,} | {r['tight_pruned_parts']} |")  # fmt: skip
+    names = list(POLICIES)
+    for title, total, suffix in (("summed over every model call", "calls_tokens", "_calls_after"),
+                                 ("final history", "tokens", "_after")):  # fmt: skip
+        print(f"\nTokens saved, {title}:\n")
+        print("| corpus | sessions | calls | tokens | " + " | ".join(names) + " |")
+        print("|---|---|---|---|" + "---|" * len(names))
+        for corpus, rows in results.items():
+            cells = [_saved(rows, f"{n}{suffix}", total) for n in names]
+            calls = sum(r["calls"] for r in rows)
+            tokens = sum(r[total] for r in rows)
+            print(
+                f"| {corpus} | {len(rows)} | {calls:,} | {tokens:,} | " + " | ".join(cells) + " |"
+            )
 
 
 if __name__ == "__main__":

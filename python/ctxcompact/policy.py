@@ -30,7 +30,8 @@ class Policy(BaseModel):
     tool when ``keep_recent_per_tool``); a superseded output (``supersede``)
     is cleared first. The result stands only if it frees more than
     ``minimum`` and at least ``clear_at_least`` tokens, and only in a session
-    whose visible context is above ``trigger`` tokens.
+    whose visible context is above ``trigger`` tokens. Outputs of fewer than
+    ``min_output_tokens`` tokens are never cleared.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -79,6 +80,11 @@ class Policy(BaseModel):
     continue_past_compacted: bool = Field(
         False,
         description="Walk past an output that is already cleared (OpenCode stops there).",
+    )
+    min_output_tokens: int = Field(
+        0,
+        ge=0,
+        description="Never clear an output of fewer tokens (its placeholder costs about 8).",
     )
 
     @classmethod
@@ -186,7 +192,8 @@ PRESETS: dict[str, Policy] = {
         exclude_tools=[],
     ),
     # Ours, for small windows: stale outputs first, then everything but the two
-    # newest steps and the 2 newest outputs of each tool.
+    # newest steps and the 2 newest outputs of each tool; outputs under 16
+    # tokens stay (their placeholder would cost about as much).
     "aggressive": Policy(
         turn="step",
         protect_turns=3,
@@ -196,6 +203,7 @@ PRESETS: dict[str, Policy] = {
         keep_recent_per_tool=True,
         supersede=True,
         exclude_tools=["skill"],
+        min_output_tokens=16,
     ),
 }
 

@@ -81,6 +81,8 @@ pub struct PruneConfig {
     /// An output a newer call makes stale (the same file path, or the same
     /// command of the same tool) is pruned first, whatever the windows say.
     pub supersede: bool,
+    /// Outputs of fewer tokens are never pruned (a placeholder costs ~8).
+    pub min_output_tokens: u64,
 }
 
 impl Default for PruneConfig {
@@ -100,6 +102,7 @@ impl Default for PruneConfig {
             trigger: 0,
             overhead: MessageEstimateConfig::default().overhead,
             supersede: false,
+            min_output_tokens: 0,
         }
     }
 }
@@ -307,7 +310,8 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
     let mut recent_by_tool: HashMap<&str, u32> = HashMap::new();
     for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
-        if c.superseded {
+        let small = tokens < config.min_output_tokens;
+        if c.superseded && !small {
             // Stale: goes first, and takes no room in the windows.
             pruned += tokens;
             rows.push(c.row);
@@ -325,7 +329,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
             recent_all - 1
         };
         let recent = config.keep_recent.is_some_and(|n| rank < n);
-        if window > config.protect && !recent {
+        if window > config.protect && !recent && !small {
             pruned += tokens;
             rows.push(c.row);
         }
@@ -591,6 +595,20 @@ mod tests {
         };
         assert_eq!(run_compact(&trig(visible)).pruned, 0);
         assert_eq!(run_compact(&trig(visible - 1)).pruned, 9_000);
+    }
+
+    #[test]
+    fn small_outputs_stay_when_asked() {
+        let mut msgs = autonomous_run(4);
+        msgs[2].parts[0].output = Some("x".repeat(20)); // a1: 5 tokens
+        let config = PruneConfig {
+            min_output_tokens: 6,
+            ..steps(0)
+        };
+        let r = run(msgs.clone(), &config);
+        // a1 is counted (and takes its place in the windows) but stays
+        assert_eq!((r.total, r.rows), (3_005, vec![4, 3, 1]));
+        assert_eq!(run(msgs, &steps(0)).rows, vec![4, 3, 2, 1]);
     }
 
     #[test]

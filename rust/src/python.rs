@@ -232,6 +232,7 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
             "trigger" => config.trigger = value.extract().map_err(wrong)?,
             "overhead" => config.overhead = value.extract().map_err(wrong)?,
             "supersede" => config.supersede = value.extract().map_err(wrong)?,
+            "min_output_tokens" => config.min_output_tokens = value.extract().map_err(wrong)?,
             _ => {
                 return Err(to_pyerr(
                     py,

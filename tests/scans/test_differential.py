@@ -185,6 +185,7 @@ POLICY_OPTIONS = st.fixed_dictionaries({
     "continue_past_compacted": st.booleans(),
     "exclude_tools": st.sampled_from([[], ["skill"], ["read", "bash"]]),
     "enabled": st.sampled_from([True, True, True, False]),
+    "min_output_tokens": st.sampled_from([0, 0, 1, 20]),
 })  # fmt: skip
 
 

@@ -161,6 +161,7 @@ def prune(
     trigger: int = 0,
     overhead: int = 4,
     supersede: bool = False,
+    min_output_tokens: int = 0,
     enabled: bool = True,
 ) -> list[PruneOutcome]:
     """The prune policy (docs/policies.md); the defaults are OpenCode's rule."""
@@ -216,7 +217,8 @@ def prune(
         for r, superseded in counted:
             tokens = estimate(rows[r]["output"], method)
             total += tokens
-            if superseded:
+            small = tokens < min_output_tokens
+            if superseded and not small:
                 pruned += tokens
                 selected.append(r)
                 continue
@@ -224,7 +226,7 @@ def prune(
             key = (rows[r]["tool"] or "") if keep_recent_per_tool else None
             rank = ranks.get(key, 0)
             ranks[key] = rank + 1
-            if window > protect and (keep_recent is None or rank >= keep_recent):
+            if window > protect and (keep_recent is None or rank >= keep_recent) and not small:
                 pruned += tokens
                 selected.append(r)
         if pruned > minimum and pruned >= clear_at_least:
