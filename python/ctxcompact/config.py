@@ -243,14 +243,12 @@ class CompactionConfig(BaseSettings):
     def prune_policy(self) -> Policy:
         """The policy prune runs: ``policy``, with OpenCode's prune fields
         (``prune``, ``prune_protect``, ...) applied where they were set."""
-        updates = {
-            option: getattr(self, name)
-            for name, option in PRUNE_FIELDS.items()
+        set_here = {
+            name: getattr(self, name)
+            for name in PRUNE_FIELDS
             if self._sources.get(name, DEFAULT) != DEFAULT
         }
-        if all(getattr(self.policy, k) == v for k, v in updates.items()):
-            return self.policy
-        return self.policy.model_copy(update=updates)
+        return with_prune_fields(self.policy, set_here)
 
     @model_validator(mode="after")
     def _ordered_thresholds(self) -> CompactionConfig:
@@ -300,6 +298,13 @@ _KILL_SWITCHES = (
     ("CTXCOMPACT_DISABLE_AUTOCOMPACT", "auto"),
     ("CTXCOMPACT_DISABLE_PRUNE", "prune"),
 )
+
+
+def with_prune_fields(policy: Policy, values: Mapping[str, Any]) -> Policy:
+    """``policy`` with OpenCode's prune fields in ``values`` (``prune_protect``...)
+    applied to the options they set."""
+    updates = {PRUNE_FIELDS[name]: value for name, value in values.items() if name in PRUNE_FIELDS}
+    return Policy.from_mapping({**policy.model_dump(), **updates}) if updates else policy
 
 
 def default(field: str) -> Any:

@@ -10,7 +10,7 @@
 
 use crate::codes::flag;
 use crate::error::Result;
-use crate::messages::{estimate_messages, MessageEstimateConfig};
+use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig};
 use crate::pivot::pivot_starts;
 use crate::prune::{prune, PruneConfig, SessionPrune};
 use crate::table::PartTable;
@@ -53,11 +53,7 @@ pub fn compact(
         .zip(&table.sessions)
         .map(|(((prune, visible_start), messages), range)| {
             let all = messages.iter().map(|m| m.tokens).sum();
-            let visible = messages
-                .iter()
-                .filter(|m| m.row >= visible_start)
-                .map(|m| m.tokens)
-                .sum();
+            let visible = tokens_from(&messages, visible_start);
             SessionCompaction {
                 start: range.start,
                 rows: range.len(),

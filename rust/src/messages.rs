@@ -55,6 +55,16 @@ pub struct MessageTokens {
     pub tokens: u64,
 }
 
+/// Tokens of the messages at or after row `start` (a session's visible part
+/// when `start` is its pivot).
+pub fn tokens_from(messages: &[MessageTokens], start: usize) -> u64 {
+    messages
+        .iter()
+        .filter(|m| m.row >= start)
+        .map(|m| m.tokens)
+        .sum()
+}
+
 /// Per session, the estimate of every message, oldest first.
 pub fn estimate_messages(
     table: &PartTable<'_>,

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::messages::{estimate_messages, MessageEstimateConfig};
+use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig};
 use crate::pivot::pivot_starts;
 use crate::schema::Scan;
 use crate::table::PartTable;
@@ -158,13 +158,7 @@ fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64
     Ok(estimate_messages(table, estimate_config)?
         .into_iter()
         .zip(starts)
-        .map(|(messages, start)| {
-            messages
-                .iter()
-                .filter(|m| m.row >= start)
-                .map(|m| m.tokens)
-                .sum()
-        })
+        .map(|(messages, start)| tokens_from(&messages, start))
         .collect())
 }
 

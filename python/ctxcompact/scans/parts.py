@@ -54,7 +54,7 @@ def _prune_options(config: Any) -> dict[str, Any]:
     """The native prune's policy options from ``config``: a ``CompactionConfig``
     (its ``prune_policy()``), a ``Policy``, a preset name / file / dict, or
     ``None`` (OpenCode's rule)."""
-    from ctxcompact.config import PRUNE_FIELDS, CompactionConfig
+    from ctxcompact.config import PRUNE_FIELDS, CompactionConfig, with_prune_fields
     from ctxcompact.policy import Policy
 
     if isinstance(config, CompactionConfig):
@@ -64,13 +64,10 @@ def _prune_options(config: Any) -> dict[str, Any]:
         config = None
     elif any(hasattr(config, name) for name in CompactionConfig.model_fields):
         # any object with some of the config's field names (a duck-typed config)
-        policy = Policy.load(getattr(config, "policy", None) or Policy())
-        updates = {
-            option: getattr(config, name)
-            for name, option in PRUNE_FIELDS.items()
-            if hasattr(config, name)
-        }
-        policy = Policy.from_mapping({**policy.model_dump(), **updates})
+        present = {name: getattr(config, name) for name in PRUNE_FIELDS if hasattr(config, name)}
+        policy = with_prune_fields(
+            Policy.load(getattr(config, "policy", None) or Policy()), present
+        )
     else:
         raise ConfigError(
             "prune takes a CompactionConfig, a Policy, a preset name, a policy file or a dict "
