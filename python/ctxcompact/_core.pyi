@@ -14,6 +14,7 @@ __all__ = [
     "FORMATS",
     "INTERRUPTED_TOOL",
     "__version__",
+    "cleared_placeholder",
     "compact_batch",
     "estimate_messages",
     "estimate_tokens",
@@ -25,6 +26,7 @@ __all__ = [
     "pivot_ranges",
     "prune",
     "take_strings",
+    "truncate_output",
 ]
 __version__: str
 CLEARED_TOOL_OUTPUT: str
@@ -62,8 +64,19 @@ def prune(
 ) -> tuple[Any, Any, Any, Any, Any]: ...
 def pivot(table: Any, *, threads: int | None = None) -> Any: ...
 def estimate_messages(
-    table: Any, *, method: str = "opencode", overhead: int = 4, threads: int | None = None
+    table: Any,
+    *,
+    method: str = "opencode",
+    overhead: int = 4,
+    clear_inputs: bool = False,
+    truncate_output: int | None = None,
+    placeholder: str = "opencode",
+    threads: int | None = None,
 ) -> tuple[Any, Any, Any]: ...
+def cleared_placeholder(
+    tool: str, input: str | None, output: str, part_id: str, *, describe: bool = True
+) -> str: ...
+def truncate_output(output: str, budget: int) -> str: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...
 def pivot_ranges(table: Any, *, threads: int | None = None) -> tuple[Any, Any]: ...

@@ -81,6 +81,8 @@ class Part(_Model):
     sessionID: str | None = None
     messageID: str | None = None
     type: str
+    #: No policy clears or cuts a pinned part (kept in ``part_json``; ours, not OpenCode's).
+    pinned: bool | None = None
     # text / reasoning
     text: str | None = None
     synthetic: bool | None = None
@@ -178,6 +180,12 @@ class MessageWithParts(_Model):
     @property
     def role(self) -> str:
         return self.info.role
+
+    def pin(self) -> MessageWithParts:
+        """Pin every part of this message: no policy clears or cuts them. Returns self."""
+        for part in self.parts:
+            part.pinned = True
+        return self
 
 
 class SessionInfo(_Model):

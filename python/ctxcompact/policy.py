@@ -31,7 +31,13 @@ class Policy(BaseModel):
     is cleared first. The result stands only if it frees more than
     ``minimum`` and at least ``clear_at_least`` tokens, and only in a session
     whose visible context is above ``trigger`` tokens. Outputs of fewer than
-    ``min_output_tokens`` tokens are never cleared.
+    ``min_output_tokens`` tokens, and parts marked ``pinned``, are never cleared.
+
+    The last three options say how the model input shows tool parts
+    (``to_model_messages(..., policy=)`` and the estimates agree): a cleared
+    call's arguments (``clear_inputs``), a cleared output's placeholder
+    (``placeholder``), an oversized output cut to head and tail
+    (``truncate_output``). What is stored is never changed.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -85,6 +91,23 @@ class Policy(BaseModel):
         0,
         ge=0,
         description="Never clear an output of fewer tokens (its placeholder costs about 8).",
+    )
+    # --- how cleared and oversized tool parts are sent (the store keeps them whole) ---
+    clear_inputs: bool = Field(
+        False,
+        description="Send a cleared call's arguments as {} too (Anthropic's clear_tool_inputs).",
+    )
+    truncate_output: int | None = Field(
+        None,
+        ge=0,
+        description="Send an output longer than 4 x N characters (about N tokens) as its first "
+        "and last 2 x N characters around a marker saying how many were cut; pinned parts "
+        "are never cut.",
+    )
+    placeholder: Literal["opencode", "describe"] = Field(
+        "opencode",
+        description="A cleared output's placeholder: OpenCode's constant, or 'describe' "
+        "(names the tool, its target, the size, and the part id to recall).",
     )
 
     @classmethod
@@ -164,6 +187,14 @@ class Policy(BaseModel):
         options = self.model_dump()
         options["protected_tools"] = options.pop("exclude_tools")
         return {**options, "method": method, "overhead": overhead}
+
+    def render_options(self) -> dict[str, Any]:
+        """The rendering options of the native estimate (``_core.estimate_messages``)."""
+        return {
+            "clear_inputs": self.clear_inputs,
+            "truncate_output": self.truncate_output,
+            "placeholder": self.placeholder,
+        }
 
     def name(self) -> str | None:
         """The preset this policy is, if any."""

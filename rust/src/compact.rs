@@ -10,9 +10,11 @@
 
 use crate::codes::flag;
 use crate::error::Result;
-use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig};
+use crate::estimate::estimate;
+use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig, CLEARED_TOOL_OUTPUT};
 use crate::pivot::pivot_starts;
 use crate::prune::{prune, PruneConfig, SessionPrune};
+use crate::render::Render;
 use crate::table::PartTable;
 
 /// What compaction does to one session.
@@ -23,6 +25,8 @@ pub struct SessionCompaction {
     pub rows: usize,
     /// The prune scan's outcome (selected rows, newest first).
     pub prune: SessionPrune,
+    /// Estimated model input before the prune.
+    pub tokens_before: u64,
     /// Estimated model input after the selected outputs are marked.
     pub tokens_after_prune: u64,
     /// The same, over the rows later calls see (from the pivot on).
@@ -39,6 +43,21 @@ pub fn compact(
     estimate_config: MessageEstimateConfig,
 ) -> Result<Vec<SessionCompaction>> {
     let pruned = prune(table, prune_config)?;
+    // Before the marks: with OpenCode's view, estimates add up part by part, so
+    // the pruned total with each placeholder swapped back for its output is
+    // it (one estimate pass fewer). Other views (described placeholders,
+    // cleared inputs, cut outputs) are estimated for real.
+    let before: Option<Vec<u64>> = if estimate_config.render == Render::default() {
+        None
+    } else {
+        Some(
+            estimate_messages(table, estimate_config)?
+                .iter()
+                .map(|m| m.iter().map(|t| t.tokens).sum())
+                .collect(),
+        )
+    };
+    let placeholder = estimate(CLEARED_TOOL_OUTPUT, estimate_config.method);
     for session in &pruned {
         for &row in &session.rows {
             table.flags[row] |= flag::COMPACTED;
@@ -51,13 +70,19 @@ pub fn compact(
         .zip(starts)
         .zip(messages)
         .zip(&table.sessions)
-        .map(|(((prune, visible_start), messages), range)| {
-            let all = messages.iter().map(|m| m.tokens).sum();
+        .enumerate()
+        .map(|(s, (((prune, visible_start), messages), range))| {
+            let all: u64 = messages.iter().map(|m| m.tokens).sum();
             let visible = tokens_from(&messages, visible_start);
+            let tokens_before = match &before {
+                Some(before) => before[s],
+                None => all + prune.pruned - prune.rows.len() as u64 * placeholder,
+            };
             SessionCompaction {
                 start: range.start,
                 rows: range.len(),
                 prune,
+                tokens_before,
                 tokens_after_prune: all,
                 tokens_after: visible,
                 visible_start,
@@ -172,5 +197,32 @@ mod tests {
         assert_eq!(got[1].visible_start - got[1].start, 2);
         assert!(got[1].tokens_after < got[1].tokens_after_prune);
         assert_eq!((got[2].rows, got[2].tokens_after), (1, 0));
+    }
+
+    #[test]
+    fn tokens_before_is_the_estimate_before_the_marks() {
+        let batches = [batch(&sessions())];
+        let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
+        let other = Render {
+            clear_inputs: true,
+            truncate_output: Some(1_000),
+            describe: true,
+        };
+        for render in [Render::default(), other] {
+            let e = MessageEstimateConfig {
+                render,
+                ..Default::default()
+            };
+            let real: Vec<u64> = estimate_messages(&PartTable::new(&cols).unwrap(), e)
+                .unwrap()
+                .iter()
+                .map(|m| m.iter().map(|t| t.tokens).sum())
+                .collect();
+            let mut table = PartTable::new(&cols).unwrap();
+            let got = compact(&mut table, &PruneConfig::default(), e).unwrap();
+            let before: Vec<u64> = got.iter().map(|s| s.tokens_before).collect();
+            assert_eq!(before, real, "{render:?}");
+            assert!(got[0].tokens_before > got[0].tokens_after_prune);
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod overflow;
 pub mod parallel;
 pub mod pivot;
 pub mod prune;
+pub mod render;
 pub mod schema;
 pub mod table;
 

@@ -22,6 +22,7 @@ use crate::codes::{flag, part_type, role, status};
 use crate::columns::StrCol;
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, estimate_units, text_units, Method};
+use crate::render::{self, Render, CLEARED_INPUT};
 use crate::table::{Message, PartTable};
 
 /// Protocol strings other runtimes read; they are not prose.
@@ -37,6 +38,8 @@ pub struct MessageEstimateConfig {
     pub method: Method,
     /// Tokens added per model message (role and separators).
     pub overhead: u64,
+    /// How the policy renders tool parts (placeholders, cut outputs).
+    pub render: Render,
 }
 
 impl Default for MessageEstimateConfig {
@@ -44,6 +47,7 @@ impl Default for MessageEstimateConfig {
         MessageEstimateConfig {
             method: Method::Opencode,
             overhead: 4,
+            render: Render::default(),
         }
     }
 }
@@ -138,11 +142,16 @@ fn message_tokens(
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
                     part_type::TOOL => {
-                        let input = value(&table.input, row).unwrap_or("{}");
+                        let cleared = table.flags[row] & flag::COMPACTED != 0;
+                        let input = match value(&table.input, row) {
+                            _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
+                            Some(input) => input,
+                            None => "{}",
+                        };
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
                             + estimate(input, method)
                             + config.overhead
-                            + estimate(tool_result(table, row), method);
+                            + tool_result_tokens(table, row, config)?;
                         sent += 1;
                     }
                     _ => {}
@@ -214,17 +223,53 @@ fn sent_content(content: &Content, sep: u64, config: MessageEstimateConfig) -> u
     }
 }
 
-/// What the model sees as the result of the tool part at `row`.
-fn tool_result<'a>(table: &PartTable<'a>, row: usize) -> &'a str {
-    match table.status.as_ref().map(|s| s[row]) {
-        Some(status::COMPLETED) | Some(status::ERROR) => {
-            if table.flags[row] & flag::COMPACTED != 0 {
-                CLEARED_TOOL_OUTPUT
-            } else {
-                value(&table.output, row).unwrap_or("")
-            }
+/// Tokens of what the model sees as the result of the tool part at `row`:
+/// the output or error text (cut to head and tail when the policy says so and
+/// the part is not pinned), a placeholder when it was cleared, the
+/// interrupted error when the tool never finished.
+fn tool_result_tokens(
+    table: &PartTable<'_>,
+    row: usize,
+    config: MessageEstimateConfig,
+) -> Result<u64> {
+    let method = config.method;
+    let finished = matches!(
+        table.status.as_ref().map(|s| s[row]),
+        Some(status::COMPLETED) | Some(status::ERROR)
+    );
+    if !finished {
+        return Ok(estimate(INTERRUPTED_TOOL, method));
+    }
+    let output = value(&table.output, row).unwrap_or("");
+    if table.flags[row] & flag::COMPACTED != 0 {
+        if !config.render.describe {
+            return Ok(estimate(CLEARED_TOOL_OUTPUT, method));
         }
-        _ => INTERRUPTED_TOOL,
+        let part_id = table.part_id.as_ref().ok_or(CoreError::MissingColumn {
+            column: "part_id",
+            needed_by: "a described placeholder (placeholder = \"describe\")",
+        })?;
+        let text = render::cleared(
+            true,
+            value(&table.tool, row).unwrap_or(""),
+            value(&table.input, row),
+            output,
+            part_id.get(row).unwrap_or(""),
+        );
+        return Ok(estimate(&text, method));
+    }
+    match config.render.truncate_output {
+        Some(budget) => Ok(match render::truncated(output, budget) {
+            Some(_) if pinned(table, row)? => estimate(output, method),
+            Some((head, marker, tail)) => estimate_units(
+                text_units(head.as_bytes(), method)
+                    + text_units(marker.as_bytes(), method)
+                    + text_units(tail.as_bytes(), method),
+                method,
+            ),
+            None => estimate(output, method),
+        }),
+        None => Ok(estimate(output, method)),
     }
 }
 
@@ -259,19 +304,29 @@ fn bad_json(table: &PartTable<'_>, row: usize, why: String) -> CoreError {
     }
 }
 
-/// A text part marked `ignored: true` is not sent. Only a part_json that
-/// mentions the key is parsed, so plain text parts cost one substring search.
+/// A text part marked `ignored: true` is not sent.
 fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
+    json_flag(table, row, "ignored", "\"ignored\"")
+}
+
+/// A part marked `pinned: true` is never cleared or cut by a policy.
+pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
+    json_flag(table, row, "pinned", "\"pinned\"")
+}
+
+/// `key` is `true` in the part's JSON. Only a part_json that mentions the
+/// key (`quoted`) is parsed, so most parts cost one substring search.
+fn json_flag(table: &PartTable<'_>, row: usize, key: &str, quoted: &str) -> Result<bool> {
     let mentions = table
         .part_json
         .as_ref()
         .and_then(|c| c.get(row))
-        .is_some_and(|j| j.contains("\"ignored\""));
+        .is_some_and(|j| j.contains(quoted));
     if !mentions {
         return Ok(false);
     }
     Ok(part_json(table, row)?
-        .and_then(|m| m.get("ignored").cloned())
+        .and_then(|m| m.get(key).cloned())
         .is_some_and(|v| v == serde_json::Value::Bool(true)))
 }
 
@@ -301,13 +356,75 @@ mod tests {
     use crate::testutil::*;
 
     fn run(msgs: Vec<M>) -> Vec<u64> {
+        run_with(msgs, MessageEstimateConfig::default())
+    }
+
+    fn run_with(msgs: Vec<M>, config: MessageEstimateConfig) -> Vec<u64> {
         let batches = [batch(&[("s", msgs)])];
         let cols = Columns::from_batches(&batches, Scan::Estimate).unwrap();
         let table = PartTable::new(&cols).unwrap();
-        estimate_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
+        estimate_messages(&table, config).unwrap()[0]
             .iter()
             .map(|m| m.tokens)
             .collect()
+    }
+
+    fn render(render: Render) -> MessageEstimateConfig {
+        MessageEstimateConfig {
+            render,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_render_options_change_what_a_tool_part_costs() {
+        let input = r#"{"path":"a.txt","pad":"0123456789012345678901234567890123456789"}"#;
+        let cleared = P {
+            compacted: Some(1),
+            ..call("read", input, 400)
+        };
+        let msgs = || {
+            vec![assistant(
+                "a",
+                "u",
+                vec![cleared.clone(), call("read", input, 400)],
+            )]
+        };
+        let base = run(msgs())[0];
+        // cleared inputs: the cleared call's 64-char arguments cost "{}" instead
+        let got = run_with(
+            msgs(),
+            render(Render {
+                clear_inputs: true,
+                ..Default::default()
+            }),
+        );
+        assert_eq!(base - got[0], 16 - 1);
+        // a 400-char output cut to 2 x 40 chars plus the marker "\n\n[... 320 characters cut ...]\n\n"
+        let budget = Render {
+            truncate_output: Some(20),
+            ..Default::default()
+        };
+        let got = run_with(msgs(), render(budget));
+        assert_eq!(base - got[0], 100 - (80 + 33 + 2) / 4);
+        // a pinned output is never cut
+        let pinned_msgs = vec![assistant(
+            "a",
+            "u",
+            vec![cleared.clone(), pin(call("read", input, 400))],
+        )];
+        assert_eq!(run_with(pinned_msgs, render(budget))[0], base);
+        // the described placeholder costs its own length
+        let text = render::cleared(true, "read", Some(input), &"x".repeat(400), "p0");
+        let described = Render {
+            describe: true,
+            ..Default::default()
+        };
+        let got = run_with(msgs(), render(described));
+        assert_eq!(
+            got[0] - base,
+            estimate(&text, Method::Opencode) - estimate(CLEARED_TOOL_OUTPUT, Method::Opencode)
+        );
     }
 
     #[test]

@@ -18,8 +18,9 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig};
+use crate::messages::{estimate_messages, pinned, tokens_from, MessageEstimateConfig};
 use crate::pivot::pivot_starts;
+use crate::render::{Render, Target};
 use crate::schema::Scan;
 use crate::table::PartTable;
 
@@ -83,6 +84,8 @@ pub struct PruneConfig {
     pub supersede: bool,
     /// Outputs of fewer tokens are never pruned (a placeholder costs ~8).
     pub min_output_tokens: u64,
+    /// How the model input shows tool parts (the `trigger` estimate uses it).
+    pub render: Render,
 }
 
 impl Default for PruneConfig {
@@ -103,11 +106,21 @@ impl Default for PruneConfig {
             overhead: MessageEstimateConfig::default().overhead,
             supersede: false,
             min_output_tokens: 0,
+            render: Render::default(),
         }
     }
 }
 
 impl PruneConfig {
+    /// The message estimate this policy's trigger (and a batch report) uses.
+    pub fn estimate_config(&self) -> MessageEstimateConfig {
+        MessageEstimateConfig {
+            method: self.method,
+            overhead: self.overhead,
+            render: self.render,
+        }
+    }
+
     /// The columns this policy reads: tool inputs for supersession, and the
     /// message estimate's columns for a trigger.
     pub fn scan(&self) -> Scan {
@@ -151,55 +164,26 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 /// Estimated model input of every session from its pivot on.
 fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64>> {
     let starts = pivot_starts(table)?;
-    let estimate_config = MessageEstimateConfig {
-        method: config.method,
-        overhead: config.overhead,
-    };
-    Ok(estimate_messages(table, estimate_config)?
+    Ok(estimate_messages(table, config.estimate_config())?
         .into_iter()
         .zip(starts)
         .map(|(messages, start)| tokens_from(&messages, start))
         .collect())
 }
 
-/// Input keys naming the file a call works on, first match wins.
-pub const PATH_KEYS: [&str; 7] = [
-    "filePath",
-    "file_path",
-    "path",
-    "file",
-    "filename",
-    "target_file",
-    "notebook_path",
-];
-/// Input keys holding a command line or code, when no path key is there.
-pub const COMMAND_KEYS: [&str; 3] = ["command", "cmd", "code"];
-
-/// What a tool call works on: a file (any tool touching it makes older
-/// outputs about it stale) or a command (stale only for the same tool).
+/// What makes an older output stale: a newer call on the same file (any
+/// tool), or the same command of the same tool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Target {
+enum Stale {
     Path(String),
     Command(String, String),
 }
 
-fn target(tool: Option<&str>, input: Option<&str>) -> Option<Target> {
-    let serde_json::Value::Object(map) = serde_json::from_str(input?).ok()? else {
-        return None;
-    };
-    let text = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| {
-                map.get(*k)
-                    .and_then(|v| v.as_str())
-                    .filter(|v| !v.is_empty())
-            })
-            .map(str::to_owned)
-    };
-    if let Some(path) = text(&PATH_KEYS) {
-        return Some(Target::Path(path));
-    }
-    text(&COMMAND_KEYS).map(|c| Target::Command(tool.unwrap_or("").to_owned(), c))
+fn stale_key(tool: Option<&str>, input: Option<&str>) -> Option<Stale> {
+    Some(match Target::of(input)? {
+        Target::Path(path) => Stale::Path(path),
+        Target::Command(command) => Stale::Command(tool.unwrap_or("").to_owned(), command),
+    })
 }
 
 /// One counted tool output: its row and whether a newer call superseded it.
@@ -233,7 +217,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         TurnUnit::Step => role::ASSISTANT,
     };
     // Targets of every newer tool call, protected turns included.
-    let mut seen: HashSet<Target> = HashSet::new();
+    let mut seen: HashSet<Stale> = HashSet::new();
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).
@@ -255,7 +239,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
                 continue;
             }
             let superseded = match input {
-                Some(input) => match target(tool.get(row), input.get(row)) {
+                Some(input) => match stale_key(tool.get(row), input.get(row)) {
                     Some(t) => !seen.insert(t),
                     None => false,
                 },
@@ -280,6 +264,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
             if tool
                 .get(row)
                 .is_some_and(|t| config.protected_tools.iter().any(|p| p == t))
+                || pinned(table, row)?
             {
                 continue;
             }
@@ -407,6 +392,16 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(run(long_session(), &config).pruned, 40_000);
+    }
+
+    #[test]
+    fn pinned_outputs_are_never_counted_or_cleared() {
+        let mut msgs = long_session();
+        // a0 (the oldest read, row 1) pinned: a3..a1 are cleared around it.
+        msgs[1].parts[0] = pin(msgs[1].parts[0].clone());
+        let r = run(msgs, &PruneConfig::default());
+        assert_eq!((r.total, r.pruned), (70_000, 30_000));
+        assert_eq!(r.rows, vec![7, 5, 3]);
     }
 
     #[test]

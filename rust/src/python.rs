@@ -20,6 +20,7 @@ use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
 use crate::parallel;
 use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
 use crate::prune::{prune as prune_core, PruneConfig};
+use crate::render::Render;
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
@@ -41,6 +42,20 @@ fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
 
 fn parse_method(py: Python<'_>, method: &str) -> PyResult<Method> {
     method.parse().map_err(|e| to_pyerr(py, e))
+}
+
+/// `placeholder = "opencode" | "describe"`: whether cleared outputs are described.
+fn parse_placeholder(py: Python<'_>, placeholder: &str) -> PyResult<bool> {
+    match placeholder {
+        "opencode" => Ok(false),
+        "describe" => Ok(true),
+        other => Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "unknown placeholder {other:?}; expected \"opencode\" or \"describe\""
+            )),
+        )),
+    }
 }
 
 fn batches(py: Python<'_>, table: AnyRecordBatch) -> PyResult<(SchemaRef, Vec<RecordBatch>)> {
@@ -233,6 +248,12 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
             "overhead" => config.overhead = value.extract().map_err(wrong)?,
             "supersede" => config.supersede = value.extract().map_err(wrong)?,
             "min_output_tokens" => config.min_output_tokens = value.extract().map_err(wrong)?,
+            "clear_inputs" => config.render.clear_inputs = value.extract().map_err(wrong)?,
+            "truncate_output" => config.render.truncate_output = value.extract().map_err(wrong)?,
+            "placeholder" => {
+                config.render.describe =
+                    parse_placeholder(py, &value.extract::<String>().map_err(wrong)?)?
+            }
             _ => {
                 return Err(to_pyerr(
                     py,
@@ -327,11 +348,7 @@ fn compact_batch(
     threads: Option<usize>,
 ) -> PyResult<CompactOutput> {
     let prune_config = prune_config(py, policy)?;
-    let method = prune_config.method;
-    let estimate_config = MessageEstimateConfig {
-        method,
-        overhead: prune_config.overhead,
-    };
+    let estimate_config = prune_config.estimate_config();
     let (schema, batches) = batches(py, table)?;
     let (sessions, marked) = py
         .detach(|| {
@@ -362,6 +379,7 @@ fn compact_batch(
         column(&|s| s.tokens_after_prune),
         column(&|s| s.tokens_after),
         column(&|s| (s.start + s.rows - s.visible_start) as u64),
+        column(&|s| s.tokens_before),
     ];
     let rows = u64_array(pruned_rows(&sessions));
     let ranges = merge_ranges(sessions.iter().map(|s| (s.visible_start, s.start + s.rows)));
@@ -383,17 +401,29 @@ fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
 
 /// Returns (first row of each message, its tokens, its session index).
 #[pyfunction]
-#[pyo3(signature = (table, *, method = "opencode", overhead = 4, threads = None))]
+#[pyo3(signature = (
+    table, *, method = "opencode", overhead = 4, clear_inputs = false,
+    truncate_output = None, placeholder = "opencode", threads = None,
+))]
+#[allow(clippy::too_many_arguments)]
 fn estimate_messages(
     py: Python<'_>,
     table: AnyRecordBatch,
     method: &str,
     overhead: u64,
+    clear_inputs: bool,
+    truncate_output: Option<u64>,
+    placeholder: &str,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray)> {
     let config = MessageEstimateConfig {
         method: parse_method(py, method)?,
         overhead,
+        render: Render {
+            clear_inputs,
+            truncate_output,
+            describe: parse_placeholder(py, placeholder)?,
+        },
     };
     let (rows, tokens, sessions) = scan(py, table, Scan::Estimate, threads, |t| {
         let per_session = estimate_messages_core(t, config)?;
@@ -408,6 +438,25 @@ fn estimate_messages(
         Ok((rows, tokens, sessions))
     })?;
     Ok((u64_array(rows), u64_array(tokens), u64_array(sessions)))
+}
+
+/// The placeholder of a cleared tool output (`placeholder = "describe"`).
+#[pyfunction]
+#[pyo3(signature = (tool, input, output, part_id, *, describe = true))]
+fn cleared_placeholder(
+    tool: &str,
+    input: Option<&str>,
+    output: &str,
+    part_id: &str,
+    describe: bool,
+) -> String {
+    crate::render::cleared(describe, tool, input, output, part_id)
+}
+
+/// `output` cut to its head and tail for a budget of `budget` tokens.
+#[pyfunction]
+fn truncate_output(output: &str, budget: u64) -> String {
+    crate::render::truncate(output, budget)
 }
 
 /// A new `compacted_at` column (same chunks) with `now_ms` set at `rows`.
@@ -531,5 +580,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
+    m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     Ok(())
 }

@@ -50,9 +50,12 @@ impl Scan {
     /// Columns read when present.
     fn optional_columns(self) -> &'static [&'static str] {
         match self {
-            // `ignored` text and file parts (name, mime, url) live in part_json.
-            Scan::Estimate | Scan::Compact => &["part_json"],
-            _ => &[],
+            // `ignored` text and file parts (name, mime, url) live in part_json;
+            // a described placeholder names the part id.
+            Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
+            // a part marked `pinned` in its part_json is never cleared
+            Scan::Prune => &["part_json"],
+            Scan::Pivot => &[],
         }
     }
 }

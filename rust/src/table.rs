@@ -26,6 +26,8 @@ pub struct PartTable<'a> {
     pub output: Option<StrCol<'a>>,
     /// Read by the estimate scan only (`None` for the others or when absent).
     pub part_json: Option<StrCol<'a>>,
+    /// Read by the estimate scan when present (a described placeholder names it).
+    pub part_id: Option<StrCol<'a>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -73,6 +75,7 @@ impl<'a> PartTable<'a> {
             input: opt_str("input")?,
             output: opt_str("output")?,
             part_json: opt_str("part_json")?,
+            part_id: opt_str("part_id")?,
             session_id,
             message_id,
             role,

@@ -12,6 +12,8 @@ pub struct P {
     pub output: Option<String>,
     pub input: Option<String>,
     pub compacted: Option<i64>,
+    /// The rest of the part as JSON (`part_json`), e.g. `{"pinned":true}`.
+    pub json: Option<String>,
 }
 
 pub fn tool(name: &'static str, chars: usize) -> P {
@@ -22,6 +24,15 @@ pub fn tool(name: &'static str, chars: usize) -> P {
         output: Some("x".repeat(chars)),
         input: None,
         compacted: None,
+        json: None,
+    }
+}
+
+/// `part` marked pinned.
+pub fn pin(part: P) -> P {
+    P {
+        json: Some(r#"{"pinned":true}"#.to_owned()),
+        ..part
     }
 }
 
@@ -96,7 +107,7 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
     let mut m_id = vec![];
     let (mut role, mut parent, mut kind, mut tool, mut status, mut output) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let mut input = vec![];
+    let (mut input, mut json, mut part_id) = (vec![], vec![], vec![]);
     let (mut summ, mut fin, mut err, mut comp) = (vec![], vec![], vec![], vec![]);
     for (sid, msgs) in sessions {
         for m in msgs {
@@ -122,6 +133,8 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
                 fin.push(m.finished);
                 err.push(m.error);
                 comp.push(p.compacted);
+                json.push(p.json.clone());
+                part_id.push((!p.kind.is_empty()).then(|| format!("p{}", part_id.len())));
             }
         }
     }
@@ -139,6 +152,8 @@ pub fn batch(sessions: &[(&str, Vec<M>)]) -> RecordBatch {
         ("finished", Arc::new(BooleanArray::from(fin))),
         ("error", Arc::new(BooleanArray::from(err))),
         ("compacted_at", Arc::new(Int64Array::from(comp))),
+        ("part_id", Arc::new(StringArray::from(part_id))),
+        ("part_json", Arc::new(StringArray::from(json))),
     ];
     RecordBatch::try_from_iter(cols).unwrap()
 }

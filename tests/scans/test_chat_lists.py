@@ -86,6 +86,7 @@ from ctxcompact.models import (  # noqa: E402
     SystemMessage,
     UserMessage,
 )
+from ctxcompact.policy import Policy  # noqa: E402
 from ctxcompact.scans.view import to_model_messages  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -121,6 +122,7 @@ def _part(draw: st.DrawFn, i: int) -> Part:
         stateless = draw(st.integers(0, 9)) == 0
         return Part.model_validate({"id": pid, "type": "tool", "callID": f"c{i}",
                                     "tool": draw(st.sampled_from(["read", "bash", "日"])),
+                                    "pinned": draw(st.sampled_from([None, None, True])),
                                     "state": None if stateless else state})  # fmt: skip
     if kind == "file":
         return Part(id=pid, type="file",
@@ -142,15 +144,20 @@ def _sessions(draw: st.DrawFn) -> Session:
     return Session(info=SessionInfo(id="s"), messages=messages)
 
 
-def _assert_paths_agree(session: Session, method: str = "opencode", overhead: int = 4) -> None:
+def _assert_paths_agree(
+    session: Session, method: str = "opencode", overhead: int = 4, policy: Policy | None = None
+) -> None:
     class C:
         estimate_method = method
         message_overhead = overhead
 
-    batch = cc.estimate_messages(session, C()).messages.to_pylist()
+    config = C()
+    if policy is not None:
+        config.policy = policy  # type: ignore[attr-defined]
+    batch = cc.estimate_messages(session, config).messages.to_pylist()
     live = [
         estimate_chat_messages(
-            to_model_messages(session.model_copy(update={"messages": [m]})),
+            to_model_messages(session.model_copy(update={"messages": [m]}), policy=policy),
             method=method,  # type: ignore[arg-type]
             overhead=overhead,
         )
@@ -158,7 +165,8 @@ def _assert_paths_agree(session: Session, method: str = "opencode", overhead: in
     ]
     # Every stored message: the sum over the chat messages it becomes.
     assert [r["tokens"] for r in batch] == live, session.id
-    total = estimate_chat_messages(to_model_messages(session), method=method,  # type: ignore[arg-type]
+    total = estimate_chat_messages(to_model_messages(session, policy=policy),
+                                   method=method,  # type: ignore[arg-type]
                                    overhead=overhead)  # fmt: skip
     assert sum(live) == total
 
@@ -167,6 +175,23 @@ def _assert_paths_agree(session: Session, method: str = "opencode", overhead: in
 @given(_sessions(), st.sampled_from(["opencode", "ceil-bytes"]), st.integers(0, 6))
 def test_batch_and_live_estimates_agree(session: Session, method: str, overhead: int) -> None:
     _assert_paths_agree(session, method, overhead)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _sessions(),
+    st.builds(
+        Policy,
+        clear_inputs=st.booleans(),
+        truncate_output=st.sampled_from([None, 0, 1, 4]),
+        placeholder=st.sampled_from(["opencode", "describe"]),
+    ),
+)
+def test_batch_and_live_estimates_agree_under_a_rendering_policy(
+    session: Session, policy: Policy
+) -> None:
+    # The view a model is sent and the native estimate render tool parts alike.
+    _assert_paths_agree(session, policy=policy)
 
 
 def test_batch_and_live_estimates_agree_on_an_assistant_with_tools() -> None:

@@ -65,8 +65,12 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
         # Targets for supersession: paths (any tool), commands (same tool), none.
         inputs = [None, '{"path":"a.py"}', '{"q":"日本"}', '{"filePath":"a.py"}',
                   '{"file_path":"b.py","command":"x"}', '{"command":"ls"}', '{"cmd":""}',
-                  "not json", "[1]"]  # fmt: skip
+                  "not json", "[1]", '{"command":"' + "x" * 90 + '"}',
+                  '{"command":"cat <<EOF\\r\\nhé\\nEOF"}']  # fmt: skip
         row["input"] = draw(st.sampled_from(inputs))
+        # Pinned parts are never cleared or cut.
+        pins = [None, None, '{"pinned":true}', '{"pinned":false}']
+        row["part_json"] = draw(st.sampled_from(pins))
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
         size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
         row["output"] = draw(st.one_of(st.none(), st.just(draw(TEXT) * (size // 10 + 1))))
@@ -172,6 +176,13 @@ def test_prune_matches_reference(
     assert got.rows.to_pylist() == [r for w in want for r in w.rows]
 
 
+# How tool parts are sent: they change the estimates (and so a trigger).
+RENDER_OPTIONS = {
+    "clear_inputs": st.booleans(),
+    "truncate_output": st.sampled_from([None, None, 0, 3, 20]),
+    "placeholder": st.sampled_from(["opencode", "describe"]),
+}
+
 POLICY_OPTIONS = st.fixed_dictionaries({
     "turn": st.sampled_from(["user", "step"]),
     "protect_turns": st.integers(0, 4),
@@ -186,6 +197,7 @@ POLICY_OPTIONS = st.fixed_dictionaries({
     "exclude_tools": st.sampled_from([[], ["skill"], ["read", "bash"]]),
     "enabled": st.sampled_from([True, True, True, False]),
     "min_output_tokens": st.sampled_from([0, 0, 1, 20]),
+    **RENDER_OPTIONS,
 })  # fmt: skip
 
 
@@ -249,18 +261,24 @@ def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) ->
 
 
 @settings(max_examples=300, deadline=None)
-@given(transcripts(), st.integers(0, 8), st.sampled_from(["opencode", "ceil-bytes"]))
+@given(
+    transcripts(),
+    st.integers(0, 8),
+    st.sampled_from(["opencode", "ceil-bytes"]),
+    st.fixed_dictionaries(RENDER_OPTIONS),
+)
 def test_message_estimates_match_reference(
-    data: tuple[list[dict[str, Any]], pa.Table], overhead: int, method: str
+    data: tuple[list[dict[str, Any]], pa.Table], overhead: int, method: str, render: dict[str, Any]
 ) -> None:
     rows, table = data
 
     class C:
         estimate_method = method
         message_overhead = overhead
+        policy = Policy(**render)
 
     got = cc.estimate_messages(table, C())
-    want = ref.estimate_messages(rows, method=method, overhead=overhead)
+    want = ref.estimate_messages(rows, method=method, overhead=overhead, **render)
     assert got.messages["tokens"].to_pylist() == [t for _, t in want]
     assert got.messages["message_id"].to_pylist() == [rows[r]["message_id"] for r, _ in want]
 
@@ -405,3 +423,28 @@ def test_the_one_pass_batch_scan_equals_the_separate_scans(
     assert found.tokens_after == [per_session["after"].get(s, 0) for s in ids]
     rows = [table.slice(a, n) for a, n in found.visible]
     assert sum(r.num_rows for r in rows) == visible.num_rows == sum(found.visible_parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["read", "bash", ""]),
+    st.one_of(
+        st.none(),
+        st.builds(
+            lambda key, value: json.dumps({key: value}, ensure_ascii=False),
+            st.sampled_from(["path", "command", "code", "q"]),
+            st.text(st.sampled_from(["a", "é", "\r", "\n", " ", "😀"]), max_size=120),
+        ),
+        st.text(max_size=20),
+    ),
+    st.text(max_size=50),
+    st.integers(0, 30),
+)
+def test_rendered_tool_parts_match_reference(
+    tool: str, input_json: str | None, output: str, budget: int
+) -> None:
+    from ctxcompact import _core
+
+    got = _core.cleared_placeholder(tool, input_json, output, "prt_1")
+    assert got == ref.cleared_placeholder(tool, input_json, output, "prt_1")
+    assert _core.truncate_output(output, budget) == ref.truncate_output(output, budget)

@@ -19,10 +19,8 @@ import pyarrow as pa
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
-from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.parts import compact_pass
-from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 from ctxcompact.transcript import Transcript
 
 #: Columns of the per-session report, in order.
@@ -73,11 +71,7 @@ def compact_batch(
         raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
     ids, pruned, pruned_parts = found.session_ids, found.pruned, found.pruned_parts
     after_prune, after = found.tokens_after_prune, found.tokens_after
-    # Estimates add up part by part, so the history before pruning is the
-    # pruned one with each placeholder swapped back for its output: one
-    # estimate pass fewer (tests/batch/test_batch.py checks it against a real one).
-    placeholder = estimate_tokens(CLEARED_TOOL_OUTPUT, cfg.estimate_method)
-    before = [a + p - n * placeholder for a, p, n in zip(after_prune, pruned, pruned_parts)]
+    before = found.tokens_before
     usable = None if limits is None else Limits.coerce(limits).usable(cfg)
     columns = {
         "session_id": ids,
@@ -104,7 +98,9 @@ def compact_batch(
 
         by_id = {s.id: s for s in Transcript(visible).to_sessions()}
         payload = [
-            json.dumps(to_model_messages(by_id[s]), ensure_ascii=False) if s in by_id else "[]"
+            json.dumps(to_model_messages(by_id[s], policy=cfg.policy), ensure_ascii=False)
+            if s in by_id
+            else "[]"
             for s in ids
         ]
         report = report.append_column("model_input", pa.array(payload, pa.large_string()))

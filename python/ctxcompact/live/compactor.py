@@ -138,7 +138,7 @@ class Compactor:
 
     def history_tokens(self, session: Session, system: str | None = None) -> int:
         """Estimated tokens of what the next model call would receive."""
-        visible = to_model_messages(filter_pivot(session), system=system)
+        visible = to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
         return estimate_chat_messages(
             visible, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
@@ -152,7 +152,7 @@ class Compactor:
         """
         if session is None:
             session = self.store.load(session_id)
-        return to_model_messages(filter_pivot(session), system=system)
+        return to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
 
     def usable_tokens(self) -> int | None:
         """The input budget of the limits (None: unlimited or unknown)."""
@@ -275,7 +275,7 @@ class Compactor:
                     if p.id in marks:
                         p.mark_compacted(now)
         visible = filter_pivot(upto)
-        history = to_model_messages(visible)
+        history = to_model_messages(visible, policy=self.config.policy)
         summaries = [
             m for m in session.messages
             if isinstance(m.info, AssistantMessage) and m.info.summary is True

@@ -83,6 +83,28 @@ class SessionStore(Protocol):
 
     def session_ids(self) -> list[str]: ...
 
+    def recall(self, session_id: str, part_id: str) -> str:
+        """The full stored text of a part whose output a policy cleared or cut
+        (a described placeholder names the part id); nothing is ever deleted."""
+        ...
+
+
+def _recalled(part: Mapping[str, Any] | None, session_id: str, part_id: str) -> str:
+    """What ``recall`` returns for a stored part: a tool's output (or error
+    text), a text or reasoning part's text."""
+    if part is None:
+        raise TranscriptError(f"no part {part_id} in session {session_id!r}",
+                              session_id=session_id)  # fmt: skip
+    state = part.get("state")
+    if isinstance(state, Mapping):
+        value = state.get("error") if state.get("status") == "error" else state.get("output")
+    else:
+        value = part.get("text")
+    if not isinstance(value, str):
+        raise TranscriptError(f"part {part_id} of session {session_id!r} has no stored text "
+                              f"to recall", session_id=session_id)  # fmt: skip
+    return value
+
 
 def _mark(part: dict[str, Any], now_ms: int) -> None:
     state = part.get("state")
@@ -176,6 +198,12 @@ class MemoryStore:
         with self._lock:
             self._get(session_id)
             return list(self._records[session_id])
+
+    def recall(self, session_id: str, part_id: str) -> str:
+        with self._lock:
+            found = next((p for m in self._get(session_id) for p in m.get("parts", [])
+                          if p.get("id") == part_id), None)  # fmt: skip
+            return _recalled(found, session_id, part_id)
 
     def session_ids(self) -> list[str]:
         with self._lock:
@@ -394,6 +422,14 @@ class SQLiteStore:
             "SELECT record FROM compactions WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
         return [CompactionRecord.from_dict(json.loads(r[0])) for r in rows]
+
+    def recall(self, session_id: str, part_id: str) -> str:
+        db = self._db()
+        self._require(db, session_id)
+        row = db.execute(
+            "SELECT data FROM parts WHERE session_id = ? AND id = ?", (session_id, part_id)
+        ).fetchone()
+        return _recalled(None if row is None else json.loads(row[0]), session_id, part_id)
 
     def session_ids(self) -> list[str]:
         return [r[0] for r in self._db().execute("SELECT id FROM sessions ORDER BY rowid")]

@@ -24,6 +24,7 @@ from ctxcompact.transcript import Transcript
 
 if TYPE_CHECKING:
     from ctxcompact.models import Session
+    from ctxcompact.policy import Policy
 
 T = TypeVar("T", "Session", Transcript)
 
@@ -48,6 +49,17 @@ def _opt(config: Any, name: str) -> Any:
     from ctxcompact.config import default
 
     return default(name) if config is None else getattr(config, name, default(name))
+
+
+def render_policy(config: Any) -> Policy:
+    """The policy whose rendering options apply: ``config`` itself when it is a
+    ``Policy``, else its ``policy`` field, else OpenCode's view."""
+    from ctxcompact.policy import Policy
+
+    if isinstance(config, Policy):
+        return config
+    given = getattr(config, "policy", None)
+    return Policy() if given is None else Policy.load(given)
 
 
 def _prune_options(config: Any) -> dict[str, Any]:
@@ -310,13 +322,16 @@ def estimate_messages(
     is estimated as sent (texts joined), a tool call costs its name and its
     compact-JSON arguments, a result its output or placeholder. A message
     with nothing to send costs 0. ``config`` fields read: ``estimate_method``,
-    ``message_overhead`` (default 4).
+    ``message_overhead`` (default 4), and the rendering options of its
+    ``policy`` (placeholder, clear_inputs, truncate_output); ``config`` may
+    also be a ``Policy``.
     """
     table, _ = _as_table(data)
     rows, tokens, _session_index = _core.estimate_messages(
         table,
         method=str(_opt(config, "estimate_method")),
         overhead=int(_opt(config, "message_overhead")),
+        **render_policy(config).render_options(),
         threads=check_threads(threads),
     )
     rows, tokens = pa.array(rows), pa.array(tokens)
@@ -350,6 +365,7 @@ class Compaction:
     total: list[int]
     pruned: list[int]
     pruned_parts: list[int]
+    tokens_before: list[int]
     tokens_after_prune: list[int]
     tokens_after: list[int]
     visible_parts: list[int]
@@ -370,7 +386,7 @@ def compact_pass(
     columns, rows, (starts, lengths), marked = _core.compact_batch(
         table, _prune_options(config), now_ms=now_ms, threads=check_threads(threads)
     )
-    first, parts, total, pruned, pruned_parts, after_prune, after, visible = (
+    first, parts, total, pruned, pruned_parts, after_prune, after, visible, before = (
         pa.array(c).to_pylist() for c in columns
     )
     ids = _take(table, "session_id", pa.array(first, pa.uint64())).to_pylist()
@@ -380,6 +396,7 @@ def compact_pass(
         total=total,
         pruned=pruned,
         pruned_parts=pruned_parts,
+        tokens_before=before,
         tokens_after_prune=after_prune,
         tokens_after=after,
         visible_parts=visible,

@@ -8,34 +8,49 @@ input agree.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxcompact import _core
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage
+
+if TYPE_CHECKING:
+    from ctxcompact.policy import Policy
 
 CLEARED_TOOL_OUTPUT = _core.CLEARED_TOOL_OUTPUT  # "[Old tool result content cleared]"
 INTERRUPTED_TOOL = _core.INTERRUPTED_TOOL  # "[Tool execution was interrupted]"
 COMPACTION_QUESTION = _core.COMPACTION_QUESTION  # "What did we do so far?"
 
 
-def tool_result_text(part: Part) -> str:
-    """What the model sees as the result of a tool part."""
+def tool_result_text(part: Part, policy: Policy | None = None) -> str:
+    """What the model sees as the result of a tool part: its output or error
+    text (cut to head and tail by ``policy.truncate_output`` unless pinned),
+    a placeholder when it was cleared, the interrupted error when unfinished."""
     state = part.state
     if state is None or state.status in ("pending", "running"):
         return INTERRUPTED_TOOL
+    text = (state.error if state.status == "error" else state.output) or ""
     if part.compacted:
-        return CLEARED_TOOL_OUTPUT
-    if state.status == "error":
-        return state.error or ""
-    return state.output or ""
+        if policy is None or policy.placeholder == "opencode":
+            return CLEARED_TOOL_OUTPUT
+        return _core.cleared_placeholder(part.tool or "", _input_json(part), text, part.id)
+    if policy is not None and policy.truncate_output is not None and not part.pinned:
+        return _core.truncate_output(text, policy.truncate_output)
+    return text
 
 
-def tool_arguments(part: Part) -> str:
+def _input_json(part: Part) -> str | None:
+    """The call's arguments as the part-row table stores them (None when unset)."""
+    given = part.state.input if part.state else None
+    return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_arguments(part: Part, policy: Policy | None = None) -> str:
     """A tool call's arguments as sent: compact JSON, non-ASCII kept (the ``input``
     column of the part-row table holds the same string, so the batch estimate reads it
-    as stored)."""
-    arguments = (part.state.input if part.state else None) or {}
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    as stored); ``{}`` for a cleared call when ``policy.clear_inputs``."""
+    if part.compacted and policy is not None and policy.clear_inputs:
+        return "{}"
+    return _input_json(part) or "{}"
 
 
 def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
@@ -56,7 +71,7 @@ def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _assistant(message: MessageWithParts) -> list[dict[str, Any]]:
+def _assistant(message: MessageWithParts, policy: Policy | None) -> list[dict[str, Any]]:
     texts = [p.text for p in message.parts if p.type == "text" and not p.ignored and p.text]
     tools = [p for p in message.parts if p.type == "tool"]
     out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
@@ -67,7 +82,7 @@ def _assistant(message: MessageWithParts) -> list[dict[str, Any]]:
                 "type": "function",
                 "function": {
                     "name": p.tool or "",
-                    "arguments": tool_arguments(p),
+                    "arguments": tool_arguments(p, policy),
                 },
             }
             for p in tools
@@ -76,24 +91,28 @@ def _assistant(message: MessageWithParts) -> list[dict[str, Any]]:
         return []
     # Every call is followed by its result, so no call is ever left without one.
     results = [
-        {"role": "tool", "tool_call_id": p.callID or p.id, "content": tool_result_text(p)}
+        {"role": "tool", "tool_call_id": p.callID or p.id, "content": tool_result_text(p, policy)}
         for p in tools
     ]
     return [out, *results]
 
 
-def to_model_messages(session: Session, *, system: str | None = None) -> list[dict[str, Any]]:
+def to_model_messages(
+    session: Session, *, system: str | None = None, policy: Policy | None = None
+) -> list[dict[str, Any]]:
     """OpenAI Chat Completions messages for ``session`` with the placeholder rules applied.
 
     Pass the output of ``filter_pivot`` to send only what follows the latest
     compaction. Reasoning, step markers and ignored text are not sent.
+    ``policy``: its rendering options (placeholder, clear_inputs,
+    truncate_output); OpenCode's view when None.
     """
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
     for message in session.messages:
         if isinstance(message.info, AssistantMessage):
-            messages.extend(_assistant(message))
+            messages.extend(_assistant(message, policy))
         elif isinstance(message.info, SystemMessage):
             text = "\n\n".join(p.text for p in message.parts if p.type == "text" and p.text)
             if text:

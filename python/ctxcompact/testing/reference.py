@@ -163,13 +163,16 @@ def prune(
     supersede: bool = False,
     min_output_tokens: int = 0,
     enabled: bool = True,
+    **render: Any,
 ) -> list[PruneOutcome]:
-    """The prune policy (docs/policies.md); the defaults are OpenCode's rule."""
+    """The prune policy (docs/policies.md); the defaults are OpenCode's rule.
+    ``render``: the view options (``clear_inputs``, ``truncate_output``,
+    ``placeholder``), which only change what a ``trigger`` measures."""
     protected = set(protected_tools)
     turn_role = "user" if turn == "user" else "assistant"
     visible: dict[str, int] = {}
     if trigger:
-        visible = visible_tokens(rows, method=method, overhead=overhead)
+        visible = visible_tokens(rows, method=method, overhead=overhead, **render)
     outcomes = []
     for session in group(rows):
         if not enabled or (trigger and visible[session.id] <= trigger):
@@ -201,7 +204,7 @@ def prune(
                         seen.add(target)
                 if in_protected_turn or part["status"] != "completed":
                     continue
-                if part["tool"] in protected:
+                if part["tool"] in protected or _part_info(part).get("pinned") is True:
                     continue
                 if part.get("compacted_at"):
                     if continue_past_compacted:
@@ -236,9 +239,11 @@ def prune(
     return outcomes
 
 
-def visible_tokens(rows: Sequence[Row], *, method: str, overhead: int) -> dict[str, int]:
+def visible_tokens(
+    rows: Sequence[Row], *, method: str, overhead: int, **render: Any
+) -> dict[str, int]:
     """Per session, the estimated model input from its pivot on (a trigger's measure)."""
-    tokens = dict(estimate_messages(rows, method=method, overhead=overhead))
+    tokens = dict(estimate_messages(rows, method=method, overhead=overhead, **render))
     return {
         session.id: sum(tokens[m.first_row] for m in session.messages if m.first_row >= start)
         for session, start in zip(group(rows), pivot_starts(rows), strict=True)
@@ -283,15 +288,55 @@ def _part_info(part: Row) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def _tool_result(part: Row) -> str:
+def cleared_placeholder(tool: str, input_json: str | None, output: str, part_id: str) -> str:
+    """A described placeholder: the tool, its target's first line (80 characters at
+    most), the output's size in characters and the part id."""
+    target = call_target(tool, input_json)
+    shown = ""
+    if target is not None:
+        text = target[-1]
+        line = text.split("\n")[0].removesuffix("\r")[:80]
+        shown = " " + (line if line == text else line + "...")
+    return (
+        f"[Old tool result content cleared: {tool}{shown} returned {len(output)} characters; "
+        f"call the tool again, or recall part {part_id}, to see it]"
+    )
+
+
+def truncate_output(output: str, budget: int) -> str:
+    """An output of more than 4 x budget characters: its first and last 2 x budget
+    characters around a marker saying how many were cut."""
+    keep = 2 * budget
+    if len(output) <= 2 * keep:
+        return output
+    cut = len(output) - 2 * keep
+    return f"{output[:keep]}\n\n[... {cut} characters cut ...]\n\n{output[len(output) - keep :]}"
+
+
+def _tool_result(
+    part: Row, *, placeholder: str = "opencode", truncate_output_at: int | None = None
+) -> str:
     if part.get("status") not in ("completed", "error"):
         return INTERRUPTED_TOOL
+    output = part.get("output") or ""
     if part.get("compacted_at"):
-        return CLEARED_TOOL_OUTPUT
-    return part.get("output") or ""
+        if placeholder == "opencode":
+            return CLEARED_TOOL_OUTPUT
+        return cleared_placeholder(part.get("tool") or "", part.get("input"), output,
+                                   part.get("part_id") or "")  # fmt: skip
+    if truncate_output_at is not None and _part_info(part).get("pinned") is not True:
+        return truncate_output(output, truncate_output_at)
+    return output
 
 
-def model_messages(rows: Sequence[Row], message: Message) -> list[tuple[str, list[str]]]:
+def model_messages(
+    rows: Sequence[Row],
+    message: Message,
+    *,
+    clear_inputs: bool = False,
+    truncate_output: int | None = None,
+    placeholder: str = "opencode",
+) -> list[tuple[str, list[str]]]:
     """What the model is sent for one stored message: (content, tool call texts) per
     model message, as ``history.to_model_messages`` builds it."""
     parts = [rows[r] for r in message.rows]
@@ -310,8 +355,17 @@ def model_messages(rows: Sequence[Row], message: Message) -> list[tuple[str, lis
         content = "\n\n".join(texts(True))
         if not content and not tools:
             return []
-        calls = [t for p in tools for t in (p.get("tool") or "", p.get("input") or "{}")]
-        return [(content, calls), *((_tool_result(p), []) for p in tools)]
+
+        def arguments(p: Row) -> str:
+            cleared = clear_inputs and bool(p.get("compacted_at"))
+            return "{}" if cleared else p.get("input") or "{}"
+
+        calls = [t for p in tools for t in (p.get("tool") or "", arguments(p))]
+        results = [
+            _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
+            for p in tools
+        ]
+        return [(content, calls), *((r, []) for r in results)]
     if message.role == "system":
         content = "\n\n".join(texts(False))
         return [(content, [])] if content else []
@@ -335,16 +389,17 @@ def model_messages(rows: Sequence[Row], message: Message) -> list[tuple[str, lis
 
 
 def estimate_messages(
-    rows: Sequence[Row], *, method: str = "opencode", overhead: int = 4
+    rows: Sequence[Row], *, method: str = "opencode", overhead: int = 4, **render: Any
 ) -> list[tuple[int, int]]:
     """(first row, tokens) of every message, in table order: each model message it
-    becomes costs ``overhead`` + its content + its tool calls' names and arguments."""
+    becomes costs ``overhead`` + its content + its tool calls' names and arguments.
+    ``render``: ``clear_inputs``, ``truncate_output``, ``placeholder`` as in a Policy."""
     out = []
     for session in group(rows):
         for message in session.messages:
             tokens = sum(
                 overhead + estimate(content, method) + sum(estimate(t, method) for t in calls)
-                for content, calls in model_messages(rows, message)
+                for content, calls in model_messages(rows, message, **render)
             )
             out.append((message.first_row, tokens))
     return out

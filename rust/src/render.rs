@@ -1,0 +1,185 @@
+//! How a policy renders tool parts in the model input, without changing what
+//! is stored: a cleared output's placeholder (OpenCode's constant, or one that
+//! names the tool, its target, the size and the part id so the agent can run
+//! the call again or recall it), a cleared call's arguments, and an oversized
+//! output cut to its head and tail.
+//!
+//! `python/ctxcompact/scans/view.py` calls these same functions, so the model
+//! input and the batch estimate (`messages.rs`) cannot drift apart.
+
+use crate::messages::CLEARED_TOOL_OUTPUT;
+
+/// Arguments a cleared call is sent with when `clear_inputs` is set.
+pub const CLEARED_INPUT: &str = "{}";
+
+/// A cleared call's target is cut to this many characters in its placeholder.
+const TARGET_CHARS: usize = 80;
+
+/// The rendering options of a policy. The default is OpenCode's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Render {
+    /// Send a cleared call's arguments as `{}` (Anthropic's `clear_tool_inputs`).
+    pub clear_inputs: bool,
+    /// Send an output of more than 4 x N characters as its first and last
+    /// 2 x N characters around a marker (N = a token budget, ~N tokens sent).
+    pub truncate_output: Option<u64>,
+    /// A cleared output's placeholder says what it was (`describe`).
+    pub describe: bool,
+}
+
+/// Input keys naming the file a call works on, first match wins.
+pub const PATH_KEYS: [&str; 7] = [
+    "filePath",
+    "file_path",
+    "path",
+    "file",
+    "filename",
+    "target_file",
+    "notebook_path",
+];
+/// Input keys holding a command line or code, when no path key is there.
+pub const COMMAND_KEYS: [&str; 3] = ["command", "cmd", "code"];
+
+/// What a tool call works on, read from its JSON arguments: a file path, or
+/// else a command. `None` when the input is not a JSON object or names neither.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    Path(String),
+    Command(String),
+}
+
+impl Target {
+    pub fn of(input: Option<&str>) -> Option<Target> {
+        let serde_json::Value::Object(map) = serde_json::from_str(input?).ok()? else {
+            return None;
+        };
+        let text = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| {
+                    map.get(*k)
+                        .and_then(|v| v.as_str())
+                        .filter(|v| !v.is_empty())
+                })
+                .map(str::to_owned)
+        };
+        text(&PATH_KEYS)
+            .map(Target::Path)
+            .or_else(|| text(&COMMAND_KEYS).map(Target::Command))
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Target::Path(s) | Target::Command(s) => s,
+        }
+    }
+}
+
+/// The target as a placeholder shows it: its first line, at most 80 characters.
+fn short(target: &str) -> String {
+    let line = target.split('\n').next().unwrap_or("");
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let mut out: String = line.chars().take(TARGET_CHARS).collect();
+    if out != target {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The placeholder of a cleared output. OpenCode's constant unless `describe`:
+/// then it names the tool, its target, the output's size in characters and
+/// the part id (`recall` in the stores gives the text back).
+pub fn cleared(
+    describe: bool,
+    tool: &str,
+    input: Option<&str>,
+    output: &str,
+    part_id: &str,
+) -> String {
+    if !describe {
+        return CLEARED_TOOL_OUTPUT.to_owned();
+    }
+    let target = Target::of(input)
+        .map(|t| format!(" {}", short(t.text())))
+        .unwrap_or_default();
+    let size = output.chars().count();
+    format!(
+        "[Old tool result content cleared: {tool}{target} returned {size} characters; \
+         call the tool again, or recall part {part_id}, to see it]"
+    )
+}
+
+/// An output cut to its head and tail, or `None` when it is within the budget:
+/// (head, marker, tail).
+pub fn truncated(output: &str, budget: u64) -> Option<(&str, String, &str)> {
+    let keep = usize::try_from(budget.saturating_mul(2)).unwrap_or(usize::MAX);
+    let chars = output.chars().count();
+    if chars <= keep.saturating_mul(2) {
+        return None;
+    }
+    let cut = chars - 2 * keep;
+    let head_end = output
+        .char_indices()
+        .nth(keep)
+        .map_or(output.len(), |(i, _)| i);
+    let tail_start = output[head_end..]
+        .char_indices()
+        .nth(cut)
+        .map_or(output.len(), |(i, _)| head_end + i);
+    Some((&output[..head_end], marker(cut), &output[tail_start..]))
+}
+
+/// What stands where an output was cut.
+pub fn marker(cut: usize) -> String {
+    format!("\n\n[... {cut} characters cut ...]\n\n")
+}
+
+/// `truncated` joined into one string (the Python view's call).
+pub fn truncate(output: &str, budget: u64) -> String {
+    match truncated(output, budget) {
+        Some((head, marker, tail)) => format!("{head}{marker}{tail}"),
+        None => output.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_placeholder_is_opencodes() {
+        assert_eq!(cleared(false, "read", None, "x", "p"), CLEARED_TOOL_OUTPUT);
+    }
+
+    #[test]
+    fn a_described_placeholder_names_tool_target_size_and_part() {
+        let got = cleared(
+            true,
+            "read",
+            Some(r#"{"filePath":"src/a.py"}"#),
+            "héllo",
+            "prt_1",
+        );
+        assert_eq!(
+            got,
+            "[Old tool result content cleared: read src/a.py returned 5 characters; \
+             call the tool again, or recall part prt_1, to see it]"
+        );
+        let long = format!("{{\"command\":\"{}\\nsecond line\"}}", "x".repeat(100));
+        let got = cleared(true, "bash", Some(&long), "", "p");
+        assert!(got.contains(&format!(" {}... returned 0", "x".repeat(80))));
+        let got = cleared(true, "bash", Some("not json"), "", "p");
+        assert!(got.starts_with("[Old tool result content cleared: bash returned 0"));
+    }
+
+    #[test]
+    fn truncation_keeps_head_and_tail_and_counts_the_cut() {
+        // budget 2 tokens: 4 chars each side
+        assert_eq!(truncate("abcdefgh", 2), "abcdefgh");
+        assert_eq!(
+            truncate("abcdéfghij", 2),
+            "abcd\n\n[... 2 characters cut ...]\n\nghij"
+        );
+        assert_eq!(truncate("", 0), "");
+        assert_eq!(truncate("ab", 0), "\n\n[... 2 characters cut ...]\n\n");
+    }
+}
