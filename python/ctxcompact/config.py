@@ -47,6 +47,18 @@ class CompactionConfig(BaseSettings):
         True, description="Compact automatically when a session overflows its model's window."
     )
     prune: bool = Field(True, description="Prune old tool outputs (soft compaction).")
+    mask_first: bool = Field(
+        False,
+        description="Hybrid: prune by the policy before every model call, and summarize only "
+        "when that cannot bring the context under the threshold; the summary then reads the "
+        "outputs masked since the last round (cut to summary_recall_tokens each).",
+    )
+    summary_recall_tokens: int = Field(
+        1000,
+        ge=0,
+        description="With mask_first, how much of each masked output (about N tokens, head "
+        "and tail) the summarizer reads in place of its placeholder.",
+    )
 
     # --- prune (soft compaction): the policy, and OpenCode's four knobs, which
     # override the policy's protect / minimum / exclude_tools /

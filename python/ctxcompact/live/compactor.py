@@ -205,6 +205,29 @@ class Compactor:
                          auto=auto, reason=reason)  # fmt: skip
         return marker
 
+    def mask(self, session_id: str, session: Session | None = None) -> int:
+        """Prune by the policy now, without a summary (the hybrid's every-step
+        masking, ``config.mask_first``). The marks are stored, and set on
+        ``session`` too when given. Returns the tokens freed."""
+        if session is None:
+            session = self.store.load(session_id)
+        if not self.config.prune or self.pending_task(session) is not None:
+            return 0
+        result = prune(session, self.config)
+        if not result.part_ids:
+            return 0
+        now = _now_ms()
+        marks = dict.fromkeys(result.part_ids, now)
+        self.store.mark_parts(session_id, marks)
+        for message in session.messages:
+            for p in message.parts:
+                if p.id in marks:
+                    p.mark_compacted(now)
+        self.metrics.record_prune(result.pruned)
+        self.events.emit(ev.PRUNE_APPLIED, session_id=session_id, parts=len(marks),
+                         tokens=result.pruned)  # fmt: skip
+        return result.pruned
+
     def check_step(self, session_id: str, usage: Any = None) -> StepCheck:
         """After a finished step: queue a compaction when the context overflowed.
 
@@ -223,9 +246,16 @@ class Compactor:
         if usage is None:
             tokens = self.history_tokens(session)
             usage = {"input": tokens, "output": 0}
-        report = check_overflow(usage, self.limits, OverflowOptions.from_config(self.config))
+        options = OverflowOptions.from_config(self.config)
+        report = check_overflow(usage, self.limits, options)
         if not report.overflow:
             return StepCheck(False, "within limits", report.count, report.usable)
+        if self.config.mask_first and self.mask(session_id, session):
+            # Hybrid: a summary only when masking cannot bring the history under.
+            masked = check_overflow({"input": self.history_tokens(session), "output": 0},
+                                    self.limits, options)  # fmt: skip
+            if not masked.overflow:
+                return StepCheck(False, "masked", masked.count, masked.usable)
         self.metrics.record_reactive_overflow()
         self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
                          usable=report.usable)  # fmt: skip
@@ -275,7 +305,10 @@ class Compactor:
                     if p.id in marks:
                         p.mark_compacted(now)
         visible = filter_pivot(upto)
-        history = to_model_messages(visible, policy=self.config.policy)
+        if self.config.mask_first:
+            history = self._recall_view(visible)
+        else:
+            history = to_model_messages(visible, policy=self.config.policy)
         summaries = [
             m for m in session.messages
             if isinstance(m.info, AssistantMessage) and m.info.summary is True
@@ -298,6 +331,22 @@ class Compactor:
             marks=marks,
             pruned_tokens=pruned,
         )
+
+    def _recall_view(self, visible: Session) -> list[dict[str, Any]]:
+        """The summarizer's input in the hybrid: every output masked since the
+        last round shown again, cut to ``summary_recall_tokens``, so the
+        summary integrates what masking hid."""
+        shown = visible.model_copy(deep=True)
+        for message in shown.messages:
+            for p in message.parts:
+                if p.compacted and p.state is not None and p.state.time is not None:
+                    p.state.time.compacted = None
+        cap = self.config.summary_recall_tokens
+        given = self.config.policy.truncate_output
+        policy = self.config.policy.model_copy(
+            update={"truncate_output": cap if given is None else min(cap, given)}
+        )
+        return to_model_messages(shown, policy=policy)
 
     def _finish(self, job: _Job, outcome: SummaryOutcome) -> tuple[ev.CompactionRecord, list[Any]]:
         now = _now_ms()

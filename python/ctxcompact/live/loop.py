@@ -133,6 +133,10 @@ class CompactionLoop:
         if compactor.pending_task(session) is not None:
             yield from self._process(session_id, session)
             session = yield flow.blocking(self._load, session_id)
+        if self.config.mask_first:
+            # Hybrid: mask every step; the proactive check below then sees the
+            # masked history and asks for a summary only if that is not enough.
+            yield flow.blocking(compactor.mask, session_id, session)
         messages: list[dict[str, Any]] = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )

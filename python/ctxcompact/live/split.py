@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxcompact import _core
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
 from ctxcompact.live import events as ev
@@ -28,6 +29,7 @@ from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import content_text, estimate_chat_message, estimate_chat_messages
 from ctxcompact.scans.estimate import EstimateMethod
+from ctxcompact.scans.masking import mask_chat_messages
 from ctxcompact.scans.overflow import Limits, TokenBudget
 
 Message = Mapping[str, Any]
@@ -155,19 +157,33 @@ class _Run:
     def __init__(self, messages: Sequence[Message], config: CompactionConfig, *, context: int,
                  output: int, trigger: ev.Trigger, reason: str, session_id: str,
                  instructions: str | None) -> None:  # fmt: skip
-        self.messages = messages
         self.config = config
         self.session_id = session_id
         self.trigger: ev.Trigger = trigger
         self.reason = reason
         self.instructions = instructions
         self.tokens_before = self._tokens(messages)
+        #: With mask_first: the policy's masked list, and whether it fits without a summary.
+        self.masked_enough = False
+        originals = messages
+        if config.mask_first and config.prune:
+            messages = mask_chat_messages(messages, config.policy, method=config.estimate_method,
+                                          overhead=config.message_overhead).messages  # fmt: skip
+            self.masked_enough = not should_compact(messages, context=context, config=config,
+                                                    output=output)  # fmt: skip
+        self.messages = messages
         self.split = select_split(
             messages, keep_policy=config.keep_policy,
             keep_tokens=keep_tokens_for(config, context, output),
             keep_messages=config.keep_messages, method=config.estimate_method,
             overhead=config.message_overhead,
         )  # fmt: skip
+        #: What the summarizer reads: the head as it was before masking (outputs
+        #: cut to summary_recall_tokens), so the summary integrates what was masked.
+        self.head = self.split.head
+        if originals is not messages:
+            head = originals[self.split.head_start : self.split.boundary]
+            self.head = [_cut_result(m, config.summary_recall_tokens) for m in head]
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         cfg = self.config
@@ -196,6 +212,15 @@ class _Run:
             created_ms=int(time.time() * 1000), error=outcome.error,
         )  # fmt: skip
         return SplitResult(out, record, outcome)
+
+
+def _cut_result(message: Message, budget: int) -> Message:
+    """A tool result cut to about ``budget`` tokens (head and tail)."""
+    if message.get("role") != "tool":
+        return message
+    text = content_text(message.get("content"))
+    cut = _core.truncate_output(text, budget)
+    return message if cut == text else {**message, "content": cut}
 
 
 def _emit_done(result: SplitResult, events: ev.EventBus | None, metrics: ev.Metrics | None) -> None:
@@ -230,7 +255,11 @@ def compact_messages(
     ``context`` / ``output``: the model's window and output limit (the tail
     budget is ``config.keep_ratio`` of what is usable). Nothing to compact, or
     a cancelling pre-compact hook, returns the messages unchanged with
-    ``record=None``.
+    ``record=None``. With ``config.mask_first`` the policy's masking
+    (``mask_chat_messages``) runs first: when that brings the list under the
+    proactive threshold it comes back masked, with ``record=None``; otherwise
+    the summary reads the head as it was before masking (results cut to
+    ``summary_recall_tokens``) and the kept tail stays masked.
     """
     return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
                                 output=output, trigger=trigger, reason=reason,
@@ -270,15 +299,15 @@ def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: Compac
         _Run, messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
         session_id=session_id, instructions=instructions,
     )  # fmt: skip
-    if not run.split.head:
-        return SplitResult([dict(m) for m in messages], None)
+    if run.masked_enough or not run.split.head:
+        return SplitResult([dict(m) for m in run.messages], None)
     event = yield flow.PreCompact(hooks or ev.Hooks(), run.event())
     if event.cancelled:
         if events is not None:
             events.emit(ev.COMPACTION_CANCELLED, session_id=session_id, reason=event.cancel_reason)
         return SplitResult([dict(m) for m in messages], None)
     round = run.split.previous_round + 1
-    outcome = yield flow.Summarize(summarizer, run.split.head, {
+    outcome = yield flow.Summarize(summarizer, run.head, {
         "previous_summary": run.split.previous_summary, "round": round,
         "instructions": event.custom_instructions, "context": event.extra_context,
     })  # fmt: skip

@@ -16,6 +16,7 @@ from ctxcompact.scans.estimate import (
     estimate_tokens,
     estimate_tokens_array,
 )
+from ctxcompact.scans.masking import ChatMask, mask_chat_messages
 from ctxcompact.scans.overflow import (
     Limits,
     ModelRegistry,
@@ -47,6 +48,7 @@ __all__ = [
     "CLEARED_TOOL_OUTPUT",
     "COMPACTION_QUESTION",
     "INTERRUPTED_TOOL",
+    "ChatMask",
     "EstimateMethod",
     "Limits",
     "MessageEstimates",
@@ -66,6 +68,7 @@ __all__ = [
     "filter_pivot",
     "is_overflow",
     "mark_pruned",
+    "mask_chat_messages",
     "pivot_mask",
     "prune",
     "prune_tool_results",

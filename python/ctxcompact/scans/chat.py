@@ -78,15 +78,30 @@ TRUNCATION_MARK = "\n[... {n} characters of old tool output removed ...]\n"
 
 
 def prune_tool_results(
-    messages: Sequence[Mapping[str, Any]], preserve_recent: int, *, max_chars: int = 1000
+    messages: Sequence[Mapping[str, Any]],
+    preserve_recent: int | None = None,
+    *,
+    max_chars: int = 1000,
+    policy: Any = None,
 ) -> list[dict[str, Any]]:
     """Shorten old tool results, a light step before a full compaction (seed 001).
 
     Every ``role: tool`` message outside the last ``preserve_recent`` messages
     whose text is longer than ``max_chars`` keeps its first and last
     ``max_chars // 2`` characters around a marker saying how much was removed.
-    Returns new message dicts; the input is not changed.
+    With ``policy`` instead (a ``Policy``, preset name, file or dict), the
+    policy's prune clears old results as it does in a stored session
+    (``mask_chat_messages``). Returns new message dicts; the input is not changed.
     """
+    if policy is not None:
+        if preserve_recent is not None:
+            raise ConfigError("pass preserve_recent or a policy, not both", column="policy")
+        from ctxcompact.scans.masking import mask_chat_messages
+
+        return mask_chat_messages(messages, policy).messages
+    if preserve_recent is None:
+        raise ConfigError("prune_tool_results needs preserve_recent or a policy",
+                          column="preserve_recent")  # fmt: skip
     if preserve_recent < 0 or max_chars < 0:
         raise ConfigError("preserve_recent and max_chars must not be negative")
     cut = max(0, len(messages) - preserve_recent)

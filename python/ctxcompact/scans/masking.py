@@ -1,0 +1,147 @@
+"""A prune policy over an OpenAI chat message list (what runtimes hold in memory).
+
+The list is read as a session (``from_openai_chat``), the policy's prune scan
+chooses the tool results to clear, and a new list comes back with those
+results replaced by the policy's placeholder (and their call arguments by
+``{}`` with ``clear_inputs``), oversized results cut by ``truncate_output``.
+Everything else is the input's own dicts, copied. The caller keeps the
+original list: that is where the cleared text stays.
+
+A result already cleared by an earlier round (its text starts with
+OpenCode's placeholder) counts as compacted, so a second round is idempotent.
+A tool message with ``"pinned": true`` is never cleared or cut.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxcompact import _core
+from ctxcompact.models import AssistantMessage, Part, Session
+from ctxcompact.policy import Policy
+from ctxcompact.scans.chat import content_text, estimate_chat_messages
+from ctxcompact.scans.estimate import EstimateMethod
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+
+#: What every placeholder starts with (OpenCode's, and the described one).
+_CLEARED_PREFIX = CLEARED_TOOL_OUTPUT[:-1]
+
+
+@dataclass(frozen=True)
+class ChatMask:
+    """The masked list, the tool call ids whose results were cleared, and the
+    estimated size of the list before and after."""
+
+    messages: list[dict[str, Any]]
+    cleared: list[str]
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What ``prune`` reads of a config: the policy and the estimate options."""
+
+    policy: Policy
+    estimate_method: str
+    message_overhead: int
+
+
+def _is_cleared(text: str) -> bool:
+    return text.startswith(_CLEARED_PREFIX)
+
+
+def mask_chat_messages(
+    messages: Sequence[Mapping[str, Any]],
+    policy: Policy | str | Mapping[str, Any],
+    *,
+    method: EstimateMethod = "opencode",
+    overhead: int = 4,
+) -> ChatMask:
+    """Apply ``policy`` (a ``Policy``, preset name, file or dict) to a chat list.
+
+    Bad messages raise the ``FormatError`` of ``from_openai_chat`` naming the
+    message index; the input is never changed.
+    """
+    from ctxcompact.formats.chat import from_openai_chat
+    from ctxcompact.scans.parts import prune
+
+    policy = Policy.load(policy)
+    session = from_openai_chat(messages, session_id="chat")
+    calls, results = _pairs(messages, session)
+    for i, part in results.items():
+        if messages[i].get("pinned") is True:
+            part.pinned = True
+        if _is_cleared(content_text(messages[i].get("content"))):
+            part.mark_compacted(1)  # cleared by an earlier round: not cleared again
+    result = prune(session, _Options(policy, method, overhead))
+    chosen = set(result.part_ids)
+    out: list[dict[str, Any]] = []
+    cleared: list[str] = []
+    for i, raw in enumerate(messages):
+        message = dict(raw)
+        if i in calls and policy.clear_inputs:
+            message["tool_calls"] = [
+                {**call, "function": {**call.get("function", {}), "arguments": "{}"}}
+                if made is not None and made.id in chosen else call
+                for call, made in zip(raw["tool_calls"], calls[i], strict=True)
+            ]  # fmt: skip
+        if (result_part := results.get(i)) is not None:
+            text = content_text(raw.get("content"))
+            call_id = str(raw.get("tool_call_id"))
+            if result_part.id in chosen:
+                cleared.append(call_id)
+                message["content"] = _core.cleared_placeholder(
+                    result_part.tool or "", _arguments(result_part), text, call_id,
+                    describe=policy.placeholder == "describe",
+                )  # fmt: skip
+            elif policy.truncate_output is not None and not (
+                result_part.pinned or result_part.compacted
+            ):
+                cut = _core.truncate_output(text, policy.truncate_output)
+                if cut != text:
+                    message["content"] = cut
+        out.append(message)
+    estimate = {"method": method, "overhead": overhead}
+    return ChatMask(
+        messages=out,
+        cleared=cleared,
+        tokens_before=estimate_chat_messages(messages, **estimate),  # type: ignore[arg-type]
+        tokens_after=estimate_chat_messages(out, **estimate),  # type: ignore[arg-type]
+    )
+
+
+def _pairs(
+    messages: Sequence[Mapping[str, Any]], session: Session
+) -> tuple[dict[int, list[Part | None]], dict[int, Part]]:
+    """By list index: the tool part of each call of an assistant message, and
+    the part a tool result completed. Pairs as ``from_openai_chat`` does: a
+    result answers the newest pending call with its id (runs reuse ids), and
+    a second result for one call is its own message, not a result."""
+    assistants = iter([m for m in session.messages if isinstance(m.info, AssistantMessage)])
+    calls: dict[int, list[Part | None]] = {}
+    results: dict[int, Part] = {}
+    pending: dict[str, Part] = {}
+    for i, raw in enumerate(messages):
+        if raw.get("role") == "assistant":
+            parts = [p for p in next(assistants).parts if p.type == "tool"]
+            if raw.get("tool_calls"):
+                calls[i] = list(parts)
+            for part in parts:
+                pending[str(part.callID)] = part
+        elif raw.get("role") == "tool":
+            answered = pending.pop(str(raw.get("tool_call_id")), None)
+            if answered is not None:
+                results[i] = answered
+    return calls, results
+
+
+def _arguments(part: Any) -> str | None:
+    given = part.state.input if part.state else None
+    return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+
+
+__all__ = ["ChatMask", "mask_chat_messages"]

@@ -1,0 +1,144 @@
+"""Hybrid mask-then-summarize (``mask_first``): masking every step, a summary
+only when masking is not enough, and a summary that reads what was masked."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from builders import tool_reply, user
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.config import CompactionConfig
+from ctxcompact.live import events as ev
+from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.loop import CompactionLoop
+from ctxcompact.live.split import compact_messages
+from ctxcompact.live.store import MemoryStore
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.scans import CLEARED_TOOL_OUTPUT
+
+LIMITS = {"context": 100_000, "output": 8_000}
+
+
+class Client:
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        return SummaryResponse("## Session Summary\nnotes", "stop")
+
+    def sent(self) -> str:
+        return json.dumps([m for r in self.requests for m in r.messages])
+
+
+def single_task(store: MemoryStore, sid: str, steps: int, chars: int) -> None:
+    """One task, then ``steps`` tool steps of ``chars`` characters each."""
+    task = user("fix the bug")
+    store.append_message(sid, task)
+    for i in range(steps):
+        store.append_message(sid, tool_reply(task.id, f"<{i}>" + "x" * chars, path=f"f{i}.py"))
+
+
+def make(**options: Any) -> tuple[MemoryStore, str, CompactionLoop, Client, ev.EventBus]:
+    store, client, bus = MemoryStore(), Client(), ev.EventBus()
+    sid = store.create_session("s")
+    config = CompactionConfig(policy="swe-agent", mask_first=True, **options)
+    compactor = Compactor(store, Summarizer(client, config), config=config, limits=LIMITS,
+                          events=bus)  # fmt: skip
+    return store, sid, CompactionLoop(compactor, system="sys"), client, bus
+
+
+def test_masking_every_step_keeps_a_long_run_without_a_summary() -> None:
+    store, sid, loop, client, bus = make()
+    seen: list[Any] = []
+    bus.subscribe(ev.PRUNE_APPLIED, lambda name, payload: seen.append(payload))
+    single_task(store, sid, steps=12, chars=40_000)  # 12 x 10k tokens: over the window
+    messages = loop.before_call(sid)
+    tools = [m["content"] for m in messages if m["role"] == "tool"]
+    assert tools[:7] == [CLEARED_TOOL_OUTPUT] * 7 and all(t.startswith("<") for t in tools[7:])
+    assert not store.records(sid) and not client.requests  # no summary was needed
+    assert seen and seen[0]["parts"] == 7
+    # The marks are stored: the next call masks only what is new.
+    stored = store.load(sid)
+    assert sum(p.compacted for m in stored.messages for p in m.parts) == 7
+
+
+def test_without_mask_first_the_same_run_is_summarized() -> None:
+    store, client = MemoryStore(), Client()
+    sid = store.create_session("s")
+    config = CompactionConfig(policy="swe-agent")
+    loop = CompactionLoop(Compactor(store, Summarizer(client, config), config=config,
+                                    limits=LIMITS), system="sys")  # fmt: skip
+    single_task(store, sid, steps=12, chars=40_000)
+    loop.before_call(sid)
+    assert len(store.records(sid)) == 1 and client.requests
+
+
+def test_a_summary_when_masking_is_not_enough_reads_what_was_masked() -> None:
+    store, sid, loop, client, _ = make(summary_recall_tokens=50)
+    # The five newest outputs alone (5 x 20k tokens) are over the threshold.
+    single_task(store, sid, steps=8, chars=80_000)
+    loop.before_call(sid)
+    (record,) = store.records(sid)
+    assert record.reason in ("proactive", "critical")
+    sent = client.sent()
+    # Every output masked since the last round is shown again, cut to ~50 tokens.
+    assert CLEARED_TOOL_OUTPUT not in sent
+    assert sent.count("characters cut") == 8 and "<0>" in sent and "<7>" in sent
+
+
+def test_a_reactive_overflow_that_masking_absorbs_queues_nothing() -> None:
+    store, sid, loop, client, _ = make()
+    single_task(store, sid, steps=11, chars=40_000)
+    task_id = store.load(sid).messages[0].id
+    step = tool_reply(task_id, "ok", tokens={"input": 99_000, "output": 10})
+    decision = loop.after_step(sid, step)
+    assert (decision.compaction_queued, decision.reason) == (False, "ok")
+    assert not client.requests and loop.compactor.pending_task(store.load(sid)) is None
+    masked = store.load(sid)
+    assert sum(p.compacted for m in masked.messages for p in m.parts) == 7
+    # The compactor says why: the reported overflow was absorbed by masking.
+    step = tool_reply(task_id, "ok", tokens={"input": 99_000, "output": 10})
+    store.append_message(sid, step)
+    check = loop.compactor.check_step(sid)
+    assert (check.queued, check.reason) == (False, "masked")
+
+
+def chat(steps: int, chars: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "sys"},
+                                 {"role": "user", "content": "fix the bug"}]  # fmt: skip
+    for i in range(steps):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read", "arguments": json.dumps({"path": f"f{i}.py"})},
+        }
+        out += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"<{i}>" + "x" * chars},
+        ]
+    return out  # fmt: skip
+
+
+def test_chat_lists_masking_is_enough() -> None:
+    client = Client()
+    config = CompactionConfig(policy="swe-agent", mask_first=True)
+    result = compact_messages(chat(12, 40_000), Summarizer(client, config), context=100_000,
+                              config=config)  # fmt: skip
+    assert result.record is None and not client.requests
+    tools = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert tools[:7] == [CLEARED_TOOL_OUTPUT] * 7 and tools[7].startswith("<7>")
+
+
+def test_chat_lists_summary_reads_the_head_as_it_was() -> None:
+    client = Client()
+    config = CompactionConfig(policy="swe-agent", mask_first=True, summary_recall_tokens=50,
+                              keep_policy="messages", keep_messages=4)  # fmt: skip
+    result = compact_messages(chat(8, 80_000), Summarizer(client, config), context=100_000,
+                              config=config)  # fmt: skip
+    assert result.record is not None and client.requests
+    sent = client.sent()
+    assert CLEARED_TOOL_OUTPUT not in sent and "<0>" in sent and "characters cut" in sent
+    assert [m["role"] for m in result.messages] == ["system", "assistant", "assistant", "tool",
+                                                    "assistant", "tool"]  # fmt: skip
