@@ -12,8 +12,10 @@ Two measures per policy, both ctxcompact's estimate of the model input
   with the policy applied to that prefix (the run's own later actions are
   fixed; a counterfactual of the context, not of the agent).
 
-Policies: the shipped presets (docs/policies.md) and ``tight``, OpenCode's
-rule with small windows (protect 1k, prune above 500).
+Policies: the shipped presets (docs/policies.md), ``tight``, OpenCode's
+rule with small windows (protect 1k, prune above 500), and ``swe-agent+cut``:
+the swe-agent preset that also sends every output over 4 000 characters as
+its head and tail (``truncate_output=1000``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ import pyarrow as pa
 from ctxcompact.policy import PRESETS, Policy
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-POLICIES: dict[str, Policy] = {**PRESETS, "tight": Policy(protect=1_000, minimum=500)}
+POLICIES: dict[str, Policy] = {
+    **PRESETS,
+    "tight": Policy(protect=1_000, minimum=500),
+    "swe-agent+cut": PRESETS["swe-agent"].model_copy(update={"truncate_output": 1_000}),
+}
 
 
 def tables_by_corpus(root: Path = DATA) -> dict[str, cc.Transcript]:
@@ -41,14 +47,16 @@ def tables_by_corpus(root: Path = DATA) -> dict[str, cc.Transcript]:
     }
 
 
-def _tokens(table: cc.Transcript) -> dict[str, int]:
-    return {r["session_id"]: r["tokens"] for r in cc.estimate_messages(table).sessions.to_pylist()}
+def _tokens(table: cc.Transcript, policy: Policy | None = None) -> dict[str, int]:
+    estimates = cc.estimate_messages(table, policy)
+    return {r["session_id"]: r["tokens"] for r in estimates.sessions.to_pylist()}
 
 
 def _after(table: cc.Transcript, policy: Policy) -> dict[str, int]:
-    """Per session, the visible estimate once ``policy`` has pruned it."""
+    """Per session, the visible estimate once ``policy`` has pruned it, as the
+    policy sends it (placeholders, cut outputs)."""
     marked = cc.mark_pruned(table, cc.prune(table, policy), now_ms=1)
-    return _tokens(cc.filter_pivot(marked))
+    return _tokens(cc.filter_pivot(marked), policy)
 
 
 def call_prefixes(table: cc.Transcript) -> tuple[cc.Transcript, dict[str, str]]:

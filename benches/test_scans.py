@@ -106,3 +106,41 @@ def test_estimate_messages_reference(
     _info(benchmark, table)
     result = benchmark.pedantic(ref.estimate_messages, (rows,), rounds=2)
     assert sum(t for _, t in result) == cc.estimate_messages(table).total
+
+
+# --- prune policies (issue 12, part 7): what the options cost over OpenCode's rule ----------
+
+#: Each policy's options; "opencode" is today's rule. The table carries part_json
+#: (as every table from ``to_table`` does), so the pinned check is paid too.
+POLICIES = {
+    "opencode": {},
+    "opencode-no-part-json": {},
+    "swe-agent": {"preset": "swe-agent"},
+    "aggressive": {"preset": "aggressive"},  # supersession parses every tool input
+    "render": {"preset": "swe-agent", "placeholder": "describe", "clear_inputs": True,
+               "truncate_output": 200},  # fmt: skip
+    "anthropic-clear-tool-uses": {"preset": "anthropic-clear-tool-uses"},  # + the trigger's estimate
+}
+
+
+@pytest.fixture(scope="session")
+def table_json(table: pa.Table) -> pa.Table:
+    """The benchmark table plus a ``part_json`` column like ``to_table`` writes."""
+    kinds = table.column("part_type").to_pylist()
+    values = [
+        f'{{"callID":"call_{i}","state":{{"title":"read","time":{{"start":1,"end":2}}}}}}'
+        if kind == "tool" else None
+        for i, kind in enumerate(kinds)
+    ]  # fmt: skip
+    return table.append_column("part_json", pa.array(values, pa.large_string()))
+
+
+@pytest.mark.benchmark(group="prune-policy")
+@pytest.mark.parametrize("name", POLICIES)
+def test_prune_policy(benchmark: Any, table_json: pa.Table, name: str) -> None:
+    table = table_json.drop_columns(["part_json"]) if name.endswith("no-part-json") else table_json
+    _info(benchmark, table)
+    policy = cc.CompactionConfig(policy=POLICIES[name])
+    result = benchmark.pedantic(cc.prune, (table, policy), {"threads": 2}, rounds=5,
+                                warmup_rounds=1)  # fmt: skip
+    assert result.pruned > 0

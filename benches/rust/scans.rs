@@ -8,17 +8,17 @@ use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use ctxcompact::estimate::{estimate_array, Method};
 use ctxcompact::pivot::pivot_starts;
-use ctxcompact::prune::{prune, PruneConfig};
+use ctxcompact::prune::{prune, PruneConfig, TurnUnit};
 use ctxcompact::{Columns, PartTable, Scan};
 
 /// `sessions` sessions of 50 turns: user text, assistant with 3 tool parts.
 fn transcript(sessions: usize) -> RecordBatch {
-    let mut cols: [Vec<Option<String>>; 8] = Default::default();
+    let mut cols: [Vec<Option<String>>; 9] = Default::default();
     let (mut summary, mut compacted) = (Vec::new(), Vec::new());
     for s in 0..sessions {
         for t in 0..50 {
             let user = format!("m{t:04}u");
-            let push = |cols: &mut [Vec<Option<String>>; 8], vals: [Option<String>; 8]| {
+            let push = |cols: &mut [Vec<Option<String>>; 9], vals: [Option<String>; 9]| {
                 for (c, v) in cols.iter_mut().zip(vals) {
                     c.push(v);
                 }
@@ -35,6 +35,7 @@ fn transcript(sessions: usize) -> RecordBatch {
                     None,
                     None,
                     Some("please continue".into()),
+                    None,
                 ],
             );
             summary.push(false);
@@ -51,6 +52,11 @@ fn transcript(sessions: usize) -> RecordBatch {
                         Some("read".into()),
                         Some("completed".into()),
                         Some("x".repeat(2000 + 97 * p)),
+                        // a file read again every few turns: supersession has work to do
+                        Some(format!(
+                            "{{\"filePath\":\"src/mod_{}.rs\"}}",
+                            (t * 3 + p) % 40
+                        )),
                     ],
                 );
                 summary.push(false);
@@ -67,6 +73,7 @@ fn transcript(sessions: usize) -> RecordBatch {
         "tool",
         "status",
         "output",
+        "input",
     ];
     let mut fields: Vec<(&str, ArrayRef)> = names
         .iter()
@@ -94,6 +101,44 @@ fn bench(c: &mut Criterion) {
             black_box(prune(&t, &PruneConfig::default()).unwrap())
         })
     });
+    // The policy options against OpenCode's rule (issue 12, part 7).
+    let policies = [
+        (
+            "prune_swe_agent",
+            PruneConfig {
+                turn: TurnUnit::Step,
+                protect_turns: 0,
+                protect: 0,
+                minimum: 0,
+                keep_recent: Some(5),
+                protected_tools: vec![],
+                ..PruneConfig::default()
+            },
+        ),
+        (
+            "prune_supersede_per_tool",
+            PruneConfig {
+                turn: TurnUnit::Step,
+                protect_turns: 3,
+                protect: 0,
+                minimum: 0,
+                keep_recent: Some(2),
+                keep_recent_per_tool: true,
+                supersede: true,
+                min_output_tokens: 16,
+                ..PruneConfig::default()
+            },
+        ),
+    ];
+    for (name, config) in &policies {
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+                let t = PartTable::new(&cols).unwrap();
+                black_box(prune(&t, config).unwrap())
+            })
+        });
+    }
     group.bench_function("pivot", |b| {
         b.iter(|| {
             let cols = Columns::from_batches(&batches, Scan::Pivot).unwrap();

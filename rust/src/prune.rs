@@ -10,6 +10,7 @@
 //! the turn unit and count, a keep-the-newest-N rule, supersession, and the
 //! `clear_at_least` / `trigger` gates (docs/policies.md).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
@@ -121,11 +122,13 @@ impl PruneConfig {
         }
     }
 
-    /// The columns this policy reads: tool inputs for supersession, and the
-    /// message estimate's columns for a trigger.
+    /// The columns this policy reads: the message estimate's (and the
+    /// pivot's) for a trigger, tool inputs for supersession.
     pub fn scan(&self) -> Scan {
-        if self.supersede || self.trigger > 0 {
+        if self.trigger > 0 {
             Scan::Compact
+        } else if self.supersede {
+            Scan::PruneInputs
         } else {
             Scan::Prune
         }
@@ -174,15 +177,15 @@ fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64
 /// What makes an older output stale: a newer call on the same file (any
 /// tool), or the same command of the same tool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Stale {
-    Path(String),
-    Command(String, String),
+enum Stale<'a> {
+    Path(Cow<'a, str>),
+    Command(&'a str, Cow<'a, str>),
 }
 
-fn stale_key(tool: Option<&str>, input: Option<&str>) -> Option<Stale> {
+fn stale_key<'a>(tool: Option<&'a str>, input: Option<&'a str>) -> Option<Stale<'a>> {
     Some(match Target::of(input)? {
         Target::Path(path) => Stale::Path(path),
-        Target::Command(command) => Stale::Command(tool.unwrap_or("").to_owned(), command),
+        Target::Command(command) => Stale::Command(tool.unwrap_or(""), command),
     })
 }
 

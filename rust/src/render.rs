@@ -7,6 +7,10 @@
 //! `python/ctxcompact/scans/view.py` calls these same functions, so the model
 //! input and the batch estimate (`messages.rs`) cannot drift apart.
 
+use std::borrow::Cow;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
 use crate::messages::CLEARED_TOOL_OUTPUT;
 
 /// Arguments a cleared call is sent with when `clear_inputs` is set.
@@ -42,35 +46,114 @@ pub const COMMAND_KEYS: [&str; 3] = ["command", "cmd", "code"];
 
 /// What a tool call works on, read from its JSON arguments: a file path, or
 /// else a command. `None` when the input is not a JSON object or names neither.
+/// Borrowed from the input where it has no escapes (supersession reads one
+/// per tool part).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Target {
-    Path(String),
-    Command(String),
+pub enum Target<'a> {
+    Path(Cow<'a, str>),
+    Command(Cow<'a, str>),
 }
 
-impl Target {
-    pub fn of(input: Option<&str>) -> Option<Target> {
-        let serde_json::Value::Object(map) = serde_json::from_str(input?).ok()? else {
-            return None;
+impl<'a> Target<'a> {
+    pub fn of(input: Option<&'a str>) -> Option<Target<'a>> {
+        let mut de = serde_json::Deserializer::from_str(input?);
+        let keys = de.deserialize_any(KeysVisitor).ok()?;
+        de.end().ok()?;
+        let first = |slots: &[Option<Cow<'a, str>>]| {
+            slots.iter().flatten().find(|v| !v.is_empty()).cloned()
         };
-        let text = |keys: &[&str]| {
-            keys.iter()
-                .find_map(|k| {
-                    map.get(*k)
-                        .and_then(|v| v.as_str())
-                        .filter(|v| !v.is_empty())
-                })
-                .map(str::to_owned)
-        };
-        text(&PATH_KEYS)
+        first(&keys.path)
             .map(Target::Path)
-            .or_else(|| text(&COMMAND_KEYS).map(Target::Command))
+            .or_else(|| first(&keys.command).map(Target::Command))
     }
 
     fn text(&self) -> &str {
         match self {
             Target::Path(s) | Target::Command(s) => s,
         }
+    }
+}
+
+/// The string values of the `PATH_KEYS` and `COMMAND_KEYS` of a JSON object
+/// (a repeated key: the last one, as Python's `json` reads it). Every other
+/// value is skipped without being built.
+#[derive(Default)]
+struct Keys<'a> {
+    path: [Option<Cow<'a, str>>; PATH_KEYS.len()],
+    command: [Option<Cow<'a, str>>; COMMAND_KEYS.len()],
+}
+
+struct KeysVisitor;
+
+impl<'de> Visitor<'de> for KeysVisitor {
+    type Value = Keys<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys<'de>, A::Error> {
+        let mut keys = Keys::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let slot = if let Some(i) = PATH_KEYS.iter().position(|k| *k == key) {
+                &mut keys.path[i]
+            } else if let Some(i) = COMMAND_KEYS.iter().position(|k| *k == key) {
+                &mut keys.command[i]
+            } else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            *slot = map.next_value::<Text<'de>>()?.0;
+        }
+        Ok(keys)
+    }
+}
+
+/// A JSON value kept only when it is a string.
+struct Text<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(v))))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Text<'de>, E> {
+                Ok(Text(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Text<'de>, E> {
+                Ok(Text(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Text<'de>, E> {
+                Ok(Text(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Text<'de>, E> {
+                Ok(Text(None))
+            }
+            fn visit_unit<E>(self) -> Result<Text<'de>, E> {
+                Ok(Text(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Text<'de>, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Text<'de>, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -108,8 +191,8 @@ pub fn cleared(
     )
 }
 
-/// An output cut to its head and tail, or `None` when it is within the budget:
-/// (head, marker, tail).
+/// An output cut to its head and tail, or `None` when it is within the budget
+/// or the cut would not be longer than its marker: (head, marker, tail).
 pub fn truncated(output: &str, budget: u64) -> Option<(&str, String, &str)> {
     let keep = usize::try_from(budget.saturating_mul(2)).unwrap_or(usize::MAX);
     let chars = output.chars().count();
@@ -117,6 +200,10 @@ pub fn truncated(output: &str, budget: u64) -> Option<(&str, String, &str)> {
         return None;
     }
     let cut = chars - 2 * keep;
+    let marker = marker(cut);
+    if cut <= marker.len() {
+        return None; // the marker would cost as much as what it replaces
+    }
     let head_end = output
         .char_indices()
         .nth(keep)
@@ -125,7 +212,7 @@ pub fn truncated(output: &str, budget: u64) -> Option<(&str, String, &str)> {
         .char_indices()
         .nth(cut)
         .map_or(output.len(), |(i, _)| head_end + i);
-    Some((&output[..head_end], marker(cut), &output[tail_start..]))
+    Some((&output[..head_end], marker, &output[tail_start..]))
 }
 
 /// What stands where an output was cut.
@@ -175,11 +262,18 @@ mod tests {
     fn truncation_keeps_head_and_tail_and_counts_the_cut() {
         // budget 2 tokens: 4 chars each side
         assert_eq!(truncate("abcdefgh", 2), "abcdefgh");
+        let long = format!("abcd{}ghij", "é".repeat(40));
         assert_eq!(
-            truncate("abcdéfghij", 2),
-            "abcd\n\n[... 2 characters cut ...]\n\nghij"
+            truncate(&long, 2),
+            "abcd\n\n[... 40 characters cut ...]\n\nghij"
         );
         assert_eq!(truncate("", 0), "");
-        assert_eq!(truncate("ab", 0), "\n\n[... 2 characters cut ...]\n\n");
+        // a cut no longer than its marker (31 characters here) is not made
+        let short = "x".repeat(31);
+        assert_eq!(truncate(&short, 0), short);
+        assert_eq!(
+            truncate(&"x".repeat(32), 0),
+            "\n\n[... 32 characters cut ...]\n\n"
+        );
     }
 }

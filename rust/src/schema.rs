@@ -12,6 +12,8 @@ use crate::error::{CoreError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scan {
     Prune,
+    /// A prune that reads tool inputs too (supersession).
+    PruneInputs,
     Pivot,
     Estimate,
     /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
@@ -21,7 +23,7 @@ pub enum Scan {
 impl Scan {
     fn name(self) -> &'static str {
         match self {
-            Scan::Prune => "prune",
+            Scan::Prune | Scan::PruneInputs => "prune",
             Scan::Pivot => "filter_pivot",
             Scan::Estimate => "estimate_messages",
             Scan::Compact => "compact_batch",
@@ -31,6 +33,14 @@ impl Scan {
     fn extra_columns(self) -> &'static [&'static str] {
         match self {
             Scan::Prune => &["summary", "tool", "status", "output", "compacted_at"],
+            Scan::PruneInputs => &[
+                "summary",
+                "tool",
+                "status",
+                "input",
+                "output",
+                "compacted_at",
+            ],
             Scan::Pivot => &["parent_id", "summary", "finished", "error"],
             Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
             Scan::Compact => &[
@@ -54,7 +64,7 @@ impl Scan {
             // a described placeholder names the part id.
             Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
-            Scan::Prune => &["part_json"],
+            Scan::Prune | Scan::PruneInputs => &["part_json"],
             Scan::Pivot => &[],
         }
     }

@@ -305,12 +305,16 @@ def cleared_placeholder(tool: str, input_json: str | None, output: str, part_id:
 
 def truncate_output(output: str, budget: int) -> str:
     """An output of more than 4 x budget characters: its first and last 2 x budget
-    characters around a marker saying how many were cut."""
+    characters around a marker saying how many were cut (unless the cut is no
+    longer than the marker)."""
     keep = 2 * budget
     if len(output) <= 2 * keep:
         return output
     cut = len(output) - 2 * keep
-    return f"{output[:keep]}\n\n[... {cut} characters cut ...]\n\n{output[len(output) - keep :]}"
+    marker = f"\n\n[... {cut} characters cut ...]\n\n"
+    if cut <= len(marker):  # the marker would cost as much as what it replaces
+        return output
+    return output[:keep] + marker + output[len(output) - keep :]
 
 
 def _tool_result(
