@@ -116,10 +116,16 @@ POLICIES = {
     "opencode": {},
     "opencode-no-part-json": {},
     "swe-agent": {"preset": "swe-agent"},
-    "aggressive": {"preset": "aggressive"},  # supersession parses every tool input
-    "render": {"preset": "swe-agent", "placeholder": "describe", "clear_inputs": True,
-               "truncate_output": 200},  # fmt: skip
-    "anthropic-clear-tool-uses": {"preset": "anthropic-clear-tool-uses"},  # + the trigger's estimate
+    # supersession parses every tool input
+    "aggressive": {"preset": "aggressive"},
+    "render": {
+        "preset": "swe-agent",
+        "placeholder": "describe",
+        "clear_inputs": True,
+        "truncate_output": 200,
+    },
+    # the trigger adds an estimate of every message
+    "anthropic-clear-tool-uses": {"preset": "anthropic-clear-tool-uses"},
 }
 
 
