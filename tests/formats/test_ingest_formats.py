@@ -236,8 +236,43 @@ def openhands_events(draw: st.DrawFn) -> list[dict[str, Any]]:
     return events
 
 
+@st.composite
+def flat_openhands_events(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Resolver-style events: no tool_call_metadata, often no source or id; actions
+    answered by name or by cause, or by nothing; messages; mixed with sourced ones."""
+    events: list[dict[str, Any]] = []
+    names = st.sampled_from(["run", "run_ipython", "read", "finish", None])
+    for i in range(draw(st.integers(0, 10))):
+        kind = draw(st.sampled_from(["message", "action", "action", "observation",
+                                     "observation", "sourced"]))  # fmt: skip
+        event: dict[str, Any] = {"id": i} if draw(st.booleans()) else {}
+        if kind == "message":
+            event |= {"action": "message", "content": draw(TEXT), "wait_for_response": False}
+        elif kind == "action":
+            thought = draw(st.one_of(TEXT, st.none(), st.just(7)))
+            event |= {"action": draw(names), "thought": thought, "command": draw(TEXT),
+                      "keep_prompt": True, "action_risk": 1}  # fmt: skip
+            if draw(st.integers(0, 4)) == 0:
+                event["args"] = {"code": draw(TEXT)}
+            if draw(st.integers(0, 4)) == 0:
+                event["source"] = draw(st.sampled_from(["agent", None, "environment"]))
+        elif kind == "observation":
+            event |= {"observation": draw(names), "content": draw(st.one_of(TEXT, st.none())),
+                      "exit_code": 0}  # fmt: skip
+            if draw(st.booleans()):
+                event["cause"] = draw(st.integers(0, 10))
+            if draw(st.integers(0, 3)) == 0:
+                event["success"] = False
+        else:
+            event |= {"source": draw(st.sampled_from(["user", "agent"])), "action": "message",
+                      "message": draw(TEXT)}  # fmt: skip
+        events.append(event)
+    return events
+
+
 @SETTINGS
-@given(st.lists(st.tuples(openhands_events(), st.booleans()), min_size=1, max_size=3))
+@given(st.lists(st.tuples(st.one_of(openhands_events(), flat_openhands_events()),
+                          st.booleans()), min_size=1, max_size=3))  # fmt: skip
 def test_openhands_lines_match_the_python_adapter(
     tmp_path: Path, lines: list[tuple[list[dict[str, Any]], bool]]
 ) -> None:

@@ -5,6 +5,16 @@ stream is written back unchanged). Agent actions with ``tool_call_metadata``
 become assistant tool parts; the observation that answers one (same tool
 call id, or ``cause`` = the action's id) completes that part with its
 content, which is what the scans count and prune.
+
+Streams without ``tool_call_metadata`` (the resolver's ``output.jsonl``:
+flat events, often without ``source`` or ``id``) pair by event: an
+observation answers the action its ``cause`` names, or else the oldest
+unanswered action of the same name (``observation: run`` answers
+``action: run``). An answered action becomes a tool part (tool = the action
+name, call id ``<message id>-call``, input = its ``args``, or its own fields
+minus the event's bookkeeping) after a text part with its ``thought``; an
+action nothing answers (``finish``, ``think``) stays text. A source-less
+``message`` action before any agent action is the user's task.
 """
 
 from __future__ import annotations
@@ -33,10 +43,68 @@ def _text(event: Mapping[str, Any]) -> str:
     return str(event.get("message") or event.get("content") or "")
 
 
+#: Event fields that are bookkeeping, not a call's input (a flat action's input
+#: is the rest of its fields).
+ACTION_META = frozenset({
+    "id", "source", "timestamp", "message", "cause", "action", "thought", "tool_call_metadata",
+    "llm_metrics", "security_risk", "action_risk", "is_confirmed", "confirmation_state",
+    "hidden", "wait_for_response", "images_urls", "content", "observation", "extras",
+})  # fmt: skip
+
+
+def _flat_action(event: Any) -> bool:
+    """An agent action without tool_call_metadata that an observation may answer."""
+    return (
+        isinstance(event, Mapping)
+        and "action" in event
+        and "observation" not in event
+        and not event.get("tool_call_metadata")
+        and event.get("source", "agent") == "agent"
+        and event.get("action") != "message"
+    )
+
+
+def answered_actions(events: Sequence[Any]) -> dict[int, int]:
+    """Observation index -> the flat action index it answers (see the module doc)."""
+    answers: dict[int, int] = {}
+    pending: list[int] = []
+    by_id: dict[str, int] = {}
+    for i, event in enumerate(events):
+        if _flat_action(event):
+            pending.append(i)
+            if event.get("id") is not None:
+                by_id[str(event["id"])] = i
+        elif (
+            isinstance(event, Mapping)
+            and "observation" in event
+            and not event.get("tool_call_metadata")
+        ):
+            if event.get("cause") is not None:
+                target = by_id.get(str(event["cause"]))
+            else:
+                name = event.get("observation")
+                target = next((a for a in pending if events[a].get("action") == name), None)
+            if target is not None and target in pending:
+                pending.remove(target)
+                answers[i] = target
+    return answers
+
+
+def _flat_input(event: Mapping[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    if isinstance(args, Mapping):
+        return dict(args)
+    return {k: v for k, v in event.items() if k not in ACTION_META}
+
+
 def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openhands") -> Session:
     out: list[MessageWithParts] = []
     by_call: dict[str, Part] = {}
     by_action: dict[str, Part] = {}
+    answers = answered_actions(events) if isinstance(events, Sequence) else {}
+    answered = set(answers.values())
+    flat_parts: dict[int, Part] = {}
+    agent_seen = False
     for i, event in enumerate(events):
         if not isinstance(event, Mapping):
             raise FormatError(f"event {i} is not an object", row=i, session_id=session_id)
@@ -53,6 +121,8 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
         source = {"event": dict(event)}
         if "observation" in event:
             part = by_call.get(str(call_id)) or by_action.get(str(event.get("cause")))
+            if i in answers:
+                part = flat_parts[answers[i]]
             body = str(event.get("content") or "")
             if part is not None and part.state is not None:
                 failed = event.get("success") is False or event.get("observation") == "error"
@@ -64,12 +134,38 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
                 info=UserMessage(id=mid, sessionID=session_id, source=source),
                 parts=[Part(id=f"{mid}-p00", type="tool-result", callID=call_id)],
             ))  # fmt: skip
-        elif event.get("source") == "user":
+        elif event.get("source") == "user" or (
+            "source" not in event and event.get("action") == "message" and not agent_seen
+        ):
             out.append(MessageWithParts(
                 info=UserMessage(id=mid, sessionID=session_id, source=source),
                 parts=[Part(id=f"{mid}-p00", type="text", text=_text(event))],
             ))  # fmt: skip
+        elif i in answered:
+            agent_seen = True
+            thought = event.get("thought")
+            parts = []
+            if isinstance(thought, str) and thought:
+                parts.append(Part(id=f"{mid}-p00", type="text", text=thought))
+            name = str(event.get("action") or "tool")
+            state = ToolState(status="pending", input=_flat_input(event))
+            part = Part(id=f"{mid}-t00", type="tool", callID=f"{mid}-call", tool=name, state=state)
+            flat_parts[i] = part
+            parts.append(part)
+            out.append(MessageWithParts(
+                info=AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source),
+                parts=[*parts],
+            ))  # fmt: skip
+        elif "source" not in event and "action" in event:
+            agent_seen = True
+            thought = event.get("thought")
+            text = _text(event) or (thought if isinstance(thought, str) else "")
+            out.append(MessageWithParts(
+                info=AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source),
+                parts=[Part(id=f"{mid}-p00", type="text", text=text)] if text else [],
+            ))  # fmt: skip
         elif event.get("source") == "agent":
+            agent_seen = True
             parts = []
             if call_id is not None:
                 args = event.get("args")

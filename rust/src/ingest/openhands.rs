@@ -2,7 +2,9 @@
 //! `ctxcompact.formats.openhands`: one message per event, each keeping the
 //! event under `source`; agent actions with `tool_call_metadata` are tool
 //! parts, completed by the observation that answers them (same tool call id,
-//! or `cause` = the action's id).
+//! or `cause` = the action's id). Actions without it (the resolver's flat
+//! events) pair by event: `cause`, else the oldest unanswered action of the
+//! observation's name; an answered one is a tool part after its `thought`.
 
 use std::collections::HashMap;
 
@@ -56,11 +58,106 @@ fn event_text(event: &serde_json::Map<String, Value>) -> String {
     text_of(message.or(event.get("content")))
 }
 
+/// Event fields that are bookkeeping, not a call's input (as `ACTION_META`).
+const ACTION_META: [&str; 19] = [
+    "id",
+    "source",
+    "timestamp",
+    "message",
+    "cause",
+    "action",
+    "thought",
+    "tool_call_metadata",
+    "llm_metrics",
+    "security_risk",
+    "action_risk",
+    "is_confirmed",
+    "confirmation_state",
+    "hidden",
+    "wait_for_response",
+    "images_urls",
+    "content",
+    "observation",
+    "extras",
+];
+
+fn metadata(event: &serde_json::Map<String, Value>) -> bool {
+    event.get("tool_call_metadata").is_some_and(truthy)
+}
+
+/// An agent action without tool_call_metadata that an observation may answer.
+fn flat_action(event: &Value) -> bool {
+    let Value::Object(event) = event else {
+        return false;
+    };
+    event.contains_key("action")
+        && !event.contains_key("observation")
+        && !metadata(event)
+        && match event.get("source") {
+            None => true,
+            Some(source) => source.as_str() == Some("agent"),
+        }
+        && event.get("action").and_then(Value::as_str) != Some("message")
+}
+
+/// Observation index -> the flat action index it answers.
+fn answered_actions(events: &[Value]) -> HashMap<usize, usize> {
+    let mut answers = HashMap::new();
+    let mut pending: Vec<usize> = Vec::new();
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    for (i, event) in events.iter().enumerate() {
+        if flat_action(event) {
+            pending.push(i);
+            if let Some(id) = event.get("id").filter(|v| !v.is_null()) {
+                by_id.insert(py_str(id), i);
+            }
+            continue;
+        }
+        let Value::Object(obs) = event else { continue };
+        if !obs.contains_key("observation") || metadata(obs) {
+            continue;
+        }
+        let target = match obs.get("cause").filter(|v| !v.is_null()) {
+            Some(cause) => by_id.get(&py_str(cause)).copied(),
+            None => {
+                let name = obs.get("observation").filter(|v| !v.is_null());
+                pending
+                    .iter()
+                    .copied()
+                    .find(|&a| events[a].get("action").filter(|v| !v.is_null()) == name)
+            }
+        };
+        if let Some(at) = target.and_then(|t| pending.iter().position(|&a| a == t)) {
+            answers.insert(i, pending.remove(at));
+        }
+    }
+    answers
+}
+
+/// A flat action's input: its `args` object, or its own fields minus bookkeeping.
+fn flat_input(event: &serde_json::Map<String, Value>) -> Value {
+    match event.get("args") {
+        Some(args @ Value::Object(_)) => args.clone(),
+        _ => Value::Object(
+            event
+                .iter()
+                .filter(|(k, _)| !ACTION_META.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+    }
+}
+
 fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
     let mut out: Vec<Value> = Vec::with_capacity(events.len());
     // the tool part (message index) of each tool call id and of each action id
     let mut by_call: HashMap<String, usize> = HashMap::new();
     let mut by_action: HashMap<String, usize> = HashMap::new();
+    let answers = answered_actions(&events);
+    let answered: std::collections::HashSet<usize> = answers.values().copied().collect();
+    // flat action index -> (message index, part index) of its tool part
+    let mut flat_parts: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut agent_seen = false;
     for (i, event) in events.into_iter().enumerate() {
         let Value::Object(event) = event else {
             return Err(Problem::new(format!("event {i} is not an object")));
@@ -94,14 +191,19 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 &format!("event {i}: tool_call_metadata.tool_call_id"),
             )
             .map_err(|p| p.message(&mid))?;
-            let answered = by_call
+            let by_event = by_call
                 .get(&py_str(&call))
-                .or_else(|| by_action.get(&py_str(event.get("cause").unwrap_or(&Value::Null))));
-            if let Some(&m) = answered {
+                .or_else(|| by_action.get(&py_str(event.get("cause").unwrap_or(&Value::Null))))
+                .map(|&m| (m, 0));
+            let target = match answers.get(&i) {
+                Some(action) => Some(flat_parts[action]),
+                None => by_event,
+            };
+            if let Some((m, p)) = target {
                 let failed = event.get("success") == Some(&Value::Bool(false))
                     || event.get("observation").and_then(Value::as_str) == Some("error");
                 complete(
-                    &mut out[m]["parts"][0],
+                    &mut out[m]["parts"][p],
                     failed,
                     text_of(event.get("content")),
                 );
@@ -116,6 +218,64 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             out.push(export::message(head, Some(vec![part])));
             continue;
         }
+        let sourceless = !event.contains_key("source");
+        let is_message = event.get("action").and_then(Value::as_str) == Some("message");
+        if answered.contains(&i) {
+            agent_seen = true;
+            let mut parts = Vec::new();
+            if let Some(Value::String(thought)) = event.get("thought") {
+                if !thought.is_empty() {
+                    let text = Value::String(thought.clone());
+                    parts.push(text_part(format!("{mid}-p00"), text, None));
+                }
+            }
+            let name = event
+                .get("action")
+                .filter(|v| truthy(v))
+                .map_or_else(|| "tool".to_owned(), py_str);
+            let input = flat_input(&event);
+            flat_parts.insert(i, (out.len(), parts.len()));
+            let call = str(format!("{mid}-call"));
+            parts.push(tool_part(
+                format!("{mid}-t00"),
+                call,
+                str(name),
+                input,
+                None,
+            ));
+            let mut head = info(&mid, sid, "assistant");
+            head.insert("finish".into(), str("stop"));
+            head.insert("source".into(), object([("event", Value::Object(event))]));
+            out.push(export::message(head, Some(parts)));
+            continue;
+        }
+        if sourceless && is_message && !agent_seen {
+            let text = event_text(&event);
+            let mut head = info(&mid, sid, "user");
+            head.insert("source".into(), object([("event", Value::Object(event))]));
+            let part = text_part(format!("{mid}-p00"), Value::String(text), None);
+            out.push(export::message(head, Some(vec![part])));
+            continue;
+        }
+        if sourceless && event.contains_key("action") {
+            agent_seen = true;
+            let mut text = event_text(&event);
+            if text.is_empty() {
+                if let Some(Value::String(thought)) = event.get("thought") {
+                    text = thought.clone();
+                }
+            }
+            let parts = if text.is_empty() {
+                vec![]
+            } else {
+                vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
+            };
+            let mut head = info(&mid, sid, "assistant");
+            head.insert("finish".into(), str("stop"));
+            head.insert("source".into(), object([("event", Value::Object(event))]));
+            out.push(export::message(head, Some(parts)));
+            continue;
+        }
         match event.get("source").and_then(Value::as_str) {
             Some("user") => {
                 let text = event_text(&event);
@@ -125,6 +285,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 out.push(export::message(head, Some(vec![part])));
             }
             Some("agent") => {
+                agent_seen = true;
                 let mut parts = Vec::new();
                 if !call_id.is_null() {
                     let call = str_or_null(
