@@ -71,6 +71,7 @@ def estimate_messages(
     clear_inputs: bool = False,
     truncate_output: int | None = None,
     placeholder: str = "opencode",
+    keep_thinking: int = 0,
     threads: int | None = None,
 ) -> tuple[Any, Any, Any]: ...
 def cleared_placeholder(

@@ -33,11 +33,12 @@ class Policy(BaseModel):
     whose visible context is above ``trigger`` tokens. Outputs of fewer than
     ``min_output_tokens`` tokens, and parts marked ``pinned``, are never cleared.
 
-    The last three options say how the model input shows tool parts
+    The last four options say how the model input shows old parts
     (``to_model_messages(..., policy=)`` and the estimates agree): a cleared
     call's arguments (``clear_inputs``), a cleared output's placeholder
     (``placeholder``), an oversized output cut to head and tail
-    (``truncate_output``). What is stored is never changed.
+    (``truncate_output``), the reasoning of recent steps (``keep_thinking``).
+    What is stored is never changed.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -103,6 +104,13 @@ class Policy(BaseModel):
         description="Send an output longer than 4 x N characters (about N tokens) as its first "
         "and last 2 x N characters around a marker saying how many were cut; pinned parts "
         "are never cut.",
+    )
+    keep_thinking: int = Field(
+        0,
+        ge=0,
+        description="Send the reasoning of the newest N assistant messages (as "
+        "reasoning_content, which DeepSeek, vLLM and OpenRouter read); older reasoning is "
+        "cleared. 0: reasoning is never sent (OpenCode's chat view).",
     )
     placeholder: Literal["opencode", "describe"] = Field(
         "opencode",
@@ -194,6 +202,7 @@ class Policy(BaseModel):
             "clear_inputs": self.clear_inputs,
             "truncate_output": self.truncate_output,
             "placeholder": self.placeholder,
+            "keep_thinking": self.keep_thinking,
         }
 
     def name(self) -> str | None:

@@ -207,6 +207,7 @@ mod tests {
             clear_inputs: true,
             truncate_output: Some(1_000),
             describe: true,
+            keep_thinking: 2,
         };
         for render in [Render::default(), other] {
             let e = MessageEstimateConfig {

@@ -77,13 +77,22 @@ pub fn estimate_messages(
     (0..table.sessions.len())
         .into_par_iter()
         .map(|s| {
-            table
-                .messages(s)?
+            let messages = table.messages(s)?;
+            // Only the newest `keep_thinking` assistant messages send their reasoning.
+            let mut steps = messages
+                .iter()
+                .filter(|m| m.role == role::ASSISTANT)
+                .count();
+            messages
                 .into_iter()
                 .map(|msg| {
+                    if msg.role == role::ASSISTANT {
+                        steps -= 1;
+                    }
+                    let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
                     Ok(MessageTokens {
                         row: msg.rows.start,
-                        tokens: message_tokens(table, &msg, config)?,
+                        tokens: message_tokens(table, &msg, config, thinking)?,
                     })
                 })
                 .collect()
@@ -127,10 +136,13 @@ fn push_sent_text(
     Ok(())
 }
 
+/// `thinking`: the message is one of the newest `keep_thinking` steps, so
+/// its reasoning is sent (`reasoning_content`).
 fn message_tokens(
     table: &PartTable<'_>,
     msg: &Message,
     config: MessageEstimateConfig,
+    thinking: bool,
 ) -> Result<u64> {
     let method = config.method;
     let text = |row: usize| value(&table.output, row);
@@ -138,9 +150,15 @@ fn message_tokens(
     match msg.role {
         role::ASSISTANT => {
             let (mut calls, mut sent) = (0u64, 0u64);
+            let mut reasoning = Content::default();
             for row in msg.rows.clone() {
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
+                    part_type::REASONING if thinking => {
+                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
+                            reasoning.push(t, method);
+                        }
+                    }
                     part_type::TOOL => {
                         let cleared = table.flags[row] & flag::COMPACTED != 0;
                         let input = match value(&table.input, row) {
@@ -160,7 +178,11 @@ fn message_tokens(
             if content.blocks == 0 && sent == 0 {
                 return Ok(0);
             }
-            Ok(config.overhead + content.tokens(2, method) + calls)
+            let reasoning = match reasoning.blocks {
+                0 => 0,
+                _ => reasoning.tokens(2, method),
+            };
+            Ok(config.overhead + content.tokens(2, method) + reasoning + calls)
         }
         role::SYSTEM => {
             for row in msg.rows.clone() {
@@ -444,5 +466,44 @@ mod tests {
             user("c", vec![compaction()]),
         ]);
         assert_eq!(got, vec![4 + 2, 4 + 1 + 1 + 4 + 25, 0, 4 + 6]);
+    }
+
+    #[test]
+    fn only_the_newest_steps_send_their_reasoning() {
+        let reasoning = |t: &str| P {
+            kind: "reasoning",
+            output: Some(t.into()),
+            ..Default::default()
+        };
+        let msgs = || {
+            vec![
+                user("u", vec![text("go")]),
+                assistant(
+                    "a",
+                    "u",
+                    vec![reasoning("x".repeat(40).as_str()), text("ab")],
+                ),
+                assistant(
+                    "b",
+                    "u",
+                    vec![reasoning("y".repeat(40).as_str()), text("cd")],
+                ),
+                // only reasoning: not sent, whatever keep_thinking says
+                assistant("c", "u", vec![reasoning("z".repeat(40).as_str())]),
+            ]
+        };
+        let keep = |n| {
+            render(Render {
+                keep_thinking: n,
+                ..Default::default()
+            })
+        };
+        assert_eq!(run(msgs()), vec![4 + 1, 4 + 1, 4 + 1, 0]);
+        assert_eq!(run_with(msgs(), keep(1)), vec![4 + 1, 4 + 1, 4 + 1, 0]);
+        assert_eq!(run_with(msgs(), keep(2)), vec![4 + 1, 4 + 1, 4 + 1 + 10, 0]);
+        assert_eq!(
+            run_with(msgs(), keep(9)),
+            vec![4 + 1, 4 + 1 + 10, 4 + 1 + 10, 0]
+        );
     }
 }

@@ -250,6 +250,7 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
             "min_output_tokens" => config.min_output_tokens = value.extract().map_err(wrong)?,
             "clear_inputs" => config.render.clear_inputs = value.extract().map_err(wrong)?,
             "truncate_output" => config.render.truncate_output = value.extract().map_err(wrong)?,
+            "keep_thinking" => config.render.keep_thinking = value.extract().map_err(wrong)?,
             "placeholder" => {
                 config.render.describe =
                     parse_placeholder(py, &value.extract::<String>().map_err(wrong)?)?
@@ -403,7 +404,7 @@ fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
 #[pyfunction]
 #[pyo3(signature = (
     table, *, method = "opencode", overhead = 4, clear_inputs = false,
-    truncate_output = None, placeholder = "opencode", threads = None,
+    truncate_output = None, placeholder = "opencode", keep_thinking = 0, threads = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn estimate_messages(
@@ -414,6 +415,7 @@ fn estimate_messages(
     clear_inputs: bool,
     truncate_output: Option<u64>,
     placeholder: &str,
+    keep_thinking: u32,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray)> {
     let config = MessageEstimateConfig {
@@ -423,6 +425,7 @@ fn estimate_messages(
             clear_inputs,
             truncate_output,
             describe: parse_placeholder(py, placeholder)?,
+            keep_thinking,
         },
     };
     let (rows, tokens, sessions) = scan(py, table, Scan::Estimate, threads, |t| {

@@ -29,6 +29,9 @@ pub struct Render {
     pub truncate_output: Option<u64>,
     /// A cleared output's placeholder says what it was (`describe`).
     pub describe: bool,
+    /// The newest N assistant messages send their reasoning
+    /// (`reasoning_content`); older reasoning is cleared. 0: never sent.
+    pub keep_thinking: u32,
 }
 
 /// Input keys naming the file a call works on, first match wins.

@@ -155,13 +155,22 @@ def _assert_paths_agree(
     if policy is not None:
         config.policy = policy  # type: ignore[attr-defined]
     batch = cc.estimate_messages(session, config).messages.to_pylist()
+
+    def alone(j: int) -> Policy | None:
+        """The policy for message j sent on its own: it sends its reasoning when it
+        is one of the session's newest keep_thinking assistant messages."""
+        if policy is None:
+            return None
+        newer = sum(isinstance(m.info, AssistantMessage) for m in session.messages[j + 1 :])
+        return policy.model_copy(update={"keep_thinking": int(newer < policy.keep_thinking)})
+
     live = [
         estimate_chat_messages(
-            to_model_messages(session.model_copy(update={"messages": [m]}), policy=policy),
+            to_model_messages(session.model_copy(update={"messages": [m]}), policy=alone(j)),
             method=method,  # type: ignore[arg-type]
             overhead=overhead,
         )
-        for m in session.messages
+        for j, m in enumerate(session.messages)
     ]
     # Every stored message: the sum over the chat messages it becomes.
     assert [r["tokens"] for r in batch] == live, session.id
@@ -185,6 +194,7 @@ def test_batch_and_live_estimates_agree(session: Session, method: str, overhead:
         clear_inputs=st.booleans(),
         truncate_output=st.sampled_from([None, 0, 1, 4]),
         placeholder=st.sampled_from(["opencode", "describe"]),
+        keep_thinking=st.sampled_from([0, 1, 3]),
     ),
 )
 def test_batch_and_live_estimates_agree_under_a_rendering_policy(

@@ -181,6 +181,7 @@ RENDER_OPTIONS = {
     "clear_inputs": st.booleans(),
     "truncate_output": st.sampled_from([None, None, 0, 3, 20]),
     "placeholder": st.sampled_from(["opencode", "describe"]),
+    "keep_thinking": st.sampled_from([0, 0, 1, 3]),
 }
 
 POLICY_OPTIONS = st.fixed_dictionaries({

@@ -127,3 +127,14 @@ def test_real_tau_bench_dialogues() -> None:
         assert [m["role"] for m in mask.messages] == [m["role"] for m in traj]
         freed += mask.tokens_before - mask.tokens_after
     assert freed > 0
+
+
+def test_reasoning_sent_back_is_kept_on_the_newest_steps_only() -> None:
+    messages = steps(4)
+    for m in messages:
+        if m["role"] == "assistant":
+            m["reasoning_content"] = "because"
+    masked = mask_chat_messages(messages, Policy(enabled=False, keep_thinking=1)).messages
+    kept = [m.get("reasoning_content") for m in masked if m["role"] == "assistant"]
+    assert kept == [None, None, None, "because"]
+    assert all(m["reasoning_content"] == "because" for m in messages if m["role"] == "assistant")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from ctxcompact.errors import ConfigError, MissingColumnError, TranscriptError
 from ctxcompact.live.store import MemoryStore, SQLiteStore
-from ctxcompact.models import MessageWithParts
+from ctxcompact.models import MessageWithParts, Part
 from ctxcompact.policy import Policy
 from ctxcompact.scans import CLEARED_TOOL_OUTPUT
 
@@ -185,3 +185,19 @@ def test_an_arrow_table_without_part_json_has_no_pins() -> None:
     assert isinstance(table, pa.Table)
     bare = table.drop_columns(["part_json"])
     assert cc.prune(bare, STEP).part_ids == ["p2", "p1", "p0"]
+
+
+def test_only_the_newest_steps_send_their_reasoning() -> None:
+    session = _session()
+    for i, message in enumerate(session.messages[1:]):
+        message.parts.insert(0, Part(id=f"r{i}", type="reasoning", text=f"thought {i}"))
+    assert all("reasoning_content" not in m for m in cc.to_model_messages(session))
+    policy = Policy(keep_thinking=2)
+    sent = cc.to_model_messages(session, policy=policy)
+    assert [m.get("reasoning_content") for m in sent if m["role"] == "assistant"] == [
+        None, None, "thought 2", "thought 3"
+    ]  # fmt: skip
+    from ctxcompact.scans.chat import estimate_chat_messages
+
+    assert cc.estimate_messages(session, policy).total == estimate_chat_messages(sent)
+    assert cc.estimate_messages(session, policy).total > cc.estimate_messages(session).total

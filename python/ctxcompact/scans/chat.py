@@ -48,12 +48,15 @@ def content_text(content: Any) -> str:
 def estimate_chat_message(
     message: Mapping[str, Any], *, method: EstimateMethod = "opencode", overhead: int = 4
 ) -> int:
-    """Overhead + content + each tool call's name and arguments.
+    """Overhead + content + reasoning sent back + each tool call's name and arguments.
 
     Arguments that are not a string yet are counted as compact JSON, as
     ``to_model_messages`` sends them and the part-row table stores them.
     """
     tokens = overhead + estimate_tokens(content_text(message.get("content")), method)
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        tokens += estimate_tokens(reasoning, method)
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         arguments = fn.get("arguments")

@@ -9,7 +9,9 @@ original list: that is where the cleared text stays.
 
 A result already cleared by an earlier round (its text starts with
 OpenCode's placeholder) counts as compacted, so a second round is idempotent.
-A tool message with ``"pinned": true`` is never cleared or cut.
+A tool message with ``"pinned": true`` is never cleared or cut. Reasoning
+sent back (``reasoning_content``) is kept on the newest ``keep_thinking``
+assistant messages only.
 """
 
 from __future__ import annotations
@@ -81,8 +83,13 @@ def mask_chat_messages(
     chosen = set(result.part_ids)
     out: list[dict[str, Any]] = []
     cleared: list[str] = []
+    steps = sum(1 for m in messages if m.get("role") == "assistant")
     for i, raw in enumerate(messages):
         message = dict(raw)
+        if message.get("role") == "assistant":
+            steps -= 1  # newer assistant messages than this one
+            if steps >= policy.keep_thinking:
+                message.pop("reasoning_content", None)  # older thinking is cleared
         if i in calls and policy.clear_inputs:
             message["tool_calls"] = [
                 {**call, "function": {**call.get("function", {}), "arguments": "{}"}}

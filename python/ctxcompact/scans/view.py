@@ -71,10 +71,15 @@ def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _assistant(message: MessageWithParts, policy: Policy | None) -> list[dict[str, Any]]:
+def _assistant(
+    message: MessageWithParts, policy: Policy | None, thinking: bool = False
+) -> list[dict[str, Any]]:
     texts = [p.text for p in message.parts if p.type == "text" and not p.ignored and p.text]
     tools = [p for p in message.parts if p.type == "tool"]
     out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    reasoning = [p.text for p in message.parts if p.type == "reasoning" and p.text]
+    if thinking and reasoning:
+        out["reasoning_content"] = "\n\n".join(reasoning)
     if tools:
         out["tool_calls"] = [
             {
@@ -103,16 +108,20 @@ def to_model_messages(
     """OpenAI Chat Completions messages for ``session`` with the placeholder rules applied.
 
     Pass the output of ``filter_pivot`` to send only what follows the latest
-    compaction. Reasoning, step markers and ignored text are not sent.
-    ``policy``: its rendering options (placeholder, clear_inputs,
-    truncate_output); OpenCode's view when None.
+    compaction. Step markers and ignored text are not sent; reasoning only
+    for the newest ``policy.keep_thinking`` assistant messages (as
+    ``reasoning_content``). ``policy``: its rendering options (placeholder,
+    clear_inputs, truncate_output, keep_thinking); OpenCode's view when None.
     """
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
+    keep = 0 if policy is None else policy.keep_thinking
+    steps = sum(isinstance(m.info, AssistantMessage) for m in session.messages)
     for message in session.messages:
         if isinstance(message.info, AssistantMessage):
-            messages.extend(_assistant(message, policy))
+            steps -= 1  # newer assistant messages than this one
+            messages.extend(_assistant(message, policy, thinking=steps < keep))
         elif isinstance(message.info, SystemMessage):
             text = "\n\n".join(p.text for p in message.parts if p.type == "text" and p.text)
             if text:

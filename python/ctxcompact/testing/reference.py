@@ -340,6 +340,7 @@ def model_messages(
     clear_inputs: bool = False,
     truncate_output: int | None = None,
     placeholder: str = "opencode",
+    thinking: bool = False,
 ) -> list[tuple[str, list[str]]]:
     """What the model is sent for one stored message: (content, tool call texts) per
     model message, as ``history.to_model_messages`` builds it."""
@@ -364,7 +365,12 @@ def model_messages(
             cleared = clear_inputs and bool(p.get("compacted_at"))
             return "{}" if cleared else p.get("input") or "{}"
 
-        calls = [t for p in tools for t in (p.get("tool") or "", arguments(p))]
+        reasoning = "\n\n".join(
+            p["output"] for p in parts if p["part_type"] == "reasoning" and p.get("output")
+        )
+        # sent as reasoning_content: estimated on its own, like a call's text
+        calls_head = [reasoning] if thinking and reasoning else []
+        calls = [*calls_head, *(t for p in tools for t in (p.get("tool") or "", arguments(p)))]
         results = [
             _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
             for p in tools
@@ -398,12 +404,16 @@ def estimate_messages(
     """(first row, tokens) of every message, in table order: each model message it
     becomes costs ``overhead`` + its content + its tool calls' names and arguments.
     ``render``: ``clear_inputs``, ``truncate_output``, ``placeholder`` as in a Policy."""
+    keep = render.pop("keep_thinking", 0)
     out = []
     for session in group(rows):
+        steps = [m for m in session.messages if m.role == "assistant"]
+        recent = {id(m) for m in steps[max(0, len(steps) - keep) :]} if keep else set()
         for message in session.messages:
+            sent = model_messages(rows, message, thinking=id(message) in recent, **render)
             tokens = sum(
                 overhead + estimate(content, method) + sum(estimate(t, method) for t in calls)
-                for content, calls in model_messages(rows, message, **render)
+                for content, calls in sent
             )
             out.append((message.first_row, tokens))
     return out
