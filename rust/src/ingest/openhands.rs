@@ -148,6 +148,23 @@ fn flat_input(event: &serde_json::Map<String, Value>) -> Value {
     }
 }
 
+/// The message of one event, keeping it under `source`; an assistant one is
+/// finished (`"stop"`).
+fn event_message(
+    mid: &str,
+    sid: &str,
+    role: &str,
+    event: serde_json::Map<String, Value>,
+    parts: Option<Vec<Value>>,
+) -> Value {
+    let mut head = info(mid, sid, role);
+    if role == "assistant" {
+        head.insert("finish".into(), str("stop"));
+    }
+    head.insert("source".into(), object([("event", Value::Object(event))]));
+    export::message(head, parts)
+}
+
 fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
     let mut out: Vec<Value> = Vec::with_capacity(events.len());
     // the tool part (message index) of each tool call id and of each action id
@@ -213,9 +230,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 ("type", str("tool-result")),
                 ("callID", call),
             ]);
-            let mut head = info(&mid, sid, "user");
-            head.insert("source".into(), object([("event", Value::Object(event))]));
-            out.push(export::message(head, Some(vec![part])));
+            out.push(event_message(&mid, sid, "user", event, Some(vec![part])));
             continue;
         }
         let sourceless = !event.contains_key("source");
@@ -243,18 +258,13 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 input,
                 None,
             ));
-            let mut head = info(&mid, sid, "assistant");
-            head.insert("finish".into(), str("stop"));
-            head.insert("source".into(), object([("event", Value::Object(event))]));
-            out.push(export::message(head, Some(parts)));
+            out.push(event_message(&mid, sid, "assistant", event, Some(parts)));
             continue;
         }
         if sourceless && is_message && !agent_seen {
             let text = event_text(&event);
-            let mut head = info(&mid, sid, "user");
-            head.insert("source".into(), object([("event", Value::Object(event))]));
             let part = text_part(format!("{mid}-p00"), Value::String(text), None);
-            out.push(export::message(head, Some(vec![part])));
+            out.push(event_message(&mid, sid, "user", event, Some(vec![part])));
             continue;
         }
         if sourceless && event.contains_key("action") {
@@ -270,19 +280,14 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             } else {
                 vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
             };
-            let mut head = info(&mid, sid, "assistant");
-            head.insert("finish".into(), str("stop"));
-            head.insert("source".into(), object([("event", Value::Object(event))]));
-            out.push(export::message(head, Some(parts)));
+            out.push(event_message(&mid, sid, "assistant", event, Some(parts)));
             continue;
         }
         match event.get("source").and_then(Value::as_str) {
             Some("user") => {
                 let text = event_text(&event);
-                let mut head = info(&mid, sid, "user");
-                head.insert("source".into(), object([("event", Value::Object(event))]));
                 let part = text_part(format!("{mid}-p00"), Value::String(text), None);
-                out.push(export::message(head, Some(vec![part])));
+                out.push(event_message(&mid, sid, "user", event, Some(vec![part])));
             }
             Some("agent") => {
                 agent_seen = true;
@@ -320,15 +325,10 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                         parts.push(text_part(format!("{mid}-p00"), Value::String(text), None));
                     }
                 }
-                let mut head = info(&mid, sid, "assistant");
-                head.insert("finish".into(), str("stop"));
-                head.insert("source".into(), object([("event", Value::Object(event))]));
-                out.push(export::message(head, Some(parts)));
+                out.push(event_message(&mid, sid, "assistant", event, Some(parts)));
             }
             _ => {
-                let mut head = info(&mid, sid, "system");
-                head.insert("source".into(), object([("event", Value::Object(event))]));
-                out.push(export::message(head, None));
+                out.push(event_message(&mid, sid, "system", event, None));
             }
         }
     }
