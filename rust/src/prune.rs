@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 
 use rayon::prelude::*;
@@ -182,6 +183,30 @@ enum Stale<'a> {
     Command(&'a str, Cow<'a, str>),
 }
 
+/// FNV-1a: the targets are short strings hashed once per tool part, where
+/// SipHash's per-call cost dominated the supersession scan. Not DoS-resistant,
+/// which a per-session set of the session's own paths does not need.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
 fn stale_key<'a>(tool: Option<&'a str>, input: Option<&'a str>) -> Option<Stale<'a>> {
     Some(match Target::of(input)? {
         Target::Path(path) => Stale::Path(path),
@@ -220,7 +245,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         TurnUnit::Step => role::ASSISTANT,
     };
     // Targets of every newer tool call, protected turns included.
-    let mut seen: HashSet<Stale> = HashSet::new();
+    let mut seen: HashSet<Stale, BuildHasherDefault<Fnv>> = HashSet::default();
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).
