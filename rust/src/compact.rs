@@ -11,8 +11,10 @@
 use crate::codes::flag;
 use crate::error::Result;
 use crate::estimate::estimate;
-use crate::messages::{estimate_messages, tokens_from, MessageEstimateConfig, CLEARED_TOOL_OUTPUT};
-use crate::pivot::pivot_starts;
+use crate::messages::{
+    estimate_messages, tokens_visible, MessageEstimateConfig, CLEARED_TOOL_OUTPUT,
+};
+use crate::pivot::{pivot_starts, visible, Visible};
 use crate::prune::{prune, PruneConfig, SessionPrune};
 use crate::render::Render;
 use crate::table::PartTable;
@@ -29,10 +31,11 @@ pub struct SessionCompaction {
     pub tokens_before: u64,
     /// Estimated model input after the selected outputs are marked.
     pub tokens_after_prune: u64,
-    /// The same, over the rows later calls see (from the pivot on).
+    /// The same, over the rows later calls see (from the pivot on, and the
+    /// pinned messages before it).
     pub tokens_after: u64,
-    /// First row later calls see.
-    pub visible_start: usize,
+    /// The rows later calls see.
+    pub visible: Visible,
 }
 
 /// Compact every session of `table`. The prune marks are applied to the
@@ -63,17 +66,17 @@ pub fn compact(
             table.flags[row] |= flag::COMPACTED;
         }
     }
-    let starts = pivot_starts(table)?;
+    let shown = visible(table, &pivot_starts(table)?)?;
     let messages = estimate_messages(table, estimate_config)?;
     Ok(pruned
         .into_iter()
-        .zip(starts)
+        .zip(shown)
         .zip(messages)
         .zip(&table.sessions)
         .enumerate()
-        .map(|(s, (((prune, visible_start), messages), range))| {
+        .map(|(s, (((prune, shown), messages), range))| {
             let all: u64 = messages.iter().map(|m| m.tokens).sum();
-            let visible = tokens_from(&messages, visible_start);
+            let after = tokens_visible(&messages, &shown);
             let tokens_before = match &before {
                 Some(before) => before[s],
                 None => all + prune.pruned - prune.rows.len() as u64 * placeholder,
@@ -84,8 +87,8 @@ pub fn compact(
                 prune,
                 tokens_before,
                 tokens_after_prune: all,
-                tokens_after: visible,
-                visible_start,
+                tokens_after: after,
+                visible: shown,
             }
         })
         .collect())
@@ -177,7 +180,7 @@ mod tests {
                         s.prune.pruned,
                         s.tokens_after_prune,
                         s.tokens_after,
-                        s.visible_start as u64,
+                        s.visible.start as u64,
                     ]
                 })
                 .collect();
@@ -194,7 +197,7 @@ mod tests {
         let got = compact(&mut table, &PruneConfig::default(), Default::default()).unwrap();
         assert!(got[0].prune.pruned > 20_000 && !got[0].prune.rows.is_empty());
         assert!(got[0].tokens_after_prune < got[0].prune.total);
-        assert_eq!(got[1].visible_start - got[1].start, 2);
+        assert_eq!(got[1].visible.start - got[1].start, 2);
         assert!(got[1].tokens_after < got[1].tokens_after_prune);
         assert_eq!((got[2].rows, got[2].tokens_after), (1, 0));
     }

@@ -22,6 +22,7 @@ use crate::codes::{flag, part_type, role, status};
 use crate::columns::StrCol;
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, estimate_units, text_units, Method};
+use crate::pivot::Visible;
 use crate::render::{self, Render, CLEARED_INPUT};
 use crate::table::{Message, PartTable};
 
@@ -59,12 +60,12 @@ pub struct MessageTokens {
     pub tokens: u64,
 }
 
-/// Tokens of the messages at or after row `start` (a session's visible part
-/// when `start` is its pivot).
-pub fn tokens_from(messages: &[MessageTokens], start: usize) -> u64 {
+/// Tokens of the messages a session shows (from its pivot on, and its
+/// pinned messages before it).
+pub fn tokens_visible(messages: &[MessageTokens], visible: &Visible) -> u64 {
     messages
         .iter()
-        .filter(|m| m.row >= start)
+        .filter(|m| visible.shows(m.row))
         .map(|m| m.tokens)
         .sum()
 }

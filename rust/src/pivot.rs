@@ -4,9 +4,12 @@
 //! assistant message marks its parent as a completed compaction; the first
 //! user message (going back) that is such a parent and carries a compaction
 //! part is the pivot. Everything before it is hidden from the model (and
-//! kept in storage). Sessions without a completed pivot start at row 0.
+//! kept in storage), except messages holding a pinned part, which no policy
+//! removes: they stay visible, in order, ahead of the pivot. Sessions
+//! without a completed pivot start at row 0.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -22,27 +25,80 @@ pub fn pivot_starts(table: &PartTable<'_>) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Per row: is it at or after its session's pivot (does later model input include it)?
+/// The rows of a session later model calls see: its pinned messages before
+/// the pivot, then every row from the pivot (`start`) to the session's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visible {
+    pub start: usize,
+    pub end: usize,
+    /// Row ranges of the pinned messages before `start`, in order.
+    pub pinned: Vec<Range<usize>>,
+}
+
+impl Visible {
+    /// The visible rows as `[start, end)` ranges, oldest first.
+    pub fn ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let pinned = self.pinned.iter().map(|r| (r.start, r.end));
+        pinned.chain(std::iter::once((self.start, self.end)))
+    }
+
+    /// Does the message starting at `row` stay visible?
+    pub fn shows(&self, row: usize) -> bool {
+        row >= self.start || self.pinned.iter().any(|r| r.start == row)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.end - self.start + self.pinned.iter().map(|r| r.len()).sum::<usize>()
+    }
+}
+
+/// What every session shows, given its pivot start.
+pub fn visible(table: &PartTable<'_>, starts: &[usize]) -> Result<Vec<Visible>> {
+    (0..table.sessions.len())
+        .into_par_iter()
+        .map(|s| {
+            let start = starts[s];
+            let mut pinned = Vec::new();
+            if start > table.sessions[s].start {
+                for msg in table.messages(s)? {
+                    if msg.rows.start >= start {
+                        break;
+                    }
+                    if msg.rows.clone().try_fold(false, |any, r| {
+                        Ok::<bool, crate::error::CoreError>(
+                            any || crate::messages::pinned(table, r)?,
+                        )
+                    })? {
+                        pinned.push(msg.rows.clone());
+                    }
+                }
+            }
+            Ok(Visible {
+                start,
+                end: table.sessions[s].end,
+                pinned,
+            })
+        })
+        .collect()
+}
+
+/// Per row: does later model input include it (at or after its session's
+/// pivot, or in a pinned message)?
 pub fn pivot_mask(table: &PartTable<'_>) -> Result<Vec<bool>> {
-    let mut mask = Vec::with_capacity(table.rows());
-    for (range, start) in table.sessions.iter().zip(pivot_starts(table)?) {
-        mask.resize(mask.len() + (start - range.start), false);
-        mask.resize(mask.len() + (range.end - start), true);
+    let mut mask = vec![false; table.rows()];
+    for v in visible(table, &pivot_starts(table)?)? {
+        for (a, b) in v.ranges() {
+            mask[a..b].fill(true);
+        }
     }
     Ok(mask)
 }
 
-/// The visible rows as merged `(start, length)` ranges: a session's visible
-/// rows are contiguous, so a caller can build the result from zero-copy
-/// slices of the input.
+/// The visible rows as merged `(start, length)` ranges, so a caller can build
+/// the result from zero-copy slices of the input.
 pub fn visible_ranges(table: &PartTable<'_>) -> Result<Vec<(usize, usize)>> {
-    Ok(merge_ranges(
-        table
-            .sessions
-            .iter()
-            .zip(pivot_starts(table)?)
-            .map(|(session, start)| (start, session.end)),
-    ))
+    let shown = visible(table, &pivot_starts(table)?)?;
+    Ok(merge_ranges(shown.iter().flat_map(Visible::ranges)))
 }
 
 /// Adjacent `[start, end)` ranges merged, empty ones dropped, as `(start, length)`.
@@ -159,5 +215,23 @@ mod tests {
         msgs.push(summary("a4", "u4"));
         let r = starts(&[("x", vec![user("only", vec![])]), ("y", msgs)]);
         assert_eq!(r, vec![0, 1 + 5]);
+    }
+
+    #[test]
+    fn pinned_messages_before_the_pivot_stay_visible() {
+        let mut pinned = compacted_session();
+        pinned[0].parts[0] = pin(pinned[0].parts[0].clone()); // the task
+        let batches = [batch(&[("a", pinned), ("b", compacted_session())])];
+        let cols = Columns::from_batches(&batches, Scan::Pivot).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let mask = pivot_mask(&table).unwrap();
+        let shown: Vec<usize> = (0..mask.len()).filter(|&r| mask[r]).collect();
+        assert_eq!(shown, vec![0, 2, 3, 4, 7, 8, 9]);
+        assert_eq!(
+            visible_ranges(&table).unwrap(),
+            vec![(0, 1), (2, 3), (7, 3)]
+        );
+        // the pivot itself does not move
+        assert_eq!(pivot_starts(&table).unwrap(), vec![2, 7]);
     }
 }

@@ -20,8 +20,8 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::messages::{estimate_messages, pinned, tokens_from, MessageEstimateConfig};
-use crate::pivot::pivot_starts;
+use crate::messages::{estimate_messages, pinned, tokens_visible, MessageEstimateConfig};
+use crate::pivot::{pivot_starts, visible};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
 use crate::table::PartTable;
@@ -167,11 +167,11 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 
 /// Estimated model input of every session from its pivot on.
 fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64>> {
-    let starts = pivot_starts(table)?;
+    let shown = visible(table, &pivot_starts(table)?)?;
     Ok(estimate_messages(table, config.estimate_config())?
         .into_iter()
-        .zip(starts)
-        .map(|(messages, start)| tokens_from(&messages, start))
+        .zip(&shown)
+        .map(|(messages, v)| tokens_visible(&messages, v))
         .collect())
 }
 

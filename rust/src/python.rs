@@ -379,11 +379,11 @@ fn compact_batch(
         column(&|s| s.prune.rows.len() as u64),
         column(&|s| s.tokens_after_prune),
         column(&|s| s.tokens_after),
-        column(&|s| (s.start + s.rows - s.visible_start) as u64),
+        column(&|s| s.visible.rows() as u64),
         column(&|s| s.tokens_before),
     ];
     let rows = u64_array(pruned_rows(&sessions));
-    let ranges = merge_ranges(sessions.iter().map(|s| (s.visible_start, s.start + s.rows)));
+    let ranges = merge_ranges(sessions.iter().flat_map(|s| s.visible.ranges()));
     let marked = marked
         .map(|chunks| {
             let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));

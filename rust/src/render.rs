@@ -97,7 +97,9 @@ impl<'de> Visitor<'de> for KeysVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys<'de>, A::Error> {
         let mut keys = Keys::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        // `Text`, not `Cow<str>`: serde's Cow always allocates the key.
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            let key = key.unwrap_or_default();
             let slot = if let Some(i) = PATH_KEYS.iter().position(|k| *k == key) {
                 &mut keys.path[i]
             } else if let Some(i) = COMMAND_KEYS.iter().position(|k| *k == key) {

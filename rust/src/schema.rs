@@ -64,8 +64,8 @@ impl Scan {
             // a described placeholder names the part id.
             Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
-            Scan::Prune | Scan::PruneInputs => &["part_json"],
-            Scan::Pivot => &[],
+            // pinned parts: read by prune, and kept visible by the pivot filter
+            Scan::Prune | Scan::PruneInputs | Scan::Pivot => &["part_json"],
         }
     }
 }

@@ -15,7 +15,8 @@ from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.split import compact_messages
 from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.scans import CLEARED_TOOL_OUTPUT
+from ctxcompact.scans import CLEARED_TOOL_OUTPUT, filter_pivot
+from ctxcompact.transcript import Transcript
 
 LIMITS = {"context": 100_000, "output": 8_000}
 
@@ -142,3 +143,24 @@ def test_chat_lists_summary_reads_the_head_as_it_was() -> None:
     assert CLEARED_TOOL_OUTPUT not in sent and "<0>" in sent and "characters cut" in sent
     assert [m["role"] for m in result.messages] == ["system", "assistant", "assistant", "tool",
                                                     "assistant", "tool"]  # fmt: skip
+
+
+def test_a_pinned_task_stays_in_the_model_input_after_a_summary() -> None:
+    store, client = MemoryStore(), Client()
+    sid = store.create_session("s")
+    config = CompactionConfig()
+    loop = CompactionLoop(Compactor(store, Summarizer(client, config), config=config,
+                                    limits=LIMITS), system="sys")  # fmt: skip
+    loop.add_user(sid, "fix the bug in parser.py", pinned=True)
+    task_id = store.load(sid).messages[0].id
+    for i in range(8):
+        store.append_message(sid, tool_reply(task_id, "x" * 40_000, path=f"f{i}.py"))
+    messages = loop.before_call(sid)
+    assert len(store.records(sid)) == 1  # summarized
+    assert messages[1] == {"role": "user", "content": "fix the bug in parser.py"}
+    assert [m["role"] for m in messages[2:4]] == ["user", "assistant"]  # the marker, the summary
+    # The batch path shows the same rows.
+    table = Transcript.from_sessions([store.load(sid)])
+    shown = filter_pivot(table).to_sessions()[0]
+    assert [m.id for m in shown.messages] == [m.id for m in filter_pivot(store.load(sid)).messages]
+    assert shown.messages[0].id == task_id

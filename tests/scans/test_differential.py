@@ -46,7 +46,8 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
     # What the model input reads from part_json: ignored text, a file's name, mime and url.
     row["part_json"] = None
     if kind == "text":
-        texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}']
+        texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}',
+                 '{"pinned":true}']  # fmt: skip
         row["part_json"] = draw(st.sampled_from(texts))
     if kind == "file":
         info = {
@@ -250,12 +251,14 @@ def test_supersession_matches_reference(
 @given(transcripts())
 def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) -> None:
     rows, table = data
-    starts = ref.pivot_starts(rows)
-    sessions = ref.group(rows)
     want_mask = [False] * len(rows)
-    for s, start in zip(sessions, starts):
-        for r in s.rows:
-            want_mask[r] = r >= start
+    for shown in ref.shown_messages(rows):
+        for message in shown:
+            for r in message.rows:
+                want_mask[r] = True
+    for session in ref.group(rows):  # an empty session's one row is shown
+        if not session.messages:
+            want_mask[session.rows[0]] = True
     assert pivot_mask(table).to_pylist() == want_mask
     filtered = cc.filter_pivot(table).to_arrow()
     assert filtered.num_rows == sum(want_mask)

@@ -82,14 +82,21 @@ class CompactionLoop:
         return TokenBudget.for_limits(self.compactor.limits, history_tokens=history_tokens,
                                       system_tokens=system, config=self.config)  # fmt: skip
 
-    def add_user(self, session_id: str, text: str) -> str:
-        """Store a user turn (a convenience for runtimes without their own store code)."""
+    def add_user(self, session_id: str, text: str, *, pinned: bool = False) -> str:
+        """Store a user turn (a convenience for runtimes without their own store code).
+
+        ``pinned``: the turn stays in the model input after every summary (the
+        task, a standing directive).
+        """
         mid = new_id("msg")
+        part = Part(id=new_id("prt"), type="text", text=text, messageID=mid)
+        if pinned:
+            part.pinned = True
         self.compactor.store.append_message(
             session_id,
             MessageWithParts(
                 info=UserMessage(id=mid, sessionID=session_id, time=MessageTime()),
-                parts=[Part(id=new_id("prt"), type="text", text=text, messageID=mid)],
+                parts=[part],
             ),
         )
         return mid

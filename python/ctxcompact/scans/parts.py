@@ -225,7 +225,8 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
 
 
 def pivot_mask(data: Any, *, threads: int | None = None) -> pa.BooleanArray:
-    """Per row: does later model input include it (it is at or after its session's pivot)?"""
+    """Per row: does later model input include it (it is at or after its session's
+    pivot, or in a pinned message)?"""
     table, _ = _as_table(data)
     mask = _core.pivot(table, threads=check_threads(threads))
     result: pa.BooleanArray = pa.array(mask)
@@ -242,6 +243,7 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     A pivot is a user message with a compaction part whose summary (an
     assistant message with ``summary`` set, finished, without error, whose
     parent is that user message) exists. Sessions without one are kept whole.
+    Messages holding a pinned part stay, in order, ahead of the pivot.
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
     from ctxcompact.models import Session
@@ -249,20 +251,28 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     if isinstance(data, Session):
         keep_from = _session_pivot(data)
         if keep_from is not None:
-            return data.model_copy(update={"messages": data.messages[keep_from:]})
+            return data.model_copy(update={"messages": _shown(data.messages, keep_from)})
     table, session = _as_table(data)
-    ranges = _core.pivot_ranges(table, threads=check_threads(threads))
-    starts, lengths = (pa.array(a).to_pylist() for a in ranges)
     if session is None:
+        ranges = _core.pivot_ranges(table, threads=check_threads(threads))
+        starts, lengths = (pa.array(a).to_pylist() for a in ranges)
         # Zero-copy: slices of the input, one per run of kept rows.
         pieces = [table.slice(start, length) for start, length in zip(starts, lengths)]
         return Transcript(pa.concat_tables(pieces) if pieces else table.slice(0, 0))
-    if not session.messages:
-        return session.model_copy()
-    # The rows follow the session's messages in order: find the pivot row's message.
-    pivot_id = table.column("message_id")[starts[0]].as_py()
-    keep_from = next(i for i, m in enumerate(session.messages) if m.id == pivot_id)
-    return session.model_copy(update={"messages": session.messages[keep_from:]})
+    # The rows follow the session's messages in order (an empty message is one
+    # row): keep the messages whose first row the core keeps.
+    mask = _core.pivot(table, threads=check_threads(threads))
+    kept, row = [], 0
+    for message in session.messages:
+        if mask[row]:
+            kept.append(message)
+        row += max(1, len(message.parts))
+    return session.model_copy(update={"messages": kept})
+
+
+def _shown(messages: list[Any], start: int) -> list[Any]:
+    """The messages from ``start`` on, after the pinned ones before it."""
+    return [m for m in messages[:start] if any(p.pinned for p in m.parts)] + messages[start:]
 
 
 def _session_pivot(session: Session) -> int | None:

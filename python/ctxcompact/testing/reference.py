@@ -245,8 +245,8 @@ def visible_tokens(
     """Per session, the estimated model input from its pivot on (a trigger's measure)."""
     tokens = dict(estimate_messages(rows, method=method, overhead=overhead, **render))
     return {
-        session.id: sum(tokens[m.first_row] for m in session.messages if m.first_row >= start)
-        for session, start in zip(group(rows), pivot_starts(rows), strict=True)
+        session.id: sum(tokens[m.first_row] for m in shown)
+        for session, shown in zip(group(rows), shown_messages(rows), strict=True)
     }
 
 
@@ -278,6 +278,19 @@ def pivot_starts(rows: Sequence[Row]) -> list[int]:
                 completed.add(head["parent_id"])
         starts.append(start)
     return starts
+
+
+def shown_messages(rows: Sequence[Row]) -> list[list[Message]]:
+    """Per session, the messages later model calls see: from the pivot on, and
+    before it the messages holding a pinned part."""
+    out = []
+    for session, start in zip(group(rows), pivot_starts(rows), strict=True):
+        out.append([
+            m for m in session.messages
+            if m.first_row >= start
+            or any(_part_info(rows[r]).get("pinned") is True for r in m.rows)
+        ])  # fmt: skip
+    return out
 
 
 # --- message estimates ----------------------------------------------------------------
