@@ -23,7 +23,14 @@ from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.parts import compact_pass
 from ctxcompact.transcript import Transcript
 
-#: Columns of the per-session report, in order.
+#: Columns of the per-session report, in order. ``tokens_before`` /
+#: ``tokens_after_prune`` / ``tokens_after``: the estimated model input as the
+#: policy sends it (its placeholder, cut outputs, kept reasoning) before the
+#: prune, after it, and after it from the pivot on (pinned messages included).
+#: ``tokens_pruned``: the estimate of the cleared outputs in full, the measure
+#: the policy's ``minimum`` / ``clear_at_least`` compare against; so
+#: ``before - after_prune`` is less than it by the placeholders' cost (and by
+#: what ``truncate_output`` had already cut).
 REPORT_SCHEMA = pa.schema(
     [
         ("session_id", pa.large_string()),
