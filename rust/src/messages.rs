@@ -77,26 +77,33 @@ pub fn estimate_messages(
 ) -> Result<Vec<Vec<MessageTokens>>> {
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| {
-            let messages = table.messages(s)?;
-            // Only the newest `keep_thinking` assistant messages send their reasoning.
-            let mut steps = messages
-                .iter()
-                .filter(|m| m.role == role::ASSISTANT)
-                .count();
-            messages
-                .into_iter()
-                .map(|msg| {
-                    if msg.role == role::ASSISTANT {
-                        steps -= 1;
-                    }
-                    let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
-                    Ok(MessageTokens {
-                        row: msg.rows.start,
-                        tokens: message_tokens(table, &msg, config, thinking)?,
-                    })
-                })
-                .collect()
+        .map(|s| session_estimates(table, s, config))
+        .collect()
+}
+
+/// The estimate of every message of session `s`, oldest first.
+pub fn session_estimates(
+    table: &PartTable<'_>,
+    s: usize,
+    config: MessageEstimateConfig,
+) -> Result<Vec<MessageTokens>> {
+    let messages = table.messages(s)?;
+    // Only the newest `keep_thinking` assistant messages send their reasoning.
+    let mut steps = messages
+        .iter()
+        .filter(|m| m.role == role::ASSISTANT)
+        .count();
+    messages
+        .into_iter()
+        .map(|msg| {
+            if msg.role == role::ASSISTANT {
+                steps -= 1;
+            }
+            let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
+            Ok(MessageTokens {
+                row: msg.rows.start,
+                tokens: message_tokens(table, &msg, config, thinking)?,
+            })
         })
         .collect()
 }

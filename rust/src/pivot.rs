@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role};
 use crate::error::Result;
-use crate::table::PartTable;
+use crate::table::{Message, PartTable};
 
 /// First visible row of every session (its range start when there is no pivot).
 pub fn pivot_starts(table: &PartTable<'_>) -> Result<Vec<usize>> {
@@ -56,30 +56,31 @@ impl Visible {
 pub fn visible(table: &PartTable<'_>, starts: &[usize]) -> Result<Vec<Visible>> {
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| {
-            let start = starts[s];
-            let mut pinned = Vec::new();
-            if start > table.sessions[s].start {
-                for msg in table.messages(s)? {
-                    if msg.rows.start >= start {
-                        break;
-                    }
-                    if msg.rows.clone().try_fold(false, |any, r| {
-                        Ok::<bool, crate::error::CoreError>(
-                            any || crate::messages::pinned(table, r)?,
-                        )
-                    })? {
-                        pinned.push(msg.rows.clone());
-                    }
-                }
-            }
-            Ok(Visible {
-                start,
-                end: table.sessions[s].end,
-                pinned,
-            })
-        })
+        .map(|s| session_visible(table, s, starts[s]))
         .collect()
+}
+
+/// What session `s` shows when its pivot starts at row `start`.
+pub fn session_visible(table: &PartTable<'_>, s: usize, start: usize) -> Result<Visible> {
+    let mut pinned = Vec::new();
+    if start > table.sessions[s].start {
+        for msg in table.messages(s)? {
+            if msg.rows.start >= start {
+                break;
+            }
+            let mut rows = msg.rows.clone();
+            if rows.try_fold(false, |any, r| {
+                Ok::<bool, crate::error::CoreError>(any || crate::messages::pinned(table, r)?)
+            })? {
+                pinned.push(msg.rows.clone());
+            }
+        }
+    }
+    Ok(Visible {
+        start,
+        end: table.sessions[s].end,
+        pinned,
+    })
 }
 
 /// Per row: does later model input include it (at or after its session's
@@ -118,12 +119,18 @@ pub fn merge_ranges(ranges: impl IntoIterator<Item = (usize, usize)>) -> Vec<(us
 }
 
 fn pivot_start(table: &PartTable<'_>, s: usize) -> Result<usize> {
+    pivot_start_in(table, s, &table.messages(s)?)
+}
+
+/// `pivot_start` over the session's messages already split (a caller that
+/// walks them anyway saves the split).
+pub fn pivot_start_in(table: &PartTable<'_>, s: usize, messages: &[Message]) -> Result<usize> {
     let parent = table
         .parent_id
         .as_ref()
         .expect("pivot gathers the parent_id column");
     let mut completed: HashSet<&str> = HashSet::new();
-    for msg in table.messages(s)?.iter().rev() {
+    for msg in messages.iter().rev() {
         let first = msg.rows.start;
         if msg.role == role::USER
             && !completed.is_empty()

@@ -20,11 +20,11 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::messages::{estimate_messages, pinned, tokens_visible, MessageEstimateConfig};
-use crate::pivot::{pivot_starts, visible};
+use crate::messages::{pinned, session_estimates, tokens_visible, MessageEstimateConfig};
+use crate::pivot::{pivot_start_in, session_visible};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
-use crate::table::PartTable;
+use crate::table::{Message, PartTable};
 
 /// What counts as one turn when protecting the newest turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -151,28 +151,42 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }
-    let visible = if config.trigger > 0 {
-        Some(visible_tokens(table, config)?)
-    } else {
-        None
-    };
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| match &visible {
-            Some(v) if v[s] <= config.trigger => Ok(SessionPrune::default()),
-            _ => prune_session(table, s, config),
+        .map(|s| {
+            let messages = table.messages(s)?;
+            if config.trigger == 0 {
+                return Ok(prune_session(table, &messages, config, usize::MAX)?.0);
+            }
+            let start = pivot_start_in(table, s, &messages)?;
+            let (result, counted) = prune_session(table, &messages, config, start)?;
+            // The visible outputs the walk estimated are a lower bound of the
+            // visible context (each is its own tool message, sent whole unless
+            // cut): above the trigger already, no second scan is needed.
+            let lower = match config.render.truncate_output {
+                None => counted,
+                Some(_) => 0,
+            };
+            if lower <= config.trigger && visible_tokens(table, s, start, config)? <= config.trigger
+            {
+                return Ok(SessionPrune::default());
+            }
+            Ok(result)
         })
         .collect()
 }
 
-/// Estimated model input of every session from its pivot on.
-fn visible_tokens(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<u64>> {
-    let shown = visible(table, &pivot_starts(table)?)?;
-    Ok(estimate_messages(table, config.estimate_config())?
-        .into_iter()
-        .zip(&shown)
-        .map(|(messages, v)| tokens_visible(&messages, v))
-        .collect())
+/// Estimated model input of session `s` as later calls see it (from its
+/// pivot on, and its pinned messages before it).
+fn visible_tokens(
+    table: &PartTable<'_>,
+    s: usize,
+    start: usize,
+    config: &PruneConfig,
+) -> Result<u64> {
+    let shown = session_visible(table, s, start)?;
+    let messages = session_estimates(table, s, config.estimate_config())?;
+    Ok(tokens_visible(&messages, &shown))
 }
 
 /// What makes an older output stale: a newer call on the same file (any
@@ -220,7 +234,15 @@ struct Counted {
     superseded: bool,
 }
 
-fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Result<SessionPrune> {
+/// The policy's selection in a session (its `messages`), and the estimated
+/// tokens of the counted outputs at or after row `visible_from` (a trigger's
+/// lower bound).
+fn prune_session(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: &PruneConfig,
+    visible_from: usize,
+) -> Result<(SessionPrune, u64)> {
     let status_col = table
         .status
         .as_ref()
@@ -251,7 +273,7 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
     // everything behind a stop point never are).
     let mut counted: Vec<Counted> = Vec::new();
     let mut turns = 0u32;
-    'messages: for msg in table.messages(s)?.iter().rev() {
+    'messages: for msg in messages.iter().rev() {
         if msg.role == turn_role {
             turns += 1;
         }
@@ -315,8 +337,12 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;
     let mut recent_by_tool: HashMap<&str, u32> = HashMap::new();
+    let mut visible = 0u64;
     for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
+        if c.row >= visible_from {
+            visible += tokens;
+        }
         let small = tokens < config.min_output_tokens;
         if c.superseded && !small {
             // Stale: goes first, and takes no room in the windows.
@@ -342,17 +368,16 @@ fn prune_session(table: &PartTable<'_>, s: usize, config: &PruneConfig) -> Resul
         }
     }
     if pruned <= config.minimum || pruned < config.clear_at_least {
-        return Ok(SessionPrune {
-            total,
-            pruned: 0,
-            rows: Vec::new(),
-        });
+        (pruned, rows) = (0, Vec::new());
     }
-    Ok(SessionPrune {
-        total,
-        pruned,
-        rows,
-    })
+    Ok((
+        SessionPrune {
+            total,
+            pruned,
+            rows,
+        },
+        visible,
+    ))
 }
 
 #[cfg(test)]
@@ -597,7 +622,7 @@ mod tests {
             let batches = [batch(&[("s", autonomous_run(10))])];
             let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
             let table = PartTable::new(&cols).unwrap();
-            visible_tokens(&table, &steps(2)).unwrap()[0]
+            visible_tokens(&table, 0, 0, &steps(2)).unwrap()
         };
         assert!(visible > 10_000 && visible < 10_200, "{visible}");
         let trig = |t| PruneConfig {
@@ -685,5 +710,36 @@ mod tests {
         assert!(
             matches!(err, CoreError::NullValue { at, .. } if at.row == Some(1) && at.session_id.as_deref() == Some("s"))
         );
+    }
+
+    #[test]
+    fn outputs_hidden_by_the_pivot_do_not_set_off_the_trigger() {
+        // The summary is inside the two protected user turns, so the walk goes on
+        // past it and counts a0's 10 000 tokens: hidden by the pivot, they must
+        // not count towards the visible context the trigger measures.
+        let msgs = vec![
+            user("u0", vec![text("task")]),
+            assistant("a0", "u0", vec![tool("read", 40_000)]),
+            user("u1", vec![compaction()]),
+            summary("a1", "u1"),
+            user("u2", vec![text("go on")]),
+            assistant("a2", "u2", vec![tool("read", 40)]),
+        ];
+        let config = PruneConfig {
+            protect: 0,
+            minimum: 0,
+            trigger: 5_000,
+            ..PruneConfig::default()
+        };
+        let batches = [batch(&[("s", msgs.clone())])];
+        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        assert_eq!(prune(&table, &config).unwrap()[0], SessionPrune::default());
+        // Without the trigger the walk does select it (OpenCode's rule).
+        let open = PruneConfig {
+            trigger: 0,
+            ..config
+        };
+        assert_eq!(run(msgs, &open).pruned, 10_000);
     }
 }
