@@ -77,24 +77,36 @@ pub fn estimate_messages(
 ) -> Result<Vec<Vec<MessageTokens>>> {
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| session_estimates(table, s, config))
+        .map(|s| session_estimates(table, s, config, &[]))
         .collect()
 }
 
-/// The estimate of every message of session `s`, oldest first.
+/// The estimate of every message of session `s`, oldest first. `known`:
+/// (row, tokens) of outputs already estimated (a prune walk's), sorted by row;
+/// they are not read again.
 pub fn session_estimates(
     table: &PartTable<'_>,
     s: usize,
     config: MessageEstimateConfig,
+    known: &[(usize, u64)],
 ) -> Result<Vec<MessageTokens>> {
-    let messages = table.messages(s)?;
+    estimates_of(table, &table.messages(s)?, config, known)
+}
+
+/// `session_estimates` over a session's messages already split.
+pub fn estimates_of(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: MessageEstimateConfig,
+    known: &[(usize, u64)],
+) -> Result<Vec<MessageTokens>> {
     // Only the newest `keep_thinking` assistant messages send their reasoning.
     let mut steps = messages
         .iter()
         .filter(|m| m.role == role::ASSISTANT)
         .count();
     messages
-        .into_iter()
+        .iter()
         .map(|msg| {
             if msg.role == role::ASSISTANT {
                 steps -= 1;
@@ -102,7 +114,7 @@ pub fn session_estimates(
             let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
             Ok(MessageTokens {
                 row: msg.rows.start,
-                tokens: message_tokens(table, &msg, config, thinking)?,
+                tokens: message_tokens(table, msg, config, thinking, known)?,
             })
         })
         .collect()
@@ -151,6 +163,7 @@ fn message_tokens(
     msg: &Message,
     config: MessageEstimateConfig,
     thinking: bool,
+    known: &[(usize, u64)],
 ) -> Result<u64> {
     let method = config.method;
     let text = |row: usize| value(&table.output, row);
@@ -177,7 +190,7 @@ fn message_tokens(
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
                             + estimate(input, method)
                             + config.overhead
-                            + tool_result_tokens(table, row, config)?;
+                            + tool_result_tokens(table, row, config, known)?;
                         sent += 1;
                     }
                     _ => {}
@@ -261,6 +274,7 @@ fn tool_result_tokens(
     table: &PartTable<'_>,
     row: usize,
     config: MessageEstimateConfig,
+    known: &[(usize, u64)],
 ) -> Result<u64> {
     let method = config.method;
     let finished = matches!(
@@ -270,8 +284,14 @@ fn tool_result_tokens(
     if !finished {
         return Ok(estimate(INTERRUPTED_TOOL, method));
     }
+    let cleared = table.flags[row] & flag::COMPACTED != 0;
+    if !cleared && config.render.truncate_output.is_none() {
+        if let Ok(i) = known.binary_search_by_key(&row, |&(r, _)| r) {
+            return Ok(known[i].1);
+        }
+    }
     let output = value(&table.output, row).unwrap_or("");
-    if table.flags[row] & flag::COMPACTED != 0 {
+    if cleared {
         if !config.render.describe {
             return Ok(estimate(CLEARED_TOOL_OUTPUT, method));
         }

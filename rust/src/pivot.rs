@@ -62,9 +62,22 @@ pub fn visible(table: &PartTable<'_>, starts: &[usize]) -> Result<Vec<Visible>> 
 
 /// What session `s` shows when its pivot starts at row `start`.
 pub fn session_visible(table: &PartTable<'_>, s: usize, start: usize) -> Result<Visible> {
+    if start == table.sessions[s].start {
+        return visible_in(table, s, start, &[]);
+    }
+    visible_in(table, s, start, &table.messages(s)?)
+}
+
+/// `session_visible` over the session's messages already split.
+pub fn visible_in(
+    table: &PartTable<'_>,
+    s: usize,
+    start: usize,
+    messages: &[Message],
+) -> Result<Visible> {
     let mut pinned = Vec::new();
     if start > table.sessions[s].start {
-        for msg in table.messages(s)? {
+        for msg in messages {
             if msg.rows.start >= start {
                 break;
             }

@@ -20,8 +20,8 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, Method};
-use crate::messages::{pinned, session_estimates, tokens_visible, MessageEstimateConfig};
-use crate::pivot::{pivot_start_in, session_visible};
+use crate::messages::{estimates_of, pinned, tokens_visible, MessageEstimateConfig};
+use crate::pivot::{pivot_start_in, visible_in};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
 use crate::table::{Message, PartTable};
@@ -156,36 +156,41 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
         .map(|s| {
             let messages = table.messages(s)?;
             if config.trigger == 0 {
-                return Ok(prune_session(table, &messages, config, usize::MAX)?.0);
+                return Ok(prune_session(table, &messages, config, usize::MAX)?.result);
             }
             let start = pivot_start_in(table, s, &messages)?;
-            let (result, counted) = prune_session(table, &messages, config, start)?;
+            let walk = prune_session(table, &messages, config, start)?;
             // The visible outputs the walk estimated are a lower bound of the
             // visible context (each is its own tool message, sent whole unless
             // cut): above the trigger already, no second scan is needed.
             let lower = match config.render.truncate_output {
-                None => counted,
+                None => walk.visible,
                 Some(_) => 0,
             };
-            if lower <= config.trigger && visible_tokens(table, s, start, config)? <= config.trigger
+            if lower <= config.trigger
+                && visible_tokens(table, s, &messages, start, config, &walk.known)?
+                    <= config.trigger
             {
                 return Ok(SessionPrune::default());
             }
-            Ok(result)
+            Ok(walk.result)
         })
         .collect()
 }
 
 /// Estimated model input of session `s` as later calls see it (from its
-/// pivot on, and its pinned messages before it).
+/// pivot on, and its pinned messages before it). `known`: outputs the walk
+/// already estimated.
 fn visible_tokens(
     table: &PartTable<'_>,
     s: usize,
+    messages: &[Message],
     start: usize,
     config: &PruneConfig,
+    known: &[(usize, u64)],
 ) -> Result<u64> {
-    let shown = session_visible(table, s, start)?;
-    let messages = session_estimates(table, s, config.estimate_config())?;
+    let shown = visible_in(table, s, start, messages)?;
+    let messages = estimates_of(table, messages, config.estimate_config(), known)?;
     Ok(tokens_visible(&messages, &shown))
 }
 
@@ -234,15 +239,23 @@ struct Counted {
     superseded: bool,
 }
 
-/// The policy's selection in a session (its `messages`), and the estimated
-/// tokens of the counted outputs at or after row `visible_from` (a trigger's
-/// lower bound).
+/// What one session's walk found.
+struct Walk {
+    result: SessionPrune,
+    /// Estimated tokens of the counted outputs at or after `visible_from` (a
+    /// trigger's lower bound of the visible context).
+    visible: u64,
+    /// Every counted output's (row, tokens), sorted by row (trigger only).
+    known: Vec<(usize, u64)>,
+}
+
+/// The policy's selection in a session (its `messages`); see `Walk`.
 fn prune_session(
     table: &PartTable<'_>,
     messages: &[Message],
     config: &PruneConfig,
     visible_from: usize,
-) -> Result<(SessionPrune, u64)> {
+) -> Result<Walk> {
     let status_col = table
         .status
         .as_ref()
@@ -370,14 +383,24 @@ fn prune_session(
     if pruned <= config.minimum || pruned < config.clear_at_least {
         (pruned, rows) = (0, Vec::new());
     }
-    Ok((
-        SessionPrune {
+    let known = if visible_from == usize::MAX {
+        Vec::new()
+    } else {
+        // `counted` is newest first and `estimates` oldest first: both by row.
+        let mut known: Vec<(usize, u64)> =
+            counted.iter().rev().map(|c| c.row).zip(estimates).collect();
+        known.sort_unstable_by_key(|&(r, _)| r);
+        known
+    };
+    Ok(Walk {
+        result: SessionPrune {
             total,
             pruned,
             rows,
         },
         visible,
-    ))
+        known,
+    })
 }
 
 #[cfg(test)]
@@ -622,7 +645,8 @@ mod tests {
             let batches = [batch(&[("s", autonomous_run(10))])];
             let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
             let table = PartTable::new(&cols).unwrap();
-            visible_tokens(&table, 0, 0, &steps(2)).unwrap()
+            let messages = table.messages(0).unwrap();
+            visible_tokens(&table, 0, &messages, 0, &steps(2), &[]).unwrap()
         };
         assert!(visible > 10_000 && visible < 10_200, "{visible}");
         let trig = |t| PruneConfig {
