@@ -1,0 +1,240 @@
+"""Replay stored runs under a policy: what each model call would have been sent.
+
+The run is re-walked call by call through the live lifecycle (``Compactor``
+and ``CompactionLoop`` over an in-memory store): before each assistant
+message, the loop prepares the context exactly as it would in production
+(masking with ``mask_first``, a proactive summary when the estimated context
+crosses the threshold, the pivot filter), and the run's own message is then
+appended. The run's later actions stay fixed: this is a counterfactual of the
+context, not of the agent (an agent that saw less might have acted
+differently). The recorded usage belongs to the original run, so only the
+proactive check on the estimated context decides compactions.
+
+Per call it records the prompt, the part of it identical to the previous
+call's prompt prefix (a cache read when the calls are within the cache's
+lifetime), the rest (sent fresh and written to the cache), the output, and
+whether a compaction ran and why; the same for the run without any
+compaction (the full history every call, append-only, so every call reads the
+previous prompt from the cache). Offline by default: summaries are the
+deterministic digest, which costs nothing; with a ``Summarizer`` holding a
+client they are real, and their input and output are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError
+from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.loop import CompactionLoop
+from ctxcompact.live.store import MemoryStore
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.policy import Policy
+from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.overflow import Limits
+from ctxcompact.scans.view import to_model_messages
+from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.prices import price_of
+
+#: Columns of the per-call table, in order.
+CALL_SCHEMA = pa.schema([
+    ("session_id", pa.string()),
+    ("call", pa.int64()),
+    ("message_id", pa.string()),
+    ("prompt_tokens", pa.int64()),
+    ("cached_tokens", pa.int64()),
+    ("written_tokens", pa.int64()),
+    ("output_tokens", pa.int64()),
+    ("compacted", pa.bool_()),
+    ("reason", pa.string()),
+    ("summary_input_tokens", pa.int64()),
+    ("summary_output_tokens", pa.int64()),
+    ("baseline_prompt_tokens", pa.int64()),
+    ("baseline_cached_tokens", pa.int64()),
+])  # fmt: skip
+
+#: The cache lifetime of Anthropic's default cache and OpenAI's (5 minutes).
+CACHE_TTL_S = 300.0
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One row per model call (``CALL_SCHEMA``), one per session, and totals
+    (with costs when a model was named)."""
+
+    calls: pa.Table
+    sessions: pa.Table
+    summary: dict[str, Any]
+
+
+def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
+    if isinstance(data, Session):
+        return [data]
+    if isinstance(data, Transcript):
+        return data.to_sessions()
+    if isinstance(data, pa.Table):
+        return Transcript(data).to_sessions()
+    sessions = list(data)
+    for i, s in enumerate(sessions):
+        if not isinstance(s, Session):
+            raise ConfigError(f"replay takes Sessions or a Transcript; item {i} is a "
+                              f"{type(s).__name__}", column="sessions")  # fmt: skip
+    return sessions
+
+
+def _common_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _is_original_compaction(message: Any) -> bool:
+    """The run's own summaries and compaction markers: not replayed (the
+    policy under test decides compactions)."""
+    info = message.info
+    if isinstance(info, AssistantMessage) and info.summary is True:
+        return True
+    return any(p.type == "compaction" for p in message.parts)
+
+
+def replay_session(
+    session: Session,
+    config: CompactionConfig,
+    limits: Limits,
+    *,
+    summarizer: Summarizer | None = None,
+    system: str | None = None,
+    cache_ttl_s: float = CACHE_TTL_S,
+) -> list[dict[str, Any]]:
+    """The per-call rows of one run (see the module doc)."""
+    store = MemoryStore()
+    sid = store.create_session(session.id)
+    compactor = Compactor(store, summarizer or Summarizer(None, config), config=config,
+                          limits=limits)  # fmt: skip
+    loop = CompactionLoop(compactor, system=system)
+
+    def tokens(messages: list[dict[str, Any]]) -> int:
+        return estimate_chat_messages(messages, method=config.estimate_method,
+                                      overhead=config.message_overhead)  # fmt: skip
+
+    rows: list[dict[str, Any]] = []
+    previous: list[dict[str, Any]] = []
+    # The run without compaction: every message as sent, appended (estimates add
+    # up message by message, so the total grows by each message's own).
+    baseline = tokens(to_model_messages(Session(info=session.info), system=system))
+    baseline_previous = 0
+    last_time: int | None = None
+    for message in session.messages:
+        if _is_original_compaction(message):
+            continue
+        info = message.info
+        if isinstance(info, AssistantMessage):
+            records = len(store.records(sid))
+            sent = loop.before_call(sid)
+            made = store.records(sid)[records:]
+            created = info.time.created if info.time else None
+            fresh_cache = (
+                last_time is None or created is None or (created - last_time) / 1000 <= cache_ttl_s
+            )
+            last_time = created if created is not None else last_time
+            prompt = tokens(sent)
+            common = _common_prefix(previous, sent) if fresh_cache else 0
+            cached = tokens(sent[:common])
+            reply = to_model_messages(session.model_copy(update={"messages": [message]}))
+            usage = info.tokens.output if info.tokens else 0
+            output = usage or tokens(reply[:1])
+            model_summaries = [r for r in made if r.summary_source == "model"]
+            rows.append({
+                "session_id": session.id,
+                "call": len(rows),
+                "message_id": message.id,
+                "prompt_tokens": prompt,
+                "cached_tokens": cached,
+                "written_tokens": prompt - cached,
+                "output_tokens": output,
+                "compacted": bool(made),
+                "reason": made[-1].reason if made else None,
+                # A model summary read the history it replaced and wrote the summary.
+                "summary_input_tokens": sum(r.tokens_before for r in model_summaries),
+                "summary_output_tokens": sum(r.tokens_after for r in model_summaries),
+                "baseline_prompt_tokens": baseline,
+                "baseline_cached_tokens": baseline_previous if fresh_cache else 0,
+            })  # fmt: skip
+            previous, baseline_previous = sent, baseline
+        store.append_message(sid, message)
+        alone = session.model_copy(update={"messages": [message]})
+        baseline += tokens(to_model_messages(alone))
+    return rows
+
+
+def replay(
+    data: Session | Transcript | Iterable[Session],
+    policy: Policy | str | Mapping[str, Any] | None = None,
+    *,
+    limits: Limits | Mapping[str, int],
+    config: CompactionConfig | None = None,
+    model: str | None = None,
+    prices: Mapping[str, Any] | None = None,
+    summarizer: Summarizer | None = None,
+    system: str | None = None,
+    cache_ttl_s: float = CACHE_TTL_S,
+) -> Replay:
+    """Replay every run of ``data`` under ``policy`` (default: the config's).
+
+    ``limits``: the model's window (``{"context": ..., "output": ...}``).
+    ``model``: price the calls (``tuning.prices``; ``prices`` overrides or
+    adds models). ``summarizer``: real summaries (default: the offline digest).
+    """
+    cfg = config or CompactionConfig()
+    if policy is not None:
+        cfg = cfg.model_copy(update={"policy": Policy.load(policy)})
+    window = Limits.coerce(limits)
+    if cache_ttl_s < 0:
+        raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
+    price = price_of(model, prices) if model is not None else None
+    rows: list[dict[str, Any]] = []
+    for session in _sessions(data):
+        rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system,
+                                   cache_ttl_s=cache_ttl_s))  # fmt: skip
+    calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
+    keys = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
+    per_session = calls.group_by("session_id", use_threads=False).aggregate(
+        [(k, "sum") for k in keys] + [("compacted", "sum"), ("call", "count")]
+    )
+    per_session = per_session.rename_columns(
+        [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
+    )
+    totals = {k: int(sum(r[k] for r in rows)) for k in keys}
+    summary: dict[str, Any] = {
+        "policy": cfg.policy.name() or cfg.policy.model_dump(),
+        "sessions": per_session.num_rows,
+        "calls": len(rows),
+        "compactions": sum(1 for r in rows if r["compacted"]),
+        **totals,
+    }
+    if price is not None:
+        with_policy = price.cost(
+            cached=totals["cached_tokens"],
+            written=totals["written_tokens"] + totals["summary_input_tokens"],
+            output=totals["output_tokens"] + totals["summary_output_tokens"],
+        )
+        without = price.cost(
+            cached=totals["baseline_cached_tokens"],
+            written=totals["baseline_prompt_tokens"] - totals["baseline_cached_tokens"],
+            output=totals["output_tokens"],
+        )
+        summary |= {"model": model, "cost": with_policy, "baseline_cost": without,
+                    "saved": without - with_policy}  # fmt: skip
+    return Replay(calls=calls, sessions=per_session, summary=summary)
+
+
+__all__ = ["CACHE_TTL_S", "CALL_SCHEMA", "Replay", "replay", "replay_session"]

@@ -1,0 +1,151 @@
+"""Replaying stored runs call by call under a policy: prompts, cache reads and
+writes, compactions, and what it all costs against the run without them."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import ConfigError
+from ctxcompact.tuning import PRICES, Price, price_of, replay
+
+SWE = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "swe-agent"
+
+
+def run(steps: int, chars: int, *, gap_ms: int = 1_000, summary: bool = False) -> cc.Session:
+    """A task, then ``steps`` assistant steps each reading a file of ``chars``."""
+    messages: list[dict[str, Any]] = [
+        {"info": {"id": "u0", "role": "user", "time": {"created": 0}},
+         "parts": [{"id": "t0", "type": "text", "text": "fix the bug"}]},
+    ]  # fmt: skip
+    if summary:  # the run's own compaction: not replayed
+        messages += [
+            {"info": {"id": "c0", "role": "user"},
+             "parts": [{"id": "c0p", "type": "compaction", "auto": True}]},
+            {"info": {"id": "s0", "role": "assistant", "parentID": "c0", "summary": True,
+                      "finish": "stop"}, "parts": [{"id": "s0p", "type": "text", "text": "old"}]},
+        ]  # fmt: skip
+    for i in range(steps):
+        messages.append({
+            "info": {"id": f"a{i}", "role": "assistant", "parentID": "u0", "finish": "tool-calls",
+                     "time": {"created": (i + 1) * gap_ms}},
+            "parts": [{"id": f"p{i}", "type": "tool", "tool": "read", "callID": f"c{i}",
+                       "state": {"status": "completed", "input": {"path": f"f{i}.py"},
+                                 "output": "x" * chars}}],
+        })  # fmt: skip
+    return cc.Session.model_validate({"info": {"id": "r"}, "messages": messages})
+
+
+WIDE = {"context": 1_000_000, "output": 8_000}
+NARROW = {"context": 12_000, "output": 1_000}
+
+
+def test_without_compaction_every_call_reads_the_previous_prompt_from_the_cache() -> None:
+    result = replay(run(6, 4_000), limits=WIDE)
+    calls = result.calls.to_pylist()
+    assert len(calls) == 6 and not any(c["compacted"] for c in calls)
+    for before, after in itertools.pairwise(calls):
+        assert after["cached_tokens"] == before["prompt_tokens"]
+    assert [c["prompt_tokens"] for c in calls] == [c["baseline_prompt_tokens"] for c in calls]
+    assert all(c["written_tokens"] == c["prompt_tokens"] - c["cached_tokens"] for c in calls)
+    assert result.summary["calls"] == 6 and result.summary["compactions"] == 0
+
+
+def test_a_summary_fires_when_the_window_fills_and_shrinks_the_prompt() -> None:
+    result = replay(run(12, 8_000), limits=NARROW)
+    calls = result.calls.to_pylist()
+    fired = [c for c in calls if c["compacted"]]
+    assert fired and fired[0]["reason"] in ("proactive", "critical")
+    assert all(c["prompt_tokens"] <= 11_000 for c in calls)
+    assert calls[-1]["prompt_tokens"] < calls[-1]["baseline_prompt_tokens"] / 3
+    # A compaction rewrites the prompt: almost nothing is read from the cache then.
+    assert fired[0]["cached_tokens"] < fired[0]["prompt_tokens"] / 2
+    # Offline: the digest summaries cost no model call.
+    assert result.summary["summary_input_tokens"] == 0
+
+
+def test_masking_every_step_avoids_summaries_but_breaks_the_cache() -> None:
+    config = cc.CompactionConfig(mask_first=True)
+    result = replay(run(12, 4_000), "swe-agent", limits=NARROW, config=config,
+                    model="claude-sonnet-4")  # fmt: skip
+    calls = result.calls.to_pylist()
+    assert result.summary["compactions"] == 0
+    # From the sixth step on, each call clears one more old output: the prefix changes.
+    assert any(c["cached_tokens"] < prev["prompt_tokens"] / 2
+               for prev, c in itertools.pairwise(calls[5:]))  # fmt: skip
+    # With cache reads at a tenth of the input price, that costs more than it saves.
+    assert result.summary["cost"] > result.summary["baseline_cost"]
+    assert result.summary["saved"] < 0
+
+
+def test_costs_follow_the_price_table() -> None:
+    result = replay(run(3, 400), limits=WIDE, model="gpt-4o")
+    s = result.summary
+    price = PRICES["gpt-4o"]
+    want = (s["cached_tokens"] * price.cached_input + s["written_tokens"] * price.cache_write
+            + s["output_tokens"] * price.output) / 1e6  # fmt: skip
+    assert s["cost"] == pytest.approx(want) and s["cost"] == pytest.approx(s["baseline_cost"])
+    custom = replay(run(3, 400), limits=WIDE, model="mine",
+                    prices={"mine": {"input": 1, "output": 2}})  # fmt: skip
+    assert custom.summary["cost"] == pytest.approx(
+        (s["prompt_tokens"] * 1 + s["output_tokens"] * 2) / 1e6
+    )
+
+
+def test_calls_beyond_the_cache_lifetime_read_nothing_from_it() -> None:
+    calls = replay(run(3, 400, gap_ms=600_000), limits=WIDE).calls.to_pylist()
+    assert [c["cached_tokens"] for c in calls] == [0, 0, 0]
+    assert [c["baseline_cached_tokens"] for c in calls] == [0, 0, 0]
+
+
+def test_the_runs_own_compactions_are_not_replayed() -> None:
+    calls = replay(run(3, 400, summary=True), limits=WIDE).calls.to_pylist()
+    assert [c["message_id"] for c in calls] == ["a0", "a1", "a2"]
+    plain = replay(run(3, 400), limits=WIDE).calls
+    assert calls[0]["prompt_tokens"] == plain["prompt_tokens"][0].as_py()
+
+
+def test_dated_model_names_match_their_family() -> None:
+    assert price_of("claude-sonnet-4-20250514") == PRICES["claude-sonnet-4"]
+    assert price_of("gpt-4.1-mini-2025-04-14") == PRICES["gpt-4.1-mini"]
+
+
+@pytest.mark.parametrize(
+    ("model", "prices", "match"),
+    [
+        ("gpt-9", None, "no price for model 'gpt-9'"),
+        ("m", {"m": {"input": 1}}, "price of 'm' has no 'output'"),
+        ("m", {"m": {"input": 1, "output": -2}}, "price of 'm' is negative"),
+        ("m", {"m": {"input": 1, "output": 2, "cahced_input": 0.1}}, "unknown field 'cahced_"),
+        ("m", {"m": "cheap"}, "expected a table of prices"),
+    ],
+)
+def test_bad_prices(model: str, prices: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        price_of(model, prices)
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ConfigError, match="item 0 is a dict"):
+        replay([{"info": {}}], limits=WIDE)  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="cache_ttl_s"):
+        replay(run(1, 10), limits=WIDE, cache_ttl_s=-1)
+    with pytest.raises(ConfigError, match="unknown policy preset"):
+        replay(run(1, 10), "nope", limits=WIDE)
+    assert Price.coerce({"input": 1, "output": 1}).cached_input == 1
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")
+def test_real_swe_agent_runs() -> None:
+    sessions = [formats.read(p)[0] for p in sorted(SWE.rglob("*.traj"))[:6]]
+    plain = replay(sessions, "swe-agent", limits=NARROW, model="claude-sonnet-4")
+    masked = replay(sessions, "swe-agent", limits=NARROW, model="claude-sonnet-4",
+                    config=cc.CompactionConfig(mask_first=True))  # fmt: skip
+    assert plain.summary["calls"] == masked.summary["calls"] > 50
+    assert masked.summary["compactions"] <= plain.summary["compactions"]
+    assert masked.summary["prompt_tokens"] < plain.summary["baseline_prompt_tokens"]
+    assert masked.sessions.num_rows == len(sessions)
