@@ -149,3 +149,20 @@ def test_real_swe_agent_runs() -> None:
     assert masked.summary["compactions"] <= plain.summary["compactions"]
     assert masked.summary["prompt_tokens"] < plain.summary["baseline_prompt_tokens"]
     assert masked.sessions.num_rows == len(sessions)
+
+
+def test_model_summaries_are_counted() -> None:
+    from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+    from ctxcompact.live.summary import Summarizer
+
+    class Client:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            return SummaryResponse("## Session Summary\n" + "notes " * 100, "stop")
+
+    config = cc.CompactionConfig()
+    result = replay(run(12, 8_000), limits=NARROW, config=config,
+                    summarizer=Summarizer(Client(), config))  # fmt: skip
+    fired = [c for c in result.calls.to_pylist() if c["compacted"]]
+    assert fired and all(c["summary_input_tokens"] > 5_000 for c in fired)
+    # the summary message as sent: ~600 characters of notes
+    assert all(140 < c["summary_output_tokens"] < 200 for c in fired)

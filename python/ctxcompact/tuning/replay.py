@@ -153,6 +153,14 @@ def replay_session(
             usage = info.tokens.output if info.tokens else 0
             output = usage or tokens(reply[:1])
             model_summaries = [r for r in made if r.summary_source == "model"]
+            written_by_model = 0
+            if model_summaries:
+                stored = {m.id: m for m in store.load(sid).messages}
+                for r in model_summaries:
+                    summary = stored.get(r.summary_message_id or "")
+                    if summary is not None:
+                        one = session.model_copy(update={"messages": [summary]})
+                        written_by_model += tokens(to_model_messages(one))
             rows.append({
                 "session_id": session.id,
                 "call": len(rows),
@@ -165,7 +173,7 @@ def replay_session(
                 "reason": made[-1].reason if made else None,
                 # A model summary read the history it replaced and wrote the summary.
                 "summary_input_tokens": sum(r.tokens_before for r in model_summaries),
-                "summary_output_tokens": sum(r.tokens_after for r in model_summaries),
+                "summary_output_tokens": written_by_model,
                 "baseline_prompt_tokens": baseline,
                 "baseline_cached_tokens": baseline_previous if fresh_cache else 0,
             })  # fmt: skip
