@@ -356,3 +356,21 @@ def test_progress_on_a_terminal_only(data: Path) -> None:
     assert quiet.returncode == 0 and quiet.stderr == ""
     piped = subprocess.run(command, capture_output=True, text=True, check=False)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    calls = tmp_path / "calls.parquet"
+    code, out = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                    "--output-limit", "2000", "--policy", "swe-agent", "--mask-first",
+                    "--model", "gpt-4o", "--calls", str(calls), "--json")  # fmt: skip
+    assert code == 0 and out["sessions"] == 12 and out["policy"] == "swe-agent"
+    table = pq.read_table(calls)
+    assert table.num_rows == out["calls"] > 12
+    assert sum(table["prompt_tokens"].to_pylist()) == out["prompt_tokens"]
+    assert out["prompt_tokens"] < out["baseline_prompt_tokens"] and out["cost"] > 0
+    code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                  "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
+    assert code == 4
+    code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                  "--output-limit", "2000", "--calls", "/proc/nope/c.parquet")  # fmt: skip
+    assert code == 5

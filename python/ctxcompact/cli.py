@@ -564,6 +564,49 @@ def compact(
     }, as_json)  # fmt: skip
 
 
+@app.command(short_help="Replay each run call by call under a policy: tokens, cache, cost.")
+def replay(
+    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    context: Annotated[int, typer.Option(metavar="TOKENS", help="The model's context window.")],
+    output_limit: OutputLimitOption = None,
+    calls: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="One row per model call (Parquet).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Price the calls (ctxcompact.tuning.PRICES)."),
+    ] = None,
+    mask_first: Annotated[
+        bool, typer.Option("--mask-first", help="Mask every step, summarize only when needed.")
+    ] = False,
+    fmt: FormatOption = None,
+    config: ConfigOption = None,
+    policy: PolicyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every run call by call under a policy (offline digest summaries):
+    prompt tokens, cache reads and writes, compactions, and the cost against
+    the run without compaction."""
+    from ctxcompact.tuning import replay as run_replay
+
+    overrides = _overrides(policy=policy)
+    if mask_first:
+        overrides["mask_first"] = True
+    cfg = _config(config, **overrides)
+    limits, _ = _limits(context, output_limit, cfg)
+    _check_output(calls, "--calls")
+    with _status(f"reading {input}", as_json):
+        transcript = _load(input, fmt)
+    with _status(f"replaying {len(transcript.session_ids()):,} sessions", as_json):
+        result = run_replay(transcript, limits=limits or {"context": 0}, config=cfg, model=model)
+    if calls is not None:
+        _write_parquet(result.calls, calls, "--calls")
+    summary = dict(result.summary)
+    if not isinstance(summary["policy"], str):
+        summary["policy"] = "custom"
+    _show("replay", summary, as_json)
+
+
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
 def batch(
     source: Annotated[Path, typer.Argument(metavar="SOURCE", help=SOURCE_HELP)],
