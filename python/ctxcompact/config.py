@@ -157,6 +157,13 @@ class CompactionConfig(BaseSettings):
         10, ge=1, description="Newest messages kept verbatim (keep_policy 'messages')."
     )
 
+    # --- tuning (ctxcompact.tuning.replay)
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per-model prices in USD per million tokens ({model: {input, output, "
+        "cached_input, cache_write}}) added to or replacing the shipped table.",
+    )
+
     # --- summary generation
     summary_model: str | None = Field(
         None, description="Model that writes summaries (unset: the session's model)."

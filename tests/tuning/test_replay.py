@@ -166,3 +166,18 @@ def test_model_summaries_are_counted() -> None:
     assert fired and all(c["summary_input_tokens"] > 5_000 for c in fired)
     # the summary message as sent: ~600 characters of notes
     assert all(140 < c["summary_output_tokens"] < 200 for c in fired)
+
+
+def test_prices_from_the_config_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"house-model": {"input": 1, "output": 4}}')
+    config = cc.CompactionConfig()
+    result = replay(run(2, 400), limits=WIDE, config=config, model="house-model")
+    s = result.summary
+    assert s["cost"] == pytest.approx((s["prompt_tokens"] + 4 * s["output_tokens"]) / 1e6)
+    # prices= wins over the config's table
+    cheaper = replay(run(2, 400), limits=WIDE, config=config, model="house-model",
+                     prices={"house-model": {"input": 0, "output": 0}})  # fmt: skip
+    assert cheaper.summary["cost"] == 0
+    monkeypatch.setenv("CTXCOMPACT_PRICES", "not json")
+    with pytest.raises(ConfigError, match="prices"):
+        cc.CompactionConfig()

@@ -199,8 +199,9 @@ def replay(
     """Replay every run of ``data`` under ``policy`` (default: the config's).
 
     ``limits``: the model's window (``{"context": ..., "output": ...}``).
-    ``model``: price the calls (``tuning.prices``; ``prices`` overrides or
-    adds models). ``summarizer``: real summaries (default: the offline digest).
+    ``model``: price the calls (``tuning.prices``; the config's ``prices``,
+    then ``prices``, override or add models). ``summarizer``: real summaries
+    (default: the offline digest).
     """
     cfg = config or CompactionConfig()
     if policy is not None:
@@ -208,7 +209,7 @@ def replay(
     window = Limits.coerce(limits)
     if cache_ttl_s < 0:
         raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
-    price = price_of(model, prices) if model is not None else None
+    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
     rows: list[dict[str, Any]] = []
     for session in _sessions(data):
         rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system,
