@@ -116,6 +116,33 @@ fn bench(c: &mut Criterion) {
             },
         ),
         (
+            "prune_supersede_only",
+            PruneConfig {
+                supersede: true,
+                ..PruneConfig::default()
+            },
+        ),
+        (
+            "prune_per_tool_only",
+            PruneConfig {
+                turn: TurnUnit::Step,
+                protect_turns: 3,
+                protect: 0,
+                minimum: 0,
+                keep_recent: Some(2),
+                keep_recent_per_tool: true,
+                min_output_tokens: 16,
+                ..PruneConfig::default()
+            },
+        ),
+        (
+            "prune_trigger",
+            PruneConfig {
+                trigger: 100_000,
+                ..PruneConfig::default()
+            },
+        ),
+        (
             "prune_supersede_per_tool",
             PruneConfig {
                 turn: TurnUnit::Step,

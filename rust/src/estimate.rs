@@ -45,6 +45,11 @@ pub fn utf16_len(bytes: &[u8]) -> usize {
             return unsafe { utf16_len_avx2(bytes) };
         }
     }
+    // Short texts (tool names, arguments, ids) are mostly ASCII, where the
+    // length is the answer; std's word-at-a-time check beats the block loop.
+    if bytes.is_ascii() {
+        return bytes.len();
+    }
     utf16_len_portable(bytes)
 }
 

@@ -90,21 +90,26 @@ pub fn session_estimates(
     config: MessageEstimateConfig,
     known: &[(usize, u64)],
 ) -> Result<Vec<MessageTokens>> {
-    estimates_of(table, &table.messages(s)?, config, known)
+    estimates_of(table, &table.messages(s)?, config, known, None)
 }
 
-/// `session_estimates` over a session's messages already split.
+/// `session_estimates` over a session's messages already split; with `only`,
+/// the messages it does not show count 0 and are not read.
 pub fn estimates_of(
     table: &PartTable<'_>,
     messages: &[Message],
     config: MessageEstimateConfig,
     known: &[(usize, u64)],
+    only: Option<&Visible>,
 ) -> Result<Vec<MessageTokens>> {
     // Only the newest `keep_thinking` assistant messages send their reasoning.
     let mut steps = messages
         .iter()
         .filter(|m| m.role == role::ASSISTANT)
         .count();
+    // `known` is sorted by row, as are the messages: each message gets its
+    // own slice of it, found by a cursor instead of a search per part.
+    let mut k = 0;
     messages
         .iter()
         .map(|msg| {
@@ -112,9 +117,21 @@ pub fn estimates_of(
                 steps -= 1;
             }
             let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
+            while k < known.len() && known[k].0 < msg.rows.start {
+                k += 1;
+            }
+            let from = k;
+            while k < known.len() && known[k].0 < msg.rows.end {
+                k += 1;
+            }
+            // Messages the model does not see (behind the pivot) are not read.
+            let tokens = match only {
+                Some(v) if !v.shows(msg.rows.start) => 0,
+                _ => message_tokens(table, msg, config, thinking, &known[from..k])?,
+            };
             Ok(MessageTokens {
                 row: msg.rows.start,
-                tokens: message_tokens(table, msg, config, thinking, known)?,
+                tokens,
             })
         })
         .collect()

@@ -11,8 +11,8 @@
 //! `clear_at_least` / `trigger` gates (docs/policies.md).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::str::FromStr;
 
 use rayon::prelude::*;
@@ -190,46 +190,88 @@ fn visible_tokens(
     known: &[(usize, u64)],
 ) -> Result<u64> {
     let shown = visible_in(table, s, start, messages)?;
-    let messages = estimates_of(table, messages, config.estimate_config(), known)?;
+    let messages = estimates_of(
+        table,
+        messages,
+        config.estimate_config(),
+        known,
+        Some(&shown),
+    )?;
     Ok(tokens_visible(&messages, &shown))
 }
 
 /// What makes an older output stale: a newer call on the same file (any
 /// tool), or the same command of the same tool.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Stale<'a> {
     Path(Cow<'a, str>),
     Command(&'a str, Cow<'a, str>),
 }
 
-/// FNV-1a: the targets are short strings hashed once per tool part, where
-/// SipHash's per-call cost dominated the supersession scan. Not DoS-resistant,
-/// which a per-session set of the session's own paths does not need.
-#[derive(Default)]
-struct Fnv(u64);
+// Hashed by hand: one write per string (the derived impl adds a
+// discriminant word and a terminator byte per string).
+impl Hash for Stale<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            Stale::Path(path) => h.write(path.as_bytes()),
+            Stale::Command(tool, command) => {
+                h.write_usize(tool.len());
+                h.write(tool.as_bytes());
+                h.write(command.as_bytes());
+            }
+        }
+    }
+}
 
-impl Hasher for Fnv {
+/// A multiply-rotate hash over 8-byte words (FxHash's): the targets are short
+/// strings hashed once per tool part, where SipHash's per-call cost dominated
+/// the supersession scan. Not DoS-resistant, which a per-session set of the
+/// session's own paths does not need.
+#[derive(Default)]
+struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for Fx {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
         }
-        self.0 = h;
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
     }
 }
 
-fn stale_key<'a>(tool: Option<&'a str>, input: Option<&'a str>) -> Option<Stale<'a>> {
+/// `tool` is read only for a command (most targets are paths).
+fn stale_key<'a>(
+    tool: impl FnOnce() -> Option<&'a str>,
+    input: Option<&'a str>,
+) -> Option<Stale<'a>> {
     Some(match Target::of(input)? {
         Target::Path(path) => Stale::Path(path),
-        Target::Command(command) => Stale::Command(tool.unwrap_or(""), command),
+        Target::Command(command) => Stale::Command(tool().unwrap_or(""), command),
     })
 }
 
@@ -280,7 +322,14 @@ fn prune_session(
         TurnUnit::Step => role::ASSISTANT,
     };
     // Targets of every newer tool call, protected turns included.
-    let mut seen: HashSet<Stale, BuildHasherDefault<Fnv>> = HashSet::default();
+    let mut seen: HashSet<Stale, BuildHasherDefault<Fx>> = match input {
+        Some(_) => HashSet::with_capacity_and_hasher(
+            messages.last().map_or(0, |m| m.rows.end)
+                - messages.first().map_or(0, |m| m.rows.start),
+            BuildHasherDefault::default(),
+        ),
+        None => HashSet::default(),
+    };
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).
@@ -302,7 +351,7 @@ fn prune_session(
                 continue;
             }
             let superseded = match input {
-                Some(input) => match stale_key(tool.get(row), input.get(row)) {
+                Some(input) => match stale_key(|| tool.get(row), input.get(row)) {
                     Some(t) => !seen.insert(t),
                     None => false,
                 },
@@ -349,7 +398,8 @@ fn prune_session(
         .collect();
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;
-    let mut recent_by_tool: HashMap<&str, u32> = HashMap::new();
+    // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
+    let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
     let mut visible = 0u64;
     for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
@@ -365,11 +415,17 @@ fn prune_session(
         }
         window += tokens;
         let rank = if config.keep_recent_per_tool {
-            let n = recent_by_tool
-                .entry(tool.get(c.row).unwrap_or(""))
-                .or_insert(0);
-            *n += 1;
-            *n - 1
+            let name = tool.get(c.row).unwrap_or("");
+            match recent_by_tool.iter_mut().find(|(t, _)| *t == name) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n - 1
+                }
+                None => {
+                    recent_by_tool.push((name, 1));
+                    0
+                }
+            }
         } else {
             recent_all += 1;
             recent_all - 1

@@ -59,15 +59,8 @@ pub enum Target<'a> {
 
 impl<'a> Target<'a> {
     pub fn of(input: Option<&'a str>) -> Option<Target<'a>> {
-        let mut de = serde_json::Deserializer::from_str(input?);
-        let keys = de.deserialize_any(KeysVisitor).ok()?;
-        de.end().ok()?;
-        let first = |slots: &[Option<Cow<'a, str>>]| {
-            slots.iter().flatten().find(|v| !v.is_empty()).cloned()
-        };
-        first(&keys.path)
-            .map(Target::Path)
-            .or_else(|| first(&keys.command).map(Target::Command))
+        let input = input?;
+        flat_target(input).unwrap_or_else(|| parsed_target(input))
     }
 
     fn text(&self) -> &str {
@@ -75,6 +68,140 @@ impl<'a> Target<'a> {
             Target::Path(s) | Target::Command(s) => s,
         }
     }
+}
+
+/// The target of an input that is a flat object of plain strings (no
+/// escapes, no control characters, no other value types), which is what most
+/// tool calls send; `None` when the input is anything else and needs the JSON
+/// parser. On the inputs it reads it agrees with the parser (the values are
+/// the same borrowed slices); it exists because supersession reads one input
+/// per tool part and serde's path cost several times the scan around it.
+fn flat_target(input: &str) -> Option<Option<Target<'_>>> {
+    let b = input.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    // A plain string starting at `i` (its opening quote): the slice inside.
+    let string = |i: &mut usize| -> Option<&str> {
+        if b.get(*i) != Some(&b'"') {
+            return None;
+        }
+        let start = *i + 1;
+        let end = start + string_stop(&b[start..])?;
+        if b[end] != b'"' {
+            return None;
+        }
+        *i = end + 1;
+        // Quotes are ASCII, so both ends are char boundaries.
+        Some(&input[start..end])
+    };
+    let mut path: [Option<&str>; PATH_KEYS.len()] = [None; PATH_KEYS.len()];
+    let mut command: [Option<&str>; COMMAND_KEYS.len()] = [None; COMMAND_KEYS.len()];
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let key = string(&mut i)?;
+            ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            let value = string(&mut i)?;
+            // Literal arms (PATH_KEYS, COMMAND_KEYS) compile to a length switch
+            // and word compares, where `position` called memcmp per key.
+            let slot = match key {
+                "filePath" => &mut path[0],
+                "file_path" => &mut path[1],
+                "path" => &mut path[2],
+                "file" => &mut path[3],
+                "filename" => &mut path[4],
+                "target_file" => &mut path[5],
+                "notebook_path" => &mut path[6],
+                "command" => &mut command[0],
+                "cmd" => &mut command[1],
+                "code" => &mut command[2],
+                _ => &mut None,
+            };
+            *slot = Some(value);
+            ws(&mut i);
+            match b.get(i) {
+                Some(b',') => {
+                    i += 1;
+                    ws(&mut i);
+                }
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    ws(&mut i);
+    if i != b.len() {
+        return None;
+    }
+    Some(
+        first(&path)
+            .map(|p| Target::Path(Cow::Borrowed(p)))
+            .or_else(|| first(&command).map(|c| Target::Command(Cow::Borrowed(c)))),
+    )
+}
+
+/// Index of the first byte that ends a plain JSON string's fast read: a
+/// quote, a backslash or a control character. Eight bytes at a time (the
+/// SWAR zero-byte test; its lowest flagged byte is always exact).
+fn string_stop(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        let hit = zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if hit != 0 {
+            return Some(at + (hit.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| at + p)
+}
+
+/// The first non-empty value of the slots, in key order.
+fn first<T: AsRef<str> + Clone>(slots: &[Option<T>]) -> Option<T> {
+    slots
+        .iter()
+        .flatten()
+        .find(|v| !v.as_ref().is_empty())
+        .cloned()
+}
+
+/// `Target::of` through the JSON parser: any input.
+fn parsed_target(input: &str) -> Option<Target<'_>> {
+    let mut de = serde_json::Deserializer::from_str(input);
+    let keys = de.deserialize_any(KeysVisitor).ok()?;
+    de.end().ok()?;
+    first(&keys.path)
+        .map(Target::Path)
+        .or_else(|| first(&keys.command).map(Target::Command))
 }
 
 /// The string values of the `PATH_KEYS` and `COMMAND_KEYS` of a JSON object
@@ -261,6 +388,92 @@ mod tests {
         assert!(got.contains(&format!(" {}... returned 0", "x".repeat(80))));
         let got = cleared(true, "bash", Some("not json"), "", "p");
         assert!(got.starts_with("[Old tool result content cleared: bash returned 0"));
+    }
+
+    #[test]
+    fn the_fast_path_lists_the_keys_in_order() {
+        for (i, key) in PATH_KEYS.iter().enumerate() {
+            let mut input = String::from("{");
+            for (j, k) in PATH_KEYS.iter().enumerate().rev() {
+                input.push_str(&format!("\"{k}\":\"{}\",", if j < i { "" } else { k }));
+            }
+            input.push_str(r#""command":"c"}"#);
+            assert_eq!(
+                flat_target(&input),
+                Some(Some(Target::Path(Cow::Borrowed(key)))),
+                "{input}"
+            );
+        }
+        for (i, key) in COMMAND_KEYS.iter().enumerate() {
+            let mut input = String::from("{");
+            for (j, k) in COMMAND_KEYS.iter().enumerate().rev() {
+                input.push_str(&format!("\"{k}\":\"{}\",", if j < i { "" } else { k }));
+            }
+            input.push_str(r#""x":"y"}"#);
+            assert_eq!(
+                flat_target(&input),
+                Some(Some(Target::Command(Cow::Borrowed(key)))),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn string_stop_finds_the_first_stop_byte() {
+        for len in 0..40 {
+            for stop in [b'"', b'\\', 0x00, 0x1f] {
+                for at in 0..len {
+                    let mut b = vec![b'a'; len];
+                    b[at] = stop;
+                    if at + 1 < len {
+                        b[at + 1] = b'"';
+                    }
+                    assert_eq!(string_stop(&b), Some(at), "{len} {at} {stop}");
+                }
+            }
+            assert_eq!(string_stop(&vec![b'a'; len]), None);
+            // bytes just above the stops, and multi-byte UTF-8, are not stops
+            let other: Vec<u8> = " !#[]~\x7f\u{e9}".bytes().cycle().take(len).collect();
+            assert_eq!(string_stop(&other), None, "{len}");
+        }
+    }
+
+    /// The fast path and serde agree on every input the fast path takes, and
+    /// the fast path declines what it cannot read.
+    #[test]
+    fn flat_inputs_read_as_the_parser_reads_them() {
+        let taken = [
+            r#"{"filePath":"src/a.py"}"#,
+            " {\t\"path\" :\r\n \"a\" , \"command\":\"ls\"}\n",
+            r#"{"command":"ls","cmd":"pwd"}"#,
+            r#"{"path":"","command":"ls"}"#,
+            r#"{"path":"a","path":"b"}"#,
+            r#"{"other":"x"}"#,
+            "{}",
+            r#"{"file":"é/ü"}"#,
+        ];
+        for input in taken {
+            assert_eq!(flat_target(input), Some(parsed_target(input)), "{input}");
+        }
+        let declined = [
+            r#"{"path":"a\"b"}"#,
+            r#"{"path":1}"#,
+            r#"{"path":"a","n":null}"#,
+            r#"{"path":"a"} x"#,
+            r#"{"path":"a",}"#,
+            "{\"path\":\"a\tb\"}",
+            r#"["path"]"#,
+            r#"{"path":"a""#,
+            "",
+        ];
+        for input in declined {
+            assert_eq!(flat_target(input), None, "{input}");
+        }
+        assert_eq!(
+            Target::of(Some(r#"{"path":"a\nb"}"#)),
+            Some(Target::Path(Cow::Borrowed("a\nb")))
+        );
+        assert_eq!(Target::of(Some(r#"{"path":"a"} x"#)), None);
     }
 
     #[test]
