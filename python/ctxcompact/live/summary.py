@@ -318,10 +318,23 @@ def _errors(history: Sequence[Message]) -> list[str]:
     for i, (tool, text) in enumerate(results):
         if not _ERROR.match(text):
             continue
-        first = text.strip().splitlines()[0][:200] if text.strip() else "error"
+        first = _error_line(text)
         fixed = any(t == tool and not _ERROR.match(x) for t, x in results[i + 1 :])
         lines.append(f"- {tool}: {first} -> {'resolved later' if fixed else 'unresolved'}")
     return lines
+
+
+_EXCEPTION = re.compile(r"^\s*[\w.]*(?:Error|Exception)\b.*$", re.M)
+
+
+def _error_line(text: str) -> str:
+    """The line that says what went wrong: a traceback's exception line (its
+    last), else the output's first line."""
+    if not text.strip():
+        return "error"
+    raised = _EXCEPTION.findall(text)
+    line = raised[-1] if raised else text.strip().splitlines()[0]
+    return line.strip()[:200]
 
 
 def _clip(text: str, chars: int) -> str:

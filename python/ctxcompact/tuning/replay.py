@@ -18,6 +18,11 @@ compaction (the full history every call, append-only, so every call reads the
 previous prompt from the cache). Offline by default: summaries are the
 deterministic digest, which costs nothing; with a ``Summarizer`` holding a
 client they are real, and their input and output are counted.
+
+Every call whose prompt no longer holds, as they were, messages the previous
+prompt held (a summary, a masked output) is scored by
+``tuning.retention``: the facts of what it removed, and which of them the
+prompt still carries (``removed_facts``, ``kept_facts``, ``lost``).
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.models import AssistantMessage, Session, UserMessage
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.prices import price_of
+from ctxcompact.tuning.retention import content_text, score_compaction
 
 #: Columns of the per-call table, in order.
 CALL_SCHEMA = pa.schema([
@@ -57,6 +63,9 @@ CALL_SCHEMA = pa.schema([
     ("summary_output_tokens", pa.int64()),
     ("baseline_prompt_tokens", pa.int64()),
     ("baseline_cached_tokens", pa.int64()),
+    ("removed_facts", pa.int64()),
+    ("kept_facts", pa.int64()),
+    ("lost", pa.list_(pa.string())),
 ])  # fmt: skip
 
 #: The cache lifetime of Anthropic's default cache and OpenAI's (5 minutes).
@@ -128,6 +137,10 @@ def replay_session(
 
     rows: list[dict[str, Any]] = []
     previous: list[dict[str, Any]] = []
+    # The run's messages since the previous call, as the model would read them:
+    # the previous prompt plus these is what this call sends if nothing is removed.
+    pending: list[dict[str, Any]] = []
+    task: str | None = None
     # The run without compaction: every message as sent, appended (estimates add
     # up message by message, so the total grows by each message's own).
     baseline = tokens(to_model_messages(Session(info=session.info), system=system))
@@ -152,6 +165,12 @@ def replay_session(
             reply = to_model_messages(session.model_copy(update={"messages": [message]}))
             usage = info.tokens.output if info.tokens else 0
             output = usage or tokens(reply[:1])
+            before = previous + pending
+            removed = (
+                score_compaction(before, sent, task=task)
+                if _common_prefix(before, sent) < len(before)
+                else None
+            )
             model_summaries = [r for r in made if r.summary_source == "model"]
             written_by_model = 0
             if model_summaries:
@@ -176,11 +195,17 @@ def replay_session(
                 "summary_output_tokens": written_by_model,
                 "baseline_prompt_tokens": baseline,
                 "baseline_cached_tokens": baseline_previous if fresh_cache else 0,
+                "removed_facts": len(removed.removed) if removed else 0,
+                "kept_facts": removed.kept if removed else 0,
+                "lost": [f.label() for f in removed.lost] if removed else [],
             })  # fmt: skip
-            previous, baseline_previous = sent, baseline
+            previous, baseline_previous, pending = sent, baseline, []
         store.append_message(sid, message)
-        alone = session.model_copy(update={"messages": [message]})
-        baseline += tokens(to_model_messages(alone))
+        alone = to_model_messages(session.model_copy(update={"messages": [message]}))
+        if task is None and isinstance(info, UserMessage):
+            task = next((content_text(m) for m in alone if m.get("role") == "user"), None)
+        pending.extend(alone)
+        baseline += tokens(alone)
     return rows
 
 
@@ -217,18 +242,30 @@ def replay(
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     keys = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
-        [(k, "sum") for k in keys] + [("compacted", "sum"), ("call", "count")]
+        [(k, "sum") for k in [*keys, "removed_facts", "kept_facts"]]
+        + [("compacted", "sum"), ("call", "count")]
     )
     per_session = per_session.rename_columns(
         [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
     )
     totals = {k: int(sum(r[k] for r in rows)) for k in keys}
+    removed = sum(r["removed_facts"] for r in rows)
+    kept = sum(r["kept_facts"] for r in rows)
+    lost: dict[str, int] = {}
+    for r in rows:
+        for label in r["lost"]:
+            lost[label] = lost.get(label, 0) + 1
     summary: dict[str, Any] = {
         "policy": cfg.policy.name() or cfg.policy.model_dump(),
         "sessions": per_session.num_rows,
         "calls": len(rows),
         "compactions": sum(1 for r in rows if r["compacted"]),
         **totals,
+        # Kept / removed facts over every call that removed something (1.0: none did).
+        "removed_facts": removed,
+        "kept_facts": kept,
+        "retention": kept / removed if removed else 1.0,
+        "most_lost": sorted(lost.items(), key=lambda kv: (-kv[1], kv[0]))[:20],
     }
     if price is not None:
         with_policy = price.cost(

@@ -1,0 +1,337 @@
+"""What a compaction kept of what it removed, measured without a model.
+
+Facts are extracted deterministically from the messages a compaction took out
+of the model input (the ones the next call no longer sees as they were) and
+looked up in everything the next call does see: the summary, placeholders,
+the messages that stayed. Six kinds:
+
+- ``task``: the run's first user request; ``directive``: a later user request;
+  ``plan``: the newest assistant text laying out steps. Prose is paraphrased by
+  a summary, so these count as kept when at least ``PROSE_KEPT`` of their
+  distinct content words (the first ``PROSE_WORDS`` of them) are still there.
+- ``path``: a file path the user or the agent wrote (texts and call
+  arguments; not the listings inside tool outputs); kept when it appears
+  verbatim.
+- ``identifier``: a code name the user or the agent wrote (snake_case,
+  camelCase, a dotted call, a backquoted span); kept when it appears verbatim.
+- ``error``: an error a tool reported (an exception name, else the error
+  line's opening words), noted as resolved when a later result of the same
+  tool reported none; kept when its signature appears verbatim.
+
+The score of a compaction is kept / removed facts (1.0 when it removed none);
+a policy's is the same ratio over all its compactions. A heuristic, and a
+stable one: it tells policies apart on the same runs, it does not grade a
+summary's prose.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ctxcompact.scans.view import COMPACTION_QUESTION
+
+Kind = Literal["task", "directive", "plan", "path", "identifier", "error"]
+KINDS: tuple[Kind, ...] = ("task", "directive", "plan", "path", "identifier", "error")
+
+#: A prose fact is kept when this share of its content words is still there.
+PROSE_KEPT = 0.5
+#: Content words of a prose fact that are checked (its opening ones).
+PROSE_WORDS = 40
+#: Error and plan texts are shown cut to this many characters.
+SHOWN_CHARS = 160
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_'-]{3,}")
+_STOP = frozenset(
+    "that this with from have will would should could there their them then than what when "
+    "which where while into about after before been being also only just very more most some "
+    "such each other your yours please thanks need make sure like does done using used file "
+    "files code line lines here were they these those".split()
+)
+_PATH = re.compile(
+    r"(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|java|go|rs|c|cc|cpp|h|hpp|rb|php|cs|kt|"
+    r"swift|scala|md|rst|json|yaml|yml|toml|ini|cfg|txt|sh|sql|html|css|xml)(?![\w/])"
+)
+_IDENT = re.compile(
+    r"`([^`\n]{3,80})`"
+    r"|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+)\b"
+    r"|\b([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)\b"
+    r"|\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b"
+    r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\("
+)
+_ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b")
+_ERROR_LINE = re.compile(r"^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]", re.I)
+_PLAN = re.compile(r"^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b", re.I | re.M)
+_CONTINUE = "continue if you have next steps"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One piece of information: its kind, what is shown, what is looked for."""
+
+    kind: Kind
+    text: str
+    #: Errors: a later result of the same tool reported no error.
+    resolved: bool = False
+    #: Prose: the content words checked (empty for verbatim facts).
+    words: frozenset[str] = field(default=frozenset(), compare=False)
+
+    def kept_in(self, haystack: str, haystack_words: frozenset[str]) -> bool:
+        if self.words:
+            share = len(self.words & haystack_words) / len(self.words)
+            return share >= PROSE_KEPT
+        return self.text in haystack
+
+    def label(self) -> str:
+        suffix = " (resolved later)" if self.resolved else ""
+        return f"{self.kind}: {self.text}{suffix}"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What one compaction removed and which of it is gone."""
+
+    removed: tuple[Fact, ...]
+    lost: tuple[Fact, ...]
+
+    @property
+    def kept(self) -> int:
+        return len(self.removed) - len(self.lost)
+
+    @property
+    def score(self) -> float:
+        return 1.0 if not self.removed else self.kept / len(self.removed)
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
+        )
+    return ""
+
+
+def _arguments(message: Mapping[str, Any]) -> str:
+    calls = message.get("tool_calls") or []
+    return "\n".join(
+        str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, Mapping)
+    )
+
+
+def content_text(message: Mapping[str, Any]) -> str:
+    """A chat message's content as text (its text blocks joined)."""
+    return _content(message)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """Everything of a chat message the model reads as text."""
+    parts = [_content(message), _arguments(message)]
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, Mapping):
+            parts.append(str((call.get("function") or {}).get("name") or ""))
+    return "\n".join(p for p in parts if p)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+def _prose(kind: Kind, text: str) -> Fact | None:
+    ordered = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    words = frozenset(list(dict.fromkeys(ordered))[:PROSE_WORDS])
+    if not words:
+        return None
+    shown = " ".join(text.split())
+    return Fact(kind, shown[:SHOWN_CHARS], words=words)
+
+
+def _is_request(message: Mapping[str, Any]) -> bool:
+    text = _content(message).strip()
+    return (
+        message.get("role") == "user"
+        and bool(text)
+        and text != COMPACTION_QUESTION
+        and text.lower() != _CONTINUE
+    )
+
+
+def _plain(args: str) -> str:
+    """Call arguments as their string values (paths inside JSON escapes read plainly)."""
+    try:
+        value = json.loads(args)
+    except ValueError:
+        return args
+    out: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, Mapping):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return "\n".join(out)
+
+
+def _written(message: Mapping[str, Any]) -> str:
+    """What the user or the agent wrote: texts and call arguments, not tool output."""
+    if message.get("role") not in ("user", "assistant"):
+        return ""
+    args = [_plain(str((c.get("function") or {}).get("arguments") or ""))
+            for c in message.get("tool_calls") or [] if isinstance(c, Mapping)]  # fmt: skip
+    return "\n".join([_content(message), *args])
+
+
+def _error_facts(
+    messages: Sequence[Mapping[str, Any]], only: Sequence[Mapping[str, Any]] | None = None
+) -> list[Fact]:
+    """Errors in the tool results of ``only`` (default: all of ``messages``),
+    resolved when a later result of the same tool in ``messages`` had none."""
+    wanted = None if only is None else {id(m) for m in only}
+    names: dict[str, str] = {}
+    results: list[tuple[str, str, bool]] = []
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            if isinstance(call, Mapping):
+                names[str(call.get("id"))] = str((call.get("function") or {}).get("name", "tool"))
+        if m.get("role") == "tool":
+            tool = names.get(str(m.get("tool_call_id")), "tool")
+            results.append((tool, _content(m), wanted is None or id(m) in wanted))
+    facts: list[Fact] = []
+    for i, (tool, text, asked) in enumerate(results):
+        signatures = _error_signatures(text) if asked else []
+        if not signatures:
+            continue
+        resolved = any(t == tool and not _error_signatures(x) for t, x, _ in results[i + 1 :])
+        facts.extend(Fact("error", s, resolved=resolved) for s in signatures)
+    return facts
+
+
+def _error_signatures(text: str) -> list[str]:
+    found = dict.fromkeys(m.group(1) for m in _ERROR_NAME.finditer(text))
+    if not found:
+        for line in text.splitlines():
+            if _ERROR_LINE.match(line):
+                found[" ".join(line.split())[:60]] = None
+                break
+    return list(found)
+
+
+def extract_facts(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    task_index: int | None = None,
+    context: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Fact]:
+    """The facts of ``messages`` (chat dicts), each once, in order of appearance.
+
+    ``task_index``: the position of the run's first request among them, if it
+    is there (it is a ``task``; other requests are ``directive``s). Default:
+    the first request in ``messages``. ``context``: the whole history the
+    messages are taken from (same objects), where an error's resolution is
+    looked for.
+    """
+    facts: dict[tuple[Kind, str], Fact] = {}
+
+    def add(fact: Fact | None) -> None:
+        if fact is not None:
+            facts.setdefault((fact.kind, fact.text), fact)
+
+    requests = [i for i, m in enumerate(messages) if _is_request(m)]
+    first = task_index if task_index is not None else (requests[0] if requests else None)
+    for i in requests:
+        add(_prose("task" if i == first else "directive", _content(messages[i])))
+    plan = next(
+        (t for m in reversed(messages) if m.get("role") == "assistant"
+         for t in [_content(m)] if t and _PLAN.search(t)),
+        None,
+    )  # fmt: skip
+    if plan:
+        add(_prose("plan", plan))
+    for m in messages:
+        written = _written(m)
+        if not written:
+            continue
+        for path in _PATH.findall(written):
+            add(Fact("path", path))
+        # Names inside a path (``mod_1`` of ``src/mod_1.py``) are the path's.
+        for match in _IDENT.finditer(_PATH.sub(" ", written)):
+            name = next(g for g in match.groups() if g)
+            if not _PATH.fullmatch(name):
+                add(Fact("identifier", name))
+    errors = _error_facts(context, messages) if context is not None else _error_facts(messages)
+    for fact in errors:
+        add(fact)
+    return list(facts.values())
+
+
+def _key(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, sort_keys=True, default=str)
+
+
+def removed_messages(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The messages of ``before`` that ``after`` no longer has as they were."""
+    kept = {_key(m) for m in after}
+    return [m for m in before if _key(m) not in kept]
+
+
+def score_compaction(
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    *,
+    task: str | None = None,
+) -> Retention:
+    """What a compaction that turned the model input ``before`` into ``after``
+    (chat message lists) kept of what it removed. ``task``: the run's first
+    request, so it is told apart from later directives when it is removed."""
+    gone = removed_messages(before, after)
+    if not gone:
+        return Retention((), ())
+    task_index = next(
+        (i for i, m in enumerate(gone) if task is not None and _is_request(m)
+         and _content(m) == task),
+        -1,
+    )  # fmt: skip
+    removed = extract_facts(gone, task_index=task_index, context=before)
+    haystack = "\n".join(message_text(m) for m in after)
+    plain = "\n".join([haystack, *(_written(m) for m in after)])
+    words = _words(plain)
+    lost = tuple(f for f in removed if not f.kept_in(plain, words))
+    return Retention(tuple(removed), lost)
+
+
+def most_lost(retentions: Iterable[Retention], n: int = 20) -> list[tuple[str, int]]:
+    """The facts lost most often over many compactions, as (label, count)."""
+    counts: dict[str, int] = {}
+    for r in retentions:
+        for f in r.lost:
+            counts[f.label()] = counts.get(f.label(), 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+__all__ = [
+    "KINDS",
+    "PROSE_KEPT",
+    "PROSE_WORDS",
+    "Fact",
+    "content_text",
+    "Retention",
+    "extract_facts",
+    "message_text",
+    "most_lost",
+    "removed_messages",
+    "score_compaction",
+]
