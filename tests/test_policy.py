@@ -196,3 +196,19 @@ def test_the_cli_takes_a_policy(tmp_path: Path) -> None:
     code, out, err = cli("prune", str(path), "--policy", "nope")
     assert code == 4
     assert "unknown policy preset 'nope'" in err
+
+
+@pytest.mark.parametrize("preset", ["swe-agent", "aggressive", "anthropic-clear-tool-uses"])
+def test_a_config_dump_loads_back_to_the_same_prune_policy(preset: str) -> None:
+    # Loading a dump sets every field it holds: a default prune_protect written
+    # out used to override the policy's own protect (swe-agent masked nothing).
+    config = cc.CompactionConfig(policy=preset, mask_first=True)
+    for again in (cc.CompactionConfig.model_validate(config.model_dump()),
+                  cc.CompactionConfig.model_validate_json(config.model_dump_json()),
+                  cc.CompactionConfig(**config.model_dump())):  # fmt: skip
+        assert again.prune_policy() == config.prune_policy() == cc.policy.Policy.load(preset)
+    # a prune field the user set is kept, and still applies
+    legacy = cc.CompactionConfig(policy=preset, prune_protect=1_234)
+    dumped = legacy.model_dump()
+    assert dumped["prune_protect"] == 1_234
+    assert cc.CompactionConfig.model_validate(dumped).prune_policy().protect == 1_234

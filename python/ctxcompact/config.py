@@ -17,7 +17,15 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ctxcompact.errors import ConfigError
@@ -268,6 +276,17 @@ class CompactionConfig(BaseSettings):
             if self._sources.get(name, DEFAULT) != DEFAULT
         }
         return with_prune_fields(self.policy, set_here)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # OpenCode's prune fields are written only where they were set: loading
+        # a dump sets every field it holds, and a default written out would
+        # then override the policy it came with (prune_policy).
+        data: dict[str, Any] = handler(self)
+        for name in PRUNE_FIELDS:
+            if self._sources.get(name, DEFAULT) == DEFAULT:
+                data.pop(name, None)
+        return data
 
     @model_validator(mode="after")
     def _ordered_thresholds(self) -> CompactionConfig:
