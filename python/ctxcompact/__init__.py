@@ -9,7 +9,8 @@ The top level holds what most programs use; the rest lives by mechanism:
 ``ctxcompact.live`` (the lifecycle of a running session), ``ctxcompact.batch``
 (Arrow, Parquet, Ray Data), ``ctxcompact.formats`` (transcript formats and the
 native reader), ``ctxcompact.clients`` (summary models), ``ctxcompact.models``,
-``ctxcompact.errors`` and ``ctxcompact.testing``.
+``ctxcompact.tuning`` (replay, retention, grids), ``ctxcompact.errors`` and
+``ctxcompact.testing``.
 """
 
 from typing import Any
@@ -44,6 +45,7 @@ from ctxcompact.scans import (
     to_model_messages,
 )
 from ctxcompact.transcript import Transcript
+from ctxcompact.tuning import replay, tune
 
 __all__ = [
     "AsyncSummaryClient",
@@ -71,7 +73,9 @@ __all__ = [
     "mark_pruned",
     "prune",
     "read_sessions",
+    "replay",
     "to_model_messages",
+    "tune",
 ]
 
 # A core error class missing here fails the import, not the first error.

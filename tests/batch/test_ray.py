@@ -98,3 +98,18 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     with pytest.raises(NonContiguousError) as e:
         compact_dataset(halves)
     assert e.value.session_id == table["session_id"][0].as_py()
+
+
+def test_a_policy_grid_on_ray_equals_the_local_one(local_ray: None, files: tuple[Path, pa.Table]) -> None:
+    from ctxcompact.tuning import tune, tune_dataset
+
+    folder, table = files
+    grid = {"preset": ["swe-agent", "aggressive"], "mask_first": [True], "context": [60_000]}
+    limits = {"context": 0, "output": 4_000}
+    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits,
+                          model="gpt-4o")  # fmt: skip
+    local = tune(table, grid, limits=limits, model="gpt-4o", workers=1)
+    order = [(k, "ascending") for k in ("policy", "session_id", "call")]
+    assert on_ray.calls.num_rows > 200
+    assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
+    assert on_ray.points.equals(local.points)

@@ -255,4 +255,51 @@ def compact_parquet(
     return stats
 
 
-__all__ = ["REQUIRED", "BatchReport", "compact_parquet", "parquet_files"]
+def session_tables(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], batch_rows: int = 65_536
+) -> Iterator[pa.Table]:
+    """The rows of ``source`` as tables of whole sessions, in file order, about
+    ``batch_rows`` rows each (the session a batch ends in is carried into the
+    next one, across files too). A session that reappears after another one
+    raises ``NonContiguousError`` naming it and the file; files whose schema
+    differs from the first's raise ``SchemaError``."""
+    if batch_rows < 1:
+        raise DatasetError("batch_rows must be at least 1")
+    done: set[str] = set()
+    carry: pa.Table | None = None
+    schema: pa.Schema | None = None
+
+    def whole(rows: pa.Table, path: Path) -> pa.Table:
+        ids = pc.unique(rows.column("session_id").cast(pa.large_string())).to_pylist()
+        again = next((s for s in ids if s in done), None)
+        if again is not None:
+            raise NonContiguousError(
+                f"{path}: session {again!r} appears again after other sessions "
+                "(sort the dataset by session first)",
+                session_id=again, column="session_id",
+            )  # fmt: skip
+        done.update(ids)
+        return rows
+
+    path = Path()
+    for path in parquet_files(source):
+        for batch in _batches(path, batch_rows):
+            table = pa.Table.from_batches([batch])
+            if schema is None:
+                schema = table.schema
+            try:
+                table = table.select(schema.names).cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
+                raise SchemaError(
+                    f"{path}: its schema does not match the first file's ({e})"
+                ) from None
+            combined = table if carry is None else pa.concat_tables([carry, table])
+            cut = _tail_start(combined.column("session_id"))
+            if cut:
+                yield whole(combined.slice(0, cut), path)
+            carry = combined.slice(cut)
+    if carry is not None and carry.num_rows:
+        yield whole(carry, path)
+
+
+__all__ = ["REQUIRED", "BatchReport", "compact_parquet", "parquet_files", "session_tables"]

@@ -1,7 +1,25 @@
 """Tuning compaction policy on stored runs: replay each run call by call under
-a policy, with what every call would have been sent and what it would cost."""
+a policy, with what every call would have been sent, what it would cost and
+what each compaction kept; a grid of policies over a corpus, with its
+cost-vs-retention front."""
 
+from ctxcompact.tuning.grid import Tuning, load_grid, tune, tune_dataset
 from ctxcompact.tuning.prices import PRICES, Price, price_of
 from ctxcompact.tuning.replay import CALL_SCHEMA, Replay, replay, replay_session
+from ctxcompact.tuning.retention import Retention, score_compaction
 
-__all__ = ["CALL_SCHEMA", "PRICES", "Price", "Replay", "price_of", "replay", "replay_session"]
+__all__ = [
+    "CALL_SCHEMA",
+    "PRICES",
+    "Price",
+    "Replay",
+    "Retention",
+    "Tuning",
+    "load_grid",
+    "price_of",
+    "replay",
+    "replay_session",
+    "score_compaction",
+    "tune",
+    "tune_dataset",
+]

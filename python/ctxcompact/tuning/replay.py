@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -45,7 +46,7 @@ from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
-from ctxcompact.tuning.prices import price_of
+from ctxcompact.tuning.prices import Price, price_of
 from ctxcompact.tuning.retention import content_text, score_compaction
 
 #: Columns of the per-call table, in order.
@@ -94,6 +95,21 @@ def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
         if not isinstance(s, Session):
             raise ConfigError(f"replay takes Sessions or a Transcript; item {i} is a "
                               f"{type(s).__name__}", column="sessions")  # fmt: skip
+    return unique_sessions(sessions)
+
+
+def unique_sessions(sessions: list[Session]) -> list[Session]:
+    """``sessions``, or ``DuplicateSessionError`` when two share an id (their
+    calls would be summed as one session's)."""
+    seen: dict[str, int] = {}
+    for i, session in enumerate(sessions):
+        first = seen.setdefault(session.id, i)
+        if first != i:
+            raise DuplicateSessionError(
+                f"session id {session.id!r} is repeated: sessions {first} and {i} (ids must be "
+                "unique; read_sessions names the sessions of a folder by path)",
+                session_id=session.id, row=i,
+            )  # fmt: skip
     return sessions
 
 
@@ -209,6 +225,21 @@ def replay_session(
     return rows
 
 
+def check_window(limits: Limits, config: CompactionConfig, where: str = "") -> Limits:
+    """``limits``, or ``ConfigError`` when they leave no input window (every
+    call would overflow and compact)."""
+    usable = limits.usable(config)
+    if usable is not None and usable <= 0:
+        raise ConfigError(
+            f"{where}context {limits.context} leaves no usable input window ({usable:,} "
+            f"tokens): {limits.context - usable:,} are reserved for the answer (the output "
+            f"limit, else output_token_max = {config.output_token_max:,}); give the model's "
+            "output limit or a larger context",
+            column="context",
+        )  # fmt: skip
+    return limits
+
+
 def replay(
     data: Session | Transcript | Iterable[Session],
     policy: Policy | str | Mapping[str, Any] | None = None,
@@ -231,35 +262,53 @@ def replay(
     cfg = config or CompactionConfig()
     if policy is not None:
         cfg = cfg.model_copy(update={"policy": Policy.load(policy)})
-    window = Limits.coerce(limits)
+    window = check_window(Limits.coerce(limits), cfg)
     if cache_ttl_s < 0:
         raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
     price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
     rows: list[dict[str, Any]] = []
-    for session in _sessions(data):
+    sessions = _sessions(data)
+    for session in sessions:
         rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system,
                                    cache_ttl_s=cache_ttl_s))  # fmt: skip
+    if not rows:
+        ids = ", ".join(repr(s.id) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
+        raise DatasetError(f"nothing to replay: no assistant message (model call) in "
+                           f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
-    keys = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
+    summary = {"policy": cfg.policy.name() or cfg.policy.model_dump(),
+               **summarize_calls(calls, price, model)}  # fmt: skip
+    return Replay(calls=calls, sessions=per_session_table(calls), summary=summary)
+
+
+_TOKENS = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
+
+
+def per_session_table(calls: pa.Table) -> pa.Table:
+    """The per-call table summed per session."""
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
-        [(k, "sum") for k in [*keys, "removed_facts", "kept_facts"]]
+        [(k, "sum") for k in [*_TOKENS, "removed_facts", "kept_facts"]]
         + [("compacted", "sum"), ("call", "count")]
     )
-    per_session = per_session.rename_columns(
+    return per_session.rename_columns(
         [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
     )
-    totals = {k: int(sum(r[k] for r in rows)) for k in keys}
-    removed = sum(r["removed_facts"] for r in rows)
-    kept = sum(r["kept_facts"] for r in rows)
+
+
+def summarize_calls(calls: pa.Table, price: Price | None = None,
+                    model: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Totals of a per-call table (``CALL_SCHEMA``): tokens, compactions,
+    retention, the facts lost most often, and costs when ``price`` is given."""
+    totals = {k: int(pc.sum(calls[k]).as_py() or 0) for k in _TOKENS}
+    removed = int(pc.sum(calls["removed_facts"]).as_py() or 0)
+    kept = int(pc.sum(calls["kept_facts"]).as_py() or 0)
     lost: dict[str, int] = {}
-    for r in rows:
-        for label in r["lost"]:
-            lost[label] = lost.get(label, 0) + 1
+    for label in pc.list_flatten(calls["lost"]).to_pylist():
+        lost[label] = lost.get(label, 0) + 1
     summary: dict[str, Any] = {
-        "policy": cfg.policy.name() or cfg.policy.model_dump(),
-        "sessions": per_session.num_rows,
-        "calls": len(rows),
-        "compactions": sum(1 for r in rows if r["compacted"]),
+        "sessions": len(pc.unique(calls["session_id"])),
+        "calls": calls.num_rows,
+        "compactions": int(pc.sum(calls["compacted"]).as_py() or 0),
         **totals,
         # Kept / removed facts over every call that removed something (1.0: none did).
         "removed_facts": removed,
@@ -280,7 +329,15 @@ def replay(
         )
         summary |= {"model": model, "cost": with_policy, "baseline_cost": without,
                     "saved": without - with_policy}  # fmt: skip
-    return Replay(calls=calls, sessions=per_session, summary=summary)
+    return summary
 
 
-__all__ = ["CACHE_TTL_S", "CALL_SCHEMA", "Replay", "replay", "replay_session"]
+__all__ = [
+    "CACHE_TTL_S",
+    "CALL_SCHEMA",
+    "Replay",
+    "per_session_table",
+    "replay",
+    "replay_session",
+    "summarize_calls",
+]

@@ -1,0 +1,352 @@
+"""A grid of policies replayed over a corpus, with the cost-vs-retention front.
+
+``tune(corpus, grid)`` replays every session of the corpus under every point
+of the grid (the cartesian product of its lists) and returns one row per call
+and one per point. A corpus is sessions, a ``Transcript``/Arrow table, or
+Parquet files of part rows streamed in batches of whole sessions (bounded
+memory: one batch per worker in flight); the batches run in worker processes.
+``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
+
+Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
+window: ``context`` and ``output``. A value is a list of candidates (a
+scalar is one). In a TOML file, the keys sit at the top or under ``[grid]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError, DatasetError
+from ctxcompact.models import Session
+from ctxcompact.policy import Policy
+from ctxcompact.scans.overflow import Limits
+from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.prices import Price, price_of
+from ctxcompact.tuning.replay import (
+    CALL_SCHEMA,
+    check_window,
+    replay_session,
+    summarize_calls,
+    unique_sessions,
+)
+
+#: Grid keys that are not policy fields.
+WINDOW_KEYS = ("context", "output")
+CONFIG_KEYS = ("mask_first",)
+
+#: The per-call table of a grid: ``CALL_SCHEMA`` with the point's name first.
+GRID_CALL_SCHEMA = pa.schema([pa.field("policy", pa.string()), *CALL_SCHEMA])
+
+#: Columns of the per-point table.
+POINT_SCHEMA = pa.schema([
+    ("policy", pa.string()),
+    ("sessions", pa.int64()),
+    ("calls", pa.int64()),
+    ("prompt_tokens", pa.int64()),
+    ("baseline_prompt_tokens", pa.int64()),
+    ("cached_tokens", pa.int64()),
+    ("compactions", pa.int64()),
+    ("retention", pa.float64()),
+    ("cost", pa.float64()),
+    ("baseline_cost", pa.float64()),
+    ("pareto", pa.bool_()),
+])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point: its name, the options it sets, the config and window."""
+
+    name: str
+    options: dict[str, Any]
+    config: CompactionConfig
+    limits: Limits
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """``calls``: one row per call and point (``GRID_CALL_SCHEMA``);
+    ``points``: one row per point (``POINT_SCHEMA``, ``pareto`` marks the
+    cost-vs-retention front); ``summaries``: per point, ``replay``'s totals."""
+
+    calls: pa.Table
+    points: pa.Table
+    summaries: dict[str, dict[str, Any]]
+
+    def front(self) -> pa.Table:
+        """The points no other point beats on both cost and retention."""
+        return self.points.filter(self.points["pareto"])
+
+
+def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, list[Any]]:
+    """A grid from a dict or a TOML file, checked: every key known, every list non-empty."""
+    where = ""
+    if isinstance(grid, (str, os.PathLike)):
+        path = Path(grid)
+        where = f"{path}: "
+        try:
+            data: Mapping[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read the grid ({e.strerror or e})",
+                              column="grid") from None  # fmt: skip
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: not a TOML grid ({e})", column="grid") from None
+        data = data.get("grid", data)
+    else:
+        data = grid
+    if not isinstance(data, Mapping) or not data:
+        raise ConfigError(f"{where}the grid is empty: give lists of option values", column="grid")
+    known = set(Policy.model_fields) | {"preset", *WINDOW_KEYS, *CONFIG_KEYS}
+    out: dict[str, list[Any]] = {}
+    for key, values in data.items():
+        if key not in known:
+            raise ConfigError(
+                f"{where}grid option {key!r} does not exist; options: {', '.join(sorted(known))}",
+                column=str(key),
+            )  # fmt: skip
+        listed = list(values) if isinstance(values, (list, tuple)) else [values]
+        if not listed:
+            raise ConfigError(f"{where}grid option {key!r} has no values", column=str(key))
+        out[str(key)] = listed
+    return out
+
+
+def _name(options: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items())
+
+
+def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
+           config: CompactionConfig | None = None,
+           limits: Limits | Mapping[str, int] | None = None) -> list[Point]:  # fmt: skip
+    """Every point of the grid, each checked (a bad value raises ``ConfigError``
+    naming the point and the option)."""
+    lists = load_grid(grid)
+    base = config or CompactionConfig()
+    base_window = Limits.coerce(limits) if limits is not None else None
+    out: list[Point] = []
+    for combo in itertools.product(*lists.values()):
+        options = dict(zip(lists, combo, strict=True))
+        name = _name(options)
+        policy_opts = {k: v for k, v in options.items()
+                       if k not in WINDOW_KEYS and k not in CONFIG_KEYS}  # fmt: skip
+        try:
+            policy = Policy.load(policy_opts) if policy_opts else base.policy
+            update: dict[str, Any] = {"policy": policy}
+            update |= {k: options[k] for k in CONFIG_KEYS if k in options}
+            for key in CONFIG_KEYS:
+                if key in options and not isinstance(options[key], bool):
+                    raise ConfigError(f"{key} takes true or false, not {options[key]!r}",
+                                      column=key)  # fmt: skip
+            # model_copy: re-validating a dump would let the legacy prune_* fields
+            # of the base config override the point's policy.
+            cfg = base.model_copy(update=update)
+            window = {
+                "context": options.get("context", base_window.context if base_window else None),
+                "output": options.get("output", base_window.output if base_window else 0),
+            }
+            if window["context"] is None:
+                raise ConfigError("no context window: put 'context' in the grid or pass limits=",
+                                  column="context")  # fmt: skip
+            out.append(Point(name, options, cfg, check_window(Limits.coerce(window), cfg)))
+        except ConfigError as e:
+            raise ConfigError(f"grid point {name}: {e}", column=e.column) from None
+        except ValueError as e:  # pydantic's
+            raise ConfigError(f"grid point {name}: {e}", column="grid") from None
+    return out
+
+
+def _replay_table(table: pa.Table, grid_points: list[Point], price_model: str | None) -> pa.Table:
+    """Every session of ``table`` under every point: the per-call rows."""
+    del price_model  # priced on the driver, from the totals
+    sessions = Transcript(table).to_sessions()
+    return _replay_sessions(sessions, grid_points)
+
+
+def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Table:
+    rows: list[dict[str, Any]] = []
+    for point in grid_points:
+        for session in sessions:
+            for row in replay_session(session, point.config, point.limits):
+                rows.append({"policy": point.name, **row})
+    return pa.Table.from_pylist(rows, schema=GRID_CALL_SCHEMA)
+
+
+def _chunks(corpus: Any, batch_rows: int) -> Iterator[pa.Table | list[Session]]:
+    """The corpus in pieces of whole sessions."""
+    if isinstance(corpus, Session):
+        yield [corpus]
+    elif isinstance(corpus, Transcript):
+        yield corpus.to_arrow()
+    elif isinstance(corpus, pa.Table):
+        yield corpus
+    elif isinstance(corpus, (str, os.PathLike)) or (
+        isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
+    ):
+        from ctxcompact.batch.parquet import session_tables
+
+        yield from session_tables(corpus, batch_rows)
+    else:
+        sessions = list(corpus)
+        if not all(isinstance(s, Session) for s in sessions):
+            raise ConfigError("tune takes Sessions, a Transcript, an Arrow table or Parquet "
+                              "paths", column="corpus")  # fmt: skip
+        unique_sessions(sessions)
+        for i in range(0, len(sessions), 64):
+            yield sessions[i : i + 64]
+
+
+def tune(
+    corpus: Any,
+    grid: Mapping[str, Any] | str | os.PathLike[str],
+    *,
+    limits: Limits | Mapping[str, int] | None = None,
+    config: CompactionConfig | None = None,
+    model: str | None = None,
+    prices: Mapping[str, Any] | None = None,
+    workers: int | None = None,
+    batch_rows: int = 65_536,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Tuning:
+    """Replay ``corpus`` under every point of ``grid`` (see the module doc).
+
+    ``workers``: processes (default: the CPUs; 1 runs in this process).
+    ``model``: price the calls; without it the front is prompt tokens vs
+    retention. ``progress(sessions_done, total or None)`` after each batch.
+    """
+    grid_points = points(grid, config=config, limits=limits)
+    cfg = config or CompactionConfig()
+    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    if n < 1:
+        raise ConfigError("workers must be at least 1", column="workers")
+    tables: list[pa.Table] = []
+    done = 0
+
+    def collect(calls: pa.Table) -> None:
+        nonlocal done
+        tables.append(calls)
+        done += len(pc.unique(calls["session_id"])) if calls.num_rows else 0
+        if progress is not None:
+            progress(done, None)
+
+    if n == 1:
+        for chunk in _chunks(corpus, batch_rows):
+            collect(_run(chunk, grid_points))
+    else:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            running: set[Future[pa.Table]] = set()
+            for chunk in _chunks(corpus, batch_rows):
+                if len(running) >= n:  # bounded: at most one batch per worker in flight
+                    finished, running = _wait(running)
+                    for f in finished:
+                        collect(f.result())
+                running.add(pool.submit(_run, chunk, grid_points))
+            for f in running:
+                collect(f.result())
+    return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
+                   grid_points, price, model)  # fmt: skip
+
+
+def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Future[pa.Table]]]:
+    finished, pending = wait(running, return_when=FIRST_COMPLETED)
+    return set(finished), set(pending)
+
+
+def _run(chunk: pa.Table | list[Session], grid_points: list[Point]) -> pa.Table:
+    if isinstance(chunk, pa.Table):
+        return _replay_table(chunk, grid_points, None)
+    return _replay_sessions(chunk, grid_points)
+
+
+def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
+            model: str | None) -> Tuning:  # fmt: skip
+    """The per-point table and the front from a grid's per-call table."""
+    if calls.num_rows == 0:
+        raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
+                           column="role")  # fmt: skip
+    summaries: dict[str, dict[str, Any]] = {}
+    for point in grid_points:
+        mine = calls.filter(pc.equal(calls["policy"], point.name))
+        summaries[point.name] = {"policy": point.name, **point.options,
+                                 **summarize_calls(mine, price, model)}  # fmt: skip
+    rows = []
+    for name, s in summaries.items():
+        rows.append({
+            "policy": name, "sessions": s["sessions"], "calls": s["calls"],
+            "prompt_tokens": s["prompt_tokens"],
+            "baseline_prompt_tokens": s["baseline_prompt_tokens"],
+            "cached_tokens": s["cached_tokens"], "compactions": s["compactions"],
+            "retention": s["retention"], "cost": s.get("cost"),
+            "baseline_cost": s.get("baseline_cost"), "pareto": False,
+        })  # fmt: skip
+    # The front: no other point is at least as good on both axes and better on one.
+    def axis(r: dict[str, Any]) -> float:
+        return float(r["cost"] if r["cost"] is not None else r["prompt_tokens"])
+
+    for r in rows:
+        r["pareto"] = not any(
+            axis(o) <= axis(r) and o["retention"] >= r["retention"]
+            and (axis(o) < axis(r) or o["retention"] > r["retention"])
+            for o in rows
+        )  # fmt: skip
+    return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
+                  summaries=summaries)  # fmt: skip
+
+
+def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
+    from ctxcompact.batch.ray_data import _regroup
+
+    return _replay_table(_regroup(batch), grid_points, None)
+
+
+def tune_dataset(
+    dataset: Any,
+    grid: Mapping[str, Any] | str | os.PathLike[str],
+    *,
+    limits: Limits | Mapping[str, int] | None = None,
+    config: CompactionConfig | None = None,
+    model: str | None = None,
+    prices: Mapping[str, Any] | None = None,
+    num_cpus: float = 1,
+) -> Tuning:
+    """``tune`` on a Ray ``Dataset`` of part rows (``map_batches``; blocks
+    hold whole sessions, as for ``batch.compact_dataset``)."""
+    from functools import partial
+
+    from ctxcompact.batch.ray_data import _ray
+
+    ray = _ray()
+    grid_points = points(grid, config=config, limits=limits)
+    cfg = config or CompactionConfig()
+    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
+    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
+                              batch_format="pyarrow", batch_size=None,
+                              num_cpus=num_cpus)  # fmt: skip
+    parts = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
+    calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
+        GRID_CALL_SCHEMA.empty_table())  # fmt: skip
+    return results(calls, grid_points, price, model)
+
+
+__all__ = [
+    "GRID_CALL_SCHEMA",
+    "POINT_SCHEMA",
+    "Point",
+    "Tuning",
+    "load_grid",
+    "points",
+    "results",
+    "tune",
+    "tune_dataset",
+]

@@ -1,0 +1,145 @@
+"""A grid of policies replayed over a corpus: points, streaming, the front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
+from ctxcompact.tuning import load_grid, tune
+from ctxcompact.tuning.grid import points
+
+
+def run(sid: str, steps: int, chars: int) -> cc.Session:
+    messages: list[dict[str, Any]] = [
+        {"info": {"id": "u0", "role": "user", "time": {"created": 0}},
+         "parts": [{"id": "t0", "type": "text", "text": "fix the bug in src/app.py"}]},
+    ]  # fmt: skip
+    for i in range(steps):
+        messages.append({
+            "info": {"id": f"a{i:03d}", "role": "assistant", "parentID": "u0",
+                     "finish": "tool-calls", "time": {"created": (i + 1) * 1000}},
+            "parts": [{"id": f"p{i:03d}", "type": "tool", "tool": "read", "callID": f"c{i}",
+                       "state": {"status": "completed", "input": {"path": f"src/f{i}.py"},
+                                 "output": "x" * chars}}],
+        })  # fmt: skip
+    return cc.Session.model_validate({"info": {"id": sid}, "messages": messages})
+
+
+SESSIONS = [run(f"s{n}", 6 + 3 * n, 3_000 + 500 * n) for n in range(5)]
+GRID = {"preset": ["opencode", "swe-agent"], "mask_first": [False, True],
+        "context": [12_000, 40_000]}  # fmt: skip
+LIMITS = {"context": 0, "output": 1_000}
+
+
+def test_every_point_is_replayed_and_the_front_is_not_dominated() -> None:
+    result = tune(SESSIONS, GRID, limits=LIMITS, model="claude-sonnet-4", workers=1)
+    table = result.points.to_pylist()
+    assert len(table) == 8 and len({r["policy"] for r in table}) == 8
+    calls = sum(len(cc.replay(s, limits={"context": 40_000, "output": 1_000}).calls)
+                for s in SESSIONS)  # fmt: skip
+    assert all(r["sessions"] == 5 and r["calls"] == calls for r in table)
+    assert result.calls.num_rows == 8 * calls
+    # each point is what replay gives for its options
+    one = result.summaries["preset=swe-agent,mask_first=True,context=12000"]
+    alone = cc.replay(SESSIONS, "swe-agent", limits={"context": 12_000, "output": 1_000},
+                      config=cc.CompactionConfig(mask_first=True), model="claude-sonnet-4")
+    for key in ("prompt_tokens", "cached_tokens", "compactions", "retention", "cost"):
+        assert one[key] == alone.summary[key], key
+    # masking changes the prompts: the grid is not replaying one policy eight times
+    assert len({r["prompt_tokens"] for r in table}) >= 3
+    front = result.front().to_pylist()
+    assert front
+    for r in table:
+        beaten = any(o["cost"] <= r["cost"] and o["retention"] >= r["retention"]
+                     and (o["cost"] < r["cost"] or o["retention"] > r["retention"])
+                     for o in table)  # fmt: skip
+        assert r["pareto"] is (not beaten)
+
+
+def test_parquet_streamed_in_small_batches_on_two_workers_gives_the_same(tmp_path: Path) -> None:
+    table = cc.Transcript.from_sessions(SESSIONS).to_arrow()
+    ids = table["session_id"].cast(pa.string())
+    for n, group in enumerate([["s0", "s1"], ["s2", "s3", "s4"]]):
+        pq.write_table(table.filter(pc.is_in(ids, value_set=pa.array(group))),
+                       tmp_path / f"part-{n}.parquet")  # fmt: skip
+    grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [12_000]}
+    seen: list[int] = []
+    streamed = tune(tmp_path, grid, limits=LIMITS, workers=2, batch_rows=7,
+                    progress=lambda done, total: seen.append(done))  # fmt: skip
+    memory = tune(SESSIONS, grid, limits=LIMITS, workers=1)
+    key = ["session_id", "call"]
+    assert streamed.calls.sort_by([(k, "ascending") for k in key]).equals(
+        memory.calls.sort_by([(k, "ascending") for k in key])
+    )
+    assert len(seen) > 2 and seen[-1] == 5 and seen == sorted(seen)
+
+
+def test_a_toml_grid(tmp_path: Path) -> None:
+    path = tmp_path / "grid.toml"
+    path.write_text('[grid]\npreset = ["swe-agent", "aggressive"]\nkeep_recent = [2, 8]\n'
+                    "context = 50000\n")  # fmt: skip
+    assert load_grid(path) == {"preset": ["swe-agent", "aggressive"], "keep_recent": [2, 8],
+                               "context": [50000]}  # fmt: skip
+    names = [p.name for p in points(path, limits=LIMITS)]
+    assert names[0] == "preset=swe-agent,keep_recent=2,context=50000" and len(names) == 4
+    assert points(path, limits=LIMITS)[1].config.policy.keep_recent == 8
+
+
+@pytest.mark.parametrize(
+    ("grid", "match"),
+    [
+        ({"keep_recnt": [1]}, "grid option 'keep_recnt' does not exist"),
+        ({"keep_recent": [-1], "context": [50_000]}, "grid point keep_recent=-1"),
+        ({"preset": ["nope"], "context": [50_000]}, "grid point preset=nope"),
+        ({"keep_recent": []}, "has no values"),
+        ({}, "the grid is empty"),
+        ({"keep_recent": [1]}, "no context window"),
+        ({"context": [20_000]}, "leaves no usable input window"),
+        ({"mask_first": ["yes"], "context": [50_000]}, "mask_first takes true or false"),
+    ],
+)
+def test_bad_grids(grid: dict[str, Any], match: str) -> None:
+    limits = None if "context" not in grid else {"context": 0, "output": 1_000}
+    if match == "leaves no usable input window":
+        limits = None
+    with pytest.raises(ConfigError, match=match):
+        tune(SESSIONS, grid, limits=limits, workers=1)
+
+
+def test_bad_grid_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("preset = [")
+    with pytest.raises(ConfigError, match=f"{bad}: not a TOML grid"):
+        load_grid(bad)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("window = [1]")
+    with pytest.raises(ConfigError, match=f"{unknown}: grid option 'window' does not exist"):
+        load_grid(unknown)
+    with pytest.raises(ConfigError, match="cannot read the grid"):
+        load_grid(tmp_path / "missing.toml")
+
+
+def test_bad_corpora(tmp_path: Path) -> None:
+    grid = {"context": [50_000]}
+    no_calls = cc.Session.model_validate({"info": {"id": "q"}, "messages": [
+        {"info": {"id": "u", "role": "user"}, "parts": [{"id": "t", "type": "text", "text": "hi"}]},
+    ]})  # fmt: skip
+    with pytest.raises(DatasetError, match="no assistant message"):
+        tune([no_calls], grid, limits=LIMITS, workers=1)
+    table = cc.Transcript.from_sessions(SESSIONS[:2]).to_arrow()
+    ids = table["session_id"].cast(pa.string())
+    pieces = [table.filter(pc.equal(ids, s)) for s in ("s0", "s1", "s0")]
+    pq.write_table(pa.concat_tables(pieces[:2]), tmp_path / "a.parquet")
+    pq.write_table(pieces[2], tmp_path / "b.parquet")
+    with pytest.raises(NonContiguousError, match="b.parquet: session 's0' appears again"):
+        tune(tmp_path, grid, limits=LIMITS, workers=1)
+    with pytest.raises(ConfigError, match="tune takes Sessions"):
+        tune([1, 2], grid, limits=LIMITS, workers=1)
+    with pytest.raises(DuplicateSessionError, match="'s1' is repeated: sessions 1 and 2"):
+        tune([SESSIONS[0], SESSIONS[1], SESSIONS[1]], grid, limits=LIMITS, workers=1)
