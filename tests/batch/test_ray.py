@@ -100,7 +100,9 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     assert e.value.session_id == table["session_id"][0].as_py()
 
 
-def test_a_policy_grid_on_ray_equals_the_local_one(local_ray: None, files: tuple[Path, pa.Table]) -> None:
+def test_a_policy_grid_on_ray_equals_the_local_one(
+    local_ray: None, files: tuple[Path, pa.Table]
+) -> None:
     from ctxcompact.tuning import tune, tune_dataset
 
     folder, table = files

@@ -47,8 +47,13 @@ def test_every_point_is_replayed_and_the_front_is_not_dominated() -> None:
     assert result.calls.num_rows == 8 * calls
     # each point is what replay gives for its options
     one = result.summaries["preset=swe-agent,mask_first=True,context=12000"]
-    alone = cc.replay(SESSIONS, "swe-agent", limits={"context": 12_000, "output": 1_000},
-                      config=cc.CompactionConfig(mask_first=True), model="claude-sonnet-4")
+    alone = cc.replay(
+        SESSIONS,
+        "swe-agent",
+        limits={"context": 12_000, "output": 1_000},
+        config=cc.CompactionConfig(mask_first=True),
+        model="claude-sonnet-4",
+    )
     for key in ("prompt_tokens", "cached_tokens", "compactions", "retention", "cost"):
         assert one[key] == alone.summary[key], key
     # masking changes the prompts: the grid is not replaying one policy eight times
@@ -137,7 +142,7 @@ def test_bad_corpora(tmp_path: Path) -> None:
     pieces = [table.filter(pc.equal(ids, s)) for s in ("s0", "s1", "s0")]
     pq.write_table(pa.concat_tables(pieces[:2]), tmp_path / "a.parquet")
     pq.write_table(pieces[2], tmp_path / "b.parquet")
-    with pytest.raises(NonContiguousError, match="b.parquet: session 's0' appears again"):
+    with pytest.raises(NonContiguousError, match=r"b\.parquet: session 's0' appears again"):
         tune(tmp_path, grid, limits=LIMITS, workers=1)
     with pytest.raises(ConfigError, match="tune takes Sessions"):
         tune([1, 2], grid, limits=LIMITS, workers=1)

@@ -67,8 +67,10 @@ def test_an_unresolved_error_and_a_generic_error_line() -> None:
         {"role": "tool", "tool_call_id": "c2", "content": "Traceback (most recent call last):"},
     ]  # fmt: skip
     errors = [f for f in extract_facts(messages) if f.kind == "error"]
-    assert errors == [Fact("error", "error: missing ';' here", resolved=False),
-                      Fact("error", "Traceback (most recent call last):", resolved=False)]  # fmt: skip
+    assert errors == [
+        Fact("error", "error: missing ';' here", resolved=False),
+        Fact("error", "Traceback (most recent call last):", resolved=False),
+    ]
 
 
 def test_the_digest_keeps_what_a_vague_summary_loses() -> None:
@@ -103,7 +105,7 @@ def test_masking_an_output_loses_its_errors_only() -> None:
 
 
 def test_nothing_removed_scores_one() -> None:
-    r = score_compaction(history(), history() + [{"role": "user", "content": "next"}])
+    r = score_compaction(history(), [*history(), {"role": "user", "content": "next"}])
     assert r.removed == () and r.score == 1.0
 
 
@@ -117,7 +119,8 @@ def run(steps: int) -> cc.Session:
             "info": {"id": f"a{i}", "role": "assistant", "parentID": "u0", "finish": "tool-calls"},
             "parts": [{"id": f"p{i}", "type": "tool", "tool": "read", "callID": f"c{i}",
                        "state": {"status": "completed", "input": {"path": f"src/mod_{i}.py"},
-                                 "output": ("KeyError: 'date'\n" if i == 2 else "") + "x" * 8_000}}],
+                                 "output": ("KeyError: 'date'\n" if i == 2 else "")
+                                 + "x" * 8_000}}],
         })  # fmt: skip
     return cc.Session.model_validate({"info": {"id": "r"}, "messages": messages})
 

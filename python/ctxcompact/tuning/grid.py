@@ -290,6 +290,7 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
             "retention": s["retention"], "cost": s.get("cost"),
             "baseline_cost": s.get("baseline_cost"), "pareto": False,
         })  # fmt: skip
+
     # The front: no other point is at least as good on both axes and better on one.
     def axis(r: dict[str, Any]) -> float:
         return float(r["cost"] if r["cost"] is not None else r["prompt_tokens"])

@@ -45,11 +45,12 @@ PROSE_WORDS = 40
 SHOWN_CHARS = 160
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'-]{3,}")
+# Words too common to tell a task from another.
 _STOP = frozenset(
-    "that this with from have will would should could there their them then than what when "
-    "which where while into about after before been being also only just very more most some "
-    "such each other your yours please thanks need make sure like does done using used file "
-    "files code line lines here were they these those".split()
+    "that this with from have will would should could there their them then than what "
+    "when which where while into about after before been being also only just very more "
+    "most some such each other your yours please thanks need make sure like does done "
+    "using used file files code line lines here were they these those".split()  # noqa: SIM905
 )
 _PATH = re.compile(
     r"(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])"
@@ -65,7 +66,9 @@ _IDENT = re.compile(
 )
 _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b")
 _ERROR_LINE = re.compile(r"^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]", re.I)
-_PLAN = re.compile(r"^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b", re.I | re.M)
+_PLAN = re.compile(
+    r"^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b", re.I | re.M
+)
 _CONTINUE = "continue if you have next steps"
 
 
@@ -121,7 +124,9 @@ def _content(message: Mapping[str, Any]) -> str:
 def _arguments(message: Mapping[str, Any]) -> str:
     calls = message.get("tool_calls") or []
     return "\n".join(
-        str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, Mapping)
+        str((c.get("function") or {}).get("arguments") or "")
+        for c in calls
+        if isinstance(c, Mapping)
     )
 
 
@@ -327,8 +332,8 @@ __all__ = [
     "PROSE_KEPT",
     "PROSE_WORDS",
     "Fact",
-    "content_text",
     "Retention",
+    "content_text",
     "extract_facts",
     "message_text",
     "most_lost",
