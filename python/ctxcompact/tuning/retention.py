@@ -46,12 +46,13 @@ SHOWN_CHARS = 160
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'-]{3,}")
 # Words too common to tell a task from another.
-_STOP = frozenset(
+_STOP_WORDS = (
     "that this with from have will would should could there their them then than what "
     "when which where while into about after before been being also only just very more "
     "most some such each other your yours please thanks need make sure like does done "
-    "using used file files code line lines here were they these those".split()  # noqa: SIM905
+    "using used file files code line lines here were they these those"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 _PATH = re.compile(
     r"(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])"
     r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|java|go|rs|c|cc|cpp|h|hpp|rb|php|cs|kt|"
