@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.cli import main
@@ -361,16 +363,58 @@ def test_progress_on_a_terminal_only(data: Path) -> None:
 def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     calls = tmp_path / "calls.parquet"
     code, out = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
-                    "--output-limit", "2000", "--policy", "swe-agent", "--mask-first",
-                    "--model", "gpt-4o", "--calls", str(calls), "--json")  # fmt: skip
-    assert code == 0 and out["sessions"] == 12 and out["policy"] == "swe-agent"
+                    "--output-limit", "2000", "--policy", "swe-agent", "--policy", "opencode",
+                    "--mask-first", "--model", "gpt-4o", "--out", str(calls), "--json")  # fmt: skip
+    assert code == 0 and [p["name"] for p in out["policies"]] == ["swe-agent", "opencode"]
+    swe, opencode = out["policies"]
+    keys = {"name", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
+            "cached_tokens", "cost", "baseline_cost", "compactions", "retention"}  # fmt: skip
+    assert keys <= set(swe) and swe["sessions"] == 12
     table = pq.read_table(calls)
-    assert table.num_rows == out["calls"] > 12
-    assert sum(table["prompt_tokens"].to_pylist()) == out["prompt_tokens"]
-    assert out["prompt_tokens"] < out["baseline_prompt_tokens"] and out["cost"] > 0
+    assert table.num_rows == swe["calls"] + opencode["calls"] and swe["calls"] > 12
+    mine = table.filter(pa.compute.equal(table["policy"], "swe-agent"))
+    assert sum(mine["prompt_tokens"].to_pylist()) == swe["prompt_tokens"]
+    assert swe["prompt_tokens"] < swe["baseline_prompt_tokens"] and swe["cost"] > 0
+    assert opencode["prompt_tokens"] != swe["prompt_tokens"]
+    # the table: a column per policy
+    code, text = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                     "--output-limit", "2000", "--policy", "swe-agent")  # fmt: skip
+    assert code == 0 and "swe-agent" in text and "prompt tokens" in text
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
     assert code == 4
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--output-limit", "2000", "--calls", "/proc/nope/c.parquet")  # fmt: skip
     assert code == 5
+    code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                  "--policy", "no-such-preset")  # fmt: skip
+    assert code == 4
+
+
+def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[grid]\npreset = ["opencode", "swe-agent"]\nmask_first = [true]\n'
+                    "context = [40000, 120000]\n")  # fmt: skip
+    report, calls = tmp_path / "report.html", tmp_path / "calls.parquet"
+    code, out = run(monkeypatch, capsys, "tune", str(data), "--grid", str(grid),
+                    "--output-limit", "4000", "--model", "gpt-4o", "--workers", "2",
+                    "--report", str(report), "--out", str(calls), "--json")  # fmt: skip
+    assert code == 0 and out["points"] == 4 == len(out["policies"])
+    assert all(p["sessions"] == 12 for p in out["policies"])
+    front = [p["name"] for p in out["policies"] if p["front"]]
+    assert front and out["front"] == front
+    assert pq.read_table(calls).num_rows == sum(p["calls"] for p in out["policies"])
+    page = report.read_text()
+    assert page.count("<svg") == 5 and "preset=swe-agent,mask_first=True,context=40000" in page
+    bad = tmp_path / "bad.toml"
+    bad.write_text("keep_recnt = [1]")
+    code, _, err = run_err(monkeypatch, capsys, "tune", str(data), "--grid", str(bad),
+                           "--context", "50000", "--report", str(tmp_path / "r2.html"))  # fmt: skip
+    assert code == 4 and "grid option 'keep_recnt' does not exist" in err
+    assert not (tmp_path / "r2.html").exists()
+    code, _, err = run_err(monkeypatch, capsys, "tune", str(data), "--grid", str(grid),
+                           "--output-limit", "4000", "--report", "/proc/nope/r.html")  # fmt: skip
+    assert code == 5 and "--report" in err
+    code, _, err = run_err(monkeypatch, capsys, "tune", str(tmp_path / "none.parquet"),
+                           "--grid", str(grid))  # fmt: skip
+    assert code == 3

@@ -564,13 +564,79 @@ def compact(
     }, as_json)  # fmt: skip
 
 
-@app.command(short_help="Replay each run call by call under a policy: tokens, cache, cost.")
+def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
+    """Parquet files/folders and session files/folders as one transcript."""
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+    parquet = [p for p in inputs if _is_parquet(p)]
+    sessions = [p for p in inputs if not _is_parquet(p)]
+    tables = [_load(p, fmt).to_arrow() for p in parquet]
+    if sessions:
+        tables.append(_ingest(sessions, fmt).table)
+    if len(tables) == 1:
+        return cc.Transcript(tables[0])
+    try:
+        return cc.Transcript(pa.concat_tables(tables, promote_options="permissive"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise DatasetError(f"the inputs' columns do not agree ({_one_line(str(e))})") from None
+
+
+#: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
+POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
+               "cached_tokens", "cost", "baseline_cost", "compactions", "retention")  # fmt: skip
+
+
+def _cell(key: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        return f"{v:.3f}" if key == "retention" else f"${v:,.4f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
+                   as_json: bool) -> None:  # fmt: skip
+    """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
+    if as_json:
+        typer.echo(json.dumps({**extra, "policies": rows}, default=str))
+        return
+    table = Table(title=title)
+    keys = [k for k in POLICY_KEYS if k != "name"] + (["front"] if "front" in rows[0] else [])
+    if len(rows) <= 4:
+        table.add_column("measure")
+        for row in rows:
+            table.add_column(str(row["name"]), justify="right")
+        for key in keys:
+            table.add_row(key.replace("_", " "), *(_cell(key, r.get(key)) for r in rows))
+    else:
+        table.add_column("policy")
+        for key in keys:
+            table.add_column(key.replace("_", " "), justify="right")
+        for row in rows:
+            table.add_row(str(row["name"]), *(_cell(key, row.get(key)) for key in keys))
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: do not squeeze the columns to 80
+        console = Console(width=200)
+    console.print(table)
+    for key, value in extra.items():
+        typer.echo(f"{key.replace('_', ' ')}: {value}")
+
+
+@app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
 def replay(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
     context: Annotated[int, typer.Option(metavar="TOKENS", help="The model's context window.")],
     output_limit: OutputLimitOption = None,
-    calls: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="One row per model call (Parquet).")
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "--calls", metavar="FILE", help="One row per model call and policy (Parquet)."
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -581,30 +647,130 @@ def replay(
     ] = False,
     fmt: FormatOption = None,
     config: ConfigOption = None,
-    policy: PolicyOption = None,
+    policies: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            metavar="NAME|FILE",
+            help="A policy to replay under (repeat for several): a preset or a "
+            "TOML/JSON policy file. Default: the config's.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay every run call by call under a policy (offline digest summaries):
-    prompt tokens, cache reads and writes, compactions, and the cost against
-    the run without compaction."""
+    """Replay every run call by call under each policy (offline digest summaries):
+    prompt tokens, cache reads and writes, compactions, retention, and the cost
+    against the run without compaction."""
     from ctxcompact.tuning import replay as run_replay
+    from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
 
-    overrides = _overrides(policy=policy)
-    if mask_first:
-        overrides["mask_first"] = True
-    cfg = _config(config, **overrides)
-    limits, _ = _limits(context, output_limit, cfg)
-    _check_output(calls, "--calls")
-    with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt)
-    with _status(f"replaying {len(transcript.session_ids()):,} sessions", as_json):
-        result = run_replay(transcript, limits=limits or {"context": 0}, config=cfg, model=model)
-    if calls is not None:
-        _write_parquet(result.calls, calls, "--calls")
-    summary = dict(result.summary)
-    if not isinstance(summary["policy"], str):
-        summary["policy"] = "custom"
-    _show("replay", summary, as_json)
+    names: list[str | None] = list(policies) if policies else [None]
+    configs = []
+    for name in names:
+        overrides = _overrides(policy=name)
+        if mask_first:
+            overrides["mask_first"] = True
+        configs.append(_config(config, **overrides))
+    limits, _ = _limits(context, output_limit, configs[0])
+    _check_output(out, "--out")
+    with _status(f"reading {len(inputs)} input(s)", as_json):
+        transcript = _load_many(inputs, fmt)
+    rows: list[dict[str, Any]] = []
+    tables: list[pa.Table] = []
+    for name, cfg in zip(names, configs, strict=True):
+        label = name or cfg.policy.name() or "custom"
+        with _status(f"replaying under {label}", as_json):
+            result = run_replay(transcript, limits=limits or {"context": 0}, config=cfg,
+                                model=model)  # fmt: skip
+        s = result.summary
+        rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
+                     "removed_facts": s["removed_facts"], "kept_facts": s["kept_facts"],
+                     "most_lost": s["most_lost"][:5]})  # fmt: skip
+        calls = result.calls
+        tables.append(calls.add_column(0, "policy", pa.array([label] * calls.num_rows,
+                                                              pa.string())))  # fmt: skip
+    if out is not None:
+        _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
+    _show_policies("replay", rows, {"model": model, "context": context}, as_json)
+
+
+@app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
+def tune(
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
+    grid: Annotated[Path, typer.Option(metavar="FILE", help="TOML grid: lists of option values.")],
+    context: Annotated[
+        int | None,
+        typer.Option(
+            min=1, metavar="TOKENS", help="The context window, unless the grid lists 'context'."
+        ),
+    ] = None,
+    output_limit: OutputLimitOption = None,
+    report: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write the HTML report here.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="One row per call and point (Parquet).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Price the calls (ctxcompact.tuning.PRICES)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="Worker processes (default: CPUs).")
+    ] = None,
+    fmt: FormatOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every run under every point of a grid of policies (in parallel;
+    Parquet is streamed in bounded memory) and show the points, the front of
+    cost against retention, and optionally the HTML report."""
+    from ctxcompact.tuning import tune as run_tune
+    from ctxcompact.tuning.grid import load_grid
+
+    cfg = _config(config)
+    if not grid.exists():
+        raise InputNotFound(f"{grid}: no such grid file (--grid)")
+    load_grid(grid)  # a bad grid fails before any input is read
+    window = {"context": context or 0, "output": output_limit or 0}
+    _check_output(report, "--report")
+    _check_output(out, "--out")
+    if report is not None:
+        from ctxcompact.tuning.report import pyplot
+
+        pyplot()  # the report's dependency, checked before the work
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+    parquet = all(_is_parquet(p) for p in inputs)
+    corpus: Any = inputs if parquet else _load_many(inputs, fmt)
+    total = None if parquet else len(corpus.session_ids())
+    console = _stderr()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console,
+                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
+        task = bar.add_task("replaying sessions", total=total)
+
+        def tick(done: int, _total: int | None) -> None:
+            bar.update(task, completed=done)
+
+        result = run_tune(corpus, grid, limits=window, config=cfg, model=model,
+                          workers=workers, progress=tick)  # fmt: skip
+    if out is not None:
+        _write_parquet(result.calls, out, "--out")
+    if report is not None:
+        from ctxcompact.tuning.report import render_report
+
+        page = render_report(result)
+        with _writing(report, "--report") as tmp:
+            tmp.write_text(page, encoding="utf-8")
+    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]}, "front": r["pareto"]}
+            for r in result.points.to_pylist()]  # fmt: skip
+    extra: dict[str, Any] = {"model": model, "points": len(rows),
+                             "front": [r["name"] for r in rows if r["front"]]}  # fmt: skip
+    if report is not None:
+        extra["report"] = str(report)
+    _show_policies("tune", rows, extra, as_json)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ctxcompact.errors import ConfigError
 from ctxcompact.tuning.grid import Tuning
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     try:
         import matplotlib
 
@@ -39,8 +40,11 @@ def _pyplot() -> Any:
 
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    _pyplot().close(fig)
+    with warnings.catch_warnings():
+        # Text the bundled font cannot draw (CJK in a lost fact) shows as boxes.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    pyplot().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg") :]  # drop the XML prolog: inlined in HTML
 
@@ -54,7 +58,7 @@ def _cost_axis(points: pa.Table) -> tuple[str, list[float]]:
 
 def front_plot(points: pa.Table) -> str:
     """Cost (or prompt tokens) against retention, the front highlighted."""
-    plt = _pyplot()
+    plt = pyplot()
     label, xs = _cost_axis(points)
     ys = points["retention"].to_pylist()
     front = points["pareto"].to_pylist()
@@ -70,8 +74,8 @@ def front_plot(points: pa.Table) -> str:
         if front[i]:
             at.setdefault((xs[i], ys[i]), []).append(name)
     for (x, y), names in at.items():
-        label = names[0] + (f" (+{len(names) - 1} same)" if len(names) > 1 else "")
-        ax.annotate(label, (x, y), fontsize=7, xytext=(4, -10), textcoords="offset points")
+        text = names[0] + (f" (+{len(names) - 1} same)" if len(names) > 1 else "")
+        ax.annotate(text, (x, y), fontsize=7, xytext=(4, -10), textcoords="offset points")
     ax.set_xlabel(label)
     ax.set_ylabel("retention (kept / removed facts)")
     ax.set_ylim(-0.05, 1.05)
@@ -94,7 +98,7 @@ def _pick_sessions(calls: pa.Table) -> list[tuple[str, str]]:
 
 def steps_plot(calls: pa.Table, session_id: str, policies: Sequence[str], title: str) -> str:
     """Prompt tokens per call of one session: the run as stored, and each policy."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     baseline_drawn = False
     for name in policies:
@@ -121,7 +125,7 @@ def steps_plot(calls: pa.Table, session_id: str, policies: Sequence[str], title:
 def firing_plot(calls: pa.Table, policies: Sequence[str]) -> str:
     """Where compactions fire: a histogram over the position in the run (0 = first
     call, 1 = last), per policy."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.2))
     drawn = False
     for name in policies:
@@ -153,7 +157,7 @@ def firing_plot(calls: pa.Table, policies: Sequence[str]) -> str:
 
 def lost_plot(lost: Sequence[tuple[str, int]]) -> str:
     """The facts lost most often, as horizontal bars."""
-    plt = _pyplot()
+    plt = pyplot()
     top = list(lost)[:15]
     fig, ax = plt.subplots(figsize=(7, 0.3 * max(3, len(top)) + 1))
     if top:
@@ -205,12 +209,24 @@ figcaption { font-size: 0.85rem; color: #4b5563; }
 """
 
 
+def _distinct(points: pa.Table, n: int = 4) -> list[str]:
+    """Up to ``n`` points that differ in what they send: the front first, then
+    the rest by fewest prompt tokens (points with the same totals are one)."""
+    rows = sorted(points.to_pylist(), key=lambda r: (not r["pareto"], r["prompt_tokens"]))
+    seen: set[tuple[Any, ...]] = set()
+    out: list[str] = []
+    for r in rows:
+        key = (r["prompt_tokens"], r["cached_tokens"], r["compactions"])
+        if key not in seen:
+            seen.add(key)
+            out.append(r["policy"])
+    return out[:n]
+
+
 def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> str:
     """The report as one HTML string."""
     points, calls = tuning.points, tuning.calls
-    front = [p for p, f in zip(points["policy"].to_pylist(), points["pareto"].to_pylist(),
-                               strict=True) if f]  # fmt: skip
-    shown = front[:4] or points["policy"].to_pylist()[:4]
+    shown = _distinct(points)
     lost: dict[str, int] = {}
     for s in tuning.summaries.values():
         for label, n in s.get("most_lost", []):
@@ -223,7 +239,8 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
         figures.append((
             f"steps-{len(figures)}",
             f"Prompt tokens per model call of the {caption}, as stored (dashed) and under "
-            "the policies on the front; triangles mark compactions.",
+            "the front's policies and the leanest others (one of each set of equal "
+            "results); triangles mark compactions.",
             steps_plot(calls, sid, shown, caption),
         ))  # fmt: skip
     figures.append(("firing", "Where in the runs compactions fire.", firing_plot(calls, shown)))
@@ -256,4 +273,4 @@ def write_report(tuning: Tuning, path: str | os.PathLike[str], **kwargs: Any) ->
     return out
 
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["pyplot", "render_report", "write_report"]

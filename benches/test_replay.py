@@ -1,0 +1,66 @@
+"""Replay throughput (issue 13, part 7): ``cc.replay`` against a plain Python
+loop doing the same walk, side by side on the same generated runs.
+
+The plain loop is what one writes without the library: before each assistant
+message, render the history so far as chat messages and estimate it (no
+masking, no summaries, no cache accounting). ``cc.replay`` does that through
+the live lifecycle (store, proactive check, pivot filter) and also records the
+cache reads, the baseline and the retention of each compaction.
+
+Run: ``pytest benches/test_replay.py --benchmark-enable``; calls per second
+are in each result's ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.testing.synthetic import generate_table
+
+#: Runs of the benchmark (x 200 parts each); the CI smoke run uses fewer.
+RUNS = max(2, int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "40")) // 2)
+LIMITS = {"context": 200_000, "output": 8_000}
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[Session]:
+    table = generate_table(RUNS, 200, seed=3, mean_output_chars=3000)
+    return cc.Transcript(table).to_sessions()
+
+
+def plain_loop(sessions: list[Session]) -> int:
+    """Prompt tokens of every call, re-rendering the history each time."""
+    total = 0
+    for session in sessions:
+        for i, message in enumerate(session.messages):
+            if isinstance(message.info, AssistantMessage):
+                before = session.model_copy(update={"messages": session.messages[:i]})
+                total += estimate_chat_messages(cc.to_model_messages(before))
+    return total
+
+
+def _calls(sessions: list[Session]) -> int:
+    return sum(isinstance(m.info, AssistantMessage) for s in sessions for m in s.messages)
+
+
+@pytest.mark.benchmark(group="replay")
+def test_replay_plain_loop(benchmark: Any, runs: list[Session]) -> None:
+    total = benchmark.pedantic(plain_loop, (runs,), rounds=3)
+    benchmark.extra_info["calls"] = _calls(runs)
+    benchmark.extra_info["calls_per_s"] = _calls(runs) / benchmark.stats.stats.min
+    assert total > 0
+
+
+@pytest.mark.benchmark(group="replay")
+def test_replay_ctxcompact(benchmark: Any, runs: list[Session]) -> None:
+    result = benchmark.pedantic(cc.replay, (runs, "opencode"), {"limits": LIMITS}, rounds=3)
+    benchmark.extra_info["calls"] = result.summary["calls"]
+    benchmark.extra_info["calls_per_s"] = result.summary["calls"] / benchmark.stats.stats.min
+    # the same walk: with nothing compacted, every prompt is the plain loop's
+    assert result.summary["compactions"] == 0
+    assert result.summary["prompt_tokens"] == plain_loop(runs)
