@@ -30,7 +30,19 @@ LIMITS = {"context": 200_000, "output": 8_000}
 @pytest.fixture(scope="module")
 def runs() -> list[Session]:
     table = generate_table(RUNS, 200, seed=3, mean_output_chars=3000)
-    return cc.Transcript(table).to_sessions()
+    # Without the runs' own summaries: replay leaves them out (the policy under
+    # test decides compactions), so the plain loop walks the same history.
+    return [
+        s.model_copy(update={"messages": [m for m in s.messages if not _own_compaction(m)]})
+        for s in cc.Transcript(table).to_sessions()
+    ]
+
+
+def _own_compaction(message: Any) -> bool:
+    info = message.info
+    return (isinstance(info, AssistantMessage) and info.summary is True) or any(
+        p.type == "compaction" for p in message.parts
+    )
 
 
 def plain_loop(sessions: list[Session]) -> int:
