@@ -234,6 +234,21 @@ def _part(row: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
+def unique_sessions(sessions: list[Session]) -> list[Session]:
+    """``sessions``, or ``DuplicateSessionError`` when two share an id (a scan
+    or a replay would read their rows as one session's)."""
+    seen: dict[str, int] = {}
+    for i, session in enumerate(sessions):
+        first = seen.setdefault(session.id, i)
+        if first != i:
+            raise DuplicateSessionError(
+                f"session id {session.id!r} is repeated: sessions {first} and {i} "
+                "(ids must be unique; name sessions by path when reading a folder)",
+                session_id=session.id, row=i,
+            )  # fmt: skip
+    return sessions
+
+
 class Transcript:
     """Columnar transcripts of any number of sessions.
 
@@ -276,17 +291,7 @@ class Transcript:
     def from_sessions(cls, sessions: Iterable[Session]) -> Transcript:
         """One table of ``sessions``; ``DuplicateSessionError`` if two share an id
         (the scans need each session's rows together, under one id)."""
-        sessions = list(sessions)
-        seen: dict[str, int] = {}
-        for i, session in enumerate(sessions):
-            first = seen.setdefault(session.id, i)
-            if first != i:
-                raise DuplicateSessionError(
-                    f"session id {session.id!r} is repeated: sessions {first} and {i} "
-                    "(ids must be unique; name sessions by path when reading a folder)",
-                    session_id=session.id, row=i,
-                )  # fmt: skip
-        return cls(sessions_to_table(sessions))
+        return cls(sessions_to_table(unique_sessions(list(sessions))))
 
     def to_sessions(self) -> list[Session]:
         return table_to_sessions(self._table)

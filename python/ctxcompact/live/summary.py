@@ -85,7 +85,7 @@ class Summarizer:
         if context:
             parts.append("Context for these notes:\n" + "\n".join(f"- {c}" for c in context))
         if previous_summary and not any(
-            _text(m) == previous_summary for m in history if m.get("role") == "assistant"
+            content_text(m) == previous_summary for m in history if m.get("role") == "assistant"
         ):
             parts.append(f"Notes of compaction round {round - 1}:\n\n{previous_summary}")
         parts.append(cfg.summary_prompt or prompts.SUMMARY_REQUEST)
@@ -256,7 +256,8 @@ _ERROR = re.compile(r"^\s*(error\b|traceback|exception|fatal|failed|\[tool execu
 _CONTINUE = "continue if you have next steps"
 
 
-def _text(message: Message) -> str:
+def content_text(message: Mapping[str, Any]) -> str:
+    """A chat message's content as text (its text blocks joined)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -269,7 +270,7 @@ def _text(message: Message) -> str:
 
 def _is_request(message: Message) -> bool:
     """A user turn a person wrote (not the compaction marker or auto-continue)."""
-    text = _text(message).strip()
+    text = content_text(message).strip()
     return (
         message.get("role") == "user"
         and bool(text)
@@ -313,7 +314,9 @@ def _errors(history: Sequence[Message]) -> list[str]:
         for call in message.get("tool_calls") or []:
             names[str(call.get("id"))] = str(call.get("function", {}).get("name", "tool"))
         if message.get("role") == "tool":
-            results.append((names.get(str(message.get("tool_call_id")), "tool"), _text(message)))
+            results.append(
+                (names.get(str(message.get("tool_call_id")), "tool"), content_text(message))
+            )
     lines = []
     for i, (tool, text) in enumerate(results):
         if not _ERROR.match(text):
@@ -349,12 +352,17 @@ def build_digest(
     if previous_summary:
         task = _section(previous_summary, "Original Task") or previous_summary
     else:
-        task = _text(requests[0]) if requests else "(no user request in the history)"
+        task = content_text(requests[0]) if requests else "(no user request in the history)"
     files = _files(history)
     errors = _errors(history)
-    latest = [f"- {_clip(_text(m), 500)}" for m in requests[-3:]]
+    latest = [f"- {_clip(content_text(m), 500)}" for m in requests[-3:]]
     last_reply = next(
-        (_text(m) for m in reversed(history) if m.get("role") == "assistant" and _text(m)), ""
+        (
+            content_text(m)
+            for m in reversed(history)
+            if m.get("role") == "assistant" and content_text(m)
+        ),
+        "",
     )
     out = [
         f"{prompts.SUMMARY_HEADING} (Compaction Round {round})",
@@ -389,7 +397,7 @@ def truncate_history(
     kept: list[str] = []
     used = 0
     for message in reversed(history):
-        text = _text(message).strip()
+        text = content_text(message).strip()
         if not text or message.get("role") == "system":
             continue
         line = f"{str(message.get('role', '?')).upper()}: {text}"

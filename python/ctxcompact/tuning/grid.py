@@ -31,14 +31,13 @@ from ctxcompact.errors import ConfigError, DatasetError
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
-from ctxcompact.transcript import Transcript
+from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.prices import Price, price_of
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_window,
     replay_session,
     summarize_calls,
-    unique_sessions,
 )
 
 #: Grid keys that are not policy fields.

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError
+from ctxcompact.errors import ConfigError, DatasetError
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -45,7 +45,7 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
-from ctxcompact.transcript import Transcript
+from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.prices import Price, price_of
 from ctxcompact.tuning.retention import content_text, score_compaction
 
@@ -96,21 +96,6 @@ def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
             raise ConfigError(f"replay takes Sessions or a Transcript; item {i} is a "
                               f"{type(s).__name__}", column="sessions")  # fmt: skip
     return unique_sessions(sessions)
-
-
-def unique_sessions(sessions: list[Session]) -> list[Session]:
-    """``sessions``, or ``DuplicateSessionError`` when two share an id (their
-    calls would be summed as one session's)."""
-    seen: dict[str, int] = {}
-    for i, session in enumerate(sessions):
-        first = seen.setdefault(session.id, i)
-        if first != i:
-            raise DuplicateSessionError(
-                f"session id {session.id!r} is repeated: sessions {first} and {i} (ids must be "
-                "unique; read_sessions names the sessions of a folder by path)",
-                session_id=session.id, row=i,
-            )  # fmt: skip
-    return sessions
 
 
 def _common_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:

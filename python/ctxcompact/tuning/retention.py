@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxcompact.live.summary import content_text
 from ctxcompact.scans.view import COMPACTION_QUESTION
 
 Kind = Literal["task", "directive", "plan", "path", "identifier", "error"]
@@ -111,17 +112,6 @@ class Retention:
         return 1.0 if not self.removed else self.kept / len(self.removed)
 
 
-def _content(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
-        )
-    return ""
-
-
 def _arguments(message: Mapping[str, Any]) -> str:
     calls = message.get("tool_calls") or []
     return "\n".join(
@@ -131,14 +121,9 @@ def _arguments(message: Mapping[str, Any]) -> str:
     )
 
 
-def content_text(message: Mapping[str, Any]) -> str:
-    """A chat message's content as text (its text blocks joined)."""
-    return _content(message)
-
-
 def message_text(message: Mapping[str, Any]) -> str:
     """Everything of a chat message the model reads as text."""
-    parts = [_content(message), _arguments(message)]
+    parts = [content_text(message), _arguments(message)]
     for call in message.get("tool_calls") or []:
         if isinstance(call, Mapping):
             parts.append(str((call.get("function") or {}).get("name") or ""))
@@ -159,7 +144,7 @@ def _prose(kind: Kind, text: str) -> Fact | None:
 
 
 def _is_request(message: Mapping[str, Any]) -> bool:
-    text = _content(message).strip()
+    text = content_text(message).strip()
     return (
         message.get("role") == "user"
         and bool(text)
@@ -196,7 +181,7 @@ def _written(message: Mapping[str, Any]) -> str:
         return ""
     args = [_plain(str((c.get("function") or {}).get("arguments") or ""))
             for c in message.get("tool_calls") or [] if isinstance(c, Mapping)]  # fmt: skip
-    return "\n".join([_content(message), *args])
+    return "\n".join([content_text(message), *args])
 
 
 def _error_facts(
@@ -213,7 +198,7 @@ def _error_facts(
                 names[str(call.get("id"))] = str((call.get("function") or {}).get("name", "tool"))
         if m.get("role") == "tool":
             tool = names.get(str(m.get("tool_call_id")), "tool")
-            results.append((tool, _content(m), wanted is None or id(m) in wanted))
+            results.append((tool, content_text(m), wanted is None or id(m) in wanted))
     facts: list[Fact] = []
     for i, (tool, text, asked) in enumerate(results):
         signatures = _error_signatures(text) if asked else []
@@ -257,10 +242,10 @@ def extract_facts(
     requests = [i for i, m in enumerate(messages) if _is_request(m)]
     first = task_index if task_index is not None else (requests[0] if requests else None)
     for i in requests:
-        add(_prose("task" if i == first else "directive", _content(messages[i])))
+        add(_prose("task" if i == first else "directive", content_text(messages[i])))
     plan = next(
         (t for m in reversed(messages) if m.get("role") == "assistant"
-         for t in [_content(m)] if t and _PLAN.search(t)),
+         for t in [content_text(m)] if t and _PLAN.search(t)),
         None,
     )  # fmt: skip
     if plan:
@@ -308,7 +293,7 @@ def score_compaction(
         return Retention((), ())
     task_index = next(
         (i for i, m in enumerate(gone) if task is not None and _is_request(m)
-         and _content(m) == task),
+         and content_text(m) == task),
         -1,
     )  # fmt: skip
     removed = extract_facts(gone, task_index=task_index, context=before)
