@@ -148,3 +148,31 @@ def test_bad_corpora(tmp_path: Path) -> None:
         tune([1, 2], grid, limits=LIMITS, workers=1)
     with pytest.raises(DuplicateSessionError, match="'s1' is repeated: sessions 1 and 2"):
         tune([SESSIONS[0], SESSIONS[1], SESSIONS[1]], grid, limits=LIMITS, workers=1)
+
+
+def test_a_table_is_cut_between_sessions_for_the_workers() -> None:
+    from ctxcompact.tuning.grid import _table_chunks
+
+    table = cc.Transcript.from_sessions(SESSIONS).to_arrow()
+    pieces = list(_table_chunks(table, 10))
+    assert len(pieces) > 2 and sum(p.num_rows for p in pieces) == table.num_rows
+    seen: list[str] = []
+    for piece in pieces:
+        ids = pc.unique(piece["session_id"].cast(pa.string())).to_pylist()
+        assert not set(ids) & set(seen)  # no session in two pieces
+        seen += ids
+    assert seen == [s.id for s in SESSIONS]
+    # one table on two workers gives what the sessions give in this process
+    grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [12_000]}
+    split = tune(table, grid, limits=LIMITS, workers=2, batch_rows=10)
+    whole = tune(SESSIONS, grid, limits=LIMITS, workers=1)
+    order = [("session_id", "ascending"), ("call", "ascending")]
+    assert split.calls.sort_by(order).equals(whole.calls.sort_by(order))
+
+
+def test_a_replay_never_changes_its_input() -> None:
+    before = [s.model_dump() for s in SESSIONS]
+    cc.replay(SESSIONS, "aggressive", limits={"context": 12_000, "output": 1_000},
+              config=cc.CompactionConfig(mask_first=True))  # fmt: skip
+    tune(SESSIONS, GRID, limits=LIMITS, workers=1)
+    assert [s.model_dump() for s in SESSIONS] == before

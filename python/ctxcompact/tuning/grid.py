@@ -181,14 +181,29 @@ def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Ta
     return pa.Table.from_pylist(rows, schema=GRID_CALL_SCHEMA)
 
 
+def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[pa.Table]:
+    """Zero-copy slices of about ``batch_rows`` rows, cut between sessions (a
+    session is never split; one longer than that is a slice of its own)."""
+    if table.num_rows == 0:
+        return
+    ids = table.column("session_id")
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.cast(ids.type.value_type)
+    changes = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    starts = [0, *(int(i) + 1 for i in pc.indices_nonzero(changes).to_pylist())]
+    start = 0
+    for s in [*starts[1:], table.num_rows]:
+        if s - start >= batch_rows or s == table.num_rows:
+            yield table.slice(start, s - start)
+            start = s
+
+
 def _chunks(corpus: Any, batch_rows: int) -> Iterator[pa.Table | list[Session]]:
     """The corpus in pieces of whole sessions."""
     if isinstance(corpus, Session):
         yield [corpus]
-    elif isinstance(corpus, Transcript):
-        yield corpus.to_arrow()
-    elif isinstance(corpus, pa.Table):
-        yield corpus
+    elif isinstance(corpus, (Transcript, pa.Table)):
+        yield from _table_chunks(Transcript.from_arrow(corpus).to_arrow(), batch_rows)
     elif isinstance(corpus, (str, os.PathLike)) or (
         isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
     ):
