@@ -56,6 +56,13 @@ def plain_loop(sessions: list[Session]) -> int:
     return total
 
 
+def _rate(benchmark: Any, calls: int) -> None:
+    """Calls and calls per second in the result (no timing when benchmarks are disabled)."""
+    benchmark.extra_info["calls"] = calls
+    if benchmark.stats is not None:
+        benchmark.extra_info["calls_per_s"] = calls / benchmark.stats.stats.min
+
+
 def _calls(sessions: list[Session]) -> int:
     return sum(isinstance(m.info, AssistantMessage) for s in sessions for m in s.messages)
 
@@ -63,16 +70,44 @@ def _calls(sessions: list[Session]) -> int:
 @pytest.mark.benchmark(group="replay")
 def test_replay_plain_loop(benchmark: Any, runs: list[Session]) -> None:
     total = benchmark.pedantic(plain_loop, (runs,), rounds=3)
-    benchmark.extra_info["calls"] = _calls(runs)
-    benchmark.extra_info["calls_per_s"] = _calls(runs) / benchmark.stats.stats.min
+    _rate(benchmark, _calls(runs))
     assert total > 0
 
 
 @pytest.mark.benchmark(group="replay")
 def test_replay_ctxcompact(benchmark: Any, runs: list[Session]) -> None:
     result = benchmark.pedantic(cc.replay, (runs, "opencode"), {"limits": LIMITS}, rounds=3)
-    benchmark.extra_info["calls"] = result.summary["calls"]
-    benchmark.extra_info["calls_per_s"] = result.summary["calls"] / benchmark.stats.stats.min
+    _rate(benchmark, result.summary["calls"])
     # the same walk: with nothing compacted, every prompt is the plain loop's
     assert result.summary["compactions"] == 0
     assert result.summary["prompt_tokens"] == plain_loop(runs)
+
+
+# --- a whole corpus end to end: the shared 1M-part transcript (conftest) --------------------
+
+
+def _sessions_of(table: Any) -> list[Session]:
+    return [
+        s.model_copy(update={"messages": [m for m in s.messages if not _own_compaction(m)]})
+        for s in cc.Transcript(table).to_sessions()
+    ]
+
+
+@pytest.mark.benchmark(group="replay-corpus")
+def test_replay_corpus_plain_loop(benchmark: Any, table: Any) -> None:
+    """Read the table into sessions, then the plain walk, one core."""
+    total = benchmark.pedantic(lambda: plain_loop(_sessions_of(table)), rounds=1)
+    benchmark.extra_info["rows"] = table.num_rows
+    assert total > 0
+
+
+@pytest.mark.benchmark(group="replay-corpus")
+def test_replay_corpus_tune(benchmark: Any, table: Any) -> None:
+    """``cc.tune`` on the table: cut between sessions, replayed on 2 worker processes."""
+    grid = {"preset": ["opencode"], "context": [LIMITS["context"]]}
+    result = benchmark.pedantic(
+        cc.tune, (table, grid), {"limits": LIMITS, "workers": 2, "batch_rows": 16_384}, rounds=1
+    )
+    benchmark.extra_info["rows"] = table.num_rows
+    _rate(benchmark, int(result.points["calls"][0].as_py()))
+    assert result.points["calls"][0].as_py() > 0
