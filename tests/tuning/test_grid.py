@@ -144,6 +144,8 @@ def test_bad_corpora(tmp_path: Path) -> None:
     pq.write_table(pieces[2], tmp_path / "b.parquet")
     with pytest.raises(NonContiguousError, match=r"b\.parquet: session 's0' appears again"):
         tune(tmp_path, grid, limits=LIMITS, workers=1)
+    with pytest.raises(NonContiguousError, match=r"session 's0' appears again at row \d+"):
+        tune(pa.concat_tables(pieces), grid, limits=LIMITS, workers=1)
     with pytest.raises(ConfigError, match="tune takes Sessions"):
         tune([1, 2], grid, limits=LIMITS, workers=1)
     with pytest.raises(DuplicateSessionError, match="'s1' is repeated: sessions 1 and 2"):

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError
+from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
@@ -165,9 +165,9 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
     return out
 
 
-def _replay_table(table: pa.Table, grid_points: list[Point], price_model: str | None) -> pa.Table:
-    """Every session of ``table`` under every point: the per-call rows."""
-    del price_model  # priced on the driver, from the totals
+def _replay_table(table: pa.Table, grid_points: list[Point]) -> pa.Table:
+    """Every session of ``table`` under every point: the per-call rows (priced
+    on the driver, from the totals)."""
     sessions = Transcript(table).to_sessions()
     return _replay_sessions(sessions, grid_points)
 
@@ -191,6 +191,16 @@ def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[pa.Table]:
         ids = ids.cast(ids.type.value_type)
     changes = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
     starts = [0, *(int(i) + 1 for i in pc.indices_nonzero(changes).to_pylist())]
+    runs = ids.take(pa.array(starts)).to_pylist()
+    if len(set(runs)) != len(runs):  # cut apart, a session would be replayed twice
+        first: dict[Any, int] = {}
+        again, row = next((r, starts[i]) for i, r in enumerate(runs)
+                          if first.setdefault(r, i) != i)  # fmt: skip
+        raise NonContiguousError(
+            f"session {again!r} appears again at row {row} after other sessions "
+            "(sort the table by session first)",
+            session_id=str(again), row=row, column="session_id",
+        )  # fmt: skip
     start = 0
     for s in [*starts[1:], table.num_rows]:
         if s - start >= batch_rows or s == table.num_rows:
@@ -279,7 +289,7 @@ def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Fu
 
 def _run(chunk: pa.Table | list[Session], grid_points: list[Point]) -> pa.Table:
     if isinstance(chunk, pa.Table):
-        return _replay_table(chunk, grid_points, None)
+        return _replay_table(chunk, grid_points)
     return _replay_sessions(chunk, grid_points)
 
 
@@ -322,7 +332,7 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
     from ctxcompact.batch.ray_data import _regroup
 
-    return _replay_table(_regroup(batch), grid_points, None)
+    return _replay_table(_regroup(batch), grid_points)
 
 
 def tune_dataset(
