@@ -268,7 +268,7 @@ def content_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _is_request(message: Message) -> bool:
+def is_request(message: Message) -> bool:
     """A user turn a person wrote (not the compaction marker or auto-continue)."""
     text = content_text(message).strip()
     return (
@@ -348,7 +348,7 @@ def build_digest(
     history: Sequence[Message], *, previous_summary: str | None = None, round: int = 1
 ) -> str:
     """A structured summary built from the history alone, deterministically."""
-    requests = [m for m in history if _is_request(m)]
+    requests = [m for m in history if is_request(m)]
     if previous_summary:
         task = _section(previous_summary, "Original Task") or previous_summary
     else:

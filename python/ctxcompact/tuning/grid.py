@@ -32,7 +32,7 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.transcript import Transcript, unique_sessions
-from ctxcompact.tuning.prices import Price, price_of
+from ctxcompact.tuning.prices import Price, price_for
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_window,
@@ -249,8 +249,7 @@ def tune(
     retention. ``progress(sessions_done, total or None)`` after each batch.
     """
     grid_points = points(grid, config=config, limits=limits)
-    cfg = config or CompactionConfig()
-    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
+    price = price_for(model, (config or CompactionConfig()).prices, prices)
     n = workers if workers is not None else (os.cpu_count() or 1)
     if n < 1:
         raise ConfigError("workers must be at least 1", column="workers")
@@ -353,8 +352,7 @@ def tune_dataset(
 
     ray = _ray()
     grid_points = points(grid, config=config, limits=limits)
-    cfg = config or CompactionConfig()
-    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
+    price = price_for(model, (config or CompactionConfig()).prices, prices)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip

@@ -88,4 +88,15 @@ def price_of(model: str, prices: Mapping[str, Any] | None = None) -> Price:
                       "(pass prices={...})", column="prices")  # fmt: skip
 
 
-__all__ = ["PRICES", "Price", "price_of"]
+def price_for(model: str | None, *overrides: Mapping[str, Any] | None) -> Price | None:
+    """``price_of(model)`` with the override tables merged in order (the
+    config's, then the caller's); ``None`` when no model is named."""
+    if model is None:
+        return None
+    merged: dict[str, Any] = {}
+    for table in overrides:
+        merged |= table or {}
+    return price_of(model, merged)
+
+
+__all__ = ["PRICES", "Price", "price_for", "price_of"]

@@ -27,6 +27,7 @@ prompt still carries (``removed_facts``, ``kept_facts``, ``lost``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,8 @@ from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
-from ctxcompact.tuning.prices import Price, price_of
-from ctxcompact.tuning.retention import content_text, score_compaction
+from ctxcompact.tuning.prices import Price, price_for
+from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
 #: Columns of the per-call table, in order.
 CALL_SCHEMA = pa.schema([
@@ -250,7 +251,7 @@ def replay(
     window = check_window(Limits.coerce(limits), cfg)
     if cache_ttl_s < 0:
         raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
-    price = price_of(model, {**cfg.prices, **(prices or {})}) if model is not None else None
+    price = price_for(model, cfg.prices, prices)
     rows: list[dict[str, Any]] = []
     sessions = _sessions(data)
     for session in sessions:
@@ -287,9 +288,6 @@ def summarize_calls(calls: pa.Table, price: Price | None = None,
     totals = {k: int(pc.sum(calls[k]).as_py() or 0) for k in _TOKENS}
     removed = int(pc.sum(calls["removed_facts"]).as_py() or 0)
     kept = int(pc.sum(calls["kept_facts"]).as_py() or 0)
-    lost: dict[str, int] = {}
-    for label in pc.list_flatten(calls["lost"]).to_pylist():
-        lost[label] = lost.get(label, 0) + 1
     summary: dict[str, Any] = {
         "sessions": len(pc.unique(calls["session_id"])),
         "calls": calls.num_rows,
@@ -299,7 +297,7 @@ def summarize_calls(calls: pa.Table, price: Price | None = None,
         "removed_facts": removed,
         "kept_facts": kept,
         "retention": kept / removed if removed else 1.0,
-        "most_lost": sorted(lost.items(), key=lambda kv: (-kv[1], kv[0]))[:20],
+        "most_lost": ranked(Counter(pc.list_flatten(calls["lost"]).to_pylist())),
     }
     if price is not None:
         with_policy = price.cost(

@@ -13,6 +13,7 @@ import html
 import io
 import os
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 from ctxcompact._atomic import replacing
 from ctxcompact.errors import ConfigError
 from ctxcompact.tuning.grid import Tuning
+from ctxcompact.tuning.retention import ranked
 
 
 def pyplot() -> Any:
@@ -227,10 +229,9 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
     """The report as one HTML string."""
     points, calls = tuning.points, tuning.calls
     shown = _distinct(points)
-    lost: dict[str, int] = {}
+    lost: Counter[str] = Counter()
     for s in tuning.summaries.values():
-        for label, n in s.get("most_lost", []):
-            lost[label] = lost.get(label, 0) + n
+        lost.update(dict(s.get("most_lost", [])))
     figures = [
         ("front", "Cost against retention over the grid; the front is the points no other "
                   "point beats on both.", front_plot(points)),
@@ -245,7 +246,7 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
         ))  # fmt: skip
     figures.append(("firing", "Where in the runs compactions fire.", firing_plot(calls, shown)))
     figures.append(("lost", "Facts lost most often, over every point of the grid.",
-                    lost_plot(sorted(lost.items(), key=lambda kv: (-kv[1], kv[0])))))  # fmt: skip
+                    lost_plot(ranked(lost, None))))  # fmt: skip
     body = "".join(
         f'<figure class="plot" id="{key}">{svg}<figcaption>{html.escape(caption)}</figcaption>'
         "</figure>"

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ctxcompact.live.summary import content_text
-from ctxcompact.scans.view import COMPACTION_QUESTION
+from ctxcompact.live.summary import content_text, is_request
 
 Kind = Literal["task", "directive", "plan", "path", "identifier", "error"]
 KINDS: tuple[Kind, ...] = ("task", "directive", "plan", "path", "identifier", "error")
@@ -71,7 +71,6 @@ _ERROR_LINE = re.compile(r"^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]"
 _PLAN = re.compile(
     r"^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b", re.I | re.M
 )
-_CONTINUE = "continue if you have next steps"
 
 
 @dataclass(frozen=True)
@@ -141,16 +140,6 @@ def _prose(kind: Kind, text: str) -> Fact | None:
         return None
     shown = " ".join(text.split())
     return Fact(kind, shown[:SHOWN_CHARS], words=words)
-
-
-def _is_request(message: Mapping[str, Any]) -> bool:
-    text = content_text(message).strip()
-    return (
-        message.get("role") == "user"
-        and bool(text)
-        and text != COMPACTION_QUESTION
-        and text.lower() != _CONTINUE
-    )
 
 
 def _plain(args: str) -> str:
@@ -239,7 +228,7 @@ def extract_facts(
         if fact is not None:
             facts.setdefault((fact.kind, fact.text), fact)
 
-    requests = [i for i, m in enumerate(messages) if _is_request(m)]
+    requests = [i for i, m in enumerate(messages) if is_request(m)]
     first = task_index if task_index is not None else (requests[0] if requests else None)
     for i in requests:
         add(_prose("task" if i == first else "directive", content_text(messages[i])))
@@ -292,7 +281,7 @@ def score_compaction(
     if not gone:
         return Retention((), ())
     task_index = next(
-        (i for i, m in enumerate(gone) if task is not None and _is_request(m)
+        (i for i, m in enumerate(gone) if task is not None and is_request(m)
          and content_text(m) == task),
         -1,
     )  # fmt: skip
@@ -304,13 +293,14 @@ def score_compaction(
     return Retention(tuple(removed), lost)
 
 
+def ranked(counts: Mapping[str, int], n: int | None = 20) -> list[tuple[str, int]]:
+    """(label, count) most often first, ties by label; the first ``n`` (all: None)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
 def most_lost(retentions: Iterable[Retention], n: int = 20) -> list[tuple[str, int]]:
     """The facts lost most often over many compactions, as (label, count)."""
-    counts: dict[str, int] = {}
-    for r in retentions:
-        for f in r.lost:
-            counts[f.label()] = counts.get(f.label(), 0) + 1
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return ranked(Counter(f.label() for r in retentions for f in r.lost), n)
 
 
 __all__ = [
@@ -323,6 +313,7 @@ __all__ = [
     "extract_facts",
     "message_text",
     "most_lost",
+    "ranked",
     "removed_messages",
     "score_compaction",
 ]
