@@ -1,12 +1,40 @@
-"""Shared fixtures: local servers speaking the OpenAI and Anthropic wire formats."""
+"""Shared fixtures: local servers speaking the OpenAI and Anthropic wire formats,
+a throwaway PostgreSQL server."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
+from ctxcompact.testing.postgres import PostgresUnavailable, TemporaryPostgres
 from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[TemporaryPostgres]:
+    """One PostgreSQL cluster for the run (Debian's server binaries, a temp dir).
+
+    Skipped where the binaries are missing, except on CI, which installs them
+    (.ci/run) and must run the PostgreSQL tests.
+    """
+    try:
+        server = TemporaryPostgres()
+        server.start()
+    except PostgresUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs postgresql (.ci/run), but: {e}")
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_schema(postgres: TemporaryPostgres) -> tuple[str, str]:
+    """(conninfo, a schema of the test's own): the tests share one cluster."""
+    return postgres.conninfo, f"t_{uuid.uuid4().hex[:16]}"
 
 
 @pytest.fixture

@@ -106,6 +106,7 @@ __all__ = [
     "OrphanedToolResultError",
     "SchemaError",
     "SessionNotFoundError",
+    "StoreError",
     "SummaryClientError",
     "SummaryError",
     "TranscriptError",
@@ -148,6 +149,10 @@ class CompactionLoopError(CompactionError):
 
 class SessionNotFoundError(CompactionError, LookupError):
     """The store has no session with this id."""
+
+
+class StoreError(CompactionError):
+    """The session store cannot be reached or refused an operation (names the store)."""
 
 
 class OrphanedToolResultError(TranscriptError):

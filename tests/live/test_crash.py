@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import fill
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.postgres import PostgresStore
 from ctxcompact.live.store import SQLiteStore
 from ctxcompact.live.summary import Summarizer
 
@@ -25,9 +27,23 @@ class Client:
 
 
 @pytest.mark.parametrize("point", ["summary", "commit", "transaction"])
-def test_kill_mid_compaction_then_recover_exactly_once(tmp_path: Path, point: str) -> None:
-    db = tmp_path / "sessions.db"
-    store = SQLiteStore(db)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_kill_mid_compaction_then_recover_exactly_once(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, point: str
+) -> None:
+    if backend == "sqlite":
+        where = str(tmp_path / "sessions.db")
+
+        def open_store() -> Any:
+            return SQLiteStore(where)
+    else:
+        conninfo, schema = request.getfixturevalue("pg_schema")
+        where = f"{conninfo}|{schema}"
+
+        def open_store() -> Any:
+            return PostgresStore(conninfo, schema=schema)
+
+    store = open_store()
     sid = store.create_session("s")
     fill(store, sid, 6)
     compactor = Compactor(store, Summarizer(Client()), limits={"context": 100_000})
@@ -37,7 +53,7 @@ def test_kill_mid_compaction_then_recover_exactly_once(tmp_path: Path, point: st
 
     flag = tmp_path / "frozen"
     worker = subprocess.Popen(
-        [sys.executable, str(WORKER), str(db), sid, point, str(flag)],
+        [sys.executable, str(WORKER), backend, where, sid, point, str(flag)],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     deadline = time.monotonic() + 60
@@ -49,7 +65,7 @@ def test_kill_mid_compaction_then_recover_exactly_once(tmp_path: Path, point: st
     worker.wait()
     assert worker.returncode == -signal.SIGKILL
 
-    store = SQLiteStore(db)
+    store = open_store()
     compactor = Compactor(store, Summarizer(Client()), limits={"context": 100_000})
     session = store.load(sid)
     # old state exactly: no summary, no prune marks, no record, the task still pending

@@ -1,4 +1,4 @@
-"""SessionStore semantics, the same for SQLite and memory."""
+"""SessionStore semantics, the same for SQLite, PostgreSQL and memory."""
 
 from __future__ import annotations
 
@@ -16,12 +16,23 @@ from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+def open_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A new store instance on the backend's shared storage (a second call opens
+    the same data, as another process would)."""
+    if backend == "sqlite":
+        return SQLiteStore(tmp_path / "store.db")
+    from ctxcompact.live.postgres import PostgresStore
+
+    conninfo, schema = request.getfixturevalue("pg_schema")
+    return PostgresStore(conninfo, schema=schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
         yield MemoryStore()
     else:
-        s = SQLiteStore(tmp_path / "store.db")
+        s = open_store(request.param, tmp_path, request)
         yield s
         s.close()
 
@@ -114,17 +125,21 @@ def test_commit_compaction_is_all_or_nothing_and_once(store: Any) -> None:
     assert len(store.load(sid).messages) == 5
 
 
-def test_concurrent_commits_have_one_winner(tmp_path: Path) -> None:
-    path = tmp_path / "race.db"
-    setup = SQLiteStore(path)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_concurrent_commits_have_one_winner(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
+    setup = open_store(backend, tmp_path, request)
     sid = setup.create_session()
     marker = user("What did we do so far?")
     setup.append_message(sid, marker)
     barrier = threading.Barrier(4)
     outcomes: list[str] = []
 
-    def run() -> None:
-        store = SQLiteStore(path)  # separate connections, as separate processes would have
+    # Each store opens its own connections (in the thread using it), as a process would.
+    stores = [open_store(backend, tmp_path, request) for _ in range(4)]
+
+    def run(store: Any) -> None:
         barrier.wait()
         try:
             store.commit_compaction(sid, marker_id=marker.id, summary=summary_for(marker.id),
@@ -136,7 +151,7 @@ def test_concurrent_commits_have_one_winner(tmp_path: Path) -> None:
         finally:
             store.close()
 
-    threads = [threading.Thread(target=run) for _ in range(4)]
+    threads = [threading.Thread(target=run, args=(s,)) for s in stores]
     for t in threads:
         t.start()
     for t in threads:
@@ -219,3 +234,51 @@ def test_a_store_written_for_the_keyword_signature_still_commits() -> None:
     with pytest.warns(DeprecationWarning, match="OldStore.commit_compaction takes the fields"):
         record_ = compactor.process_pending(sid)
     assert record_ is not None and store.records(sid) == [record_]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_workers_on_one_marker_give_one_summary_and_one_conflict(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
+    from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+    from ctxcompact.live import Compactor, Summarizer
+
+    # Both workers reach the model before either commits: each writes a summary,
+    # the store lets exactly one of them land.
+    at_model = threading.Barrier(2)
+
+    class Model:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            at_model.wait(timeout=30)
+            return SummaryResponse(f"## Summary\nfrom {threading.current_thread().name}", "stop")
+
+    setup = open_store(backend, tmp_path, request)
+    sid = setup.create_session("s")
+    setup.append_message(sid, user("hello"))
+    marker = Compactor(setup, Summarizer(Model()), limits={"context": 100_000}).request_compaction(
+        sid
+    )
+    stores = [open_store(backend, tmp_path, request) for _ in range(2)]
+    outcomes: dict[str, Any] = {}
+
+    def work(store: Any) -> None:
+        name = threading.current_thread().name
+        try:
+            compactor = Compactor(store, Summarizer(Model()), limits={"context": 100_000})
+            outcomes[name] = compactor.process_pending(sid)
+        except CompactionConflictError as e:
+            outcomes[name] = e
+
+    threads = [threading.Thread(target=work, args=(s,), name=f"w{i}") for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes.values() if isinstance(o, CompactionRecord)]
+    losers = [o for o in outcomes.values() if isinstance(o, CompactionConflictError)]
+    assert len(winners) == 1 and len(losers) == 1
+    assert losers[0].record == winners[0] and winners[0].marker_message_id == marker
+    summaries = [m for m in setup.load(sid).messages if getattr(m.info, "summary", None) is True]
+    assert len(summaries) == 1 and setup.records(sid) == winners
+    for s in (*stores, setup):
+        s.close()

@@ -16,6 +16,7 @@ from ctxcompact.live.events import (
     PreCompactEvent,
 )
 from ctxcompact.live.loop import CompactionLoop, StepDecision, is_context_stop
+from ctxcompact.live.postgres import PostgresStore
 from ctxcompact.live.replies import (
     from_anthropic_message,
     from_openai_chat,
@@ -42,6 +43,7 @@ __all__ = [
     "MemoryStore",
     "Metrics",
     "PostCompactEvent",
+    "PostgresStore",
     "PreCompactEvent",
     "SQLiteStore",
     "SessionStore",

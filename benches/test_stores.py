@@ -1,0 +1,148 @@
+"""Compactions per second on the SQLite and PostgreSQL stores, 1, 4 and 16 workers.
+
+A worker is a thread with its own store instance (its own connections, as a
+worker process has) compacting sessions of its own: request a compaction,
+then ``process_pending`` (load, prune, summary from an instant model, one
+commit). Every session holds 8 turns of tool output (~60k tokens). SQLite
+serializes every writer of its file; PostgreSQL locks one session row, so
+workers on different sessions commit side by side.
+
+    pytest benches/test_stores.py --benchmark-enable
+
+The PostgreSQL server is a throwaway cluster of the machine's ``postgresql``
+binaries (``ctxcompact.testing.postgres``), fsync off like the tests'.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.live import Compactor, Summarizer
+from ctxcompact.live.store import SQLiteStore, new_id
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    ToolState,
+    UserMessage,
+)
+from ctxcompact.testing.postgres import PostgresUnavailable, TemporaryPostgres
+
+#: Compactions per round, split evenly over the workers.
+COMPACTIONS = 64
+LIMITS = {"context": 100_000}
+
+
+class Instant:
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        return SummaryResponse("## Summary\nwhat was done", "stop")
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[TemporaryPostgres]:
+    try:
+        with TemporaryPostgres() as server:
+            yield server
+    except PostgresUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs postgresql (.ci/run), but: {e}")
+        pytest.skip(str(e))
+
+
+def turns(n: int = 8, chars: int = 30_000) -> list[MessageWithParts]:
+    out = []
+    for i in range(n):
+        text = Part(id=new_id("prt"), type="text", text=f"step {i}")
+        user = MessageWithParts(info=UserMessage(id=new_id("msg")), parts=[text])
+        state = ToolState(status="completed", input={"filePath": f"f{i}.py"}, output="x" * chars)
+        tool = Part(id=new_id("prt"), type="tool", tool="read", callID=new_id("call"), state=state)
+        info = AssistantMessage(id=new_id("msg"), parentID=user.id, finish="tool-calls")
+        out += [user, MessageWithParts(info=info, parts=[tool])]
+    return out
+
+
+def open_store(backend: str, where: Any) -> Any:
+    if backend == "sqlite":
+        return SQLiteStore(where)
+    from ctxcompact.live.postgres import PostgresStore
+
+    return PostgresStore(where[0], schema=where[1])
+
+
+def prepare(backend: str, where: Any, workers: int) -> list[list[str]]:
+    """Fresh sessions with a pending compaction each, split among the workers."""
+    store = open_store(backend, where)
+    compactor = Compactor(store, Summarizer(Instant()), limits=LIMITS)
+    ids = []
+    for _ in range(COMPACTIONS):
+        sid = store.create_session()
+        for m in turns():
+            store.append_message(sid, m)
+        compactor.request_compaction(sid)
+        ids.append(sid)
+    store.close()
+    return [ids[w::workers] for w in range(workers)]
+
+
+def run(backend: str, where: Any, shares: list[list[str]]) -> float:
+    """Every worker compacts its share; returns the wall time."""
+    stores = [open_store(backend, where) for _ in shares]
+    barrier = threading.Barrier(len(shares) + 1)
+    errors: list[BaseException] = []
+
+    def work(store: Any, share: list[str]) -> None:
+        compactor = Compactor(store, Summarizer(Instant()), limits=LIMITS)
+        barrier.wait()
+        try:
+            for sid in share:
+                assert compactor.process_pending(sid) is not None
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=a) for a in zip(stores, shares, strict=True)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    for s in stores:
+        s.close()
+    if errors:
+        raise errors[0]
+    return wall
+
+
+@pytest.mark.benchmark(group="store-compactions")
+@pytest.mark.parametrize("workers", [1, 4, 16])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_compactions_per_second(
+    benchmark: Any, request: pytest.FixtureRequest, tmp_path: Path, backend: str, workers: int
+) -> None:
+    if backend == "sqlite":
+        where: Any = tmp_path / "store.db"
+    else:
+        server = request.getfixturevalue("postgres")
+        where = (server.conninfo, f"b_{uuid.uuid4().hex[:12]}")
+    walls: list[float] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (prepare(backend, where, workers),), {}
+
+    def timed(shares: list[list[str]]) -> None:
+        walls.append(run(backend, where, shares))
+
+    benchmark.pedantic(timed, setup=setup, rounds=3)
+    benchmark.extra_info["compactions_per_s"] = round(COMPACTIONS / min(walls), 1)
+    # every pending task was completed exactly once
+    with open_store(backend, where) as store:
+        assert sum(len(store.records(s)) for s in store.session_ids()) == len(walls) * COMPACTIONS
