@@ -101,6 +101,7 @@ __all__ = [
     "InternalError",
     "InvalidUsageError",
     "MissingColumnError",
+    "MissingToolResultError",
     "NonContiguousError",
     "NullValueError",
     "OrphanedToolResultError",
@@ -157,6 +158,10 @@ class StoreError(CompactionError):
 
 class OrphanedToolResultError(TranscriptError):
     """A tool result whose call is not in the history."""
+
+
+class MissingToolResultError(TranscriptError):
+    """A tool call that no later message answers (a model API rejects the history)."""
 
 
 class DatasetError(CompactionError):

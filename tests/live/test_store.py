@@ -282,3 +282,29 @@ def test_two_workers_on_one_marker_give_one_summary_and_one_conflict(
     assert len(summaries) == 1 and setup.records(sid) == winners
     for s in (*stores, setup):
         s.close()
+
+
+def test_postgres_store_errors_say_which_store_and_why(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    from ctxcompact.errors import StoreError
+    from ctxcompact.live.postgres import PostgresStore
+
+    with pytest.raises(StoreError, match="cannot connect to the PostgreSQL store"):
+        PostgresStore(f"host={tmp_path} dbname=postgres user=postgres connect_timeout=2")
+    with pytest.raises(StoreError, match="not a plain schema name"):
+        PostgresStore(pg_schema[0], schema='x"; DROP TABLE sessions; --')
+    store = PostgresStore(pg_schema[0], schema=pg_schema[1])
+    # The message a failed insert names is not half-written: the session is as before.
+    sid = store.create_session()
+    u = user()
+    store.append_message(sid, u)
+    with pytest.raises(TranscriptError, match=u.id):
+        store.append_message(sid, u)
+    with pytest.raises(TranscriptError, match="no part nope"):
+        store.mark_parts(sid, {"nope": 1})
+    assert [m.id for m in store.load(sid).messages] == [u.id]
+    store.close()
+    # A closed store reconnects on the next call instead of failing.
+    assert store.session_ids() == [sid]
+    store.close()

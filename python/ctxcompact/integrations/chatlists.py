@@ -1,0 +1,162 @@
+"""What every framework integration does, over OpenAI chat dicts.
+
+A framework's history (LangChain messages, pydantic-ai ``ModelMessage``s,
+Agents SDK items) is converted to chat dicts, and this runs the chat-list
+family on it: the pairing check (or its repair, reported), the policy's
+masking for what the model sees at every step, and a split-point summary
+(``compact_messages`` with ``mask_first``) when even the masked history
+fills the window's threshold. Tool calls and their results are never split;
+the records, events, hooks and metrics are the live lifecycle's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError, MissingToolResultError
+from ctxcompact.live import events as ev
+from ctxcompact.live.split import SplitResult, acompact_messages, compact_messages, should_compact
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.policy import Policy
+from ctxcompact.scans.masking import mask_chat_messages
+from ctxcompact.scans.overflow import Limits, ModelRegistry
+from ctxcompact.scans.repair import RepairReport, repair_chat_messages
+
+Chat = list[dict[str, Any]]
+
+
+def check_pairs(chat: Sequence[Mapping[str, Any]]) -> None:
+    """Raise for a history no model API accepts: a result before (or without)
+    its call, a call no later result answers. Says which message and call."""
+    from ctxcompact.scans.chat import validate_chat_messages
+
+    validate_chat_messages(chat)  # orphan results, unknown roles, calls without ids
+    answered = {str(m.get("tool_call_id")) for m in chat if m.get("role") == "tool"}
+    for i, m in enumerate(chat):
+        for call in m.get("tool_calls") or []:
+            if str(call["id"]) not in answered:
+                raise MissingToolResultError(
+                    f"message {i} calls tool {call['id']!r}, and no later message holds its "
+                    "result (pass repair=True to add an interrupted-tool result)",
+                    column="tool_calls", row=i,
+                )  # fmt: skip
+
+
+@dataclass
+class ChatCompaction:
+    """The policy, window and summarizer of one integration instance.
+
+    ``context`` (the model's window, tokens) or ``model`` (a name the limits
+    registry knows) sets the window; ``output`` the output reserve.
+    ``repair``: fix unpaired tool calls and results (``repairs`` keeps each
+    report) instead of raising ``OrphanedToolResultError`` /
+    ``MissingToolResultError``.
+    """
+
+    summarizer: Summarizer
+    context: int
+    output: int = 0
+    config: CompactionConfig = field(default_factory=CompactionConfig)
+    session_id: str = ""
+    repair: bool = False
+    hooks: ev.Hooks | None = None
+    events: ev.EventBus = field(default_factory=ev.EventBus)
+    metrics: ev.Metrics = field(default_factory=ev.Metrics)
+    records: list[ev.CompactionRecord] = field(default_factory=list)
+    repairs: list[RepairReport] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls,
+        summarizer: Summarizer,
+        *,
+        context: int | None,
+        model: str | None,
+        output: int | None,
+        policy: Policy | str | Mapping[str, Any] | None,
+        config: CompactionConfig | None,
+        **rest: Any,
+    ) -> ChatCompaction:
+        cfg = config or summarizer.config
+        if policy is not None:
+            cfg = cfg.model_copy(update={"policy": Policy.load(policy)})
+        # What the model sees is masked at every step, so the summary threshold
+        # is checked on the masked history: mask-then-summarize.
+        cfg = cfg.model_copy(update={"mask_first": cfg.prune})
+        if summarizer.config is not cfg:
+            summarizer = Summarizer(summarizer.client, cfg, model=summarizer.model)
+        if context is None and model is not None:
+            limits = ModelRegistry().get(model)
+            context, output = limits.context, output if output is not None else limits.output
+        if context is None or context <= 0:
+            raise ConfigError("the window is unknown: pass context=<tokens> or model=<a name "
+                              "the limits registry knows>", column="context")  # fmt: skip
+        usable = Limits(context=context, output=output or 0).usable(cfg) or 0
+        if usable - cfg.system_reserve - cfg.safety_buffer <= 0:
+            raise ConfigError(
+                f"a window of {context} tokens leaves no room for the history after the output "
+                f"reserve ({Limits(context=context, output=output or 0).reserve(cfg)}; pass "
+                "output=<the model's output limit>) and the config's system_reserve and "
+                "safety_buffer", column="context",
+            )  # fmt: skip
+        return cls(summarizer, context, output or 0, cfg, **rest)
+
+    def prepare(self, chat: Chat) -> Chat:
+        """The history checked (or repaired, with the report kept)."""
+        if not self.repair:
+            check_pairs(chat)
+            return chat
+        fixed, report = repair_chat_messages(chat)
+        if report:
+            self.repairs.append(report)
+        return fixed
+
+    def view(self, chat: Chat) -> Chat:
+        """What the model is sent: the policy's masking (cleared and cut outputs)."""
+        if not self.config.prune:
+            return chat
+        cfg = self.config
+        return mask_chat_messages(chat, cfg.policy, method=cfg.estimate_method,
+                                  overhead=cfg.message_overhead).messages  # fmt: skip
+
+    def _needed(self, chat: Chat) -> bool:
+        # With masking on, compact_messages decides on the masked history itself.
+        return self.config.mask_first or should_compact(
+            chat, context=self.context, config=self.config, output=self.output
+        )
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"context": self.context, "output": self.output, "config": self.config,
+                "session_id": self.session_id, "hooks": self.hooks, "events": self.events,
+                "metrics": self.metrics}  # fmt: skip
+
+    def _done(self, result: SplitResult) -> SplitResult | None:
+        if result.record is None:
+            return None
+        self.records.append(result.record)
+        return result
+
+    def compact(self, chat: Chat) -> SplitResult | None:
+        """A summary when the (masked) history is over the threshold, else None."""
+        if not self._needed(chat):
+            return None
+        return self._done(compact_messages(chat, self.summarizer, **self._kwargs()))
+
+    async def acompact(self, chat: Chat) -> SplitResult | None:
+        if not self._needed(chat):
+            return None
+        return self._done(await acompact_messages(chat, self.summarizer, **self._kwargs()))
+
+
+def kept_tail(result: SplitResult) -> int:
+    """How many of the input's newest messages the compacted list kept verbatim
+    (``[system?, summary, *tail]``: the tail is a suffix of the input)."""
+    out = result.messages
+    lead = 1 if out and out[0].get("role") in ("system", "developer") else 0
+    return len(out) - lead - 1
+
+
+__all__ = ["ChatCompaction", "check_pairs", "kept_tail"]

@@ -1,0 +1,240 @@
+"""LangChain v1 agents: ``CompactionMiddleware`` for ``create_agent``.
+
+    agent = create_agent(model, tools, middleware=[
+        CompactionMiddleware(model, context=128_000, policy="swe-agent"),
+    ])
+
+Before every model call (``wrap_model_call``) the model is sent the policy's
+view of the history: old tool outputs cleared to placeholders, oversized
+ones cut; the agent's state keeps every output whole. When even that view
+fills the window's threshold (``before_model``), the older messages are
+summarized by the compaction agent (the chat model given, with no tools; no
+model: a deterministic digest) and the state becomes ``[summary, *recent]``,
+tool calls never split from their results. The summary is a ``HumanMessage``
+(any provider accepts one first) marked ``additional_kwargs["ctxcompact_summary"]
+= round``; the next round integrates it. ``records``, ``events``, ``metrics``
+and ``hooks`` are the live lifecycle's.
+
+Install: ``pip install 'ctxcompact[langchain]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
+from ctxcompact.config import CompactionConfig
+from ctxcompact.integrations.chatlists import Chat, ChatCompaction, kept_tail
+from ctxcompact.live import events as ev
+from ctxcompact.live.split import SplitResult, summary_round
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.policy import Policy
+from ctxcompact.scans.chat import content_text
+
+#: ``additional_kwargs`` key of a summary message: its compaction round.
+SUMMARY_KEY = "ctxcompact_summary"
+
+
+class LangChainSummaryClient:
+    """A LangChain chat model as the compaction agent's model (no tools bound)."""
+
+    def __init__(self, model: BaseChatModel) -> None:
+        self.model = model
+
+    def _messages(self, request: SummaryRequest) -> list[BaseMessage]:
+        return [SystemMessage(request.system), *convert_to_messages(request.messages)]
+
+    @staticmethod
+    def _response(reply: BaseMessage) -> SummaryResponse:
+        meta = reply.response_metadata or {}
+        reason = str(meta.get("finish_reason") or meta.get("stop_reason") or "stop")
+        usage = getattr(reply, "usage_metadata", None) or {}
+        return SummaryResponse(
+            content_text(reply.content),
+            "length" if reason in ("length", "max_tokens") else reason,
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+        )
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        return self._response(self.model.invoke(self._messages(request)))
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        return self._response(await self.model.ainvoke(self._messages(request)))
+
+
+def to_chat(messages: Sequence[BaseMessage]) -> Chat:
+    """OpenAI chat dicts of LangChain messages (LangChain's own conversion),
+    each with its message id; a summary message is the assistant summary the
+    split family finds by its heading."""
+    chat = convert_to_openai_messages(list(messages))
+    out = []
+    for m, c in zip(messages, chat, strict=True):
+        c = {**c, "id": m.id} if m.id else dict(c)
+        if SUMMARY_KEY in (m.additional_kwargs or {}):
+            c = {"role": "assistant", "content": content_text(m.content), "id": m.id}
+        out.append(c)
+    return out
+
+
+def _from_chat(chat: Chat, originals: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """LangChain messages for ``chat``: the original message wherever the dict
+    came from one (its id), LangChain's conversion for a dict a repair added."""
+    by_id = {m.id: m for m in originals if m.id}
+    out: list[BaseMessage] = []
+    for d in chat:
+        original = by_id.get(str(d.get("id")))
+        if original is not None:
+            out.append(original)
+        else:
+            clean = {k: v for k, v in d.items() if k != "id"}
+            out.append(convert_to_messages([clean])[0])
+    return out
+
+
+def _viewed(message: BaseMessage, before: Mapping[str, Any], after: Mapping[str, Any]) -> Any:
+    """``message`` as the policy's view shows it (a copy; the state keeps the original)."""
+    if before == after:
+        return message
+    if isinstance(message, ToolMessage):
+        return message.model_copy(update={"content": after.get("content")})
+    if isinstance(message, AIMessage) and after.get("tool_calls") != before.get("tool_calls"):
+        args = {c["id"]: json.loads(c["function"]["arguments"] or "{}")
+                for c in after.get("tool_calls") or []}  # fmt: skip
+        calls = [{**c, "args": args.get(c["id"], c["args"])} for c in message.tool_calls]
+        return message.model_copy(update={"tool_calls": calls})
+    return message
+
+
+class CompactionMiddleware(AgentMiddleware):
+    """ctxcompact's policy and lifecycle on a LangChain agent's messages.
+
+    ``summary_model``: the chat model that writes summaries (pass the agent's
+    own model to use it), a ``Summarizer`` or ``SummaryClient``, or ``None``
+    for the deterministic digest. The window: ``context`` (tokens) or
+    ``model`` (a name the limits registry knows). ``policy``: a preset name,
+    file, dict or ``Policy`` (default: the config's). ``repair``: add
+    interrupted-tool results and keep orphaned results as notes (reported in
+    ``repairs``) instead of raising ``OrphanedToolResultError`` /
+    ``MissingToolResultError``.
+    """
+
+    def __init__(
+        self,
+        summary_model: BaseChatModel | Summarizer | SummaryClient | None = None,
+        *,
+        context: int | None = None,
+        model: str | None = None,
+        output: int | None = None,
+        policy: Policy | str | Mapping[str, Any] | None = None,
+        config: CompactionConfig | None = None,
+        session_id: str = "",
+        repair: bool = False,
+        hooks: ev.Hooks | None = None,
+        events: ev.EventBus | None = None,
+        metrics: ev.Metrics | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(summary_model, Summarizer):
+            summarizer = summary_model
+        elif isinstance(summary_model, BaseChatModel):
+            summarizer = Summarizer(LangChainSummaryClient(summary_model), config)
+        else:
+            summarizer = Summarizer(summary_model, config)
+        extra: dict[str, Any] = {"events": events, "metrics": metrics}
+        self.compaction = ChatCompaction.build(
+            summarizer, context=context, model=model, output=output, policy=policy,
+            config=config, session_id=session_id, repair=repair, hooks=hooks,
+            **{k: v for k, v in extra.items() if v is not None},
+        )  # fmt: skip
+
+    @property
+    def name(self) -> str:
+        return "ctxcompact"
+
+    @property
+    def records(self) -> list[ev.CompactionRecord]:
+        """Every compaction this middleware made, oldest first."""
+        return self.compaction.records
+
+    @property
+    def events(self) -> ev.EventBus:
+        return self.compaction.events
+
+    @property
+    def metrics(self) -> ev.Metrics:
+        return self.compaction.metrics
+
+    @property
+    def repairs(self) -> list[Any]:
+        return self.compaction.repairs
+
+    # --- the summary: before the model node, on the state ------------------------
+
+    def _prepared(self, messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], Chat, bool]:
+        chat = to_chat(messages)
+        fixed = self.compaction.prepare(chat)
+        if fixed is chat:
+            return list(messages), chat, False
+        return _from_chat(fixed, messages), fixed, True
+
+    def _update(
+        self, lc: list[BaseMessage], result: SplitResult | None, repaired: bool
+    ) -> dict[str, Any] | None:
+        if result is None:
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *lc]} if repaired else None
+        assert result.record is not None
+        text = next(content_text(m.get("content")) for m in result.messages
+                    if summary_round(m) is not None)  # fmt: skip
+        summary = HumanMessage(text, id=f"ctxcompact-summary-{uuid.uuid4().hex}",
+                               additional_kwargs={SUMMARY_KEY: result.record.round})  # fmt: skip
+        tail = lc[len(lc) - kept_tail(result) :]
+        system = [m for m in lc[: len(lc) - len(tail)] if isinstance(m, SystemMessage)][:1]
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *system, summary, *tail]}
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        lc, chat, repaired = self._prepared(state["messages"])
+        return self._update(lc, self.compaction.compact(chat), repaired)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        lc, chat, repaired = self._prepared(state["messages"])
+        return self._update(lc, await self.compaction.acompact(chat), repaired)
+
+    # --- the masking: what each model call is sent -------------------------------
+
+    def _request(self, request: ModelRequest) -> ModelRequest:
+        lc, chat, _ = self._prepared(request.messages)
+        view = self.compaction.view(chat)
+        shown: list[AnyMessage] = [_viewed(m, b, a) for m, b, a in zip(lc, chat, view, strict=True)]
+        return request.override(messages=shown)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        return handler(self._request(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        return await handler(self._request(request))
+
+
+__all__ = ["SUMMARY_KEY", "CompactionMiddleware", "LangChainSummaryClient", "to_chat"]

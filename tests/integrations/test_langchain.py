@@ -1,0 +1,157 @@
+"""CompactionMiddleware in a real LangChain v1 agent (create_agent), offline models."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
+from ctxcompact.integrations.langchain import SUMMARY_KEY, CompactionMiddleware
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+OUTPUT = "line of a large file\n" * 300  # ~1,600 tokens per read
+#: SWE-agent's masking, keeping the 2 newest observations
+POLICY = {"preset": "swe-agent", "keep_recent": 2}
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"{path}:\n{OUTPUT}"
+
+
+class Agent(BaseChatModel):
+    """Reads f0.py, f1.py, ... one call per step, then answers; keeps what it was sent."""
+
+    steps: int = 40
+    seen: list[list[BaseMessage]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-agent"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Agent:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:  # fmt: skip
+        self.seen.append(list(messages))
+        i = len(self.seen) - 1
+        if i < self.steps:
+            thought = f"Step {i}: the next file. " + "reasoning " * 40
+            reply = AIMessage(thought, tool_calls=[{"id": f"call_{i}", "name": "read_file",
+                                                     "args": {"path": f"f{i}.py"}}])  # fmt: skip
+        else:
+            reply = AIMessage("done")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class Summaries(BaseChatModel):
+    """The compaction agent's model: a summary naming every file it was shown."""
+
+    prompts: list[list[BaseMessage]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-summarizer"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:  # fmt: skip
+        self.prompts.append(list(messages))
+        text = " ".join(str(m.content) for m in messages)
+        files = sorted({w.rstrip(":") for w in text.split() if w.startswith("f") and ".py" in w})
+        reply = AIMessage(f"## Session Summary\nRead so far: {', '.join(files)}",
+                          response_metadata={"finish_reason": "stop"})  # fmt: skip
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def pairs_intact(messages: list[BaseMessage]) -> bool:
+    """Every tool result follows the AI message that made its call."""
+    open_calls: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            open_calls = {c["id"] for c in m.tool_calls}
+        elif isinstance(m, ToolMessage) and m.tool_call_id not in open_calls:
+            return False
+    return True
+
+
+def run(asynchronous: bool) -> tuple[Agent, Summaries, CompactionMiddleware, dict[str, Any]]:
+    agent_model, summaries = Agent(), Summaries()
+    middleware = CompactionMiddleware(summaries, context=8_000, output=1_000, policy=POLICY)
+    agent = create_agent(agent_model, [read_file], middleware=[middleware])
+    task = {"messages": [HumanMessage("Read every file and report.")]}
+    state = asyncio.run(agent.ainvoke(task)) if asynchronous else agent.invoke(task)
+    return agent_model, summaries, middleware, state
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_masks_every_step_and_summarizes_when_the_window_fills(asynchronous: bool) -> None:
+    agent_model, summaries, middleware, state = run(asynchronous)
+    assert state["messages"][-1].content == "done"
+    records = middleware.records
+    assert len(records) >= 2 and [r.round for r in records] == list(range(1, len(records) + 1))
+    assert len(summaries.prompts) == len(records)
+    rounds = []
+    for sent in agent_model.seen:
+        assert pairs_intact(sent)
+        results = [m for m in sent if isinstance(m, ToolMessage)]
+        # the policy: the 2 newest observations whole, every older one a placeholder
+        assert all(m.content != CLEARED_TOOL_OUTPUT for m in results[-2:])
+        assert all(m.content == CLEARED_TOOL_OUTPUT for m in results[:-2])
+        # a summary, when there is one, is the first message and the only one
+        summaries_sent = [m for m in sent if SUMMARY_KEY in m.additional_kwargs]
+        assert summaries_sent in ([], [sent[0]])
+        rounds.append(sent[0].additional_kwargs.get(SUMMARY_KEY, 0))
+    # once compacted, every later call starts from the newest summary
+    assert rounds == sorted(rounds) and rounds[-1] == len(records)
+    assert sorted(set(rounds)) == list(range(len(records) + 1))
+    # the second summary integrates the first: its prompt holds the earlier summary
+    assert "Read so far: f0.py" in " ".join(str(m.content) for m in summaries.prompts[1])
+    # the state keeps every output it holds whole; the summary names what it replaced
+    kept = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert kept and all(OUTPUT in m.content for m in kept)
+    assert "f0.py" in str(state["messages"][0].content)
+
+
+def test_the_state_is_written_only_by_compactions() -> None:
+    _, _, middleware, state = run(False)
+    calls = sum(1 for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls)
+    # 40 steps, but the summarized ones left the state; masking never changed it
+    assert calls < 40 and len(middleware.records) >= 2
+    assert all(OUTPUT in m.content for m in state["messages"] if isinstance(m, ToolMessage))
+
+
+def test_unpaired_histories_get_a_typed_error_or_the_repair_report() -> None:
+    orphan = [HumanMessage("hi", id="h"),
+              ToolMessage("stray", tool_call_id="nope", id="t")]  # fmt: skip
+    missing = [HumanMessage("hi", id="h"),
+               AIMessage("", tool_calls=[{"id": "c1", "name": "read_file", "args": {}}], id="a"),
+               HumanMessage("and?", id="h2")]  # fmt: skip
+    strict = CompactionMiddleware(None, context=16_000, output=2_000)
+    with pytest.raises(OrphanedToolResultError, match="message 1"):
+        strict.before_model({"messages": orphan}, None)
+    with pytest.raises(MissingToolResultError, match="message 1 calls tool 'c1'"):
+        strict.before_model({"messages": missing}, None)
+    lenient = CompactionMiddleware(None, context=16_000, output=2_000, repair=True)
+    update = lenient.before_model({"messages": missing}, None)
+    assert update is not None
+    fixed = update["messages"][1:]
+    assert isinstance(fixed[2], ToolMessage) and fixed[2].tool_call_id == "c1"
+    assert [c.kind for c in lenient.repairs[0].changes] == ["missing-result"]
+
+
+def test_a_window_is_required() -> None:
+    from ctxcompact.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="context"):
+        CompactionMiddleware(None)
+    with pytest.raises(ConfigError, match="no room for the history after the output reserve"):
+        CompactionMiddleware(None, context=16_000)  # the default reserve is 32k
+    assert CompactionMiddleware(None, model="gpt-4o").compaction.context == 128_000
