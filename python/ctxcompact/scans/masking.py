@@ -52,7 +52,8 @@ class _Options:
     message_overhead: int
 
 
-def _is_cleared(text: str) -> bool:
+def is_cleared(text: str) -> bool:
+    """The text is a placeholder a policy left (OpenCode's or the described one)."""
     return text.startswith(_CLEARED_PREFIX)
 
 
@@ -77,7 +78,7 @@ def mask_chat_messages(
     for i, part in results.items():
         if messages[i].get("pinned") is True:
             part.pinned = True
-        if _is_cleared(content_text(messages[i].get("content"))):
+        if is_cleared(content_text(messages[i].get("content"))):
             part.mark_compacted(1)  # cleared by an earlier round: not cleared again
     result = prune(session, _Options(policy, method, overhead))
     chosen = set(result.part_ids)
@@ -151,4 +152,4 @@ def _arguments(part: Any) -> str | None:
     return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
 
 
-__all__ = ["ChatMask", "mask_chat_messages"]
+__all__ = ["ChatMask", "is_cleared", "mask_chat_messages"]

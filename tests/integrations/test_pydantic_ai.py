@@ -1,0 +1,129 @@
+"""CompactionProcessor in a real pydantic-ai agent, offline (FunctionModel)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
+from ctxcompact.integrations.pydantic_ai import SUMMARY_KEY, CompactionProcessor
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+OUTPUT = "line of a large file\n" * 300  # ~1,600 tokens per read
+POLICY = {"preset": "swe-agent", "keep_recent": 2}
+STEPS = 40
+
+
+def agent_model(seen: list[list[ModelMessage]]) -> FunctionModel:
+    """Reads f0.py, f1.py, ... one call per step, then answers; keeps what it was sent."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        i = len(seen) - 1
+        if i < STEPS:
+            thought = f"Step {i}: the next file. " + "reasoning " * 40
+            call = ToolCallPart("read_file", {"path": f"f{i}.py"}, f"c{i}")
+            return ModelResponse(parts=[TextPart(thought), call])
+        return ModelResponse(parts=[TextPart("done")])
+
+    return FunctionModel(respond)
+
+
+def summary_model(prompts: list[list[ModelMessage]]) -> FunctionModel:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts.append(list(messages))
+        assert not info.function_tools  # the compaction agent has no tools
+        text = " ".join(str(getattr(p, "content", "")) for m in messages for p in m.parts)
+        files = sorted({w.rstrip(":,") for w in text.split() if w.startswith("f") and ".py" in w})
+        return ModelResponse(
+            parts=[TextPart(f"## Session Summary\nRead so far: {', '.join(files)}")]
+        )
+
+    return FunctionModel(respond)
+
+
+def parts(messages: list[ModelMessage], kind: type) -> list[Any]:
+    return [p for m in messages for p in m.parts if isinstance(p, kind)]
+
+
+def run(asynchronous: bool) -> tuple[list[Any], list[Any], CompactionProcessor, list[Any]]:
+    seen: list[list[ModelMessage]] = []
+    prompts: list[list[ModelMessage]] = []
+    processor = CompactionProcessor(summary_model(prompts), context=8_000, output=1_000,
+                                    policy=POLICY)  # fmt: skip
+    agent = Agent(agent_model(seen), system_prompt="You read files.",
+                  **processor.agent_options(asynchronous=asynchronous))  # fmt: skip
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"{path}:\n{OUTPUT}"
+
+    # agent.run in both: run_sync leaves its event loop open (pydantic-ai's), which
+    # pytest reports later; the sync processor still runs, in pydantic-ai's worker thread.
+    result = asyncio.run(agent.run("Read every file and report."))
+    return seen, prompts, processor, result.all_messages()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_masks_every_step_and_summarizes_when_the_window_fills(asynchronous: bool) -> None:
+    seen, prompts, processor, history = run(asynchronous)
+    assert len(seen) == STEPS + 1
+    records = processor.records
+    assert len(records) >= 2 and [r.round for r in records] == list(range(1, len(records) + 1))
+    assert len(prompts) == len(records)
+    rounds = []
+    for sent in seen:
+        calls = {p.tool_call_id for p in parts(sent, ToolCallPart)}
+        returns = parts(sent, ToolReturnPart)
+        assert all(r.tool_call_id in calls for r in returns)  # pairs never split
+        # the policy: the 2 newest returns whole, every older one a placeholder
+        assert all(r.content != CLEARED_TOOL_OUTPUT for r in returns[-2:])
+        assert all(r.content == CLEARED_TOOL_OUTPUT for r in returns[:-2])
+        # the system prompt stays first; a summary follows it
+        assert isinstance(sent[0].parts[0], SystemPromptPart)
+        rounds.append((sent[0].metadata or {}).get(SUMMARY_KEY, 0))
+    assert rounds == sorted(rounds) and rounds[-1] == len(records)
+    assert sorted(set(rounds)) == list(range(len(records) + 1))
+    # the second summary integrates the first
+    assert "Read so far: f0.py" in " ".join(
+        str(getattr(p, "content", "")) for m in prompts[1] for p in m.parts
+    )
+    assert history[-1].parts[-1].content == "done"
+    # a masked return's text is kept by the processor, not lost with the history
+    cleared = [r for r in parts(seen[-1], ToolReturnPart) if r.content == CLEARED_TOOL_OUTPUT]
+    assert cleared and all(OUTPUT in processor.recall(r.tool_call_id) for r in cleared)
+
+
+def test_unpaired_histories_get_a_typed_error_or_the_repair_report() -> None:
+    orphan: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("hi"), ToolReturnPart("read_file", "stray", "nope")])
+    ]
+    missing: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("hi")]),
+        ModelResponse(parts=[ToolCallPart("read_file", {"path": "a"}, "c1")]),
+        ModelRequest(parts=[UserPromptPart("and?")]),
+    ]
+    strict = CompactionProcessor(None, context=16_000, output=2_000)
+    with pytest.raises(OrphanedToolResultError, match="message 1"):
+        strict(orphan)
+    with pytest.raises(MissingToolResultError, match="calls tool 'c1'"):
+        strict(missing)
+    lenient = CompactionProcessor(None, context=16_000, output=2_000, repair=True)
+    fixed = lenient(missing)
+    (ret,) = parts(fixed, ToolReturnPart)
+    assert ret.tool_call_id == "c1" and "interrupted" in str(ret.content).lower()
+    assert [c.kind for c in lenient.repairs[0].changes] == ["missing-result"]
