@@ -1,0 +1,131 @@
+"""CompactingSession with the real OpenAI Agents SDK against a local OpenAI-wire server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from ctxcompact.clients.openai import OpenAIChatClient
+from ctxcompact.errors import MissingToolResultError
+from ctxcompact.integrations.openai_agents import SUMMARY_KEY, CompactingSession
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+from ctxcompact.testing.servers import FakeOpenAIServer, Reply
+from openai import AsyncOpenAI
+
+OUTPUT = "line of a large file\n" * 300  # ~1,600 tokens per read
+TURNS = 20
+ANSWER = "done: " + "what the file holds, " * 50  # ~250 tokens a turn
+SUMMARY_SYSTEM = "You write hand-over notes"
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"{path}:\n{OUTPUT}"
+
+
+def responder(body: dict[str, Any]) -> Reply:
+    """The agent reads the file the newest user message names, then says done;
+    a summary request (no tools) gets notes naming every file it was shown."""
+    messages = body["messages"]
+    if SUMMARY_SYSTEM in str(messages[0].get("content")):
+        files = sorted({w.rstrip(":,") for w in json.dumps(messages).split()
+                        if w.startswith("f") and ".py" in w})  # fmt: skip
+        return Reply(text=f"## Session Summary\nRead so far: {', '.join(files)}")
+    if messages[-1]["role"] == "tool":
+        return Reply(text=ANSWER)
+    path = str(messages[-1]["content"]).split()[-1]
+    return Reply(text="", finish="tool_calls", tool_calls=[
+        {"id": f"call_{path}", "name": "read_file", "arguments": json.dumps({"path": path})}
+    ])  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Any:
+    set_tracing_disabled(True)  # nothing leaves the machine
+    with FakeOpenAIServer(responder) as s:
+        yield s
+
+
+def test_compacts_between_turns_and_the_model_sees_the_view(server: FakeOpenAIServer) -> None:
+    client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+    agent = Agent(name="reader", instructions="You read files.", tools=[read_file],
+                  model=OpenAIChatCompletionsModel("gpt-4o", openai_client=client))  # fmt: skip
+    summaries = OpenAIChatClient("gpt-4o-mini", base_url=server.base_url, api_key="x")
+    session = CompactingSession("s1", summary_model=summaries, context=8_000, output=1_000,
+                                policy={"preset": "swe-agent", "keep_recent": 2})  # fmt: skip
+
+    async def run() -> None:
+        for t in range(TURNS):
+            result = await Runner.run(agent, f"please read f{t}.py", session=session)
+            assert result.final_output == ANSWER
+        await client.close()
+        await summaries.aclose()
+
+    asyncio.run(run())
+    records = session.records
+    assert len(records) >= 2 and [r.round for r in records] == list(range(1, len(records) + 1))
+    agent_calls = [r.body["messages"] for r in server.requests
+                   if SUMMARY_SYSTEM not in str(r.body["messages"][0].get("content"))]  # fmt: skip
+    assert len(agent_calls) == 2 * TURNS
+    rounds = []
+    for sent in agent_calls:
+        results = [m for m in sent if m["role"] == "tool"]
+        calls = {c["id"] for m in sent for c in m.get("tool_calls") or []}
+        assert all(m["tool_call_id"] in calls for m in results)  # pairs never split
+        # the session's view keeps 2 outputs whole; within a turn the runner adds
+        # the turn's own new output to it (the session is read between turns)
+        whole = 3 if sent[-1]["role"] == "tool" else 2
+        assert all(m["content"] != CLEARED_TOOL_OUTPUT for m in results[-whole:])
+        assert all(m["content"] == CLEARED_TOOL_OUTPUT for m in results[:-whole])
+        summary = [m for m in sent if "## Session Summary (Compaction Round" in str(m["content"])]
+        assert len(summary) <= 1
+        rounds.append(int(str(summary[0]["content"]).split("Round ")[1].split(")")[0])
+                      if summary else 0)  # fmt: skip
+        if summary:
+            assert sent[1] is summary[0] or sent[1] == summary[0]  # after the instructions
+            assert summary[0]["role"] == "user"
+    assert rounds == sorted(rounds) and rounds[-1] == len(records)
+    # the second summary integrated the first; the stored items are all still there
+    second = [r.body["messages"] for r in server.requests
+              if SUMMARY_SYSTEM in str(r.body["messages"][0].get("content"))][1]  # fmt: skip
+    assert "Read so far: f0.py" in json.dumps(second)
+    stored = asyncio.run(session.inner.get_items())
+    outputs = [i for i in stored if i.get("type") == "function_call_output"]
+    assert len(outputs) == TURNS and all(OUTPUT in i["output"] for i in outputs)
+    assert sum(1 for i in stored if SUMMARY_KEY in i) == len(records)
+
+
+def test_limit_pop_and_clear_follow_the_protocol() -> None:
+    session = CompactingSession("s2", context=100_000, output=4_000)
+
+    async def run() -> None:
+        await session.add_items([{"role": "user", "content": "a"},
+                                 {"role": "assistant", "content": "b"},
+                                 {"role": "user", "content": "c"}])  # fmt: skip
+        assert [i["content"] for i in await session.get_items(limit=2)] == ["b", "c"]
+        assert (await session.pop_item())["content"] == "c"
+        assert [i["content"] for i in await session.get_items()] == ["a", "b"]
+        await session.clear_session()
+        assert await session.get_items() == []
+
+    asyncio.run(run())
+
+
+def test_a_call_without_output_is_a_typed_error_or_repaired() -> None:
+    items = [{"role": "user", "content": "go"},
+             {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{}"},
+             {"role": "user", "content": "and?"}]  # fmt: skip
+
+    async def view(repair: bool) -> list[Any]:
+        session = CompactingSession("s3", context=100_000, output=4_000, repair=repair)
+        await session.add_items(items)
+        return await session.get_items()
+
+    with pytest.raises(MissingToolResultError, match="c1"):
+        asyncio.run(view(False))
+    fixed = asyncio.run(view(True))
+    assert [i.get("type") for i in fixed][1:3] == ["function_call", "function_call_output"]
