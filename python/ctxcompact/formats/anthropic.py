@@ -18,6 +18,7 @@ from typing import Any
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import source_dict, source_of
+from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -29,6 +30,7 @@ from ctxcompact.models import (
     ToolState,
     UserMessage,
 )
+from ctxcompact.policy import Policy
 
 
 def _result_text(content: Any) -> str:
@@ -180,7 +182,12 @@ def _results(message: MessageWithParts) -> list[dict[str, Any]]:
     return out
 
 
-def to_anthropic(session: Session) -> dict[str, Any]:
+def to_anthropic(
+    session: Session, *, view: View = "full", policy: Policy | None = None
+) -> dict[str, Any]:
+    """An Anthropic Messages request body of ``session``; ``view="model"``: what
+    the model is sent (placeholders, from the latest compaction on; ``formats.views``)."""
+    session = viewed(session, view, policy)
     body: dict[str, Any] = source_dict(session.info)
     messages = []
     for message in session.messages:

@@ -15,7 +15,9 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.chat import from_openai_chat, to_openai_chat
+from ctxcompact.formats.views import View, to_model_chat
 from ctxcompact.models import Session
+from ctxcompact.policy import Policy
 
 _KEPT = ("id", "additional_kwargs", "response_metadata", "usage_metadata")
 
@@ -42,8 +44,14 @@ def from_langchain(messages: Sequence[Any], session_id: str = "session") -> Sess
     return from_openai_chat(kept, session_id)
 
 
-def to_langchain(session: Session) -> list[Any]:
+def to_langchain(
+    session: Session, *, view: View = "full", policy: Policy | None = None
+) -> list[Any]:
+    """LangChain messages of ``session``; ``view="model"``: what the model is sent
+    (placeholders, from the latest compaction on; ``formats.views``)."""
     lc = _lc()
+    if view != "full":
+        return list(lc.convert_to_messages(to_model_chat(session, view, policy)))
     chat = to_openai_chat(session)
     extras = [m.pop("langchain", {}) for m in chat]
     out = lc.convert_to_messages(chat)

@@ -15,11 +15,12 @@ version does not know are kept the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import source_of
+from ctxcompact.formats.views import View, to_model_chat
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -30,6 +31,8 @@ from ctxcompact.models import (
     ToolState,
     UserMessage,
 )
+from ctxcompact.policy import Policy
+from ctxcompact.scans.chat import content_text
 
 
 def _adapter() -> Any:
@@ -110,8 +113,13 @@ def from_pydantic_ai(messages: Sequence[Any], session_id: str = "session") -> Se
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 
-def to_pydantic_ai(session: Session) -> list[Any]:
-    """The pydantic-ai ``ModelMessage`` list a session was read from."""
+def to_pydantic_ai(
+    session: Session, *, view: View = "full", policy: Policy | None = None
+) -> list[Any]:
+    """The pydantic-ai ``ModelMessage`` list a session was read from; with
+    ``view="model"``, what the model is sent (``formats.views``), from any session."""
+    if view != "full":
+        return from_chat(to_model_chat(session, view, policy))
     adapter = _adapter()
     dumped = []
     for message in session.messages:
@@ -126,4 +134,44 @@ def to_pydantic_ai(session: Session) -> list[Any]:
     return list(adapter.validate_python(dumped))
 
 
-__all__ = ["from_pydantic_ai", "to_pydantic_ai"]
+def from_chat(chat: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """pydantic-ai messages of OpenAI chat dicts (a model view, a summary request)."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    out: list[Any] = []
+    names: dict[str, str] = {}
+    for d in chat:
+        role = d.get("role")
+        if role == "assistant":
+            parts: list[Any] = []
+            if text := content_text(d.get("content")):
+                parts.append(TextPart(text))
+            for call in d.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+                arguments = call["function"].get("arguments") or "{}"
+                parts.append(ToolCallPart(call["function"]["name"], arguments, call["id"]))
+            out.append(ModelResponse(parts=parts))
+            continue
+        if role in ("system", "developer"):
+            part: Any = SystemPromptPart(content_text(d.get("content")))
+        elif role == "tool":
+            cid = str(d.get("tool_call_id"))
+            part = ToolReturnPart(names.get(cid, "tool"), content_text(d.get("content")), cid)
+        else:
+            part = UserPromptPart(content_text(d.get("content")))
+        if out and isinstance(out[-1], ModelRequest):
+            out[-1].parts = [*out[-1].parts, part]
+        else:
+            out.append(ModelRequest(parts=[part]))
+    return out
+
+
+__all__ = ["from_chat", "from_pydantic_ai", "to_pydantic_ai"]

@@ -17,6 +17,7 @@ from typing import Any
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import source_dict
+from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -27,6 +28,7 @@ from ctxcompact.models import (
     ToolState,
     UserMessage,
 )
+from ctxcompact.policy import Policy
 
 _ROLES: dict[str, Any] = {
     "user": UserMessage,
@@ -129,7 +131,12 @@ def from_openai_responses(
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 
-def to_openai_responses(session: Session) -> list[dict[str, Any]]:
+def to_openai_responses(
+    session: Session, *, view: View = "full", policy: Policy | None = None
+) -> list[dict[str, Any]]:
+    """Responses input items of ``session``; ``view="model"``: what the model is
+    sent (placeholders, from the latest compaction on; ``formats.views``)."""
+    session = viewed(session, view, policy)
     items: list[dict[str, Any]] = []
     for message in session.messages:
         source = source_dict(message.info)

@@ -48,6 +48,7 @@ from pydantic_ai.models import Model
 
 from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
+from ctxcompact.formats.pydantic_ai import from_chat
 from ctxcompact.integrations.chatlists import Chat, ChatCompaction, kept_tail
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import SplitResult, summary_round
@@ -111,36 +112,6 @@ def to_chat(messages: Sequence[ModelMessage]) -> tuple[Chat, list[Origin]]:
             chat.append(entry)
             origins.append((i, j))
     return chat, origins
-
-
-def from_chat(chat: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
-    """pydantic-ai messages of chat dicts (a repaired history, a summary request)."""
-    out: list[ModelMessage] = []
-    names: dict[str, str] = {}
-    for d in chat:
-        role = d.get("role")
-        if role == "assistant":
-            parts: list[Any] = []
-            if text := content_text(d.get("content")):
-                parts.append(TextPart(text))
-            for call in d.get("tool_calls") or []:
-                names[call["id"]] = call["function"]["name"]
-                arguments = call["function"].get("arguments") or "{}"
-                parts.append(ToolCallPart(call["function"]["name"], arguments, call["id"]))
-            out.append(ModelResponse(parts=parts))
-            continue
-        if role in ("system", "developer"):
-            part: Any = SystemPromptPart(content_text(d.get("content")))
-        elif role == "tool":
-            cid = str(d.get("tool_call_id"))
-            part = ToolReturnPart(names.get(cid, "tool"), content_text(d.get("content")), cid)
-        else:
-            part = UserPromptPart(content_text(d.get("content")))
-        if out and isinstance(out[-1], ModelRequest):
-            out[-1].parts = [*out[-1].parts, part]
-        else:
-            out.append(ModelRequest(parts=[part]))
-    return out
 
 
 class PydanticAISummaryClient:

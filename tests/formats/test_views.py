@@ -1,0 +1,83 @@
+"""Writers' view="model": exactly what a model call is sent; "full" stays lossless."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from builders import fill
+from ctxcompact import formats
+from ctxcompact.errors import ConfigError
+from ctxcompact.formats.anthropic import to_anthropic
+from ctxcompact.formats.langchain import to_langchain
+from ctxcompact.formats.pydantic_ai import to_pydantic_ai
+from ctxcompact.formats.responses import to_openai_responses
+from ctxcompact.live import Compactor, MemoryStore, Summarizer
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+
+BIG = "x" * 4_000
+
+
+def pruned_run() -> cc.Session:
+    """A mini-swe-agent run of 8 steps with swe-agent's policy applied (3 cleared)."""
+    run = [{"role": "user", "content": "fix the failing test"}]
+    for i in range(8):
+        run += [{"role": "assistant", "content": f"```mswea_bash_command\ncat f{i}.py\n```"},
+                {"role": "user", "content": "<returncode>0</returncode>\n" + BIG}]  # fmt: skip
+    session = formats.read(run)[0]
+    cc.mark_pruned(session, cc.prune(session, "swe-agent"))
+    return session
+
+
+def results(kind: str, written: Any) -> list[str]:
+    """The tool result texts a writer wrote, oldest first."""
+    if kind == "langchain":
+        return [str(m.content) for m in written if m.type == "tool"]
+    if kind == "pydantic-ai":
+        return [str(p.content) for m in written for p in m.parts
+                if p.part_kind == "tool-return"]  # fmt: skip
+    if kind == "responses":
+        return [str(i["output"]) for i in written if i.get("type") == "function_call_output"]
+    return [str(b["content"]) if isinstance(b["content"], str) else b["content"][0]["text"]
+            for m in written["messages"] if isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "tool_result"]  # fmt: skip
+
+
+WRITERS = {"langchain": to_langchain, "pydantic-ai": to_pydantic_ai,
+           "responses": to_openai_responses, "anthropic": to_anthropic}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_the_model_view_has_the_placeholders_and_full_stays_whole(kind: str) -> None:
+    session = pruned_run()
+    write = WRITERS[kind]
+    sent = [m["content"] for m in cc.to_model_messages(session) if m["role"] == "tool"]
+    assert sent.count(CLEARED_TOOL_OUTPUT) == 3
+    assert results(kind, write(session, view="model")) == sent
+    if kind != "pydantic-ai":  # to_pydantic_ai's full view needs a session read from it
+        # lossless: the run as it was read (observations as the format had them), all whole
+        assert str(write(session)).count(BIG) == 8
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_the_model_view_starts_at_the_latest_summary(kind: str) -> None:
+    store = MemoryStore()
+    sid = store.create_session("s")
+    fill(store, sid, 6, chars=2_000)
+    compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
+    compactor.request_compaction(sid)
+    assert compactor.process_pending(sid) is not None
+    session = store.load(sid)
+    if kind != "pydantic-ai":  # full: every output, the summarized ones too
+        assert str(WRITERS[kind](session)).count("x" * 2_000) == 6
+    written = WRITERS[kind](session, view="model")
+    # the six tool turns are behind the summary: none of their outputs is sent
+    assert results(kind, written) == [] and "x" * 2_000 not in str(written)
+    summary = next(m for m in session.messages if getattr(m.info, "summary", None) is True)
+    assert summary.parts[0].text.split("\n")[0] in str(written)
+
+
+def test_an_unknown_view_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="view must be 'full' or 'model'"):
+        to_openai_responses(pruned_run(), view="compact")  # type: ignore[arg-type]
