@@ -27,8 +27,10 @@ def agent_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     sent = sum(len(str(getattr(p, "content", ""))) for m in messages for p in m.parts) // 4
     print(f"call {i:2d}: {len(messages):2d} messages, ~{sent:5d} tokens sent")
     if i < STEPS:
-        return ModelResponse(parts=[TextPart(f"Reading f{i}.py next. " + "reasoning " * 40),
-                                    ToolCallPart("read_file", {"path": f"f{i}.py"}, f"c{i}")])  # fmt: skip
+        thought = TextPart(f"Reading f{i}.py next. " + "reasoning " * 40)
+        return ModelResponse(
+            parts=[thought, ToolCallPart("read_file", {"path": f"f{i}.py"}, f"c{i}")]
+        )
     return ModelResponse(parts=[TextPart("All files read.")])
 
 
