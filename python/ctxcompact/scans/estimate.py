@@ -69,12 +69,28 @@ class TokenizerCounter:
 
     Nothing is downloaded: load the vocabulary from a file you have
     (``tokenizers.Tokenizer.from_file(path)``, ``tiktoken.Encoding(...)``).
+
+    Text is counted as ordinary text and nothing is added: with tiktoken a
+    special token's spelling in it (``<|endoftext|>`` appears in real
+    transcripts) counts as the tokens of its characters and never raises;
+    with ``tokenizers`` no BOS/EOS is added (its added tokens still match as
+    the tokenizer defines them). ``special_tokens=True`` counts spellings as
+    the special tokens (tiktoken) and adds the post-processor's BOS/EOS
+    (``tokenizers``).
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, special_tokens: bool = False) -> None:
         self._tokenizer = tokenizer
+        self.special_tokens = special_tokens
 
     def __call__(self, text: str) -> int:
-        encoded = self._tokenizer.encode(text)
-        ids = getattr(encoded, "ids", encoded)  # tokenizers returns an Encoding
-        return len(ids)
+        tok: Any = self._tokenizer
+        if hasattr(tok, "encode_ordinary"):  # tiktoken
+            if self.special_tokens:
+                return len(tok.encode(text, allowed_special="all"))
+            return len(tok.encode_ordinary(text))
+        if hasattr(tok, "encode_batch"):  # tokenizers: the Encoding's ids
+            return len(tok.encode(text, add_special_tokens=self.special_tokens).ids)
+        encoded = tok.encode(text)
+        return len(getattr(encoded, "ids", encoded))
+
