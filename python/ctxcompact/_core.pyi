@@ -16,6 +16,8 @@ __all__ = [
     "__version__",
     "cleared_placeholder",
     "compact_batch",
+    "count_tokens",
+    "count_tokens_array",
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
@@ -41,6 +43,8 @@ def estimate_tokens(text: str, method: str = "opencode") -> int: ...
 def estimate_tokens_array(
     values: Any, method: str = "opencode", threads: int | None = None
 ) -> Any: ...
+def count_tokens(text: str, tokenizer: str) -> int: ...
+def count_tokens_array(values: Any, tokenizer: str, threads: int | None = None) -> Any: ...
 def overflow_check(
     input: int,
     output: int,

@@ -19,6 +19,7 @@ pub mod prune;
 pub mod render;
 pub mod schema;
 pub mod table;
+pub mod tokens;
 
 #[cfg(feature = "python")]
 mod python;

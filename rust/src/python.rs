@@ -149,6 +149,41 @@ fn estimate_tokens_array(
     chunked(out, Arc::new(field))
 }
 
+fn parse_family(py: Python<'_>, tokenizer: &str) -> PyResult<crate::tokens::Family> {
+    tokenizer.parse().map_err(|e| to_pyerr(py, e))
+}
+
+#[pyfunction]
+fn count_tokens(py: Python<'_>, text: &str, tokenizer: &str) -> PyResult<u64> {
+    let family = parse_family(py, tokenizer)?;
+    Ok(py.detach(|| crate::tokens::count(text, family)))
+}
+
+#[pyfunction]
+#[pyo3(signature = (values, tokenizer, threads = None))]
+fn count_tokens_array(
+    py: Python<'_>,
+    values: AnyArray,
+    tokenizer: &str,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    let family = parse_family(py, tokenizer)?;
+    let input = values.into_chunked_array()?;
+    let (chunks, field) = input.into_inner();
+    let out = py
+        .detach(|| {
+            parallel::run(threads, || {
+                chunks
+                    .iter()
+                    .map(|c| crate::tokens::count_array(c, family).map(|a| Arc::new(a) as ArrayRef))
+                    .collect::<crate::Result<Vec<_>>>()
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let field = Field::new(field.name(), DataType::Int64, true);
+    chunked(out, Arc::new(field))
+}
+
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (
@@ -574,6 +609,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
     m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;
+    m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;
     m.add_function(wrap_pyfunction!(pivot, m)?)?;

@@ -12,7 +12,11 @@ from ctxcompact.scans.chat import (
 )
 from ctxcompact.scans.estimate import (
     EstimateMethod,
+    ExactTokenizer,
     TokenizerCounter,
+    count_chat_tokens,
+    count_tokens,
+    count_tokens_array,
     estimate_tokens,
     estimate_tokens_array,
 )
@@ -50,6 +54,7 @@ __all__ = [
     "INTERRUPTED_TOOL",
     "ChatMask",
     "EstimateMethod",
+    "ExactTokenizer",
     "Limits",
     "MessageEstimates",
     "ModelRegistry",
@@ -61,6 +66,9 @@ __all__ = [
     "TokenizerCounter",
     "Usage",
     "check_overflow",
+    "count_chat_tokens",
+    "count_tokens",
+    "count_tokens_array",
     "estimate_chat_messages",
     "estimate_messages",
     "estimate_tokens",
