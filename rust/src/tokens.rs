@@ -2,13 +2,19 @@
 //!
 //! Counts are tiktoken's `encode_ordinary` lengths: a special token's
 //! spelling in the text (`<|endoftext|>`) is ordinary text, and nothing is
-//! added. The `bpe-openai` crate (vocabularies built into the binary, nothing
-//! downloaded) counted 1.7-5x faster than `tiktoken-rs` on transcripts with
-//! the same results (README, Benchmarks: exact token counts).
+//! added. The vocabularies are tiktoken's files (`rust/assets`, gzipped,
+//! their SHA-256 the ones tiktoken pins), built into the binary; the
+//! encoder (`bpe`, `bpe-openai`: 1.7-5x the speed of `tiktoken-rs` with the
+//! same counts) is built from them on first use, about a second for o200k,
+//! instead of shipping its 47 MB of prebuilt tables in every wheel.
 
+use std::io::Read;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use arrow_array::{Array, ArrayRef, Int64Array};
+use bpe::byte_pair_encoding::{read_tiktoken, BytePairEncoding};
+use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
 use crate::columns::StrChunk;
@@ -37,11 +43,53 @@ impl FromStr for Family {
     }
 }
 
+/// The seed `bpe` uses to hash token pairs without collisions in these two
+/// vocabularies (the one its OpenAI tables are built with).
+const HASH_FACTOR: u64 = 17_846_336_922_010_275_747;
+
+// tiktoken's split patterns. The regex engine has no look-ahead, so
+// tiktoken's `\s+(?!\S)` is written as `\s+$` (at the end) or `\s+\s` whose
+// last character is given back (the `true` flag): the same pieces.
+const CL100K_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+$";
+const O200K_SPLIT: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+$"
+);
+
+fn build(vocabulary_gz: &[u8], split: &str) -> Tokenizer {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(vocabulary_gz)
+        .read_to_string(&mut text)
+        .expect("the built-in vocabulary is valid gzip");
+    let tokens = read_tiktoken(&text).expect("the built-in vocabulary is valid tiktoken");
+    let bpe = BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR));
+    Tokenizer::new_lookahead(
+        bpe,
+        &[(split, false), (r"\s+\s", true), (r"\s+", false)],
+        false,
+    )
+    .expect("the split patterns compile")
+}
+
+static O200K: LazyLock<Tokenizer> = LazyLock::new(|| {
+    build(
+        include_bytes!("../assets/o200k_base.tiktoken.gz"),
+        O200K_SPLIT,
+    )
+});
+static CL100K: LazyLock<Tokenizer> = LazyLock::new(|| {
+    build(
+        include_bytes!("../assets/cl100k_base.tiktoken.gz"),
+        CL100K_SPLIT,
+    )
+});
+
 /// Tokens of `text` under `family` (tiktoken's `encode_ordinary` length).
 pub fn count(text: &str, family: Family) -> u64 {
-    let tokenizer = match family {
-        Family::O200k => bpe_openai::o200k_base(),
-        Family::Cl100k => bpe_openai::cl100k_base(),
+    let tokenizer: &Tokenizer = match family {
+        Family::O200k => &O200K,
+        Family::Cl100k => &CL100K,
     };
     tokenizer.count(text) as u64
 }

@@ -1,18 +1,16 @@
 """Exact o200k / cl100k counts from the core, checked against tiktoken itself.
 
-tiktoken's vocabularies are downloads; here tiktoken is built from the vocabulary
-files the bpe-openai crate ships (in cargo's registry after the build), checked
-against the hashes tiktoken pins, so the reference needs no network.
+tiktoken's vocabularies are downloads; here tiktoken is built from the files the
+core has built in (rust/assets), checked against the hashes tiktoken pins, so the
+reference is tiktoken's own encoder on tiktoken's own vocabulary, with no network.
 """
 
 from __future__ import annotations
 
 import base64
-import glob
 import gzip
 import hashlib
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 tiktoken = pytest.importorskip("tiktoken")
+ASSETS = Path(__file__).resolve().parents[2] / "rust" / "assets"
 TAU = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "tau-bench"
 #: tiktoken_ext.openai_public's pinned hashes of the vocabulary files.
 HASHES = {
@@ -36,16 +35,8 @@ HASHES = {
 
 @cache
 def reference(name: str) -> Any:
-    """tiktoken's own Encoding for ``name``, its ranks read from the crate's file."""
-    home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    found = sorted(glob.glob(str(home / f"registry/src/*/bpe-openai-*/data/{name}.tiktoken.gz")))
-    if not found:
-        if os.environ.get("CI"):
-            pytest.fail(
-                f"no {name}.tiktoken.gz of bpe-openai under {home}/registry after the build"
-            )
-        pytest.skip(f"no {name}.tiktoken.gz in cargo's registry")
-    raw = gzip.decompress(Path(found[-1]).read_bytes())
+    """tiktoken's own Encoding for ``name``, its ranks read from the built-in file."""
+    raw = gzip.decompress((ASSETS / f"{name}.tiktoken.gz").read_bytes())
     assert hashlib.sha256(raw).hexdigest() == HASHES[name]  # the file tiktoken downloads
     lines = [line.split() for line in raw.decode().splitlines() if line]
     ranks = {base64.b64decode(tok): int(rank) for tok, rank in lines}

@@ -1,0 +1,99 @@
+"""Exact token counts over a column, side by side with tiktoken in one run.
+
+The texts are every message of the shared runs (tau-bench dialogues and
+SWE-agent trajectories: prose, JSON arguments, tool output, code), repeated
+to ~20 MB. tiktoken is the reference encoder on the same vocabulary (its
+``encode_ordinary_batch`` with its thread pool), built from the core's
+built-in files; the byte-level estimate is there for scale.
+
+    pytest benches/test_tokens.py --benchmark-enable
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pyarrow as pa
+import pytest
+from ctxcompact.scans import count_tokens_array, estimate_tokens_array
+
+tiktoken = pytest.importorskip("tiktoken")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data" / "transcripts"
+TARGET_BYTES = 20_000_000
+
+
+def _texts() -> list[str]:
+    texts: list[str] = []
+    for path in sorted((SHARED / "tau-bench").glob("*.json")):
+        for run in json.loads(path.read_text(encoding="utf-8")):
+            texts += [m["content"] for m in run.get("traj") or []
+                      if isinstance(m.get("content"), str) and m["content"]]  # fmt: skip
+    for path in sorted((SHARED / "swe-agent").rglob("*.traj")):
+        traj = json.loads(path.read_text(encoding="utf-8"))
+        for m in traj.get("history") or []:
+            content = m.get("content")
+            if isinstance(content, str) and content:
+                texts.append(content)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def column() -> pa.Array:
+    texts = _texts()
+    if not texts:
+        pytest.skip("needs ../shared/data")
+    size = sum(len(t.encode()) for t in texts)
+    return pa.array(texts * max(1, TARGET_BYTES // size))
+
+
+def _encoding(name: str) -> Any:
+    raw = gzip.decompress((ROOT / "rust" / "assets" / f"{name}.tiktoken.gz").read_bytes())
+    lines = [line.split() for line in raw.decode().splitlines() if line]
+    ranks = {base64.b64decode(tok): int(rank) for tok, rank in lines}
+    import tiktoken_ext.openai_public as public
+
+    with mock.patch.object(public, "load_tiktoken_bpe", lambda *a, **k: ranks):
+        return tiktoken.Encoding(**getattr(public, name)())
+
+
+def _info(benchmark: Any, column: pa.Array) -> None:
+    benchmark.extra_info["rows"] = len(column)
+    benchmark.extra_info["mb"] = round(column.nbytes / 1e6, 1)
+
+
+@pytest.mark.benchmark(group="exact-tokens")
+@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_count_tokens_array(benchmark: Any, column: pa.Array, family: str, threads: int) -> None:
+    _info(benchmark, column)
+    count_tokens_array(column[:10], family)  # type: ignore[arg-type]  # builds the encoder once
+    counted = benchmark.pedantic(count_tokens_array, (column, family), {"threads": threads},
+                                 rounds=3, warmup_rounds=1)  # fmt: skip
+    assert counted.null_count == 0
+
+
+@pytest.mark.benchmark(group="exact-tokens")
+@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+def test_tiktoken_batch(benchmark: Any, column: pa.Array, family: str) -> None:
+    _info(benchmark, column)
+    enc = _encoding(f"{family}_base")
+    texts = column.to_pylist()  # tiktoken takes Python strings; not timed
+
+    def run() -> int:
+        return sum(len(ids) for ids in enc.encode_ordinary_batch(texts))
+
+    total = benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    assert total == sum(count_tokens_array(column, family).to_pylist())  # type: ignore[arg-type]
+
+
+@pytest.mark.benchmark(group="exact-tokens")
+def test_byte_level_estimate(benchmark: Any, column: pa.Array) -> None:
+    _info(benchmark, column)
+    benchmark.pedantic(estimate_tokens_array, (column,), rounds=3, warmup_rounds=1)
