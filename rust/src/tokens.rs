@@ -3,10 +3,10 @@
 //! Counts are tiktoken's `encode_ordinary` lengths: a special token's
 //! spelling in the text (`<|endoftext|>`) is ordinary text, and nothing is
 //! added. The vocabularies are tiktoken's files (`rust/assets`, gzipped,
-//! their SHA-256 the ones tiktoken pins), built into the binary; the
-//! encoder (`bpe`, `bpe-openai`: 1.7-5x the speed of `tiktoken-rs` with the
-//! same counts) is built from them on first use, about a second for o200k,
-//! instead of shipping its 47 MB of prebuilt tables in every wheel.
+//! their SHA-256 the ones tiktoken pins), built into the binary. The `bpe`
+//! crate's encoder (its counts were 1.7-5x the speed of `tiktoken-rs`, with
+//! the same results) is built from them on first use, about a second for
+//! o200k: prebuilt tables would add 47 MB to every wheel.
 
 use std::io::Read;
 use std::str::FromStr;
@@ -14,8 +14,9 @@ use std::sync::LazyLock;
 
 use arrow_array::{Array, ArrayRef, Int64Array};
 use bpe::byte_pair_encoding::{read_tiktoken, BytePairEncoding};
-use bpe_openai::Tokenizer;
 use rayon::prelude::*;
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input};
 
 use crate::columns::StrChunk;
 use crate::error::{CoreError, Result};
@@ -48,38 +49,70 @@ impl FromStr for Family {
 const HASH_FACTOR: u64 = 17_846_336_922_010_275_747;
 
 // tiktoken's split patterns. The regex engine has no look-ahead, so
-// tiktoken's `\s+(?!\S)` is written as `\s+$` (at the end) or `\s+\s` whose
-// last character is given back (the `true` flag): the same pieces.
+// tiktoken's `\s+(?!\S)` becomes `\s+$` (at the end of the text) or the
+// pattern `\s+\s` whose last character is given back: the same pieces.
 const CL100K_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+$";
 const O200K_SPLIT: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+$"
 );
+/// Pattern 1 (`\s+\s`) gives its last character back.
+const GIVE_BACK: usize = 1;
 
-fn build(vocabulary_gz: &[u8], split: &str) -> Tokenizer {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(vocabulary_gz)
-        .read_to_string(&mut text)
-        .expect("the built-in vocabulary is valid gzip");
-    let tokens = read_tiktoken(&text).expect("the built-in vocabulary is valid tiktoken");
-    let bpe = BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR));
-    Tokenizer::new_lookahead(
-        bpe,
-        &[(split, false), (r"\s+\s", true), (r"\s+", false)],
-        false,
-    )
-    .expect("the split patterns compile")
+/// A vocabulary and the split into pieces it is applied to.
+struct Encoder {
+    bpe: BytePairEncoding,
+    /// The split pattern, then `\s+\s` (look-ahead), then `\s+`; leftmost-first,
+    /// so the earlier pattern wins as tiktoken's alternation does.
+    split: Regex,
 }
 
-static O200K: LazyLock<Tokenizer> = LazyLock::new(|| {
-    build(
+impl Encoder {
+    fn build(vocabulary_gz: &[u8], split: &str) -> Self {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(vocabulary_gz)
+            .read_to_string(&mut text)
+            .expect("the built-in vocabulary is valid gzip");
+        let tokens = read_tiktoken(&text).expect("the built-in vocabulary is valid tiktoken");
+        Encoder {
+            bpe: BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR)),
+            split: Regex::new_many(&[split, r"\s+\s", r"\s+"]).expect("the patterns compile"),
+        }
+    }
+
+    /// The tokens of `text`: each piece of the split encoded on its own.
+    fn count(&self, text: &str) -> usize {
+        let (mut at, mut total) = (0, 0);
+        while at < text.len() {
+            let input = Input::new(&text[at..]).anchored(Anchored::Yes);
+            let Some(m) = self.split.find(input) else {
+                // Every character matches one of the patterns; this is only a guard.
+                return total + self.bpe.count(&text.as_bytes()[at..]);
+            };
+            let mut end = at + m.end();
+            if m.pattern().as_usize() == GIVE_BACK {
+                let last = text[at..end].chars().next_back().map_or(0, char::len_utf8);
+                end -= last;
+            }
+            if end == at {
+                return total + self.bpe.count(&text.as_bytes()[at..]);
+            }
+            total += self.bpe.count(&text.as_bytes()[at..end]);
+            at = end;
+        }
+        total
+    }
+}
+
+static O200K: LazyLock<Encoder> = LazyLock::new(|| {
+    Encoder::build(
         include_bytes!("../assets/o200k_base.tiktoken.gz"),
         O200K_SPLIT,
     )
 });
-static CL100K: LazyLock<Tokenizer> = LazyLock::new(|| {
-    build(
+static CL100K: LazyLock<Encoder> = LazyLock::new(|| {
+    Encoder::build(
         include_bytes!("../assets/cl100k_base.tiktoken.gz"),
         CL100K_SPLIT,
     )
@@ -87,11 +120,11 @@ static CL100K: LazyLock<Tokenizer> = LazyLock::new(|| {
 
 /// Tokens of `text` under `family` (tiktoken's `encode_ordinary` length).
 pub fn count(text: &str, family: Family) -> u64 {
-    let tokenizer: &Tokenizer = match family {
+    let encoder: &Encoder = match family {
         Family::O200k => &O200K,
         Family::Cl100k => &CL100K,
     };
-    tokenizer.count(text) as u64
+    encoder.count(text) as u64
 }
 
 /// Counts of every string of an Arrow string array (any string type or a

@@ -80,6 +80,21 @@ def test_random_text_counts_as_tiktoken_counts_it(text: str) -> None:
         assert count_tokens(text, family) == len(reference(name).encode_ordinary(text))  # type: ignore[arg-type]
 
 
+#: Whitespace runs, contractions, digits, case changes: where the split rules differ.
+TRICKY = st.lists(
+    st.sampled_from([" ", "  ", "\n", "\t", "\r\n", "a", "B", "1", "'", "s", "'S", "é", "/",
+                     "中", "!", "\u00a0", "x\u0301"]),
+    max_size=40,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(TRICKY)
+def test_the_split_rules_match_tiktokens(text: str) -> None:
+    for family, name in FAMILIES.items():
+        assert count_tokens(text, family) == len(reference(name).encode_ordinary(text))  # type: ignore[arg-type]
+
+
 def test_special_spellings_nulls_dictionaries_and_chunks() -> None:
     enc = reference("o200k_base")
     text = "the run printed <|endoftext|> then stopped"
