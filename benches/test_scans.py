@@ -12,7 +12,7 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
-from ctxcompact.scans import estimate_tokens_array
+from ctxcompact.scans import estimate_tokens_array, with_output_units
 from ctxcompact.testing import reference as ref
 
 THREADS = [1, 2]
@@ -29,6 +29,18 @@ def test_prune_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
     _info(benchmark, table)
     result = benchmark.pedantic(cc.prune, (table,), {"threads": threads}, rounds=5, warmup_rounds=1)
     assert result.pruned > 0
+
+
+@pytest.mark.benchmark(group="prune")
+@pytest.mark.parametrize("threads", THREADS)
+def test_prune_counted_once_rust(benchmark: Any, table: pa.Table, threads: int) -> None:
+    """The same prune with each output's length counted once (output_utf16): no
+    output text is read."""
+    counted = with_output_units(table).to_arrow()
+    _info(benchmark, counted)
+    result = benchmark.pedantic(cc.prune, (counted,), {"threads": threads}, rounds=5,
+                                warmup_rounds=1)  # fmt: skip
+    assert result.pruned == cc.prune(table).pruned
 
 
 @pytest.mark.benchmark(group="prune")

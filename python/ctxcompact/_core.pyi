@@ -29,6 +29,7 @@ __all__ = [
     "prune",
     "take_strings",
     "truncate_output",
+    "utf16_lengths",
 ]
 __version__: str
 CLEARED_TOOL_OUTPUT: str
@@ -44,6 +45,7 @@ def estimate_tokens_array(
     values: Any, method: str = "opencode", threads: int | None = None
 ) -> Any: ...
 def count_tokens(text: str, tokenizer: str) -> int: ...
+def utf16_lengths(values: Any, threads: int | None = None) -> Any: ...
 def count_tokens_array(values: Any, tokenizer: str, threads: int | None = None) -> Any: ...
 def overflow_check(
     input: int,

@@ -372,6 +372,40 @@ pub fn or_nonzero_flags(
     Ok(())
 }
 
+/// A counted-once length column (`output_utf16`) as one value per row;
+/// `NO_LENGTH` where it is null (that row's text is measured instead). A
+/// negative length is an error naming the row.
+pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> Result<Vec<u64>> {
+    let mut out = Vec::with_capacity(rows);
+    for array in arrays {
+        match array.data_type() {
+            DataType::Int64 => {
+                let ints = array.as_primitive::<Int64Type>();
+                for i in 0..ints.len() {
+                    if ints.is_null(i) {
+                        out.push(NO_LENGTH);
+                    } else {
+                        let v = ints.value(i);
+                        if v < 0 {
+                            return Err(CoreError::Format {
+                                what: format!("{name} of row {} is negative ({v})", out.len()),
+                                at: crate::error::Location::column(name).row(out.len()),
+                            });
+                        }
+                        out.push(v as u64);
+                    }
+                }
+            }
+            DataType::Null => out.extend(std::iter::repeat_n(NO_LENGTH, array.len())),
+            other => return Err(type_error(name, other, "int64")),
+        }
+    }
+    Ok(out)
+}
+
+/// A row of a length column without a value.
+pub const NO_LENGTH: u64 = u64::MAX;
+
 /// Strings of a (chunked, any string layout) column at `rows`, as one utf8
 /// array; pyarrow's `take` has no kernel for utf8_view.
 pub fn take_strings(chunks: &[ArrayRef], rows: &[u64]) -> Result<StringArray> {

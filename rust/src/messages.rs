@@ -147,7 +147,11 @@ struct Content {
 
 impl Content {
     fn push(&mut self, text: &str, method: Method) {
-        self.units += text_units(text.as_bytes(), method);
+        self.push_units(text_units(text.as_bytes(), method));
+    }
+
+    fn push_units(&mut self, units: u64) {
+        self.units += units;
         self.blocks += 1;
     }
 
@@ -165,10 +169,10 @@ fn push_sent_text(
     content: &mut Content,
     method: Method,
 ) -> Result<()> {
-    if let Some(t) = value(&table.output, row).filter(|t| !t.is_empty()) {
-        if !ignored(table, row)? {
-            content.push(t, method);
-        }
+    // The length is all the estimate needs (counted once when output_utf16 is there).
+    let units = table.output_units(row, method);
+    if units > 0 && !ignored(table, row)? {
+        content.push_units(units);
     }
     Ok(())
 }
@@ -183,7 +187,6 @@ fn message_tokens(
     known: &[(usize, u64)],
 ) -> Result<u64> {
     let method = config.method;
-    let text = |row: usize| value(&table.output, row);
     let mut content = Content::default();
     match msg.role {
         role::ASSISTANT => {
@@ -193,8 +196,9 @@ fn message_tokens(
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
                     part_type::REASONING if thinking => {
-                        if let Some(t) = text(row).filter(|t| !t.is_empty()) {
-                            reasoning.push(t, method);
+                        let units = table.output_units(row, method);
+                        if units > 0 {
+                            reasoning.push_units(units);
                         }
                     }
                     part_type::TOOL => {
@@ -225,8 +229,9 @@ fn message_tokens(
         role::SYSTEM => {
             for row in msg.rows.clone() {
                 if table.part_type[row] == part_type::TEXT {
-                    if let Some(t) = text(row).filter(|t| !t.is_empty()) {
-                        content.push(t, method);
+                    let units = table.output_units(row, method);
+                    if units > 0 {
+                        content.push_units(units);
                     }
                 }
             }
@@ -307,7 +312,6 @@ fn tool_result_tokens(
             return Ok(known[i].1);
         }
     }
-    let output = value(&table.output, row).unwrap_or("");
     if cleared {
         if !config.render.describe {
             return Ok(estimate(CLEARED_TOOL_OUTPUT, method));
@@ -320,23 +324,26 @@ fn tool_result_tokens(
             true,
             value(&table.tool, row).unwrap_or(""),
             value(&table.input, row),
-            output,
+            value(&table.output, row).unwrap_or(""),
             part_id.get(row).unwrap_or(""),
         );
         return Ok(estimate(&text, method));
     }
     match config.render.truncate_output {
-        Some(budget) => Ok(match render::truncated(output, budget) {
-            Some(_) if pinned(table, row)? => estimate(output, method),
-            Some((head, marker, tail)) => estimate_units(
-                text_units(head.as_bytes(), method)
-                    + text_units(marker.as_bytes(), method)
-                    + text_units(tail.as_bytes(), method),
-                method,
-            ),
-            None => estimate(output, method),
-        }),
-        None => Ok(estimate(output, method)),
+        Some(budget) => {
+            let output = value(&table.output, row).unwrap_or("");
+            Ok(match render::truncated(output, budget) {
+                Some(_) if pinned(table, row)? => estimate(output, method),
+                Some((head, marker, tail)) => estimate_units(
+                    text_units(head.as_bytes(), method)
+                        + text_units(marker.as_bytes(), method)
+                        + text_units(tail.as_bytes(), method),
+                    method,
+                ),
+                None => estimate(output, method),
+            })
+        }
+        None => Ok(table.output_tokens(row, method)),
     }
 }
 

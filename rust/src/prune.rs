@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
-use crate::estimate::{estimate, Method};
+use crate::estimate::Method;
 use crate::messages::{estimates_of, pinned, tokens_visible, MessageEstimateConfig};
 use crate::pivot::{pivot_start_in, visible_in};
 use crate::render::{Render, Target};
@@ -302,10 +302,6 @@ fn prune_session(
         .status
         .as_ref()
         .expect("prune gathers the status column");
-    let output = table
-        .output
-        .as_ref()
-        .expect("prune gathers the output column");
     let tool = table.tool.as_ref().expect("prune gathers the tool column");
     let input = if config.supersede {
         Some(
@@ -394,7 +390,7 @@ fn prune_session(
     let estimates: Vec<u64> = counted
         .iter()
         .rev()
-        .map(|c| output.get(c.row).map_or(0, |o| estimate(o, config.method)))
+        .map(|c| table.output_tokens(c.row, config.method))
         .collect();
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;

@@ -149,6 +149,29 @@ fn estimate_tokens_array(
     chunked(out, Arc::new(field))
 }
 
+#[pyfunction]
+#[pyo3(signature = (values, threads = None))]
+fn utf16_lengths(
+    py: Python<'_>,
+    values: AnyArray,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    let input = values.into_chunked_array()?;
+    let (chunks, field) = input.into_inner();
+    let out = py
+        .detach(|| {
+            parallel::run(threads, || {
+                chunks
+                    .iter()
+                    .map(|c| crate::estimate::utf16_array(c).map(|a| Arc::new(a) as ArrayRef))
+                    .collect::<crate::Result<Vec<_>>>()
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let field = Field::new(field.name(), DataType::Int64, true);
+    chunked(out, Arc::new(field))
+}
+
 fn parse_family(py: Python<'_>, tokenizer: &str) -> PyResult<crate::tokens::Family> {
     tokenizer.parse().map_err(|e| to_pyerr(py, e))
 }
@@ -610,6 +633,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(utf16_lengths, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;

@@ -62,10 +62,13 @@ impl Scan {
         match self {
             // `ignored` text and file parts (name, mime, url) live in part_json;
             // a described placeholder names the part id.
-            Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
+            // `output_utf16`: each output's length counted once (with_output_units),
+            // read instead of the text wherever the estimate needs only its length.
+            Scan::Estimate | Scan::Compact => &["part_json", "part_id", "output_utf16"],
             // a part marked `pinned` in its part_json is never cleared
-            // pinned parts: read by prune, and kept visible by the pivot filter
-            Scan::Prune | Scan::PruneInputs | Scan::Pivot => &["part_json"],
+            Scan::Prune | Scan::PruneInputs => &["part_json", "output_utf16"],
+            // pinned parts: kept visible by the pivot filter
+            Scan::Pivot => &["part_json"],
         }
     }
 }
@@ -95,7 +98,9 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
         "summary" | "finished" | "error" => {
             (matches!(dt, DataType::Boolean | DataType::Null), "bool")
         }
-        "compacted_at" => (matches!(dt, DataType::Int64 | DataType::Null), "int64"),
+        "compacted_at" | "output_utf16" => {
+            (matches!(dt, DataType::Int64 | DataType::Null), "int64")
+        }
         _ => (is_string(dt), crate::columns::STRING_TYPES),
     };
     if ok {

@@ -6,8 +6,11 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use crate::codes::{flag, part_type, role, small_int, status};
-use crate::columns::{decode_codes, or_bool_flags, or_nonzero_flags, StrCol, NULL_CODE};
+use crate::columns::{
+    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, StrCol, NO_LENGTH, NULL_CODE,
+};
 use crate::error::{CoreError, Location, Result};
+use crate::estimate::{estimate_units, text_units, Method};
 use crate::schema::Columns;
 
 /// One message of a session: its rows and role.
@@ -28,6 +31,9 @@ pub struct PartTable<'a> {
     pub part_json: Option<StrCol<'a>>,
     /// Read by the estimate scan when present (a described placeholder names it).
     pub part_id: Option<StrCol<'a>>,
+    /// Each output's UTF-16 length counted once (`output_utf16`), when present:
+    /// the opencode estimate of an output is read from it, not from the text.
+    pub output_utf16: Option<Vec<u64>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -69,7 +75,12 @@ impl<'a> PartTable<'a> {
             or_nonzero_flags("compacted_at", arrays, flag::COMPACTED, &mut flags)?;
         }
         let sessions = session_ranges(&session_id)?;
+        let output_utf16 = columns
+            .get("output_utf16")
+            .map(|a| decode_lengths("output_utf16", a, rows))
+            .transpose()?;
         Ok(PartTable {
+            output_utf16,
             parent_id: opt_str("parent_id")?,
             tool: opt_str("tool")?,
             input: opt_str("input")?,
@@ -88,6 +99,28 @@ impl<'a> PartTable<'a> {
 
     pub fn rows(&self) -> usize {
         self.role.len()
+    }
+
+    /// The length units of the output at `row` under `method` (see
+    /// `text_units`): from `output_utf16` when it has the row (opencode
+    /// counts UTF-16 units), else measured from the text (0 when null).
+    #[inline]
+    pub fn output_units(&self, row: usize, method: Method) -> u64 {
+        if method == Method::Opencode {
+            if let Some(len) = self.output_utf16.as_ref().map(|l| l[row]) {
+                if len != NO_LENGTH {
+                    return len;
+                }
+            }
+        }
+        let text = self.output.as_ref().and_then(|c| c.get(row)).unwrap_or("");
+        text_units(text.as_bytes(), method)
+    }
+
+    /// The estimate of the output at `row` alone (`output_units`, rounded).
+    #[inline]
+    pub fn output_tokens(&self, row: usize, method: Method) -> u64 {
+        estimate_units(self.output_units(row, method), method)
     }
 
     fn at(&self, row: usize) -> Location {

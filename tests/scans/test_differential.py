@@ -19,7 +19,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import NonContiguousError
 from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
-from ctxcompact.scans.parts import compact_pass
+from ctxcompact.scans.parts import compact_pass, with_output_units
 from ctxcompact.testing import reference as ref
 from ctxcompact.transcript import SCAN_COLUMNS
 from hypothesis import given, settings
@@ -203,20 +203,29 @@ POLICY_OPTIONS = st.fixed_dictionaries({
 })  # fmt: skip
 
 
+def counted_once(table: pa.Table, counted: bool) -> pa.Table:
+    """The table, with each output's length counted once into output_utf16 when
+    ``counted``: the scans must give the same results either way."""
+    return with_output_units(table).to_arrow() if counted else table
+
+
 @settings(max_examples=500, deadline=None)
 @given(
     transcripts(),
     POLICY_OPTIONS,
     st.sampled_from(["opencode", "ceil-bytes"]),
     st.integers(0, 6),
+    st.booleans(),
 )
 def test_prune_policies_match_reference(
     data: tuple[list[dict[str, Any]], pa.Table],
     options: dict[str, Any],
     method: str,
     overhead: int,
+    counted: bool,
 ) -> None:
     rows, table = data
+    table = counted_once(table, counted)
     policy = Policy(**options)
     config = CompactionConfig(policy=policy, estimate_method=method, message_overhead=overhead)
     got = cc.prune(table, config)
@@ -270,11 +279,17 @@ def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) ->
     st.integers(0, 8),
     st.sampled_from(["opencode", "ceil-bytes"]),
     st.fixed_dictionaries(RENDER_OPTIONS),
+    st.booleans(),
 )
 def test_message_estimates_match_reference(
-    data: tuple[list[dict[str, Any]], pa.Table], overhead: int, method: str, render: dict[str, Any]
+    data: tuple[list[dict[str, Any]], pa.Table],
+    overhead: int,
+    method: str,
+    render: dict[str, Any],
+    counted: bool,
 ) -> None:
     rows, table = data
+    table = counted_once(table, counted)
 
     class C:
         estimate_method = method

@@ -172,3 +172,33 @@ def test_the_cores_prune_defaults_are_the_configs() -> None:
     got = [pa.array(a).to_pylist() for a in _core.prune(table)]
     want = [pa.array(a).to_pylist() for a in _core.prune(table, explicit)]
     assert got == want and got[0]  # something is pruned, the same way
+
+
+def test_output_lengths_counted_once_are_read_instead_of_the_text() -> None:
+    import pyarrow.compute as pc
+    from ctxcompact.errors import TranscriptError
+    from ctxcompact.scans import estimate_messages, verify_output_units, with_output_units
+    from ctxcompact.testing.synthetic import generate_table
+
+    table = generate_table(20, 300, seed=4, mean_output_chars=3000)
+    counted = with_output_units(table)
+    assert counted.to_arrow()["output_utf16"].to_pylist() == [
+        None if o is None else len(o.encode("utf-16-le")) // 2 for o in table["output"].to_pylist()
+    ]
+    assert cc.prune(counted, verify=True).rows.equals(cc.prune(table).rows)
+    assert estimate_messages(counted).total == estimate_messages(table).total
+    # A stale column is what the scans read (so they must trust it); verify catches it.
+    stale = counted.to_arrow()
+    index = stale.schema.get_field_index("output_utf16")
+    stale = stale.set_column(index, "output_utf16", pc.multiply(stale["output_utf16"], 3))
+    assert cc.prune(stale).pruned > cc.prune(table).pruned
+    with pytest.raises(TranscriptError, match="output_utf16 of row .* is stale|is stale"):
+        verify_output_units(stale)
+    with pytest.raises(TranscriptError, match="stale"):
+        cc.prune(stale, verify=True)
+    # marks keep the column; a negative length is refused with its row
+    marked = cc.mark_pruned(counted, cc.prune(counted))
+    assert "output_utf16" in marked.to_arrow().column_names
+    negative = stale.set_column(index, "output_utf16", pc.negate(stale["output_utf16"]))
+    with pytest.raises(TranscriptError, match="output_utf16 of row 0 is negative"):
+        cc.prune(negative)

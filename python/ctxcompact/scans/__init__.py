@@ -39,6 +39,8 @@ from ctxcompact.scans.parts import (
     mark_pruned,
     pivot_mask,
     prune,
+    verify_output_units,
+    with_output_units,
 )
 from ctxcompact.scans.repair import RepairReport, repair_chat_messages, repair_tool_pairs
 from ctxcompact.scans.view import (
@@ -84,4 +86,6 @@ __all__ = [
     "repair_tool_pairs",
     "to_model_messages",
     "validate_chat_messages",
+    "verify_output_units",
+    "with_output_units",
 ]

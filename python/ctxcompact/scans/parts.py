@@ -151,7 +151,58 @@ class PruneResult:
         return f"PruneResult(parts={len(self)}, total={self.total}, pruned={self.pruned})"
 
 
-def prune(data: Any, config: Any = None, *, threads: int | None = None) -> PruneResult:
+#: The counted-once output lengths column (``with_output_units``).
+OUTPUT_UNITS = "output_utf16"
+
+
+def with_output_units(data: Any, *, threads: int | None = None) -> Transcript:
+    """The transcript with ``output_utf16``: each output's UTF-16 length,
+    counted once (in Rust, on the thread pool) while the text is at hand.
+
+    Scans then read the opencode estimate of an output from it instead of
+    its text: prune reads no output at all, the message estimates only the
+    outputs a policy cuts or describes. A null keeps that row measured from
+    its text. Outputs never change after (marks are a separate column); a
+    column that no longer matches its text makes estimates wrong, which
+    ``verify_output_units`` (or ``prune(..., verify=True)``) detects.
+    """
+    table, _ = _as_table(data)
+    lengths = pa.chunked_array(_core.utf16_lengths(table.column("output"), check_threads(threads)))
+    if OUTPUT_UNITS in table.column_names:
+        table = table.drop_columns([OUTPUT_UNITS])
+    return Transcript(table.append_column(pa.field(OUTPUT_UNITS, pa.int64()), lengths))
+
+
+def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None:
+    """Re-count ``output_utf16`` at ``sample`` random rows (every row when the
+    table is smaller) against the text; ``TranscriptError`` naming the first
+    row, session and message that disagree. Nothing to check without the column."""
+    import random
+
+    from ctxcompact.errors import TranscriptError
+
+    table, _ = _as_table(data)
+    if OUTPUT_UNITS not in table.column_names or table.num_rows == 0:
+        return
+    n = table.num_rows
+    rows = sorted(random.Random(seed).sample(range(n), min(sample, n)))
+    taken = table.select(["session_id", "message_id", "output", OUTPUT_UNITS]).take(rows)
+    counted = pa.chunked_array(_core.utf16_lengths(taken.column("output"))).to_pylist()
+    stored = taken.column(OUTPUT_UNITS).to_pylist()
+    for i, (want, got) in enumerate(zip(counted, stored, strict=True)):
+        if got is not None and want is not None and got != want:
+            raise TranscriptError(
+                f"{OUTPUT_UNITS} of row {rows[i]} is {got}, but its output is {want} UTF-16 "
+                "units long: the column is stale (recount it with with_output_units)",
+                row=rows[i], column=OUTPUT_UNITS,
+                session_id=str(taken.column("session_id")[i].as_py()),
+                message_id=str(taken.column("message_id")[i].as_py()),
+            )  # fmt: skip
+
+
+def prune(
+    data: Any, config: Any = None, *, threads: int | None = None, verify: bool = False
+) -> PruneResult:
     """Select old completed tool outputs to prune, by a policy (OpenCode's
     backward scan unless told otherwise; docs/policies.md).
 
@@ -159,9 +210,12 @@ def prune(data: Any, config: Any = None, *, threads: int | None = None) -> Prune
     ``Session``. ``config``: a ``CompactionConfig`` (its ``policy`` with the
     ``prune_*`` fields applied, and ``estimate_method``), a ``Policy``, a
     preset name (``"swe-agent"``), a policy file or dict, or ``None`` for
-    OpenCode's rule.
+    OpenCode's rule. With ``output_utf16`` (``with_output_units``) the
+    outputs' lengths are read from it; ``verify`` re-counts a sample first.
     """
     table, _session = _as_table(data)
+    if verify:
+        verify_output_units(table)
     rows, firsts, totals, pruned, counts = _core.prune(
         table, _prune_options(config), threads=check_threads(threads)
     )
