@@ -75,6 +75,7 @@ pub fn estimate_messages(
     table: &PartTable<'_>,
     config: MessageEstimateConfig,
 ) -> Result<Vec<Vec<MessageTokens>>> {
+    table.check_lengths(config.method)?;
     (0..table.sessions.len())
         .into_par_iter()
         .map(|s| session_estimates(table, s, config, &[]))
@@ -324,14 +325,18 @@ fn tool_result_tokens(
             true,
             value(&table.tool, row).unwrap_or(""),
             value(&table.input, row),
-            value(&table.output, row).unwrap_or(""),
+            output_text(
+                table,
+                row,
+                "a described placeholder (placeholder = \"describe\")",
+            )?,
             part_id.get(row).unwrap_or(""),
         );
         return Ok(estimate(&text, method));
     }
     match config.render.truncate_output {
         Some(budget) => {
-            let output = value(&table.output, row).unwrap_or("");
+            let output = output_text(table, row, "truncate_output")?;
             Ok(match render::truncated(output, budget) {
                 Some(_) if pinned(table, row)? => estimate(output, method),
                 Some((head, marker, tail)) => estimate_units(
@@ -345,6 +350,16 @@ fn tool_result_tokens(
         }
         None => Ok(table.output_tokens(row, method)),
     }
+}
+
+/// The output text at `row`, for a rendering that needs the text itself (a
+/// table read without its outputs, lengths counted once, cannot do it).
+fn output_text<'a>(table: &PartTable<'a>, row: usize, needed_by: &'static str) -> Result<&'a str> {
+    let column = table.output.as_ref().ok_or(CoreError::MissingColumn {
+        column: "output",
+        needed_by,
+    })?;
+    Ok(column.get(row).unwrap_or(""))
 }
 
 /// The part's JSON (`part_json`), parsed; `None` when the column or value is absent.

@@ -148,6 +148,7 @@ pub struct SessionPrune {
 }
 
 pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionPrune>> {
+    table.check_lengths(config.method)?;
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }

@@ -124,7 +124,13 @@ impl Columns {
     /// `schema` (so an empty table with a wrong schema is still an error).
     pub fn new(schema: &Schema, batches: &[RecordBatch], scan: Scan) -> Result<Self> {
         let mut by_name = HashMap::new();
+        // With each output's length counted once the text is needed only to
+        // cut or describe an output: a report can be read without it.
+        let counted = schema.index_of("output_utf16").is_ok();
         for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
+            if name == "output" && counted && schema.index_of(name).is_err() {
+                continue;
+            }
             let field = schema
                 .field_with_name(name)
                 .map_err(|_| CoreError::MissingColumn {

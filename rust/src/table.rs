@@ -117,6 +117,19 @@ impl<'a> PartTable<'a> {
         text_units(text.as_bytes(), method)
     }
 
+    /// An error unless every output's length under `method` can be known:
+    /// read without its outputs, a table has only their UTF-16 lengths
+    /// (`output_utf16`), which the opencode estimate needs and no other.
+    pub fn check_lengths(&self, method: Method) -> Result<()> {
+        if self.output.is_none() && method != Method::Opencode {
+            return Err(CoreError::MissingColumn {
+                column: "output",
+                needed_by: "an estimate other than opencode (output_utf16 holds UTF-16 lengths)",
+            });
+        }
+        Ok(())
+    }
+
     /// The estimate of the output at `row` alone (`output_units`, rounded).
     #[inline]
     pub fn output_tokens(&self, row: usize, method: Method) -> u64 {

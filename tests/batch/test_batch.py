@@ -192,3 +192,51 @@ def test_a_100_mb_tool_output(tmp_path: Path) -> None:
     out = pq.read_table(tmp_path / "o.parquet")
     assert len(out["output"][1].as_py()) == 100 * 1024 * 1024
     assert out["compacted_at"][1].as_py() is not None and stats.sessions == 1
+
+
+def test_a_report_only_run_never_reads_the_outputs_once_counted(
+    table: pa.Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxcompact.batch import parquet
+    from ctxcompact.scans import with_output_units
+
+    pq.write_table(table, tmp_path / "plain.parquet")
+    pq.write_table(with_output_units(table).to_arrow(), tmp_path / "counted.parquet")
+    read: list[list[str] | None] = []
+    batches = parquet._batches
+
+    def spy(path: Path, batch_rows: int, columns: list[str] | None = None) -> object:
+        read.append(columns)
+        return batches(path, batch_rows, columns)
+
+    monkeypatch.setattr(parquet, "_batches", spy)
+    full = compact_parquet(tmp_path / "plain.parquet", None, report_path=tmp_path / "a.parquet")
+    lean = compact_parquet(tmp_path / "counted.parquet", None, report_path=tmp_path / "b.parquet")
+    assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
+    assert read[0] is None and read[1] is not None and "output" not in read[1]
+    assert lean.bytes_in < 0.2 * full.bytes_in and lean.parts_out == 0
+    assert not (tmp_path / "None").exists()
+    # a report that must read outputs (described placeholders) reads them
+    describe = cc.CompactionConfig(policy={"preset": "swe-agent", "placeholder": "describe"})
+    compact_parquet(
+        tmp_path / "counted.parquet", None, describe, report_path=tmp_path / "c.parquet"
+    )
+    assert read[2] is None
+    with pytest.raises(DatasetError, match="nothing to write"):
+        compact_parquet(tmp_path / "counted.parquet", None)
+
+
+def test_a_table_without_outputs_needs_its_counted_lengths(table: pa.Table) -> None:
+    from ctxcompact.scans import with_output_units
+
+    lean = with_output_units(table).to_arrow().drop_columns(["output"])
+    assert compact_batch(lean).equals(compact_batch(table))
+    for config, needed in [
+        (cc.CompactionConfig(estimate_method="ceil-bytes"), "other than opencode"),
+        (cc.CompactionConfig(policy={"preset": "swe-agent", "truncate_output": 50}),
+         "truncate_output"),
+    ]:  # fmt: skip
+        with pytest.raises(MissingColumnError, match=needed):
+            compact_batch(lean, config)
+    with pytest.raises(MissingColumnError, match="output"):
+        compact_batch(table.drop_columns(["output"]))  # no lengths either

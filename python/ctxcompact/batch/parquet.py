@@ -88,11 +88,13 @@ def _check_schema(path: Path, schema: pa.Schema) -> None:
             raise MissingColumnError(f"{path}: no column {column!r}", column=column)
 
 
-def _batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _batches(
+    path: Path, batch_rows: int, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     file = _open(path)
     _check_schema(path, file.schema_arrow)
     try:
-        yield from file.iter_batches(batch_size=batch_rows)
+        yield from file.iter_batches(batch_size=batch_rows, columns=columns)
     except (pa.ArrowInvalid, OSError) as e:  # truncated or corrupt row groups
         raise DatasetError(f"{path}: cannot read it to the end ({e})") from None
 
@@ -114,9 +116,27 @@ def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:
     return 0 if len(idx) == 0 else int(idx[-1].as_py()) + 1
 
 
+def _report_columns(schema: pa.Schema, cfg: CompactionConfig) -> list[str] | None:
+    """The columns a report-only run reads: every one but the output text when
+    the outputs' lengths were counted once (``output_utf16``) and nothing the
+    report needs reads the text (the opencode estimate, no cut or described
+    outputs); ``None`` (all) otherwise."""
+    from ctxcompact.scans.parts import OUTPUT_UNITS
+
+    policy = cfg.policy
+    if (
+        OUTPUT_UNITS not in schema.names
+        or cfg.estimate_method != "opencode"
+        or policy.truncate_output is not None
+        or policy.placeholder == "describe"
+    ):
+        return None
+    return [name for name in schema.names if name != "output"]
+
+
 def compact_parquet(
     source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    destination: str | os.PathLike[str],
+    destination: str | os.PathLike[str] | None,
     config: CompactionConfig | None = None,
     *,
     report_path: str | os.PathLike[str] | None = None,
@@ -130,21 +150,29 @@ def compact_parquet(
 
     ``destination`` receives the compacted part rows (prune marks set,
     pivot-filtered); ``report_path`` (optional) one row per session
-    (``batch.REPORT_SCHEMA``). Sessions must be contiguous in file order
-    (they may span files); a session seen again later raises
+    (``batch.REPORT_SCHEMA``). ``destination=None`` writes the report only;
+    then, when the outputs' lengths were counted once (``output_utf16``, see
+    ``scans.with_output_units``), the output text is never read. Sessions
+    must be contiguous in file order (they may span files); a session seen
+    again later raises
     ``NonContiguousError`` naming it and the file. ``progress(rows_done,
     rows_total)`` is called after every batch.
     """
     if batch_rows < 1:
         raise DatasetError("batch_rows must be at least 1")
+    if destination is None and report_path is None:
+        raise DatasetError("nothing to write: pass a destination, a report_path, or both")
     start = time.perf_counter()
     cfg = config or CompactionConfig()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     files = parquet_files(source)
     metas = [_open(f).metadata for f in files]
     total = sum(m.num_rows for m in metas)
-    dest = Path(destination)
-    tmp_dest = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    dest = None if destination is None else Path(destination)
+    tmp_dest = None if dest is None else dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    columns = None
+    if dest is None and files:
+        columns = _report_columns(_open(files[0]).schema_arrow, cfg)
     tmp_report = None
     if report_path is not None:
         rp = Path(report_path)
@@ -176,8 +204,13 @@ def compact_parquet(
                 )  # fmt: skip
             seen.append((set(ids), where))
         try:
-            report, parts = compact_batch(rows, cfg, now_ms=now, limits=limits, parts=True,
-                                          threads=threads)  # fmt: skip
+            parts: pa.Table | None = None
+            if tmp_dest is None:
+                report = compact_batch(rows, cfg, now_ms=now, limits=limits, threads=threads)
+            else:
+                report, parts = compact_batch(rows, cfg, now_ms=now, limits=limits, parts=True,
+                                              threads=threads)  # fmt: skip
+            assert isinstance(report, pa.Table)
         except CompactionError as e:
             # The row, when the core names one, says which file; else the session's
             # last file (a reappearing session is wrong where it reappears).
@@ -188,25 +221,27 @@ def compact_parquet(
             raise _in_file(e, where) from e
         for ids, _ in seen:
             done.update(ids)
-        if writer is None:
-            writer = pq.ParquetWriter(tmp_dest, parts.schema)
-        writer.write_table(parts.cast(writer.schema))
+        if parts is not None and tmp_dest is not None:
+            if writer is None:
+                writer = pq.ParquetWriter(tmp_dest, parts.schema)
+            writer.write_table(parts.cast(writer.schema))
+            stats.parts_out += parts.num_rows
         if tmp_report is not None:
             if report_writer is None:
                 report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
             report_writer.write_table(report)
         stats.batches += 1
         stats.sessions += report.num_rows
-        stats.parts_out += parts.num_rows
         stats.tokens_before += int(pc.sum(report["tokens_before"]).as_py() or 0)
         stats.tokens_pruned += int(pc.sum(report["tokens_pruned"]).as_py() or 0)
         stats.tokens_after += int(pc.sum(report["tokens_after"]).as_py() or 0)
 
     try:
         carry: pa.Table | None = None
-        carry_path = files[0] if files else dest  # the file of the carry's first row
+        # the file of the carry's first row
+        carry_path: Path = files[0] if files else Path(report_path or destination or ".")
         for path in files:
-            for batch in _batches(path, batch_rows):
+            for batch in _batches(path, batch_rows, columns):
                 table = pa.Table.from_batches([batch])
                 if schema is None:
                     schema = table.schema
@@ -231,15 +266,17 @@ def compact_parquet(
                     progress(rows_read, total)
         if carry is not None:
             process(carry, carry.num_rows, carry_path, carry_path)
-        if writer is None:  # an empty dataset still gives a valid (empty) output
+        if writer is None and tmp_dest is not None:  # an empty dataset: a valid empty output
             empty = schema.empty_table() if schema is not None else pa.table({})
             writer = pq.ParquetWriter(tmp_dest, empty.schema)
-        writer.close()
+        if writer is not None:
+            writer.close()
         if report_writer is None and tmp_report is not None:
             report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
         if report_writer is not None:
             report_writer.close()
-        os.replace(tmp_dest, dest)
+        if tmp_dest is not None and dest is not None:
+            os.replace(tmp_dest, dest)
         if tmp_report is not None and report_path is not None:
             os.replace(tmp_report, report_path)
     except BaseException:
