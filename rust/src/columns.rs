@@ -396,7 +396,7 @@ pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> R
                     }
                 }
             }
-            DataType::Null => out.extend(std::iter::repeat_n(NO_LENGTH, array.len())),
+            DataType::Null => out.resize(out.len() + array.len(), NO_LENGTH),
             other => return Err(type_error(name, other, "int64")),
         }
     }
