@@ -151,6 +151,48 @@ class ChatCompaction:
         return self._done(await acompact_messages(chat, self.summarizer, **self._kwargs()))
 
 
+class Integration:
+    """What every framework integration exposes: its ``ChatCompaction`` and the
+    lifecycle's records, events, metrics and repair reports."""
+
+    compaction: ChatCompaction
+
+    def _start(self, summarizer: Summarizer, **options: Any) -> None:
+        """Build ``compaction`` from the integration's keyword options (``None``
+        events / metrics: new ones)."""
+        for key in ("events", "metrics"):
+            if options.get(key) is None:
+                options.pop(key, None)
+        self.compaction = ChatCompaction.build(summarizer, **options)
+
+    @property
+    def records(self) -> list[ev.CompactionRecord]:
+        """Every compaction made, oldest first."""
+        return self.compaction.records
+
+    @property
+    def events(self) -> ev.EventBus:
+        return self.compaction.events
+
+    @property
+    def metrics(self) -> ev.Metrics:
+        return self.compaction.metrics
+
+    @property
+    def repairs(self) -> list[RepairReport]:
+        """The report of every history that was repaired (``repair=True``)."""
+        return self.compaction.repairs
+
+
+def summarizer_for(model: Any, config: CompactionConfig | None, client: Any = None) -> Summarizer:
+    """The compaction agent for an integration's ``summary_model``: a
+    ``Summarizer`` as given, else one around ``client`` (the framework's model
+    wrapped) or ``model`` itself (a ``SummaryClient``, or ``None``: the digest)."""
+    if isinstance(model, Summarizer):
+        return model
+    return Summarizer(client if client is not None else model, config)
+
+
 def kept_tail(result: SplitResult) -> int:
     """How many of the input's newest messages the compacted list kept verbatim
     (``[system?, summary, *tail]``: the tail is a suffix of the input)."""
@@ -159,4 +201,4 @@ def kept_tail(result: SplitResult) -> int:
     return len(out) - lead - 1
 
 
-__all__ = ["ChatCompaction", "check_pairs", "kept_tail"]
+__all__ = ["ChatCompaction", "Integration", "check_pairs", "kept_tail", "summarizer_for"]

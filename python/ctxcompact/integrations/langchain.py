@@ -42,7 +42,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
-from ctxcompact.integrations.chatlists import Chat, ChatCompaction, kept_tail
+from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import SplitResult, summary_round
 from ctxcompact.live.summary import Summarizer
@@ -124,7 +124,7 @@ def _viewed(message: BaseMessage, before: Mapping[str, Any], after: Mapping[str,
     return message
 
 
-class CompactionMiddleware(AgentMiddleware):
+class CompactionMiddleware(Integration, AgentMiddleware):
     """ctxcompact's policy and lifecycle on a LangChain agent's messages.
 
     ``summary_model``: the chat model that writes summaries (pass the agent's
@@ -153,39 +153,17 @@ class CompactionMiddleware(AgentMiddleware):
         metrics: ev.Metrics | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(summary_model, Summarizer):
-            summarizer = summary_model
-        elif isinstance(summary_model, BaseChatModel):
-            summarizer = Summarizer(LangChainSummaryClient(summary_model), config)
-        else:
-            summarizer = Summarizer(summary_model, config)
-        extra: dict[str, Any] = {"events": events, "metrics": metrics}
-        self.compaction = ChatCompaction.build(
-            summarizer, context=context, model=model, output=output, policy=policy,
-            config=config, session_id=session_id, repair=repair, hooks=hooks,
-            **{k: v for k, v in extra.items() if v is not None},
+        client = (LangChainSummaryClient(summary_model)
+                  if isinstance(summary_model, BaseChatModel) else None)  # fmt: skip
+        self._start(
+            summarizer_for(summary_model, config, client), context=context, model=model,
+            output=output, policy=policy, config=config, session_id=session_id, repair=repair,
+            hooks=hooks, events=events, metrics=metrics,
         )  # fmt: skip
 
     @property
     def name(self) -> str:
         return "ctxcompact"
-
-    @property
-    def records(self) -> list[ev.CompactionRecord]:
-        """Every compaction this middleware made, oldest first."""
-        return self.compaction.records
-
-    @property
-    def events(self) -> ev.EventBus:
-        return self.compaction.events
-
-    @property
-    def metrics(self) -> ev.Metrics:
-        return self.compaction.metrics
-
-    @property
-    def repairs(self) -> list[Any]:
-        return self.compaction.repairs
 
     # --- the summary: before the model node, on the state ------------------------
 

@@ -30,7 +30,7 @@ from agents.memory import Session
 
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
 from ctxcompact.config import CompactionConfig
-from ctxcompact.integrations.chatlists import Chat, ChatCompaction, kept_tail
+from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import summary_round
 from ctxcompact.live.summary import Summarizer
@@ -109,7 +109,7 @@ def _sent(item: Item) -> Item:
     return {"role": "user", "content": item["content"]}
 
 
-class CompactingSession:
+class CompactingSession(Integration):
     """An Agents SDK ``Session`` whose items are compacted between turns.
 
     ``inner``: where items live (default: an in-memory ``agents.SQLiteSession``).
@@ -141,26 +141,11 @@ class CompactingSession:
     ) -> None:
         self.session_id = session_id
         self.inner: Session = inner if inner is not None else SQLiteSession(session_id)
-        summarizer = (summary_model if isinstance(summary_model, Summarizer)
-                      else Summarizer(summary_model, config))  # fmt: skip
-        extra: dict[str, Any] = {"events": events, "metrics": metrics}
-        self.compaction = ChatCompaction.build(
-            summarizer, context=context, model=model, output=output, policy=policy,
-            config=config, session_id=session_id, repair=repair, hooks=hooks,
-            **{k: v for k, v in extra.items() if v is not None},
+        self._start(
+            summarizer_for(summary_model, config), context=context, model=model, output=output,
+            policy=policy, config=config, session_id=session_id, repair=repair, hooks=hooks,
+            events=events, metrics=metrics,
         )  # fmt: skip
-
-    @property
-    def records(self) -> list[ev.CompactionRecord]:
-        return self.compaction.records
-
-    @property
-    def events(self) -> ev.EventBus:
-        return self.compaction.events
-
-    @property
-    def repairs(self) -> list[Any]:
-        return self.compaction.repairs
 
     # --- the Session protocol ----------------------------------------------------
 

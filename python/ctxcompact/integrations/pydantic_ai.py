@@ -49,7 +49,7 @@ from pydantic_ai.models import Model
 from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
 from ctxcompact.formats.pydantic_ai import from_chat
-from ctxcompact.integrations.chatlists import Chat, ChatCompaction, kept_tail
+from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import SplitResult, summary_round
 from ctxcompact.live.summary import Summarizer
@@ -174,7 +174,7 @@ def _tail(messages: Sequence[ModelMessage], origins: list[Origin], start: int) -
     return [first, *messages[i + 1 :]]
 
 
-class CompactionProcessor:
+class CompactionProcessor(Integration):
     """ctxcompact's policy and lifecycle as a pydantic-ai history processor.
 
     Pass the instance (sync; pydantic-ai runs it in a worker thread) or its
@@ -203,19 +203,14 @@ class CompactionProcessor:
         events: ev.EventBus | None = None,
         metrics: ev.Metrics | None = None,
     ) -> None:
-        if isinstance(summary_model, Summarizer):
-            summarizer = summary_model
-        elif isinstance(summary_model, Model | str):
-            summarizer = Summarizer(PydanticAISummaryClient(summary_model), config)
-        else:
-            summarizer = Summarizer(summary_model, config)
-        extra: dict[str, Any] = {"events": events, "metrics": metrics}
+        client = (PydanticAISummaryClient(summary_model)
+                  if isinstance(summary_model, Model | str) else None)  # fmt: skip
         #: tool call id -> the content of its return before masking cleared it
         self._originals: dict[str, Any] = {}
-        self.compaction = ChatCompaction.build(
-            summarizer, context=context, model=model, output=output, policy=policy,
-            config=config, session_id=session_id, repair=repair, hooks=hooks,
-            **{k: v for k, v in extra.items() if v is not None},
+        self._start(
+            summarizer_for(summary_model, config, client), context=context, model=model,
+            output=output, policy=policy, config=config, session_id=session_id, repair=repair,
+            hooks=hooks, events=events, metrics=metrics,
         )  # fmt: skip
 
     def agent_options(self, *, asynchronous: bool = False) -> dict[str, Any]:
@@ -227,18 +222,6 @@ class CompactionProcessor:
         except ImportError:  # pydantic-ai 1.x
             return {"history_processors": [processor]}
         return {"capabilities": [ProcessHistory(processor)]}
-
-    @property
-    def records(self) -> list[ev.CompactionRecord]:
-        return self.compaction.records
-
-    @property
-    def events(self) -> ev.EventBus:
-        return self.compaction.events
-
-    @property
-    def repairs(self) -> list[Any]:
-        return self.compaction.repairs
 
     def recall(self, tool_call_id: str) -> Any:
         """The content of a tool return this processor masked (``KeyError`` if none)."""
