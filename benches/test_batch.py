@@ -43,6 +43,17 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def counted(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same files with each output's length counted once (output_utf16)."""
+    from ctxcompact.scans import with_output_units
+
+    folder = tmp_path_factory.mktemp("counted")
+    for path in sorted(dataset.glob("*.parquet")):
+        pq.write_table(with_output_units(pq.read_table(path)).to_arrow(), folder / path.name)
+    return folder
+
+
 def _info(benchmark: Any, folder: Path) -> None:
     files = sorted(folder.glob("*.parquet"))
     benchmark.extra_info["rows"] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
@@ -82,6 +93,50 @@ def test_compact_parquet(benchmark: Any, dataset: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     benchmark.extra_info["sessions"] = stats.sessions
     assert stats.parts_in == benchmark.extra_info["rows"]
+
+
+@pytest.mark.benchmark(group="batch")
+def test_compact_parquet_counted(benchmark: Any, counted: Path, tmp_path: Path) -> None:
+    """A full run on the counted files: parts and report written."""
+    _info(benchmark, counted)
+    stats = benchmark.pedantic(
+        compact_parquet, (counted, tmp_path / "out.parquet"),
+        {"batch_rows": BATCH_ROWS, "report_path": tmp_path / "report.parquet", "now_ms": 1},
+        rounds=3,
+    )  # fmt: skip
+    benchmark.extra_info["bytes_read"] = stats.bytes_in
+    assert stats.parts_in == benchmark.extra_info["rows"]
+
+
+@pytest.mark.benchmark(group="batch")
+def test_compact_parquet_report_only(benchmark: Any, counted: Path, tmp_path: Path) -> None:
+    """The report alone from the counted files: the output column is never read."""
+    _info(benchmark, counted)
+    stats = benchmark.pedantic(
+        compact_parquet, (counted, None),
+        {"batch_rows": BATCH_ROWS, "report_path": tmp_path / "report.parquet", "now_ms": 1},
+        rounds=3,
+    )  # fmt: skip
+    benchmark.extra_info["bytes_read"] = stats.bytes_in
+    benchmark.extra_info["file_bytes_read_share"] = round(_file_share(counted), 4)
+    assert stats.parts_in == benchmark.extra_info["rows"] and stats.parts_out == 0
+
+
+def _file_share(folder: Path) -> float:
+    """The share of the files' (compressed) bytes in the columns a report reads."""
+    from ctxcompact.batch.parquet import _report_columns
+
+    read = total = 0
+    for path in sorted(folder.glob("*.parquet")):
+        file = pq.ParquetFile(path)
+        wanted = set(_report_columns(file.schema_arrow, cc.CompactionConfig()) or [])
+        for g in range(file.metadata.num_row_groups):
+            group = file.metadata.row_group(g)
+            for c in range(group.num_columns):
+                size = group.column(c).total_compressed_size
+                total += size
+                read += size if group.column(c).path_in_schema in wanted else 0
+    return read / total
 
 
 @pytest.fixture(scope="module")

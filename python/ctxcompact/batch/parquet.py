@@ -116,11 +116,19 @@ def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:
     return 0 if len(idx) == 0 else int(idx[-1].as_py()) + 1
 
 
+#: What the one-pass scan reads for a report when the outputs' lengths are
+#: counted (schema.rs, Scan::Compact, without output and part_id).
+_REPORT_COLUMNS = (
+    "session_id", "message_id", "role", "part_type", "parent_id", "summary", "finished",
+    "error", "tool", "status", "input", "compacted_at", "part_json", "output_utf16",
+)  # fmt: skip
+
+
 def _report_columns(schema: pa.Schema, cfg: CompactionConfig) -> list[str] | None:
-    """The columns a report-only run reads: every one but the output text when
-    the outputs' lengths were counted once (``output_utf16``) and nothing the
-    report needs reads the text (the opencode estimate, no cut or described
-    outputs); ``None`` (all) otherwise."""
+    """The columns a report-only run reads: only those the scan reads, never
+    the output text, when the outputs' lengths were counted once
+    (``output_utf16``) and nothing the report needs reads the text (the
+    opencode estimate, no cut or described outputs); ``None`` (all) otherwise."""
     from ctxcompact.scans.parts import OUTPUT_UNITS
 
     policy = cfg.policy
@@ -131,7 +139,7 @@ def _report_columns(schema: pa.Schema, cfg: CompactionConfig) -> list[str] | Non
         or policy.placeholder == "describe"
     ):
         return None
-    return [name for name in schema.names if name != "output"]
+    return [name for name in _REPORT_COLUMNS if name in schema.names]
 
 
 def compact_parquet(
