@@ -403,6 +403,40 @@ pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> R
     Ok(out)
 }
 
+/// `f` of every string of an Arrow string array (any string type or a
+/// dictionary of one) as an int64 array; nulls stay null. Rows run in
+/// parallel blocks of `block`; a dictionary's distinct values once each.
+pub fn map_strings<F>(array: &ArrayRef, block: usize, f: F) -> Result<Int64Array>
+where
+    F: Fn(&str) -> i64 + Sync,
+{
+    use rayon::prelude::*;
+
+    let chunk = StrChunk::new("values", array)?;
+    let one = |v: Option<&str>| v.map_or(0, &f);
+    let values: Vec<i64> = match &chunk {
+        StrChunk::Dict { keys, values } => {
+            let per_key: Vec<i64> = (0..values.len())
+                .into_par_iter()
+                .map(|k| one(values.value(k)))
+                .collect();
+            keys.iter()
+                .map(|&k| if k == usize::MAX { 0 } else { per_key[k] })
+                .collect()
+        }
+        _ => {
+            let mut out = vec![0i64; chunk.len()];
+            out.par_chunks_mut(block).enumerate().for_each(|(b, dst)| {
+                for (j, slot) in dst.iter_mut().enumerate() {
+                    *slot = one(chunk.value(b * block + j));
+                }
+            });
+            out
+        }
+    };
+    Ok(Int64Array::new(values.into(), array.logical_nulls()))
+}
+
 /// A row of a length column without a value.
 pub const NO_LENGTH: u64 = u64::MAX;
 

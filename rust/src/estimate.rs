@@ -121,57 +121,14 @@ pub fn estimate_array(
     array: &arrow_array::ArrayRef,
     method: Method,
 ) -> crate::error::Result<arrow_array::Int64Array> {
-    use crate::columns::StrChunk;
-    use arrow_array::Array;
-    use rayon::prelude::*;
-
-    const BLOCK: usize = 16 * 1024;
-    let chunk = StrChunk::new("values", array)?;
-    let est = |v: Option<&str>| v.map_or(0, |s| estimate(s, method) as i64);
-    let values: Vec<i64> = match &chunk {
-        // Estimate each distinct value once.
-        StrChunk::Dict { keys, values } => {
-            let per_key: Vec<i64> = (0..values.len()).map(|k| est(values.value(k))).collect();
-            keys.iter()
-                .map(|&k| if k == usize::MAX { 0 } else { per_key[k] })
-                .collect()
-        }
-        _ => {
-            let mut out = vec![0i64; chunk.len()];
-            out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, dst)| {
-                for (j, slot) in dst.iter_mut().enumerate() {
-                    *slot = est(chunk.value(b * BLOCK + j));
-                }
-            });
-            out
-        }
-    };
-    let nulls = array.logical_nulls();
-    Ok(arrow_array::Int64Array::new(values.into(), nulls))
+    crate::columns::map_strings(array, 16 * 1024, |s| estimate(s, method) as i64)
 }
 
 /// UTF-16 lengths (JavaScript's `.length`) of every string of an Arrow string
 /// array; nulls stay null. What `output_utf16` holds: the opencode estimate of
 /// each text, counted once.
 pub fn utf16_array(array: &arrow_array::ArrayRef) -> crate::error::Result<arrow_array::Int64Array> {
-    use crate::columns::StrChunk;
-    use arrow_array::Array;
-    use rayon::prelude::*;
-
-    const BLOCK: usize = 16 * 1024;
-    let chunk = StrChunk::new("values", array)?;
-    let mut out = vec![0i64; chunk.len()];
-    out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, dst)| {
-        for (j, slot) in dst.iter_mut().enumerate() {
-            *slot = chunk
-                .value(b * BLOCK + j)
-                .map_or(0, |s| utf16_len(s.as_bytes()) as i64);
-        }
-    });
-    Ok(arrow_array::Int64Array::new(
-        out.into(),
-        array.logical_nulls(),
-    ))
+    crate::columns::map_strings(array, 16 * 1024, |s| utf16_len(s.as_bytes()) as i64)
 }
 
 #[cfg(test)]

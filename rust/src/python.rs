@@ -124,15 +124,14 @@ fn estimate_tokens(py: Python<'_>, text: &str, method: &str) -> PyResult<u64> {
     Ok(estimate(text, parse_method(py, method)?))
 }
 
-#[pyfunction]
-#[pyo3(signature = (values, method = "opencode", threads = None))]
-fn estimate_tokens_array(
+/// `f` over every chunk of a string column on the thread pool, the GIL
+/// released: one int64 chunk per input chunk, named as the input.
+fn map_chunks(
     py: Python<'_>,
     values: AnyArray,
-    method: &str,
     threads: Option<usize>,
+    f: impl Fn(&ArrayRef) -> crate::Result<arrow_array::Int64Array> + Sync,
 ) -> PyResult<PyChunkedArray> {
-    let method = parse_method(py, method)?;
     let input = values.into_chunked_array()?;
     let (chunks, field) = input.into_inner();
     let out = py
@@ -140,7 +139,7 @@ fn estimate_tokens_array(
             parallel::run(threads, || {
                 chunks
                     .iter()
-                    .map(|c| estimate_array(c, method).map(|a| Arc::new(a) as ArrayRef))
+                    .map(|c| f(c).map(|a| Arc::new(a) as ArrayRef))
                     .collect::<crate::Result<Vec<_>>>()
             })
         })
@@ -150,26 +149,25 @@ fn estimate_tokens_array(
 }
 
 #[pyfunction]
+#[pyo3(signature = (values, method = "opencode", threads = None))]
+fn estimate_tokens_array(
+    py: Python<'_>,
+    values: AnyArray,
+    method: &str,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    let method = parse_method(py, method)?;
+    map_chunks(py, values, threads, |c| estimate_array(c, method))
+}
+
+#[pyfunction]
 #[pyo3(signature = (values, threads = None))]
 fn utf16_lengths(
     py: Python<'_>,
     values: AnyArray,
     threads: Option<usize>,
 ) -> PyResult<PyChunkedArray> {
-    let input = values.into_chunked_array()?;
-    let (chunks, field) = input.into_inner();
-    let out = py
-        .detach(|| {
-            parallel::run(threads, || {
-                chunks
-                    .iter()
-                    .map(|c| crate::estimate::utf16_array(c).map(|a| Arc::new(a) as ArrayRef))
-                    .collect::<crate::Result<Vec<_>>>()
-            })
-        })
-        .map_err(|e| to_pyerr(py, e))?;
-    let field = Field::new(field.name(), DataType::Int64, true);
-    chunked(out, Arc::new(field))
+    map_chunks(py, values, threads, crate::estimate::utf16_array)
 }
 
 fn parse_family(py: Python<'_>, tokenizer: &str) -> PyResult<crate::tokens::Family> {
@@ -191,20 +189,9 @@ fn count_tokens_array(
     threads: Option<usize>,
 ) -> PyResult<PyChunkedArray> {
     let family = parse_family(py, tokenizer)?;
-    let input = values.into_chunked_array()?;
-    let (chunks, field) = input.into_inner();
-    let out = py
-        .detach(|| {
-            parallel::run(threads, || {
-                chunks
-                    .iter()
-                    .map(|c| crate::tokens::count_array(c, family).map(|a| Arc::new(a) as ArrayRef))
-                    .collect::<crate::Result<Vec<_>>>()
-            })
-        })
-        .map_err(|e| to_pyerr(py, e))?;
-    let field = Field::new(field.name(), DataType::Int64, true);
-    chunked(out, Arc::new(field))
+    map_chunks(py, values, threads, |c| {
+        crate::tokens::count_array(c, family)
+    })
 }
 
 #[pyfunction]

@@ -12,13 +12,11 @@ use std::io::Read;
 use std::str::FromStr;
 use std::sync::LazyLock;
 
-use arrow_array::{Array, ArrayRef, Int64Array};
+use arrow_array::{ArrayRef, Int64Array};
 use bpe::byte_pair_encoding::{read_tiktoken, BytePairEncoding};
-use rayon::prelude::*;
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
-use crate::columns::StrChunk;
 use crate::error::{CoreError, Result};
 
 /// A tokenizer family whose exact counts the core computes.
@@ -131,35 +129,13 @@ pub fn count(text: &str, family: Family) -> u64 {
 /// dictionary of one); nulls stay null. Rows are counted in parallel blocks
 /// (a dictionary's distinct values once each).
 pub fn count_array(array: &ArrayRef, family: Family) -> Result<Int64Array> {
-    const BLOCK: usize = 1024;
-    let chunk = StrChunk::new("values", array)?;
-    let one = |v: Option<&str>| v.map_or(0, |s| count(s, family) as i64);
-    let values: Vec<i64> = match &chunk {
-        StrChunk::Dict { keys, values } => {
-            let per_key: Vec<i64> = (0..values.len())
-                .into_par_iter()
-                .map(|k| one(values.value(k)))
-                .collect();
-            keys.iter()
-                .map(|&k| if k == usize::MAX { 0 } else { per_key[k] })
-                .collect()
-        }
-        _ => {
-            let mut out = vec![0i64; chunk.len()];
-            out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, dst)| {
-                for (j, slot) in dst.iter_mut().enumerate() {
-                    *slot = one(chunk.value(b * BLOCK + j));
-                }
-            });
-            out
-        }
-    };
-    Ok(Int64Array::new(values.into(), array.logical_nulls()))
+    crate::columns::map_strings(array, 1024, |s| count(s, family) as i64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::Array;
     use std::sync::Arc;
 
     #[test]
