@@ -418,3 +418,33 @@ def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None
     code, _, err = run_err(monkeypatch, capsys, "tune", str(tmp_path / "none.parquet"),
                            "--grid", str(grid))  # fmt: skip
     assert code == 3
+
+
+def test_counted_ingest_and_a_report_only_batch(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    src = tmp_path / "runs"
+    src.mkdir()
+    turns = [{"role": "user", "content": "fix it"}]
+    for i in range(6):
+        observation = "<returncode>0</returncode>\n" + "é" * 3000
+        turns += [{"role": "assistant", "content": f"```mswea_bash_command\ncat f{i}.py\n```"},
+                  {"role": "user", "content": observation}]  # fmt: skip
+    (src / "run.traj.json").write_text(json.dumps({"trajectory_format": "mini-swe-agent-1",
+                                                   "messages": turns}))  # fmt: skip
+    rows = tmp_path / "rows.parquet"
+    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(rows), "--count-units",
+                  "--json")  # fmt: skip
+    table = pq.read_table(rows)
+    assert code == 0 and "output_utf16" in table.column_names
+    a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    code, lean = run(monkeypatch, capsys, "batch", str(rows), "--report", a,
+                     "--policy", "swe-agent", "--json")  # fmt: skip
+    code2, full = run(monkeypatch, capsys, "batch", str(rows), str(tmp_path / "parts.parquet"),
+                      "--report", b, "--policy", "swe-agent", "--json")  # fmt: skip
+    assert code == code2 == 0 and lean["parts_out"] == 0 < full["parts_out"]
+    assert lean["tokens_pruned"] == full["tokens_pruned"] > 0
+    assert pq.read_table(a).equals(pq.read_table(b))
+    assert lean["bytes_in"] < full["bytes_in"] / 5  # the outputs were not read
+    code, _, err = run_err(monkeypatch, capsys, "batch", str(rows))
+    assert code == 2 and "nothing to write" in err

@@ -777,8 +777,12 @@ def tune(
 def batch(
     source: Annotated[Path, typer.Argument(metavar="SOURCE", help=SOURCE_HELP)],
     destination: Annotated[
-        Path, typer.Argument(metavar="DESTINATION", help="Output Parquet file.")
-    ],
+        Path | None,
+        typer.Argument(
+            metavar="[DESTINATION]",
+            help="Output Parquet file; omit it for a report-only run (--report).",
+        ),
+    ] = None,
     report: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
     ] = None,
@@ -794,9 +798,15 @@ def batch(
     policy: PolicyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Stream-compact a Parquet dataset of any size in bounded memory."""
+    """Stream-compact a Parquet dataset of any size in bounded memory.
+
+    Without DESTINATION only the --report is written; when the rows hold
+    their outputs' lengths (ingest --count-units) the output text is never read.
+    """
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
+    if destination is None and report is None:
+        raise typer.BadParameter("nothing to write: give a DESTINATION, a --report, or both")
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(destination, "DESTINATION")
@@ -898,6 +908,13 @@ def ingest(
     threads: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
     ] = None,
+    count_units: Annotated[
+        bool,
+        typer.Option(
+            "--count-units",
+            help="Add output_utf16: each output's length, counted once for later scans.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Read session files into a Parquet file of part rows (JSONL natively, all cores).
@@ -915,7 +932,12 @@ def ingest(
 
         with _writing(rejects, "--rejects") as tmp:
             write_rejects(result.rejected, tmp)
-    _write_parquet(result.table, output, "--output")
+    table = result.table
+    if count_units:
+        from ctxcompact.scans import with_output_units
+
+        table = with_output_units(table, threads=threads).to_arrow()
+    _write_parquet(table, output, "--output")
     seconds = time.perf_counter() - start
     size = sum(Path(p).stat().st_size for p in result.formats)
     by_format: dict[str, int] = {}
