@@ -303,6 +303,11 @@ def test_postgres_store_errors_say_which_store_and_why(
         store.append_message(sid, u)
     with pytest.raises(TranscriptError, match="no part nope"):
         store.mark_parts(sid, {"nope": 1})
+    # a part id stored twice: the second message is refused whole
+    again = user()
+    again.parts[0].id = u.parts[0].id
+    with pytest.raises(TranscriptError, match=f"cannot store the parts of message {again.id}"):
+        store.append_message(sid, again)
     assert [m.id for m in store.load(sid).messages] == [u.id]
     store.close()
     # A closed store reconnects on the next call instead of failing.

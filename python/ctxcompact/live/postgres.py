@@ -232,11 +232,20 @@ class PostgresStore:
             ) from None  # fmt: skip
         parts = data.get("parts", [])
         if parts:
-            with db.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO parts (session_id, message_id, id, data) VALUES (%s, %s, %s, %s)",
-                    [(session_id, info["id"], p["id"], _dumps(p)) for p in parts],
-                )
+            try:
+                with db.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO parts (session_id, message_id, id, data) "
+                        "VALUES (%s, %s, %s, %s)",
+                        [(session_id, info["id"], p["id"], _dumps(p)) for p in parts],
+                    )
+            except self._psycopg.errors.UniqueViolation as e:
+                # The whole transaction rolls back: the message is not half-stored.
+                raise TranscriptError(
+                    f"cannot store the parts of message {info['id']}: "
+                    f"{e.diag.message_detail or e.diag.message_primary}",
+                    session_id=session_id, message_id=info["id"],
+                ) from None  # fmt: skip
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
         with self._tx() as db:
