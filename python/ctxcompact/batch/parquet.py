@@ -116,6 +116,67 @@ def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:
     return 0 if len(idx) == 0 else int(idx[-1].as_py()) + 1
 
 
+def _new_sessions(rows: pa.Table, done: set[str], where: Path) -> set[str]:
+    """The session ids of ``rows``; ``NonContiguousError`` naming ``where`` for
+    one already finished (``done``)."""
+    ids = pc.unique(rows.column("session_id").cast(pa.large_string())).to_pylist()
+    again = next((s for s in ids if s in done), None)
+    if again is not None:
+        raise NonContiguousError(
+            f"{where}: session {again!r} appears again after other sessions "
+            "(sort the dataset by session first)",
+            session_id=again, column="session_id",
+        )  # fmt: skip
+    return set(ids)
+
+
+@dataclass
+class _Chunk:
+    """Whole sessions cut from the stream of files: the first ``carried`` rows
+    come from ``carry_path`` (carried over from earlier batches), the rest from
+    ``path``. ``read``: the batch just read (``None`` for the last carry)."""
+
+    rows: pa.Table
+    carried: int
+    carry_path: Path
+    path: Path
+    read: pa.Table | None
+    held: int
+
+
+def _chunks(
+    files: list[Path], batch_rows: int, columns: list[str] | None = None
+) -> Iterator[_Chunk]:
+    """One chunk of whole sessions per batch read (possibly empty: the batch
+    continued one session), then the last carry. Files whose schema differs
+    from the first's raise ``SchemaError``."""
+    schema: pa.Schema | None = None
+    carry: pa.Table | None = None
+    carry_path = files[0] if files else Path()  # the file of the carry's first row
+    path = carry_path
+    for path in files:
+        for batch in _batches(path, batch_rows, columns):
+            table = pa.Table.from_batches([batch])
+            if schema is None:
+                schema = table.schema
+            try:
+                table = table.select(schema.names).cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
+                raise SchemaError(
+                    f"{path}: its schema does not match the first file's ({e})"
+                ) from None
+            combined = table if carry is None else pa.concat_tables([carry, table])
+            cut = _tail_start(combined.column("session_id"))
+            carried = 0 if carry is None else carry.num_rows
+            yield _Chunk(combined.slice(0, cut), min(cut, carried), carry_path, path, table,
+                         combined.num_rows)  # fmt: skip
+            if cut >= carried:
+                carry_path = path
+            carry = combined.slice(cut)
+    if carry is not None:
+        yield _Chunk(carry, carry.num_rows, carry_path, path, None, carry.num_rows)
+
+
 #: What the one-pass scan reads for a report when the outputs' lengths are
 #: counted (schema.rs, Scan::Compact, without output and part_id).
 _REPORT_COLUMNS = (
@@ -180,7 +241,7 @@ def compact_parquet(
     tmp_dest = None if dest is None else dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     columns = None
     if dest is None and files:
-        columns = _report_columns(_open(files[0]).schema_arrow, cfg)
+        columns = _report_columns(metas[0].schema.to_arrow_schema(), cfg)
     tmp_report = None
     if report_path is not None:
         rp = Path(report_path)
@@ -199,18 +260,7 @@ def compact_parquet(
         if rows.num_rows == 0:
             return
         segments = [(rows.slice(0, carried), carry_path), (rows.slice(carried), path)]
-        seen: list[tuple[set[str], Path]] = []
-        for segment, where in segments:
-            column = segment.column("session_id").cast(pa.large_string())
-            ids = pc.unique(column).to_pylist()
-            again = next((s for s in ids if s in done), None)
-            if again is not None:
-                raise NonContiguousError(
-                    f"{where}: session {again!r} appears again after other sessions "
-                    "(sort the dataset by session first)",
-                    session_id=again, column="session_id",
-                )  # fmt: skip
-            seen.append((set(ids), where))
+        seen = [(_new_sessions(segment, done, where), where) for segment, where in segments]
         try:
             parts: pa.Table | None = None
             if tmp_dest is None:
@@ -245,35 +295,17 @@ def compact_parquet(
         stats.tokens_after += int(pc.sum(report["tokens_after"]).as_py() or 0)
 
     try:
-        carry: pa.Table | None = None
-        # the file of the carry's first row
-        carry_path: Path = files[0] if files else Path(report_path or destination or ".")
-        for path in files:
-            for batch in _batches(path, batch_rows, columns):
-                table = pa.Table.from_batches([batch])
+        for chunk in _chunks(files, batch_rows, columns):
+            if chunk.read is not None:
                 if schema is None:
-                    schema = table.schema
-                try:
-                    table = table.select(schema.names).cast(schema)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
-                    raise SchemaError(
-                        f"{path}: its schema does not match the first file's ({e})"
-                    ) from None
-                rows_read += table.num_rows
-                stats.parts_in += table.num_rows
-                stats.bytes_in += table.nbytes
-                combined = table if carry is None else pa.concat_tables([carry, table])
-                stats.peak_rows = max(stats.peak_rows, combined.num_rows)
-                cut = _tail_start(combined.column("session_id"))
-                carried = 0 if carry is None else carry.num_rows
-                process(combined.slice(0, cut), min(cut, carried), carry_path, path)
-                if cut >= carried:
-                    carry_path = path
-                carry = combined.slice(cut)
-                if progress is not None:
-                    progress(rows_read, total)
-        if carry is not None:
-            process(carry, carry.num_rows, carry_path, carry_path)
+                    schema = chunk.read.schema
+                rows_read += chunk.read.num_rows
+                stats.parts_in += chunk.read.num_rows
+                stats.bytes_in += chunk.read.nbytes
+            stats.peak_rows = max(stats.peak_rows, chunk.held)
+            process(chunk.rows, chunk.carried, chunk.carry_path, chunk.path)
+            if chunk.read is not None and progress is not None:
+                progress(rows_read, total)
         if writer is None and tmp_dest is not None:  # an empty dataset: a valid empty output
             empty = schema.empty_table() if schema is not None else pa.table({})
             writer = pq.ParquetWriter(tmp_dest, empty.schema)
@@ -311,40 +343,10 @@ def session_tables(
     if batch_rows < 1:
         raise DatasetError("batch_rows must be at least 1")
     done: set[str] = set()
-    carry: pa.Table | None = None
-    schema: pa.Schema | None = None
-
-    def whole(rows: pa.Table, path: Path) -> pa.Table:
-        ids = pc.unique(rows.column("session_id").cast(pa.large_string())).to_pylist()
-        again = next((s for s in ids if s in done), None)
-        if again is not None:
-            raise NonContiguousError(
-                f"{path}: session {again!r} appears again after other sessions "
-                "(sort the dataset by session first)",
-                session_id=again, column="session_id",
-            )  # fmt: skip
-        done.update(ids)
-        return rows
-
-    path = Path()
-    for path in parquet_files(source):
-        for batch in _batches(path, batch_rows):
-            table = pa.Table.from_batches([batch])
-            if schema is None:
-                schema = table.schema
-            try:
-                table = table.select(schema.names).cast(schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
-                raise SchemaError(
-                    f"{path}: its schema does not match the first file's ({e})"
-                ) from None
-            combined = table if carry is None else pa.concat_tables([carry, table])
-            cut = _tail_start(combined.column("session_id"))
-            if cut:
-                yield whole(combined.slice(0, cut), path)
-            carry = combined.slice(cut)
-    if carry is not None and carry.num_rows:
-        yield whole(carry, path)
+    for chunk in _chunks(parquet_files(source), batch_rows):
+        if chunk.rows.num_rows:
+            done |= _new_sessions(chunk.rows, done, chunk.path)
+            yield chunk.rows
 
 
 __all__ = ["REQUIRED", "BatchReport", "compact_parquet", "parquet_files", "session_tables"]
