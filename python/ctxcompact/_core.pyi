@@ -21,6 +21,7 @@ __all__ = [
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
+    "estimator_table",
     "ingest_jsonl",
     "mark_rows",
     "overflow_check",
@@ -41,6 +42,7 @@ ERROR_CLASSES: list[str]
 FORMATS: tuple[str, ...]
 
 def estimate_tokens(text: str, method: str = "opencode") -> int: ...
+def estimator_table(family: str) -> bytes: ...
 def estimate_tokens_array(
     values: Any, method: str = "opencode", threads: int | None = None
 ) -> Any: ...

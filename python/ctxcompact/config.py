@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ctxcompact.errors import ConfigError
+from ctxcompact.estimators import EstimateMethod
 from ctxcompact.policy import Policy
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -98,10 +99,12 @@ class CompactionConfig(BaseSettings):
     )
 
     # --- estimates
-    estimate_method: Literal["opencode", "ceil-bytes"] = Field(
+    estimate_method: EstimateMethod = Field(
         "opencode",
-        description="Token estimate: 'opencode' (UTF-16 length / 4, rounded) or "
-        "'ceil-bytes' (UTF-8 bytes / 4, rounded up).",
+        description="Token estimate: 'opencode' (UTF-16 length / 4, rounded), "
+        "'ceil-bytes' (UTF-8 bytes / 4, rounded up), or a tokenizer family's fitted "
+        "estimate: o200k, cl100k, llama3, qwen, tekken, deepseek, each also "
+        "'<family>-conservative' (docs/estimators.md).",
     )
     message_overhead: int = Field(
         4, ge=0, description="Tokens added per message for the role and framing."

@@ -7,8 +7,14 @@
 //! the result is `(n + 2) / 4` in integer arithmetic, not Rust's or Python's
 //! half-to-even rounding.
 
+//!
+//! `Bigram` is a fitted estimate of one tokenizer family (`bigram.rs`); its
+//! length units are 1/65536 of a token, and `conservative` scales the sum by
+//! the family's factor before rounding.
+
 use std::str::FromStr;
 
+use crate::bigram::{Family, SCALE};
 use crate::error::CoreError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,6 +24,16 @@ pub enum Method {
     Opencode,
     /// `ceil(utf8_len / 4)`: the Go and TypeScript designs.
     CeilBytes,
+    /// The family's fitted byte-bigram table; `conservative` rarely under-counts.
+    Bigram { family: Family, conservative: bool },
+}
+
+impl Method {
+    /// Lengths add up over concatenation (no byte's weight depends on its
+    /// neighbours), so a length counted once stands for its text anywhere.
+    pub fn additive(self) -> bool {
+        !matches!(self, Method::Bigram { .. })
+    }
 }
 
 impl FromStr for Method {
@@ -25,11 +41,27 @@ impl FromStr for Method {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "opencode" => Ok(Method::Opencode),
-            "ceil-bytes" => Ok(Method::CeilBytes),
-            other => Err(CoreError::Config(format!(
-                "unknown estimate method {other:?}; expected \"opencode\" or \"ceil-bytes\""
-            ))),
+            "opencode" => return Ok(Method::Opencode),
+            "ceil-bytes" => return Ok(Method::CeilBytes),
+            _ => {}
+        }
+        let (name, conservative) = match s.strip_suffix("-conservative") {
+            Some(name) => (name, true),
+            None => (s, false),
+        };
+        match name.parse::<Family>() {
+            Ok(family) => Ok(Method::Bigram {
+                family,
+                conservative,
+            }),
+            Err(_) => {
+                let families: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+                Err(CoreError::Config(format!(
+                    "unknown estimate method {s:?}; expected \"opencode\", \"ceil-bytes\", \
+                     or a tokenizer family ({}), optionally with \"-conservative\"",
+                    families.join(", ")
+                )))
+            }
         }
     }
 }
@@ -85,14 +117,15 @@ fn utf16_len_portable(bytes: &[u8]) -> usize {
             .sum::<usize>()
 }
 
-/// The length `method` rounds over: UTF-16 code units (`Opencode`) or UTF-8
-/// bytes (`CeilBytes`). Lengths add up, so the estimate of texts joined by a
-/// separator is `round(sum of lengths + separators)` without building the string.
+/// The length `method` rounds over: UTF-16 code units (`Opencode`), UTF-8
+/// bytes (`CeilBytes`), or a family's weight units (`Bigram`). Texts joined
+/// without building the joined string: `Units`.
 #[inline]
 pub fn text_units(bytes: &[u8], method: Method) -> u64 {
     match method {
         Method::Opencode => utf16_len(bytes) as u64,
         Method::CeilBytes => bytes.len() as u64,
+        Method::Bigram { family, .. } => family.table().units_after([None, None], bytes),
     }
 }
 
@@ -102,6 +135,70 @@ pub fn estimate_units(units: u64, method: Method) -> u64 {
     match method {
         Method::Opencode => (units + 2) / 4,
         Method::CeilBytes => units.div_ceil(4),
+        Method::Bigram {
+            family,
+            conservative,
+        } => {
+            let units = match conservative {
+                // u128: a factor above 1 times a sum of up to 2^16 per byte.
+                true => {
+                    (u128::from(units) * u128::from(family.table().conservative)
+                        / u128::from(SCALE)) as u64
+                }
+                false => units,
+            };
+            (units + SCALE / 2) / SCALE
+        }
+    }
+}
+
+/// The length units of texts read one after another, equal to `text_units`
+/// of their concatenation (a message's blocks and separators, a cut output's
+/// head, marker and tail) without building it.
+#[derive(Debug, Clone, Copy)]
+pub struct Units {
+    method: Method,
+    total: u64,
+    /// The last two bytes read (newest last), which the next piece's
+    /// first bytes are weighed against (`Bigram` only).
+    tail: [Option<u8>; 2],
+}
+
+impl Units {
+    pub fn new(method: Method) -> Self {
+        Units {
+            method,
+            total: 0,
+            tail: [None, None],
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        match self.method {
+            Method::Bigram { family, .. } => {
+                self.total += family.table().units_after(self.tail, bytes);
+                match bytes {
+                    [] => {}
+                    [only] => self.tail = [self.tail[1], Some(*only)],
+                    [.., a, b] => self.tail = [Some(*a), Some(*b)],
+                }
+            }
+            method => self.total += text_units(bytes, method),
+        }
+    }
+
+    /// A text known only by its length (counted once): additive methods only.
+    pub fn push_counted(&mut self, units: u64) {
+        debug_assert!(self.method.additive());
+        self.total += units;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn tokens(&self) -> u64 {
+        estimate_units(self.total, self.method)
     }
 }
 

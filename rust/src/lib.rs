@@ -4,6 +4,7 @@
 //! Pure Rust; the Python bindings live in `python.rs` behind the `python`
 //! feature so `cargo test` and `cargo bench` need no interpreter.
 
+pub mod bigram;
 pub mod codes;
 pub mod columns;
 pub mod compact;

@@ -16,12 +16,14 @@
 //! - a message with nothing to send (only reasoning or step markers, ignored
 //!   text, ...) is not sent and costs 0.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
 use crate::columns::StrCol;
 use crate::error::{CoreError, Location, Result};
-use crate::estimate::{estimate, estimate_units, text_units, Method};
+use crate::estimate::{estimate, estimate_units, text_units, Method, Units};
 use crate::pivot::Visible;
 use crate::render::{self, Render, CLEARED_INPUT};
 use crate::table::{Message, PartTable};
@@ -138,42 +140,76 @@ pub fn estimates_of(
         .collect()
 }
 
-/// Blocks of one message's content, summed as length units; the separators
-/// are added once the number of blocks (and the separator) is known.
-#[derive(Default)]
-struct Content {
+/// Blocks of one message's content. Additive methods sum their length units
+/// as they come (a length counted once is enough); the others keep the
+/// blocks and read them joined once the separator is known.
+struct Content<'a> {
+    method: Method,
     units: u64,
     blocks: u64,
+    pieces: Vec<Cow<'a, str>>,
 }
 
-impl Content {
-    fn push(&mut self, text: &str, method: Method) {
-        self.push_units(text_units(text.as_bytes(), method));
+impl<'a> Content<'a> {
+    fn new(method: Method) -> Self {
+        Content {
+            method,
+            units: 0,
+            blocks: 0,
+            pieces: Vec::new(),
+        }
     }
 
-    fn push_units(&mut self, units: u64) {
-        self.units += units;
+    fn push(&mut self, text: Cow<'a, str>) {
+        match self.method.additive() {
+            true => self.units += text_units(text.as_bytes(), self.method),
+            false => self.pieces.push(text),
+        }
         self.blocks += 1;
     }
 
-    /// Tokens of the blocks joined by a separator of `sep` units (ASCII, so
-    /// the same in UTF-16 units and bytes).
-    fn tokens(&self, sep: u64, method: Method) -> u64 {
-        estimate_units(self.units + sep * self.blocks.saturating_sub(1), method)
+    /// The output column's text at `row` (empty when null), counted once
+    /// when the table has its length. Returns whether anything was added.
+    fn push_output(&mut self, table: &PartTable<'a>, row: usize) -> bool {
+        if self.method.additive() {
+            let units = table.output_units(row, self.method);
+            self.units += units;
+            self.blocks += u64::from(units > 0);
+            return units > 0;
+        }
+        let text = table.output_text(row);
+        if !text.is_empty() {
+            self.push(Cow::Borrowed(text));
+        }
+        !text.is_empty()
+    }
+
+    /// Tokens of the blocks joined by `sep` (ASCII).
+    fn tokens(&self, sep: &str) -> u64 {
+        if self.method.additive() {
+            let seps = text_units(sep.as_bytes(), self.method) * self.blocks.saturating_sub(1);
+            return estimate_units(self.units + seps, self.method);
+        }
+        let mut units = Units::new(self.method);
+        for (i, piece) in self.pieces.iter().enumerate() {
+            if i > 0 {
+                units.push(sep.as_bytes());
+            }
+            units.push(piece.as_bytes());
+        }
+        units.tokens()
     }
 }
 
 /// A text part as user and assistant messages send it: non-empty and not ignored.
-fn push_sent_text(
-    table: &PartTable<'_>,
-    row: usize,
-    content: &mut Content,
-    method: Method,
-) -> Result<()> {
-    // The length is all the estimate needs (counted once when output_utf16 is there).
-    let units = table.output_units(row, method);
-    if units > 0 && !ignored(table, row)? {
-        content.push_units(units);
+fn push_sent_text<'a>(table: &PartTable<'a>, row: usize, content: &mut Content<'a>) -> Result<()> {
+    // The length is all an additive estimate needs (counted once when output_utf16 is there).
+    let empty = match content.method.additive() {
+        true => table.output_units(row, content.method) == 0,
+        false => table.output_text(row).is_empty(),
+    };
+    if !empty && !ignored(table, row)? {
+        content.push_output(table, row);
     }
     Ok(())
 }
@@ -188,19 +224,16 @@ fn message_tokens(
     known: &[(usize, u64)],
 ) -> Result<u64> {
     let method = config.method;
-    let mut content = Content::default();
+    let mut content = Content::new(method);
     match msg.role {
         role::ASSISTANT => {
             let (mut calls, mut sent) = (0u64, 0u64);
-            let mut reasoning = Content::default();
+            let mut reasoning = Content::new(method);
             for row in msg.rows.clone() {
                 match table.part_type[row] {
-                    part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
+                    part_type::TEXT => push_sent_text(table, row, &mut content)?,
                     part_type::REASONING if thinking => {
-                        let units = table.output_units(row, method);
-                        if units > 0 {
-                            reasoning.push_units(units);
-                        }
+                        reasoning.push_output(table, row);
                     }
                     part_type::TOOL => {
                         let cleared = table.flags[row] & flag::COMPACTED != 0;
@@ -223,28 +256,25 @@ fn message_tokens(
             }
             let reasoning = match reasoning.blocks {
                 0 => 0,
-                _ => reasoning.tokens(2, method),
+                _ => reasoning.tokens("\n\n"),
             };
-            Ok(config.overhead + content.tokens(2, method) + reasoning + calls)
+            Ok(config.overhead + content.tokens("\n\n") + reasoning + calls)
         }
         role::SYSTEM => {
             for row in msg.rows.clone() {
                 if table.part_type[row] == part_type::TEXT {
-                    let units = table.output_units(row, method);
-                    if units > 0 {
-                        content.push_units(units);
-                    }
+                    content.push_output(table, row);
                 }
             }
-            Ok(sent_content(&content, 2, config))
+            Ok(sent_content(&content, "\n\n", config))
         }
         // user, and anything else sent in the user's place
         _ => {
             let mut image = false;
             for row in msg.rows.clone() {
                 match table.part_type[row] {
-                    part_type::TEXT => push_sent_text(table, row, &mut content, method)?,
-                    part_type::COMPACTION => content.push(COMPACTION_QUESTION, method),
+                    part_type::TEXT => push_sent_text(table, row, &mut content)?,
+                    part_type::COMPACTION => content.push(Cow::Borrowed(COMPACTION_QUESTION)),
                     FILE => {
                         let file = FilePart::read(table, row)?;
                         let url = file.url.as_deref().filter(|u| !u.is_empty());
@@ -253,7 +283,7 @@ fn message_tokens(
                                 if file.mime.as_deref().unwrap_or("").starts_with("image/") =>
                             {
                                 image = true;
-                                content.push(url, method);
+                                content.push(Cow::Owned(url.to_owned()));
                             }
                             _ => {
                                 let name = [file.filename.as_deref(), url]
@@ -263,7 +293,7 @@ fn message_tokens(
                                     .unwrap_or("file");
                                 // As Python formats it: a missing mime reads "None".
                                 let mime = file.mime.as_deref().unwrap_or("None");
-                                content.push(&format!("[file: {name} ({mime})]"), method);
+                                content.push(Cow::Owned(format!("[file: {name} ({mime})]")));
                             }
                         }
                     }
@@ -271,7 +301,11 @@ fn message_tokens(
                 }
             }
             // With an image the content is a list of blocks, whose text is joined by "\n".
-            Ok(sent_content(&content, if image { 1 } else { 2 }, config))
+            Ok(sent_content(
+                &content,
+                if image { "\n" } else { "\n\n" },
+                config,
+            ))
         }
     }
 }
@@ -281,11 +315,11 @@ fn value<'a>(column: &Option<StrCol<'a>>, row: usize) -> Option<&'a str> {
     column.as_ref().and_then(|c| c.get(row))
 }
 
-fn sent_content(content: &Content, sep: u64, config: MessageEstimateConfig) -> u64 {
+fn sent_content(content: &Content<'_>, sep: &str, config: MessageEstimateConfig) -> u64 {
     if content.blocks == 0 {
         0
     } else {
-        config.overhead + content.tokens(sep, config.method)
+        config.overhead + content.tokens(sep)
     }
 }
 
@@ -339,12 +373,13 @@ fn tool_result_tokens(
             let output = output_text(table, row, "truncate_output")?;
             Ok(match render::truncated(output, budget) {
                 Some(_) if pinned(table, row)? => estimate(output, method),
-                Some((head, marker, tail)) => estimate_units(
-                    text_units(head.as_bytes(), method)
-                        + text_units(marker.as_bytes(), method)
-                        + text_units(tail.as_bytes(), method),
-                    method,
-                ),
+                Some((head, marker, tail)) => {
+                    let mut units = Units::new(method);
+                    for piece in [head, marker.as_str(), tail] {
+                        units.push(piece.as_bytes());
+                    }
+                    units.tokens()
+                }
                 None => estimate(output, method),
             })
         }

@@ -124,6 +124,14 @@ fn estimate_tokens(py: Python<'_>, text: &str, method: &str) -> PyResult<u64> {
     Ok(estimate(text, parse_method(py, method)?))
 }
 
+/// A family's built-in estimator table as stored (header and weights), for
+/// the pure-Python reference and for inspection.
+#[pyfunction]
+fn estimator_table(py: Python<'_>, family: &str) -> PyResult<Py<pyo3::types::PyBytes>> {
+    let family: crate::bigram::Family = family.parse().map_err(|e| to_pyerr(py, e))?;
+    Ok(pyo3::types::PyBytes::new(py, family.raw()).unbind())
+}
+
 /// `f` over every chunk of a string column on the thread pool, the GIL
 /// released: one int64 chunk per input chunk, named as the input.
 fn map_chunks(
@@ -624,6 +632,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;
+    m.add_function(wrap_pyfunction!(estimator_table, m)?)?;
     m.add_function(wrap_pyfunction!(pivot, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;
     m.add_function(wrap_pyfunction!(mark_rows, m)?)?;

@@ -117,6 +117,12 @@ impl<'a> PartTable<'a> {
         text_units(text.as_bytes(), method)
     }
 
+    /// The output column's text at `row` ("" when null or not read).
+    #[inline]
+    pub fn output_text(&self, row: usize) -> &'a str {
+        self.output.as_ref().and_then(|c| c.get(row)).unwrap_or("")
+    }
+
     /// An error unless every output's length under `method` can be known:
     /// read without its outputs, a table has only their UTF-16 lengths
     /// (`output_utf16`), which the opencode estimate needs and no other.

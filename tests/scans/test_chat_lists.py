@@ -77,6 +77,7 @@ def test_validation_names_the_message() -> None:
 
 from pathlib import Path  # noqa: E402
 
+from ctxcompact.estimators import METHODS  # noqa: E402
 from ctxcompact.models import (  # noqa: E402
     AssistantMessage,
     MessageWithParts,
@@ -181,7 +182,7 @@ def _assert_paths_agree(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_sessions(), st.sampled_from(["opencode", "ceil-bytes"]), st.integers(0, 6))
+@given(_sessions(), st.sampled_from(METHODS), st.integers(0, 6))
 def test_batch_and_live_estimates_agree(session: Session, method: str, overhead: int) -> None:
     _assert_paths_agree(session, method, overhead)
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import NonContiguousError
+from ctxcompact.estimators import METHODS
 from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
 from ctxcompact.scans.parts import compact_pass, with_output_units
@@ -161,7 +162,7 @@ class Config:
 
 
 @settings(max_examples=300, deadline=None)
-@given(transcripts(), st.booleans(), st.sampled_from(["opencode", "ceil-bytes"]))
+@given(transcripts(), st.booleans(), st.sampled_from(METHODS))
 def test_prune_matches_reference(
     data: tuple[list[dict[str, Any]], pa.Table], continue_past: bool, method: str
 ) -> None:
@@ -213,7 +214,7 @@ def counted_once(table: pa.Table, counted: bool) -> pa.Table:
 @given(
     transcripts(),
     POLICY_OPTIONS,
-    st.sampled_from(["opencode", "ceil-bytes"]),
+    st.sampled_from(METHODS),
     st.integers(0, 6),
     st.booleans(),
 )
@@ -277,7 +278,7 @@ def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) ->
 @given(
     transcripts(),
     st.integers(0, 8),
-    st.sampled_from(["opencode", "ceil-bytes"]),
+    st.sampled_from(METHODS),
     st.fixed_dictionaries(RENDER_OPTIONS),
     st.booleans(),
 )
@@ -303,7 +304,7 @@ def test_message_estimates_match_reference(
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(), st.sampled_from(["opencode", "ceil-bytes"]))
+@given(st.text(), st.sampled_from(METHODS))
 def test_estimate_matches_reference_on_any_unicode(text: str, method: str) -> None:
     assert cc.estimate_tokens(text, method) == ref.estimate(text, method)  # type: ignore[arg-type]
 

@@ -25,6 +25,7 @@ from ctxcompact.clients.base import (
 )
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, SummaryError
+from ctxcompact.estimators import EstimateMethod
 from ctxcompact.live import prompts
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.view import COMPACTION_QUESTION
@@ -391,7 +392,7 @@ def truncate_history(
     history: Sequence[Message],
     max_tokens: int,
     *,
-    method: Literal["opencode", "ceil-bytes"] = "opencode",
+    method: EstimateMethod = "opencode",
 ) -> str:
     """The newest turns of ``history`` as text, as many as fit ``max_tokens``."""
     kept: list[str] = []

@@ -9,19 +9,21 @@ import pyarrow as pa
 
 from ctxcompact import _core
 from ctxcompact.errors import ConfigError
-
-EstimateMethod = Literal["opencode", "ceil-bytes"]
+from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
 
 
 def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
     """Estimated tokens of ``text``.
 
     ``opencode``: ``round(utf16_length / 4)`` rounding half up, as OpenCode's
-    JavaScript computes it. ``ceil-bytes``: ``ceil(utf8_bytes / 4)``.
+    JavaScript computes it. ``ceil-bytes``: ``ceil(utf8_bytes / 4)``. A family
+    (``o200k``, ``cl100k``, ``llama3``, ``qwen``, ``tekken``, ``deepseek``):
+    that tokenizer's fitted byte-bigram estimate, ``<family>-conservative``
+    the same scaled to rarely under-count (docs/estimators.md).
 
     A lone surrogate (possible in a Python ``str`` decoded from JSON, never in
-    UTF-8 or Arrow) counts as one UTF-16 unit, as in JavaScript, and as three
-    bytes (its WTF-8 form) for ``ceil-bytes``.
+    UTF-8 or Arrow) counts as one UTF-16 unit, as in JavaScript, as three
+    bytes (its WTF-8 form) for ``ceil-bytes``, and as ``?`` for a family.
     """
     try:
         return _core.estimate_tokens(text, method)
@@ -31,7 +33,7 @@ def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
             return (units + 2) // 4  # floor(units / 4 + 0.5)
         if method == "ceil-bytes":
             return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
-        return _core.estimate_tokens("", method)  # the core names the bad method
+        return _core.estimate_tokens(text.encode("utf-8", "replace").decode("utf-8"), method)
 
 
 def check_threads(threads: int | None) -> int | None:

@@ -8,6 +8,7 @@ docs/schema.md), so it shares no code with the Rust path.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,7 +37,44 @@ def estimate(text: str | None, method: str = "opencode") -> int:
         return max(0, math.floor(js_length(text) / 4 + 0.5))
     if method == "ceil-bytes":
         return math.ceil(len(text.encode("utf-8")) / 4)
-    raise ValueError(f"unknown method {method!r}")
+    family, conservative = method.removesuffix("-conservative"), method.endswith("-conservative")
+    # A lone surrogate (never in UTF-8) is read as "?", as the facade does.
+    return bigram_estimate(text.encode("utf-8", "replace"), family, conservative)
+
+
+#: The bytes whose runs read their own row of the table (257 + index).
+_RUNS = b" \t"
+
+
+@functools.cache
+def _bigram_table(family: str) -> tuple[list[list[int]], int]:
+    """The family's weights as rows (256 previous bytes, the start row, one
+    row per run byte) and its conservative factor, both in 1/65536."""
+    from ctxcompact import _core
+
+    raw = _core.estimator_table(family)  # ValueError-free: unknown families raise ConfigError
+    factor = int.from_bytes(raw[8:12], "little")
+    weights = [int.from_bytes(raw[i : i + 2], "little") for i in range(16, len(raw), 2)]
+    return [weights[r * 256 : (r + 1) * 256] for r in range(257 + len(_RUNS))], factor
+
+
+def bigram_estimate(data: bytes, family: str, conservative: bool = False) -> int:
+    """Sum of each byte's weight: the row of its previous byte (the start row
+    for the first), or its run's row when the bytes before and after it are
+    the same space or tab; rounded half up from 1/65536 tokens."""
+    rows, factor = _bigram_table(family)
+    total = 0
+    for i, byte in enumerate(data):
+        if i == 0:
+            row = 256
+        elif byte in _RUNS and data[i - 1] == byte and i + 1 < len(data) and data[i + 1] == byte:
+            row = 257 + _RUNS.index(byte)
+        else:
+            row = data[i - 1]
+        total += rows[row][byte]
+    if conservative:
+        total = total * factor // 65536
+    return (total + 32768) // 65536
 
 
 # --- overflow ---------------------------------------------------------------------------

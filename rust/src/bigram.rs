@@ -1,0 +1,333 @@
+//! Fitted byte-bigram token estimates, one table per tokenizer family.
+//!
+//! A weight `W[previous byte][byte]` is the chance that the family's
+//! tokenizer starts a token at that byte; a text's estimate is the sum of its
+//! bytes' weights. The first byte of a text reads the start row (it always
+//! starts a token). A space or tab inside a run of them (the same byte before
+//! and after) reads a row of its own: tokenizers take a run as one token up
+//! to its last byte, which no byte pair can tell apart from a lone pair.
+//!
+//! Weights are u16 in 1/65536 of a token and summed exactly in u64 (f32 sums
+//! drift on long texts). The tables are fitted by `tools/estimators/fit.py`
+//! from exact counts (rust/assets/estimators/README.md) and built in.
+
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use crate::error::CoreError;
+
+/// Tokenizer families with a fitted table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    O200k,
+    Cl100k,
+    Llama3,
+    Qwen,
+    Tekken,
+    Deepseek,
+}
+
+impl Family {
+    pub const ALL: [Family; 6] = [
+        Family::O200k,
+        Family::Cl100k,
+        Family::Llama3,
+        Family::Qwen,
+        Family::Tekken,
+        Family::Deepseek,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::O200k => "o200k",
+            Family::Cl100k => "cl100k",
+            Family::Llama3 => "llama3",
+            Family::Qwen => "qwen",
+            Family::Tekken => "tekken",
+            Family::Deepseek => "deepseek",
+        }
+    }
+
+    /// The table as built in: header and weights (`Table::decode`).
+    pub fn raw(self) -> &'static [u8] {
+        match self {
+            Family::O200k => include_bytes!("../assets/estimators/o200k.bin"),
+            Family::Cl100k => include_bytes!("../assets/estimators/cl100k.bin"),
+            Family::Llama3 => include_bytes!("../assets/estimators/llama3.bin"),
+            Family::Qwen => include_bytes!("../assets/estimators/qwen.bin"),
+            Family::Tekken => include_bytes!("../assets/estimators/tekken.bin"),
+            Family::Deepseek => include_bytes!("../assets/estimators/deepseek.bin"),
+        }
+    }
+
+    /// The family's table, decoded on first use.
+    pub fn table(self) -> &'static Table {
+        static TABLES: [OnceLock<Table>; 6] = [const { OnceLock::new() }; 6];
+        TABLES[self as usize].get_or_init(|| Table::decode(self.raw()).expect("built-in table"))
+    }
+}
+
+impl FromStr for Family {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| CoreError::Config(format!("unknown tokenizer family {s:?}")))
+    }
+}
+
+/// One token in weight units.
+pub const SCALE: u64 = 1 << 16;
+const START: usize = 256;
+/// Bytes whose runs have their own row (START + 1 + index).
+const RUNS: [u8; 2] = [b' ', b'\t'];
+const ROWS: usize = 257 + RUNS.len();
+// `inside_runs` counts these two bytes.
+const _: () = assert!(RUNS[0] == b' ' && RUNS[1] == b'\t');
+const MAGIC: &[u8; 8] = b"ctxbgr1\0";
+
+/// A family's weights and its conservative factor (in 1/65536).
+pub struct Table {
+    weights: Box<[u16]>,
+    /// The pair rows again, indexed by the two bytes read as one
+    /// little-endian u16 (`prev | byte << 8`): one load makes the index.
+    by_pair: Box<[u16; 65536]>,
+    /// `W[b][b] - W[run row][b]` for each run byte: what a byte inside a run
+    /// takes off the pair sum.
+    run_delta: [u64; RUNS.len()],
+    pub conservative: u64,
+}
+
+impl Table {
+    /// Header: magic, conservative factor (u32, 1/65536), reserved u32; then
+    /// `ROWS x 256` little-endian u16 weights.
+    pub fn decode(raw: &[u8]) -> Result<Table, CoreError> {
+        let bad = |why: &str| CoreError::Config(format!("not an estimator table: {why}"));
+        if raw.len() != 16 + ROWS * 256 * 2 {
+            return Err(bad("wrong size"));
+        }
+        if &raw[..8] != MAGIC {
+            return Err(bad("wrong magic"));
+        }
+        let conservative = u64::from(u32::from_le_bytes(raw[8..12].try_into().expect("4")));
+        let weights: Box<[u16]> = raw[16..]
+            .chunks_exact(2)
+            .map(|w| u16::from_le_bytes([w[0], w[1]]))
+            .collect();
+        let mut run_delta = [0u64; RUNS.len()];
+        for (k, &b) in RUNS.iter().enumerate() {
+            let pair = weights[(b as usize) << 8 | b as usize];
+            let run = weights[(START + 1 + k) << 8 | b as usize];
+            // A run row above its pair weight would make the sum go down by a
+            // negative amount; the fit keeps it at or below.
+            if run > pair {
+                return Err(bad("a run weight above its pair weight"));
+            }
+            run_delta[k] = u64::from(pair - run);
+        }
+        let mut by_pair: Box<[u16; 65536]> = vec![0u16; 65536]
+            .into_boxed_slice()
+            .try_into()
+            .expect("65536 weights");
+        for (i, &w) in weights[..65536].iter().enumerate() {
+            let (prev, byte) = (i >> 8, i & 0xFF);
+            by_pair[byte << 8 | prev] = w;
+        }
+        Ok(Table {
+            weights,
+            by_pair,
+            run_delta,
+            conservative,
+        })
+    }
+
+    /// Weight units of `bytes` read after `tail` (the last two bytes read
+    /// before, newest last; `None`: the text starts here). Summing the units
+    /// of consecutive pieces this way equals the units of their concatenation.
+    pub fn units_after(&self, tail: [Option<u8>; 2], bytes: &[u8]) -> u64 {
+        let Some(&first) = bytes.first() else {
+            return 0;
+        };
+        let w = &self.weights;
+        let mut total = match tail[1] {
+            None => u64::from(w[START << 8 | first as usize]),
+            Some(prev) => u64::from(w[(prev as usize) << 8 | first as usize]),
+        };
+        total += pair_sum(&self.by_pair, bytes);
+        let (spaces, tabs) = inside_runs(bytes);
+        let mut inside = [spaces, tabs];
+        for (k, &r) in RUNS.iter().enumerate() {
+            // The first byte: its previous byte is the previous piece's last.
+            if let (Some(prev), Some(&second)) = (tail[1], bytes.get(1)) {
+                inside[k] += u64::from(prev == r && first == r && second == r);
+            }
+            // The previous piece's last byte, now that its next byte is known.
+            if let (Some(before), Some(last)) = (tail[0], tail[1]) {
+                inside[k] += u64::from(before == r && last == r && first == r);
+            }
+            total -= inside[k] * self.run_delta[k];
+        }
+        total
+    }
+}
+
+/// The weights of every byte pair inside `bytes`, four sums side by side so
+/// the table loads do not wait on each other.
+#[inline]
+fn pair_sum(by_pair: &[u16; 65536], bytes: &[u8]) -> u64 {
+    let pairs = bytes.windows(2);
+    let mut sums = [0u64; 4];
+    let mut quads = bytes[..bytes.len().saturating_sub(1)].chunks_exact(4);
+    let mut at = 0;
+    for _ in &mut quads {
+        for (j, sum) in sums.iter_mut().enumerate() {
+            let i = at + j;
+            *sum += u64::from(by_pair[usize::from(u16::from_le_bytes([bytes[i], bytes[i + 1]]))]);
+        }
+        at += 4;
+    }
+    let rest: u64 = pairs
+        .skip(at)
+        .map(|p| u64::from(by_pair[usize::from(u16::from_le_bytes([p[0], p[1]]))]))
+        .sum();
+    sums.iter().sum::<u64>() + rest
+}
+
+/// Spaces and tabs inside a run of their own byte within `bytes` (the same
+/// byte before and after). Branch-free so it vectorises.
+#[inline]
+fn inside_runs(bytes: &[u8]) -> (u64, u64) {
+    if bytes.len() < 3 {
+        return (0, 0);
+    }
+    let (a, b, c) = (
+        &bytes[..bytes.len() - 2],
+        &bytes[1..bytes.len() - 1],
+        &bytes[2..],
+    );
+    let (mut spaces, mut tabs) = (0u64, 0u64);
+    for ((a, b), c) in a.chunks(4096).zip(b.chunks(4096)).zip(c.chunks(4096)) {
+        let (mut s, mut t) = (0u32, 0u32);
+        for ((&x, &y), &z) in a.iter().zip(b).zip(c) {
+            let run = (x == y) & (y == z);
+            s += u32::from(run & (y == b' '));
+            t += u32::from(run & (y == b'\t'));
+        }
+        spaces += u64::from(s);
+        tabs += u64::from(t);
+    }
+    (spaces, tabs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition, byte by byte: the row of the previous byte (the start
+    /// row first), or the run row inside a run of spaces or tabs.
+    fn by_definition(table: &Table, bytes: &[u8]) -> u64 {
+        let mut total = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let row = if i == 0 {
+                START
+            } else if let Some(k) = RUNS
+                .iter()
+                .position(|&r| r == b && bytes[i - 1] == b && bytes.get(i + 1) == Some(&b))
+            {
+                START + 1 + k
+            } else {
+                bytes[i - 1] as usize
+            };
+            total += u64::from(table.weights[row << 8 | b as usize]);
+        }
+        total
+    }
+
+    fn texts() -> Vec<Vec<u8>> {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet: &[&[u8]] = &[b" ", b"\t", b"a", b"Z", b"\n", "é".as_bytes(), b"7", b"  "];
+        (0..400)
+            .map(|_| {
+                let n = (next() % 40) as usize;
+                (0..n)
+                    .flat_map(|_| alphabet[(next() % alphabet.len() as u64) as usize].to_vec())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_built_in_table_decodes() {
+        for family in Family::ALL {
+            let table = family.table();
+            assert!(table.conservative >= SCALE, "{family:?} scales down");
+            assert_eq!(family.name().parse::<Family>().unwrap(), family);
+        }
+    }
+
+    #[test]
+    fn the_fast_sum_is_the_definition() {
+        let table = Family::O200k.table();
+        for text in texts() {
+            assert_eq!(
+                table.units_after([None, None], &text),
+                by_definition(table, &text),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn pieces_read_one_after_another_sum_to_the_whole() {
+        let table = Family::Qwen.table();
+        for text in texts() {
+            for cut in 0..=text.len() {
+                let (a, b) = text.split_at(cut);
+                let tail = match a {
+                    [] => [None, None],
+                    [x] => [None, Some(*x)],
+                    [.., x, y] => [Some(*x), Some(*y)],
+                };
+                let split = table.units_after([None, None], a) + table.units_after(tail, b);
+                assert_eq!(split, by_definition(table, &text), "{a:?} | {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_of_spaces_costs_about_one_token() {
+        let table = Family::O200k.table();
+        let text = format!("x{}y", " ".repeat(1000));
+        let tokens = (table.units_after([None, None], text.as_bytes()) + SCALE / 2) / SCALE;
+        assert!(tokens <= 6, "{tokens} tokens for a run of 1000 spaces");
+    }
+
+    #[test]
+    fn a_damaged_table_is_refused() {
+        let raw = Family::O200k.raw();
+        assert!(Table::decode(&raw[..raw.len() - 2]).is_err());
+        let mut wrong = raw.to_vec();
+        wrong[0] = b'X';
+        assert!(Table::decode(&wrong).is_err());
+        let mut run_above_pair = raw.to_vec();
+        let at = 16 + 2 * ((START + 1) << 8 | b' ' as usize);
+        run_above_pair[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert!(Table::decode(&run_above_pair).is_err());
+    }
+
+    #[test]
+    fn unknown_names_are_config_errors() {
+        assert!("o300k".parse::<Family>().is_err());
+        let err = "gpt2".parse::<crate::Method>().unwrap_err().to_string();
+        assert!(err.contains("gpt2") && err.contains("o200k"), "{err}");
+        assert!("o200k-conservative".parse::<crate::Method>().is_ok());
+    }
+}

@@ -1,0 +1,270 @@
+"""The corpus the byte-bigram estimators are fitted and evaluated on.
+
+Every unit is one text as an agent would send it (a message, a tool output, a
+file or a slice of one), labelled with its content kind and its group (the
+run or file it came from). Groups, not units, are split, so no run or file
+is both fitted and evaluated on.
+
+In-domain kinds (fitted on their ``train`` groups, evaluated on the rest):
+
+    transcript   every text, tool output and tool argument of the runs in
+                 ../shared/data (SWE-agent, mini-swe-agent, OpenHands,
+                 tau-bench, Claude Code)
+    code         Python standard library, Rust crates in the cargo registry,
+                 C headers in /usr/include
+    shell        listings built from this machine: ``ls -l`` with tab and
+                 CRLF variants, process tables, ``find`` output, ``git log``
+    json         JSON files on disk, as found and re-dumped compact
+    prose        README/markdown files of installed crates and packages,
+                 licence texts
+    non-english  Debian's translated man pages (de, fr, es, ru, zh_CN, ja),
+                 roff markup stripped
+
+Unseen kinds (never fitted on, evaluated only):
+
+    diff         ``git log -p`` of this repository
+    config       TOML and YAML files
+    markup       HTML, XML and SVG files
+    log          system logs in /var/log
+    other-lang   man pages in languages never fitted on (pl, it, pt_BR, ko,
+                 cs, tr)
+
+Everything is read from this machine and ../shared/data; nothing is
+downloaded. The man pages come from Debian packages (``apt-get install
+manpages-de manpages-fr manpages-es manpages-ru manpages-zh manpages-ja
+manpages-pl manpages-it manpages-pt-br``; ko, cs and tr come with
+manpages-l10n's other languages where installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data"
+CARGO = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo")) / "registry" / "src"
+SITE = Path(sysconfig.get_paths()["purelib"])
+
+IN_DOMAIN = ("transcript", "code", "shell", "json", "prose", "non-english")
+UNSEEN = ("diff", "config", "markup", "log", "other-lang")
+
+#: Bytes read per kind at most (before slicing), so no kind dominates the fit.
+BUDGET = 8_000_000
+#: Share of each in-domain kind's groups held out for evaluation.
+HELD_OUT = 0.25
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str
+    kind: str
+    group: str
+    split: str  # "train", "eval" (in-domain, held out) or "unseen"
+
+
+def _split(kind: str, group: str) -> str:
+    if kind in UNSEEN:
+        return "unseen"
+    # A stable hash of the group: the same file lands on the same side every run.
+    h = int.from_bytes(hashlib.sha256(f"{kind}/{group}".encode()).digest()[:4], "big")
+    return "eval" if h / 2**32 < HELD_OUT else "train"
+
+
+def _slices(text: str, rng: random.Random) -> Iterator[str]:
+    """A file cut at line ends into message-sized slices (100 to 8000 bytes,
+    log-uniform), as tool outputs and pasted files are."""
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        want = int(10 ** rng.uniform(2, 3.9))
+        piece, size = [], 0
+        while i < len(lines) and size < want:
+            piece.append(lines[i])
+            size += len(lines[i])
+            i += 1
+        yield "".join(piece)
+
+
+def _files(roots: list[Path], patterns: tuple[str, ...], rng: random.Random) -> list[Path]:
+    found: list[Path] = []
+    for root in roots:
+        if root.exists():
+            for pattern in patterns:
+                found.extend(p for p in root.rglob(pattern) if p.is_file())
+    found.sort()
+    rng.shuffle(found)
+    return found
+
+
+def _read(path: Path) -> str | None:
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+        return None
+
+
+def _from_files(
+    kind: str, files: list[Path], rng: random.Random, clean=None, budget: int = BUDGET
+) -> Iterator[Unit]:
+    used = 0
+    for path in files:
+        text = _read(path)
+        if clean is not None and text is not None:
+            text = clean(text)
+        if not text or len(text) < 200:
+            continue
+        text = text[:60_000]
+        group = str(path)
+        for piece in _slices(text, rng):
+            yield Unit(piece, kind, group, _split(kind, group))
+        used += len(text.encode())
+        if used >= budget:
+            return
+
+
+# --- transcripts -------------------------------------------------------------
+
+
+def _transcripts() -> Iterator[Unit]:
+    import ctxcompact as cc
+
+    folders = [p for p in sorted((SHARED / "transcripts").iterdir()) if p.is_dir()]
+    folders.append(SHARED / "formats" / "claude-code")
+    for folder in folders:
+        table = cc.read_sessions(folder, on_error="skip").transcript.to_arrow()
+        columns = {n: table.column(n).to_pylist() for n in ("session_id", "output", "input")}
+        for sid, output, args in zip(columns["session_id"], columns["output"], columns["input"]):
+            group = f"{folder.name}/{sid}"
+            for text in (output, args):
+                if text and text.strip():
+                    yield Unit(text, "transcript", group, _split("transcript", group))
+
+
+# --- generated shell listings -----------------------------------------------
+
+
+def _shell(rng: random.Random) -> Iterator[Unit]:
+    def run(*args: str, cwd: Path | None = None) -> str:
+        done = subprocess.run(args, capture_output=True, text=True, cwd=cwd, errors="replace")
+        return done.stdout
+
+    dirs = [d for d in sorted(CARGO.glob("*/*")) if d.is_dir()][:400]
+    rng.shuffle(dirs)
+    used = 0
+    for i, d in enumerate(dirs):
+        listing = run("ls", "-la", "--time-style=long-iso", str(d))
+        if i % 3 == 1:
+            # A tab-separated listing (what `ls | column -t` scripts and CSV-ish tools emit).
+            listing = "\n".join("\t".join(line.split()) for line in listing.splitlines())
+        if i % 4 == 2:
+            listing = listing.replace("\n", "\r\n")  # Windows tools and PTY captures
+        out = listing
+        if i % 5 == 0:
+            out += run("find", ".", "-maxdepth", "3", cwd=d)[:6000]
+        if i % 7 == 3:
+            out += run("du", "-ah", "--max-depth=2", str(d))[:4000]
+        group = f"shell/{d.name}"
+        yield Unit(out, "shell", group, _split("shell", group))
+        used += len(out)
+        if used >= BUDGET:
+            break
+    ps = run("ps", "aux")
+    for i, piece in enumerate(_slices(ps * 3, rng)):
+        yield Unit(piece, "shell", f"shell/ps{i % 4}", _split("shell", f"shell/ps{i % 4}"))
+    log = run("git", "log", "--stat", "-n", "300", cwd=ROOT)
+    for i, piece in enumerate(_slices(log, rng)):
+        group = f"shell/gitlog{i % 8}"
+        yield Unit(piece, "shell", group, _split("shell", group))
+
+
+# --- JSON -------------------------------------------------------------------
+
+
+def _json(rng: random.Random) -> Iterator[Unit]:
+    files = _files([SITE, CARGO], ("*.json",), rng)
+    used = 0
+    for i, path in enumerate(files):
+        text = _read(path)
+        if not text or len(text) < 100:
+            continue
+        if i % 2 == 0:
+            with contextlib.suppress(ValueError, RecursionError):  # the compact form APIs send
+                text = json.dumps(json.loads(text), ensure_ascii=i % 4 == 0, separators=(",", ":"))
+        text = text[:40_000]
+        group = str(path)
+        for piece in _slices(text, rng) if "\n" in text else [text[:8000]]:
+            yield Unit(piece, "json", group, _split("json", group))
+        used += len(text)
+        if used >= BUDGET:
+            return
+
+
+# --- man pages --------------------------------------------------------------
+
+_ROFF_LINE = re.compile(r"^\.(?:\\\"|[A-Za-z]{1,3}\b ?)", re.M)
+_ROFF_ESCAPE = re.compile(r"\\f[BIRP]|\\f\(..|\\\*\(..|\\\*.|\\\(..|\\[-&e ]|\\[|^]")
+
+
+def _man_text(text: str) -> str:
+    """Man page source with roff requests and font escapes removed: the prose stays."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(('.\\"', "'\\\"")):
+            continue
+        line = _ROFF_LINE.sub("", line)
+        line = _ROFF_ESCAPE.sub("", line).replace("\\-", "-")
+        if line.strip():
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _man(kind: str, languages: tuple[str, ...], rng: random.Random) -> Iterator[Unit]:
+    for lang in languages:
+        files = _files([Path("/usr/share/man") / lang], ("*.gz",), rng)
+        yield from _from_files(kind, files, rng, clean=_man_text, budget=BUDGET // 6)
+
+
+def units(seed: int = 0) -> list[Unit]:
+    """The whole corpus, deterministic for a seed and this machine's files."""
+    rng = random.Random(seed)
+    out: list[Unit] = []
+    out.extend(_transcripts())
+    code_roots = [Path(sysconfig.get_paths()["stdlib"]), CARGO, Path("/usr/include")]
+    out.extend(_from_files("code", _files(code_roots, ("*.py", "*.rs", "*.h"), rng), rng))
+    out.extend(_shell(rng))
+    out.extend(_json(rng))
+    prose = _files(
+        [CARGO, SITE, Path("/usr/share/common-licenses")], ("*.md", "*.txt", "GPL-3"), rng
+    )
+    out.extend(_from_files("prose", prose, rng))
+    out.extend(_man("non-english", ("de", "fr", "es", "ru", "zh_CN", "ja", "ko"), rng))
+    out.extend(_man("other-lang", ("pl", "it", "pt_BR", "cs", "tr"), rng))
+    diff = subprocess.run(
+        ["git", "log", "-p", "-n", "400", "--no-color"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        errors="replace",
+    ).stdout[:BUDGET]
+    for i, piece in enumerate(_slices(diff, rng)):
+        out.append(Unit(piece, "diff", f"diff/{i // 20}", "unseen"))
+    config = _files([CARGO, SITE], ("*.toml", "*.yaml", "*.yml"), rng)
+    out.extend(_from_files("config", config, rng))
+    out.extend(_from_files("markup", _files([SITE, CARGO], ("*.html", "*.xml", "*.svg"), rng), rng))
+    logs = _files([Path("/var/log")], ("*.log", "history.log", "term.log"), rng)
+    out.extend(_from_files("log", logs, rng))
+    return [u for u in out if u.text.strip()]

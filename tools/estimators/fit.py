@@ -1,0 +1,305 @@
+"""Fit the byte-bigram token estimators and report their accuracy.
+
+    python tools/estimators/fit.py                 # fit every family, write the tables
+    python tools/estimators/fit.py --check         # evaluate the shipped tables only
+    python tools/estimators/fit.py --family o200k  # one family
+
+The model (rust/src/bigram.rs): ``tokens = round(sum of W[previous byte,
+byte] / 65536)`` over the text's bytes, the first byte's previous byte being a
+start marker (row 256), so 257 x 256 weights stored as u16 and summed exactly
+in u64. A weight is the chance that a token starts at that byte.
+
+Fitting, per family, on the ``train`` groups of corpus.py:
+
+1. Start frequencies: for each byte pair, how often the exact tokenizer starts
+   a token at the second byte, smoothed towards that byte's overall rate for
+   pairs seen rarely. Summed over a text this is the expected token count
+   under a bigram model of the boundaries.
+2. Refinement on totals: bounded least squares (L-BFGS-B, weights in [0, 1))
+   of each text's relative error, with a ridge pulling every weight towards
+   its start frequency in proportion to how often the pair was seen. The
+   bounds are part of the fit: clipping unconstrained weights afterwards
+   breaks the model.
+3. The conservative factor: the multiplier under which at most 2% of the
+   training texts are under-counted (checked on held-out texts in the report).
+
+Accuracy is measured on texts of at least 20 exact tokens: per text, and per
+group (a run of ../shared/data, or a file), on held-out groups of the fitted
+kinds (in-domain) and on kinds never fitted on (unseen); see corpus.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus
+import vocab
+
+TABLES = vocab.ASSETS / "estimators"
+#: Bytes whose runs get a row of their own: inside a run (the same byte before
+#: and after) a token almost never starts, since tokenizers take a run of
+#: spaces as one token up to its last byte, which starts the next word.
+RUNS = b" \t"
+ROWS, COLS = 257 + len(RUNS), 256
+START = 256
+SCALE = 1 << 16
+MAGIC = b"ctxbgr1\0"
+MIN_TOKENS = 20
+SMOOTHING = 4.0  # pseudo-observations pulling a rare pair towards its byte's rate
+RIDGE = 0.00003
+CONSERVATIVE_QUANTILE = 0.98
+
+
+def table_path(family: str) -> Path:
+    return TABLES / f"{family}.bin"
+
+
+def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
+    """Header (magic, conservative factor in 1/65536, reserved), then 257 x 256
+    little-endian u16 weights in 1/65536 tokens."""
+    q = np.clip(np.rint(weights * SCALE), 0, SCALE - 1).astype("<u2")
+    for k, b in enumerate(RUNS):  # the core refuses a run weight above its pair's
+        run, pair = q[(START + 1 + k) * COLS + b], q[b * COLS + b]
+        if run > pair:
+            raise ValueError(f"{family}: run weight of {bytes([b])!r} above its pair weight")
+    factor = round(conservative * SCALE)
+    TABLES.mkdir(parents=True, exist_ok=True)
+    header = MAGIC + struct.pack("<II", factor, 0)
+    table_path(family).write_bytes(header + q.tobytes())
+
+
+def read_table(family: str) -> tuple[np.ndarray, float]:
+    raw = table_path(family).read_bytes()
+    if raw[:8] != MAGIC:
+        raise ValueError(f"{table_path(family)}: not an estimator table")
+    factor, _ = struct.unpack("<II", raw[8:16])
+    weights = np.frombuffer(raw[16:], dtype="<u2").astype(np.float64) / SCALE
+    return weights, factor / SCALE
+
+
+class Encoded:
+    """Every unit's bytes, bigram features and exact counts for one family."""
+
+    def __init__(self, units: list[corpus.Unit], family: str) -> None:
+        encode, lengths = vocab.encoder(family)
+        texts = [u.text for u in units]
+        t0 = time.perf_counter()
+        ids = encode(texts)
+        self.encode_seconds = time.perf_counter() - t0
+        token_len = np.asarray(lengths, dtype=np.int64)
+        self.exact = np.array([len(i) for i in ids], dtype=np.float64)
+        raw = [t.encode() for t in texts]
+        sizes = np.array([len(b) for b in raw], dtype=np.int64)
+        data = np.frombuffer(b"".join(raw), dtype=np.uint8).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        prev = np.empty_like(data)
+        prev[1:] = data[:-1]
+        prev[offsets[:-1][sizes > 0]] = START
+        for k, b in enumerate(RUNS):
+            # the middle of a run: the byte before and after are the same byte
+            mid = np.zeros(len(data), dtype=bool)
+            mid[1:-1] = (data[:-2] == b) & (data[1:-1] == b) & (data[2:] == b)
+            ends = offsets[1:][sizes > 0] - 1
+            mid[ends] = False  # the last byte of a unit has no successor
+            mid[offsets[:-1][sizes > 0]] = False
+            prev[mid] = START + 1 + k
+        self.feature = prev * COLS + data
+        self.unit_of_byte = np.repeat(np.arange(len(units)), sizes)
+        # Where tokens start: cumulative token lengths inside each unit.
+        starts = np.zeros(len(data), dtype=bool)
+        for u, toks in enumerate(ids):
+            if toks:
+                pos = np.cumsum(token_len[np.asarray(toks[:-1], dtype=np.int64)])
+                starts[offsets[u]] = True
+                starts[offsets[u] + pos[pos < sizes[u]]] = True
+        self.starts = starts
+        self.x = sp.csr_matrix(
+            (np.ones(len(data)), (self.unit_of_byte, self.feature)), shape=(len(units), ROWS * COLS)
+        )
+        self.x.sum_duplicates()
+
+
+def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    in_train = train_units[enc.unit_of_byte]
+    feature = enc.feature[in_train]
+    occ = np.bincount(feature, minlength=ROWS * COLS).astype(np.float64)
+    hits = np.bincount(feature, weights=enc.starts[in_train], minlength=ROWS * COLS)
+    byte = np.arange(ROWS * COLS) % COLS
+    byte_rate = np.bincount(byte, weights=hits, minlength=COLS) / np.maximum(
+        np.bincount(byte, weights=occ, minlength=COLS), 1
+    )
+    prior = byte_rate[byte]
+    w0 = (hits + SMOOTHING * prior) / (occ + SMOOTHING)
+    w0[START * COLS : (START + 1) * COLS] = 1.0 - 1.0 / SCALE  # a first byte starts a token
+    return w0, occ
+
+
+def refine(x: sp.csr_matrix, y: np.ndarray, w0: np.ndarray, occ: np.ndarray) -> np.ndarray:
+    """Bounded ridge on relative errors of the totals."""
+    inv = 1.0 / y
+    xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
+    n = len(y)
+    prior = RIDGE * occ / occ.sum() * 1e3
+    fixed = np.zeros(ROWS * COLS, dtype=bool)
+    fixed[START * COLS : (START + 1) * COLS] = True
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        r = xs @ w - 1.0
+        d = w - w0
+        value = float(r @ r) / n + float(prior @ (d * d))
+        grad = 2.0 * (xs.T @ r) / n + 2.0 * prior * d
+        grad[fixed] = 0.0
+        return value, grad
+
+    bounds = [(0.0, 1.0 - 1.0 / SCALE)] * (ROWS * COLS)
+    result = scipy.optimize.minimize(
+        loss, w0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 3000}
+    )
+    return np.asarray(result.x)
+
+
+def estimate(x: sp.csr_matrix, weights: np.ndarray, factor: float = 1.0) -> np.ndarray:
+    """The core's arithmetic: integer weights summed exactly, rounded half up."""
+    q = np.clip(np.rint(weights * SCALE), 0, SCALE - 1)
+    total = x @ q
+    if factor != 1.0:
+        total = np.floor(total * np.rint(factor * SCALE) / SCALE)
+    return np.floor((total + SCALE // 2) / SCALE)
+
+
+def _stats(est: np.ndarray, exact: np.ndarray) -> dict[str, float]:
+    err = (est - exact) / exact
+    a = np.abs(err)
+    return {
+        "n": len(err),
+        "p50": float(np.percentile(a, 50)) if len(a) else float("nan"),
+        "p95": float(np.percentile(a, 95)) if len(a) else float("nan"),
+        "p99": float(np.percentile(a, 99)) if len(a) else float("nan"),
+        "under": float(np.mean(err < 0)) if len(a) else float("nan"),
+        "bias": float(np.sum(est) / np.sum(exact) - 1) if len(a) else float("nan"),
+    }
+
+
+def evaluate(units: list[corpus.Unit], enc: Encoded, est: np.ndarray) -> dict[str, dict]:
+    splits = np.array([u.split for u in units])
+    kinds = np.array([u.kind for u in units])
+    groups = np.array([f"{u.kind}/{u.group}" for u in units])
+    big = enc.exact >= MIN_TOKENS
+    report: dict[str, dict] = {}
+    for name, split in (("train", "train"), ("in-domain", "eval"), ("unseen", "unseen")):
+        rows = (splits == split) & big
+        entry = {"message": _stats(est[rows], enc.exact[rows])}
+        # per group (session or file): totals of all its texts
+        sel = splits == split
+        _, inverse = np.unique(groups[sel], return_inverse=True)
+        e_sum = np.bincount(inverse, weights=est[sel])
+        x_sum = np.bincount(inverse, weights=enc.exact[sel])
+        keep = x_sum >= 200
+        entry["session"] = _stats(e_sum[keep], x_sum[keep])
+        entry["kinds"] = {
+            k: _stats(est[rows & (kinds == k)], enc.exact[rows & (kinds == k)])
+            for k in sorted(set(kinds[rows]))
+        }
+        report[name] = entry
+    # sessions of real agent runs alone (held out)
+    sel = (splits == "eval") & (kinds == "transcript")
+    _, inverse = np.unique(groups[sel], return_inverse=True)
+    report["in-domain"]["runs"] = _stats(
+        np.bincount(inverse, weights=est[sel]), np.bincount(inverse, weights=enc.exact[sel])
+    )
+    return report
+
+
+def opencode(units: list[corpus.Unit]) -> np.ndarray:
+    return np.array([np.floor(len(u.text.encode("utf-16-le")) / 2 / 4 + 0.5) for u in units])
+
+
+def fit_family(units: list[corpus.Unit], family: str, write: bool) -> dict:
+    t0 = time.perf_counter()
+    enc = Encoded(units, family)
+    train = np.array([u.split == "train" for u in units])
+    if write:
+        w0, occ = start_frequencies(enc, train)
+        rows = train & (enc.exact > 0)
+        weights = refine(enc.x[rows], enc.exact[rows], w0, occ)
+        fit_rows = rows & (enc.exact >= MIN_TOKENS)
+        ratio = enc.exact[fit_rows] / np.maximum(estimate(enc.x[fit_rows], weights), 1)
+        factor = max(1.0, float(np.quantile(ratio, CONSERVATIVE_QUANTILE)))
+        write_table(family, weights, factor)
+        base = evaluate(units, enc, estimate(enc.x, w0))
+    weights, factor = read_table(family)
+    report = {
+        "family": family,
+        "encode_seconds": enc.encode_seconds,
+        "fit_seconds": time.perf_counter() - t0,
+        "conservative_factor": factor,
+        "fitted": evaluate(units, enc, estimate(enc.x, weights)),
+        "conservative": evaluate(units, enc, estimate(enc.x, weights, factor)),
+        "opencode": evaluate(units, enc, opencode(units)),
+    }
+    if write:
+        report["start_frequencies_only"] = base
+    return report
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def markdown(reports: list[dict]) -> str:
+    head = (
+        "| family | estimate | in-domain p50 / p95 / p99 | under | unseen p50 / p95 / p99 "
+        "| under | runs p95 | files p95 |\n|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for r in reports:
+        for name in ("fitted", "conservative", "opencode"):
+            ev = r[name]
+            i, u = ev["in-domain"]["message"], ev["unseen"]["message"]
+            lines.append(
+                f"| {r['family']} | {name} | {_pct(i['p50'])} / {_pct(i['p95'])} / {_pct(i['p99'])}"
+                f" | {_pct(i['under'])} | {_pct(u['p50'])} / {_pct(u['p95'])} / {_pct(u['p99'])}"
+                f" | {_pct(u['under'])} | {_pct(ev['in-domain']['runs']['p95'])}"
+                f" | {_pct(ev['in-domain']['session']['p95'])} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", action="append", choices=vocab.FAMILIES)
+    parser.add_argument("--check", action="store_true", help="evaluate the shipped tables only")
+    parser.add_argument("--json", type=Path, help="write the full report here")
+    args = parser.parse_args(argv)
+    units = corpus.units()
+    reports = []
+    for family in args.family or vocab.FAMILIES:
+        report = fit_family(units, family, write=not args.check)
+        reports.append(report)
+        ev = report["fitted"]
+        print(
+            f"{family}: in-domain p95 {_pct(ev['in-domain']['message']['p95'])}, "
+            f"unseen p95 {_pct(ev['unseen']['message']['p95'])}, "
+            f"runs p95 {_pct(ev['in-domain']['runs']['p95'])} "
+            f"({report['fit_seconds']:.0f} s)",
+            file=sys.stderr,
+        )
+    print(markdown(reports))
+    if args.json:
+        args.json.write_text(json.dumps(reports, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
