@@ -181,3 +181,32 @@ def test_prices_from_the_config_and_the_environment(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CTXCOMPACT_PRICES", "not json")
     with pytest.raises(ConfigError, match="prices"):
         cc.CompactionConfig()
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("method", ["opencode", "o200k", "qwen-conservative", "deepseek"])
+def test_replay_batch_and_live_use_one_estimate(method: str) -> None:
+    """Issue 16, part 6: for a method, every path measures a call alike: replay's
+    prompt, the batch scan summed over the messages before the call, and the
+    live estimate of the messages the loop would send."""
+    from ctxcompact.scans.chat import estimate_chat_messages
+    from ctxcompact.scans.view import to_model_messages
+
+    session = formats.read(sorted(SWE.rglob("*.traj"))[-1])[0]
+    config = cc.CompactionConfig(estimate_method=method)
+    calls = replay(session, limits=WIDE, config=config).calls.to_pylist()
+    batch = cc.estimate_messages(cc.Transcript.from_sessions([session]), config).messages
+    per_message = dict(zip(batch["message_id"].to_pylist(), batch["tokens"].to_pylist(),
+                           strict=True))  # fmt: skip
+    order = [m.info.id for m in session.messages]
+    assert len(calls) > 5
+    for call in calls:
+        before = session.messages[: order.index(call["message_id"])]
+        assert call["prompt_tokens"] == sum(per_message[m.info.id] for m in before)
+        live = estimate_chat_messages(to_model_messages(cc.Session(info=session.info,
+                                                                   messages=before)),
+                                      method=method)  # type: ignore[arg-type]  # fmt: skip
+        assert call["prompt_tokens"] == live
+    opencode = replay(session, limits=WIDE).calls.to_pylist()
+    if method != "opencode":  # the method is really used (a fitted table is not chars / 4)
+        assert [c["prompt_tokens"] for c in calls] != [c["prompt_tokens"] for c in opencode]

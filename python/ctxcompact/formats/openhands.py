@@ -26,11 +26,13 @@ from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import source_dict
 from ctxcompact.models import (
     AssistantMessage,
+    CacheUsage,
     MessageWithParts,
     Part,
     Session,
     SessionInfo,
     SystemMessage,
+    TokenUsage,
     ToolState,
     UserMessage,
 )
@@ -97,6 +99,47 @@ def _flat_input(event: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in ACTION_META}
 
 
+def _count(usage: Mapping[str, Any], key: str, where: str) -> int:
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FormatError(f"{where}.{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _response_usage(meta: Any, seen: set[str], where: str) -> tuple[TokenUsage | None, str | None]:
+    """The usage and model of the response an agent action came from, once per
+    response (its tool calls are separate events that repeat it): prompt
+    tokens split into uncached input and cache reads and writes, as OpenCode
+    records them."""
+    response = meta.get("model_response") if isinstance(meta, Mapping) else None
+    if not isinstance(response, Mapping):
+        return None, None
+    rid = response.get("id")
+    if rid is not None:
+        if str(rid) in seen:
+            return None, None
+        seen.add(str(rid))
+    model = response.get("model")
+    usage = response.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, model if isinstance(model, str) else None
+    where = f"{where}.model_response.usage"
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details, "cached_tokens", f"{where}.prompt_tokens_details") if isinstance(
+        details, Mapping) else 0  # fmt: skip
+    read = _count(usage, "cache_read_input_tokens", where) or cached
+    write = _count(usage, "cache_creation_input_tokens", where)
+    prompt = _count(usage, "prompt_tokens", where)
+    tokens = TokenUsage(
+        input=max(0, prompt - read - write),
+        output=_count(usage, "completion_tokens", where),
+        cache=CacheUsage(read=read, write=write),
+    )
+    return tokens, model if isinstance(model, str) else None
+
+
 def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openhands") -> Session:
     out: list[MessageWithParts] = []
     by_call: dict[str, Part] = {}
@@ -104,6 +147,7 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
     answers = answered_actions(events) if isinstance(events, Sequence) else {}
     answered = set(answers.values())
     flat_parts: dict[int, Part] = {}
+    responses: set[str] = set()
     agent_seen = False
     for i, event in enumerate(events):
         if not isinstance(event, Mapping):
@@ -166,6 +210,11 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
             ))  # fmt: skip
         elif event.get("source") == "agent":
             agent_seen = True
+            try:
+                tokens, model = _response_usage(meta, responses,
+                                                f"event {i}: tool_call_metadata")  # fmt: skip
+            except FormatError as e:
+                raise FormatError(str(e), row=i, session_id=session_id, message_id=mid) from None
             parts = []
             if call_id is not None:
                 args = event.get("args")
@@ -178,10 +227,12 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
                 parts.append(part)
             elif _text(event):
                 parts.append(Part(id=f"{mid}-p00", type="text", text=_text(event)))
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source),
-                parts=parts,
-            ))  # fmt: skip
+            info = AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source)
+            if tokens is not None:
+                info.tokens = tokens
+            if model is not None:
+                info.modelID = model
+            out.append(MessageWithParts(info=info, parts=parts))
         else:
             out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=session_id,
                                                            source=source)))  # fmt: skip

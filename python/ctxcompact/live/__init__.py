@@ -6,6 +6,7 @@ the store) and ``CompactionLoop`` (one call per agent step) over a
 converters from SDK replies to the assistant messages a step records.
 """
 
+from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.events import (
     CompactionRecord,
@@ -51,6 +52,7 @@ __all__ = [
     "StepDecision",
     "Summarizer",
     "SummaryOutcome",
+    "UsageCalibrator",
     "acompact_messages",
     "build_digest",
     "compact_messages",

@@ -31,6 +31,7 @@ from ctxcompact.errors import (
 )
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
+from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.store import Commit, SessionStore, new_id
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.models import (
@@ -71,6 +72,16 @@ def _takes_keywords(store: Any) -> bool:
 
 def compaction_part(message: MessageWithParts) -> Part | None:
     return next((p for p in message.parts if p.type == "compaction"), None)
+
+
+def model_name(message: MessageWithParts) -> str | None:
+    """``providerID/modelID`` of an assistant message (``None`` when it names none)."""
+    info = message.info
+    model = getattr(info, "modelID", None) if info.role == "assistant" else None
+    if not model:
+        return None
+    provider = getattr(info, "providerID", None)
+    return f"{provider}/{model}" if provider else str(model)
 
 
 def validate_session(session: Session) -> None:
@@ -122,6 +133,8 @@ class Compactor:
         hooks: ev.Hooks | None = None,
         events: ev.EventBus | None = None,
         metrics: ev.Metrics | None = None,
+        calibrator: UsageCalibrator | None = None,
+        model: str | None = None,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -133,15 +146,34 @@ class Compactor:
         self.hooks = hooks or ev.Hooks()
         self.events = events or ev.EventBus()
         self.metrics = metrics or ev.Metrics()
+        #: Scales budget estimates by what providers reported (``live.calibration``).
+        self.calibrator = calibrator
+        #: The calibrator's key when a session's messages do not name their model.
+        self.model = model
 
     # --- reading the session ------------------------------------------------------------
 
     def history_tokens(self, session: Session, system: str | None = None) -> int:
-        """Estimated tokens of what the next model call would receive."""
+        """Estimated tokens of what the next model call would receive; with a
+        calibrator, scaled by the model's reported/estimated ratio once known."""
         visible = to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
-        return estimate_chat_messages(
+        tokens = estimate_chat_messages(
             visible, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
+        return self.calibrated(tokens, self.model_of(session))
+
+    def model_of(self, session: Session | None) -> str:
+        """The calibrator's key for ``session``: the newest assistant message's
+        ``providerID/modelID``, else ``model``, else ``"default"``."""
+        for message in reversed(session.messages if session is not None else []):
+            named = model_name(message)
+            if named is not None:
+                return named
+        return self.model or "default"
+
+    def calibrated(self, tokens: int, model: str) -> int:
+        """``tokens`` as the calibrator scales them for ``model`` (unchanged without one)."""
+        return tokens if self.calibrator is None else self.calibrator.calibrate(model, tokens)
 
     def model_messages(
         self, session_id: str, *, system: str | None = None, session: Session | None = None

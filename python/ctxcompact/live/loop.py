@@ -26,7 +26,8 @@ from typing import Any
 from ctxcompact.errors import CompactionConflictError, CompactionLoopError
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
-from ctxcompact.live.compactor import Compactor, validate_session
+from ctxcompact.live.calibration import prompt_tokens
+from ctxcompact.live.compactor import Compactor, model_name, validate_session
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
 from ctxcompact.scans.chat import estimate_chat_messages
@@ -70,15 +71,21 @@ class CompactionLoop:
     def __init__(self, compactor: Compactor, *, system: str | None = None) -> None:
         self.compactor = compactor
         self.system = system
+        # Per session: the estimate of the last call's messages and its model,
+        # set against the usage the step reports (``compactor.calibrator``).
+        self._sent: dict[str, tuple[int, str]] = {}
 
     @property
     def config(self) -> Any:
         return self.compactor.config
 
-    def budget(self, history_tokens: int) -> TokenBudget | None:
+    def budget(self, history_tokens: int, model: str | None = None) -> TokenBudget | None:
+        """The proactive budget with ``history_tokens`` of history; the system
+        prompt is estimated (and calibrated for ``model``) here."""
         if self.compactor.limits is None:
             return None
         system = estimate_tokens(self.system or "", self.config.estimate_method)
+        system = self.compactor.calibrated(system, model or self.compactor.model_of(None))
         return TokenBudget.for_limits(self.compactor.limits, history_tokens=history_tokens,
                                       system_tokens=system, config=self.config)  # fmt: skip
 
@@ -103,7 +110,9 @@ class CompactionLoop:
 
     # --- before the call ----------------------------------------------------------------
 
-    def _proactive_reason(self, session_id: str, messages: list[dict[str, Any]]) -> str | None:
+    def _proactive_reason(
+        self, session_id: str, messages: list[dict[str, Any]], session: Session
+    ) -> str | None:
         if not self.config.auto:
             return None
         tokens = estimate_chat_messages(
@@ -111,7 +120,8 @@ class CompactionLoop:
             method=self.config.estimate_method,
             overhead=self.config.message_overhead,
         )
-        budget = self.budget(tokens)
+        model = self.compactor.model_of(session)
+        budget = self.budget(self.compactor.calibrated(tokens, model), model)
         if budget is None or not budget.should_compact:
             return None
         if self.compactor.stalled(session_id):
@@ -128,13 +138,24 @@ class CompactionLoop:
 
         With nothing to compact, the session is loaded from the store once.
         """
-        return flow.run(self._before_call(session_id))
+        messages, model = flow.run(self._before_call(session_id))
+        return self._sending(session_id, messages, model)
 
     async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
         """``before_call`` from an event loop (store work and scans in worker threads)."""
-        return await flow.arun(self._before_call(session_id))
+        messages, model = await flow.arun(self._before_call(session_id))
+        return self._sending(session_id, messages, model)
 
-    def _before_call(self, session_id: str) -> flow.Flow[list[dict[str, Any]]]:
+    def _sending(
+        self, session_id: str, messages: list[dict[str, Any]], model: str
+    ) -> list[dict[str, Any]]:
+        if self.compactor.calibrator is not None:
+            estimated = estimate_chat_messages(messages, method=self.config.estimate_method,
+                                               overhead=self.config.message_overhead)  # fmt: skip
+            self._sent[session_id] = (estimated, model)
+        return messages
+
+    def _before_call(self, session_id: str) -> flow.Flow[tuple[list[dict[str, Any]], str]]:
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
         if compactor.pending_task(session) is not None:
@@ -147,15 +168,16 @@ class CompactionLoop:
         messages: list[dict[str, Any]] = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )
-        reason = yield flow.blocking(self._proactive_reason, session_id, messages)
+        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
+        model = compactor.model_of(session)
         if reason is None:
-            return messages
+            return messages, model
         yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
         yield from self._process(session_id)
         after: list[dict[str, Any]] = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system
         )
-        return after
+        return after, model
 
     def _load(self, session_id: str) -> Session:
         session = self.compactor.store.load(session_id)
@@ -187,6 +209,7 @@ class CompactionLoop:
             if usage is None:
                 usage = getattr(message.info, "tokens", None)
             finish_reason = finish_reason or getattr(message.info, "finish", None)
+        self._learn(session_id, message, usage)
         pending_tools = message is not None and any(
             p.type == "tool" and p.state is not None and p.state.status in ("pending", "running")
             for p in message.parts
@@ -206,6 +229,16 @@ class CompactionLoop:
         check = self.compactor.check_step(session_id, usage)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
         return StepDecision(check.queued, check.reason if check.queued else "ok", done)
+
+    def _learn(self, session_id: str, message: MessageWithParts | None, usage: Any) -> None:
+        """Set the reported prompt tokens against the estimate of what was sent."""
+        sent = self._sent.pop(session_id, None)
+        calibrator = self.compactor.calibrator
+        if calibrator is None or sent is None or usage is None:
+            return
+        estimated, model = sent
+        named = model_name(message) if message is not None else None
+        calibrator.observe(named or model, estimated=estimated, reported=prompt_tokens(usage))
 
     async def aafter_step(
         self,

@@ -165,6 +165,75 @@ fn event_message(
     export::message(head, parts)
 }
 
+/// A non-negative integer count of a usage object (0 when missing or null).
+fn count(usage: &serde_json::Map<String, Value>, key: &str, at: &str) -> Result<u64, Problem> {
+    match usage.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => v.as_u64().ok_or_else(|| {
+            let shown = match v {
+                Value::Number(n) => n.to_string(),
+                Value::String(s) => format!("{s:?}"),
+                other => kind(other).to_owned(),
+            };
+            Problem::new(format!(
+                "{at}.{key} must be a non-negative integer, got {shown}"
+            ))
+        }),
+    }
+}
+
+/// The usage and model of the response an agent action came from, once per
+/// response (its tool calls are separate events repeating it), as OpenCode
+/// records usage: uncached input, output, cache reads and writes.
+fn response_usage(
+    meta: Option<&serde_json::Map<String, Value>>,
+    seen: &mut std::collections::HashSet<String>,
+    at: &str,
+) -> Result<(Value, Value), Problem> {
+    let Some(Value::Object(response)) = meta.and_then(|m| m.get("model_response")) else {
+        return Ok((Value::Null, Value::Null));
+    };
+    if let Some(id) = response.get("id").filter(|v| !v.is_null()) {
+        if !seen.insert(py_str(id)) {
+            return Ok((Value::Null, Value::Null));
+        }
+    }
+    let model = match response.get("model") {
+        Some(Value::String(m)) => str(m.clone()),
+        _ => Value::Null,
+    };
+    let Some(Value::Object(usage)) = response.get("usage") else {
+        return Ok((Value::Null, model));
+    };
+    let at = format!("{at}.model_response.usage");
+    let cached = match usage.get("prompt_tokens_details") {
+        Some(Value::Object(details)) => count(
+            details,
+            "cached_tokens",
+            &format!("{at}.prompt_tokens_details"),
+        )?,
+        _ => 0,
+    };
+    let read = match count(usage, "cache_read_input_tokens", &at)? {
+        0 => cached,
+        n => n,
+    };
+    let write = count(usage, "cache_creation_input_tokens", &at)?;
+    let prompt = count(usage, "prompt_tokens", &at)?;
+    let tokens = object([
+        ("input", Value::from(prompt.saturating_sub(read + write))),
+        (
+            "output",
+            Value::from(count(usage, "completion_tokens", &at)?),
+        ),
+        (
+            "cache",
+            object([("read", Value::from(read)), ("write", Value::from(write))]),
+        ),
+    ]);
+    Ok((tokens, model))
+}
+
 fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
     let mut out: Vec<Value> = Vec::with_capacity(events.len());
     // the tool part (message index) of each tool call id and of each action id
@@ -174,6 +243,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
     let answered: std::collections::HashSet<usize> = answers.values().copied().collect();
     // flat action index -> (message index, part index) of its tool part
     let mut flat_parts: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut responses = std::collections::HashSet::new();
     let mut agent_seen = false;
     for (i, event) in events.into_iter().enumerate() {
         let Value::Object(event) = event else {
@@ -291,6 +361,9 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             }
             Some("agent") => {
                 agent_seen = true;
+                let at = format!("event {i}: tool_call_metadata");
+                let (tokens, model) =
+                    response_usage(meta, &mut responses, &at).map_err(|p| p.message(&mid))?;
                 let mut parts = Vec::new();
                 if !call_id.is_null() {
                     let call = str_or_null(
@@ -325,7 +398,21 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                         parts.push(text_part(format!("{mid}-p00"), Value::String(text), None));
                     }
                 }
-                out.push(event_message(&mid, sid, "assistant", event, Some(parts)));
+                let mut message = event_message(&mid, sid, "assistant", event, Some(parts));
+                if let Some(Value::Object(info)) = message.get_mut("info") {
+                    // after `finish`, before `source`, as the Python adapter orders them
+                    let source = info.shift_remove("source");
+                    if !tokens.is_null() {
+                        info.insert("tokens".into(), tokens);
+                    }
+                    if !model.is_null() {
+                        info.insert("modelID".into(), model);
+                    }
+                    if let Some(source) = source {
+                        info.insert("source".into(), source);
+                    }
+                }
+                out.push(message);
             }
             _ => {
                 out.push(event_message(&mid, sid, "system", event, None));

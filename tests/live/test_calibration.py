@@ -1,0 +1,151 @@
+"""Self-calibration from reported usage: the ratio per model, and budgets that
+use it once enough calls are seen."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from builders import tool_reply, user
+from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import ConfigError
+from ctxcompact.live import UsageCalibrator
+from ctxcompact.live.calibration import prompt_tokens
+from ctxcompact.live.compactor import Compactor
+from ctxcompact.live.loop import CompactionLoop
+from ctxcompact.live.store import MemoryStore
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.scans.chat import estimate_chat_messages
+
+
+def test_no_scaling_before_enough_calls() -> None:
+    cal = UsageCalibrator(min_calls=3)
+    assert cal.observe("m", estimated=1000, reported=1300)
+    assert cal.observe("m", estimated=2000, reported=2600)
+    assert cal.ratio("m") is None and cal.calibrate("m", 500) == 500
+    cal.observe("m", estimated=4000, reported=5200)
+    assert cal.ratio("m") == pytest.approx(1.3)
+    assert cal.calibrate("m", 500) == 650
+    assert cal.calibrate("other", 500) == 500  # per model
+
+
+def test_one_odd_call_does_not_move_the_median() -> None:
+    cal = UsageCalibrator(min_calls=3)
+    for reported in (1200, 1210, 3900, 1190, 1205):
+        cal.observe("m", estimated=1000, reported=reported)
+    assert cal.ratio("m") == pytest.approx(1.205)
+
+
+def test_the_window_forgets_old_calls() -> None:
+    cal = UsageCalibrator(min_calls=2, window=4)
+    for _ in range(4):
+        cal.observe("m", estimated=1000, reported=1000)
+    for _ in range(4):  # the system prompt grew: every call now counts 1.5x
+        cal.observe("m", estimated=1000, reported=1500)
+    assert cal.ratio("m") == pytest.approx(1.5) and cal.calls("m") == 4
+
+
+def test_empty_and_implausible_calls_are_not_learnt() -> None:
+    cal = UsageCalibrator(min_calls=1)
+    assert not cal.observe("m", estimated=0, reported=100)
+    assert not cal.observe("m", estimated=100, reported=0)
+    assert not cal.observe("m", estimated=100, reported=10_000)  # another call's usage
+    assert cal.ratio("m") is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"model": "m", "estimated": -1, "reported": 5}, "estimated tokens of model 'm'"),
+        ({"model": "m", "estimated": 5, "reported": 2.5}, "reported tokens of model 'm'"),
+        ({"model": "m", "estimated": True, "reported": 5}, "estimated"),
+        ({"model": "", "estimated": 5, "reported": 5}, "model must be a non-empty string"),
+    ],
+)
+def test_bad_observations(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        UsageCalibrator().observe(**kwargs)
+
+
+def test_bad_settings() -> None:
+    with pytest.raises(ConfigError, match="min_calls must be a positive integer"):
+        UsageCalibrator(min_calls=0)
+    with pytest.raises(ConfigError, match="larger than window"):
+        UsageCalibrator(min_calls=10, window=5)
+
+
+def test_state_round_trips_through_json() -> None:
+    cal = UsageCalibrator(min_calls=2, window=8)
+    for est, rep in ((100, 120), (200, 250), (300, 330)):
+        cal.observe("a/b", estimated=est, reported=rep)
+    again = UsageCalibrator.from_state(json.loads(json.dumps(cal.state())))
+    assert again.state() == cal.state() and again.ratio("a/b") == cal.ratio("a/b")
+    with pytest.raises(ConfigError, match="unknown field"):
+        UsageCalibrator.from_state({"ratio": {}})
+    with pytest.raises(ConfigError, match="ratios of model 'x'"):
+        UsageCalibrator.from_state({"ratios": {"x": [1.0, "two"]}})
+    with pytest.raises(ConfigError, match="ratios of model 'x'"):
+        UsageCalibrator.from_state({"ratios": {"x": [99.0]}})
+
+
+def test_prompt_tokens_count_cache_reads_and_writes() -> None:
+    assert prompt_tokens({"input": 5, "output": 9, "cache": {"read": 100, "write": 20}}) == 125
+
+
+class _Client:
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        return SummaryResponse("## Session Summary\nnotes", "stop")
+
+
+def _first_compaction(calibrator: UsageCalibrator | None, ratio: float) -> int:
+    """Steps until the loop compacts, with a provider that counts ``ratio``
+    times the estimate of what it was sent."""
+    store = MemoryStore()
+    sid = store.create_session()
+    config = CompactionConfig()
+    compactor = Compactor(store, Summarizer(_Client(), config), config=config,
+                          limits={"context": 100_000, "output": 8_000}, calibrator=calibrator,
+                          model="m1")  # fmt: skip
+    loop = CompactionLoop(compactor, system="sys")
+    for step in range(60):
+        u = user(f"request {step}")
+        store.append_message(sid, u)
+        messages = loop.before_call(sid)
+        if store.records(sid):
+            return step
+        sent = estimate_chat_messages(messages)
+        reported = round(sent * ratio)
+        loop.after_step(sid, tool_reply(u.id, "x" * 8_000, tokens={"input": reported,
+                                                                   "output": 10}))  # fmt: skip
+    raise AssertionError("never compacted")
+
+
+def test_the_budget_uses_the_calibrated_figure() -> None:
+    cal = UsageCalibrator(min_calls=3)
+    plain = _first_compaction(None, 1.6)
+    calibrated = _first_compaction(cal, 1.6)
+    # The provider counts 1.6x: the calibrated budget sees the window fill
+    # sooner, before the provider reports an overflow.
+    assert calibrated < plain
+    assert cal.ratio("m1") == pytest.approx(1.6, rel=0.01)
+    assert cal.calls("m1") == calibrated
+
+
+def test_the_model_named_by_the_reply_is_the_key() -> None:
+    store = MemoryStore()
+    sid = store.create_session()
+    config = CompactionConfig()
+    cal = UsageCalibrator(min_calls=1)
+    compactor = Compactor(store, Summarizer(_Client(), config), config=config,
+                          limits={"context": 100_000, "output": 8_000}, calibrator=cal)  # fmt: skip
+    loop = CompactionLoop(compactor)
+    u = user("go")
+    store.append_message(sid, u)
+    sent = estimate_chat_messages(loop.before_call(sid))
+    reply = tool_reply(u.id, "out", tokens={"input": sent * 2, "output": 1})
+    reply.info.modelID, reply.info.providerID = "gpt-x", "openai"
+    loop.after_step(sid, reply)
+    assert cal.ratio("openai/gpt-x") == pytest.approx(2.0)
+    assert compactor.model_of(store.load(sid)) == "openai/gpt-x"
