@@ -1,22 +1,24 @@
 """Self-calibration of token estimates from the usage providers report.
 
 Every model call reports the prompt tokens the provider counted. Set beside
-the estimate of what was sent, that gives the ratio by which the estimate
-is off for this model: its tokenizer (Claude's is not public), the framing
-the provider adds (tool schemas, chat templates), and content the estimate
-fits less well. ``UsageCalibrator`` keeps, per model, a robust running
-estimate of that ratio (the median of the recent ratios, so one odd call
-does not move it) and scales later estimates by it once enough calls are
-seen::
+the estimate of what was sent, that shows how the estimate is off for this
+model: by a factor (its tokenizer, Claude's is not public, and content the
+estimate fits less well) and by an amount (what the provider adds that the
+estimate never sees: tool schemas, chat templates, a system prompt the
+runtime did not pass). ``UsageCalibrator`` keeps, per model, the recent
+(estimate, reported) pairs and fits ``reported = slope x estimate +
+intercept`` robustly (Theil-Sen: the median of the pairwise slopes, then the
+median intercept; one odd call does not move it), and scales later
+estimates by it once enough calls are seen::
 
     calibrator = UsageCalibrator()
     calibrator.observe("claude-sonnet-4", estimated=41_200, reported=47_950)
     ...
     budget_tokens = calibrator.calibrate("claude-sonnet-4", estimate)
 
-``CompactionLoop(..., calibrator=...)`` does this around every call: it
-records what it estimated before the call and the usage after it, and its
-budgets use the calibrated figure.
+``Compactor(..., calibrator=...)`` does this around every call of a
+``CompactionLoop``: the loop records what it estimated before the call and
+the usage after it, and the budgets use the calibrated figure.
 """
 
 from __future__ import annotations
@@ -26,22 +28,36 @@ import statistics
 import threading
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ctxcompact.errors import ConfigError
 
-#: A ratio outside this range is not a tokenizer difference but a mismatch
-#: (the estimate missed most of the prompt, or usage of another call): not learnt.
-PLAUSIBLE = (0.25, 4.0)
+#: The slope is kept in this range (a fit outside it is noise, not a tokenizer).
+SLOPES = (0.25, 4.0)
+#: Pairs whose estimates differ by less than this share say nothing about the slope.
+_MIN_SPREAD = 0.02
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``reported ~ slope x estimate + intercept`` for one model, from ``calls`` calls."""
+
+    slope: float
+    intercept: float
+    calls: int
+
+    def apply(self, estimate: int) -> int:
+        return max(0, math.ceil(self.slope * estimate + self.intercept))
 
 
 class UsageCalibrator:
-    """Per model, the ratio of reported prompt tokens to estimated ones.
+    """Per model, reported prompt tokens as a robust linear function of the estimate.
 
-    ``min_calls``: observations before ``calibrate`` scales anything (until
-    then it returns the estimate unchanged). ``window``: how many recent
-    ratios the median is taken over (older ones are forgotten, so a changed
-    system prompt or model version is followed). Thread-safe.
+    ``min_calls``: observations before ``calibrate`` changes anything (until
+    then it returns the estimate unchanged). ``window``: how many recent calls
+    the fit uses (older ones are forgotten, so a changed system prompt or
+    model version is followed). Thread-safe.
     """
 
     def __init__(self, *, min_calls: int = 3, window: int = 64) -> None:
@@ -54,14 +70,14 @@ class UsageCalibrator:
                               column="min_calls")  # fmt: skip
         self.min_calls = min_calls
         self.window = window
-        self._ratios: dict[str, deque[float]] = {}
+        self._points: dict[str, deque[tuple[int, int]]] = {}
+        self._fits: dict[str, Calibration] = {}
         self._lock = threading.Lock()
 
     def observe(self, model: str, *, estimated: int, reported: int) -> bool:
         """Learn from one call: ``estimated`` tokens of what was sent, and the
         ``reported`` prompt tokens (input, cache reads and writes). Returns
-        whether the ratio was learnt (an empty call, or a ratio outside
-        ``PLAUSIBLE``, is not)."""
+        whether it was learnt (a call with nothing estimated or reported is not)."""
         for name, value in (("estimated", estimated), ("reported", reported)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(
@@ -73,42 +89,42 @@ class UsageCalibrator:
             raise ConfigError(f"model must be a non-empty string, got {model!r}", column="model")
         if estimated == 0 or reported == 0:
             return False
-        ratio = reported / estimated
-        if not PLAUSIBLE[0] <= ratio <= PLAUSIBLE[1]:
-            return False
         with self._lock:
-            self._ratios.setdefault(model, deque(maxlen=self.window)).append(ratio)
+            self._points.setdefault(model, deque(maxlen=self.window)).append((estimated, reported))
+            self._fits.pop(model, None)
         return True
 
     def calls(self, model: str) -> int:
-        """Ratios currently kept for ``model``."""
+        """Calls currently kept for ``model``."""
         with self._lock:
-            return len(self._ratios.get(model, ()))
+            return len(self._points.get(model, ()))
 
-    def ratio(self, model: str) -> float | None:
-        """The model's current ratio (median of the kept ones), or ``None``
-        before ``min_calls`` observations."""
+    def fit(self, model: str) -> Calibration | None:
+        """The model's current fit, or ``None`` before ``min_calls`` observations."""
         with self._lock:
-            ratios = self._ratios.get(model)
-            if ratios is None or len(ratios) < self.min_calls:
+            points = list(self._points.get(model, ()))
+            if len(points) < self.min_calls:
                 return None
-            return statistics.median(ratios)
+            cached = self._fits.get(model)
+            if cached is None:
+                cached = self._fits[model] = _theil_sen(points)
+            return cached
 
     def calibrate(self, model: str, estimate: int) -> int:
-        """``estimate`` scaled by the model's ratio (rounded up), or unchanged
-        before enough calls are seen."""
-        ratio = self.ratio(model)
-        return estimate if ratio is None else math.ceil(estimate * ratio)
+        """``estimate`` as the model's provider would count it (rounded up), or
+        unchanged before enough calls are seen."""
+        fit = self.fit(model)
+        return estimate if fit is None else fit.apply(estimate)
 
     # --- persistence ----------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """A JSON-able snapshot (settings and every model's kept ratios)."""
+        """A JSON-able snapshot: settings and every model's kept (estimate, reported) pairs."""
         with self._lock:
             return {
                 "min_calls": self.min_calls,
                 "window": self.window,
-                "ratios": {m: list(r) for m, r in self._ratios.items()},
+                "calls": {m: [list(p) for p in pts] for m, pts in self._points.items()},
             }
 
     @classmethod
@@ -116,27 +132,46 @@ class UsageCalibrator:
         """Rebuild from ``state()``; a ``ConfigError`` names what is wrong."""
         if not isinstance(state, Mapping):
             raise ConfigError(f"calibrator state must be a mapping, got {type(state).__name__}")
-        unknown = set(state) - {"min_calls", "window", "ratios"}
+        unknown = set(state) - {"min_calls", "window", "calls"}
         if unknown:
             raise ConfigError(f"unknown field(s) in calibrator state: {sorted(unknown)}")
         calibrator = cls(min_calls=state.get("min_calls", 3), window=state.get("window", 64))
-        ratios = state.get("ratios", {})
-        if not isinstance(ratios, Mapping):
-            raise ConfigError("calibrator state: 'ratios' must map model names to lists",
-                              column="ratios")  # fmt: skip
-        for model, values in ratios.items():
-            if not isinstance(values, list) or not all(
-                isinstance(v, int | float) and not isinstance(v, bool)
-                and PLAUSIBLE[0] <= v <= PLAUSIBLE[1]
-                for v in values
-            ):  # fmt: skip
+        calls = state.get("calls", {})
+        if not isinstance(calls, Mapping):
+            raise ConfigError("calibrator state: 'calls' must map model names to lists",
+                              column="calls")  # fmt: skip
+        for model, pairs in calls.items():
+            if not isinstance(pairs, list) or not all(_is_pair(p) for p in pairs):
                 raise ConfigError(
-                    f"calibrator state: ratios of model {model!r} must be a list of numbers "
-                    f"in {PLAUSIBLE}",
-                    column="ratios",
+                    f"calibrator state: calls of model {model!r} must be a list of "
+                    "[estimated, reported] pairs of positive integers",
+                    column="calls",
                 )
-            calibrator._ratios[model] = deque((float(v) for v in values), maxlen=calibrator.window)
+            calibrator._points[model] = deque(((e, r) for e, r in pairs), maxlen=calibrator.window)
         return calibrator
+
+
+def _is_pair(p: Any) -> bool:
+    return (
+        isinstance(p, list | tuple)
+        and len(p) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in p)
+    )
+
+
+def _theil_sen(points: list[tuple[int, int]]) -> Calibration:
+    """Median pairwise slope (over pairs whose estimates differ enough), kept in
+    ``SLOPES``, then the median intercept. Without such pairs: slope 1 and the
+    median difference (what is added to every call)."""
+    slopes = [
+        (r2 - r1) / (e2 - e1)
+        for i, (e1, r1) in enumerate(points)
+        for e2, r2 in points[i + 1 :]
+        if abs(e2 - e1) > _MIN_SPREAD * max(e1, e2)
+    ]
+    slope = min(max(statistics.median(slopes), SLOPES[0]), SLOPES[1]) if slopes else 1.0
+    intercept = statistics.median(r - slope * e for e, r in points)
+    return Calibration(slope, intercept, len(points))
 
 
 def prompt_tokens(usage: Any) -> int:
@@ -147,4 +182,4 @@ def prompt_tokens(usage: Any) -> int:
     return u.input + u.cache_read + u.cache_write
 
 
-__all__ = ["PLAUSIBLE", "UsageCalibrator", "prompt_tokens"]
+__all__ = ["SLOPES", "Calibration", "UsageCalibrator", "prompt_tokens"]
