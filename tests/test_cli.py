@@ -55,6 +55,33 @@ def test_estimate_prune_filter_compact(
     assert pq.read_table(tmp_path / "r.parquet").num_rows == 12
 
 
+def test_the_estimate_method_reaches_every_command(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    import ctxcompact as cc
+
+    table = pq.read_table(data)
+    for method in ("o200k", "qwen-conservative"):
+        code, est = run(monkeypatch, capsys, "estimate", str(data), "--method", method, "--json")
+        want = cc.estimate_messages(table, cc.CompactionConfig(estimate_method=method)).total
+        assert code == 0 and est["method"] == method and est["tokens"] == want
+        code, pr = run(monkeypatch, capsys, "prune", str(data), "--method", method, "--json")
+        assert code == 0
+        assert (
+            pr["tokens_counted"]
+            == cc.prune(table, cc.CompactionConfig(estimate_method=method)).total
+        )
+        code, cp = run(monkeypatch, capsys, "compact", str(data), "--method", method, "--json")
+        assert code == 0 and cp["tokens_before"] == want
+        code, bt = run(monkeypatch, capsys, "batch", str(data), "--method", method,
+                       "--report", str(tmp_path / f"{method}.parquet"), "--json")  # fmt: skip
+        assert code == 0 and bt["sessions"] == 12
+        report = pq.read_table(tmp_path / f"{method}.parquet")
+        assert pa.compute.sum(report["tokens_before"]).as_py() == want
+    code, out = run(monkeypatch, capsys, "estimate", str(data), "--method", "gpt2")
+    assert code == 2 and not out
+
+
 def test_batch_and_human_output(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     code, stats = run(monkeypatch, capsys, "batch", str(data), str(tmp_path / "o.parquet"),
                       "--batch-rows", "300", "--json")  # fmt: skip

@@ -52,6 +52,7 @@ from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, DatasetError, FormatError
+from ctxcompact.estimators import METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
 from ctxcompact.policy import Policy
@@ -154,6 +155,13 @@ PolicyOption = Annotated[
                  help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
                  "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
 ]  # fmt: skip
+MethodOption = Annotated[
+    str | None,
+    typer.Option("--method", metavar="METHOD", callback=_choice(METHODS),
+                 help="Token estimate (config estimate_method): opencode (default), ceil-bytes, "
+                 "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
+                 "deepseek, each also as <family>-conservative."),
+]  # fmt: skip
 ContextOption = Annotated[
     int | None,
     typer.Option("--context", min=0, metavar="TOKENS",
@@ -172,8 +180,11 @@ def _overrides(
     minimum: int | None = None,
     tools: str | None = None,
     policy: str | None = None,
+    method: str | None = None,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    if method is not None:
+        values["estimate_method"] = method
     if policy is not None:
         values["policy"] = policy
     if protect is not None:
@@ -452,10 +463,11 @@ def estimate(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     fmt: FormatOption = None,
     config: ConfigOption = None,
+    method: MethodOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
-    cfg = _config(config)
+    cfg = _config(config, **_overrides(method=method))
     with _status(f"reading {input}", as_json):
         transcript, read_as = _read(input, fmt)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
@@ -481,10 +493,12 @@ def prune_cmd(
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
+    method: MethodOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
+                                       method))  # fmt: skip
     _check_output(output, "--output")
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
@@ -539,10 +553,12 @@ def compact(
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
+    method: MethodOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
+                                       method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(output, "--output")
     _check_output(report, "--report")
@@ -656,6 +672,7 @@ def replay(
             "TOML/JSON policy file. Default: the config's.",
         ),
     ] = None,
+    method: MethodOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay every run call by call under each policy (offline digest summaries):
@@ -667,7 +684,7 @@ def replay(
     names: list[str | None] = list(policies) if policies else [None]
     configs = []
     for name in names:
-        overrides = _overrides(policy=name)
+        overrides = _overrides(policy=name, method=method)
         if mask_first:
             overrides["mask_first"] = True
         configs.append(_config(config, **overrides))
@@ -796,6 +813,7 @@ def batch(
     prune_minimum: MinimumOption = None,
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
+    method: MethodOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory.
@@ -807,7 +825,8 @@ def batch(
         raise InputNotFound(f"{source}: no such file or directory")
     if destination is None and report is None:
         raise typer.BadParameter("nothing to write: give a DESTINATION, a --report, or both")
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
+    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
+                                       method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
     _check_output(destination, "DESTINATION")
     _check_output(report, "--report")

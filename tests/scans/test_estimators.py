@@ -1,0 +1,101 @@
+"""The fitted byte-bigram estimators (issue 16): names, errors, arrays, and
+how close they stay to exact counts on real runs the fit held out."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+import ctxcompact as cc
+import pyarrow as pa
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import ConfigError
+from ctxcompact.estimators import FAMILIES, METHODS
+from ctxcompact.scans import count_tokens, estimate_tokens, estimate_tokens_array
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+
+
+def test_every_family_has_a_plain_and_a_conservative_method() -> None:
+    assert set(METHODS) == {"opencode", "ceil-bytes", *FAMILIES,
+                            *(f"{f}-conservative" for f in FAMILIES)}  # fmt: skip
+    for method in METHODS:
+        assert estimate_tokens("def f(x):\n    return x + 1\n", method) > 0  # type: ignore[arg-type]
+        assert estimate_tokens("", method) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["gpt2", "o200k-liberal", "O200K", ""])
+def test_an_unknown_method_is_a_config_error_naming_it(bad: str) -> None:
+    with pytest.raises(ConfigError, match="unknown estimate method") as err:
+        estimate_tokens("x", bad)  # type: ignore[arg-type]
+    assert repr(bad) in str(err.value) or f'"{bad}"' in str(err.value)
+    with pytest.raises(ConfigError, match="estimate_method"):
+        cc.CompactionConfig(estimate_method=bad)  # type: ignore[arg-type]
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "u", "role": "user"}, "parts": [{"id": "p", "type": "text", "text": "hi"}]},
+    ]})  # fmt: skip
+    with pytest.raises(ConfigError, match="unknown estimate method"):
+        cc.estimate_messages(cc.Transcript.from_sessions([session]),
+                             SimpleNamespace(estimate_method=bad, message_overhead=4))  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(" \t\na1Zé中-{}\"")), max_size=60),
+       st.sampled_from(FAMILIES))  # fmt: skip
+def test_conservative_never_counts_less(text: str, family: str) -> None:
+    plain = estimate_tokens(text, family)  # type: ignore[arg-type]
+    assert estimate_tokens(text, f"{family}-conservative") >= plain  # type: ignore[arg-type]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=200)), max_size=30),
+       st.sampled_from(METHODS))  # fmt: skip
+def test_the_array_scan_is_the_per_text_estimate(texts: list[str | None], method: str) -> None:
+    got = estimate_tokens_array(pa.array(texts, pa.large_string()), method).to_pylist()  # type: ignore[arg-type]
+    assert got == [None if t is None else estimate_tokens(t, method) for t in texts]  # type: ignore[arg-type]
+
+
+def test_a_run_of_spaces_is_about_one_token() -> None:
+    indented = "x" + " " * 400 + "y"
+    assert estimate_tokens(indented, "o200k") <= 6 < estimate_tokens(indented, "opencode")
+    assert count_tokens(indented, "o200k") <= 6
+
+
+def _messages() -> list[str]:
+    """Every text, output and argument of the shared tau-bench and SWE-agent runs."""
+    out: list[str] = []
+    for corpus in ("tau-bench", "swe-agent"):
+        for path in sorted((DATA / corpus).rglob("*")):
+            if path.suffix in (".json", ".traj"):
+                table = cc.Transcript.from_sessions(formats.read(path)).to_arrow()
+                for column in ("output", "input"):
+                    out += [t for t in table.column(column).to_pylist() if t]
+    return out
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+def test_close_to_exact_counts_on_real_runs(family: str) -> None:
+    """Against the exact tokenizer (built into the core) on every message of
+    20+ tokens: far closer than chars / 4, and rarely under with -conservative."""
+    texts = _messages()
+    exact = cc.scans.count_tokens_array(pa.array(texts), family).to_pylist()  # type: ignore[arg-type]
+    keep = [i for i, n in enumerate(exact) if n >= 20]
+    assert len(keep) > 3000
+
+    def errors(method: str) -> list[float]:
+        est = estimate_tokens_array(pa.array(texts), method).to_pylist()  # type: ignore[arg-type]
+        return [(est[i] - exact[i]) / exact[i] for i in keep]
+
+    fitted, opencode = errors(family), errors("opencode")
+    p95 = statistics.quantiles([abs(e) for e in fitted], n=20)[-1]
+    assert statistics.median(abs(e) for e in fitted) < 0.03
+    assert p95 < 0.10 < statistics.quantiles([abs(e) for e in opencode], n=20)[-1]
+    total_est = sum(estimate_tokens(texts[i], family) for i in keep)  # type: ignore[arg-type]
+    assert abs(total_est / sum(exact[i] for i in keep) - 1) < 0.03
+    under = [e for e in errors(f"{family}-conservative") if e < 0]
+    assert len(under) / len(keep) < 0.06
