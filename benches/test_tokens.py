@@ -4,7 +4,8 @@ The texts are every message of the shared runs (tau-bench dialogues and
 SWE-agent trajectories: prose, JSON arguments, tool output, code), repeated
 to ~20 MB. tiktoken is the reference encoder on the same vocabulary (its
 ``encode_ordinary_batch`` with its thread pool), built from the core's
-built-in files; the byte-level estimate is there for scale.
+built-in files; the byte-level estimates (chars / 4 and the fitted
+per-family tables) are there for scale.
 
     pytest benches/test_tokens.py --benchmark-enable
 """
@@ -94,6 +95,12 @@ def test_tiktoken_batch(benchmark: Any, column: pa.Array, family: str) -> None:
 
 
 @pytest.mark.benchmark(group="exact-tokens")
-def test_byte_level_estimate(benchmark: Any, column: pa.Array) -> None:
+@pytest.mark.parametrize("method", ["opencode", "o200k", "o200k-conservative", "deepseek"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_byte_level_estimate(benchmark: Any, column: pa.Array, method: str, threads: int) -> None:
+    """The estimates on the same column: chars / 4, and a family's fitted table
+    (one table load per byte pair, issue 16's >= 1.5 GB/s per core)."""
     _info(benchmark, column)
-    benchmark.pedantic(estimate_tokens_array, (column,), rounds=3, warmup_rounds=1)
+    result = benchmark.pedantic(estimate_tokens_array, (column, method), {"threads": threads},
+                                rounds=5, warmup_rounds=1)  # fmt: skip
+    assert result.null_count == 0

@@ -180,5 +180,60 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// Real text of this repository (Rust, Markdown, prose) in messages of about
+/// 700 bytes, repeated to ~20 MB: what the estimates read in a transcript.
+fn repository_texts() -> ArrayRef {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut text = String::new();
+    for dir in ["rust/src", "rust/src/ingest", "docs"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        for file in files {
+            text += &std::fs::read_to_string(file).unwrap_or_default();
+        }
+    }
+    text += &std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut messages = Vec::new();
+    let mut current = String::new();
+    for line in text.split_inclusive('\n') {
+        current.push_str(line);
+        if current.len() >= 700 {
+            messages.push(std::mem::take(&mut current));
+        }
+    }
+    let repeat = 20_000_000 / messages.iter().map(String::len).sum::<usize>() + 1;
+    let all: Vec<&str> = (0..repeat)
+        .flat_map(|_| messages.iter().map(String::as_str))
+        .collect();
+    Arc::new(StringArray::from(all))
+}
+
+/// The byte-level estimates per byte of text: chars / 4 against a family's
+/// fitted table (issue 16: >= 1.5 GB/s per core).
+fn bench_estimates(c: &mut Criterion) {
+    let texts = repository_texts();
+    let bytes: usize = texts
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .value_data()
+        .len();
+    let mut group = c.benchmark_group("estimate");
+    group
+        .sample_size(20)
+        .throughput(Throughput::Bytes(bytes as u64));
+    for name in ["opencode", "o200k", "o200k-conservative", "deepseek"] {
+        let method: Method = name.parse().unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(estimate_array(&texts, method).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_estimates);
 criterion_main!(benches);
