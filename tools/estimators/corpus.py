@@ -13,7 +13,7 @@ In-domain kinds (fitted on their ``train`` groups, evaluated on the rest):
     code         Python standard library, Rust crates in the cargo registry,
                  C headers in /usr/include
     shell        listings built from this machine: ``ls -l`` with tab and
-                 CRLF variants, process tables, ``find`` output, ``git log``
+                 CRLF variants, ``find`` and ``du`` output, ``git log --stat``
     json         JSON files on disk, as found and re-dumped compact
     prose        README/markdown files of installed crates and packages,
                  licence texts
@@ -22,7 +22,7 @@ In-domain kinds (fitted on their ``train`` groups, evaluated on the rest):
 
 Unseen kinds (never fitted on, evaluated only):
 
-    diff         ``git log -p`` of this repository
+    diff         ``git log -p`` of this repository (up to a fixed commit)
     config       TOML and YAML files
     markup       HTML, XML and SVG files
     log          system logs in /var/log
@@ -61,6 +61,9 @@ UNSEEN = ("diff", "config", "markup", "log", "other-lang")
 
 #: Bytes read per kind at most (before slicing), so no kind dominates the fit.
 BUDGET = 8_000_000
+#: The repository history read for ``git log`` text: a fixed commit, so later
+#: commits do not change the corpus.
+HISTORY = "7d8f998"
 #: Share of each in-domain kind's groups held out for evaluation.
 HELD_OUT = 0.25
 
@@ -182,10 +185,13 @@ def _shell(rng: random.Random) -> Iterator[Unit]:
         used += len(out)
         if used >= BUDGET:
             break
-    ps = run("ps", "aux")
-    for i, piece in enumerate(_slices(ps * 3, rng)):
-        yield Unit(piece, "shell", f"shell/ps{i % 4}", _split("shell", f"shell/ps{i % 4}"))
-    log = run("git", "log", "--stat", "-n", "300", cwd=ROOT)
+    # Long listings of system folders: a fixed installation gives fixed text.
+    for i, folder in enumerate(("/usr/bin", "/usr/lib/x86_64-linux-gnu", "/etc")):
+        listing = run("ls", "-l", "--time-style=long-iso", folder)
+        for j, piece in enumerate(_slices(listing, rng)):
+            group = f"shell/ls{i}-{j % 4}"
+            yield Unit(piece, "shell", group, _split("shell", group))
+    log = run("git", "log", "--stat", "-n", "300", HISTORY, cwd=ROOT)
     for i, piece in enumerate(_slices(log, rng)):
         group = f"shell/gitlog{i % 8}"
         yield Unit(piece, "shell", group, _split("shell", group))

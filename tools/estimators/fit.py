@@ -31,6 +31,7 @@ kinds (in-domain) and on kinds never fitted on (unseen); see corpus.py.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import struct
 import sys
@@ -283,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the full report here")
     args = parser.parse_args(argv)
     units = corpus.units()
+    digest = hashlib.sha256()
+    for u in units:
+        digest.update(f"{u.kind}\0{u.group}\0{u.split}\0{u.text}\0".encode())
+    print(f"corpus: {len(units):,} texts, sha256 {digest.hexdigest()[:16]}", file=sys.stderr)
     reports = []
     for family in args.family or vocab.FAMILIES:
         report = fit_family(units, family, write=not args.check)

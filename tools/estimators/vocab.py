@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import importlib.util
 import json
 from collections.abc import Callable
@@ -54,6 +55,15 @@ _QWEN = (
 Encode = Callable[[list[str]], list[list[int]]]
 
 
+#: SHA-256 of each package's vocabulary file the tables were fitted from.
+SHA256 = {
+    "llama3/tokenizer.model": "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+    "resources/qwen.tiktoken": "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
+    "data/tekken_240911.json": "1948e2d48b0e7377f1bb5f1210f1ae5f984934e75713fc07e2452729b8365316",
+    "tokenizer.json": "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf",
+}
+
+
 def _package_file(package: str, relative: str) -> Path:
     spec = importlib.util.find_spec(package)  # locates, does not import
     if spec is None or spec.origin is None:
@@ -63,6 +73,10 @@ def _package_file(package: str, relative: str) -> Path:
     path = Path(spec.origin).parent / relative
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing from the installed {package!r} package")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != SHA256[relative]:
+        raise ValueError(f"{path}: SHA-256 {digest}, not the file the tables were fitted from "
+                         "(install the versions in this module's docstring)")  # fmt: skip
     return path
 
 
