@@ -94,6 +94,52 @@ def test_tiktoken_batch(benchmark: Any, column: pa.Array, family: str) -> None:
     assert total == sum(count_tokens_array(column, family).to_pylist())  # type: ignore[arg-type]
 
 
+#: Vocabularies read from their files, and their own libraries on the same file
+#: (tools/estimators/vocab.py: tiktoken with each family's pattern; tokenizers for DeepSeek).
+LOADED = ["llama3", "qwen", "tekken", "deepseek"]
+
+
+def _own_library(family: str) -> Any:
+    import sys
+
+    from ctxcompact.scans.vocabularies import package_file
+
+    if package_file(family) is None:
+        pytest.skip(f"needs the {family} vocabulary's package (README: exact counts)")
+    sys.path.insert(0, str(ROOT / "tools" / "estimators"))
+    import vocab  # type: ignore[import-not-found]
+
+    return vocab.encoder(family)[0]
+
+
+@pytest.mark.benchmark(group="exact-tokens-loaded")
+@pytest.mark.parametrize("family", LOADED)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_count_loaded_vocabulary(
+    benchmark: Any, column: pa.Array, family: str, threads: int
+) -> None:
+    _own_library(family)
+    _info(benchmark, column)
+    count_tokens_array(column[:10], family)  # type: ignore[arg-type]  # loads the file once
+    counted = benchmark.pedantic(count_tokens_array, (column, family), {"threads": threads},
+                                 rounds=3, warmup_rounds=1)  # fmt: skip
+    assert counted.null_count == 0
+
+
+@pytest.mark.benchmark(group="exact-tokens-loaded")
+@pytest.mark.parametrize("family", LOADED)
+def test_own_library(benchmark: Any, column: pa.Array, family: str) -> None:
+    encode = _own_library(family)
+    _info(benchmark, column)
+    texts = column.to_pylist()  # the libraries take Python strings; not timed
+
+    def run() -> int:
+        return sum(len(ids) for ids in encode(texts))
+
+    total = benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    assert total == sum(count_tokens_array(column, family).to_pylist())  # type: ignore[arg-type]
+
+
 @pytest.mark.benchmark(group="exact-tokens")
 @pytest.mark.parametrize("method", ["opencode", "o200k", "o200k-conservative", "deepseek"])
 @pytest.mark.parametrize("threads", [1, 2])

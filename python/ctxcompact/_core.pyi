@@ -23,6 +23,7 @@ __all__ = [
     "estimate_tokens_array",
     "estimator_table",
     "ingest_jsonl",
+    "load_vocabulary",
     "mark_rows",
     "overflow_check",
     "pivot",
@@ -31,6 +32,7 @@ __all__ = [
     "take_strings",
     "truncate_output",
     "utf16_lengths",
+    "vocabulary_loaded",
 ]
 __version__: str
 CLEARED_TOOL_OUTPUT: str
@@ -43,6 +45,8 @@ FORMATS: tuple[str, ...]
 
 def estimate_tokens(text: str, method: str = "opencode") -> int: ...
 def estimator_table(family: str) -> bytes: ...
+def load_vocabulary(name: str, tiktoken: str, split: str | list[str]) -> None: ...
+def vocabulary_loaded(name: str) -> bool: ...
 def estimate_tokens_array(
     values: Any, method: str = "opencode", threads: int | None = None
 ) -> Any: ...

@@ -178,14 +178,51 @@ fn utf16_lengths(
     map_chunks(py, values, threads, crate::estimate::utf16_array)
 }
 
-fn parse_family(py: Python<'_>, tokenizer: &str) -> PyResult<crate::tokens::Family> {
-    tokenizer.parse().map_err(|e| to_pyerr(py, e))
+fn tokenizer(py: Python<'_>, name: &str) -> PyResult<crate::tokens::Tokenizer> {
+    crate::tokens::Tokenizer::named(name).map_err(|e| to_pyerr(py, e))
 }
 
 #[pyfunction]
 fn count_tokens(py: Python<'_>, text: &str, tokenizer: &str) -> PyResult<u64> {
-    let family = parse_family(py, tokenizer)?;
-    Ok(py.detach(|| crate::tokens::count(text, family)))
+    let tokenizer = self::tokenizer(py, tokenizer)?;
+    Ok(py.detach(|| tokenizer.count(text)))
+}
+
+/// Build an encoder of a tiktoken-format vocabulary (the file's text) with a
+/// known split (a name) or a chain of Hugging Face `Split` patterns (a list),
+/// kept under `name` for `count_tokens*`. The GIL is released.
+#[pyfunction]
+fn load_vocabulary(
+    py: Python<'_>,
+    name: &str,
+    tiktoken: &str,
+    split: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let patterns: Option<Vec<String>> = match split.extract::<String>() {
+        Ok(_) => None,
+        Err(_) => Some(split.extract()?),
+    };
+    let known = match &patterns {
+        None => Some(
+            crate::tokens::split_pattern(&split.extract::<String>()?)
+                .map_err(|e| to_pyerr(py, e))?,
+        ),
+        Some(_) => None,
+    };
+    py.detach(|| {
+        let split = match (&patterns, known) {
+            (Some(patterns), _) => crate::tokens::Split::Isolated(patterns),
+            (None, Some(pattern)) => crate::tokens::Split::Tiktoken(pattern),
+            (None, None) => unreachable!("a name or a list"),
+        };
+        crate::tokens::load(name, tiktoken, split)
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
+#[pyfunction]
+fn vocabulary_loaded(name: &str) -> bool {
+    crate::tokens::loaded(name)
 }
 
 #[pyfunction]
@@ -196,10 +233,8 @@ fn count_tokens_array(
     tokenizer: &str,
     threads: Option<usize>,
 ) -> PyResult<PyChunkedArray> {
-    let family = parse_family(py, tokenizer)?;
-    map_chunks(py, values, threads, |c| {
-        crate::tokens::count_array(c, family)
-    })
+    let tokenizer = self::tokenizer(py, tokenizer)?;
+    map_chunks(py, values, threads, |c| tokenizer.count_array(c))
 }
 
 #[pyfunction]
@@ -628,6 +663,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(load_vocabulary, m)?)?;
+    m.add_function(wrap_pyfunction!(vocabulary_loaded, m)?)?;
     m.add_function(wrap_pyfunction!(utf16_lengths, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;

@@ -1,4 +1,6 @@
-//! Exact token counts of OpenAI's BPE vocabularies (`o200k`, `cl100k`).
+//! Exact token counts of BPE vocabularies: OpenAI's (`o200k`, `cl100k`) built
+//! in, and any tiktoken-format vocabulary loaded at run time with one of the
+//! known splits (Llama 3's, Qwen's, Mistral tekken's).
 //!
 //! Counts are tiktoken's `encode_ordinary` lengths: a special token's
 //! spelling in the text (`<|endoftext|>`) is ordinary text, and nothing is
@@ -8,9 +10,10 @@
 //! the same results) is built from them on first use, 1.6 s for o200k and
 //! 0.6 s for cl100k: prebuilt tables would add 47 MB to every wheel.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, RwLock};
 
 use arrow_array::{ArrayRef, Int64Array};
 use bpe::byte_pair_encoding::{read_tiktoken, BytePairEncoding};
@@ -55,18 +58,211 @@ const O200K_SPLIT: &str = concat!(
     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+$"
 );
+/// Llama 3 splits as cl100k does; Qwen takes digits one by one; tekken is
+/// o200k's split without the contractions, digits one by one.
+const QWEN_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+$";
+const TEKKEN_SPLIT: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*",
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+$"
+);
 /// Pattern 1 (`\s+\s`) gives its last character back.
 const GIVE_BACK: usize = 1;
 
+/// The split a loaded vocabulary is applied with (its pre-tokenizer pattern).
+pub fn split_pattern(name: &str) -> Result<&'static str> {
+    match name {
+        "cl100k" | "llama3" => Ok(CL100K_SPLIT),
+        "o200k" => Ok(O200K_SPLIT),
+        "qwen" => Ok(QWEN_SPLIT),
+        "tekken" => Ok(TEKKEN_SPLIT),
+        other => Err(CoreError::Config(format!(
+            "unknown split {other:?}; expected \"cl100k\", \"llama3\", \"o200k\", \"qwen\" or \"tekken\""
+        ))),
+    }
+}
+
+/// How a piece becomes tokens.
+enum Merger {
+    /// The `bpe` crate's encoder: counts without building token lists, but
+    /// needs every token to encode to itself, which OpenAI's vocabularies
+    /// satisfy and Llama 3's added tokens do not.
+    Bpe(BytePairEncoding),
+    /// tiktoken's own loop: merge the adjacent pair of lowest rank until none
+    /// is a token. Right for any tiktoken vocabulary.
+    Ranks(Ranks),
+}
+
+/// Token bytes to rank, hashed with FxHash (short keys, one lookup per pair).
+struct Ranks(HashMap<Vec<u8>, u32, std::hash::BuildHasherDefault<Fx>>);
+
+#[derive(Default)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+}
+
+impl Ranks {
+    fn rank(&self, bytes: &[u8]) -> u32 {
+        self.0.get(bytes).copied().unwrap_or(u32::MAX)
+    }
+
+    /// Tokens of one piece, as tiktoken's `_byte_pair_merge` finds them.
+    fn count(&self, piece: &[u8]) -> usize {
+        if piece.len() <= 1 || self.0.contains_key(piece) {
+            return usize::from(!piece.is_empty());
+        }
+        // (start of part, rank of merging it with the next part)
+        let mut parts: Vec<(usize, u32)> = (0..piece.len() - 1)
+            .map(|i| (i, self.rank(&piece[i..i + 2])))
+            .collect();
+        parts.push((piece.len() - 1, u32::MAX));
+        parts.push((piece.len(), u32::MAX));
+        let rank_at = |parts: &[(usize, u32)], i: usize| {
+            if i + 3 < parts.len() {
+                self.rank(&piece[parts[i].0..parts[i + 3].0])
+            } else {
+                u32::MAX
+            }
+        };
+        loop {
+            let (i, rank) = parts[..parts.len() - 1]
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, r))| *r)
+                .map(|(i, &(_, r))| (i, r))
+                .expect("at least one part");
+            if rank == u32::MAX {
+                break;
+            }
+            if i > 0 {
+                parts[i - 1].1 = rank_at(&parts, i - 1);
+            }
+            parts[i].1 = rank_at(&parts, i);
+            parts.remove(i + 1);
+        }
+        parts.len() - 1
+    }
+}
+
+/// How a text is cut into the pieces the merger encodes one by one.
+enum Splitter {
+    /// tiktoken's: one pattern matched from each piece's end (every character
+    /// matches one alternative): the pattern, then `\s+\s` (look-ahead), then
+    /// `\s+`; leftmost-first, so the earlier pattern wins as tiktoken's
+    /// alternation does.
+    Tiktoken(Regex),
+    /// Hugging Face's `Sequence` of `Split`s with `Isolated` behaviour (DeepSeek
+    /// V3): each pattern in turn cuts every piece into its matches and the
+    /// gaps between them. `true`: the pattern had tiktoken's look-ahead rule.
+    Isolated(Vec<(Regex, bool)>),
+}
+
+/// The look-ahead tiktoken-style patterns end with, which the regex engine
+/// cannot run: rewritten to `\s+$` plus the give-back patterns.
+const LOOK_AHEAD: &str = r"|\s+(?!\S)|\s+";
+
+/// A pattern for the split: tiktoken's trailing-space look-ahead becomes
+/// `\s+$` and the give-back patterns; any other look-around is refused.
+fn compile_split(pattern: &str) -> std::result::Result<(Regex, bool), String> {
+    let (core, look_ahead) = match pattern.strip_suffix(LOOK_AHEAD) {
+        Some(core) => (format!(r"{core}|\s+$"), true),
+        None => (pattern.to_owned(), false),
+    };
+    if core.contains("(?=") || core.contains("(?!") || core.contains("(?<") {
+        return Err(format!(
+            "the pattern {pattern:?} looks around, which only tiktoken's trailing \
+             \"\\s+(?!\\S)|\\s+\" can be rewritten for"
+        ));
+    }
+    let regex = match look_ahead {
+        true => Regex::new_many(&[core.as_str(), r"\s+\s", r"\s+"]),
+        false => Regex::new(&core),
+    };
+    regex.map(|r| (r, look_ahead)).map_err(|e| e.to_string())
+}
+
 /// A vocabulary and the split into pieces it is applied to.
-struct Encoder {
-    bpe: BytePairEncoding,
-    /// The split pattern, then `\s+\s` (look-ahead), then `\s+`; leftmost-first,
-    /// so the earlier pattern wins as tiktoken's alternation does.
-    split: Regex,
+pub struct Encoder {
+    merger: Merger,
+    split: Splitter,
 }
 
 impl Encoder {
+    /// An encoder of a tiktoken-format vocabulary (`base64 rank` per line,
+    /// ranks 0..n in any order): a typed error naming the line for a bad
+    /// file, never a panic.
+    pub fn from_tiktoken(name: &str, text: &str, split: Split<'_>) -> Result<Self> {
+        let bad = |why: String| CoreError::Config(format!("vocabulary {name:?}: {why}"));
+        let mut ranked: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let mut fields = line.split_whitespace();
+            let (Some(token), Some(rank), None) = (fields.next(), fields.next(), fields.next())
+            else {
+                return Err(bad(format!(
+                    "line {}: expected \"<base64 token> <rank>\"",
+                    i + 1
+                )));
+            };
+            let token = base64_decode(token)
+                .ok_or_else(|| bad(format!("line {}: the token is not base64", i + 1)))?;
+            let rank: u64 = rank
+                .parse()
+                .map_err(|_| bad(format!("line {}: the rank {rank:?} is not a number", i + 1)))?;
+            ranked.push((rank, token));
+        }
+        if ranked.is_empty() {
+            return Err(bad("no tokens".into()));
+        }
+        ranked.sort_unstable_by_key(|(rank, _)| *rank);
+        for (i, (rank, _)) in ranked.iter().enumerate() {
+            if *rank != i as u64 {
+                return Err(bad(format!(
+                    "ranks must be 0 to {} without gaps or repeats; rank {i} is missing or repeated",
+                    ranked.len() - 1
+                )));
+            }
+        }
+        let mut ranks = HashMap::with_capacity_and_hasher(ranked.len(), Default::default());
+        for (rank, token) in ranked {
+            if ranks.insert(token, rank as u32).is_some() {
+                return Err(bad("a token is listed twice".into()));
+            }
+        }
+        let split = match split {
+            Split::Tiktoken(pattern) => Splitter::Tiktoken(
+                Regex::new_many(&[pattern, r"\s+\s", r"\s+"]).map_err(|e| bad(e.to_string()))?,
+            ),
+            Split::Isolated(patterns) => {
+                if patterns.is_empty() {
+                    return Err(bad("no split pattern".into()));
+                }
+                let compiled = patterns
+                    .iter()
+                    .map(|p| compile_split(p))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(bad)?;
+                Splitter::Isolated(compiled)
+            }
+        };
+        Ok(Encoder {
+            merger: Merger::Ranks(Ranks(ranks)),
+            split,
+        })
+    }
+
     fn build(vocabulary_gz: &[u8], split: &str) -> Self {
         let mut text = String::new();
         flate2::read::GzDecoder::new(vocabulary_gz)
@@ -74,19 +270,66 @@ impl Encoder {
             .expect("the built-in vocabulary is valid gzip");
         let tokens = read_tiktoken(&text).expect("the built-in vocabulary is valid tiktoken");
         Encoder {
-            bpe: BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR)),
-            split: Regex::new_many(&[split, r"\s+\s", r"\s+"]).expect("the patterns compile"),
+            merger: Merger::Bpe(BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR))),
+            split: Splitter::Tiktoken(
+                Regex::new_many(&[split, r"\s+\s", r"\s+"]).expect("the patterns compile"),
+            ),
+        }
+    }
+
+    fn piece(&self, bytes: &[u8]) -> usize {
+        match &self.merger {
+            Merger::Bpe(bpe) => bpe.count(bytes),
+            Merger::Ranks(ranks) => ranks.count(bytes),
         }
     }
 
     /// The tokens of `text`: each piece of the split encoded on its own.
     fn count(&self, text: &str) -> usize {
+        match &self.split {
+            Splitter::Tiktoken(split) => self.count_tiktoken(split, text),
+            Splitter::Isolated(chain) => self.count_isolated(chain, text),
+        }
+    }
+
+    /// Each pattern of `chain` cuts `piece` into matches and gaps; the last
+    /// level's pieces are encoded.
+    fn count_isolated(&self, chain: &[(Regex, bool)], piece: &str) -> usize {
+        let Some(((regex, look_ahead), rest)) = chain.split_first() else {
+            return self.piece(piece.as_bytes());
+        };
+        let (mut at, mut total) = (0, 0);
+        while at < piece.len() {
+            // The whole piece is the haystack, so `$` is its end.
+            let Some(m) = regex.find(Input::new(piece).range(at..)) else {
+                break;
+            };
+            let mut end = m.end();
+            if *look_ahead && m.pattern().as_usize() == GIVE_BACK {
+                end -= piece[..end].chars().next_back().map_or(0, char::len_utf8);
+            }
+            if end <= m.start() {
+                break; // an empty match: the rest is one gap
+            }
+            if m.start() > at {
+                total += self.count_isolated(rest, &piece[at..m.start()]);
+            }
+            total += self.count_isolated(rest, &piece[m.start()..end]);
+            at = end;
+        }
+        if at < piece.len() {
+            total += self.count_isolated(rest, &piece[at..]);
+        }
+        total
+    }
+
+    fn count_tiktoken(&self, split: &Regex, text: &str) -> usize {
         let (mut at, mut total) = (0, 0);
         while at < text.len() {
             let input = Input::new(&text[at..]).anchored(Anchored::Yes);
-            let Some(m) = self.split.find(input) else {
+            let Some(m) = split.find(input) else {
                 // Every character matches one of the patterns; this is only a guard.
-                return total + self.bpe.count(&text.as_bytes()[at..]);
+                return total + self.piece(&text.as_bytes()[at..]);
             };
             let mut end = at + m.end();
             if m.pattern().as_usize() == GIVE_BACK {
@@ -94,9 +337,9 @@ impl Encoder {
                 end -= last;
             }
             if end == at {
-                return total + self.bpe.count(&text.as_bytes()[at..]);
+                return total + self.piece(&text.as_bytes()[at..]);
             }
-            total += self.bpe.count(&text.as_bytes()[at..end]);
+            total += self.piece(&text.as_bytes()[at..end]);
             at = end;
         }
         total
@@ -115,6 +358,111 @@ static CL100K: LazyLock<Encoder> = LazyLock::new(|| {
         CL100K_SPLIT,
     )
 });
+
+/// Standard base64 with padding (tiktoken files); `None` when it is not.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for (i, chunk) in bytes.chunks_exact(4).enumerate() {
+        let last = i == bytes.len() / 4 - 1;
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = n << 6 | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let three = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&three[..3 - pad]);
+    }
+    Some(out)
+}
+
+/// Vocabularies loaded at run time, by the name they were loaded under.
+static LOADED: LazyLock<RwLock<HashMap<String, Arc<Encoder>>>> = LazyLock::new(Default::default);
+
+/// The split a vocabulary is loaded with.
+pub enum Split<'a> {
+    /// A tiktoken pattern (`split_pattern` names the known ones).
+    Tiktoken(&'static str),
+    /// Hugging Face `Split` patterns applied in turn, each isolating its matches.
+    Isolated(&'a [String]),
+}
+
+/// Build and keep an encoder of a tiktoken-format vocabulary under `name`
+/// (replacing one loaded under that name before).
+pub fn load(name: &str, tiktoken: &str, split: Split<'_>) -> Result<()> {
+    if name.parse::<Family>().is_ok() {
+        return Err(CoreError::Config(format!(
+            "{name:?} is built in; load a vocabulary under another name"
+        )));
+    }
+    let encoder = Encoder::from_tiktoken(name, tiktoken, split)?;
+    LOADED
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_owned(), Arc::new(encoder));
+    Ok(())
+}
+
+/// Whether a vocabulary is loaded under `name`.
+pub fn loaded(name: &str) -> bool {
+    LOADED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(name)
+}
+
+/// A tokenizer the core counts with: built in, or loaded under a name.
+#[derive(Clone)]
+pub enum Tokenizer {
+    Builtin(Family),
+    Loaded(Arc<Encoder>),
+}
+
+impl Tokenizer {
+    /// The built-in family or the vocabulary loaded under `name`.
+    pub fn named(name: &str) -> Result<Self> {
+        if let Ok(family) = name.parse::<Family>() {
+            return Ok(Tokenizer::Builtin(family));
+        }
+        let loaded = LOADED.read().unwrap_or_else(|e| e.into_inner());
+        match loaded.get(name) {
+            Some(encoder) => Ok(Tokenizer::Loaded(encoder.clone())),
+            None => Err(CoreError::Config(format!(
+                "unknown tokenizer {name:?}; built in: \"o200k\", \"cl100k\" (others are \
+                 loaded from their vocabulary file first)"
+            ))),
+        }
+    }
+
+    pub fn count(&self, text: &str) -> u64 {
+        match self {
+            Tokenizer::Builtin(family) => count(text, *family),
+            Tokenizer::Loaded(encoder) => encoder.count(text) as u64,
+        }
+    }
+
+    /// Counts of every string of an Arrow string array; nulls stay null.
+    pub fn count_array(&self, array: &ArrayRef) -> Result<Int64Array> {
+        crate::columns::map_strings(array, 1024, |s| self.count(s) as i64)
+    }
+}
 
 /// Tokens of `text` under `family` (tiktoken's `encode_ordinary` length).
 pub fn count(text: &str, family: Family) -> u64 {
@@ -159,6 +507,60 @@ mod tests {
                 None => assert!(counted.is_null(i)),
             }
         }
+    }
+
+    /// cl100k's file loaded at run time (tiktoken's merge loop) counts as the
+    /// built-in encoder (the `bpe` crate's) does.
+    #[test]
+    fn the_two_mergers_agree() {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&include_bytes!("../assets/cl100k_base.tiktoken.gz")[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        load(
+            "cl100k-copy",
+            &text,
+            Split::Tiktoken(split_pattern("cl100k").unwrap()),
+        )
+        .unwrap();
+        let loaded = Tokenizer::named("cl100k-copy").unwrap();
+        let samples = [
+            "fn main() {\n    println!(\"hello, world\");\n}\n",
+            "   indented   text\t\twith  runs \r\n and digits 1234567",
+            "Ünïcödé, 中文, emoji 🦀 and <|endoftext|>",
+            include_str!("estimate.rs"),
+        ];
+        for text in samples {
+            assert_eq!(
+                loaded.count(text),
+                count(text, Family::Cl100k),
+                "{text:.40}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_vocabulary_is_an_error_not_a_panic() {
+        let split = || Split::Tiktoken(split_pattern("qwen").unwrap());
+        for bad in ["", "YQ==", "YQ== 0\nYQ== 1", "YQ== 0\nYg== 5", "!! 0"] {
+            assert!(
+                matches!(load("bad", bad, split()), Err(CoreError::Config(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(load("o200k", "YQ== 0", split()).is_err()); // built-in names are taken
+        let lookbehind = ["(?<=a)b".to_owned()];
+        assert!(load("x", "YQ== 0", Split::Isolated(&lookbehind)).is_err());
+        assert!(Tokenizer::named("never-loaded").is_err());
+    }
+
+    #[test]
+    fn base64_is_decoded_strictly() {
+        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
+        assert_eq!(base64_decode("YWJj").unwrap(), b"abc");
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert!(base64_decode("a=bc").is_none());
+        assert!(base64_decode("abc").is_none());
     }
 
     #[test]

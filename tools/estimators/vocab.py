@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -65,14 +64,14 @@ SHA256 = {
 
 
 def _package_file(package: str, relative: str) -> Path:
-    spec = importlib.util.find_spec(package)  # locates, does not import
-    if spec is None or spec.origin is None:
+    from ctxcompact.scans.vocabularies import PACKAGES, package_file
+
+    family = next(f for f, (p, r, _) in PACKAGES.items() if (p, r) == (package, relative))
+    path = package_file(family)
+    if path is None:
         raise FileNotFoundError(
             f"the {package!r} package is not installed: see tools/estimators/vocab.py"
         )
-    path = Path(spec.origin).parent / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed {package!r} package")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != SHA256[relative]:
         raise ValueError(f"{path}: SHA-256 {digest}, not the file the tables were fitted from "

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from ctxcompact import _core
 from ctxcompact.errors import ConfigError
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
+from ctxcompact.scans.vocabularies import ExactTokenizer as ExactTokenizer  # re-exported
+from ctxcompact.scans.vocabularies import core_name
 
 
 def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
@@ -61,50 +64,65 @@ def estimate_tokens_array(
     return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()
 
 
-#: Tokenizer families the core counts exactly (``count_tokens``): OpenAI's BPE vocabularies.
-ExactTokenizer = Literal["o200k", "cl100k"]
-
 #: OpenAI's chat accounting: every message adds 3 tokens (its role and
 #: separators), a ``name`` 1 more, and the reply is primed with 3.
 _PER_MESSAGE, _PER_NAME, _REPLY_PRIMING = 3, 1, 3
 
 
-def count_tokens(text: str, tokenizer: ExactTokenizer = "o200k") -> int:
+def count_tokens(
+    text: str, tokenizer: ExactTokenizer = "o200k", *, vocabulary: str | Path | None = None
+) -> int:
     """Exact tokens of ``text`` (tiktoken's ``encode_ordinary`` length: special
-    tokens' spellings are text, nothing is added). The vocabularies are built
-    into the core; nothing is downloaded."""
-    return _core.count_tokens(text, tokenizer)
+    tokens' spellings are text, nothing is added).
+
+    ``o200k`` and ``cl100k`` are built into the core. ``llama3``, ``qwen`` and
+    ``tekken`` are read from ``vocabulary`` (their tokenizer file) or from the
+    registry package that ships it (``scans.vocabularies``); nothing is
+    downloaded.
+    """
+    return _core.count_tokens(text, core_name(tokenizer, vocabulary))
 
 
 def count_tokens_array(
-    values: Any, tokenizer: ExactTokenizer = "o200k", *, threads: int | None = None
+    values: Any,
+    tokenizer: ExactTokenizer = "o200k",
+    *,
+    vocabulary: str | Path | None = None,
+    threads: int | None = None,
 ) -> pa.Array | pa.ChunkedArray:
     """Exact tokens of every string of an Arrow string column (int64; nulls stay
     null), counted in Rust on the thread pool with the GIL released, never a
-    Python object per row. Takes what ``estimate_tokens_array`` takes."""
-    result = pa.chunked_array(_core.count_tokens_array(values, tokenizer, check_threads(threads)))
+    Python object per row. Takes what ``estimate_tokens_array`` takes, and the
+    tokenizers ``count_tokens`` takes."""
+    name = core_name(tokenizer, vocabulary)
+    result = pa.chunked_array(_core.count_tokens_array(values, name, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):
         return result
     return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()
 
 
 def count_chat_tokens(
-    messages: Sequence[Mapping[str, Any]], tokenizer: ExactTokenizer = "o200k"
+    messages: Sequence[Mapping[str, Any]],
+    tokenizer: ExactTokenizer = "o200k",
+    *,
+    vocabulary: str | Path | None = None,
 ) -> int:
     """Exact prompt tokens of OpenAI chat messages as OpenAI bills them: each
     message's role and text (tool calls' names and arguments, a tool result's
-    text) plus 3 per message, 1 per ``name``, and 3 priming the reply."""
+    text) plus 3 per message, 1 per ``name``, and 3 priming the reply. (Other
+    families' chat templates frame messages differently: this is OpenAI's.)"""
     from ctxcompact.scans.chat import content_text
 
+    name = core_name(tokenizer, vocabulary)
     total = _REPLY_PRIMING
     for m in messages:
         parts = [str(m.get("role") or ""), content_text(m.get("content"))]
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
             parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
-        total += _PER_MESSAGE + sum(count_tokens(p, tokenizer) for p in parts if p)
+        total += _PER_MESSAGE + sum(_core.count_tokens(p, name) for p in parts if p)
         if m.get("name"):
-            total += _PER_NAME + count_tokens(str(m["name"]), tokenizer)
+            total += _PER_NAME + _core.count_tokens(str(m["name"]), name)
     return total
 
 
