@@ -87,7 +87,7 @@ enum Merger {
     /// The `bpe` crate's encoder: counts without building token lists, but
     /// needs every token to encode to itself, which OpenAI's vocabularies
     /// satisfy and Llama 3's added tokens do not.
-    Bpe(BytePairEncoding),
+    Bpe(Box<BytePairEncoding>),
     /// tiktoken's own loop: merge the adjacent pair of lowest rank until none
     /// is a token. Right for any tiktoken vocabulary.
     Ranks(Ranks),
@@ -270,7 +270,10 @@ impl Encoder {
             .expect("the built-in vocabulary is valid gzip");
         let tokens = read_tiktoken(&text).expect("the built-in vocabulary is valid tiktoken");
         Encoder {
-            merger: Merger::Bpe(BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR))),
+            merger: Merger::Bpe(Box::new(BytePairEncoding::from_dictionary(
+                tokens,
+                Some(HASH_FACTOR),
+            ))),
             split: Splitter::Tiktoken(
                 Regex::new_many(&[split, r"\s+\s", r"\s+"]).expect("the patterns compile"),
             ),
