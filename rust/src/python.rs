@@ -4,6 +4,10 @@
 
 use std::sync::Arc;
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use pyo3::prelude::*;
