@@ -9,6 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def beside(path: Path, *, keep_suffix: bool = False) -> Path:
+    """The temporary name ``replacing`` writes ``path`` under."""
+    if keep_suffix:
+        return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 @contextmanager
 def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``,
@@ -18,10 +25,7 @@ def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     that choose the layout from it (``.jsonl`` vs ``.json``).
     """
     path = Path(path)
-    if keep_suffix:
-        tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    else:
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = beside(path, keep_suffix=keep_suffix)
     try:
         yield tmp
         os.replace(tmp, path)

@@ -5,7 +5,7 @@ Arrow arguments accept any object exporting ``__arrow_c_array__`` or
 interface (wrap them with ``pyarrow.array`` / ``pyarrow.chunked_array``).
 """
 
-from typing import Any
+from typing import Any, final
 
 __all__ = [
     "CLEARED_TOOL_OUTPUT",
@@ -13,6 +13,7 @@ __all__ = [
     "ERROR_CLASSES",
     "FORMATS",
     "INTERRUPTED_TOOL",
+    "JsonlStream",
     "__version__",
     "cleared_placeholder",
     "compact_batch",
@@ -101,6 +102,27 @@ def ingest_jsonl(
     chunk_bytes: int = 1048576,
     id_bases: list[str | None] | None = None,
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+
+@final
+class JsonlStream:
+    """JSONL files read window by window: each step maps about ``window_bytes``
+    of whole lines and gives ``(table, rejected, lines, sessions)``."""
+
+    def __new__(
+        cls,
+        paths: list[str],
+        formats: list[str],
+        on_error: str = "raise",
+        threads: int | None = None,
+        chunk_bytes: int = 1048576,
+        window_bytes: int = 67108864,
+        id_bases: list[str | None] | None = None,
+    ) -> JsonlStream: ...
+    def __iter__(self) -> JsonlStream: ...
+    def __next__(
+        self,
+    ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+
 def compact_batch(
     table: Any,
     policy: dict[str, Any] | None = None,

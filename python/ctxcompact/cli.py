@@ -25,7 +25,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -47,14 +48,19 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact import config as config_module
-from ctxcompact._atomic import replacing
+from ctxcompact._atomic import beside, replacing
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, DatasetError, FormatError
 from ctxcompact.estimators import METHODS
 from ctxcompact.formats import FORMATS
-from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, IngestResult
+from ctxcompact.formats.reader import (
+    DOCUMENT_SUFFIXES,
+    JSONL_SUFFIXES,
+    FileReport,
+    IngestResult,
+)
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask
 from ctxcompact.testing.synthetic import generate_table
@@ -256,15 +262,21 @@ def _check_output(path: Path | None, option: str) -> None:
 
 
 @contextmanager
-def _writing(path: Path, option: str, *, keep_suffix: bool = False) -> Iterator[Path]:
-    """A temporary path renamed onto ``path`` on success; an OSError becomes exit 5."""
-    _check_output(path, option)
+def _output_errors(path: Path, option: str) -> Iterator[None]:
+    """An OSError while writing ``path`` becomes exit 5, naming the option."""
     try:
-        with replacing(path, keep_suffix=keep_suffix) as tmp:
-            yield tmp
+        yield
     except OSError as e:
         reason = e.strerror or _one_line(str(e))
         raise OutputNotWritable(f"{path}: cannot write {option}: {reason}") from None
+
+
+@contextmanager
+def _writing(path: Path, option: str, *, keep_suffix: bool = False) -> Iterator[Path]:
+    """A temporary path renamed onto ``path`` on success; an OSError becomes exit 5."""
+    _check_output(path, option)
+    with _output_errors(path, option), replacing(path, keep_suffix=keep_suffix) as tmp:
+        yield tmp
 
 
 def _write_parquet(table: pa.Table, path: Path, option: str) -> None:
@@ -414,18 +426,101 @@ def _is_parquet(path: Path) -> bool:
     return path.suffix == ".parquet"
 
 
+def _check_inputs(inputs: list[Path]) -> None:
+    for path in inputs:
+        if not path.exists():
+            raise InputNotFound(f"{path}: no such file or directory")
+
+
+def _report_files(files: list[FileReport]) -> None:
+    """Name every input file left out on stderr."""
+    for f in files:
+        if f.status != "read":
+            typer.echo(f"{f.status}: {f.path}{f': {f.reason}' if f.reason else ''}", err=True)
+
+
 def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     """Read session files and folders; every file left out is named on stderr."""
     from ctxcompact.formats.reader import read_sessions
 
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    _check_inputs(inputs)
     result = read_sessions(inputs, fmt, **kwargs)
-    for f in result.files:
-        if f.status != "read":
-            typer.echo(f"{f.status}: {f.path}{f': {f.reason}' if f.reason else ''}", err=True)
+    _report_files(result.files)
     return result
+
+
+@dataclass
+class _Streamed:
+    """What ``_ingest_to_parquet`` read: the last window's counts and reports."""
+
+    last: IngestResult
+    rows: int
+    rejected: int
+
+
+def _ingest_to_parquet(
+    inputs: list[Path], fmt: str | None, out: Path, option: str = "--output", *,
+    on_error: str = "raise", threads: int | None = None, count_units: bool = False,
+    rejects: Path | None = None, window_bytes: int = 64 << 20,
+) -> _Streamed:  # fmt: skip
+    """Stream session files into the Parquet file ``out`` (and the skipped
+    lines into ``rejects``) a window of lines at a time, so memory is bounded
+    by a window, not by the files. Both files appear whole at the end or not
+    at all; a write error names its option, a read error its input; every
+    file left out is named on stderr."""
+    from ctxcompact.formats.reader import iter_sessions
+
+    _check_inputs(inputs)
+    _check_output(out, option)
+    _check_output(rejects, "--rejects")
+    out_tmp = beside(out)
+    rejects_tmp = beside(rejects) if rejects is not None else None
+    rows = rejected = 0
+    last: IngestResult | None = None
+    writer: pq.ParquetWriter | None = None
+    reject_file = None
+    try:
+        if rejects is not None and rejects_tmp is not None:
+            with _output_errors(rejects, "--rejects"):
+                reject_file = rejects_tmp.open("w", encoding="utf-8")
+        for window in iter_sessions(inputs, fmt, on_error=on_error,  # type: ignore[arg-type]
+                                    threads=threads, window_bytes=window_bytes):  # fmt: skip
+            table = window.table
+            if count_units:
+                from ctxcompact.scans import with_output_units
+
+                table = with_output_units(table, threads=threads).to_arrow()
+            with _output_errors(out, option):
+                if writer is None:
+                    writer = pq.ParquetWriter(out_tmp, table.schema)
+                writer.write_table(table.cast(writer.schema))
+            rows += table.num_rows
+            if reject_file is not None:
+                with _output_errors(rejects or out, "--rejects"):
+                    for r in window.rejected:
+                        reject_file.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+            rejected += len(window.rejected)
+            last = window
+        assert last is not None and writer is not None  # iter_sessions yields at least once
+        with _output_errors(out, option):
+            writer.close()
+            os.replace(out_tmp, out)
+        if reject_file is not None and rejects is not None:
+            with _output_errors(rejects, "--rejects"):
+                reject_file.close()
+                os.replace(rejects_tmp, rejects)  # type: ignore[arg-type]
+    except BaseException:
+        for handle in (writer, reject_file):
+            with suppress(Exception):
+                if handle is not None:
+                    handle.close()
+        for tmp in (out_tmp, rejects_tmp):
+            with suppress(OSError):
+                if tmp is not None:
+                    tmp.unlink(missing_ok=True)
+        raise
+    _report_files(last.files)
+    return _Streamed(last, rows, rejected)
 
 
 def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
@@ -450,12 +545,10 @@ def _parquet_source(path: Path) -> tuple[Path, str]:
     temporary folder, removed when the process exits (success or not)."""
     if _is_parquet(path):
         return path, "parquet"
-    ingested = _ingest([path], None)
     scratch = tempfile.mkdtemp(prefix="ctxcompact-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     out = Path(scratch) / "ingested.parquet"
-    pq.write_table(ingested.table, out)
-    return out, ingested.format
+    return out, _ingest_to_parquet([path], None, out).last.format
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
@@ -934,9 +1027,21 @@ def ingest(
             help="Add output_utf16: each output's length, counted once for later scans.",
         ),
     ] = False,
+    window_mb: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="MB",
+            help="JSONL read this many MB of lines at a time: memory is bounded by it.",
+        ),
+    ] = 64,
     as_json: JsonOption = False,
 ) -> None:
     """Read session files into a Parquet file of part rows (JSONL natively, all cores).
+
+    JSONL is streamed: a window of --window-mb of lines is read, mapped and
+    written before the next, so a file of any size ingests in bounded memory
+    (a Claude Code file, whose sessions span the file, is read whole).
 
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.
@@ -945,18 +1050,10 @@ def ingest(
     _check_output(rejects, "--rejects")
     start = time.perf_counter()
     with _status("reading session files", as_json):
-        result = _ingest(inputs, source_format, on_error=on_error, threads=threads)
-    if rejects is not None:
-        from ctxcompact.formats.reader import write_rejects
-
-        with _writing(rejects, "--rejects") as tmp:
-            write_rejects(result.rejected, tmp)
-    table = result.table
-    if count_units:
-        from ctxcompact.scans import with_output_units
-
-        table = with_output_units(table, threads=threads).to_arrow()
-    _write_parquet(table, output, "--output")
+        streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,
+                                      threads=threads, count_units=count_units,
+                                      rejects=rejects, window_bytes=window_mb << 20)  # fmt: skip
+    result = streamed.last
     seconds = time.perf_counter() - start
     size = sum(Path(p).stat().st_size for p in result.formats)
     by_format: dict[str, int] = {}
@@ -966,8 +1063,8 @@ def ingest(
     summary: dict[str, Any] = {
         "format": result.format, "files": len(result.files),
         **{f"files_{k}": v for k, v in by_format.items()},
-        "lines": result.lines, "sessions": result.sessions, "rows": result.table.num_rows,
-        "rejected": len(result.rejected), "seconds": round(seconds, 3),
+        "lines": result.lines, "sessions": result.sessions, "rows": streamed.rows,
+        "rejected": streamed.rejected, "seconds": round(seconds, 3),
         "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
         "written": str(output),
     }  # fmt: skip

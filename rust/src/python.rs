@@ -653,6 +653,89 @@ fn ingest_jsonl(
     Ok((table, rejected, out.lines, out.sessions))
 }
 
+/// JSONL files read window by window (`ingest::Stream`): each `next` maps
+/// about `window_bytes` of whole lines with the GIL released and returns
+/// `(table, rejected, lines, sessions)`, the counts of everything so far.
+#[pyclass(module = "ctxcompact._core")]
+struct JsonlStream {
+    stream: ingest::Stream,
+    threads: Option<usize>,
+}
+
+#[pymethods]
+impl JsonlStream {
+    #[new]
+    #[pyo3(signature = (paths, formats, on_error = "raise", threads = None, chunk_bytes = 1_048_576, window_bytes = 67_108_864, id_bases = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<String>,
+        formats: Vec<String>,
+        on_error: &str,
+        threads: Option<usize>,
+        chunk_bytes: usize,
+        window_bytes: usize,
+        id_bases: Option<Vec<Option<String>>>,
+    ) -> PyResult<Self> {
+        let id_bases = id_bases.unwrap_or_else(|| vec![None; paths.len()]);
+        if formats.len() != paths.len() || id_bases.len() != paths.len() {
+            let e = CoreError::Config(format!(
+                "{} formats and {} id bases given for {} files",
+                formats.len(),
+                id_bases.len(),
+                paths.len()
+            ));
+            return Err(to_pyerr(py, e));
+        }
+        let mut files = Vec::with_capacity(paths.len());
+        for ((path, format), id_base) in paths.into_iter().zip(formats).zip(id_bases) {
+            let format = format.parse().map_err(|e| to_pyerr(py, e))?;
+            files.push(ingest::StreamFile {
+                path,
+                format,
+                id_base,
+            });
+        }
+        let options = Options {
+            chunk_bytes,
+            ..Options::new(on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?)
+        };
+        Ok(JsonlStream {
+            stream: ingest::Stream::new(files, options, window_bytes),
+            threads,
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn __next__(
+        mut slf: PyRefMut<'_, Self>,
+        py: Python<'_>,
+    ) -> PyResult<Option<(PyTable, Vec<RejectedLine>, usize, usize)>> {
+        let threads = slf.threads;
+        let stream = &mut slf.stream;
+        let window = py
+            .detach(|| parallel::run(threads, || stream.next_window()))
+            .map_err(|e| to_pyerr(py, e))?;
+        let Some(out) = window else {
+            return Ok(None);
+        };
+        let table = PyTable::try_new(out.batches, ingest::rows::schema())?;
+        let rejected = out
+            .rejected
+            .into_iter()
+            .map(|r| {
+                let raw = pyo3::types::PyBytes::new(py, &r.raw).unbind();
+                (r.source, r.line, r.error, r.session_id, r.message_id, raw)
+            })
+            .collect();
+        Ok(Some((table, rejected, out.lines, out.sessions)))
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -673,6 +756,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;
+    m.add_class::<JsonlStream>()?;
     m.add_function(wrap_pyfunction!(estimator_table, m)?)?;
     m.add_function(wrap_pyfunction!(pivot, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;

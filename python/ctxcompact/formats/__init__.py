@@ -346,6 +346,8 @@ from ctxcompact.formats.reader import (  # noqa: E402
     FileReport,
     IngestResult,
     RejectedLine,
+    iter_jsonl,
+    iter_sessions,
     read_jsonl,
     read_sessions,
 )
@@ -367,6 +369,8 @@ __all__ = [
     "from_pydantic_ai",
     "from_swe_agent",
     "from_tau_bench",
+    "iter_jsonl",
+    "iter_sessions",
     "jsonl_format",
     "read",
     "read_document",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -227,10 +227,11 @@ def read_jsonl(
     return result
 
 
-def _read_jsonl(
-    inputs: list[_Input], format: str | None, on_error: OnError, threads: int | None,
-    chunk_bytes: int,
-) -> IngestResult:  # fmt: skip
+def _choose(
+    inputs: list[_Input], format: str | None, on_error: OnError
+) -> tuple[list[FileReport], list[RejectedLine], list[tuple[_Input, str]]]:
+    """Each file's format (detected from its own first line unless forced):
+    the report of every file, the rejected files' lines, and the files to read."""
     for i in inputs:
         if not i.path.is_file():
             raise FormatError(f"{i.path}: no such file")
@@ -255,6 +256,14 @@ def _read_jsonl(
         else:
             reports.append(FileReport(str(i.path), "read", fmt))
             chosen.append((i, fmt))
+    return reports, rejected, chosen
+
+
+def _read_jsonl(
+    inputs: list[_Input], format: str | None, on_error: OnError, threads: int | None,
+    chunk_bytes: int,
+) -> IngestResult:  # fmt: skip
+    reports, rejected, chosen = _choose(inputs, format, on_error)
     lines = len(rejected)
     if not chosen:
         table, sessions = SCHEMA.empty_table(), 0
@@ -270,6 +279,66 @@ def _read_jsonl(
                      for k, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
     return IngestResult(table, rejected, lines, sessions,
                         format or _format_names(reports), reports)  # fmt: skip
+
+
+def _check_window(window_bytes: int) -> None:
+    if isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1:
+        raise ConfigError(f"window_bytes must be a positive integer, got {window_bytes!r}",
+                          column="window_bytes")  # fmt: skip
+
+
+def iter_jsonl(
+    paths: str | Path | Iterable[str | Path],
+    format: str | None = None,
+    *,
+    on_error: OnError = "raise",
+    threads: int | None = None,
+    chunk_bytes: int = 1 << 20,
+    window_bytes: int = 64 << 20,
+) -> Iterator[IngestResult]:
+    """``read_jsonl`` in bounded memory: the files are read one after another,
+    ``window_bytes`` of whole lines at a time, and each window's rows come
+    back as soon as they are mapped, one ``IngestResult`` per window (its
+    table and rejected lines; ``lines`` and ``sessions`` count everything so
+    far; ``files`` reports every file). Peak memory is about a window and its
+    rows, whatever the files' sizes. The checks that span lines hold across
+    windows and files (a session read twice, a session's lines contiguous),
+    and the rows, concatenated, are those ``read_jsonl`` gives, in order. A
+    Claude Code file is one window (its events span the file). At least one
+    result comes back, empty when nothing was read.
+    """
+    threads = _check(on_error, chunk_bytes, threads)
+    _check_window(window_bytes)
+    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES)
+              if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+    yield from _iter_jsonl(inputs, format, on_error, threads, chunk_bytes, window_bytes)
+
+
+def _iter_jsonl(
+    inputs: list[_Input], format: str | None, on_error: OnError, threads: int | None,
+    chunk_bytes: int, window_bytes: int,
+) -> Iterator[IngestResult]:  # fmt: skip
+    reports, rejected, chosen = _choose(inputs, format, on_error)
+    name = format or _format_names(reports)
+    names = [str(i.path) for i, _ in chosen]
+    stream = _core.JsonlStream(
+        names, [fmt for _, fmt in chosen], on_error, threads=threads, chunk_bytes=chunk_bytes,
+        window_bytes=window_bytes, id_bases=[i.id_base for i, _ in chosen],
+    )  # fmt: skip
+    lines = len(rejected)
+    # Files rejected whole come first, as read_jsonl lists them.
+    if rejected:
+        yield IngestResult(SCHEMA.empty_table(), rejected, lines, 0, name, reports)
+    yielded = bool(rejected)
+    sessions = 0
+    for raw_table, raw_rejects, read_lines, sessions in stream:
+        window_rejects = [RejectedLine(names[k], line, error, sid, mid, raw)
+                          for k, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
+        yield IngestResult(pa.table(raw_table), window_rejects, lines + read_lines, sessions,
+                           name, reports)  # fmt: skip
+        yielded = True
+    if not yielded:  # nothing to read, or only blank lines
+        yield IngestResult(SCHEMA.empty_table(), [], lines, sessions, name, reports)
 
 
 def read_sessions(
@@ -298,11 +367,81 @@ def read_sessions(
     file (a document) or line (JSONL). JSONL sessions come first in the table,
     then documents, each in path order. A document rejected whole is reported
     as one ``RejectedLine`` with ``line=0`` holding the file's bytes.
+    ``iter_sessions`` reads the same in bounded memory.
     """
-    from ctxcompact import formats
-    from ctxcompact.errors import DuplicateSessionError
-
     threads = _check(on_error, chunk_bytes, threads)
+    order, reports, jsonl, documents = _plan(paths)
+    result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
+    reports += result.files
+    rejected = list(result.rejected)
+    lines, sessions = result.lines, result.sessions
+    seen = {str(v) for v in pc.unique(result.table.column("session_id")).to_pylist()}
+    tables = [result.table]
+    for d in _read_documents(documents, format, on_error, seen, result.table.schema):
+        reports.append(d.report)
+        lines += 1
+        sessions += d.sessions
+        rejected += d.rejected
+        if d.rows is not None:
+            tables.append(d.rows)
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    reports.sort(key=lambda f: order.get(f.path, len(order)))
+    out = IngestResult(table, rejected, lines, sessions, format or _format_names(reports), reports)
+    if reject_path is not None:
+        write_rejects(out.rejected, reject_path)
+    return out
+
+
+def iter_sessions(
+    paths: str | Path | Iterable[str | Path],
+    format: str | None = None,
+    *,
+    on_error: OnError = "raise",
+    threads: int | None = None,
+    chunk_bytes: int = 1 << 20,
+    window_bytes: int = 64 << 20,
+) -> Iterator[IngestResult]:
+    """``read_sessions`` in bounded memory: the JSONL files as ``iter_jsonl``
+    reads them (a result per window of ``window_bytes``), then one result per
+    document. Concatenated, the tables and rejected lines are those
+    ``read_sessions`` gives, in its order; ``lines`` and ``sessions`` count
+    everything so far and ``files`` reports the files known so far (the last
+    result: every file, in the order given). What stays in memory across
+    windows is the session ids read (for the repeated-session check).
+    """
+    threads = _check(on_error, chunk_bytes, threads)
+    _check_window(window_bytes)
+    order, reports, jsonl, documents = _plan(paths)
+
+    def ordered(files: list[FileReport]) -> list[FileReport]:
+        return sorted(files, key=lambda f: order.get(f.path, len(order)))
+
+    seen: set[str] = set()
+    last = None
+    for window in _iter_jsonl(jsonl, format, on_error, threads, chunk_bytes, window_bytes):
+        seen.update(str(v) for v in pc.unique(window.table.column("session_id")).to_pylist())
+        files = ordered(reports + window.files)
+        yield IngestResult(window.table, window.rejected, window.lines, window.sessions,
+                           format or _format_names(files), files)  # fmt: skip
+        last = window
+    assert last is not None  # _iter_jsonl yields at least once
+    reports += last.files
+    lines, sessions = last.lines, last.sessions
+    schema = SCHEMA.empty_table().schema
+    for d in _read_documents(documents, format, on_error, seen, schema):
+        reports.append(d.report)
+        lines += 1
+        sessions += d.sessions
+        files = ordered(reports)
+        yield IngestResult(d.rows if d.rows is not None else SCHEMA.empty_table(), d.rejected,
+                           lines, sessions, format or _format_names(files), files)  # fmt: skip
+
+
+def _plan(
+    paths: str | Path | Iterable[str | Path],
+) -> tuple[dict[str, int], list[FileReport], list[_Input], list[_Input]]:
+    """The inputs in the order given (path -> position), the files skipped for
+    their extension, and the JSONL files and documents to read."""
     supported = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
     inputs = _inputs(paths, supported)
     order = {str(i.path): k for k, i in enumerate(inputs)}
@@ -329,14 +468,29 @@ def read_sessions(
         where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
         others = f" ({len(reports)} other files skipped)" if reports else ""
         raise FormatError(f"no session files ({', '.join(supported)}) in {where}{others}")
-    result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
-    reports += result.files
-    rejected = list(result.rejected)
-    lines = result.lines
-    seen = {str(v) for v in pc.unique(result.table.column("session_id")).to_pylist()}
-    table_schema = result.table.schema
-    tables = [result.table]
-    n_documents = 0
+    return order, reports, jsonl, documents
+
+
+@dataclass(frozen=True)
+class _Document:
+    """One document read: its report, its rows (None when it holds no
+    sessions or was rejected), its sessions, and its reject (at most one)."""
+
+    report: FileReport
+    rows: pa.Table | None
+    sessions: int
+    rejected: list[RejectedLine]
+
+
+def _read_documents(
+    documents: list[_Input], format: str | None, on_error: OnError, seen: set[str],
+    schema: pa.Schema,
+) -> Iterator[_Document]:  # fmt: skip
+    """Each document's rows (cast to ``schema``); ``seen`` (session ids read
+    before) grows by each document's sessions."""
+    from ctxcompact import formats
+    from ctxcompact.errors import DuplicateSessionError
+
     for i in documents:
         where = str(i.path)
         fmt: str | None = None  # known once the document parses
@@ -353,7 +507,7 @@ def read_sessions(
             try:  # per document, so a value Arrow cannot hold names its file
                 rows = None
                 if read:
-                    rows = Transcript.from_sessions(read).to_arrow().cast(table_schema)
+                    rows = Transcript.from_sessions(read).to_arrow().cast(schema)
             except TranscriptError as e:
                 raise FormatError(f"{where}: {e}", session_id=e.session_id,
                                   message_id=e.message_id, column=e.column) from None  # fmt: skip
@@ -361,23 +515,13 @@ def read_sessions(
             if on_error == "raise":
                 raise
             sid = e.session_id if isinstance(e, DuplicateSessionError) else None
-            reports.append(FileReport(where, "rejected", fmt if sid else None, str(e)))
-            rejected.append(RejectedLine(where, 0, str(e), sid, None, i.path.read_bytes()))
-            lines += 1
+            report = FileReport(where, "rejected", fmt if sid else None, str(e))
+            yield _Document(report, None, 0, [RejectedLine(where, 0, str(e), sid, None,
+                                                           i.path.read_bytes())])  # fmt: skip
             continue
-        lines += 1
         seen.update(ids)
-        n_documents += len(read)
-        if rows is not None:
-            tables.append(rows)
-        reports.append(FileReport(where, "read" if read else "empty", fmt or None))
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    reports.sort(key=lambda f: order.get(f.path, len(order)))
-    out = IngestResult(table, rejected, lines, result.sessions + n_documents,
-                       format or _format_names(reports), reports)  # fmt: skip
-    if reject_path is not None:
-        write_rejects(out.rejected, reject_path)
-    return out
+        yield _Document(FileReport(where, "read" if read else "empty", fmt or None), rows,
+                        len(read), [])  # fmt: skip
 
 
 def write_rejects(rejected: Sequence[RejectedLine], path: str | Path) -> None:
@@ -393,6 +537,8 @@ __all__ = [
     "IngestResult",
     "RejectedLine",
     "detect_jsonl_format",
+    "iter_jsonl",
+    "iter_sessions",
     "jsonl_files",
     "read_jsonl",
     "read_sessions",

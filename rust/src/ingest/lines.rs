@@ -30,13 +30,25 @@ pub(super) struct ChunkOut {
 
 /// Cut a source into chunks of whole lines, numbering lines from 1.
 pub(super) fn split(index: usize, data: &[u8], target: usize, chunks: &mut Vec<Chunk>) {
+    split_from(index, data, target, 1, chunks)
+}
+
+/// `split` of a piece of a file whose first line is `first_line` (a
+/// streamed window: only the file's first window can start with a BOM).
+pub(super) fn split_from(
+    index: usize,
+    data: &[u8],
+    target: usize,
+    first_line: usize,
+    chunks: &mut Vec<Chunk>,
+) {
     // A UTF-8 byte order mark is not part of the first line.
-    let mut start = if data.starts_with(b"\xEF\xBB\xBF") {
+    let mut start = if first_line == 1 && data.starts_with(b"\xEF\xBB\xBF") {
         3
     } else {
         0
     };
-    let mut line = 1;
+    let mut line = first_line;
     while start < data.len() {
         let mut end = (start + target).min(data.len());
         end = match data[end..].iter().position(|&b| b == b'\n') {

@@ -65,6 +65,163 @@ pub fn ingest_files(
     ingest(&sources, options)
 }
 
+/// JSONL files read one after another, window by window: each `next_window`
+/// reads about `window_bytes` of whole lines of the current file, maps them
+/// (chunks in parallel), settles them in line order with the checks that
+/// span windows and files (a session read twice, a session's lines
+/// contiguous), and returns that window's rows. Peak memory is about a
+/// window and its rows, whatever the files' sizes. A Claude Code file (a
+/// session's events span the file) is read whole, as one window.
+pub struct Stream {
+    files: Vec<StreamFile>,
+    options: Options,
+    window_bytes: usize,
+    /// The file being read, and its reader.
+    at: usize,
+    reader: Option<std::io::BufReader<std::fs::File>>,
+    /// Bytes read past the last whole line of the previous window.
+    carry: Vec<u8>,
+    /// Number of the next window's first line in the current file.
+    next_line: usize,
+    carried: Option<Carried>,
+    failed: bool,
+}
+
+/// A file of a `Stream`: its path, format and id base.
+pub struct StreamFile {
+    pub path: String,
+    pub format: Format,
+    pub id_base: Option<String>,
+}
+
+impl Stream {
+    pub fn new(files: Vec<StreamFile>, options: Options, window_bytes: usize) -> Stream {
+        Stream {
+            files,
+            options,
+            window_bytes: window_bytes.max(1),
+            at: 0,
+            reader: None,
+            carry: Vec::new(),
+            next_line: 1,
+            carried: Some(Carried::default()),
+            failed: false,
+        }
+    }
+
+    /// The next window's rows, or `None` after the last file. `lines` and
+    /// `sessions` of what it returns count everything read so far. After an
+    /// error (`on_error="raise"`, an unreadable file) the stream is finished.
+    pub fn next_window(&mut self) -> Result<Option<Ingested>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let result = self.read_window();
+        if result.is_err() {
+            self.failed = true;
+        }
+        result
+    }
+
+    fn read_window(&mut self) -> Result<Option<Ingested>> {
+        use std::io::Read;
+        loop {
+            let Some(file) = self.files.get(self.at) else {
+                return Ok(None);
+            };
+            let name = file.path.clone();
+            let io = |e: std::io::Error| CoreError::Format {
+                what: format!("{name}: cannot read: {e}"),
+                at: Default::default(),
+            };
+            if self.reader.is_none() {
+                let opened = std::fs::File::open(&file.path).map_err(io)?;
+                self.reader = Some(std::io::BufReader::with_capacity(1 << 20, opened));
+            }
+            let reader = self.reader.as_mut().expect("opened above");
+            let mut data = std::mem::take(&mut self.carry);
+            let whole_file = file.format == Format::ClaudeCode;
+            // Read until the window is full and holds a line break (or the file ends).
+            let mut eof = whole_file;
+            if whole_file {
+                reader.read_to_end(&mut data).map_err(io)?;
+            } else {
+                loop {
+                    let before = data.len();
+                    // Fill the window, then go on in steps of up to 64 KiB until a line ends.
+                    let step = self.window_bytes.min(1 << 16);
+                    let want = self.window_bytes.saturating_sub(before).max(step) as u64;
+                    let got = reader.take(want).read_to_end(&mut data).map_err(io)?;
+                    if got == 0 {
+                        eof = true;
+                        break;
+                    }
+                    if data.len() >= self.window_bytes && data[before..].contains(&b'\n') {
+                        break;
+                    }
+                }
+            }
+            if !eof {
+                // Keep the bytes after the last line break for the next window.
+                let cut = data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+                self.carry = data.split_off(cut);
+            }
+            let window = match data.is_empty() {
+                true => None, // the file ended at the last window's end
+                false => Some(self.settle_window(&data, whole_file)?),
+            };
+            // A window of blank lines holds nothing to return.
+            let window = window.filter(|w| !(w.batches.is_empty() && w.rejected.is_empty()));
+            self.next_line += data.iter().filter(|&&b| b == b'\n').count();
+            if eof {
+                // on to the next file
+                self.at += 1;
+                self.reader = None;
+                self.next_line = 1;
+            }
+            if window.is_some() {
+                return Ok(window);
+            }
+        }
+    }
+
+    /// Map and settle one window of the current file.
+    fn settle_window(&mut self, data: &[u8], whole_file: bool) -> Result<Ingested> {
+        // Every file is a source (names for the checks that span files); only
+        // the current one has bytes.
+        let sources: Vec<Source<'_>> = self
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Source {
+                name: &f.path,
+                data: if i == self.at { data } else { &[] },
+                format: f.format,
+                id_base: f.id_base.as_deref(),
+            })
+            .collect();
+        let carried = self.carried.take().unwrap_or_default();
+        let mut settle = Settle::resume(&sources, &self.options, carried);
+        let target = self.options.chunk_bytes.max(1);
+        if whole_file {
+            settle.file(self.at, claude_code::read_file(&sources[self.at], target))?;
+        } else {
+            let mut chunks = Vec::new();
+            split_from(self.at, data, target, self.next_line, &mut chunks);
+            let outs: Vec<ChunkOut> = chunks
+                .par_iter()
+                .map(|chunk| read_chunk(&sources[self.at], chunk))
+                .collect();
+            for (chunk, out) in chunks.iter().zip(outs) {
+                settle.chunk(chunk, out)?;
+            }
+        }
+        let (out, carried) = settle.suspend();
+        self.carried = Some(carried);
+        Ok(out)
+    }
+}
+
 /// Parse `sources` in parallel on the current rayon pool.
 pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
     let target = options.chunk_bytes.max(1);
@@ -210,6 +367,154 @@ mod tests {
             assert_eq!(column(&whole, name), column(&small, name), "{name}");
         }
         assert_eq!((whole.lines, whole.sessions), (40, 40));
+    }
+
+    /// Every window of a stream, concatenated.
+    fn streamed(path: &str, format: Format, on_error: OnError, window: usize) -> Result<Ingested> {
+        let options = Options {
+            on_error,
+            chunk_bytes: 64,
+        };
+        let file = StreamFile {
+            path: path.to_owned(),
+            format,
+            id_base: Some("base".into()),
+        };
+        let mut stream = Stream::new(vec![file], options, window);
+        let mut all = Ingested {
+            batches: vec![],
+            rejected: vec![],
+            lines: 0,
+            sessions: 0,
+        };
+        let mut windows = 0;
+        while let Some(w) = stream.next_window()? {
+            windows += 1;
+            all.batches.extend(w.batches);
+            all.rejected.extend(w.rejected);
+            (all.lines, all.sessions) = (w.lines, w.sessions);
+        }
+        assert!(stream.next_window()?.is_none());
+        assert!(windows >= 1);
+        Ok(all)
+    }
+
+    fn temp_file(name: &str, data: &[u8]) -> String {
+        let path =
+            std::env::temp_dir().join(format!("ctxcompact-stream-{}-{name}", std::process::id()));
+        std::fs::write(&path, data).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_streamed_file_reads_as_the_whole_file_for_any_window() {
+        let mut text = String::from("\u{feff}");
+        for i in 0..30 {
+            let line = match i % 3 {
+                0 => SESSION.replace("\"s1\"", &format!("\"s{i}\"")),
+                // chat lines have no id: named by the id base and their line number
+                _ => String::from(
+                    r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]"#,
+                ),
+            };
+            text.push_str(&line);
+            text.push_str(if i % 4 == 0 { "\r\n\n" } else { "\n" });
+        }
+        for (format, keep) in [(Format::OpenCode, 0), (Format::OpenAiChat, 1)] {
+            let lines: String = text
+                .split_inclusive('\n')
+                .filter(|l| l.trim().is_empty() || (l.starts_with('[') as usize == keep))
+                .collect();
+            let path = temp_file(&format!("{keep}.jsonl"), lines.as_bytes());
+            let source = Source {
+                name: &path,
+                data: lines.as_bytes(),
+                format,
+                id_base: Some("base"),
+            };
+            let options = Options {
+                on_error: OnError::Raise,
+                chunk_bytes: 64,
+            };
+            let whole = ingest(&[source], &options).unwrap();
+            for window in [1, 100, 700, 5_000, 1 << 20] {
+                let streamed = streamed(&path, format, OnError::Raise, window).unwrap();
+                for name in [
+                    "session_id",
+                    "message_id",
+                    "part_id",
+                    "output",
+                    "session_json",
+                ] {
+                    assert_eq!(
+                        column(&whole, name),
+                        column(&streamed, name),
+                        "{name} {window}"
+                    );
+                }
+                assert_eq!(
+                    (whole.lines, whole.sessions),
+                    (streamed.lines, streamed.sessions)
+                );
+            }
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
+    #[test]
+    fn checks_span_windows_and_bad_lines_keep_their_file_line() {
+        let text = format!("{SESSION}\n{{not json\n{SESSION}\n");
+        let path = temp_file("dup.jsonl", text.as_bytes());
+        // the second s1 is two windows after the first: still a repeat
+        let err = streamed(&path, Format::OpenCode, OnError::Raise, 1).unwrap_err();
+        assert!(err.to_string().contains(":2:"), "{err}");
+        let skipped = streamed(&path, Format::OpenCode, OnError::Skip, 1).unwrap();
+        let lines: Vec<usize> = skipped.rejected.iter().map(|r| r.line).collect();
+        assert_eq!(lines, [2, 3]);
+        assert!(
+            skipped.rejected[1].error.contains("already read"),
+            "{}",
+            skipped.rejected[1].error
+        );
+        assert_eq!(skipped.sessions, 1);
+        std::fs::remove_file(path).unwrap();
+        let missing = StreamFile {
+            path: "/nonexistent/x.jsonl".into(),
+            format: Format::OpenCode,
+            id_base: None,
+        };
+        let mut stream = Stream::new(vec![missing], Options::new(OnError::Raise), 10);
+        assert!(stream.next_window().is_err());
+        assert!(stream.next_window().unwrap().is_none()); // finished after an error
+    }
+
+    #[test]
+    fn a_session_repeated_in_a_later_file_is_caught_across_the_stream() {
+        let a = temp_file("a.jsonl", format!("{SESSION}\n").as_bytes());
+        let b = temp_file("b.jsonl", format!("\n{SESSION}\n").as_bytes());
+        let files = [&a, &b].map(|p| StreamFile {
+            path: p.clone(),
+            format: Format::OpenCode,
+            id_base: None,
+        });
+        let mut stream = Stream::new(files.into(), Options::new(OnError::Skip), 1);
+        let first = stream.next_window().unwrap().unwrap();
+        assert_eq!(
+            (first.lines, first.sessions, first.rejected.len()),
+            (1, 1, 0)
+        );
+        let second = stream.next_window().unwrap().unwrap();
+        assert_eq!(second.rejected.len(), 1);
+        assert_eq!(second.rejected[0].line, 2);
+        assert!(
+            second.rejected[0].error.contains(&a),
+            "{}",
+            second.rejected[0].error
+        );
+        assert!(stream.next_window().unwrap().is_none());
+        for p in [a, b] {
+            std::fs::remove_file(p).unwrap();
+        }
     }
 
     #[test]

@@ -17,7 +17,46 @@ pub(super) struct Settle<'s, 'a> {
     pub(super) lines: usize,
 }
 
+/// What the settle pass carries from one streamed window to the next: the
+/// checks that span lines (sessions read, the session a message line
+/// continued), without the window's bytes.
+#[derive(Default)]
+pub(super) struct Carried {
+    first_seen: HashMap<String, (usize, usize)>,
+    current: Option<String>,
+    messages: HashSet<String>,
+    lines: usize,
+}
+
 impl<'s, 'a> Settle<'s, 'a> {
+    /// The pass over a window, resuming what the previous windows left.
+    pub(super) fn resume(sources: &'s [Source<'a>], options: &'s Options, c: Carried) -> Self {
+        Settle {
+            first_seen: c.first_seen,
+            current: c.current,
+            messages: c.messages,
+            lines: c.lines,
+            ..Settle::new(sources, options)
+        }
+    }
+
+    /// The window's batches and rejected lines, and what the next window needs.
+    pub(super) fn suspend(self) -> (Ingested, Carried) {
+        let out = Ingested {
+            batches: self.batches,
+            rejected: self.rejected,
+            lines: self.lines,
+            sessions: self.first_seen.len(),
+        };
+        let carried = Carried {
+            first_seen: self.first_seen,
+            current: self.current,
+            messages: self.messages,
+            lines: self.lines,
+        };
+        (out, carried)
+    }
+
     pub(super) fn new(sources: &'s [Source<'a>], options: &'s Options) -> Self {
         Settle {
             sources,

@@ -150,6 +150,7 @@ pub struct Rejected {
     pub raw: Vec<u8>,
 }
 
+#[derive(Debug)]
 pub struct Ingested {
     /// Part rows (`rows::schema()`), one batch per chunk that kept rows.
     pub batches: Vec<RecordBatch>,

@@ -1,0 +1,175 @@
+"""Streamed JSONL ingest (``iter_jsonl``, ``iter_sessions``, ``ctxcompact ingest``):
+window by window, the same rows, rejects and counts as reading the files whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
+from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
+from ctxcompact.testing.synthetic import generate_table
+from test_ingest import DATA, WRITABLE, bad_file, claude_file, cli, traj, write_lines
+
+SESSIONS = cc.Transcript(generate_table(12, 40, seed=11, mean_output_chars=600)).to_sessions()
+
+
+def gathered(results: list[IngestResult]) -> tuple[pa.Table, list[tuple[str, int, str]]]:
+    """The windows' tables concatenated and their rejects, as (path, line, error)."""
+    assert results, "a stream yields at least one result"
+    table = pa.concat_tables([r.table for r in results])
+    return table, [(r.path, r.line, r.error) for w in results for r in w.rejected]
+
+
+def assert_same(streamed: list[IngestResult], whole: IngestResult) -> None:
+    table, rejects = gathered(streamed)
+    assert table.equals(whole.table)
+    assert rejects == [(r.path, r.line, r.error) for r in whole.rejected]
+    last = streamed[-1]
+    assert (last.lines, last.sessions, last.format) == (whole.lines, whole.sessions, whole.format)
+    assert last.files == whole.files
+
+
+@pytest.mark.parametrize("fmt", WRITABLE)
+def test_any_window_gives_the_rows_of_the_whole_file(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"s.{fmt}.jsonl"
+    formats.write(SESSIONS, path, fmt)
+    whole = read_jsonl(path)
+    for window in (1, 3_000, 1 << 26):
+        streamed = list(iter_jsonl(path, window_bytes=window, chunk_bytes=2_000))
+        assert_same(streamed, whole)
+        if window == 1 and fmt != "claude-code":  # a Claude Code file is one window
+            assert len(streamed) == whole.lines  # a line per window
+    assert whole.table.num_rows > 0
+
+
+def test_windows_hold_about_window_bytes_of_lines(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    formats.write(SESSIONS, path, "openai-chat")
+    window = 40_000
+    streamed = list(iter_jsonl(path, window_bytes=window))
+    longest = max(len(line) for line in path.read_bytes().splitlines())
+    assert len(streamed) >= path.stat().st_size // (window + longest) > 1
+    for w in streamed:  # each window's rows come from at most a window and one line of text
+        text = pa.compute.sum(pa.compute.binary_length(w.table.column("output"))).as_py() or 0
+        assert text <= window + longest
+
+
+def test_bad_lines_are_rejected_or_raised_as_the_whole_file_reader_does(tmp_path: Path) -> None:
+    path = bad_file(tmp_path)
+    whole = read_jsonl(path, "opencode", on_error="skip")
+    for window in (1, 50, 400, 1 << 20):
+        assert_same(list(iter_jsonl(path, "opencode", on_error="skip", window_bytes=window)),
+                    whole)  # fmt: skip
+        with pytest.raises(FormatError) as info:
+            list(iter_jsonl(path, "opencode", window_bytes=window))
+        assert str(info.value).startswith(f"{path}:3: not valid JSON")
+        assert info.value.row == 3
+
+
+def test_a_session_read_twice_is_caught_across_windows_and_files(tmp_path: Path) -> None:
+    def line(sid: str, mid: str) -> dict[str, Any]:
+        return {"info": {"id": mid, "sessionID": sid, "role": "user"}, "parts": []}
+
+    path = write_lines(tmp_path / "m.jsonl", [line("a", "1"), line("a", "2"), line("b", "3"),
+                                              line("a", "4")])  # fmt: skip
+    with pytest.raises(FormatError, match=r"m.jsonl:4: session \"a\" was already read at "):
+        list(iter_jsonl(path, "opencode-messages", window_bytes=1))
+    whole = read_jsonl(path, "opencode-messages", on_error="skip")
+    streamed = list(iter_jsonl(path, "opencode-messages", on_error="skip", window_bytes=1))
+    assert_same(streamed, whole)
+    # a session continued over a window boundary is one session
+    assert streamed[-1].sessions == 2 and len(streamed) == 4
+    formats.write(SESSIONS[:2], tmp_path / "x1.jsonl", "opencode")
+    formats.write(SESSIONS[1:3], tmp_path / "x2.jsonl", "opencode")
+    paths = [tmp_path / "x1.jsonl", tmp_path / "x2.jsonl"]
+    with pytest.raises(FormatError, match=f"x2.jsonl:1: session {SESSIONS[1].id!r}"
+                       .replace("'", '"')):  # fmt: skip
+        list(iter_jsonl(paths, window_bytes=100))
+    assert_same(list(iter_jsonl(paths, on_error="skip", window_bytes=100)),
+                read_jsonl(paths, on_error="skip"))  # fmt: skip
+
+
+def test_mixed_folders_stream_like_read_sessions(tmp_path: Path) -> None:
+    formats.write(SESSIONS[:4], tmp_path / "a-chat.jsonl", "openai-chat")
+    claude_file(tmp_path / "b-claude.jsonl")
+    (tmp_path / "c-bad.jsonl").write_bytes(b"\n{oops\n")
+    (tmp_path / "run1").mkdir()
+    (tmp_path / "run1" / "t.traj").write_text(json.dumps(traj("run1")), "utf-8")
+    (tmp_path / "notes.md").write_text("#", "utf-8")
+    whole = read_sessions(tmp_path, on_error="skip")
+    for window in (1, 5_000, 1 << 26):
+        assert_same(list(iter_sessions(tmp_path, on_error="skip", window_bytes=window)), whole)
+    with pytest.raises(FormatError, match=r"c-bad\.jsonl:2: cannot tell the format"):
+        list(iter_sessions(tmp_path))
+    if (DATA / "transcripts").is_dir():
+        whole = read_sessions(DATA, on_error="skip")
+        assert_same(list(iter_sessions(DATA, on_error="skip", window_bytes=10_000)), whole)
+
+
+def test_a_document_repeating_a_streamed_session_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "t.traj").write_text(json.dumps(traj("run")), "utf-8")
+    sid = read_sessions(tmp_path / "t.traj").transcript.session_ids()[0]
+    session = cc.Session.model_validate({"info": {"id": sid}, "messages": []})
+    formats.write([session], tmp_path / "a.jsonl", "opencode")
+    with pytest.raises(DuplicateSessionError, match="already read"):
+        list(iter_sessions(tmp_path, window_bytes=1))
+    results = list(iter_sessions(tmp_path, on_error="skip", window_bytes=1))
+    assert results[-1].files[-1].status == "rejected" and results[-1].sessions == 1
+    assert [r.line for w in results for r in w.rejected] == [0]
+
+
+def test_empty_input_yields_one_empty_result_and_bad_windows_are_config_errors(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"\xef\xbb\xbf\n\n")
+    results = list(iter_jsonl(tmp_path / "empty.jsonl"))
+    assert len(results) == 1 and results[0].table.num_rows == 0
+    assert results[0].table.schema == read_jsonl(tmp_path / "empty.jsonl").table.schema
+    for bad in (0, -5, True, 1.5, "64"):
+        with pytest.raises(ConfigError, match="window_bytes must be a positive integer"):
+            list(iter_jsonl(tmp_path, window_bytes=bad))  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="window_bytes"):
+            list(iter_sessions(tmp_path, window_bytes=bad))  # type: ignore[arg-type]
+    with pytest.raises(FormatError, match="no such file"):
+        list(iter_jsonl(tmp_path / "missing.jsonl"))
+
+
+def test_the_cli_streams_into_parquet_and_leaves_nothing_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    formats.write(SESSIONS, src / "a.jsonl", "opencode")
+    bad = bad_file(src)
+    out, rejects = tmp_path / "rows.parquet", tmp_path / "rejects.jsonl"
+    code, res, _ = cli(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--on-error",
+                       "skip", "--rejects", str(rejects), "--window-mb", "1",
+                       "--count-units")  # fmt: skip
+    assert code == 0
+    whole = read_sessions(src, on_error="skip")
+    written = pq.read_table(out)
+    assert written.drop_columns(["output_utf16"]).equals(whole.table)
+    assert (res["rows"], res["rejected"], res["sessions"]) == (
+        whole.table.num_rows, len(whole.rejected), whole.sessions)  # fmt: skip
+    assert [json.loads(x)["line"] for x in rejects.read_text("utf-8").splitlines()] == [
+        r.line for r in whole.rejected]  # fmt: skip
+    # A bad line under --on-error raise: exit 1, the earlier output untouched, no temporary left.
+    before = out.read_bytes()
+    code, _, err = cli(monkeypatch, capsys, "ingest", str(src), "-o", str(out))
+    assert code == 1 and f"{bad}:3: not valid JSON" in err
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rejects.jsonl", "rows.parquet", "src"]
+    # An output that cannot be written: exit 5 naming the option, before anything is read.
+    code, _, err = cli(
+        monkeypatch, capsys, "ingest", str(src), "-o", str(tmp_path / "no" / "o.parquet")
+    )
+    assert code == 5 and "cannot write --output" in err
+    code, _, err = cli(monkeypatch, capsys, "ingest", str(src), "-o", str(out), "--window-mb", "0")
+    assert code == 2 and "window-mb" in err
