@@ -1,6 +1,12 @@
 """Peak memory of each scan beyond its input, per row (one fresh process per scan).
 
     python benches/memory.py [sessions]      # default 2000 sessions x 500 parts
+    python benches/memory.py --ingest 1 4 10 # JSONL ingest of 1, 4 and 10 GB files
+
+``--ingest`` writes an OpenCode export of each size (distinct session ids,
+into a temporary folder: it needs about twice the largest size free) and
+reports the peak resident size of ``ctxcompact ingest`` streaming it into
+Parquet, beside reading it whole (``read_sessions``) for the sizes up to 2 GB.
 
 The transcript is written to a Parquet file first; each child process reads
 it, notes its resident size, runs one scan and reports the peak resident
@@ -49,6 +55,73 @@ def stream_child(path: str) -> None:
 
 
 BATCH_ROWS = 16_384
+
+
+def ingest_child(path: str, out: str, mode: str) -> None:
+    """Peak resident size of ingesting ``path``: streamed by the CLI, or read whole."""
+    import time
+
+    from ctxcompact.cli import main
+    from ctxcompact.formats import read_sessions
+
+    start = time.perf_counter()
+    if mode == "whole":
+        rows = read_sessions(path).table.num_rows
+    else:
+        sys.argv = ["ctxcompact", "ingest", path, "-o", out, "--json"]
+        try:
+            main()
+        except SystemExit as e:
+            if e.code:
+                raise
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(out).metadata.num_rows
+    seconds = time.perf_counter() - start
+    print(json.dumps({"rows": rows, "peak_kb": _hwm_kb(), "seconds": seconds}))
+
+
+def write_export(path: Path, gigabytes: float) -> int:
+    """An OpenCode export of about ``gigabytes``: one block of generated sessions
+    repeated with the session ids renamed per copy. Returns its size."""
+    from ctxcompact import formats
+    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.transcript import Transcript
+
+    block_file = path.with_name(f"block-{path.name}")
+    formats.write(Transcript(generate_table(200, 500, seed=3)).to_sessions(), block_file,
+                  "opencode")  # fmt: skip
+    block = block_file.read_bytes()
+    block_file.unlink()
+    target = int(gigabytes * 1e9)
+    with path.open("wb") as f:
+        copy = 0
+        while copy * len(block) < target:
+            f.write(block.replace(b'"ses_', b'"c%06d_' % copy))
+            copy += 1
+    return path.stat().st_size
+
+
+def ingest_main(sizes: list[float]) -> None:
+    print("| JSONL file | rows | ingest (streamed, CLI) peak RSS | MB/s | read whole peak RSS |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for gb in sizes:
+            path = Path(tmp) / f"export-{gb}.jsonl"
+            size = write_export(path, gb)
+            runs = {}
+            for mode in ("stream", "whole") if gb <= 2 else ("stream",):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--ingest-child", str(path),
+                     str(Path(tmp) / "rows.parquet"), mode],
+                    check=True, capture_output=True, text=True,
+                ).stdout.splitlines()[-1]  # fmt: skip
+                runs[mode] = json.loads(out)
+            s = runs["stream"]
+            whole = f"{runs['whole']['peak_kb'] / 1024:,.0f} MB" if "whole" in runs else "not run"
+            print(f"| {size / 1e9:.1f} GB | {s['rows']:,} | {s['peak_kb'] / 1024:,.0f} MB "
+                  f"| {size / 1e6 / s['seconds']:.0f} | {whole} |")  # fmt: skip
+            path.unlink()
 
 
 def child(path: str, scan: str) -> None:
@@ -117,5 +190,9 @@ if __name__ == "__main__":
         child(sys.argv[2], sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "--stream":
         stream_child(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--ingest-child":
+        ingest_child(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--ingest":
+        ingest_main([float(x) for x in sys.argv[2:]] or [1, 4, 10])
     else:
         main()
