@@ -592,55 +592,55 @@ type RejectedLine = (
     Py<pyo3::types::PyBytes>,
 );
 
-#[pyfunction]
-#[pyo3(signature = (paths, format, on_error = "raise", threads = None, chunk_bytes = 1_048_576, id_bases = None))]
-fn ingest_jsonl(
-    py: Python<'_>,
+/// What `ingest_jsonl` and `JsonlStream` return: (table, rejected lines,
+/// lines read, sessions read).
+type IngestOut = (PyTable, Vec<RejectedLine>, usize, usize);
+
+/// The files and options of an ingest call, checked: one format and one id
+/// base per file (`names`: one for every file, or one per file).
+fn ingest_args(
     paths: Vec<String>,
-    format: &Bound<'_, PyAny>,
+    names: Vec<String>,
     on_error: &str,
-    threads: Option<usize>,
     chunk_bytes: usize,
     id_bases: Option<Vec<Option<String>>>,
-) -> PyResult<(PyTable, Vec<RejectedLine>, usize, usize)> {
-    // one format for every file, or one per file
-    let names: Vec<String> = match format.extract::<String>() {
-        Ok(one) => vec![one; paths.len()],
-        Err(_) => format.extract()?,
+) -> Result<(Vec<ingest::StreamFile>, Options), CoreError> {
+    let files = paths.len();
+    let names = match names.len() {
+        1 => vec![names[0].clone(); files],
+        _ => names,
     };
-    if names.len() != paths.len() {
-        let e = CoreError::Config(format!(
-            "{} formats given for {} files",
+    let id_bases = id_bases.unwrap_or_else(|| vec![None; files]);
+    if names.len() != files || id_bases.len() != files {
+        return Err(CoreError::Config(format!(
+            "{} formats and {} id bases given for {files} files",
             names.len(),
-            paths.len()
-        ));
-        return Err(to_pyerr(py, e));
+            id_bases.len(),
+        )));
     }
     let formats = names
         .iter()
         .map(|name| name.parse::<ingest::Format>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| to_pyerr(py, e))?;
-    let id_bases = id_bases.unwrap_or_else(|| vec![None; paths.len()]);
-    if id_bases.len() != paths.len() {
-        let e = CoreError::Config(format!(
-            "{} id bases given for {} files",
-            id_bases.len(),
-            paths.len()
-        ));
-        return Err(to_pyerr(py, e));
-    }
+        .collect::<Result<Vec<_>, _>>()?;
     let options = Options {
         chunk_bytes,
-        ..Options::new(on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?)
+        ..Options::new(on_error.parse::<OnError>()?)
     };
-    let out = py
-        .detach(|| {
-            parallel::run(threads, || {
-                ingest::ingest_files(&paths, &formats, &id_bases, &options)
-            })
+    let files = paths
+        .into_iter()
+        .zip(formats)
+        .zip(id_bases)
+        .map(|((path, format), id_base)| ingest::StreamFile {
+            path,
+            format,
+            id_base,
         })
-        .map_err(|e| to_pyerr(py, e))?;
+        .collect();
+    Ok((files, options))
+}
+
+/// Rows and rejected lines to Python.
+fn ingest_out(py: Python<'_>, out: ingest::Ingested) -> PyResult<IngestOut> {
     let table = PyTable::try_new(out.batches, ingest::rows::schema())?;
     let rejected = out
         .rejected
@@ -651,6 +651,30 @@ fn ingest_jsonl(
         })
         .collect();
     Ok((table, rejected, out.lines, out.sessions))
+}
+
+#[pyfunction]
+#[pyo3(signature = (paths, format, on_error = "raise", threads = None, chunk_bytes = 1_048_576, id_bases = None))]
+fn ingest_jsonl(
+    py: Python<'_>,
+    paths: Vec<String>,
+    format: &Bound<'_, PyAny>,
+    on_error: &str,
+    threads: Option<usize>,
+    chunk_bytes: usize,
+    id_bases: Option<Vec<Option<String>>>,
+) -> PyResult<IngestOut> {
+    // one format for every file, or one per file
+    let names: Vec<String> = match format.extract::<String>() {
+        Ok(one) => vec![one],
+        Err(_) => format.extract()?,
+    };
+    let (files, options) =
+        ingest_args(paths, names, on_error, chunk_bytes, id_bases).map_err(|e| to_pyerr(py, e))?;
+    let out = py
+        .detach(|| parallel::run(threads, || ingest::ingest_files(&files, &options)))
+        .map_err(|e| to_pyerr(py, e))?;
+    ingest_out(py, out)
 }
 
 /// JSONL files read window by window (`ingest::Stream`): each `next` maps
@@ -677,29 +701,8 @@ impl JsonlStream {
         window_bytes: usize,
         id_bases: Option<Vec<Option<String>>>,
     ) -> PyResult<Self> {
-        let id_bases = id_bases.unwrap_or_else(|| vec![None; paths.len()]);
-        if formats.len() != paths.len() || id_bases.len() != paths.len() {
-            let e = CoreError::Config(format!(
-                "{} formats and {} id bases given for {} files",
-                formats.len(),
-                id_bases.len(),
-                paths.len()
-            ));
-            return Err(to_pyerr(py, e));
-        }
-        let mut files = Vec::with_capacity(paths.len());
-        for ((path, format), id_base) in paths.into_iter().zip(formats).zip(id_bases) {
-            let format = format.parse().map_err(|e| to_pyerr(py, e))?;
-            files.push(ingest::StreamFile {
-                path,
-                format,
-                id_base,
-            });
-        }
-        let options = Options {
-            chunk_bytes,
-            ..Options::new(on_error.parse::<OnError>().map_err(|e| to_pyerr(py, e))?)
-        };
+        let (files, options) = ingest_args(paths, formats, on_error, chunk_bytes, id_bases)
+            .map_err(|e| to_pyerr(py, e))?;
         Ok(JsonlStream {
             stream: ingest::Stream::new(files, options, window_bytes),
             threads,
@@ -710,29 +713,13 @@ impl JsonlStream {
         slf
     }
 
-    #[allow(clippy::type_complexity)]
-    fn __next__(
-        mut slf: PyRefMut<'_, Self>,
-        py: Python<'_>,
-    ) -> PyResult<Option<(PyTable, Vec<RejectedLine>, usize, usize)>> {
+    fn __next__(mut slf: PyRefMut<'_, Self>, py: Python<'_>) -> PyResult<Option<IngestOut>> {
         let threads = slf.threads;
         let stream = &mut slf.stream;
         let window = py
             .detach(|| parallel::run(threads, || stream.next_window()))
             .map_err(|e| to_pyerr(py, e))?;
-        let Some(out) = window else {
-            return Ok(None);
-        };
-        let table = PyTable::try_new(out.batches, ingest::rows::schema())?;
-        let rejected = out
-            .rejected
-            .into_iter()
-            .map(|r| {
-                let raw = pyo3::types::PyBytes::new(py, &r.raw).unbind();
-                (r.source, r.line, r.error, r.session_id, r.message_id, raw)
-            })
-            .collect();
-        Ok(Some((table, rejected, out.lines, out.sessions)))
+        window.map(|out| ingest_out(py, out)).transpose()
     }
 }
 

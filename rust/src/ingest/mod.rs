@@ -40,26 +40,23 @@ use settle::*;
 pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
 
 /// Read `paths` (one format and optional id base each) and ingest them.
-pub fn ingest_files(
-    paths: &[String],
-    formats: &[Format],
-    id_bases: &[Option<String>],
-    options: &Options,
-) -> Result<Ingested> {
-    let mut files = Vec::with_capacity(paths.len());
-    for path in paths {
-        let data = std::fs::read(path).map_err(|e| CoreError::Format {
-            what: format!("{path}: cannot read: {e}"),
+pub fn ingest_files(files: &[StreamFile], options: &Options) -> Result<Ingested> {
+    let mut data = Vec::with_capacity(files.len());
+    for file in files {
+        let bytes = std::fs::read(&file.path).map_err(|e| CoreError::Format {
+            what: format!("{}: cannot read: {e}", file.path),
             at: Default::default(),
         })?;
-        files.push(data);
+        data.push(bytes);
     }
-    let sources: Vec<Source<'_>> = (0..paths.len())
-        .map(|i| Source {
-            name: &paths[i],
-            data: &files[i],
-            format: formats[i],
-            id_base: id_bases[i].as_deref(),
+    let sources: Vec<Source<'_>> = files
+        .iter()
+        .zip(&data)
+        .map(|(file, data)| Source {
+            name: &file.path,
+            data,
+            format: file.format,
+            id_base: file.id_base.as_deref(),
         })
         .collect();
     ingest(&sources, options)
@@ -87,7 +84,7 @@ pub struct Stream {
     failed: bool,
 }
 
-/// A file of a `Stream`: its path, format and id base.
+/// A file to read (`ingest_files`, `Stream`): its path, format and id base.
 pub struct StreamFile {
     pub path: String,
     pub format: Format,
