@@ -977,12 +977,13 @@ def convert(
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
     _check_output(output, "OUTPUT")
-    with _status(f"reading {input}", as_json):
-        result = _ingest([input], source_format)
-    if to == "parquet":
-        _write_parquet(result.table, output, "OUTPUT")
+    if to == "parquet":  # streamed, as ingest does
+        with _status(f"reading {input}", as_json):
+            result = _ingest_to_parquet([input], source_format, output, "OUTPUT").last
         count = result.sessions
     else:
+        with _status(f"reading {input}", as_json):
+            result = _ingest([input], source_format)
         sessions = result.transcript.to_sessions()
         count = len(sessions)
         try:
