@@ -449,6 +449,12 @@ def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     return result
 
 
+#: Rows ingest gathers before it writes a row group (unless the gathered
+#: windows hold a window's bytes first), so a folder of small files does not
+#: become a row group per file.
+ROW_GROUP_ROWS = 1 << 16
+
+
 @dataclass
 class _Streamed:
     """What ``_ingest_to_parquet`` read: the last window's counts and reports."""
@@ -475,7 +481,8 @@ def _ingest_to_parquet(
     _check_output(rejects, "--rejects")
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
-    rows = rejected = 0
+    rows = rejected = pending_rows = 0
+    pending: list[pa.Table] = []
     last: IngestResult | None = None
     writer: pq.ParquetWriter | None = None
     reject_file = None
@@ -493,7 +500,12 @@ def _ingest_to_parquet(
             with _output_errors(out, option):
                 if writer is None:
                     writer = pq.ParquetWriter(out_tmp, table.schema)
-                writer.write_table(table.cast(writer.schema))
+                pending.append(table.cast(writer.schema))
+                pending_rows += table.num_rows
+                # Small windows (a folder of small files) gather into one row group.
+                if pending_rows >= ROW_GROUP_ROWS or sum(t.nbytes for t in pending) >= window_bytes:
+                    writer.write_table(pa.concat_tables(pending))
+                    pending, pending_rows = [], 0
             rows += table.num_rows
             if reject_file is not None:
                 with _output_errors(rejects or out, "--rejects"):
@@ -503,6 +515,8 @@ def _ingest_to_parquet(
             last = window
         assert last is not None and writer is not None  # iter_sessions yields at least once
         with _output_errors(out, option):
+            if pending:
+                writer.write_table(pa.concat_tables(pending))
             writer.close()
             os.replace(out_tmp, out)
         if reject_file is not None and rejects is not None:

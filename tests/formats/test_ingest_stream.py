@@ -156,6 +156,9 @@ def test_the_cli_streams_into_parquet_and_leaves_nothing_half_written(
     whole = read_sessions(src, on_error="skip")
     written = pq.read_table(out)
     assert written.drop_columns(["output_utf16"]).equals(whole.table)
+    # several windows, one row group: small windows are gathered before a write
+    assert len(list(iter_sessions(src, on_error="skip", window_bytes=1 << 20))) == 2
+    assert pq.ParquetFile(out).num_row_groups == 1
     assert (res["rows"], res["rejected"], res["sessions"]) == (
         whole.table.num_rows, len(whole.rejected), whole.sessions)  # fmt: skip
     assert [json.loads(x)["line"] for x in rejects.read_text("utf-8").splitlines()] == [
