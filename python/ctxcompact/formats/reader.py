@@ -305,7 +305,10 @@ def iter_jsonl(
     windows and files (a session read twice, a session's lines contiguous),
     and the rows, concatenated, are those ``read_jsonl`` gives, in order. A
     Claude Code file is one window (its events span the file). At least one
-    result comes back, empty when nothing was read.
+    result comes back, empty when nothing was read. Under ``on_error="raise"``
+    a bad line raises when its window is read, after the earlier windows were
+    yielded: write them somewhere temporary (as ``ctxcompact ingest`` does)
+    where a half-read input must not be kept.
     """
     threads = _check(on_error, chunk_bytes, threads)
     _check_window(window_bytes)
