@@ -184,37 +184,37 @@ impl Stream {
 
     /// Map and settle one window of the current file.
     fn settle_window(&mut self, data: &[u8], whole_file: bool) -> Result<Ingested> {
-        // Every file is a source (names for the checks that span files); only
-        // the current one has bytes.
-        let sources: Vec<Source<'_>> = self
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| Source {
-                name: &f.path,
-                data: if i == self.at { data } else { &[] },
-                format: f.format,
-                id_base: f.id_base.as_deref(),
-            })
-            .collect();
+        // The settle pass sees the current file alone (as source 0): what it
+        // carries names the files of earlier sessions itself, so a window
+        // costs the same whatever the number of files.
+        let file = &self.files[self.at];
+        let sources = [Source {
+            name: &file.path,
+            data,
+            format: file.format,
+            id_base: file.id_base.as_deref(),
+        }];
         let carried = self.carried.take().unwrap_or_default();
         let mut settle = Settle::resume(&sources, &self.options, carried);
         let target = self.options.chunk_bytes.max(1);
         if whole_file {
-            settle.file(self.at, claude_code::read_file(&sources[self.at], target))?;
+            settle.file(0, claude_code::read_file(&sources[0], target))?;
         } else {
             let mut chunks = Vec::new();
-            split_from(self.at, data, target, self.next_line, &mut chunks);
+            split_from(0, data, target, self.next_line, &mut chunks);
             let outs: Vec<ChunkOut> = chunks
                 .par_iter()
-                .map(|chunk| read_chunk(&sources[self.at], chunk))
+                .map(|chunk| read_chunk(&sources[0], chunk))
                 .collect();
             for (chunk, out) in chunks.iter().zip(outs) {
                 settle.chunk(chunk, out)?;
             }
         }
-        let (out, carried) = settle.suspend();
+        let (mut out, carried) = settle.suspend();
         self.carried = Some(carried);
+        for r in &mut out.rejected {
+            r.source = self.at; // the file's index among the stream's files
+        }
         Ok(out)
     }
 }

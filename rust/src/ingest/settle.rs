@@ -8,8 +8,10 @@ pub(super) struct Settle<'s, 'a> {
     pub(super) sources: &'s [Source<'a>],
     pub(super) options: &'s Options,
     pub(super) rejected: Vec<Rejected>,
-    /// Where each session was first read: (source, line).
-    pub(super) first_seen: HashMap<String, (usize, usize)>,
+    /// Each source's name, shared by the sessions first read in it.
+    names: Vec<Arc<str>>,
+    /// Where each session was first read: (file name, line).
+    pub(super) first_seen: HashMap<String, (Arc<str>, usize)>,
     /// opencode-messages: the session the last line continued, and its message ids.
     pub(super) current: Option<String>,
     pub(super) messages: HashSet<String>,
@@ -22,7 +24,7 @@ pub(super) struct Settle<'s, 'a> {
 /// continued), without the window's bytes.
 #[derive(Default)]
 pub(super) struct Carried {
-    first_seen: HashMap<String, (usize, usize)>,
+    first_seen: HashMap<String, (Arc<str>, usize)>,
     current: Option<String>,
     messages: HashSet<String>,
     lines: usize,
@@ -62,6 +64,7 @@ impl<'s, 'a> Settle<'s, 'a> {
             sources,
             options,
             rejected: Vec::new(),
+            names: sources.iter().map(|s| Arc::from(s.name)).collect(),
             first_seen: HashMap::new(),
             current: None,
             messages: HashSet::new(),
@@ -115,8 +118,8 @@ impl<'s, 'a> Settle<'s, 'a> {
                             ))
                             .message(&mid)
                         })
-                    } else if let Some(&(src, at)) = self.first_seen.get(&sid) {
-                        Some(already_read(&sid, self.sources[src].name, at))
+                    } else if let Some((file, at)) = self.first_seen.get(&sid) {
+                        Some(already_read(&sid, file, *at))
                     } else {
                         self.messages.clear();
                         repeated(&ids, &mut self.messages).map(twice)
@@ -130,8 +133,8 @@ impl<'s, 'a> Settle<'s, 'a> {
                             if continues {
                                 drop_session_json.push(mapped.rows.start);
                             } else {
-                                self.first_seen
-                                    .insert(sid.clone(), (chunk.source, line.line));
+                                let file = self.names[chunk.source].clone();
+                                self.first_seen.insert(sid.clone(), (file, line.line));
                                 self.current = Some(sid);
                             }
                             None
@@ -142,8 +145,8 @@ impl<'s, 'a> Settle<'s, 'a> {
                     // whole sessions: each id new, its message ids unique
                     let mut on_line = HashSet::new();
                     let problem = mapped.sessions.iter().find_map(|(sid, ids)| {
-                        let problem = if let Some(&(src, at)) = self.first_seen.get(sid) {
-                            Some(already_read(sid, self.sources[src].name, at))
+                        let problem = if let Some((file, at)) = self.first_seen.get(sid) {
+                            Some(already_read(sid, file, *at))
                         } else if !on_line.insert(sid.as_str()) {
                             Some(Problem::new(format!(
                                 "session {sid:?} appears twice on this line"
@@ -161,7 +164,8 @@ impl<'s, 'a> Settle<'s, 'a> {
                         }
                         None => {
                             for (sid, _) in mapped.sessions {
-                                self.first_seen.insert(sid, (chunk.source, line.line));
+                                let file = self.names[chunk.source].clone();
+                                self.first_seen.insert(sid, (file, line.line));
                             }
                             None
                         }
@@ -190,14 +194,15 @@ impl<'s, 'a> Settle<'s, 'a> {
                 Ok(kept) => {
                     let problem = if kept.first {
                         match self.first_seen.get(&kept.session) {
-                            Some(&(src, at)) => {
-                                let p = already_read(&kept.session, self.sources[src].name, at);
+                            Some((file, at)) => {
+                                let p = already_read(&kept.session, file, *at);
                                 repeated.insert(kept.session.clone(), p.clone());
                                 Some(p)
                             }
                             None => {
+                                let file = self.names[index].clone();
                                 self.first_seen
-                                    .insert(kept.session.clone(), (index, line.line));
+                                    .insert(kept.session.clone(), (file, line.line));
                                 None
                             }
                         }
