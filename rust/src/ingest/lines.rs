@@ -105,7 +105,26 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
     let mut lines = Vec::new();
     let format = source.format;
     let stem = source.id_base.unwrap_or_else(|| short_stem(source.name));
+    // the text of the fast path's *_json values, reused line after line
+    let mut buf = String::new();
     for (number, raw) in lines_of(source.data, chunk) {
+        if format == Format::OpenCode {
+            let start = rows.len();
+            let text = simdutf8::basic::from_utf8(&source.data[raw.clone()]).ok();
+            if let Some(session) = text.and_then(|t| fast::opencode_line(t, &mut rows, &mut buf)) {
+                let sessions = vec![session];
+                let outcome = Ok(Mapped {
+                    rows: start..rows.len(),
+                    sessions,
+                });
+                lines.push(Line {
+                    line: number,
+                    raw,
+                    outcome,
+                });
+                continue;
+            }
+        }
         let outcome = parse(&source.data[raw.clone()])
             .and_then(|value| read_line(value, format, &format!("{stem}:{number}")))
             .map(|sessions| emit(&sessions, &mut rows));

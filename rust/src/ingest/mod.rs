@@ -11,6 +11,7 @@ mod anthropic;
 mod chat;
 mod claude_code;
 mod export;
+mod fast;
 mod observations;
 mod opencode;
 mod openhands;
