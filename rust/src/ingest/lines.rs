@@ -51,7 +51,7 @@ pub(super) fn split_from(
     let mut line = first_line;
     while start < data.len() {
         let mut end = (start + target).min(data.len());
-        end = match data[end..].iter().position(|&b| b == b'\n') {
+        end = match memchr::memchr(b'\n', &data[end..]) {
             Some(pos) if end < data.len() => end + pos + 1,
             _ => data.len(),
         };
@@ -60,7 +60,7 @@ pub(super) fn split_from(
             first_line: line,
             bytes: start..end,
         });
-        line += data[start..end].iter().filter(|&&b| b == b'\n').count();
+        line += memchr::memchr_iter(b'\n', &data[start..end]).count();
         start = end;
     }
 }
@@ -75,10 +75,7 @@ pub(super) fn lines_of<'a>(
     let mut number = chunk.first_line;
     std::iter::from_fn(move || {
         while pos < end {
-            let stop = data[pos..end]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(end, |p| pos + p);
+            let stop = memchr::memchr(b'\n', &data[pos..end]).map_or(end, |p| pos + p);
             let mut raw = pos..stop;
             if data[raw.clone()].ends_with(b"\r") {
                 raw.end -= 1;
@@ -108,7 +105,26 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
     let mut lines = Vec::new();
     let format = source.format;
     let stem = source.id_base.unwrap_or_else(|| short_stem(source.name));
+    // the text of the fast path's *_json values, reused line after line
+    let mut buf = String::new();
     for (number, raw) in lines_of(source.data, chunk) {
+        if format == Format::OpenCode {
+            let start = rows.len();
+            let text = simdutf8::basic::from_utf8(&source.data[raw.clone()]).ok();
+            if let Some(session) = text.and_then(|t| fast::opencode_line(t, &mut rows, &mut buf)) {
+                let sessions = vec![session];
+                let outcome = Ok(Mapped {
+                    rows: start..rows.len(),
+                    sessions,
+                });
+                lines.push(Line {
+                    line: number,
+                    raw,
+                    outcome,
+                });
+                continue;
+            }
+        }
         let outcome = parse(&source.data[raw.clone()])
             .and_then(|value| read_line(value, format, &format!("{stem}:{number}")))
             .map(|sessions| emit(&sessions, &mut rows));
@@ -123,6 +139,12 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
 
 /// A line's bytes as JSON.
 pub(super) fn parse(bytes: &[u8]) -> std::result::Result<Value, Problem> {
+    // simdutf8 checks valid text several times faster than std on non-ASCII;
+    // std's error (the same check) says where a bad line breaks.
+    if let Ok(text) = simdutf8::basic::from_utf8(bytes) {
+        return serde_json::from_str(text)
+            .map_err(|e| Problem::new(format!("not valid JSON ({e})")));
+    }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Problem::new(format!(
             "not valid UTF-8 (invalid byte at byte {})",

@@ -11,6 +11,7 @@ mod anthropic;
 mod chat;
 mod claude_code;
 mod export;
+mod fast;
 mod observations;
 mod opencode;
 mod openhands;
@@ -169,7 +170,7 @@ impl Stream {
             };
             // A window of blank lines holds nothing to return.
             let window = window.filter(|w| !(w.batches.is_empty() && w.rejected.is_empty()));
-            self.next_line += data.iter().filter(|&&b| b == b'\n').count();
+            self.next_line += memchr::memchr_iter(b'\n', &data).count();
             if eof {
                 // on to the next file
                 self.at += 1;

@@ -72,8 +72,12 @@ pub fn is_integer(n: &Number) -> bool {
 }
 
 fn write_number(out: &mut String, n: &Number) {
-    let text = n.as_str();
-    if is_integer(n) {
+    write_number_text(out, n.as_str())
+}
+
+/// `write_number` of a number's text as the parser read it.
+pub(super) fn write_number_text(out: &mut String, text: &str) {
+    if !text.contains(['.', 'e', 'E']) {
         // Python's int drops the sign of zero; JSON forbids leading zeros.
         out.push_str(if text == "-0" { "0" } else { text });
     } else {
@@ -129,7 +133,7 @@ pub fn float_repr(value: f64) -> String {
     out
 }
 
-fn write_str(out: &mut String, s: &str, ascii: bool) {
+pub(super) fn write_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
     if ascii && s.bytes().any(|b| !(b' '..=b'~').contains(&b)) {
         write_str_ascii(out, s);

@@ -65,6 +65,30 @@ pub struct PartRow {
     pub json: String,
 }
 
+/// A `MessageRow` of borrowed text.
+pub struct MessageRef<'r> {
+    pub id: &'r str,
+    pub role: &'r str,
+    pub parent_id: Option<&'r str>,
+    pub summary: bool,
+    pub finished: bool,
+    pub error: bool,
+    pub json: &'r str,
+}
+
+/// A `PartRow` of borrowed text.
+pub struct PartRef<'r> {
+    pub id: &'r str,
+    pub kind: &'r str,
+    pub tool: Option<&'r str>,
+    pub status: Option<&'r str>,
+    pub input: Option<&'r str>,
+    pub output: Option<&'r str>,
+    pub compacted_at: Option<i64>,
+    pub auto: Option<bool>,
+    pub json: &'r str,
+}
+
 pub struct Rows {
     session_id: StringBuilder,
     message_id: StringBuilder,
@@ -132,19 +156,52 @@ impl Rows {
         message: Option<(&MessageRow, bool)>,
         part: Option<&PartRow>,
     ) {
+        let message = message.map(|(m, first)| {
+            let m = MessageRef {
+                id: &m.id,
+                role: &m.role,
+                parent_id: m.parent_id.as_deref(),
+                summary: m.summary,
+                finished: m.finished,
+                error: m.error,
+                json: &m.json,
+            };
+            (m, first)
+        });
+        let part = part.map(|p| PartRef {
+            id: &p.id,
+            kind: &p.kind,
+            tool: p.tool.as_deref(),
+            status: p.status.as_deref(),
+            input: p.input.as_deref(),
+            output: p.output.as_deref(),
+            compacted_at: p.compacted_at,
+            auto: p.auto,
+            json: &p.json,
+        });
+        self.push_ref(session_id, session_json, message.as_ref(), part.as_ref());
+    }
+
+    /// `push` of borrowed values.
+    pub fn push_ref(
+        &mut self,
+        session_id: &str,
+        session_json: Option<&str>,
+        message: Option<&(MessageRef<'_>, bool)>,
+        part: Option<&PartRef<'_>>,
+    ) {
         self.len += 1;
         self.session_id.append_value(session_id);
         self.session_json.append_option(session_json);
         match message {
             Some((m, first)) => {
-                self.message_id.append_value(&m.id);
-                self.role.append_value(&m.role);
-                self.parent_id.append_option(m.parent_id.as_deref());
+                self.message_id.append_value(m.id);
+                self.role.append_value(m.role);
+                self.parent_id.append_option(m.parent_id);
                 self.summary.append_value(m.summary);
                 self.finished.append_value(m.finished);
                 self.error.append_value(m.error);
-                self.message_json
-                    .append_option(first.then_some(m.json.as_str()));
+                self.message_json.append_option(first.then_some(m.json));
             }
             None => {
                 self.message_id.append_null();
@@ -158,15 +215,15 @@ impl Rows {
         }
         match part {
             Some(p) => {
-                self.part_id.append_value(&p.id);
-                self.part_type.append_value(&p.kind);
-                self.tool.append_option(p.tool.as_deref());
-                self.status.append_option(p.status.as_deref());
-                self.input.append_option(p.input.as_deref());
-                self.output.append_option(p.output.as_deref());
+                self.part_id.append_value(p.id);
+                self.part_type.append_value(p.kind);
+                self.tool.append_option(p.tool);
+                self.status.append_option(p.status);
+                self.input.append_option(p.input);
+                self.output.append_option(p.output);
                 self.compacted_at.append_option(p.compacted_at);
                 self.auto.append_option(p.auto);
-                self.part_json.append_value(&p.json);
+                self.part_json.append_value(p.json);
             }
             None => {
                 self.part_id.append_null();
