@@ -11,6 +11,7 @@ pub mod compact;
 pub mod error;
 pub mod estimate;
 pub mod ingest;
+pub mod jsontext;
 pub mod mark;
 pub mod messages;
 pub mod overflow;

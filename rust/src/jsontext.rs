@@ -1,0 +1,53 @@
+//! Scanning JSON text without a parser, where a hot loop only needs to find
+//! where a string ends.
+
+/// Index of the first byte that ends a plain JSON string's fast read: a
+/// quote, a backslash or a control character. Eight bytes at a time (the
+/// SWAR zero-byte test; its lowest flagged byte is always exact).
+pub fn string_stop(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        let hit = zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if hit != 0 {
+            return Some(at + (hit.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| at + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_stop_finds_the_first_stop_byte() {
+        for len in 0..40 {
+            for stop in [b'"', b'\\', 0x00, 0x1f] {
+                for at in 0..len {
+                    let mut b = vec![b'a'; len];
+                    b[at] = stop;
+                    if at + 1 < len {
+                        b[at + 1] = b'"';
+                    }
+                    assert_eq!(string_stop(&b), Some(at), "{len} {at} {stop}");
+                }
+            }
+            assert_eq!(string_stop(&vec![b'a'; len]), None);
+            // bytes just above the stops, and multi-byte UTF-8, are not stops
+            let other: Vec<u8> = " !#[]~\x7f\u{e9}".bytes().cycle().take(len).collect();
+            assert_eq!(string_stop(&other), None, "{len}");
+        }
+    }
+}
