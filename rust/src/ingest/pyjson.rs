@@ -6,6 +6,7 @@
 //! floats follow `float.__repr__` (`1e-05`, `1e+16`, `100.0`) rather than
 //! Rust's formatting, and integers keep the text they were read with.
 
+use crate::jsontext::string_stop;
 use serde_json::{Number, Value};
 
 /// `json.dumps` options that matter here.
@@ -138,15 +139,17 @@ pub(super) fn write_str(out: &mut String, s: &str, ascii: bool) {
     if ascii && s.bytes().any(|b| !(b' '..=b'~').contains(&b)) {
         write_str_ascii(out, s);
     } else {
-        // Only ASCII bytes need escaping here, so every cut is at a char boundary.
+        // Only ASCII bytes need escaping here (quote, backslash, control
+        // characters: what `string_stop` finds, eight bytes at a time), so
+        // every cut is at a char boundary.
+        out.reserve(s.len() + 1);
+        let bytes = s.as_bytes();
         let mut start = 0;
-        for (i, &b) in s.as_bytes().iter().enumerate() {
-            if b >= 0x20 && b != b'"' && b != b'\\' {
-                continue;
-            }
-            out.push_str(&s[start..i]);
-            escape_ascii(out, b);
-            start = i + 1;
+        while let Some(k) = string_stop(&bytes[start..]) {
+            let at = start + k;
+            out.push_str(&s[start..at]);
+            escape_ascii(out, bytes[at]);
+            start = at + 1;
         }
         out.push_str(&s[start..]);
     }
