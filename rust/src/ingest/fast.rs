@@ -309,7 +309,7 @@ pub fn write_compact(out: &mut String, value: &J<'_>) {
     }
 }
 
-fn write_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
+pub(super) fn write_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
     out.push('{');
     for (i, (key, item)) in map.iter().enumerate() {
         if i > 0 {
@@ -322,13 +322,13 @@ fn write_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
     out.push('}');
 }
 
-type Obj<'a> = Vec<(Cow<'a, str>, J<'a>)>;
+pub(super) type Obj<'a> = Vec<(Cow<'a, str>, J<'a>)>;
 
-fn get<'m, 'a>(map: &'m Obj<'a>, key: &str) -> Option<&'m J<'a>> {
+pub(super) fn get<'m, 'a>(map: &'m Obj<'a>, key: &str) -> Option<&'m J<'a>> {
     map.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
-fn remove<'a>(map: &mut Obj<'a>, key: &str) -> Option<J<'a>> {
+pub(super) fn remove<'a>(map: &mut Obj<'a>, key: &str) -> Option<J<'a>> {
     let at = map.iter().position(|(k, _)| k == key)?;
     Some(map.remove(at).1)
 }
@@ -354,9 +354,9 @@ fn present(map: &Obj<'_>, key: &str) -> bool {
 }
 
 /// A range of the shared text buffer.
-type Span = std::ops::Range<usize>;
+pub(super) type Span = std::ops::Range<usize>;
 
-fn write_span(buf: &mut String, write: impl FnOnce(&mut String)) -> Span {
+pub(super) fn write_span(buf: &mut String, write: impl FnOnce(&mut String)) -> Span {
     let start = buf.len();
     write(buf);
     start..buf.len()

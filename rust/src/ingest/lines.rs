@@ -108,10 +108,14 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
     // the text of the fast path's *_json values, reused line after line
     let mut buf = String::new();
     for (number, raw) in lines_of(source.data, chunk) {
-        if format == Format::OpenCode {
+        if matches!(format, Format::OpenCode | Format::OpenAiChat) {
             let start = rows.len();
             let text = simdutf8::basic::from_utf8(&source.data[raw.clone()]).ok();
-            if let Some(session) = text.and_then(|t| fast::opencode_line(t, &mut rows, &mut buf)) {
+            let fast = text.and_then(|t| match format {
+                Format::OpenCode => fast::opencode_line(t, &mut rows, &mut buf),
+                _ => fast_chat::chat_line(t, stem, number, &mut rows, &mut buf),
+            });
+            if let Some(session) = fast {
                 let sessions = vec![session];
                 let outcome = Ok(Mapped {
                     rows: start..rows.len(),

@@ -12,6 +12,7 @@ mod chat;
 mod claude_code;
 mod export;
 mod fast;
+mod fast_chat;
 mod observations;
 mod opencode;
 mod openhands;

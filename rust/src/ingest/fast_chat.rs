@@ -1,0 +1,462 @@
+//! The fast path of OpenAI chat lines (`chat::line`): the line parsed into
+//! the borrowed tree of `fast`, mapped by the rules of `chat::from_messages`
+//! and `opencode::session`, and written straight into the row builders.
+//!
+//! Only the common shapes are read here: string (or null) content, tool
+//! calls with a function name and arguments, tool results with string
+//! content that answer a pending call. Anything else (content parts, an
+//! orphaned result, an id that is not a string, any line the mapping
+//! rejects) gives `None`, and the caller reads the line with serde_json and
+//! `chat::line` as before, so rows and error messages are theirs.
+
+use std::borrow::Cow;
+
+use super::fast::{get, parse, remove, write_object, write_span, Obj, Span, J};
+use super::pyjson::{write_number_text, write_str};
+use super::rows::{MessageRef, PartRef, Rows};
+
+struct Message<'a> {
+    id: String,
+    role: &'static str,
+    json: Span,
+    parts: Vec<Part<'a>>,
+}
+
+struct Part<'a> {
+    id: String,
+    tool: bool,
+    /// A text part's text; a tool part's result (`None`: still pending).
+    output: Option<Cow<'a, str>>,
+    /// The tool's name (`None`: null).
+    name: Option<Cow<'a, str>>,
+    /// The call id (`None`: null).
+    call_id: Option<Cow<'a, str>>,
+    input: Span,
+    source: Option<Obj<'a>>,
+    result_source: Option<Obj<'a>>,
+    json: Span,
+}
+
+impl<'a> Part<'a> {
+    fn text(id: String, text: Cow<'a, str>) -> Self {
+        Part {
+            id,
+            tool: false,
+            output: Some(text),
+            name: None,
+            call_id: None,
+            input: 0..0,
+            source: None,
+            result_source: None,
+            json: 0..0,
+        }
+    }
+}
+
+/// A string that is absent or falsy (`None`), a non-empty string, or `Err`
+/// for any other value (left to the serde_json path).
+fn truthy_str<'m>(map: &'m Obj<'_>, key: &str) -> Result<Option<&'m str>, ()> {
+    match get(map, key) {
+        None | Some(J::Null) => Ok(None),
+        Some(J::Str(s)) if s.is_empty() => Ok(None),
+        Some(J::Str(s)) => Ok(Some(s)),
+        Some(_) => Err(()),
+    }
+}
+
+/// `json.dumps(v)` with every default (`pyjson::DEFAULT`), appended to `out`.
+fn write_default(out: &mut String, value: &J<'_>) {
+    match value {
+        J::Null => out.push_str("null"),
+        J::Bool(true) => out.push_str("true"),
+        J::Bool(false) => out.push_str("false"),
+        J::Num(text) => write_number_text(out, text),
+        J::Str(s) => write_str(out, s, true),
+        J::Arr(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_default(out, item);
+            }
+            out.push(']');
+        }
+        J::Obj(map) => write_default_object(out, map),
+    }
+}
+
+fn write_default_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
+    out.push('{');
+    for (i, (key, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_str(out, key, true);
+        out.push_str(": ");
+        write_default(out, item);
+    }
+    out.push('}');
+}
+
+/// A chat line, appended to `rows` as `chat::line` and `SessionRows::emit`
+/// would (a session without an id is `<stem>:<number>`); `(session id,
+/// message ids)`, or `None` (and nothing appended) for the serde_json path.
+pub fn chat_line(
+    text: &str,
+    stem: &str,
+    number: usize,
+    rows: &mut Rows,
+    buf: &mut String,
+) -> Option<(String, Vec<String>)> {
+    buf.clear();
+    let (messages, sid, source) = match parse(text)? {
+        J::Arr(items) => (items, format!("{stem}:{number}"), None),
+        J::Obj(mut obj) => {
+            let id = match truthy_str(&obj, "id").ok()? {
+                Some(id) => Some(id),
+                None => truthy_str(&obj, "session_id").ok()?,
+            };
+            let sid = id.map_or_else(|| format!("{stem}:{number}"), str::to_owned);
+            let J::Arr(items) = remove(&mut obj, "messages")? else {
+                return None;
+            };
+            if get(&obj, "system").is_some() {
+                return None;
+            }
+            remove(&mut obj, "id");
+            remove(&mut obj, "session_id");
+            (items, sid, (!obj.is_empty()).then_some(obj))
+        }
+        _ => return None,
+    };
+    let session_json = write_span(buf, |b| {
+        b.push_str("{\"id\":");
+        write_str(b, &sid, false);
+        if let Some(source) = &source {
+            b.push_str(",\"source\":");
+            write_object(b, source);
+        }
+        b.push('}');
+    });
+    let mut out: Vec<Message<'_>> = Vec::with_capacity(messages.len());
+    // call id (`None` for null, as Python's str) -> (message, part), latest last
+    let mut calls: Vec<(Cow<'_, str>, usize, usize)> = Vec::new();
+    let mut scratch = String::new();
+    for (i, raw) in messages.into_iter().enumerate() {
+        let J::Obj(mut msg) = raw else {
+            return None;
+        };
+        let role = match get(&msg, "role") {
+            Some(J::Str(role)) => match &**role {
+                "system" => "system",
+                "developer" => "developer",
+                "user" => "user",
+                "assistant" => "assistant",
+                "tool" => "tool",
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if role == "tool" {
+            let key = match get(&msg, "tool_call_id") {
+                None | Some(J::Null) => "None",
+                Some(J::Str(s)) => s,
+                Some(_) => return None,
+            };
+            // The latest call of that id, if it still waits for its result;
+            // an orphaned (or second) result is left to the serde_json path.
+            let &(_, m, p) = calls.iter().rev().find(|(k, _, _)| k == key)?;
+            if out[m].parts[p].output.is_some() {
+                return None;
+            }
+            remove(&mut msg, "role");
+            remove(&mut msg, "tool_call_id");
+            let Some(J::Str(output)) = remove(&mut msg, "content") else {
+                return None;
+            };
+            let part = &mut out[m].parts[p];
+            part.output = Some(output);
+            part.result_source = (!msg.is_empty()).then_some(msg);
+            continue;
+        }
+        let mid = match truthy_str(&msg, "id").ok()? {
+            Some(id) => id.to_owned(),
+            None => format!("{sid}-m{i:06}"),
+        };
+        let content = remove(&mut msg, "content");
+        let tool_calls = remove(&mut msg, "tool_calls");
+        remove(&mut msg, "role");
+        remove(&mut msg, "tool_call_id");
+        let mut parts = Vec::new();
+        let had_content = match content {
+            None | Some(J::Null) => false,
+            Some(J::Str(text)) => {
+                parts.push(Part::text(format!("{mid}-p00"), text));
+                true
+            }
+            Some(_) => return None,
+        };
+        let mut extra = msg;
+        let canonical = match role {
+            "user" => "user",
+            "assistant" => "assistant",
+            _ => "system",
+        };
+        if role == "developer" {
+            extra.push((Cow::Borrowed("role"), J::Str(Cow::Borrowed("developer"))));
+        }
+        if role == "assistant" {
+            if !had_content {
+                extra.push((Cow::Borrowed("content"), J::Null));
+            }
+            let tool_calls = match tool_calls {
+                None | Some(J::Null) => Vec::new(),
+                Some(J::Arr(items)) => items,
+                Some(_) => return None,
+            };
+            for (j, call) in tool_calls.into_iter().enumerate() {
+                let J::Obj(mut c) = call else {
+                    return None;
+                };
+                // the kept raw arguments would replace it in place
+                if get(&c, "arguments").is_some() {
+                    return None;
+                }
+                let mut function = match remove(&mut c, "function") {
+                    None | Some(J::Null) => Vec::new(),
+                    Some(J::Obj(f)) => f,
+                    Some(_) => return None,
+                };
+                let name = match remove(&mut function, "name") {
+                    None | Some(J::Null) => None,
+                    Some(J::Str(s)) => Some(s),
+                    Some(_) => return None,
+                };
+                let call_id = match remove(&mut c, "id") {
+                    None | Some(J::Null) => None,
+                    Some(J::Str(s)) => Some(s),
+                    Some(_) => return None,
+                };
+                let (input, keep) = match remove(&mut function, "arguments") {
+                    Some(J::Str(raw)) => {
+                        let (input, exact) = match parse(&raw)? {
+                            J::Obj(parsed) => {
+                                let input = write_span(buf, |b| write_object(b, &parsed));
+                                scratch.clear();
+                                write_default_object(&mut scratch, &parsed);
+                                (input, scratch == *raw)
+                            }
+                            _ => (write_span(buf, |b| b.push_str("{}")), false),
+                        };
+                        (input, (!exact).then_some(J::Str(raw)))
+                    }
+                    Some(J::Obj(raw)) => {
+                        let input = write_span(buf, |b| write_object(b, &raw));
+                        (input, Some(J::Obj(raw)))
+                    }
+                    other => (
+                        write_span(buf, |b| b.push_str("{}")),
+                        Some(other.unwrap_or(J::Null)),
+                    ),
+                };
+                match remove(&mut c, "type") {
+                    None => {}
+                    Some(J::Str(t)) if t == "function" => {}
+                    Some(t) => c.push((Cow::Borrowed("type"), t)),
+                }
+                if let Some(keep) = keep {
+                    c.push((Cow::Borrowed("arguments"), keep));
+                }
+                let key = call_id.clone().unwrap_or(Cow::Borrowed("None"));
+                calls.push((key, out.len(), parts.len()));
+                parts.push(Part {
+                    id: format!("{mid}-t{j:02}"),
+                    tool: true,
+                    output: None,
+                    name,
+                    call_id,
+                    input,
+                    source: (!c.is_empty()).then_some(c),
+                    result_source: None,
+                    json: 0..0,
+                });
+            }
+        }
+        let json = write_span(buf, |b| {
+            b.push_str("{\"id\":");
+            write_str(b, &mid, false);
+            b.push_str(",\"sessionID\":");
+            write_str(b, &sid, false);
+            b.push_str(",\"role\":\"");
+            b.push_str(canonical);
+            b.push('"');
+            if !extra.is_empty() {
+                b.push_str(",\"source\":");
+                write_object(b, &extra);
+            }
+            b.push('}');
+        });
+        out.push(Message {
+            id: mid,
+            role: canonical,
+            json,
+            parts,
+        });
+    }
+    // Everything checked: the tool parts' JSON (their results are in), then the rows.
+    for m in &mut out {
+        for p in m.parts.iter_mut().filter(|p| p.tool) {
+            p.json = write_span(buf, |b| {
+                b.push_str("{\"callID\":");
+                match &p.call_id {
+                    Some(id) => write_str(b, id, false),
+                    None => b.push_str("null"),
+                }
+                if p.name.is_none() {
+                    b.push_str(",\"tool\":null");
+                }
+                b.push_str(",\"state\":{}");
+                if let Some(source) = &p.source {
+                    b.push_str(",\"source\":");
+                    write_object(b, source);
+                }
+                if let Some(result) = &p.result_source {
+                    b.push_str(",\"result_source\":");
+                    write_object(b, result);
+                }
+                b.push('}');
+            });
+        }
+    }
+    let mut json = Some(&buf[session_json]);
+    if out.is_empty() {
+        rows.push_ref(&sid, json, None, None);
+    }
+    for m in &out {
+        let head = MessageRef {
+            id: &m.id,
+            role: m.role,
+            parent_id: None,
+            summary: false,
+            finished: false,
+            error: false,
+            json: &buf[m.json.clone()],
+        };
+        let mut head = (head, true);
+        if m.parts.is_empty() {
+            rows.push_ref(&sid, json.take(), Some(&head), None);
+            continue;
+        }
+        for p in &m.parts {
+            let part = if p.tool {
+                PartRef {
+                    id: &p.id,
+                    kind: "tool",
+                    tool: p.name.as_deref(),
+                    status: Some(if p.output.is_some() {
+                        "completed"
+                    } else {
+                        "pending"
+                    }),
+                    input: Some(&buf[p.input.clone()]),
+                    output: p.output.as_deref(),
+                    compacted_at: None,
+                    auto: None,
+                    json: &buf[p.json.clone()],
+                }
+            } else {
+                PartRef {
+                    id: &p.id,
+                    kind: "text",
+                    tool: None,
+                    status: None,
+                    input: None,
+                    output: p.output.as_deref(),
+                    compacted_at: None,
+                    auto: None,
+                    json: "{}",
+                }
+            };
+            rows.push_ref(&sid, json.take(), Some(&head), Some(&part));
+            head.1 = false;
+        }
+    }
+    let ids = out.into_iter().map(|m| m.id).collect();
+    Some((sid, ids))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{chat, lines};
+
+    /// The rows and sessions of the serde_json path.
+    fn slow(text: &str) -> (arrow_array::RecordBatch, Vec<(String, Vec<String>)>) {
+        let mut rows = Rows::default();
+        let value = lines::parse(text.as_bytes()).unwrap();
+        let session = chat::line(value, "file:7").unwrap();
+        let mapped = lines::emit(&[session], &mut rows);
+        (rows.finish(), mapped.sessions)
+    }
+
+    #[test]
+    fn the_fast_path_makes_the_rows_of_the_serde_json_path() {
+        let docs = [
+            r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}]"#,
+            r#"[]"#,
+            r#"{"id":"s1","messages":[],"meta":{"a":[1,2.50,1e5]}}"#,
+            r#"{"id":"","session_id":"s2","messages":[{"role":"system","content":"be \"brief\"\n\u00e9\ud83d\ude00"}]}"#,
+            r#"[{"role":"developer","content":null,"name":"x"},{"role":"user","content":"ü","tool_calls":5,"tool_call_id":"z"}]"#,
+            r#"[{"role":"user","content":"run ls"},
+                {"role":"assistant","content":null,"tool_calls":[
+                    {"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"cmd\": \"ls\", \"n\": 1.0}"}},
+                    {"id":"c2","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"},"index":0},
+                    {"id":"c3","type":"custom","function":{"name":"é","arguments":"{\"p\": \"\\u00e9\"}"}},
+                    {"id":null,"function":{"arguments":"[1]"}},
+                    {"function":{"name":"x","arguments":{"k":"v"}}},
+                    {"id":"c4","function":{"name":"y"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"a\nb 数据"},
+                {"role":"tool","tool_call_id":"c2","content":"","name":"read","id":7},
+                {"role":"tool","content":"for the null id"},
+                {"role":"assistant","id":"m-own","content":"done 🚀"}]"#,
+        ];
+        for doc in docs {
+            let (want, sessions) = slow(doc);
+            let mut rows = Rows::default();
+            let mut buf = String::new();
+            let got = chat_line(doc, "file", 7, &mut rows, &mut buf).expect(doc);
+            assert_eq!(vec![got], sessions, "{doc}");
+            assert_eq!(rows.finish(), want, "{doc}");
+        }
+    }
+
+    #[test]
+    fn unusual_lines_are_left_to_serde_json() {
+        for doc in [
+            r#"[{"role":"user","content":[{"type":"text","text":"parts"}]}]"#,
+            r#"[{"role":"tool","tool_call_id":"nope","content":"orphan"}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"a","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c","content":"one"},
+                {"role":"tool","tool_call_id":"c","content":"two"}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"a"}}]},
+                {"role":"tool","tool_call_id":"c","content":{"not":"text"}}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"z","arguments":"not json"}}]}]"#,
+            r#"[{"role":"robot","content":"x"}]"#,
+            r#"[{"role":"user","id":3,"content":"x"}]"#,
+            r#"{"id":"s","messages":[],"system":"x"}"#,
+            r#"{"id":"s"}"#,
+            r#""text""#,
+            r#"[{"role":"user","content":"a","content":"b"}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","arguments":"x","function":{"name":"a"}}]}]"#,
+        ] {
+            let mut rows = Rows::default();
+            let mut buf = String::new();
+            assert!(
+                chat_line(doc, "file", 7, &mut rows, &mut buf).is_none(),
+                "{doc}"
+            );
+            assert!(rows.is_empty(), "{doc}");
+        }
+    }
+}
