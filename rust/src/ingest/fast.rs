@@ -613,6 +613,63 @@ mod tests {
         }
     }
 
+    /// The rows and sessions of the serde_json path.
+    fn slow(text: &str) -> (arrow_array::RecordBatch, Vec<(String, Vec<String>)>) {
+        let mut rows = Rows::default();
+        let value = crate::ingest::lines::parse(text.as_bytes()).unwrap();
+        let session = crate::ingest::opencode::session(value).unwrap();
+        let mapped = crate::ingest::lines::emit(&[session], &mut rows);
+        (rows.finish(), mapped.sessions)
+    }
+
+    #[test]
+    fn opencode_lines_make_the_rows_of_the_serde_json_path() {
+        let docs = [
+            r#"{"info":{"id":"s0"},"messages":[]}"#,
+            r#"{"info":{"id":"s1","title":"t \"q\" \u00e9","n":[1,2.50,-0,1E3]},"extra":1,"messages":[
+                {"info":{"id":"m1","role":"user","time":{"created":1}},"parts":[
+                    {"id":"p1","type":"text","text":"fix it \ud83d\ude00\n","synthetic":false}]},
+                {"info":{"id":"m2","role":"assistant","parentID":"m1","summary":true,"finish":"stop","error":null},"parts":[
+                    {"id":"p2","type":"reasoning","text":"hmm"},
+                    {"id":"p3","type":"tool","tool":"read","callID":"c1","state":{"status":"completed",
+                        "input":{"filePath":"a.py","n":12345678901234567890},"output":"data 数据",
+                        "time":{"start":1,"end":2,"compacted":1700000000000},"title":"x"}},
+                    {"id":"p4","type":"tool","tool":"bash","state":{"status":"error","error":"boom","input":null}},
+                    {"id":"p5","type":"tool","tool":"bash","state":{"status":"running","time":null}},
+                    {"id":"p6","type":"compaction","auto":true},
+                    {"id":"p7","type":"step-finish","tokens":{"input":3.0}}]},
+                {"info":{"id":"m3","role":"system"}}]}"#,
+        ];
+        for doc in docs {
+            let (want, sessions) = slow(doc);
+            let mut rows = Rows::default();
+            let mut buf = String::new();
+            let got = opencode_line(doc, &mut rows, &mut buf).expect(doc);
+            assert_eq!(vec![got], sessions, "{doc}");
+            assert_eq!(rows.finish(), want, "{doc}");
+        }
+    }
+
+    #[test]
+    fn opencode_lines_the_mapping_rejects_are_left_to_serde_json() {
+        for doc in [
+            r#"{"info":{"id":"s"}}"#,
+            r#"{"info":{"id":5},"messages":[]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"robot"}}]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"user","parentID":3}}]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"user"},"parts":[{"id":"p","type":"tool","state":{"status":"done"}}]}]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"user"},"parts":[{"id":"p","type":"tool","state":{"status":"completed","time":{"compacted":1.5}}}]}]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"user"},"parts":[{"id":"p","type":"compaction","auto":"yes"}]}]}"#,
+            r#"{"info":{"id":"s"},"messages":[{"info":{"id":"m","role":"user"},"parts":[{"id":"p","type":"text","text":1}]}]}"#,
+            r#"{"info":{"id":"s","id":"t"},"messages":[]}"#,
+        ] {
+            let mut rows = Rows::default();
+            let mut buf = String::new();
+            assert!(opencode_line(doc, &mut rows, &mut buf).is_none(), "{doc}");
+            assert!(rows.is_empty(), "{doc}");
+        }
+    }
+
     #[test]
     fn what_it_is_unsure_of_is_left_to_serde_json() {
         for doc in [
