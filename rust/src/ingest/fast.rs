@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use super::pyjson::{write_number_text, write_str};
+use super::pyjson::{write_number_text, write_str, Style, COMPACT};
 use super::rows::{MessageRef, PartRef, Rows};
 use crate::jsontext::string_stop;
 
@@ -287,37 +287,45 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// `json.dumps(v, ensure_ascii=False, separators=(",", ":"))`, appended to `out`.
-pub fn write_compact(out: &mut String, value: &J<'_>) {
+/// `json.dumps(v, ensure_ascii=False, separators=(",", ":"))` of an object's
+/// entries (the `*_json` columns), appended to `out`.
+pub(super) fn write_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
+    write_entries(out, map, COMPACT)
+}
+
+/// `json.dumps` of `value` in `style` (pyjson's `dumps` of the same value), appended to `out`.
+pub(super) fn write_json(out: &mut String, value: &J<'_>, style: Style) {
+    let comma = if style.spaced { ", " } else { "," };
     match value {
         J::Null => out.push_str("null"),
         J::Bool(true) => out.push_str("true"),
         J::Bool(false) => out.push_str("false"),
         J::Num(text) => write_number_text(out, text),
-        J::Str(s) => write_str(out, s, false),
+        J::Str(s) => write_str(out, s, style.ascii),
         J::Arr(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(comma);
                 }
-                write_compact(out, item);
+                write_json(out, item, style);
             }
             out.push(']');
         }
-        J::Obj(map) => write_object(out, map),
+        J::Obj(map) => write_entries(out, map, style),
     }
 }
 
-pub(super) fn write_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
+/// `write_json` of an object's entries.
+pub(super) fn write_entries(out: &mut String, map: &[(Cow<'_, str>, J<'_>)], style: Style) {
     out.push('{');
     for (i, (key, item)) in map.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push_str(if style.spaced { ", " } else { "," });
         }
-        write_str(out, key, false);
-        out.push(':');
-        write_compact(out, item);
+        write_str(out, key, style.ascii);
+        out.push_str(if style.spaced { ": " } else { ":" });
+        write_json(out, item, style);
     }
     out.push('}');
 }
@@ -608,7 +616,7 @@ mod tests {
         for doc in docs {
             let value: serde_json::Value = serde_json::from_str(doc).unwrap();
             let mut out = String::new();
-            write_compact(&mut out, &parse(doc).unwrap());
+            write_json(&mut out, &parse(doc).unwrap(), COMPACT);
             assert_eq!(out, dumps(&value, COMPACT), "{doc}");
         }
     }

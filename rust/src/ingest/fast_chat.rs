@@ -11,8 +11,8 @@
 
 use std::borrow::Cow;
 
-use super::fast::{get, parse, remove, write_object, write_span, Obj, Span, J};
-use super::pyjson::{write_number_text, write_str};
+use super::fast::{get, parse, remove, write_entries, write_object, write_span, Obj, Span, J};
+use super::pyjson::{write_str, DEFAULT};
 use super::rows::{MessageRef, PartRef, Rows};
 
 struct Message<'a> {
@@ -62,41 +62,6 @@ fn truthy_str<'m>(map: &'m Obj<'_>, key: &str) -> Result<Option<&'m str>, ()> {
         Some(J::Str(s)) => Ok(Some(s)),
         Some(_) => Err(()),
     }
-}
-
-/// `json.dumps(v)` with every default (`pyjson::DEFAULT`), appended to `out`.
-fn write_default(out: &mut String, value: &J<'_>) {
-    match value {
-        J::Null => out.push_str("null"),
-        J::Bool(true) => out.push_str("true"),
-        J::Bool(false) => out.push_str("false"),
-        J::Num(text) => write_number_text(out, text),
-        J::Str(s) => write_str(out, s, true),
-        J::Arr(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_default(out, item);
-            }
-            out.push(']');
-        }
-        J::Obj(map) => write_default_object(out, map),
-    }
-}
-
-fn write_default_object(out: &mut String, map: &[(Cow<'_, str>, J<'_>)]) {
-    out.push('{');
-    for (i, (key, item)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        write_str(out, key, true);
-        out.push_str(": ");
-        write_default(out, item);
-    }
-    out.push('}');
 }
 
 /// A chat line, appended to `rows` as `chat::line` and `SessionRows::emit`
@@ -244,7 +209,7 @@ pub fn chat_line(
                             J::Obj(parsed) => {
                                 let input = write_span(buf, |b| write_object(b, &parsed));
                                 scratch.clear();
-                                write_default_object(&mut scratch, &parsed);
+                                write_entries(&mut scratch, &parsed, DEFAULT);
                                 (input, scratch == *raw)
                             }
                             _ => (write_span(buf, |b| b.push_str("{}")), false),
