@@ -481,7 +481,7 @@ def _ingest_to_parquet(
     _check_output(rejects, "--rejects")
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
-    rows = rejected = pending_rows = 0
+    rows = rejected = pending_rows = pending_bytes = 0
     pending: list[pa.Table] = []
     last: IngestResult | None = None
     writer: pq.ParquetWriter | None = None
@@ -502,10 +502,11 @@ def _ingest_to_parquet(
                     writer = pq.ParquetWriter(out_tmp, table.schema)
                 pending.append(table.cast(writer.schema))
                 pending_rows += table.num_rows
+                pending_bytes += table.nbytes
                 # Small windows (a folder of small files) gather into one row group.
-                if pending_rows >= ROW_GROUP_ROWS or sum(t.nbytes for t in pending) >= window_bytes:
+                if pending_rows >= ROW_GROUP_ROWS or pending_bytes >= window_bytes:
                     writer.write_table(pa.concat_tables(pending))
-                    pending, pending_rows = [], 0
+                    pending, pending_rows, pending_bytes = [], 0, 0
             rows += table.num_rows
             if reject_file is not None:
                 with _output_errors(rejects or out, "--rejects"):

@@ -113,6 +113,22 @@ def test_mixed_folders_stream_like_read_sessions(tmp_path: Path) -> None:
         assert_same(list(iter_sessions(DATA, on_error="skip", window_bytes=10_000)), whole)
 
 
+def test_formats_and_file_reports_follow_the_order_given(tmp_path: Path) -> None:
+    # a document that sorts before the JSONL files, in a format one of them has too
+    (tmp_path / "a.traj").write_text(json.dumps(traj("a")), "utf-8")
+    formats.write(SESSIONS[2:4], tmp_path / "b.jsonl", "opencode")
+    formats.write(SESSIONS[4:6], tmp_path / "c.jsonl", "swe-agent")
+    (tmp_path / "d.txt").write_text("notes", "utf-8")
+    whole = read_sessions(tmp_path)
+    assert whole.format == "swe-agent, opencode"
+    results = list(iter_sessions(tmp_path, window_bytes=1))
+    assert_same(results, whole)
+    # one list of reports, shared by every result, complete at the end
+    assert all(r.files is results[-1].files for r in results)
+    assert [Path(f.path).name for f in results[-1].files] == ["a.traj", "b.jsonl", "c.jsonl",
+                                                               "d.txt"]  # fmt: skip
+
+
 def test_a_document_repeating_a_streamed_session_is_refused(tmp_path: Path) -> None:
     (tmp_path / "t.traj").write_text(json.dumps(traj("run")), "utf-8")
     sid = read_sessions(tmp_path / "t.traj").transcript.session_ids()[0]

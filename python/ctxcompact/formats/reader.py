@@ -19,6 +19,7 @@ in a JSONL file holding each line as it was. Nothing is dropped silently.
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -408,36 +409,52 @@ def iter_sessions(
     reads them (a result per window of ``window_bytes``), then one result per
     document. Concatenated, the tables and rejected lines are those
     ``read_sessions`` gives, in its order; ``lines`` and ``sessions`` count
-    everything so far and ``files`` reports the files known so far (the last
-    result: every file, in the order given). What stays in memory across
-    windows is the session ids read (for the repeated-session check).
+    everything so far. ``files`` is one list shared by every result, kept in
+    the order given and growing as files are read: complete once the
+    iteration ends. What stays in memory across windows is the session ids
+    read (for the repeated-session check) and the file reports.
     """
     threads = _check(on_error, chunk_bytes, threads)
     _check_window(window_bytes)
-    order, reports, jsonl, documents = _plan(paths)
+    order, skipped, jsonl, documents = _plan(paths)
+    # One list of reports, kept in the order given, shared by every result:
+    # a result costs no copy or sort of it, whatever the number of files.
+    files: list[FileReport] = []
+    first: dict[str, int] = {}  # each format read: its first file's position
 
-    def ordered(files: list[FileReport]) -> list[FileReport]:
-        return sorted(files, key=lambda f: order.get(f.path, len(order)))
+    def position(report: FileReport) -> int:
+        return order.get(report.path, len(order))
 
+    def add(report: FileReport) -> None:
+        bisect.insort(files, report, key=position)
+        if report.status == "read" and report.format:
+            at = position(report)
+            first[report.format] = min(first.get(report.format, at), at)
+
+    def name() -> str:  # _format_names(files), without a pass over the files
+        return format or ", ".join(sorted(first, key=first.__getitem__))
+
+    for report in skipped:
+        add(report)
     seen: set[str] = set()
     last = None
     for window in _iter_jsonl(jsonl, format, on_error, threads, chunk_bytes, window_bytes):
+        if last is None:  # every JSONL file's report comes with the first window
+            for report in window.files:
+                add(report)
         seen.update(str(v) for v in pc.unique(window.table.column("session_id")).to_pylist())
-        files = ordered(reports + window.files)
-        yield IngestResult(window.table, window.rejected, window.lines, window.sessions,
-                           format or _format_names(files), files)  # fmt: skip
+        yield IngestResult(window.table, window.rejected, window.lines, window.sessions, name(),
+                           files)  # fmt: skip
         last = window
     assert last is not None  # _iter_jsonl yields at least once
-    reports += last.files
     lines, sessions = last.lines, last.sessions
     schema = SCHEMA.empty_table().schema
     for d in _read_documents(documents, format, on_error, seen, schema):
-        reports.append(d.report)
+        add(d.report)
         lines += 1
         sessions += d.sessions
-        files = ordered(reports)
         yield IngestResult(d.rows if d.rows is not None else SCHEMA.empty_table(), d.rejected,
-                           lines, sessions, format or _format_names(files), files)  # fmt: skip
+                           lines, sessions, name(), files)  # fmt: skip
 
 
 def _plan(
