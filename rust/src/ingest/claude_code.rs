@@ -17,9 +17,11 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::anthropic::Events;
+use super::fast::{self, J};
+use super::lines::Chunk;
 use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
-use super::{lines_of, opencode, parse, split, Problem, Source};
+use super::{fast_claude, lines_of, opencode, parse, split, Problem, Source};
 
 /// What a line became: its session and rows, and whether it opens the session.
 pub(super) struct Kept {
@@ -47,6 +49,21 @@ pub(super) struct FileOut {
 pub(super) fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
     let mut chunks = Vec::new();
     split(0, source.data, chunk_bytes, &mut chunks);
+    // Path.stem: the name without its last suffix (or the base the caller gives).
+    let stem = match source.id_base {
+        Some(base) => base.to_owned(),
+        None => Path::new(source.name)
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
+    };
+    if let Some(out) = read_fast(source.data, &chunks, &stem) {
+        return out;
+    }
+    read_slow(source, &chunks, stem)
+}
+
+/// The file by serde_json values, `anthropic::Events` and `opencode::message`.
+pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], stem: String) -> FileOut {
     let parsed: Vec<Vec<At<Value>>> = chunks
         .par_iter()
         .map(|chunk| {
@@ -59,13 +76,6 @@ pub(super) fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
                 .collect()
         })
         .collect();
-    // Path.stem: the name without its last suffix (or the base the caller gives).
-    let stem = match source.id_base {
-        Some(base) => base.to_owned(),
-        None => Path::new(source.name)
-            .file_stem()
-            .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-    };
     let mut sessions: Vec<Events> = Vec::new();
     let mut by_id: HashMap<String, usize> = HashMap::new();
     let mut current = stem;
@@ -152,6 +162,30 @@ pub(super) fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
         })
         .collect();
     FileOut { rows, lines }
+}
+
+/// The file by `fast_claude` when every line is of a shape it is sure of.
+pub(super) fn read_fast(data: &[u8], chunks: &[Chunk], stem: &str) -> Option<FileOut> {
+    type Lines = Vec<(usize, Range<usize>)>;
+    let parsed: Vec<(Lines, Vec<J<'_>>)> = chunks
+        .par_iter()
+        .map(|chunk| {
+            let mut lines = Vec::new();
+            let mut trees = Vec::new();
+            for (line, raw) in lines_of(data, chunk) {
+                let text = simdutf8::basic::from_utf8(&data[raw.clone()]).ok()?;
+                trees.push(fast::parse(text)?);
+                lines.push((line, raw));
+            }
+            Some((lines, trees))
+        })
+        .collect::<Option<_>>()?;
+    let (mut lines, mut trees) = (Vec::new(), Vec::new());
+    for (l, t) in parsed {
+        lines.extend(l);
+        trees.extend(t);
+    }
+    fast_claude::read_file(&lines, &trees, stem)
 }
 
 /// Every Claude Code line is an event: an object with a string `type`. Any

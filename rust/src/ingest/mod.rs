@@ -13,6 +13,7 @@ mod claude_code;
 mod export;
 mod fast;
 mod fast_chat;
+mod fast_claude;
 mod observations;
 mod opencode;
 mod openhands;

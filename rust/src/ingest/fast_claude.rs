@@ -1,0 +1,594 @@
+//! The fast path of Claude Code files: every line parsed into the borrowed
+//! tree of `fast`, grouped and mapped by the rules of `claude_code::read_file`,
+//! `anthropic::Events` and `opencode::message`, and written straight into the
+//! row builders.
+//!
+//! A file's events interact (grouping, results completing earlier calls,
+//! positional ids), so the decision is per file: `None` (nothing built) when
+//! any line is of a shape this mapping is not sure of (bad JSON, an error the
+//! slow path would report, an unusual block or field), and the caller reads
+//! the whole file with serde_json as before, so rows and errors are theirs.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use super::claude_code::{At, FileOut, Kept};
+use super::fast::{get, write_compact, Obj, J};
+use super::opencode::session_json;
+use super::pyjson::write_str;
+use super::rows::{MessageRef, PartRef, Rows};
+
+struct Part<'a> {
+    id: String,
+    kind: &'static str,
+    tool: Option<&'a str>,
+    status: &'static str,
+    input: Option<String>,
+    output: Option<Cow<'a, str>>,
+    json: String,
+}
+
+struct Message<'a> {
+    session: usize,
+    id: String,
+    role: &'static str,
+    parent_id: Option<&'a str>,
+    finished: bool,
+    json: String,
+    parts: Vec<Part<'a>>,
+}
+
+/// `{k: v ...}` of `map` without `skip`, compact, appended to `out`.
+fn write_without(out: &mut String, map: &Obj<'_>, skip: &[&str]) {
+    out.push('{');
+    let mut first = true;
+    for (key, item) in map {
+        if skip.contains(&&**key) {
+            continue;
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_str(out, key, false);
+        out.push(':');
+        write_compact(out, item);
+    }
+    out.push('}');
+}
+
+/// A string that is truthy (`Some(Some)`), falsy or absent (`Some(None)`), or `None` for another type.
+fn truthy_str<'m>(map: &'m Obj<'_>, key: &str) -> Option<Option<&'m str>> {
+    match get(map, key) {
+        None | Some(J::Null) => Some(None),
+        Some(J::Str(s)) => Some((!s.is_empty()).then_some(&**s)),
+        _ => None,
+    }
+}
+
+/// A `str | None` field: `Some(None)` for absent or null, `None` for another type.
+fn str_or_null<'m>(map: &'m Obj<'_>, key: &str) -> Option<Option<&'m str>> {
+    match get(map, key) {
+        None | Some(J::Null) => Some(None),
+        Some(J::Str(s)) => Some(Some(s)),
+        _ => None,
+    }
+}
+
+fn write_opt_str(out: &mut String, value: Option<&str>) {
+    match value {
+        Some(s) => write_str(out, s, false),
+        None => out.push_str("null"),
+    }
+}
+
+/// A usage count as `anthropic::usage` writes it, for the values it is sure of.
+fn count(usage: &Obj<'_>, key: &str, out: &mut String) -> Option<()> {
+    match get(usage, key) {
+        None | Some(J::Null) | Some(J::Bool(false)) => out.push('0'),
+        Some(J::Bool(true)) => out.push('1'),
+        Some(J::Num(text)) if text.len() <= 18 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            let digits = text.trim_start_matches('0');
+            out.push_str(if digits.is_empty() { "0" } else { digits });
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+fn write_usage(out: &mut String, usage: Option<&J<'_>>) -> Option<()> {
+    let usage = match usage {
+        Some(J::Obj(usage)) => usage,
+        None | Some(J::Null) => {
+            out.push_str("null");
+            return Some(());
+        }
+        // anything else is null to `usage` too, but stay with the plain shapes
+        _ => return None,
+    };
+    out.push_str("{\"input\":");
+    count(usage, "input_tokens", out)?;
+    out.push_str(",\"output\":");
+    count(usage, "output_tokens", out)?;
+    out.push_str(",\"cache\":{\"read\":");
+    count(usage, "cache_read_input_tokens", out)?;
+    out.push_str(",\"write\":");
+    count(usage, "cache_creation_input_tokens", out)?;
+    out.push_str("}}");
+    Some(())
+}
+
+/// `result_text` of a tool result's content, for the shapes it is sure of.
+fn result_text<'m>(content: Option<&'m J<'_>>) -> Option<Cow<'m, str>> {
+    match content {
+        None | Some(J::Null) => Some(Cow::Borrowed("")),
+        Some(J::Str(text)) => Some(Cow::Borrowed(&**text)),
+        Some(J::Arr(blocks)) => {
+            let mut out = String::new();
+            for (i, b) in blocks.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                let J::Obj(block) = b else { return None };
+                match get(block, "text") {
+                    None => {}
+                    Some(J::Str(text)) => out.push_str(text),
+                    Some(_) => return None,
+                }
+            }
+            Some(Cow::Owned(out))
+        }
+        Some(_) => None,
+    }
+}
+
+/// What a block does to the session's tool parts (`anthropic::Op`).
+enum Op<'a> {
+    Call(&'a str, usize),
+    Result(&'a str, bool, Cow<'a, str>),
+}
+
+fn text_row<'a>(id: String, text: Cow<'a, str>) -> Part<'a> {
+    Part {
+        id,
+        kind: "text",
+        tool: None,
+        status: "",
+        input: None,
+        output: Some(text),
+        json: "{}".to_owned(),
+    }
+}
+
+/// The part rows of a message's blocks and what they do to tool parts.
+fn blocks<'m, 'a>(
+    mid: &str,
+    content: &'m [J<'a>],
+    out: &mut Vec<Part<'m>>,
+    ops: &mut Vec<Op<'m>>,
+) -> Option<()> {
+    for (j, block) in content.iter().enumerate() {
+        let pid = format!("{mid}-p{j:02}");
+        let J::Obj(b) = block else { return None };
+        let part = match truthy_str(b, "type")? {
+            Some("text") => {
+                let text = match get(b, "text") {
+                    None => Cow::Borrowed(""),
+                    Some(J::Str(s)) => Cow::Borrowed(&**s),
+                    Some(_) => return None,
+                };
+                let mut row = text_row(pid, text);
+                if b.iter()
+                    .any(|(k, _)| !matches!(&**k, "type" | "text" | "thinking"))
+                {
+                    row.json.clear();
+                    row.json.push_str("{\"source\":");
+                    write_without(&mut row.json, b, &["type", "text", "thinking"]);
+                    row.json.push('}');
+                }
+                row
+            }
+            Some(kind @ ("thinking" | "redacted_thinking")) => {
+                let text = match get(b, "thinking") {
+                    None => Cow::Borrowed(""),
+                    Some(J::Str(s)) => Cow::Borrowed(&**s),
+                    Some(_) => return None,
+                };
+                let mut json = String::from("{\"source\":{\"type\":");
+                write_str(&mut json, kind, false);
+                for (key, item) in b {
+                    if matches!(&**key, "type" | "text" | "thinking") {
+                        continue;
+                    }
+                    json.push(',');
+                    write_str(&mut json, key, false);
+                    json.push(':');
+                    write_compact(&mut json, item);
+                }
+                json.push_str("}}");
+                Part {
+                    id: pid,
+                    kind: "reasoning",
+                    tool: None,
+                    status: "",
+                    input: None,
+                    output: Some(text),
+                    json,
+                }
+            }
+            Some("tool_use") => {
+                let (Some(J::Str(name)), Some(J::Str(id))) = (get(b, "name"), get(b, "id")) else {
+                    return None;
+                };
+                let input = match get(b, "input") {
+                    Some(input @ J::Obj(_)) => {
+                        let mut text = String::new();
+                        write_compact(&mut text, input);
+                        text
+                    }
+                    None | Some(J::Null) => "{}".to_owned(),
+                    _ => return None,
+                };
+                ops.push(Op::Call(id, out.len()));
+                let mut json = String::from("{\"callID\":");
+                write_str(&mut json, id, false);
+                json.push_str(",\"state\":{},\"source\":");
+                write_compact(&mut json, block);
+                json.push('}');
+                Part {
+                    id: pid,
+                    kind: "tool",
+                    tool: Some(name),
+                    status: "pending",
+                    input: Some(input),
+                    output: None,
+                    json,
+                }
+            }
+            Some("tool_result") => {
+                let Some(J::Str(call)) = get(b, "tool_use_id") else {
+                    return None;
+                };
+                let failed = match get(b, "is_error") {
+                    None | Some(J::Null) => false,
+                    Some(J::Bool(failed)) => *failed,
+                    _ => return None,
+                };
+                ops.push(Op::Result(call, failed, result_text(get(b, "content"))?));
+                let mut json = String::from("{\"callID\":");
+                write_str(&mut json, call, false);
+                json.push_str(",\"source\":");
+                write_compact(&mut json, block);
+                json.push('}');
+                Part {
+                    id: pid,
+                    kind: "tool-result",
+                    tool: None,
+                    status: "",
+                    input: None,
+                    output: None,
+                    json,
+                }
+            }
+            _ => return None,
+        };
+        out.push(part);
+    }
+    Some(())
+}
+
+/// The messages of one session so far (`anthropic::Events`).
+struct Session<'m> {
+    id: String,
+    messages: usize,
+    ids: HashSet<String>,
+    calls: HashMap<&'m str, (usize, usize)>,
+}
+
+/// A Claude Code file, appended as `claude_code::read_file` would; `None`
+/// (nothing built) for the serde_json path to read.
+pub fn read_file<'t>(
+    lines: &[(usize, Range<usize>)],
+    trees: &'t [J<'t>],
+    stem: &'t str,
+) -> Option<FileOut> {
+    let mut sessions: Vec<Session<'_>> = Vec::new();
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    let mut messages: Vec<Message<'_>> = Vec::with_capacity(trees.len());
+    let mut current: &str = stem;
+    let mut ops = Vec::new();
+    for tree in trees {
+        let J::Obj(event) = tree else { return None };
+        let Some(J::Str(_)) = get(event, "type") else {
+            return None;
+        };
+        let sid = truthy_str(event, "sessionId")?.unwrap_or(current);
+        let index = match by_id.get(sid) {
+            Some(&i) => i,
+            None => {
+                sessions.push(Session {
+                    id: sid.to_owned(),
+                    messages: 0,
+                    ids: HashSet::new(),
+                    calls: HashMap::new(),
+                });
+                by_id.insert(sid, sessions.len() - 1);
+                sessions.len() - 1
+            }
+        };
+        current = sid;
+        let session = &mut sessions[index];
+        let mut mid = format!("{}-e{:06}", session.id, session.messages);
+        if let Some(uuid) = truthy_str(event, "uuid")? {
+            if !session.ids.contains(uuid) {
+                mid = uuid.to_owned();
+            }
+        }
+        if session.ids.contains(&mid) {
+            return None;
+        }
+        let mut json = String::with_capacity(256);
+        json.push_str("{\"id\":");
+        write_str(&mut json, &mid, false);
+        json.push_str(",\"sessionID\":");
+        write_str(&mut json, &session.id, false);
+        let mut parts = Vec::new();
+        ops.clear();
+        let message = match get(event, "message") {
+            Some(J::Obj(body)) => {
+                let assistant = matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant");
+                let mut parent_id = None;
+                let mut finished = false;
+                if assistant {
+                    json.push_str(",\"role\":\"assistant\",\"parentID\":");
+                    parent_id = str_or_null(event, "parentUuid")?;
+                    write_opt_str(&mut json, parent_id);
+                    json.push_str(",\"finish\":");
+                    let finish = str_or_null(body, "stop_reason")?;
+                    finished = finish.is_some();
+                    write_opt_str(&mut json, finish);
+                    json.push_str(",\"tokens\":");
+                    write_usage(&mut json, get(body, "usage"))?;
+                    json.push_str(",\"modelID\":");
+                    write_opt_str(&mut json, str_or_null(body, "model")?);
+                } else {
+                    json.push_str(",\"role\":\"user\"");
+                }
+                let content = get(body, "content");
+                match content {
+                    None | Some(J::Null) => {}
+                    Some(J::Str(text)) => {
+                        parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(&**text)))
+                    }
+                    Some(J::Arr(items)) => blocks(&mid, items, &mut parts, &mut ops)?,
+                    _ => return None,
+                }
+                json.push_str(",\"source\":{\"event\":");
+                write_without(&mut json, event, &["message"]);
+                json.push_str(",\"message\":");
+                write_without(&mut json, body, &["content"]);
+                json.push_str(",\"content_is_text\":");
+                json.push_str(if matches!(content, Some(J::Str(_))) {
+                    "true"
+                } else {
+                    "false"
+                });
+                json.push_str(",\"has_content\":");
+                json.push_str(if content.is_some() { "true" } else { "false" });
+                json.push_str("}}");
+                Message {
+                    session: index,
+                    id: String::new(),
+                    role: if assistant { "assistant" } else { "user" },
+                    parent_id,
+                    finished,
+                    json,
+                    parts,
+                }
+            }
+            _ => {
+                // summary, system and other events without a message body
+                let summary = truthy_str(event, "summary")?;
+                let text = summary.or(truthy_str(event, "content")?);
+                json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
+                write_without(&mut json, event, &["summary"]);
+                json.push_str(",\"text_key\":");
+                json.push_str(if get(event, "summary").is_some() {
+                    "\"summary\""
+                } else {
+                    "null"
+                });
+                json.push_str("}}");
+                if let Some(text) = text {
+                    parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(text)));
+                }
+                Message {
+                    session: index,
+                    id: String::new(),
+                    role: "system",
+                    parent_id: None,
+                    finished: false,
+                    json,
+                    parts,
+                }
+            }
+        };
+        let at = messages.len();
+        messages.push(Message { id: mid, ..message });
+        let session = &mut sessions[index];
+        session.messages += 1;
+        session.ids.insert(messages[at].id.clone());
+        for op in ops.drain(..) {
+            match op {
+                Op::Call(call, part) => {
+                    session.calls.insert(call, (at, part));
+                }
+                Op::Result(call, failed, text) => {
+                    if let Some(&(m, p)) = session.calls.get(call) {
+                        let part = &mut messages[m].parts[p];
+                        if part.status != "pending" {
+                            // a second result leaves both texts in the state
+                            return None;
+                        }
+                        part.status = if failed { "error" } else { "completed" };
+                        part.output = Some(text);
+                    }
+                }
+            }
+        }
+    }
+    // Everything checked: the rows, session by session.
+    let mut order: Vec<Vec<usize>> = vec![Vec::new(); sessions.len()];
+    for (i, m) in messages.iter().enumerate() {
+        order[m.session].push(i);
+    }
+    let mut rows = Rows::default();
+    let mut kept: Vec<Option<Kept>> = (0..messages.len()).map(|_| None).collect();
+    for (s, session) in sessions.iter().enumerate() {
+        let json = session_json(&session.id);
+        let mut session_json = Some(json.as_str());
+        for (k, &i) in order[s].iter().enumerate() {
+            let m = &messages[i];
+            let start = rows.len();
+            let head = MessageRef {
+                id: &m.id,
+                role: m.role,
+                parent_id: m.parent_id,
+                summary: false,
+                finished: m.finished,
+                error: false,
+                json: &m.json,
+            };
+            let mut head = (head, true);
+            if m.parts.is_empty() {
+                rows.push_ref(&session.id, session_json.take(), Some(&head), None);
+            }
+            for p in &m.parts {
+                let part = PartRef {
+                    id: &p.id,
+                    kind: p.kind,
+                    tool: p.tool,
+                    status: (!p.status.is_empty()).then_some(p.status),
+                    input: p.input.as_deref(),
+                    output: p.output.as_deref(),
+                    compacted_at: None,
+                    auto: None,
+                    json: &p.json,
+                };
+                rows.push_ref(&session.id, session_json.take(), Some(&head), Some(&part));
+                head.1 = false;
+            }
+            kept[i] = Some(Kept {
+                session: session.id.clone(),
+                rows: start..rows.len(),
+                first: k == 0,
+            });
+        }
+    }
+    let lines = lines
+        .iter()
+        .zip(kept)
+        .map(|((line, raw), kept)| At {
+            line: *line,
+            raw: raw.clone(),
+            outcome: Ok(kept.expect("every event is a message")),
+        })
+        .collect();
+    Some(FileOut { rows, lines })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::claude_code::{read_fast, read_slow};
+    use super::super::lines::split;
+    use super::super::{Format, Source};
+    use super::*;
+
+    type Outcomes = Vec<(
+        usize,
+        Range<usize>,
+        Result<(String, Range<usize>, bool), String>,
+    )>;
+
+    fn outcomes(out: &FileOut) -> Outcomes {
+        out.lines
+            .iter()
+            .map(|l| {
+                let o = match &l.outcome {
+                    Ok(k) => Ok((k.session.clone(), k.rows.clone(), k.first)),
+                    Err(p) => Err(format!("{p:?}")),
+                };
+                (l.line, l.raw.clone(), o)
+            })
+            .collect()
+    }
+
+    /// Both paths on `text`: the fast one's answer (if any) and the slow one's.
+    fn both(text: &str) -> (Option<FileOut>, FileOut) {
+        let source = Source::new("dir/cc.v1.jsonl", text.as_bytes(), Format::ClaudeCode);
+        let mut chunks = Vec::new();
+        split(0, source.data, 64, &mut chunks);
+        let fast = read_fast(source.data, &chunks, "cc.v1");
+        (fast, read_slow(&source, &chunks, "cc.v1".to_owned()))
+    }
+
+    fn same(text: &str) {
+        let (fast, slow) = both(text);
+        let fast = fast.unwrap_or_else(|| panic!("no fast path for {text}"));
+        assert_eq!(outcomes(&fast), outcomes(&slow), "{text}");
+        assert_eq!(fast.rows.finish(), slow.rows.finish(), "{text}");
+    }
+
+    const FILE: &str = r#"{"type":"summary","summary":"before \u00e9","leafUuid":"x"}
+{"type":"user","uuid":"u1","sessionId":"s","cwd":"/x","message":{"role":"user","content":"fix it \ud83d\ude00\n"}}
+{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"s","message":{"id":"msg","role":"assistant","model":"claude","stop_reason":"tool_use","usage":{"input_tokens":12,"output_tokens":0,"cache_read_input_tokens":true,"cache_creation_input_tokens":70},"content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"ok","citations":null},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls","n":1.50}},{"type":"tool_use","id":"t2","name":"Read","input":null},{"type":"tool_use","id":"t3","name":"Read"}]}}
+{"type":"user","uuid":"b1","sessionId":"r","message":{"role":"user","content":[]}}
+{"type":"user","uuid":"a1","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}],"is_error":true},{"type":"tool_result","tool_use_id":"t2","content":"out"},{"type":"tool_result","tool_use_id":"zz"},{"type":"text"}]}}
+{"type":"system","content":"compacted","level":"info"}
+{"type":"assistant","sessionId":"s","message":{"role":"assistant","content":null}}
+{"type":"user","uuid":"","sessionId":"","message":{"role":"user"}}
+
+{"type":"user","uuid":"u2","sessionId":"r","message":{"role":"user","content":[{"type":"tool_use","id":"t9","name":"x","input":{}},{"type":"tool_result","tool_use_id":"t9","content":"same message","is_error":false}]}}
+{"type":"assistant","uuid":"a9","sessionId":"s","message":{"role":"assistant","content":"plain","usage":null,"model":null}}
+{"type":"x","message":"not an object","summary":null}
+"#;
+
+    #[test]
+    fn claude_code_files_make_the_rows_of_the_serde_json_path() {
+        same(FILE);
+        same("{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
+        // the stem as a session id joins the session of the lines without one
+        same("{\"type\":\"summary\"}\n{\"type\":\"user\",\"sessionId\":\"cc.v1\",\"uuid\":\"cc.v1-e000000\",\"message\":{\"role\":\"user\"}}\n");
+    }
+
+    #[test]
+    fn files_with_a_line_it_is_unsure_of_are_left_to_serde_json() {
+        for line in [
+            r#"[1]"#,
+            r#"{"message":{"role":"user","content":"no type"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":null}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":["bare"]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":{"a":1}}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":[1]}]}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","usage":{"input_tokens":1.5},"content":[]}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","stop_reason":1,"content":[]}}"#,
+            r#"{"type":"user","uuid":5,"message":{"role":"user"}}"#,
+            r#"{"type":"user","sessionId":7,"message":{"role":"user"}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t0","content":"again"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":{"x":1}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":1}]}}"#,
+            r#"{"type":"user","type":"user"}"#,
+            "not json",
+        ] {
+            // the file holds a call, its result, an event u1 of the stem session, then the line
+            let text = format!(
+                "{}\n{}\n{line}\n",
+                r#"{"type":"assistant","uuid":"u1","message":{"role":"assistant","content":[{"type":"tool_use","id":"t0","name":"n"}]}}"#,
+                r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t0","content":"first"}]}}"#,
+            );
+            assert!(both(&text).0.is_none(), "{line}");
+        }
+    }
+}
