@@ -14,9 +14,10 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::claude_code::{At, FileOut, Kept};
-use super::fast::{get, write_compact, Obj, J};
+use super::fast::{get, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
+use super::pyjson::COMPACT;
 use super::rows::{MessageRef, PartRef, Rows};
 
 struct Part<'a> {
@@ -53,7 +54,7 @@ fn write_without(out: &mut String, map: &Obj<'_>, skip: &[&str]) {
         first = false;
         write_str(out, key, false);
         out.push(':');
-        write_compact(out, item);
+        write_json(out, item, COMPACT);
     }
     out.push('}');
 }
@@ -204,7 +205,7 @@ fn blocks<'m, 'a>(
                     json.push(',');
                     write_str(&mut json, key, false);
                     json.push(':');
-                    write_compact(&mut json, item);
+                    write_json(&mut json, item, COMPACT);
                 }
                 json.push_str("}}");
                 Part {
@@ -224,7 +225,7 @@ fn blocks<'m, 'a>(
                 let input = match get(b, "input") {
                     Some(input @ J::Obj(_)) => {
                         let mut text = String::new();
-                        write_compact(&mut text, input);
+                        write_json(&mut text, input, COMPACT);
                         text
                     }
                     None | Some(J::Null) => "{}".to_owned(),
@@ -234,7 +235,7 @@ fn blocks<'m, 'a>(
                 let mut json = String::from("{\"callID\":");
                 write_str(&mut json, id, false);
                 json.push_str(",\"state\":{},\"source\":");
-                write_compact(&mut json, block);
+                write_json(&mut json, block, COMPACT);
                 json.push('}');
                 Part {
                     id: pid,
@@ -259,7 +260,7 @@ fn blocks<'m, 'a>(
                 let mut json = String::from("{\"callID\":");
                 write_str(&mut json, call, false);
                 json.push_str(",\"source\":");
-                write_compact(&mut json, block);
+                write_json(&mut json, block, COMPACT);
                 json.push('}');
                 Part {
                     id: pid,
