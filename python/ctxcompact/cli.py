@@ -563,7 +563,7 @@ def _parquet_source(path: Path) -> tuple[Path, str]:
     scratch = tempfile.mkdtemp(prefix="ctxcompact-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     out = Path(scratch) / "ingested.parquet"
-    return out, _ingest_to_parquet([path], None, out).last.format
+    return out, _ingest_to_parquet([path], None, out, "the temporary Parquet").last.format
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
