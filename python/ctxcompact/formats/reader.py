@@ -379,7 +379,7 @@ def read_sessions(
     reports += result.files
     rejected = list(result.rejected)
     lines, sessions = result.lines, result.sessions
-    seen = {str(v) for v in pc.unique(result.table.column("session_id")).to_pylist()}
+    seen = _session_ids(result.table) if documents else set()
     tables = [result.table]
     for d in _read_documents(documents, format, on_error, seen, result.table.schema):
         reports.append(d.report)
@@ -442,7 +442,8 @@ def iter_sessions(
         if last is None:  # every JSONL file's report comes with the first window
             for report in window.files:
                 add(report)
-        seen.update(str(v) for v in pc.unique(window.table.column("session_id")).to_pylist())
+        if documents:  # only documents are checked against the JSONL sessions here
+            seen |= _session_ids(window.table)
         yield IngestResult(window.table, window.rejected, window.lines, window.sessions, name(),
                            files)  # fmt: skip
         last = window
@@ -489,6 +490,11 @@ def _plan(
         others = f" ({len(reports)} other files skipped)" if reports else ""
         raise FormatError(f"no session files ({', '.join(supported)}) in {where}{others}")
     return order, reports, jsonl, documents
+
+
+def _session_ids(table: pa.Table) -> set[str]:
+    """The session ids of a part-row table (for the documents' repeat check)."""
+    return {str(v) for v in pc.unique(table.column("session_id")).to_pylist()}
 
 
 @dataclass(frozen=True)
