@@ -317,9 +317,13 @@ pub(super) fn write_json(out: &mut String, value: &J<'_>, style: Style) {
 }
 
 /// `write_json` of an object's entries.
-pub(super) fn write_entries(out: &mut String, map: &[(Cow<'_, str>, J<'_>)], style: Style) {
+pub(super) fn write_entries<'m, 'a: 'm>(
+    out: &mut String,
+    map: impl IntoIterator<Item = &'m (Cow<'a, str>, J<'a>)>,
+    style: Style,
+) {
     out.push('{');
-    for (i, (key, item)) in map.iter().enumerate() {
+    for (i, (key, item)) in map.into_iter().enumerate() {
         if i > 0 {
             out.push_str(if style.spaced { ", " } else { "," });
         }

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::claude_code::{At, FileOut, Kept};
-use super::fast::{get, write_json, Obj, J};
+use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
 use super::pyjson::COMPACT;
@@ -42,21 +42,8 @@ struct Message<'a> {
 
 /// `{k: v ...}` of `map` without `skip`, compact, appended to `out`.
 fn write_without(out: &mut String, map: &Obj<'_>, skip: &[&str]) {
-    out.push('{');
-    let mut first = true;
-    for (key, item) in map {
-        if skip.contains(&&**key) {
-            continue;
-        }
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        write_str(out, key, false);
-        out.push(':');
-        write_json(out, item, COMPACT);
-    }
-    out.push('}');
+    let kept = map.iter().filter(|(key, _)| !skip.contains(&&**key));
+    write_entries(out, kept, COMPACT);
 }
 
 /// A string that is truthy (`Some(Some)`), falsy or absent (`Some(None)`), or `None` for another type.
