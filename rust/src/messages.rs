@@ -140,6 +140,188 @@ pub fn estimates_of(
         .collect()
 }
 
+/// Lower and upper bounds of a length in an additive method's units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl Span {
+    fn exact(n: u64) -> Self {
+        Span { lo: n, hi: n }
+    }
+
+    /// A text of `bytes` UTF-8 bytes: one UTF-16 unit per 1 to 3 bytes (a
+    /// 4-byte character is 2), exactly its bytes for `ceil-bytes`.
+    fn of_bytes(bytes: usize, method: Method) -> Self {
+        let hi = bytes as u64;
+        match method {
+            Method::Opencode => Span {
+                lo: hi.div_ceil(3),
+                hi,
+            },
+            _ => Span::exact(hi),
+        }
+    }
+
+    fn add(&mut self, other: Span) {
+        self.lo += other.lo;
+        self.hi += other.hi;
+    }
+
+    /// The estimate of each end (estimates are monotone in the length).
+    fn tokens(self, method: Method) -> Span {
+        Span {
+            lo: estimate_units(self.lo, method),
+            hi: estimate_units(self.hi, method),
+        }
+    }
+}
+
+/// Bounds of what `estimates_of` sums over `messages` (with `only`, over
+/// the messages it shows), for a decision that rarely needs the estimate
+/// itself (a trigger). Tool outputs are exact (`known`: a walk's, the rest
+/// read); every other length is taken from byte offsets, no text read, as a
+/// `Span`. A text that may be ignored, or reasoning a step may not send,
+/// counts in the upper bound only. `None` when the method is not additive
+/// or a rendering needs the text (file parts, described placeholders, cut
+/// outputs).
+pub fn tokens_within(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: MessageEstimateConfig,
+    known: &[(usize, u64)],
+    only: Option<&Visible>,
+) -> Option<Span> {
+    let method = config.method;
+    if !method.additive() || config.render.truncate_output.is_some() {
+        return None;
+    }
+    let constant = |text: &str| Span::exact(estimate(text, method));
+    // A text of the output column: its length counted once, or its bytes.
+    let output = |row: usize| match (method, table.output_utf16.as_ref()) {
+        (Method::Opencode, Some(lengths)) if lengths[row] != crate::columns::NO_LENGTH => {
+            Span::exact(lengths[row])
+        }
+        _ => Span::of_bytes(table.output_text(row).len(), method),
+    };
+    let text = |s: &str| Span::of_bytes(s.len(), method).tokens(method);
+    // Content of `units` in `blocks` blocks joined by "\n\n", as `Content::tokens`.
+    let joined = |mut units: Span, blocks: u64| {
+        units.add(Span::exact(2 * blocks.saturating_sub(1)));
+        units.tokens(method)
+    };
+    let mut total = Span::default();
+    let mut k = 0;
+    for msg in messages {
+        if only.is_some_and(|v| !v.shows(msg.rows.start)) {
+            continue;
+        }
+        // The content's units and blocks: at least (`lo`, `sure`), at most (`hi`, `blocks`).
+        let (mut units, mut blocks, mut sure) = (Span::default(), 0u64, 0u64);
+        // A text that may be ignored: in the upper bound only.
+        let maybe = |units: &mut Span, blocks: &mut u64, n: Span| {
+            units.hi += n.hi;
+            *blocks += u64::from(n.hi > 0);
+        };
+        match msg.role {
+            role::ASSISTANT => {
+                let (mut reasoning, mut thoughts) = (Span::default(), 0u64);
+                let (mut calls, mut sent) = (Span::default(), 0u64);
+                for row in msg.rows.clone() {
+                    match table.part_type[row] {
+                        part_type::TEXT => maybe(&mut units, &mut blocks, output(row)),
+                        part_type::REASONING => {
+                            let n = output(row);
+                            reasoning.hi += n.hi;
+                            thoughts += u64::from(n.hi > 0);
+                        }
+                        part_type::TOOL => {
+                            let cleared = table.flags[row] & flag::COMPACTED != 0;
+                            let input = match value(&table.input, row) {
+                                _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
+                                Some(input) => input,
+                                None => "{}",
+                            };
+                            let finished = matches!(
+                                table.status.as_ref().map(|s| s[row]),
+                                Some(status::COMPLETED) | Some(status::ERROR)
+                            );
+                            while k < known.len() && known[k].0 < row {
+                                k += 1;
+                            }
+                            let result = match (finished, cleared) {
+                                (false, _) => constant(INTERRUPTED_TOOL),
+                                (true, true) if config.render.describe => return None,
+                                (true, true) => constant(CLEARED_TOOL_OUTPUT),
+                                _ if k < known.len() && known[k].0 == row => {
+                                    Span::exact(known[k].1)
+                                }
+                                _ => Span::exact(table.output_tokens(row, method)),
+                            };
+                            calls.add(text(value(&table.tool, row).unwrap_or("")));
+                            calls.add(text(input));
+                            calls.add(Span::exact(config.overhead));
+                            calls.add(result);
+                            sent += 1;
+                        }
+                        _ => {}
+                    }
+                }
+                // Sent for sure only with a call: any text may be ignored.
+                let mut message = Span::default();
+                if blocks > 0 || sent > 0 {
+                    message.hi = config.overhead
+                        + joined(units, blocks).hi
+                        + if thoughts > 0 {
+                            joined(reasoning, thoughts).hi
+                        } else {
+                            0
+                        }
+                        + calls.hi;
+                }
+                if sent > 0 {
+                    message.lo = config.overhead + calls.lo;
+                }
+                total.add(message);
+                continue;
+            }
+            role::SYSTEM => {
+                for row in msg.rows.clone() {
+                    if table.part_type[row] == part_type::TEXT {
+                        let n = output(row);
+                        units.add(n);
+                        sure += u64::from(n.hi > 0);
+                        blocks += u64::from(n.hi > 0);
+                    }
+                }
+            }
+            _ => {
+                for row in msg.rows.clone() {
+                    match table.part_type[row] {
+                        part_type::TEXT => maybe(&mut units, &mut blocks, output(row)),
+                        part_type::COMPACTION => {
+                            units.add(Span::of_bytes(COMPACTION_QUESTION.len(), method));
+                            sure += 1;
+                            blocks += 1;
+                        }
+                        FILE => return None,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if blocks > 0 {
+            total.hi += config.overhead + joined(units, blocks).hi;
+        }
+        if sure > 0 {
+            total.lo += config.overhead + joined(units, sure).lo;
+        }
+    }
+    Some(total)
+}
+
 /// Blocks of one message's content. Additive methods sum their length units
 /// as they come (a length counted once is enough); the others keep the
 /// blocks and read them joined once the separator is known.
@@ -203,13 +385,19 @@ impl<'a> Content<'a> {
 
 /// A text part as user and assistant messages send it: non-empty and not ignored.
 fn push_sent_text<'a>(table: &PartTable<'a>, row: usize, content: &mut Content<'a>) -> Result<()> {
-    // The length is all an additive estimate needs (counted once when output_utf16 is there).
-    let empty = match content.method.additive() {
-        true => table.output_units(row, content.method) == 0,
-        false => table.output_text(row).is_empty(),
-    };
-    if !empty && !ignored(table, row)? {
-        content.push_output(table, row);
+    // The length is all an additive estimate needs (counted once when
+    // output_utf16 is there), and it is read once.
+    if content.method.additive() {
+        let units = table.output_units(row, content.method);
+        if units > 0 && !ignored(table, row)? {
+            content.units += units;
+            content.blocks += 1;
+        }
+        return Ok(());
+    }
+    let text = table.output_text(row);
+    if !text.is_empty() && !ignored(table, row)? {
+        content.push(Cow::Borrowed(text));
     }
     Ok(())
 }
@@ -549,6 +737,156 @@ mod tests {
             got[0] - base,
             estimate(&text, Method::Opencode) - estimate(CLEARED_TOOL_OUTPUT, Method::Opencode)
         );
+    }
+
+    /// `tokens_within` and the exact sum over a session's messages (all
+    /// shown, no output known), and with every output known.
+    fn within_and_exact(msgs: Vec<M>, config: MessageEstimateConfig) -> (Option<Span>, u64) {
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let messages = table.messages(0).unwrap();
+        let exact: u64 = estimates_of(&table, &messages, config, &[], None)
+            .unwrap()
+            .iter()
+            .map(|m| m.tokens)
+            .sum();
+        // Known outputs are taken as they are (a walk's estimates).
+        let known: Vec<(usize, u64)> = (0..table.part_type.len())
+            .filter(|&r| table.part_type[r] == part_type::TOOL)
+            .map(|r| (r, table.output_tokens(r, config.method)))
+            .collect();
+        let with_known = tokens_within(&table, &messages, config, &known, None);
+        let within = tokens_within(&table, &messages, config, &[], None);
+        if let (Some(a), Some(b)) = (within, with_known) {
+            assert!(
+                b.lo >= a.lo && b.hi <= a.hi,
+                "known outputs only narrow the bounds"
+            );
+            assert!(b.lo <= exact && exact <= b.hi);
+        }
+        (within, exact)
+    }
+
+    #[test]
+    fn the_length_bounds_hold_the_estimate() {
+        let cleared = P {
+            compacted: Some(1),
+            ..call("read", r#"{"path":"a.txt"}"#, 400)
+        };
+        let running = P {
+            status: Some("running"),
+            ..tool("bash", 50)
+        };
+        let ignored = P {
+            json: Some(r#"{"ignored":true}"#.into()),
+            ..text("not sent")
+        };
+        let reasoning = P {
+            kind: "reasoning",
+            output: Some("hmm".into()),
+            ..Default::default()
+        };
+        let session = |t: &str| {
+            vec![
+                M {
+                    role: "system",
+                    ..user("s", vec![text("be brief"), text(t)])
+                },
+                user("u", vec![text(t), ignored.clone(), compaction()]),
+                assistant(
+                    "a",
+                    "u",
+                    vec![
+                        text(t),
+                        reasoning.clone(),
+                        cleared.clone(),
+                        running.clone(),
+                        tool("read", 999),
+                    ],
+                ),
+                assistant("b", "u", vec![text(""), reasoning.clone()]),
+                assistant("c", "u", vec![call("grep", r#"{"pattern":"x"}"#, 7)]),
+                user("v", vec![ignored.clone()]),
+                summary("d", "u"),
+            ]
+        };
+        for clear_inputs in [false, true] {
+            let render = Render {
+                clear_inputs,
+                ..Default::default()
+            };
+            for text in ["fix the bug", "réparer le bogue ✓ 🙂"] {
+                // ceil-bytes counts bytes: the bounds meet, up to ignored
+                // text and unsent reasoning (here: 8 + 3 + 3 bytes).
+                let config = MessageEstimateConfig {
+                    method: Method::CeilBytes,
+                    render,
+                    ..Default::default()
+                };
+                let (span, exact) = within_and_exact(session(text), config);
+                let span = span.unwrap();
+                assert!(span.lo <= exact && exact <= span.hi, "{span:?} {exact}");
+                // UTF-16 units: between a third of the bytes and the bytes.
+                let config = MessageEstimateConfig {
+                    render,
+                    ..Default::default()
+                };
+                let (span, exact) = within_and_exact(session(text), config);
+                let span = span.unwrap();
+                assert!(span.lo <= exact && exact <= span.hi, "{span:?} {exact}");
+                assert!(span.lo < span.hi);
+            }
+        }
+        // Without ignored text or reasoning, ceil-bytes is exact at the top;
+        // and a message whose only content is a call is sent for sure.
+        let plain = vec![
+            user("u", vec![text("go"), compaction()]),
+            assistant(
+                "c",
+                "u",
+                vec![call("grep", r#"{"pattern":"x"}"#, 7), tool("read", 99)],
+            ),
+        ];
+        let bytes = MessageEstimateConfig {
+            method: Method::CeilBytes,
+            ..Default::default()
+        };
+        let (span, exact) = within_and_exact(plain, bytes);
+        assert_eq!(span.unwrap().hi, exact);
+        assert!(span.unwrap().lo >= 4 + 1 + 2 + 4 + 2 + 4 + 25);
+        // Renderings that need the text have no bounds; nor has a bigram table.
+        let none = |config| within_and_exact(session("x"), config).0;
+        for render in [
+            Render {
+                describe: true,
+                ..Default::default()
+            },
+            Render {
+                truncate_output: Some(10),
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(
+                none(MessageEstimateConfig {
+                    render,
+                    ..Default::default()
+                }),
+                None
+            );
+        }
+        let file = P {
+            kind: "file",
+            json: Some(r#"{"url":"a.png","mime":"image/png"}"#.into()),
+            ..Default::default()
+        };
+        let with_file = vec![user("u", vec![text("see"), file])];
+        assert_eq!(within_and_exact(with_file, Default::default()).0, None);
+        let bigram = MessageEstimateConfig {
+            method: "o200k".parse().unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(none(bigram), None);
     }
 
     #[test]

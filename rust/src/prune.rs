@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use crate::codes::{flag, part_type, role, status};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
-use crate::messages::{estimates_of, pinned, tokens_visible, MessageEstimateConfig};
+use crate::messages::{estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig};
 use crate::pivot::{pivot_start_in, visible_in};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
@@ -168,37 +168,29 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
                 None => walk.visible,
                 Some(_) => 0,
             };
-            if lower <= config.trigger
-                && visible_tokens(table, s, &messages, start, config, &walk.known)?
-                    <= config.trigger
-            {
-                return Ok(SessionPrune::default());
+            if lower > config.trigger {
+                return Ok(walk.result);
             }
-            Ok(walk.result)
+            // Then bounds from lengths, with the walk's outputs exact; only a
+            // session they leave undecided has its texts read.
+            let shown = visible_in(table, s, start, &messages)?;
+            let config_m = config.estimate_config();
+            let above = match tokens_within(table, &messages, config_m, &walk.known, Some(&shown)) {
+                Some(span) if span.hi <= config.trigger => false,
+                Some(span) if span.lo > config.trigger => true,
+                _ => {
+                    let messages =
+                        estimates_of(table, &messages, config_m, &walk.known, Some(&shown))?;
+                    tokens_visible(&messages, &shown) > config.trigger
+                }
+            };
+            Ok(if above {
+                walk.result
+            } else {
+                SessionPrune::default()
+            })
         })
         .collect()
-}
-
-/// Estimated model input of session `s` as later calls see it (from its
-/// pivot on, and its pinned messages before it). `known`: outputs the walk
-/// already estimated.
-fn visible_tokens(
-    table: &PartTable<'_>,
-    s: usize,
-    messages: &[Message],
-    start: usize,
-    config: &PruneConfig,
-    known: &[(usize, u64)],
-) -> Result<u64> {
-    let shown = visible_in(table, s, start, messages)?;
-    let messages = estimates_of(
-        table,
-        messages,
-        config.estimate_config(),
-        known,
-        Some(&shown),
-    )?;
-    Ok(tokens_visible(&messages, &shown))
 }
 
 /// What makes an older output stale: a newer call on the same file (any
@@ -280,13 +272,15 @@ fn stale_key<'a>(
 struct Counted {
     row: usize,
     superseded: bool,
+    /// In an assistant message: the model input sends only those.
+    sent: bool,
 }
 
 /// What one session's walk found.
 struct Walk {
     result: SessionPrune,
-    /// Estimated tokens of the counted outputs at or after `visible_from` (a
-    /// trigger's lower bound of the visible context).
+    /// Estimated tokens of the counted outputs of assistant messages at or
+    /// after `visible_from` (a trigger's lower bound of the visible context).
     visible: u64,
     /// Every counted output's (row, tokens), sorted by row (trigger only).
     known: Vec<(usize, u64)>,
@@ -383,7 +377,11 @@ fn prune_session(
                 }
                 break 'messages;
             }
-            counted.push(Counted { row, superseded });
+            counted.push(Counted {
+                row,
+                superseded,
+                sent: msg.role == role::ASSISTANT,
+            });
         }
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
@@ -400,7 +398,7 @@ fn prune_session(
     let mut visible = 0u64;
     for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
-        if c.row >= visible_from {
+        if c.sent && c.row >= visible_from {
             visible += tokens;
         }
         let small = tokens < config.min_output_tokens;
@@ -692,28 +690,70 @@ mod tests {
 
     #[test]
     fn trigger_acts_only_above_the_visible_context() {
-        // Visible: 10 outputs of 1 000 + the task + 11 messages' overhead, a bit
-        // over 10 000 tokens.
-        let visible = {
-            let batches = [batch(&[("s", autonomous_run(10))])];
+        // The task in ASCII (its bounds meet) and not (only the estimate decides),
+        // and 10 outputs of 1 000 tokens each.
+        for task in ["fix the bug", "répare le bogue ✓ 🙂 — vite, s'il te plaît"] {
+            let session = || {
+                let mut msgs = autonomous_run(10);
+                msgs[0].parts[0] = text(&task.repeat(20));
+                msgs
+            };
+            let batches = [batch(&[("s", session())])];
             let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
             let table = PartTable::new(&cols).unwrap();
             let messages = table.messages(0).unwrap();
-            visible_tokens(&table, 0, &messages, 0, &steps(2), &[]).unwrap()
+            let config = steps(2).estimate_config();
+            let visible: u64 = estimates_of(&table, &messages, config, &[], None)
+                .unwrap()
+                .iter()
+                .map(|m| m.tokens)
+                .sum();
+            assert!(visible > 10_000 && visible < 10_400, "{visible}");
+            let trig = |t| PruneConfig {
+                trigger: t,
+                ..steps(2)
+            };
+            let run_compact = |config: &PruneConfig| {
+                let batches = [batch(&[("s", session())])];
+                let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+                let table = PartTable::new(&cols).unwrap();
+                prune(&table, config).unwrap().remove(0)
+            };
+            assert_eq!(run_compact(&trig(visible)).pruned, 0, "{task}");
+            assert_eq!(run_compact(&trig(visible - 1)).pruned, 9_000, "{task}");
+            // Far below and far above: the bounds alone decide, the same way.
+            assert_eq!(run_compact(&trig(9_000)).pruned, 9_000);
+            assert_eq!(run_compact(&trig(20_000)).pruned, 0);
+        }
+    }
+
+    #[test]
+    fn outputs_the_model_input_does_not_send_do_not_set_off_the_trigger() {
+        // A tool part in a user message is counted by the walk but not sent
+        // (only assistant messages send tool calls): the context stays small.
+        let msgs = vec![
+            user("u", vec![text("go"), tool("read", 4_000)]),
+            assistant("a", "u", vec![text("ok")]),
+        ];
+        let config = PruneConfig {
+            trigger: 100,
+            ..steps(0)
         };
-        assert!(visible > 10_000 && visible < 10_200, "{visible}");
-        let trig = |t| PruneConfig {
-            trigger: t,
-            ..steps(2)
-        };
-        let run_compact = |config: &PruneConfig| {
-            let batches = [batch(&[("s", autonomous_run(10))])];
-            let cols = Columns::from_batches(&batches, config.scan()).unwrap();
-            let table = PartTable::new(&cols).unwrap();
-            prune(&table, config).unwrap().remove(0)
-        };
-        assert_eq!(run_compact(&trig(visible)).pruned, 0);
-        assert_eq!(run_compact(&trig(visible - 1)).pruned, 9_000);
+        let batches = [batch(&[("s", msgs.clone())])];
+        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        for method in ["opencode", "o200k"] {
+            let config = PruneConfig {
+                method: method.parse().unwrap(),
+                ..config.clone()
+            };
+            assert_eq!(prune(&table, &config).unwrap()[0], SessionPrune::default());
+            let without = PruneConfig {
+                trigger: 0,
+                ..config
+            };
+            assert_eq!(prune(&table, &without).unwrap()[0].rows, vec![1]);
+        }
     }
 
     #[test]
