@@ -37,6 +37,10 @@ impl Chunking {
     /// (chunk index, row within the chunk) of a global row.
     #[inline]
     pub fn locate(&self, row: usize) -> (usize, usize) {
+        // One chunk is the common case (a table read whole, a Parquet batch).
+        if self.starts.len() == 2 {
+            return (0, row);
+        }
         // Few chunks and sequential access dominate, so a binary search is cheap.
         let chunk = self.starts.partition_point(|&s| s <= row) - 1;
         (chunk, row - self.starts[chunk])
@@ -47,64 +51,87 @@ impl Chunking {
     }
 }
 
-/// One chunk of a string column.
-#[derive(Debug)]
-pub enum StrChunk<'a> {
+/// A plain string array (what a dictionary's values are too).
+#[derive(Debug, Clone, Copy)]
+pub enum Plain<'a> {
     Utf8(&'a StringArray),
     Large(&'a LargeStringArray),
     View(&'a StringViewArray),
+}
+
+impl<'a> Plain<'a> {
+    fn new(array: &'a dyn Array) -> Option<Self> {
+        Some(match array.data_type() {
+            DataType::Utf8 => Plain::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => Plain::Large(array.as_string::<i64>()),
+            DataType::Utf8View => Plain::View(array.as_string_view()),
+            _ => return None,
+        })
+    }
+
+    #[inline]
+    pub fn value(self, i: usize) -> Option<&'a str> {
+        match self {
+            Plain::Utf8(a) => (!a.is_null(i)).then(|| a.value(i)),
+            Plain::Large(a) => (!a.is_null(i)).then(|| a.value(i)),
+            Plain::View(a) => (!a.is_null(i)).then(|| a.value(i)),
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Plain::Utf8(a) => a.len(),
+            Plain::Large(a) => a.len(),
+            Plain::View(a) => a.len(),
+        }
+    }
+}
+
+/// One chunk of a string column. Not recursive (a dictionary's values are
+/// plain), so a lookup inlines into the scans.
+#[derive(Debug)]
+pub enum StrChunk<'a> {
+    Plain(Plain<'a>),
     /// Dictionary: keys normalised to `usize` (null keys are `usize::MAX`).
-    Dict {
-        keys: Vec<usize>,
-        values: Box<StrChunk<'a>>,
-    },
+    Dict { keys: Vec<usize>, values: Plain<'a> },
 }
 
 impl<'a> StrChunk<'a> {
     pub fn new(column: &'static str, array: &'a ArrayRef) -> Result<Self> {
-        Ok(match array.data_type() {
-            DataType::Utf8 => StrChunk::Utf8(array.as_string::<i32>()),
-            DataType::LargeUtf8 => StrChunk::Large(array.as_string::<i64>()),
-            DataType::Utf8View => StrChunk::View(array.as_string_view()),
-            DataType::Dictionary(_, value_type)
-                if matches!(
-                    value_type.as_ref(),
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-                ) =>
-            {
-                let dict = array.as_any_dictionary();
-                // `normalized_keys` asserts a non-empty dictionary; an empty one
-                // means every key is null.
-                let keys = if dict.values().is_empty() {
-                    vec![usize::MAX; dict.keys().len()]
-                } else {
-                    let mut keys = dict.normalized_keys();
-                    if let Some(nulls) = dict.keys().logical_nulls() {
-                        for i in nulls
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(i, v)| (!v).then_some(i))
-                        {
-                            keys[i] = usize::MAX;
-                        }
-                    }
-                    keys
-                };
-                StrChunk::Dict {
-                    keys,
-                    values: Box::new(StrChunk::new(column, dict.values())?),
+        if let Some(plain) = Plain::new(array.as_ref()) {
+            return Ok(StrChunk::Plain(plain));
+        }
+        let DataType::Dictionary(_, _) = array.data_type() else {
+            return Err(type_error(column, array.data_type(), STRING_TYPES));
+        };
+        let dict = array.as_any_dictionary();
+        let Some(values) = Plain::new(dict.values().as_ref()) else {
+            return Err(type_error(column, array.data_type(), STRING_TYPES));
+        };
+        // `normalized_keys` asserts a non-empty dictionary; an empty one
+        // means every key is null.
+        let keys = if dict.values().is_empty() {
+            vec![usize::MAX; dict.keys().len()]
+        } else {
+            let mut keys = dict.normalized_keys();
+            if let Some(nulls) = dict.keys().logical_nulls() {
+                for i in nulls
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| (!v).then_some(i))
+                {
+                    keys[i] = usize::MAX;
                 }
             }
-            other => return Err(type_error(column, other, STRING_TYPES)),
-        })
+            keys
+        };
+        Ok(StrChunk::Dict { keys, values })
     }
 
     #[inline]
     pub fn value(&self, i: usize) -> Option<&'a str> {
         match self {
-            StrChunk::Utf8(a) => (!a.is_null(i)).then(|| a.value(i)),
-            StrChunk::Large(a) => (!a.is_null(i)).then(|| a.value(i)),
-            StrChunk::View(a) => (!a.is_null(i)).then(|| a.value(i)),
+            StrChunk::Plain(a) => a.value(i),
             StrChunk::Dict { keys, values } => match keys[i] {
                 usize::MAX => None,
                 k => values.value(k),
@@ -114,9 +141,7 @@ impl<'a> StrChunk<'a> {
 
     pub fn len(&self) -> usize {
         match self {
-            StrChunk::Utf8(a) => a.len(),
-            StrChunk::Large(a) => a.len(),
-            StrChunk::View(a) => a.len(),
+            StrChunk::Plain(a) => a.len(),
             StrChunk::Dict { keys, .. } => keys.len(),
         }
     }
@@ -195,9 +220,9 @@ impl<'a> StrCol<'a> {
                 };
             }
             match chunk {
-                StrChunk::Utf8(a) => each!(a),
-                StrChunk::Large(a) => each!(a),
-                StrChunk::View(a) => each!(a),
+                StrChunk::Plain(Plain::Utf8(a)) => each!(a),
+                StrChunk::Plain(Plain::Large(a)) => each!(a),
+                StrChunk::Plain(Plain::View(a)) => each!(a),
                 StrChunk::Dict { .. } => {
                     for i in first..first + n {
                         f(base + i, chunk.value(i))?;
