@@ -138,6 +138,9 @@ POLICIES = {
     },
     # the trigger adds an estimate of every message
     "anthropic-clear-tool-uses": {"preset": "anthropic-clear-tool-uses"},
+    # each of the two costly options alone on OpenCode's rule
+    "opencode+supersede": {"supersede": True},
+    "opencode+trigger": {"trigger": 100_000},
 }
 
 

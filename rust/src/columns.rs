@@ -93,7 +93,10 @@ impl<'a> Plain<'a> {
 pub enum StrChunk<'a> {
     Plain(Plain<'a>),
     /// Dictionary: keys normalised to `usize` (null keys are `usize::MAX`).
-    Dict { keys: Vec<usize>, values: Plain<'a> },
+    Dict {
+        keys: Vec<usize>,
+        values: Plain<'a>,
+    },
 }
 
 impl<'a> StrChunk<'a> {

@@ -184,15 +184,17 @@ impl Span {
 /// itself (a trigger). Tool outputs are exact (`known`: a walk's, the rest
 /// read); every other length is taken from byte offsets, no text read, as a
 /// `Span`. A text that may be ignored, or reasoning a step may not send,
-/// counts in the upper bound only. `None` when the method is not additive
-/// or a rendering needs the text (file parts, described placeholders, cut
-/// outputs).
+/// counts in the upper bound only. Every output it estimates goes to
+/// `outputs` as (row, tokens), by row: an estimate that follows need not
+/// read them again. `None` when the method is not additive or a rendering
+/// needs the text (file parts, described placeholders, cut outputs).
 pub fn tokens_within(
     table: &PartTable<'_>,
     messages: &[Message],
     config: MessageEstimateConfig,
     known: &[(usize, u64)],
     only: Option<&Visible>,
+    outputs: &mut Vec<(usize, u64)>,
 ) -> Option<Span> {
     let method = config.method;
     if !method.additive() || config.render.truncate_output.is_some() {
@@ -255,10 +257,14 @@ pub fn tokens_within(
                                 (false, _) => constant(INTERRUPTED_TOOL),
                                 (true, true) if config.render.describe => return None,
                                 (true, true) => constant(CLEARED_TOOL_OUTPUT),
-                                _ if k < known.len() && known[k].0 == row => {
-                                    Span::exact(known[k].1)
+                                _ => {
+                                    let tokens = match known.get(k) {
+                                        Some(&(r, tokens)) if r == row => tokens,
+                                        _ => table.output_tokens(row, method),
+                                    };
+                                    outputs.push((row, tokens));
+                                    Span::exact(tokens)
                                 }
-                                _ => Span::exact(table.output_tokens(row, method)),
                             };
                             calls.add(text(value(&table.tool, row).unwrap_or("")));
                             calls.add(text(input));
@@ -756,8 +762,12 @@ mod tests {
             .filter(|&r| table.part_type[r] == part_type::TOOL)
             .map(|r| (r, table.output_tokens(r, config.method)))
             .collect();
-        let with_known = tokens_within(&table, &messages, config, &known, None);
-        let within = tokens_within(&table, &messages, config, &[], None);
+        let mut outputs = Vec::new();
+        let with_known = tokens_within(&table, &messages, config, &known, None, &mut outputs);
+        // Every finished output that was not cleared, by row, as estimated.
+        assert!(outputs.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(outputs.iter().all(|o| known.contains(o)));
+        let within = tokens_within(&table, &messages, config, &[], None, &mut Vec::new());
         if let (Some(a), Some(b)) = (within, with_known) {
             assert!(
                 b.lo >= a.lo && b.hi <= a.hi,

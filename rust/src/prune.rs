@@ -171,16 +171,29 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
             if lower > config.trigger {
                 return Ok(walk.result);
             }
-            // Then bounds from lengths, with the walk's outputs exact; only a
-            // session they leave undecided has its texts read.
+            // Then bounds from lengths, with the outputs exact (the walk's, and
+            // the rest read once); only a session they leave undecided has its
+            // texts read.
             let shown = visible_in(table, s, start, &messages)?;
             let config_m = config.estimate_config();
-            let above = match tokens_within(table, &messages, config_m, &walk.known, Some(&shown)) {
+            let mut outputs = Vec::with_capacity(walk.known.len());
+            let bounds = tokens_within(
+                table,
+                &messages,
+                config_m,
+                &walk.known,
+                Some(&shown),
+                &mut outputs,
+            );
+            let above = match bounds {
                 Some(span) if span.hi <= config.trigger => false,
                 Some(span) if span.lo > config.trigger => true,
                 _ => {
-                    let messages =
-                        estimates_of(table, &messages, config_m, &walk.known, Some(&shown))?;
+                    let known = match bounds {
+                        Some(_) => &outputs,
+                        None => &walk.known,
+                    };
+                    let messages = estimates_of(table, &messages, config_m, known, Some(&shown))?;
                     tokens_visible(&messages, &shown) > config.trigger
                 }
             };
