@@ -6,10 +6,10 @@
 //! string data.
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int64Type, Int8Type};
+use arrow_array::types::{Int32Type, Int64Type, Int8Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int64Array, Int8Array, LargeStringArray, StringArray,
-    StringViewArray,
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, Int8Array, LargeStringArray,
+    StringArray, StringViewArray,
 };
 use arrow_schema::DataType;
 
@@ -87,16 +87,44 @@ impl<'a> Plain<'a> {
     }
 }
 
+/// The keys of a dictionary chunk.
+#[derive(Debug)]
+pub enum Keys<'a> {
+    /// int32 keys (what pyarrow's `dictionary_encode` makes), read in place.
+    I32(&'a Int32Array),
+    /// Any other key type, normalised once (null keys are `usize::MAX`).
+    Owned(Vec<usize>),
+}
+
+impl Keys<'_> {
+    /// The key of row `i`; `usize::MAX` when null.
+    #[inline]
+    pub fn get(&self, i: usize) -> usize {
+        match self {
+            Keys::I32(a) if a.is_null(i) => usize::MAX,
+            Keys::I32(a) => a.value(i) as usize,
+            Keys::Owned(keys) => keys[i],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::I32(a) => a.len(),
+            Keys::Owned(keys) => keys.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One chunk of a string column. Not recursive (a dictionary's values are
 /// plain), so a lookup inlines into the scans.
 #[derive(Debug)]
 pub enum StrChunk<'a> {
     Plain(Plain<'a>),
-    /// Dictionary: keys normalised to `usize` (null keys are `usize::MAX`).
-    Dict {
-        keys: Vec<usize>,
-        values: Plain<'a>,
-    },
+    Dict { keys: Keys<'a>, values: Plain<'a> },
 }
 
 impl<'a> StrChunk<'a> {
@@ -104,13 +132,20 @@ impl<'a> StrChunk<'a> {
         if let Some(plain) = Plain::new(array.as_ref()) {
             return Ok(StrChunk::Plain(plain));
         }
-        let DataType::Dictionary(_, _) = array.data_type() else {
+        let DataType::Dictionary(key_type, _) = array.data_type() else {
             return Err(type_error(column, array.data_type(), STRING_TYPES));
         };
         let dict = array.as_any_dictionary();
         let Some(values) = Plain::new(dict.values().as_ref()) else {
             return Err(type_error(column, array.data_type(), STRING_TYPES));
         };
+        if **key_type == DataType::Int32 && !dict.values().is_empty() {
+            let keys = array.as_dictionary::<Int32Type>().keys();
+            return Ok(StrChunk::Dict {
+                keys: Keys::I32(keys),
+                values,
+            });
+        }
         // `normalized_keys` asserts a non-empty dictionary; an empty one
         // means every key is null.
         let keys = if dict.values().is_empty() {
@@ -128,14 +163,17 @@ impl<'a> StrChunk<'a> {
             }
             keys
         };
-        Ok(StrChunk::Dict { keys, values })
+        Ok(StrChunk::Dict {
+            keys: Keys::Owned(keys),
+            values,
+        })
     }
 
     #[inline]
     pub fn value(&self, i: usize) -> Option<&'a str> {
         match self {
             StrChunk::Plain(a) => a.value(i),
-            StrChunk::Dict { keys, values } => match keys[i] {
+            StrChunk::Dict { keys, values } => match keys.get(i) {
                 usize::MAX => None,
                 k => values.value(k),
             },
@@ -157,7 +195,7 @@ impl<'a> StrChunk<'a> {
     #[inline]
     pub fn key(&self, i: usize) -> Option<usize> {
         match self {
-            StrChunk::Dict { keys, .. } => Some(keys[i]),
+            StrChunk::Dict { keys, .. } => Some(keys.get(i)),
             _ => None,
         }
     }
@@ -448,8 +486,11 @@ where
                 .into_par_iter()
                 .map(|k| one(values.value(k)))
                 .collect();
-            keys.iter()
-                .map(|&k| if k == usize::MAX { 0 } else { per_key[k] })
+            (0..keys.len())
+                .map(|i| match keys.get(i) {
+                    usize::MAX => 0,
+                    k => per_key[k],
+                })
                 .collect()
         }
         _ => {

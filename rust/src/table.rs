@@ -13,6 +13,31 @@ use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate_units, text_units, Method};
 use crate::schema::Columns;
 
+fn decode_status(columns: &Columns) -> Result<Option<Vec<u8>>> {
+    columns
+        .get("status")
+        .map(|a| decode_codes("status", a, status::parse, small_int(3), "tool status"))
+        .transpose()
+}
+
+/// The message and part flags (docs/schema.md), one byte per row.
+fn decode_flags(columns: &Columns, rows: usize) -> Result<Vec<u8>> {
+    let mut flags = vec![0u8; rows];
+    for (name, bit) in [
+        ("summary", flag::SUMMARY),
+        ("finished", flag::FINISHED),
+        ("error", flag::ERROR),
+    ] {
+        if let Some(arrays) = columns.get(name) {
+            or_bool_flags(name, arrays, bit, &mut flags)?;
+        }
+    }
+    if let Some(arrays) = columns.get("compacted_at") {
+        or_nonzero_flags("compacted_at", arrays, flag::COMPACTED, &mut flags)?;
+    }
+    Ok(flags)
+}
+
 /// One message of a session: its rows and role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -49,36 +74,52 @@ impl<'a> PartTable<'a> {
         let session_id = StrCol::new("session_id", base("session_id"))?;
         let message_id = StrCol::new("message_id", base("message_id"))?;
         let rows = session_id.rows();
-        let role = decode_codes("role", base("role"), role::parse, small_int(3), "role")?;
-        let part_type = decode_codes(
-            "part_type",
-            base("part_type"),
-            part_type::parse,
-            part_type::from_int,
-            "part type",
-        )?;
-        let status = columns
-            .get("status")
-            .map(|a| decode_codes("status", a, status::parse, small_int(3), "tool status"))
-            .transpose()?;
-        let mut flags = vec![0u8; rows];
-        for (name, bit) in [
-            ("summary", flag::SUMMARY),
-            ("finished", flag::FINISHED),
-            ("error", flag::ERROR),
-        ] {
-            if let Some(arrays) = columns.get(name) {
-                or_bool_flags(name, arrays, bit, &mut flags)?;
-            }
-        }
-        if let Some(arrays) = columns.get("compacted_at") {
-            or_nonzero_flags("compacted_at", arrays, flag::COMPACTED, &mut flags)?;
-        }
-        let sessions = session_ranges(&session_id)?;
-        let output_utf16 = columns
-            .get("output_utf16")
-            .map(|a| decode_lengths("output_utf16", a, rows))
-            .transpose()?;
+        // The decodes are independent passes over a million rows each: run
+        // them side by side on the pool.
+        let ((sessions, output_utf16), ((role, part_type), (status, flags))) = rayon::join(
+            || {
+                rayon::join(
+                    || session_ranges(&session_id),
+                    || {
+                        columns
+                            .get("output_utf16")
+                            .map(|a| decode_lengths("output_utf16", a, rows))
+                            .transpose()
+                    },
+                )
+            },
+            || {
+                rayon::join(
+                    || {
+                        rayon::join(
+                            || {
+                                decode_codes(
+                                    "role",
+                                    base("role"),
+                                    role::parse,
+                                    small_int(3),
+                                    "role",
+                                )
+                            },
+                            || {
+                                decode_codes(
+                                    "part_type",
+                                    base("part_type"),
+                                    part_type::parse,
+                                    part_type::from_int,
+                                    "part type",
+                                )
+                            },
+                        )
+                    },
+                    || rayon::join(|| decode_status(columns), || decode_flags(columns, rows)),
+                )
+            },
+        );
+        // Errors in the order a sequential decode meets them.
+        let (role, part_type) = (role?, part_type?);
+        let (status, flags) = (status?, flags?);
+        let (sessions, output_utf16) = (sessions?, output_utf16?);
         Ok(PartTable {
             output_utf16,
             parent_id: opt_str("parent_id")?,
