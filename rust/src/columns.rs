@@ -107,6 +107,27 @@ impl Keys<'_> {
         }
     }
 
+    /// The end of the run of rows from `i` that share `i`'s key (not null).
+    pub fn run_end(&self, i: usize) -> usize {
+        let k = self.get(i);
+        if k == usize::MAX {
+            return i + 1;
+        }
+        match self {
+            Keys::I32(a) if a.null_count() == 0 => {
+                let rest = &a.values()[i + 1..];
+                i + 1
+                    + rest
+                        .iter()
+                        .position(|&x| x as usize != k)
+                        .unwrap_or(rest.len())
+            }
+            _ => (i + 1..self.len())
+                .find(|&j| self.get(j) != k)
+                .unwrap_or(self.len()),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Keys::I32(a) => a.len(),
@@ -189,6 +210,15 @@ impl<'a> StrChunk<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The end of the run of rows from `i` that hold `i`'s value by the same
+    /// dictionary key; `i + 1` when not dictionary encoded.
+    pub fn key_run_end(&self, i: usize) -> usize {
+        match self {
+            StrChunk::Dict { keys, .. } => keys.run_end(i),
+            StrChunk::Plain(_) => i + 1,
+        }
     }
 
     /// Dictionary key of row `i`, when this chunk is dictionary encoded.
