@@ -18,6 +18,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
+use crate::columns::same_str;
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig};
@@ -379,7 +380,7 @@ fn prune_session(
             }
             if tool
                 .get(row)
-                .is_some_and(|t| config.protected_tools.iter().any(|p| p == t))
+                .is_some_and(|t| config.protected_tools.iter().any(|p| same_str(p, t)))
                 || pinned(table, row)?
             {
                 continue;

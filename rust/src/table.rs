@@ -7,7 +7,8 @@ use std::ops::Range;
 
 use crate::codes::{flag, part_type, role, small_int, status};
 use crate::columns::{
-    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, StrCol, NO_LENGTH, NULL_CODE,
+    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, StrCol, NO_LENGTH,
+    NULL_CODE,
 };
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate_units, text_units, Method};
@@ -214,7 +215,7 @@ impl<'a> PartTable<'a> {
                     at: self.at(row).message(Some(id)).with_column("role"),
                 });
             }
-            if current.is_some_and(|c| same_id(c, id)) {
+            if current.is_some_and(|c| same_str(c, id)) {
                 let msg = out.last_mut().expect("current message exists");
                 self.check_same_message(msg.rows.start, row, msg.role, id)?;
                 msg.rows.end = row + 1;
@@ -294,24 +295,6 @@ impl Location {
     }
 }
 
-/// `a == b` for the short ids compared on every row: the lengths, then eight
-/// bytes at a time inline, where the call to `memcmp` cost more than the
-/// compare itself.
-#[inline]
-fn same_id(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    if n < 8 {
-        return a.iter().zip(b).all(|(x, y)| x == y);
-    }
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
-    // Whole words, then the last eight bytes (overlapping the words when n % 8 != 0).
-    (0..n / 8).all(|k| word(a, 8 * k) == word(b, 8 * k)) && word(a, n - 8) == word(b, n - 8)
-}
-
 /// Row ranges of the sessions, checking that each session's rows are contiguous.
 fn session_ranges(session_id: &StrCol<'_>) -> Result<Vec<Range<usize>>> {
     let mut ranges: Vec<Range<usize>> = Vec::new();
@@ -339,7 +322,7 @@ fn session_ranges(session_id: &StrCol<'_>) -> Result<Vec<Range<usize>>> {
             prev_key_valid = true;
             i = run;
             if let Some((p, _)) = prev {
-                if same_id(p, id) {
+                if same_str(p, id) {
                     prev = Some((id, key));
                     ranges.last_mut().unwrap().end = base + run;
                     continue;
@@ -368,29 +351,6 @@ mod tests {
     use arrow_array::{ArrayRef, DictionaryArray, Int8Array, RecordBatch, StringArray};
 
     use super::*;
-
-    #[test]
-    fn ids_compare_as_strings_at_every_length() {
-        let ids: Vec<String> = (0..40)
-            .flat_map(|n| {
-                let base = "m".repeat(n);
-                let mut changed: Vec<String> = (0..n)
-                    .map(|i| {
-                        let mut b = base.clone().into_bytes();
-                        b[i] = b'x';
-                        String::from_utf8(b).unwrap()
-                    })
-                    .collect();
-                changed.push(base);
-                changed
-            })
-            .collect();
-        for a in &ids {
-            for b in &ids {
-                assert_eq!(same_id(a, b), a == b, "{a:?} {b:?}");
-            }
-        }
-    }
     use crate::schema::Scan;
     use crate::testutil::*;
 
