@@ -181,20 +181,21 @@ impl Span {
 
 /// Bounds of what `estimates_of` sums over `messages` (with `only`, over
 /// the messages it shows), for a decision that rarely needs the estimate
-/// itself (a trigger). Tool outputs are exact (`known`: a walk's, the rest
-/// read); every other length is taken from byte offsets, no text read, as a
-/// `Span`. A text that may be ignored, or reasoning a step may not send,
-/// counts in the upper bound only. Every output it estimates goes to
-/// `outputs` as (row, tokens), by row: an estimate that follows need not
-/// read them again. `None` when the method is not additive or a rendering
-/// needs the text (file parts, described placeholders, cut outputs).
+/// itself (a trigger). Every length is taken from byte offsets, no text
+/// read, as a `Span`, but the outputs in `known` (a walk's estimates) and,
+/// given `outputs`, every other output: those are read, and each output's
+/// (row, tokens) goes to `outputs` by row, so that an estimate that follows
+/// need not read them again. A text that may be ignored, or reasoning a
+/// step may not send, counts in the upper bound only. `None` when the
+/// method is not additive or a rendering needs the text (file parts,
+/// described placeholders, cut outputs).
 pub fn tokens_within(
     table: &PartTable<'_>,
     messages: &[Message],
     config: MessageEstimateConfig,
     known: &[(usize, u64)],
     only: Option<&Visible>,
-    outputs: &mut Vec<(usize, u64)>,
+    mut outputs: Option<&mut Vec<(usize, u64)>>,
 ) -> Option<Span> {
     let method = config.method;
     if !method.additive() || config.render.truncate_output.is_some() {
@@ -257,14 +258,20 @@ pub fn tokens_within(
                                 (false, _) => constant(INTERRUPTED_TOOL),
                                 (true, true) if config.render.describe => return None,
                                 (true, true) => constant(CLEARED_TOOL_OUTPUT),
-                                _ => {
-                                    let tokens = match known.get(k) {
-                                        Some(&(r, tokens)) if r == row => tokens,
-                                        _ => table.output_tokens(row, method),
-                                    };
-                                    outputs.push((row, tokens));
-                                    Span::exact(tokens)
-                                }
+                                _ => match (known.get(k), outputs.as_deref_mut()) {
+                                    (Some(&(r, tokens)), outputs) if r == row => {
+                                        if let Some(outputs) = outputs {
+                                            outputs.push((row, tokens));
+                                        }
+                                        Span::exact(tokens)
+                                    }
+                                    (_, Some(outputs)) => {
+                                        let tokens = table.output_tokens(row, method);
+                                        outputs.push((row, tokens));
+                                        Span::exact(tokens)
+                                    }
+                                    (_, None) => output(row).tokens(method),
+                                },
                             };
                             calls.add(text(value(&table.tool, row).unwrap_or("")));
                             calls.add(text(input));
@@ -763,11 +770,16 @@ mod tests {
             .map(|r| (r, table.output_tokens(r, config.method)))
             .collect();
         let mut outputs = Vec::new();
-        let with_known = tokens_within(&table, &messages, config, &known, None, &mut outputs);
+        let with_known = tokens_within(&table, &messages, config, &known, None, Some(&mut outputs));
         // Every finished output that was not cleared, by row, as estimated.
         assert!(outputs.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(outputs.iter().all(|o| known.contains(o)));
-        let within = tokens_within(&table, &messages, config, &[], None, &mut Vec::new());
+        let within = tokens_within(&table, &messages, config, &[], None, Some(&mut Vec::new()));
+        // Without reading the outputs the bounds only widen.
+        let unread = tokens_within(&table, &messages, config, &[], None, None);
+        if let (Some(a), Some(b)) = (unread, within) {
+            assert!(a.lo <= b.lo && b.hi <= a.hi);
+        }
         if let (Some(a), Some(b)) = (within, with_known) {
             assert!(
                 b.lo >= a.lo && b.hi <= a.hi,

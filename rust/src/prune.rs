@@ -21,7 +21,9 @@ use crate::codes::{flag, part_type, role, status};
 use crate::columns::same_str;
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
-use crate::messages::{estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig};
+use crate::messages::{
+    estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig, Span,
+};
 use crate::pivot::{pivot_start_in, visible_in};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
@@ -172,30 +174,45 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
             if lower > config.trigger {
                 return Ok(walk.result);
             }
-            // Then bounds from lengths, with the outputs exact (the walk's, and
-            // the rest read once); only a session they leave undecided has its
-            // texts read.
+            // Then bounds from lengths: first with only the walk's outputs
+            // exact, then with every output read (once: an estimate that
+            // follows reuses them); only a session both leave undecided has
+            // its texts read.
             let shown = visible_in(table, s, start, &messages)?;
             let config_m = config.estimate_config();
-            let mut outputs = Vec::with_capacity(walk.known.len());
-            let bounds = tokens_within(
-                table,
-                &messages,
-                config_m,
-                &walk.known,
-                Some(&shown),
-                &mut outputs,
-            );
-            let above = match bounds {
-                Some(span) if span.hi <= config.trigger => false,
-                Some(span) if span.lo > config.trigger => true,
-                _ => {
-                    let known = match bounds {
-                        Some(_) => &outputs,
-                        None => &walk.known,
-                    };
-                    let messages = estimates_of(table, &messages, config_m, known, Some(&shown))?;
-                    tokens_visible(&messages, &shown) > config.trigger
+            let decided = |span: Option<Span>| match span {
+                Some(span) if span.hi <= config.trigger => Some(false),
+                Some(span) if span.lo > config.trigger => Some(true),
+                _ => None,
+            };
+            let bounds = |outputs| {
+                tokens_within(
+                    table,
+                    &messages,
+                    config_m,
+                    &walk.known,
+                    Some(&shown),
+                    outputs,
+                )
+            };
+            let first = bounds(None);
+            let mut outputs = Vec::new();
+            let above = match decided(first) {
+                Some(above) => above,
+                None => {
+                    let second = first.and_then(|_| bounds(Some(&mut outputs)));
+                    match decided(second) {
+                        Some(above) => above,
+                        None => {
+                            let known = match second {
+                                Some(_) => &outputs,
+                                None => &walk.known,
+                            };
+                            let messages =
+                                estimates_of(table, &messages, config_m, known, Some(&shown))?;
+                            tokens_visible(&messages, &shown) > config.trigger
+                        }
+                    }
                 }
             };
             Ok(if above {
