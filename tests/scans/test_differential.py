@@ -124,6 +124,17 @@ STRINGS = {"session_id", "message_id", "role", "parent_id", "part_id", "part_typ
 BOOLS = {"summary", "finished", "error", "auto"}
 
 
+def _dictionary_with_repeats(values: list[str | None]) -> pa.DictionaryArray:
+    """A dictionary holding every value twice, rows alternating between the two
+    keys: equal strings under different keys must still compare equal."""
+    distinct = sorted({v for v in values if v is not None})
+    index = {v: i for i, v in enumerate(distinct)}
+    keys = [None if v is None else index[v] + (i % 2) * len(distinct) for i, v in enumerate(values)]
+    return pa.DictionaryArray.from_arrays(
+        pa.array(keys, pa.int32()), pa.array(distinct * 2, pa.string())
+    )
+
+
 @st.composite
 def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], pa.Table]:
     n = draw(st.integers(1, 6))
@@ -132,9 +143,16 @@ def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], pa.Table]:
     for name in COLUMNS:
         values = [r[name] for r in rows]
         if name in STRINGS:
-            kind = draw(st.sampled_from(["string", "large_string", "string_view", "dict"]))
+            kind = draw(st.sampled_from(["string", "large_string", "string_view", "dict",
+                                         "dict16", "dict-repeats"]))  # fmt: skip
             if kind == "dict":
                 arrays[name] = pa.array(values, pa.string()).dictionary_encode()
+            elif kind == "dict16":  # keys other than int32 are normalised, not read in place
+                arrays[name] = pa.array(values, pa.string()).cast(
+                    pa.dictionary(pa.int16(), pa.string())
+                )
+            elif kind == "dict-repeats":  # one value under two keys, alternating
+                arrays[name] = _dictionary_with_repeats(values)
             else:
                 arrays[name] = pa.array(values, getattr(pa, kind)())
         elif name in BOOLS:
