@@ -1,5 +1,11 @@
-//! Where the scans run: the global rayon pool, or a cached pool of a fixed
-//! size when the caller asks for one (benchmarks report 1- and 2-core runs).
+//! Where the scans run: a cached pool of the size the caller asks for
+//! (benchmarks report 1- and 2-core runs), or of one thread per core.
+//!
+//! Never rayon's global pool: a process forked after it started (Python's
+//! `multiprocessing` forks by default, and `tune` runs its workers so) keeps
+//! the pool's registry but not its threads, and the first scan that splits
+//! its work would wait for them forever. The pools are per process instead:
+//! a forked child builds its own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -8,12 +14,26 @@ use rayon::ThreadPool;
 
 use crate::error::{CoreError, Result};
 
-fn pools() -> &'static Mutex<HashMap<usize, Arc<ThreadPool>>> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
-    POOLS.get_or_init(Default::default)
+/// The pools of the process that built them (its id), by size.
+type Pools = (u32, HashMap<usize, Arc<ThreadPool>>);
+
+fn pools() -> &'static Mutex<Pools> {
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    POOLS.get_or_init(|| Mutex::new((std::process::id(), HashMap::new())))
 }
 
-/// Run `f` on `threads` threads (`None`: rayon's global pool, one per core).
+/// One thread per core unless `RAYON_NUM_THREADS` says otherwise (as rayon's
+/// own default would).
+fn default_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+}
+
+/// Run `f` on `threads` threads (`None`: one per core).
 /// A panic inside `f` (a bug, never bad input) comes back as `CoreError::Internal`
 /// instead of unwinding into the caller.
 pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
@@ -27,20 +47,29 @@ pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> Result<R> + Send
             Err(CoreError::Internal(msg))
         })
     };
-    let Some(n) = threads else { return guarded() };
+    let n = threads.unwrap_or_else(default_threads);
     if n == 0 {
         return Err(CoreError::Config("threads must be at least 1".into()));
     }
     let pool = {
         let mut pools = pools().lock().unwrap_or_else(|e| e.into_inner());
-        match pools.get(&n) {
+        let pid = std::process::id();
+        if pools.0 != pid {
+            // Forked: the parent's pools have no threads here. Dropping one
+            // would signal threads that do not exist; leak them instead.
+            for (_, pool) in pools.1.drain() {
+                std::mem::forget(pool);
+            }
+            pools.0 = pid;
+        }
+        match pools.1.get(&n) {
             Some(pool) => pool.clone(),
             None => {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
                     .build()
                     .map_err(|e| CoreError::Config(format!("cannot start {n} threads: {e}")))?;
-                pools.entry(n).or_insert(Arc::new(pool)).clone()
+                pools.1.entry(n).or_insert(Arc::new(pool)).clone()
             }
         }
     };

@@ -226,11 +226,24 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 
 /// What makes an older output stale: a newer call on the same file (any
 /// tool), or the same command of the same tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Stale<'a> {
     Path(Cow<'a, str>),
     Command(&'a str, Cow<'a, str>),
 }
+
+// Compared inline (`same_str`): a set insert compares on every repeated target.
+impl PartialEq for Stale<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Stale::Path(a), Stale::Path(b)) => same_str(a, b),
+            (Stale::Command(t, a), Stale::Command(u, b)) => same_str(t, u) && same_str(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Stale<'_> {}
 
 // Hashed by hand: one write per string (the derived impl adds a
 // discriminant word and a terminator byte per string).
@@ -442,7 +455,7 @@ fn prune_session(
         window += tokens;
         let rank = if config.keep_recent_per_tool {
             let name = tool.get(c.row).unwrap_or("");
-            match recent_by_tool.iter_mut().find(|(t, _)| *t == name) {
+            match recent_by_tool.iter_mut().find(|(t, _)| same_str(t, name)) {
                 Some((_, n)) => {
                     *n += 1;
                     *n - 1
