@@ -242,19 +242,11 @@ pub fn tokens_within(
                         }
                         part_type::TOOL => {
                             let cleared = table.flags[row] & flag::COMPACTED != 0;
-                            let input = match value(&table.input, row) {
-                                _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
-                                Some(input) => input,
-                                None => "{}",
-                            };
-                            let finished = matches!(
-                                table.status.as_ref().map(|s| s[row]),
-                                Some(status::COMPLETED) | Some(status::ERROR)
-                            );
+                            let input = sent_input(table, row, config);
                             while k < known.len() && known[k].0 < row {
                                 k += 1;
                             }
-                            let result = match (finished, cleared) {
+                            let result = match (finished(table, row), cleared) {
                                 (false, _) => constant(INTERRUPTED_TOOL),
                                 (true, true) if config.render.describe => return None,
                                 (true, true) => constant(CLEARED_TOOL_OUTPUT),
@@ -437,12 +429,7 @@ fn message_tokens(
                         reasoning.push_output(table, row);
                     }
                     part_type::TOOL => {
-                        let cleared = table.flags[row] & flag::COMPACTED != 0;
-                        let input = match value(&table.input, row) {
-                            _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
-                            Some(input) => input,
-                            None => "{}",
-                        };
+                        let input = sent_input(table, row, config);
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
                             + estimate(input, method)
                             + config.overhead
@@ -511,6 +498,25 @@ fn message_tokens(
     }
 }
 
+/// A tool part's arguments as its call sends them: `{}` when there are none,
+/// the cleared marker when the policy clears the inputs of cleared calls.
+fn sent_input<'a>(table: &PartTable<'a>, row: usize, config: MessageEstimateConfig) -> &'a str {
+    let cleared = table.flags[row] & flag::COMPACTED != 0;
+    match value(&table.input, row) {
+        _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
+        Some(input) => input,
+        None => "{}",
+    }
+}
+
+/// The tool at `row` ran to an end (its result is its output or error text).
+fn finished(table: &PartTable<'_>, row: usize) -> bool {
+    matches!(
+        table.status.as_ref().map(|s| s[row]),
+        Some(status::COMPLETED) | Some(status::ERROR)
+    )
+}
+
 /// The string of an optional column at `row`.
 fn value<'a>(column: &Option<StrCol<'a>>, row: usize) -> Option<&'a str> {
     column.as_ref().and_then(|c| c.get(row))
@@ -535,11 +541,7 @@ fn tool_result_tokens(
     known: &[(usize, u64)],
 ) -> Result<u64> {
     let method = config.method;
-    let finished = matches!(
-        table.status.as_ref().map(|s| s[row]),
-        Some(status::COMPLETED) | Some(status::ERROR)
-    );
-    if !finished {
+    if !finished(table, row) {
         return Ok(estimate(INTERRUPTED_TOOL, method));
     }
     let cleared = table.flags[row] & flag::COMPACTED != 0;
