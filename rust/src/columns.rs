@@ -495,10 +495,16 @@ pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> R
         match array.data_type() {
             DataType::Int64 => {
                 let ints = array.as_primitive::<Int64Type>();
-                // No nulls and no sign bit in any value (the usual case): one
-                // vectorised check and copy.
-                if ints.null_count() == 0 && ints.values().iter().fold(0, |any, &v| any | v) >= 0 {
+                // No sign bit in any value, null slots included (the usual
+                // case): one vectorised check and copy, then the nulls marked.
+                if ints.values().iter().fold(0, |any, &v| any | v) >= 0 {
+                    let base = out.len();
                     out.extend(ints.values().iter().map(|&v| v as u64));
+                    if let Some(nulls) = ints.nulls() {
+                        for i in (!nulls.inner()).set_indices() {
+                            out[base + i] = NO_LENGTH;
+                        }
+                    }
                     continue;
                 }
                 for i in 0..ints.len() {
@@ -583,7 +589,32 @@ pub fn take_strings(chunks: &[ArrayRef], rows: &[u64]) -> Result<StringArray> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+
+    #[test]
+    fn lengths_keep_nulls_at_any_offset_and_refuse_negatives() {
+        let array = Int64Array::from(vec![Some(7), None, Some(0), None, Some(5), Some(9)]);
+        for (offset, len) in [(0, 6), (1, 4), (3, 3)] {
+            let sliced: ArrayRef = Arc::new(array.slice(offset, len));
+            let got = decode_lengths("output_utf16", &[sliced], len).unwrap();
+            let want: Vec<u64> = (offset..offset + len)
+                .map(|i| match array.is_null(i) {
+                    true => NO_LENGTH,
+                    false => array.value(i) as u64,
+                })
+                .collect();
+            assert_eq!(got, want);
+        }
+        // A negative value is an error naming its row, a null over one is not.
+        let negative: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), Some(-4)]));
+        let err = decode_lengths("output_utf16", &[negative], 2).unwrap_err();
+        assert!(err.to_string().contains("row 1 is negative (-4)"), "{err}");
+        let hidden = Int64Array::new(vec![1, -4].into(), Some(vec![true, false].into()));
+        let got = decode_lengths("output_utf16", &[Arc::new(hidden) as ArrayRef], 2).unwrap();
+        assert_eq!(got, vec![1, NO_LENGTH]);
+    }
 
     #[test]
     fn short_strings_compare_as_strings_at_every_length() {
