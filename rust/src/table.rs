@@ -39,6 +39,9 @@ fn decode_flags(columns: &Columns, rows: usize) -> Result<Vec<u8>> {
     Ok(flags)
 }
 
+/// The flags every row of a message must agree on.
+const MESSAGE_FLAGS: u8 = flag::SUMMARY | flag::FINISHED | flag::ERROR;
+
 /// One message of a session: its rows and role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -198,7 +201,8 @@ impl<'a> PartTable<'a> {
         if range.len() == 1 && self.message_id.get(range.start).is_none() {
             return Ok(Vec::new()); // a session without messages
         }
-        let mut out: Vec<Message> = Vec::new();
+        // A few parts per message: a guess that spares most regrowth.
+        let mut out: Vec<Message> = Vec::with_capacity(range.len() / 4 + 1);
         // Message ids usually ascend (OpenCode's ids do), and then no id can
         // reappear: the set of seen ids is built only once they stop ascending.
         let mut seen: Option<HashSet<&str>> = None;
@@ -217,7 +221,15 @@ impl<'a> PartTable<'a> {
             }
             if current.is_some_and(|c| same_str(c, id)) {
                 let msg = out.last_mut().expect("current message exists");
-                self.check_same_message(msg.rows.start, row, msg.role, id)?;
+                // What `check_same_message` checks, inline for the usual row:
+                // the same role and flags, in a message that is no summary.
+                let first = msg.rows.start;
+                let usual = role == msg.role
+                    && (self.flags[row] ^ self.flags[first]) & MESSAGE_FLAGS == 0
+                    && self.flags[first] & flag::SUMMARY == 0;
+                if !usual {
+                    self.check_same_message(first, row, msg.role, id)?;
+                }
                 msg.rows.end = row + 1;
                 return Ok(());
             }
@@ -262,8 +274,7 @@ impl<'a> PartTable<'a> {
         if self.role[row] != role {
             return Err(inconsistent("roles", "role"));
         }
-        let diff =
-            (self.flags[row] ^ self.flags[first]) & (flag::SUMMARY | flag::FINISHED | flag::ERROR);
+        let diff = (self.flags[row] ^ self.flags[first]) & MESSAGE_FLAGS;
         for (bit, column) in [
             (flag::SUMMARY, "summary"),
             (flag::FINISHED, "finished"),
