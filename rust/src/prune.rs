@@ -381,6 +381,10 @@ fn prune_session(
         {
             break;
         }
+        // A protected turn's parts matter only as newer calls for supersession.
+        if protected_turn && input.is_none() {
+            continue;
+        }
         for row in msg.rows.clone().rev() {
             if table.part_type[row] != part_type::TOOL {
                 continue;
