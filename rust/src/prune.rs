@@ -171,57 +171,60 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
                 None => walk.visible,
                 Some(_) => 0,
             };
-            if lower > config.trigger {
-                return Ok(walk.result);
-            }
-            // Then bounds from lengths: first with only the walk's outputs
-            // exact, then with every output read (once: an estimate that
-            // follows reuses them); only a session both leave undecided has
-            // its texts read.
-            let shown = visible_in(table, s, start, &messages)?;
-            let config_m = config.estimate_config();
-            let decided = |span: Option<Span>| match span {
-                Some(span) if span.hi <= config.trigger => Some(false),
-                Some(span) if span.lo > config.trigger => Some(true),
-                _ => None,
-            };
-            let bounds = |outputs| {
-                tokens_within(
-                    table,
-                    &messages,
-                    config_m,
-                    &walk.known,
-                    Some(&shown),
-                    outputs,
-                )
-            };
-            let first = bounds(None);
-            let mut outputs = Vec::new();
-            let above = match decided(first) {
-                Some(above) => above,
-                None => {
-                    let second = first.and_then(|_| bounds(Some(&mut outputs)));
-                    match decided(second) {
-                        Some(above) => above,
-                        None => {
-                            let known = match second {
-                                Some(_) => &outputs,
-                                None => &walk.known,
-                            };
-                            let messages =
-                                estimates_of(table, &messages, config_m, known, Some(&shown))?;
-                            tokens_visible(&messages, &shown) > config.trigger
-                        }
-                    }
-                }
-            };
-            Ok(if above {
-                walk.result
+            if lower > config.trigger || above_trigger(table, s, &messages, start, config, &walk)? {
+                Ok(walk.result)
             } else {
-                SessionPrune::default()
-            })
+                Ok(SessionPrune::default())
+            }
         })
         .collect()
+}
+
+/// Whether session `s`'s visible context (from its pivot at `start`, and its
+/// pinned messages before it) is above the trigger. Decided in steps, each
+/// only where the one before could not: bounds from lengths with the walk's
+/// outputs exact and no text read; the same with every output read; the
+/// estimate of the messages, reusing the outputs read.
+fn above_trigger(
+    table: &PartTable<'_>,
+    s: usize,
+    messages: &[Message],
+    start: usize,
+    config: &PruneConfig,
+    walk: &Walk,
+) -> Result<bool> {
+    let shown = visible_in(table, s, start, messages)?;
+    let estimate = config.estimate_config();
+    let decided = |span: Option<Span>| match span {
+        Some(span) if span.hi <= config.trigger => Some(false),
+        Some(span) if span.lo > config.trigger => Some(true),
+        _ => None,
+    };
+    let bounds = |outputs| {
+        tokens_within(
+            table,
+            messages,
+            estimate,
+            &walk.known,
+            Some(&shown),
+            outputs,
+        )
+    };
+    let first = bounds(None);
+    if let Some(above) = decided(first) {
+        return Ok(above);
+    }
+    let mut outputs = Vec::new();
+    let second = first.and_then(|_| bounds(Some(&mut outputs)));
+    if let Some(above) = decided(second) {
+        return Ok(above);
+    }
+    let known = match second {
+        Some(_) => &outputs,
+        None => &walk.known,
+    };
+    let estimates = estimates_of(table, messages, estimate, known, Some(&shown))?;
+    Ok(tokens_visible(&estimates, &shown) > config.trigger)
 }
 
 /// What makes an older output stale: a newer call on the same file (any
