@@ -259,6 +259,27 @@ pub fn same_str(a: &str, b: &str) -> bool {
     (0..n / 8).all(|k| word(a, 8 * k) == word(b, 8 * k)) && word(a, n - 8) == word(b, n - 8)
 }
 
+/// `a <= b` in byte order, eight bytes at a time inline (asked once per
+/// message of every session, where the call to `memcmp` dominated).
+#[inline]
+pub fn str_le(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len().min(b.len());
+    let word = |s: &[u8], i: usize| u64::from_be_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut i = 0;
+    while i + 8 <= n {
+        let (x, y) = (word(a, i), word(b, i));
+        if x != y {
+            return x < y;
+        }
+        i += 8;
+    }
+    match a[i..n].iter().zip(&b[i..n]).find(|(x, y)| x != y) {
+        Some((x, y)) => x < y,
+        None => a.len() <= b.len(),
+    }
+}
+
 /// A string column over all chunks.
 #[derive(Debug)]
 pub struct StrCol<'a> {
@@ -323,6 +344,26 @@ impl<'a> StrCol<'a> {
         Ok(())
     }
 
+    /// Which rows hold one of `names`, decided once per dictionary value:
+    /// a scan then tests a row by its key, with no string read.
+    pub fn members<'s>(&'s self, names: &'s [String]) -> Members<'s, 'a> {
+        let per_key = self
+            .chunks
+            .iter()
+            .map(|chunk| match chunk {
+                StrChunk::Dict { values, .. } => (0..values.len())
+                    .map(|k| values.value(k).is_some_and(|v| contains(names, v)))
+                    .collect(),
+                StrChunk::Plain(_) => Vec::new(),
+            })
+            .collect();
+        Members {
+            column: self,
+            names,
+            per_key,
+        }
+    }
+
     pub fn chunks(&self) -> impl Iterator<Item = (usize, &StrChunk<'a>)> {
         self.chunks
             .iter()
@@ -332,6 +373,34 @@ impl<'a> StrCol<'a> {
 
     pub fn rows(&self) -> usize {
         self.chunking.rows()
+    }
+}
+
+/// `names` holds `value`.
+#[inline]
+fn contains(names: &[String], value: &str) -> bool {
+    names.iter().any(|n| same_str(n, value))
+}
+
+/// Rows of a string column whose value is one of a few names (`StrCol::members`).
+pub struct Members<'s, 'a> {
+    column: &'s StrCol<'a>,
+    names: &'s [String],
+    /// Per chunk: whether each dictionary value is a member (empty when plain).
+    per_key: Vec<Vec<bool>>,
+}
+
+impl Members<'_, '_> {
+    #[inline]
+    pub fn contains(&self, row: usize) -> bool {
+        if self.names.is_empty() {
+            return false;
+        }
+        let (c, i) = self.column.chunking.locate(row);
+        match &self.column.chunks[c] {
+            StrChunk::Dict { keys, .. } => self.per_key[c].get(keys.get(i)).copied() == Some(true),
+            StrChunk::Plain(plain) => plain.value(i).is_some_and(|v| contains(self.names, v)),
+        }
     }
 }
 
@@ -382,16 +451,25 @@ pub fn decode_codes(
                 })
                 .collect();
             let code = |k: usize| lut.get(k).copied().unwrap_or(NULL_CODE);
+            // A code column's dictionary is a handful of values: a fixed
+            // 256-entry table indexed by the key clamped to 255 needs no
+            // bounds check per row (any key past the values reads NULL_CODE).
+            let mut small = [NULL_CODE; 256];
+            if lut.len() < 256 {
+                small[..lut.len()].copy_from_slice(&lut);
+            }
             macro_rules! keys {
-                ($t:ty) => {
-                    out.extend(
-                        dict.keys()
-                            .as_primitive::<$t>()
-                            .values()
-                            .iter()
-                            .map(|&k| code(k as usize)),
-                    )
-                };
+                ($t:ty) => {{
+                    let keys = dict.keys().as_primitive::<$t>().values();
+                    if lut.len() < 256 {
+                        out.extend(keys.iter().map(|&k| {
+                            // Negative keys wrap to huge values and clamp too.
+                            small[(k as i64 as u64).min(255) as usize]
+                        }))
+                    } else {
+                        out.extend(keys.iter().map(|&k| code(k as usize)))
+                    }
+                }};
             }
             use arrow_array::types::{Int16Type, Int32Type, UInt16Type, UInt32Type, UInt8Type};
             match dict.keys().data_type() {
@@ -404,7 +482,8 @@ pub fn decode_codes(
                 _ => out.extend(dict.normalized_keys().into_iter().map(code)),
             }
             if let Some(nulls) = dict.keys().logical_nulls() {
-                for i in (0..nulls.len()).filter(|&i| nulls.is_null(i)) {
+                // Null slots found a word of the validity bitmap at a time.
+                for i in (!nulls.inner()).set_indices() {
                     out[base + i] = NULL_CODE;
                 }
             }
@@ -476,9 +555,34 @@ pub fn or_nonzero_flags(
             }
             other => return Err(type_error(name, other, "int64")),
         };
-        for i in 0..ints.len() {
-            if ints.is_valid(i) && ints.value(i) != 0 {
-                flags[row + i] |= flag;
+        let dst = &mut flags[row..row + ints.len()];
+        let set = |dst: &mut [u8], values: &[i64]| {
+            for (f, &v) in dst.iter_mut().zip(values) {
+                *f |= flag * u8::from(v != 0);
+            }
+        };
+        match ints.nulls() {
+            None => set(dst, ints.values()),
+            // 64 rows per validity word: all null (the usual `compacted_at`)
+            // skipped, all valid in one vectorised pass, a mix row by row.
+            Some(nulls) => {
+                let words = nulls.inner().bit_chunks();
+                let values = ints.values();
+                let last = words.chunk_len() * 64;
+                let each = |dst: &mut [u8], values: &[i64], word: u64| match word {
+                    0 => {}
+                    u64::MAX => set(dst, values),
+                    _ => {
+                        for (j, (f, &v)) in dst.iter_mut().zip(values).enumerate() {
+                            *f |= flag * u8::from(word >> j & 1 == 1 && v != 0);
+                        }
+                    }
+                };
+                for (k, word) in words.iter().enumerate() {
+                    let at = k * 64..k * 64 + 64;
+                    each(&mut dst[at.clone()], &values[at], word);
+                }
+                each(&mut dst[last..], &values[last..], words.remainder_bits());
             }
         }
         row += ints.len();
@@ -594,6 +698,72 @@ mod tests {
     use super::*;
 
     #[test]
+    fn codes_keep_null_keys_at_any_offset() {
+        use arrow_array::{DictionaryArray, Int16Array};
+        use arrow_buffer::NullBuffer;
+        let parse = |v: &str| {
+            ["a", "b", "c"]
+                .iter()
+                .position(|&x| x == v)
+                .map(|p| p as u8)
+        };
+        let values: ArrayRef = Arc::new(StringArray::from(vec!["c", "a", "b"]));
+        // Null slots hold keys past the values (9, -1) or a valid one (0).
+        let valid = NullBuffer::from(vec![true, false, true, false, true, false, true]);
+        let raw = [0, 9, 2, -1, 1, 0, 0];
+        let keys32 = Int32Array::new(raw.to_vec().into(), Some(valid.clone()));
+        let keys16 = Int16Array::new(raw.map(|k| k as i16).to_vec().into(), Some(valid));
+        let want = [2, NULL_CODE, 1, NULL_CODE, 0, NULL_CODE, 2];
+        let dicts: [ArrayRef; 2] = [
+            Arc::new(DictionaryArray::<Int32Type>::new(keys32, values.clone())),
+            Arc::new(DictionaryArray::<arrow_array::types::Int16Type>::new(
+                keys16, values,
+            )),
+        ];
+        for dict in dicts {
+            for (offset, len) in [(0, 7), (1, 5), (3, 4)] {
+                let sliced = dict.slice(offset, len);
+                let got = decode_codes("role", &[sliced], parse, |_| None, "role").unwrap();
+                assert_eq!(got, want[offset..offset + len], "{offset} {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn nonzero_flags_ignore_values_under_null_slots_at_any_offset() {
+        use arrow_buffer::{NullBuffer, ScalarBuffer};
+        // The null slot at index 1 holds a non-zero value.
+        let values = ScalarBuffer::from(vec![5i64, 7, 0, 3, 0, 2]);
+        let nulls = NullBuffer::from(vec![true, false, true, true, false, true]);
+        let array = Int64Array::new(values, Some(nulls));
+        for (offset, len) in [(0, 6), (1, 4), (3, 3)] {
+            let sliced: ArrayRef = Arc::new(array.slice(offset, len));
+            let mut flags = vec![0b10u8; len];
+            or_nonzero_flags("compacted_at", &[sliced], 1, &mut flags).unwrap();
+            let want: Vec<u8> = (offset..offset + len)
+                .map(|i| 0b10 | u8::from(array.is_valid(i) && array.value(i) != 0))
+                .collect();
+            assert_eq!(flags, want, "{offset} {len}");
+        }
+        // Longer: whole validity words all null, all valid and mixed.
+        let n = 400;
+        let values: Vec<i64> = (0..n).map(|i| (i % 3) as i64).collect();
+        let valid: Vec<bool> = (0..n)
+            .map(|i| i >= 128 && (i < 256 || i % 5 != 0))
+            .collect();
+        let array = Int64Array::new(values.into(), Some(NullBuffer::from(valid)));
+        for (offset, len) in [(0, n), (3, 300), (64, 336), (130, 70)] {
+            let sliced: ArrayRef = Arc::new(array.slice(offset, len));
+            let mut flags = vec![0u8; len];
+            or_nonzero_flags("compacted_at", &[sliced], 4, &mut flags).unwrap();
+            let want: Vec<u8> = (offset..offset + len)
+                .map(|i| 4 * u8::from(array.is_valid(i) && array.value(i) != 0))
+                .collect();
+            assert_eq!(flags, want, "{offset} {len}");
+        }
+    }
+
+    #[test]
     fn lengths_keep_nulls_at_any_offset_and_refuse_negatives() {
         let array = Int64Array::from(vec![Some(7), None, Some(0), None, Some(5), Some(9)]);
         for (offset, len) in [(0, 6), (1, 4), (3, 3)] {
@@ -635,7 +805,18 @@ mod tests {
         for a in &ids {
             for b in &ids {
                 assert_eq!(same_str(a, b), a == b, "{a:?} {b:?}");
+                assert_eq!(str_le(a, b), a <= b, "{a:?} {b:?}");
             }
+        }
+        // Prefixes, and bytes above 0x7f (unsigned order).
+        for (a, b) in [
+            ("msg_0001", "msg_00010"),
+            ("", "a"),
+            ("é", "z"),
+            ("abcdefgh1", "abcdefgh"),
+        ] {
+            assert_eq!(str_le(a, b), a <= b, "{a:?} {b:?}");
+            assert_eq!(str_le(b, a), b <= a, "{b:?} {a:?}");
         }
     }
 }

@@ -637,7 +637,12 @@ fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
 }
 
 /// A part marked `pinned: true` is never cleared or cut by a policy.
+#[inline]
 pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
+    // Asked of every counted output: without a part_json column, no call.
+    if table.part_json.is_none() {
+        return Ok(false);
+    }
     json_flag(table, row, "pinned", "\"pinned\"")
 }
 

@@ -18,7 +18,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::same_str;
+use crate::columns::{same_str, Members};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -155,15 +155,17 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }
+    let tool = table.tool.as_ref().expect("prune gathers the tool column");
+    let protected = tool.members(&config.protected_tools);
     (0..table.sessions.len())
         .into_par_iter()
         .map(|s| {
             let messages = table.messages(s)?;
             if config.trigger == 0 {
-                return Ok(prune_session(table, &messages, config, usize::MAX)?.result);
+                return Ok(prune_session(table, &messages, config, &protected, usize::MAX)?.result);
             }
             let start = pivot_start_in(table, s, &messages)?;
-            let walk = prune_session(table, &messages, config, start)?;
+            let walk = prune_session(table, &messages, config, &protected, start)?;
             // The visible outputs the walk estimated are a lower bound of the
             // visible context (each is its own tool message, sent whole unless
             // cut): above the trigger already, no second scan is needed.
@@ -338,6 +340,7 @@ fn prune_session(
     table: &PartTable<'_>,
     messages: &[Message],
     config: &PruneConfig,
+    protected: &Members,
     visible_from: usize,
 ) -> Result<Walk> {
     let status_col = table
@@ -415,11 +418,7 @@ fn prune_session(
                 }
                 _ => continue,
             }
-            if tool
-                .get(row)
-                .is_some_and(|t| config.protected_tools.iter().any(|p| same_str(p, t)))
-                || pinned(table, row)?
-            {
+            if protected.contains(row) || pinned(table, row)? {
                 continue;
             }
             if table.flags[row] & flag::COMPACTED != 0 {

@@ -7,8 +7,8 @@ use std::ops::Range;
 
 use crate::codes::{flag, part_type, role, small_int, status};
 use crate::columns::{
-    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, StrCol, NO_LENGTH,
-    NULL_CODE,
+    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, str_le, StrCol,
+    NO_LENGTH, NULL_CODE,
 };
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate_units, text_units, Method};
@@ -235,7 +235,7 @@ impl<'a> PartTable<'a> {
             }
             let reappears = match (&mut seen, current) {
                 (Some(set), _) => !set.insert(id),
-                (None, Some(prev)) if id <= prev => {
+                (None, Some(prev)) if str_le(id, prev) => {
                     let mut set: HashSet<&str> = out
                         .iter()
                         .filter_map(|m| self.message_id.get(m.rows.start))
