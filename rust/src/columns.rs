@@ -308,38 +308,60 @@ impl<'a> StrCol<'a> {
         self.chunks[c].value(i)
     }
 
-    /// Call `f(row, value)` for every row of `rows` in order, chunk by chunk:
-    /// one dispatch on the chunk's type per chunk instead of one per row.
+    /// Call `f(rows, value)` once per run of consecutive rows of `rows` that
+    /// hold the same value (a null is a run of one), in order. The run is
+    /// found by a tight loop over the chunk, so the per-row cost is one
+    /// compare; a run that crosses a chunk boundary is reported in two parts.
     #[inline]
-    pub fn for_each_in<E>(
+    pub fn runs_in<E>(
         &self,
         rows: std::ops::Range<usize>,
-        mut f: impl FnMut(usize, Option<&'a str>) -> std::result::Result<(), E>,
+        mut f: impl FnMut(std::ops::Range<usize>, Option<&'a str>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let mut row = rows.start;
         while row < rows.end {
             let (c, first) = self.chunking.locate(row);
             let chunk = &self.chunks[c];
-            let n = (chunk.len() - first).min(rows.end - row);
+            let end = first + (chunk.len() - first).min(rows.end - row);
             let base = row - first;
-            macro_rules! each {
-                ($a:expr) => {
-                    for i in first..first + n {
-                        f(base + i, (!$a.is_null(i)).then(|| $a.value(i)))?;
+            macro_rules! runs {
+                ($a:expr) => {{
+                    let mut i = first;
+                    while i < end {
+                        if $a.is_null(i) {
+                            f(base + i..base + i + 1, None)?;
+                            i += 1;
+                            continue;
+                        }
+                        let v = $a.value(i);
+                        let mut j = i + 1;
+                        while j < end && !$a.is_null(j) && same_str($a.value(j), v) {
+                            j += 1;
+                        }
+                        f(base + i..base + j, Some(v))?;
+                        i = j;
                     }
-                };
+                }};
             }
             match chunk {
-                StrChunk::Plain(Plain::Utf8(a)) => each!(a),
-                StrChunk::Plain(Plain::Large(a)) => each!(a),
-                StrChunk::Plain(Plain::View(a)) => each!(a),
+                StrChunk::Plain(Plain::Utf8(a)) => runs!(a),
+                StrChunk::Plain(Plain::Large(a)) => runs!(a),
+                StrChunk::Plain(Plain::View(a)) => runs!(a),
                 StrChunk::Dict { .. } => {
-                    for i in first..first + n {
-                        f(base + i, chunk.value(i))?;
+                    let mut i = first;
+                    while i < end {
+                        let v = chunk.value(i);
+                        let mut j = chunk.key_run_end(i).min(end);
+                        // One value may sit under two keys: compare the text too.
+                        while j < end && v.is_some() && chunk.value(j) == v {
+                            j = chunk.key_run_end(j).min(end);
+                        }
+                        f(base + i..base + j, v)?;
+                        i = j;
                     }
                 }
             }
-            row += n;
+            row = base + end;
         }
         Ok(())
     }

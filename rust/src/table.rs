@@ -207,7 +207,10 @@ impl<'a> PartTable<'a> {
         // reappear: the set of seen ids is built only once they stop ascending.
         let mut seen: Option<HashSet<&str>> = None;
         let mut current: Option<&str> = None;
-        self.message_id.for_each_in(range, |row, id| {
+        // One call per run of rows with the same id, which is one message
+        // unless a chunk boundary splits it.
+        self.message_id.runs_in(range, |rows, id| {
+            let row = rows.start;
             let id = id.ok_or_else(|| CoreError::NullValue {
                 what: "message_id",
                 at: self.at(row).with_column("message_id"),
@@ -219,46 +222,57 @@ impl<'a> PartTable<'a> {
                     at: self.at(row).message(Some(id)).with_column("role"),
                 });
             }
-            if current.is_some_and(|c| same_str(c, id)) {
-                let msg = out.last_mut().expect("current message exists");
-                // What `check_same_message` checks, inline for the usual row:
-                // the same role and flags, in a message that is no summary.
-                let first = msg.rows.start;
-                let usual = role == msg.role
-                    && (self.flags[row] ^ self.flags[first]) & MESSAGE_FLAGS == 0
-                    && self.flags[first] & flag::SUMMARY == 0;
-                if !usual {
-                    self.check_same_message(first, row, msg.role, id)?;
-                }
-                msg.rows.end = row + 1;
-                return Ok(());
-            }
-            let reappears = match (&mut seen, current) {
-                (Some(set), _) => !set.insert(id),
-                (None, Some(prev)) if str_le(id, prev) => {
-                    let mut set: HashSet<&str> = out
-                        .iter()
-                        .filter_map(|m| self.message_id.get(m.rows.start))
-                        .collect();
-                    let dup = !set.insert(id);
-                    seen = Some(set);
-                    dup
-                }
-                (None, _) => false,
-            };
-            if reappears {
-                return Err(CoreError::NonContiguous {
-                    what:
-                        "rows of a message are not contiguous: it reappears after another message"
+            let continues = current.is_some_and(|c| same_str(c, id));
+            if !continues {
+                let reappears = match (&mut seen, current) {
+                    (Some(set), _) => !set.insert(id),
+                    (None, Some(prev)) if str_le(id, prev) => {
+                        let mut set: HashSet<&str> = out
+                            .iter()
+                            .filter_map(|m| self.message_id.get(m.rows.start))
+                            .collect();
+                        let dup = !set.insert(id);
+                        seen = Some(set);
+                        dup
+                    }
+                    (None, _) => false,
+                };
+                if reappears {
+                    return Err(CoreError::NonContiguous {
+                        what: "rows of a message are not contiguous: it reappears after another message"
                             .into(),
-                    at: self.at(row).message(Some(id)).with_column("message_id"),
+                        at: self.at(row).message(Some(id)).with_column("message_id"),
+                    });
+                }
+                current = Some(id);
+                out.push(Message {
+                    rows: row..row,
+                    role,
                 });
             }
-            current = Some(id);
-            out.push(Message {
-                rows: row..row + 1,
-                role,
-            });
+            let msg = out.last_mut().expect("current message exists");
+            let first = msg.rows.start;
+            // What `check_same_message` checks, over the whole run without a
+            // branch per row: the same role and flags, in no summary message.
+            let (role0, flags0) = (self.role[first], self.flags[first]);
+            let odd = self.role[rows.clone()]
+                .iter()
+                .zip(&self.flags[rows.clone()])
+                .fold(false, |odd, (&r, &f)| {
+                    odd | (r != role0) | ((f ^ flags0) & MESSAGE_FLAGS != 0)
+                });
+            if odd || flags0 & flag::SUMMARY != 0 {
+                for r in rows.clone().filter(|&r| r != first) {
+                    if self.role[r] == NULL_CODE {
+                        return Err(CoreError::NullValue {
+                            what: "role",
+                            at: self.at(r).message(Some(id)).with_column("role"),
+                        });
+                    }
+                    self.check_same_message(first, r, role0, id)?;
+                }
+            }
+            msg.rows.end = rows.end;
             Ok(())
         })?;
         Ok(out)
