@@ -374,65 +374,84 @@ fn prune_session(
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).
-    let mut counted: Vec<Counted> = Vec::new();
+    //
+    // First per message: rows from `protected_from` on are in protected
+    // turns, and the walk ends at the newest summary before them.
+    let session_rows = match (messages.first(), messages.last()) {
+        (Some(first), Some(last)) => first.rows.start..last.rows.end,
+        _ => 0..0,
+    };
+    let (mut protected_from, mut stop) = (session_rows.start, session_rows.start);
     let mut turns = 0u32;
-    'messages: for msg in messages.iter().rev() {
+    for msg in messages.iter().rev() {
         if msg.role == turn_role {
             turns += 1;
         }
-        let protected_turn = turns < config.protect_turns;
-        if !protected_turn
-            && msg.role == role::ASSISTANT
-            && table.flags[msg.rows.start] & flag::SUMMARY != 0
-        {
-            break;
-        }
-        // A protected turn's parts matter only as newer calls for supersession.
-        if protected_turn && input.is_none() {
+        if turns < config.protect_turns {
             continue;
         }
-        for row in msg.rows.clone().rev() {
-            if table.part_type[row] != part_type::TOOL {
-                continue;
-            }
-            let superseded = match input {
-                Some(input) => match stale_key(|| tool.get(row), input.get(row)) {
-                    Some(t) => !seen.insert(t),
-                    None => false,
-                },
-                None => false,
-            };
-            if protected_turn {
-                continue;
-            }
-            match status_col[row] {
-                status::COMPLETED => {}
-                crate::columns::NULL_CODE => {
-                    return Err(CoreError::NullValue {
-                        what: "status of a tool part",
-                        at: Location::column("status")
-                            .row(row)
-                            .session(table.session_id.get(row))
-                            .message(table.message_id.get(row)),
-                    })
-                }
-                _ => continue,
-            }
-            if protected.contains(row) || pinned(table, row)? {
-                continue;
-            }
-            if table.flags[row] & flag::COMPACTED != 0 {
-                if config.continue_past_compacted {
-                    continue;
-                }
-                break 'messages;
-            }
-            counted.push(Counted {
-                row,
-                superseded,
-                sent: msg.role == role::ASSISTANT,
-            });
+        if protected_from == session_rows.start {
+            protected_from = msg.rows.end;
         }
+        if msg.role == role::ASSISTANT && table.flags[msg.rows.start] & flag::SUMMARY != 0 {
+            stop = msg.rows.end;
+            break;
+        }
+    }
+    // Then per row: the tool rows, gathered without a branch per row (part
+    // types alternate unpredictably). A protected turn's parts matter only
+    // as newer calls for supersession.
+    let scan_to = match input {
+        Some(_) => session_rows.end,
+        None => protected_from,
+    };
+    let mut tools = vec![0usize; scan_to.saturating_sub(stop)];
+    let mut n = 0;
+    for row in (stop..scan_to).rev() {
+        tools[n] = row;
+        n += usize::from(table.part_type[row] == part_type::TOOL);
+    }
+    tools.truncate(n);
+    let mut counted: Vec<Counted> = Vec::new();
+    for &row in &tools {
+        let superseded = match input {
+            Some(input) => match stale_key(|| tool.get(row), input.get(row)) {
+                Some(t) => !seen.insert(t),
+                None => false,
+            },
+            None => false,
+        };
+        if row >= protected_from {
+            continue;
+        }
+        match status_col[row] {
+            status::COMPLETED => {}
+            crate::columns::NULL_CODE => {
+                return Err(CoreError::NullValue {
+                    what: "status of a tool part",
+                    at: Location::column("status")
+                        .row(row)
+                        .session(table.session_id.get(row))
+                        .message(table.message_id.get(row)),
+                })
+            }
+            _ => continue,
+        }
+        if protected.contains(row) || pinned(table, row)? {
+            continue;
+        }
+        if table.flags[row] & flag::COMPACTED != 0 {
+            if config.continue_past_compacted {
+                continue;
+            }
+            break;
+        }
+        counted.push(Counted {
+            row,
+            superseded,
+            // The model input sends only an assistant message's tool parts.
+            sent: table.role[row] == role::ASSISTANT,
+        });
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
