@@ -11,6 +11,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, Int8Array, LargeStringArray,
     StringArray, StringViewArray,
 };
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 
 use crate::error::{CoreError, Result};
@@ -612,10 +613,52 @@ pub fn or_nonzero_flags(
     Ok(())
 }
 
-/// A counted-once length column (`output_utf16`) as one value per row;
-/// `NO_LENGTH` where it is null (that row's text is measured instead). A
-/// negative length is an error naming the row.
-pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> Result<Vec<u64>> {
+/// A counted-once length column (`output_utf16`): one value per row,
+/// `NO_LENGTH` where it is null (that row's text is measured instead).
+#[derive(Debug)]
+pub enum Lengths<'a> {
+    /// One int64 chunk without a negative value (the usual case): read in
+    /// place, so a scan allocates and faults in nothing for it.
+    InPlace {
+        values: &'a [i64],
+        nulls: Option<&'a NullBuffer>,
+    },
+    /// Anything else, copied once.
+    Owned(Vec<u64>),
+}
+
+impl Lengths<'_> {
+    #[inline]
+    pub fn get(&self, row: usize) -> u64 {
+        match self {
+            Lengths::InPlace { values, nulls } => match nulls {
+                Some(nulls) if nulls.is_null(row) => NO_LENGTH,
+                _ => values[row] as u64,
+            },
+            Lengths::Owned(values) => values[row],
+        }
+    }
+}
+
+/// `name`'s lengths (see `Lengths`). A negative length is an error naming
+/// the row.
+pub fn decode_lengths<'a>(
+    name: &'static str,
+    arrays: &'a [ArrayRef],
+    rows: usize,
+) -> Result<Lengths<'a>> {
+    if let [array] = arrays {
+        if let DataType::Int64 = array.data_type() {
+            let ints = array.as_primitive::<Int64Type>();
+            // No sign bit in any value, null slots included: one vectorised check.
+            if ints.values().iter().fold(0, |any, &v| any | v) >= 0 {
+                return Ok(Lengths::InPlace {
+                    values: ints.values(),
+                    nulls: ints.nulls(),
+                });
+            }
+        }
+    }
     let mut out = Vec::with_capacity(rows);
     for array in arrays {
         match array.data_type() {
@@ -652,7 +695,7 @@ pub fn decode_lengths(name: &'static str, arrays: &[ArrayRef], rows: usize) -> R
             other => return Err(type_error(name, other, "int64")),
         }
     }
-    Ok(out)
+    Ok(Lengths::Owned(out))
 }
 
 /// `f` of every string of an Arrow string array (any string type or a
@@ -790,7 +833,9 @@ mod tests {
         let array = Int64Array::from(vec![Some(7), None, Some(0), None, Some(5), Some(9)]);
         for (offset, len) in [(0, 6), (1, 4), (3, 3)] {
             let sliced: ArrayRef = Arc::new(array.slice(offset, len));
-            let got = decode_lengths("output_utf16", &[sliced], len).unwrap();
+            let got = decode_lengths("output_utf16", std::slice::from_ref(&sliced), len).unwrap();
+            assert!(matches!(got, Lengths::InPlace { .. }));
+            let got: Vec<u64> = (0..len).map(|i| got.get(i)).collect();
             let want: Vec<u64> = (offset..offset + len)
                 .map(|i| match array.is_null(i) {
                     true => NO_LENGTH,
@@ -804,8 +849,18 @@ mod tests {
         let err = decode_lengths("output_utf16", &[negative], 2).unwrap_err();
         assert!(err.to_string().contains("row 1 is negative (-4)"), "{err}");
         let hidden = Int64Array::new(vec![1, -4].into(), Some(vec![true, false].into()));
-        let got = decode_lengths("output_utf16", &[Arc::new(hidden) as ArrayRef], 2).unwrap();
-        assert_eq!(got, vec![1, NO_LENGTH]);
+        let hidden = [Arc::new(hidden) as ArrayRef];
+        let got = decode_lengths("output_utf16", &hidden, 2).unwrap();
+        assert_eq!((got.get(0), got.get(1)), (1, NO_LENGTH));
+        // Two chunks are copied into one.
+        let chunks: [ArrayRef; 2] = [
+            Arc::new(Int64Array::from(vec![Some(3), None])),
+            Arc::new(Int64Array::from(vec![None, Some(4)])),
+        ];
+        let got = decode_lengths("output_utf16", &chunks, 4).unwrap();
+        assert!(matches!(got, Lengths::Owned(_)));
+        let got: Vec<u64> = (0..4).map(|i| got.get(i)).collect();
+        assert_eq!(got, vec![3, NO_LENGTH, NO_LENGTH, 4]);
     }
 
     #[test]

@@ -204,8 +204,8 @@ pub fn tokens_within(
     let constant = |text: &str| Span::exact(estimate(text, method));
     // A text of the output column: its length counted once, or its bytes.
     let output = |row: usize| match (method, table.output_utf16.as_ref()) {
-        (Method::Opencode, Some(lengths)) if lengths[row] != crate::columns::NO_LENGTH => {
-            Span::exact(lengths[row])
+        (Method::Opencode, Some(lengths)) if lengths.get(row) != crate::columns::NO_LENGTH => {
+            Span::exact(lengths.get(row))
         }
         _ => Span::of_bytes(table.output_text(row).len(), method),
     };

@@ -7,8 +7,8 @@ use std::ops::Range;
 
 use crate::codes::{flag, part_type, role, small_int, status};
 use crate::columns::{
-    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, str_le, StrCol,
-    NO_LENGTH, NULL_CODE,
+    decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, str_le, Lengths,
+    StrCol, NO_LENGTH, NULL_CODE,
 };
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate_units, text_units, Method};
@@ -62,7 +62,7 @@ pub struct PartTable<'a> {
     pub part_id: Option<StrCol<'a>>,
     /// Each output's UTF-16 length counted once (`output_utf16`), when present:
     /// the opencode estimate of an output is read from it, not from the text.
-    pub output_utf16: Option<Vec<u64>>,
+    pub output_utf16: Option<Lengths<'a>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -152,7 +152,7 @@ impl<'a> PartTable<'a> {
     #[inline]
     pub fn output_units(&self, row: usize, method: Method) -> u64 {
         if method == Method::Opencode {
-            if let Some(len) = self.output_utf16.as_ref().map(|l| l[row]) {
+            if let Some(len) = self.output_utf16.as_ref().map(|l| l.get(row)) {
                 if len != NO_LENGTH {
                     return len;
                 }
