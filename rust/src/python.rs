@@ -672,7 +672,7 @@ fn ingest_jsonl(
     let (files, options) =
         ingest_args(paths, names, on_error, chunk_bytes, id_bases).map_err(|e| to_pyerr(py, e))?;
     let out = py
-        .detach(|| parallel::run(threads, || ingest::ingest_files(&files, &options)))
+        .detach(|| parallel::run(threads, || ingest::ingest_files(files, options)))
         .map_err(|e| to_pyerr(py, e))?;
     ingest_out(py, out)
 }

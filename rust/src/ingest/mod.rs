@@ -42,28 +42,28 @@ use lines::*;
 use settle::*;
 pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
 
-/// Read `paths` (one format and optional id base each) and ingest them.
-pub fn ingest_files(files: &[StreamFile], options: &Options) -> Result<Ingested> {
-    let mut data = Vec::with_capacity(files.len());
-    for file in files {
-        let bytes = std::fs::read(&file.path).map_err(|e| CoreError::Format {
-            what: format!("{}: cannot read: {e}", file.path),
-            at: Default::default(),
-        })?;
-        data.push(bytes);
+/// Read `files` (one format and optional id base each) and ingest them as
+/// one result: streamed window by window (`Stream`), so a file is never held
+/// whole (but a Claude Code file), and the window's buffer is reused.
+pub fn ingest_files(files: Vec<StreamFile>, options: Options) -> Result<Ingested> {
+    let mut stream = Stream::new(files, options, FILES_WINDOW);
+    let mut all = Ingested {
+        batches: Vec::new(),
+        rejected: Vec::new(),
+        lines: 0,
+        sessions: 0,
+    };
+    while let Some(window) = stream.next_window()? {
+        all.batches.extend(window.batches);
+        all.rejected.extend(window.rejected);
+        // Each window counts everything read so far.
+        (all.lines, all.sessions) = (window.lines, window.sessions);
     }
-    let sources: Vec<Source<'_>> = files
-        .iter()
-        .zip(&data)
-        .map(|(file, data)| Source {
-            name: &file.path,
-            data,
-            format: file.format,
-            id_base: file.id_base.as_deref(),
-        })
-        .collect();
-    ingest(&sources, options)
+    Ok(all)
 }
+
+/// `ingest_files`' window: a few chunks per thread at the default 1 MiB chunk.
+const FILES_WINDOW: usize = 16 << 20;
 
 /// JSONL files read one after another, window by window: each `next_window`
 /// reads about `window_bytes` of whole lines of the current file, maps them
@@ -79,8 +79,11 @@ pub struct Stream {
     /// The file being read, and its reader.
     at: usize,
     reader: Option<std::io::BufReader<std::fs::File>>,
-    /// Bytes read past the last whole line of the previous window.
-    carry: Vec<u8>,
+    /// The window's bytes, kept from window to window: a fresh buffer per
+    /// window cost more in page faults than the read itself. Its first
+    /// `carry` bytes are those read past the previous window's last line.
+    buffer: Vec<u8>,
+    carry: usize,
     /// Number of the next window's first line in the current file.
     next_line: usize,
     carried: Option<Carried>,
@@ -102,7 +105,8 @@ impl Stream {
             window_bytes: window_bytes.max(1),
             at: 0,
             reader: None,
-            carry: Vec::new(),
+            buffer: Vec::new(),
+            carry: 0,
             next_line: 1,
             carried: Some(Carried::default()),
             failed: false,
@@ -139,7 +143,8 @@ impl Stream {
                 self.reader = Some(std::io::BufReader::with_capacity(1 << 20, opened));
             }
             let reader = self.reader.as_mut().expect("opened above");
-            let mut data = std::mem::take(&mut self.carry);
+            let mut data = std::mem::take(&mut self.buffer);
+            data.truncate(self.carry);
             let whole_file = file.format == Format::ClaudeCode;
             // Read until the window is full and holds a line break (or the file ends).
             let mut eof = whole_file;
@@ -161,18 +166,23 @@ impl Stream {
                     }
                 }
             }
-            if !eof {
-                // Keep the bytes after the last line break for the next window.
-                let cut = data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-                self.carry = data.split_off(cut);
-            }
-            let window = match data.is_empty() {
-                true => None, // the file ended at the last window's end
-                false => Some(self.settle_window(&data, whole_file)?),
+            // The bytes after the last line break wait for the next window.
+            let cut = match eof {
+                true => data.len(),
+                false => data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1),
             };
+            let window = match cut {
+                0 => None, // the file ended at the last window's end
+                _ => Some(self.settle_window(&data[..cut], whole_file)),
+            };
+            self.next_line += memchr::memchr_iter(b'\n', &data[..cut]).count();
+            data.copy_within(cut.., 0);
+            self.carry = data.len() - cut;
+            self.buffer = data;
             // A window of blank lines holds nothing to return.
-            let window = window.filter(|w| !(w.batches.is_empty() && w.rejected.is_empty()));
-            self.next_line += memchr::memchr_iter(b'\n', &data).count();
+            let window = window
+                .transpose()?
+                .filter(|w| !(w.batches.is_empty() && w.rejected.is_empty()));
             if eof {
                 // on to the next file
                 self.at += 1;
