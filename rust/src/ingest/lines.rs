@@ -30,18 +30,19 @@ pub(super) struct ChunkOut {
 
 /// Cut a source into chunks of whole lines, numbering lines from 1.
 pub(super) fn split(index: usize, data: &[u8], target: usize, chunks: &mut Vec<Chunk>) {
-    split_from(index, data, target, 1, chunks)
+    split_from(index, data, target, 1, chunks);
 }
 
 /// `split` of a piece of a file whose first line is `first_line` (a
 /// streamed window: only the file's first window can start with a BOM).
+/// Returns the number of the line after the piece.
 pub(super) fn split_from(
     index: usize,
     data: &[u8],
     target: usize,
     first_line: usize,
     chunks: &mut Vec<Chunk>,
-) {
+) -> usize {
     // A UTF-8 byte order mark is not part of the first line.
     let mut start = if first_line == 1 && data.starts_with(b"\xEF\xBB\xBF") {
         3
@@ -63,6 +64,7 @@ pub(super) fn split_from(
         line += memchr::memchr_iter(b'\n', &data[start..end]).count();
         start = end;
     }
+    line
 }
 
 /// The non-blank lines of a chunk: `(1-based number, bytes without the line break)`.

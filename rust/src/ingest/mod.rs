@@ -171,11 +171,11 @@ impl Stream {
                 true => data.len(),
                 false => data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1),
             };
+            // (`settle_window` moves `next_line` past the window.)
             let window = match cut {
                 0 => None, // the file ended at the last window's end
                 _ => Some(self.settle_window(&data[..cut], whole_file)),
             };
-            self.next_line += memchr::memchr_iter(b'\n', &data[..cut]).count();
             data.copy_within(cut.., 0);
             self.carry = data.len() - cut;
             self.buffer = data;
@@ -214,7 +214,7 @@ impl Stream {
             settle.file(0, claude_code::read_file(&sources[0], target))?;
         } else {
             let mut chunks = Vec::new();
-            split_from(0, data, target, self.next_line, &mut chunks);
+            self.next_line = split_from(0, data, target, self.next_line, &mut chunks);
             let outs: Vec<ChunkOut> = chunks
                 .par_iter()
                 .map(|chunk| read_chunk(&sources[0], chunk))
