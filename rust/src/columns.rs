@@ -370,7 +370,7 @@ impl<'a> StrCol<'a> {
     /// Which rows hold one of `names`, decided once per dictionary value:
     /// a scan then tests a row by its key, with no string read.
     pub fn members<'s>(&'s self, names: &'s [String]) -> Members<'s, 'a> {
-        let per_key = self
+        let per_key: Vec<Vec<bool>> = self
             .chunks
             .iter()
             .map(|chunk| match chunk {
@@ -380,10 +380,15 @@ impl<'a> StrCol<'a> {
                 StrChunk::Plain(_) => Vec::new(),
             })
             .collect();
+        // No dictionary value a member and no plain chunk: no row can be.
+        let possible = self.chunks.iter().zip(&per_key).any(|(chunk, keys)| {
+            matches!(chunk, StrChunk::Plain(_)) || keys.iter().any(|&member| member)
+        });
         Members {
             column: self,
             names,
             per_key,
+            possible,
         }
     }
 
@@ -411,12 +416,14 @@ pub struct Members<'s, 'a> {
     names: &'s [String],
     /// Per chunk: whether each dictionary value is a member (empty when plain).
     per_key: Vec<Vec<bool>>,
+    /// Some row may be a member (else no row is read at all).
+    possible: bool,
 }
 
 impl Members<'_, '_> {
     #[inline]
     pub fn contains(&self, row: usize) -> bool {
-        if self.names.is_empty() {
+        if !self.possible || self.names.is_empty() {
             return false;
         }
         let (c, i) = self.column.chunking.locate(row);
@@ -792,6 +799,41 @@ mod tests {
                 assert_eq!(got, want[offset..offset + len], "{offset} {len}");
             }
         }
+    }
+
+    #[test]
+    fn members_by_dictionary_value_plain_text_and_chunk() {
+        use arrow_array::DictionaryArray;
+        let names = vec!["skill".to_owned(), "todo".to_owned()];
+        let dict = |keys: Vec<Option<i32>>, values: Vec<&str>| -> ArrayRef {
+            Arc::new(DictionaryArray::<Int32Type>::new(
+                Int32Array::from(keys),
+                Arc::new(StringArray::from(values)),
+            ))
+        };
+        // A dictionary holding a member (twice over), a plain chunk, and a
+        // dictionary holding none.
+        let chunks = vec![
+            dict(
+                vec![Some(0), Some(1), None, Some(2), Some(3)],
+                vec!["read", "skill", "bash", "skill"],
+            ),
+            Arc::new(StringArray::from(vec![Some("todo"), None, Some("read")])) as ArrayRef,
+            dict(vec![Some(0), Some(1)], vec!["read", "bash"]),
+        ];
+        let column = StrCol::new("tool", &chunks).unwrap();
+        let members = column.members(&names);
+        let got: Vec<bool> = (0..10).map(|r| members.contains(r)).collect();
+        let want = [
+            false, true, false, false, true, true, false, false, false, false,
+        ];
+        assert_eq!(got, want);
+        // Without a member anywhere no row is one; nor with no names.
+        let none = &chunks[2..];
+        let column = StrCol::new("tool", none).unwrap();
+        assert!(!(0..2).any(|r| column.members(&names).contains(r)));
+        let column = StrCol::new("tool", &chunks).unwrap();
+        assert!(!(0..10).any(|r| column.members(&[]).contains(r)));
     }
 
     #[test]
