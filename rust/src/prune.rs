@@ -159,27 +159,52 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
     let protected = tool.members(&config.protected_tools);
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| {
-            let messages = table.messages(s)?;
-            if config.trigger == 0 {
-                return Ok(prune_session(table, &messages, config, &protected, usize::MAX)?.result);
-            }
-            let start = pivot_start_in(table, s, &messages)?;
-            let walk = prune_session(table, &messages, config, &protected, start)?;
-            // The visible outputs the walk estimated are a lower bound of the
-            // visible context (each is its own tool message, sent whole unless
-            // cut): above the trigger already, no second scan is needed.
-            let lower = match config.render.truncate_output {
-                None => walk.visible,
-                Some(_) => 0,
-            };
-            if lower > config.trigger || above_trigger(table, s, &messages, start, config, &walk)? {
-                Ok(walk.result)
-            } else {
-                Ok(SessionPrune::default())
-            }
+        .map_init(Scratch::default, |scratch, s| {
+            // The message list goes back to the scratch whatever the outcome.
+            let mut messages = std::mem::take(&mut scratch.messages);
+            let result = prune_one(table, s, config, &protected, &mut messages, scratch);
+            scratch.messages = messages;
+            result
         })
         .collect()
+}
+
+/// Buffers one pool thread reuses from session to session.
+#[derive(Default)]
+struct Scratch {
+    messages: Vec<Message>,
+    tools: Vec<usize>,
+    counted: Vec<Counted>,
+    estimates: Vec<u64>,
+}
+
+/// The policy's outcome for session `s` (its messages read into `messages`).
+fn prune_one(
+    table: &PartTable<'_>,
+    s: usize,
+    config: &PruneConfig,
+    protected: &Members,
+    messages: &mut Vec<Message>,
+    scratch: &mut Scratch,
+) -> Result<SessionPrune> {
+    table.messages_into(s, messages)?;
+    if config.trigger == 0 {
+        return Ok(prune_session(table, messages, config, protected, usize::MAX, scratch)?.result);
+    }
+    let start = pivot_start_in(table, s, messages)?;
+    let walk = prune_session(table, messages, config, protected, start, scratch)?;
+    // The visible outputs the walk estimated are a lower bound of the
+    // visible context (each is its own tool message, sent whole unless
+    // cut): above the trigger already, no second scan is needed.
+    let lower = match config.render.truncate_output {
+        None => walk.visible,
+        Some(_) => 0,
+    };
+    if lower > config.trigger || above_trigger(table, s, messages, start, config, &walk)? {
+        Ok(walk.result)
+    } else {
+        Ok(SessionPrune::default())
+    }
 }
 
 /// Whether session `s`'s visible context (from its pivot at `start`, and its
@@ -342,6 +367,7 @@ fn prune_session(
     config: &PruneConfig,
     protected: &Members,
     visible_from: usize,
+    scratch: &mut Scratch,
 ) -> Result<Walk> {
     let status_col = table
         .status
@@ -405,15 +431,18 @@ fn prune_session(
         Some(_) => session_rows.end,
         None => protected_from,
     };
-    let mut tools = vec![0usize; scan_to.saturating_sub(stop)];
+    let tools = &mut scratch.tools;
+    tools.clear();
+    tools.resize(scan_to.saturating_sub(stop), 0);
     let mut n = 0;
     for row in (stop..scan_to).rev() {
         tools[n] = row;
         n += usize::from(table.part_type[row] == part_type::TOOL);
     }
     tools.truncate(n);
-    let mut counted: Vec<Counted> = Vec::new();
-    for &row in &tools {
+    let counted = &mut scratch.counted;
+    counted.clear();
+    for &row in tools.iter() {
         let superseded = match input {
             Some(input) => match stale_key(|| tool.get(row), input.get(row)) {
                 Some(t) => !seen.insert(t),
@@ -455,11 +484,14 @@ fn prune_session(
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
-    let estimates: Vec<u64> = counted
-        .iter()
-        .rev()
-        .map(|c| table.output_tokens(c.row, config.method))
-        .collect();
+    let estimates = &mut scratch.estimates;
+    estimates.clear();
+    estimates.extend(
+        counted
+            .iter()
+            .rev()
+            .map(|c| table.output_tokens(c.row, config.method)),
+    );
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
@@ -507,8 +539,12 @@ fn prune_session(
         Vec::new()
     } else {
         // `counted` is newest first and `estimates` oldest first: both by row.
-        let mut known: Vec<(usize, u64)> =
-            counted.iter().rev().map(|c| c.row).zip(estimates).collect();
+        let mut known: Vec<(usize, u64)> = counted
+            .iter()
+            .rev()
+            .map(|c| c.row)
+            .zip(estimates.iter().copied())
+            .collect();
         known.sort_unstable_by_key(|&(r, _)| r);
         known
     };

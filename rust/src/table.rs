@@ -197,16 +197,25 @@ impl<'a> PartTable<'a> {
     /// present, role and flags consistent within a message (and the parent
     /// within a summary message).
     pub fn messages(&self, s: usize) -> Result<Vec<Message>> {
+        let mut out = Vec::new();
+        self.messages_into(s, &mut out)?;
+        Ok(out)
+    }
+
+    /// `messages` into `out` (cleared first): a scan over many sessions
+    /// reuses one list per thread.
+    pub fn messages_into<'t>(&'t self, s: usize, out: &mut Vec<Message>) -> Result<()> {
+        out.clear();
         let range = self.sessions[s].clone();
         if range.len() == 1 && self.message_id.get(range.start).is_none() {
-            return Ok(Vec::new()); // a session without messages
+            return Ok(()); // a session without messages
         }
         // A few parts per message: a guess that spares most regrowth.
-        let mut out: Vec<Message> = Vec::with_capacity(range.len() / 4 + 1);
+        out.reserve(range.len() / 4 + 1);
         // Message ids usually ascend (OpenCode's ids do), and then no id can
         // reappear: the set of seen ids is built only once they stop ascending.
-        let mut seen: Option<HashSet<&str>> = None;
-        let mut current: Option<&str> = None;
+        let mut seen: Option<HashSet<&'t str>> = None;
+        let mut current: Option<&'t str> = None;
         // One call per run of rows with the same id, which is one message
         // unless a chunk boundary splits it.
         self.message_id.runs_in(range, |rows, id| {
@@ -274,8 +283,7 @@ impl<'a> PartTable<'a> {
             }
             msg.rows.end = rows.end;
             Ok(())
-        })?;
-        Ok(out)
+        })
     }
 
     /// Row `row` continues the message that starts at `first`: message-level
