@@ -103,7 +103,7 @@ pub(super) fn short_stem(name: &str) -> &str {
 }
 
 pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
-    let mut rows = Rows::default();
+    let mut rows = Rows::for_bytes(chunk.bytes.len());
     let mut lines = Vec::new();
     let format = source.format;
     let stem = source.id_base.unwrap_or_else(|| short_stem(source.name));

@@ -138,6 +138,15 @@ impl Default for Rows {
 }
 
 impl Rows {
+    /// Builders sized for the rows of about `bytes` of JSONL: the tool
+    /// outputs are most of a line's text, so their buffer is reserved whole
+    /// (growing it by doubling copied and faulted in each size on the way).
+    pub fn for_bytes(bytes: usize) -> Self {
+        let mut rows = Rows::default();
+        rows.output = LargeStringBuilder::with_capacity(bytes / 1024 + 16, bytes);
+        rows
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
