@@ -171,7 +171,9 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 
 /// Buffers one pool thread reuses from session to session.
 #[derive(Default)]
-struct Scratch {
+struct Scratch<'a> {
+    /// Supersession's targets seen so far (borrowed from the table).
+    seen: HashSet<Stale<'a>, BuildHasherDefault<Fx>>,
     messages: Vec<Message>,
     tools: Vec<usize>,
     counted: Vec<Counted>,
@@ -179,13 +181,13 @@ struct Scratch {
 }
 
 /// The policy's outcome for session `s` (its messages read into `messages`).
-fn prune_one(
-    table: &PartTable<'_>,
+fn prune_one<'a>(
+    table: &PartTable<'a>,
     s: usize,
     config: &PruneConfig,
     protected: &Members,
     messages: &mut Vec<Message>,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) -> Result<SessionPrune> {
     table.messages_into(s, messages)?;
     if config.trigger == 0 {
@@ -361,13 +363,13 @@ struct Walk {
 }
 
 /// The policy's selection in a session (its `messages`); see `Walk`.
-fn prune_session(
-    table: &PartTable<'_>,
+fn prune_session<'a>(
+    table: &PartTable<'a>,
     messages: &[Message],
     config: &PruneConfig,
     protected: &Members,
     visible_from: usize,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) -> Result<Walk> {
     let status_col = table
         .status
@@ -389,14 +391,8 @@ fn prune_session(
         TurnUnit::Step => role::ASSISTANT,
     };
     // Targets of every newer tool call, protected turns included.
-    let mut seen: HashSet<Stale, BuildHasherDefault<Fx>> = match input {
-        Some(_) => HashSet::with_capacity_and_hasher(
-            messages.last().map_or(0, |m| m.rows.end)
-                - messages.first().map_or(0, |m| m.rows.start),
-            BuildHasherDefault::default(),
-        ),
-        None => HashSet::default(),
-    };
+    let seen = &mut scratch.seen;
+    seen.clear();
     // Pass 1, newest to oldest without reading any output: the rows the walk
     // counts, in walk order. Only these are estimated (skipped turns, text and
     // everything behind a stop point never are).

@@ -142,9 +142,10 @@ impl Rows {
     /// outputs are most of a line's text, so their buffer is reserved whole
     /// (growing it by doubling copied and faulted in each size on the way).
     pub fn for_bytes(bytes: usize) -> Self {
-        let mut rows = Rows::default();
-        rows.output = LargeStringBuilder::with_capacity(bytes / 1024 + 16, bytes);
-        rows
+        Rows {
+            output: LargeStringBuilder::with_capacity(bytes / 1024 + 16, bytes),
+            ..Rows::default()
+        }
     }
 
     pub fn len(&self) -> usize {
