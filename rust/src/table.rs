@@ -14,6 +14,7 @@ use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate_units, text_units, Method};
 use crate::schema::Columns;
 
+/// The tool status column as codes (`status::*`), when the scan gathered it.
 fn decode_status(columns: &Columns) -> Result<Option<Vec<u8>>> {
     columns
         .get("status")
