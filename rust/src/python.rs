@@ -8,7 +8,7 @@ use std::sync::Arc;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -358,7 +358,7 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
     Ok(config)
 }
 
-/// Returns (marked rows, per-session first row, total, pruned, marked count).
+/// Returns (marked rows, per-session id, total, pruned, marked count).
 #[pyfunction]
 #[pyo3(signature = (table, policy = None, *, threads = None))]
 fn prune(
@@ -368,23 +368,28 @@ fn prune(
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray, PyArray, PyArray)> {
     let config = prune_config(py, policy)?;
-    let (rows, firsts, totals, pruned, counts) = scan(py, table, config.scan(), threads, |t| {
+    let (rows, ids, totals, pruned, counts) = scan(py, table, config.scan(), threads, |t| {
         let sessions = prune_core(t, &config)?;
         let mut rows = Vec::new();
-        let (mut firsts, mut totals, mut pruned, mut counts) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (s, result) in sessions.into_iter().enumerate() {
-            firsts.push(t.sessions[s].start as u64);
+        let (mut totals, mut pruned, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+        // The ids come from the table already viewed (no second import of
+        // the column to take them from Python).
+        let ids: StringArray = t
+            .sessions
+            .iter()
+            .map(|range| t.session_id.get(range.start))
+            .collect();
+        for result in sessions {
             totals.push(result.total);
             pruned.push(result.pruned);
             counts.push(result.rows.len() as u64);
             rows.extend(result.rows.into_iter().map(|r| r as u64));
         }
-        Ok((rows, firsts, totals, pruned, counts))
+        Ok((rows, ids, totals, pruned, counts))
     })?;
     Ok((
         u64_array(rows),
-        u64_array(firsts),
+        PyArray::from_array_ref(Arc::new(ids)),
         u64_array(totals),
         u64_array(pruned),
         u64_array(counts),

@@ -216,14 +216,13 @@ def prune(
     table, _session = _as_table(data)
     if verify:
         verify_output_units(table)
-    rows, firsts, totals, pruned, counts = _core.prune(
+    rows, ids, totals, pruned, counts = _core.prune(
         table, _prune_options(config), threads=check_threads(threads)
     )
     rows = pa.array(rows)
-    firsts = pa.array(firsts)
     sessions = pa.table(
         {
-            "session_id": _take(table, "session_id", firsts),
+            "session_id": pa.array(ids),
             "total": pa.array(totals),
             "pruned": pa.array(pruned),
             "parts": pa.array(counts),
