@@ -434,6 +434,61 @@ impl Members<'_, '_> {
     }
 }
 
+/// Map int32 dictionary keys of a dictionary of at most 16 values through
+/// `table` (its first 16 entries) into `out`, 32 keys per step with AVX2,
+/// until a key outside 0..16 (negative or past the values); returns how many
+/// keys were mapped (none on a CPU without AVX2, or a larger dictionary).
+fn codes_by_vector(keys: &[i32], table: &[u8; 256], out: &mut Vec<u8>) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if table[16..].iter().all(|&c| c == NULL_CODE) && std::is_x86_feature_detected!("avx2") {
+            let lut: [u8; 16] = table[..16].try_into().expect("16 entries");
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { codes_avx2(keys, &lut, out) };
+        }
+    }
+    let _ = (keys, table, out);
+    0
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn codes_avx2(keys: &[i32], lut: &[u8; 16], out: &mut Vec<u8>) -> usize {
+    use std::arch::x86_64::*;
+    let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(lut.as_ptr().cast()));
+    let outside = _mm256_set1_epi32(!15);
+    // packs interleave the two 128-bit lanes: put the 4-key groups back in order
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let whole = keys.len() / 32 * 32;
+    out.reserve(whole);
+    let base = out.len();
+    let mut i = 0;
+    while i < whole {
+        // SAFETY: i + 32 <= keys.len(), so the four 8-key loads are in bounds.
+        let p = unsafe { keys.as_ptr().add(i) }.cast::<__m256i>();
+        let (a, b, c, d) = unsafe {
+            (
+                _mm256_loadu_si256(p),
+                _mm256_loadu_si256(p.add(1)),
+                _mm256_loadu_si256(p.add(2)),
+                _mm256_loadu_si256(p.add(3)),
+            )
+        };
+        let any = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
+        if _mm256_testz_si256(any, outside) == 0 {
+            break; // a key outside 0..16: the scalar path takes over here
+        }
+        let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+        let codes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(table, bytes), order);
+        // SAFETY: `reserve(whole)` above leaves room for base + whole bytes.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(base + i).cast(), codes) };
+        i += 32;
+    }
+    // SAFETY: bytes base..base + i were written above.
+    unsafe { out.set_len(base + i) };
+    i
+}
+
 /// A column of small codes (role, part type, status): int8, or strings mapped
 /// through `parse`. Decoded once into one byte per row; `NULL_CODE` is null.
 pub const NULL_CODE: u8 = u8::MAX;
@@ -489,8 +544,13 @@ pub fn decode_codes(
                 small[..lut.len()].copy_from_slice(&lut);
             }
             macro_rules! keys {
-                ($t:ty) => {{
+                ($t:ty) => {
+                    keys!($t, |_: &[_], _: &mut Vec<u8>| 0)
+                };
+                ($t:ty, $vector:expr) => {{
                     let keys = dict.keys().as_primitive::<$t>().values();
+                    let done: usize = ($vector)(&keys[..], &mut out);
+                    let keys = &keys[done..];
                     if lut.len() < 256 {
                         out.extend(keys.iter().map(|&k| {
                             // Negative keys wrap to huge values and clamp too.
@@ -505,7 +565,10 @@ pub fn decode_codes(
             match dict.keys().data_type() {
                 DataType::Int8 => keys!(Int8Type),
                 DataType::Int16 => keys!(Int16Type),
-                DataType::Int32 => keys!(Int32Type),
+                // int32 keys of a small dictionary: 32 rows per step.
+                DataType::Int32 => keys!(Int32Type, |k: &[i32], o: &mut Vec<u8>| {
+                    codes_by_vector(k, &small, o)
+                }),
                 DataType::UInt8 => keys!(UInt8Type),
                 DataType::UInt16 => keys!(UInt16Type),
                 DataType::UInt32 => keys!(UInt32Type),
@@ -834,6 +897,79 @@ mod tests {
         assert!(!(0..2).any(|r| column.members(&names).contains(r)));
         let column = StrCol::new("tool", &chunks).unwrap();
         assert!(!(0..10).any(|r| column.members(&[]).contains(r)));
+    }
+
+    #[test]
+    fn codes_of_long_int32_keys_match_a_lookup_per_row() {
+        use arrow_array::DictionaryArray;
+        use arrow_buffer::NullBuffer;
+        // Deterministic pseudo-random keys: dictionaries of 3 and of 20
+        // values (only the first takes 32 keys per step), nulls over any key.
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as i32
+        };
+        let names = [
+            "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q",
+            "r", "s", "t",
+        ];
+        let parse = |v: &str| names.iter().position(|&x| x == v).map(|p| (p * 3) as u8);
+        for size in [3usize, 16, 20] {
+            for len in [0usize, 31, 32, 33, 64, 100, 257] {
+                let keys: Vec<i32> = (0..len).map(|_| next().rem_euclid(size as i32)).collect();
+                let valid: Vec<bool> = (0..len).map(|_| next() % 7 != 0).collect();
+                let array =
+                    Int32Array::new(keys.clone().into(), Some(NullBuffer::from(valid.clone())));
+                let values: ArrayRef = Arc::new(StringArray::from(names[..size].to_vec()));
+                let dict: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::new(array, values));
+                for offset in [0, 1.min(len), 5.min(len)] {
+                    let n = len - offset;
+                    let got =
+                        decode_codes("role", &[dict.slice(offset, n)], parse, |_| None, "role")
+                            .unwrap();
+                    let want: Vec<u8> = (offset..len)
+                        .map(|i| match valid[i] {
+                            true => (keys[i] * 3) as u8,
+                            false => NULL_CODE,
+                        })
+                        .collect();
+                    assert_eq!(got, want, "size {size} len {len} offset {offset}");
+                }
+            }
+        }
+        // A key outside the values in the middle of a run of vectors (only
+        // an unchecked array can hold one): the scalar path maps it to null.
+        let mut keys: Vec<i32> = (0..96).map(|i| i % 3).collect();
+        keys[40] = 9;
+        keys[70] = -2;
+        let values: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+        // SAFETY: out-of-range keys are what this test feeds on purpose; the
+        // decode never indexes the values by a key.
+        let dict = unsafe {
+            DictionaryArray::<Int32Type>::new_unchecked(Int32Array::from(keys.clone()), values)
+        };
+        let got = decode_codes(
+            "role",
+            &[Arc::new(dict) as ArrayRef],
+            parse,
+            |_| None,
+            "role",
+        )
+        .unwrap();
+        let want: Vec<u8> = keys
+            .iter()
+            .map(|&k| {
+                if (0..3).contains(&k) {
+                    (k * 3) as u8
+                } else {
+                    NULL_CODE
+                }
+            })
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
