@@ -45,36 +45,28 @@ RUNS = fit.RUNS
 # 4 tab, 5 newline/CR, 6 quote, 7 bracket, 8 . , ; :, 9 other ASCII punct,
 # 10 UTF-8 continuation, 11 UTF-8 lead, 12 underscore, 13 - , 14 / \, 15 start.
 CLASS = np.full(257, 9, dtype=np.int64)
+# ASCII classes by character set; the first set holding a byte wins.
+_ASCII_CLASSES = (
+    (0, str.islower),
+    (1, str.isupper),
+    (2, str.isdigit),
+    (3, " ".__contains__),
+    (4, "\t".__contains__),
+    (5, "\r\n".__contains__),
+    (6, "\"'`".__contains__),
+    (7, "()[]{}<>".__contains__),
+    (8, ".,;:".__contains__),
+    (12, "_".__contains__),
+    (13, "-".__contains__),
+    (14, "/\\".__contains__),
+)
 for b in range(256):
-    c = chr(b)
     if b >= 0xC0:
         CLASS[b] = 11
     elif b >= 0x80:
         CLASS[b] = 10
-    elif c.islower():
-        CLASS[b] = 0
-    elif c.isupper():
-        CLASS[b] = 1
-    elif c.isdigit():
-        CLASS[b] = 2
-    elif c == " ":
-        CLASS[b] = 3
-    elif c == "\t":
-        CLASS[b] = 4
-    elif c in "\r\n":
-        CLASS[b] = 5
-    elif c in "\"'`":
-        CLASS[b] = 6
-    elif c in "()[]{}<>":
-        CLASS[b] = 7
-    elif c in ".,;:":
-        CLASS[b] = 8
-    elif c == "_":
-        CLASS[b] = 12
-    elif c == "-":
-        CLASS[b] = 13
-    elif c in "/\\":
-        CLASS[b] = 14
+    else:
+        CLASS[b] = next((k for k, test in _ASCII_CLASSES if test(chr(b))), 9)
 CLASS[256] = 15
 
 
