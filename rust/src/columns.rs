@@ -435,13 +435,16 @@ impl Members<'_, '_> {
 }
 
 /// Map int32 dictionary keys of a dictionary of at most 16 values through
-/// `table` (its first 16 entries) into `out`, 32 keys per step with AVX2,
-/// until a key outside 0..16 (negative or past the values); returns how many
-/// keys were mapped (none on a CPU without AVX2, or a larger dictionary).
+/// `table` (the dictionary's codes, `NULL_CODE` past them) into `out`, 32
+/// keys per step with AVX2, until a key outside 0..16 (negative or past the
+/// values); returns how many keys were mapped (none on a CPU without AVX2).
 fn codes_by_vector(keys: &[i32], table: &[u8; 256], out: &mut Vec<u8>) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if table[16..].iter().all(|&c| c == NULL_CODE) && std::is_x86_feature_detected!("avx2") {
+        // Only the first 16 entries are read: the caller's dictionary has
+        // at most 16 values, so every key past them reads NULL_CODE.
+        debug_assert!(table[16..].iter().all(|&c| c == NULL_CODE));
+        if std::is_x86_feature_detected!("avx2") {
             let lut: [u8; 16] = table[..16].try_into().expect("16 entries");
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { codes_avx2(keys, &lut, out) };
@@ -567,7 +570,10 @@ pub fn decode_codes(
                 DataType::Int16 => keys!(Int16Type),
                 // int32 keys of a small dictionary: 32 rows per step.
                 DataType::Int32 => keys!(Int32Type, |k: &[i32], o: &mut Vec<u8>| {
-                    codes_by_vector(k, &small, o)
+                    match lut.len() <= 16 {
+                        true => codes_by_vector(k, &small, o),
+                        false => 0,
+                    }
                 }),
                 DataType::UInt8 => keys!(UInt8Type),
                 DataType::UInt16 => keys!(UInt16Type),
@@ -940,6 +946,25 @@ mod tests {
                 }
             }
         }
+        // A dictionary of 256 values and more maps by the per-key table: its
+        // first 16 codes must not come from the small table.
+        let mut many: Vec<String> = vec!["a".into(), "b".into(), "c".into()];
+        many.extend((0..297).map(|i| format!("other{i}")));
+        let keys: Vec<i32> = (0..96).map(|i| i % 3).collect();
+        let dict = DictionaryArray::<Int32Type>::new(
+            Int32Array::from(keys.clone()),
+            Arc::new(StringArray::from(many)),
+        );
+        let got = decode_codes(
+            "role",
+            &[Arc::new(dict) as ArrayRef],
+            parse,
+            |_| None,
+            "role",
+        )
+        .unwrap();
+        let want: Vec<u8> = keys.iter().map(|&k| (k * 3) as u8).collect();
+        assert_eq!(got, want);
         // A key outside the values in the middle of a run of vectors (only
         // an unchecked array can hold one): the scalar path maps it to null.
         let mut keys: Vec<i32> = (0..96).map(|i| i % 3).collect();
