@@ -923,6 +923,7 @@ mod tests {
             "r", "s", "t",
         ];
         let parse = |v: &str| names.iter().position(|&x| x == v).map(|p| (p * 3) as u8);
+        let decode = |array: ArrayRef| decode_codes("role", &[array], parse, |_| None, "role");
         for size in [3usize, 16, 20] {
             for len in [0usize, 31, 32, 33, 64, 100, 257] {
                 let keys: Vec<i32> = (0..len).map(|_| next().rem_euclid(size as i32)).collect();
@@ -933,9 +934,7 @@ mod tests {
                 let dict: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::new(array, values));
                 for offset in [0, 1.min(len), 5.min(len)] {
                     let n = len - offset;
-                    let got =
-                        decode_codes("role", &[dict.slice(offset, n)], parse, |_| None, "role")
-                            .unwrap();
+                    let got = decode(dict.slice(offset, n)).unwrap();
                     let want: Vec<u8> = (offset..len)
                         .map(|i| match valid[i] {
                             true => (keys[i] * 3) as u8,
@@ -955,14 +954,7 @@ mod tests {
             Int32Array::from(keys.clone()),
             Arc::new(StringArray::from(many)),
         );
-        let got = decode_codes(
-            "role",
-            &[Arc::new(dict) as ArrayRef],
-            parse,
-            |_| None,
-            "role",
-        )
-        .unwrap();
+        let got = decode(Arc::new(dict)).unwrap();
         let want: Vec<u8> = keys.iter().map(|&k| (k * 3) as u8).collect();
         assert_eq!(got, want);
         // A key outside the values in the middle of a run of vectors (only
@@ -976,14 +968,7 @@ mod tests {
         let dict = unsafe {
             DictionaryArray::<Int32Type>::new_unchecked(Int32Array::from(keys.clone()), values)
         };
-        let got = decode_codes(
-            "role",
-            &[Arc::new(dict) as ArrayRef],
-            parse,
-            |_| None,
-            "role",
-        )
-        .unwrap();
+        let got = decode(Arc::new(dict)).unwrap();
         let want: Vec<u8> = keys
             .iter()
             .map(|&k| {

@@ -46,20 +46,7 @@ pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
 /// one result: streamed window by window (`Stream`), so a file is never held
 /// whole (but a Claude Code file), and the window's buffer is reused.
 pub fn ingest_files(files: Vec<StreamFile>, options: Options) -> Result<Ingested> {
-    let mut stream = Stream::new(files, options, FILES_WINDOW);
-    let mut all = Ingested {
-        batches: Vec::new(),
-        rejected: Vec::new(),
-        lines: 0,
-        sessions: 0,
-    };
-    while let Some(window) = stream.next_window()? {
-        all.batches.extend(window.batches);
-        all.rejected.extend(window.rejected);
-        // Each window counts everything read so far.
-        (all.lines, all.sessions) = (window.lines, window.sessions);
-    }
-    Ok(all)
+    Ok(Stream::new(files, options, FILES_WINDOW).read_all()?.0)
 }
 
 /// `ingest_files`' window: a few chunks per thread at the default 1 MiB chunk.
@@ -193,6 +180,26 @@ impl Stream {
                 return Ok(window);
             }
         }
+    }
+
+    /// Every window left, concatenated into one result, and how many windows
+    /// there were.
+    pub fn read_all(&mut self) -> Result<(Ingested, usize)> {
+        let mut all = Ingested {
+            batches: Vec::new(),
+            rejected: Vec::new(),
+            lines: 0,
+            sessions: 0,
+        };
+        let mut windows = 0;
+        while let Some(window) = self.next_window()? {
+            windows += 1;
+            all.batches.extend(window.batches);
+            all.rejected.extend(window.rejected);
+            // Each window counts everything read so far.
+            (all.lines, all.sessions) = (window.lines, window.sessions);
+        }
+        Ok((all, windows))
     }
 
     /// Map and settle one window of the current file.
@@ -391,19 +398,7 @@ mod tests {
             id_base: Some("base".into()),
         };
         let mut stream = Stream::new(vec![file], options, window);
-        let mut all = Ingested {
-            batches: vec![],
-            rejected: vec![],
-            lines: 0,
-            sessions: 0,
-        };
-        let mut windows = 0;
-        while let Some(w) = stream.next_window()? {
-            windows += 1;
-            all.batches.extend(w.batches);
-            all.rejected.extend(w.rejected);
-            (all.lines, all.sessions) = (w.lines, w.sessions);
-        }
+        let (all, windows) = stream.read_all()?;
         assert!(stream.next_window()?.is_none());
         assert!(windows >= 1);
         Ok(all)
