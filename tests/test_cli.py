@@ -460,10 +460,9 @@ def test_counted_ingest_and_a_report_only_batch(
     (src / "run.traj.json").write_text(json.dumps({"trajectory_format": "mini-swe-agent-1",
                                                    "messages": turns}))  # fmt: skip
     rows = tmp_path / "rows.parquet"
-    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(rows), "--count-units",
-                  "--json")  # fmt: skip
+    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(rows), "--json")
     table = pq.read_table(rows)
-    assert code == 0 and "output_utf16" in table.column_names
+    assert code == 0 and "output_utf16" in table.column_names  # counted by default
     a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
     code, lean = run(monkeypatch, capsys, "batch", str(rows), "--report", a,
                      "--policy", "swe-agent", "--json")  # fmt: skip
@@ -473,5 +472,15 @@ def test_counted_ingest_and_a_report_only_batch(
     assert lean["tokens_pruned"] == full["tokens_pruned"] > 0
     assert pq.read_table(a).equals(pq.read_table(b))
     assert lean["bytes_in"] < full["bytes_in"] / 5  # the outputs were not read
+    # Without the counts, the same report is made from the text.
+    plain = tmp_path / "plain.parquet"
+    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(plain), "--no-count-units",
+                  "--json")  # fmt: skip
+    assert code == 0 and "output_utf16" not in pq.read_schema(plain).names
+    c = str(tmp_path / "c.parquet")
+    code, read = run(monkeypatch, capsys, "batch", str(plain), "--report", c,
+                     "--policy", "swe-agent", "--json")  # fmt: skip
+    assert code == 0 and pq.read_table(c).equals(pq.read_table(a))
+    assert read["bytes_in"] > lean["bytes_in"] * 5
     code, _, err = run_err(monkeypatch, capsys, "batch", str(rows))
     assert code == 2 and "nothing to write" in err

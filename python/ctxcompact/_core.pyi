@@ -19,6 +19,8 @@ __all__ = [
     "compact_batch",
     "count_tokens",
     "count_tokens_array",
+    "count_units",
+    "counted_column",
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
@@ -32,7 +34,6 @@ __all__ = [
     "prune",
     "take_strings",
     "truncate_output",
-    "utf16_lengths",
     "vocabulary_loaded",
 ]
 __version__: str
@@ -52,7 +53,8 @@ def estimate_tokens_array(
     values: Any, method: str = "opencode", threads: int | None = None
 ) -> Any: ...
 def count_tokens(text: str, tokenizer: str) -> int: ...
-def utf16_lengths(values: Any, threads: int | None = None) -> Any: ...
+def count_units(values: Any, method: str = "opencode", threads: int | None = None) -> Any: ...
+def counted_column(method: str) -> tuple[str, str | None] | None: ...
 def count_tokens_array(values: Any, tokenizer: str, threads: int | None = None) -> Any: ...
 def overflow_check(
     input: int,

@@ -64,6 +64,7 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask
 from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.transcript import OUTPUT_UNITS
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -466,7 +467,7 @@ class _Streamed:
 
 def _ingest_to_parquet(
     inputs: list[Path], fmt: str | None, out: Path, option: str = "--output", *,
-    on_error: str = "raise", threads: int | None = None, count_units: bool = False,
+    on_error: str = "raise", threads: int | None = None, count_units: bool = True,
     rejects: Path | None = None, window_bytes: int = 64 << 20,
 ) -> _Streamed:  # fmt: skip
     """Stream session files into the Parquet file ``out`` (and the skipped
@@ -493,10 +494,13 @@ def _ingest_to_parquet(
         for window in iter_sessions(inputs, fmt, on_error=on_error,  # type: ignore[arg-type]
                                     threads=threads, window_bytes=window_bytes):  # fmt: skip
             table = window.table
-            if count_units:
+            counted = OUTPUT_UNITS in table.column_names
+            if count_units and not counted:
                 from ctxcompact.scans import with_output_units
 
                 table = with_output_units(table, threads=threads).to_arrow()
+            elif counted and not count_units:
+                table = table.drop_columns([OUTPUT_UNITS])
             with _output_errors(out, option):
                 if writer is None:
                     writer = pq.ParquetWriter(out_tmp, table.schema)
@@ -927,7 +931,7 @@ def batch(
     """Stream-compact a Parquet dataset of any size in bounded memory.
 
     Without DESTINATION only the --report is written; when the rows hold
-    their outputs' lengths (ingest --count-units) the output text is never read.
+    their outputs' lengths (ingest counts them) the output text is never read.
     """
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
@@ -1039,10 +1043,11 @@ def ingest(
     count_units: Annotated[
         bool,
         typer.Option(
-            "--count-units",
-            help="Add output_utf16: each output's length, counted once for later scans.",
+            "--count-units/--no-count-units",
+            help="Keep output_utf16: each output's length, counted once at ingest so later "
+            "scans (prune, report-only runs) need not read the text.",
         ),
-    ] = False,
+    ] = True,
     window_mb: Annotated[
         int,
         typer.Option(

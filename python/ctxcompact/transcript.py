@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.errors import (
+    CompactionError,
     DuplicateSessionError,
     MissingColumnError,
     NonContiguousError,
@@ -46,10 +47,20 @@ SCHEMA = pa.schema(
         ("session_json", pa.large_string()),
         ("message_json", pa.large_string()),
         ("part_json", pa.large_string()),
+        # Each output's UTF-16 length, counted once when the table is made;
+        # derived from ``output`` (a table without it is measured from the text).
+        ("output_utf16", pa.int64()),
     ]
 )
-#: The columns the scans read (the schema minus the ``*_json`` columns).
-SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json")]
+#: The counted-once output lengths column (``scans.with_output_units``).
+OUTPUT_UNITS = "output_utf16"
+#: Field metadata of a family's counted column: the table it was counted with.
+UNITS_KEY = "ctxcompact.units"
+#: The columns the scans read (the schema minus the ``*_json`` columns and
+#: the derived counts, which are optional).
+SCAN_COLUMNS = [
+    name for name in SCHEMA.names if not name.endswith("_json") and name != OUTPUT_UNITS
+]
 REQUIRED = ("session_id", "message_id", "role", "part_type")
 ROLES = {"user", "assistant", "system"}
 
@@ -89,7 +100,7 @@ def _part_row(part: dict[str, Any]) -> dict[str, Any]:
 
 def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
     """One row per part (docs/schema.md); empty messages/sessions get one placeholder row."""
-    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
 
     def add(values: dict[str, Any]) -> None:
         for name, col in columns.items():
@@ -119,9 +130,65 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
                 add({**(head if i == 0 else _strip_first_row(head)), **_part_row(part)})
             base = {"session_id": session.id}  # session_json only on the first row
     try:
-        return pa.table(columns, schema=SCHEMA)
+        table = pa.table(columns, schema=_WITHOUT_COUNTS)
     except UnicodeEncodeError as e:
         raise _unencodable(columns, e) from None
+    return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+
+
+_WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])
+
+
+def count_output_units(
+    table: pa.Table, method: str = "opencode", threads: int | None = None
+) -> pa.ChunkedArray:
+    """Each output's length units under ``method`` (null where the output is):
+    for opencode its UTF-16 length (``output_utf16``), for a tokenizer family
+    its table's sum. Counted in Rust on the thread pool (all cores by default)."""
+    from ctxcompact import _core
+
+    return pa.chunked_array(
+        _core.count_units(table.column("output"), method, threads), type=pa.int64()
+    )
+
+
+def counted_field(method: str) -> pa.Field:
+    """The column that holds ``method``'s counts, with the ``ctxcompact.units``
+    metadata naming the family table they are made with (``ConfigError`` for
+    a method that has none: ``ceil-bytes`` reads the texts' byte lengths)."""
+    from ctxcompact import _core
+    from ctxcompact.errors import ConfigError
+
+    spec = _core.counted_column(method)
+    if spec is None:
+        raise ConfigError(
+            f"the {method} estimate has no counted column: it reads the texts' byte lengths"
+        )
+    name, units = spec
+    return pa.field(name, pa.int64(), metadata=None if units is None else {UNITS_KEY: units})
+
+
+def counted_columns(schema: pa.Schema, *, current: bool = True) -> dict[str, str]:
+    """The counted columns of ``schema`` by name, with the method each holds:
+    ``output_utf16`` (opencode) and ``output_units_<family>``. ``current``:
+    only those the scans read, i.e. a family's counts made with this
+    release's table of it (an older table's counts are measured again)."""
+    found: dict[str, str] = {}
+    for field in schema:
+        if field.name == OUTPUT_UNITS:
+            found[field.name] = "opencode"
+        elif field.name.startswith(_FAMILY_PREFIX):
+            method = field.name.removeprefix(_FAMILY_PREFIX)
+            try:
+                want = counted_field(method)
+            except CompactionError:
+                continue  # not a family of this release
+            if want.name == field.name and (not current or field.metadata == want.metadata):
+                found[field.name] = method
+    return found
+
+
+_FAMILY_PREFIX = "output_units_"
 
 
 def _unencodable(columns: dict[str, list[Any]], error: UnicodeEncodeError) -> TranscriptError:
@@ -141,6 +208,14 @@ def _unencodable(columns: dict[str, list[Any]], error: UnicodeEncodeError) -> Tr
                         column=name,
                     )
     return TranscriptError(f"a value is not valid UTF-8: {error}")
+
+
+def _set_column(table: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    field = pa.field(name, values.type)
+    if index < 0:
+        return table.append_column(field, values)
+    return table.set_column(index, field, values)
 
 
 def _strip_first_row(head: dict[str, Any]) -> dict[str, Any]:
@@ -323,12 +398,15 @@ class Transcript:
         return iter(self.to_sessions())
 
     def with_column(self, name: str, values: pa.Array | pa.ChunkedArray) -> Transcript:
-        """A new transcript with column ``name`` replaced (or added)."""
-        index = self._table.schema.get_field_index(name)
-        field = pa.field(name, values.type)
-        if index < 0:
-            return Transcript(self._table.append_column(field, values))
-        return Transcript(self._table.set_column(index, field, values))
+        """A new transcript with column ``name`` replaced (or added). New
+        outputs are counted again (every counted column follows ``output``)."""
+        table = _set_column(self._table, name, values)
+        if name == "output":
+            for counted, method in counted_columns(table.schema, current=False).items():
+                field = counted_field(method)
+                index = table.schema.get_field_index(counted)
+                table = table.set_column(index, field, count_output_units(table, method))
+        return Transcript(table)
 
     def __repr__(self) -> str:
         return f"Transcript(rows={self.num_rows}, columns={self._table.column_names})"

@@ -60,6 +60,32 @@ impl Family {
         }
     }
 
+    /// The column that holds each output's estimate units under this family,
+    /// counted once (docs/schema.md).
+    pub fn counted_column(self) -> &'static str {
+        match self {
+            Family::O200k => "output_units_o200k",
+            Family::Cl100k => "output_units_cl100k",
+            Family::Llama3 => "output_units_llama3",
+            Family::Qwen => "output_units_qwen",
+            Family::Tekken => "output_units_tekken",
+            Family::Deepseek => "output_units_deepseek",
+        }
+    }
+
+    /// The family and a hash of its built-in table (FNV-1a over the bytes):
+    /// what a counted column's `ctxcompact.units` metadata says. A refitted
+    /// table changes it, so counts made with an older table are not read.
+    pub fn fingerprint(self) -> &'static str {
+        static PRINTS: [OnceLock<String>; 6] = [const { OnceLock::new() }; 6];
+        PRINTS[self as usize].get_or_init(|| {
+            let hash = self.raw().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+            format!("{}:{hash:016x}", self.name())
+        })
+    }
+
     /// The family's table, decoded on first use.
     pub fn table(self) -> &'static Table {
         static TABLES: [OnceLock<Table>; 6] = [const { OnceLock::new() }; 6];

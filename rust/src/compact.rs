@@ -45,7 +45,7 @@ pub fn compact(
     prune_config: &PruneConfig,
     estimate_config: MessageEstimateConfig,
 ) -> Result<Vec<SessionCompaction>> {
-    table.check_lengths(estimate_config.method)?;
+    table.check_lengths(estimate_config.method, true)?;
     let pruned = prune(table, prune_config)?;
     // Before the marks: with OpenCode's view, estimates add up part by part, so
     // the pruned total with each placeholder swapped back for its output is

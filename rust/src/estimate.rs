@@ -36,6 +36,25 @@ impl Method {
     }
 }
 
+/// The field metadata key naming what a counted column was counted with.
+pub const UNITS_KEY: &str = "ctxcompact.units";
+
+impl Method {
+    /// The column that holds each output's length units under this method,
+    /// counted once, and the `UNITS_KEY` metadata it must carry (`None`:
+    /// none needed, UTF-16 lengths do not change). `ceil-bytes` has none:
+    /// its units are the text's bytes, which Arrow's offsets already give.
+    pub fn counted_column(self) -> Option<(&'static str, Option<&'static str>)> {
+        match self {
+            Method::Opencode => Some(("output_utf16", None)),
+            Method::CeilBytes => None,
+            Method::Bigram { family, .. } => {
+                Some((family.counted_column(), Some(family.fingerprint())))
+            }
+        }
+    }
+}
+
 impl FromStr for Method {
     type Err = CoreError;
 
@@ -221,11 +240,16 @@ pub fn estimate_array(
     crate::columns::map_strings(array, 16 * 1024, |s| estimate(s, method) as i64)
 }
 
-/// UTF-16 lengths (JavaScript's `.length`) of every string of an Arrow string
-/// array; nulls stay null. What `output_utf16` holds: the opencode estimate of
-/// each text, counted once.
-pub fn utf16_array(array: &arrow_array::ArrayRef) -> crate::error::Result<arrow_array::Int64Array> {
-    crate::columns::map_strings(array, 16 * 1024, |s| utf16_len(s.as_bytes()) as i64)
+/// The length units under `method` (`text_units`) of every string of an Arrow
+/// string array; nulls stay null. What a counted column holds (opencode:
+/// UTF-16 lengths, `output_utf16`; a family: its weights' sum).
+pub fn units_array(
+    array: &arrow_array::ArrayRef,
+    method: Method,
+) -> crate::error::Result<arrow_array::Int64Array> {
+    crate::columns::map_strings(array, 16 * 1024, |s| {
+        text_units(s.as_bytes(), method) as i64
+    })
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ pub fn estimate_messages(
     table: &PartTable<'_>,
     config: MessageEstimateConfig,
 ) -> Result<Vec<Vec<MessageTokens>>> {
-    table.check_lengths(config.method)?;
+    table.check_lengths(config.method, true)?;
     (0..table.sessions.len())
         .into_par_iter()
         .map(|s| session_estimates(table, s, config, &[]))

@@ -151,7 +151,7 @@ pub struct SessionPrune {
 }
 
 pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionPrune>> {
-    table.check_lengths(config.method)?;
+    table.check_lengths(config.method, config.trigger > 0)?;
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }

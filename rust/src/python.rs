@@ -172,14 +172,29 @@ fn estimate_tokens_array(
     map_chunks(py, values, threads, |c| estimate_array(c, method))
 }
 
+/// Each string's length units under `method`: what its counted column holds.
 #[pyfunction]
-#[pyo3(signature = (values, threads = None))]
-fn utf16_lengths(
+#[pyo3(signature = (values, method = "opencode", threads = None))]
+fn count_units(
     py: Python<'_>,
     values: AnyArray,
+    method: &str,
     threads: Option<usize>,
 ) -> PyResult<PyChunkedArray> {
-    map_chunks(py, values, threads, crate::estimate::utf16_array)
+    let method = parse_method(py, method)?;
+    map_chunks(py, values, threads, |c| {
+        crate::estimate::units_array(c, method)
+    })
+}
+
+/// The counted column of `method` and the `ctxcompact.units` metadata it
+/// must carry, or `None` when the method has no counted column.
+#[pyfunction]
+fn counted_column(
+    py: Python<'_>,
+    method: &str,
+) -> PyResult<Option<(&'static str, Option<&'static str>)>> {
+    Ok(parse_method(py, method)?.counted_column())
 }
 
 fn tokenizer(py: Python<'_>, name: &str) -> PyResult<crate::tokens::Tokenizer> {
@@ -744,7 +759,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(load_vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(vocabulary_loaded, m)?)?;
-    m.add_function(wrap_pyfunction!(utf16_lengths, m)?)?;
+    m.add_function(wrap_pyfunction!(count_units, m)?)?;
+    m.add_function(wrap_pyfunction!(counted_column, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;

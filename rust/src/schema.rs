@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema};
 
+use crate::bigram::Family;
 use crate::error::{CoreError, Result};
+use crate::estimate::{Method, UNITS_KEY};
 
 /// Which scan is reading the table: decides the columns it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +64,9 @@ impl Scan {
         match self {
             // `ignored` text and file parts (name, mime, url) live in part_json;
             // a described placeholder names the part id.
-            // `output_utf16`: each output's length counted once (with_output_units),
-            // read instead of the text wherever the estimate needs only its length.
-            Scan::Estimate | Scan::Compact => &["part_json", "part_id", "output_utf16"],
+            Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
-            Scan::Prune | Scan::PruneInputs => &["part_json", "output_utf16"],
+            Scan::Prune | Scan::PruneInputs => &["part_json"],
             // pinned parts: kept visible by the pivot filter
             Scan::Pivot => &["part_json"],
         }
@@ -98,7 +98,8 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
         "summary" | "finished" | "error" => {
             (matches!(dt, DataType::Boolean | DataType::Null), "bool")
         }
-        "compacted_at" | "output_utf16" => {
+        // a timestamp, and the counted columns (`counted_columns`)
+        _ if name == "compacted_at" || name.starts_with("output_u") => {
             (matches!(dt, DataType::Int64 | DataType::Null), "int64")
         }
         _ => (is_string(dt), crate::columns::STRING_TYPES),
@@ -114,6 +115,16 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
     }
 }
 
+/// Every counted column and the metadata it must carry (`Method::counted_column`).
+fn counted_columns() -> impl Iterator<Item = (&'static str, Option<&'static str>)> {
+    std::iter::once(Method::Opencode)
+        .chain(Family::ALL.map(|family| Method::Bigram {
+            family,
+            conservative: false,
+        }))
+        .filter_map(Method::counted_column)
+}
+
 /// The Arrow chunks of every column a scan needs, gathered from record batches.
 pub struct Columns {
     by_name: HashMap<&'static str, Vec<ArrayRef>>,
@@ -124,9 +135,32 @@ impl Columns {
     /// `schema` (so an empty table with a wrong schema is still an error).
     pub fn new(schema: &Schema, batches: &[RecordBatch], scan: Scan) -> Result<Self> {
         let mut by_name = HashMap::new();
-        // With each output's length counted once the text is needed only to
-        // cut or describe an output: a report can be read without it.
-        let counted = schema.index_of("output_utf16").is_ok();
+        // Each output's length counted once under a method (`output_utf16`,
+        // `output_units_<family>`): read instead of the text wherever the
+        // estimate needs only its length. A family's counts are read only if
+        // they were made with this very table (its fingerprint).
+        let mut counted = false;
+        if scan != Scan::Pivot {
+            for (name, fingerprint) in counted_columns() {
+                let Ok(field) = schema.field_with_name(name) else {
+                    continue;
+                };
+                check_type(name, field.data_type())?;
+                if fingerprint
+                    .is_some_and(|f| field.metadata().get(UNITS_KEY).map(String::as_str) != Some(f))
+                {
+                    continue;
+                }
+                let index = schema.index_of(name).expect("field exists");
+                by_name.insert(
+                    name,
+                    batches.iter().map(|b| b.column(index).clone()).collect(),
+                );
+                counted = true;
+            }
+        }
+        // With the lengths counted the text is needed only to cut or describe
+        // an output: a report can be read without it.
         for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
             if name == "output" && counted && schema.index_of(name).is_err() {
                 continue;

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
+use crate::bigram::Family;
 use crate::codes::{flag, part_type, role, small_int, status};
 use crate::columns::{
     decode_codes, decode_lengths, or_bool_flags, or_nonzero_flags, same_str, str_le, Lengths,
@@ -64,6 +65,9 @@ pub struct PartTable<'a> {
     /// Each output's UTF-16 length counted once (`output_utf16`), when present:
     /// the opencode estimate of an output is read from it, not from the text.
     pub output_utf16: Option<Lengths<'a>>,
+    /// Each output's units under a family's table, counted once
+    /// (`output_units_<family>`), for the families whose counts are present.
+    pub output_bigram: Vec<(Family, Lengths<'a>)>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -125,8 +129,16 @@ impl<'a> PartTable<'a> {
         let (role, part_type) = (role?, part_type?);
         let (status, flags) = (status?, flags?);
         let (sessions, output_utf16) = (sessions?, output_utf16?);
+        let mut output_bigram = Vec::new();
+        for family in Family::ALL {
+            let name = family.counted_column();
+            if let Some(arrays) = columns.get(name) {
+                output_bigram.push((family, decode_lengths(name, arrays, rows)?));
+            }
+        }
         Ok(PartTable {
             output_utf16,
+            output_bigram,
             parent_id: opt_str("parent_id")?,
             tool: opt_str("tool")?,
             input: opt_str("input")?,
@@ -147,16 +159,29 @@ impl<'a> PartTable<'a> {
         self.role.len()
     }
 
+    /// The outputs' length units under `method`, counted once, when the
+    /// table has them.
+    #[inline]
+    pub fn counted(&self, method: Method) -> Option<&Lengths<'a>> {
+        match method {
+            Method::Opencode => self.output_utf16.as_ref(),
+            Method::CeilBytes => None,
+            Method::Bigram { family, .. } => self
+                .output_bigram
+                .iter()
+                .find(|(f, _)| *f == family)
+                .map(|(_, lengths)| lengths),
+        }
+    }
+
     /// The length units of the output at `row` under `method` (see
-    /// `text_units`): from `output_utf16` when it has the row (opencode
-    /// counts UTF-16 units), else measured from the text (0 when null).
+    /// `text_units`): from its counted column when that has the row, else
+    /// measured from the text (0 when null).
     #[inline]
     pub fn output_units(&self, row: usize, method: Method) -> u64 {
-        if method == Method::Opencode {
-            if let Some(len) = self.output_utf16.as_ref().map(|l| l.get(row)) {
-                if len != NO_LENGTH {
-                    return len;
-                }
+        if let Some(len) = self.counted(method).map(|l| l.get(row)) {
+            if len != NO_LENGTH {
+                return len;
             }
         }
         let text = self.output.as_ref().and_then(|c| c.get(row)).unwrap_or("");
@@ -170,13 +195,25 @@ impl<'a> PartTable<'a> {
     }
 
     /// An error unless every output's length under `method` can be known:
-    /// read without its outputs, a table has only their UTF-16 lengths
-    /// (`output_utf16`), which the opencode estimate needs and no other.
-    pub fn check_lengths(&self, method: Method) -> Result<()> {
-        if self.output.is_none() && method != Method::Opencode {
+    /// read without its outputs, a table has only the lengths it counted.
+    /// `whole_messages`: the scan estimates messages, whose texts a method
+    /// that is not additive (a family's table) reads joined, so it needs them.
+    pub fn check_lengths(&self, method: Method, whole_messages: bool) -> Result<()> {
+        if self.output.is_some() {
+            return Ok(());
+        }
+        if self.counted(method).is_none() {
             return Err(CoreError::MissingColumn {
                 column: "output",
-                needed_by: "an estimate other than opencode (output_utf16 holds UTF-16 lengths)",
+                needed_by: "this estimate method: the table holds no counts made with it \
+                            (a family's counts must come from the same table version)",
+            });
+        }
+        if whole_messages && !method.additive() {
+            return Err(CoreError::MissingColumn {
+                column: "output",
+                needed_by: "message estimates under a tokenizer family, which read the texts \
+                            of a message joined (its counts serve prune only)",
             });
         }
         Ok(())

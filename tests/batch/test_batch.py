@@ -232,7 +232,7 @@ def test_a_table_without_outputs_needs_its_counted_lengths(table: pa.Table) -> N
     lean = with_output_units(table).to_arrow().drop_columns(["output"])
     assert compact_batch(lean).equals(compact_batch(table))
     for config, needed in [
-        (cc.CompactionConfig(estimate_method="ceil-bytes"), "other than opencode"),
+        (cc.CompactionConfig(estimate_method="ceil-bytes"), "no counts made with it"),
         (cc.CompactionConfig(policy={"preset": "swe-agent", "truncate_output": 50}),
          "truncate_output"),
     ]:  # fmt: skip

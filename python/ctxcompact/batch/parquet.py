@@ -32,7 +32,11 @@ from ctxcompact.errors import (
     NonContiguousError,
     SchemaError,
 )
-from ctxcompact.transcript import SCAN_COLUMNS
+from ctxcompact.transcript import (
+    OUTPUT_UNITS,
+    SCAN_COLUMNS,
+    count_output_units,
+)
 
 #: Columns a Parquet input must have (``auto`` may be absent).
 REQUIRED = [c for c in SCAN_COLUMNS if c != "auto"]
@@ -159,6 +163,9 @@ def _chunks(
             table = pa.Table.from_batches([batch])
             if schema is None:
                 schema = table.schema
+            if OUTPUT_UNITS in schema.names and OUTPUT_UNITS not in table.column_names:
+                # a file written without the counts, after one with them: count its own
+                table = table.append_column(schema.field(OUTPUT_UNITS), count_output_units(table))
             try:
                 table = table.select(schema.names).cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
@@ -178,29 +185,52 @@ def _chunks(
 
 
 #: What the one-pass scan reads for a report when the outputs' lengths are
-#: counted (schema.rs, Scan::Compact, without output and part_id).
+#: counted (schema.rs, Scan::Compact, without output and part_id), before the
+#: counted column itself.
 _REPORT_COLUMNS = (
     "session_id", "message_id", "role", "part_type", "parent_id", "summary", "finished",
-    "error", "tool", "status", "input", "compacted_at", "part_json", "output_utf16",
+    "error", "tool", "status", "input", "compacted_at", "part_json",
 )  # fmt: skip
 
 
-def _report_columns(schema: pa.Schema, cfg: CompactionConfig) -> list[str] | None:
+def _report_columns(metas: list[pq.FileMetaData], cfg: CompactionConfig) -> list[str] | None:
     """The columns a report-only run reads: only those the scan reads, never
-    the output text, when the outputs' lengths were counted once
-    (``output_utf16``) and nothing the report needs reads the text (the
-    opencode estimate, no cut or described outputs); ``None`` (all) otherwise."""
-    from ctxcompact.scans.parts import OUTPUT_UNITS
-
+    the output text, when every file holds the outputs' UTF-16 lengths
+    counted once (``output_utf16``) for every output (the column statistics'
+    null counts equal the output's), the estimate is opencode's (a family's
+    table reads a message's texts joined: its counts serve prune only), and
+    nothing the report needs reads the text (no cut or described outputs);
+    ``None`` (all) otherwise."""
     policy = cfg.policy
     if (
-        OUTPUT_UNITS not in schema.names
-        or cfg.estimate_method != "opencode"
+        cfg.estimate_method != "opencode"
         or policy.truncate_output is not None
         or policy.placeholder == "describe"
     ):
         return None
-    return [name for name in _REPORT_COLUMNS if name in schema.names]
+    for meta in metas:
+        schema = meta.schema.to_arrow_schema()
+        if OUTPUT_UNITS not in schema.names or not _counted_everywhere(meta, OUTPUT_UNITS):
+            return None
+    names = metas[0].schema.to_arrow_schema().names
+    return [c for c in (*_REPORT_COLUMNS, OUTPUT_UNITS) if c in names]
+
+
+def _counted_everywhere(meta: pq.FileMetaData, name: str) -> bool:
+    """Whether, by the row groups' statistics, ``name`` is null exactly where
+    ``output`` is (a null count there would read as an empty output)."""
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if "output" not in paths:
+        return True  # written without its text: the counts are all there is
+    counts, outputs = paths.index(name), paths.index("output")
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        a, b = group.column(counts).statistics, group.column(outputs).statistics
+        if a is None or b is None or not (a.has_null_count and b.has_null_count):
+            return False
+        if a.null_count != b.null_count:
+            return False
+    return True
 
 
 def compact_parquet(
@@ -241,7 +271,7 @@ def compact_parquet(
     tmp_dest = None if dest is None else dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     columns = None
     if dest is None and files:
-        columns = _report_columns(metas[0].schema.to_arrow_schema(), cfg)
+        columns = _report_columns(metas, cfg)
     tmp_report = None
     if report_path is not None:
         rp = Path(report_path)

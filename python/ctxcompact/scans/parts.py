@@ -20,7 +20,13 @@ import pyarrow.compute as pc
 from ctxcompact import _core
 from ctxcompact.errors import ConfigError, MissingColumnError, NullValueError
 from ctxcompact.scans.estimate import check_threads
-from ctxcompact.transcript import Transcript
+from ctxcompact.transcript import (
+    OUTPUT_UNITS,
+    Transcript,
+    count_output_units,
+    counted_columns,
+    counted_field,
+)
 
 if TYPE_CHECKING:
     from ctxcompact.models import Session
@@ -151,53 +157,62 @@ class PruneResult:
         return f"PruneResult(parts={len(self)}, total={self.total}, pruned={self.pruned})"
 
 
-#: The counted-once output lengths column (``with_output_units``).
-OUTPUT_UNITS = "output_utf16"
+def with_output_units(
+    data: Any, *, method: str = "opencode", threads: int | None = None
+) -> Transcript:
+    """The transcript with each output's length units under ``method``,
+    counted once (in Rust, on the thread pool) while the text is at hand:
+    ``output_utf16`` for opencode, ``output_units_<family>`` for a tokenizer
+    family (its field metadata names the table it was counted with; counts
+    from another release's table are not read). Tables made by this library
+    (``Transcript.from_sessions``, the readers, ``ctxcompact ingest``) carry
+    ``output_utf16`` already; this counts it for others, or for a family.
 
-
-def with_output_units(data: Any, *, threads: int | None = None) -> Transcript:
-    """The transcript with ``output_utf16``: each output's UTF-16 length,
-    counted once (in Rust, on the thread pool) while the text is at hand.
-
-    Scans then read the opencode estimate of an output from it instead of
-    its text: prune reads no output at all, the message estimates only the
-    outputs a policy cuts or describes. A null keeps that row measured from
-    its text. Outputs never change after (marks are a separate column); a
-    column that no longer matches its text makes estimates wrong, which
+    Scans with that method then read an output's estimate from the counts
+    instead of its text: prune reads no output at all, the message estimates
+    only the outputs a policy cuts or describes. A null keeps that row
+    measured from its text. Outputs never change after (marks are a separate
+    column; ``Transcript.with_column("output", ...)`` counts again); a column
+    that no longer matches its text makes estimates wrong, which
     ``verify_output_units`` (or ``prune(..., verify=True)``) detects.
     """
     table, _ = _as_table(data)
-    lengths = pa.chunked_array(_core.utf16_lengths(table.column("output"), check_threads(threads)))
-    if OUTPUT_UNITS in table.column_names:
-        table = table.drop_columns([OUTPUT_UNITS])
-    return Transcript(table.append_column(pa.field(OUTPUT_UNITS, pa.int64()), lengths))
+    field = counted_field(method)
+    values = count_output_units(table, method, check_threads(threads))
+    if field.name in table.column_names:
+        table = table.drop_columns([field.name])
+    return Transcript(table.append_column(field, values))
 
 
 def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None:
-    """Re-count ``output_utf16`` at ``sample`` random rows (every row when the
+    """Re-count every counted column the scans read (``output_utf16``,
+    ``output_units_<family>``) at ``sample`` random rows (every row when the
     table is smaller) against the text; ``TranscriptError`` naming the first
-    row, session and message that disagree. Nothing to check without the column."""
+    row, session and message that disagree. Nothing to check without one."""
     import random
 
     from ctxcompact.errors import TranscriptError
 
     table, _ = _as_table(data)
-    if OUTPUT_UNITS not in table.column_names or table.num_rows == 0:
+    counted = counted_columns(table.schema)
+    if not counted or table.num_rows == 0:
         return
     n = table.num_rows
     rows = sorted(random.Random(seed).sample(range(n), min(sample, n)))
-    taken = table.select(["session_id", "message_id", "output", OUTPUT_UNITS]).take(rows)
-    counted = pa.chunked_array(_core.utf16_lengths(taken.column("output"))).to_pylist()
-    stored = taken.column(OUTPUT_UNITS).to_pylist()
-    for i, (want, got) in enumerate(zip(counted, stored, strict=True)):
-        if got is not None and want is not None and got != want:
-            raise TranscriptError(
-                f"{OUTPUT_UNITS} of row {rows[i]} is {got}, but its output is {want} UTF-16 "
-                "units long: the column is stale (recount it with with_output_units)",
-                row=rows[i], column=OUTPUT_UNITS,
-                session_id=str(taken.column("session_id")[i].as_py()),
-                message_id=str(taken.column("message_id")[i].as_py()),
-            )  # fmt: skip
+    taken = table.select(["session_id", "message_id", "output", *counted]).take(rows)
+    for name, method in counted.items():
+        units = "UTF-16 units long" if name == OUTPUT_UNITS else f"units of the {method} table"
+        fresh = count_output_units(taken, method).to_pylist()
+        stored = taken.column(name).to_pylist()
+        for i, (want, got) in enumerate(zip(fresh, stored, strict=True)):
+            if got is not None and want is not None and got != want:
+                raise TranscriptError(
+                    f"{name} of row {rows[i]} is {got}, but its output is {want} {units}: "
+                    "the column is stale (recount it with with_output_units)",
+                    row=rows[i], column=name,
+                    session_id=str(taken.column("session_id")[i].as_py()),
+                    message_id=str(taken.column("message_id")[i].as_py()),
+                )  # fmt: skip
 
 
 def prune(

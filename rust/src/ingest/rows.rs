@@ -7,6 +7,8 @@ use arrow_array::builder::{BooleanBuilder, Int64Builder, LargeStringBuilder, Str
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::estimate::utf16_len;
+
 pub fn schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -33,6 +35,9 @@ pub fn schema() -> SchemaRef {
                 large("session_json"),
                 large("message_json"),
                 large("part_json"),
+                // Each output's length counted once, while its bytes are hot:
+                // later scans read it instead of the text (docs/schema.md).
+                Field::new("output_utf16", DataType::Int64, true),
             ]))
         })
         .clone()
@@ -108,6 +113,7 @@ pub struct Rows {
     session_json: LargeStringBuilder,
     message_json: LargeStringBuilder,
     part_json: LargeStringBuilder,
+    output_utf16: Int64Builder,
     len: usize,
 }
 
@@ -132,6 +138,7 @@ impl Default for Rows {
             session_json: LargeStringBuilder::new(),
             message_json: LargeStringBuilder::new(),
             part_json: LargeStringBuilder::new(),
+            output_utf16: Int64Builder::new(),
             len: 0,
         }
     }
@@ -231,6 +238,8 @@ impl Rows {
                 self.status.append_option(p.status);
                 self.input.append_option(p.input);
                 self.output.append_option(p.output);
+                self.output_utf16
+                    .append_option(p.output.map(|o| utf16_len(o.as_bytes()) as i64));
                 self.compacted_at.append_option(p.compacted_at);
                 self.auto.append_option(p.auto);
                 self.part_json.append_value(p.json);
@@ -242,6 +251,7 @@ impl Rows {
                 self.status.append_null();
                 self.input.append_null();
                 self.output.append_null();
+                self.output_utf16.append_null();
                 self.compacted_at.append_null();
                 self.auto.append_null();
                 self.part_json.append_null();
@@ -269,6 +279,7 @@ impl Rows {
             Arc::new(self.session_json.finish()),
             Arc::new(self.message_json.finish()),
             Arc::new(self.part_json.finish()),
+            Arc::new(self.output_utf16.finish()),
         ];
         // Every builder got exactly one value per row, in schema order.
         RecordBatch::try_new(schema(), columns).expect("row builders stay aligned with the schema")
