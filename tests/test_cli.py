@@ -103,6 +103,31 @@ def test_convert_round_trip(tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     assert json.loads((tmp_path / "back.json").read_text())["messages"] == chat
 
 
+def test_convert_reads_parquet_part_rows(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    from ctxcompact.transcript import Transcript
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(Transcript.from_sessions(Transcript(generate_table(5, 30, seed=2)).to_sessions())
+                   .to_arrow(), rows)  # fmt: skip
+    out = tmp_path / "s.jsonl"
+    code, res = run(monkeypatch, capsys, "convert", str(rows), str(out), "--to", "opencode",
+                    "--json")  # fmt: skip
+    assert code == 0 and res == {"sessions": 5, "from": "parquet", "to": "opencode",
+                                 "written": str(out)}  # fmt: skip
+    back = tmp_path / "back.parquet"
+    code, _ = run(monkeypatch, capsys, "ingest", str(out), "-o", str(back), "--json")
+    assert code == 0 and pq.read_table(back).equals(pq.read_table(rows))
+    copy = tmp_path / "copy.parquet"
+    code, res = run(monkeypatch, capsys, "convert", str(rows), str(copy), "--to", "parquet",
+                    "--json")  # fmt: skip
+    assert code == 0 and pq.read_table(copy).equals(pq.read_table(rows))
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    code, _, err = run_err(monkeypatch, capsys, "convert", str(tmp_path / "bad.parquet"),
+                           str(tmp_path / "x.jsonl"))  # fmt: skip
+    assert code == 1 and "not a readable Parquet file" in err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_ingest_to_parquet_with_rejects(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     from ctxcompact import formats
     from ctxcompact.transcript import Transcript

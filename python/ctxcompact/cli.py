@@ -965,7 +965,12 @@ def batch(
 
 @app.command(short_help="Convert sessions between formats.")
 def convert(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help="Session file or folder to read.")],
+    input: Annotated[
+        Path,
+        typer.Argument(
+            metavar="INPUT", help="Session file or folder to read, or Parquet of part rows."
+        ),
+    ],
     output: Annotated[
         Path, typer.Argument(metavar="OUTPUT", help="File to write (.jsonl: one per line).")
     ],
@@ -996,25 +1001,31 @@ def convert(
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
     _check_output(output, "OUTPUT")
-    if to == "parquet":  # streamed, as ingest does
+    if to == "parquet" and not _is_parquet(input):  # streamed, as ingest does
         with _status(f"reading {input}", as_json):
-            result = _ingest_to_parquet([input], source_format, output, "OUTPUT").last
-        count = result.sessions
+            streamed = _ingest_to_parquet([input], source_format, output, "OUTPUT").last
+        count, read_as = streamed.sessions, streamed.format
     else:
+        # Parquet part rows (as the other commands read them) or session files.
         with _status(f"reading {input}", as_json):
-            result = _ingest([input], source_format)
-        sessions = result.transcript.to_sessions()
-        count = len(sessions)
-        try:
+            transcript, read_as = _read(input, source_format)
+        if to == "parquet":
             with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
-                formats.write(sessions, tmp, to)
-        except UnicodeEncodeError as e:
-            bad = e.object[e.start : e.end]
-            raise FormatError(
-                f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) that "
-                f"UTF-8 cannot encode; {output} was not written"
-            ) from None
-    _show("convert", {"sessions": count, "from": result.format, "to": to,
+                pq.write_table(transcript.to_arrow(), tmp)
+            count = len(transcript)
+        else:
+            sessions = transcript.to_sessions()
+            count = len(sessions)
+            try:
+                with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
+                    formats.write(sessions, tmp, to)
+            except UnicodeEncodeError as e:
+                bad = e.object[e.start : e.end]
+                raise FormatError(
+                    f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) "
+                    f"that UTF-8 cannot encode; {output} was not written"
+                ) from None
+    _show("convert", {"sessions": count, "from": read_as, "to": to,
                       "written": str(output)}, as_json)  # fmt: skip
 
 
