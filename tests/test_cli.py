@@ -509,3 +509,32 @@ def test_counted_ingest_and_a_report_only_batch(
     assert read["bytes_in"] > lean["bytes_in"] * 5
     code, _, err = run_err(monkeypatch, capsys, "batch", str(rows))
     assert code == 2 and "nothing to write" in err
+
+
+def test_a_run_given_twice_or_out_of_order_is_named(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+
+    sessions = Transcript(generate_table(3, 20, seed=7)).to_sessions()
+    src = tmp_path / "runs.jsonl"
+    formats.write(sessions, src, "opencode")
+    rows = tmp_path / "rows.parquet"
+    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(rows), "--json")[0] == 0
+    # The same runs as session files and as Parquet: both inputs are named.
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(src), str(rows),
+                           "--context", "64000", "--output-limit", "4000")  # fmt: skip
+    sid = sessions[0].id
+    assert code == 1 and "DuplicateSessionError" in err
+    assert f"session id {sid!r} is in {rows}" in err and str(src) in err
+    # Rows of a session split by another session: the error says where.
+    table = pq.read_table(rows)
+    ids = table["session_id"].to_pylist()
+    first = ids.index(ids[-1])  # the last session's first row
+    shuffled = pa.concat_tables([table.slice(0, 1), table.slice(first), table.slice(1, first - 1)])
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(shuffled, bad)
+    for args in (["estimate"], ["replay", "--context", "64000", "--output-limit", "4000"]):
+        code, _, err = run_err(monkeypatch, capsys, args[0], str(bad), *args[1:])
+        assert code == 1 and "NonContiguousError" in err and ids[0] in err, args

@@ -52,7 +52,7 @@ from ctxcompact._atomic import beside, replacing
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, FormatError
+from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, FormatError
 from ctxcompact.estimators import METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import (
@@ -701,7 +701,20 @@ def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
     sessions = [p for p in inputs if not _is_parquet(p)]
     tables = [_load(p, fmt).to_arrow() for p in parquet]
     if sessions:
-        tables.append(_ingest(sessions, fmt).table)
+        ingested = _ingest(sessions, fmt).table
+        # The same runs given as session files and as Parquet would surface as
+        # non-contiguous rows (a session may span Parquet files, so those are
+        # not compared with each other).
+        read = set(pyarrow.compute.unique(ingested.column("session_id")).to_pylist())
+        for table, path in zip(tables, parquet, strict=True):
+            for sid in pyarrow.compute.unique(table.column("session_id")).to_pylist():
+                if sid in read:
+                    raise DuplicateSessionError(
+                        f"session id {sid!r} is in {path} and in the session files "
+                        f"({', '.join(map(str, sessions))}): read each run once",
+                        session_id=sid,
+                    )
+        tables.append(ingested)
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     try:
@@ -1211,6 +1224,19 @@ def _cli_wording(message: str) -> str:
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
+def _where(error: cc.CompactionError) -> str:
+    """Where the error is (session, message, row, column), as far as its
+    message does not already say it."""
+    text = str(error)
+    found = [
+        f"{label} {value!r}" if isinstance(value, str) else f"{label} {value}"
+        for label, value in (("session", error.session_id), ("message", error.message_id),
+                             ("row", error.row), ("column", error.column))
+        if value is not None and str(value) not in text
+    ]  # fmt: skip
+    return f" ({', '.join(found)})" if found else ""
+
+
 def _fail(code: int, message: str) -> None:
     typer.secho("error: ", fg="red", err=True, nl=False)
     typer.echo(_one_line(message), err=True)
@@ -1227,7 +1253,7 @@ def main() -> None:
     except ConfigError as e:
         _fail(EXIT_CONFIG, f"ConfigError: {e}")
     except cc.CompactionError as e:
-        _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}")
+        _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}{_where(e)}")
     except OSError as e:  # outputs are checked up front; what is left is mostly reading
         where = f"{e.filename}: " if e.filename else ""
         if e.errno in _FULL:
