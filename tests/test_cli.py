@@ -538,3 +538,14 @@ def test_a_run_given_twice_or_out_of_order_is_named(
     for args in (["estimate"], ["replay", "--context", "64000", "--output-limit", "4000"]):
         code, _, err = run_err(monkeypatch, capsys, args[0], str(bad), *args[1:])
         assert code == 1 and "NonContiguousError" in err and ids[0] in err, args
+
+
+def test_replay_says_why_every_policy_gave_the_same_prompts(
+    data: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["replay", str(data), "--context", "10000000", "--output-limit", "4000",
+            "--policy", "swe-agent", "--policy", "opencode", "--json"]  # fmt: skip
+    code, _, err = run_err(monkeypatch, capsys, *args)
+    assert code == 0 and "no policy changed a prompt" in err
+    code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
+    assert code == 0 and "no policy changed a prompt" not in err

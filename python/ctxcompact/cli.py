@@ -743,6 +743,12 @@ def _cell(key: str, v: Any) -> str:
 def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
                    as_json: bool) -> None:  # fmt: skip
     """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
+    if rows and all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
+        "baseline_prompt_tokens") for r in rows):  # fmt: skip
+        # Equal columns look like a broken replay; say why they are equal.
+        typer.echo("note: no policy changed a prompt: policies act when a session "
+                   "overflows its context, and no session did; --mask-first (a grid's "
+                   "mask_first) masks at every step", err=True)  # fmt: skip
     if as_json:
         typer.echo(json.dumps({**extra, "policies": rows}, default=str))
         return
