@@ -129,7 +129,7 @@ def _file_share(folder: Path) -> float:
     read = total = 0
     for path in sorted(folder.glob("*.parquet")):
         file = pq.ParquetFile(path)
-        wanted = set(_report_columns(file.schema_arrow, cc.CompactionConfig()) or [])
+        wanted = set(_report_columns([file.metadata], cc.CompactionConfig()) or [])
         for g in range(file.metadata.num_row_groups):
             group = file.metadata.row_group(g)
             for c in range(group.num_columns):

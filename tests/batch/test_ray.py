@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import compact_batch
-from ctxcompact.errors import DatasetError, NonContiguousError
+from ctxcompact.errors import DatasetError, NonContiguousError, UnknownValueError
 from ctxcompact.testing.synthetic import generate_table
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -115,3 +115,22 @@ def test_a_policy_grid_on_ray_equals_the_local_one(
     assert on_ray.calls.num_rows > 200
     assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
     assert on_ray.points.equals(local.points)
+
+
+def test_a_failed_rerun_leaves_the_outputs_as_they_were(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    folder, _ = files
+    parts, report = tmp_path / "parts", tmp_path / "report"
+    compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+    before = (pq.read_table(parts), pq.read_table(report))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    table = generate_table(3, 100, seed=2)
+    roles = pa.array(["robot"] * table.num_rows, table.schema.field("role").type)
+    pq.write_table(table.set_column(table.schema.get_field_index("role"), "role", roles),
+                   bad / "a.parquet")  # fmt: skip
+    with pytest.raises(UnknownValueError, match="robot"):
+        compact_parquet_on_ray(str(bad), str(parts), report=str(report), now_ms=5)
+    assert pq.read_table(parts).equals(before[0]) and pq.read_table(report).equals(before[1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "parts", "report"]

@@ -22,7 +22,9 @@ release the GIL and use the cores Ray gives each task (``num_cpus``).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 from functools import partial
 from typing import Any, Literal
 
@@ -31,7 +33,7 @@ import pyarrow.compute as pc
 
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
+from ctxcompact.errors import CompactionError, ConfigError, DatasetError, NonContiguousError
 
 
 def _ray() -> Any:
@@ -102,6 +104,11 @@ def compact_dataset(
     )
     out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
+    # A bad batch raises the library's typed error (a ColumnTypeError, an
+    # UnknownValueError...), not Ray's UserCodeException around it.
+    context = getattr(out, "context", None)
+    if context is not None and hasattr(context, "raise_original_map_exception"):
+        context.raise_original_map_exception = True
     if check and not parts:
         out = out.materialize()
         # The report is one small row per session: check it on the driver.
@@ -135,22 +142,66 @@ def _exists(path: str) -> bool:
 
 
 def _write_parquet(dataset: Any, path: str) -> None:
-    """Write ``dataset`` to ``path``, replacing what was there (Ray appends by default)."""
+    """Write ``dataset`` into the folder ``path``, which does not exist yet."""
     ray = _ray()
     save_mode = getattr(ray.data, "SaveMode", None)
     if save_mode is not None:
         dataset.write_parquet(path, mode=save_mode.OVERWRITE)
-        return
-    # Ray releases before SaveMode (< 2.46) always append: clear the folder first.
+    else:  # Ray releases before SaveMode (< 2.46) append, to an empty folder here
+        dataset.write_parquet(path)
+
+
+def _beside(path: str, tag: str) -> str:
+    """A sibling of ``path`` (same folder, so same filesystem) named for this run."""
+    head, _, name = path.rstrip("/").rpartition("/")
+    sibling = f".{name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{head}/{sibling}" if head else sibling
+
+
+def _remove(path: str) -> None:
     import pyarrow.fs as pafs
 
     fs, where = _filesystem(path)
     kind = fs.get_file_info(where).type
     if kind == pafs.FileType.Directory:
-        fs.delete_dir_contents(where)
+        fs.delete_dir(where)
     elif kind == pafs.FileType.File:
         fs.delete_file(where)
-    dataset.write_parquet(path)
+
+
+def _our_error(error: BaseException) -> CompactionError | None:
+    """The library's typed error a Ray task failed with (Ray wraps it in its
+    own exceptions), so callers can catch what ``compact_parquet`` raises."""
+    seen: BaseException | None = error
+    for _ in range(16):  # a chain of causes, never a cycle in practice
+        if seen is None:
+            return None
+        inner = getattr(seen, "cause", None)  # RayTaskError: the task's own error
+        if isinstance(inner, CompactionError):
+            return inner
+        if isinstance(seen, CompactionError):
+            return seen
+        seen = seen.__cause__ or inner
+    return None
+
+
+def _put_in_place(done: dict[str, str]) -> None:
+    """Move each finished folder (``{destination: temporary}``) to its
+    destination, replacing what was there: the old output is moved aside
+    first and removed once every new one is in place."""
+    olds = []
+    for dest, tmp in done.items():
+        fs, where = _filesystem(dest)
+        _, tmp_where = _filesystem(tmp)
+        old = None
+        if _exists(dest):
+            old = _beside(dest, "old")
+            fs.move(where, _filesystem(old)[1])
+        fs.move(tmp_where, where)
+        olds.append(old)
+    for old in olds:
+        if old is not None:
+            _remove(old)
 
 
 def compact_parquet_on_ray(
@@ -170,8 +221,9 @@ def compact_parquet_on_ray(
     ``compact_parquet``, a rerun replaces them (``if_exists="overwrite"``,
     the default: Ray Data alone would append, doubling the report); with
     ``if_exists="error"`` an existing one raises ``DatasetError`` before any
-    work. Unlike ``compact_parquet`` the replacement is not atomic: Ray
-    clears the folder, then writes it.
+    work. Each output is written into a temporary folder beside it and moved
+    into place once every output is written, so a run that fails leaves the
+    previous outputs as they were (and no temporary folder behind).
     """
     if if_exists not in ("overwrite", "error"):
         raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
@@ -184,13 +236,26 @@ def compact_parquet_on_ray(
                     f"{path}: already exists; remove it or pass if_exists='overwrite'"
                 )
     dataset = ray.data.read_parquet(source)
-    parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True, num_cpus=num_cpus,
-                            check=False)  # fmt: skip
-    _write_parquet(parts, destination)
-    if report is not None:
-        sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
-                                   num_cpus=num_cpus)  # fmt: skip
-        _write_parquet(sessions, report)
+    done: dict[str, str] = {}
+    try:
+        parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True,
+                                num_cpus=num_cpus, check=False)  # fmt: skip
+        done[destination] = _beside(destination, "tmp")
+        _write_parquet(parts, done[destination])
+        if report is not None:
+            sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
+                                       num_cpus=num_cpus)  # fmt: skip
+            done[report] = _beside(report, "tmp")
+            _write_parquet(sessions, done[report])
+    except BaseException as e:
+        for tmp in done.values():
+            with contextlib.suppress(Exception):  # the run already failed: keep its error
+                _remove(tmp)
+        typed = _our_error(e)
+        if typed is not None:
+            raise typed from e
+        raise
+    _put_in_place(done)
 
 
 def compact_ray_dataset(
