@@ -17,7 +17,9 @@
 //!   text, ...) is not sent and costs 0.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
+use memchr::memmem::Finder;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
@@ -633,7 +635,8 @@ fn bad_json(table: &PartTable<'_>, row: usize, why: String) -> CoreError {
 
 /// A text part marked `ignored: true` is not sent.
 fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
-    json_flag(table, row, "ignored", "\"ignored\"")
+    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ignored\""));
+    json_flag(table, row, "ignored", &QUOTED)
 }
 
 /// A part marked `pinned: true` is never cleared or cut by a policy.
@@ -643,17 +646,19 @@ pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
     if table.part_json.is_none() {
         return Ok(false);
     }
-    json_flag(table, row, "pinned", "\"pinned\"")
+    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"pinned\""));
+    json_flag(table, row, "pinned", &QUOTED)
 }
 
 /// `key` is `true` in the part's JSON. Only a part_json that mentions the
-/// key (`quoted`) is parsed, so most parts cost one substring search.
-fn json_flag(table: &PartTable<'_>, row: usize, key: &str, quoted: &str) -> Result<bool> {
+/// key (`quoted`) is parsed, so most parts cost one substring search (a
+/// searcher built once: `str::contains` set one up per call, per part).
+fn json_flag(table: &PartTable<'_>, row: usize, key: &str, quoted: &Finder<'_>) -> Result<bool> {
     let mentions = table
         .part_json
         .as_ref()
         .and_then(|c| c.get(row))
-        .is_some_and(|j| j.contains(quoted));
+        .is_some_and(|j| quoted.find(j.as_bytes()).is_some());
     if !mentions {
         return Ok(false);
     }
