@@ -549,3 +549,30 @@ def test_replay_says_why_every_policy_gave_the_same_prompts(
     assert code == 0 and "no policy changed a prompt" in err
     code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
     assert code == 0 and "no policy changed a prompt" not in err
+
+
+def test_ingest_counts_a_family_for_prune_with_that_method(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+
+    src = tmp_path / "runs.jsonl"
+    formats.write(Transcript(generate_table(4, 40, seed=3)).to_sessions(), src, "opencode")
+    rows, plain = tmp_path / "rows.parquet", tmp_path / "plain.parquet"
+    code, _ = run(monkeypatch, capsys, "ingest", str(src), "-o", str(rows), "--count-method",
+                  "o200k", "--count-method", "tekken-conservative", "--json")  # fmt: skip
+    assert code == 0
+    schema = pq.read_schema(rows)
+    assert {"output_units_o200k", "output_units_tekken"} <= set(schema.names)
+    assert schema.field("output_units_o200k").metadata[b"ctxcompact.units"].startswith(b"o200k:")
+    assert run(monkeypatch, capsys, "ingest", str(src), "-o", str(plain), "--no-count-units",
+               "--json")[0] == 0  # fmt: skip
+    for method in ("o200k", "tekken-conservative"):
+        got = [run(monkeypatch, capsys, "prune", str(p), "--method", method, "--policy",
+                   "aggressive", "--json")[1] for p in (rows, plain)]  # fmt: skip
+        assert got[0] == got[1] and got[0]["tokens_pruned"] > 0
+    for bad in ("ceil-bytes", "gpt9"):
+        code, _, err = run_err(monkeypatch, capsys, "ingest", str(src), "-o",
+                               str(tmp_path / "x.parquet"), "--count-method", bad)  # fmt: skip
+        assert code == 4 and "ConfigError" in err and not (tmp_path / "x.parquet").exists()

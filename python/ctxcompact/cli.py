@@ -468,7 +468,8 @@ class _Streamed:
 def _ingest_to_parquet(
     inputs: list[Path], fmt: str | None, out: Path, option: str = "--output", *,
     on_error: str = "raise", threads: int | None = None, count_units: bool = True,
-    rejects: Path | None = None, window_bytes: int = 64 << 20,
+    count_methods: tuple[str, ...] = (), rejects: Path | None = None,
+    window_bytes: int = 64 << 20,
 ) -> _Streamed:  # fmt: skip
     """Stream session files into the Parquet file ``out`` (and the skipped
     lines into ``rejects``) a window of lines at a time, so memory is bounded
@@ -501,6 +502,10 @@ def _ingest_to_parquet(
                 table = with_output_units(table, threads=threads).to_arrow()
             elif counted and not count_units:
                 table = table.drop_columns([OUTPUT_UNITS])
+            for method in count_methods:
+                from ctxcompact.scans import with_output_units
+
+                table = with_output_units(table, method=method, threads=threads).to_arrow()
             with _output_errors(out, option):
                 if writer is None:
                     writer = pq.ParquetWriter(out_tmp, table.schema)
@@ -1078,6 +1083,15 @@ def ingest(
             "scans (prune, report-only runs) need not read the text.",
         ),
     ] = True,
+    count_methods: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--count-method",
+            metavar="FAMILY",
+            help="Also count each output under a tokenizer family's estimate "
+            "(output_units_<family>), for prune with that --method; repeatable.",
+        ),
+    ] = None,
     window_mb: Annotated[
         int,
         typer.Option(
@@ -1099,11 +1113,20 @@ def ingest(
     """
     _check_output(output, "--output")
     _check_output(rejects, "--rejects")
+    from ctxcompact.transcript import counted_field
+
+    families = tuple(dict.fromkeys(count_methods or ()))
+    for method in families:
+        if method not in METHODS:
+            raise ConfigError(f"--count-method {method!r}: not an estimate method; expected a "
+                              f"tokenizer family, one of {', '.join(METHODS)}")  # fmt: skip
+        counted_field(method)  # ConfigError for one without counts (ceil-bytes)
     start = time.perf_counter()
     with _status("reading session files", as_json):
         streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,
                                       threads=threads, count_units=count_units,
-                                      rejects=rejects, window_bytes=window_mb << 20)  # fmt: skip
+                                      count_methods=families, rejects=rejects,
+                                      window_bytes=window_mb << 20)  # fmt: skip
     result = streamed.last
     seconds = time.perf_counter() - start
     size = sum(Path(p).stat().st_size for p in result.formats)

@@ -203,3 +203,63 @@ impl Columns {
         self.by_name.get(name).map(Vec::as_slice)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::Int64Array;
+    use arrow_schema::Field;
+
+    use super::*;
+    use crate::testutil::{batch, tool, user};
+
+    /// The test batch plus a family's counted column carrying `units` metadata,
+    /// with or without its output text.
+    fn with_counts(units: &str, keep_output: bool) -> RecordBatch {
+        let base = batch(&[("s", vec![user("u", vec![tool("read", 40)])])]);
+        let mut fields: Vec<Field> = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for (field, column) in base.schema().fields().iter().zip(base.columns()) {
+            if keep_output || field.name() != "output" {
+                fields.push(field.as_ref().clone());
+                columns.push(column.clone());
+            }
+        }
+        let metadata = HashMap::from([(UNITS_KEY.to_string(), units.to_string())]);
+        fields
+            .push(Field::new("output_units_o200k", DataType::Int64, true).with_metadata(metadata));
+        columns.push(Arc::new(Int64Array::from(vec![Some(7); base.num_rows()])));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[test]
+    fn a_familys_counts_are_read_only_when_made_with_this_table() {
+        let current = Family::O200k.fingerprint();
+        let b = with_counts(current, true);
+        let cols = Columns::from_batches(&[b], Scan::Prune).unwrap();
+        assert!(cols.get("output_units_o200k").is_some() && cols.get("output").is_some());
+        // Without the text, the counts alone are enough to gather the scan.
+        let b = with_counts(current, false);
+        let cols = Columns::from_batches(&[b], Scan::Prune).unwrap();
+        assert!(cols.get("output_units_o200k").is_some() && cols.get("output").is_none());
+        // Another table version's counts are not read; without the text, the
+        // scan then has nothing to estimate outputs from.
+        let b = with_counts("o200k:0000000000000000", true);
+        let cols = Columns::from_batches(&[b], Scan::Prune).unwrap();
+        assert!(cols.get("output_units_o200k").is_none() && cols.get("output").is_some());
+        let b = with_counts("o200k:0000000000000000", false);
+        let err = Columns::from_batches(&[b], Scan::Prune).err().unwrap();
+        assert!(matches!(
+            err,
+            CoreError::MissingColumn {
+                column: "output",
+                ..
+            }
+        ));
+        // The pivot filter reads no counts.
+        let b = with_counts(current, true);
+        let cols = Columns::from_batches(&[b], Scan::Pivot).unwrap();
+        assert!(cols.get("output_units_o200k").is_none());
+    }
+}
