@@ -62,9 +62,9 @@ from ctxcompact.formats.reader import (
     IngestResult,
 )
 from ctxcompact.policy import Policy
-from ctxcompact.scans import Limits, pivot_mask
+from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS
+from ctxcompact.transcript import OUTPUT_UNITS, counted_field
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -494,17 +494,10 @@ def _ingest_to_parquet(
                 reject_file = rejects_tmp.open("w", encoding="utf-8")
         for window in iter_sessions(inputs, fmt, on_error=on_error,  # type: ignore[arg-type]
                                     threads=threads, window_bytes=window_bytes):  # fmt: skip
-            table = window.table
-            counted = OUTPUT_UNITS in table.column_names
-            if count_units and not counted:
-                from ctxcompact.scans import with_output_units
-
-                table = with_output_units(table, threads=threads).to_arrow()
-            elif counted and not count_units:
+            table = window.table  # the readers count output_utf16 already
+            if not count_units:
                 table = table.drop_columns([OUTPUT_UNITS])
             for method in count_methods:
-                from ctxcompact.scans import with_output_units
-
                 table = with_output_units(table, method=method, threads=threads).to_arrow()
             with _output_errors(out, option):
                 if writer is None:
@@ -1113,14 +1106,12 @@ def ingest(
     """
     _check_output(output, "--output")
     _check_output(rejects, "--rejects")
-    from ctxcompact.transcript import counted_field
-
     families = tuple(dict.fromkeys(count_methods or ()))
     for method in families:
-        if method not in METHODS:
-            raise ConfigError(f"--count-method {method!r}: not an estimate method; expected a "
-                              f"tokenizer family, one of {', '.join(METHODS)}")  # fmt: skip
-        counted_field(method)  # ConfigError for one without counts (ceil-bytes)
+        try:  # an unknown method, or one with nothing to count (ceil-bytes)
+            counted_field(method)
+        except ConfigError as e:
+            raise ConfigError(f"--count-method {method!r}: {e}") from None
     start = time.perf_counter()
     with _status("reading session files", as_json):
         streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,
