@@ -372,7 +372,7 @@ def event(uuid: str, sid: str, content: Any, role: str = "assistant") -> dict[st
             "message": {"role": role, "content": content}}  # fmt: skip
 
 
-def test_a_bad_claude_code_event_is_left_out_as_if_it_were_not_in_the_file(
+def test_a_bad_claude_code_event_is_left_out_but_still_names_its_session(
     tmp_path: Path,
 ) -> None:
     use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
@@ -397,10 +397,14 @@ def test_a_bad_claude_code_event_is_left_out_as_if_it_were_not_in_the_file(
     assert got.rejected[0].session_id == "s" and got.rejected[0].message_id == "u9"
     assert "parentUuid must be a string" in got.rejected[3].error
     assert "usage.input_tokens must be a non-negative integer" in got.rejected[4].error
-    assert (got.lines, got.sessions) == (9, 1)
-    clean = write_lines(tmp_path / "c2.jsonl", good)
+    # a rejected event still names its session: the next line without one joins "t"
+    assert (got.lines, got.sessions) == (9, 2)
+    clean = write_lines(tmp_path / "c2.jsonl", [*good[:2], {**good[2], "sessionId": "t"}, good[3]])
     expected = read_jsonl(clean, "claude-code").table
-    assert got.table.equals(expected)
+    # the same rows (the clean file's event source names its session, the original's does not)
+    for name in ("session_id", "message_id", "part_id", "output", "status", "input"):
+        assert got.table.column(name).equals(expected.column(name)), name
+    assert got.table.column("session_id").to_pylist()[-1] == "t"
     assert got.table.column("status").to_pylist()[0] == "completed"
     assert got.table.column("output").to_pylist()[0] == "a b"
     # The Python adapter names the file for the same event (not a pydantic error).

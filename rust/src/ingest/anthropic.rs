@@ -266,29 +266,35 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
 /// Claude Code events of one session, one message each (`from_claude_code`).
 pub struct Events {
     pub turns: Turns,
-    /// Ids given to events (not to raw lines): a repeated `uuid` keeps the positional id.
-    used: HashSet<String>,
-    /// Every message id of the session, to refuse a repeat (a positional id
-    /// can meet an earlier `uuid` of the same text).
-    ids: HashSet<String>,
+    /// Messages of the session mapped in earlier windows of its file.
+    pub base: usize,
+    /// Every message id of the session (earlier windows too): a repeated
+    /// `uuid` keeps the positional id, and an id given twice is refused (a
+    /// positional id can meet an earlier `uuid` of the same text).
+    pub ids: HashSet<String>,
 }
 
 impl Events {
     pub fn new(session_id: String) -> Self {
+        Events::resume(session_id, 0, HashSet::new())
+    }
+
+    /// A session continued from earlier windows: `base` messages, their `ids`.
+    pub fn resume(session_id: String, base: usize, ids: HashSet<String>) -> Self {
         Events {
             turns: Turns::new(session_id),
-            used: HashSet::new(),
-            ids: HashSet::new(),
+            base,
+            ids,
         }
     }
 
     /// Map one event; on error nothing of the session changes.
     pub fn push(&mut self, event: Value) -> Result<(), Problem> {
         let sid = self.turns.session_id.clone();
-        let mut mid = format!("{sid}-e{:06}", self.turns.messages.len());
+        let mut mid = format!("{sid}-e{:06}", self.base + self.turns.messages.len());
         if let Some(uuid) = event.get("uuid").filter(|u| event.is_object() && truthy(u)) {
             let uuid = py_str(uuid);
-            if !self.used.contains(&uuid) {
+            if !self.ids.contains(&uuid) {
                 mid = uuid;
             }
         }
@@ -330,7 +336,6 @@ impl Events {
             } else {
                 vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
             };
-            self.used.insert(mid.clone());
             self.ids.insert(mid.clone());
             self.turns
                 .push(export::message(head, Some(parts)), Vec::new());
@@ -365,7 +370,6 @@ impl Events {
                 ("has_content", Value::Bool(has_content)),
             ]),
         );
-        self.used.insert(mid.clone());
         self.ids.insert(mid);
         self.turns.push(export::message(head, Some(parts)), ops);
         Ok(())

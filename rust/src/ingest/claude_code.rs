@@ -9,7 +9,7 @@
 //! their positions among the kept ones). A session id read in an earlier
 //! file rejects every line of that session in the later one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 
@@ -21,7 +21,7 @@ use super::fast::{self, J};
 use super::lines::Chunk;
 use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
-use super::{fast_claude, lines_of, opencode, parse, split, Problem, Source};
+use super::{claude_plan, fast_claude, lines_of, opencode, parse, split_from, Problem, Source};
 
 /// What a line became: its session and rows, and whether it opens the session.
 pub(super) struct Kept {
@@ -46,24 +46,61 @@ pub(super) struct FileOut {
     pub lines: Vec<Line>,
 }
 
-pub(super) fn read_file(source: &Source<'_>, chunk_bytes: usize) -> FileOut {
+/// What a file's later windows need of its earlier ones (a file read whole
+/// is one window): the sessions that may go on, in the order they were
+/// first read, and the session a line without a `sessionId` joins.
+pub(super) struct Carry {
+    pub sessions: Vec<Carried>,
+    pub current: String,
+}
+
+/// A session of earlier windows: its id, how many messages it has, and their ids.
+pub(super) struct Carried {
+    pub id: String,
+    pub messages: usize,
+    pub ids: HashSet<String>,
+}
+
+impl Carry {
+    /// Nothing read yet: lines before any `sessionId` join the `stem` session.
+    pub fn new(stem: String) -> Carry {
+        Carry {
+            sessions: Vec::new(),
+            current: stem,
+        }
+    }
+
+    /// What the file's first window of `source` starts from.
+    pub fn of(source: &Source<'_>) -> Carry {
+        // Path.stem: the name without its last suffix (or the base the caller gives).
+        Carry::new(match source.id_base {
+            Some(base) => base.to_owned(),
+            None => Path::new(source.name)
+                .file_stem()
+                .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
+        })
+    }
+}
+
+/// Map a window of whole lines of a Claude Code file (its first line numbered
+/// `first_line`), continuing `carry`, which it updates. Sessions continued
+/// from earlier windows come first, in the order they were first read.
+pub(super) fn read_file(
+    source: &Source<'_>,
+    chunk_bytes: usize,
+    first_line: usize,
+    carry: &mut Carry,
+) -> FileOut {
     let mut chunks = Vec::new();
-    split(0, source.data, chunk_bytes, &mut chunks);
-    // Path.stem: the name without its last suffix (or the base the caller gives).
-    let stem = match source.id_base {
-        Some(base) => base.to_owned(),
-        None => Path::new(source.name)
-            .file_stem()
-            .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-    };
-    if let Some(out) = read_fast(source.data, &chunks, &stem) {
+    split_from(0, source.data, chunk_bytes, first_line, &mut chunks);
+    if let Some(out) = read_fast(source.data, &chunks, carry) {
         return out;
     }
-    read_slow(source, &chunks, stem)
+    read_slow(source, &chunks, carry)
 }
 
 /// The file by serde_json values, `anthropic::Events` and `opencode::message`.
-pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], stem: String) -> FileOut {
+pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry) -> FileOut {
     let parsed: Vec<Vec<At<Value>>> = chunks
         .par_iter()
         .map(|chunk| {
@@ -76,60 +113,97 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], stem: String) -> 
                 .collect()
         })
         .collect();
-    let mut sessions: Vec<Events> = Vec::new();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut current = stem;
+    let mut sessions: Vec<Events> = std::mem::take(&mut carry.sessions)
+        .into_iter()
+        .map(|c| Events::resume(c.id, c.messages, c.ids))
+        .collect();
+    let mut by_id: HashMap<String, usize> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.turns.session_id.clone(), i))
+        .collect();
+    let mut current = std::mem::take(&mut carry.current);
     // per line: the error, or the session its message went to (rows filled in below)
     let mut outcomes: Vec<At<usize>> = Vec::new();
     for At { line, raw, outcome } in parsed.into_iter().flatten() {
-        let outcome = outcome.and_then(event_of).and_then(|event| {
-            let sid = match event.get("sessionId") {
-                Some(id) if event.is_object() && truthy(id) => py_str(id),
-                _ => current.clone(),
-            };
-            let (index, new) = match by_id.get(&sid) {
-                Some(&i) => (i, false),
-                None => {
-                    sessions.push(Events::new(sid.clone()));
-                    (sessions.len() - 1, true)
-                }
-            };
-            match sessions[index].push(event) {
-                Ok(()) => {
-                    if new {
-                        by_id.insert(sid.clone(), index);
-                    }
+        let event = match outcome.and_then(event_of) {
+            Ok(event) => event,
+            Err(p) => {
+                // Not JSON: a line that still reads as an event of a session
+                // (to the first pass's scan) switches to it, so that the
+                // scan alone tells where the file can be cut.
+                if let Some(sid) = claude_plan::line_session(&source.data[raw.clone()]) {
                     current = sid;
-                    Ok(index)
                 }
-                Err(p) => {
-                    if new {
-                        sessions.pop();
-                    }
-                    Err(p.session(&sid))
-                }
+                outcomes.push(At {
+                    line,
+                    raw,
+                    outcome: Err(p),
+                });
+                continue;
             }
-        });
+        };
+        let sid = match event.get("sessionId") {
+            Some(id) if truthy(id) => py_str(id),
+            _ => current.clone(),
+        };
+        let (index, new) = match by_id.get(&sid) {
+            Some(&i) => (i, false),
+            None => {
+                sessions.push(Events::new(sid.clone()));
+                (sessions.len() - 1, true)
+            }
+        };
+        // The line's session is the current one now, whether its event is
+        // kept or rejected (as `claude_code_sessions` groups events).
+        let outcome = match sessions[index].push(event) {
+            Ok(()) => {
+                if new {
+                    by_id.insert(sid.clone(), index);
+                }
+                Ok(index)
+            }
+            Err(p) => {
+                if new {
+                    sessions.pop();
+                }
+                Err(p.session(&sid))
+            }
+        };
+        current = sid;
         outcomes.push(At { line, raw, outcome });
     }
     // Every message is final now: turn them into rows in parallel (the JSON
     // text is most of the work), then append session by session.
+    carry.current = current;
+    let mut bases = Vec::with_capacity(sessions.len());
     let converted: Vec<(String, Vec<std::result::Result<Message, Problem>>)> = sessions
-        .into_par_iter()
+        .into_iter()
         .map(|events| {
-            let messages = events.turns.messages.into_par_iter();
+            bases.push(events.base);
+            carry.sessions.push(Carried {
+                id: events.turns.session_id.clone(),
+                messages: events.base + events.turns.messages.len(),
+                ids: events.ids,
+            });
+            (events.turns.session_id, events.turns.messages)
+        })
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(sid, messages)| {
             let rows = messages
+                .into_par_iter()
                 .map(|m| opencode::message(m, "the event"))
                 .collect();
-            (events.turns.session_id, rows)
+            (sid, rows)
         })
         .collect();
     let mut rows = Rows::default();
     let mut placed: Vec<Vec<std::result::Result<Kept, Problem>>> =
         Vec::with_capacity(converted.len());
-    for (sid, messages) in converted {
+    for ((sid, messages), base) in converted.into_iter().zip(bases) {
         let json = opencode::session_json(&sid);
-        let mut first = true;
+        let mut first = base == 0;
         let mut out = Vec::with_capacity(messages.len());
         for mapped in messages {
             out.push(
@@ -164,8 +238,9 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], stem: String) -> 
     FileOut { rows, lines }
 }
 
-/// The file by `fast_claude` when every line is of a shape it is sure of.
-pub(super) fn read_fast(data: &[u8], chunks: &[Chunk], stem: &str) -> Option<FileOut> {
+/// The file by `fast_claude` when every line is of a shape it is sure of;
+/// `carry` changes only then.
+pub(super) fn read_fast(data: &[u8], chunks: &[Chunk], carry: &mut Carry) -> Option<FileOut> {
     type Lines = Vec<(usize, Range<usize>)>;
     let parsed: Vec<(Lines, Vec<J<'_>>)> = chunks
         .par_iter()
@@ -185,7 +260,9 @@ pub(super) fn read_fast(data: &[u8], chunks: &[Chunk], stem: &str) -> Option<Fil
         lines.extend(l);
         trees.extend(t);
     }
-    fast_claude::read_file(&lines, &trees, stem)
+    let (out, update) = fast_claude::read_file(&lines, &trees, carry)?;
+    update.apply(carry);
+    Some(out)
 }
 
 /// Every Claude Code line is an event: an object with a string `type`. Any
@@ -206,7 +283,7 @@ fn event_of(value: Value) -> std::result::Result<Value, Problem> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::column;
+    use super::super::tests::{column, streamed, temp_file};
     use super::super::{ingest, Format, Ingested, OnError, Options};
     use super::*;
     use crate::error::Result;
@@ -256,6 +333,135 @@ mod tests {
             assert_eq!(column(&out, "status")[1].as_deref(), Some("error"));
             assert_eq!(column(&out, "output")[1].as_deref(), Some("a\nb"));
             assert_eq!(column(&out, "part_type")[2].as_deref(), Some("tool-result"));
+        }
+    }
+
+    /// A pseudo-random Claude Code file: sessions that run on and sometimes
+    /// interleave, calls answered soon, late, twice or never, lines without a
+    /// session id, repeated uuids, and lines the mapper rejects.
+    fn random_file(seed: u64, lines: usize, chaos: bool) -> String {
+        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005) | 1;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        let mut text = String::from(if seed % 2 == 0 { "\u{feff}" } else { "" });
+        let mut session = "s0".to_owned();
+        let mut calls: Vec<String> = Vec::new();
+        for k in 0..lines {
+            if next(12) == 0 {
+                session = match chaos {
+                    true => format!("s{}", next(4)), // a new session, or one read before
+                    false => format!("s{k}"),
+                };
+            }
+            let sid = match next(15) {
+                0 => String::new(), // joins the session of the line before
+                1 => ",\"sessionId\":\"\"".to_owned(),
+                _ => format!(",\"sessionId\":\"{session}\""),
+            };
+            let uuid = match next(10) {
+                0 => String::new(),
+                1 => ",\"uuid\":\"u1\"".to_owned(), // repeated: a positional id instead
+                _ => format!(",\"uuid\":\"u{k}\""),
+            };
+            let pad = "x".repeat(next(120) as usize);
+            let line = match next(9) {
+                0 => format!("{{\"type\":\"summary\",\"summary\":\"s{k} {pad}\"}}"),
+                1 | 2 => {
+                    let id = match next(6) {
+                        0 if chaos && !calls.is_empty() => calls[next(calls.len() as u64) as usize].clone(),
+                        _ => format!("t{k}"),
+                    };
+                    calls.push(id.clone());
+                    format!(
+                        "{{\"type\":\"assistant\"{sid}{uuid},\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{pad}\"}},{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"Bash\",\"input\":{{\"n\":{k}}}}}]}}}}"
+                    )
+                }
+                3..=5 if !calls.is_empty() => {
+                    // mostly the latest call, sometimes one long ago or none at all
+                    let id = match next(5) {
+                        0 if chaos => calls[next(calls.len() as u64) as usize].clone(),
+                        1 => "nowhere".to_owned(),
+                        _ => calls[calls.len() - 1].clone(),
+                    };
+                    let error = if next(4) == 0 { "true" } else { "false" };
+                    format!(
+                        "{{\"type\":\"user\"{sid}{uuid},\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"{id}\",\"content\":\"out {k} {pad}\",\"is_error\":{error}}}]}}}}"
+                    )
+                }
+                6 => match next(4) {
+                    0 => "{not json".to_owned(),
+                    1 => format!("{{\"type\":\"assistant\"{sid},\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"t{k}\",\"name\":\"n\",\"input\":[1]}}]}}}}"),
+                    2 => format!("{{\"message\":{{\"role\":\"user\"}}{sid}}}"),
+                    _ => format!("{{\"type\":\"user\",\"sessionId\":\"s{}\",\"message\":{{\"role\":\"user\",\"content\":\"{pad}\"}}", next(4)),
+                },
+                _ => format!(
+                    "{{\"type\":\"user\"{sid}{uuid},\"message\":{{\"role\":\"user\",\"content\":\"line {k} {pad}\"}}}}"
+                ),
+            };
+            text.push_str(&line);
+            text.push_str(if next(10) == 0 { "\r\n\n" } else { "\n" });
+        }
+        text
+    }
+
+    fn table(out: &Ingested) -> arrow_array::RecordBatch {
+        let schema = out.batches[0].schema();
+        arrow_select::concat::concat_batches(&schema, &out.batches).unwrap()
+    }
+
+    fn rejected(out: &Ingested) -> Vec<(usize, String, Vec<u8>)> {
+        (out.rejected.iter())
+            .map(|r| (r.line, r.error.clone(), r.raw.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_file_read_in_windows_gives_the_rows_and_rejects_of_the_whole_file() {
+        for seed in 0..40 {
+            let chaos = seed % 2 == 1;
+            let text = random_file(seed, 150, chaos);
+            let path = temp_file(&format!("claude-{seed}.jsonl"), text.as_bytes());
+            let sources = [Source {
+                name: &path,
+                data: text.as_bytes(),
+                format: Format::ClaudeCode,
+                id_base: Some("base"),
+            }];
+            for on_error in [OnError::Skip, OnError::Raise] {
+                let options = Options {
+                    on_error,
+                    chunk_bytes: 64,
+                };
+                let whole = ingest(&sources, &options);
+                for window in [1, 300, 2_000, 1 << 20] {
+                    let parts = streamed(&path, Format::ClaudeCode, on_error, window);
+                    match (&whole, &parts) {
+                        (Ok(whole), Ok(parts)) => {
+                            assert_eq!(table(whole), table(parts), "seed {seed} window {window}");
+                            assert_eq!(rejected(whole), rejected(parts), "seed {seed}");
+                            assert_eq!(
+                                (whole.lines, whole.sessions),
+                                (parts.lines, parts.sessions)
+                            );
+                            // a file without far results or resumed sessions is cut often
+                            if !chaos && window == 1 {
+                                assert!(
+                                    parts.batches.len() > 20,
+                                    "seed {seed}: {}",
+                                    parts.batches.len()
+                                );
+                            }
+                        }
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        _ => panic!("seed {seed} window {window}: {:?}", parts.as_ref().err()),
+                    }
+                }
+            }
+            std::fs::remove_file(path).unwrap();
         }
     }
 }

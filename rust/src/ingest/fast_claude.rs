@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use super::claude_code::{At, FileOut, Kept};
+use super::claude_code::{At, Carried, Carry, FileOut, Kept};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
@@ -268,23 +268,70 @@ fn blocks<'m, 'a>(
 
 /// The messages of one session so far (`anthropic::Events`).
 struct Session<'m> {
-    id: String,
+    id: &'m str,
+    /// Messages of earlier windows, and their ids.
+    base: usize,
+    known: Option<&'m HashSet<String>>,
     messages: usize,
+    /// The ids given in this window.
     ids: HashSet<String>,
     calls: HashMap<&'m str, (usize, usize)>,
 }
 
-/// A Claude Code file, appended as `claude_code::read_file` would; `None`
-/// (nothing built) for the serde_json path to read.
+impl Session<'_> {
+    fn has(&self, id: &str) -> bool {
+        self.ids.contains(id) || self.known.is_some_and(|k| k.contains(id))
+    }
+}
+
+/// What a window read by the fast path changes in the file's `Carry`.
+pub(super) struct Update {
+    /// Per session (the carried ones first): its message count and new ids.
+    sessions: Vec<(String, usize, HashSet<String>)>,
+    current: String,
+}
+
+impl Update {
+    pub(super) fn apply(self, carry: &mut Carry) {
+        let carried = carry.sessions.len();
+        for (k, (id, messages, ids)) in self.sessions.into_iter().enumerate() {
+            if k < carried {
+                let session = &mut carry.sessions[k];
+                session.messages = messages;
+                session.ids.extend(ids);
+            } else {
+                carry.sessions.push(Carried { id, messages, ids });
+            }
+        }
+        carry.current = self.current;
+    }
+}
+
+/// A window of a Claude Code file, appended as `claude_code::read_file`
+/// would, and what it changes in `carry`; `None` (nothing built) for the
+/// serde_json path to read.
 pub fn read_file<'t>(
     lines: &[(usize, Range<usize>)],
     trees: &'t [J<'t>],
-    stem: &'t str,
-) -> Option<FileOut> {
-    let mut sessions: Vec<Session<'_>> = Vec::new();
-    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    carry: &'t Carry,
+) -> Option<(FileOut, Update)> {
+    let mut sessions: Vec<Session<'_>> = carry
+        .sessions
+        .iter()
+        .map(|c| Session {
+            id: &c.id,
+            base: c.messages,
+            known: Some(&c.ids),
+            messages: c.messages,
+            ids: HashSet::new(),
+            calls: HashMap::new(),
+        })
+        .collect();
+    let mut by_id: HashMap<&str, usize> = (sessions.iter().enumerate())
+        .map(|(i, s)| (s.id, i))
+        .collect();
     let mut messages: Vec<Message<'_>> = Vec::with_capacity(trees.len());
-    let mut current: &str = stem;
+    let mut current: &str = &carry.current;
     let mut ops = Vec::new();
     for tree in trees {
         let J::Obj(event) = tree else { return None };
@@ -296,7 +343,9 @@ pub fn read_file<'t>(
             Some(&i) => i,
             None => {
                 sessions.push(Session {
-                    id: sid.to_owned(),
+                    id: sid,
+                    base: 0,
+                    known: None,
                     messages: 0,
                     ids: HashSet::new(),
                     calls: HashMap::new(),
@@ -309,18 +358,18 @@ pub fn read_file<'t>(
         let session = &mut sessions[index];
         let mut mid = format!("{}-e{:06}", session.id, session.messages);
         if let Some(uuid) = truthy_str(event, "uuid")? {
-            if !session.ids.contains(uuid) {
+            if !session.has(uuid) {
                 mid = uuid.to_owned();
             }
         }
-        if session.ids.contains(&mid) {
+        if session.has(&mid) {
             return None;
         }
         let mut json = String::with_capacity(256);
         json.push_str("{\"id\":");
         write_str(&mut json, &mid, false);
         json.push_str(",\"sessionID\":");
-        write_str(&mut json, &session.id, false);
+        write_str(&mut json, session.id, false);
         let mut parts = Vec::new();
         ops.clear();
         let message = match get(event, "message") {
@@ -434,8 +483,8 @@ pub fn read_file<'t>(
     let mut rows = Rows::default();
     let mut kept: Vec<Option<Kept>> = (0..messages.len()).map(|_| None).collect();
     for (s, session) in sessions.iter().enumerate() {
-        let json = session_json(&session.id);
-        let mut session_json = Some(json.as_str());
+        let json = session_json(session.id);
+        let mut session_json = (session.base == 0).then_some(json.as_str());
         for (k, &i) in order[s].iter().enumerate() {
             let m = &messages[i];
             let start = rows.len();
@@ -450,7 +499,7 @@ pub fn read_file<'t>(
             };
             let mut head = (head, true);
             if m.parts.is_empty() {
-                rows.push_ref(&session.id, session_json.take(), Some(&head), None);
+                rows.push_ref(session.id, session_json.take(), Some(&head), None);
             }
             for p in &m.parts {
                 let part = PartRef {
@@ -464,13 +513,13 @@ pub fn read_file<'t>(
                     auto: None,
                     json: &p.json,
                 };
-                rows.push_ref(&session.id, session_json.take(), Some(&head), Some(&part));
+                rows.push_ref(session.id, session_json.take(), Some(&head), Some(&part));
                 head.1 = false;
             }
             kept[i] = Some(Kept {
-                session: session.id.clone(),
+                session: session.id.to_owned(),
                 rows: start..rows.len(),
-                first: k == 0,
+                first: k == 0 && session.base == 0,
             });
         }
     }
@@ -483,7 +532,14 @@ pub fn read_file<'t>(
             outcome: Ok(kept.expect("every event is a message")),
         })
         .collect();
-    Some(FileOut { rows, lines })
+    let update = Update {
+        current: current.to_owned(),
+        sessions: sessions
+            .into_iter()
+            .map(|s| (s.id.to_owned(), s.messages, s.ids))
+            .collect(),
+    };
+    Some((FileOut { rows, lines }, update))
 }
 
 #[cfg(test)]
@@ -517,8 +573,9 @@ mod tests {
         let source = Source::new("dir/cc.v1.jsonl", text.as_bytes(), Format::ClaudeCode);
         let mut chunks = Vec::new();
         split(0, source.data, 64, &mut chunks);
-        let fast = read_fast(source.data, &chunks, "cc.v1");
-        (fast, read_slow(&source, &chunks, "cc.v1".to_owned()))
+        let fast = read_fast(source.data, &chunks, &mut Carry::new("cc.v1".into()));
+        let slow = read_slow(&source, &chunks, &mut Carry::new("cc.v1".into()));
+        (fast, slow)
     }
 
     fn same(text: &str) {

@@ -10,6 +10,7 @@
 mod anthropic;
 mod chat;
 mod claude_code;
+mod claude_plan;
 mod export;
 mod fast;
 mod fast_chat;
@@ -58,7 +59,9 @@ const FILES_WINDOW: usize = 16 << 20;
 /// span windows and files (a session read twice, a session's lines
 /// contiguous), and returns that window's rows. Peak memory is about a
 /// window and its rows, whatever the files' sizes. A Claude Code file (a
-/// session's events span the file) is read whole, as one window.
+/// session's events span the file) larger than a window is scanned first
+/// (`claude_plan`) and cut only where no session or call spans the cut; one
+/// that the scan cannot vouch for is read whole.
 pub struct Stream {
     files: Vec<StreamFile>,
     options: Options,
@@ -73,6 +76,12 @@ pub struct Stream {
     carry: usize,
     /// Number of the next window's first line in the current file.
     next_line: usize,
+    /// File offset of the buffer's first byte.
+    offset: u64,
+    /// A Claude Code file read in windows: where it can be cut, and what
+    /// its next window continues.
+    plan: Option<claude_plan::Plan>,
+    claude: Option<claude_code::Carry>,
     carried: Option<Carried>,
     failed: bool,
 }
@@ -95,6 +104,9 @@ impl Stream {
             buffer: Vec::new(),
             carry: 0,
             next_line: 1,
+            offset: 0,
+            plan: None,
+            claude: None,
             carried: Some(Carried::default()),
             failed: false,
         }
@@ -127,12 +139,33 @@ impl Stream {
             };
             if self.reader.is_none() {
                 let opened = std::fs::File::open(&file.path).map_err(io)?;
+                if file.format == Format::ClaudeCode {
+                    let source = Source::new(&file.path, &[], file.format);
+                    let source = Source {
+                        id_base: file.id_base.as_deref(),
+                        ..source
+                    };
+                    let carry = claude_code::Carry::of(&source);
+                    let size = opened.metadata().map_err(io)?.len();
+                    self.plan = match size > self.window_bytes as u64 {
+                        true => claude_plan::Plan::scan(
+                            &file.path,
+                            &carry.current,
+                            self.window_bytes,
+                            self.options.chunk_bytes.max(1),
+                        )?,
+                        false => None,
+                    };
+                    self.claude = Some(carry);
+                }
+                self.offset = 0;
                 self.reader = Some(std::io::BufReader::with_capacity(1 << 20, opened));
             }
             let reader = self.reader.as_mut().expect("opened above");
             let mut data = std::mem::take(&mut self.buffer);
             data.truncate(self.carry);
-            let whole_file = file.format == Format::ClaudeCode;
+            let claude = file.format == Format::ClaudeCode;
+            let whole_file = claude && self.plan.is_none();
             // Read until the window is full and holds a line break (or the file ends).
             let mut eof = whole_file;
             if whole_file {
@@ -154,17 +187,31 @@ impl Stream {
                 }
             }
             // The bytes after the last line break wait for the next window.
-            let cut = match eof {
+            let mut cut = match eof {
                 true => data.len(),
                 false => data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1),
             };
+            if let (Some(plan), false) = (&self.plan, eof) {
+                // on to the first line end no session or call spans
+                let at = plan.cut(self.offset + cut as u64);
+                let short = at.saturating_sub(self.offset + data.len() as u64);
+                if short > 0 {
+                    let got = reader.take(short).read_to_end(&mut data).map_err(io)?;
+                    eof = (got as u64) < short; // the file shrank since the scan
+                }
+                cut = match eof {
+                    true => data.len(),
+                    false => (at - self.offset) as usize,
+                };
+            }
             // (`settle_window` moves `next_line` past the window.)
             let window = match cut {
                 0 => None, // the file ended at the last window's end
-                _ => Some(self.settle_window(&data[..cut], whole_file)),
+                _ => Some(self.settle_window(&data[..cut])),
             };
             data.copy_within(cut.., 0);
             self.carry = data.len() - cut;
+            self.offset += cut as u64;
             self.buffer = data;
             // A window of blank lines holds nothing to return.
             let window = window
@@ -175,6 +222,7 @@ impl Stream {
                 self.at += 1;
                 self.reader = None;
                 self.next_line = 1;
+                (self.plan, self.claude) = (None, None);
             }
             if window.is_some() {
                 return Ok(window);
@@ -203,7 +251,7 @@ impl Stream {
     }
 
     /// Map and settle one window of the current file.
-    fn settle_window(&mut self, data: &[u8], whole_file: bool) -> Result<Ingested> {
+    fn settle_window(&mut self, data: &[u8]) -> Result<Ingested> {
         // The settle pass sees the current file alone (as source 0): what it
         // carries names the files of earlier sessions itself, so a window
         // costs the same whatever the number of files.
@@ -217,8 +265,16 @@ impl Stream {
         let carried = self.carried.take().unwrap_or_default();
         let mut settle = Settle::resume(&sources, &self.options, carried);
         let target = self.options.chunk_bytes.max(1);
-        if whole_file {
-            settle.file(0, claude_code::read_file(&sources[0], target))?;
+        if let Some(carry) = self.claude.as_mut() {
+            let continued = self.next_line > 1;
+            let out = claude_code::read_file(&sources[0], target, self.next_line, carry);
+            self.next_line += memchr::memchr_iter(b'\n', data).count();
+            settle.file(0, out, continued)?;
+            if let Some(plan) = &self.plan {
+                // the sessions that end here need nothing more
+                let at = self.offset + data.len() as u64;
+                carry.sessions.retain(|s| plan.continues(&s.id, at));
+            }
         } else {
             let mut chunks = Vec::new();
             self.next_line = split_from(0, data, target, self.next_line, &mut chunks);
@@ -260,7 +316,10 @@ pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
         || {
             whole
                 .par_iter()
-                .map(|&i| claude_code::read_file(&sources[i], target))
+                .map(|&i| {
+                    let mut carry = claude_code::Carry::of(&sources[i]);
+                    claude_code::read_file(&sources[i], target, 1, &mut carry)
+                })
                 .collect::<Vec<_>>()
         },
     );
@@ -271,7 +330,7 @@ pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
     for (index, source) in sources.iter().enumerate() {
         if source.format == Format::ClaudeCode {
             let file = files.next().expect("one output per Claude Code file");
-            settle.file(index, file)?;
+            settle.file(index, file, false)?;
         } else {
             while let Some((chunk, out)) = outs.next_if(|(c, _)| c.source == index) {
                 settle.chunk(chunk, out)?;
@@ -387,7 +446,12 @@ mod tests {
     }
 
     /// Every window of a stream, concatenated.
-    fn streamed(path: &str, format: Format, on_error: OnError, window: usize) -> Result<Ingested> {
+    pub(super) fn streamed(
+        path: &str,
+        format: Format,
+        on_error: OnError,
+        window: usize,
+    ) -> Result<Ingested> {
         let options = Options {
             on_error,
             chunk_bytes: 64,
@@ -404,7 +468,7 @@ mod tests {
         Ok(all)
     }
 
-    fn temp_file(name: &str, data: &[u8]) -> String {
+    pub(super) fn temp_file(name: &str, data: &[u8]) -> String {
         let path =
             std::env::temp_dir().join(format!("ctxcompact-stream-{}-{name}", std::process::id()));
         std::fs::write(&path, data).unwrap();

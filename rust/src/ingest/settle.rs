@@ -14,6 +14,9 @@ pub(super) struct Settle<'s, 'a> {
     pub(super) first_seen: HashMap<String, (Arc<str>, usize)>,
     /// opencode-messages: the session the last line continued, and its message ids.
     pub(super) current: Option<String>,
+    /// A Claude Code file read in windows: the sessions refused as read in
+    /// an earlier file, and the session of its last rows.
+    claude: ClaudeChecks,
     pub(super) messages: HashSet<String>,
     pub(super) batches: Vec<RecordBatch>,
     pub(super) lines: usize,
@@ -26,6 +29,7 @@ pub(super) struct Settle<'s, 'a> {
 pub(super) struct Carried {
     first_seen: HashMap<String, (Arc<str>, usize)>,
     current: Option<String>,
+    claude: ClaudeChecks,
     messages: HashSet<String>,
     lines: usize,
 }
@@ -36,6 +40,7 @@ impl<'s, 'a> Settle<'s, 'a> {
         Settle {
             first_seen: c.first_seen,
             current: c.current,
+            claude: c.claude,
             messages: c.messages,
             lines: c.lines,
             ..Settle::new(sources, options)
@@ -53,6 +58,7 @@ impl<'s, 'a> Settle<'s, 'a> {
         let carried = Carried {
             first_seen: self.first_seen,
             current: self.current,
+            claude: self.claude,
             messages: self.messages,
             lines: self.lines,
         };
@@ -67,6 +73,7 @@ impl<'s, 'a> Settle<'s, 'a> {
             names: sources.iter().map(|s| Arc::from(s.name)).collect(),
             first_seen: HashMap::new(),
             current: None,
+            claude: ClaudeChecks::default(),
             messages: HashSet::new(),
             batches: Vec::new(),
             lines: 0,
@@ -181,12 +188,45 @@ impl<'s, 'a> Settle<'s, 'a> {
         Ok(())
     }
 
-    /// A Claude Code file, mapped whole: a session id read in an earlier file
+    /// A window of a Claude Code file (the whole file, or a window that
+    /// `continued` earlier ones): a session id read in an earlier file
     /// rejects every line of that session here.
-    pub(super) fn file(&mut self, index: usize, file: claude_code::FileOut) -> Result<()> {
+    pub(super) fn file(
+        &mut self,
+        index: usize,
+        file: claude_code::FileOut,
+        continued: bool,
+    ) -> Result<()> {
         self.current = None;
+        if !continued {
+            self.claude = ClaudeChecks::default();
+        }
         let mut keep = vec![true; file.rows.len()];
-        let mut repeated: HashMap<String, Problem> = HashMap::new();
+        let repeated = &mut self.claude.repeated;
+        // The windows' rows join into the file's only if a session continued
+        // from the last window is the one its rows ended with.
+        let started: HashSet<&str> = (file.lines.iter())
+            .filter_map(|l| l.outcome.as_ref().ok().filter(|k| k.first))
+            .map(|k| k.session.as_str())
+            .collect();
+        let mut last: Option<(usize, &str)> = None;
+        for line in &file.lines {
+            let Ok(kept) = &line.outcome else { continue };
+            let session = kept.session.as_str();
+            if !started.contains(session) && self.claude.last.as_deref() != Some(session) {
+                return Err(CoreError::Internal(format!(
+                    "a Claude Code window continued session {session:?} after another \
+                     session's rows (line {})",
+                    line.line
+                )));
+            }
+            if last.is_none_or(|(end, _)| kept.rows.end > end) {
+                last = Some((kept.rows.end, session));
+            }
+        }
+        if let Some((_, session)) = last {
+            self.claude.last = Some(session.to_owned());
+        }
         for line in file.lines {
             self.lines += 1;
             let problem = match line.outcome {
@@ -216,12 +256,20 @@ impl<'s, 'a> Settle<'s, 'a> {
                 }
             };
             if let Some(p) = problem {
-                self.bad(index, line.line, line.raw, p)?;
+                let r = reject(self.sources, index, line.line, line.raw, p, self.options)?;
+                self.rejected.push(r);
             }
         }
         self.batches.extend(finish(file.rows, keep, &[])?);
         Ok(())
     }
+}
+
+/// What the checks of a Claude Code file carry from window to window.
+#[derive(Default)]
+pub(super) struct ClaudeChecks {
+    repeated: HashMap<String, Problem>,
+    last: Option<String>,
 }
 
 /// The batch of a chunk's rows: rejected rows out, `session_json` nulled where

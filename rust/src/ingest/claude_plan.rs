@@ -1,0 +1,658 @@
+//! Where a large Claude Code file can be cut into windows.
+//!
+//! A Claude Code file is mapped in line order with state that spans lines: a
+//! `tool_result` completes a call read earlier, and a session's events are
+//! grouped wherever they sit in the file. Reading it whole bounds memory by
+//! the file. A first pass here reads each line's session id and tool call and
+//! result ids only (a scan that skips string contents with `memchr`, keeping
+//! a few bytes per id), then lists the line ends that no state crosses:
+//! - no call before the cut has a result after it;
+//! - at most one session has events on both sides, and every session read
+//!   before the cut is certainly grouped before it (so the windows' rows,
+//!   each grouped by session, join into the rows of the whole file).
+//!
+//! The calls and results are a superset of what the mapper acts on (any
+//! object typed `tool_use` at any depth is a call, a line the mapper rejects
+//! still counts). The sessions are exact: a line's `sessionId` names the
+//! session the lines without one join whether the mapper keeps its event or
+//! not, and a line that is not JSON names one only if this scan reads it as
+//! an event (`line_session`, which the mapper asks). So a cut found here is
+//! safe whichever lines the mapper keeps. A line the scan cannot vouch for
+//! (a session id that is not a string, a key given twice) makes the plan
+//! `None`: the file is read whole.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::io::Read;
+
+use rayon::prelude::*;
+
+use crate::error::{CoreError, Result};
+
+/// What the first pass learnt of one line.
+#[derive(Debug, PartialEq)]
+enum Facts {
+    /// Not an event the mapper can keep (not an object with a `"type"`
+    /// string, or not JSON): it touches no session.
+    Ignore,
+    /// A line the scan cannot vouch for: the file is read whole.
+    Unsure,
+    /// An event: its session id (`None`: absent or falsy, it joins the
+    /// session of the line before) and the ids its calls and results use.
+    Event {
+        session: Option<Vec<u8>>,
+        calls: Vec<u64>,
+        results: Vec<u64>,
+    },
+}
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+fn hash(bytes: &[u8]) -> u64 {
+    // SipHash with fixed keys: the same id hashes alike in every run. A
+    // collision only merges two ids' spans, which makes cuts rarer.
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(bytes)
+}
+
+/// `py_str(None)`: what a null or absent call id becomes.
+fn none_id() -> u64 {
+    hash(b"None")
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Key {
+    Other,
+    SessionId,
+    Type,
+    Id,
+    ToolUseId,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Slot {
+    Absent,
+    Null,
+    Str(u64),
+    Other,
+}
+
+struct Frame {
+    object: bool,
+    expect_key: bool,
+    key: Key,
+    /// `"type"`: `Some(true)` when it is a JSON string, with its value's kind.
+    type_is_str: Option<bool>,
+    kind: u8, // 0 other, 1 tool_use, 2 tool_result
+    id: Slot,
+    tool_use_id: Slot,
+    session: Option<Option<Vec<u8>>>,
+    unsure: bool,
+}
+
+impl Frame {
+    fn new(object: bool) -> Frame {
+        Frame {
+            object,
+            expect_key: object,
+            key: Key::Other,
+            type_is_str: None,
+            kind: 0,
+            id: Slot::Absent,
+            tool_use_id: Slot::Absent,
+            session: None,
+            unsure: false,
+        }
+    }
+}
+
+/// A JSON string's bytes between its quotes, unescaped when needed; `None`
+/// for an escape serde_json would refuse (the line is then not JSON).
+fn unescaped(raw_with_quotes: &[u8], escaped: bool) -> Option<Vec<u8>> {
+    if !escaped {
+        return Some(raw_with_quotes[1..raw_with_quotes.len() - 1].to_vec());
+    }
+    serde_json::from_slice::<String>(raw_with_quotes)
+        .ok()
+        .map(String::into_bytes)
+}
+
+/// Python truthiness of a JSON scalar's text (`null`, `false`, a zero number).
+fn scalar_truthy(text: &[u8]) -> Option<bool> {
+    match text {
+        b"null" | b"false" => Some(false),
+        b"true" => Some(true),
+        _ => {
+            let s = std::str::from_utf8(text).ok()?;
+            s.parse::<f64>().ok().map(|f| f != 0.0)
+        }
+    }
+}
+
+/// The facts of one line (without its line break).
+fn scan_line(line: &[u8]) -> Facts {
+    let mut stack: Vec<Frame> = Vec::new();
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    let mut top: Option<Frame> = None;
+    let n = line.len();
+    let mut i = 0;
+    while i < n {
+        let b = line[i];
+        match b {
+            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+            b'{' | b'[' => {
+                if let Some(f) = stack.last_mut() {
+                    if f.key == Key::SessionId {
+                        f.unsure = true; // an object or list as the session id
+                    }
+                    match f.key {
+                        Key::Id => f.id = Slot::Other,
+                        Key::ToolUseId => f.tool_use_id = Slot::Other,
+                        _ => {}
+                    }
+                } else if b == b'[' || top.is_some() {
+                    return Facts::Ignore; // not one object: not an event
+                }
+                stack.push(Frame::new(b == b'{'));
+                i += 1;
+            }
+            b'}' | b']' => {
+                let Some(f) = stack.pop() else {
+                    return Facts::Ignore;
+                };
+                if f.object != (b == b'}') {
+                    return Facts::Ignore;
+                }
+                if f.unsure {
+                    return Facts::Unsure;
+                }
+                let slot = match f.kind {
+                    1 => Some((f.id, &mut calls)),
+                    2 => Some((f.tool_use_id, &mut results)),
+                    _ => None,
+                };
+                if let Some((slot, into)) = slot {
+                    match slot {
+                        Slot::Absent | Slot::Null => into.push(none_id()),
+                        Slot::Str(h) => into.push(h),
+                        Slot::Other => {} // the mapper rejects the line
+                    }
+                }
+                if stack.is_empty() {
+                    top = Some(f);
+                }
+                i += 1;
+            }
+            b'"' => {
+                // the closing quote: the next unescaped one
+                let mut j = i + 1;
+                let mut escaped = false;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &line[j..]) {
+                        None => return Facts::Ignore, // unterminated: not JSON
+                        Some(p) if line[j + p] == b'\\' => {
+                            escaped = true;
+                            j += p + 2;
+                            if j > n {
+                                return Facts::Ignore;
+                            }
+                        }
+                        Some(p) => {
+                            j += p;
+                            break;
+                        }
+                    }
+                }
+                let raw = &line[i..=j];
+                i = j + 1;
+                let depth = stack.len();
+                let Some(f) = stack.last_mut() else {
+                    return Facts::Ignore; // a bare string
+                };
+                if f.object && f.expect_key {
+                    let key = match unescaped(raw, escaped) {
+                        Some(k) => k,
+                        None => return Facts::Ignore,
+                    };
+                    f.key = match key.as_slice() {
+                        b"sessionId" if depth == 1 => Key::SessionId,
+                        b"type" => Key::Type,
+                        b"id" => Key::Id,
+                        b"tool_use_id" => Key::ToolUseId,
+                        _ => Key::Other,
+                    };
+                    // a repeated key: which value wins is the parser's call
+                    let repeated = match f.key {
+                        Key::SessionId => f.session.is_some(),
+                        Key::Type => f.type_is_str.is_some(),
+                        Key::Id => f.id != Slot::Absent,
+                        Key::ToolUseId => f.tool_use_id != Slot::Absent,
+                        Key::Other => false,
+                    };
+                    if repeated {
+                        return Facts::Unsure;
+                    }
+                    continue;
+                }
+                if !f.object {
+                    continue;
+                }
+                let Some(value) = unescaped(raw, escaped) else {
+                    return Facts::Ignore;
+                };
+                match f.key {
+                    Key::SessionId => {
+                        f.session = Some((!value.is_empty()).then_some(value));
+                    }
+                    Key::Type => {
+                        f.type_is_str = Some(true);
+                        f.kind = match value.as_slice() {
+                            b"tool_use" => 1,
+                            b"tool_result" => 2,
+                            _ => 0,
+                        };
+                    }
+                    Key::Id => f.id = Slot::Str(hash(&value)),
+                    Key::ToolUseId => f.tool_use_id = Slot::Str(hash(&value)),
+                    Key::Other => {}
+                }
+            }
+            b':' => {
+                match stack.last_mut() {
+                    Some(f) if f.object => f.expect_key = false,
+                    _ => return Facts::Ignore,
+                }
+                i += 1;
+            }
+            b',' => {
+                if let Some(f) = stack.last_mut() {
+                    if f.object {
+                        f.expect_key = true;
+                        f.key = Key::Other;
+                    }
+                }
+                i += 1;
+            }
+            _ => {
+                // a number or literal, up to the next delimiter
+                let end = line[i..]
+                    .iter()
+                    .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\r'))
+                    .map_or(n, |p| i + p);
+                let text = &line[i..end];
+                i = end;
+                let Some(f) = stack.last_mut() else {
+                    return Facts::Ignore;
+                };
+                if !f.object {
+                    continue;
+                }
+                let null = text == b"null";
+                match f.key {
+                    Key::SessionId => match scalar_truthy(text) {
+                        Some(false) => f.session = Some(None),
+                        Some(true) => return Facts::Unsure, // py_str of a number or true
+                        None => return Facts::Ignore,
+                    },
+                    Key::Type => f.type_is_str = Some(false),
+                    Key::Id => f.id = if null { Slot::Null } else { Slot::Other },
+                    Key::ToolUseId => f.tool_use_id = if null { Slot::Null } else { Slot::Other },
+                    Key::Other => {}
+                }
+            }
+        }
+    }
+    match top {
+        Some(event) if stack.is_empty() && event.object && event.type_is_str == Some(true) => {
+            Facts::Event {
+                session: event.session.flatten(),
+                calls,
+                results,
+            }
+        }
+        _ => Facts::Ignore,
+    }
+}
+
+/// The session a line names to the scan: its `sessionId` when it reads as
+/// an event with a non-empty string one (what the mapper uses for a line it
+/// cannot parse).
+pub(super) fn line_session(line: &[u8]) -> Option<String> {
+    match scan_line(line) {
+        Facts::Event {
+            session: Some(id), ..
+        } => String::from_utf8(id).ok(),
+        _ => None,
+    }
+}
+
+/// Where a file can be cut: the line ends inside no blocked span.
+pub(super) struct Plan {
+    /// Blocked spans `[lo, hi)` of cut positions, sorted and disjoint: a cut
+    /// at `b` (the end of a line) is safe unless `lo <= b < hi`.
+    blocked: Vec<(u64, u64)>,
+    /// The end of the last line each session may have, by id hash.
+    ends: HashMap<u64, u64>,
+}
+
+impl Plan {
+    /// The first safe cut at or after `at` (a line end): `at`, or the end of
+    /// the blocked span that holds it.
+    pub(super) fn cut(&self, at: u64) -> u64 {
+        let i = self.blocked.partition_point(|&(lo, _)| lo <= at);
+        match i.checked_sub(1).map(|k| self.blocked[k]) {
+            Some((_, hi)) if at < hi => hi,
+            _ => at,
+        }
+    }
+
+    /// Whether session `id` may have events after the cut at `at`.
+    pub(super) fn continues(&self, id: &str, at: u64) -> bool {
+        // a session the scan did not see (none should be) is kept
+        let end = self.ends.get(&hash(id.as_bytes())).copied();
+        end.unwrap_or(u64::MAX) > at
+    }
+
+    /// The first pass over the file at `path`, read `window` bytes at a time,
+    /// each window's lines scanned in parallel chunks of `chunk` bytes.
+    /// `None`: a line the scan cannot vouch for (read the file whole).
+    pub(super) fn scan(
+        path: &str,
+        stem: &str,
+        window: usize,
+        chunk: usize,
+    ) -> Result<Option<Plan>> {
+        let io = |e: std::io::Error| CoreError::Format {
+            what: format!("{path}: cannot read: {e}"),
+            at: Default::default(),
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut builder = Builder::new(stem);
+        let mut data: Vec<u8> = Vec::new();
+        let mut base = 0u64; // file offset of data[0]
+        loop {
+            let before = data.len();
+            let want = window.max(1 << 16) as u64;
+            let got = (&mut file).take(want).read_to_end(&mut data).map_err(io)?;
+            let eof = got == 0;
+            let cut = match eof {
+                true => data.len(),
+                false => match memchr::memrchr(b'\n', &data[before..]) {
+                    Some(p) => before + p + 1,
+                    None => continue, // a line longer than the window: read on
+                },
+            };
+            if !builder.lines(&data[..cut], base, chunk) {
+                return Ok(None);
+            }
+            base += cut as u64;
+            data.drain(..cut);
+            if eof {
+                break;
+            }
+        }
+        Ok(Some(builder.finish()))
+    }
+}
+
+/// What the first pass gathers, line by line in file order.
+struct Builder {
+    stem: u64,
+    /// The session a line without a `sessionId` joins.
+    current: u64,
+    /// Per session: the end of its first line (0 for the stem, which the
+    /// lines before any session id join) and of its last.
+    sessions: HashMap<u64, (u64, u64)>,
+    /// Per call id: the end of its first call's line and of its last result's.
+    calls: HashMap<u64, (u64, u64)>,
+}
+
+impl Builder {
+    fn new(stem: &str) -> Builder {
+        let stem = hash(stem.as_bytes());
+        Builder {
+            stem,
+            current: stem,
+            sessions: HashMap::new(),
+            calls: HashMap::new(),
+        }
+    }
+
+    /// The lines of `data` (whole lines; `base` its file offset); false for
+    /// a line the scan cannot vouch for.
+    fn lines(&mut self, data: &[u8], base: u64, chunk: usize) -> bool {
+        let mut starts = vec![0];
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + chunk.max(1)).min(data.len());
+            at = match memchr::memchr(b'\n', &data[end..]) {
+                Some(p) if end < data.len() => end + p + 1,
+                _ => data.len(),
+            };
+            starts.push(at);
+        }
+        let facts: Vec<Vec<(u64, Facts)>> = starts
+            .par_windows(2)
+            .map(|w| {
+                let mut out = Vec::new();
+                let mut pos = w[0];
+                while pos < w[1] {
+                    let stop = memchr::memchr(b'\n', &data[pos..w[1]]).map_or(w[1], |p| pos + p);
+                    let end = (stop + 1).min(w[1]);
+                    // a byte order mark is not part of the first line
+                    let from = match base == 0 && pos == 0 && data.starts_with(BOM) {
+                        true => BOM.len(),
+                        false => pos,
+                    };
+                    let facts = scan_line(&data[from..stop]);
+                    if facts != Facts::Ignore {
+                        out.push((base + end as u64, facts));
+                    }
+                    pos = stop + 1;
+                }
+                out
+            })
+            .collect();
+        facts
+            .into_iter()
+            .flatten()
+            .all(|(end, facts)| self.line(end, facts))
+    }
+
+    /// One line's facts, its end at `end`; false when the scan is unsure of it.
+    fn line(&mut self, end: u64, facts: Facts) -> bool {
+        let Facts::Event {
+            session,
+            calls,
+            results,
+        } = facts
+        else {
+            return facts == Facts::Ignore;
+        };
+        if let Some(id) = session {
+            self.current = hash(&id);
+        }
+        // (a line without one joins the session of the line before, the stem before any)
+        self.sessions.entry(self.current).or_insert((end, end)).1 = end;
+        for id in calls {
+            self.calls.entry(id).or_insert((end, end));
+        }
+        for id in results {
+            // a result before any call of its id completes nothing
+            if let Some(span) = self.calls.get_mut(&id) {
+                span.1 = end;
+            }
+        }
+        true
+    }
+
+    fn finish(self) -> Plan {
+        let Builder {
+            stem,
+            mut sessions,
+            calls,
+            ..
+        } = self;
+        // The stem is where the mapper starts: it is current before any line.
+        if let Some(span) = sessions.get_mut(&stem) {
+            span.0 = 0;
+        }
+        let mut blocked: Vec<(u64, u64)> = calls
+            .into_values()
+            .filter(|&(call, result)| result > call)
+            .collect();
+        let mut spans: Vec<(u64, u64)> = sessions.values().copied().collect();
+        spans.sort_unstable();
+        let mut reach = 0; // the latest end of the sessions begun before
+        for (k, &(first, end)) in spans.iter().enumerate() {
+            // Another session read after this one began, before the cut,
+            // while this one goes on past it: its rows would split this one's.
+            if let Some(&(next, _)) = spans.get(k + 1) {
+                if next < end {
+                    blocked.push((next, end));
+                }
+            }
+            // The mapper groups sessions in the order of their first kept
+            // event: a session read around this one's first line, whose
+            // earlier events may all be rejected, may come after it. No cut
+            // inside this one then.
+            if end > first && reach > first {
+                blocked.push((first, end));
+            }
+            reach = reach.max(end);
+        }
+        blocked.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(blocked.len());
+        for (lo, hi) in blocked {
+            match merged.last_mut() {
+                // touching spans merge: `hi` itself is blocked by the next
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        let ends = sessions.into_iter().map(|(id, s)| (id, s.1)).collect();
+        Plan {
+            blocked: merged,
+            ends,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(session: Option<&str>, calls: &[&str], results: &[&str]) -> Facts {
+        Facts::Event {
+            session: session.map(|s| s.as_bytes().to_vec()),
+            calls: calls.iter().map(|c| hash(c.as_bytes())).collect(),
+            results: results.iter().map(|c| hash(c.as_bytes())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_scan_reads_session_calls_and_results_at_any_depth() {
+        let line = br#"{"type":"assistant","sessionId":"s\u0031","message":{"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"x":"\"}"}},{"id":"t2","type":"tool_use"},{"type":"tool_result","tool_use_id":"r\"1"},{"type":"tool_result"}]}}"#;
+        assert_eq!(
+            scan_line(line),
+            event(Some("s1"), &["t1", "t2"], &["r\"1", "None"])
+        );
+        // falsy session ids join the line before
+        assert_eq!(
+            scan_line(br#"{"type":"user","sessionId":""}"#),
+            event(None, &[], &[])
+        );
+        assert_eq!(
+            scan_line(br#"{ "sessionId" : null , "type" : "user" }"#),
+            event(None, &[], &[])
+        );
+        assert_eq!(
+            scan_line(br#"{"type":"user","sessionId":0.0}"#),
+            event(None, &[], &[])
+        );
+        // keys may be escaped too
+        assert_eq!(
+            scan_line(br#"{"t\u0079pe":"user","session\u0049d":"k"}"#),
+            event(Some("k"), &[], &[])
+        );
+    }
+
+    #[test]
+    fn lines_the_mapper_rejects_are_ignored_and_odd_ids_are_unsure() {
+        for line in [
+            &br#"{"type":"user","sessionId":"s","message":{"content":"unterminated}}"#[..],
+            br#"{"type":"user","sessionId":"s""#,
+            br#"[{"type":"user","sessionId":"s"}]"#,
+            br#"{"sessionId":"s"}"#,
+            br#"{"type":1,"sessionId":"s"}"#,
+            br#""text""#,
+            br#"{"type":"user"}{"type":"user"}"#,
+        ] {
+            assert_eq!(
+                scan_line(line),
+                Facts::Ignore,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        for line in [
+            &br#"{"type":"user","sessionId":7}"#[..],
+            br#"{"type":"user","sessionId":true}"#,
+            br#"{"type":"user","sessionId":{"a":1}}"#,
+            br#"{"type":"user","sessionId":"a","sessionId":"b"}"#,
+            br#"{"type":"user","message":{"content":[{"type":"tool_use","id":"a","id":"b"}]}}"#,
+        ] {
+            assert_eq!(
+                scan_line(line),
+                Facts::Unsure,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    fn plan(lines: Vec<Facts>) -> Plan {
+        let mut b = Builder::new("stem");
+        for (k, facts) in lines.into_iter().enumerate() {
+            assert!(b.line(10 * (k as u64 + 1), facts)); // each line ends at 10 * its number
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn cuts_skip_open_calls_and_interleaved_sessions() {
+        let p = plan(vec![
+            event(None, &[], &[]),            // 10: the stem
+            event(Some("a"), &["t"], &[]),    // 20
+            event(Some("a"), &[], &["x"]),    // 30: a result of no call
+            event(Some("a"), &[], &["t"]),    // 40: t closes
+            event(Some("b"), &[], &[]),       // 50
+            event(Some("a"), &[], &[]),       // 60: a resumes after b began
+            event(Some("c"), &[], &[]),       // 70
+            event(Some("c"), &["u"], &["u"]), // 80: call and result in one event
+        ]);
+        let cuts: Vec<u64> = (1..=8).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [10, 40, 40, 40, 60, 60, 70, 80]);
+        assert!(p.continues("a", 50) && !p.continues("a", 60) && !p.continues("stem", 10));
+        // a line without a session id joins the session of the line before
+        let p = plan(vec![
+            event(None, &[], &[]),         // 10: the stem
+            event(Some("a"), &[], &[]),    // 20
+            event(None, &[], &["x"]),      // 30: a
+            event(Some("b"), &[], &[]),    // 40
+            event(None, &[], &[]),         // 50: b
+            event(Some("stem"), &[], &[]), // 60: the stem again, around a and b
+        ]);
+        let cuts: Vec<u64> = (1..=6).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [10, 60, 60, 60, 60, 60]);
+        let p = plan(vec![
+            event(None, &[], &[]),
+            event(Some("a"), &[], &[]),
+            event(None, &[], &[]),
+            event(Some("b"), &[], &[]),
+            event(None, &[], &[]),
+        ]);
+        let cuts: Vec<u64> = (1..=5).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [10, 20, 30, 40, 50]);
+        assert!(p.continues("a", 20) && !p.continues("a", 30) && !p.continues("b", 50));
+    }
+}
