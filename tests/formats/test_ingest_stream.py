@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact import formats
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
 from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
 from ctxcompact.testing.synthetic import generate_table
@@ -44,8 +46,10 @@ def test_any_window_gives_the_rows_of_the_whole_file(tmp_path: Path, fmt: str) -
     for window in (1, 3_000, 1 << 26):
         streamed = list(iter_jsonl(path, window_bytes=window, chunk_bytes=2_000))
         assert_same(streamed, whole)
-        if window == 1 and fmt != "claude-code":  # a Claude Code file is one window
+        if window == 1 and fmt != "claude-code":
             assert len(streamed) == whole.lines  # a line per window
+        elif window == 1:  # cut between sessions and after each call's result
+            assert len(streamed) > len(SESSIONS)
     assert whole.table.num_rows > 0
 
 
@@ -59,6 +63,94 @@ def test_windows_hold_about_window_bytes_of_lines(tmp_path: Path) -> None:
     for w in streamed:  # each window's rows come from at most a window and one line of text
         text = pa.compute.sum(pa.compute.binary_length(w.table.column("output"))).as_py() or 0
         assert text <= window + longest
+
+
+def claude_events(draw: st.DrawFn) -> list[str]:
+    """Lines of a Claude Code file: sessions that run on or come back, calls
+    answered at once, late, twice or never, lines without a session id
+    (snapshots), and lines the reader rejects."""
+    lines: list[str] = []
+    calls: list[str] = []
+    session = "s0"
+    for k in range(draw(st.integers(1, 60))):
+        if draw(st.integers(0, 9)) == 0:
+            session = f"s{draw(st.integers(0, 3))}"
+        kind = draw(st.sampled_from(["user", "call", "result", "snapshot", "bad", "empty-sid"]))
+        text = "x" * draw(st.integers(0, 300))
+        head: dict[str, Any] = {"sessionId": session, "uuid": f"u{draw(st.integers(0, 2 * k))}"}
+        if kind == "call":
+            call = draw(st.sampled_from([*calls, f"t{k}"]))
+            calls.append(call)
+            content: Any = [{"type": "text", "text": text},
+                            {"type": "tool_use", "id": call, "name": "Bash", "input": {"k": k}}]  # fmt: skip
+            event = {"type": "assistant", **head, "message": {"role": "assistant", "content": content}}
+        elif kind == "result" and calls:
+            call = draw(st.sampled_from([calls[-1], *calls, "nowhere"]))
+            block = {"type": "tool_result", "tool_use_id": call, "content": f"out {k} {text}",
+                     "is_error": draw(st.booleans())}  # fmt: skip
+            event = {"type": "user", **head, "message": {"role": "user", "content": [block]}}
+        elif kind == "snapshot":
+            event = {"type": "file-history-snapshot", "messageId": f"m{k}", "snapshot": {}}
+        elif kind == "bad":
+            lines.append(draw(st.sampled_from([
+                "{not json",
+                json.dumps({"type": "user", **head, "message": {"role": "user",
+                            "content": [{"type": "text", "text": 7}]}}),  # fmt: skip
+                '{"type":"user","sessionId":"s9","message":{"role":"user"}',  # cut short
+            ])))
+            continue
+        else:
+            sid = {"sessionId": ""} if kind == "empty-sid" else head
+            event = {"type": "user", **head, **sid, "message": {"role": "user", "content": text}}
+        lines.append(json.dumps(event))
+    return lines
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_claude_code_file_in_windows_gives_the_rows_of_the_whole_file(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(data.draw(st.composite(claude_events)())) + "\n", "utf-8")
+    window = data.draw(st.sampled_from([1, 200, 1_500, 1 << 20]))
+    for on_error in ("skip", "raise"):
+        try:
+            whole = read_jsonl(path, "claude-code", on_error=on_error, chunk_bytes=300)
+        except FormatError as e:
+            with pytest.raises(FormatError) as info:
+                list(iter_jsonl(path, "claude-code", on_error=on_error, window_bytes=window))
+            assert str(info.value) == str(e)
+            continue
+        streamed = list(iter_jsonl(path, "claude-code", on_error=on_error, window_bytes=window,
+                                   chunk_bytes=300))  # fmt: skip
+        assert_same(streamed, whole)
+
+
+def test_a_long_claude_code_session_is_read_in_windows_of_about_window_bytes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.jsonl"
+    lines = []
+    for k in range(400):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"path": f"f{k}"}}
+        result = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "y" * 500}
+        lines += [
+            {"type": "assistant", "sessionId": "long", "uuid": f"a{k}",
+             "message": {"role": "assistant", "content": [use]}},
+            {"type": "file-history-snapshot", "messageId": f"m{k}", "snapshot": {}},
+            {"type": "user", "sessionId": "long", "uuid": f"r{k}",
+             "message": {"role": "user", "content": [result]}},
+        ]  # fmt: skip
+    write_lines(path, lines)
+    window = 20_000
+    streamed = list(iter_jsonl(path, window_bytes=window))
+    assert_same(streamed, read_jsonl(path))
+    longest = max(len(line) for line in path.read_bytes().splitlines())
+    assert len(streamed) >= path.stat().st_size // (window + 3 * longest) > 1
+    for w in streamed:  # a window ends at the first line end past it that no call spans
+        text = pa.compute.sum(pa.compute.binary_length(w.table.column("output"))).as_py() or 0
+        assert text <= window + 3 * longest
 
 
 def test_bad_lines_are_rejected_or_raised_as_the_whole_file_reader_does(tmp_path: Path) -> None:
