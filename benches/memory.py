@@ -2,11 +2,15 @@
 
     python benches/memory.py [sessions]      # default 2000 sessions x 500 parts
     python benches/memory.py --ingest 1 4 10 # JSONL ingest of 1, 4 and 10 GB files
+    python benches/memory.py --ingest-claude 0.5 1 2  # one Claude Code session of each size
 
 ``--ingest`` writes an OpenCode export of each size (distinct session ids,
 into a temporary folder: it needs about twice the largest size free) and
 reports the peak resident size of ``ctxcompact ingest`` streaming it into
 Parquet, beside reading it whole (``read_sessions``) for the sizes up to 2 GB.
+``--ingest-claude`` does the same with a Claude Code file holding one long
+session (tool calls answered on the next line, a snapshot line without a
+``sessionId`` every few events): the file that used to be read whole.
 
 The transcript is written to a Parquet file first; each child process reads
 it, notes its resident size, runs one scan and reports the peak resident
@@ -102,13 +106,43 @@ def write_export(path: Path, gigabytes: float) -> int:
     return path.stat().st_size
 
 
-def ingest_main(sizes: list[float]) -> None:
+def write_claude_session(path: Path, gigabytes: float) -> int:
+    """One Claude Code session of about ``gigabytes``: the events of generated
+    sessions, all under one ``sessionId``, repeated with their uuids and call
+    ids renamed per copy, and a ``file-history-snapshot`` line (no session
+    id) before every tenth event. Returns the file's size."""
+    import re
+
+    from ctxcompact import formats
+    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.transcript import Transcript
+
+    block_file = path.with_name(f"block-{path.name}")
+    formats.write(Transcript(generate_table(100, 500, seed=3)).to_sessions(), block_file,
+                  "claude-code")  # fmt: skip
+    lines = block_file.read_bytes().splitlines(keepends=True)
+    block_file.unlink()
+    snapshot = b'{"type":"file-history-snapshot","messageId":"m","snapshot":{}}\n'
+    block = b"".join((snapshot if k % 10 == 0 else b"") + re.sub(
+        rb'"sessionId": ?"[^"]*"', b'"sessionId":"one-long-session"', line)
+        for k, line in enumerate(lines))  # fmt: skip
+    ids = re.compile(rb'"(uuid|parentUuid|id|tool_use_id)": ?"')
+    target = int(gigabytes * 1e9)
+    with path.open("wb") as f:
+        copy = 0
+        while copy * len(block) < target:
+            f.write(ids.sub(rb'"\1":"c%06d_' % copy, block))
+            copy += 1
+    return path.stat().st_size
+
+
+def ingest_main(sizes: list[float], claude: bool = False) -> None:
     print("| JSONL file | rows | ingest (streamed, CLI) peak RSS | MB/s | read whole peak RSS |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for gb in sizes:
             path = Path(tmp) / f"export-{gb}.jsonl"
-            size = write_export(path, gb)
+            size = (write_claude_session if claude else write_export)(path, gb)
             runs = {}
             for mode in ("stream", "whole") if gb <= 2 else ("stream",):
                 out = subprocess.run(
@@ -194,5 +228,7 @@ if __name__ == "__main__":
         ingest_child(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) > 1 and sys.argv[1] == "--ingest":
         ingest_main([float(x) for x in sys.argv[2:]] or [1, 4, 10])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--ingest-claude":
+        ingest_main([float(x) for x in sys.argv[2:]] or [0.5, 1, 2], claude=True)
     else:
         main()

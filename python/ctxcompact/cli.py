@@ -1099,7 +1099,8 @@ def ingest(
 
     JSONL is streamed: a window of --window-mb of lines is read, mapped and
     written before the next, so a file of any size ingests in bounded memory
-    (a Claude Code file, whose sessions span the file, is read whole).
+    (a Claude Code file is first scanned for where no session or tool call
+    spans a cut; one the scan cannot vouch for is read whole).
 
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.

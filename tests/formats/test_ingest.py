@@ -223,6 +223,14 @@ def test_formats_are_detected_and_many_files_and_directories_read_in_order(tmp_p
     for fmt in WRITABLE:
         formats.write(sessions, tmp_path / "one.jsonl", fmt)
         assert read_jsonl(tmp_path / "one.jsonl").format == fmt
+    # current Claude Code files may open with a file-history snapshot, which has no session id
+    formats.write(sessions, tmp_path / "cc.jsonl", "claude-code")
+    snapshot = (
+        '{"type":"file-history-snapshot","messageId":"m1","snapshot":{},"isSnapshotUpdate":false}'
+    )
+    (tmp_path / "cc.jsonl").write_text(snapshot + "\n" + (tmp_path / "cc.jsonl").read_text())
+    got = read_jsonl(tmp_path / "cc.jsonl")
+    assert got.format == "claude-code" and got.sessions == len(sessions) + 1  # and the stem's
 
 
 def test_the_ingested_table_feeds_the_scans(tmp_path: Path) -> None:

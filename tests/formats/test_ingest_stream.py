@@ -83,7 +83,11 @@ def claude_events(draw: st.DrawFn) -> list[str]:
             calls.append(call)
             content: Any = [{"type": "text", "text": text},
                             {"type": "tool_use", "id": call, "name": "Bash", "input": {"k": k}}]  # fmt: skip
-            event = {"type": "assistant", **head, "message": {"role": "assistant", "content": content}}
+            event = {
+                "type": "assistant",
+                **head,
+                "message": {"role": "assistant", "content": content},
+            }
         elif kind == "result" and calls:
             call = draw(st.sampled_from([calls[-1], *calls, "nowhere"]))
             block = {"type": "tool_result", "tool_use_id": call, "content": f"out {k} {text}",
@@ -92,12 +96,26 @@ def claude_events(draw: st.DrawFn) -> list[str]:
         elif kind == "snapshot":
             event = {"type": "file-history-snapshot", "messageId": f"m{k}", "snapshot": {}}
         elif kind == "bad":
-            lines.append(draw(st.sampled_from([
-                "{not json",
-                json.dumps({"type": "user", **head, "message": {"role": "user",
-                            "content": [{"type": "text", "text": 7}]}}),  # fmt: skip
-                '{"type":"user","sessionId":"s9","message":{"role":"user"}',  # cut short
-            ])))
+            lines.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            "{not json",
+                            json.dumps(
+                                {
+                                    "type": "user",
+                                    **head,
+                                    "message": {
+                                        "role": "user",
+                                        "content": [{"type": "text", "text": 7}],
+                                    },
+                                }
+                            ),  # fmt: skip
+                            '{"type":"user","sessionId":"s9","message":{"role":"user"}',  # cut short
+                        ]
+                    )
+                )
+            )
             continue
         else:
             sid = {"sessionId": ""} if kind == "empty-sid" else head
@@ -106,7 +124,9 @@ def claude_events(draw: st.DrawFn) -> list[str]:
     return lines
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_a_claude_code_file_in_windows_gives_the_rows_of_the_whole_file(
     tmp_path: Path, data: st.DataObject

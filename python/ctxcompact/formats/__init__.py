@@ -285,6 +285,13 @@ def jsonl_format(first: Any) -> str:
         and ("uuid" in first or "sessionId" in first or "leafUuid" in first)
     ):
         return "claude-code"
+    # Claude Code files may open with a file-history snapshot (no session id)
+    if (
+        isinstance(first, Mapping)
+        and first.get("type") == "file-history-snapshot"
+        and ("snapshot" in first or "messageId" in first)
+    ):
+        return "claude-code"
     if isinstance(first, Mapping) and "history" in first and "instruction" in first:
         return "openhands"
     if isinstance(first, Mapping) and "info" in first and "parts" in first:

@@ -305,7 +305,10 @@ def iter_jsonl(
     rows, whatever the files' sizes. The checks that span lines hold across
     windows and files (a session read twice, a session's lines contiguous),
     and the rows, concatenated, are those ``read_jsonl`` gives, in order. A
-    Claude Code file is one window (its events span the file). At least one
+    Claude Code file larger than a window is scanned first and cut only at a
+    line end that no session or tool call spans (a window then runs to the
+    first such end past ``window_bytes``); a file whose scan finds a
+    ``sessionId`` that is not a string is read whole. At least one
     result comes back, empty when nothing was read. Under ``on_error="raise"``
     a bad line raises when its window is read, after the earlier windows were
     yielded: write them somewhere temporary (as ``ctxcompact ingest`` does)
