@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact import formats
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
 from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
 from ctxcompact.testing.synthetic import generate_table
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_ingest import DATA, WRITABLE, bad_file, claude_file, cli, traj, write_lines
 
 SESSIONS = cc.Transcript(generate_table(12, 40, seed=11, mean_output_chars=600)).to_sessions()
@@ -95,27 +95,11 @@ def claude_events(draw: st.DrawFn) -> list[str]:
             event = {"type": "user", **head, "message": {"role": "user", "content": [block]}}
         elif kind == "snapshot":
             event = {"type": "file-history-snapshot", "messageId": f"m{k}", "snapshot": {}}
-        elif kind == "bad":
-            lines.append(
-                draw(
-                    st.sampled_from(
-                        [
-                            "{not json",
-                            json.dumps(
-                                {
-                                    "type": "user",
-                                    **head,
-                                    "message": {
-                                        "role": "user",
-                                        "content": [{"type": "text", "text": 7}],
-                                    },
-                                }
-                            ),  # fmt: skip
-                            '{"type":"user","sessionId":"s9","message":{"role":"user"}',  # cut short
-                        ]
-                    )
-                )
-            )
+        elif kind == "bad":  # not JSON, a text that is not a string, a line cut short
+            wrong = {"role": "user", "content": [{"type": "text", "text": 7}]}
+            cut = '{"type":"user","sessionId":"s9","message":{"role":"user"}'
+            choices = ["{not json", json.dumps({"type": "user", **head, "message": wrong}), cut]
+            lines.append(draw(st.sampled_from(choices)))
             continue
         else:
             sid = {"sessionId": ""} if kind == "empty-sid" else head
