@@ -81,8 +81,8 @@ def claude_events(draw: st.DrawFn) -> list[str]:
         if kind == "call":
             call = draw(st.sampled_from([*calls, f"t{k}"]))
             calls.append(call)
-            content: Any = [{"type": "text", "text": text},
-                            {"type": "tool_use", "id": call, "name": "Bash", "input": {"k": k}}]  # fmt: skip
+            use = {"type": "tool_use", "id": call, "name": "Bash", "input": {"k": k}}
+            content: Any = [{"type": "text", "text": text}, use]
             event = {
                 "type": "assistant",
                 **head,
