@@ -1,8 +1,9 @@
 """JSONL ingest: the Rust reader against ``json.loads`` + the pydantic models.
 
 The same sessions, written as OpenCode exports (a session per line), OpenAI
-chat lines and Claude Code files (an event per line, a file per session as
-Claude Code keeps them), go through:
+chat lines, Claude Code files (an event per line, a file per session as
+Claude Code keeps them) and one Claude Code file holding every session
+(larger than a window: scanned, then read in windows), go through:
 
 * ``read_jsonl`` on 1 and 2 threads (Rust: parse, map, Arrow);
 * the Python reference: ``json.loads`` per line, ``Session.model_validate``
@@ -26,7 +27,11 @@ from ctxcompact.formats.reader import jsonl_files, read_jsonl
 from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import Transcript, sessions_to_table
 
-FORMATS = ("opencode", "openai-chat", "claude-code")
+FORMATS = ("opencode", "openai-chat", "claude-code", "claude-code-one-file")
+
+
+def _format(name: str) -> str:
+    return name.removesuffix("-one-file")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +47,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             for s in sessions:
                 formats.write([s], out[fmt] / f"{s.id}.jsonl", fmt)
         else:
-            formats.write(sessions, out[fmt], fmt)
+            formats.write(sessions, out[fmt], _format(fmt))
     return out
 
 
@@ -71,8 +76,8 @@ def test_ingest(benchmark: Any, files: dict[str, Path], fmt: str, threads: int) 
     benchmark.group = f"ingest-{fmt}"
     # A warm-up round first, for both this and json.loads: the first call in a
     # process also pays one-time costs (the thread pool, the heap's growth).
-    result = benchmark.pedantic(read_jsonl, (files[fmt], fmt), {"threads": threads}, rounds=3,
-                                warmup_rounds=1)  # fmt: skip
+    result = benchmark.pedantic(read_jsonl, (files[fmt], _format(fmt)), {"threads": threads},
+                                rounds=3, warmup_rounds=1)  # fmt: skip
     _info(benchmark, files[fmt], result.table.num_rows)
     assert result.rejected == [] and result.table.num_rows > 0
 
@@ -81,13 +86,13 @@ def test_ingest(benchmark: Any, files: dict[str, Path], fmt: str, threads: int) 
 def test_json_loads_only(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
     benchmark.group = f"ingest-{fmt}"
     lines = benchmark.pedantic(json_loads_only, (files[fmt],), rounds=3, warmup_rounds=1)
-    _info(benchmark, files[fmt], read_jsonl(files[fmt], fmt).table.num_rows)
+    _info(benchmark, files[fmt], read_jsonl(files[fmt], _format(fmt)).table.num_rows)
     assert lines > 0
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_ingest_reference_pydantic(benchmark: Any, files: dict[str, Path], fmt: str) -> None:
     benchmark.group = f"ingest-{fmt}"
-    rows = benchmark.pedantic(reference, (files[fmt], fmt), rounds=1)
+    rows = benchmark.pedantic(reference, (files[fmt], _format(fmt)), rounds=1)
     _info(benchmark, files[fmt], rows)
-    assert rows == read_jsonl(files[fmt], fmt).table.num_rows
+    assert rows == read_jsonl(files[fmt], _format(fmt)).table.num_rows

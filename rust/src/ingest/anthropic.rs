@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
+use super::claude_code::Known;
 use super::export::{
     self, complete, info, object, str, str_or_null, text_part, tool_part, without,
 };
@@ -266,26 +267,39 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
 /// Claude Code events of one session, one message each (`from_claude_code`).
 pub struct Events {
     pub turns: Turns,
-    /// Messages of the session mapped in earlier windows of its file.
+    /// Messages of the session mapped in earlier windows of its file, and their ids.
     pub base: usize,
-    /// Every message id of the session (earlier windows too): a repeated
-    /// `uuid` keeps the positional id, and an id given twice is refused (a
-    /// positional id can meet an earlier `uuid` of the same text).
-    pub ids: HashSet<String>,
+    known: Known,
+    /// Every message id given in this window: a repeated `uuid` keeps the
+    /// positional id, and an id given twice is refused (a positional id can
+    /// meet an earlier `uuid` of the same text).
+    ids: HashSet<String>,
 }
 
 impl Events {
     pub fn new(session_id: String) -> Self {
-        Events::resume(session_id, 0, HashSet::new())
+        Events::resume(session_id, 0, Known::default())
     }
 
-    /// A session continued from earlier windows: `base` messages, their `ids`.
-    pub fn resume(session_id: String, base: usize, ids: HashSet<String>) -> Self {
+    /// A session continued from earlier windows: `base` messages, their ids.
+    pub fn resume(session_id: String, base: usize, known: Known) -> Self {
         Events {
             turns: Turns::new(session_id),
             base,
-            ids,
+            known,
+            ids: HashSet::new(),
         }
+    }
+
+    fn has(&self, id: &str) -> bool {
+        self.ids.contains(id) || self.known.contains(id)
+    }
+
+    /// Every id given so far, for the next window.
+    pub fn known_ids(&mut self) -> Known {
+        let mut known = std::mem::take(&mut self.known);
+        known.extend(self.ids.drain());
+        known
     }
 
     /// Map one event; on error nothing of the session changes.
@@ -294,11 +308,11 @@ impl Events {
         let mut mid = format!("{sid}-e{:06}", self.base + self.turns.messages.len());
         if let Some(uuid) = event.get("uuid").filter(|u| event.is_object() && truthy(u)) {
             let uuid = py_str(uuid);
-            if !self.ids.contains(&uuid) {
+            if !self.has(&uuid) {
                 mid = uuid;
             }
         }
-        if self.ids.contains(&mid) {
+        if self.has(&mid) {
             return Err(
                 Problem::new(format!("message id {mid:?} appears twice in this session"))
                     .message(&mid),

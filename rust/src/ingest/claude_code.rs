@@ -52,13 +52,40 @@ pub(super) struct FileOut {
 pub(super) struct Carry {
     pub sessions: Vec<Carried>,
     pub current: String,
+    /// More windows follow: keep the message ids (a file read whole does not).
+    pub windowed: bool,
 }
 
 /// A session of earlier windows: its id, how many messages it has, and their ids.
 pub(super) struct Carried {
     pub id: String,
     pub messages: usize,
-    pub ids: HashSet<String>,
+    pub ids: Known,
+}
+
+/// The message ids of a session's earlier windows, kept as 128-bit hashes
+/// rather than text, so that a long session costs 16 bytes an id. Two ids
+/// of a session of `n` messages share a hash with odds of about n² / 2^129
+/// (1e-25 for ten million).
+#[derive(Default)]
+pub(super) struct Known(HashSet<u128>);
+
+impl Known {
+    fn hash(id: &str) -> u128 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let sip = BuildHasherDefault::<DefaultHasher>::default();
+        // two independent 64-bit hashes: of the id, and of the id after a tag
+        let (a, b) = (sip.hash_one(id), sip.hash_one((0x5eed_u16, id)));
+        (u128::from(a) << 64) | u128::from(b)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        !self.0.is_empty() && self.0.contains(&Known::hash(id))
+    }
+
+    pub fn extend(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.0.extend(ids.into_iter().map(|id| Known::hash(&id)));
+    }
 }
 
 impl Carry {
@@ -67,6 +94,7 @@ impl Carry {
         Carry {
             sessions: Vec::new(),
             current: stem,
+            windowed: false,
         }
     }
 
@@ -179,12 +207,15 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
     let mut bases = Vec::with_capacity(sessions.len());
     let converted: Vec<(String, Vec<std::result::Result<Message, Problem>>)> = sessions
         .into_iter()
-        .map(|events| {
+        .map(|mut events| {
             bases.push(events.base);
             carry.sessions.push(Carried {
                 id: events.turns.session_id.clone(),
                 messages: events.base + events.turns.messages.len(),
-                ids: events.ids,
+                ids: match carry.windowed {
+                    true => events.known_ids(),
+                    false => Known::default(),
+                },
             });
             (events.turns.session_id, events.turns.messages)
         })

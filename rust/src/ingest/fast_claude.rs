@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use super::claude_code::{At, Carried, Carry, FileOut, Kept};
+use super::claude_code::{At, Carried, Carry, FileOut, Kept, Known};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
@@ -271,7 +271,7 @@ struct Session<'m> {
     id: &'m str,
     /// Messages of earlier windows, and their ids.
     base: usize,
-    known: Option<&'m HashSet<String>>,
+    known: Option<&'m Known>,
     messages: usize,
     /// The ids given in this window.
     ids: HashSet<String>,
@@ -294,13 +294,22 @@ pub(super) struct Update {
 impl Update {
     pub(super) fn apply(self, carry: &mut Carry) {
         let carried = carry.sessions.len();
-        for (k, (id, messages, ids)) in self.sessions.into_iter().enumerate() {
+        for (k, (id, messages, mut ids)) in self.sessions.into_iter().enumerate() {
+            if !carry.windowed {
+                ids.clear(); // no window follows
+            }
             if k < carried {
                 let session = &mut carry.sessions[k];
                 session.messages = messages;
                 session.ids.extend(ids);
             } else {
-                carry.sessions.push(Carried { id, messages, ids });
+                let mut known = Known::default();
+                known.extend(ids);
+                carry.sessions.push(Carried {
+                    id,
+                    messages,
+                    ids: known,
+                });
             }
         }
         carry.current = self.current;

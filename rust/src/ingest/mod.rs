@@ -145,7 +145,7 @@ impl Stream {
                         id_base: file.id_base.as_deref(),
                         ..source
                     };
-                    let carry = claude_code::Carry::of(&source);
+                    let mut carry = claude_code::Carry::of(&source);
                     let size = opened.metadata().map_err(io)?.len();
                     self.plan = match size > self.window_bytes as u64 {
                         true => claude_plan::Plan::scan(
@@ -156,6 +156,7 @@ impl Stream {
                         )?,
                         false => None,
                     };
+                    carry.windowed = self.plan.is_some();
                     self.claude = Some(carry);
                 }
                 self.offset = 0;
