@@ -294,10 +294,9 @@ pub(super) struct Update {
 impl Update {
     pub(super) fn apply(self, carry: &mut Carry) {
         let carried = carry.sessions.len();
-        for (k, (id, messages, mut ids)) in self.sessions.into_iter().enumerate() {
-            if !carry.windowed {
-                ids.clear(); // no window follows
-            }
+        for (k, (id, messages, ids)) in self.sessions.into_iter().enumerate() {
+            // the ids matter only if another window follows
+            let ids = ids.into_iter().filter(|_| carry.windowed);
             if k < carried {
                 let session = &mut carry.sessions[k];
                 session.messages = messages;

@@ -205,7 +205,9 @@ impl<'s, 'a> Settle<'s, 'a> {
         let repeated = &mut self.claude.repeated;
         // The windows' rows join into the file's only if a session continued
         // from the last window is the one its rows ended with.
+        // (A first window continues nothing: every session starts in it.)
         let started: HashSet<&str> = (file.lines.iter())
+            .filter(|_| continued)
             .filter_map(|l| l.outcome.as_ref().ok().filter(|k| k.first))
             .map(|k| k.session.as_str())
             .collect();
@@ -213,7 +215,10 @@ impl<'s, 'a> Settle<'s, 'a> {
         for line in &file.lines {
             let Ok(kept) = &line.outcome else { continue };
             let session = kept.session.as_str();
-            if !started.contains(session) && self.claude.last.as_deref() != Some(session) {
+            if continued
+                && !started.contains(session)
+                && self.claude.last.as_deref() != Some(session)
+            {
                 return Err(CoreError::Internal(format!(
                     "a Claude Code window continued session {session:?} after another \
                      session's rows (line {})",
