@@ -529,6 +529,7 @@ impl Builder {
                 _ => merged.push((lo, hi)),
             }
         }
+        merged.shrink_to_fit(); // kept for the whole read
         let ends = sessions.into_iter().map(|(id, s)| (id, s.1)).collect();
         Plan {
             blocked: merged,
