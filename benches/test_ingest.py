@@ -96,3 +96,19 @@ def test_ingest_reference_pydantic(benchmark: Any, files: dict[str, Path], fmt: 
     rows = benchmark.pedantic(reference, (files[fmt], _format(fmt)), rounds=1)
     _info(benchmark, files[fmt], rows)
     assert rows == read_jsonl(files[fmt], _format(fmt)).table.num_rows
+
+
+def read_whole(path: Path) -> int:
+    """The one Claude Code file in a single window: read whole, as the last release did."""
+    from ctxcompact.formats import iter_jsonl
+
+    return sum(r.table.num_rows for r in iter_jsonl(path, "claude-code", threads=1,
+                                                    window_bytes=1 << 40))  # fmt: skip
+
+
+def test_ingest_claude_code_read_whole(benchmark: Any, files: dict[str, Path]) -> None:
+    fmt = "claude-code-one-file"
+    benchmark.group = f"ingest-{fmt}"
+    rows = benchmark.pedantic(read_whole, (files[fmt],), rounds=3, warmup_rounds=1)
+    _info(benchmark, files[fmt], rows)
+    assert rows == read_jsonl(files[fmt], "claude-code").table.num_rows
