@@ -495,4 +495,52 @@ mod tests {
             std::fs::remove_file(path).unwrap();
         }
     }
+
+    #[test]
+    fn a_file_written_to_while_it_is_read_is_read_as_scanned_or_refused() {
+        use super::super::{Stream, StreamFile};
+        // larger than the reader's 1 MiB buffer, so a change shows
+        let text = random_file(2, 30_000, false);
+        assert!(text.len() > 3 << 20, "{}", text.len());
+        let path = temp_file("claude-live.jsonl", text.as_bytes());
+        let options = || Options {
+            on_error: OnError::Skip,
+            chunk_bytes: 64,
+        };
+        let file = || StreamFile {
+            path: path.clone(),
+            format: Format::ClaudeCode,
+            id_base: Some("base".into()),
+        };
+        let whole = streamed(&path, Format::ClaudeCode, OnError::Skip, 1 << 30).unwrap();
+        // appended after the scan (a session being written): not read
+        let mut stream = Stream::new(vec![file()], options(), 200_000);
+        let mut parts = vec![stream.next_window().unwrap().unwrap()];
+        let more = r#"{"type":"user","sessionId":"s0","message":{"role":"user","content":"late"}}"#;
+        std::fs::write(&path, format!("{text}{more}\n")).unwrap();
+        while let Some(w) = stream.next_window().unwrap() {
+            parts.push(w);
+        }
+        let batches: Vec<_> = parts.iter().flat_map(|w| w.batches.clone()).collect();
+        let got = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+        assert_eq!(got, table(&whole));
+        assert!(parts.len() > 5);
+        // cut short after the scan: an error, never a silent half
+        std::fs::write(&path, &text).unwrap();
+        let mut stream = Stream::new(vec![file()], options(), 200_000);
+        stream.next_window().unwrap();
+        std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+        let err = loop {
+            match stream.next_window() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("read to the end of a file cut short"),
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            err.to_string().contains("changed while it was read"),
+            "{err}"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
 }

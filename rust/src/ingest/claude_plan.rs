@@ -332,6 +332,9 @@ pub(super) struct Plan {
     blocked: Vec<(u64, u64)>,
     /// The end of the last line each session may have, by id hash.
     ends: HashMap<u64, u64>,
+    /// How many bytes of the file were scanned: the second pass reads no
+    /// more, and fewer means the file changed in between.
+    pub len: u64,
 }
 
 impl Plan {
@@ -357,6 +360,7 @@ impl Plan {
     /// `None`: a line the scan cannot vouch for (read the file whole).
     pub(super) fn scan(
         path: &str,
+        size: u64,
         stem: &str,
         window: usize,
         chunk: usize,
@@ -365,7 +369,9 @@ impl Plan {
             what: format!("{path}: cannot read: {e}"),
             at: Default::default(),
         };
-        let mut file = std::fs::File::open(path).map_err(io)?;
+        // Only the first `size` bytes: what is appended later (a session
+        // being written) is not read by the second pass either.
+        let mut file = std::fs::File::open(path).map_err(io)?.take(size);
         let mut builder = Builder::new(stem);
         let mut data: Vec<u8> = Vec::new();
         let mut base = 0u64; // file offset of data[0]
@@ -390,7 +396,7 @@ impl Plan {
                 break;
             }
         }
-        Ok(Some(builder.finish()))
+        Ok(Some(builder.finish(base)))
     }
 }
 
@@ -485,7 +491,8 @@ impl Builder {
         true
     }
 
-    fn finish(self) -> Plan {
+    /// The plan of the `len` bytes scanned.
+    fn finish(self, len: u64) -> Plan {
         let Builder {
             stem,
             mut sessions,
@@ -534,6 +541,7 @@ impl Builder {
         Plan {
             blocked: merged,
             ends,
+            len,
         }
     }
 }
@@ -612,11 +620,12 @@ mod tests {
     }
 
     fn plan(lines: Vec<Facts>) -> Plan {
+        let n = lines.len() as u64;
         let mut b = Builder::new("stem");
         for (k, facts) in lines.into_iter().enumerate() {
             assert!(b.line(10 * (k as u64 + 1), facts)); // each line ends at 10 * its number
         }
-        b.finish()
+        b.finish(10 * n)
     }
 
     #[test]

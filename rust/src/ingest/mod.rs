@@ -68,7 +68,7 @@ pub struct Stream {
     window_bytes: usize,
     /// The file being read, and its reader.
     at: usize,
-    reader: Option<std::io::BufReader<std::fs::File>>,
+    reader: Option<std::io::BufReader<std::io::Take<std::fs::File>>>,
     /// The window's bytes, kept from window to window: a fresh buffer per
     /// window cost more in page faults than the read itself. Its first
     /// `carry` bytes are those read past the previous window's last line.
@@ -150,6 +150,7 @@ impl Stream {
                     self.plan = match size > self.window_bytes as u64 {
                         true => claude_plan::Plan::scan(
                             &file.path,
+                            size,
                             &carry.current,
                             self.window_bytes,
                             self.options.chunk_bytes.max(1),
@@ -160,6 +161,9 @@ impl Stream {
                     self.claude = Some(carry);
                 }
                 self.offset = 0;
+                // A scanned file is read as far as it was scanned.
+                let limit = self.plan.as_ref().map_or(u64::MAX, |p| p.len);
+                let opened = opened.take(limit);
                 self.reader = Some(std::io::BufReader::with_capacity(1 << 20, opened));
             }
             let reader = self.reader.as_mut().expect("opened above");
@@ -180,6 +184,19 @@ impl Stream {
                     let got = reader.take(want).read_to_end(&mut data).map_err(io)?;
                     if got == 0 {
                         eof = true;
+                        if let Some(plan) = &self.plan {
+                            let read = self.offset + data.len() as u64;
+                            if read < plan.len {
+                                return Err(CoreError::Format {
+                                    what: format!(
+                                        "{name}: the file changed while it was read: {} bytes \
+                                         when scanned, {read} now",
+                                        plan.len
+                                    ),
+                                    at: Default::default(),
+                                });
+                            }
+                        }
                         break;
                     }
                     if data.len() >= self.window_bytes && data[before..].contains(&b'\n') {
@@ -198,7 +215,15 @@ impl Stream {
                 let short = at.saturating_sub(self.offset + data.len() as u64);
                 if short > 0 {
                     let got = reader.take(short).read_to_end(&mut data).map_err(io)?;
-                    eof = (got as u64) < short; // the file shrank since the scan
+                    if (got as u64) < short {
+                        return Err(CoreError::Format {
+                            what: format!(
+                                "{name}: the file changed while it was read: it \
+                                           is shorter than when scanned"
+                            ),
+                            at: Default::default(),
+                        });
+                    }
                 }
                 cut = match eof {
                     true => data.len(),
