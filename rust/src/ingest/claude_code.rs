@@ -423,8 +423,10 @@ mod tests {
                         "{{\"type\":\"user\"{sid}{uuid},\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"{id}\",\"content\":\"out {k} {pad}\",\"is_error\":{error}}}]}}}}"
                     )
                 }
-                6 => match next(4) {
+                6 => match next(if chaos { 5 } else { 4 }) {
                     0 => "{not json".to_owned(),
+                    // a session id the first pass cannot vouch for: the file is read whole
+                    4 => "{\"type\":\"user\",\"sessionId\":7,\"message\":{\"role\":\"user\"}}".to_owned(),
                     1 => format!("{{\"type\":\"assistant\"{sid},\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"t{k}\",\"name\":\"n\",\"input\":[1]}}]}}}}"),
                     2 => format!("{{\"message\":{{\"role\":\"user\"}}{sid}}}"),
                     _ => format!("{{\"type\":\"user\",\"sessionId\":\"s{}\",\"message\":{{\"role\":\"user\",\"content\":\"{pad}\"}}", next(4)),
