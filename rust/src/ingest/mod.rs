@@ -210,7 +210,8 @@ impl Stream {
                 false => data.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1),
             };
             if let (Some(plan), false) = (&self.plan, eof) {
-                // on to the first line end no session or call spans
+                // on to the first line end no session or call spans (a line
+                // end by the scan's making, within the bytes it scanned)
                 let at = plan.cut(self.offset + cut as u64);
                 let short = at.saturating_sub(self.offset + data.len() as u64);
                 if short > 0 {
@@ -225,10 +226,7 @@ impl Stream {
                         });
                     }
                 }
-                cut = match eof {
-                    true => data.len(),
-                    false => (at - self.offset) as usize,
-                };
+                cut = (at - self.offset) as usize;
             }
             // (`settle_window` moves `next_line` past the window.)
             let window = match cut {
