@@ -8,7 +8,6 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::claude_code::Known;
 use super::export::{
     self, complete, info, object, str, str_or_null, text_part, tool_part, without,
 };
@@ -262,6 +261,31 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         ("info", Value::Object(session_info)),
         ("messages", Value::Array(turns.messages)),
     ]))
+}
+
+/// The message ids of a session's earlier windows, kept as 128-bit hashes
+/// rather than text, so that a long session costs 16 bytes an id. Two ids
+/// of a session of `n` messages share a hash with odds of about n² / 2^129
+/// (1e-25 for ten million).
+#[derive(Default)]
+pub struct Known(HashSet<u128>);
+
+impl Known {
+    fn hash(id: &str) -> u128 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let sip = BuildHasherDefault::<DefaultHasher>::default();
+        // two independent 64-bit hashes: of the id, and of the id after a tag
+        let (a, b) = (sip.hash_one(id), sip.hash_one((0x5eed_u16, id)));
+        (u128::from(a) << 64) | u128::from(b)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        !self.0.is_empty() && self.0.contains(&Known::hash(id))
+    }
+
+    pub fn extend(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.0.extend(ids.into_iter().map(|id| Known::hash(&id)));
+    }
 }
 
 /// Claude Code events of one session, one message each (`from_claude_code`).

@@ -9,14 +9,14 @@
 //! their positions among the kept ones). A session id read in an earlier
 //! file rejects every line of that session in the later one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::anthropic::Events;
+use super::anthropic::{Events, Known};
 use super::fast::{self, J};
 use super::lines::Chunk;
 use super::pyjson::{py_str, truthy};
@@ -61,31 +61,6 @@ pub(super) struct Carried {
     pub id: String,
     pub messages: usize,
     pub ids: Known,
-}
-
-/// The message ids of a session's earlier windows, kept as 128-bit hashes
-/// rather than text, so that a long session costs 16 bytes an id. Two ids
-/// of a session of `n` messages share a hash with odds of about n² / 2^129
-/// (1e-25 for ten million).
-#[derive(Default)]
-pub(super) struct Known(HashSet<u128>);
-
-impl Known {
-    fn hash(id: &str) -> u128 {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let sip = BuildHasherDefault::<DefaultHasher>::default();
-        // two independent 64-bit hashes: of the id, and of the id after a tag
-        let (a, b) = (sip.hash_one(id), sip.hash_one((0x5eed_u16, id)));
-        (u128::from(a) << 64) | u128::from(b)
-    }
-
-    pub fn contains(&self, id: &str) -> bool {
-        !self.0.is_empty() && self.0.contains(&Known::hash(id))
-    }
-
-    pub fn extend(&mut self, ids: impl IntoIterator<Item = String>) {
-        self.0.extend(ids.into_iter().map(|id| Known::hash(&id)));
-    }
 }
 
 impl Carry {

@@ -13,7 +13,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use super::claude_code::{At, Carried, Carry, FileOut, Kept, Known};
+use super::anthropic::Known;
+use super::claude_code::{At, Carried, Carry, FileOut, Kept};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
