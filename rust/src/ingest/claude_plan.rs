@@ -27,6 +27,7 @@ use std::io::Read;
 
 use rayon::prelude::*;
 
+use super::lines::{lines_of, split_from};
 use crate::error::{CoreError, Result};
 
 /// What the first pass learnt of one line.
@@ -45,8 +46,6 @@ enum Facts {
         results: Vec<u64>,
     },
 }
-
-const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 fn hash(bytes: &[u8]) -> u64 {
     // SipHash with fixed keys: the same id hashes alike in every run. A
@@ -426,34 +425,23 @@ impl Builder {
     /// The lines of `data` (whole lines; `base` its file offset); false for
     /// a line the scan cannot vouch for.
     fn lines(&mut self, data: &[u8], base: u64, chunk: usize) -> bool {
-        let mut starts = vec![0];
-        let mut at = 0;
-        while at < data.len() {
-            let end = (at + chunk.max(1)).min(data.len());
-            at = match memchr::memchr(b'\n', &data[end..]) {
-                Some(p) if end < data.len() => end + p + 1,
-                _ => data.len(),
-            };
-            starts.push(at);
-        }
-        let facts: Vec<Vec<(u64, Facts)>> = starts
-            .par_windows(2)
-            .map(|w| {
+        // The mapper's chunks and lines (`split_from`, `lines_of`): the same
+        // byte order mark, line breaks and blank lines.
+        let mut chunks = Vec::new();
+        let first_line = if base == 0 { 1 } else { 2 };
+        split_from(0, data, chunk.max(1), first_line, &mut chunks);
+        let facts: Vec<Vec<(u64, Facts)>> = chunks
+            .par_iter()
+            .map(|chunk| {
                 let mut out = Vec::new();
-                let mut pos = w[0];
-                while pos < w[1] {
-                    let stop = memchr::memchr(b'\n', &data[pos..w[1]]).map_or(w[1], |p| pos + p);
-                    let end = (stop + 1).min(w[1]);
-                    // a byte order mark is not part of the first line
-                    let from = match base == 0 && pos == 0 && data.starts_with(BOM) {
-                        true => BOM.len(),
-                        false => pos,
-                    };
-                    let facts = scan_line(&data[from..stop]);
+                for (_, raw) in lines_of(data, chunk) {
+                    let facts = scan_line(&data[raw.clone()]);
                     if facts != Facts::Ignore {
+                        // the line ends after its break (a `\r` may stand before it)
+                        let end = memchr::memchr(b'\n', &data[raw.end..])
+                            .map_or(data.len(), |p| raw.end + p + 1);
                         out.push((base + end as u64, facts));
                     }
-                    pos = stop + 1;
                 }
                 out
             })
