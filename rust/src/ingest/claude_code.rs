@@ -73,12 +73,13 @@ impl Carry {
         }
     }
 
-    /// What the file's first window of `source` starts from.
-    pub fn of(source: &Source<'_>) -> Carry {
+    /// What the first window of the file `name` starts from (`id_base`:
+    /// the name its sessions without an id take, as the caller gives it).
+    pub fn of(name: &str, id_base: Option<&str>) -> Carry {
         // Path.stem: the name without its last suffix (or the base the caller gives).
-        Carry::new(match source.id_base {
+        Carry::new(match id_base {
             Some(base) => base.to_owned(),
-            None => Path::new(source.name)
+            None => Path::new(name)
                 .file_stem()
                 .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
         })

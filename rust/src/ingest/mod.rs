@@ -140,12 +140,7 @@ impl Stream {
             if self.reader.is_none() {
                 let opened = std::fs::File::open(&file.path).map_err(io)?;
                 if file.format == Format::ClaudeCode {
-                    let source = Source::new(&file.path, &[], file.format);
-                    let source = Source {
-                        id_base: file.id_base.as_deref(),
-                        ..source
-                    };
-                    let mut carry = claude_code::Carry::of(&source);
+                    let mut carry = claude_code::Carry::of(&file.path, file.id_base.as_deref());
                     let size = opened.metadata().map_err(io)?.len();
                     self.plan = match size > self.window_bytes as u64 {
                         true => claude_plan::Plan::scan(
@@ -341,7 +336,7 @@ pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
             whole
                 .par_iter()
                 .map(|&i| {
-                    let mut carry = claude_code::Carry::of(&sources[i]);
+                    let mut carry = claude_code::Carry::of(sources[i].name, sources[i].id_base);
                     claude_code::read_file(&sources[i], target, 1, &mut carry)
                 })
                 .collect::<Vec<_>>()
