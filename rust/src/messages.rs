@@ -198,7 +198,7 @@ pub fn tokens_within(
     known: &[(usize, u64)],
     only: Option<&Visible>,
     mut outputs: Option<&mut Vec<(usize, u64)>>,
-) -> Option<Span> {
+) -> Option<Within> {
     let method = config.method;
     if !method.additive() || config.render.truncate_output.is_some() {
         return None;
@@ -218,6 +218,7 @@ pub fn tokens_within(
         units.tokens(method)
     };
     let mut total = Span::default();
+    let mut outputs_bounded = false;
     let mut k = 0;
     for msg in messages {
         if only.is_some_and(|v| !v.shows(msg.rows.start)) {
@@ -264,7 +265,11 @@ pub fn tokens_within(
                                         outputs.push((row, tokens));
                                         Span::exact(tokens)
                                     }
-                                    (_, None) => output(row).tokens(method),
+                                    (_, None) => {
+                                        let n = output(row);
+                                        outputs_bounded |= n.lo != n.hi;
+                                        n.tokens(method)
+                                    }
                                 },
                             };
                             calls.add(text(value(&table.tool, row).unwrap_or("")));
@@ -326,7 +331,19 @@ pub fn tokens_within(
             total.lo += config.overhead + joined(units, sure).lo;
         }
     }
-    Some(total)
+    Some(Within {
+        span: total,
+        outputs_bounded,
+    })
+}
+
+/// What `tokens_within` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Within {
+    pub span: Span,
+    /// Some output was bounded from its bytes, not counted: reading the
+    /// outputs could narrow `span` (on a counted table it cannot).
+    pub outputs_bounded: bool,
 }
 
 /// Blocks of one message's content. Additive methods sum their length units
@@ -782,15 +799,22 @@ mod tests {
             .map(|r| (r, table.output_tokens(r, config.method)))
             .collect();
         let mut outputs = Vec::new();
-        let with_known = tokens_within(&table, &messages, config, &known, None, Some(&mut outputs));
+        let with_known = tokens_within(&table, &messages, config, &known, None, Some(&mut outputs))
+            .map(|w| w.span);
         // Every finished output that was not cleared, by row, as estimated.
         assert!(outputs.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(outputs.iter().all(|o| known.contains(o)));
-        let within = tokens_within(&table, &messages, config, &[], None, Some(&mut Vec::new()));
+        let within = tokens_within(&table, &messages, config, &[], None, Some(&mut Vec::new()))
+            .map(|w| w.span);
         // Without reading the outputs the bounds only widen.
         let unread = tokens_within(&table, &messages, config, &[], None, None);
         if let (Some(a), Some(b)) = (unread, within) {
-            assert!(a.lo <= b.lo && b.hi <= a.hi);
+            assert!(a.span.lo <= b.lo && b.hi <= a.span.hi);
+            // Reading the outputs narrows nothing when none was bounded
+            // (what lets a trigger skip that step on a counted table).
+            if !a.outputs_bounded {
+                assert_eq!(a.span, b);
+            }
         }
         if let (Some(a), Some(b)) = (within, with_known) {
             assert!(

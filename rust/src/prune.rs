@@ -240,12 +240,17 @@ fn above_trigger(
         )
     };
     let first = bounds(None);
-    if let Some(above) = decided(first) {
+    if let Some(above) = decided(first.map(|w| w.span)) {
         return Ok(above);
     }
+    // Reading the outputs narrows the bounds only where one was bounded
+    // from its bytes (never on a table whose outputs are counted).
     let mut outputs = Vec::new();
-    let second = first.and_then(|_| bounds(Some(&mut outputs)));
-    if let Some(above) = decided(second) {
+    let second = match first {
+        Some(w) if w.outputs_bounded => bounds(Some(&mut outputs)),
+        _ => None,
+    };
+    if let Some(above) = decided(second.map(|w| w.span)) {
         return Ok(above);
     }
     let known = match second {
