@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,10 @@ def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     that choose the layout from it (``.jsonl`` vs ``.json``).
     """
     path = Path(path)
+    if not path.parent.is_dir():
+        # Named here: the write would fail on the temporary name instead.
+        missing = f"no folder to write {path.name} in"
+        raise FileNotFoundError(errno.ENOENT, missing, str(path.parent))
     tmp = beside(path, keep_suffix=keep_suffix)
     try:
         yield tmp

@@ -148,7 +148,8 @@ ProtectOption = Annotated[
 MinimumOption = Annotated[
     int | None,
     typer.Option("--prune-minimum", min=0, metavar="TOKENS",
-                 help="Prune only when this many tokens would be freed (config prune_minimum)."),
+                 help="Prune only when more than this many tokens would be freed "
+                 "(config prune_minimum)."),
 ]  # fmt: skip
 ToolsOption = Annotated[
     str | None,

@@ -33,6 +33,22 @@ from ctxcompact.estimators import EstimateMethod
 from ctxcompact.policy import Policy
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+def _switched_on(env: str) -> bool:
+    """Whether kill switch ``env`` is set; a value that is neither true nor
+    false is an error (read as off, it would leave on what was meant off)."""
+    value = os.environ.get(env, "").strip().lower()
+    if value not in _TRUE | _FALSE:
+        raise ConfigError(
+            f"environment {env}={os.environ[env]!r}: not a boolean "
+            "(1/true/yes/on or 0/false/no/off)",
+            column=env,
+        )
+    return value in _TRUE
+
+
 _POLICY_DEFAULTS = Policy()
 #: OpenCode's prune fields and the policy options they set.
 PRUNE_FIELDS = {
@@ -86,7 +102,7 @@ class CompactionConfig(BaseSettings):
     prune_minimum: int = Field(
         _POLICY_DEFAULTS.minimum,
         ge=0,
-        description="Prune only when at least this many tokens would be freed.",
+        description="Prune only when more than this many tokens would be freed.",
     )
     prune_protected_tools: list[str] = Field(
         default_factory=lambda: list(_POLICY_DEFAULTS.exclude_tools),
@@ -234,6 +250,8 @@ class CompactionConfig(BaseSettings):
         # Every invalid value, from any source, is a ConfigError that names where
         # it came from (an argument, an environment variable or a file).
         origins = {k: _origins.get(k, ARGUMENT) if _origins else ARGUMENT for k in values}
+        for env, _ in _KILL_SWITCHES:
+            _switched_on(env)  # raised here: pydantic would wrap it in a ValidationError
         try:
             super().__init__(**values)
         except ValidationError as e:
@@ -247,7 +265,7 @@ class CompactionConfig(BaseSettings):
                 origin = f"environment {env_var(name)}" if env_var(name) in environment else DEFAULT
             self._sources[name] = origin
         for env, name in _KILL_SWITCHES:
-            if os.environ.get(env, "").strip().lower() in _TRUE:
+            if _switched_on(env):
                 self._sources[name] = f"environment {env}"
 
     def sources(self) -> dict[str, str]:
@@ -261,7 +279,7 @@ class CompactionConfig(BaseSettings):
         # OpenCode-style kill switches win over everything else.
         if isinstance(data, dict):
             for env, field in _KILL_SWITCHES:
-                if os.environ.get(env, "").strip().lower() in _TRUE:
+                if _switched_on(env):
                     data = {**data, field: False}
         return data
 
@@ -316,13 +334,21 @@ class CompactionConfig(BaseSettings):
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: cannot read the configuration: {e}") from None
+        if path.suffix not in (".toml", ".json"):
+            raise ConfigError(f"{path}: a configuration file is .toml or .json, "
+                              f"not {path.suffix or 'without a suffix'}")  # fmt: skip
         try:
             data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except ValueError as e:
-            raise ConfigError(
-                f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {e}"
-            ) from None
+            raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.')}: {e}") from None
         if isinstance(data, dict) and isinstance(data.get("compaction"), dict):
+            # Settings beside the table would be dropped: the table is what is read.
+            if stray := sorted(k for k in data if k != "compaction" and k in cls.model_fields):
+                raise ConfigError(
+                    f"{path}: {stray[0]} is outside the [compaction] table, which is what is "
+                    "read: move it into the table",
+                    column=stray[0],
+                )
             data = data["compaction"]
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a table of settings")

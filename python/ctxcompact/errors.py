@@ -87,6 +87,11 @@ class UnknownModelError(CompactionError, LookupError):
     """A model the limits registry does not know, with no explicit default."""
 
 
+class InputTypeError(CompactionError, TypeError):
+    """An argument of a kind the call cannot read (a dict where a ``Session``
+    goes, ``None`` where a table goes); a ``TypeError`` too."""
+
+
 __all__ = [
     "ColumnTypeError",
     "CompactionConflictError",
@@ -98,6 +103,7 @@ __all__ = [
     "FormatError",
     "HookError",
     "InconsistentMessageError",
+    "InputTypeError",
     "InternalError",
     "InvalidUsageError",
     "MissingColumnError",

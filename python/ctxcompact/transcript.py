@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ctxcompact.errors import (
     CompactionError,
     DuplicateSessionError,
+    InputTypeError,
     MissingColumnError,
     NonContiguousError,
     NullValueError,
@@ -357,9 +358,11 @@ class Transcript:
             return cls(data.read_all())
         if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
             return cls(pa.table(data))
-        raise TypeError(
+        dict_hint = " (a session dict: Session.model_validate(it) first)"
+        hint = dict_hint if isinstance(data, dict) else ""
+        raise InputTypeError(
             f"cannot read {type(data).__name__} as Arrow: it has no __arrow_c_stream__ "
-            "or __arrow_c_array__"
+            f"or __arrow_c_array__{hint}"
         )
 
     @classmethod

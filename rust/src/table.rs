@@ -136,7 +136,7 @@ impl<'a> PartTable<'a> {
                 output_bigram.push((family, decode_lengths(name, arrays, rows)?));
             }
         }
-        Ok(PartTable {
+        let table = PartTable {
             output_utf16,
             output_bigram,
             parent_id: opt_str("parent_id")?,
@@ -152,7 +152,38 @@ impl<'a> PartTable<'a> {
             status,
             flags,
             sessions,
-        })
+        };
+        table.check_untyped_parts()?;
+        Ok(table)
+    }
+
+    /// A row without a part type is an empty message (docs/schema.md): the
+    /// message's only row, without a part id. Any other is a part whose type
+    /// was lost, which the scans would otherwise skip silently.
+    fn check_untyped_parts(&self) -> Result<()> {
+        let rows = self.rows();
+        let same_message = |a: usize, b: usize| {
+            self.session_id.get(a) == self.session_id.get(b)
+                && self.message_id.get(a) == self.message_id.get(b)
+        };
+        for row in memchr::memchr_iter(NULL_CODE, &self.part_type) {
+            let alone = (row == 0 || !same_message(row - 1, row))
+                && (row + 1 == rows || !same_message(row + 1, row));
+            let has_id = self.part_id.as_ref().is_some_and(|c| c.get(row).is_some());
+            if !alone || has_id {
+                return Err(CoreError::NullValue {
+                    what: match alone {
+                        false => "part type of a row in a message with parts",
+                        true => "part type of a row with a part id",
+                    },
+                    at: Location::column("part_type")
+                        .row(row)
+                        .session(self.session_id.get(row))
+                        .message(self.message_id.get(row)),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn rows(&self) -> usize {

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ctxcompact import _core
-from ctxcompact.errors import FormatError
+from ctxcompact._atomic import replacing
+from ctxcompact.errors import FormatError, InputTypeError
 from ctxcompact.formats.anthropic import (
     claude_code_sessions,
     from_anthropic,
@@ -320,32 +321,40 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 
 def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
     """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code:
-    one event per line) for a ``.jsonl`` path, else one JSON document."""
+    one event per line) for a ``.jsonl`` path, else one JSON document.
+
+    The file is replaced whole or left as it was (an error converting a
+    session writes nothing); a folder that does not exist is an ``OSError``."""
     path = Path(path)
+    sessions = list(sessions)
+    for i, s in enumerate(sessions):
+        if not isinstance(s, Session):
+            raise InputTypeError(f"write takes Sessions; item {i} is a {type(s).__name__}"
+                                 + (" (Session.model_validate(it) first)"
+                                    if isinstance(s, dict) else ""))  # fmt: skip
     if format == "claude-code":
         lines = [json.dumps(e, ensure_ascii=False) for s in sessions for e in to_claude_code(s)]
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return
-    if format == "opencode-messages":
+        text = "\n".join(lines) + "\n"
+    elif format == "opencode-messages":
         lines = [
             json.dumps(m, ensure_ascii=False) for s in sessions for m in to_opencode_messages(s)
         ]
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        return
-    if format == "tau-bench":
-        path.write_text(json.dumps(to_tau_bench(sessions), ensure_ascii=False), encoding="utf-8")
-        return
-    writer = _WRITERS.get(format)
-    if writer is None:
-        raise FormatError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
-    docs = [writer(s) for s in sessions]
-    if path.suffix == ".jsonl":
-        text = "\n".join(json.dumps(d, ensure_ascii=False) for d in docs) + "\n"
-    elif len(docs) == 1:
-        text = json.dumps(docs[0], ensure_ascii=False)
+        text = "".join(line + "\n" for line in lines)
+    elif format == "tau-bench":
+        text = json.dumps(to_tau_bench(sessions), ensure_ascii=False)
     else:
-        text = json.dumps(docs, ensure_ascii=False)
-    path.write_text(text, encoding="utf-8")
+        writer = _WRITERS.get(format)
+        if writer is None:
+            raise FormatError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
+        docs = [writer(s) for s in sessions]
+        if path.suffix == ".jsonl":
+            text = "\n".join(json.dumps(d, ensure_ascii=False) for d in docs) + "\n"
+        elif len(docs) == 1:
+            text = json.dumps(docs[0], ensure_ascii=False)
+        else:
+            text = json.dumps(docs, ensure_ascii=False)
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 # The native reader builds on the registry above, so it is imported last.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 
 from ctxcompact import _core
 from ctxcompact._atomic import replacing
-from ctxcompact.errors import ConfigError, FormatError, TranscriptError
+from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError
 from ctxcompact.formats import FORMATS, jsonl_format
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import SCHEMA, Transcript
@@ -129,9 +130,16 @@ class _Input:
 
 
 def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...]) -> list[_Input]:
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    if isinstance(paths, str | Path):
+        items = [paths]
+    elif isinstance(paths, bytes) or not isinstance(paths, Iterable):
+        raise InputTypeError(f"paths must be a path or a list of paths, got {type(paths).__name__}")
+    else:
+        items = list(paths)
     out: list[_Input] = []
     for item in items:
+        if not isinstance(item, str | os.PathLike):
+            raise InputTypeError(f"a path must be a str or a Path, got {type(item).__name__}")
         path = Path(item)
         if path.is_dir():
             for p in sorted(q for q in path.rglob("*") if q.is_file()):

@@ -22,7 +22,7 @@ from typing import Any
 
 from ctxcompact import _core
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
@@ -253,7 +253,8 @@ def compact_messages(
     """Summarize the head of ``messages``; returns ``[system?, summary, *tail]``.
 
     ``context`` / ``output``: the model's window and output limit (the tail
-    budget is ``config.keep_ratio`` of what is usable). Nothing to compact, or
+    budget is ``config.keep_ratio`` of what is usable; a context of 0 is
+    unlimited, as in ``is_overflow``: nothing is compacted). Nothing to compact, or
     a cancelling pre-compact hook, returns the messages unchanged with
     ``record=None``. With ``config.mask_first`` the policy's masking
     (``mask_chat_messages``) runs first: when that brings the list under the
@@ -261,6 +262,7 @@ def compact_messages(
     the summary reads the head as it was before masking (results cut to
     ``summary_recall_tokens``) and the kept tail stays masked.
     """
+    _check_args(summarizer, context)
     return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
                                 output=output, trigger=trigger, reason=reason,
                                 session_id=session_id, hooks=hooks, events=events,
@@ -283,6 +285,7 @@ async def acompact_messages(
     instructions: str | None = None,
 ) -> SplitResult:
     """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
+    _check_args(summarizer, context)
     return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
                                        context=context, output=output, trigger=trigger,
                                        reason=reason, session_id=session_id, hooks=hooks,
@@ -290,11 +293,24 @@ async def acompact_messages(
                                        instructions=instructions))  # fmt: skip
 
 
+def _check_args(summarizer: Any, context: Any) -> None:
+    if not isinstance(summarizer, Summarizer):
+        raise InputTypeError(
+            f"compact_messages takes a Summarizer, got {type(summarizer).__name__} "
+            "(Summarizer(client) wraps a client; Summarizer(None) always uses the fallback)"
+        )
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise ConfigError(f"context must be a non-negative token count (0: unlimited), "
+                          f"got {context!r}", column="context")  # fmt: skip
+
+
 def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: CompactionConfig, *,
                 context: int, output: int, trigger: ev.Trigger, reason: str, session_id: str,
                 hooks: ev.Hooks | None, events: ev.EventBus | None, metrics: ev.Metrics | None,
                 instructions: str | None) -> flow.Flow[SplitResult]:  # fmt: skip
     """The split-point compaction's steps (see ``live/flow.py``)."""
+    if context == 0:  # an unlimited window never needs compacting
+        return SplitResult([dict(m) for m in messages], None)
     run: _Run = yield flow.blocking(
         _Run, messages, cfg, context=context, output=output, trigger=trigger, reason=reason,
         session_id=session_id, instructions=instructions,

@@ -24,7 +24,7 @@ from ctxcompact.clients.base import (
     SummaryResponse,
 )
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, SummaryError
+from ctxcompact.errors import ConfigError, InputTypeError, SummaryError
 from ctxcompact.estimators import EstimateMethod
 from ctxcompact.live import prompts
 from ctxcompact.scans.estimate import estimate_tokens
@@ -64,6 +64,11 @@ class Summarizer:
         *,
         model: str | None = None,
     ) -> None:
+        if client is not None and not (hasattr(client, "complete") or hasattr(client, "acomplete")):
+            raise InputTypeError(
+                f"Summarizer takes a client with complete() or acomplete() (OpenAIClient, "
+                f"AnthropicClient, ...) or None for the fallback, got {type(client).__name__}"
+            )
         self.client = client
         #: False: built on the defaults, so a ``Compactor`` given a config shares it.
         self.configured = config is not None

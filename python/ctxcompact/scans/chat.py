@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxcompact.errors import (
     ConfigError,
+    FormatError,
     OrphanedToolResultError,
     TranscriptError,
     UnknownValueError,
@@ -45,6 +46,41 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
+def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
+    """``messages`` if it is a list of chat message dicts a count can read:
+    each a mapping with a string ``role`` and a ``content`` that is a string,
+    a list of blocks or None. Else a ``FormatError`` naming the message: a
+    malformed one would be counted as whatever its ``str()`` is."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise FormatError(
+            f"chat messages must be a list of message dicts, got {type(messages).__name__}"
+        )
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}")
+        if not isinstance(m.get("role"), str):
+            raise FormatError(f"chat message {i} has no string 'role'")
+        content = m.get("content")
+        if not (content is None or isinstance(content, (str, list, tuple))):
+            raise FormatError(
+                f"chat message {i}: 'content' must be a string, a list of blocks or null, "
+                f"got {type(content).__name__}"
+            )
+        calls = m.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, (list, tuple)) and all(isinstance(c, Mapping) for c in calls)
+        ):
+            raise FormatError(f"chat message {i}: 'tool_calls' must be a list of dicts")
+    return messages
+
+
+def _check_overhead(overhead: Any) -> int:
+    if isinstance(overhead, bool) or not isinstance(overhead, int) or overhead < 0:
+        raise ConfigError(f"overhead must be a non-negative integer, got {overhead!r}",
+                          column="message_overhead")  # fmt: skip
+    return overhead
+
+
 def estimate_chat_message(
     message: Mapping[str, Any], *, method: EstimateMethod = "opencode", overhead: int = 4
 ) -> int:
@@ -53,6 +89,11 @@ def estimate_chat_message(
     Arguments that are not a string yet are counted as compact JSON, as
     ``to_model_messages`` sends them and the part-row table stores them.
     """
+    check_chat_messages([message])
+    return _message_tokens(message, method, _check_overhead(overhead))
+
+
+def _message_tokens(message: Mapping[str, Any], method: EstimateMethod, overhead: int) -> int:
     tokens = overhead + estimate_tokens(content_text(message.get("content")), method)
     reasoning = message.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
@@ -73,7 +114,9 @@ def estimate_chat_messages(
     method: EstimateMethod = "opencode",
     overhead: int = 4,
 ) -> int:
-    return sum(estimate_chat_message(m, method=method, overhead=overhead) for m in messages)
+    """Sum of ``estimate_chat_message`` over ``messages`` (checked first)."""
+    overhead = _check_overhead(overhead)
+    return sum(_message_tokens(m, method, overhead) for m in check_chat_messages(messages))
 
 
 #: What replaces the middle of a long old tool result in ``prune_tool_results``.

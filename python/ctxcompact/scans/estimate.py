@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ctxcompact import _core
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
 from ctxcompact.scans.vocabularies import ExactTokenizer as ExactTokenizer  # re-exported
 from ctxcompact.scans.vocabularies import core_name
@@ -28,6 +28,8 @@ def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
     UTF-8 or Arrow) counts as one UTF-16 unit, as in JavaScript, as three
     bytes (its WTF-8 form) for ``ceil-bytes``, and as ``?`` for a family.
     """
+    if not isinstance(text, str):
+        raise InputTypeError(f"estimate_tokens takes a str, got {type(text).__name__}")
     try:
         return _core.estimate_tokens(text, method)
     except UnicodeEncodeError:
@@ -111,11 +113,11 @@ def count_chat_tokens(
     message's role and text (tool calls' names and arguments, a tool result's
     text) plus 3 per message, 1 per ``name``, and 3 priming the reply. (Other
     families' chat templates frame messages differently: this is OpenAI's.)"""
-    from ctxcompact.scans.chat import content_text
+    from ctxcompact.scans.chat import check_chat_messages, content_text
 
     name = core_name(tokenizer, vocabulary)
     total = _REPLY_PRIMING
-    for m in messages:
+    for m in check_chat_messages(messages):
         parts = [str(m.get("role") or ""), content_text(m.get("content"))]
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}

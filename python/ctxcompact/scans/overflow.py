@@ -19,7 +19,7 @@ from typing import Any
 
 from ctxcompact import _core
 from ctxcompact.config import default
-from ctxcompact.errors import ConfigError, InvalidUsageError, UnknownModelError
+from ctxcompact.errors import ConfigError, InputTypeError, InvalidUsageError, UnknownModelError
 
 _INT64_MAX = 2**63 - 1
 
@@ -35,6 +35,23 @@ def _count(source: Any, key: str, *, required: bool) -> int:
     if value > _INT64_MAX:
         raise InvalidUsageError(f"usage {key!r} is beyond int64: {value}")
     return value
+
+
+#: What a usage mapping may hold (OpenCode's message tokens; ``total`` as its
+#: later releases write it, not read).
+_USAGE_KEYS = ("input", "output", "reasoning", "cache", "total")
+
+
+def _known_keys(values: Mapping[Any, Any], known: tuple[str, ...], what: str) -> None:
+    """A key outside ``known`` (a misspelt count) would be dropped silently."""
+    for key in values:
+        if key not in known:
+            hint = difflib.get_close_matches(str(key), known, n=1)
+            raise InvalidUsageError(
+                f"{what} has an unknown key {key!r}"
+                + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                + f"; known: {', '.join(known)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -53,8 +70,16 @@ class Usage:
             return usage
         if usage is None:
             raise InvalidUsageError("usage is missing")
+        if isinstance(usage, Mapping):
+            _known_keys(usage, _USAGE_KEYS, "usage")
         cache = usage.get("cache") if isinstance(usage, Mapping) else getattr(usage, "cache", None)
         cache = cache if cache is not None else {}
+        if isinstance(cache, Mapping):
+            _known_keys(cache, ("read", "write"), "usage 'cache'")
+        elif not (hasattr(cache, "read") or hasattr(cache, "write")):
+            raise InvalidUsageError(
+                f"usage 'cache' must be a mapping of 'read' and 'write' counts, got {cache!r}"
+            )
         return cls(
             input=_count(usage, "input", required=True),
             output=_count(usage, "output", required=True),
@@ -133,8 +158,47 @@ class OverflowOptions:
             return cls()
         if isinstance(config, OverflowOptions):
             return config
-        values: dict[str, Any] = {f.name: getattr(config, f.name, f.default) for f in fields(cls)}
-        return cls(**values)
+        names = [f.name for f in fields(cls)]
+        if isinstance(config, Mapping):
+            for key in config:
+                if key not in names:
+                    raise ConfigError(
+                        f"unknown overflow option {key!r}; known: {', '.join(names)}", column=key
+                    )
+            return cls(**dict(config))
+        if any(hasattr(config, name) for name in names):
+            # a CompactionConfig, or any object with the fields
+            values: dict[str, Any] = {}
+            for f in fields(cls):
+                values[f.name] = getattr(config, f.name, f.default)
+            return cls(**values)
+        raise ConfigError(
+            "overflow options must be a CompactionConfig, an OverflowOptions or a mapping "
+            f"of their fields, got {type(config).__name__}"
+        )
+
+    def __post_init__(self) -> None:
+        """Typed options, as ``CompactionConfig`` validates them."""
+        for name in ("auto", "inclusive", "count_cache_write", "clamp_usable"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"overflow option {name!r} must be true or false, "
+                    f"got {getattr(self, name)!r}", column=name,
+                )  # fmt: skip
+        cap = self.output_token_max
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 0 <= cap <= _INT64_MAX:
+            raise ConfigError(f"output_token_max must be a non-negative integer, got {cap!r}",
+                              column="output_token_max")  # fmt: skip
+        reserved = self.reserved
+        if not (
+            reserved is None
+            or reserved == "default"
+            or (isinstance(reserved, int) and not isinstance(reserved, bool) and reserved >= 0)
+        ):
+            raise ConfigError(
+                f"reserved must be a non-negative integer, 'default' or None, got {reserved!r}",
+                column="reserved",
+            )
 
 
 @dataclass(frozen=True)
@@ -150,8 +214,6 @@ def check_overflow(usage: Any, limits: Any, config: Any = None) -> OverflowRepor
     """Overflow decision with the numbers behind it."""
     u, lim, opts = Usage.coerce(usage), Limits.coerce(limits), OverflowOptions.from_config(config)
     reserved = opts.reserved
-    if isinstance(reserved, str) and reserved != "default":
-        raise ConfigError(f"reserved must be an integer, 'default' or None, got {reserved!r}")
     over, count, usable = _core.overflow_check(
         u.input,
         u.output,
@@ -177,7 +239,8 @@ def is_overflow(usage: Any, limits: Any, config: Any = None) -> bool:
 
     ``usage``: ``{"input", "output", "reasoning", "cache": {"read", "write"}}``
     or a ``TokenUsage``; ``limits``: ``{"context", "input", "output"}`` or a
-    ``ModelLimits``; ``config``: ``OverflowOptions`` or a ``CompactionConfig``.
+    ``ModelLimits``; ``config``: ``OverflowOptions``, a ``CompactionConfig``
+    or a mapping of the overflow options.
     Negative counts raise ``InvalidUsageError``.
     """
     return check_overflow(usage, limits, config).overflow
@@ -375,6 +438,8 @@ class ModelRegistry:
         that name (``claude-sonnet-4-5-20250929``). Only a date may follow the
         alias: ``claude-sonnet-4`` is not ``claude-sonnet-4-5-...``.
         """
+        if not isinstance(model, str):
+            raise InputTypeError(f"a model name must be a string, got {type(model).__name__}")
         if model in self._limits:
             return model
         alias = model.removesuffix("-latest")

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact import _core
-from ctxcompact.errors import ConfigError, MissingColumnError, NullValueError
+from ctxcompact.errors import ConfigError, InputTypeError, MissingColumnError, NullValueError
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
@@ -57,41 +57,46 @@ def _opt(config: Any, name: str) -> Any:
     return default(name) if config is None else getattr(config, name, default(name))
 
 
-def render_policy(config: Any) -> Policy:
-    """The policy whose rendering options apply: ``config`` itself when it is a
-    ``Policy``, else its ``policy`` field, else OpenCode's view."""
-    from ctxcompact.policy import Policy
-
-    if isinstance(config, Policy):
-        return config
-    given = getattr(config, "policy", None)
-    return Policy() if given is None else Policy.load(given)
-
-
-def _prune_options(config: Any) -> dict[str, Any]:
-    """The native prune's policy options from ``config``: a ``CompactionConfig``
-    (its ``prune_policy()``), a ``Policy``, a preset name / file / dict, or
-    ``None`` (OpenCode's rule)."""
+def _resolve(config: Any, scan: str) -> tuple[Policy, Any]:
+    """The policy ``config`` names and the object its estimate fields
+    (``estimate_method``, ``message_overhead``) are read from (``None``: the
+    defaults). ``config``: a ``CompactionConfig`` (its ``prune_policy()``), a
+    ``Policy``, a preset name / file / dict of policy options, a duck-typed
+    config, or ``None`` (OpenCode's rule). Anything else is a ``ConfigError``:
+    a config that is silently not read would give the default's numbers."""
     from ctxcompact.config import PRUNE_FIELDS, CompactionConfig, with_prune_fields
     from ctxcompact.policy import Policy
 
     if isinstance(config, CompactionConfig):
-        policy = config.prune_policy()
-    elif config is None or isinstance(config, (Policy, str, Path, Mapping)):
-        policy = Policy() if config is None else Policy.load(config)
-        config = None
-    elif any(hasattr(config, name) for name in CompactionConfig.model_fields):
+        return config.prune_policy(), config
+    if isinstance(config, Mapping):
+        fields = set(CompactionConfig.model_fields) - set(Policy.model_fields)
+        misplaced = sorted(set(config) & fields)
+        if misplaced:
+            raise ConfigError(
+                f"{misplaced[0]} is a CompactionConfig field, not a policy option: pass "
+                f"CompactionConfig({misplaced[0]}=...) to {scan}",
+                column=misplaced[0],
+            )
+    if config is None or isinstance(config, (Policy, str, Path, Mapping)):
+        return (Policy() if config is None else Policy.load(config)), None
+    if any(hasattr(config, name) for name in CompactionConfig.model_fields):
         # any object with some of the config's field names (a duck-typed config)
         present = {name: getattr(config, name) for name in PRUNE_FIELDS if hasattr(config, name)}
         policy = with_prune_fields(
             Policy.load(getattr(config, "policy", None) or Policy()), present
         )
-    else:
-        raise ConfigError(
-            "prune takes a CompactionConfig, a Policy, a preset name, a policy file or a dict "
-            f"of options, got {type(config).__name__}",
-            column="policy",
-        )
+        return policy, config
+    raise ConfigError(
+        f"{scan} takes a CompactionConfig, a Policy, a preset name, a policy file or a dict "
+        f"of policy options, got {type(config).__name__}",
+        column="policy",
+    )
+
+
+def _prune_options(config: Any) -> dict[str, Any]:
+    """The native prune's policy options from ``config`` (see ``_resolve``)."""
+    policy, config = _resolve(config, "prune")
     return policy.scan_options(
         method=str(_opt(config, "estimate_method")), overhead=int(_opt(config, "message_overhead"))
     )
@@ -265,6 +270,10 @@ def mark_pruned(data: Any, result: PruneResult, now_ms: int | None = None) -> An
     """
     from ctxcompact.models import Session
 
+    if not isinstance(result, PruneResult):
+        raise InputTypeError(
+            f"mark_pruned takes the PruneResult of prune(), got {type(result).__name__}"
+        )
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     if now <= 0:
         # 0 would read as "not compacted" (OpenCode tests the timestamp's truthiness).
@@ -405,11 +414,12 @@ def estimate_messages(
     also be a ``Policy``.
     """
     table, _ = _as_table(data)
+    policy, config = _resolve(config, "estimate_messages")
     rows, tokens, _session_index = _core.estimate_messages(
         table,
         method=str(_opt(config, "estimate_method")),
         overhead=int(_opt(config, "message_overhead")),
-        **render_policy(config).render_options(),
+        **policy.render_options(),
         threads=check_threads(threads),
     )
     rows, tokens = pa.array(rows), pa.array(tokens)

@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ctxcompact import _core
+from ctxcompact.errors import InputTypeError
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage
 
 if TYPE_CHECKING:
@@ -103,16 +104,27 @@ def _assistant(
 
 
 def to_model_messages(
-    session: Session, *, system: str | None = None, policy: Policy | None = None
+    session: Session, *, system: str | None = None, policy: Policy | str | Any = None
 ) -> list[dict[str, Any]]:
     """OpenAI Chat Completions messages for ``session`` with the placeholder rules applied.
 
     Pass the output of ``filter_pivot`` to send only what follows the latest
     compaction. Step markers and ignored text are not sent; reasoning only
     for the newest ``policy.keep_thinking`` assistant messages (as
-    ``reasoning_content``). ``policy``: its rendering options (placeholder,
-    clear_inputs, truncate_output, keep_thinking); OpenCode's view when None.
+    ``reasoning_content``). ``policy`` (a ``Policy``, preset name, policy file
+    or dict): its rendering options (placeholder, clear_inputs,
+    truncate_output, keep_thinking); OpenCode's view when None.
     """
+    if not isinstance(session, Session):
+        raise InputTypeError(
+            f"to_model_messages takes a Session, got {type(session).__name__}"
+            + (" (Session.model_validate(it) first)" if isinstance(session, dict) else "")
+        )
+    if policy is not None:
+        from ctxcompact.policy import Policy as _Policy
+
+        if not isinstance(policy, _Policy):
+            policy = _Policy.load(policy)  # a preset name, policy file or dict
     messages: list[dict[str, Any]] = []
     if system:
         messages.append({"role": "system", "content": system})
