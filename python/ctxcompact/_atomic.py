@@ -20,12 +20,20 @@ def beside(path: Path, *, keep_suffix: bool = False) -> Path:
 @contextmanager
 def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``,
-    on any error it is removed and ``path`` is left as it was.
+    on any error it is removed and ``path`` is left as it was. A symlink's
+    target is replaced (the link stays); a path that exists and is not a
+    regular file (a folder, device, pipe) is an ``OSError``.
 
     ``keep_suffix``: end the temporary name with ``path``'s suffix, for writers
     that choose the layout from it (``.jsonl`` vs ``.json``).
     """
     path = Path(path)
+    if path.is_symlink():
+        # Replace what the link points to and keep the link.
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        # A rename would put a plain file where a device, pipe or socket was.
+        raise OSError(errno.EINVAL, "not a regular file: it is never replaced", str(path))
     if not path.parent.is_dir():
         # Named here: the write would fail on the temporary name instead.
         missing = f"no folder to write {path.name} in"

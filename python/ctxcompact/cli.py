@@ -22,9 +22,10 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,9 @@ def _overrides(
     if method is not None:
         values["estimate_method"] = method
     if policy is not None:
+        if policy.strip().endswith((".toml", ".json")) and not Path(policy.strip()).is_file():
+            # A missing input, as a missing --config file is (exit 3).
+            raise InputNotFound(f"{policy}: no such policy file (--policy)")
         values["policy"] = policy
     if protect is not None:
         values["prune_protect"] = protect
@@ -245,13 +249,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _check_output(path: Path | None, option: str) -> None:
-    """Refuse an output that cannot be written before any work is done."""
+def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -> None:
+    """Refuse an output that cannot be written, or that would replace one of
+    ``inputs`` (the data being read), before any work is done."""
     if path is None:
         return
     parent = path.parent
+    if any(_same_file(path, i) for i in inputs):
+        raise typer.BadParameter(f"{path} is also an input: it would be replaced",
+                                 param_hint=option)  # fmt: skip
     if path.is_dir():
         reason = "it is a directory"
+    elif path.exists() and not path.is_file():
+        reason = "it is not a regular file (a device, pipe or socket is never replaced)"
     elif not parent.exists():
         reason = f"folder {parent} does not exist"
     elif not parent.is_dir():
@@ -261,6 +271,21 @@ def _check_output(path: Path | None, option: str) -> None:
     else:
         return
     raise OutputNotWritable(f"{path}: cannot write {option}: {reason}")
+
+
+def _same_file(output: Path, input: Path) -> bool:
+    """Whether writing ``output`` would replace a file that reading ``input``
+    reads: the input itself, or a session or Parquet file in an input folder
+    (symlinks and ``..`` followed)."""
+    try:
+        if not output.is_file():
+            return False
+        if input.is_file():
+            return output.samefile(input)
+        read = output.suffix in SESSION_SUFFIXES or output.suffix == ".parquet"
+        return input.is_dir() and read and output.resolve().is_relative_to(input.resolve())
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -438,7 +463,8 @@ def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
         if f.status != "read":
-            typer.echo(f"{f.status}: {f.path}{f': {f.reason}' if f.reason else ''}", err=True)
+            reason = f": {_cli_wording(f.reason)}" if f.reason else ""
+            typer.echo(f"{f.status}: {f.path}{reason}", err=True)
 
 
 def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
@@ -480,8 +506,8 @@ def _ingest_to_parquet(
     from ctxcompact.formats.reader import iter_sessions
 
     _check_inputs(inputs)
-    _check_output(out, option)
-    _check_output(rejects, "--rejects")
+    _check_output(out, option, inputs)
+    _check_output(rejects, "--rejects", inputs)
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
     rows = rejected = pending_rows = pending_bytes = 0
@@ -558,15 +584,17 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
     return _read(path, fmt)[0]
 
 
-def _parquet_source(path: Path) -> tuple[Path, str]:
+def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
     """A Parquet path for ``path``: itself, or its sessions ingested into a
-    temporary folder, removed when the process exits (success or not)."""
+    temporary folder, removed when the process exits (success or not); and
+    the session files read (none for Parquet)."""
     if _is_parquet(path):
-        return path, "parquet"
+        return path, "parquet", []
     scratch = tempfile.mkdtemp(prefix="ctxcompact-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     out = Path(scratch) / "ingested.parquet"
-    return out, _ingest_to_parquet([path], None, out, "the temporary Parquet").last.format
+    last = _ingest_to_parquet([path], None, out, "the temporary Parquet").last
+    return out, last.format, [f for f in last.files if f.status == "read"]
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
@@ -610,7 +638,7 @@ def prune_cmd(
     """Select old tool outputs to prune; with --output, write them marked."""
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
-    _check_output(output, "--output")
+    _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
@@ -635,7 +663,7 @@ def filter_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Keep each session from its latest completed compaction pivot on."""
-    _check_output(output, "--output")
+    _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
     visible = cc.filter_pivot(transcript)
@@ -671,8 +699,8 @@ def compact(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(output, "--output")
-    _check_output(report, "--report")
+    _check_output(output, "--output", [input])
+    _check_output(report, "--report", [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
@@ -776,7 +804,9 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
 def replay(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
-    context: Annotated[int, typer.Option(metavar="TOKENS", help="The model's context window.")],
+    context: Annotated[
+        int, typer.Option(min=1, metavar="TOKENS", help="The model's context window.")
+    ],
     output_limit: OutputLimitOption = None,
     out: Annotated[
         Path | None,
@@ -799,7 +829,8 @@ def replay(
             "--policy",
             metavar="NAME|FILE",
             help="A policy to replay under (repeat for several): a preset or a "
-            "TOML/JSON policy file. Default: the config's.",
+            "TOML/JSON policy file. Default: the config's. It prunes when a compaction "
+            "runs, and at every step with --mask-first.",
         ),
     ] = None,
     method: MethodOption = None,
@@ -819,7 +850,7 @@ def replay(
             overrides["mask_first"] = True
         configs.append(_config(config, **overrides))
     limits, _ = _limits(context, output_limit, configs[0])
-    _check_output(out, "--out")
+    _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
         transcript = _load_many(inputs, fmt)
     rows: list[dict[str, Any]] = []
@@ -878,10 +909,14 @@ def tune(
     cfg = _config(config)
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
-    load_grid(grid)  # a bad grid fails before any input is read
+    points = load_grid(grid)  # a bad grid fails before any input is read
+    if context is None and "context" not in points:
+        # Without one the runs would replay in an unlimited window: nothing to tune.
+        raise typer.BadParameter("give the context window, or list 'context' in the grid",
+                                 param_hint="--context")  # fmt: skip
     window = {"context": context or 0, "output": output_limit or 0}
-    _check_output(report, "--report")
-    _check_output(out, "--out")
+    _check_output(report, "--report", inputs)
+    _check_output(out, "--out", inputs)
     if report is not None:
         from ctxcompact.tuning.report import pyplot
 
@@ -958,10 +993,10 @@ def batch(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(destination, "DESTINATION")
-    _check_output(report, "--report")
+    _check_output(destination, "DESTINATION", [source])
+    _check_output(report, "--report", [source])
     console = _stderr()
-    source, read_as = _parquet_source(source)  # session files: a temporary Parquet first
+    source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
                   disable=as_json or not console.is_terminal) as bar:  # fmt: skip
@@ -974,6 +1009,9 @@ def batch(
                                 batch_rows=batch_rows, limits=limits,
                                 progress=tick)  # fmt: skip
     rows = {"format": read_as, **stats.to_dict()}
+    if ingested:  # the counts are of the Parquet made from them: say what was read
+        rows["files"] = len(ingested)
+        rows["session_bytes"] = sum(Path(f.path).stat().st_size for f in ingested)
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
     if limits is not None:
@@ -1018,7 +1056,7 @@ def convert(
 
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
-    _check_output(output, "OUTPUT")
+    _check_output(output, "OUTPUT", [input])
     if to == "parquet" and not _is_parquet(input):  # streamed, as ingest does
         with _status(f"reading {input}", as_json):
             streamed = _ingest_to_parquet([input], source_format, output, "OUTPUT").last
@@ -1106,8 +1144,8 @@ def ingest(
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.
     """
-    _check_output(output, "--output")
-    _check_output(rejects, "--rejects")
+    _check_output(output, "--output", inputs)
+    _check_output(rejects, "--rejects", inputs)
     families = tuple(dict.fromkeys(count_methods or ()))
     for method in families:
         try:  # an unknown method, or one with nothing to count (ceil-bytes)
@@ -1239,8 +1277,10 @@ def version() -> None:
 
 
 def _cli_wording(message: str) -> str:
-    # Library messages name keyword arguments; on the command line it is --format.
-    return re.sub(r"\bpass format=", f"pass --format (one of: {', '.join(READ_FORMATS)})", message)
+    # Library messages name keyword arguments; on the command line it is
+    # --format (convert's is --from).
+    option = "--from" if sys.argv[1:2] == ["convert"] else "--format"
+    return re.sub(r"\bpass format=", f"pass {option} (one of: {', '.join(READ_FORMATS)})", message)
 
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}

@@ -41,8 +41,8 @@ def original_and_back(path: Path) -> tuple[list[str], list[str]]:
         if fmt == "claude-code":
             back = [e for s in sessions for e in formats.to_claude_code(s)]
         else:
-            back = [{**(s.info.model_extra or {}).get("source", {}),
-                     "history": formats.to_openhands(s)} for s in sessions]  # fmt: skip
+            # A resolver record comes back whole, its history in its place.
+            back = [formats.to_openhands(s) for s in sessions]
         return sorted(map(_canon, lines)), sorted(map(_canon, back))
     obj = json.loads(path.read_text())
     fmt = detect_format(obj)

@@ -44,7 +44,7 @@ def test_every_answered_action_of_the_resolver_output_is_a_tool_part() -> None:
         assert first.role == "user" and first.parts[0].text == history[0]["content"]
         # the finish action nothing answers stays text: its thought
         assert session.messages[-1].parts[0].text == history[-1]["thought"]
-        assert to_openhands(session) == history
+        assert to_openhands(session) == record  # the record whole, its history included
 
 
 @needs_data

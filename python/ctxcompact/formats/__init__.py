@@ -50,7 +50,12 @@ FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
 def detect_format(obj: Any) -> str:
     """The format of a parsed JSON document (``FormatError`` when none fits)."""
     if isinstance(obj, Mapping):
-        if "info" in obj and "messages" in obj:
+        messages = obj.get("messages")
+        first = messages[0] if isinstance(messages, list) and messages else None
+        # An OpenCode message is {info, parts}; a chat message with a role
+        # beside an "info" of another tool's record is not one.
+        chat = isinstance(first, Mapping) and "role" in first and "info" not in first
+        if "info" in obj and "messages" in obj and not chat:
             return "opencode"
         if isinstance(obj.get("history"), list) and "instruction" not in obj:
             return "swe-agent"
@@ -320,8 +325,10 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 
 
 def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
-    """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code:
-    one event per line) for a ``.jsonl`` path, else one JSON document.
+    """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code
+    and OpenCode messages: one event per line) for a ``.jsonl`` path, else one
+    JSON document: one session (tau-bench: its list of results); more is a
+    ``FormatError``, as no reader takes such a file back.
 
     The file is replaced whole or left as it was (an error converting a
     session writes nothing); a folder that does not exist is an ``OSError``."""
@@ -332,6 +339,15 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
             raise InputTypeError(f"write takes Sessions; item {i} is a {type(s).__name__}"
                                  + (" (Session.model_validate(it) first)"
                                     if isinstance(s, dict) else ""))  # fmt: skip
+    jsonl = path.suffix == ".jsonl"
+    if format in ("claude-code", "opencode-messages") and not jsonl:
+        raise FormatError(f"{format} is a JSONL format (an event per line): write a .jsonl "
+                          f"file, not {path.suffix or 'one without a suffix'}")  # fmt: skip
+    if format != "tau-bench" and not jsonl and len(sessions) > 1:
+        # An array of them is no document a reader takes back.
+        raise FormatError(f"{len(sessions)} sessions do not fit one {format} document: "
+                          f"write a .jsonl file (a session per line), not "
+                          f"{path.suffix or 'one without a suffix'}")  # fmt: skip
     if format == "claude-code":
         lines = [json.dumps(e, ensure_ascii=False) for s in sessions for e in to_claude_code(s)]
         text = "\n".join(lines) + "\n"
@@ -347,12 +363,10 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
         if writer is None:
             raise FormatError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
         docs = [writer(s) for s in sessions]
-        if path.suffix == ".jsonl":
+        if jsonl:
             text = "\n".join(json.dumps(d, ensure_ascii=False) for d in docs) + "\n"
-        elif len(docs) == 1:
-            text = json.dumps(docs[0], ensure_ascii=False)
         else:
-            text = json.dumps(docs, ensure_ascii=False)
+            text = json.dumps(docs[0] if docs else [], ensure_ascii=False)
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 

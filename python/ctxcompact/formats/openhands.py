@@ -239,7 +239,20 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 
-def to_openhands(session: Session) -> list[dict[str, Any]]:
+def to_openhands(session: Session) -> list[dict[str, Any]] | dict[str, Any]:
+    """The session's events; for a session read from a resolver record
+    (``from_openhands_output``), that whole record with the events as its
+    ``history``."""
+    events = _events(session)
+    record = source_dict(session.info)
+    if not record:
+        return events
+    # The record keeps its key order: "history" stands where it stood.
+    record.setdefault("history", [])
+    return {k: (events if k == "history" else v) for k, v in record.items()}
+
+
+def _events(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
         source = source_dict(message.info)
@@ -258,7 +271,8 @@ def from_openhands_output(line: Mapping[str, Any], session_id: str) -> Session:
     if not isinstance(history, list):
         raise FormatError(f"{session_id}: no 'history' list", session_id=session_id)
     session = from_openhands(history, session_id)
-    rest = {k: v for k, v in line.items() if k != "history"}
+    # The record but its history (the messages hold it), whose place is kept.
+    rest = {k: ([] if k == "history" else v) for k, v in line.items()}
     return session.model_copy(update={"info": SessionInfo(id=session_id, source=rest)})
 
 

@@ -148,7 +148,29 @@ def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...])
                 out.append(_Input(p, base, True))
         else:
             out.append(_Input(path, None, False))
+    _read_once([i for i in out if not i.in_folder or i.path.suffix in suffixes])
     return out
+
+
+def _read_once(inputs: list[_Input]) -> None:
+    """One file reached twice (a folder and a file in it, or a folder twice)
+    would be read twice, its sessions counted twice (under two names when
+    one route names it by its folder)."""
+    from ctxcompact.errors import DuplicateSessionError
+
+    seen: dict[tuple[int, int], Path] = {}
+    for i in inputs:
+        try:
+            st = i.path.stat()
+        except OSError:
+            continue  # a missing file is reported where it is read
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            also = "" if seen[key] == i.path else f" (also as {seen[key]})"
+            raise DuplicateSessionError(
+                f"{i.path}: this file is given twice{also}: its sessions would be read twice"
+            )
+        seen[key] = i.path
 
 
 def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:

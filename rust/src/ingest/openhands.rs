@@ -21,8 +21,10 @@ use super::Problem;
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
     let fail = |what: String| Problem::new(what).session(session_id);
     let (events, source) = match value {
-        Value::Object(mut record) => match record.shift_remove("history") {
-            Some(Value::Array(events)) => (events, Some(Value::Object(record))),
+        // The record is kept but its history (the messages hold it), whose
+        // place is kept by an empty list (as `from_openhands_output`).
+        Value::Object(mut record) => match record.get_mut("history") {
+            Some(Value::Array(events)) => (std::mem::take(events), Some(Value::Object(record))),
             _ => return Err(fail(format!("{session_id}: no 'history' list"))),
         },
         bare @ (Value::Array(_) | Value::String(_)) => (export::iterate(bare, "the line")?, None),

@@ -1,0 +1,153 @@
+"""The command never loses or replaces data it was not asked to: outputs that
+are inputs, links, devices, files given twice, documents no reader takes back,
+and the exit codes of those refusals. Run on the shared real transcripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact import formats
+from ctxcompact.cli import main
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+MINI = DATA / "mini-swe-agent"
+RESOLVER = DATA / "openhands" / "tests_unit_resolver_mock_output_output.jsonl"
+TAU = DATA / "tau-bench" / "gpt-4o-airline.json"
+
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+
+
+def run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_an_output_that_is_an_input_is_refused(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    same = tmp_path / "same.jsonl"
+    same.write_bytes(RESOLVER.read_bytes())
+    code, out = run(monkeypatch, capsys, "ingest", str(same), "-o", str(same))
+    assert code == 2 and "also an input" in out
+    assert same.read_bytes() == RESOLVER.read_bytes()
+    # A session file inside an input folder counts too.
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "a.traj.json").write_bytes((MINI / "local.traj.json").read_bytes())
+    code, out = run(monkeypatch, capsys, "convert", str(folder), str(folder / "a.traj.json"))
+    assert code == 2 and "also an input" in out
+
+
+def test_a_link_is_written_through_and_a_device_never_replaced(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    code, _ = run(monkeypatch, capsys, "convert", str(MINI / "local.traj.json"), str(link))
+    assert code == 0 and link.is_symlink()
+    assert target.read_text() != "old" and len(formats.read(target)) == 1
+    fifo = tmp_path / "pipe.parquet"
+    os.mkfifo(fifo)
+    code, out = run(monkeypatch, capsys, "ingest", str(MINI), "-o", str(fifo))
+    assert code == 5 and "not a regular file" in out
+    assert not fifo.is_file()  # still the pipe
+
+
+def test_a_file_given_twice_is_refused(monkeypatch: Any, capsys: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "o.parquet")
+    twice = [str(MINI), str(MINI / "local.traj.json")]
+    code, text = run(monkeypatch, capsys, "ingest", *twice, "-o", out)
+    assert code == 1 and "given twice" in text and not Path(out).exists()
+
+
+def test_an_openhands_resolver_record_converts_back_whole(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    original = [json.loads(line) for line in RESOLVER.read_text().splitlines() if line.strip()]
+    direct = tmp_path / "direct.jsonl"
+    code, _ = run(monkeypatch, capsys, "convert", str(RESOLVER), str(direct), "--to", "openhands")
+    assert code == 0
+    back = [json.loads(line) for line in direct.read_text().splitlines()]
+    assert back == original
+    assert [list(r) for r in back] == [list(r) for r in original]  # the key order too
+    # Through Parquet (the native reader's record) the same.
+    table = tmp_path / "oh.parquet"
+    assert run(monkeypatch, capsys, "ingest", str(RESOLVER), "-o", str(table))[0] == 0
+    again = tmp_path / "again.jsonl"
+    assert run(monkeypatch, capsys, "convert", str(table), str(again), "--to", "openhands")[0] == 0
+    assert again.read_bytes() == direct.read_bytes()
+
+
+def test_a_document_no_reader_takes_back_is_not_written(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    many = tmp_path / "tau.json"
+    code, out = run(monkeypatch, capsys, "convert", str(TAU), str(many), "--to", "openai-chat")
+    assert code == 1 and "write a .jsonl file" in out and not many.exists()
+    line_format = tmp_path / "one.json"
+    code, out = run(monkeypatch, capsys, "convert", str(MINI / "local.traj.json"), str(line_format),
+                    "--to", "claude-code")  # fmt: skip
+    assert code == 1 and "JSONL format" in out and not line_format.exists()
+    # What is written reads back, to the token, in every document format.
+    for to in ("opencode", "openai-chat", "anthropic", "tau-bench"):
+        doc = tmp_path / f"one.{to}.json"
+        code, _ = run(monkeypatch, capsys, "convert", str(MINI / "local.traj.json"), str(doc),
+                      "--to", to)  # fmt: skip
+        assert code == 0
+        assert len(formats.read(doc)) == 1
+
+
+def test_convert_output_is_detected_as_what_it_is(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    out = tmp_path / "tau.anthropic.jsonl"
+    assert run(monkeypatch, capsys, "convert", str(TAU), str(out), "--to", "anthropic")[0] == 0
+    code, text = run(monkeypatch, capsys, "estimate", str(out), "--json")
+    assert code == 0 and json.loads(text)["format"] == "anthropic"
+
+
+def test_tune_needs_a_window_and_replay_a_positive_one(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    grid = tmp_path / "g.toml"
+    grid.write_text('preset = ["opencode", "swe-agent"]\n')
+    code, out = run(monkeypatch, capsys, "tune", str(MINI), "--grid", str(grid))
+    assert code == 2 and "context" in out
+    code, _ = run(monkeypatch, capsys, "replay", str(MINI), "--context", "-5")
+    assert code == 2
+
+
+def test_missing_policy_file_is_a_missing_input(monkeypatch: Any, capsys: Any) -> None:
+    code, out = run(monkeypatch, capsys, "prune", str(MINI), "--policy", "/nonexistent/p.toml")
+    assert code == 3 and "no such policy file" in out
+
+
+def test_batch_counts_the_session_files_it_read(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    code, out = run(monkeypatch, capsys, "batch", str(MINI), str(tmp_path / "o.parquet"), "--json")
+    summary = json.loads(out[: out.rindex("}") + 1])
+    assert code == 0 and summary["files"] == 2
+    assert summary["session_bytes"] == sum(p.stat().st_size for p in MINI.glob("*.json"))
+
+
+def test_convert_hints_name_its_own_option(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"what": 1}')
+    code, out = run(monkeypatch, capsys, "convert", str(odd), str(tmp_path / "x.jsonl"))
+    assert code == 1 and "pass --from" in out and "--format" not in out
