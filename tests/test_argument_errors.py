@@ -206,3 +206,10 @@ def test_formats_write_names_the_missing_folder_and_writes_whole(
     with pytest.raises(InputTypeError):
         formats.write([*sessions, {"info": {}}], out, "opencode")
     assert out.read_text() == "old\n"  # nothing half-written
+
+
+def test_a_batch_refuses_a_timestamp_that_reads_as_not_compacted(table: pa.Table) -> None:
+    for now in (0, -1):
+        for parts in (False, True):
+            with pytest.raises(ConfigError, match="now_ms"):
+                cc.compact_batch(table, now_ms=now, parts=parts)

@@ -70,12 +70,13 @@ def compact_batch(
     cfg = config or CompactionConfig()
     table = Transcript.from_arrow(data).to_arrow()
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    if now <= 0:
+        # 0 would read as "not compacted" (OpenCode tests the timestamp's
+        # truthiness); refused whether or not this batch marks anything.
+        raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
     # One native pass: prune, mark, pivot and both estimates over one table view.
     found = compact_pass(table, cfg, now_ms=now if parts or model_input else None,
                          threads=threads)  # fmt: skip
-    if len(found.rows) and now <= 0:
-        # 0 would read as "not compacted" (OpenCode tests the timestamp's truthiness).
-        raise ConfigError(f"now_ms must be a positive millisecond timestamp, got {now_ms}")
     ids, pruned, pruned_parts = found.session_ids, found.pruned, found.pruned_parts
     after_prune, after = found.tokens_after_prune, found.tokens_after
     before = found.tokens_before
