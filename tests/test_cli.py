@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
+from cli_run import invoke
 from ctxcompact.cli import main
 from ctxcompact.testing.synthetic import generate_table
 
@@ -19,13 +20,7 @@ from ctxcompact.testing.synthetic import generate_table
 def run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, Any]:
-    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr().out
+    code, out, _ = invoke(monkeypatch, capsys, *args)
     return code, (json.loads(out) if "--json" in args and code == 0 else out)
 
 

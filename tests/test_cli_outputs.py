@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import invoke
 from ctxcompact import formats
-from ctxcompact.cli import main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 MINI = DATA / "mini-swe-agent"
@@ -25,14 +24,8 @@ pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data"
 def run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
+    code, out, err = invoke(monkeypatch, capsys, *args)
+    return code, out + err
 
 
 def test_an_output_that_is_an_input_is_refused(

@@ -553,18 +553,10 @@ def test_a_byte_order_mark_is_read_by_both_readers(tmp_path: Path) -> None:
 
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         *args: str) -> tuple[int, Any, str]:  # fmt: skip
-    import sys
+    from cli_run import invoke
 
-    from ctxcompact.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args, "--json"])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, (json.loads(out.out) if code == 0 else None), " ".join(out.err.split())
+    code, out, err = invoke(monkeypatch, capsys, *args, "--json")
+    return code, (json.loads(out) if code == 0 else None), " ".join(err.split())
 
 
 def test_the_cli_reads_session_folders_in_every_command(
