@@ -313,6 +313,12 @@ pub fn tokens_within(
                 for row in msg.rows.clone() {
                     match table.part_type[row] {
                         part_type::TEXT => maybe(&mut units, &mut blocks, output(row)),
+                        // A marker a hook cancelled (ignored) is not sent.
+                        part_type::COMPACTION if ignored(table, row).unwrap_or(true) => maybe(
+                            &mut units,
+                            &mut blocks,
+                            Span::of_bytes(COMPACTION_QUESTION.len(), method),
+                        ),
                         part_type::COMPACTION => {
                             units.add(Span::of_bytes(COMPACTION_QUESTION.len(), method));
                             sure += 1;
@@ -481,6 +487,8 @@ fn message_tokens(
             for row in msg.rows.clone() {
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content)?,
+                    // A marker a hook cancelled (ignored) is not sent.
+                    part_type::COMPACTION if ignored(table, row)? => {}
                     part_type::COMPACTION => content.push(Cow::Borrowed(COMPACTION_QUESTION)),
                     FILE => {
                         let file = FilePart::read(table, row)?;

@@ -27,11 +27,14 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionConflictError,
     CompactionLoopError,
+    ConfigError,
+    InputTypeError,
     TranscriptError,
 )
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.calibration import UsageCalibrator
+from ctxcompact.live.markers import compaction_part, pending_marker
 from ctxcompact.live.store import Commit, SessionStore, new_id
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.models import (
@@ -70,8 +73,23 @@ def _takes_keywords(store: Any) -> bool:
     return True
 
 
-def compaction_part(message: MessageWithParts) -> Part | None:
-    return next((p for p in message.parts if p.type == "compaction"), None)
+#: What a Compactor needs of its store (the ``SessionStore`` protocol's core).
+_STORE_METHODS = ("load", "append_message", "mark_parts", "commit_compaction", "records")
+
+
+def _check_parts(store: Any, summarizer: Any, config: Any) -> None:
+    """Wrong kinds of parts fail here, naming them, not at the first step."""
+    missing = [m for m in _STORE_METHODS if not callable(getattr(store, m, None))]
+    if missing:
+        raise InputTypeError(f"store must be a SessionStore (MemoryStore, SQLiteStore, "
+                             f"PostgresStore...): {type(store).__name__} has no "
+                             f"{', '.join(missing)}")  # fmt: skip
+    if not isinstance(summarizer, Summarizer):
+        raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client)), got "
+                             f"{type(summarizer).__name__}")  # fmt: skip
+    if config is not None and not isinstance(config, CompactionConfig):
+        raise InputTypeError(f"config must be a CompactionConfig, got {type(config).__name__}"
+                             + (" (CompactionConfig(**it))" if isinstance(config, dict) else ""))
 
 
 def model_name(message: MessageWithParts) -> str | None:
@@ -136,6 +154,7 @@ class Compactor:
         calibrator: UsageCalibrator | None = None,
         model: str | None = None,
     ) -> None:
+        _check_parts(store, summarizer, config)
         self.store = store
         self.summarizer = summarizer
         self.config = config or summarizer.config
@@ -143,6 +162,14 @@ class Compactor:
             # One config for both: its timeout_s / max_retries reach the client.
             summarizer.config = config
         self.limits = None if limits is None else Limits.coerce(limits)
+        usable = None if self.limits is None else self.limits.usable(self.config)
+        if usable is not None and usable <= 0:
+            # Every step would overflow and every compaction stall.
+            raise ConfigError(
+                f"limits {self.limits} leave no input window ({usable} usable tokens after the "
+                "output reserve): give the model's output limit or a larger context",
+                column="limits",
+            )
         self.hooks = hooks or ev.Hooks()
         self.events = events or ev.EventBus()
         self.metrics = metrics or ev.Metrics()
@@ -191,16 +218,9 @@ class Compactor:
         return None if self.limits is None else self.limits.usable(self.config)
 
     def pending_task(self, session: Session) -> MessageWithParts | None:
-        """The newest user message with a compaction part that has no summary yet."""
-        summarized = {
-            m.info.parentID
-            for m in session.messages
-            if isinstance(m.info, AssistantMessage) and m.info.summary is True
-        }
-        for message in reversed(session.messages):
-            if isinstance(message.info, UserMessage) and compaction_part(message) is not None:
-                return None if message.id in summarized else message
-        return None
+        """The newest compaction marker, if no summary answers it yet (not one
+        a hook cancelled)."""
+        return pending_marker(session)
 
     def stalled(self, session_id: str) -> bool:
         """True when the last ``max_attempts`` compactions all left the history too big."""
@@ -222,7 +242,10 @@ class Compactor:
         instructions: str | None = None,
         reason: str = "manual",
     ) -> str:
-        """Append the marker (a user message with a compaction part); returns its id."""
+        """Queue a compaction: append its marker (a user message with a
+        compaction part) and return its id, or return the id of the one
+        already pending (two runners queueing at once add one marker: the
+        store checks and appends in one transaction, ``queue_compaction``)."""
         marker = new_id("msg")
         extra: dict[str, Any] = {"reason": reason}
         if instructions:
@@ -232,7 +255,16 @@ class Compactor:
             parts=[Part(id=new_id("prt"), sessionID=session_id, messageID=marker,
                         type="compaction", auto=auto, **extra)],
         )  # fmt: skip
-        self.store.append_message(session_id, message)
+        queue = getattr(self.store, "queue_compaction", None)
+        if queue is not None:
+            queued = queue(session_id, message)
+        else:  # a store of its own without it: checked, then appended (not atomic)
+            pending = pending_marker(self.store.load(session_id))
+            queued = pending.id if pending is not None else message.id
+            if pending is None:
+                self.store.append_message(session_id, message)
+        if queued != marker:
+            return str(queued)
         self.events.emit(ev.COMPACTION_QUEUED, session_id=session_id, marker_id=marker,
                          auto=auto, reason=reason)  # fmt: skip
         return marker
@@ -428,6 +460,10 @@ class Compactor:
         )  # fmt: skip
 
     def _cancelled(self, job: _Job, event: ev.PreCompactEvent) -> None:
+        # The marker stays, marked ignored: never pending again, never sent.
+        cancel = getattr(self.store, "cancel_compaction", None)
+        if cancel is not None:
+            cancel(job.session_id, job.marker.id)
         self.events.emit(ev.COMPACTION_CANCELLED, session_id=job.session_id,
                          marker_id=job.marker.id, reason=event.cancel_reason)  # fmt: skip
 
@@ -526,4 +562,4 @@ class _Job:
 
 CompactionRecord = ev.CompactionRecord
 
-__all__ = ["Compactor", "StepCheck", "compaction_part", "validate_session"]
+__all__ = ["Compactor", "StepCheck", "compaction_part", "pending_marker", "validate_session"]

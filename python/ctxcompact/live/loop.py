@@ -23,11 +23,17 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcompact.errors import CompactionConflictError, CompactionLoopError
+from ctxcompact.errors import (
+    CompactionConflictError,
+    CompactionLoopError,
+    InputTypeError,
+    TranscriptError,
+)
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.live.compactor import Compactor, model_name, validate_session
+from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
 from ctxcompact.scans.chat import estimate_chat_messages
@@ -69,6 +75,9 @@ class CompactionLoop:
     """Proactive and reactive compaction around each model call of one runtime."""
 
     def __init__(self, compactor: Compactor, *, system: str | None = None) -> None:
+        if not isinstance(compactor, Compactor):
+            kind = type(compactor).__name__
+            raise InputTypeError(f"CompactionLoop takes a Compactor, got {kind}")
         self.compactor = compactor
         self.system = system
         # Per session: the estimate of the last call's messages and its model,
@@ -95,6 +104,11 @@ class CompactionLoop:
         ``pinned``: the turn stays in the model input after every summary (the
         task, a standing directive).
         """
+        if not isinstance(text, str):
+            raise InputTypeError(f"a user turn's text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            # An empty turn is sent as nothing: the model would get no user message.
+            raise TranscriptError("a user turn must have text", session_id=session_id)
         mid = new_id("msg")
         part = Part(id=new_id("prt"), type="text", text=text, messageID=mid)
         if pinned:
@@ -158,14 +172,21 @@ class CompactionLoop:
     def _before_call(self, session_id: str) -> flow.Flow[tuple[list[dict[str, Any]], str]]:
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
-        if compactor.pending_task(session) is not None:
+        pending = compactor.pending_task(session)
+        if pending is not None:
             yield from self._process(session_id, session)
             session = yield flow.blocking(self._load, session_id)
+            if _cancelled(session, pending.id):
+                # A hook said no to this compaction: not asked again in this call.
+                messages: list[dict[str, Any]] = yield flow.blocking(
+                    compactor.model_messages, session_id, system=self.system, session=session
+                )
+                return messages, compactor.model_of(session)
         if self.config.mask_first:
             # Hybrid: mask every step; the proactive check below then sees the
             # masked history and asks for a summary only if that is not enough.
             yield flow.blocking(compactor.mask, session_id, session)
-        messages: list[dict[str, Any]] = yield flow.blocking(
+        messages = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )
         reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
@@ -204,6 +225,11 @@ class CompactionLoop:
         ``usage``: the step's reported token usage (defaults to the message's
         ``tokens``). A context stop queues a compaction even without usage.
         """
+        if message is not None and not isinstance(message, MessageWithParts):
+            raise InputTypeError(
+                f"after_step takes the step's MessageWithParts, got {type(message).__name__}"
+                + (" (MessageWithParts.model_validate(it))" if isinstance(message, dict) else "")
+            )
         if message is not None:
             self.compactor.store.append_message(session_id, message)
             if usage is None:
@@ -251,6 +277,15 @@ class CompactionLoop:
         return await asyncio.to_thread(
             self.after_step, session_id, message, usage=usage, finish_reason=finish_reason
         )
+
+
+def _cancelled(session: Session, marker_id: str) -> bool:
+    """Whether a pre-compact hook cancelled marker ``marker_id`` (its part ignored)."""
+    for message in session.messages:
+        if message.id == marker_id:
+            part = compaction_part(message)
+            return part is not None and part.ignored is True
+    return False
 
 
 __all__ = ["CONTEXT_STOPS", "CompactionLoop", "StepDecision", "is_context_stop"]

@@ -29,7 +29,8 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live.events import CompactionRecord
-from ctxcompact.live.store import Commit, _dumps, _mark, _recalled, new_id
+from ctxcompact.live.markers import pending_marker
+from ctxcompact.live.store import Commit, _cancel, _dumps, _mark, _recalled, new_id
 from ctxcompact.models import MessageWithParts, Session
 
 if TYPE_CHECKING:
@@ -194,22 +195,47 @@ class PostgresStore:
                 # One snapshot for the three reads: a compaction committing
                 # meanwhile is seen whole or not at all.
                 db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                info = json.loads(self._require(db, session_id, lock=False))
-                rows = db.execute(
-                    "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
-                parts: dict[str, list[Any]] = {}
-                for message_id, data in db.execute(
-                    "SELECT message_id, data FROM parts WHERE session_id = %s ORDER BY seq",
-                    (session_id,),
-                ):
-                    parts.setdefault(message_id, []).append(json.loads(data))
+                return self._read(db, session_id, lock=False)
         except self._psycopg.OperationalError as e:
             raise StoreError(f"cannot read session {session_id!r} from {self._where()}: {e}",
                              session_id=session_id) from None  # fmt: skip
+
+    def _read(self, db: psycopg.Connection[Any], session_id: str, *, lock: bool) -> Session:
+        """The session, read inside the caller's transaction (``lock``: its
+        row locked, so writers of this session wait)."""
+        info = json.loads(self._require(db, session_id, lock=lock))
+        rows = db.execute(
+            "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq", (session_id,)
+        ).fetchall()
+        parts: dict[str, list[Any]] = {}
+        for message_id, data in db.execute(
+            "SELECT message_id, data FROM parts WHERE session_id = %s ORDER BY seq", (session_id,)
+        ):
+            parts.setdefault(message_id, []).append(json.loads(data))
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
         return Session.model_validate({"info": info, "messages": messages})
+
+    def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
+        with self._tx() as db:  # the session row locked: no writer between check and insert
+            pending = pending_marker(self._read(db, session_id, lock=True))
+            if pending is not None:
+                return pending.id
+            self._insert(db, session_id, marker)
+        return marker.id
+
+    def cancel_compaction(self, session_id: str, marker_id: str) -> None:
+        with self._tx() as db:
+            self._require(db, session_id, lock=True)
+            rows = db.execute(
+                "SELECT data FROM parts WHERE session_id = %s AND message_id = %s ORDER BY seq",
+                (session_id, marker_id),
+            ).fetchall()
+            message = {"info": {"id": marker_id}, "parts": [json.loads(r[0]) for r in rows]}
+            part = _cancel([message], session_id, marker_id)
+            db.execute(
+                "UPDATE parts SET data = %s WHERE session_id = %s AND id = %s",
+                (_dumps(part), session_id, part["id"]),
+            )
 
     def _insert(
         self, db: psycopg.Connection[Any], session_id: str, message: MessageWithParts

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
 from ctxcompact.live.events import CompactionRecord
+from ctxcompact.live.markers import pending_marker
 from ctxcompact.models import MessageWithParts, Session
 
 _id_lock = threading.Lock()
@@ -74,6 +75,18 @@ class SessionStore(Protocol):
 
     def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None: ...
 
+    def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
+        """Append ``marker`` unless a compaction is already pending
+        (``markers.pending_marker``), checked and written in one transaction;
+        returns the id of the marker that is pending afterwards. (A store
+        without it is checked, then appended: two runners may queue twice.)"""
+        ...
+
+    def cancel_compaction(self, session_id: str, marker_id: str) -> None:
+        """Mark the marker's compaction part ``ignored``: a pre-compact hook
+        cancelled it, so it is never pending again and never sent."""
+        ...
+
     def commit_compaction(self, session_id: str, commit: Commit) -> None:
         """Write ``commit`` in one transaction, or raise ``CompactionConflictError``
         (and write nothing) when its marker already has a summary."""
@@ -104,6 +117,19 @@ def _recalled(part: Mapping[str, Any] | None, session_id: str, part_id: str) -> 
         raise TranscriptError(f"part {part_id} of session {session_id!r} has no stored text "
                               f"to recall", session_id=session_id)  # fmt: skip
     return value
+
+
+def _cancel(messages: list[dict[str, Any]], session_id: str, marker_id: str) -> dict[str, Any]:
+    """Set ``ignored`` on marker ``marker_id``'s compaction part; returns the part."""
+    for message in messages:
+        if message["info"].get("id") == marker_id:
+            part: dict[str, Any]
+            for part in message.get("parts", []):
+                if part.get("type") == "compaction":
+                    part["ignored"] = True
+                    return part
+    raise TranscriptError(f"no compaction marker {marker_id} to cancel", session_id=session_id,
+                          message_id=marker_id)  # fmt: skip
 
 
 def _mark(part: dict[str, Any], now_ms: int) -> None:
@@ -151,6 +177,17 @@ class MemoryStore:
                 raise TranscriptError(f"message {message.id} already exists", session_id=session_id)
             messages.append(data)
         return message.id
+
+    def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
+        with self._lock:  # re-entrant: load and append take it too
+            pending = pending_marker(self.load(session_id))
+            if pending is not None:
+                return pending.id
+            return self.append_message(session_id, marker)
+
+    def cancel_compaction(self, session_id: str, marker_id: str) -> None:
+        with self._lock:
+            _cancel(self._get(session_id), session_id, marker_id)
 
     def _apply_marks(self, messages: list[dict[str, Any]], marks: Mapping[str, int]) -> None:
         found = set()
@@ -321,20 +358,46 @@ class SQLiteStore:
         db = self._db()
         db.execute("BEGIN")  # one consistent snapshot of the session
         try:
-            info = json.loads(self._require(db, session_id))
-            rows = db.execute(
-                "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-            parts: dict[str, list[Any]] = {}
-            for message_id, data in db.execute(
-                "SELECT message_id, data FROM parts WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ):
-                parts.setdefault(message_id, []).append(json.loads(data))
+            return self._read(db, session_id)
         finally:
             db.execute("COMMIT")
+
+    def _read(self, db: sqlite3.Connection, session_id: str) -> Session:
+        """The session, read inside the caller's transaction."""
+        info = json.loads(self._require(db, session_id))
+        rows = db.execute(
+            "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        parts: dict[str, list[Any]] = {}
+        for message_id, data in db.execute(
+            "SELECT message_id, data FROM parts WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ):
+            parts.setdefault(message_id, []).append(json.loads(data))
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
         return Session.model_validate({"info": info, "messages": messages})
+
+    def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
+        with self._tx() as db:  # IMMEDIATE: no other writer between check and insert
+            pending = pending_marker(self._read(db, session_id))
+            if pending is not None:
+                return pending.id
+            self._insert(db, session_id, marker)
+        return marker.id
+
+    def cancel_compaction(self, session_id: str, marker_id: str) -> None:
+        with self._tx() as db:
+            self._require(db, session_id)
+            rows = db.execute(
+                "SELECT data FROM parts WHERE session_id = ? AND message_id = ? ORDER BY seq",
+                (session_id, marker_id),
+            ).fetchall()
+            message = {"info": {"id": marker_id}, "parts": [json.loads(r[0]) for r in rows]}
+            part = _cancel([message], session_id, marker_id)
+            db.execute(
+                "UPDATE parts SET data = ? WHERE session_id = ? AND id = ?",
+                (_dumps(part), session_id, part["id"]),
+            )
 
     def _insert(self, db: sqlite3.Connection, session_id: str, message: MessageWithParts) -> None:
         data = message.to_export()

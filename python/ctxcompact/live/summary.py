@@ -69,6 +69,8 @@ class Summarizer:
                 f"Summarizer takes a client with complete() or acomplete() (OpenAIClient, "
                 f"AnthropicClient, ...) or None for the fallback, got {type(client).__name__}"
             )
+        if config is not None and not isinstance(config, CompactionConfig):
+            raise InputTypeError(f"config must be a CompactionConfig, got {type(config).__name__}")
         self.client = client
         #: False: built on the defaults, so a ``Compactor`` given a config shares it.
         self.configured = config is not None

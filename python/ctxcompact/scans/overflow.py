@@ -109,6 +109,17 @@ class Limits:
                 return limits.get(key)
             return getattr(limits, key, None)
 
+        if isinstance(limits, Mapping):
+            for key in limits:
+                if key not in ("context", "input", "output"):
+                    hint = difflib.get_close_matches(str(key), ("context", "input", "output"), n=1)
+                    raise ConfigError(
+                        f"model limits have an unknown key {key!r}"
+                        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                        + "; known: context, input, output",
+                        column=str(key),
+                    )
+
         values: dict[str, int] = {}
         for key in ("context", "input", "output"):
             v = get(key)
@@ -119,6 +130,9 @@ class Limits:
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _INT64_MAX:
                 raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}")
             values[key] = v
+        if values["context"] and values["input"] > values["context"]:
+            raise ConfigError(f"model limit 'input' ({values['input']}) is larger than the "
+                              f"context ({values['context']})", column="input")  # fmt: skip
         return cls(**values)
 
     def reserve(self, config: Any = None) -> int:

@@ -59,7 +59,7 @@ def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
     for part in message.parts:
         if part.type == "text" and not part.ignored and part.text:
             blocks.append({"type": "text", "text": part.text})
-        elif part.type == "compaction":
+        elif part.type == "compaction" and not part.ignored:  # ignored: cancelled by a hook
             blocks.append({"type": "text", "text": COMPACTION_QUESTION})
         elif part.type == "file":
             if (part.mime or "").startswith("image/") and part.url:
