@@ -98,6 +98,52 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     with pytest.raises(NonContiguousError) as e:
         compact_dataset(halves)
     assert e.value.session_id == table["session_id"][0].as_py()
+    # The parts too: each half compacted alone would be a silently wrong session.
+    with pytest.raises(NonContiguousError) as e:
+        compact_dataset(halves, parts=True)
+    assert e.value.session_id == table["session_id"][0].as_py()
+
+
+def test_a_session_in_pieces_from_two_files_in_one_block_is_an_error() -> None:
+    """Regrouping keeps a block's row order; pieces of one session from two
+    files may come in either order, so with the files known it is an error."""
+    from ctxcompact.batch.ray_data import _compact
+
+    table = generate_table(3, 100, seed=2)
+    first, second = table.slice(0, 50), table.slice(50)  # session 0 cut in two
+    block = pa.concat_tables([second, first])  # the later file's rows first
+    paths = ["b.parquet"] * second.num_rows + ["a.parquet"] * first.num_rows
+    with pytest.raises(NonContiguousError, match="split between files") as e:
+        _compact(block.append_column("path", pa.array(paths)), paths=True)
+    assert e.value.session_id == table["session_id"][0].as_py()
+    # Whole sessions from two files, joined in any order, are regrouped.
+    ids = table["session_id"].cast(pa.string())
+    one, rest = table.filter(pc.equal(ids, ids[0])), table.filter(pc.not_equal(ids, ids[0]))
+    joined = pa.concat_tables([rest, one])
+    tagged = joined.append_column("path", pa.array(["b"] * rest.num_rows + ["a"] * one.num_rows))
+    assert sort(_compact(tagged, paths=True)).equals(sort(compact_batch(table)))
+
+
+def test_sessions_split_between_files_are_never_compacted_silently(
+    local_ray: None, tmp_path: Path
+) -> None:
+    table = generate_table(4, 150, seed=5, mean_output_chars=3000)
+    pq.write_table(table.slice(0, table.num_rows // 2), tmp_path / "in-0.parquet")
+    pq.write_table(table.slice(table.num_rows // 2), tmp_path / "in-1.parquet")
+    whole, now = compact_batch(table, now_ms=42, parts=True)[1], 42
+    for attempt in range(2):
+        out = tmp_path / f"out{attempt}"
+        try:
+            compact_parquet_on_ray(str(tmp_path), str(out), now_ms=now)
+        except NonContiguousError:
+            continue  # reported: fine
+
+        # Not reported: then Ray kept the halves in one block, in order.
+        def rows(t: pa.Table) -> list[tuple[object, ...]]:
+            cols = ["session_id", "message_id", "part_id", "compacted_at"]
+            return sorted(zip(*(t[c].cast(pa.string()).to_pylist() for c in cols), strict=True))
+
+        assert rows(pq.read_table(out)) == rows(whole)
 
 
 def test_a_policy_grid_on_ray_equals_the_local_one(

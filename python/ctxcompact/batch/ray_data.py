@@ -12,8 +12,10 @@ holds whole sessions (the usual layout when a platform partitions by session
 or by day); a block is one batch (``batch_size=None``). No shuffle is needed:
 when Ray joins fragments of several files into one block out of order, the
 batch is regrouped by session (stable, so message order is kept).
-``check=True`` (default) verifies it afterwards on the (small) report: a
-session id seen in two blocks raises ``NonContiguousError``.
+``check=True`` (default) verifies it afterwards: a session id seen in two
+blocks raises ``NonContiguousError``; ``compact_parquet_on_ray`` also knows
+each row's file, and a session in pieces from two files is an error even
+within one block.
 
 On a cluster, start Ray as usual (``ray start --head`` / ``ray.init(address=
 "auto")``); every worker needs ``pip install ctxcompact``; the Rust scans
@@ -52,27 +54,81 @@ def _regroup(batch: pa.Table) -> pa.Table:
     return batch.take(pc.sort_indices(keys))
 
 
-def _compact(batch: pa.Table, **kw: Any) -> Any:
+#: The column Ray Data's ``include_paths`` adds: which file each row came from.
+_PATH = "path"
+
+
+def _compact(batch: pa.Table, *, paths: bool = False, **kw: Any) -> Any:
     # Ray may join the fragments of several files into one block in any
     # order: a session then arrives in pieces. Zero copy when it did not,
-    # one stable regrouping (a copy) when it did.
+    # one stable regrouping (a copy) when it did. With the rows' files known
+    # (``paths``), a session whose pieces come from two files is split
+    # between files, which no regrouping can put back in order: an error.
+    files = None
+    if paths:
+        files = batch.column(_PATH)
+        batch = batch.drop_columns([_PATH])
     try:
         return compact_batch(batch, **kw)
     except NonContiguousError:
+        if files is not None:
+            _one_file_per_session(batch, files)
         return compact_batch(_regroup(batch), **kw)
 
 
+def _one_file_per_session(batch: pa.Table, files: Any) -> None:
+    pairs = pa.table({"s": batch.column("session_id").cast(pa.string()), "f": files})
+    per = pairs.group_by("s").aggregate([("f", "count_distinct")])
+    split = per.filter(pc.greater(per.column("f_count_distinct"), 1))
+    if len(split):
+        sid = split.column("s")[0].as_py()
+        raise NonContiguousError(
+            f"session {sid!r} is split between files: write each file with whole sessions",
+            session_id=sid, column="session_id",
+        )  # fmt: skip
+
+
 def _report(batch: pa.Table, *, config: CompactionConfig, limits: Any, now_ms: int | None,
-            threads: int | None) -> pa.Table:  # fmt: skip
-    result = _compact(batch, config=config, now_ms=now_ms, limits=limits, threads=threads)
+            threads: int | None, paths: bool = False) -> pa.Table:  # fmt: skip
+    result = _compact(batch, config=config, now_ms=now_ms, limits=limits, threads=threads,
+                      paths=paths)  # fmt: skip
     assert isinstance(result, pa.Table)
     return result
 
 
 def _parts(batch: pa.Table, *, config: CompactionConfig, now_ms: int | None,
-           threads: int | None) -> pa.Table:  # fmt: skip
-    _, parts = _compact(batch, config=config, now_ms=now_ms, parts=True, threads=threads)
+           threads: int | None, paths: bool = False) -> pa.Table:  # fmt: skip
+    _, parts = _compact(batch, config=config, now_ms=now_ms, parts=True, threads=threads,
+                        paths=paths)  # fmt: skip
     return parts
+
+
+def _block_sessions(batch: pa.Table) -> pa.Table:
+    """The distinct session ids of one block (a session in two blocks was split)."""
+    ids = batch.column("session_id")
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.cast(ids.type.value_type)
+    return pa.table({"session_id": pc.unique(ids)})
+
+
+def _check_blocks(out: Any, ray: Any) -> Any:
+    """``out`` materialized, after checking that no session id is in two of its
+    blocks (the report has a row per session and block, the parts their rows)."""
+    out = out.materialize()
+    # One task per stored block (map_batches could join blocks and hide a split);
+    # only the ids come back to the driver.
+    unique = ray.remote(_block_sessions)
+    tables = ray.get([unique.remote(ref) for ref in out.to_arrow_refs()])
+    ids = pa.concat_tables(tables).column("session_id")
+    counts = pc.value_counts(ids)
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        sid = repeated.field("values")[0].as_py()
+        raise NonContiguousError(
+            f"session {sid!r} was split between blocks: write each file with whole sessions",
+            session_id=sid, column="session_id",
+        )  # fmt: skip
+    return out
 
 
 def compact_dataset(
@@ -84,12 +140,15 @@ def compact_dataset(
     parts: bool = False,
     num_cpus: float = 1,
     check: bool = True,
+    _paths: bool = False,
 ) -> Any:
     """Run ``compact_batch`` over a Ray ``Dataset`` of part rows.
 
     Returns the per-session report dataset, or the compacted part rows with
     ``parts=True``. ``now_ms`` fixes the prune timestamp (one for the whole
-    run; default: the time of the call).
+    run; default: the time of the call). ``check`` (both outputs): a session
+    found in two blocks raises ``NonContiguousError`` (the result is
+    materialized to check it).
     """
     import time
 
@@ -98,9 +157,9 @@ def compact_dataset(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     threads = max(1, int(num_cpus))
     fn = (
-        partial(_parts, config=cfg, now_ms=now, threads=threads)
+        partial(_parts, config=cfg, now_ms=now, threads=threads, paths=_paths)
         if parts
-        else partial(_report, config=cfg, limits=limits, now_ms=now, threads=threads)
+        else partial(_report, config=cfg, limits=limits, now_ms=now, threads=threads, paths=_paths)
     )
     out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
@@ -109,19 +168,8 @@ def compact_dataset(
     context = getattr(out, "context", None)
     if context is not None and hasattr(context, "raise_original_map_exception"):
         context.raise_original_map_exception = True
-    if check and not parts:
-        out = out.materialize()
-        # The report is one small row per session: check it on the driver.
-        refs = out.select_columns(["session_id"]).to_arrow_refs()
-        ids = pa.concat_tables(ray.get(refs)).column("session_id")
-        counts = pc.value_counts(ids)
-        repeated = counts.filter(pc.greater(counts.field("counts"), 1))
-        if len(repeated):
-            sid = repeated.field("values")[0].as_py()
-            raise NonContiguousError(
-                f"session {sid!r} was split between blocks: write each file with whole sessions",
-                session_id=sid, column="session_id",
-            )  # fmt: skip
+    if check:
+        out = _check_blocks(out, ray)
     return out
 
 
@@ -235,16 +283,17 @@ def compact_parquet_on_ray(
                 raise DatasetError(
                     f"{path}: already exists; remove it or pass if_exists='overwrite'"
                 )
-    dataset = ray.data.read_parquet(source)
+    # Each row's file: a session in pieces from two files is an error, not regrouped.
+    dataset = ray.data.read_parquet(source, include_paths=True)
     done: dict[str, str] = {}
     try:
         parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True,
-                                num_cpus=num_cpus, check=False)  # fmt: skip
+                                num_cpus=num_cpus, _paths=True)  # fmt: skip
         done[destination] = _beside(destination, "tmp")
         _write_parquet(parts, done[destination])
         if report is not None:
             sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
-                                       num_cpus=num_cpus)  # fmt: skip
+                                       num_cpus=num_cpus, _paths=True)  # fmt: skip
             done[report] = _beside(report, "tmp")
             _write_parquet(sessions, done[report])
     except BaseException as e:

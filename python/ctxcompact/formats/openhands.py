@@ -244,7 +244,7 @@ def to_openhands(session: Session) -> list[dict[str, Any]] | dict[str, Any]:
     (``from_openhands_output``), that whole record with the events as its
     ``history``."""
     events = _events(session)
-    record = source_dict(session.info)
+    record = source_dict(session.info, openhands=True)
     if not record:
         return events
     # The record keeps its key order: "history" stands where it stood.
@@ -255,7 +255,7 @@ def to_openhands(session: Session) -> list[dict[str, Any]] | dict[str, Any]:
 def _events(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = source_dict(message.info)
+        source = source_dict(message.info, openhands=True)
         if "event" not in source:
             raise FormatError(
                 f"message {message.id} did not come from an OpenHands stream; convert through "

@@ -13,11 +13,27 @@ from typing import Any
 from pydantic import BaseModel
 
 
-def source_of(model: BaseModel, key: str = "source") -> Any:
-    """The kept record as stored (``None`` when there is none)."""
-    return (model.model_extra or {}).get(key)
+def source_of(model: BaseModel, key: str = "source", *, openhands: bool = False) -> Any:
+    """The kept record as stored (``None`` when there is none).
+
+    An OpenHands record (an event, or a resolver record around its history)
+    is read only by the OpenHands writer (``openhands=True``): merged into
+    another format's document it would make that document an OpenHands one
+    with an empty history, and its sessions would read back empty."""
+    value = (model.model_extra or {}).get(key)
+    if not openhands and _openhands_record(value):
+        return None
+    return value
 
 
-def source_dict(model: BaseModel, key: str = "source") -> dict[str, Any]:
+def source_dict(
+    model: BaseModel, key: str = "source", *, openhands: bool = False
+) -> dict[str, Any]:
     """A fresh copy of the kept record (``{}`` when there is none), safe to edit."""
-    return dict(source_of(model, key) or {})
+    return dict(source_of(model, key, openhands=openhands) or {})
+
+
+def _openhands_record(value: Any) -> bool:
+    return isinstance(value, dict) and (
+        set(value) == {"event"} or ("history" in value and "instruction" in value)
+    )

@@ -88,8 +88,10 @@ def _check_parts(store: Any, summarizer: Any, config: Any) -> None:
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client)), got "
                              f"{type(summarizer).__name__}")  # fmt: skip
     if config is not None and not isinstance(config, CompactionConfig):
-        raise InputTypeError(f"config must be a CompactionConfig, got {type(config).__name__}"
-                             + (" (CompactionConfig(**it))" if isinstance(config, dict) else ""))
+        raise InputTypeError(
+            f"config must be a CompactionConfig, got {type(config).__name__}"
+            + (" (CompactionConfig(**it))" if isinstance(config, dict) else "")
+        )
 
 
 def model_name(message: MessageWithParts) -> str | None:
