@@ -10,6 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+class NotRegularFileError(OSError):
+    """The path holds a device, pipe, socket or folder: never replaced by a file."""
+
+
 def beside(path: Path, *, keep_suffix: bool = False) -> Path:
     """The temporary name ``replacing`` writes ``path`` under."""
     if keep_suffix:
@@ -33,7 +37,8 @@ def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
         path = path.resolve()
     if path.exists() and not path.is_file():
         # A rename would put a plain file where a device, pipe or socket was.
-        raise OSError(errno.EINVAL, "not a regular file: it is never replaced", str(path))
+        raise NotRegularFileError(errno.EINVAL, "not a regular file: it is never replaced",
+                                  str(path))  # fmt: skip
     if not path.parent.is_dir():
         # Named here: the write would fail on the temporary name instead.
         missing = f"no folder to write {path.name} in"
