@@ -143,14 +143,17 @@ _WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])
 def count_output_units(
     table: pa.Table, method: str = "opencode", threads: int | None = None
 ) -> pa.ChunkedArray:
-    """Each output's length units under ``method`` (null where the output is):
-    for opencode its UTF-16 length (``output_utf16``), for a tokenizer family
-    its table's sum. Counted in Rust on the thread pool (all cores by default)."""
+    """Each output's length units under ``method`` (0 where the output is
+    null, as a null output is measured): for opencode its UTF-16 length
+    (``output_utf16``), for a tokenizer family its table's sum. Counted in Rust
+    on the thread pool (all cores by default). A count column the library
+    writes has no null, so its statistics prove every row counted."""
     from ctxcompact import _core
 
-    return pa.chunked_array(
+    counts = pa.chunked_array(
         _core.count_units(table.column("output"), method, threads), type=pa.int64()
     )
+    return pc.fill_null(counts, 0)
 
 
 def counted_field(method: str) -> pa.Field:

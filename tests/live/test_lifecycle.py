@@ -163,11 +163,36 @@ def test_hooks_add_context_cancel_and_see_the_result(tmp_path: Path) -> None:
     assert after[0].record == record and after[0].source == "compact"
 
     compactor.hooks.add_pre_compact(lambda e: e.cancel("user said no"))
-    compactor.request_compaction(sid)
+    cancelled = compactor.request_compaction(sid)
     assert compactor.process_pending(sid) is None
-    assert compactor.pending_task(store.load(sid)) is not None  # still queued
-    assert (ev.COMPACTION_CANCELLED, {"session_id": sid, "marker_id": store.load(sid)
-            .messages[-1].id, "reason": "user said no"}) in seen  # fmt: skip
+    # Kept, marked ignored: never pending again, never sent to the agent's model.
+    session = store.load(sid)
+    assert session.messages[-1].id == cancelled and session.messages[-1].parts[0].ignored
+    assert compactor.pending_task(session) is None
+    sent = compactor.model_messages(sid)
+    assert [m["content"] for m in sent].count(COMPACTION_QUESTION) == 1  # the answered one
+    # The batch estimate leaves it out too (one definition of what is sent).
+    from ctxcompact.scans import estimate_chat_messages, estimate_messages, to_model_messages
+
+    assert estimate_messages(session).total == estimate_chat_messages(to_model_messages(session))
+    assert (ev.COMPACTION_CANCELLED, {"session_id": sid, "marker_id": cancelled,
+            "reason": "user said no"}) in seen  # fmt: skip
+    # Asked again, the hook is asked about a new marker.
+    assert compactor.request_compaction(sid) != cancelled
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_runners_queueing_at_once_add_one_marker(tmp_path: Path, kind: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "q.db")
+    sid = store.create_session("s")
+    fill(store, sid, 2)
+    compactor = Compactor(store, Summarizer(Client()), limits=LIMITS)
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(lambda _: compactor.request_compaction(sid), range(16)))
+    markers = [m for m in store.load(sid).messages if m.parts and m.parts[0].type == "compaction"]
+    assert len(ids) == 1 and [m.id for m in markers] == list(ids)
 
 
 def test_failing_hook_is_a_hook_error(tmp_path: Path) -> None:

@@ -183,7 +183,7 @@ def test_output_lengths_counted_once_are_read_instead_of_the_text() -> None:
     table = generate_table(20, 300, seed=4, mean_output_chars=3000)
     counted = with_output_units(table)
     assert counted.to_arrow()["output_utf16"].to_pylist() == [
-        None if o is None else len(o.encode("utf-16-le")) // 2 for o in table["output"].to_pylist()
+        0 if o is None else len(o.encode("utf-16-le")) // 2 for o in table["output"].to_pylist()
     ]
     assert cc.prune(counted, verify=True).rows.equals(cc.prune(table).rows)
     assert estimate_messages(counted).total == estimate_messages(table).total

@@ -217,18 +217,17 @@ def _report_columns(metas: list[pq.FileMetaData], cfg: CompactionConfig) -> list
 
 
 def _counted_everywhere(meta: pq.FileMetaData, name: str) -> bool:
-    """Whether, by the row groups' statistics, ``name`` is null exactly where
-    ``output`` is (a null count there would read as an empty output)."""
+    """Whether, by the row groups' statistics, ``name`` has no null: a null
+    count means "measure the text", and equal null counts of the two columns
+    would not prove the nulls are in the same rows (the library writes 0 for
+    a null output, so its columns have none)."""
     paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
     if "output" not in paths:
         return True  # written without its text: the counts are all there is
-    counts, outputs = paths.index(name), paths.index("output")
+    counts = paths.index(name)
     for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        a, b = group.column(counts).statistics, group.column(outputs).statistics
-        if a is None or b is None or not (a.has_null_count and b.has_null_count):
-            return False
-        if a.null_count != b.null_count:
+        stats = meta.row_group(g).column(counts).statistics
+        if stats is None or not stats.has_null_count or stats.null_count != 0:
             return False
     return True
 

@@ -164,6 +164,13 @@ class Compactor:
             # One config for both: its timeout_s / max_retries reach the client.
             summarizer.config = config
         self.limits = None if limits is None else Limits.coerce(limits)
+        if (
+            self.limits is not None
+            and self.limits.context
+            and (self.limits.input > self.limits.context)
+        ):
+            raise ConfigError(f"model limit 'input' ({self.limits.input}) is larger than the "
+                              f"context ({self.limits.context})", column="limits")  # fmt: skip
         usable = None if self.limits is None else self.limits.usable(self.config)
         if usable is not None and usable <= 0:
             # Every step would overflow and every compaction stall.

@@ -130,9 +130,6 @@ class Limits:
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _INT64_MAX:
                 raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}")
             values[key] = v
-        if values["context"] and values["input"] > values["context"]:
-            raise ConfigError(f"model limit 'input' ({values['input']}) is larger than the "
-                              f"context ({values['context']})", column="input")  # fmt: skip
         return cls(**values)
 
     def reserve(self, config: Any = None) -> int:

@@ -238,8 +238,10 @@ impl Rows {
                 self.status.append_option(p.status);
                 self.input.append_option(p.input);
                 self.output.append_option(p.output);
+                // 0 for a null output (as it is measured): no null in the
+                // column, so its statistics prove every row counted.
                 self.output_utf16
-                    .append_option(p.output.map(|o| utf16_len(o.as_bytes()) as i64));
+                    .append_value(p.output.map_or(0, |o| utf16_len(o.as_bytes()) as i64));
                 self.compacted_at.append_option(p.compacted_at);
                 self.auto.append_option(p.auto);
                 self.part_json.append_value(p.json);
@@ -251,7 +253,7 @@ impl Rows {
                 self.status.append_null();
                 self.input.append_null();
                 self.output.append_null();
-                self.output_utf16.append_null();
+                self.output_utf16.append_value(0);
                 self.compacted_at.append_null();
                 self.auto.append_null();
                 self.part_json.append_null();
