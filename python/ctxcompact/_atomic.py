@@ -21,6 +21,23 @@ def beside(path: Path, *, keep_suffix: bool = False) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
+def check_replaceable(path: Path) -> Path:
+    """The file a write of ``path`` replaces (a symlink's target: the link
+    stays), or an ``OSError`` naming why it cannot be: a path that exists and
+    is not a regular file (a folder, device, pipe), or a missing folder."""
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        # A rename would put a plain file where a device, pipe or socket was.
+        raise NotRegularFileError(errno.EINVAL, "not a regular file: it is never replaced",
+                                  str(path))  # fmt: skip
+    if not path.parent.is_dir():
+        # Named here: the write would fail on the temporary name instead.
+        missing = f"no folder to write {path.name} in"
+        raise FileNotFoundError(errno.ENOENT, missing, str(path.parent))
+    return path
+
+
 @contextmanager
 def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``,
@@ -31,18 +48,7 @@ def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
     ``keep_suffix``: end the temporary name with ``path``'s suffix, for writers
     that choose the layout from it (``.jsonl`` vs ``.json``).
     """
-    path = Path(path)
-    if path.is_symlink():
-        # Replace what the link points to and keep the link.
-        path = path.resolve()
-    if path.exists() and not path.is_file():
-        # A rename would put a plain file where a device, pipe or socket was.
-        raise NotRegularFileError(errno.EINVAL, "not a regular file: it is never replaced",
-                                  str(path))  # fmt: skip
-    if not path.parent.is_dir():
-        # Named here: the write would fail on the temporary name instead.
-        missing = f"no folder to write {path.name} in"
-        raise FileNotFoundError(errno.ENOENT, missing, str(path.parent))
+    path = check_replaceable(Path(path))
     tmp = beside(path, keep_suffix=keep_suffix)
     try:
         yield tmp

@@ -233,3 +233,14 @@ def test_a_missing_vocabulary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         count_tokens("x", "tekken")
     with pytest.raises(ConfigError, match="built in: it takes no vocabulary"):
         count_tokens("x", "o200k", vocabulary=tmp_path / "x")
+
+
+def test_a_lone_surrogate_counts_as_tiktoken_counts_it() -> None:
+    """A str decoded from JSON may hold one; tiktoken's encode replaces it."""
+    text = json.loads('"a \\ud800 b and \\udfff"')
+    for family, name in FAMILIES.items():
+        assert count_tokens(text, family) == len(reference(name).encode(text))
+    chat = [{"role": "user", "content": text}]
+    assert count_chat_tokens(chat) == count_chat_tokens(
+        [{"role": "user", "content": "a \ufffd b and \ufffd"}]
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ctxcompact._atomic import check_replaceable
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
@@ -103,11 +105,15 @@ def _batches(
         raise DatasetError(f"{path}: cannot read it to the end ({e})") from None
 
 
-def _in_file(error: CompactionError, path: Path) -> CompactionError:
-    """The same error, with the file named."""
+def _in_file(error: CompactionError, path: Path, row: int | None = None) -> CompactionError:
+    """The same error, with the file named and, when known, the row counted
+    in that file (the core counts it in the batch)."""
+    message = str(error)
+    if row is not None and error.row is not None:
+        message = re.sub(rf"\brow {error.row}\b", f"row {row}", message, count=1)
     again = type(error)(
-        f"{path}: {error}", session_id=error.session_id, message_id=error.message_id,
-        column=error.column,
+        f"{path}: {message}", session_id=error.session_id, message_id=error.message_id,
+        column=error.column, row=row,
     )  # fmt: skip
     return again
 
@@ -146,6 +152,9 @@ class _Chunk:
     path: Path
     read: pa.Table | None
     held: int
+    #: File rows of the carry's first row (in ``carry_path``) and the read's (in ``path``).
+    carry_row: int = 0
+    row: int = 0
 
 
 def _chunks(
@@ -157,8 +166,10 @@ def _chunks(
     schema: pa.Schema | None = None
     carry: pa.Table | None = None
     carry_path = files[0] if files else Path()  # the file of the carry's first row
+    carry_row, offset = 0, 0
     path = carry_path
     for path in files:
+        offset = 0
         for batch in _batches(path, batch_rows, columns):
             table = pa.Table.from_batches([batch])
             if schema is None:
@@ -176,12 +187,14 @@ def _chunks(
             cut = _tail_start(combined.column("session_id"))
             carried = 0 if carry is None else carry.num_rows
             yield _Chunk(combined.slice(0, cut), min(cut, carried), carry_path, path, table,
-                         combined.num_rows)  # fmt: skip
+                         combined.num_rows, carry_row, offset)  # fmt: skip
             if cut >= carried:
-                carry_path = path
+                carry_path, carry_row = path, offset + cut - carried
             carry = combined.slice(cut)
+            offset += table.num_rows
     if carry is not None:
-        yield _Chunk(carry, carry.num_rows, carry_path, path, None, carry.num_rows)
+        yield _Chunk(carry, carry.num_rows, carry_path, path, None, carry.num_rows, carry_row,
+                     offset)  # fmt: skip
 
 
 #: What the one-pass scan reads for a report when the outputs' lengths are
@@ -267,6 +280,9 @@ def compact_parquet(
     metas = [_open(f).metadata for f in files]
     total = sum(m.num_rows for m in metas)
     dest = None if destination is None else Path(destination)
+    for target in (dest, report_path):
+        if target is not None:
+            check_replaceable(Path(target))  # before any work, so no output is half-replaced
     tmp_dest = None if dest is None else dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     columns = None
     if dest is None and files:
@@ -282,9 +298,11 @@ def compact_parquet(
     schema: pa.Schema | None = None
     rows_read = 0
 
-    def process(rows: pa.Table, carried: int, carry_path: Path, path: Path) -> None:
-        """Compact ``rows``: the first ``carried`` come from ``carry_path``, the rest
-        from ``path``; an error names the file its rows come from."""
+    def process(rows: pa.Table, carried: int, carry_path: Path, path: Path,
+                carry_row: int = 0, row: int = 0) -> None:  # fmt: skip
+        """Compact ``rows``: the first ``carried`` come from ``carry_path`` (from
+        its row ``carry_row``), the rest from ``path`` (from its row ``row``);
+        an error names the file its rows come from, and the row in it."""
         nonlocal writer, report_writer
         if rows.num_rows == 0:
             return
@@ -302,9 +320,10 @@ def compact_parquet(
             # The row, when the core names one, says which file; else the session's
             # last file (a reappearing session is wrong where it reappears).
             if e.row is not None:
-                where = carry_path if e.row < carried else path
-            else:
-                where = next((w for ids, w in reversed(seen) if e.session_id in ids), path)
+                where, at = ((carry_path, carry_row + e.row) if e.row < carried
+                             else (path, row + e.row - carried))  # fmt: skip
+                raise _in_file(e, where, at) from e
+            where = next((w for ids, w in reversed(seen) if e.session_id in ids), path)
             raise _in_file(e, where) from e
         for ids, _ in seen:
             done.update(ids)
@@ -332,7 +351,8 @@ def compact_parquet(
                 stats.parts_in += chunk.read.num_rows
                 stats.bytes_in += chunk.read.nbytes
             stats.peak_rows = max(stats.peak_rows, chunk.held)
-            process(chunk.rows, chunk.carried, chunk.carry_path, chunk.path)
+            process(chunk.rows, chunk.carried, chunk.carry_path, chunk.path, chunk.carry_row,
+                    chunk.row)  # fmt: skip
             if chunk.read is not None and progress is not None:
                 progress(rows_read, total)
         if writer is None and tmp_dest is not None:  # an empty dataset: a valid empty output

@@ -80,9 +80,21 @@ def count_tokens(
     ``o200k`` and ``cl100k`` are built into the core. ``llama3``, ``qwen`` and
     ``tekken`` are read from ``vocabulary`` (their tokenizer file) or from the
     registry package that ships it (``scans.vocabularies``); nothing is
-    downloaded.
+    downloaded. A lone surrogate (possible in a ``str`` decoded from JSON) is
+    counted as U+FFFD, as tiktoken's ``encode`` counts it.
     """
-    return _core.count_tokens(text, core_name(tokenizer, vocabulary))
+    if not isinstance(text, str):
+        raise InputTypeError(f"count_tokens takes a str, got {type(text).__name__}")
+    return _exact(text, core_name(tokenizer, vocabulary))
+
+
+def _exact(text: str, name: str) -> int:
+    try:
+        return _core.count_tokens(text, name)
+    except UnicodeEncodeError:  # lone surrogates: replaced, as tiktoken does
+        return _core.count_tokens(
+            text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), name
+        )
 
 
 def count_tokens_array(
@@ -122,9 +134,9 @@ def count_chat_tokens(
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
             parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
-        total += _PER_MESSAGE + sum(_core.count_tokens(p, name) for p in parts if p)
+        total += _PER_MESSAGE + sum(_exact(p, name) for p in parts if p)
         if m.get("name"):
-            total += _PER_NAME + _core.count_tokens(str(m["name"]), name)
+            total += _PER_NAME + _exact(str(m["name"]), name)
     return total
 
 
