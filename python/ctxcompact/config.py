@@ -219,6 +219,7 @@ class CompactionConfig(BaseSettings):
     timeout_s: float = Field(
         120.0,
         gt=0,
+        allow_inf_nan=False,
         description="Seconds a summary call may take, retries included (sync and async); "
         "also the SDK timeout of the built-in clients unless given to the client.",
     )
@@ -241,7 +242,7 @@ class CompactionConfig(BaseSettings):
         description="After an automatic compaction, add a user turn asking the agent to go on.",
     )
     continue_text: str = Field(
-        "Continue if you have next steps", description="Text of that continue turn."
+        "Continue if you have next steps", min_length=1, description="Text of that continue turn."
     )
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -267,6 +268,17 @@ class CompactionConfig(BaseSettings):
         for env, name in _KILL_SWITCHES:
             if _switched_on(env):
                 self._sources[name] = f"environment {env}"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Assignment is validated too: its error is a ConfigError as well.
+        if name.startswith("_"):
+            super().__setattr__(name, value)
+            return
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as e:
+            raise _config_error(e, {name: ARGUMENT}, {name: value}) from None
+        self._sources[name] = ARGUMENT
 
     def sources(self) -> dict[str, str]:
         """Where each field's value came from: ``default``, ``argument``,

@@ -128,6 +128,10 @@ class AnthropicClient(SdkClient):
 
 
 def _from_message(message: Any) -> SummaryResponse:
+    if not hasattr(message, "content"):
+        # The SDK hands back the body as it came when it is not JSON (a proxy's page).
+        raise SummaryClientError(f"the server did not answer with a message: "
+                                 f"{str(message)[:120]!r}")  # fmt: skip
     text = "".join(b.text for b in message.content if getattr(b, "type", "") == "text")
     stop = message.stop_reason or "end_turn"
     return SummaryResponse(
@@ -144,9 +148,11 @@ class _Drain:
         self.stop: str | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.started = False
 
     def add(self, event: Any) -> None:
         kind = getattr(event, "type", "")
+        self.started |= kind == "message_start"
         if kind == "message_start":
             self.input_tokens = event.message.usage.input_tokens
         elif kind == "content_block_delta" and getattr(event.delta, "type", "") == "text_delta":
@@ -157,6 +163,10 @@ class _Drain:
                 self.output_tokens = event.usage.output_tokens
 
     def response(self) -> SummaryResponse:
+        if not self.started:
+            # Not a cut summary: nothing the server sent was a message stream.
+            raise SummaryClientError("the server sent no message_start event (not a "
+                                     "Messages stream)")  # fmt: skip
         stop = self.stop or "max_tokens"  # no stop reason: the stream was cut
         return SummaryResponse(
             text="".join(self.parts),

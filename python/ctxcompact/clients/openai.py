@@ -73,6 +73,10 @@ class OpenAIChatClient(SdkClient):
 
 
 def _from_completion(completion: Any) -> SummaryResponse:
+    if not hasattr(completion, "choices"):
+        # The SDK hands back the body as it came when it is not JSON (a proxy's page).
+        raise SummaryClientError(f"the server did not answer with a chat completion: "
+                                 f"{str(completion)[:120]!r}")  # fmt: skip
     if not completion.choices:
         raise SummaryClientError("the chat completion has no choices")
     choice = completion.choices[0]
@@ -92,8 +96,10 @@ class _Drain:
         self.parts: list[str] = []
         self.finish: str | None = None
         self.usage: Any = None
+        self.chunks = 0
 
     def add(self, chunk: Any) -> None:
+        self.chunks += 1
         if getattr(chunk, "usage", None):
             self.usage = chunk.usage
         for choice in chunk.choices or []:
@@ -103,6 +109,10 @@ class _Drain:
                 self.finish = choice.finish_reason
 
     def response(self) -> SummaryResponse:
+        if self.chunks == 0:
+            # Not a cut summary: nothing the server sent was a stream event.
+            raise SummaryClientError("the server sent no stream events (not a chat "
+                                     "completion stream)")  # fmt: skip
         return SummaryResponse(
             text="".join(self.parts),
             # A stream that ends without a finish reason was cut: treat it like one.

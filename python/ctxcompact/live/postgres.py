@@ -30,7 +30,15 @@ from ctxcompact.errors import (
 )
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
-from ctxcompact.live.store import Commit, _cancel, _dumps, _mark, _recalled, new_id
+from ctxcompact.live.store import (
+    Commit,
+    _cancel,
+    _check_ids,
+    _dumps,
+    _mark,
+    _recalled,
+    new_id,
+)
 from ctxcompact.models import MessageWithParts, Session
 
 if TYPE_CHECKING:
@@ -240,6 +248,7 @@ class PostgresStore:
     def _insert(
         self, db: psycopg.Connection[Any], session_id: str, message: MessageWithParts
     ) -> None:
+        _check_ids(session_id, message)
         data = message.to_export()
         info = data["info"]
         try:

@@ -27,7 +27,12 @@ from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
-from ctxcompact.scans.chat import content_text, estimate_chat_message, estimate_chat_messages
+from ctxcompact.scans.chat import (
+    content_text,
+    estimate_chat_message,
+    estimate_chat_messages,
+    validate_chat_messages,
+)
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.masking import mask_chat_messages
 from ctxcompact.scans.overflow import Limits, TokenBudget
@@ -260,9 +265,12 @@ def compact_messages(
     (``mask_chat_messages``) runs first: when that brings the list under the
     proactive threshold it comes back masked, with ``record=None``; otherwise
     the summary reads the head as it was before masking (results cut to
-    ``summary_recall_tokens``) and the kept tail stays masked.
+    ``summary_recall_tokens``) and the kept tail stays masked. A list no model
+    API would take (a tool result without its call, an unknown role) raises
+    its specific error (``validate_chat_messages``).
     """
     _check_args(summarizer, context)
+    validate_chat_messages(messages)
     return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
                                 output=output, trigger=trigger, reason=reason,
                                 session_id=session_id, hooks=hooks, events=events,
@@ -286,6 +294,7 @@ async def acompact_messages(
 ) -> SplitResult:
     """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
     _check_args(summarizer, context)
+    validate_chat_messages(messages)
     return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
                                        context=context, output=output, trigger=trigger,
                                        reason=reason, session_id=session_id, hooks=hooks,

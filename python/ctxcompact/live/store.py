@@ -119,6 +119,41 @@ def _recalled(part: Mapping[str, Any] | None, session_id: str, part_id: str) -> 
     return value
 
 
+def _check_ids(session_id: str, message: MessageWithParts) -> None:
+    """A message names the session it is stored in, and its parts the message
+    (when they name one): stored elsewhere, it would load back under ids that
+    contradict where it is."""
+    named = message.info.sessionID
+    if named is not None and named != session_id:
+        raise TranscriptError(f"message {message.id} names session {named!r}, not the session "
+                              f"it is stored in", session_id=session_id,
+                              message_id=message.id)  # fmt: skip
+    seen: set[str] = set()
+    for part in message.parts:
+        if part.messageID is not None and part.messageID != message.id:
+            raise TranscriptError(f"part {part.id} names message {part.messageID!r}, not "
+                                  f"{message.id}", session_id=session_id,
+                                  message_id=message.id)  # fmt: skip
+        if part.sessionID is not None and part.sessionID != session_id:
+            raise TranscriptError(f"part {part.id} names session {part.sessionID!r}",
+                                  session_id=session_id, message_id=message.id)  # fmt: skip
+        if part.id in seen:
+            raise TranscriptError(f"part id {part.id} is given twice in message {message.id}",
+                                  session_id=session_id, message_id=message.id)  # fmt: skip
+        seen.add(part.id)
+
+
+def _new_parts(messages: list[dict[str, Any]], message: MessageWithParts, session_id: str) -> None:
+    """Part ids are unique in a session (``recall`` finds a part by its id)."""
+    ids = {p.id for p in message.parts}
+    for stored in messages:
+        for part in stored.get("parts", []):
+            if part.get("id") in ids:
+                raise TranscriptError(f"cannot store message {message.id}: part id {part['id']} "
+                                      f"is already stored", session_id=session_id,
+                                      message_id=message.id)  # fmt: skip
+
+
 def _cancel(messages: list[dict[str, Any]], session_id: str, marker_id: str) -> dict[str, Any]:
     """Set ``ignored`` on marker ``marker_id``'s compaction part; returns the part."""
     for message in messages:
@@ -170,11 +205,13 @@ class MemoryStore:
         return Session.model_validate({"info": info, "messages": messages})
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
+        _check_ids(session_id, message)
         data = message.to_export()
         with self._lock:
             messages = self._get(session_id)
             if any(m["info"]["id"] == message.id for m in messages):
                 raise TranscriptError(f"message {message.id} already exists", session_id=session_id)
+            _new_parts(messages, message, session_id)
             messages.append(data)
         return message.id
 
@@ -225,9 +262,11 @@ class MemoryStore:
                 )  # fmt: skip
             staged = copy.deepcopy(messages)  # all or nothing
             self._apply_marks(staged, marks)
-            staged.append(summary.to_export())
-            if continue_message is not None:
-                staged.append(continue_message.to_export())
+            for added in (summary, continue_message):
+                if added is not None:
+                    _check_ids(session_id, added)
+                    _new_parts(staged, added, session_id)
+                    staged.append(added.to_export())
             self._messages[session_id] = staged
             self._records[session_id].append(record)
 
@@ -400,6 +439,7 @@ class SQLiteStore:
             )
 
     def _insert(self, db: sqlite3.Connection, session_id: str, message: MessageWithParts) -> None:
+        _check_ids(session_id, message)
         data = message.to_export()
         info = data["info"]
         try:
@@ -414,10 +454,21 @@ class SQLiteStore:
                 f"cannot store message {info['id']}: {e}", session_id=session_id,
                 message_id=info["id"],
             ) from None  # fmt: skip
-        db.executemany(
-            "INSERT INTO parts (session_id, message_id, id, data) VALUES (?, ?, ?, ?)",
-            [(session_id, info["id"], p["id"], _dumps(p)) for p in data.get("parts", [])],
-        )
+        try:
+            db.executemany(
+                "INSERT INTO parts (session_id, message_id, id, data) VALUES (?, ?, ?, ?)",
+                [(session_id, info["id"], p["id"], _dumps(p)) for p in data.get("parts", [])],
+            )
+        except sqlite3.IntegrityError as e:
+            # The transaction rolls back: the message is not half-stored.
+            taken = [p["id"] for p in data.get("parts", []) if db.execute(
+                "SELECT 1 FROM parts WHERE session_id = ? AND id = ? AND message_id != ?",
+                (session_id, p["id"], info["id"])).fetchone()]  # fmt: skip
+            what = f"part id {taken[0]} is already stored" if taken else str(e)
+            raise TranscriptError(
+                f"cannot store message {info['id']}: {what}", session_id=session_id,
+                message_id=info["id"],
+            ) from None  # fmt: skip
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
         with self._tx() as db:

@@ -1,0 +1,94 @@
+"""The live path refuses what it would otherwise store or send wrong."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pytest
+from ctxcompact.errors import ConfigError, OrphanedToolResultError, TranscriptError
+from ctxcompact.live.store import MemoryStore, SQLiteStore
+from ctxcompact.models import MessageWithParts, Part, UserMessage
+
+
+def test_assigning_a_bad_value_is_a_config_error_and_counts_as_set() -> None:
+    cfg = cc.CompactionConfig()
+    for name, value in [("timeout_s", -5), ("timeout_s", float("inf")), ("continue_text", "")]:
+        with pytest.raises(ConfigError, match=name):
+            setattr(cfg, name, value)
+    cfg.prune_protect = 5  # applied by the policy, as a value given to the constructor is
+    assert cfg.sources()["prune_protect"] == "argument"
+    assert cfg.prune_policy().protect == 5
+    with pytest.raises(ConfigError, match="timeout_s"):
+        cc.CompactionConfig(timeout_s=float("inf"))
+
+
+def _message(session: str, mid: str, parts: list[tuple[str, str | None]]) -> MessageWithParts:
+    return MessageWithParts(
+        info=UserMessage(id=mid, sessionID=session),
+        parts=[Part(id=pid, type="text", text="hi", messageID=owner) for pid, owner in parts],
+    )
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    s = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    s.create_session("A")
+    s.create_session("B")
+    yield s
+
+
+def test_a_store_refuses_ids_that_contradict_where_they_go(store: Any) -> None:
+    with pytest.raises(TranscriptError, match="names session 'B'"):
+        store.append_message("A", _message("B", "m1", [("p1", "m1")]))
+    with pytest.raises(TranscriptError, match="names message 'other'"):
+        store.append_message("A", _message("A", "m1", [("p1", "other")]))
+    store.append_message("A", _message("A", "m1", [("p1", "m1")]))
+    with pytest.raises(TranscriptError, match="p1"):
+        store.append_message("A", _message("A", "m2", [("p1", "m2")]))  # a part id again
+    assert [m.id for m in store.load("A").messages] == ["m1"]  # nothing half-stored
+    assert store.recall("A", "p1") == "hi"
+
+
+def test_compact_messages_refuses_a_list_no_api_takes() -> None:
+    orphan = [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9",
+                                                 "content": "out"}]  # fmt: skip
+    with pytest.raises(OrphanedToolResultError):
+        cc.compact_messages(orphan, cc.Summarizer(None), context=1000)
+
+
+class _Html(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = b"<html>502 bad gateway</html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_reply_that_is_not_the_api_is_named_as_such(stream: bool) -> None:
+    from ctxcompact.clients.openai import OpenAIChatClient
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        client = OpenAIChatClient("m", base_url=url, api_key="x", stream=stream, max_retries=0)
+        out = cc.Summarizer(client).summarize([{"role": "user", "content": "hi"}])
+    finally:
+        server.shutdown()
+    assert out.source == "digest"  # the fallback, as documented
+    assert out.error is not None and "max_tokens" not in out.error
+    assert "not" in out.error and "SummaryClientError" in out.error
