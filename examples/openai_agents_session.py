@@ -15,7 +15,14 @@ import asyncio
 import json
 from typing import Any
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from ctxcompact.clients.openai import OpenAIChatClient
 from ctxcompact.integrations.openai_agents import CompactingSession
 from ctxcompact.testing.servers import FakeOpenAIServer, Reply
@@ -51,8 +58,10 @@ async def main() -> None:
         session = CompactingSession("user-42", summary_model=summaries, context=8_000,
                                     output=1_000, policy={"preset": "swe-agent",
                                                           "keep_recent": 2})  # fmt: skip
+        # Masks the outputs of a turn's own tool calls before each model call too.
+        masking = RunConfig(call_model_input_filter=session.model_input_filter)
         for t in range(TURNS):
-            await Runner.run(agent, f"please read f{t}.py", session=session)
+            await Runner.run(agent, f"please read f{t}.py", session=session, run_config=masking)
             view = await session.get_items()
             print(f"turn {t:2d}: the next turn starts from {len(view):2d} items")
         stored = await session.inner.get_items()

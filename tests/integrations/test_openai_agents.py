@@ -129,3 +129,50 @@ def test_a_call_without_output_is_a_typed_error_or_repaired() -> None:
         asyncio.run(view(False))
     fixed = asyncio.run(view(True))
     assert [i.get("type") for i in fixed][1:3] == ["function_call", "function_call_output"]
+
+
+def test_the_filter_masks_the_outputs_of_one_long_turn() -> None:
+    """The runner reads the session once per turn; the filter masks within it."""
+    from agents import RunConfig
+
+    set_tracing_disabled(True)
+    steps = [0]
+
+    def one_turn(body: dict[str, Any]) -> Reply:
+        steps[0] += 1
+        if steps[0] < 12:
+            call = {"id": f"c{steps[0]}", "name": "read_file",
+                    "arguments": json.dumps({"path": f"f{steps[0]}.py"})}  # fmt: skip
+            return Reply(text="", finish="tool_calls", tool_calls=[call])
+        return Reply(text="done")
+
+    async def turn(server: FakeOpenAIServer, masked: bool) -> list[Any]:
+        async with AsyncOpenAI(base_url=server.base_url, api_key="x") as client:
+            model = OpenAIChatCompletionsModel("gpt-4o", openai_client=client)
+            agent = Agent(name="reader", tools=[read_file], model=model)
+            policy = {"preset": "swe-agent", "keep_recent": 3}
+            session = CompactingSession("one", context=100_000, policy=policy)
+            config = RunConfig(call_model_input_filter=session.model_input_filter if masked
+                               else None)  # fmt: skip
+            await Runner.run(agent, "read them all", session=session, max_turns=30,
+                             run_config=config)  # fmt: skip
+            return list(await session.inner.get_items())
+
+    def run(masked: bool) -> list[dict[str, Any]]:
+        steps[0] = 0
+        with FakeOpenAIServer(one_turn) as server:
+            stored = asyncio.run(turn(server, masked))
+            last: list[dict[str, Any]] = server.requests[-1].body["messages"]
+        outputs = [m["content"] for m in last if m["role"] == "tool"]
+        assert len(outputs) == 11
+        assert all(
+            OUTPUT in str(i.get("output"))
+            for i in stored
+            if i.get("type") == "function_call_output"
+        )  # stored whole
+        return outputs
+
+    whole = run(masked=False)
+    assert CLEARED_TOOL_OUTPUT not in whole  # without the filter: every output whole
+    masked = run(masked=True)
+    assert masked[:-3] == [CLEARED_TOOL_OUTPUT] * 8 and masked[-3:] == whole[-3:]

@@ -2,7 +2,11 @@
 
     session = CompactingSession("user-42", summary_model=OpenAIChatClient("gpt-4o-mini"),
                                 model="gpt-4o", policy="swe-agent")
-    await Runner.run(agent, "next request", session=session)
+    run_config = RunConfig(call_model_input_filter=session.model_input_filter)
+    await Runner.run(agent, "next request", session=session, run_config=run_config)
+
+The runner reads the session once per turn: ``model_input_filter`` masks the
+outputs of the turn's own tool calls before each model call as well.
 
 Items are stored whole in an inner SDK session (``agents.SQLiteSession`` in
 memory by default; pass ``SQLiteSession(id, "file.db")``, an SQLAlchemy
@@ -182,6 +186,24 @@ class CompactingSession(Integration):
         view = self._view(visible, chat, fixed, origins)
         out = [_sent(i) for i in view]
         return out if limit is None else out[-limit:] if limit > 0 else []
+
+    def model_input_filter(self, data: Any) -> Any:
+        """The policy's masking before every model call of a turn, for
+        ``RunConfig(call_model_input_filter=session.model_input_filter)``.
+
+        The runner asks ``get_items`` once, at the start of a turn; the tool
+        outputs of a long turn reach the model whole unless this filter masks
+        them too (a summary still happens only between turns, in
+        ``get_items``). Items the chat view does not know pass unchanged."""
+        from agents.run import ModelInputData
+
+        items = list(data.model_data.input)
+        dicts = [i for i in items if isinstance(i, Mapping)]
+        if len(dicts) != len(items) or not items:
+            return data.model_data
+        chat, origins = to_chat(items)
+        masked = _apply_view(items, chat, self.compaction.view(chat), origins)
+        return ModelInputData(input=masked, instructions=data.model_data.instructions)
 
     # --- the view ---------------------------------------------------------------------
 
