@@ -203,7 +203,8 @@ class CompactingSession(Integration):
             return data.model_data
         chat, origins = to_chat(items)
         masked = _apply_view(items, chat, self.compaction.view(chat), origins)
-        return ModelInputData(input=masked, instructions=data.model_data.instructions)
+        # Items go back as the dicts they came as (the SDK's input items are TypedDicts).
+        return ModelInputData(input=masked, instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
     # --- the view ---------------------------------------------------------------------
 
