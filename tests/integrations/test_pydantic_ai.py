@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
-from ctxcompact.integrations.pydantic_ai import SUMMARY_KEY, CompactionProcessor
+from ctxcompact.integrations.pydantic_ai import ORIGINAL_KEY, SUMMARY_KEY, CompactionProcessor
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -106,6 +106,18 @@ def test_masks_every_step_and_summarizes_when_the_window_fills(asynchronous: boo
     # a masked return's text is kept by the processor, not lost with the history
     cleared = [r for r in parts(seen[-1], ToolReturnPart) if r.content == CLEARED_TOOL_OUTPUT]
     assert cleared and all(OUTPUT in processor.recall(r.tool_call_id) for r in cleared)
+    # ...and by the history pydantic-ai returns (metadata, never sent): persisted and
+    # resumed in a new process, a fresh processor puts every text back.
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    saved = ModelMessagesTypeAdapter.dump_json(history)
+    resumed = ModelMessagesTypeAdapter.validate_json(saved)
+    masked = [r for r in parts(resumed, ToolReturnPart) if r.content == CLEARED_TOOL_OUTPUT]
+    assert masked and all(OUTPUT in r.metadata[ORIGINAL_KEY] for r in masked)
+    fresh = CompactionProcessor(None, context=8_000, output=1_000, policy=POLICY)
+    restored = fresh._restored(resumed)
+    assert all(r.content != CLEARED_TOOL_OUTPUT for r in parts(restored, ToolReturnPart))
+    assert all(not (r.metadata or {}) for r in parts(restored, ToolReturnPart))
 
 
 def test_unpaired_histories_get_a_typed_error_or_the_repair_report() -> None:

@@ -15,9 +15,11 @@ the compaction agent (a pydantic-ai model given, with no tools; no model: a
 deterministic digest) and the history becomes ``[summary request, *recent]``,
 a tool call never split from its return. pydantic-ai keeps what a processor
 returns as the run's history, so later requests start from it: the processor
-keeps the text of every return it masked (``recall``) and puts it back before
-the next round, so masking stays a function of the real history and a
-summary reads what was masked (cut to ``summary_recall_tokens``). The summary
+keeps the text of every return it masked (``recall``, and in the part's
+``metadata["ctxcompact_original"]``, which is never sent, so a persisted
+history resumes in another process with nothing lost) and puts it back
+before the next round, so masking stays a function of the real history and
+a summary reads what was masked (cut to ``summary_recall_tokens``). The summary
 is a ``ModelRequest`` with a ``UserPromptPart`` (the system prompt parts kept
 in front) and ``metadata["ctxcompact_summary"] = round``. ``records``,
 ``events``, ``metrics`` and ``hooks`` are the live lifecycle's.
@@ -56,6 +58,9 @@ from ctxcompact.live.summary import Summarizer
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
 from ctxcompact.scans.masking import is_cleared
+
+#: ``ToolReturnPart.metadata`` key of a masked return: its text, never sent.
+ORIGINAL_KEY = "ctxcompact_original"
 
 #: ``ModelRequest.metadata`` key of a summary request: its compaction round.
 SUMMARY_KEY = "ctxcompact_summary"
@@ -228,9 +233,8 @@ class CompactionProcessor(Integration):
         return self._originals[tool_call_id]
 
     def _restored(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        """The history with the returns this processor masked put back."""
-        if not self._originals:
-            return messages
+        """The history with the returns masked put back (from this processor's
+        memory, or from their metadata: a history resumed elsewhere)."""
         out: list[ModelMessage] = []
         for m in messages:
             if isinstance(m, ModelRequest) and any(self._masked(p) for p in m.parts):
@@ -240,11 +244,40 @@ class CompactionProcessor(Integration):
         return out
 
     def _original(self, part: Any) -> Any:
-        return dataclasses.replace(part, content=self._originals[part.tool_call_id])
+        meta = part.metadata if isinstance(part.metadata, Mapping) else {}
+        content = self._originals.get(part.tool_call_id, meta.get(ORIGINAL_KEY))
+        rest = {k: v for k, v in meta.items() if k != ORIGINAL_KEY} or None
+        return dataclasses.replace(part, content=content,
+                                   metadata=rest if isinstance(part.metadata, Mapping)
+                                   else part.metadata)  # fmt: skip
 
     def _masked(self, part: Any) -> bool:
-        return (isinstance(part, ToolReturnPart) and part.tool_call_id in self._originals
-                and isinstance(part.content, str) and is_cleared(part.content))  # fmt: skip
+        if not (isinstance(part, ToolReturnPart) and isinstance(part.content, str)
+                and is_cleared(part.content)):  # fmt: skip
+            return False
+        kept = isinstance(part.metadata, Mapping) and ORIGINAL_KEY in part.metadata
+        return part.tool_call_id in self._originals or kept
+
+    def _keeping_originals(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Each masked return with its text in ``metadata[ORIGINAL_KEY]`` (never
+        sent): the history pydantic-ai keeps, and a caller persists, can be
+        resumed in another process with nothing lost."""
+        out: list[ModelMessage] = []
+        for m in messages:
+            if isinstance(m, ModelRequest) and any(self._keeps(p) for p in m.parts):
+                parts: list[Any] = [self._kept(p) if self._keeps(p) else p for p in m.parts]
+                m = dataclasses.replace(m, parts=parts)
+            out.append(m)
+        return out
+
+    def _keeps(self, part: Any) -> bool:
+        """A masked return whose text this processor holds and can put in its metadata."""
+        return (self._masked(part) and part.tool_call_id in self._originals
+                and (part.metadata is None or isinstance(part.metadata, Mapping)))  # fmt: skip
+
+    def _kept(self, part: Any) -> Any:
+        meta = {**(part.metadata or {}), ORIGINAL_KEY: self._originals[part.tool_call_id]}
+        return dataclasses.replace(part, metadata=meta)
 
     def _remember(self, messages: Sequence[ModelMessage], chat: Chat, view: Chat,
                   origins: list[Origin]) -> None:  # fmt: skip
@@ -290,7 +323,7 @@ class CompactionProcessor(Integration):
             chat, origins = to_chat(messages)
         view = self.compaction.view(chat)
         self._remember(messages, chat, view, origins)
-        return _apply_view(messages, chat, view, origins)
+        return self._keeping_originals(_apply_view(messages, chat, view, origins))
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         messages, chat, origins = self._prepared(messages)
