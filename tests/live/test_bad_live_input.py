@@ -86,9 +86,13 @@ def test_a_reply_that_is_not_the_api_is_named_as_such(stream: bool) -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         client = OpenAIChatClient("m", base_url=url, api_key="x", stream=stream, max_retries=0)
-        out = cc.Summarizer(client).summarize([{"role": "user", "content": "hi"}])
+        try:
+            out = cc.Summarizer(client).summarize([{"role": "user", "content": "hi"}])
+        finally:
+            client.close()
     finally:
         server.shutdown()
+        server.server_close()
     assert out.source == "digest"  # the fallback, as documented
     assert out.error is not None and "max_tokens" not in out.error
     assert "not" in out.error and "SummaryClientError" in out.error

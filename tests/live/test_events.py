@@ -22,11 +22,11 @@ def pre() -> PreCompactEvent:
     return PreCompactEvent(session_id="s", trigger="manual", reason="manual", tokens_before=10)
 
 
-def rec(source: str = "model", before: int = 100) -> CompactionRecord:
+def rec(source: str = "model", before: int = 100, error: str | None = None) -> CompactionRecord:
     return CompactionRecord(session_id="s", family="split", trigger="auto", reason="proactive",
                             round=2, tokens_before=before, tokens_after=5,
                             summary_source=source,  # type: ignore[arg-type]
-                            summarized_message_ids=("a", "b"))  # fmt: skip
+                            summarized_message_ids=("a", "b"), error=error)  # fmt: skip
 
 
 def test_pre_hooks_run_in_order_mutate_and_stop_at_cancel() -> None:
@@ -105,14 +105,15 @@ def test_metrics_count_and_average_across_threads() -> None:
     for t in threads:
         t.join()
     metrics.record_compaction(rec("model", 100))
-    metrics.record_compaction(rec("digest", 300))
+    metrics.record_compaction(rec("digest", 300, error="timeout"))  # a fallback
+    metrics.record_compaction(rec("digest", 200))  # a digest chosen (no model): none
     snap = metrics.snapshot()
     assert (snap["reactive_overflows"], snap["prune_runs"], snap["tokens_pruned"]) == (
         4000,
         4000,
         12000,
     )
-    assert (snap["compactions"], snap["summaries_generated"], snap["fallbacks"]) == (2, 1, 1)
+    assert (snap["compactions"], snap["summaries_generated"], snap["fallbacks"]) == (3, 1, 1)
     assert snap["average_tokens_before"] == 200.0
 
 

@@ -131,7 +131,11 @@ def test_fallback_policies() -> None:
     with pytest.raises(SummaryError) as e:
         Summarizer(Scripted(boom), CompactionConfig(fallback="raise")).summarize(HISTORY)
     assert e.value.__cause__ is boom
-    assert Summarizer(None).summarize(HISTORY).error == "no model client"
+    # No model given: the digest is what was asked for, not a failure (whatever the fallback).
+    for fallback in ("digest", "raise"):
+        chosen = Summarizer(None, CompactionConfig(fallback=fallback)).summarize(HISTORY)
+        assert (chosen.source, chosen.error) == ("digest", None)
+        assert "none was given" in chosen.text and "call failed" not in chosen.text
 
 
 def test_digest_is_structured_and_deterministic() -> None:

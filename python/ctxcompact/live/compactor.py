@@ -492,7 +492,7 @@ class Compactor:
             self.metrics.record_prune(job.pruned_tokens)
             self.events.emit(ev.PRUNE_APPLIED, session_id=job.session_id,
                              parts=len(job.marks), tokens=job.pruned_tokens)  # fmt: skip
-        if record.summary_source != "model":
+        if record.error is not None:  # a failed call, not a digest chosen
             self.events.emit(ev.COMPACTION_FALLBACK, session_id=job.session_id,
                              source=record.summary_source, error=record.error)  # fmt: skip
         self.metrics.record_compaction(record)

@@ -256,7 +256,7 @@ class Metrics:
             self.tokens_before_total += record.tokens_before
             if record.summary_source == "model":
                 self.summaries_generated += 1
-            else:
+            elif record.error is not None:  # a digest chosen (no model) is no fallback
                 self.fallbacks += 1
 
     @property

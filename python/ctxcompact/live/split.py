@@ -234,7 +234,7 @@ def _emit_done(result: SplitResult, events: ev.EventBus | None, metrics: ev.Metr
     if metrics is not None:
         metrics.record_compaction(record)
     if events is not None:
-        if record.summary_source != "model":
+        if record.error is not None:  # a failed call, not a digest chosen
             events.emit(ev.COMPACTION_FALLBACK, session_id=record.session_id,
                         source=record.summary_source, error=record.error)  # fmt: skip
         events.emit(ev.COMPACTED, session_id=record.session_id, record=record)

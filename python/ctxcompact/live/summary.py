@@ -135,7 +135,7 @@ class Summarizer:
         )
         client = self.client
         if client is None:
-            return self._fallback(history, request, previous_summary, round, "no model client")
+            return self._chosen_digest(history, request, previous_summary, round)
         if not isinstance(client, SummaryClient):
             raise ConfigError("this client is async-only: use asummarize()")
         timeout = self.config.timeout_s
@@ -164,7 +164,7 @@ class Summarizer:
         )
         client = self.client
         if client is None:
-            return self._fallback(history, request, previous_summary, round, "no model client")
+            return self._chosen_digest(history, request, previous_summary, round)
         timeout = self.config.timeout_s
         deadline = asyncio.timeout(timeout)
         try:
@@ -192,6 +192,19 @@ class Summarizer:
         if not response.text.strip():
             return self._fallback(history, request, previous_summary, round, "empty summary")
         return SummaryOutcome(response.text, "model", round, None, request, response)
+
+    def _chosen_digest(
+        self,
+        history: Sequence[Message],
+        request: SummaryRequest,
+        previous_summary: str | None,
+        round: int,
+    ) -> SummaryOutcome:
+        """No model was given: the digest is the summary asked for, not a
+        fallback (no error, no ``compaction.fallback`` event)."""
+        digest = build_digest(history, previous_summary=previous_summary, round=round,
+                              chosen=True)  # fmt: skip
+        return SummaryOutcome(digest, "digest", round, None, request)
 
     def _fallback(
         self,
@@ -353,9 +366,14 @@ def _clip(text: str, chars: int) -> str:
 
 
 def build_digest(
-    history: Sequence[Message], *, previous_summary: str | None = None, round: int = 1
+    history: Sequence[Message],
+    *,
+    previous_summary: str | None = None,
+    round: int = 1,
+    chosen: bool = False,
 ) -> str:
-    """A structured summary built from the history alone, deterministically."""
+    """A structured summary built from the history alone, deterministically;
+    ``chosen``: no model was given (else a model call failed)."""
     requests = [m for m in history if is_request(m)]
     if previous_summary:
         task = _section(previous_summary, "Original Task") or previous_summary
@@ -375,7 +393,9 @@ def build_digest(
     out = [
         f"{prompts.SUMMARY_HEADING} (Compaction Round {round})",
         "",
-        "_Written without a model (the summary call failed); built from the history._",
+        "_Written without a model (none was given); built from the history._"
+        if chosen
+        else "_Written without a model (the summary call failed); built from the history._",
         "",
         "### Original Task",
         task,
