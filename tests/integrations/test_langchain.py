@@ -155,3 +155,20 @@ def test_a_window_is_required() -> None:
     with pytest.raises(ConfigError, match="no room for the history after the output reserve"):
         CompactionMiddleware(None, context=16_000)  # the default reserve is 32k
     assert CompactionMiddleware(None, model="gpt-4o").compaction.context == 128_000
+
+
+def test_messages_it_cannot_map_one_to_one_are_typed_errors() -> None:
+    from ctxcompact.errors import ConfigError, FormatError, InputTypeError
+    from ctxcompact.integrations.langchain import CompactionMiddleware, to_chat
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    with pytest.raises(ConfigError, match="context must be a token count"):
+        CompactionMiddleware(None, context="8000")  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="message 0"):
+        to_chat([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+    call = AIMessage("", tool_calls=[{"id": "t1", "name": "read", "args": {}}])
+    blocks = HumanMessage([{"type": "tool_result", "tool_use_id": "t1", "content": "x"},
+                           {"type": "text", "text": "and go on"}])  # fmt: skip
+    with pytest.raises(FormatError, match="message 2") as e:
+        to_chat([HumanMessage("task"), call, blocks])
+    assert e.value.row == 2

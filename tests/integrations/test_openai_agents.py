@@ -176,3 +176,13 @@ def test_the_filter_masks_the_outputs_of_one_long_turn() -> None:
     assert CLEARED_TOOL_OUTPUT not in whole  # without the filter: every output whole
     masked = run(masked=True)
     assert masked[:-3] == [CLEARED_TOOL_OUTPUT] * 8 and masked[-3:] == whole[-3:]
+
+
+def test_items_it_cannot_read_are_typed_errors() -> None:
+    from ctxcompact.errors import FormatError, InputTypeError
+    from ctxcompact.integrations.openai_agents import to_chat
+
+    with pytest.raises(InputTypeError, match="item 0"):
+        to_chat(["hello"])  # type: ignore[list-item]
+    with pytest.raises(FormatError, match="no call_id"):
+        to_chat([{"type": "function_call", "name": "read", "arguments": "{}"}])

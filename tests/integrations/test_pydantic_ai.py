@@ -139,3 +139,11 @@ def test_unpaired_histories_get_a_typed_error_or_the_repair_report() -> None:
     (ret,) = parts(fixed, ToolReturnPart)
     assert ret.tool_call_id == "c1" and "interrupted" in str(ret.content).lower()
     assert [c.kind for c in lenient.repairs[0].changes] == ["missing-result"]
+
+
+def test_a_history_of_other_things_is_a_typed_error() -> None:
+    from ctxcompact.errors import InputTypeError
+
+    processor = CompactionProcessor(None, context=8_000, output=1_000, policy=POLICY)
+    with pytest.raises(InputTypeError, match="history message 0"):
+        processor([{"role": "user", "content": "hi"}])  # type: ignore[list-item]

@@ -88,6 +88,10 @@ class ChatCompaction:
         cfg = cfg.model_copy(update={"mask_first": cfg.prune})
         if summarizer.config is not cfg:
             summarizer = Summarizer(summarizer.client, cfg, model=summarizer.model)
+        for name, value in (("context", context), ("output", output)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{name} must be a token count (int), got {value!r}",
+                                  column=name)  # fmt: skip
         if context is None and model is not None:
             limits = ModelRegistry().get(model)
             context, output = limits.context, output if output is not None else limits.output

@@ -42,6 +42,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import FormatError, InputTypeError
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import SplitResult, summary_round
@@ -85,7 +86,20 @@ def to_chat(messages: Sequence[BaseMessage]) -> Chat:
     """OpenAI chat dicts of LangChain messages (LangChain's own conversion),
     each with its message id; a summary message is the assistant summary the
     split family finds by its heading."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InputTypeError(f"the state's messages must be a list of LangChain messages, got "
+                             f"{type(messages).__name__}")  # fmt: skip
+    for i, m in enumerate(messages):
+        if not isinstance(m, BaseMessage):
+            raise InputTypeError(f"message {i} is a {type(m).__name__}, not a LangChain message")
     chat = convert_to_openai_messages(list(messages))
+    if len(chat) != len(messages):
+        # LangChain splits a message holding tool_result blocks into several:
+        # each would no longer match the message it came from.
+        one = next((i for i, m in enumerate(messages)
+                    if len(convert_to_openai_messages([m])) != 1), None)  # fmt: skip
+        raise FormatError(f"message {one} is not one OpenAI message (tool_result content "
+                          "blocks?): send tool results as ToolMessages", row=one)  # fmt: skip
     out = []
     for m, c in zip(messages, chat, strict=True):
         c = {**c, "id": m.id} if m.id else dict(c)

@@ -34,6 +34,7 @@ from agents.memory import Session
 
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import FormatError, InputTypeError
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import summary_round
@@ -62,7 +63,12 @@ def to_chat(items: Sequence[Mapping[str, Any]]) -> tuple[Chat, list[list[int]]]:
     chat: Chat = []
     origins: list[list[int]] = []
     for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InputTypeError(f"item {i} is a {type(item).__name__}, not a Responses "
+                                 "input item (a dict)")  # fmt: skip
         kind = _kind(item)
+        if kind in ("function_call", "function_call_output") and not item.get("call_id"):
+            raise FormatError(f"item {i} ({kind}) has no call_id", row=i, column="call_id")
         if kind == "message":
             role = "assistant" if SUMMARY_KEY in item else item.get("role", "user")
             chat.append({"role": role, "content": content_text(item.get("content"))})

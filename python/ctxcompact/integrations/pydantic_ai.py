@@ -50,6 +50,7 @@ from pydantic_ai.models import Model
 
 from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
+from ctxcompact.errors import InputTypeError
 from ctxcompact.formats.pydantic_ai import from_chat
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
@@ -85,6 +86,9 @@ def to_chat(messages: Sequence[ModelMessage]) -> tuple[Chat, list[Origin]]:
     chat: Chat = []
     origins: list[Origin] = []
     for i, m in enumerate(messages):
+        if not isinstance(m, ModelRequest | ModelResponse):
+            raise InputTypeError(f"history message {i} is a {type(m).__name__}, not a "
+                                 "pydantic-ai ModelRequest or ModelResponse")  # fmt: skip
         if isinstance(m, ModelResponse):
             text = "".join(p.content for p in m.parts if isinstance(p, TextPart))
             calls = [{"id": p.tool_call_id, "type": "function",
