@@ -131,6 +131,7 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
     """Every point of the grid, each checked (a bad value raises ``ConfigError``
     naming the point and the option)."""
     lists = load_grid(grid)
+    where = f"{grid}: " if isinstance(grid, (str, os.PathLike)) else ""
     base = config or CompactionConfig()
     base_window = Limits.coerce(limits) if limits is not None else None
     out: list[Point] = []
@@ -159,9 +160,9 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
                                   column="context")  # fmt: skip
             out.append(Point(name, options, cfg, check_window(Limits.coerce(window), cfg)))
         except ConfigError as e:
-            raise ConfigError(f"grid point {name}: {e}", column=e.column) from None
+            raise ConfigError(f"{where}grid point {name}: {e}", column=e.column) from None
         except ValueError as e:  # pydantic's
-            raise ConfigError(f"grid point {name}: {e}", column="grid") from None
+            raise ConfigError(f"{where}grid point {name}: {e}", column="grid") from None
     return out
 
 
