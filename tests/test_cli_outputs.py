@@ -42,6 +42,11 @@ def test_an_output_that_is_an_input_is_refused(
     (folder / "a.traj.json").write_bytes((MINI / "local.traj.json").read_bytes())
     code, out = run(monkeypatch, capsys, "convert", str(folder), str(folder / "a.traj.json"))
     assert code == 2 and "also an input" in out
+    # Parquet in a folder read as session files is not read: written, and again.
+    for _ in range(2):
+        assert (
+            run(monkeypatch, capsys, "ingest", str(folder), "-o", str(folder / "r.parquet"))[0] == 0
+        )
 
 
 def test_a_link_is_written_through_and_a_device_never_replaced(

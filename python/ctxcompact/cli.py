@@ -282,8 +282,11 @@ def _same_file(output: Path, input: Path) -> bool:
             return False
         if input.is_file():
             return output.samefile(input)
-        read = output.suffix in SESSION_SUFFIXES or output.suffix == ".parquet"
-        return input.is_dir() and read and output.resolve().is_relative_to(input.resolve())
+        if not (input.is_dir() and output.resolve().is_relative_to(input.resolve())):
+            return False
+        # A folder is read as Parquet part rows or as session files, not both.
+        read = (".parquet",) if _is_parquet(input) else SESSION_SUFFIXES
+        return output.suffix in read
     except OSError:
         return False
 
