@@ -59,7 +59,7 @@ def test_the_session_is_about_200k_tokens(session: cc.Session) -> None:
 
 
 def _loop(store: Any, session: cc.Session) -> tuple[cc.CompactionLoop, str]:
-    sid = store.create_session()
+    sid = store.create_session(session.id)  # its messages name it
     for message in session.messages:
         store.append_message(sid, message)
     config = cc.CompactionConfig()
