@@ -13,7 +13,6 @@ import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
-from ctxcompact.cli import main
 from ctxcompact.testing.synthetic import generate_table
 
 
@@ -189,17 +188,8 @@ def test_help_documents_the_exit_codes() -> None:
 # --- issue 10 ---------------------------------------------------------------------------
 
 
-def run_err(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["ctxcompact", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+#: The exit code, stdout and stderr.
+run_err = invoke
 
 
 @pytest.fixture
