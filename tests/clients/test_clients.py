@@ -114,6 +114,22 @@ def test_anthropic_text_stop_reason_and_usage(
     assert sent.path == "/v1/messages"
     assert sent.body["system"] == "be brief" and "tools" not in sent.body
     assert sent.body["messages"][0]["role"] == "user"
+    # No tools defined, so no tool blocks: the real API refuses them (the fake does too).
+    kinds = {b["type"] for m in sent.body["messages"] for b in m["content"]}
+    assert kinds == {"text"}
+    assert "[tool call read" in str(sent.body) and "def f(): ..." in str(sent.body)
+
+
+def test_the_fake_anthropic_server_refuses_tool_blocks_without_tools(
+    anthropic_server: FakeAnthropicServer,
+) -> None:
+    """As the Messages API does; a summary request that sent them would always fail."""
+    import anthropic as sdk
+
+    _, blocks = to_anthropic_messages(HISTORY)
+    client = sdk.Anthropic(base_url=anthropic_server.base_url, api_key="k", max_retries=0)
+    with client, pytest.raises(sdk.BadRequestError, match="must define tools"):
+        client.messages.create(model="m", max_tokens=8, messages=blocks)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("stream", [True, False])

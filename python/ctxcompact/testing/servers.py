@@ -103,6 +103,10 @@ class _FakeServer:
     def error_body(self, reply: Reply) -> dict[str, Any]:
         raise NotImplementedError
 
+    def refuse(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The 400 body the real API sends for a request it refuses (None: accepted)."""
+        return None
+
     def write_json(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -134,6 +138,9 @@ class _FakeServer:
                     server.requests.append(Received(self.path, dict(self.headers), body))
                 if not self.path.endswith(server.path):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                refused = server.refuse(body)
+                if refused is not None:
+                    return self._send(400, refused)
                 reply = server.next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
@@ -251,6 +258,17 @@ class FakeAnthropicServer(_FakeServer):
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
         return {"type": "error", "error": {"type": "api_error", "message": reply.text}}
+
+    def refuse(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        # As the Messages API: tool blocks need tool definitions in the request.
+        blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+                  for b in m["content"] if isinstance(b, dict)]  # fmt: skip
+        if not body.get("tools") and any(b.get("type") in ("tool_use", "tool_result")
+                                         for b in blocks):  # fmt: skip
+            return {"type": "error", "error": {"type": "invalid_request_error", "message":
+                    "Requests which include `tool_use` or `tool_result` blocks must define "
+                    "tools."}}  # fmt: skip
+        return None
 
     def _message(self, reply: Reply, body: dict[str, Any], content: list[Any]) -> dict[str, Any]:
         return {
