@@ -186,3 +186,22 @@ def test_the_requests_timeout_and_retries_reach_the_sdk_unless_set_on_the_client
     plain.close()
     pinned.close()
     asyncio.run(plain.aclose())
+
+
+def test_every_summary_client_sends_tool_calls_and_results_as_text() -> None:
+    """The compaction agent defines no tools, so no request may hold tool blocks."""
+    from ctxcompact.clients.base import tools_as_text
+    from ctxcompact.integrations.langchain import LangChainSummaryClient
+    from ctxcompact.integrations.pydantic_ai import PydanticAISummaryClient
+    from langchain_core.messages import AIMessage, ToolMessage
+    from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+
+    flat = tools_as_text(HISTORY)
+    assert all("tool_calls" not in m and m["role"] != "tool" for m in flat)
+    assert flat[1]["content"] == 'Reading it.\n[tool call read {"path": "app.py"}]'
+    assert flat[2] == {"role": "user", "content": "[tool result of read]\ndef f(): ..."}
+    lc = LangChainSummaryClient(None)._messages(REQUEST)  # type: ignore[arg-type]
+    assert not any(isinstance(m, ToolMessage) or (isinstance(m, AIMessage) and m.tool_calls)
+                   for m in lc)  # fmt: skip
+    pai = PydanticAISummaryClient("test")._messages(REQUEST)
+    assert not any(isinstance(p, ToolCallPart | ToolReturnPart) for m in pai for p in m.parts)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse
+from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse, tools_as_text
 from ctxcompact.errors import SummaryClientError
 
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -43,17 +43,11 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def to_anthropic_messages(
-    messages: Sequence[dict[str, Any]], *, tools_as_text: bool = False
+    messages: Sequence[dict[str, Any]],
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(system text, Anthropic messages) for OpenAI chat-format ``messages``.
-
-    ``tools_as_text``: tool calls and results as text blocks. The Messages API
-    refuses ``tool_use`` / ``tool_result`` blocks in a request that defines
-    no tools ("Requests which include `tool_use` or `tool_result` blocks must
-    define tools"), and the compaction agent's request has none."""
+    """(system text, Anthropic messages) for OpenAI chat-format ``messages``."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
-    names: dict[str, str] = {}
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
@@ -77,24 +71,15 @@ def to_anthropic_messages(
                     args = json.loads(fn.get("arguments") or "{}")
                 except ValueError:
                     args = {"arguments": fn.get("arguments")}
-                args = args if isinstance(args, dict) else {"value": args}
-                names[call["id"]] = fn.get("name", "")
-                if tools_as_text:
-                    blocks.append({"type": "text", "text": f"[tool call {fn.get('name', '')} "
-                                   f"{json.dumps(args, ensure_ascii=False)}]"})  # fmt: skip
-                else:
-                    blocks.append({"type": "tool_use", "id": call["id"],
-                                   "name": fn.get("name", ""), "input": args})  # fmt: skip
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": fn.get("name", ""),
+                     "input": args if isinstance(args, dict) else {"value": args}}
+                )  # fmt: skip
             add("assistant", blocks)
         elif role == "tool":
             text = "\n".join(b["text"] for b in _blocks(message.get("content")))
-            call_id = message["tool_call_id"]
-            if tools_as_text:
-                add("user", [{"type": "text", "text": f"[tool result of "
-                              f"{names.get(call_id, call_id)}]\n{text}"}])  # fmt: skip
-            else:
-                add("user", [{"type": "tool_result", "tool_use_id": call_id,
-                              "content": text}])  # fmt: skip
+            add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                          "content": text}])  # fmt: skip
     if out and out[0]["role"] != "user":  # the API wants a user turn first
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation)"}]})
     return "\n\n".join(system), out
@@ -109,7 +94,7 @@ class AnthropicClient(SdkClient):
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
         # The compaction agent defines no tools: calls and results go as text.
-        system, messages = to_anthropic_messages(request.messages, tools_as_text=True)
+        system, messages = to_anthropic_messages(tools_as_text(request.messages))
         params: dict[str, Any] = {
             "model": request.model or self.model,
             "system": "\n\n".join(s for s in (request.system, system) if s),

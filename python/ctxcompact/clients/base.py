@@ -26,6 +26,40 @@ class SummaryRequest:
     max_retries: int | None = None
 
 
+def tools_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with tool calls and results as plain text turns, for APIs
+    that refuse tool blocks in a request defining no tools (Anthropic's
+    Messages API: "Requests which include `tool_use` or `tool_result` blocks
+    must define tools"); the compaction agent's request never defines any."""
+    import json
+
+    names: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            lines = [_text(m.get("content"))] if _text(m.get("content")) else []
+            for call in m["tool_calls"]:
+                fn = call.get("function") or {}
+                names[str(call.get("id"))] = str(fn.get("name") or "")
+                args = fn.get("arguments")
+                args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                lines.append(f"[tool call {fn.get('name') or ''} {args}]")
+            out.append({"role": "assistant", "content": "\n".join(lines)})
+        elif m.get("role") == "tool":
+            call_id = str(m.get("tool_call_id"))
+            out.append({"role": "user", "content": f"[tool result of "
+                        f"{names.get(call_id, call_id)}]\n{_text(m.get('content'))}"})  # fmt: skip
+        else:
+            out.append(m)
+    return out
+
+
+def _text(content: Any) -> str:
+    from ctxcompact.scans.chat import content_text
+
+    return content_text(content)
+
+
 @dataclass(frozen=True)
 class SummaryResponse:
     text: str

@@ -40,7 +40,12 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
+from ctxcompact.clients.base import (
+    SummaryClient,
+    SummaryRequest,
+    SummaryResponse,
+    tools_as_text,
+)
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import FormatError, InputTypeError
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
@@ -61,7 +66,11 @@ class LangChainSummaryClient:
         self.model = model
 
     def _messages(self, request: SummaryRequest) -> list[BaseMessage]:
-        return [SystemMessage(request.system), *convert_to_messages(request.messages)]
+        # No tools in the request: calls and results as text (Anthropic models refuse them).
+        return [
+            SystemMessage(request.system),
+            *convert_to_messages(tools_as_text(request.messages)),
+        ]
 
     @staticmethod
     def _response(reply: BaseMessage) -> SummaryResponse:

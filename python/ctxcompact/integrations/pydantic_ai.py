@@ -48,7 +48,12 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 
-from ctxcompact.clients.base import SummaryClient, SummaryRequest, SummaryResponse
+from ctxcompact.clients.base import (
+    SummaryClient,
+    SummaryRequest,
+    SummaryResponse,
+    tools_as_text,
+)
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import InputTypeError
 from ctxcompact.formats.pydantic_ai import from_chat
@@ -130,7 +135,9 @@ class PydanticAISummaryClient:
         self.model = model
 
     def _messages(self, request: SummaryRequest) -> list[ModelMessage]:
-        return from_chat([{"role": "system", "content": request.system}, *request.messages])
+        # No tools in the request: calls and results as text (Anthropic models refuse them).
+        system = {"role": "system", "content": request.system}
+        return from_chat([system, *tools_as_text(request.messages)])
 
     @staticmethod
     def _response(reply: ModelResponse) -> SummaryResponse:
