@@ -50,6 +50,8 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
         texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}',
                  '{"pinned":true}']  # fmt: skip
         row["part_json"] = draw(st.sampled_from(texts))
+    if kind == "compaction":  # a marker a hook cancelled is ignored: never sent
+        row["part_json"] = draw(st.sampled_from([None, '{"ignored":true}']))
     if kind == "file":
         info = {
             key: value

@@ -436,7 +436,8 @@ def model_messages(
         kind = p["part_type"]
         if kind == "text" and p.get("output") and _part_info(p).get("ignored") is not True:
             blocks.append(p["output"])
-        elif kind == "compaction":
+        elif kind == "compaction" and _part_info(p).get("ignored") is not True:
+            # a marker a hook cancelled is kept, ignored, and never sent
             blocks.append(COMPACTION_QUESTION)
         elif kind == "file":
             info = _part_info(p)
