@@ -7,8 +7,11 @@ response, streamed or not, into text.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from ctxcompact.scans.chat import content_text
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,12 @@ def tools_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     that refuse tool blocks in a request defining no tools (Anthropic's
     Messages API: "Requests which include `tool_use` or `tool_result` blocks
     must define tools"); the compaction agent's request never defines any."""
-    import json
-
     names: dict[str, str] = {}
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.get("role") == "assistant" and m.get("tool_calls"):
-            lines = [_text(m.get("content"))] if _text(m.get("content")) else []
+            text = content_text(m.get("content"))
+            lines = [text] if text else []
             for call in m["tool_calls"]:
                 fn = call.get("function") or {}
                 names[str(call.get("id"))] = str(fn.get("name") or "")
@@ -47,17 +49,12 @@ def tools_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": "\n".join(lines)})
         elif m.get("role") == "tool":
             call_id = str(m.get("tool_call_id"))
-            out.append({"role": "user", "content": f"[tool result of "
-                        f"{names.get(call_id, call_id)}]\n{_text(m.get('content'))}"})  # fmt: skip
+            result = content_text(m.get("content"))
+            name = names.get(call_id, call_id)
+            out.append({"role": "user", "content": f"[tool result of {name}]\n{result}"})
         else:
             out.append(m)
     return out
-
-
-def _text(content: Any) -> str:
-    from ctxcompact.scans.chat import content_text
-
-    return content_text(content)
 
 
 @dataclass(frozen=True)

@@ -238,8 +238,7 @@ class PostgresStore:
                 "SELECT data FROM parts WHERE session_id = %s AND message_id = %s ORDER BY seq",
                 (session_id, marker_id),
             ).fetchall()
-            message = {"info": {"id": marker_id}, "parts": [json.loads(r[0]) for r in rows]}
-            part = _cancel([message], session_id, marker_id)
+            part = _cancel([json.loads(r[0]) for r in rows], session_id, marker_id)
             db.execute(
                 "UPDATE parts SET data = %s WHERE session_id = %s AND id = %s",
                 (_dumps(part), session_id, part["id"]),

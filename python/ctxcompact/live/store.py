@@ -154,15 +154,13 @@ def _new_parts(messages: list[dict[str, Any]], message: MessageWithParts, sessio
                                       message_id=message.id)  # fmt: skip
 
 
-def _cancel(messages: list[dict[str, Any]], session_id: str, marker_id: str) -> dict[str, Any]:
-    """Set ``ignored`` on marker ``marker_id``'s compaction part; returns the part."""
-    for message in messages:
-        if message["info"].get("id") == marker_id:
-            part: dict[str, Any]
-            for part in message.get("parts", []):
-                if part.get("type") == "compaction":
-                    part["ignored"] = True
-                    return part
+def _cancel(parts: list[dict[str, Any]], session_id: str, marker_id: str) -> dict[str, Any]:
+    """Set ``ignored`` on the compaction part among marker ``marker_id``'s
+    ``parts``; returns the part."""
+    for part in parts:
+        if part.get("type") == "compaction":
+            part["ignored"] = True
+            return part
     raise TranscriptError(f"no compaction marker {marker_id} to cancel", session_id=session_id,
                           message_id=marker_id)  # fmt: skip
 
@@ -224,7 +222,9 @@ class MemoryStore:
 
     def cancel_compaction(self, session_id: str, marker_id: str) -> None:
         with self._lock:
-            _cancel(self._get(session_id), session_id, marker_id)
+            marker = next((m for m in self._get(session_id) if m["info"].get("id") == marker_id),
+                          {})  # fmt: skip
+            _cancel(marker.get("parts", []), session_id, marker_id)
 
     def _apply_marks(self, messages: list[dict[str, Any]], marks: Mapping[str, int]) -> None:
         found = set()
@@ -431,8 +431,7 @@ class SQLiteStore:
                 "SELECT data FROM parts WHERE session_id = ? AND message_id = ? ORDER BY seq",
                 (session_id, marker_id),
             ).fetchall()
-            message = {"info": {"id": marker_id}, "parts": [json.loads(r[0]) for r in rows]}
-            part = _cancel([message], session_id, marker_id)
+            part = _cancel([json.loads(r[0]) for r in rows], session_id, marker_id)
             db.execute(
                 "UPDATE parts SET data = ? WHERE session_id = ? AND id = ?",
                 (_dumps(part), session_id, part["id"]),

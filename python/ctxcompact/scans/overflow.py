@@ -42,15 +42,21 @@ def _count(source: Any, key: str, *, required: bool) -> int:
 _USAGE_KEYS = ("input", "output", "reasoning", "cache", "total")
 
 
-def _known_keys(values: Mapping[Any, Any], known: tuple[str, ...], what: str) -> None:
-    """A key outside ``known`` (a misspelt count) would be dropped silently."""
+def _known_keys(
+    values: Mapping[Any, Any],
+    known: tuple[str, ...],
+    what: str,
+    error: type[InvalidUsageError] | type[ConfigError] = InvalidUsageError,
+) -> None:
+    """A key outside ``known`` (a misspelt count or limit) would be dropped silently."""
     for key in values:
         if key not in known:
             hint = difflib.get_close_matches(str(key), known, n=1)
-            raise InvalidUsageError(
-                f"{what} has an unknown key {key!r}"
+            raise error(
+                f"unknown key {key!r} in {what}"
                 + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                + f"; known: {', '.join(known)}"
+                + f"; known: {', '.join(known)}",
+                column=str(key),
             )
 
 
@@ -110,15 +116,7 @@ class Limits:
             return getattr(limits, key, None)
 
         if isinstance(limits, Mapping):
-            for key in limits:
-                if key not in ("context", "input", "output"):
-                    hint = difflib.get_close_matches(str(key), ("context", "input", "output"), n=1)
-                    raise ConfigError(
-                        f"model limits have an unknown key {key!r}"
-                        + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                        + "; known: context, input, output",
-                        column=str(key),
-                    )
+            _known_keys(limits, ("context", "input", "output"), "model limits", ConfigError)
 
         values: dict[str, int] = {}
         for key in ("context", "input", "output"):
