@@ -475,6 +475,25 @@ def test_all_null_dictionary_values_for_estimates() -> None:
     assert no_crash(lambda: estimate_tokens_array(empty)).to_pylist() == []
 
 
+def test_null_status_is_checked_only_in_a_session_the_trigger_lets_act() -> None:
+    rows = [
+        text("s1", "u1"),
+        tool("s1", "a1", "completed"),
+        tool("s1", "a2", None),
+        text("s1", "u2"),
+        text("s1", "u3"),
+    ]
+    table = build(rows)
+    # above the trigger the session is walked: the null status is an error
+    e = expect(NullValueError, lambda: cc.prune(table, {"trigger": 1}))
+    assert where(e) == ("s1", "a2", 2, "status")
+    # at or below it the session is never walked (as the reference): no selection
+    result = no_crash(lambda: cc.prune(table, {"trigger": 10**6}))
+    assert result.sessions.to_pylist() == [
+        {"session_id": "s1", "total": 0, "pruned": 0, "parts": 0}
+    ]
+
+
 def test_all_null_dictionary_session_id_is_a_null_error() -> None:
     table = replace(build(good_rows()), "session_id", all_null_dictionary(5))
     e = expect(NullValueError, lambda: cc.prune(table))

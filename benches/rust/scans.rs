@@ -135,10 +135,19 @@ fn bench(c: &mut Criterion) {
                 ..PruneConfig::default()
             },
         ),
+        // Every session here holds about 80k tokens: below 100k none is
+        // walked (the decision alone), above 50k every one is (the worst case).
         (
             "prune_trigger",
             PruneConfig {
                 trigger: 100_000,
+                ..PruneConfig::default()
+            },
+        ),
+        (
+            "prune_trigger_all_above",
+            PruneConfig {
+                trigger: 50_000,
                 ..PruneConfig::default()
             },
         ),

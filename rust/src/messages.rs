@@ -220,7 +220,15 @@ pub fn tokens_within(
     let mut total = Span::default();
     let mut outputs_bounded = false;
     let mut k = 0;
+    // Only the newest `keep_thinking` steps send their reasoning (as `estimates_of`).
+    let mut steps = messages
+        .iter()
+        .filter(|m| m.role == role::ASSISTANT)
+        .count();
     for msg in messages {
+        if msg.role == role::ASSISTANT {
+            steps -= 1;
+        }
         if only.is_some_and(|v| !v.shows(msg.rows.start)) {
             continue;
         }
@@ -233,14 +241,23 @@ pub fn tokens_within(
         };
         match msg.role {
             role::ASSISTANT => {
+                let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
                 let (mut reasoning, mut thoughts) = (Span::default(), 0u64);
                 let (mut calls, mut sent) = (Span::default(), 0u64);
                 for row in msg.rows.clone() {
                     match table.part_type[row] {
-                        part_type::TEXT => maybe(&mut units, &mut blocks, output(row)),
-                        part_type::REASONING => {
+                        part_type::TEXT if may_be_ignored(table, row) => {
+                            maybe(&mut units, &mut blocks, output(row))
+                        }
+                        part_type::TEXT => {
                             let n = output(row);
-                            reasoning.hi += n.hi;
+                            units.add(n);
+                            sure += u64::from(n.hi > 0);
+                            blocks += u64::from(n.hi > 0);
+                        }
+                        part_type::REASONING if thinking => {
+                            let n = output(row);
+                            reasoning.add(n);
                             thoughts += u64::from(n.hi > 0);
                         }
                         part_type::TOOL => {
@@ -293,8 +310,14 @@ pub fn tokens_within(
                         }
                         + calls.hi;
                 }
-                if sent > 0 {
+                if sent > 0 || sure > 0 {
                     message.lo = config.overhead + calls.lo;
+                }
+                if sure > 0 {
+                    message.lo += joined(units, sure).lo;
+                }
+                if (sent > 0 || sure > 0) && thoughts > 0 {
+                    message.lo += joined(reasoning, thoughts).lo;
                 }
                 total.add(message);
                 continue;
@@ -312,7 +335,15 @@ pub fn tokens_within(
             _ => {
                 for row in msg.rows.clone() {
                     match table.part_type[row] {
-                        part_type::TEXT => maybe(&mut units, &mut blocks, output(row)),
+                        part_type::TEXT if may_be_ignored(table, row) => {
+                            maybe(&mut units, &mut blocks, output(row))
+                        }
+                        part_type::TEXT => {
+                            let n = output(row);
+                            units.add(n);
+                            sure += u64::from(n.hi > 0);
+                            blocks += u64::from(n.hi > 0);
+                        }
                         // A marker a hook cancelled (ignored) is not sent.
                         part_type::COMPACTION if ignored(table, row).unwrap_or(true) => maybe(
                             &mut units,
@@ -664,6 +695,18 @@ fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
     json_flag(table, row, "ignored", &QUOTED)
 }
 
+/// Whether the text part at `row` may be `ignored` (its JSON mentions the
+/// key): one substring search, no parse. A bound counts such a text in its
+/// upper end only; any other text is sent.
+fn may_be_ignored(table: &PartTable<'_>, row: usize) -> bool {
+    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ignored\""));
+    table
+        .part_json
+        .as_ref()
+        .and_then(|c| c.get(row))
+        .is_some_and(|j| QUOTED.find(j.as_bytes()).is_some())
+}
+
 /// A part marked `pinned: true` is never cleared or cut by a policy.
 #[inline]
 pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
@@ -953,6 +996,62 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(none(bigram), None);
+    }
+
+    /// Text that cannot be ignored and the reasoning of the steps that send
+    /// it are in both ends of the bounds: with bytes as units (ceil-bytes)
+    /// and no ignored text, they meet at the estimate whatever `keep_thinking`.
+    #[test]
+    fn sure_text_and_sent_reasoning_are_in_the_lower_bound() {
+        let think = |t: &str| P {
+            kind: "reasoning",
+            output: Some(t.into()),
+            ..Default::default()
+        };
+        let maybe = P {
+            json: Some(r#"{"ignored":false}"#.into()),
+            ..text("mentions the key")
+        };
+        let session = |ignorable: bool| {
+            let mut first = vec![text("fix it"), think("first thought")];
+            if ignorable {
+                first.push(maybe.clone());
+            }
+            vec![
+                user("u", vec![text("the task")]),
+                assistant("a", "u", first),
+                assistant("b", "u", vec![think("only thinking")]),
+                assistant("c", "u", vec![text("done"), think("why"), think("so")]),
+            ]
+        };
+        for keep_thinking in [0, 1, 2, 3, 9] {
+            let render = Render {
+                keep_thinking,
+                ..Default::default()
+            };
+            let bytes = MessageEstimateConfig {
+                method: Method::CeilBytes,
+                render,
+                ..Default::default()
+            };
+            let (span, exact) = within_and_exact(session(false), bytes);
+            assert_eq!(
+                span,
+                Some(Span::exact(exact)),
+                "keep_thinking {keep_thinking}"
+            );
+            // A text whose JSON mentions `ignored` is in the upper end only.
+            let (span, exact) = within_and_exact(session(true), bytes);
+            let span = span.unwrap();
+            assert!(span.lo < exact && exact == span.hi, "{span:?} {exact}");
+            let utf16 = MessageEstimateConfig {
+                render,
+                ..Default::default()
+            };
+            let (span, exact) = within_and_exact(session(false), utf16);
+            let span = span.unwrap();
+            assert!(span.lo <= exact && exact <= span.hi, "{span:?} {exact}");
+        }
     }
 
     #[test]

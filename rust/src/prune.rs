@@ -24,7 +24,7 @@ use crate::estimate::Method;
 use crate::messages::{
     estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig, Span,
 };
-use crate::pivot::{pivot_start_in, visible_in};
+use crate::pivot::{pivot_start_in, visible_in, Visible};
 use crate::render::{Render, Target};
 use crate::schema::Scan;
 use crate::table::{Message, PartTable};
@@ -191,57 +191,40 @@ fn prune_one<'a>(
 ) -> Result<SessionPrune> {
     table.messages_into(s, messages)?;
     if config.trigger == 0 {
-        return Ok(prune_session(table, messages, config, protected, usize::MAX, scratch)?.result);
+        return prune_session(table, messages, config, protected, &[], scratch);
     }
+    // Decided before the walk (as the reference does): a session below the
+    // trigger is never walked, and one above reuses the outputs read.
     let start = pivot_start_in(table, s, messages)?;
-    let walk = prune_session(table, messages, config, protected, start, scratch)?;
-    // The visible outputs the walk estimated are a lower bound of the
-    // visible context (each is its own tool message, sent whole unless
-    // cut): above the trigger already, no second scan is needed.
-    let lower = match config.render.truncate_output {
-        None => walk.visible,
-        Some(_) => 0,
-    };
-    if lower > config.trigger || above_trigger(table, s, messages, start, config, &walk)? {
-        Ok(walk.result)
-    } else {
-        Ok(SessionPrune::default())
+    let shown = visible_in(table, s, start, messages)?;
+    match above_trigger(table, messages, config, &shown)? {
+        Some(known) => prune_session(table, messages, config, protected, &known, scratch),
+        None => Ok(SessionPrune::default()),
     }
 }
 
-/// Whether session `s`'s visible context (from its pivot at `start`, and its
-/// pinned messages before it) is above the trigger. Decided in steps, each
-/// only where the one before could not: bounds from lengths with the walk's
-/// outputs exact and no text read; the same with every output read; the
-/// estimate of the messages, reusing the outputs read.
+/// Whether a session's visible context (its messages that `shown` shows) is
+/// above the trigger: `Some` of the outputs read on the way, by row, or
+/// `None`. Decided in steps, each only where the one before could not:
+/// bounds from lengths, no text read (exact but for tool inputs where the
+/// outputs are counted); the same with every output read; the estimate of
+/// the messages, reusing the outputs read.
 fn above_trigger(
     table: &PartTable<'_>,
-    s: usize,
     messages: &[Message],
-    start: usize,
     config: &PruneConfig,
-    walk: &Walk,
-) -> Result<bool> {
-    let shown = visible_in(table, s, start, messages)?;
+    shown: &Visible,
+) -> Result<Option<Vec<(usize, u64)>>> {
     let estimate = config.estimate_config();
     let decided = |span: Option<Span>| match span {
         Some(span) if span.hi <= config.trigger => Some(false),
         Some(span) if span.lo > config.trigger => Some(true),
         _ => None,
     };
-    let bounds = |outputs| {
-        tokens_within(
-            table,
-            messages,
-            estimate,
-            &walk.known,
-            Some(&shown),
-            outputs,
-        )
-    };
+    let bounds = |outputs| tokens_within(table, messages, estimate, &[], Some(shown), outputs);
     let first = bounds(None);
     if let Some(above) = decided(first.map(|w| w.span)) {
-        return Ok(above);
+        return Ok(above.then(Vec::new));
     }
     // Reading the outputs narrows the bounds only where one was bounded
     // from its bytes (never on a table whose outputs are counted).
@@ -251,14 +234,10 @@ fn above_trigger(
         _ => None,
     };
     if let Some(above) = decided(second.map(|w| w.span)) {
-        return Ok(above);
+        return Ok(above.then_some(outputs));
     }
-    let known = match second {
-        Some(_) => &outputs,
-        None => &walk.known,
-    };
-    let estimates = estimates_of(table, messages, estimate, known, Some(&shown))?;
-    Ok(tokens_visible(&estimates, &shown) > config.trigger)
+    let estimates = estimates_of(table, messages, estimate, &outputs, Some(shown))?;
+    Ok((tokens_visible(&estimates, shown) > config.trigger).then_some(outputs))
 }
 
 /// What makes an older output stale: a newer call on the same file (any
@@ -353,29 +332,18 @@ fn stale_key<'a>(
 struct Counted {
     row: usize,
     superseded: bool,
-    /// In an assistant message: the model input sends only those.
-    sent: bool,
 }
 
-/// What one session's walk found.
-struct Walk {
-    result: SessionPrune,
-    /// Estimated tokens of the counted outputs of assistant messages at or
-    /// after `visible_from` (a trigger's lower bound of the visible context).
-    visible: u64,
-    /// Every counted output's (row, tokens), sorted by row (trigger only).
-    known: Vec<(usize, u64)>,
-}
-
-/// The policy's selection in a session (its `messages`); see `Walk`.
+/// The policy's selection in a session (its `messages`). `known`: outputs
+/// already estimated, (row, tokens) by row, which are not read again.
 fn prune_session<'a>(
     table: &PartTable<'a>,
     messages: &[Message],
     config: &PruneConfig,
     protected: &Members,
-    visible_from: usize,
+    known: &[(usize, u64)],
     scratch: &mut Scratch<'a>,
-) -> Result<Walk> {
+) -> Result<SessionPrune> {
     let status_col = table
         .status
         .as_ref()
@@ -480,29 +448,29 @@ fn prune_session<'a>(
             row,
             superseded,
             // The model input sends only an assistant message's tool parts.
-            sent: table.role[row] == role::ASSISTANT,
         });
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
     let estimates = &mut scratch.estimates;
     estimates.clear();
-    estimates.extend(
-        counted
-            .iter()
-            .rev()
-            .map(|c| table.output_tokens(c.row, config.method)),
-    );
+    let mut k = 0;
+    estimates.extend(counted.iter().rev().map(|c| {
+        // Both by row: a cursor, not a search per output.
+        while k < known.len() && known[k].0 < c.row {
+            k += 1;
+        }
+        match known.get(k) {
+            Some(&(row, tokens)) if row == c.row => tokens,
+            _ => table.output_tokens(c.row, config.method),
+        }
+    }));
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
-    let mut visible = 0u64;
     for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
-        if c.sent && c.row >= visible_from {
-            visible += tokens;
-        }
         let small = tokens < config.min_output_tokens;
         if c.superseded && !small {
             // Stale: goes first, and takes no room in the windows.
@@ -536,27 +504,10 @@ fn prune_session<'a>(
     if pruned <= config.minimum || pruned < config.clear_at_least {
         (pruned, rows) = (0, Vec::new());
     }
-    let known = if visible_from == usize::MAX {
-        Vec::new()
-    } else {
-        // `counted` is newest first and `estimates` oldest first: both by row.
-        let mut known: Vec<(usize, u64)> = counted
-            .iter()
-            .rev()
-            .map(|c| c.row)
-            .zip(estimates.iter().copied())
-            .collect();
-        known.sort_unstable_by_key(|&(r, _)| r);
-        known
-    };
-    Ok(Walk {
-        result: SessionPrune {
-            total,
-            pruned,
-            rows,
-        },
-        visible,
-        known,
+    Ok(SessionPrune {
+        total,
+        pruned,
+        rows,
     })
 }
 
