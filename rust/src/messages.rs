@@ -239,6 +239,17 @@ pub fn tokens_within(
             units.hi += n.hi;
             *blocks += u64::from(n.hi > 0);
         };
+        // A text part: sent for sure unless its JSON mentions `ignored`.
+        let text_part = |units: &mut Span, blocks: &mut u64, sure: &mut u64, row: usize| {
+            let n = output(row);
+            if may_be_ignored(table, row) {
+                maybe(units, blocks, n);
+            } else {
+                units.add(n);
+                *sure += u64::from(n.hi > 0);
+                *blocks += u64::from(n.hi > 0);
+            }
+        };
         match msg.role {
             role::ASSISTANT => {
                 let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
@@ -246,15 +257,7 @@ pub fn tokens_within(
                 let (mut calls, mut sent) = (Span::default(), 0u64);
                 for row in msg.rows.clone() {
                     match table.part_type[row] {
-                        part_type::TEXT if may_be_ignored(table, row) => {
-                            maybe(&mut units, &mut blocks, output(row))
-                        }
-                        part_type::TEXT => {
-                            let n = output(row);
-                            units.add(n);
-                            sure += u64::from(n.hi > 0);
-                            blocks += u64::from(n.hi > 0);
-                        }
+                        part_type::TEXT => text_part(&mut units, &mut blocks, &mut sure, row),
                         part_type::REASONING if thinking => {
                             let n = output(row);
                             reasoning.add(n);
@@ -298,7 +301,7 @@ pub fn tokens_within(
                         _ => {}
                     }
                 }
-                // Sent for sure only with a call: any text may be ignored.
+                // Sent for sure with a call or a text that cannot be ignored.
                 let mut message = Span::default();
                 if blocks > 0 || sent > 0 {
                     message.hi = config.overhead
@@ -311,13 +314,12 @@ pub fn tokens_within(
                         + calls.hi;
                 }
                 if sent > 0 || sure > 0 {
-                    message.lo = config.overhead + calls.lo;
-                }
-                if sure > 0 {
-                    message.lo += joined(units, sure).lo;
-                }
-                if (sent > 0 || sure > 0) && thoughts > 0 {
-                    message.lo += joined(reasoning, thoughts).lo;
+                    let part = |units, blocks| match blocks {
+                        0 => 0,
+                        _ => joined(units, blocks).lo,
+                    };
+                    message.lo =
+                        config.overhead + part(units, sure) + part(reasoning, thoughts) + calls.lo;
                 }
                 total.add(message);
                 continue;
@@ -335,15 +337,7 @@ pub fn tokens_within(
             _ => {
                 for row in msg.rows.clone() {
                     match table.part_type[row] {
-                        part_type::TEXT if may_be_ignored(table, row) => {
-                            maybe(&mut units, &mut blocks, output(row))
-                        }
-                        part_type::TEXT => {
-                            let n = output(row);
-                            units.add(n);
-                            sure += u64::from(n.hi > 0);
-                            blocks += u64::from(n.hi > 0);
-                        }
+                        part_type::TEXT => text_part(&mut units, &mut blocks, &mut sure, row),
                         // A marker a hook cancelled (ignored) is not sent.
                         part_type::COMPACTION if ignored(table, row).unwrap_or(true) => maybe(
                             &mut units,
@@ -691,20 +685,25 @@ fn bad_json(table: &PartTable<'_>, row: usize, why: String) -> CoreError {
 
 /// A text part marked `ignored: true` is not sent.
 fn ignored(table: &PartTable<'_>, row: usize) -> Result<bool> {
-    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ignored\""));
-    json_flag(table, row, "ignored", &QUOTED)
+    json_flag(table, row, "ignored", &IGNORED)
 }
 
-/// Whether the text part at `row` may be `ignored` (its JSON mentions the
-/// key): one substring search, no parse. A bound counts such a text in its
-/// upper end only; any other text is sent.
+static IGNORED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ignored\""));
+
+/// Whether the part at `row` may be `ignored` (its JSON mentions the key):
+/// one substring search, no parse. A bound counts such a text in its upper
+/// end only; any other text is sent.
 fn may_be_ignored(table: &PartTable<'_>, row: usize) -> bool {
-    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"ignored\""));
+    mentions(table, row, &IGNORED)
+}
+
+/// The part's JSON holds `quoted` (a key in quotes).
+fn mentions(table: &PartTable<'_>, row: usize, quoted: &Finder<'_>) -> bool {
     table
         .part_json
         .as_ref()
         .and_then(|c| c.get(row))
-        .is_some_and(|j| QUOTED.find(j.as_bytes()).is_some())
+        .is_some_and(|j| quoted.find(j.as_bytes()).is_some())
 }
 
 /// A part marked `pinned: true` is never cleared or cut by a policy.
@@ -722,12 +721,7 @@ pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
 /// key (`quoted`) is parsed, so most parts cost one substring search (a
 /// searcher built once: `str::contains` set one up per call, per part).
 fn json_flag(table: &PartTable<'_>, row: usize, key: &str, quoted: &Finder<'_>) -> Result<bool> {
-    let mentions = table
-        .part_json
-        .as_ref()
-        .and_then(|c| c.get(row))
-        .is_some_and(|j| quoted.find(j.as_bytes()).is_some());
-    if !mentions {
+    if !mentions(table, row, quoted) {
         return Ok(false);
     }
     Ok(part_json(table, row)?

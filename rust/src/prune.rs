@@ -444,11 +444,7 @@ fn prune_session<'a>(
             }
             break;
         }
-        counted.push(Counted {
-            row,
-            superseded,
-            // The model input sends only an assistant message's tool parts.
-        });
+        counted.push(Counted { row, superseded });
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
