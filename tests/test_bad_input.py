@@ -299,15 +299,19 @@ def test_null_role_of_a_message(scan: Callable[..., Any]) -> None:
     assert where(e) == ("s1", "a1", 1, "role")
 
 
-def test_tool_part_with_null_status_during_prune() -> None:
-    rows = [
+def null_status_rows() -> list[dict[str, Any]]:
+    """A session whose second tool part has a null status."""
+    return [
         text("s1", "u1"),
         tool("s1", "a1", "completed"),
         tool("s1", "a2", None),
         text("s1", "u2"),
         text("s1", "u3"),
     ]
-    table = build(rows)
+
+
+def test_tool_part_with_null_status_during_prune() -> None:
+    table = build(null_status_rows())
     e = expect(NullValueError, lambda: cc.prune(table))
     assert where(e) == ("s1", "a2", 2, "status")
     # the other scans do not require a status: a null one reads as interrupted
@@ -476,14 +480,7 @@ def test_all_null_dictionary_values_for_estimates() -> None:
 
 
 def test_null_status_is_checked_only_in_a_session_the_trigger_lets_act() -> None:
-    rows = [
-        text("s1", "u1"),
-        tool("s1", "a1", "completed"),
-        tool("s1", "a2", None),
-        text("s1", "u2"),
-        text("s1", "u3"),
-    ]
-    table = build(rows)
+    table = build(null_status_rows())
     # above the trigger the session is walked: the null status is an error
     e = expect(NullValueError, lambda: cc.prune(table, {"trigger": 1}))
     assert where(e) == ("s1", "a2", 2, "status")
