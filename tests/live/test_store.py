@@ -69,6 +69,28 @@ def test_round_trip_keeps_order_and_every_field(store: Any) -> None:
     assert store.create_session("s1") == "s1"  # idempotent
 
 
+def test_a_loaded_session_is_the_callers_own_copy(store: Any) -> None:
+    """Changing what ``load`` returned, nested values included, or the message
+    that was appended, never changes what the store holds."""
+    sid = store.create_session()
+    u = user("hello")
+    reply = tool_reply(u.id, "out")
+    reply.parts[0].state.input = {"filePath": "a.py", "lines": [1, 2]}  # type: ignore[union-attr]
+    reply.parts[0].state.metadata = {"exit": {"code": 0}}  # type: ignore[union-attr]
+    for m in (u, reply):
+        store.append_message(sid, m)
+    expected = [m.to_export() for m in store.load(sid).messages]
+    state = store.load(sid).messages[1].parts[0].state
+    state.input["lines"].append(3)  # type: ignore[union-attr]
+    state.metadata["exit"]["code"] = 1  # type: ignore[union-attr]
+    reply.parts[0].state.input["filePath"] = "b.py"  # type: ignore[union-attr]
+    store.mark_parts(sid, {reply.parts[0].id: 7})
+    state = store.load(sid).messages[1].parts[0].state
+    assert state.input == {"filePath": "a.py", "lines": [1, 2]}  # type: ignore[union-attr]
+    assert state.metadata == {"exit": {"code": 0}}  # type: ignore[union-attr]
+    assert [m.to_export() for m in store.load(sid).messages][0] == expected[0]
+
+
 def test_unknown_session_and_duplicate_message(store: Any) -> None:
     with pytest.raises(SessionNotFoundError):
         store.load("nope")

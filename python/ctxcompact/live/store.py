@@ -10,7 +10,6 @@ interrupted compaction stays a pending task that the next run completes.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import secrets
@@ -173,6 +172,18 @@ def _mark(part: dict[str, Any], now_ms: int) -> None:
     time_["compacted"] = now_ms
 
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of what the memory store keeps: JSON data (``to_export``),
+    whose strings and numbers are immutable and can be shared. About 3x
+    faster than ``copy.deepcopy`` (no memo, no dispatch table), which
+    replay paid at every model call."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
 class MemoryStore:
     """A ``SessionStore`` in process memory, for tests and short-lived sessions."""
 
@@ -198,7 +209,7 @@ class MemoryStore:
 
     def load(self, session_id: str) -> Session:
         with self._lock:
-            messages = copy.deepcopy(self._get(session_id))
+            messages = _json_copy(self._get(session_id))
             info = dict(self._sessions[session_id])
         return Session.model_validate({"info": info, "messages": messages})
 
@@ -238,7 +249,7 @@ class MemoryStore:
 
     def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
         with self._lock:
-            staged = copy.deepcopy(self._get(session_id))  # all or nothing
+            staged = _json_copy(self._get(session_id))  # all or nothing
             self._apply_marks(staged, marks)
             self._messages[session_id] = staged
 
@@ -260,7 +271,7 @@ class MemoryStore:
                     f"marker {marker_id} was already compacted",
                     record=done[0] if done else None, session_id=session_id, message_id=marker_id,
                 )  # fmt: skip
-            staged = copy.deepcopy(messages)  # all or nothing
+            staged = _json_copy(messages)  # all or nothing
             self._apply_marks(staged, marks)
             for added in (summary, continue_message):
                 if added is not None:
