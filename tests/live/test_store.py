@@ -88,7 +88,7 @@ def test_a_loaded_session_is_the_callers_own_copy(store: Any) -> None:
     state = store.load(sid).messages[1].parts[0].state
     assert state.input == {"filePath": "a.py", "lines": [1, 2]}  # type: ignore[union-attr]
     assert state.metadata == {"exit": {"code": 0}}  # type: ignore[union-attr]
-    assert [m.to_export() for m in store.load(sid).messages][0] == expected[0]
+    assert store.load(sid).messages[0].to_export() == expected[0]
 
 
 def test_unknown_session_and_duplicate_message(store: Any) -> None:
