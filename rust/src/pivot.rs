@@ -4,9 +4,10 @@
 //! assistant message marks its parent as a completed compaction; the first
 //! user message (going back) that is such a parent and carries a compaction
 //! part is the pivot. Everything before it is hidden from the model (and
-//! kept in storage), except messages holding a pinned part, which no policy
-//! removes: they stay visible, in order, ahead of the pivot. Sessions
-//! without a completed pivot start at row 0.
+//! kept in storage), except system messages (the agent's instructions, which
+//! a runtime sends at every call) and messages holding a pinned part, which
+//! no policy removes: they stay visible, in order, ahead of the pivot.
+//! Sessions without a completed pivot start at row 0.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -25,13 +26,14 @@ pub fn pivot_starts(table: &PartTable<'_>) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// The rows of a session later model calls see: its pinned messages before
-/// the pivot, then every row from the pivot (`start`) to the session's end.
+/// The rows of a session later model calls see: its system and pinned
+/// messages before the pivot, then every row from the pivot (`start`) to the
+/// session's end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Visible {
     pub start: usize,
     pub end: usize,
-    /// Row ranges of the pinned messages before `start`, in order.
+    /// Row ranges of the system and pinned messages before `start`, in order.
     pub pinned: Vec<Range<usize>>,
 }
 
@@ -82,9 +84,11 @@ pub fn visible_in(
                 break;
             }
             let mut rows = msg.rows.clone();
-            if rows.try_fold(false, |any, r| {
-                Ok::<bool, crate::error::CoreError>(any || crate::messages::pinned(table, r)?)
-            })? {
+            if msg.role == role::SYSTEM
+                || rows.try_fold(false, |any, r| {
+                    Ok::<bool, crate::error::CoreError>(any || crate::messages::pinned(table, r)?)
+                })?
+            {
                 pinned.push(msg.rows.clone());
             }
         }

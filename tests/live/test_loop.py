@@ -92,6 +92,26 @@ def test_context_stops(reason: str | None, stop: bool) -> None:
     assert is_context_stop(reason) is stop
 
 
+def test_a_stored_system_message_counts_towards_the_proactive_budget() -> None:
+    """The loop's own system prompt is budgeted once; a system message the
+    session stores (an imported run's prompt) is history, counted too."""
+    from ctxcompact.models import MessageWithParts, Part, SystemMessage
+
+    store, sid, loop = make()
+    fill(store, sid, 5, chars=50_000)  # ~62k tokens of history: under 0.80 of 92k
+    assert not store.records(sid) and len(loop.before_call(sid)) > 2
+    store.append_message(sid, MessageWithParts(
+        info=SystemMessage(id="msg_sys", sessionID=sid),
+        parts=[Part(id="prt_sys", type="text", text="x" * 50_000, messageID="msg_sys")],
+    ))  # fmt: skip
+    messages = loop.before_call(sid)  # ~75k with it: above the threshold
+    (record,) = store.records(sid)
+    assert record.reason == "proactive"
+    # the stored instructions stay in the model input after the summary
+    assert [m["role"] for m in messages][:2] == ["system", "system"]
+    assert messages[1]["content"] == "x" * 50_000
+
+
 def test_stalled_proactive_path_lets_the_call_through() -> None:
     store, sid, loop = make(Client("z" * 400_000), max_attempts=1)
     seen: list[str] = []

@@ -6,6 +6,8 @@ these tests do not depend on the pydantic models.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ctxcompact as cc
 import pyarrow as pa
 from ctxcompact.scans import (
@@ -54,3 +56,29 @@ def test_filter_pivot_preserves_layouts_and_chunks(pivot_table: pa.Table) -> Non
     out = cc.filter_pivot(pieces).to_arrow()
     assert out.schema == table.schema
     assert out.to_pylist() == table.filter(pa.array(PIVOT_MASK)).to_pylist()
+
+
+def test_system_messages_before_the_pivot_stay_visible() -> None:
+    """A stored system message is the agent's instructions, sent at every
+    call: the pivot keeps it (in order, ahead of the pivot), as a pinned one,
+    on a Session and on a table alike."""
+
+    def msg(mid: str, role: str, kind: str = "text", **info: Any) -> dict[str, Any]:
+        part = {"id": f"p{mid}", "type": kind} | ({"text": mid} if kind == "text" else {})
+        return {"info": {"id": mid, "role": role, **info}, "parts": [part]}
+
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        msg("m0", "system"),
+        msg("m1", "user"),
+        msg("m2", "assistant", parentID="m1"),
+        msg("m3", "user", "compaction"),
+        msg("m4", "assistant", parentID="m3", summary=True, finish="stop"),
+        msg("m5", "user"),
+    ]})  # fmt: skip
+    assert [m.id for m in cc.filter_pivot(session).messages] == ["m0", "m3", "m4", "m5"]
+    table = cc.Transcript.from_sessions([session]).to_arrow()
+    assert pivot_mask(table).to_pylist() == [True, False, False, True, True, True]
+    kept = cc.filter_pivot(table).to_arrow().column("message_id").to_pylist()
+    assert kept == ["m0", "m3", "m4", "m5"]
+    roles = [m["role"] for m in cc.to_model_messages(cc.filter_pivot(session))]
+    assert roles[0] == "system"

@@ -129,8 +129,10 @@ class CompactionLoop:
     ) -> str | None:
         if not self.config.auto:
             return None
+        # The loop's own system prompt (the view's first message) is in the
+        # budget already; a system message the session stores is history.
         tokens = estimate_chat_messages(
-            [m for m in messages if m.get("role") != "system"],
+            messages[1:] if self.system else messages,
             method=self.config.estimate_method,
             overhead=self.config.message_overhead,
         )

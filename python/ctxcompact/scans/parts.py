@@ -320,7 +320,8 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     A pivot is a user message with a compaction part whose summary (an
     assistant message with ``summary`` set, finished, without error, whose
     parent is that user message) exists. Sessions without one are kept whole.
-    Messages holding a pinned part stay, in order, ahead of the pivot.
+    System messages (the agent's instructions) and messages holding a pinned
+    part stay, in order, ahead of the pivot.
     A ``Session`` gives a new ``Session``; anything else a ``Transcript``.
     """
     from ctxcompact.models import Session
@@ -348,8 +349,11 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
 
 
 def _shown(messages: list[Any], start: int) -> list[Any]:
-    """The messages from ``start`` on, after the pinned ones before it."""
-    return [m for m in messages[:start] if any(p.pinned for p in m.parts)] + messages[start:]
+    """The messages from ``start`` on, after the system and pinned ones before it."""
+    kept = [
+        m for m in messages[:start] if m.info.role == "system" or any(p.pinned for p in m.parts)
+    ]
+    return kept + messages[start:]
 
 
 def _session_pivot(session: Session) -> int | None:

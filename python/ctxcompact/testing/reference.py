@@ -320,12 +320,13 @@ def pivot_starts(rows: Sequence[Row]) -> list[int]:
 
 def shown_messages(rows: Sequence[Row]) -> list[list[Message]]:
     """Per session, the messages later model calls see: from the pivot on, and
-    before it the messages holding a pinned part."""
+    before it the system messages and those holding a pinned part."""
     out = []
     for session, start in zip(group(rows), pivot_starts(rows), strict=True):
         out.append([
             m for m in session.messages
             if m.first_row >= start
+            or m.role == "system"
             or any(_part_info(rows[r]).get("pinned") is True for r in m.rows)
         ])  # fmt: skip
     return out
