@@ -14,7 +14,7 @@ import ctxcompact as cc
 import pytest
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
-from ctxcompact.models import Session
+from ctxcompact.models import MessageWithParts, Session
 from ctxcompact.policy import PRESETS, Policy
 
 
@@ -66,6 +66,35 @@ def test_anthropic_preset_waits_for_its_trigger() -> None:
     assert cc.prune(autonomous_run(30), "anthropic-clear-tool-uses").pruned == 0  # ~30k tokens
     big = cc.prune(autonomous_run(120), "anthropic-clear-tool-uses")  # ~120k tokens
     assert len(big) == 117
+
+
+def test_aggressive_preset_is_the_same_whenever_earlier_rounds_ran() -> None:
+    """Masking step by step (what a live loop with mask_first does) clears
+    what one round over the whole history clears: with per-tool counts an
+    output still kept (B's first) sits behind ones cleared since (A's)."""
+    order = ["A", "B", "A", "A", "A", "A", "B", "B", "B", "B", "B"]
+
+    def call(i: int, tool: str) -> dict[str, Any]:
+        state = {"status": "completed", "input": {"q": f"{tool}{i}"}, "output": "y" * 2000}
+        return {"info": {"id": f"a{i:02d}", "role": "assistant", "parentID": "u"},
+                "parts": [{"id": f"p{i:02d}", "type": "tool", "tool": tool, "callID": f"c{i}",
+                           "state": state}]}  # fmt: skip
+
+    user = {"info": {"id": "u", "role": "user"}, "parts": [{"id": "t", "type": "text"}]}
+    steps = [call(i, t) for i, t in enumerate(order)]
+    live = cc.Session.model_validate({"info": {"id": "r"}, "messages": [user]})
+    for message in steps:  # one round before each new step
+        cc.mark_pruned(live, cc.prune(live, "aggressive"))
+        live.messages.append(MessageWithParts.model_validate(message))
+    cc.mark_pruned(live, cc.prune(live, "aggressive"))
+    whole = cc.Session.model_validate({"info": {"id": "r"}, "messages": [user, *steps]})
+    cc.mark_pruned(whole, cc.prune(whole, "aggressive"))
+
+    def cleared(s: cc.Session) -> list[str]:
+        return [p.id for m in s.messages for p in m.parts if p.compacted]
+
+    assert "p01" in cleared(whole)  # B's first: three newer B outputs
+    assert cleared(live) == cleared(whole)
 
 
 def test_aggressive_preset_clears_stale_reads_first() -> None:

@@ -233,7 +233,10 @@ PRESETS: dict[str, Policy] = {
     ),
     # Ours, for small windows: stale outputs first, then everything but the two
     # newest steps and the 2 newest outputs of each tool; outputs under 16
-    # tokens stay (their placeholder would cost about as much).
+    # tokens stay (their placeholder would cost about as much). It walks past
+    # cleared outputs: an output kept as one of its tool's newest, or not yet
+    # superseded, can sit behind one cleared since, and stopping there would
+    # keep it forever (the result would depend on when earlier rounds ran).
     "aggressive": Policy(
         turn="step",
         protect_turns=3,
@@ -244,6 +247,7 @@ PRESETS: dict[str, Policy] = {
         supersede=True,
         exclude_tools=["skill"],
         min_output_tokens=16,
+        continue_past_compacted=True,
     ),
 }
 
