@@ -359,3 +359,28 @@ def test_the_clients_own_max_retries_wins_over_the_config(sdk_client: Callable[.
         client = sdk_client("openai", server, max_retries=0)
         Summarizer(client, CompactionConfig(max_retries=2)).summarize(HISTORY)
         assert len(server.requests) == 1
+
+
+def test_aprocess_pending_uses_the_configured_sync_sdk_client(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As examples/agent_loop.py builds it: ``client=openai.OpenAI(base_url=...)``.
+    The async path sends the summary to that server, not to a client made from
+    the environment (which here would point elsewhere)."""
+    import openai
+
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens
+    openai_server.replies.append(Reply("notes from the configured server"))
+    sdk = openai.OpenAI(base_url=openai_server.base_url, api_key="x", max_retries=0)
+    compactor = cc.Compactor(cc.MemoryStore(), Summarizer(OpenAIChatClient("m", client=sdk)),
+                             config=CompactionConfig(timeout_s=5, max_retries=0))  # fmt: skip
+    sid = compactor.store.create_session()
+    cc.CompactionLoop(compactor).add_user(sid, "TASK")
+    compactor.request_compaction(sid)
+    record = asyncio.run(compactor.aprocess_pending(sid))
+    assert record is not None and (record.summary_source, record.error) == ("model", None)
+    assert len(openai_server.requests) == 1
+    headers = {k.lower(): v for k, v in openai_server.requests[0].headers.items()}
+    assert headers["authorization"] == "Bearer x"
+    sdk.close()
