@@ -384,3 +384,27 @@ def test_aprocess_pending_uses_the_configured_sync_sdk_client(
     headers = {k.lower(): v for k, v in openai_server.requests[0].headers.items()}
     assert headers["authorization"] == "Bearer x"
     sdk.close()
+
+
+def test_a_summarizer_shared_by_two_compactors_uses_each_ones_config() -> None:
+    with FakeOpenAIServer(default=Reply("down", status=500)) as server:
+        shared = Summarizer(OpenAIChatClient("m", base_url=server.base_url, api_key="x"))
+        strict = cc.Compactor(cc.MemoryStore(), shared, config=CompactionConfig(
+            fallback="raise", max_retries=0, summary_model="big-model"))  # fmt: skip
+        lenient = cc.Compactor(cc.MemoryStore(), shared, config=CompactionConfig(
+            fallback="digest", max_retries=0, summary_model="cheap-model"))  # fmt: skip
+        assert strict.summarizer.config is strict.config
+        assert lenient.summarizer.config is lenient.config
+        assert shared.config.fallback == "digest" and not shared.configured  # left as built
+        sid = strict.store.create_session()
+        cc.CompactionLoop(strict).add_user(sid, "TASK")
+        strict.request_compaction(sid)
+        with pytest.raises(SummaryError):
+            strict.process_pending(sid)
+        assert server.requests[-1].body["model"] == "big-model"
+        other = lenient.store.create_session()
+        cc.CompactionLoop(lenient).add_user(other, "TASK")
+        lenient.request_compaction(other)
+        record = lenient.process_pending(other)
+        assert record is not None and record.summary_source == "digest"
+        assert server.requests[-1].body["model"] == "cheap-model"

@@ -17,6 +17,7 @@ that runs store I/O and scans in worker threads.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import time
 import warnings
@@ -140,7 +141,9 @@ class Compactor:
 
     ``limits``: the session model's limits (``Limits``, ``ModelLimits`` or a
     dict with context/input/output); without them only manual compactions run.
-    A ``summarizer`` built without a config takes ``config``.
+    A ``summarizer`` built without a config takes ``config``: the Compactor
+    keeps a copy of it with ``config`` (``self.summarizer``), so a summarizer
+    shared by several Compactors summarizes with each one's own config.
     """
 
     def __init__(
@@ -158,11 +161,14 @@ class Compactor:
     ) -> None:
         _check_parts(store, summarizer, config)
         self.store = store
-        self.summarizer = summarizer
         self.config = config or summarizer.config
-        if config is not None and not summarizer.configured:
-            # One config for both: its timeout_s / max_retries reach the client.
+        if config is not None and not summarizer.configured and summarizer.config is not config:
+            # One config for both (its timeout_s / max_retries reach the client),
+            # on a copy: a summarizer shared by two Compactors keeps neither's.
+            summarizer = copy.copy(summarizer)
             summarizer.config = config
+            summarizer.configured = True
+        self.summarizer = summarizer
         self.limits = None if limits is None else Limits.coerce(limits)
         if (
             self.limits is not None
