@@ -234,3 +234,22 @@ def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:
     messages = loop.before_call(sid)
     assert len(store.records(sid)) == 1 and messages[1]["content"] == COMPACTION_QUESTION
     assert store.loads == 2  # the task is prepared on the first load; the result is read back
+
+
+def test_one_before_call_compacts_at_most_once() -> None:
+    """A queued compaction that leaves the history over budget is not followed,
+    in the same call, by a proactive one (a summary of the summary)."""
+    compactor = Compactor(MemoryStore(), Summarizer(None),
+                          limits={"context": 16_000, "output": 2_000})  # fmt: skip
+    names: list[str] = []
+    compactor.events.subscribe("*", lambda name, payload: names.append(name))
+    loop = CompactionLoop(compactor, system="S")
+    sid = compactor.store.create_session()
+    loop.add_user(sid, "P" * 80_000, pinned=True)  # alone over the window
+    loop.after_step(sid, finish_reason="context_length_exceeded")  # reactive: queued
+    names.clear()
+    loop.before_call(sid)
+    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens"]
+    assert names.count(ev.COMPACTION_STARTED) == 1
+    loop.before_call(sid)  # the next call may compact again
+    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens", "critical"]

@@ -9,10 +9,11 @@
         decision = loop.after_step(session_id, message)   # usage and finish from the reply
         if decision.done: break
 
-``before_call`` completes a pending compaction, then checks the proactive
-budget (0.80 of the window: compact before the call; 0.95: critical) and
-returns the messages to send. ``after_step`` stores the step and checks
-overflow and context stops (``length``, ``max_tokens``, prompt too long):
+``before_call`` completes a pending compaction or else checks the proactive
+budget (0.80 of the window: compact before the call; 0.95: critical), and
+returns the messages to send: at most one compaction per call.
+``after_step`` stores the step and checks overflow and context stops
+(``length``, ``max_tokens``, prompt too long):
 reactive compaction is queued for the next ``before_call``.
 """
 
@@ -148,7 +149,7 @@ class CompactionLoop:
         return "critical" if budget.is_critical else "proactive"
 
     def before_call(self, session_id: str) -> list[dict[str, Any]]:
-        """Compact if needed, then return the OpenAI chat messages to send.
+        """Compact if needed (at most once), then return the OpenAI chat messages to send.
 
         With nothing to compact, the session is loaded from the store once.
         """
@@ -189,8 +190,13 @@ class CompactionLoop:
         messages = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )
-        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
         model = compactor.model_of(session)
+        if pending is not None:
+            # One compaction per call: a summary of the summary just written
+            # would add nothing. Still over budget, the next call compacts again
+            # (and the max_attempts guard stops a series that never fits).
+            return messages, model
+        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
         if reason is None:
             return messages, model
         yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
