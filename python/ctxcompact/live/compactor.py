@@ -501,6 +501,12 @@ class Compactor:
         if record.error is not None:  # a failed call, not a digest chosen
             self.events.emit(ev.COMPACTION_FALLBACK, session_id=job.session_id,
                              source=record.summary_source, error=record.error)  # fmt: skip
+        if record.tokens_after > record.tokens_before:
+            # Said, not hidden in the record: the summary (or what stays pinned)
+            # outweighs what it replaced.
+            ev.log.warning("compaction of session %s left it bigger: %d -> %d tokens (%s "
+                           "summary)", job.session_id, record.tokens_before,
+                           record.tokens_after, record.summary_source)  # fmt: skip
         self.metrics.record_compaction(record)
         self.events.emit(ev.COMPACTED, session_id=job.session_id, record=record)
 
