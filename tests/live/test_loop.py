@@ -253,3 +253,16 @@ def test_one_before_call_compacts_at_most_once() -> None:
     assert names.count(ev.COMPACTION_STARTED) == 1
     loop.before_call(sid)  # the next call may compact again
     assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens", "critical"]
+
+
+def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
+    store, sid, loop = make(auto=False)
+    loop.add_user(sid, "go")
+    cut = loop.after_step(sid, usage={"input": 10, "output": 1}, finish_reason="length")
+    assert (cut.compaction_queued, cut.reason, cut.done) == (False, "max_tokens", False)
+    u = user("more")
+    store.append_message(sid, u)
+    pending = tool_reply(u.id, "", tokens={"input": 10, "output": 1}, status="pending")
+    decision = loop.after_step(sid, pending, finish_reason="length")
+    assert (decision.compaction_queued, decision.done) == (False, False)
+    assert store.records(sid) == []

@@ -69,6 +69,9 @@ class StepDecision:
     #: Why (``"overflow"``, ``"max_tokens"``, ...), or ``"ok"``.
     reason: str
     #: The model finished its turn (no tool calls pending and not cut off).
+    #: A context stop is never done; with auto compaction off nothing is
+    #: queued for it (``compaction_queued`` False, reason ``"max_tokens"``):
+    #: the runtime decides whether to continue or stop.
     done: bool
 
 
@@ -257,7 +260,9 @@ class CompactionLoop:
                 self.compactor.metrics.record_reactive_overflow()
                 self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
                 return StepDecision(True, "max_tokens", False)
-            return StepDecision(False, "max_tokens", True)
+            # Cut off is never done, compaction or not: with auto compaction
+            # off the runtime decides (reason "max_tokens", nothing queued).
+            return StepDecision(False, "max_tokens", False)
         check = self.compactor.check_step(session_id, usage)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
         return StepDecision(check.queued, check.reason if check.queued else "ok", done)
