@@ -95,6 +95,13 @@ def _check_parts(store: Any, summarizer: Any, config: Any) -> None:
         )
 
 
+def check_session_id(session_id: Any) -> None:
+    """A session id is a str: anything else is a wrong argument, not a missing session."""
+    if not isinstance(session_id, str):
+        raise InputTypeError(f"a session id must be a str (store.create_session()), got "
+                             f"{type(session_id).__name__}")  # fmt: skip
+
+
 def model_name(message: MessageWithParts) -> str | None:
     """``providerID/modelID`` of an assistant message (``None`` when it names none)."""
     info = message.info
@@ -261,6 +268,10 @@ class Compactor:
         compaction part) and return its id, or return the id of the one
         already pending (two runners queueing at once add one marker: the
         store checks and appends in one transaction, ``queue_compaction``)."""
+        check_session_id(session_id)
+        if instructions is not None and not isinstance(instructions, str):
+            raise InputTypeError(f"instructions must be a str, got {type(instructions).__name__}",
+                                 session_id=session_id)  # fmt: skip
         marker = new_id("msg")
         extra: dict[str, Any] = {"reason": reason}
         if instructions:
@@ -315,6 +326,7 @@ class Compactor:
         history instead. Raises ``CompactionLoopError`` when compactions keep
         failing to bring the session under its limit.
         """
+        check_session_id(session_id)
         if self.limits is None or not self.config.auto:
             return StepCheck(False, "auto compaction off or no limits", 0, 0)
         session = self.store.load(session_id)
@@ -514,6 +526,7 @@ class Compactor:
         self, session_id: str, session: Session | None = None
     ) -> flow.Flow[ev.CompactionRecord | None]:
         """The steps of completing the pending task (see ``live/flow.py``)."""
+        check_session_id(session_id)
         job = yield flow.blocking(self._prepare, session_id, session)
         if job is None:
             return None
@@ -583,4 +596,11 @@ class _Job:
 
 CompactionRecord = ev.CompactionRecord
 
-__all__ = ["Compactor", "StepCheck", "compaction_part", "pending_marker", "validate_session"]
+__all__ = [
+    "Compactor",
+    "StepCheck",
+    "check_session_id",
+    "compaction_part",
+    "pending_marker",
+    "validate_session",
+]

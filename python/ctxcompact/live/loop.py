@@ -33,7 +33,7 @@ from ctxcompact.errors import (
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.calibration import prompt_tokens
-from ctxcompact.live.compactor import Compactor, model_name, validate_session
+from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
 from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
@@ -174,6 +174,7 @@ class CompactionLoop:
         return messages
 
     def _before_call(self, session_id: str) -> flow.Flow[tuple[list[dict[str, Any]], str]]:
+        check_session_id(session_id)
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
         pending = compactor.pending_task(session)
@@ -234,6 +235,11 @@ class CompactionLoop:
         ``usage``: the step's reported token usage (defaults to the message's
         ``tokens``). A context stop queues a compaction even without usage.
         """
+        check_session_id(session_id)
+        if finish_reason is not None and not isinstance(finish_reason, str):
+            raise InputTypeError(f"finish_reason must be a str (the API's finish or stop "
+                                 f"reason), got {type(finish_reason).__name__}",
+                                 session_id=session_id)  # fmt: skip
         if message is not None and not isinstance(message, MessageWithParts):
             raise InputTypeError(
                 f"after_step takes the step's MessageWithParts, got {type(message).__name__}"
