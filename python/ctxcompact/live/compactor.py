@@ -28,6 +28,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionConflictError,
     CompactionLoopError,
+    CompactionPendingError,
     ConfigError,
     InputTypeError,
     TranscriptError,
@@ -267,7 +268,9 @@ class Compactor:
         """Queue a compaction: append its marker (a user message with a
         compaction part) and return its id, or return the id of the one
         already pending (two runners queueing at once add one marker: the
-        store checks and appends in one transaction, ``queue_compaction``)."""
+        store checks and appends in one transaction, ``queue_compaction``).
+        With ``instructions``, a pending marker is ``CompactionPendingError``
+        instead (its summary would not use them); nothing is queued."""
         check_session_id(session_id)
         if instructions is not None and not isinstance(instructions, str):
             raise InputTypeError(f"instructions must be a str, got {type(instructions).__name__}",
@@ -290,6 +293,15 @@ class Compactor:
             if pending is None:
                 self.store.append_message(session_id, message)
         if queued != marker:
+            if instructions:
+                # The pending marker's summary is asked with its own instructions
+                # (stored with it): these would be dropped without a word.
+                raise CompactionPendingError(
+                    f"a compaction is already pending (marker {queued}): its summary would not "
+                    "use these instructions; process it first (process_pending), then queue "
+                    "yours, or give them in a pre-compact hook (custom_instructions)",
+                    session_id=session_id, message_id=str(queued),
+                )  # fmt: skip
             return str(queued)
         self.events.emit(ev.COMPACTION_QUEUED, session_id=session_id, marker_id=marker,
                          auto=auto, reason=reason)  # fmt: skip
