@@ -27,6 +27,7 @@ from typing import Any
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionConflictError,
+    CompactionError,
     CompactionLoopError,
     CompactionPendingError,
     ConfigError,
@@ -506,6 +507,13 @@ class Compactor:
         self.events.emit(ev.COMPACTION_CANCELLED, session_id=job.session_id,
                          marker_id=job.marker.id, reason=event.cancel_reason)  # fmt: skip
 
+    def _failed(self, job: _Job, error: BaseException) -> None:
+        """Close ``compaction.started`` when the compaction raised: the marker
+        stays pending, so the next ``process_pending`` tries again."""
+        self.events.emit(ev.COMPACTION_FAILED, session_id=job.session_id,
+                         marker_id=job.marker.id,
+                         error=f"{type(error).__name__}: {error}")  # fmt: skip
+
     def _commit(self, job: _Job, record: ev.CompactionRecord, messages: list[Any]) -> None:
         summary, follow = messages
         try:
@@ -543,19 +551,32 @@ class Compactor:
         if job is None:
             return None
         self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
-        event = yield flow.PreCompact(self.hooks, self._pre_event(job))
-        if event.cancelled:
-            self._cancelled(job, event)
-            return None
-        outcome = yield flow.Summarize(self.summarizer, job.history, {
-            "previous_summary": job.previous_summary, "round": job.round,
-            "instructions": event.custom_instructions, "context": event.extra_context,
-        })  # fmt: skip
-        finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
-            self._finish, job, outcome
-        )
-        record, messages = finished
-        yield flow.blocking(self._commit, job, record, messages)
+        try:
+            event = yield flow.PreCompact(self.hooks, self._pre_event(job))
+            if event.cancelled:
+                self._cancelled(job, event)
+                return None
+            outcome = yield flow.Summarize(self.summarizer, job.history, {
+                "previous_summary": job.previous_summary, "round": job.round,
+                "instructions": event.custom_instructions, "context": event.extra_context,
+            })  # fmt: skip
+            finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
+                self._finish, job, outcome
+            )
+            record, messages = finished
+            yield flow.blocking(self._commit, job, record, messages)
+        except CompactionConflictError:
+            raise  # closed by compaction.conflict; the winner's summary is stored
+        except CompactionError as e:
+            # Raised where the session was not known (SummaryError from the
+            # summarizer, StoreError from a store): say which one.
+            if e.session_id is None:
+                e.session_id = session_id
+            self._failed(job, e)
+            raise
+        except Exception as e:
+            self._failed(job, e)
+            raise
         yield flow.PostCompact(self.hooks, ev.PostCompactEvent(session_id, record))
         return record
 
