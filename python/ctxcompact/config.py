@@ -295,6 +295,14 @@ class CompactionConfig(BaseSettings):
                     data = {**data, field: False}
         return data
 
+    @field_validator("continue_text")
+    @classmethod
+    def _continue_text_has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("continue_text must have text (not only whitespace): the model "
+                             "would get an empty user turn")  # fmt: skip
+        return value
+
     @field_validator("policy", mode="before")
     @classmethod
     def _load_policy(cls, value: Any) -> Any:

@@ -97,6 +97,7 @@ __all__ = [
     "CompactionConflictError",
     "CompactionError",
     "CompactionLoopError",
+    "CompactionPendingError",
     "ConfigError",
     "DatasetError",
     "DuplicateSessionError",
@@ -148,6 +149,11 @@ class CompactionConflictError(CompactionError):
         super().__init__(message, session_id=where.get("session_id"),
                          message_id=where.get("message_id"))  # fmt: skip
         self.record = record
+
+
+class CompactionPendingError(CompactionError):
+    """Instructions for a compaction while another one is pending: they would
+    not reach its summary. ``message_id`` is the pending marker's id."""
 
 
 class CompactionLoopError(CompactionError):

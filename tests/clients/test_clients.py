@@ -205,3 +205,36 @@ def test_every_summary_client_sends_tool_calls_and_results_as_text() -> None:
                    for m in lc)  # fmt: skip
     pai = PydanticAISummaryClient("test")._messages(REQUEST)
     assert not any(isinstance(p, ToolCallPart | ToolReturnPart) for m in pai for p in m.parts)
+
+
+@pytest.mark.parametrize("make", [openai, anthropic])
+def test_a_passed_sync_sdk_client_serves_the_async_path_too(
+    openai_server: FakeOpenAIServer, anthropic_server: FakeAnthropicServer, make: Any
+) -> None:
+    """Given only ``client=``, ``acomplete`` uses it (its base_url and key), not
+    an async SDK client made from the environment."""
+    server = openai_server if make is openai else anthropic_server
+    server.replies.extend([Reply("from the configured server")] * 2)
+    sdk = make(server, True).client
+    adapter = (OpenAIChatClient("gpt-x", client=sdk) if make is openai
+               else AnthropicClient("claude-x", client=sdk))  # fmt: skip
+    response = asyncio.run(adapter.acomplete(REQUEST))
+    assert response.text == "from the configured server"
+    assert len(server.requests) == 1
+    assert adapter._async_client is None  # no async SDK client was made
+    sdk.close()
+
+
+@pytest.mark.parametrize("make", [openai, anthropic])
+def test_a_passed_async_sdk_client_alone_refuses_the_sync_path(
+    openai_server: FakeOpenAIServer, anthropic_server: FakeAnthropicServer, make: Any
+) -> None:
+    from ctxcompact.errors import SummaryClientError
+
+    server = openai_server if make is openai else anthropic_server
+    sdk = make(server, True).async_client
+    adapter = (OpenAIChatClient("gpt-x", async_client=sdk) if make is openai
+               else AnthropicClient("claude-x", async_client=sdk))  # fmt: skip
+    with pytest.raises(SummaryClientError, match="only an async_client"):
+        adapter.complete(REQUEST)
+    assert adapter._client is None and server.requests == []

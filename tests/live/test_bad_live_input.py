@@ -96,3 +96,36 @@ def test_a_reply_that_is_not_the_api_is_named_as_such(stream: bool) -> None:
     assert out.source == "digest"  # the fallback, as documented
     assert out.error is not None and "max_tokens" not in out.error
     assert "not" in out.error and "SummaryClientError" in out.error
+
+
+def test_wrong_kinds_of_live_arguments_are_input_type_errors() -> None:
+    import asyncio
+
+    from ctxcompact.errors import InputTypeError
+
+    compactor = cc.Compactor(MemoryStore(), cc.Summarizer(None), limits={"context": 100_000})
+    loop = cc.CompactionLoop(compactor)
+    sid = compactor.store.create_session()
+    loop.add_user(sid, "go")
+    for call in (lambda: loop.before_call(None), lambda: compactor.process_pending(5),
+                 lambda: compactor.request_compaction(None), lambda: loop.after_step(None),
+                 lambda: asyncio.run(loop.abefore_call(None))):  # fmt: skip
+        with pytest.raises(InputTypeError, match="session id must be a str"):
+            call()
+    with pytest.raises(InputTypeError, match=r"finish_reason must be a str .*, got int") as e:
+        loop.after_step(sid, finish_reason=123)  # type: ignore[arg-type]
+    assert e.value.session_id == sid
+    with pytest.raises(InputTypeError, match="instructions must be a str, got int"):
+        compactor.request_compaction(sid, instructions=5)  # type: ignore[arg-type]
+    assert compactor.pending_task(compactor.store.load(sid)) is None  # nothing queued
+
+
+def test_blank_continue_text_and_limits_of_the_wrong_kind_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="only whitespace") as e:
+        cc.CompactionConfig(continue_text="   ")
+    assert e.value.column == "continue_text"
+    for limits, said in [(128_000, "got int 128000"), ("gpt-4o", "got str 'gpt-4o'"),
+                         ({"context": -5}, "non-negative"), ({}, "no 'context'")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=said) as e:
+            cc.Compactor(MemoryStore(), cc.Summarizer(None), limits=limits)
+        assert e.value.column == "limits"

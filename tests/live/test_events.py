@@ -121,3 +121,64 @@ def test_record_round_trips_through_a_dict() -> None:
     record = rec()
     assert CompactionRecord.from_dict(record.to_dict()) == record
     assert record.to_dict()["summarized_message_ids"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_compaction_that_raises_is_closed_by_failed_and_names_its_session(
+    asynchronous: bool,
+) -> None:
+    import ctxcompact as cc
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.errors import SummaryError
+    from ctxcompact.live import events as ev
+
+    class Down:
+        def complete(self, request: object) -> object:
+            raise ConnectionError("down")
+
+    def run(compactor: cc.Compactor, sid: str) -> object:
+        if asynchronous:
+            return asyncio.run(compactor.aprocess_pending(sid))
+        return compactor.process_pending(sid)
+
+    config = CompactionConfig(fallback="raise")
+    compactor = cc.Compactor(cc.MemoryStore(), cc.Summarizer(Down(), config), config=config)
+    names: list[tuple[str, dict[str, object]]] = []
+    compactor.events.subscribe("*", lambda name, payload: names.append((name, payload)))
+    sid = compactor.store.create_session()
+    marker = compactor.request_compaction(sid)
+    with pytest.raises(SummaryError) as e:
+        run(compactor, sid)
+    assert e.value.session_id == sid
+    assert [n for n, _ in names][-2:] == [ev.COMPACTION_STARTED, ev.COMPACTION_FAILED]
+    failed = names[-1][1]
+    assert failed["marker_id"] == marker and "SummaryError" in str(failed["error"])
+    assert compactor.pending_task(compactor.store.load(sid)) is not None  # tried again later
+
+    def refuse(event: PreCompactEvent) -> None:
+        raise RuntimeError("no")
+
+    compactor.hooks.add_pre_compact(refuse)
+    names.clear()
+    with pytest.raises(HookError):
+        run(compactor, sid)
+    assert [n for n, _ in names] == [ev.COMPACTION_STARTED, ev.COMPACTION_FAILED]
+
+
+def test_a_store_error_at_commit_names_the_session_and_fails_the_compaction() -> None:
+    import ctxcompact as cc
+    from ctxcompact.errors import StoreError
+    from ctxcompact.live import events as ev
+
+    class Restarting(cc.MemoryStore):
+        def commit_compaction(self, session_id: str, commit: object) -> None:
+            raise StoreError("the server closed the connection")  # as psycopg's is wrapped
+
+    compactor = cc.Compactor(Restarting(), cc.Summarizer(None))
+    names: list[str] = []
+    compactor.events.subscribe("*", lambda name, payload: names.append(name))
+    sid = compactor.store.create_session()
+    compactor.request_compaction(sid)
+    with pytest.raises(StoreError) as e:
+        compactor.process_pending(sid)
+    assert e.value.session_id == sid and names[-1] == ev.COMPACTION_FAILED

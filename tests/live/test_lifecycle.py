@@ -282,3 +282,16 @@ def test_async_twin_gives_the_same_result(tmp_path: Path) -> None:
     record = asyncio.run(run())
     assert record is not None and record.round == 1 and record.summary_source == "model"
     assert store.load(sid).messages[-2].info.summary is True  # type: ignore[union-attr]
+
+
+def test_instructions_while_a_compaction_is_pending_are_refused_not_dropped() -> None:
+    from ctxcompact.errors import CompactionPendingError
+
+    compactor = Compactor(MemoryStore(), Summarizer(None))
+    sid = compactor.store.create_session()
+    pending = compactor.request_compaction(sid, auto=True, reason="overflow")
+    with pytest.raises(CompactionPendingError, match="already pending") as e:
+        compactor.request_compaction(sid, instructions="keep the API notes")
+    assert (e.value.session_id, e.value.message_id) == (sid, pending)
+    assert compactor.request_compaction(sid) == pending  # no instructions: the pending id
+    assert sum(m.info.role == "user" for m in compactor.store.load(sid).messages) == 1

@@ -254,3 +254,35 @@ def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:
     messages = loop.before_call(sid)
     assert len(store.records(sid)) == 1 and messages[1]["content"] == COMPACTION_QUESTION
     assert store.loads == 2  # the task is prepared on the first load; the result is read back
+
+
+def test_one_before_call_compacts_at_most_once() -> None:
+    """A queued compaction that leaves the history over budget is not followed,
+    in the same call, by a proactive one (a summary of the summary)."""
+    compactor = Compactor(MemoryStore(), Summarizer(None),
+                          limits={"context": 16_000, "output": 2_000})  # fmt: skip
+    names: list[str] = []
+    compactor.events.subscribe("*", lambda name, payload: names.append(name))
+    loop = CompactionLoop(compactor, system="S")
+    sid = compactor.store.create_session()
+    loop.add_user(sid, "P" * 80_000, pinned=True)  # alone over the window
+    loop.after_step(sid, finish_reason="context_length_exceeded")  # reactive: queued
+    names.clear()
+    loop.before_call(sid)
+    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens"]
+    assert names.count(ev.COMPACTION_STARTED) == 1
+    loop.before_call(sid)  # the next call may compact again
+    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens", "critical"]
+
+
+def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
+    store, sid, loop = make(auto=False)
+    loop.add_user(sid, "go")
+    cut = loop.after_step(sid, usage={"input": 10, "output": 1}, finish_reason="length")
+    assert (cut.compaction_queued, cut.reason, cut.done) == (False, "max_tokens", False)
+    u = user("more")
+    store.append_message(sid, u)
+    pending = tool_reply(u.id, "", tokens={"input": 10, "output": 1}, status="pending")
+    decision = loop.after_step(sid, pending, finish_reason="length")
+    assert (decision.compaction_queued, decision.done) == (False, False)
+    assert store.records(sid) == []

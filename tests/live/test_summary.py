@@ -359,3 +359,98 @@ def test_the_clients_own_max_retries_wins_over_the_config(sdk_client: Callable[.
         client = sdk_client("openai", server, max_retries=0)
         Summarizer(client, CompactionConfig(max_retries=2)).summarize(HISTORY)
         assert len(server.requests) == 1
+
+
+def test_aprocess_pending_uses_the_configured_sync_sdk_client(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As examples/agent_loop.py builds it: ``client=openai.OpenAI(base_url=...)``.
+    The async path sends the summary to that server, not to a client made from
+    the environment (which here would point elsewhere)."""
+    import openai
+
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens
+    openai_server.replies.append(Reply("notes from the configured server"))
+    sdk = openai.OpenAI(base_url=openai_server.base_url, api_key="x", max_retries=0)
+    compactor = cc.Compactor(cc.MemoryStore(), Summarizer(OpenAIChatClient("m", client=sdk)),
+                             config=CompactionConfig(timeout_s=5, max_retries=0))  # fmt: skip
+    sid = compactor.store.create_session()
+    cc.CompactionLoop(compactor).add_user(sid, "TASK")
+    compactor.request_compaction(sid)
+    record = asyncio.run(compactor.aprocess_pending(sid))
+    assert record is not None and (record.summary_source, record.error) == ("model", None)
+    assert len(openai_server.requests) == 1
+    headers = {k.lower(): v for k, v in openai_server.requests[0].headers.items()}
+    assert headers["authorization"] == "Bearer x"
+    sdk.close()
+
+
+def test_a_summarizer_shared_by_two_compactors_uses_each_ones_config() -> None:
+    with FakeOpenAIServer(default=Reply("down", status=500)) as server:
+        shared = Summarizer(OpenAIChatClient("m", base_url=server.base_url, api_key="x"))
+        strict = cc.Compactor(cc.MemoryStore(), shared, config=CompactionConfig(
+            fallback="raise", max_retries=0, summary_model="big-model"))  # fmt: skip
+        lenient = cc.Compactor(cc.MemoryStore(), shared, config=CompactionConfig(
+            fallback="digest", max_retries=0, summary_model="cheap-model"))  # fmt: skip
+        assert strict.summarizer.config is strict.config
+        assert lenient.summarizer.config is lenient.config
+        assert shared.config.fallback == "digest" and not shared.configured  # left as built
+        sid = strict.store.create_session()
+        cc.CompactionLoop(strict).add_user(sid, "TASK")
+        strict.request_compaction(sid)
+        with pytest.raises(SummaryError):
+            strict.process_pending(sid)
+        assert server.requests[-1].body["model"] == "big-model"
+        other = lenient.store.create_session()
+        cc.CompactionLoop(lenient).add_user(other, "TASK")
+        lenient.request_compaction(other)
+        record = lenient.process_pending(other)
+        assert record is not None and record.summary_source == "digest"
+        assert server.requests[-1].body["model"] == "cheap-model"
+
+
+def test_the_digest_is_bounded_and_says_where_it_cut_the_task() -> None:
+    from ctxcompact.live.summary import MAX_FILES, TASK_CHARS
+
+    task = "Here is the crash log, find the bug:\n" + "ERROR failed at frame 0x1234\n" * 2000
+    reads = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call(f"c{i}", "read", path=f"src/m{i}.py")],
+        }
+        for i in range(200)
+    ]
+    digest = build_digest([{"role": "user", "content": task}, *reads])
+    section = digest.split("### Original Task\n")[1].split("\n\n###")[0]
+    assert section.startswith(task[:1000]) and len(section) < TASK_CHARS + 200
+    assert f"its first {TASK_CHARS} of {len(task)} characters are kept" in section
+    files = digest.split("### Files Touched\n")[1].split("\n\n")[0].splitlines()
+    assert len(files) == MAX_FILES + 1 and files[-1] == "- ... and 150 more files"
+    again = build_digest([], previous_summary="## Original Task\n" + task, round=2)
+    assert len(again) < TASK_CHARS + 1000  # a chained round stays bounded too
+
+
+def test_a_digest_compaction_of_a_huge_first_turn_shrinks_the_session() -> None:
+    """The tester's case: a ~19k-token paste as the task in a 16k window."""
+    compactor = cc.Compactor(cc.MemoryStore(), Summarizer(None),
+                             limits={"context": 16_000, "output": 2_000})  # fmt: skip
+    loop = cc.CompactionLoop(compactor, system="S")
+    sid = compactor.store.create_session()
+    loop.add_user(sid, "Here is the crash log:\n" + "ERROR something failed at 0x1234\n" * 2000)
+    compactor.request_compaction(sid)
+    record = compactor.process_pending(sid)
+    assert record is not None and record.tokens_after < record.tokens_before
+    assert record.tokens_after < (compactor.usable_tokens() or 0)
+
+
+def test_a_compaction_that_grows_the_session_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    compactor = cc.Compactor(cc.MemoryStore(), Summarizer(None))
+    sid = compactor.store.create_session()
+    cc.CompactionLoop(compactor).add_user(sid, "hi")  # the digest outweighs a two-word session
+    compactor.request_compaction(sid)
+    with caplog.at_level("WARNING", logger="ctxcompact"):
+        record = compactor.process_pending(sid)
+    assert record is not None and record.tokens_after > record.tokens_before
+    assert f"left it bigger: {record.tokens_before} -> {record.tokens_after}" in caplog.text

@@ -107,7 +107,7 @@ class AnthropicClient(SdkClient):
             params["stream"] = True
         return params
 
-    def complete(self, request: SummaryRequest) -> SummaryResponse:
+    def _complete(self, request: SummaryRequest) -> SummaryResponse:
         sdk = self.sdk_for(request)
         result = sdk.messages.create(**self._params(request))
         if not self.stream:
@@ -117,7 +117,7 @@ class AnthropicClient(SdkClient):
             drain.add(event)
         return drain.response()
 
-    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
         sdk = self.sdk_for(request, asynchronous=True)
         result = await sdk.messages.create(**self._params(request))
         if not self.stream:

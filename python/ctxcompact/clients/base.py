@@ -7,10 +7,12 @@ response, streamed or not, into text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ctxcompact.errors import SummaryClientError
 from ctxcompact.scans.chat import content_text
 
 
@@ -88,7 +90,10 @@ class SdkClient:
     Timeout and retries, highest first: ``timeout=`` / ``max_retries=`` given
     here; the request's (the summarizer's config: ``timeout_s``,
     ``max_retries``); 120 s and 2. An SDK object passed as ``client`` /
-    ``async_client`` is used as it was configured.
+    ``async_client`` is used as it was configured. Given only ``client``, the
+    async path calls it in a worker thread (never an async SDK client made
+    with other settings); given only ``async_client``, the sync path fails
+    with ``SummaryClientError`` (pass ``client`` too, or use the async API).
     """
 
     def __init__(
@@ -115,6 +120,28 @@ class SdkClient:
         self._own_async = async_client is None
 
     def _make(self, asynchronous: bool) -> Any:
+        raise NotImplementedError
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        if not self._own_async and self._own:
+            # Making a sync SDK client here would drop the async one's base_url and key.
+            raise SummaryClientError(
+                f"{type(self).__name__} was given only an async_client: pass client= "
+                "(the sync SDK client) too, or use the async API"
+            )
+        return self._complete(request)
+
+    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        if self._own_async and not self._own:
+            # Only a configured sync SDK client was given: use it, off the event
+            # loop, not an async client made without its base_url and key.
+            return await asyncio.to_thread(self._complete, request)
+        return await self._acomplete(request)
+
+    def _complete(self, request: SummaryRequest) -> SummaryResponse:
+        raise NotImplementedError
+
+    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
         raise NotImplementedError
 
     def _sdk_options(self) -> dict[str, Any]:

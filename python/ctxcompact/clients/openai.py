@@ -51,7 +51,7 @@ class OpenAIChatClient(SdkClient):
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def complete(self, request: SummaryRequest) -> SummaryResponse:
+    def _complete(self, request: SummaryRequest) -> SummaryResponse:
         sdk = self.sdk_for(request)
         result = sdk.chat.completions.create(**self._params(request))
         if not self.stream:
@@ -61,7 +61,7 @@ class OpenAIChatClient(SdkClient):
             drain.add(chunk)
         return drain.response()
 
-    async def acomplete(self, request: SummaryRequest) -> SummaryResponse:
+    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
         sdk = self.sdk_for(request, asynchronous=True)
         result = await sdk.chat.completions.create(**self._params(request))
         if not self.stream:

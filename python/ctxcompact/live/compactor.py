@@ -17,6 +17,7 @@ that runs store I/O and scans in worker threads.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import time
 import warnings
@@ -26,7 +27,9 @@ from typing import Any
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionConflictError,
+    CompactionError,
     CompactionLoopError,
+    CompactionPendingError,
     ConfigError,
     InputTypeError,
     TranscriptError,
@@ -94,6 +97,13 @@ def _check_parts(store: Any, summarizer: Any, config: Any) -> None:
         )
 
 
+def check_session_id(session_id: Any) -> None:
+    """A session id is a str: anything else is a wrong argument, not a missing session."""
+    if not isinstance(session_id, str):
+        raise InputTypeError(f"a session id must be a str (store.create_session()), got "
+                             f"{type(session_id).__name__}")  # fmt: skip
+
+
 def model_name(message: MessageWithParts) -> str | None:
     """``providerID/modelID`` of an assistant message (``None`` when it names none)."""
     info = message.info
@@ -140,7 +150,9 @@ class Compactor:
 
     ``limits``: the session model's limits (``Limits``, ``ModelLimits`` or a
     dict with context/input/output); without them only manual compactions run.
-    A ``summarizer`` built without a config takes ``config``.
+    A ``summarizer`` built without a config takes ``config``: the Compactor
+    keeps a copy of it with ``config`` (``self.summarizer``), so a summarizer
+    shared by several Compactors summarizes with each one's own config.
     """
 
     def __init__(
@@ -158,11 +170,14 @@ class Compactor:
     ) -> None:
         _check_parts(store, summarizer, config)
         self.store = store
-        self.summarizer = summarizer
         self.config = config or summarizer.config
-        if config is not None and not summarizer.configured:
-            # One config for both: its timeout_s / max_retries reach the client.
+        if config is not None and not summarizer.configured and summarizer.config is not config:
+            # One config for both (its timeout_s / max_retries reach the client),
+            # on a copy: a summarizer shared by two Compactors keeps neither's.
+            summarizer = copy.copy(summarizer)
             summarizer.config = config
+            summarizer.configured = True
+        self.summarizer = summarizer
         self.limits = None if limits is None else Limits.coerce(limits)
         if (
             self.limits is not None
@@ -254,7 +269,13 @@ class Compactor:
         """Queue a compaction: append its marker (a user message with a
         compaction part) and return its id, or return the id of the one
         already pending (two runners queueing at once add one marker: the
-        store checks and appends in one transaction, ``queue_compaction``)."""
+        store checks and appends in one transaction, ``queue_compaction``).
+        With ``instructions``, a pending marker is ``CompactionPendingError``
+        instead (its summary would not use them); nothing is queued."""
+        check_session_id(session_id)
+        if instructions is not None and not isinstance(instructions, str):
+            raise InputTypeError(f"instructions must be a str, got {type(instructions).__name__}",
+                                 session_id=session_id)  # fmt: skip
         marker = new_id("msg")
         extra: dict[str, Any] = {"reason": reason}
         if instructions:
@@ -273,6 +294,15 @@ class Compactor:
             if pending is None:
                 self.store.append_message(session_id, message)
         if queued != marker:
+            if instructions:
+                # The pending marker's summary is asked with its own instructions
+                # (stored with it): these would be dropped without a word.
+                raise CompactionPendingError(
+                    f"a compaction is already pending (marker {queued}): its summary would not "
+                    "use these instructions; process it first (process_pending), then queue "
+                    "yours, or give them in a pre-compact hook (custom_instructions)",
+                    session_id=session_id, message_id=str(queued),
+                )  # fmt: skip
             return str(queued)
         self.events.emit(ev.COMPACTION_QUEUED, session_id=session_id, marker_id=marker,
                          auto=auto, reason=reason)  # fmt: skip
@@ -309,6 +339,7 @@ class Compactor:
         history instead. Raises ``CompactionLoopError`` when compactions keep
         failing to bring the session under its limit.
         """
+        check_session_id(session_id)
         if self.limits is None or not self.config.auto:
             return StepCheck(False, "auto compaction off or no limits", 0, 0)
         session = self.store.load(session_id)
@@ -476,6 +507,13 @@ class Compactor:
         self.events.emit(ev.COMPACTION_CANCELLED, session_id=job.session_id,
                          marker_id=job.marker.id, reason=event.cancel_reason)  # fmt: skip
 
+    def _failed(self, job: _Job, error: BaseException) -> None:
+        """Close ``compaction.started`` when the compaction raised: the marker
+        stays pending, so the next ``process_pending`` tries again."""
+        self.events.emit(ev.COMPACTION_FAILED, session_id=job.session_id,
+                         marker_id=job.marker.id,
+                         error=f"{type(error).__name__}: {error}")  # fmt: skip
+
     def _commit(self, job: _Job, record: ev.CompactionRecord, messages: list[Any]) -> None:
         summary, follow = messages
         try:
@@ -495,6 +533,12 @@ class Compactor:
         if record.error is not None:  # a failed call, not a digest chosen
             self.events.emit(ev.COMPACTION_FALLBACK, session_id=job.session_id,
                              source=record.summary_source, error=record.error)  # fmt: skip
+        if record.tokens_after > record.tokens_before:
+            # Said, not hidden in the record: the summary (or what stays pinned)
+            # outweighs what it replaced.
+            ev.log.warning("compaction of session %s left it bigger: %d -> %d tokens (%s "
+                           "summary)", job.session_id, record.tokens_before,
+                           record.tokens_after, record.summary_source)  # fmt: skip
         self.metrics.record_compaction(record)
         self.events.emit(ev.COMPACTED, session_id=job.session_id, record=record)
 
@@ -502,23 +546,37 @@ class Compactor:
         self, session_id: str, session: Session | None = None
     ) -> flow.Flow[ev.CompactionRecord | None]:
         """The steps of completing the pending task (see ``live/flow.py``)."""
+        check_session_id(session_id)
         job = yield flow.blocking(self._prepare, session_id, session)
         if job is None:
             return None
         self.events.emit(ev.COMPACTION_STARTED, session_id=session_id, marker_id=job.marker.id)
-        event = yield flow.PreCompact(self.hooks, self._pre_event(job))
-        if event.cancelled:
-            self._cancelled(job, event)
-            return None
-        outcome = yield flow.Summarize(self.summarizer, job.history, {
-            "previous_summary": job.previous_summary, "round": job.round,
-            "instructions": event.custom_instructions, "context": event.extra_context,
-        })  # fmt: skip
-        finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
-            self._finish, job, outcome
-        )
-        record, messages = finished
-        yield flow.blocking(self._commit, job, record, messages)
+        try:
+            event = yield flow.PreCompact(self.hooks, self._pre_event(job))
+            if event.cancelled:
+                self._cancelled(job, event)
+                return None
+            outcome = yield flow.Summarize(self.summarizer, job.history, {
+                "previous_summary": job.previous_summary, "round": job.round,
+                "instructions": event.custom_instructions, "context": event.extra_context,
+            })  # fmt: skip
+            finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
+                self._finish, job, outcome
+            )
+            record, messages = finished
+            yield flow.blocking(self._commit, job, record, messages)
+        except CompactionConflictError:
+            raise  # closed by compaction.conflict; the winner's summary is stored
+        except CompactionError as e:
+            # Raised where the session was not known (SummaryError from the
+            # summarizer, StoreError from a store): say which one.
+            if e.session_id is None:
+                e.session_id = session_id
+            self._failed(job, e)
+            raise
+        except Exception as e:
+            self._failed(job, e)
+            raise
         yield flow.PostCompact(self.hooks, ev.PostCompactEvent(session_id, record))
         return record
 
@@ -571,4 +629,11 @@ class _Job:
 
 CompactionRecord = ev.CompactionRecord
 
-__all__ = ["Compactor", "StepCheck", "compaction_part", "pending_marker", "validate_session"]
+__all__ = [
+    "Compactor",
+    "StepCheck",
+    "check_session_id",
+    "compaction_part",
+    "pending_marker",
+    "validate_session",
+]

@@ -24,6 +24,9 @@ COMPACTION_FALLBACK = "compaction.fallback"
 COMPACTION_CANCELLED = "compaction.cancelled"
 COMPACTION_STALLED = "compaction.stalled"
 COMPACTION_CONFLICT = "compaction.conflict"
+#: A compaction that raised after ``compaction.started`` (a pre-compact hook,
+#: ``fallback="raise"``, the store): its marker stays pending.
+COMPACTION_FAILED = "compaction.failed"
 PRUNE_APPLIED = "prune.applied"
 
 
@@ -287,6 +290,7 @@ __all__ = [
     "COMPACTED",
     "COMPACTION_CANCELLED",
     "COMPACTION_CONFLICT",
+    "COMPACTION_FAILED",
     "COMPACTION_FALLBACK",
     "COMPACTION_QUEUED",
     "COMPACTION_STALLED",

@@ -9,10 +9,11 @@
         decision = loop.after_step(session_id, message)   # usage and finish from the reply
         if decision.done: break
 
-``before_call`` completes a pending compaction, then checks the proactive
-budget (0.80 of the window: compact before the call; 0.95: critical) and
-returns the messages to send. ``after_step`` stores the step and checks
-overflow and context stops (``length``, ``max_tokens``, prompt too long):
+``before_call`` completes a pending compaction or else checks the proactive
+budget (0.80 of the window: compact before the call; 0.95: critical), and
+returns the messages to send: at most one compaction per call.
+``after_step`` stores the step and checks overflow and context stops
+(``length``, ``max_tokens``, prompt too long):
 reactive compaction is queued for the next ``before_call``.
 """
 
@@ -32,7 +33,7 @@ from ctxcompact.errors import (
 from ctxcompact.live import events as ev
 from ctxcompact.live import flow
 from ctxcompact.live.calibration import prompt_tokens
-from ctxcompact.live.compactor import Compactor, model_name, validate_session
+from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
 from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
@@ -68,6 +69,9 @@ class StepDecision:
     #: Why (``"overflow"``, ``"max_tokens"``, ...), or ``"ok"``.
     reason: str
     #: The model finished its turn (no tool calls pending and not cut off).
+    #: A context stop is never done; with auto compaction off nothing is
+    #: queued for it (``compaction_queued`` False, reason ``"max_tokens"``):
+    #: the runtime decides whether to continue or stop.
     done: bool
 
 
@@ -150,7 +154,7 @@ class CompactionLoop:
         return "critical" if budget.is_critical else "proactive"
 
     def before_call(self, session_id: str) -> list[dict[str, Any]]:
-        """Compact if needed, then return the OpenAI chat messages to send.
+        """Compact if needed (at most once), then return the OpenAI chat messages to send.
 
         With nothing to compact, the session is loaded from the store once.
         """
@@ -172,6 +176,7 @@ class CompactionLoop:
         return messages
 
     def _before_call(self, session_id: str) -> flow.Flow[tuple[list[dict[str, Any]], str]]:
+        check_session_id(session_id)
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
         pending = compactor.pending_task(session)
@@ -191,8 +196,13 @@ class CompactionLoop:
         messages = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )
-        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
         model = compactor.model_of(session)
+        if pending is not None:
+            # One compaction per call: a summary of the summary just written
+            # would add nothing. Still over budget, the next call compacts again
+            # (and the max_attempts guard stops a series that never fits).
+            return messages, model
+        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
         if reason is None:
             return messages, model
         yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
@@ -227,6 +237,11 @@ class CompactionLoop:
         ``usage``: the step's reported token usage (defaults to the message's
         ``tokens``). A context stop queues a compaction even without usage.
         """
+        check_session_id(session_id)
+        if finish_reason is not None and not isinstance(finish_reason, str):
+            raise InputTypeError(f"finish_reason must be a str (the API's finish or stop "
+                                 f"reason), got {type(finish_reason).__name__}",
+                                 session_id=session_id)  # fmt: skip
         if message is not None and not isinstance(message, MessageWithParts):
             raise InputTypeError(
                 f"after_step takes the step's MessageWithParts, got {type(message).__name__}"
@@ -253,7 +268,9 @@ class CompactionLoop:
                 self.compactor.metrics.record_reactive_overflow()
                 self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
                 return StepDecision(True, "max_tokens", False)
-            return StepDecision(False, "max_tokens", True)
+            # Cut off is never done, compaction or not: with auto compaction
+            # off the runtime decides (reason "max_tokens", nothing queued).
+            return StepDecision(False, "max_tokens", False)
         check = self.compactor.check_step(session_id, usage)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
         return StepDecision(check.queued, check.reason if check.queued else "ok", done)

@@ -365,6 +365,27 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars].rstrip() + " [...]"
 
 
+#: The digest's caps: each section is bounded, so a digest compaction cannot
+#: make the session bigger however long the task, the file list or the errors.
+TASK_CHARS = 4000
+MAX_FILES = 50
+MAX_ERRORS = 30
+
+
+def _clip_task(task: str) -> str:
+    if len(task) <= TASK_CHARS:
+        return task
+    return (task[:TASK_CHARS].rstrip()
+            + f"\n[... the task was cut here: its first {TASK_CHARS} of {len(task)} characters "
+            "are kept]")  # fmt: skip
+
+
+def _capped(lines: list[str], most: int, what: str) -> list[str]:
+    if len(lines) <= most:
+        return lines
+    return [*lines[:most], f"- ... and {len(lines) - most} more {what}"]
+
+
 def build_digest(
     history: Sequence[Message],
     *,
@@ -373,14 +394,16 @@ def build_digest(
     chosen: bool = False,
 ) -> str:
     """A structured summary built from the history alone, deterministically;
-    ``chosen``: no model was given (else a model call failed)."""
+    ``chosen``: no model was given (else a model call failed). Every section
+    is capped (the task at ``TASK_CHARS``, saying where it was cut)."""
     requests = [m for m in history if is_request(m)]
     if previous_summary:
         task = _section(previous_summary, "Original Task") or previous_summary
     else:
         task = content_text(requests[0]) if requests else "(no user request in the history)"
-    files = _files(history)
-    errors = _errors(history)
+    task = _clip_task(task)
+    files = _capped([f"- {f}" for f in _files(history)], MAX_FILES, "files")
+    errors = _capped(_errors(history), MAX_ERRORS, "errors")
     latest = [f"- {_clip(content_text(m), 500)}" for m in requests[-3:]]
     last_reply = next(
         (
@@ -401,7 +424,7 @@ def build_digest(
         task,
         "",
         "### Files Touched",
-        *([f"- {f}" for f in files] or ["- (none recorded)"]),
+        *(files or ["- (none recorded)"]),
         "",
         "### Errors & Resolutions",
         *(errors or ["- (none recorded)"]),

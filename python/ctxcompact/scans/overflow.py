@@ -108,7 +108,15 @@ class Limits:
         if isinstance(limits, Limits):
             return limits
         if limits is None:
-            raise ConfigError("model limits are missing")
+            raise ConfigError("model limits are missing", column="limits")
+        if isinstance(limits, (str, bytes, int, float)):
+            hint = (" (ModelRegistry().get(name) looks a model's limits up)"
+                    if isinstance(limits, str) else "")  # fmt: skip
+            raise ConfigError(
+                f"model limits must be a dict with 'context' (and 'input', 'output'), Limits or "
+                f"ModelLimits, got {type(limits).__name__} {limits!r}{hint}",
+                column="limits",
+            )
 
         def get(key: str) -> Any:
             if isinstance(limits, Mapping):
@@ -123,10 +131,11 @@ class Limits:
             v = get(key)
             if v is None:
                 if key == "context":
-                    raise ConfigError("model limits have no 'context'")
+                    raise ConfigError("model limits have no 'context'", column="limits")
                 v = 0
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _INT64_MAX:
-                raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}")
+                raise ConfigError(f"model limit {key!r} must be a non-negative integer, got {v!r}",
+                                  column="limits")  # fmt: skip
             values[key] = v
         return cls(**values)
 
