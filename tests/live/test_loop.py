@@ -47,6 +47,28 @@ def test_before_call_returns_the_model_input_with_the_system_prompt() -> None:
                                      {"role": "user", "content": "hello"}]  # fmt: skip
 
 
+def test_a_user_turn_after_a_queued_compaction_comes_after_its_summary() -> None:
+    """The last step queued a compaction and the runtime adds the next turn:
+    the summary is written first, so the model reads the new request after
+    it (not the summary as its answer), sync and async alike."""
+    for use_async in (False, True):
+        client = Client("NOTES: wrote hello.py")
+        store, sid, loop = make(client)
+        loop.add_user(sid, "TASK-ONE: write hello.py")
+        loop.compactor.request_compaction(sid, auto=True, reason="overflow")
+        if use_async:
+            asyncio.run(loop.aadd_user(sid, "TASK-TWO: now add tests"))
+        else:
+            loop.add_user(sid, "TASK-TWO: now add tests")
+        assert client.calls == 1 and len(store.records(sid)) == 1
+        sent = [(m["role"], m["content"]) for m in loop.before_call(sid)]
+        assert client.calls == 1  # nothing left to compact
+        summary = next(i for i, (_, c) in enumerate(sent) if c == "NOTES: wrote hello.py")
+        assert sent[summary - 1] == ("user", COMPACTION_QUESTION)
+        assert sent[-1] == ("user", "TASK-TWO: now add tests")
+        assert summary < len(sent) - 1
+
+
 def test_proactive_compaction_at_the_threshold() -> None:
     store, sid, loop = make()
     fill(store, sid, 5, chars=50_000)  # ~62k tokens of history: under 0.80 of 92k

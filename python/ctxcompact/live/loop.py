@@ -106,8 +106,32 @@ class CompactionLoop:
         """Store a user turn (a convenience for runtimes without their own store code).
 
         ``pinned``: the turn stays in the model input after every summary (the
-        task, a standing directive).
+        task, a standing directive). A compaction the previous step queued is
+        completed first: its summary answers the history before this turn and
+        must come before it (stored after it, the model would read the summary
+        as the answer to the new turn, and the summary would not have read it).
+        If that compaction raises, the turn is not stored. From an event loop
+        use ``aadd_user``.
         """
+        message = self._user_turn(session_id, text, pinned=pinned)
+        flow.run(self._before_user(session_id))
+        self.compactor.store.append_message(session_id, message)
+        return message.id
+
+    async def aadd_user(self, session_id: str, text: str, *, pinned: bool = False) -> str:
+        """``add_user`` from an event loop (a queued compaction completed in worker threads)."""
+        message = self._user_turn(session_id, text, pinned=pinned)
+        await flow.arun(self._before_user(session_id))
+        await asyncio.to_thread(self.compactor.store.append_message, session_id, message)
+        return message.id
+
+    def _before_user(self, session_id: str) -> flow.Flow[None]:
+        session: Session = yield flow.blocking(self._load, session_id)
+        if self.compactor.pending_task(session) is not None:
+            yield from self._process(session_id, session)
+
+    def _user_turn(self, session_id: str, text: str, *, pinned: bool) -> MessageWithParts:
+        check_session_id(session_id)
         if not isinstance(text, str):
             raise InputTypeError(f"a user turn's text must be a str, got {type(text).__name__}")
         if not text.strip():
@@ -117,14 +141,9 @@ class CompactionLoop:
         part = Part(id=new_id("prt"), type="text", text=text, messageID=mid)
         if pinned:
             part.pinned = True
-        self.compactor.store.append_message(
-            session_id,
-            MessageWithParts(
-                info=UserMessage(id=mid, sessionID=session_id, time=MessageTime()),
-                parts=[part],
-            ),
+        return MessageWithParts(
+            info=UserMessage(id=mid, sessionID=session_id, time=MessageTime()), parts=[part]
         )
-        return mid
 
     # --- before the call ----------------------------------------------------------------
 
