@@ -525,6 +525,27 @@ def test_a_run_given_twice_or_out_of_order_is_named(
         assert code == 1 and "NonContiguousError" in err and ids[0] in err, args
 
 
+def test_replay_labels_what_ran_and_runs_a_policy_as_given(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """--policy runs as given (the config's prune_* fields adjust its own
+    policy only, and a note says so); without it, the label names the
+    config's policy with those fields applied."""
+    cfg = tmp_path / "tight.toml"
+    cfg.write_text('[compaction]\npolicy = "swe-agent"\nprune_protect = 3000\n')
+    args = ["replay", str(data), "--context", "30000", "--output-limit", "2000", "--json"]
+    code, plain = run(monkeypatch, capsys, *args, "--policy", "swe-agent")
+    assert code == 0
+    code, out, err = run_err(monkeypatch, capsys, *args, "--policy", "swe-agent",
+                             "--config", str(cfg))  # fmt: skip
+    (given,) = json.loads(out)["policies"]
+    assert code == 0 and given == plain["policies"][0] and given["name"] == "swe-agent"
+    assert f"prune_protect (file {cfg}) adjust only the configuration's own policy" in err
+    code, out, err = run_err(monkeypatch, capsys, *args, "--config", str(cfg))
+    (own,) = json.loads(out)["policies"]
+    assert code == 0 and own["name"] == "swe-agent+protect=3000" and "note" not in err
+
+
 def test_replay_says_why_every_policy_gave_the_same_prompts(
     data: Path, monkeypatch: Any, capsys: Any
 ) -> None:

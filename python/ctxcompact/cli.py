@@ -804,6 +804,17 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         typer.echo(f"{key.replace('_', ' ')}: {value}")
 
 
+def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
+    """Say on stderr that the prune_* fields set in the configuration are not
+    applied to a policy given on its own (they adjust the config's policy)."""
+    sources = cfg.sources()
+    set_here = [f"{name} ({sources[name]})" for name in config_module.PRUNE_FIELDS
+                if name != "prune" and sources.get(name, "default") != "default"]  # fmt: skip
+    if set_here:
+        typer.echo(f"note: {what}: {', '.join(set_here)} adjust only the configuration's "
+                   "own policy, not applied here", err=True)  # fmt: skip
+
+
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
 def replay(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
@@ -845,23 +856,26 @@ def replay(
     from ctxcompact.tuning import replay as run_replay
     from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
 
-    names: list[str | None] = list(policies) if policies else [None]
-    configs = []
-    for name in names:
-        overrides = _overrides(policy=name, method=method)
-        if mask_first:
-            overrides["mask_first"] = True
-        configs.append(_config(config, **overrides))
-    limits, _ = _limits(context, output_limit, configs[0])
+    overrides = _overrides(method=method)
+    if mask_first:
+        overrides["mask_first"] = True
+    cfg = _config(config, **overrides)
+    # Each --policy is replayed as given; without one, the config's policy with
+    # its prune_* fields applied (what prune runs), labelled by what it is.
+    runs: list[tuple[str, Policy | None]] = [
+        (name, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
+    ] or [(cfg.prune_policy().describe(), None)]
+    if policies:
+        _note_prune_fields(cfg, "each --policy is replayed as given")
+    limits, _ = _limits(context, output_limit, cfg)
     _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
         transcript = _load_many(inputs, fmt)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
-    for name, cfg in zip(names, configs, strict=True):
-        label = name or cfg.policy.name() or "custom"
+    for label, policy in runs:
         with _status(f"replaying under {label}", as_json):
-            result = run_replay(transcript, limits=limits or {"context": 0}, config=cfg,
+            result = run_replay(transcript, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=model)  # fmt: skip
         s = result.summary
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
@@ -907,12 +921,14 @@ def tune(
     Parquet is streamed in bounded memory) and show the points, the front of
     cost against retention, and optionally the HTML report."""
     from ctxcompact.tuning import tune as run_tune
-    from ctxcompact.tuning.grid import load_grid
+    from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
     cfg = _config(config)
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
     points = load_grid(grid)  # a bad grid fails before any input is read
+    if set(points) - {*WINDOW_KEYS, *CONFIG_KEYS}:
+        _note_prune_fields(cfg, "a grid point's policy options are replayed as given")
     if context is None and "context" not in points:
         # Without one the runs would replay in an unlimited window: nothing to tune.
         raise typer.BadParameter("give the context window, or list 'context' in the grid",

@@ -310,6 +310,21 @@ class CompactionConfig(BaseSettings):
         }
         return with_prune_fields(self.policy, set_here)
 
+    def with_policy(self, policy: Policy) -> CompactionConfig:
+        """A copy that prunes by exactly ``policy``: OpenCode's prune fields
+        set here (``prune_protect``, ``prune_minimum``, ...) are not applied to
+        it, they now hold its values (``prune_policy()`` is ``policy``). The
+        ``prune`` switch stays: pruning switched off stays off."""
+        knobs = {name: getattr(policy, option) for name, option in PRUNE_FIELDS.items()
+                 if name != "prune"}  # fmt: skip
+        copy = self.model_copy(update={"policy": policy, **knobs})
+        # model_copy shares the private dict: give the copy its own.
+        sources = {**self._sources, "policy": ARGUMENT, **dict.fromkeys(knobs, DEFAULT)}
+        if self.prune:  # prune = true is the default: it must not override policy.enabled
+            sources["prune"] = DEFAULT
+        copy._sources = sources
+        return copy
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # OpenCode's prune fields are written only where they were set: loading

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
+from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
 from ctxcompact.tuning.grid import points
 
@@ -178,3 +179,23 @@ def test_a_replay_never_changes_its_input() -> None:
               config=cc.CompactionConfig(mask_first=True))  # fmt: skip
     tune(SESSIONS, GRID, limits=LIMITS, workers=1)
     assert [s.model_dump() for s in SESSIONS] == before
+
+
+def test_a_points_policy_is_not_changed_by_the_configs_prune_fields(tmp_path: Path) -> None:
+    """A grid point's policy options run as given (the base config's legacy
+    prune_* fields used to override them under the point's name)."""
+    toml = tmp_path / "tight.toml"
+    toml.write_text("[compaction]\nprune_protect = 10000\nprune_minimum = 0\n")
+    tight = cc.CompactionConfig.from_file(toml)
+    grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [12_000]}
+    (point,) = points(grid, config=tight, limits=LIMITS)
+    assert point.config.prune_policy() == Policy.preset("swe-agent")
+    with_fields = tune(SESSIONS, grid, limits=LIMITS, config=tight, workers=1)
+    without = tune(SESSIONS, grid, limits=LIMITS, workers=1)
+    assert with_fields.points.equals(without.points)
+    adjusted = tune(SESSIONS, {**grid, "protect": [10_000]},
+                    limits=LIMITS, workers=1)  # fmt: skip
+    assert adjusted.points["prompt_tokens"] != without.points["prompt_tokens"]
+    # A point without policy options replays the config's policy, fields applied.
+    (own,) = points({"mask_first": [True], "context": [12_000]}, config=tight, limits=LIMITS)
+    assert own.config.prune_policy() == tight.prune_policy() != Policy()

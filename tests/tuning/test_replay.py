@@ -210,3 +210,27 @@ def test_replay_batch_and_live_use_one_estimate(method: str) -> None:
     opencode = replay(session, limits=WIDE).calls.to_pylist()
     if method != "opencode":  # the method is really used (a fitted table is not chars / 4)
         assert [c["prompt_tokens"] for c in calls] != [c["prompt_tokens"] for c in opencode]
+
+
+def test_a_policy_given_runs_as_given_and_the_label_names_what_ran(tmp_path: Path) -> None:
+    """The config's prune_protect / prune_minimum adjust its own policy only: a
+    policy given to replay runs as given, and the config's own policy is
+    labelled with the fields applied (before, both were labelled by
+    ``config.policy`` while ``prune_policy()`` ran)."""
+    toml = tmp_path / "tight.toml"
+    toml.write_text('[compaction]\npolicy = "swe-agent"\nprune_protect = 3000\n'
+                    "prune_minimum = 0\nmask_first = true\n")  # fmt: skip
+    tight = cc.CompactionConfig.from_file(toml)
+    plain = cc.CompactionConfig(mask_first=True)
+    session = run(14, 2_000)
+    given = replay(session, "swe-agent", limits=NARROW, config=tight).summary
+    assert given == replay(session, "swe-agent", limits=NARROW, config=plain).summary
+    assert given["policy"] == "swe-agent"
+    # The config's own policy: swe-agent with protect 3000, labelled so, and
+    # another run than the preset's (which its label used to claim).
+    own = replay(session, limits=NARROW, config=tight).summary
+    ran = tight.prune_policy()
+    assert own["policy"] == ran.model_dump() and ran.describe() == "swe-agent+protect=3000"
+    assert own == {**replay(session, ran, limits=NARROW, config=plain).summary,
+                   "policy": ran.model_dump()}  # fmt: skip
+    assert own["prompt_tokens"] != given["prompt_tokens"]

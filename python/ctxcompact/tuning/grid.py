@@ -141,16 +141,17 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
         policy_opts = {k: v for k, v in options.items()
                        if k not in WINDOW_KEYS and k not in CONFIG_KEYS}  # fmt: skip
         try:
-            policy = Policy.load(policy_opts) if policy_opts else base.policy
-            update: dict[str, Any] = {"policy": policy}
-            update |= {k: options[k] for k in CONFIG_KEYS if k in options}
             for key in CONFIG_KEYS:
                 if key in options and not isinstance(options[key], bool):
                     raise ConfigError(f"{key} takes true or false, not {options[key]!r}",
                                       column=key)  # fmt: skip
-            # model_copy: re-validating a dump would let the legacy prune_* fields
-            # of the base config override the point's policy.
-            cfg = base.model_copy(update=update)
+            # A point's policy options are replayed as given: the base config's
+            # prune_protect etc. adjust only its own policy (a point without
+            # policy options replays that one, as prune would run it).
+            policy = Policy.load(policy_opts) if policy_opts else base.prune_policy()
+            cfg = base.with_policy(policy).model_copy(
+                update={k: options[k] for k in CONFIG_KEYS if k in options}
+            )
             window = {
                 "context": options.get("context", base_window.context if base_window else None),
                 "output": options.get("output", base_window.output if base_window else 0),
