@@ -426,6 +426,12 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--policy", "no-such-preset")  # fmt: skip
     assert code == 4
+    # a policy given twice: its rows were written twice under one label
+    twice = tmp_path / "twice.parquet"
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--policy", "swe-agent", "--policy", "swe-agent",
+                           "--out", str(twice))  # fmt: skip
+    assert code == 2 and "'swe-agent' is given twice" in err and not twice.exists()
 
 
 def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:

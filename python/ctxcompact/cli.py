@@ -856,6 +856,10 @@ def replay(
     from ctxcompact.tuning import replay as run_replay
     from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
 
+    for i, name in enumerate(policies or []):
+        if name in (policies or [])[:i]:  # its rows would be counted twice under one label
+            raise typer.BadParameter(f"{name!r} is given twice: give each policy once",
+                                     param_hint="--policy")  # fmt: skip
     overrides = _overrides(method=method)
     if mask_first:
         overrides["mask_first"] = True

@@ -13,7 +13,7 @@ import pytest
 from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
 from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
-from ctxcompact.tuning.grid import points
+from ctxcompact.tuning.grid import points, results
 
 
 def run(sid: str, steps: int, chars: int) -> cc.Session:
@@ -108,6 +108,16 @@ def test_a_toml_grid(tmp_path: Path) -> None:
         ({"keep_recent": [1]}, "no context window"),
         ({"context": [20_000]}, "leaves no usable input window"),
         ({"mask_first": ["yes"], "context": [50_000]}, "mask_first takes true or false"),
+        # a value listed twice made two points of one name, counted twice
+        (
+            {"preset": ["swe-agent", "swe-agent"], "context": [50_000]},
+            "grid option 'preset' lists 'swe-agent' twice",
+        ),
+        ({"keep_recent": [5, 5.0], "context": [50_000]}, "lists 5 and 5.0, one value"),
+        (
+            {"protect": [1, "1"], "context": [50_000]},
+            "grid point protect=1,context=50000: another point has this name",
+        ),
     ],
 )
 def test_bad_grids(grid: dict[str, Any], match: str) -> None:
@@ -199,3 +209,11 @@ def test_a_points_policy_is_not_changed_by_the_configs_prune_fields(tmp_path: Pa
     # A point without policy options replays the config's policy, fields applied.
     (own,) = points({"mask_first": [True], "context": [12_000]}, config=tight, limits=LIMITS)
     assert own.config.prune_policy() == tight.prune_policy() != Policy()
+
+
+def test_points_of_one_name_are_never_summed_together() -> None:
+    grid = {"preset": ["swe-agent"], "context": [12_000]}
+    one = points(grid, limits=LIMITS)
+    calls = tune(SESSIONS, grid, limits=LIMITS, workers=1).calls
+    with pytest.raises(ConfigError, match="two grid points are named 'preset=swe-agent"):
+        results(calls, one * 2, None, None)

@@ -117,8 +117,19 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
         listed = list(values) if isinstance(values, (list, tuple)) else [values]
         if not listed:
             raise ConfigError(f"{where}grid option {key!r} has no values", column=str(key))
+        for i, value in enumerate(listed):
+            # A value listed twice would make two points of one name: their
+            # calls would be counted twice under it.
+            if (first := next((v for v in listed[:i] if v == value), _UNSET)) is not _UNSET:
+                again = f"{first!r} twice" if repr(first) == repr(value) else (
+                    f"{first!r} and {value!r}, one value")  # fmt: skip
+                raise ConfigError(f"{where}grid option {key!r} lists {again}: list each "
+                                  "value once", column=str(key))  # fmt: skip
         out[str(key)] = listed
     return out
+
+
+_UNSET = object()
 
 
 def _name(options: Mapping[str, Any]) -> str:
@@ -159,6 +170,9 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             if window["context"] is None:
                 raise ConfigError("no context window: put 'context' in the grid or pass limits=",
                                   column="context")  # fmt: skip
+            if any(p.name == name for p in out):  # "1" and 1: one name, counted twice
+                raise ConfigError("another point has this name: list each value once",
+                                  column="grid")  # fmt: skip
             out.append(Point(name, options, cfg, check_window(Limits.coerce(window), cfg)))
         except ConfigError as e:
             raise ConfigError(f"{where}grid point {name}: {e}", column=e.column) from None
@@ -300,6 +314,11 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
     if calls.num_rows == 0:
         raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
                            column="role")  # fmt: skip
+    grid_points = list(grid_points)
+    names = [p.name for p in grid_points]
+    if len(set(names)) < len(names):  # their calls could not be told apart
+        twice = next(n for i, n in enumerate(names) if n in names[:i])
+        raise ConfigError(f"two grid points are named {twice!r}", column="grid")
     summaries: dict[str, dict[str, Any]] = {}
     for point in grid_points:
         mine = calls.filter(pc.equal(calls["policy"], point.name))
