@@ -112,6 +112,17 @@ def test_the_runs_own_compactions_are_not_replayed() -> None:
 def test_dated_model_names_match_their_family() -> None:
     assert price_of("claude-sonnet-4-20250514") == PRICES["claude-sonnet-4"]
     assert price_of("gpt-4.1-mini-2025-04-14") == PRICES["gpt-4.1-mini"]
+    assert price_of("gpt-4.1-2025-04-14") == PRICES["gpt-4.1"]
+    assert price_of("house-20250101", {"house": {"input": 1, "output": 2}}).output == 2
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4.1-nano", "claude-opus-4-5", "gpt-4o-audio", "claude-sonnet-4-2025", "gpt-4"]
+)
+def test_only_a_release_date_matches_a_family(model: str) -> None:
+    """Before, any ``<family>-...`` was priced as the family: gpt-4.1-nano as gpt-4.1."""
+    with pytest.raises(ConfigError, match=f"no price for model {model!r}"):
+        price_of(model)
 
 
 @pytest.mark.parametrize(
