@@ -463,6 +463,29 @@ def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None
     assert code == 3
 
 
+def test_every_output_is_checked_before_any_is_written(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Before, a report /proc refuses passed the permission check (root), so
+    --out was written and the report then failed; --out and --report on one
+    path wrote the Parquet and replaced it with the HTML."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [40000]\n')
+    calls = tmp_path / "calls.parquet"
+    args = ["tune", str(data), "--grid", str(grid), "--output-limit", "4000", "--workers", "1"]
+    code, _, err = run_err(monkeypatch, capsys, *args, "--report", "/proc/r.html",
+                           "--out", str(calls))  # fmt: skip
+    assert code == 5 and "/proc/r.html: cannot write --report" in err
+    assert not calls.exists()
+    same = tmp_path / "same.x"
+    code, _, err = run_err(monkeypatch, capsys, *args, "--report", str(same), "--out", str(same))
+    assert code == 2 and "is also the --out output" in err and not same.exists()
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--output-limit", "2000", "--out", "/proc/c.parquet")  # fmt: skip
+    # named before the replay (root may pass the permission bits), not by Arrow after it
+    assert code == 5 and "/proc/c.parquet: cannot write --out" in err and ".tmp-" not in err
+
+
 def test_counted_ingest_and_a_report_only_batch(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:

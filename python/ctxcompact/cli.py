@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,9 +268,44 @@ def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -
         reason = f"{parent} is not a folder"
     elif not os.access(parent, os.W_OK | os.X_OK):
         reason = f"folder {parent} is not writable"
+    elif (refused := _cannot_create_in(path)) is not None:
+        reason = refused
     else:
         return
     raise OutputNotWritable(f"{path}: cannot write {option}: {reason}")
+
+
+def _cannot_create_in(path: Path) -> str | None:
+    """Why a file cannot be created beside ``path`` (where ``replacing`` writes
+    it), found by creating one: the permission bits do not tell (root, a
+    read-only mount, /proc); ``None`` when it can."""
+    folder = (path.resolve() if path.is_symlink() else path).parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ctxcompact-probe-"):
+            return None  # removed on leaving
+    except OSError as e:
+        return f"no file can be created in folder {folder} ({e.strerror or _one_line(str(e))})"
+
+
+def _check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path] = ()) -> None:
+    """``_check_output`` for each output (keyed by its option), and refuse two
+    outputs on one file: the second written would replace the first."""
+    inputs = list(inputs)
+    given = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if _one_file(path, earlier):
+                raise typer.BadParameter(f"{path} is also the {other} output: give each output "
+                                         "its own file", param_hint=option)  # fmt: skip
+    for option, path in given:
+        _check_output(path, option, inputs)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _same_file(output: Path, input: Path) -> bool:
@@ -509,8 +544,7 @@ def _ingest_to_parquet(
     from ctxcompact.formats.reader import iter_sessions
 
     _check_inputs(inputs)
-    _check_output(out, option, inputs)
-    _check_output(rejects, "--rejects", inputs)
+    _check_outputs({option: out, "--rejects": rejects}, inputs)
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
     rows = rejected = pending_rows = pending_bytes = 0
@@ -702,8 +736,7 @@ def compact(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(output, "--output", [input])
-    _check_output(report, "--report", [input])
+    _check_outputs({"--output": output, "--report": report}, [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
@@ -938,8 +971,7 @@ def tune(
         raise typer.BadParameter("give the context window, or list 'context' in the grid",
                                  param_hint="--context")  # fmt: skip
     window = {"context": context or 0, "output": output_limit or 0}
-    _check_output(report, "--report", inputs)
-    _check_output(out, "--out", inputs)
+    _check_outputs({"--out": out, "--report": report}, inputs)
     if report is not None:
         from ctxcompact.tuning.report import pyplot
 
@@ -1016,8 +1048,7 @@ def batch(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(destination, "DESTINATION", [source])
-    _check_output(report, "--report", [source])
+    _check_outputs({"DESTINATION": destination, "--report": report}, [source])
     console = _stderr()
     source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -1167,8 +1198,7 @@ def ingest(
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.
     """
-    _check_output(output, "--output", inputs)
-    _check_output(rejects, "--rejects", inputs)
+    _check_outputs({"--output": output, "--rejects": rejects}, inputs)
     families = tuple(dict.fromkeys(count_methods or ()))
     for method in families:
         try:  # an unknown method, or one with nothing to count (ceil-bytes)
