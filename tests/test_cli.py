@@ -611,3 +611,20 @@ def test_ingest_counts_a_family_for_prune_with_that_method(
         code, _, err = run_err(monkeypatch, capsys, "ingest", str(src), "-o",
                                str(tmp_path / "x.parquet"), "--count-method", bad)  # fmt: skip
         assert code == 4 and "ConfigError" in err and not (tmp_path / "x.parquet").exists()
+
+
+def test_a_folder_without_sessions_says_so(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """Before, replay said "missing column 'session_id'" (the folder read as an
+    empty Parquet dataset) and tune "no .parquet files in this directory"."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [40000]\n')
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "LICENSE").write_text("MIT")
+    for folder in (empty, other):
+        for args in (["replay", "--context", "40000", "--output-limit", "4000"],
+                     ["tune", "--grid", str(grid), "--output-limit", "4000"],
+                     ["estimate"]):  # fmt: skip
+            code, _, err = run_err(monkeypatch, capsys, args[0], str(folder), *args[1:])
+            assert code == 1 and f"{folder}: no sessions in this folder" in err, (folder, args)

@@ -497,6 +497,20 @@ def _check_inputs(inputs: list[Path]) -> None:
             raise InputNotFound(f"{path}: no such file or directory")
 
 
+def _check_sources(inputs: list[Path]) -> None:
+    """Inputs of a command that reads Parquet or session files: each exists,
+    and a folder holds one or the other (else it would be read as a Parquet
+    dataset without a column, or without a file)."""
+    _check_inputs(inputs)
+    for path in inputs:
+        if path.is_dir() and not any(
+            p.suffix in (*SESSION_SUFFIXES, ".parquet") and p.is_file() for p in path.rglob("*")
+        ):
+            suffixes = ", ".join(SESSION_SUFFIXES)
+            raise DatasetError(f"{path}: no sessions in this folder: no session files "
+                               f"({suffixes}) and no .parquet files")  # fmt: skip
+
+
 def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
@@ -608,6 +622,7 @@ def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
     """The transcript at ``path`` and the format(s) it was read in."""
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
+    _check_sources([path])
     if _is_parquet(path):
         try:
             return cc.Transcript(pq.read_table(path)), "parquet"
@@ -757,9 +772,7 @@ def compact(
 
 def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
     """Parquet files/folders and session files/folders as one transcript."""
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
     tables = [_load(p, fmt).to_arrow() for p in parquet]
@@ -976,9 +989,7 @@ def tune(
         from ctxcompact.tuning.report import pyplot
 
         pyplot()  # the report's dependency, checked before the work
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    _check_sources(inputs)
     parquet = all(_is_parquet(p) for p in inputs)
     corpus: Any = inputs if parquet else _load_many(inputs, fmt)
     total = None if parquet else len(corpus.session_ids())
