@@ -584,6 +584,13 @@ def test_replay_says_why_every_policy_gave_the_same_prompts(
     assert code == 0 and "no policy changed a prompt" in err
     code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
     assert code == 0 and "no policy changed a prompt" not in err
+    # pruning switched off: masking is off too, and the note says that instead
+    for env, value in (("CTXCOMPACT_DISABLE_PRUNE", "1"), ("CTXCOMPACT_PRUNE", "0")):
+        monkeypatch.setenv(env, value)
+        code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
+        assert code == 0 and f"pruning is disabled (prune = false, from environment {env})" in err
+        assert "masks at every step" not in err
+        monkeypatch.delenv(env)
 
 
 def test_ingest_counts_a_family_for_prune_with_that_method(

@@ -817,14 +817,21 @@ def _cell(key: str, v: Any) -> str:
 
 
 def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
-                   as_json: bool) -> None:  # fmt: skip
+                   as_json: bool, cfg: CompactionConfig) -> None:  # fmt: skip
     """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
     if rows and all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
         "baseline_prompt_tokens") for r in rows):  # fmt: skip
         # Equal columns look like a broken replay; say why they are equal.
-        typer.echo("note: no policy changed a prompt: policies act when a session "
-                   "overflows its context, and no session did; --mask-first (a grid's "
-                   "mask_first) masks at every step", err=True)  # fmt: skip
+        if not cfg.prune:
+            typer.echo("note: no policy changed a prompt: pruning is disabled "
+                       f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
+                       "with --mask-first (a grid's mask_first) or not; only a summary changes "
+                       "a prompt, when a session overflows its context, and no session "
+                       "did", err=True)  # fmt: skip
+        else:
+            typer.echo("note: no policy changed a prompt: policies act when a session "
+                       "overflows its context, and no session did; --mask-first (a grid's "
+                       "mask_first) masks at every step", err=True)  # fmt: skip
     if as_json:
         typer.echo(json.dumps({**extra, "policies": rows}, default=str))
         return
@@ -936,7 +943,7 @@ def replay(
                                                               pa.string())))  # fmt: skip
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
-    _show_policies("replay", rows, {"model": model, "context": context}, as_json)
+    _show_policies("replay", rows, {"model": model, "context": context}, as_json, cfg)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -1018,7 +1025,7 @@ def tune(
                              "front": [r["name"] for r in rows if r["front"]]}  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    _show_policies("tune", rows, extra, as_json)
+    _show_policies("tune", rows, extra, as_json, cfg)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
