@@ -417,9 +417,11 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     code, text = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                      "--output-limit", "2000", "--policy", "swe-agent")  # fmt: skip
     assert code == 0 and "swe-agent" in text and "prompt tokens" in text
-    code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
-                  "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
-    assert code == 4
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
+    # the command line has no prices=: it says where a price goes there
+    assert code == 4 and "no price for model 'gpt-9'" in err and "prices=" not in err
+    assert '--config file ([compaction.prices."<model>"]' in err and "CTXCOMPACT_PRICES" in err
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--output-limit", "2000", "--calls", "/proc/nope/c.parquet")  # fmt: skip
     assert code == 5

@@ -1350,7 +1350,14 @@ def version() -> None:
 def _cli_wording(message: str) -> str:
     # Library messages name keyword arguments; on the command line it is
     # --format (convert's is --from).
+    from ctxcompact.tuning.prices import UNKNOWN_HINT
+
     option = "--from" if sys.argv[1:2] == ["convert"] else "--format"
+    message = message.replace(
+        UNKNOWN_HINT,
+        'give its price in a --config file ([compaction.prices."<model>"] with input and '
+        "output, USD per million tokens) or in CTXCOMPACT_PRICES (JSON)",
+    )
     return re.sub(r"\bpass format=", f"pass {option} (one of: {', '.join(READ_FORMATS)})", message)
 
 
@@ -1384,7 +1391,7 @@ def main() -> None:
     except OutputNotWritable as e:
         _fail(EXIT_OUTPUT, str(e))
     except ConfigError as e:
-        _fail(EXIT_CONFIG, f"ConfigError: {e}")
+        _fail(EXIT_CONFIG, f"ConfigError: {_cli_wording(str(e))}")
     except cc.CompactionError as e:
         _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}{_where(e)}")
     except OSError as e:  # outputs are checked up front; what is left is mostly reading

@@ -300,6 +300,17 @@ class CompactionConfig(BaseSettings):
     def _load_policy(cls, value: Any) -> Any:
         return value if isinstance(value, Policy) else Policy.load(value)
 
+    @field_validator("prices")
+    @classmethod
+    def _check_prices(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        # Checked here, not when a model is priced: the error then names the
+        # file or variable the table came from.
+        from ctxcompact.tuning.prices import Price
+
+        for model, price in value.items():
+            Price.coerce(price, model=model)
+        return value
+
     def prune_policy(self) -> Policy:
         """The policy prune runs: ``policy``, with OpenCode's prune fields
         (``prune``, ``prune_protect``, ...) applied where they were set."""

@@ -140,6 +140,24 @@ def test_bad_prices(model: str, prices: Any, match: str) -> None:
         price_of(model, prices)
 
 
+def test_bad_prices_in_a_config_name_their_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a bad table was found only when a model was priced, and the
+    error did not say which file it was in."""
+    bad = tmp_path / "prices.toml"
+    bad.write_text('[compaction.prices."my-model"]\ninput = 1.0\n')
+    with pytest.raises(ConfigError, match=f"{bad}: invalid prices: price of 'my-model' has no"):
+        cc.CompactionConfig.from_file(bad)
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[compaction.prices.gpt-4o]\ninput = 1\noutput = 2\ncache_wrte = 3\n")
+    with pytest.raises(ConfigError, match=f"{typo}: .*unknown field 'cache_wrte'"):
+        cc.CompactionConfig.from_file(typo)
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"output": 1}}')
+    with pytest.raises(ConfigError, match=r"CTXCOMPACT_PRICES=.*price of 'm' has no 'input'"):
+        cc.CompactionConfig()
+
+
 def test_bad_input() -> None:
     with pytest.raises(ConfigError, match="item 0 is a dict"):
         replay([{"info": {}}], limits=WIDE)  # type: ignore[list-item]

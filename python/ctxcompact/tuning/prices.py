@@ -93,8 +93,12 @@ def price_of(model: str, prices: Mapping[str, Any] | None = None) -> Price:
         if name in table:
             return Price.coerce(table[name], model=name)
     raise ConfigError(f"no price for model {model!r}; known: {', '.join(sorted(table))}, and "
-                      "each with a release date (-20250514 or -2025-04-14) (pass prices={...})",
+                      f"each with a release date (-20250514 or -2025-04-14); {UNKNOWN_HINT}",
                       column="prices")  # fmt: skip
+
+
+#: How to price a model the table lacks (the CLI rewrites it: it has no prices=).
+UNKNOWN_HINT = "pass prices={model: {'input': ..., 'output': ...}} or set the config's prices"
 
 
 def price_for(model: str | None, *overrides: Mapping[str, Any] | None) -> Price | None:
