@@ -463,6 +463,10 @@ def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None
     code, _, err = run_err(monkeypatch, capsys, "tune", str(tmp_path / "none.parquet"),
                            "--grid", str(grid))  # fmt: skip
     assert code == 3
+    # a grid that is a folder is an input that cannot be read (3), not a bad value (4)
+    code, _, err = run_err(monkeypatch, capsys, "tune", str(data), "--grid", str(tmp_path),
+                           "--context", "50000")  # fmt: skip
+    assert code == 3 and "cannot read the grid file (--grid)" in err
 
 
 def test_every_output_is_checked_before_any_is_written(

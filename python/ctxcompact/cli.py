@@ -983,6 +983,8 @@ def tune(
     cfg = _config(config)
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
+    if not grid.is_file() or not os.access(grid, os.R_OK):  # an unreadable input: exit 3
+        raise InputNotFound(f"{grid}: cannot read the grid file (--grid)")
     points = load_grid(grid)  # a bad grid fails before any input is read
     if set(points) - {*WINDOW_KEYS, *CONFIG_KEYS}:
         _note_prune_fields(cfg, "a grid point's policy options are replayed as given")

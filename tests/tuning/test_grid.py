@@ -107,6 +107,8 @@ def test_a_toml_grid(tmp_path: Path) -> None:
         ({}, "the grid is empty"),
         ({"keep_recent": [1]}, "no context window"),
         ({"context": [20_000]}, "leaves no usable input window"),
+        # 0 is unlimited elsewhere; tune --context takes at least 1, and so does a grid
+        ({"context": [0, 50_000]}, "grid point context=0: context 0 is no window"),
         ({"mask_first": ["yes"], "context": [50_000]}, "mask_first takes true or false"),
         # a value listed twice made two points of one name, counted twice
         (
@@ -139,6 +141,13 @@ def test_bad_grid_files(tmp_path: Path) -> None:
         load_grid(unknown)
     with pytest.raises(ConfigError, match="cannot read the grid"):
         load_grid(tmp_path / "missing.toml")
+    # keys beside a [grid] table were dropped without a word
+    for text, stray in (('context = [32000]\n[grid]\npreset = ["swe-agent"]\n', "context"),
+                        ('[grid]\npreset = ["swe-agent"]\n[other]\nx = 1\n', "other")):  # fmt: skip
+        mixed = tmp_path / "mixed.toml"
+        mixed.write_text(text)
+        with pytest.raises(ConfigError, match=f"{stray} is outside the \\[grid\\] table"):
+            load_grid(mixed)
 
 
 def test_bad_corpora(tmp_path: Path) -> None:

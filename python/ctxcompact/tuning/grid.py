@@ -8,8 +8,11 @@ memory: one batch per worker in flight); the batches run in worker processes.
 ``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
 
 Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
-window: ``context`` and ``output``. A value is a list of candidates (a
-scalar is one). In a TOML file, the keys sit at the top or under ``[grid]``.
+window: ``context`` (at least 1 token) and ``output``. A value is a list of
+candidates (a scalar is one), each listed once. In a TOML file, the keys sit
+at the top or under ``[grid]`` (then nothing else is in the file). What a
+grid does not vary comes from ``config`` (the estimate method, thresholds)
+and ``limits``.
 """
 
 from __future__ import annotations
@@ -101,7 +104,15 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
                               column="grid") from None  # fmt: skip
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: not a TOML grid ({e})", column="grid") from None
-        data = data.get("grid", data)
+        if isinstance(data.get("grid"), Mapping):
+            # Keys beside the table would be dropped: the table is what is read.
+            if stray := sorted(k for k in data if k != "grid"):
+                raise ConfigError(
+                    f"{path}: {stray[0]} is outside the [grid] table, which is what is read: "
+                    "move it into the table (or put every key at the top)",
+                    column=str(stray[0]),
+                )  # fmt: skip
+            data = data["grid"]
     else:
         data = grid
     if not isinstance(data, Mapping) or not data:
@@ -167,9 +178,13 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
                 "context": options.get("context", base_window.context if base_window else None),
                 "output": options.get("output", base_window.output if base_window else 0),
             }
-            if window["context"] is None:
+            if window["context"] is None or (window["context"] == 0 and "context" not in options):
                 raise ConfigError("no context window: put 'context' in the grid or pass limits=",
                                   column="context")  # fmt: skip
+            if isinstance(window["context"], int) and window["context"] == 0:
+                # 0 is an unlimited window elsewhere: nothing would be tuned.
+                raise ConfigError("context 0 is no window: a grid's context is at least 1 "
+                                  "token, as tune --context", column="context")  # fmt: skip
             if any(p.name == name for p in out):  # "1" and 1: one name, counted twice
                 raise ConfigError("another point has this name: list each value once",
                                   column="grid")  # fmt: skip
