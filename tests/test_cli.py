@@ -558,6 +558,14 @@ def test_a_run_given_twice_or_out_of_order_is_named(
     for args in (["estimate"], ["replay", "--context", "64000", "--output-limit", "4000"]):
         code, _, err = run_err(monkeypatch, capsys, args[0], str(bad), *args[1:])
         assert code == 1 and "NonContiguousError" in err and ids[0] in err, args
+    # One Parquet file given twice: named as such, as a session file is (before:
+    # "not contiguous ... sort the dataset by session first").
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [64000]\n')
+    for args in (["replay", "--context", "64000"], ["tune", "--grid", str(grid)]):
+        code, _, err = run_err(monkeypatch, capsys, args[0], str(rows), str(rows), *args[1:],
+                               "--output-limit", "4000")  # fmt: skip
+        assert code == 1 and f"{rows}: this file is given twice" in err, args
 
 
 def test_replay_labels_what_ran_and_runs_a_policy_as_given(

@@ -775,6 +775,10 @@ def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
     _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
+    if len(parquet) > 1:
+        from ctxcompact.batch.parquet import parquet_files
+
+        parquet_files(parquet)  # a Parquet file given twice is named as such
     tables = [_load(p, fmt).to_arrow() for p in parquet]
     if sessions:
         ingested = _ingest(sessions, fmt).table

@@ -166,6 +166,10 @@ def test_bad_corpora(tmp_path: Path) -> None:
         tune(tmp_path, grid, limits=LIMITS, workers=1)
     with pytest.raises(NonContiguousError, match=r"session 's0' appears again at row \d+"):
         tune(pa.concat_tables(pieces), grid, limits=LIMITS, workers=1)
+    # one file given twice (or its folder and itself): named, not a session "appearing again"
+    for twice in ([tmp_path / "a.parquet"] * 2, [tmp_path, tmp_path / "a.parquet"]):
+        with pytest.raises(DuplicateSessionError, match=r"a\.parquet: this file is given twice"):
+            tune(twice, grid, limits=LIMITS, workers=1)
     with pytest.raises(ConfigError, match="tune takes Sessions"):
         tune([1, 2], grid, limits=LIMITS, workers=1)
     with pytest.raises(DuplicateSessionError, match="'s1' is repeated: sessions 1 and 2"):

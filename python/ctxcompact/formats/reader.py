@@ -172,7 +172,7 @@ def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...])
                 out.append(_Input(p, base, True))
         else:
             out.append(_Input(path, None, False))
-    _read_once([i for i in out if _reads(i, suffixes)])
+    read_once([i.path for i in out if _reads(i, suffixes)])
     return out
 
 
@@ -181,25 +181,26 @@ def _reads(i: _Input, suffixes: tuple[str, ...]) -> bool:
     return not i.in_folder or (i.skip is None and i.path.suffix in suffixes)
 
 
-def _read_once(inputs: list[_Input]) -> None:
-    """One file reached twice (a folder and a file in it, or a folder twice)
-    would be read twice, its sessions counted twice (under two names when
-    one route names it by its folder)."""
+def read_once(paths: Iterable[Path]) -> None:
+    """``DuplicateSessionError`` for one file reached twice (a folder and a
+    file in it, or a folder twice): it would be read twice, its sessions
+    counted twice (under two names when one route names it by its folder).
+    Session files and Parquet files alike."""
     from ctxcompact.errors import DuplicateSessionError
 
     seen: dict[tuple[int, int], Path] = {}
-    for i in inputs:
+    for path in paths:
         try:
-            st = i.path.stat()
+            st = path.stat()
         except OSError:
             continue  # a missing file is reported where it is read
         key = (st.st_dev, st.st_ino)
         if key in seen:
-            also = "" if seen[key] == i.path else f" (also as {seen[key]})"
+            also = "" if seen[key] == path else f" (also as {seen[key]})"
             raise DuplicateSessionError(
-                f"{i.path}: this file is given twice{also}: its sessions would be read twice"
+                f"{path}: this file is given twice{also}: its sessions would be read twice"
             )
-        seen[key] = i.path
+        seen[key] = path
 
 
 def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
