@@ -649,3 +649,44 @@ def test_a_folder_without_sessions_says_so(tmp_path: Path, monkeypatch: Any, cap
                      ["estimate"]):  # fmt: skip
             code, _, err = run_err(monkeypatch, capsys, args[0], str(folder), *args[1:])
             assert code == 1 and f"{folder}: no sessions in this folder" in err, (folder, args)
+
+
+def test_replay_and_tune_skip_bad_lines_and_tune_takes_the_method(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """replay and tune had no --on-error (the README's claude-code row could
+    not be made on the command line) and tune no --method."""
+    import ctxcompact as cc
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+    from ctxcompact.tuning import tune
+
+    sessions = Transcript(generate_table(3, 40, seed=5, mean_output_chars=3000)).to_sessions()
+    runs = tmp_path / "runs.jsonl"
+    formats.write(sessions, runs, "openai-chat")
+    bad = len(runs.read_text().splitlines()) + 1
+    with runs.open("a") as f:
+        f.write("42\n")
+    replay = ["replay", str(runs), "--context", "64000", "--output-limit", "4000", "--json"]
+    code, _, err = run_err(monkeypatch, capsys, *replay)
+    assert code == 1 and f"runs.jsonl:{bad}" in err
+    code, out, err = run_err(monkeypatch, capsys, *replay, "--on-error", "skip")
+    assert code == 0 and json.loads(out)["policies"][0]["sessions"] == 3
+    assert f"rejected: {runs}:{bad}: " in err
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\nmask_first = [true]\ncontext = [20000]\n')
+    args = ["tune", str(runs), "--grid", str(grid), "--output-limit", "4000", "--workers", "1",
+            "--on-error", "skip", "--json"]  # fmt: skip
+    read = cc.read_sessions(runs, on_error="skip")
+    tokens = set()
+    for method in ("opencode", "o200k"):
+        code, out, err = run_err(monkeypatch, capsys, *args, "--method", method)
+        want = tune(read.transcript, grid, limits={"context": 0, "output": 4000}, workers=1,
+                    config=cc.CompactionConfig(estimate_method=method))  # fmt: skip
+        (point,) = json.loads(out)["policies"]
+        assert code == 0 and point["prompt_tokens"] == want.points["prompt_tokens"][0].as_py()
+        assert f"rejected: {runs}:{bad}: " in err
+        tokens.add(point["prompt_tokens"])
+    assert len(tokens) == 2  # the method is used
+    code, _, _ = run_err(monkeypatch, capsys, *args, "--on-error", "ignore")
+    assert code == 2

@@ -61,6 +61,7 @@ from ctxcompact.formats.reader import (
     JSONL_SUFFIXES,
     FileReport,
     IngestResult,
+    RejectedLine,
 )
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
@@ -164,6 +165,14 @@ PolicyOption = Annotated[
                  help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
                  "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
 ]  # fmt: skip
+OnErrorOption = Annotated[
+    str,
+    typer.Option(
+        metavar="raise|skip",
+        callback=_choice(("raise", "skip")),
+        help="raise: stop at the first bad line; skip: reject it and go on.",
+    ),
+]
 MethodOption = Annotated[
     str | None,
     typer.Option("--method", metavar="METHOD", callback=_choice(METHODS),
@@ -526,7 +535,19 @@ def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     _check_inputs(inputs)
     result = read_sessions(inputs, fmt, **kwargs)
     _report_files(result.files)
+    _report_rejected(result.rejected)
     return result
+
+
+def _report_rejected(rejected: list[RejectedLine], shown: int = 5) -> None:
+    """Name the lines ``--on-error skip`` left out on stderr (a few, then how
+    many more); a whole document left out is named with the files."""
+    lines = [r for r in rejected if r.line > 0]
+    for r in lines[:shown]:
+        typer.echo(f"rejected: {r.path}:{r.line}: {_one_line(_cli_wording(r.error))}", err=True)
+    if len(lines) > shown:
+        typer.echo(f"rejected: {len(lines) - shown} more line(s) (`ctxcompact ingest "
+                   "--on-error skip --rejects FILE` writes every one)", err=True)  # fmt: skip
 
 
 #: Rows ingest gathers before it writes a row group (unless the gathered
@@ -770,7 +791,7 @@ def compact(
     }, as_json)  # fmt: skip
 
 
-def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
+def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> cc.Transcript:
     """Parquet files/folders and session files/folders as one transcript."""
     _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
@@ -781,7 +802,7 @@ def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
         parquet_files(parquet)  # a Parquet file given twice is named as such
     tables = [_load(p, fmt).to_arrow() for p in parquet]
     if sessions:
-        ingested = _ingest(sessions, fmt).table
+        ingested = _ingest(sessions, fmt, on_error=on_error).table
         # The same runs given as session files and as Parquet would surface as
         # non-contiguous rows (a session may span Parquet files, so those are
         # not compared with each other).
@@ -905,6 +926,7 @@ def replay(
         ),
     ] = None,
     method: MethodOption = None,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Replay every run call by call under each policy (offline digest summaries):
@@ -931,7 +953,7 @@ def replay(
     limits, _ = _limits(context, output_limit, cfg)
     _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
-        transcript = _load_many(inputs, fmt)
+        transcript = _load_many(inputs, fmt, on_error)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     for label, policy in runs:
@@ -976,6 +998,8 @@ def tune(
     ] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
+    method: MethodOption = None,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Replay every run under every point of a grid of policies (in parallel;
@@ -984,7 +1008,7 @@ def tune(
     from ctxcompact.tuning import tune as run_tune
     from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
-    cfg = _config(config)
+    cfg = _config(config, **_overrides(method=method))
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
     if not grid.is_file() or not os.access(grid, os.R_OK):  # an unreadable input: exit 3
@@ -1004,7 +1028,7 @@ def tune(
         pyplot()  # the report's dependency, checked before the work
     _check_sources(inputs)
     parquet = all(_is_parquet(p) for p in inputs)
-    corpus: Any = inputs if parquet else _load_many(inputs, fmt)
+    corpus: Any = inputs if parquet else _load_many(inputs, fmt, on_error)
     total = None if parquet else len(corpus.session_ids())
     console = _stderr()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -1170,14 +1194,7 @@ def ingest(
         Path, typer.Option("--output", "-o", metavar="FILE", help="Parquet file of part rows.")
     ],
     source_format: FormatOption = None,
-    on_error: Annotated[
-        str,
-        typer.Option(
-            metavar="raise|skip",
-            callback=_choice(("raise", "skip")),
-            help="raise: stop at the first bad line; skip: reject it and go on.",
-        ),
-    ] = "raise",
+    on_error: OnErrorOption = "raise",
     rejects: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="JSONL file for skipped lines (with --on-error skip)."),
