@@ -417,15 +417,23 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     code, text = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                      "--output-limit", "2000", "--policy", "swe-agent")  # fmt: skip
     assert code == 0 and "swe-agent" in text and "prompt tokens" in text
-    code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
-                  "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
-    assert code == 4
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--output-limit", "2000", "--model", "gpt-9")  # fmt: skip
+    # the command line has no prices=: it says where a price goes there
+    assert code == 4 and "no price for model 'gpt-9'" in err and "prices=" not in err
+    assert '--config file ([compaction.prices."<model>"]' in err and "CTXCOMPACT_PRICES" in err
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--output-limit", "2000", "--calls", "/proc/nope/c.parquet")  # fmt: skip
     assert code == 5
     code, _ = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                   "--policy", "no-such-preset")  # fmt: skip
     assert code == 4
+    # a policy given twice: its rows were written twice under one label
+    twice = tmp_path / "twice.parquet"
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--policy", "swe-agent", "--policy", "swe-agent",
+                           "--out", str(twice))  # fmt: skip
+    assert code == 2 and "'swe-agent' is given twice" in err and not twice.exists()
 
 
 def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
@@ -455,6 +463,33 @@ def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None
     code, _, err = run_err(monkeypatch, capsys, "tune", str(tmp_path / "none.parquet"),
                            "--grid", str(grid))  # fmt: skip
     assert code == 3
+    # a grid that is a folder is an input that cannot be read (3), not a bad value (4)
+    code, _, err = run_err(monkeypatch, capsys, "tune", str(data), "--grid", str(tmp_path),
+                           "--context", "50000")  # fmt: skip
+    assert code == 3 and "cannot read the grid file (--grid)" in err
+
+
+def test_every_output_is_checked_before_any_is_written(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Before, a report /proc refuses passed the permission check (root), so
+    --out was written and the report then failed; --out and --report on one
+    path wrote the Parquet and replaced it with the HTML."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [40000]\n')
+    calls = tmp_path / "calls.parquet"
+    args = ["tune", str(data), "--grid", str(grid), "--output-limit", "4000", "--workers", "1"]
+    code, _, err = run_err(monkeypatch, capsys, *args, "--report", "/proc/r.html",
+                           "--out", str(calls))  # fmt: skip
+    assert code == 5 and "/proc/r.html: cannot write --report" in err
+    assert not calls.exists()
+    same = tmp_path / "same.x"
+    code, _, err = run_err(monkeypatch, capsys, *args, "--report", str(same), "--out", str(same))
+    assert code == 2 and "is also the --out output" in err and not same.exists()
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(data), "--context", "30000",
+                           "--output-limit", "2000", "--out", "/proc/c.parquet")  # fmt: skip
+    # named before the replay (root may pass the permission bits), not by Arrow after it
+    assert code == 5 and "/proc/c.parquet: cannot write --out" in err and ".tmp-" not in err
 
 
 def test_counted_ingest_and_a_report_only_batch(
@@ -523,6 +558,35 @@ def test_a_run_given_twice_or_out_of_order_is_named(
     for args in (["estimate"], ["replay", "--context", "64000", "--output-limit", "4000"]):
         code, _, err = run_err(monkeypatch, capsys, args[0], str(bad), *args[1:])
         assert code == 1 and "NonContiguousError" in err and ids[0] in err, args
+    # One Parquet file given twice: named as such, as a session file is (before:
+    # "not contiguous ... sort the dataset by session first").
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [64000]\n')
+    for args in (["replay", "--context", "64000"], ["tune", "--grid", str(grid)]):
+        code, _, err = run_err(monkeypatch, capsys, args[0], str(rows), str(rows), *args[1:],
+                               "--output-limit", "4000")  # fmt: skip
+        assert code == 1 and f"{rows}: this file is given twice" in err, args
+
+
+def test_replay_labels_what_ran_and_runs_a_policy_as_given(
+    data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """--policy runs as given (the config's prune_* fields adjust its own
+    policy only, and a note says so); without it, the label names the
+    config's policy with those fields applied."""
+    cfg = tmp_path / "tight.toml"
+    cfg.write_text('[compaction]\npolicy = "swe-agent"\nprune_protect = 3000\n')
+    args = ["replay", str(data), "--context", "30000", "--output-limit", "2000", "--json"]
+    code, plain = run(monkeypatch, capsys, *args, "--policy", "swe-agent")
+    assert code == 0
+    code, out, err = run_err(monkeypatch, capsys, *args, "--policy", "swe-agent",
+                             "--config", str(cfg))  # fmt: skip
+    (given,) = json.loads(out)["policies"]
+    assert code == 0 and given == plain["policies"][0] and given["name"] == "swe-agent"
+    assert f"prune_protect (file {cfg}) adjust only the configuration's own policy" in err
+    code, out, err = run_err(monkeypatch, capsys, *args, "--config", str(cfg))
+    (own,) = json.loads(out)["policies"]
+    assert code == 0 and own["name"] == "swe-agent+protect=3000" and "note" not in err
 
 
 def test_replay_says_why_every_policy_gave_the_same_prompts(
@@ -534,6 +598,13 @@ def test_replay_says_why_every_policy_gave_the_same_prompts(
     assert code == 0 and "no policy changed a prompt" in err
     code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
     assert code == 0 and "no policy changed a prompt" not in err
+    # pruning switched off: masking is off too, and the note says that instead
+    for env, value in (("CTXCOMPACT_DISABLE_PRUNE", "1"), ("CTXCOMPACT_PRUNE", "0")):
+        monkeypatch.setenv(env, value)
+        code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
+        assert code == 0 and f"pruning is disabled (prune = false, from environment {env})" in err
+        assert "masks at every step" not in err
+        monkeypatch.delenv(env)
 
 
 def test_ingest_counts_a_family_for_prune_with_that_method(
@@ -561,3 +632,61 @@ def test_ingest_counts_a_family_for_prune_with_that_method(
         code, _, err = run_err(monkeypatch, capsys, "ingest", str(src), "-o",
                                str(tmp_path / "x.parquet"), "--count-method", bad)  # fmt: skip
         assert code == 4 and "ConfigError" in err and not (tmp_path / "x.parquet").exists()
+
+
+def test_a_folder_without_sessions_says_so(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """Before, replay said "missing column 'session_id'" (the folder read as an
+    empty Parquet dataset) and tune "no .parquet files in this directory"."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\ncontext = [40000]\n')
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "LICENSE").write_text("MIT")
+    for folder in (empty, other):
+        for args in (["replay", "--context", "40000", "--output-limit", "4000"],
+                     ["tune", "--grid", str(grid), "--output-limit", "4000"],
+                     ["estimate"]):  # fmt: skip
+            code, _, err = run_err(monkeypatch, capsys, args[0], str(folder), *args[1:])
+            assert code == 1 and f"{folder}: no sessions in this folder" in err, (folder, args)
+
+
+def test_replay_and_tune_skip_bad_lines_and_tune_takes_the_method(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """replay and tune had no --on-error (the README's claude-code row could
+    not be made on the command line) and tune no --method."""
+    import ctxcompact as cc
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+    from ctxcompact.tuning import tune
+
+    sessions = Transcript(generate_table(3, 40, seed=5, mean_output_chars=3000)).to_sessions()
+    runs = tmp_path / "runs.jsonl"
+    formats.write(sessions, runs, "openai-chat")
+    bad = len(runs.read_text().splitlines()) + 1
+    with runs.open("a") as f:
+        f.write("42\n")
+    replay = ["replay", str(runs), "--context", "64000", "--output-limit", "4000", "--json"]
+    code, _, err = run_err(monkeypatch, capsys, *replay)
+    assert code == 1 and f"runs.jsonl:{bad}" in err
+    code, out, err = run_err(monkeypatch, capsys, *replay, "--on-error", "skip")
+    assert code == 0 and json.loads(out)["policies"][0]["sessions"] == 3
+    assert f"rejected: {runs}:{bad}: " in err
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\nmask_first = [true]\ncontext = [20000]\n')
+    args = ["tune", str(runs), "--grid", str(grid), "--output-limit", "4000", "--workers", "1",
+            "--on-error", "skip", "--json"]  # fmt: skip
+    read = cc.read_sessions(runs, on_error="skip")
+    tokens = set()
+    for method in ("opencode", "o200k"):
+        code, out, err = run_err(monkeypatch, capsys, *args, "--method", method)
+        want = tune(read.transcript, grid, limits={"context": 0, "output": 4000}, workers=1,
+                    config=cc.CompactionConfig(estimate_method=method))  # fmt: skip
+        (point,) = json.loads(out)["policies"]
+        assert code == 0 and point["prompt_tokens"] == want.points["prompt_tokens"][0].as_py()
+        assert f"rejected: {runs}:{bad}: " in err
+        tokens.add(point["prompt_tokens"])
+    assert len(tokens) == 2  # the method is used
+    code, _, _ = run_err(monkeypatch, capsys, *args, "--on-error", "ignore")
+    assert code == 2

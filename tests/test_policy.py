@@ -241,3 +241,13 @@ def test_a_config_dump_loads_back_to_the_same_prune_policy(preset: str) -> None:
     dumped = legacy.model_dump()
     assert dumped["prune_protect"] == 1_234
     assert cc.CompactionConfig.model_validate(dumped).prune_policy().protect == 1_234
+
+
+def test_describe_names_a_preset_or_what_differs_from_the_nearest() -> None:
+    assert Policy().describe() == "opencode"
+    assert Policy.load({"preset": "swe-agent", "protect": 1000}).describe() == (
+        "swe-agent+protect=1000"
+    )
+    assert Policy(protect=1000, minimum=500, exclude_tools=[]).describe() == (
+        "opencode+protect=1000,minimum=500,exclude_tools=[]"
+    )

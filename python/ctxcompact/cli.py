@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +61,7 @@ from ctxcompact.formats.reader import (
     JSONL_SUFFIXES,
     FileReport,
     IngestResult,
+    RejectedLine,
 )
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
@@ -164,6 +165,14 @@ PolicyOption = Annotated[
                  help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
                  "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
 ]  # fmt: skip
+OnErrorOption = Annotated[
+    str,
+    typer.Option(
+        metavar="raise|skip",
+        callback=_choice(("raise", "skip")),
+        help="raise: stop at the first bad line; skip: reject it and go on.",
+    ),
+]
 MethodOption = Annotated[
     str | None,
     typer.Option("--method", metavar="METHOD", callback=_choice(METHODS),
@@ -268,9 +277,44 @@ def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -
         reason = f"{parent} is not a folder"
     elif not os.access(parent, os.W_OK | os.X_OK):
         reason = f"folder {parent} is not writable"
+    elif (refused := _cannot_create_in(path)) is not None:
+        reason = refused
     else:
         return
     raise OutputNotWritable(f"{path}: cannot write {option}: {reason}")
+
+
+def _cannot_create_in(path: Path) -> str | None:
+    """Why a file cannot be created beside ``path`` (where ``replacing`` writes
+    it), found by creating one: the permission bits do not tell (root, a
+    read-only mount, /proc); ``None`` when it can."""
+    folder = (path.resolve() if path.is_symlink() else path).parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ctxcompact-probe-"):
+            return None  # removed on leaving
+    except OSError as e:
+        return f"no file can be created in folder {folder} ({e.strerror or _one_line(str(e))})"
+
+
+def _check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path] = ()) -> None:
+    """``_check_output`` for each output (keyed by its option), and refuse two
+    outputs on one file: the second written would replace the first."""
+    inputs = list(inputs)
+    given = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if _one_file(path, earlier):
+                raise typer.BadParameter(f"{path} is also the {other} output: give each output "
+                                         "its own file", param_hint=option)  # fmt: skip
+    for option, path in given:
+        _check_output(path, option, inputs)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _same_file(output: Path, input: Path) -> bool:
@@ -462,6 +506,20 @@ def _check_inputs(inputs: list[Path]) -> None:
             raise InputNotFound(f"{path}: no such file or directory")
 
 
+def _check_sources(inputs: list[Path]) -> None:
+    """Inputs of a command that reads Parquet or session files: each exists,
+    and a folder holds one or the other (else it would be read as a Parquet
+    dataset without a column, or without a file)."""
+    _check_inputs(inputs)
+    for path in inputs:
+        if path.is_dir() and not any(
+            p.suffix in (*SESSION_SUFFIXES, ".parquet") and p.is_file() for p in path.rglob("*")
+        ):
+            suffixes = ", ".join(SESSION_SUFFIXES)
+            raise DatasetError(f"{path}: no sessions in this folder: no session files "
+                               f"({suffixes}) and no .parquet files")  # fmt: skip
+
+
 def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
@@ -477,7 +535,19 @@ def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     _check_inputs(inputs)
     result = read_sessions(inputs, fmt, **kwargs)
     _report_files(result.files)
+    _report_rejected(result.rejected)
     return result
+
+
+def _report_rejected(rejected: list[RejectedLine], shown: int = 5) -> None:
+    """Name the lines ``--on-error skip`` left out on stderr (a few, then how
+    many more); a whole document left out is named with the files."""
+    lines = [r for r in rejected if r.line > 0]
+    for r in lines[:shown]:
+        typer.echo(f"rejected: {r.path}:{r.line}: {_one_line(_cli_wording(r.error))}", err=True)
+    if len(lines) > shown:
+        typer.echo(f"rejected: {len(lines) - shown} more line(s) (`ctxcompact ingest "
+                   "--on-error skip --rejects FILE` writes every one)", err=True)  # fmt: skip
 
 
 #: Rows ingest gathers before it writes a row group (unless the gathered
@@ -509,8 +579,7 @@ def _ingest_to_parquet(
     from ctxcompact.formats.reader import iter_sessions
 
     _check_inputs(inputs)
-    _check_output(out, option, inputs)
-    _check_output(rejects, "--rejects", inputs)
+    _check_outputs({option: out, "--rejects": rejects}, inputs)
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
     rows = rejected = pending_rows = pending_bytes = 0
@@ -574,6 +643,7 @@ def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
     """The transcript at ``path`` and the format(s) it was read in."""
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
+    _check_sources([path])
     if _is_parquet(path):
         try:
             return cc.Transcript(pq.read_table(path)), "parquet"
@@ -702,8 +772,7 @@ def compact(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(output, "--output", [input])
-    _check_output(report, "--report", [input])
+    _check_outputs({"--output": output, "--report": report}, [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
@@ -722,16 +791,18 @@ def compact(
     }, as_json)  # fmt: skip
 
 
-def _load_many(inputs: list[Path], fmt: str | None) -> cc.Transcript:
+def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> cc.Transcript:
     """Parquet files/folders and session files/folders as one transcript."""
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
+    if len(parquet) > 1:
+        from ctxcompact.batch.parquet import parquet_files
+
+        parquet_files(parquet)  # a Parquet file given twice is named as such
     tables = [_load(p, fmt).to_arrow() for p in parquet]
     if sessions:
-        ingested = _ingest(sessions, fmt).table
+        ingested = _ingest(sessions, fmt, on_error=on_error).table
         # The same runs given as session files and as Parquet would surface as
         # non-contiguous rows (a session may span Parquet files, so those are
         # not compared with each other).
@@ -771,14 +842,21 @@ def _cell(key: str, v: Any) -> str:
 
 
 def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
-                   as_json: bool) -> None:  # fmt: skip
+                   as_json: bool, cfg: CompactionConfig) -> None:  # fmt: skip
     """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
     if rows and all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
         "baseline_prompt_tokens") for r in rows):  # fmt: skip
         # Equal columns look like a broken replay; say why they are equal.
-        typer.echo("note: no policy changed a prompt: policies act when a session "
-                   "overflows its context, and no session did; --mask-first (a grid's "
-                   "mask_first) masks at every step", err=True)  # fmt: skip
+        if not cfg.prune:
+            typer.echo("note: no policy changed a prompt: pruning is disabled "
+                       f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
+                       "with --mask-first (a grid's mask_first) or not; only a summary changes "
+                       "a prompt, when a session overflows its context, and no session "
+                       "did", err=True)  # fmt: skip
+        else:
+            typer.echo("note: no policy changed a prompt: policies act when a session "
+                       "overflows its context, and no session did; --mask-first (a grid's "
+                       "mask_first) masks at every step", err=True)  # fmt: skip
     if as_json:
         typer.echo(json.dumps({**extra, "policies": rows}, default=str))
         return
@@ -802,6 +880,17 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
     console.print(table)
     for key, value in extra.items():
         typer.echo(f"{key.replace('_', ' ')}: {value}")
+
+
+def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
+    """Say on stderr that the prune_* fields set in the configuration are not
+    applied to a policy given on its own (they adjust the config's policy)."""
+    sources = cfg.sources()
+    set_here = [f"{name} ({sources[name]})" for name in config_module.PRUNE_FIELDS
+                if name != "prune" and sources.get(name, "default") != "default"]  # fmt: skip
+    if set_here:
+        typer.echo(f"note: {what}: {', '.join(set_here)} adjust only the configuration's "
+                   "own policy, not applied here", err=True)  # fmt: skip
 
 
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
@@ -837,6 +926,7 @@ def replay(
         ),
     ] = None,
     method: MethodOption = None,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Replay every run call by call under each policy (offline digest summaries):
@@ -845,23 +935,30 @@ def replay(
     from ctxcompact.tuning import replay as run_replay
     from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
 
-    names: list[str | None] = list(policies) if policies else [None]
-    configs = []
-    for name in names:
-        overrides = _overrides(policy=name, method=method)
-        if mask_first:
-            overrides["mask_first"] = True
-        configs.append(_config(config, **overrides))
-    limits, _ = _limits(context, output_limit, configs[0])
+    for i, name in enumerate(policies or []):
+        if name in (policies or [])[:i]:  # its rows would be counted twice under one label
+            raise typer.BadParameter(f"{name!r} is given twice: give each policy once",
+                                     param_hint="--policy")  # fmt: skip
+    overrides = _overrides(method=method)
+    if mask_first:
+        overrides["mask_first"] = True
+    cfg = _config(config, **overrides)
+    # Each --policy is replayed as given; without one, the config's policy with
+    # its prune_* fields applied (what prune runs), labelled by what it is.
+    runs: list[tuple[str, Policy | None]] = [
+        (name, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
+    ] or [(cfg.prune_policy().describe(), None)]
+    if policies:
+        _note_prune_fields(cfg, "each --policy is replayed as given")
+    limits, _ = _limits(context, output_limit, cfg)
     _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
-        transcript = _load_many(inputs, fmt)
+        transcript = _load_many(inputs, fmt, on_error)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
-    for name, cfg in zip(names, configs, strict=True):
-        label = name or cfg.policy.name() or "custom"
+    for label, policy in runs:
         with _status(f"replaying under {label}", as_json):
-            result = run_replay(transcript, limits=limits or {"context": 0}, config=cfg,
+            result = run_replay(transcript, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=model)  # fmt: skip
         s = result.summary
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
@@ -872,7 +969,7 @@ def replay(
                                                               pa.string())))  # fmt: skip
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
-    _show_policies("replay", rows, {"model": model, "context": context}, as_json)
+    _show_policies("replay", rows, {"model": model, "context": context}, as_json, cfg)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -901,34 +998,37 @@ def tune(
     ] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,
+    method: MethodOption = None,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Replay every run under every point of a grid of policies (in parallel;
     Parquet is streamed in bounded memory) and show the points, the front of
     cost against retention, and optionally the HTML report."""
     from ctxcompact.tuning import tune as run_tune
-    from ctxcompact.tuning.grid import load_grid
+    from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
-    cfg = _config(config)
+    cfg = _config(config, **_overrides(method=method))
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
+    if not grid.is_file() or not os.access(grid, os.R_OK):  # an unreadable input: exit 3
+        raise InputNotFound(f"{grid}: cannot read the grid file (--grid)")
     points = load_grid(grid)  # a bad grid fails before any input is read
+    if set(points) - {*WINDOW_KEYS, *CONFIG_KEYS}:
+        _note_prune_fields(cfg, "a grid point's policy options are replayed as given")
     if context is None and "context" not in points:
         # Without one the runs would replay in an unlimited window: nothing to tune.
         raise typer.BadParameter("give the context window, or list 'context' in the grid",
                                  param_hint="--context")  # fmt: skip
     window = {"context": context or 0, "output": output_limit or 0}
-    _check_output(report, "--report", inputs)
-    _check_output(out, "--out", inputs)
+    _check_outputs({"--out": out, "--report": report}, inputs)
     if report is not None:
         from ctxcompact.tuning.report import pyplot
 
         pyplot()  # the report's dependency, checked before the work
-    for path in inputs:
-        if not path.exists():
-            raise InputNotFound(f"{path}: no such file or directory")
+    _check_sources(inputs)
     parquet = all(_is_parquet(p) for p in inputs)
-    corpus: Any = inputs if parquet else _load_many(inputs, fmt)
+    corpus: Any = inputs if parquet else _load_many(inputs, fmt, on_error)
     total = None if parquet else len(corpus.session_ids())
     console = _stderr()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -955,7 +1055,7 @@ def tune(
                              "front": [r["name"] for r in rows if r["front"]]}  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    _show_policies("tune", rows, extra, as_json)
+    _show_policies("tune", rows, extra, as_json, cfg)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
@@ -996,8 +1096,7 @@ def batch(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_output(destination, "DESTINATION", [source])
-    _check_output(report, "--report", [source])
+    _check_outputs({"DESTINATION": destination, "--report": report}, [source])
     console = _stderr()
     source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -1095,14 +1194,7 @@ def ingest(
         Path, typer.Option("--output", "-o", metavar="FILE", help="Parquet file of part rows.")
     ],
     source_format: FormatOption = None,
-    on_error: Annotated[
-        str,
-        typer.Option(
-            metavar="raise|skip",
-            callback=_choice(("raise", "skip")),
-            help="raise: stop at the first bad line; skip: reject it and go on.",
-        ),
-    ] = "raise",
+    on_error: OnErrorOption = "raise",
     rejects: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="JSONL file for skipped lines (with --on-error skip)."),
@@ -1147,8 +1239,7 @@ def ingest(
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.
     """
-    _check_output(output, "--output", inputs)
-    _check_output(rejects, "--rejects", inputs)
+    _check_outputs({"--output": output, "--rejects": rejects}, inputs)
     families = tuple(dict.fromkeys(count_methods or ()))
     for method in families:
         try:  # an unknown method, or one with nothing to count (ceil-bytes)
@@ -1282,7 +1373,14 @@ def version() -> None:
 def _cli_wording(message: str) -> str:
     # Library messages name keyword arguments; on the command line it is
     # --format (convert's is --from).
+    from ctxcompact.tuning.prices import UNKNOWN_HINT
+
     option = "--from" if sys.argv[1:2] == ["convert"] else "--format"
+    message = message.replace(
+        UNKNOWN_HINT,
+        'give its price in a --config file ([compaction.prices."<model>"] with input and '
+        "output, USD per million tokens) or in CTXCOMPACT_PRICES (JSON)",
+    )
     return re.sub(r"\bpass format=", f"pass {option} (one of: {', '.join(READ_FORMATS)})", message)
 
 
@@ -1316,7 +1414,7 @@ def main() -> None:
     except OutputNotWritable as e:
         _fail(EXIT_OUTPUT, str(e))
     except ConfigError as e:
-        _fail(EXIT_CONFIG, f"ConfigError: {e}")
+        _fail(EXIT_CONFIG, f"ConfigError: {_cli_wording(str(e))}")
     except cc.CompactionError as e:
         _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}{_where(e)}")
     except OSError as e:  # outputs are checked up front; what is left is mostly reading

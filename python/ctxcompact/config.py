@@ -308,6 +308,17 @@ class CompactionConfig(BaseSettings):
     def _load_policy(cls, value: Any) -> Any:
         return value if isinstance(value, Policy) else Policy.load(value)
 
+    @field_validator("prices")
+    @classmethod
+    def _check_prices(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        # Checked here, not when a model is priced: the error then names the
+        # file or variable the table came from.
+        from ctxcompact.tuning.prices import Price
+
+        for model, price in value.items():
+            Price.coerce(price, model=model)
+        return value
+
     def prune_policy(self) -> Policy:
         """The policy prune runs: ``policy``, with OpenCode's prune fields
         (``prune``, ``prune_protect``, ...) applied where they were set."""
@@ -317,6 +328,21 @@ class CompactionConfig(BaseSettings):
             if self._sources.get(name, DEFAULT) != DEFAULT
         }
         return with_prune_fields(self.policy, set_here)
+
+    def with_policy(self, policy: Policy) -> CompactionConfig:
+        """A copy that prunes by exactly ``policy``: OpenCode's prune fields
+        set here (``prune_protect``, ``prune_minimum``, ...) are not applied to
+        it, they now hold its values (``prune_policy()`` is ``policy``). The
+        ``prune`` switch stays: pruning switched off stays off."""
+        knobs = {name: getattr(policy, option) for name, option in PRUNE_FIELDS.items()
+                 if name != "prune"}  # fmt: skip
+        copy = self.model_copy(update={"policy": policy, **knobs})
+        # model_copy shares the private dict: give the copy its own.
+        sources = {**self._sources, "policy": ARGUMENT, **dict.fromkeys(knobs, DEFAULT)}
+        if self.prune:  # prune = true is the default: it must not override policy.enabled
+            sources["prune"] = DEFAULT
+        copy._sources = sources
+        return copy
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -209,6 +209,20 @@ class Policy(BaseModel):
         """The preset this policy is, if any."""
         return next((n for n, p in PRESETS.items() if p == self), None)
 
+    def describe(self) -> str:
+        """A label that says what this policy is: its preset's name, else the
+        nearest preset and the options that differ from it
+        (``opencode+protect=1000,minimum=500``)."""
+        if (name := self.name()) is not None:
+            return name
+        mine = self.model_dump()
+        changes = {
+            preset: {k: v for k, v in mine.items() if v != options[k]}
+            for preset, options in ((n, p.model_dump()) for n, p in PRESETS.items())
+        }
+        preset = min(changes, key=lambda n: len(changes[n]))  # the first on a tie
+        return preset + "+" + ",".join(f"{k}={json.dumps(v)}" for k, v in changes[preset].items())
+
 
 #: Named presets; docs/policies.md gives the source of every number.
 PRESETS: dict[str, Policy] = {

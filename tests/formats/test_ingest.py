@@ -520,6 +520,34 @@ def test_a_folder_of_documents_reads_with_unique_ids_and_skips_are_listed(
         read_sessions(tmp_path / "none")
 
 
+def test_what_a_folder_holds_but_no_file_is_named_not_silently_left_out(tmp_path: Path) -> None:
+    """A broken link, a pipe and a linked folder were left out without a word
+    (only files of other extensions were reported as skipped)."""
+    import os
+
+    from ctxcompact.formats.reader import iter_sessions, jsonl_files, read_sessions
+
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    runs.mkdir()
+    elsewhere.mkdir()
+    formats.write(SESSIONS[:1], runs / "a.jsonl", "openai-chat")
+    formats.write(SESSIONS[1:2], elsewhere / "b.jsonl", "openai-chat")
+    (runs / "x.json").symlink_to(tmp_path / "gone.json")
+    os.mkfifo(runs / "pipe.jsonl")  # never opened: reading it would block
+    (runs / "linked").symlink_to(elsewhere)
+    result = read_sessions(runs)
+    status = {Path(f.path).name: (f.status, f.reason) for f in result.files}
+    assert status["a.jsonl"][0] == "read" and result.sessions == 1
+    assert status["x.json"] == ("skipped", f"a broken symbolic link (to {tmp_path / 'gone.json'})")
+    assert status["pipe.jsonl"] == ("skipped", "not a regular file (a named pipe)")
+    assert status["linked"][0] == "skipped" and "link to a folder: not followed" in status[
+        "linked"][1]  # fmt: skip
+    assert jsonl_files(runs) == [runs / "a.jsonl"]
+    assert {Path(f.path).name for f in list(iter_sessions(runs))[-1].files} == set(status)
+    # given by itself, the linked folder is read
+    assert read_sessions(runs / "linked").sessions == 1
+
+
 def test_a_repeated_session_id_is_refused_at_once(tmp_path: Path) -> None:
     from ctxcompact.formats.reader import read_sessions
 

@@ -11,8 +11,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
+from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
-from ctxcompact.tuning.grid import points
+from ctxcompact.tuning.grid import points, results
 
 
 def run(sid: str, steps: int, chars: int) -> cc.Session:
@@ -106,7 +107,19 @@ def test_a_toml_grid(tmp_path: Path) -> None:
         ({}, "the grid is empty"),
         ({"keep_recent": [1]}, "no context window"),
         ({"context": [20_000]}, "leaves no usable input window"),
+        # 0 is unlimited elsewhere; tune --context takes at least 1, and so does a grid
+        ({"context": [0, 50_000]}, "grid point context=0: context 0 is no window"),
         ({"mask_first": ["yes"], "context": [50_000]}, "mask_first takes true or false"),
+        # a value listed twice made two points of one name, counted twice
+        (
+            {"preset": ["swe-agent", "swe-agent"], "context": [50_000]},
+            "grid option 'preset' lists 'swe-agent' twice",
+        ),
+        ({"keep_recent": [5, 5.0], "context": [50_000]}, "lists 5 and 5.0, one value"),
+        (
+            {"protect": [1, "1"], "context": [50_000]},
+            "grid point protect=1,context=50000: another point has this name",
+        ),
     ],
 )
 def test_bad_grids(grid: dict[str, Any], match: str) -> None:
@@ -128,6 +141,13 @@ def test_bad_grid_files(tmp_path: Path) -> None:
         load_grid(unknown)
     with pytest.raises(ConfigError, match="cannot read the grid"):
         load_grid(tmp_path / "missing.toml")
+    # keys beside a [grid] table were dropped without a word
+    for text, stray in (('context = [32000]\n[grid]\npreset = ["swe-agent"]\n', "context"),
+                        ('[grid]\npreset = ["swe-agent"]\n[other]\nx = 1\n', "other")):  # fmt: skip
+        mixed = tmp_path / "mixed.toml"
+        mixed.write_text(text)
+        with pytest.raises(ConfigError, match=f"{stray} is outside the \\[grid\\] table"):
+            load_grid(mixed)
 
 
 def test_bad_corpora(tmp_path: Path) -> None:
@@ -146,6 +166,10 @@ def test_bad_corpora(tmp_path: Path) -> None:
         tune(tmp_path, grid, limits=LIMITS, workers=1)
     with pytest.raises(NonContiguousError, match=r"session 's0' appears again at row \d+"):
         tune(pa.concat_tables(pieces), grid, limits=LIMITS, workers=1)
+    # one file given twice (or its folder and itself): named, not a session "appearing again"
+    for twice in ([tmp_path / "a.parquet"] * 2, [tmp_path, tmp_path / "a.parquet"]):
+        with pytest.raises(DuplicateSessionError, match=r"a\.parquet: this file is given twice"):
+            tune(twice, grid, limits=LIMITS, workers=1)
     with pytest.raises(ConfigError, match="tune takes Sessions"):
         tune([1, 2], grid, limits=LIMITS, workers=1)
     with pytest.raises(DuplicateSessionError, match="'s1' is repeated: sessions 1 and 2"):
@@ -178,3 +202,31 @@ def test_a_replay_never_changes_its_input() -> None:
               config=cc.CompactionConfig(mask_first=True))  # fmt: skip
     tune(SESSIONS, GRID, limits=LIMITS, workers=1)
     assert [s.model_dump() for s in SESSIONS] == before
+
+
+def test_a_points_policy_is_not_changed_by_the_configs_prune_fields(tmp_path: Path) -> None:
+    """A grid point's policy options run as given (the base config's legacy
+    prune_* fields used to override them under the point's name)."""
+    toml = tmp_path / "tight.toml"
+    toml.write_text("[compaction]\nprune_protect = 10000\nprune_minimum = 0\n")
+    tight = cc.CompactionConfig.from_file(toml)
+    grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [12_000]}
+    (point,) = points(grid, config=tight, limits=LIMITS)
+    assert point.config.prune_policy() == Policy.preset("swe-agent")
+    with_fields = tune(SESSIONS, grid, limits=LIMITS, config=tight, workers=1)
+    without = tune(SESSIONS, grid, limits=LIMITS, workers=1)
+    assert with_fields.points.equals(without.points)
+    adjusted = tune(SESSIONS, {**grid, "protect": [10_000]},
+                    limits=LIMITS, workers=1)  # fmt: skip
+    assert adjusted.points["prompt_tokens"] != without.points["prompt_tokens"]
+    # A point without policy options replays the config's policy, fields applied.
+    (own,) = points({"mask_first": [True], "context": [12_000]}, config=tight, limits=LIMITS)
+    assert own.config.prune_policy() == tight.prune_policy() != Policy()
+
+
+def test_points_of_one_name_are_never_summed_together() -> None:
+    grid = {"preset": ["swe-agent"], "context": [12_000]}
+    one = points(grid, limits=LIMITS)
+    calls = tune(SESSIONS, grid, limits=LIMITS, workers=1).calls
+    with pytest.raises(ConfigError, match="two grid points are named 'preset=swe-agent"):
+        results(calls, one * 2, None, None)

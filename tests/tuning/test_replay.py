@@ -112,6 +112,17 @@ def test_the_runs_own_compactions_are_not_replayed() -> None:
 def test_dated_model_names_match_their_family() -> None:
     assert price_of("claude-sonnet-4-20250514") == PRICES["claude-sonnet-4"]
     assert price_of("gpt-4.1-mini-2025-04-14") == PRICES["gpt-4.1-mini"]
+    assert price_of("gpt-4.1-2025-04-14") == PRICES["gpt-4.1"]
+    assert price_of("house-20250101", {"house": {"input": 1, "output": 2}}).output == 2
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4.1-nano", "claude-opus-4-5", "gpt-4o-audio", "claude-sonnet-4-2025", "gpt-4"]
+)
+def test_only_a_release_date_matches_a_family(model: str) -> None:
+    """Before, any ``<family>-...`` was priced as the family: gpt-4.1-nano as gpt-4.1."""
+    with pytest.raises(ConfigError, match=f"no price for model {model!r}"):
+        price_of(model)
 
 
 @pytest.mark.parametrize(
@@ -127,6 +138,24 @@ def test_dated_model_names_match_their_family() -> None:
 def test_bad_prices(model: str, prices: Any, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         price_of(model, prices)
+
+
+def test_bad_prices_in_a_config_name_their_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a bad table was found only when a model was priced, and the
+    error did not say which file it was in."""
+    bad = tmp_path / "prices.toml"
+    bad.write_text('[compaction.prices."my-model"]\ninput = 1.0\n')
+    with pytest.raises(ConfigError, match=f"{bad}: invalid prices: price of 'my-model' has no"):
+        cc.CompactionConfig.from_file(bad)
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[compaction.prices.gpt-4o]\ninput = 1\noutput = 2\ncache_wrte = 3\n")
+    with pytest.raises(ConfigError, match=f"{typo}: .*unknown field 'cache_wrte'"):
+        cc.CompactionConfig.from_file(typo)
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"output": 1}}')
+    with pytest.raises(ConfigError, match=r"CTXCOMPACT_PRICES=.*price of 'm' has no 'input'"):
+        cc.CompactionConfig()
 
 
 def test_bad_input() -> None:
@@ -210,3 +239,27 @@ def test_replay_batch_and_live_use_one_estimate(method: str) -> None:
     opencode = replay(session, limits=WIDE).calls.to_pylist()
     if method != "opencode":  # the method is really used (a fitted table is not chars / 4)
         assert [c["prompt_tokens"] for c in calls] != [c["prompt_tokens"] for c in opencode]
+
+
+def test_a_policy_given_runs_as_given_and_the_label_names_what_ran(tmp_path: Path) -> None:
+    """The config's prune_protect / prune_minimum adjust its own policy only: a
+    policy given to replay runs as given, and the config's own policy is
+    labelled with the fields applied (before, both were labelled by
+    ``config.policy`` while ``prune_policy()`` ran)."""
+    toml = tmp_path / "tight.toml"
+    toml.write_text('[compaction]\npolicy = "swe-agent"\nprune_protect = 3000\n'
+                    "prune_minimum = 0\nmask_first = true\n")  # fmt: skip
+    tight = cc.CompactionConfig.from_file(toml)
+    plain = cc.CompactionConfig(mask_first=True)
+    session = run(14, 2_000)
+    given = replay(session, "swe-agent", limits=NARROW, config=tight).summary
+    assert given == replay(session, "swe-agent", limits=NARROW, config=plain).summary
+    assert given["policy"] == "swe-agent"
+    # The config's own policy: swe-agent with protect 3000, labelled so, and
+    # another run than the preset's (which its label used to claim).
+    own = replay(session, limits=NARROW, config=tight).summary
+    ran = tight.prune_policy()
+    assert own["policy"] == ran.model_dump() and ran.describe() == "swe-agent+protect=3000"
+    assert own == {**replay(session, ran, limits=NARROW, config=plain).summary,
+                   "policy": ran.model_dump()}  # fmt: skip
+    assert own["prompt_tokens"] != given["prompt_tokens"]

@@ -75,7 +75,11 @@ def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[st
         if not path.exists():
             raise DatasetError(f"{path}: no such file or directory")
         return [path]
-    return [p for s in source for p in parquet_files(s)]
+    from ctxcompact.formats.reader import read_once
+
+    files = [p for s in source for p in parquet_files(s)]
+    read_once(files)  # a file given twice is named, not a session that "appears again"
+    return files
 
 
 def _open(path: Path) -> pq.ParquetFile:

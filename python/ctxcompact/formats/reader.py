@@ -74,9 +74,11 @@ class FileReport:
     """What became of one input file.
 
     ``status``: ``"read"`` (``format`` says how), ``"empty"`` (blank: no
-    sessions), ``"skipped"`` (not a session file by its extension: found in a
-    folder, never read) or ``"rejected"`` (its format could not be told, or a
-    document that cannot be read, under ``on_error="skip"``; ``reason`` says why).
+    sessions), ``"skipped"`` (found in a folder and never read: not a session
+    file by its extension, or not a regular file: a broken link, a pipe, a
+    device, a link to a folder, which is not followed) or ``"rejected"`` (its
+    format could not be told, or a document that cannot be read, under
+    ``on_error="skip"``); ``reason`` says why.
     """
 
     path: str
@@ -127,6 +129,23 @@ class _Input:
     #: file given by itself (named by its file name, as ``formats.read`` does).
     id_base: str | None
     in_folder: bool
+    #: Why an entry found in a folder is not read though it is no plain file
+    #: or folder (a broken link, a pipe, a linked folder); None otherwise.
+    skip: str | None = None
+
+
+def _not_read(path: Path) -> str:
+    """Why a folder entry that is neither a regular file nor a folder is not read."""
+    if path.is_symlink():
+        if not path.exists():
+            return f"a broken symbolic link (to {os.readlink(path)})"
+        if path.is_dir():
+            return "a symbolic link to a folder: not followed (give it as an input to read it)"
+    if path.is_fifo():
+        return "not a regular file (a named pipe)"
+    if path.is_socket():
+        return "not a regular file (a socket)"
+    return "not a regular file (a device)"
 
 
 def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...]) -> list[_Input]:
@@ -142,41 +161,51 @@ def _inputs(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...])
             raise InputTypeError(f"a path must be a str or a Path, got {type(item).__name__}")
         path = Path(item)
         if path.is_dir():
-            for p in sorted(q for q in path.rglob("*") if q.is_file()):
+            # rglob does not descend into a linked folder; what is neither a
+            # file nor a folder is named (skip), never silently left out.
+            for p in sorted(q for q in path.rglob("*") if q.is_symlink() or not q.is_dir()):
+                if not p.is_file():
+                    out.append(_Input(p, None, True, _not_read(p)))
+                    continue
                 rel = p.relative_to(path)
                 base = rel.with_suffix("").as_posix() if p.suffix in suffixes else None
                 out.append(_Input(p, base, True))
         else:
             out.append(_Input(path, None, False))
-    _read_once([i for i in out if not i.in_folder or i.path.suffix in suffixes])
+    read_once([i.path for i in out if _reads(i, suffixes)])
     return out
 
 
-def _read_once(inputs: list[_Input]) -> None:
-    """One file reached twice (a folder and a file in it, or a folder twice)
-    would be read twice, its sessions counted twice (under two names when
-    one route names it by its folder)."""
+def _reads(i: _Input, suffixes: tuple[str, ...]) -> bool:
+    """Whether ``i`` is read: given by itself, or a file of ``suffixes`` in a folder."""
+    return not i.in_folder or (i.skip is None and i.path.suffix in suffixes)
+
+
+def read_once(paths: Iterable[Path]) -> None:
+    """``DuplicateSessionError`` for one file reached twice (a folder and a
+    file in it, or a folder twice): it would be read twice, its sessions
+    counted twice (under two names when one route names it by its folder).
+    Session files and Parquet files alike."""
     from ctxcompact.errors import DuplicateSessionError
 
     seen: dict[tuple[int, int], Path] = {}
-    for i in inputs:
+    for path in paths:
         try:
-            st = i.path.stat()
+            st = path.stat()
         except OSError:
             continue  # a missing file is reported where it is read
         key = (st.st_dev, st.st_ino)
         if key in seen:
-            also = "" if seen[key] == i.path else f" (also as {seen[key]})"
+            also = "" if seen[key] == path else f" (also as {seen[key]})"
             raise DuplicateSessionError(
-                f"{i.path}: this file is given twice{also}: its sessions would be read twice"
+                f"{path}: this file is given twice{also}: its sessions would be read twice"
             )
-        seen[key] = i.path
+        seen[key] = path
 
 
 def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The files to read: each path, with a directory expanded to its ``*.jsonl`` (sorted)."""
-    return [i.path for i in _inputs(paths, JSONL_SUFFIXES)
-            if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+    return [i.path for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
 
 
 def _first_record(path: Path) -> tuple[int, Any] | None:
@@ -250,8 +279,7 @@ def read_jsonl(
     (JSONL, written atomically, also when empty) so a rerun can pick them up.
     """
     threads = _check(on_error, chunk_bytes, threads)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES)
-              if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
     result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
     if reject_path is not None:
         write_rejects(result.rejected, reject_path)
@@ -346,8 +374,7 @@ def iter_jsonl(
     """
     threads = _check(on_error, chunk_bytes, threads)
     _check_window(window_bytes)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES)
-              if not i.in_folder or i.path.suffix in JSONL_SUFFIXES]  # fmt: skip
+    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
     yield from _iter_jsonl(inputs, format, on_error, threads, chunk_bytes, window_bytes)
 
 
@@ -505,7 +532,9 @@ def _plan(
     for i in inputs:
         if not i.in_folder and not i.path.exists():
             raise FormatError(f"{i.path}: no such file or directory")
-        if i.path.suffix in JSONL_SUFFIXES:
+        if i.skip is not None:
+            reports.append(FileReport(str(i.path), "skipped", None, i.skip))
+        elif i.path.suffix in JSONL_SUFFIXES:
             jsonl.append(i)
         elif i.path.suffix in DOCUMENT_SUFFIXES:
             documents.append(i)

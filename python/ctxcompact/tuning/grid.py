@@ -8,8 +8,11 @@ memory: one batch per worker in flight); the batches run in worker processes.
 ``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
 
 Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
-window: ``context`` and ``output``. A value is a list of candidates (a
-scalar is one). In a TOML file, the keys sit at the top or under ``[grid]``.
+window: ``context`` (at least 1 token) and ``output``. A value is a list of
+candidates (a scalar is one), each listed once. In a TOML file, the keys sit
+at the top or under ``[grid]`` (then nothing else is in the file). What a
+grid does not vary comes from ``config`` (the estimate method, thresholds)
+and ``limits``.
 """
 
 from __future__ import annotations
@@ -101,7 +104,15 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
                               column="grid") from None  # fmt: skip
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{path}: not a TOML grid ({e})", column="grid") from None
-        data = data.get("grid", data)
+        if isinstance(data.get("grid"), Mapping):
+            # Keys beside the table would be dropped: the table is what is read.
+            if stray := sorted(k for k in data if k != "grid"):
+                raise ConfigError(
+                    f"{path}: {stray[0]} is outside the [grid] table, which is what is read: "
+                    "move it into the table (or put every key at the top)",
+                    column=str(stray[0]),
+                )  # fmt: skip
+            data = data["grid"]
     else:
         data = grid
     if not isinstance(data, Mapping) or not data:
@@ -117,8 +128,19 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
         listed = list(values) if isinstance(values, (list, tuple)) else [values]
         if not listed:
             raise ConfigError(f"{where}grid option {key!r} has no values", column=str(key))
+        for i, value in enumerate(listed):
+            # A value listed twice would make two points of one name: their
+            # calls would be counted twice under it.
+            if (first := next((v for v in listed[:i] if v == value), _UNSET)) is not _UNSET:
+                again = f"{first!r} twice" if repr(first) == repr(value) else (
+                    f"{first!r} and {value!r}, one value")  # fmt: skip
+                raise ConfigError(f"{where}grid option {key!r} lists {again}: list each "
+                                  "value once", column=str(key))  # fmt: skip
         out[str(key)] = listed
     return out
+
+
+_UNSET = object()
 
 
 def _name(options: Mapping[str, Any]) -> str:
@@ -141,23 +163,31 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
         policy_opts = {k: v for k, v in options.items()
                        if k not in WINDOW_KEYS and k not in CONFIG_KEYS}  # fmt: skip
         try:
-            policy = Policy.load(policy_opts) if policy_opts else base.policy
-            update: dict[str, Any] = {"policy": policy}
-            update |= {k: options[k] for k in CONFIG_KEYS if k in options}
             for key in CONFIG_KEYS:
                 if key in options and not isinstance(options[key], bool):
                     raise ConfigError(f"{key} takes true or false, not {options[key]!r}",
                                       column=key)  # fmt: skip
-            # model_copy: re-validating a dump would let the legacy prune_* fields
-            # of the base config override the point's policy.
-            cfg = base.model_copy(update=update)
+            # A point's policy options are replayed as given: the base config's
+            # prune_protect etc. adjust only its own policy (a point without
+            # policy options replays that one, as prune would run it).
+            policy = Policy.load(policy_opts) if policy_opts else base.prune_policy()
+            cfg = base.with_policy(policy).model_copy(
+                update={k: options[k] for k in CONFIG_KEYS if k in options}
+            )
             window = {
                 "context": options.get("context", base_window.context if base_window else None),
                 "output": options.get("output", base_window.output if base_window else 0),
             }
-            if window["context"] is None:
+            if window["context"] is None or (window["context"] == 0 and "context" not in options):
                 raise ConfigError("no context window: put 'context' in the grid or pass limits=",
                                   column="context")  # fmt: skip
+            if isinstance(window["context"], int) and window["context"] == 0:
+                # 0 is an unlimited window elsewhere: nothing would be tuned.
+                raise ConfigError("context 0 is no window: a grid's context is at least 1 "
+                                  "token, as tune --context", column="context")  # fmt: skip
+            if any(p.name == name for p in out):  # "1" and 1: one name, counted twice
+                raise ConfigError("another point has this name: list each value once",
+                                  column="grid")  # fmt: skip
             out.append(Point(name, options, cfg, check_window(Limits.coerce(window), cfg)))
         except ConfigError as e:
             raise ConfigError(f"{where}grid point {name}: {e}", column=e.column) from None
@@ -299,6 +329,11 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
     if calls.num_rows == 0:
         raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
                            column="role")  # fmt: skip
+    grid_points = list(grid_points)
+    names = [p.name for p in grid_points]
+    if len(set(names)) < len(names):  # their calls could not be told apart
+        twice = next(n for i, n in enumerate(names) if n in names[:i])
+        raise ConfigError(f"two grid points are named {twice!r}", column="grid")
     summaries: dict[str, dict[str, Any]] = {}
     for point in grid_points:
         mine = calls.filter(pc.equal(calls["policy"], point.name))

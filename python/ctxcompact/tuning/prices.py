@@ -13,6 +13,7 @@ bill and pass your own with ``prices=`` where they differ.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,15 +78,27 @@ PRICES: dict[str, Price] = {
 }
 
 
+#: A release date at the end of a model name: ``-20250514`` (Anthropic),
+#: ``-2025-04-14`` (OpenAI).
+_DATE = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
 def price_of(model: str, prices: Mapping[str, Any] | None = None) -> Price:
-    """The price of ``model``: from ``prices`` (overrides) else the shipped table;
-    a dated model name (``claude-sonnet-4-20250514``) matches its family."""
+    """The price of ``model``: from ``prices`` (overrides) else the shipped table.
+    A model name matches itself, or its family when it only adds a release date
+    (``claude-sonnet-4-20250514``, ``gpt-4.1-mini-2025-04-14``); any other
+    name (``gpt-4.1-nano``, ``claude-opus-4-5``) needs its own price."""
     table: dict[str, Any] = {**PRICES, **(prices or {})}
-    for name in sorted(table, key=len, reverse=True):
-        if model == name or model.startswith(name + "-"):
+    for name in (model, _DATE.sub("", model)):
+        if name in table:
             return Price.coerce(table[name], model=name)
-    raise ConfigError(f"no price for model {model!r}; known: {', '.join(sorted(table))} "
-                      "(pass prices={...})", column="prices")  # fmt: skip
+    raise ConfigError(f"no price for model {model!r}; known: {', '.join(sorted(table))}, and "
+                      f"each with a release date (-20250514 or -2025-04-14); {UNKNOWN_HINT}",
+                      column="prices")  # fmt: skip
+
+
+#: How to price a model the table lacks (the CLI rewrites it: it has no prices=).
+UNKNOWN_HINT = "pass prices={model: {'input': ..., 'output': ...}} or set the config's prices"
 
 
 def price_for(model: str | None, *overrides: Mapping[str, Any] | None) -> Price | None:

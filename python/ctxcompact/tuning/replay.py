@@ -240,6 +240,12 @@ def replay(
 ) -> Replay:
     """Replay every run of ``data`` under ``policy`` (default: the config's).
 
+    A ``policy`` given here is replayed exactly as given; without one, the
+    config's policy is, with its ``prune_protect`` / ``prune_minimum`` /
+    ``prune_protected_tools`` / ``prune_continue_past_compacted`` applied
+    (``CompactionConfig.prune_policy()``, what ``prune`` runs).
+    ``summary["policy"]`` is what ran: a preset's name, else its options.
+
     ``limits``: the model's window (``{"context": ..., "output": ...}``).
     ``model``: price the calls (``tuning.prices``; the config's ``prices``,
     then ``prices``, override or add models). ``summarizer``: real summaries
@@ -247,7 +253,8 @@ def replay(
     """
     cfg = config or CompactionConfig()
     if policy is not None:
-        cfg = cfg.model_copy(update={"policy": Policy.load(policy)})
+        # Replayed as given: the config's prune_protect etc. adjust its own policy only.
+        cfg = cfg.with_policy(Policy.load(policy))
     window = check_window(Limits.coerce(limits), cfg)
     if cache_ttl_s < 0:
         raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
@@ -262,7 +269,8 @@ def replay(
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
-    summary = {"policy": cfg.policy.name() or cfg.policy.model_dump(),
+    ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
+    summary = {"policy": ran.name() or ran.model_dump(),
                **summarize_calls(calls, price, model)}  # fmt: skip
     return Replay(calls=calls, sessions=per_session_table(calls), summary=summary)
 
