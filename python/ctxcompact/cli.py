@@ -826,7 +826,8 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
 
 #: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
 POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
-               "cached_tokens", "cost", "baseline_cost", "compactions", "retention")  # fmt: skip
+               "cached_tokens", "cost", "baseline_cost", "compactions", "over_window",
+               "retention")  # fmt: skip
 
 
 def _cell(key: str, v: Any) -> str:
@@ -857,6 +858,12 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
             typer.echo("note: no policy changed a prompt: policies act when a session "
                        "overflows its context, and no session did; --mask-first (a grid's "
                        "mask_first) masks at every step", err=True)  # fmt: skip
+    for row in rows:
+        if row.get("over_window"):
+            typer.echo(f"warning: {row['name']}: {row['over_window']:,} call(s) sent a prompt "
+                       "over the input window (context less the answer's reserve), which the "
+                       "model would refuse: compaction did not keep those sessions under it "
+                       "(over_window per call in --out)", err=True)  # fmt: skip
     if as_json:
         typer.echo(json.dumps({**extra, "policies": rows}, default=str))
         return

@@ -4,6 +4,8 @@ writes, compactions, and what it all costs against the run without them."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,30 @@ def test_a_summary_fires_when_the_window_fills_and_shrinks_the_prompt() -> None:
     assert fired[0]["cached_tokens"] < fired[0]["prompt_tokens"] / 2
     # Offline: the digest summaries cost no model call.
     assert result.summary["summary_input_tokens"] == 0
+
+
+def test_calls_over_the_window_are_flagged_not_hidden(tmp_path: Path) -> None:
+    """A stored system prompt no compaction removes fills the window: every
+    call is over it, which the calls, the totals and the CLI say."""
+    session = run(3, 1_000)
+    system = {"info": {"id": "sys", "role": "system"},
+              "parts": [{"id": "sysp", "type": "text", "text": "rules " * 8_000}]}  # fmt: skip
+    session = cc.Session.model_validate(
+        {"info": {"id": "r"}, "messages": [system, *session.to_export()["messages"]]}
+    )
+    result = replay(session, limits=NARROW)
+    assert [c["over_window"] for c in result.calls.to_pylist()] == [True] * 3
+    assert result.summary["over_window"] == 3
+    assert result.sessions.to_pylist()[0]["over_window"] == 3
+    fits = replay(run(12, 8_000), limits=NARROW)
+    assert fits.summary["over_window"] == 0
+    path = tmp_path / "run.json"
+    formats.write([session], path, "opencode")
+    done = subprocess.run([sys.executable, "-m", "ctxcompact.cli", "replay", str(path),
+                           "--context", "12000", "--output-limit", "1000"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "3 call(s) sent a prompt over the input window" in done.stderr
 
 
 def test_masking_every_step_avoids_summaries_but_breaks_the_cache() -> None:

@@ -13,7 +13,9 @@ proactive check on the estimated context decides compactions.
 Per call it records the prompt, the part of it identical to the previous
 call's prompt prefix (a cache read when the calls are within the cache's
 lifetime), the rest (sent fresh and written to the cache), the output, and
-whether a compaction ran and why; the same for the run without any
+whether a compaction ran and why, and whether the prompt was over the input
+window (``over_window``: the model would have refused it); the same for the
+run without any
 compaction (the full history every call, append-only, so every call reads the
 previous prompt from the cache). Offline by default: summaries are the
 deterministic digest, which costs nothing; with a ``Summarizer`` holding a
@@ -68,6 +70,9 @@ CALL_SCHEMA = pa.schema([
     ("removed_facts", pa.int64()),
     ("kept_facts", pa.int64()),
     ("lost", pa.list_(pa.string())),
+    # The prompt is over the input window (context less the answer's reserve):
+    # the model would have refused it (the compactions could not keep up).
+    ("over_window", pa.bool_()),
 ])  # fmt: skip
 
 #: The cache lifetime of Anthropic's default cache and OpenAI's (5 minutes).
@@ -137,6 +142,7 @@ def replay_session(
         return estimate_chat_messages(messages, method=config.estimate_method,
                                       overhead=config.message_overhead)  # fmt: skip
 
+    usable = limits.usable(config)
     rows: list[dict[str, Any]] = []
     previous: list[dict[str, Any]] = []
     # The run's messages since the previous call, as the model would read them:
@@ -200,6 +206,7 @@ def replay_session(
                 "removed_facts": len(removed.removed) if removed else 0,
                 "kept_facts": removed.kept if removed else 0,
                 "lost": [f.label() for f in removed.lost] if removed else [],
+                "over_window": usable is not None and prompt > usable,
             })  # fmt: skip
             previous, baseline_previous, pending = sent, baseline, []
         store.append_message(sid, message)
@@ -282,7 +289,7 @@ def per_session_table(calls: pa.Table) -> pa.Table:
     """The per-call table summed per session."""
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
         [(k, "sum") for k in [*_TOKENS, "removed_facts", "kept_facts"]]
-        + [("compacted", "sum"), ("call", "count")]
+        + [("compacted", "sum"), ("over_window", "sum"), ("call", "count")]
     )
     return per_session.rename_columns(
         [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
@@ -300,6 +307,8 @@ def summarize_calls(calls: pa.Table, price: Price | None = None,
         "sessions": len(pc.unique(calls["session_id"])),
         "calls": calls.num_rows,
         "compactions": int(pc.sum(calls["compacted"]).as_py() or 0),
+        # Calls whose prompt the model would have refused (over its input window).
+        "over_window": int(pc.sum(calls["over_window"]).as_py() or 0),
         **totals,
         # Kept / removed facts over every call that removed something (1.0: none did).
         "removed_facts": removed,
