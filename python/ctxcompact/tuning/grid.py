@@ -59,6 +59,7 @@ POINT_SCHEMA = pa.schema([
     ("baseline_prompt_tokens", pa.int64()),
     ("cached_tokens", pa.int64()),
     ("compactions", pa.int64()),
+    ("over_window", pa.int64()),
     ("retention", pa.float64()),
     ("cost", pa.float64()),
     ("baseline_cost", pa.float64()),
@@ -346,7 +347,7 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
             "prompt_tokens": s["prompt_tokens"],
             "baseline_prompt_tokens": s["baseline_prompt_tokens"],
             "cached_tokens": s["cached_tokens"], "compactions": s["compactions"],
-            "retention": s["retention"], "cost": s.get("cost"),
+            "over_window": s["over_window"], "retention": s["retention"], "cost": s.get("cost"),
             "baseline_cost": s.get("baseline_cost"), "pareto": False,
         })  # fmt: skip
 

@@ -175,7 +175,7 @@ def lost_plot(lost: Sequence[tuple[str, int]]) -> str:
 
 def _table(points: pa.Table) -> str:
     columns = ["policy", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
-               "cached_tokens", "compactions", "retention", "cost", "baseline_cost",
+               "cached_tokens", "compactions", "over_window", "retention", "cost", "baseline_cost",
                "pareto"]  # fmt: skip
     head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in columns)
     rows = []
