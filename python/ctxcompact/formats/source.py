@@ -33,7 +33,14 @@ def source_dict(
     return dict(source_of(model, key, openhands=openhands) or {})
 
 
+def openhands_event(value: Any) -> bool:
+    """A message's source as the OpenHands reader keeps it: ``{"event": {...}}``
+    and nothing else (a Claude Code message keeps an ``event`` too, beside its
+    ``message``)."""
+    return isinstance(value, dict) and set(value) == {"event"} and isinstance(value["event"], dict)
+
+
 def _openhands_record(value: Any) -> bool:
-    return isinstance(value, dict) and (
-        set(value) == {"event"} or ("history" in value and "instruction" in value)
+    return openhands_event(value) or (
+        isinstance(value, dict) and "history" in value and "instruction" in value
     )

@@ -1,0 +1,29 @@
+"""Converting a real session from one format to another: nothing is lost on
+the way, and a writer that cannot hold a foreign session says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import FormatError
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+CLAUDE = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
+ROCK = DATA / "transcripts" / "swe-agent" / "trajectories" / "demonstrations" / "ctf" / "rev"
+ROCK = ROCK / "rock.traj"
+needs = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
+
+
+@needs
+def test_a_claude_code_session_is_no_openhands_stream(tmp_path: Path) -> None:
+    # Claude Code keeps its event envelope under source["event"] too; written as
+    # OpenHands events it lost every message (text and tool calls).
+    sessions = formats.read(CLAUDE)
+    with pytest.raises(FormatError, match="did not come from an OpenHands stream"):
+        formats.to_openhands(sessions[0])
+    out = tmp_path / "rep.openhands.json"
+    with pytest.raises(FormatError, match="did not come from an OpenHands stream"):
+        formats.write(sessions[:1], out, "openhands")
+    assert not out.exists()
