@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from ctxcompact import formats
 from ctxcompact.errors import FormatError
+from ctxcompact.models import Session
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 CLAUDE = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
@@ -27,3 +28,23 @@ def test_a_claude_code_session_is_no_openhands_stream(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="did not come from an OpenHands stream"):
         formats.write(sessions[:1], out, "openhands")
     assert not out.exists()
+
+
+def _texts(session: Session) -> list[tuple[str, str]]:
+    return [(m.role, p.text or "") for m in session.messages for p in m.parts if p.type == "text"]
+
+
+@needs
+def test_a_swe_agent_system_prompt_survives_claude_code(tmp_path: Path) -> None:
+    # its system message keeps SWE-agent's fields ("agent", "message_type") as
+    # source, and the writer took a source without "text_key" for a Claude Code
+    # event that holds its text itself: the prompt was dropped
+    sessions = formats.read(ROCK)
+    system = sessions[0].messages[0]
+    assert system.role == "system" and system.parts[0].text
+    out = tmp_path / "rock.claude.jsonl"
+    formats.write(sessions, out, "claude-code")
+    back = formats.read(out)
+    assert back[0].messages[0].role == "system"
+    assert back[0].messages[0].parts[0].text == system.parts[0].text
+    assert _texts(back[0]) == _texts(sessions[0])  # every text, the prompt included
