@@ -105,3 +105,25 @@ def test_the_chat_reader_keeps_the_text_of_every_block(tmp_path: Path) -> None:
     assert read_jsonl(path, "openai-chat").transcript.to_sessions() == [
         formats.read(path, "openai-chat")[0]
     ]
+
+
+CHAT_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}
+
+
+@needs
+def test_claude_code_to_chat_writes_chat_messages_only() -> None:
+    # each message carried Claude Code's event, message, has_content and
+    # content_is_text keys, and each turn of tool results became an extra
+    # {"role": "user", "content": ""} (the results follow their calls already)
+    session = formats.read(CLAUDE)[0]
+    chat = formats.to_openai_chat(session)
+    assert all(set(m) <= CHAT_KEYS for m in chat), [sorted(set(m) - CHAT_KEYS) for m in chat]
+    assert not [m for m in chat if m["role"] == "user" and m["content"] == ""]
+    calls = [c["id"] for m in chat for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in chat if m["role"] == "tool"]
+    assert calls and results == calls
+    body = formats.to_anthropic(session)  # the same for another target
+    assert all(set(m) == {"role", "content"} for m in body["messages"])
+    # and Claude Code itself still gets its own events back
+    lines = [json.loads(line) for line in CLAUDE.read_text().splitlines() if line.strip()]
+    assert formats.to_claude_code(session) == lines

@@ -259,7 +259,7 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
 def to_claude_code(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = source_dict(message.info)
+        source = source_dict(message.info, claude_code=True)
         if "raw" in source:
             events.append(source["raw"])
             continue

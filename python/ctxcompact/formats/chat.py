@@ -208,9 +208,17 @@ def _content_out(message: MessageWithParts) -> Any:
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:
     """The session as an OpenAI chat message list (tool results right after their call)."""
     out: list[dict[str, Any]] = []
+    answered = {
+        p.callID for m in session.messages for p in m.parts
+        if p.type == "tool" and p.state is not None and p.state.status in ("completed", "error")
+    }  # fmt: skip
     for message in session.messages:
         info = message.info
         source = source_dict(info)
+        if message.parts and all(
+            p.type == "tool-result" and p.callID in answered for p in message.parts
+        ):
+            continue  # a turn of results (Anthropic, Responses): each follows its call
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message), **source})
