@@ -127,3 +127,17 @@ def test_claude_code_to_chat_writes_chat_messages_only() -> None:
     # and Claude Code itself still gets its own events back
     lines = [json.loads(line) for line in CLAUDE.read_text().splitlines() if line.strip()]
     assert formats.to_claude_code(session) == lines
+
+
+@needs
+def test_tau_bench_jsonl_is_a_run_per_line(tmp_path: Path) -> None:
+    # was the whole list of runs on one line, without a line break
+    sessions = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")
+    assert len(sessions) > 1
+    out = tmp_path / "runs.jsonl"
+    formats.write(sessions, out, "tau-bench")
+    text = out.read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == len(sessions)
+    assert all(len(json.loads(line)) == 1 for line in text.splitlines())
+    assert formats.read(out) == sessions
+    assert read_jsonl(out).transcript.to_sessions() == sessions

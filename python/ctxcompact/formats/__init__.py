@@ -345,10 +345,11 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 
 
 def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
-    """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code
-    and OpenCode messages: one event per line) for a ``.jsonl`` path, else one
-    JSON document: one session (tau-bench: its list of results); more is a
-    ``FormatError``, as no reader takes such a file back.
+    """Write ``sessions`` in ``format``: JSONL for a ``.jsonl`` path (one session
+    per line; tau-bench: a list of one run; Claude Code and OpenCode messages:
+    one event per line), else one JSON document: one session (tau-bench: its
+    list of results); more is a ``FormatError``, as no reader takes such a
+    file back.
 
     The file is replaced whole or left as it was (an error converting a
     session writes nothing); a folder that does not exist is an ``OSError``."""
@@ -376,6 +377,9 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
             json.dumps(m, ensure_ascii=False) for s in sessions for m in to_opencode_messages(s)
         ]
         text = "".join(line + "\n" for line in lines)
+    elif format == "tau-bench" and jsonl:  # a line is a list of runs: one run each
+        text = "".join(json.dumps([run], ensure_ascii=False) + "\n" for run in
+                       to_tau_bench(sessions))  # fmt: skip
     elif format == "tau-bench":
         text = json.dumps(to_tau_bench(sessions), ensure_ascii=False)
     else:
