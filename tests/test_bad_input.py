@@ -19,6 +19,7 @@ from ctxcompact.errors import (
     ConfigError,
     DatasetError,
     InconsistentMessageError,
+    InputTypeError,
     InternalError,
     MissingColumnError,
     NonContiguousError,
@@ -27,7 +28,7 @@ from ctxcompact.errors import (
     TranscriptError,
     UnknownValueError,
 )
-from ctxcompact.scans import PruneResult, estimate_tokens_array, pivot_mask
+from ctxcompact.scans import PruneResult, count_tokens_array, estimate_tokens_array, pivot_mask
 from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA
 
 # Scan columns as plain strings (the builder below picks other layouts on purpose).
@@ -441,6 +442,15 @@ def test_zero_threads(call: Callable[[pa.Table], Any]) -> None:
 def test_estimate_array_of_non_strings() -> None:
     e = expect(ColumnTypeError, lambda: estimate_tokens_array(pa.array([1, 2])))
     assert e.column == "values"
+
+
+@pytest.mark.parametrize("fn", [estimate_tokens_array, count_tokens_array])
+@pytest.mark.parametrize("values", [["a", "b"], "hello"], ids=["list", "str"])
+def test_an_array_function_given_no_arrow_is_an_input_type_error(fn: Any, values: Any) -> None:
+    # was the core's plain ValueError ("Expected object with __arrow_c_array__ ...")
+    e = expect(InputTypeError, lambda: fn(values))
+    assert f"{fn.__name__} takes an Arrow string array" in str(e)
+    assert type(values).__name__ in str(e)
 
 
 # --- all-null dictionaries -------------------------------------------------------------

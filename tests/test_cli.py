@@ -628,10 +628,13 @@ def test_ingest_counts_a_family_for_prune_with_that_method(
         got = [run(monkeypatch, capsys, "prune", str(p), "--method", method, "--policy",
                    "aggressive", "--json")[1] for p in (rows, plain)]  # fmt: skip
         assert got[0] == got[1] and got[0]["tokens_pruned"] > 0
-    for bad in ("ceil-bytes", "gpt9"):
+    # an unknown value is a usage error (2), as for --method; it was 4, its message
+    # listed opencode and ceil-bytes, then ceil-bytes was refused and opencode did nothing
+    for bad in ("ceil-bytes", "gpt9", "opencode"):
         code, _, err = run_err(monkeypatch, capsys, "ingest", str(src), "-o",
                                str(tmp_path / "x.parquet"), "--count-method", bad)  # fmt: skip
-        assert code == 4 and "ConfigError" in err and not (tmp_path / "x.parquet").exists()
+        assert code == 2 and "is not a tokenizer family" in err, err
+        assert "o200k, cl100k" in err and not (tmp_path / "x.parquet").exists()
 
 
 def test_a_folder_without_sessions_says_so(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:

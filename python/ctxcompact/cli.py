@@ -54,7 +54,7 @@ from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, FormatError
-from ctxcompact.estimators import METHODS
+from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import (
     DOCUMENT_SUFFIXES,
@@ -66,7 +66,7 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS, counted_field
+from ctxcompact.transcript import OUTPUT_UNITS
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -128,6 +128,20 @@ def _choice(values: tuple[str, ...]) -> Callable[[str | None], str | None]:
         return value
 
     return check
+
+
+def _count_methods(values: list[str] | None) -> list[str] | None:
+    """--count-method: a tokenizer family (``<family>-conservative`` counts the
+    same column); anything else is a usage error, as for --method."""
+    for value in values or ():
+        if value not in FAMILIES and value.removesuffix("-conservative") not in FAMILIES:
+            why = {
+                "opencode": " (opencode's counts are output_utf16, kept by --count-units)",
+                "ceil-bytes": " (ceil-bytes reads the texts' byte lengths: nothing to count)",
+            }.get(value, "")
+            raise typer.BadParameter(f"{value!r} is not a tokenizer family, one of: "
+                                     f"{', '.join(FAMILIES)}{why}")  # fmt: skip
+    return values
 
 
 ConfigOption = Annotated[
@@ -1222,8 +1236,10 @@ def ingest(
         typer.Option(
             "--count-method",
             metavar="FAMILY",
-            help="Also count each output under a tokenizer family's estimate "
-            "(output_units_<family>), for prune with that --method; repeatable.",
+            callback=_count_methods,
+            help=f"Also count each output under a tokenizer family's estimate "
+            f"(output_units_<family>), for prune with that --method (or "
+            f"<family>-conservative); repeatable. One of: {', '.join(FAMILIES)}.",
         ),
     ] = None,
     window_mb: Annotated[
@@ -1247,12 +1263,7 @@ def ingest(
     other kinds found in a folder are listed as skipped.
     """
     _check_outputs({"--output": output, "--rejects": rejects}, inputs)
-    families = tuple(dict.fromkeys(count_methods or ()))
-    for method in families:
-        try:  # an unknown method, or one with nothing to count (ceil-bytes)
-            counted_field(method)
-        except ConfigError as e:
-            raise ConfigError(f"--count-method {method!r}: {e}") from None
+    families = tuple(dict.fromkeys(count_methods or ()))  # checked by _count_methods
     start = time.perf_counter()
     with _status("reading session files", as_json):
         streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,

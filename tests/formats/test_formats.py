@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,25 @@ def test_bad_input_names_file_line_and_message(tmp_path: Path) -> None:
         read(tmp_path / "missing.json")
     with pytest.raises(FormatError, match="unknown format"):
         write([], tmp_path / "x.json", "yaml")
+
+
+@needs_data
+def test_utf16_input_is_named(tmp_path: Path) -> None:
+    # was "not valid UTF-8 (invalid start byte at byte 0)"
+    from ctxcompact.formats.reader import read_jsonl
+
+    runs = json.loads((DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json").read_text())
+    doc, lines = tmp_path / "runs.json", tmp_path / "runs.jsonl"
+    doc.write_text(json.dumps(runs), encoding="utf-16")  # with its byte order mark
+    lines.write_text(json.dumps(runs) + "\n", encoding="utf-16")
+    says = "UTF-16 text (convert to UTF-8)"
+    with pytest.raises(FormatError, match=rf"runs\.json: {re.escape(says)}"):
+        read(doc)
+    with pytest.raises(FormatError, match=rf"runs\.jsonl:1: {re.escape(says)}"):
+        read(lines)
+    for forced in (None, "tau-bench"):  # the native reader, detected or forced
+        with pytest.raises(FormatError, match=rf"runs\.jsonl:1: {re.escape(says)}"):
+            read_jsonl(lines, forced)
 
 
 RESPONSES: list[dict[str, Any]] = [

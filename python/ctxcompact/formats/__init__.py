@@ -47,6 +47,21 @@ from ctxcompact.models import Session
 FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
 
 
+#: The Responses item types the adapter maps.
+RESPONSES_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+#: Content block types only the Responses API has (chat has text, image_url,
+#: input_audio, file, refusal).
+RESPONSES_BLOCKS = frozenset({"input_text", "output_text", "input_image", "input_file"})
+
+
+def _responses_blocks(item: Any) -> bool:
+    """A ``{role, content}`` item whose content holds a Responses-only block."""
+    content = item.get("content") if isinstance(item, Mapping) else None
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") in RESPONSES_BLOCKS for b in content
+    )
+
+
 def detect_format(obj: Any) -> str:
     """The format of a parsed JSON document (``FormatError`` when none fits)."""
     if isinstance(obj, Mapping):
@@ -72,7 +87,7 @@ def detect_format(obj: Any) -> str:
                 return "anthropic"
             return "openai-chat"
         if isinstance(obj.get("input"), list):  # a Responses request body
-            kinds = {"message", "function_call", "function_call_output", "reasoning"}
+            kinds = RESPONSES_ITEMS
             if any(isinstance(i, Mapping) and (i.get("type") in kinds or "role" in i)
                    for i in obj["input"]):  # fmt: skip
                 return "openai-responses"
@@ -85,8 +100,9 @@ def detect_format(obj: Any) -> str:
                 return "openhands"
             if "type" in first and ("uuid" in first or "sessionId" in first):
                 return "claude-code"
-            kinds = {"message", "function_call", "function_call_output", "reasoning"}
-            if any(isinstance(i, Mapping) and i.get("type") in kinds for i in obj):
+            if any(isinstance(i, Mapping) and i.get("type") in RESPONSES_ITEMS for i in obj):
+                return "openai-responses"
+            if any(map(_responses_blocks, obj)):  # {role, content} items, no "type"
                 return "openai-responses"
         if is_chat_list(obj):
             return "mini-swe-agent" if looks_like_mini_swe_agent(obj) else "openai-chat"
@@ -166,6 +182,10 @@ def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
             if not isinstance(event, Mapping) or not isinstance(event.get("type"), str):
                 raise FormatError(f'not a Claude Code event: event {i} has no "type" string',
                                   row=i)  # fmt: skip
+            if "role" in event or event["type"] in RESPONSES_ITEMS:
+                # a Claude Code event holds its role in "message"
+                raise FormatError(f"not a Claude Code event: event {i} is a chat message or an "
+                                  "OpenAI Responses item", row=i)  # fmt: skip
         return [from_claude_code(obj, None)]
     if fmt == "swe-agent":
         return [from_swe_agent(obj, name)]
@@ -325,10 +345,11 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 
 
 def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
-    """Write ``sessions`` in ``format``: JSONL (one session per line; Claude Code
-    and OpenCode messages: one event per line) for a ``.jsonl`` path, else one
-    JSON document: one session (tau-bench: its list of results); more is a
-    ``FormatError``, as no reader takes such a file back.
+    """Write ``sessions`` in ``format``: JSONL for a ``.jsonl`` path (one session
+    per line; tau-bench: a list of one run; Claude Code and OpenCode messages:
+    one event per line), else one JSON document: one session (tau-bench: its
+    list of results); more is a ``FormatError``, as no reader takes such a
+    file back.
 
     The file is replaced whole or left as it was (an error converting a
     session writes nothing); a folder that does not exist is an ``OSError``."""
@@ -356,6 +377,9 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
             json.dumps(m, ensure_ascii=False) for s in sessions for m in to_opencode_messages(s)
         ]
         text = "".join(line + "\n" for line in lines)
+    elif format == "tau-bench" and jsonl:  # a line is a list of runs: one run each
+        text = "".join(json.dumps([run], ensure_ascii=False) + "\n" for run in
+                       to_tau_bench(sessions))  # fmt: skip
     elif format == "tau-bench":
         text = json.dumps(to_tau_bench(sessions), ensure_ascii=False)
     else:

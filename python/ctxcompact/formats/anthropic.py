@@ -259,7 +259,7 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
 def to_claude_code(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = source_dict(message.info)
+        source = source_dict(message.info, claude_code=True)
         if "raw" in source:
             events.append(source["raw"])
             continue
@@ -268,10 +268,15 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
         made: dict[str, Any] = {"type": message.role, "uuid": message.id, "sessionId": session.id}
         # the event read is reused only when it was a Claude Code event (not an OpenHands one)
         read = source.get("event")
-        event = (
-            dict(read) if isinstance(read, Mapping) and isinstance(read.get("type"), str) else made
-        )
+        if isinstance(read, Mapping) and isinstance(read.get("type"), str):
+            event = dict(read)
+        else:
+            # another format's source (SWE-agent's "agent", chat's "name"...) says
+            # nothing about a Claude Code event: the event is made from scratch
+            event, source = made, {}
         if isinstance(message.info, SystemMessage):
+            # a Claude Code event read keeps its text where it was ("summary", or
+            # in the event itself: no text_key); a made one holds it as "content"
             key = source.get("text_key") if source else "content"
             if key:
                 event[key] = "".join(p.text or "" for p in message.parts)

@@ -64,8 +64,20 @@ def _content_parts(mid: str, content: Any) -> list[Part]:
             url = (block.get("image_url") or {}).get("url", "")
             parts.append(Part(id=pid, type="file", mime="image/*", url=url, source=block))
         else:
-            parts.append(Part(id=pid, type="text", text="", source=block))
+            # another block (a refusal, a Responses input_text...) is kept whole,
+            # and its text, if it has one, is the part's text
+            key = block_text_key(block)
+            text = block[key] if key else ""
+            parts.append(Part(id=pid, type="text", text=text, source=block))
     return parts
+
+
+def block_text_key(block: Mapping[str, Any]) -> str | None:
+    """The key holding the text of a content block that is not a ``text`` block:
+    ``refusal`` for a refusal, else ``text`` when it is a string."""
+    if block.get("type") == "refusal" and isinstance(block.get("refusal"), str):
+        return "refusal"
+    return "text" if isinstance(block.get("text"), str) else None
 
 
 def _arguments(raw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -186,7 +198,8 @@ def _content_out(message: MessageWithParts) -> Any:
         if p.type == "file":
             blocks.append(source or {"type": "image_url", "image_url": {"url": p.url}})
         elif source is not None and "type" in source:
-            blocks.append(source)
+            key = block_text_key(source)
+            blocks.append({**source, key: p.text or ""} if key else source)
         else:
             blocks.append({"type": "text", "text": p.text or "", **(source or {})})
     return blocks
@@ -195,9 +208,17 @@ def _content_out(message: MessageWithParts) -> Any:
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:
     """The session as an OpenAI chat message list (tool results right after their call)."""
     out: list[dict[str, Any]] = []
+    answered = {
+        p.callID for m in session.messages for p in m.parts
+        if p.type == "tool" and p.state is not None and p.state.status in ("completed", "error")
+    }  # fmt: skip
     for message in session.messages:
         info = message.info
         source = source_dict(info)
+        if message.parts and all(
+            p.type == "tool-result" and p.callID in answered for p in message.parts
+        ):
+            continue  # a turn of results (Anthropic, Responses): each follows its call
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message), **source})

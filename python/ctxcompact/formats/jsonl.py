@@ -12,9 +12,17 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 
+#: Byte order marks of UTF-16 text (little and big endian).
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+#: What a UTF-16 file is told, where it would be "not valid UTF-8 at byte 0".
+UTF16 = "UTF-16 text (convert to UTF-8): it starts with a UTF-16 byte order mark"
+
 
 def parse_line(raw: bytes) -> Any:
-    """``json.loads`` of UTF-8 bytes; ``FormatError`` for bad UTF-8 or bad JSON."""
+    """``json.loads`` of UTF-8 bytes; ``FormatError`` for bad UTF-8 (UTF-16 text
+    named as such) or bad JSON."""
+    if raw.startswith(UTF16_BOMS):
+        raise FormatError(UTF16)
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:

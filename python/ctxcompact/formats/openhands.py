@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.source import source_dict
+from ctxcompact.formats.source import openhands_event, source_dict, source_of
 from ctxcompact.models import (
     AssistantMessage,
     CacheUsage,
@@ -255,8 +255,8 @@ def to_openhands(session: Session) -> list[dict[str, Any]] | dict[str, Any]:
 def _events(session: Session) -> list[dict[str, Any]]:
     events = []
     for message in session.messages:
-        source = source_dict(message.info, openhands=True)
-        if "event" not in source:
+        source = source_of(message.info, openhands=True)
+        if not openhands_event(source):
             raise FormatError(
                 f"message {message.id} did not come from an OpenHands stream; convert through "
                 "openai-chat instead", session_id=session.id, message_id=message.id,

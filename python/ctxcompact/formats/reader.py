@@ -34,6 +34,7 @@ from ctxcompact import _core
 from ctxcompact._atomic import replacing
 from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError
 from ctxcompact.formats import FORMATS, jsonl_format
+from ctxcompact.formats.jsonl import UTF16, UTF16_BOMS
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import SCHEMA, Transcript
 
@@ -214,6 +215,8 @@ def _first_record(path: Path) -> tuple[int, Any] | None:
         for n, raw in enumerate(f, 1):
             if n == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
+                if raw.startswith(UTF16_BOMS):
+                    raise FormatError(f"{path}:1: {UTF16}", row=1)
             if raw.strip():
                 try:
                     return n, json.loads(raw.decode("utf-8"))

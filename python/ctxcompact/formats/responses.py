@@ -152,16 +152,22 @@ def to_openai_responses(
             # format, e.g. chat's raw "arguments", is no Responses item)
             items.append(_source(parts[0]))
             continue
+        # A message item read from Responses is written as it was (the short
+        # {role, content} form too); any other is a typed "message" item, as
+        # the API writes them and as detection tells them from chat messages.
+        read = "role" in source and "content_is_text" in source
+        head = {} if read else {"type": "message"}
         as_text = source.pop("content_is_text", False)
         role = source.get("role") or message.role
         if as_text and len(parts) == 1:
-            items.append({**source, "role": role, "content": parts[0].text})
+            items.append({**head, **source, "role": role, "content": parts[0].text})
             continue
         # Parts a Responses message cannot hold (tool calls and reasoning of a
         # converted session) follow it as items of their own.
         blocks = [p for p in parts if p.type in ("text", "file")]
         if blocks or not parts:
-            items.append({**source, "role": role, "content": [_block(p, role) for p in blocks]})
+            content = [_block(p, role) for p in blocks]
+            items.append({**head, **source, "role": role, "content": content})
         for p in parts:
             if p.type not in ("text", "file"):
                 items += _items_of(p)

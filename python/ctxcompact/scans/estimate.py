@@ -50,6 +50,20 @@ def check_threads(threads: int | None) -> int | None:
     return threads
 
 
+def check_arrow(values: Any, fn: str) -> None:
+    """``InputTypeError`` unless ``values`` is something the core reads as an
+    Arrow array (it exports one, or a buffer): a list or a str is not."""
+    if hasattr(values, "__arrow_c_array__") or hasattr(values, "__arrow_c_stream__"):
+        return
+    try:
+        memoryview(values)
+    except TypeError:
+        raise InputTypeError(
+            f"{fn} takes an Arrow string array (e.g. pyarrow.array(values)), "
+            f"got {type(values).__name__}"
+        ) from None
+
+
 def estimate_tokens_array(
     values: Any, method: EstimateMethod = "opencode", *, threads: int | None = None
 ) -> pa.Array | pa.ChunkedArray:
@@ -60,6 +74,7 @@ def estimate_tokens_array(
     dictionary strings. A pyarrow ``ChunkedArray`` gives a chunked result, anything else
     one array (no copy when it arrived in one chunk). The GIL is released while counting.
     """
+    check_arrow(values, "estimate_tokens_array")
     result = pa.chunked_array(_core.estimate_tokens_array(values, method, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):
         return result
@@ -108,6 +123,7 @@ def count_tokens_array(
     null), counted in Rust on the thread pool with the GIL released, never a
     Python object per row. Takes what ``estimate_tokens_array`` takes, and the
     tokenizers ``count_tokens`` takes."""
+    check_arrow(values, "count_tokens_array")
     name = core_name(tokenizer, vocabulary)
     result = pa.chunked_array(_core.count_tokens_array(values, name, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):

@@ -121,7 +121,19 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
                     ("source", Value::Object(b)),
                 ]));
             }
-            _ => parts.push(text_part(pid, json!(""), Some(Value::Object(b)))),
+            // another block (a refusal, a Responses input_text...) is kept whole,
+            // and its text, if it has one, is the part's text (`block_text_key`)
+            kind => {
+                let key = match b.get("refusal") {
+                    Some(Value::String(_)) if kind == Some("refusal") => "refusal",
+                    _ => "text",
+                };
+                let text = match b.get(key) {
+                    Some(text @ Value::String(_)) => text.clone(),
+                    _ => json!(""),
+                };
+                parts.push(text_part(pid, text, Some(Value::Object(b))));
+            }
         }
     }
     Ok(parts)

@@ -151,6 +151,12 @@ pub(super) fn parse(bytes: &[u8]) -> std::result::Result<Value, Problem> {
         return serde_json::from_str(text)
             .map_err(|e| Problem::new(format!("not valid JSON ({e})")));
     }
+    if bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
+        // as the Python readers say it (formats.jsonl.UTF16)
+        return Err(Problem::new(
+            "UTF-16 text (convert to UTF-8): it starts with a UTF-16 byte order mark",
+        ));
+    }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Problem::new(format!(
             "not valid UTF-8 (invalid byte at byte {})",

@@ -1,0 +1,143 @@
+"""Converting a real session from one format to another: nothing is lost on
+the way, and a writer that cannot hold a foreign session says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact import formats
+from ctxcompact.errors import FormatError
+from ctxcompact.formats.reader import read_jsonl
+from ctxcompact.models import Session
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+CLAUDE = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
+ROCK = DATA / "transcripts" / "swe-agent" / "trajectories" / "demonstrations" / "ctf" / "rev"
+ROCK = ROCK / "rock.traj"
+SAMPLE = DATA / "formats" / "claude-code" / "claude-code-transcripts" / "sample_session.jsonl"
+needs = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
+
+
+@needs
+def test_a_claude_code_session_is_no_openhands_stream(tmp_path: Path) -> None:
+    # Claude Code keeps its event envelope under source["event"] too; written as
+    # OpenHands events it lost every message (text and tool calls).
+    sessions = formats.read(CLAUDE)
+    with pytest.raises(FormatError, match="did not come from an OpenHands stream"):
+        formats.to_openhands(sessions[0])
+    out = tmp_path / "rep.openhands.json"
+    with pytest.raises(FormatError, match="did not come from an OpenHands stream"):
+        formats.write(sessions[:1], out, "openhands")
+    assert not out.exists()
+
+
+def _texts(session: Session) -> list[tuple[str, str]]:
+    return [(m.role, p.text or "") for m in session.messages for p in m.parts if p.type == "text"]
+
+
+@needs
+def test_a_swe_agent_system_prompt_survives_claude_code(tmp_path: Path) -> None:
+    # its system message keeps SWE-agent's fields ("agent", "message_type") as
+    # source, and the writer took a source without "text_key" for a Claude Code
+    # event that holds its text itself: the prompt was dropped
+    sessions = formats.read(ROCK)
+    system = sessions[0].messages[0]
+    assert system.role == "system" and system.parts[0].text
+    out = tmp_path / "rock.claude.jsonl"
+    formats.write(sessions, out, "claude-code")
+    back = formats.read(out)
+    assert back[0].messages[0].role == "system"
+    assert back[0].messages[0].parts[0].text == system.parts[0].text
+    assert _texts(back[0]) == _texts(sessions[0])  # every text, the prompt included
+
+
+@needs
+def test_the_responses_output_reads_back_as_responses(tmp_path: Path) -> None:
+    # two sessions, the first of text messages only: written without
+    # "type": "message", it was detected as openai-chat, its input_text blocks
+    # read as "" and the second line failed ("not a chat message (no role)")
+    sessions = formats.read(SAMPLE)
+    assert len(sessions) == 2
+    out = tmp_path / "sample.responses.jsonl"
+    formats.write(sessions, out, "openai-responses")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    messages = [i for line in lines for i in line if "role" in i]
+    assert messages and all(i["type"] == "message" for i in messages)
+    assert formats.jsonl_format(lines[0]) == "openai-responses"
+    back = formats.read(out)
+    assert [_texts(s) for s in back] == [_texts(s) for s in sessions]
+    native = read_jsonl(out)
+    assert native.format == "openai-responses" and native.sessions == 2
+    assert native.transcript.to_sessions() == back
+
+
+def test_responses_items_without_type_are_told_by_their_blocks(tmp_path: Path) -> None:
+    # what the writer made before: {role, content} items with input_text blocks
+    items = [
+        {"role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "fixed"}]},
+    ]
+    assert formats.detect_format(items) == "openai-responses"
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(items) + "\n")
+    assert read_jsonl(path).format == "openai-responses"
+    assert _texts(formats.read(path)[0]) == [("user", "fix the bug"), ("assistant", "fixed")]
+
+
+BLOCKS: list[dict[str, Any]] = [
+    {"type": "refusal", "refusal": "I cannot help with that."},
+    {"type": "output_text", "text": "kept", "annotations": []},
+    {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+]
+
+
+def test_the_chat_reader_keeps_the_text_of_every_block(tmp_path: Path) -> None:
+    # a refusal's text, or the text of a block of another type, was read as ""
+    chat = [{"role": "assistant", "content": BLOCKS}]
+    session = formats.read(chat, "openai-chat")[0]
+    assert [p.text for p in session.messages[0].parts] == ["I cannot help with that.", "kept", ""]
+    assert formats.to_openai_chat(session) == chat  # written back as it was
+    path = tmp_path / "blocks.jsonl"
+    path.write_text(json.dumps(chat) + "\n")
+    assert read_jsonl(path, "openai-chat").transcript.to_sessions() == [
+        formats.read(path, "openai-chat")[0]
+    ]
+
+
+CHAT_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}
+
+
+@needs
+def test_claude_code_to_chat_writes_chat_messages_only() -> None:
+    # each message carried Claude Code's event, message, has_content and
+    # content_is_text keys, and each turn of tool results became an extra
+    # {"role": "user", "content": ""} (the results follow their calls already)
+    session = formats.read(CLAUDE)[0]
+    chat = formats.to_openai_chat(session)
+    assert all(set(m) <= CHAT_KEYS for m in chat), [sorted(set(m) - CHAT_KEYS) for m in chat]
+    assert not [m for m in chat if m["role"] == "user" and m["content"] == ""]
+    calls = [c["id"] for m in chat for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in chat if m["role"] == "tool"]
+    assert calls and results == calls
+    body = formats.to_anthropic(session)  # the same for another target
+    assert all(set(m) == {"role", "content"} for m in body["messages"])
+    # and Claude Code itself still gets its own events back
+    lines = [json.loads(line) for line in CLAUDE.read_text().splitlines() if line.strip()]
+    assert formats.to_claude_code(session) == lines
+
+
+@needs
+def test_tau_bench_jsonl_is_a_run_per_line(tmp_path: Path) -> None:
+    # was the whole list of runs on one line, without a line break
+    sessions = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")
+    assert len(sessions) > 1
+    out = tmp_path / "runs.jsonl"
+    formats.write(sessions, out, "tau-bench")
+    text = out.read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == len(sessions)
+    assert all(len(json.loads(line)) == 1 for line in text.splitlines())
+    assert formats.read(out) == sessions
+    assert read_jsonl(out).transcript.to_sessions() == sessions
