@@ -567,14 +567,11 @@ class Compactor:
             yield flow.blocking(self._commit, job, record, messages)
         except CompactionConflictError:
             raise  # closed by compaction.conflict; the winner's summary is stored
-        except CompactionError as e:
-            # Raised where the session was not known (SummaryError from the
-            # summarizer, StoreError from a store): say which one.
-            if e.session_id is None:
-                e.session_id = session_id
-            self._failed(job, e)
-            raise
         except Exception as e:
+            # A SummaryError or StoreError raised where the session was not
+            # known (the summarizer, a store): say which one.
+            if isinstance(e, CompactionError) and e.session_id is None:
+                e.session_id = session_id
             self._failed(job, e)
             raise
         yield flow.PostCompact(self.hooks, ev.PostCompactEvent(session_id, record))
