@@ -6,7 +6,13 @@ from typing import Any
 
 import ctxcompact as cc
 import pytest
-from ctxcompact.errors import OrphanedToolResultError, TranscriptError, UnknownValueError
+from ctxcompact.errors import (
+    ConfigError,
+    FormatError,
+    OrphanedToolResultError,
+    TranscriptError,
+    UnknownValueError,
+)
 from ctxcompact.scans.chat import (
     estimate_chat_message,
     estimate_chat_messages,
@@ -55,6 +61,19 @@ def test_prune_tool_results_shortens_only_old_long_results() -> None:
     assert prune_tool_results(msgs, preserve_recent=10) == msgs
     with pytest.raises(ValueError):
         prune_tool_results(msgs, preserve_recent=-1)
+
+
+@pytest.mark.parametrize("bad", ["hello", [{"content": "x"}], [["role", "tool"]], None])
+def test_prune_tool_results_refuses_what_is_not_a_message_list(bad: Any) -> None:
+    # were a bare ValueError from dict(), or passed through as if pruned
+    with pytest.raises(FormatError):
+        prune_tool_results(bad, preserve_recent=1)
+
+
+@pytest.mark.parametrize("bad", [1.5, True, "2"])
+def test_prune_tool_results_refuses_a_count_that_is_not_an_int(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="preserve_recent"):
+        prune_tool_results([], preserve_recent=bad)
 
 
 def test_validation_names_the_message() -> None:

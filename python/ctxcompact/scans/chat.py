@@ -148,8 +148,11 @@ def prune_tool_results(
     if preserve_recent is None:
         raise ConfigError("prune_tool_results needs preserve_recent or a policy",
                           column="preserve_recent")  # fmt: skip
-    if preserve_recent < 0 or max_chars < 0:
-        raise ConfigError("preserve_recent and max_chars must not be negative")
+    for name, value in (("preserve_recent", preserve_recent), ("max_chars", max_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name} must be a non-negative integer, got {value!r}",
+                              column=name)  # fmt: skip
+    check_chat_messages(messages)
     cut = max(0, len(messages) - preserve_recent)
     out = []
     for i, message in enumerate(messages):
