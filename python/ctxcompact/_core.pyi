@@ -12,6 +12,7 @@ __all__ = [
     "COMPACTION_QUESTION",
     "ERROR_CLASSES",
     "FORMATS",
+    "IMAGE_TOKENS",
     "INTERRUPTED_TOOL",
     "JsonlStream",
     "__version__",
@@ -40,6 +41,7 @@ __version__: str
 CLEARED_TOOL_OUTPUT: str
 INTERRUPTED_TOOL: str
 COMPACTION_QUESTION: str
+IMAGE_TOKENS: int
 #: The ``ctxcompact.errors`` class names the core's errors are raised as.
 ERROR_CLASSES: list[str]
 #: The formats the native reader knows, in the core's order (one definition).

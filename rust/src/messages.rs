@@ -8,7 +8,9 @@
 //!   result each), so it costs N + 1 overheads;
 //! - a message's content is estimated once, over its texts joined as they are
 //!   sent (`"\n\n"` between blocks, `"\n"` when a user message holds an image
-//!   and is sent as a list of blocks), not part by part;
+//!   and is sent as a list of blocks), not part by part; an image costs
+//!   `IMAGE_TOKENS`, whatever its URL (a data URL's base64 is not text the
+//!   model reads);
 //! - a tool call costs its name plus its arguments as compact JSON (the
 //!   `input` column as stored, `{}` when there is none); its result is the
 //!   output, the error text, or a placeholder (a pruned output counts as its
@@ -34,6 +36,10 @@ use crate::table::{Message, PartTable};
 pub const CLEARED_TOOL_OUTPUT: &str = "[Old tool result content cleared]";
 pub const INTERRUPTED_TOOL: &str = "[Tool execution was interrupted]";
 pub const COMPACTION_QUESTION: &str = "What did we do so far?";
+/// What one image block is estimated to cost: about the most Anthropic (1.15
+/// megapixels / 750), OpenAI (high detail, 85 + 170 per 512-pixel tile) and
+/// Gemini (258 per 768-pixel tile) charge for a screenshot-sized image.
+pub const IMAGE_TOKENS: u64 = 1600;
 
 /// Part type code of a file part (docs/schema.md).
 const FILE: u8 = 3;
@@ -383,7 +389,9 @@ pub struct Within {
 struct Content<'a> {
     method: Method,
     units: u64,
+    /// Every block, images included.
     blocks: u64,
+    images: u64,
     pieces: Vec<Cow<'a, str>>,
 }
 
@@ -393,8 +401,15 @@ impl<'a> Content<'a> {
             method,
             units: 0,
             blocks: 0,
+            images: 0,
             pieces: Vec::new(),
         }
+    }
+
+    /// An image block: `IMAGE_TOKENS`, not the length of its URL.
+    fn push_image(&mut self) {
+        self.images += 1;
+        self.blocks += 1;
     }
 
     fn push(&mut self, text: Cow<'a, str>) {
@@ -421,11 +436,13 @@ impl<'a> Content<'a> {
         !text.is_empty()
     }
 
-    /// Tokens of the blocks joined by `sep` (ASCII).
+    /// Tokens of the text blocks joined by `sep` (ASCII), plus the images.
     fn tokens(&self, sep: &str) -> u64 {
+        let images = self.images * IMAGE_TOKENS;
         if self.method.additive() {
-            let seps = text_units(sep.as_bytes(), self.method) * self.blocks.saturating_sub(1);
-            return estimate_units(self.units + seps, self.method);
+            let texts = self.blocks - self.images;
+            let seps = text_units(sep.as_bytes(), self.method) * texts.saturating_sub(1);
+            return estimate_units(self.units + seps, self.method) + images;
         }
         let mut units = Units::new(self.method);
         for (i, piece) in self.pieces.iter().enumerate() {
@@ -434,7 +451,7 @@ impl<'a> Content<'a> {
             }
             units.push(piece.as_bytes());
         }
-        units.tokens()
+        units.tokens() + images
     }
 }
 
@@ -519,11 +536,9 @@ fn message_tokens(
                         let file = FilePart::read(table, row)?;
                         let url = file.url.as_deref().filter(|u| !u.is_empty());
                         match url {
-                            Some(url)
-                                if file.mime.as_deref().unwrap_or("").starts_with("image/") =>
-                            {
+                            Some(_) if file.mime.as_deref().unwrap_or("").starts_with("image/") => {
                                 image = true;
-                                content.push(Cow::Owned(url.to_owned()));
+                                content.push_image();
                             }
                             _ => {
                                 let name = [file.filename.as_deref(), url]

@@ -754,6 +754,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CLEARED_TOOL_OUTPUT", crate::messages::CLEARED_TOOL_OUTPUT)?;
     m.add("INTERRUPTED_TOOL", crate::messages::INTERRUPTED_TOOL)?;
     m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
+    m.add("IMAGE_TOKENS", crate::messages::IMAGE_TOKENS)?;
     m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;

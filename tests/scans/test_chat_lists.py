@@ -14,6 +14,7 @@ from ctxcompact.errors import (
     UnknownValueError,
 )
 from ctxcompact.scans.chat import (
+    IMAGE_TOKENS,
     estimate_chat_message,
     estimate_chat_messages,
     prune_tool_results,
@@ -251,3 +252,38 @@ def test_batch_and_live_estimates_agree_on_real_transcripts() -> None:
     assert len(sessions) > 100
     for session in sessions:
         _assert_paths_agree(session)
+
+
+SCREENSHOT = "data:image/png;base64," + "iVBORw0KGgo" * 30_000  # 330 kB of base64
+
+
+@pytest.mark.parametrize("block", [
+    {"type": "image_url", "image_url": {"url": SCREENSHOT}},
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": SCREENSHOT}},
+    {"type": "input_image", "image_url": SCREENSHOT},
+])  # fmt: skip
+def test_an_image_costs_image_tokens_not_its_base64(block: dict[str, Any]) -> None:
+    # A data URL was counted as text (~82k tokens here; Anthropic's block as 0).
+    message = {"role": "user", "content": [{"type": "text", "text": "abcdefgh"}, block]}
+    assert estimate_chat_message(message) == 4 + 2 + IMAGE_TOKENS
+    two = {"role": "user", "content": [block, block]}
+    assert estimate_chat_message(two) == 4 + 2 * IMAGE_TOKENS
+
+
+def test_a_stored_image_costs_the_same_in_the_core() -> None:
+    session = cc.Session.model_validate({
+        "info": {"id": "ses_img"},
+        "messages": [{
+            "info": {"id": "msg_1", "sessionID": "ses_img", "role": "user"},
+            "parts": [
+                {"id": "prt_1", "messageID": "msg_1", "sessionID": "ses_img", "type": "text",
+                 "text": "what is on this screen?"},
+                {"id": "prt_2", "messageID": "msg_1", "sessionID": "ses_img", "type": "file",
+                 "mime": "image/png", "url": SCREENSHOT, "filename": "shot.png"},
+            ],
+        }],
+    })  # fmt: skip
+    sent = cc.to_model_messages(session)
+    assert estimate_chat_messages(sent) == 4 + 6 + IMAGE_TOKENS
+    per_message = cc.estimate_messages(cc.Transcript.from_sessions([session]))
+    assert per_message.total == 4 + 6 + IMAGE_TOKENS

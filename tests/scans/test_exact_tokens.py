@@ -244,3 +244,13 @@ def test_a_lone_surrogate_counts_as_tiktoken_counts_it() -> None:
     assert count_chat_tokens(chat) == count_chat_tokens(
         [{"role": "user", "content": "a \ufffd b and \ufffd"}]
     )
+
+
+def test_chat_counts_take_an_image_as_image_tokens() -> None:
+    # its data URL was counted as text: 330 kB of base64 came to ~100k tokens
+    from ctxcompact.scans.chat import IMAGE_TOKENS
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "QUJD" * 80_000}}
+    text = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}]}]
+    with_image = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}]
+    assert count_chat_tokens(with_image) == count_chat_tokens(text) + IMAGE_TOKENS  # type: ignore[arg-type]

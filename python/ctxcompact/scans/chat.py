@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxcompact import _core
 from ctxcompact.errors import (
     ConfigError,
     FormatError,
@@ -24,6 +25,13 @@ from ctxcompact.errors import (
 from ctxcompact.scans.estimate import EstimateMethod, estimate_tokens
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: What one image block is estimated to cost, whatever its URL (the core's
+#: ``IMAGE_TOKENS``: about the most Anthropic, OpenAI and Gemini charge for a
+#: screenshot-sized image; a data URL's base64 is not text the model reads).
+IMAGE_TOKENS = _core.IMAGE_TOKENS
+#: Content blocks that are images: chat ``image_url``, Anthropic and LangChain
+#: ``image``, Responses ``input_image``.
+IMAGE_BLOCKS = frozenset({"image_url", "image", "input_image"})
 
 
 def content_text(content: Any) -> str:
@@ -93,8 +101,25 @@ def estimate_chat_message(
     return _message_tokens(message, method, _check_overhead(overhead))
 
 
+def split_images(content: Any) -> tuple[Any, int]:
+    """``content`` without its image blocks, and how many there were."""
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        texts = [
+            b for b in content if not (isinstance(b, Mapping) and b.get("type") in IMAGE_BLOCKS)
+        ]
+        return texts, len(content) - len(texts)
+    return content, 0
+
+
+def _content_tokens(content: Any, method: EstimateMethod) -> int:
+    """The text of ``content`` (as ``content_text`` joins it, images left
+    out) plus ``IMAGE_TOKENS`` per image block."""
+    texts, images = split_images(content)
+    return estimate_tokens(content_text(texts), method) + images * IMAGE_TOKENS
+
+
 def _message_tokens(message: Mapping[str, Any], method: EstimateMethod, overhead: int) -> int:
-    tokens = overhead + estimate_tokens(content_text(message.get("content")), method)
+    tokens = overhead + _content_tokens(message.get("content"), method)
     reasoning = message.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         tokens += estimate_tokens(reasoning, method)

@@ -141,12 +141,14 @@ def count_chat_tokens(
     message's role and text (tool calls' names and arguments, a tool result's
     text) plus 3 per message, 1 per ``name``, and 3 priming the reply. (Other
     families' chat templates frame messages differently: this is OpenAI's.)"""
-    from ctxcompact.scans.chat import check_chat_messages, content_text
+    from ctxcompact.scans.chat import IMAGE_TOKENS, check_chat_messages, content_text, split_images
 
     name = core_name(tokenizer, vocabulary)
     total = _REPLY_PRIMING
     for m in check_chat_messages(messages):
-        parts = [str(m.get("role") or ""), content_text(m.get("content"))]
+        content, images = split_images(m.get("content"))
+        total += images * IMAGE_TOKENS  # billed by size, not by the text of their URL
+        parts = [str(m.get("role") or ""), content_text(content)]
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
             parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]

@@ -20,6 +20,8 @@ Row = Mapping[str, Any]
 CLEARED_TOOL_OUTPUT = "[Old tool result content cleared]"
 INTERRUPTED_TOOL = "[Tool execution was interrupted]"
 COMPACTION_QUESTION = "What did we do so far?"
+#: What one image costs, whatever its URL (not the length of its base64).
+IMAGE_TOKENS = 1600
 
 
 # --- token estimates ------------------------------------------------------------------
@@ -393,9 +395,9 @@ def model_messages(
     truncate_output: int | None = None,
     placeholder: str = "opencode",
     thinking: bool = False,
-) -> list[tuple[str, list[str]]]:
-    """What the model is sent for one stored message: (content, tool call texts) per
-    model message, as ``history.to_model_messages`` builds it."""
+) -> list[tuple[str, list[str], int]]:
+    """What the model is sent for one stored message: (content text, tool call
+    texts, images) per model message, as ``to_model_messages`` builds it."""
     parts = [rows[r] for r in message.rows]
 
     def texts(check_ignored: bool) -> list[str]:
@@ -427,12 +429,12 @@ def model_messages(
             _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
             for p in tools
         ]
-        return [(content, calls), *((r, []) for r in results)]
+        return [(content, calls, 0), *((r, [], 0) for r in results)]
     if message.role == "system":
         content = "\n\n".join(texts(False))
-        return [(content, [])] if content else []
+        return [(content, [], 0)] if content else []
     blocks: list[str] = []
-    image = False
+    images = 0
     for p in parts:
         kind = p["part_type"]
         if kind == "text" and p.get("output") and _part_info(p).get("ignored") is not True:
@@ -444,11 +446,12 @@ def model_messages(
             info = _part_info(p)
             mime, url = info.get("mime"), info.get("url")
             if (mime or "").startswith("image/") and url:
-                image = True
-                blocks.append(url)
+                images += 1
             else:
                 blocks.append(f"[file: {info.get('filename') or url or 'file'} ({mime})]")
-    return [("\n".join(blocks) if image else "\n\n".join(blocks), [])] if blocks else []
+    if not blocks and not images:
+        return []
+    return [("\n".join(blocks) if images else "\n\n".join(blocks), [], images)]
 
 
 def estimate_messages(
@@ -465,8 +468,11 @@ def estimate_messages(
         for message in session.messages:
             sent = model_messages(rows, message, thinking=id(message) in recent, **render)
             tokens = sum(
-                overhead + estimate(content, method) + sum(estimate(t, method) for t in calls)
-                for content, calls in sent
+                overhead
+                + estimate(content, method)
+                + sum(estimate(t, method) for t in calls)
+                + images * IMAGE_TOKENS
+                for content, calls, images in sent
             )
             out.append((message.first_row, tokens))
     return out
