@@ -81,3 +81,31 @@ def test_the_model_view_starts_at_the_latest_summary(kind: str) -> None:
 def test_an_unknown_view_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="view must be 'full' or 'model'"):
         to_openai_responses(pruned_run(), view="compact")  # type: ignore[arg-type]
+
+
+def test_pydantic_ai_model_view_sends_an_image_as_an_image() -> None:
+    # it was the text of its URL: 6 kB of base64 in the user's prompt
+    from pydantic_ai.messages import BinaryContent, ImageUrl
+
+    png = "data:image/png;base64,iVBORw0KGgoA" + "A" * 6_000
+    session = cc.Session.model_validate({
+        "info": {"id": "ses_img"},
+        "messages": [{
+            "info": {"id": "msg_1", "sessionID": "ses_img", "role": "user"},
+            "parts": [
+                {"id": f"prt_{i}", "messageID": "msg_1", "sessionID": "ses_img", **part}
+                for i, part in enumerate([
+                    {"type": "text", "text": "what is on these?"},
+                    {"type": "file", "mime": "image/png", "url": png},
+                    {"type": "file", "mime": "image/jpeg", "url": "https://example.com/a.jpg"},
+                    {"type": "file", "mime": "image/png", "url": "data:image/png;base64,!!"},
+                ])
+            ],
+        }],
+    })  # fmt: skip
+    prompt = to_pydantic_ai(session, view="model")[0].parts[0].content
+    assert prompt[0] == "what is on these?"
+    assert isinstance(prompt[1], BinaryContent) and prompt[1].media_type == "image/png"
+    assert isinstance(prompt[2], ImageUrl) and prompt[2].url == "https://example.com/a.jpg"
+    assert "AAAA" not in str(prompt[0])
+    assert isinstance(prompt[3], ImageUrl)  # not base64: sent as it was, for the API to judge

@@ -14,6 +14,7 @@ version does not know are kept the same way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -166,7 +167,7 @@ def from_chat(chat: Sequence[Mapping[str, Any]]) -> list[Any]:
             cid = str(d.get("tool_call_id"))
             part = ToolReturnPart(names.get(cid, "tool"), content_text(d.get("content")), cid)
         else:
-            part = UserPromptPart(content_text(d.get("content")))
+            part = UserPromptPart(_user_content(d.get("content")))
         if out and isinstance(out[-1], ModelRequest):
             out[-1].parts = [*out[-1].parts, part]
         else:
@@ -175,3 +176,28 @@ def from_chat(chat: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 __all__ = ["from_chat", "from_pydantic_ai", "to_pydantic_ai"]
+
+
+def _user_content(content: Any) -> Any:
+    """A user message's text, or its blocks with each image as pydantic-ai's
+    image (``BinaryContent`` for a data URL, else ``ImageUrl``), not as the
+    text of its URL."""
+    from pydantic_ai.messages import BinaryContent, ImageUrl
+
+    if not isinstance(content, list) or not any(
+        isinstance(b, Mapping) and b.get("type") == "image_url" for b in content
+    ):
+        return content_text(content)
+    out: list[Any] = []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "image_url":
+            url = str((block.get("image_url") or {}).get("url") or "")
+            image: Any = ImageUrl(url)
+            if url.startswith("data:"):
+                # bad base64 goes as the URL it was, for the model API to judge
+                with contextlib.suppress(ValueError):
+                    image = BinaryContent.from_data_uri(url)
+            out.append(image)
+        elif text := content_text([block]):
+            out.append(text)
+    return out
