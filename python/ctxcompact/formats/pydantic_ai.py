@@ -14,6 +14,7 @@ version does not know are kept the same way.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
@@ -193,10 +194,13 @@ def _user_content(content: Any) -> Any:
         if isinstance(block, Mapping) and block.get("type") == "image_url":
             url = str((block.get("image_url") or {}).get("url") or "")
             image: Any = ImageUrl(url)
-            if url.startswith("data:"):
+            head, _, data = url.partition(",")
+            if head.startswith("data:") and head.endswith(";base64"):
                 # bad base64 goes as the URL it was, for the model API to judge
+                # (pydantic-ai's from_data_uri decodes "!!" to an empty image)
                 with contextlib.suppress(ValueError):
-                    image = BinaryContent.from_data_uri(url)
+                    image = BinaryContent(base64.b64decode(data, validate=True),
+                                          media_type=head[5:-7])  # fmt: skip
             out.append(image)
         elif text := content_text([block]):
             out.append(text)
