@@ -566,6 +566,21 @@ def test_a_run_given_twice_or_out_of_order_is_named(
         code, _, err = run_err(monkeypatch, capsys, args[0], str(rows), str(rows), *args[1:],
                                "--output-limit", "4000")  # fmt: skip
         assert code == 1 and f"{rows}: this file is given twice" in err, args
+    # Two files holding the same runs: both named (was "rows of a session are not
+    # contiguous", naming neither); a session continuing into the next file is read.
+    copy = tmp_path / "copy.parquet"
+    pq.write_table(table, copy)
+    for args in (["replay", "--context", "64000"], ["tune", "--grid", str(grid)]):
+        code, _, err = run_err(monkeypatch, capsys, args[0], str(rows), str(copy), *args[1:],
+                               "--output-limit", "4000")  # fmt: skip
+        assert code == 1 and "DuplicateSessionError" in err, args
+        assert f"session id {sid!r} is in {rows} and in {copy}" in err, args
+    head, tail = tmp_path / "head.parquet", tmp_path / "tail.parquet"
+    pq.write_table(table.slice(0, 5), head)
+    pq.write_table(table.slice(5), tail)
+    code, _, err = run_err(monkeypatch, capsys, "replay", str(head), str(tail),
+                           "--context", "64000", "--output-limit", "4000")  # fmt: skip
+    assert code == 0, err
 
 
 def test_replay_labels_what_ran_and_runs_a_policy_as_given(

@@ -10,6 +10,7 @@ import ctxcompact as cc
 import polars as pl
 import pyarrow as pa
 import pytest
+from ctxcompact.errors import InputTypeError
 
 
 def test_transcript_from_arrow_sources(prune_table: pa.Table) -> None:
@@ -39,6 +40,13 @@ def test_transcript_from_arrow_rejects_plain_python() -> None:
         cc.Transcript.from_arrow("not a table")
     with pytest.raises(TypeError):
         cc.Transcript(pa.record_batch({"a": [1]}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", [pa.record_batch({"a": [1]}), [{"session_id": "s"}], None])
+def test_transcript_init_names_what_it_takes(given: object) -> None:
+    # was a plain TypeError
+    with pytest.raises(InputTypeError, match=r"Transcript wraps a pyarrow\.Table .*from_arrow"):
+        cc.Transcript(given)  # type: ignore[arg-type]
 
 
 def test_transcript_session_ids(prune_table: pa.Table) -> None:

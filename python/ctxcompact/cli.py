@@ -805,6 +805,36 @@ def compact(
     }, as_json)  # fmt: skip
 
 
+def _check_parquet_sessions(files: list[Path]) -> None:
+    """A session in two Parquet files is a ``DuplicateSessionError`` naming both,
+    unless its rows follow on (it ends one file and starts the next): the same
+    runs in two files would otherwise be rows "not contiguous", naming no file.
+    A file that cannot be read is left to the reader that reports it."""
+    seen: dict[Any, Path] = {}
+    last: Any = None
+    for path in files:
+        try:
+            ids = pq.read_table(path, columns=["session_id"]).column("session_id")
+        except (pa.ArrowException, OSError, KeyError):
+            return
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        if pa.types.is_dictionary(ids.type):
+            ids = ids.cast(ids.type.value_type)
+        if len(ids) == 0:
+            continue
+        changes = pyarrow.compute.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+        starts = [0, *(int(i) + 1 for i in pyarrow.compute.indices_nonzero(changes).to_pylist())]
+        for sid in ids.take(pa.array(starts)).to_pylist():
+            if sid != last and seen.setdefault(sid, path) != path:
+                raise DuplicateSessionError(
+                    f"session id {sid!r} is in {seen[sid]} and in {path}: the same runs "
+                    "given twice? (a session may continue from one file into the next, "
+                    "not come back in another): read each run once",
+                    session_id=None if sid is None else str(sid),
+                )
+            last = sid
+
+
 def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> cc.Transcript:
     """Parquet files/folders and session files/folders as one transcript."""
     _check_sources(inputs)
@@ -813,7 +843,7 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
     if len(parquet) > 1:
         from ctxcompact.batch.parquet import parquet_files
 
-        parquet_files(parquet)  # a Parquet file given twice is named as such
+        _check_parquet_sessions(parquet_files(parquet))  # a file given twice is named as such
     tables = [_load(p, fmt).to_arrow() for p in parquet]
     if sessions:
         ingested = _ingest(sessions, fmt, on_error=on_error).table
@@ -1049,6 +1079,10 @@ def tune(
         pyplot()  # the report's dependency, checked before the work
     _check_sources(inputs)
     parquet = all(_is_parquet(p) for p in inputs)
+    if parquet:
+        from ctxcompact.batch.parquet import parquet_files
+
+        _check_parquet_sessions(parquet_files(inputs))
     corpus: Any = inputs if parquet else _load_many(inputs, fmt, on_error)
     total = None if parquet else len(corpus.session_ids())
     console = _stderr()

@@ -341,7 +341,11 @@ class Transcript:
 
     def __init__(self, table: pa.Table) -> None:
         if not isinstance(table, pa.Table):
-            raise TypeError(f"Transcript wraps a pyarrow.Table, got {type(table).__name__}")
+            raise InputTypeError(
+                f"Transcript wraps a pyarrow.Table (the part-row table), got "
+                f"{type(table).__name__}; for other Arrow data use Transcript.from_arrow, "
+                "for sessions Transcript.from_sessions, for files ctxcompact.read_sessions"
+            )
         self._table = table
 
     @classmethod

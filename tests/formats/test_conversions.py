@@ -141,3 +141,37 @@ def test_tau_bench_jsonl_is_a_run_per_line(tmp_path: Path) -> None:
     assert all(len(json.loads(line)) == 1 for line in text.splitlines())
     assert formats.read(out) == sessions
     assert read_jsonl(out).transcript.to_sessions() == sessions
+
+
+def test_images_convert_to_the_target_formats_image_blocks() -> None:
+    # an Anthropic image was written into chat (and Responses) as its own block
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image", "source": png},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.jpg"}},
+        {"type": "image", "source": {"type": "file", "file_id": "f1"}},
+    ]}]}  # fmt: skip
+    session = formats.read(body, "anthropic")[0]
+    content = formats.to_openai_chat(session)[0]["content"]
+    assert content[1:] == [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image_url", "image_url": {"url": "https://x/a.jpg"}},
+        {"type": "text", "text": "[image: unknown type]"},
+    ]
+    items = formats.to_openai_responses(session)[0]["content"]
+    assert items[1] == {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    assert items[3] == {"type": "input_text", "text": "[image: unknown type]"}
+    # and back: a chat image is an Anthropic image block, its data URL as base64 data
+    chat = [{"role": "user", "content": content[:3]}]
+    blocks = formats.to_anthropic(formats.from_openai_chat(chat, "s"))["messages"][0]["content"]
+    assert blocks[1:] == [
+        {"type": "image", "source": png},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.jpg"}},
+    ]
+
+
+def test_an_image_without_a_url_is_named_by_type_and_size() -> None:
+    from ctxcompact.formats.source import image_placeholder
+
+    assert image_placeholder("image/png", 8) == "[image: image/png, 8 bytes]"

@@ -102,7 +102,7 @@ CHAT: list[dict[str, Any]] = [
                                  {"type": "image_url", "image_url": {"url": "data:x"}}]},
     {"role": "assistant", "content": None, "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"p":1}'}},
-        {"id": "b", "type": "function", "function": {"name": "grep", "arguments": "not json"}}]},
+        {"id": "b", "type": "function", "function": {"name": "grep", "arguments": ""}}]},
     {"role": "tool", "tool_call_id": "a", "content": "one", "name": "read"},
     {"role": "tool", "tool_call_id": "b", "content": "two"},
     {"role": "assistant", "content": "done", "refusal": None},
@@ -197,6 +197,56 @@ def test_utf16_input_is_named(tmp_path: Path) -> None:
     for forced in (None, "tau-bench"):  # the native reader, detected or forced
         with pytest.raises(FormatError, match=rf"runs\.jsonl:1: {re.escape(says)}"):
             read_jsonl(lines, forced)
+
+
+BAD_ARGUMENTS = ['{"path": "/very/long/path/that/was/cut', '["a", "b"]', '"a string"', "3",
+                 "ls -la /tmp", ["a"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("arguments", BAD_ARGUMENTS)
+def test_tool_arguments_that_are_not_an_object_are_refused(tmp_path: Path, arguments: Any) -> None:
+    # were read as input {}: the model view and the estimates dropped the arguments
+    from ctxcompact.formats.reader import read_jsonl
+
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    chat = [{"role": "user", "content": "do it"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]  # fmt: skip
+    where = r"message 1: tool_calls\[0\]\.function\.arguments"
+    with pytest.raises(FormatError, match=where) as caught:
+        formats.from_openai_chat(chat, "s1")
+    assert (caught.value.session_id, caught.value.row) == ("s1", 1)
+    lines = tmp_path / "chat.jsonl"
+    lines.write_text(json.dumps({"id": "s1", "messages": chat[:1]}) + "\n"
+                     + json.dumps({"id": "s2", "messages": chat}) + "\n")  # fmt: skip
+    with pytest.raises(FormatError, match=r"chat\.jsonl:2: message 1: tool_calls\[0\]") as python:
+        read(lines, "openai-chat")
+    native_where = r"chat\.jsonl:2: messages\[1\]\.tool_calls\[0\]"
+    with pytest.raises(FormatError, match=native_where) as native:
+        read_jsonl(lines, "openai-chat")
+    for caught_ in (python, native):
+        assert "JSON object" in str(caught_.value) and caught_.value.session_id == "s2"
+    items = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "bash",
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        }
+    ]
+    with pytest.raises(FormatError, match=r"item 0: arguments .*JSON object"):
+        formats.from_openai_responses(items, "s3")
+    lines.write_text(json.dumps(items) + "\n")
+    with pytest.raises(FormatError, match=r"chat\.jsonl:1.*item 0: arguments .*JSON object"):
+        read_jsonl(lines, "openai-responses")
+
+
+def test_blank_tool_arguments_are_no_arguments() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": " "}}
+    chat = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    session = formats.from_openai_chat(chat, "s")
+    assert session.messages[0].parts[0].state.input == {}  # type: ignore[union-attr]
+    assert to_openai_chat(session) == chat
 
 
 RESPONSES: list[dict[str, Any]] = [

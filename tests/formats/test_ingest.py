@@ -115,7 +115,7 @@ def chat_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
                     st.dictionaries(TEXT, JSON, max_size=2).map(json.dumps),
                     st.dictionaries(TEXT, JSON, max_size=2).map(
                         lambda d: json.dumps(d, ensure_ascii=False, separators=(",", ":"))),
-                    st.just("not json"), st.just("[1, 2]"),
+                    st.just(""), st.just("{}"),
                 ))  # fmt: skip
                 tool_calls.append({"id": cid, "type": "function",
                                    "function": {"name": "bash", "arguments": args}})  # fmt: skip

@@ -166,7 +166,7 @@ def responses_item(draw: st.DrawFn) -> dict[str, Any]:
         return item if kind == "short" else {"type": "message", **item}
     if kind == "function_call":
         arguments = st.one_of(st.dictionaries(TEXT, JSON, max_size=2).map(json.dumps),
-                              st.just("not json"), st.just(""), st.just("[1]"))  # fmt: skip
+                              st.just(""), st.just(" "), st.just("{}"))  # fmt: skip
         return {"type": "function_call", "call_id": draw(st.sampled_from(CALL_IDS)),
                 "name": "shell", "arguments": draw(arguments), "id": "fc"}  # fmt: skip
     if kind == "function_call_output":

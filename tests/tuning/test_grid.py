@@ -230,3 +230,16 @@ def test_points_of_one_name_are_never_summed_together() -> None:
     calls = tune(SESSIONS, grid, limits=LIMITS, workers=1).calls
     with pytest.raises(ConfigError, match="two grid points are named 'preset=swe-agent"):
         results(calls, one * 2, None, None)
+
+
+def test_a_point_without_preset_changes_the_configurations_policy() -> None:
+    # was Policy defaults (OpenCode) with the options, whatever the config's policy
+    cfg = cc.CompactionConfig(policy="swe-agent")
+    point = points({"clear_inputs": [True], "context": [64_000]}, config=cfg)[0]
+    want = Policy.preset("swe-agent").model_copy(update={"clear_inputs": True})
+    assert point.config.policy == want
+    named = points({"preset": ["opencode"], "clear_inputs": [True], "context": [64_000]},
+                   config=cfg)[0]  # fmt: skip
+    assert named.config.policy == Policy.preset("opencode").model_copy(
+        update={"clear_inputs": True}
+    )

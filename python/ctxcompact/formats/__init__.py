@@ -249,7 +249,8 @@ def read(
         try:
             sessions += session_from_json(record, fmt, f"{base}:{n}")
         except FormatError as e:
-            raise FormatError(f"{path}:{n}: {e}", row=n) from None
+            raise FormatError(f"{path}:{n}: {e}", row=n, session_id=e.session_id,
+                              message_id=e.message_id, column=e.column) from None  # fmt: skip
     return sessions
 
 

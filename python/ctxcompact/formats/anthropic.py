@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
-from ctxcompact.formats.source import source_dict, source_of
+from ctxcompact.formats.source import image_of, image_placeholder, source_dict, source_of
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
@@ -97,6 +97,8 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
         elif p.type == "tool" and not _from_anthropic(p):
             out.append({"type": "tool_use", "id": p.callID or p.id, "name": p.tool,
                         "input": (p.state.input if p.state else None) or {}})  # fmt: skip
+        elif p.type == "file" and source.get("type") in ("image_url", "input_image"):
+            out.append(_image(p))  # a chat or a Responses image
         elif source:
             out.append(source["raw"] if set(source) == {"raw"} else source)
         elif p.type == "file" and p.url:  # a file part built elsewhere, by reference
@@ -157,6 +159,18 @@ def _content(message: MessageWithParts, as_text: bool) -> Any:
     if as_text and len(blocks) == 1 and blocks[0].get("type") == "text":
         return blocks[0]["text"]
     return blocks
+
+
+def _image(part: Part) -> dict[str, Any]:
+    """An Anthropic image block for an image read from another format: a ``data:``
+    URL as base64 data, another URL by reference, else a text naming it."""
+    url, media, size = image_of(part)
+    if url and url.startswith("data:") and ";base64," in url:
+        head, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": head, "data": data}}
+    if url:
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    return {"type": "text", "text": image_placeholder(media, size)}
 
 
 def _from_anthropic(part: Part) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import iterable, json_kind
-from ctxcompact.formats.source import source_dict, source_of
+from ctxcompact.formats.source import image_of, image_placeholder, source_dict, source_of
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -80,17 +80,34 @@ def block_text_key(block: Mapping[str, Any]) -> str | None:
     return "text" if isinstance(block.get("text"), str) else None
 
 
-def _arguments(raw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def call_input(raw: Any, where: str) -> dict[str, Any]:
+    """The tool input of a call's ``arguments``: the object they hold; ``{}`` when
+    they are missing, null or blank. Arguments that are not a JSON object (an
+    array, a string, cut-off JSON) are refused: the canonical model keeps a tool
+    input as an object (as OpenCode does), and ``{}`` in its place would change
+    what the model is sent."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        raise FormatError(f"{where} must be a string holding a JSON object, got {json_kind(raw)}")
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        raise FormatError(f"{where} is not JSON (cut off?): {raw[:60]!r}; "
+                          "a tool call's arguments must be a JSON object") from None  # fmt: skip
+    if not isinstance(parsed, dict):
+        raise FormatError(f"{where} holds {json_kind(parsed)}, not a JSON object: {raw[:60]!r}; "
+                          "a tool call's arguments must be a JSON object")  # fmt: skip
+    return parsed
+
+
+def _arguments(raw: Any, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(tool input, what to keep to write ``raw`` back exactly)."""
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            return {}, {"arguments": raw}
-        if isinstance(parsed, dict):
-            return parsed, ({} if json.dumps(parsed) == raw else {"arguments": raw})
-        return {}, {"arguments": raw}
-    return (raw if isinstance(raw, dict) else {}), {"arguments": raw}
+    args = call_input(raw, where)
+    exact = isinstance(raw, str) and json.dumps(args) == raw
+    return args, ({} if exact else {"arguments": raw})
 
 
 def from_openai_chat(
@@ -159,7 +176,9 @@ def from_openai_chat(
                     if not isinstance(fn, Mapping):
                         raise FormatError(f"tool_calls[{j}].function must be an object, "
                                           f"got {json_kind(fn)}")  # fmt: skip
-                    args, keep = _arguments(fn.get("arguments"))
+                    args, keep = _arguments(
+                        fn.get("arguments"), f"tool_calls[{j}].function.arguments"
+                    )
                     rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
                     if call.get("type", "function") != "function":
                         rest["type"] = call.get("type")
@@ -196,13 +215,25 @@ def _content_out(message: MessageWithParts) -> Any:
     for p in texts:
         source = source_of(p)
         if p.type == "file":
-            blocks.append(source or {"type": "image_url", "image_url": {"url": p.url}})
+            blocks.append(_image_block(p, source))
         elif source is not None and "type" in source:
             key = block_text_key(source)
             blocks.append({**source, key: p.text or ""} if key else source)
         else:
             blocks.append({"type": "text", "text": p.text or "", **(source or {})})
     return blocks
+
+
+def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
+    """A chat image block for a file part: its own block when read from chat, else
+    the image's URL (an Anthropic base64 image as a ``data:`` URL), else a text
+    naming the image (never a block of another format, never empty)."""
+    if source is not None and source.get("type") == "image_url":
+        return source
+    url, media, size = image_of(part)
+    if url:
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "text", "text": image_placeholder(media, size)}
 
 
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.chat import call_input
 from ctxcompact.formats.jsonl import json_kind
-from ctxcompact.formats.source import source_dict
+from ctxcompact.formats.source import image_of, image_placeholder, source_dict
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
@@ -96,12 +97,16 @@ def from_openai_responses(
                                   session_id=session_id) from None  # fmt: skip
             out.append(MessageWithParts(info=info, parts=parts))
         elif kind == "function_call":
-            raw = item.get("arguments") or "{}"
+            raw = item.get("arguments")
+            if raw and not isinstance(raw, str):
+                raise FormatError(f"item {i}: arguments must be a string, got {json_kind(raw)}",
+                                  row=i, column="arguments", session_id=session_id)  # fmt: skip
             try:
-                args = json.loads(raw)
-            except ValueError:
-                args = {}
-            state = ToolState(status="pending", input=args if isinstance(args, dict) else {})
+                args = call_input(raw or None, "arguments")
+            except FormatError as e:
+                raise FormatError(f"item {i}: {e}", row=i, column="arguments",
+                                  session_id=session_id) from None  # fmt: skip
+            state = ToolState(status="pending", input=args)
             call = Part(id=f"{mid}-t00", type="tool", tool=item.get("name"),
                         callID=item.get("call_id"), state=state, source=dict(item))  # fmt: skip
             calls[str(item.get("call_id"))] = call
@@ -183,6 +188,11 @@ def _block(part: Part, role: str) -> dict[str, Any]:
     if part.type == "text":
         kind = "output_text" if role == "assistant" else "input_text"
         return {**(source or {"type": kind}), "text": part.text}
+    if source.get("type") in ("image_url", "image"):  # a chat or an Anthropic image
+        url, media, size = image_of(part)
+        if url:
+            return {"type": "input_image", "image_url": url}
+        return {"type": "input_text", "text": image_placeholder(media, size)}
     if source:
         return source
     file = {"type": "input_file", "file_url": part.url, "filename": part.filename}

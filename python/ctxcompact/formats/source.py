@@ -67,3 +67,37 @@ def _openhands_record(value: Any) -> bool:
     return openhands_event(value) or (
         isinstance(value, dict) and "history" in value and "instruction" in value
     )
+
+
+def image_of(part: Any) -> tuple[str | None, str | None, int | None]:
+    """``(url, media type, size in bytes)`` of a file part, whichever format it
+    was read from: a chat ``image_url`` block, an Anthropic ``image`` block (its
+    base64 data as a ``data:`` URL), a Responses ``input_image``, else the
+    part's own ``url``. Unknown parts of it are None."""
+    source = source_dict(part)
+    media: str | None = part.mime if part.mime and part.mime != "image/*" else None
+    url: str | None = part.url or None
+    size: int | None = None
+    kind = source.get("type")
+    if kind == "image_url" and isinstance(source.get("image_url"), dict):
+        url = source["image_url"].get("url") or url
+    elif kind == "input_image" and isinstance(source.get("image_url"), str):
+        url = source["image_url"] or url
+    elif kind == "image" and isinstance(source.get("source"), dict):
+        inner = source["source"]
+        media = inner.get("media_type") or media
+        if inner.get("type") == "base64" and isinstance(inner.get("data"), str):
+            data = inner["data"]
+            url = f"data:{media or 'application/octet-stream'};base64,{data}"
+            size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+        elif isinstance(inner.get("url"), str):
+            url = inner["url"]
+    if url and url.startswith("data:") and media is None:
+        media = url[5:].split(";", 1)[0].split(",", 1)[0] or None
+    return url, media, size
+
+
+def image_placeholder(media: str | None, size: int | None) -> str:
+    """The text standing for an image a target format cannot carry."""
+    said = media or "unknown type"
+    return f"[image: {said}, {size} bytes]" if size is not None else f"[image: {said}]"

@@ -171,7 +171,14 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             # A point's policy options are replayed as given: the base config's
             # prune_protect etc. adjust only its own policy (a point without
             # policy options replays that one, as prune would run it).
-            policy = Policy.load(policy_opts) if policy_opts else base.prune_policy()
+            # Without a preset, the options change the configuration's policy
+            # (what a grid does not vary comes from config), not OpenCode's.
+            if not policy_opts:
+                policy = base.prune_policy()
+            elif "preset" in policy_opts:
+                policy = Policy.load(policy_opts)
+            else:
+                policy = Policy.model_validate({**base.policy.model_dump(), **policy_opts})
             cfg = base.with_policy(policy).model_copy(
                 update={k: options[k] for k in CONFIG_KEYS if k in options}
             )

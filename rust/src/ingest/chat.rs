@@ -139,24 +139,47 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
     Ok(parts)
 }
 
-/// `(tool input, what to keep to write the raw arguments back exactly)`.
-fn arguments(raw: Option<&Value>) -> (Value, Map<String, Value>) {
-    let keep = |raw: Option<&Value>| {
-        let mut m = Map::new();
-        m.insert("arguments".into(), raw.cloned().unwrap_or(Value::Null));
-        m
+/// The tool input of a call's `arguments`: the object they hold, `{}` when
+/// they are missing, null or blank. Anything else (an array, a string, cut-off
+/// JSON) is refused, as the Python adapter does: a tool input is an object, and
+/// `{}` in its place would change what the model is sent.
+pub fn call_input(raw: Option<&Value>, at: &str) -> Result<Value, Problem> {
+    let text = match raw {
+        None | Some(Value::Null) => return Ok(json!({})),
+        Some(obj @ Value::Object(_)) => return Ok(obj.clone()),
+        Some(Value::String(text)) if text.trim().is_empty() => return Ok(json!({})),
+        Some(Value::String(text)) => text,
+        Some(other) => {
+            return Err(Problem::new(format!(
+                "{at} must be a string holding a JSON object, got {}",
+                kind(other)
+            )))
+        }
     };
-    match raw {
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(parsed @ Value::Object(_)) => {
-                let exact = dumps(&parsed, DEFAULT) == *text;
-                (parsed, if exact { Map::new() } else { keep(raw) })
-            }
-            _ => (json!({}), keep(raw)),
-        },
-        Some(obj @ Value::Object(_)) => (obj.clone(), keep(raw)),
-        other => (json!({}), keep(other)),
+    let head: String = text.chars().take(60).collect();
+    match serde_json::from_str::<Value>(text) {
+        Ok(parsed @ Value::Object(_)) => Ok(parsed),
+        Ok(parsed) => Err(Problem::new(format!(
+            "{at} holds {}, not a JSON object: {:?}; a tool call's arguments must be a JSON object",
+            kind(&parsed),
+            head
+        ))),
+        Err(_) => Err(Problem::new(format!(
+            "{at} is not JSON (cut off?): {:?}; a tool call's arguments must be a JSON object",
+            head
+        ))),
     }
+}
+
+/// `(tool input, what to keep to write the raw arguments back exactly)`.
+fn arguments(raw: Option<&Value>, at: &str) -> Result<(Value, Map<String, Value>), Problem> {
+    let input = call_input(raw, at)?;
+    let exact = matches!(raw, Some(Value::String(text)) if dumps(&input, DEFAULT) == *text);
+    let mut keep = Map::new();
+    if !exact {
+        keep.insert("arguments".into(), raw.cloned().unwrap_or(Value::Null));
+    }
+    Ok((input, keep))
 }
 
 /// A SWE-agent trajectory per line (`from_swe_agent`): `history` is chat
@@ -398,7 +421,11 @@ fn from_messages(
                             ))));
                         }
                     }
-                    let (input, keep) = arguments(function.and_then(|f| f.get("arguments")));
+                    let (input, keep) = arguments(
+                        function.and_then(|f| f.get("arguments")),
+                        &format!("{at}.tool_calls[{j}].function.arguments"),
+                    )
+                    .map_err(fail)?;
                     let mut rest = without(&c, &["id", "function", "type"]);
                     match c.get("type") {
                         None => {}
@@ -423,4 +450,38 @@ fn from_messages(
         ("info", session_info),
         ("messages", Value::Array(out)),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_refused_not_emptied() {
+        for raw in [
+            json!("[1, 2]"),
+            json!("\"ls\""),
+            json!("3"),
+            json!("{\"p\": \"/cut"),
+            json!(["a"]),
+        ] {
+            let err = call_input(Some(&raw), "messages[1].tool_calls[0].function.arguments")
+                .expect_err(&raw.to_string());
+            assert!(
+                err.what
+                    .starts_with("messages[1].tool_calls[0].function.arguments "),
+                "{}",
+                err.what
+            );
+        }
+        for (raw, want) in [
+            (None, json!({})),
+            (Some(json!(null)), json!({})),
+            (Some(json!(" ")), json!({})),
+            (Some(json!("{\"a\": 1}")), json!({"a": 1})),
+            (Some(json!({"b": 2})), json!({"b": 2})),
+        ] {
+            assert_eq!(call_input(raw.as_ref(), "x").unwrap(), want);
+        }
+    }
 }

@@ -212,7 +212,8 @@ pub fn chat_line(
                                 write_entries(&mut scratch, &parsed, DEFAULT);
                                 (input, scratch == *raw)
                             }
-                            _ => (write_span(buf, |b| b.push_str("{}")), false),
+                            // not an object: the serde_json path names the problem
+                            _ => return None,
                         };
                         (input, (!exact).then_some(J::Str(raw)))
                     }
@@ -220,10 +221,9 @@ pub fn chat_line(
                         let input = write_span(buf, |b| write_object(b, &raw));
                         (input, Some(J::Obj(raw)))
                     }
-                    other => (
-                        write_span(buf, |b| b.push_str("{}")),
-                        Some(other.unwrap_or(J::Null)),
-                    ),
+                    None => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
+                    Some(J::Null) => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
+                    Some(_) => return None,
                 };
                 match remove(&mut c, "type") {
                     None => {}
@@ -378,7 +378,7 @@ mod tests {
                     {"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"cmd\": \"ls\", \"n\": 1.0}"}},
                     {"id":"c2","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"},"index":0},
                     {"id":"c3","type":"custom","function":{"name":"é","arguments":"{\"p\": \"\\u00e9\"}"}},
-                    {"id":null,"function":{"arguments":"[1]"}},
+                    {"id":null,"function":{"arguments":"{}"}},
                     {"function":{"name":"x","arguments":{"k":"v"}}},
                     {"id":"c4","function":{"name":"y"}}]},
                 {"role":"tool","tool_call_id":"c1","content":"a\nb 数据"},
@@ -407,6 +407,8 @@ mod tests {
             r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"a"}}]},
                 {"role":"tool","tool_call_id":"c","content":{"not":"text"}}]"#,
             r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"z","arguments":"not json"}}]}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"z","arguments":"[1]"}}]}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"z","arguments":["a"]}}]}]"#,
             r#"[{"role":"robot","content":"x"}]"#,
             r#"[{"role":"user","id":3,"content":"x"}]"#,
             r#"{"id":"s","messages":[],"system":"x"}"#,

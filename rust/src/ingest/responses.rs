@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use super::chat::call_input;
 use super::export::{self, complete, info, object, str, str_or_null, text_part, tool_part};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
@@ -107,11 +108,8 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             }
             Some("function_call") => {
                 let input = match item.get("arguments") {
-                    Some(Value::String(raw)) if !raw.is_empty() => {
-                        match serde_json::from_str::<Value>(raw) {
-                            Ok(args @ Value::Object(_)) => args,
-                            _ => json!({}),
-                        }
+                    Some(raw @ Value::String(_)) => {
+                        call_input(Some(raw), &at("arguments")).map_err(|p| p.message(&mid))?
                     }
                     Some(raw) if truthy(raw) => {
                         return Err(Problem::new(format!(
