@@ -281,13 +281,13 @@ def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:
 def test_one_before_call_compacts_at_most_once() -> None:
     """A queued compaction that leaves the history over budget is not followed,
     in the same call, by a proactive one (a summary of the summary)."""
-    compactor = Compactor(MemoryStore(), Summarizer(None),
+    compactor = Compactor(MemoryStore(), Summarizer(Client("s" * 54_000)),
                           limits={"context": 16_000, "output": 2_000})  # fmt: skip
     names: list[str] = []
     compactor.events.subscribe("*", lambda name, payload: names.append(name))
     loop = CompactionLoop(compactor, system="S")
     sid = compactor.store.create_session()
-    loop.add_user(sid, "P" * 80_000, pinned=True)  # alone over the window
+    loop.add_user(sid, "P" * 80_000)  # alone over the window; the summary ~13k tokens
     loop.after_step(sid, finish_reason="context_length_exceeded")  # reactive: queued
     names.clear()
     loop.before_call(sid)
@@ -308,3 +308,57 @@ def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
     decision = loop.after_step(sid, pending, finish_reason="length")
     assert (decision.compaction_queued, decision.done) == (False, False)
     assert store.records(sid) == []
+
+
+def test_a_record_counts_the_pinned_turn_it_keeps_so_the_guard_trips() -> None:
+    """tokens_after is what later calls are sent: a pinned turn under the
+    window that a summary cannot fit beside is a stall after max_attempts,
+    not a summary paid at every step."""
+    client = Client("s" * 40_000)  # ~10k tokens of summary
+    store, sid, loop = make(client, max_attempts=2)
+    loop.add_user(sid, "P" * 340_000, pinned=True)  # ~85k tokens, under the usable 92k
+    fill(store, sid, 1, chars=40_000)
+    for _ in range(2):
+        decision = loop.after_step(sid, finish_reason="context_length_exceeded")
+        assert decision.compaction_queued
+        loop.before_call(sid)  # completes it, and compacts no further in this call
+    records = store.records(sid)
+    assert len(records) == 2 and all(r.tokens_after > 92_000 for r in records)
+    with pytest.raises(CompactionLoopError, match="keeps overflowing"):
+        loop.after_step(sid, finish_reason="context_length_exceeded")
+    assert client.calls == 2
+
+
+@pytest.mark.parametrize("path", ["proactive", "context stop", "overflow", "async"])
+def test_pinned_content_over_the_window_fails_before_any_summary(path: str) -> None:
+    client = Client()
+    store, sid, loop = make(client)
+    seen: list[dict[str, Any]] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_STALLED, lambda n, p: seen.append(p))
+    loop.add_user(sid, "P" * 400_000, pinned=True)  # ~100k tokens: over the usable 92k
+    with pytest.raises(CompactionLoopError, match=r"pinned and system messages alone are \d+ "
+                       r"tokens, over the usable 92000"):  # fmt: skip
+        if path == "proactive":
+            loop.before_call(sid)
+        elif path == "async":
+            asyncio.run(loop.abefore_call(sid))
+        elif path == "context stop":
+            loop.after_step(sid, finish_reason="context_length_exceeded")
+        else:
+            loop.after_step(sid, usage={"input": 99_000, "output": 10}, finish_reason="stop")
+    assert client.calls == 0 and not store.records(sid)
+    assert seen and seen[0]["reason"] == "unremovable" and seen[0]["usable"] == 92_000
+
+
+def test_pinned_content_over_the_threshold_is_not_summarized_at_every_call() -> None:
+    """Alone over 0.80 but the call fits: a summary cannot bring it under the
+    threshold, so the call goes ahead with compaction.stalled, nothing paid."""
+    client = Client()
+    store, sid, loop = make(client)
+    seen: list[dict[str, Any]] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_STALLED, lambda n, p: seen.append(p))
+    loop.add_user(sid, "P" * 320_000, pinned=True)  # ~80k tokens
+    for _ in range(3):
+        assert len(loop.before_call(sid)) == 2
+    assert client.calls == 0 and not store.records(sid)
+    assert [p["reason"] for p in seen] == ["unremovable"] * 3

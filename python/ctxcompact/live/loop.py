@@ -163,6 +163,16 @@ class CompactionLoop:
         budget = self.budget(self.compactor.calibrated(tokens, model), model)
         if budget is None or not budget.should_compact:
             return None
+        # Pinned and system content over the window: no summary can help.
+        self.compactor.refuse_unremovable(session_id, session, self.system)
+        fixed = self.compactor.unremovable_tokens(session)
+        if fixed >= budget.threshold_tokens and budget.history_tokens <= budget.available:
+            # Alone over the threshold but the call fits: a summary could not
+            # bring it under, and every call would pay for one.
+            self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
+                                       attempts=0, reason="unremovable", tokens=fixed,
+                                       usable=budget.available)  # fmt: skip
+            return None
         if self.compactor.stalled(session_id):
             # Every recent compaction left it above the limit: let the call go
             # ahead (it still fits the window) instead of compacting forever.
@@ -278,6 +288,8 @@ class CompactionLoop:
         )
         if is_context_stop(finish_reason):
             if self.config.auto:
+                session = self.compactor.store.load(session_id)
+                self.compactor.refuse_unremovable(session_id, session, self.system)
                 if self.compactor.stalled(session_id):
                     self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                                                attempts=self.config.max_attempts)  # fmt: skip
@@ -290,7 +302,7 @@ class CompactionLoop:
             # Cut off is never done, compaction or not: with auto compaction
             # off the runtime decides (reason "max_tokens", nothing queued).
             return StepDecision(False, "max_tokens", False)
-        check = self.compactor.check_step(session_id, usage)
+        check = self.compactor.check_step(session_id, usage, system=self.system)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
         return StepDecision(check.queued, check.reason if check.queued else "ok", done)
 
