@@ -612,7 +612,11 @@ class Compactor:
             outcome = yield flow.Summarize(self.summarizer, job.history, {
                 "previous_summary": job.previous_summary, "round": job.round,
                 "instructions": event.custom_instructions, "context": event.extra_context,
+                "limits": self.limits,
             })  # fmt: skip
+            if outcome.cut is not None:
+                self.events.emit(ev.SUMMARY_REQUEST_CUT, session_id=session_id,
+                                 marker_id=job.marker.id, **outcome.cut.to_dict())  # fmt: skip
             finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
                 self._finish, job, outcome
             )
