@@ -15,7 +15,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionLoopError
 from ctxcompact.live import events as ev
 from ctxcompact.live.compactor import Compactor
-from ctxcompact.live.loop import CompactionLoop, is_context_stop
+from ctxcompact.live.loop import CompactionLoop, context_stop, is_context_stop
 from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.scans import COMPACTION_QUESTION
@@ -112,6 +112,66 @@ def test_after_step_stores_and_reacts_to_overflow_and_context_stops() -> None:
 ])  # fmt: skip
 def test_context_stops(reason: str | None, stop: bool) -> None:
     assert is_context_stop(reason) is stop
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    ("length", "max_tokens"), ("max_tokens", "max_tokens"),
+    ("model_context_window_exceeded", "max_tokens"),
+    ("context_length_exceeded", "prompt_too_long"), ("prompt_too_long", "prompt_too_long"),
+    ("Error: prompt is too long: 210000 tokens > 200000 maximum", "prompt_too_long"),
+    ("This model's maximum context length is 128000 tokens", "prompt_too_long"),
+    ("stop", None), (None, None),
+])  # fmt: skip
+def test_a_refused_prompt_is_told_from_a_cut_off_answer(reason: str | None, kind: str) -> None:
+    """The step decision and the compaction's record say which it was (the
+    prompt over the window was reported as "max_tokens", like a cut-off answer)."""
+    assert context_stop(reason) == kind
+    if kind is None:
+        return
+    store, sid, loop = make()
+    loop.add_user(sid, "go")
+    seen: list[str] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_QUEUED, lambda n, p: seen.append(p["reason"]))
+    decision = loop.after_step(sid, finish_reason=reason)
+    assert (decision.compaction_queued, decision.reason, decision.done) == (True, kind, False)
+    loop.before_call(sid)
+    assert [r.reason for r in store.records(sid)] == [kind] and seen == [kind]
+    _, sid2, off = make(auto=False)
+    off.add_user(sid2, "go")
+    cut = off.after_step(sid2, finish_reason=reason)
+    assert (cut.compaction_queued, cut.reason, cut.done) == (False, kind, False)
+
+
+def test_a_stream_cut_short_is_incomplete_not_done() -> None:
+    """A stream that ended without a finish reason was reported done (the
+    runtime would stop on half an answer): it is "incomplete", not done, and
+    queues no compaction; a finished one is still done."""
+    from ctxcompact.live import from_anthropic_message, from_openai_chat, from_openai_response
+
+    chat = [{"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "hal"}}]}]
+    anthropic = [
+        {"type": "message_start", "message": {"id": "m", "model": "m", "role": "assistant",
+         "content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "h"}},
+    ]  # fmt: skip
+    responses = [
+        {
+            "type": "response.created",
+            "response": {"id": "r", "status": "in_progress", "output": [], "model": "m"},
+        }
+    ]
+    store, sid, loop = make()
+    loop.add_user(sid, "go")
+    for message in (from_openai_chat(chat), from_anthropic_message(anthropic),
+                    from_openai_response(responses)):  # fmt: skip
+        assert message.info.finish == "incomplete"  # type: ignore[union-attr]
+        d = loop.after_step(sid, message)
+        assert (d.compaction_queued, d.reason, d.done) == (False, "incomplete", False)
+    assert not store.records(sid) and loop.compactor.pending_task(store.load(sid)) is None
+    done = [*chat, {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    d = loop.after_step(sid, from_openai_chat(done))
+    assert (d.compaction_queued, d.reason, d.done) == (False, "ok", True)
 
 
 def test_a_stored_system_message_counts_towards_the_proactive_budget() -> None:
@@ -291,10 +351,10 @@ def test_one_before_call_compacts_at_most_once() -> None:
     loop.after_step(sid, finish_reason="context_length_exceeded")  # reactive: queued
     names.clear()
     loop.before_call(sid)
-    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens"]
+    assert [r.reason for r in compactor.store.records(sid)] == ["prompt_too_long"]
     assert names.count(ev.COMPACTION_STARTED) == 1
     loop.before_call(sid)  # the next call may compact again
-    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens", "critical"]
+    assert [r.reason for r in compactor.store.records(sid)] == ["prompt_too_long", "critical"]
 
 
 def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
