@@ -621,7 +621,7 @@ class Compactor:
                 self._finish, job, outcome
             )
             record, messages = finished
-            yield flow.blocking(self._commit, job, record, messages)
+            yield flow.settling(self._commit, job, record, messages)
         except CompactionConflictError:
             raise  # closed by compaction.conflict; the winner's summary is stored
         except Exception as e:
