@@ -158,3 +158,36 @@ def test_docs_config_md_documents_every_field() -> None:
         assert row["meaning"], f"{row['field']} has no description"
         assert f"| `{row['field']}` |" in docs and f"`{row['environment']}`" in docs
     assert {r["field"] for r in fields()} == set(CompactionConfig.model_fields)
+
+
+def test_a_misspelt_environment_variable_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pydantic-settings ignores unknown names: CTXCOMPACT_PRUNE_PROTCT=5 left
+    prune_protect at its default without a word."""
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTCT", "5")
+    with pytest.raises(ConfigError, match="CTXCOMPACT_PRUNE_PROTCT is not a ctxcompact setting; "
+                       "did you mean CTXCOMPACT_PRUNE_PROTECT") as e:  # fmt: skip
+        CompactionConfig()
+    assert e.value.column == "CTXCOMPACT_PRUNE_PROTCT"
+    monkeypatch.delenv("CTXCOMPACT_PRUNE_PROTCT")
+    monkeypatch.setenv("ctxcompact_zzz_unrelated", "1")  # names match case-insensitively
+    with pytest.raises(ConfigError, match="CTXCOMPACT_ZZZ_UNRELATED is not a ctxcompact "
+                       r"setting \(") as e:  # fmt: skip
+        CompactionConfig()
+
+
+def test_the_variables_read_outside_the_fields_are_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctxcompact.config import OTHER_ENV_VARS
+
+    assert {"CTXCOMPACT_DISABLE_AUTOCOMPACT", "CTXCOMPACT_DISABLE_PRUNE",
+                              "CTXCOMPACT_PG_BINDIR", "CTXCOMPACT_BENCH_SESSIONS",
+                              "CTXCOMPACT_ARTIFACTS"} == OTHER_ENV_VARS  # fmt: skip
+    for name in OTHER_ENV_VARS:
+        monkeypatch.setenv(name, "0")
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"input": 1, "output": 2}}')
+    monkeypatch.setenv("CTXCOMPACT_POLICY", "swe-agent")
+    config = CompactionConfig()
+    assert config.prices["m"]["output"] == 2

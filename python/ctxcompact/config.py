@@ -8,6 +8,7 @@ mirror OpenCode's ``OPENCODE_DISABLE_*`` switches.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -195,7 +196,12 @@ class CompactionConfig(BaseSettings):
     summary_model: str | None = Field(
         None, description="Model that writes summaries (unset: the session's model)."
     )
-    summary_max_tokens: int = Field(4096, ge=1, description="Most tokens a summary may take.")
+    summary_max_tokens: int = Field(
+        4096,
+        ge=1,
+        description="Most tokens a summary may take; kept free of the summarizer's window when "
+        "its request is cut to fit.",
+    )
     summary_temperature: float | None = Field(
         None,
         ge=0,
@@ -251,6 +257,7 @@ class CompactionConfig(BaseSettings):
         # Every invalid value, from any source, is a ConfigError that names where
         # it came from (an argument, an environment variable or a file).
         origins = {k: _origins.get(k, ARGUMENT) if _origins else ARGUMENT for k in values}
+        _check_environment_names()
         for env, _ in _KILL_SWITCHES:
             _switched_on(env)  # raised here: pydantic would wrap it in a ValidationError
         try:
@@ -418,6 +425,37 @@ def with_prune_fields(policy: Policy, values: Mapping[str, Any]) -> Policy:
     applied to the options they set."""
     updates = {PRUNE_FIELDS[name]: value for name, value in values.items() if name in PRUNE_FIELDS}
     return Policy.from_mapping({**policy.model_dump(), **updates}) if updates else policy
+
+
+#: ``CTXCOMPACT_*`` variables read elsewhere than a field: the kill switches,
+#: the test Postgres binaries (``testing.postgres``), and the benches' and
+#: tests' own settings.
+OTHER_ENV_VARS = frozenset(
+    {
+        *(env for env, _ in _KILL_SWITCHES),
+        "CTXCOMPACT_PG_BINDIR",
+        "CTXCOMPACT_BENCH_SESSIONS",
+        "CTXCOMPACT_ARTIFACTS",
+    }
+)
+
+
+def _check_environment_names() -> None:
+    """A ``CTXCOMPACT_*`` variable that sets nothing is a misspelt setting:
+    pydantic-settings ignores unknown names, so it would be dropped silently."""
+    known = {env_var(name) for name in CompactionConfig.model_fields} | OTHER_ENV_VARS
+    for key in sorted(_environment()):
+        if not key.startswith("CTXCOMPACT_") or key in known:
+            continue
+        # Compared without the shared prefix, which would make every name close.
+        names = {k.removeprefix("CTXCOMPACT_"): k for k in known}
+        close = difflib.get_close_matches(key.removeprefix("CTXCOMPACT_"), sorted(names), n=1)
+        hint = f"; did you mean {names[close[0]]}?" if close else ""
+        raise ConfigError(
+            f"environment variable {key} is not a ctxcompact setting{hint} (the settings are "
+            "CTXCOMPACT_<FIELD> for a CompactionConfig field; docs/config.md lists them)",
+            column=key,
+        )
 
 
 def default(field: str) -> Any:

@@ -56,6 +56,7 @@ class Summaries(BaseChatModel):
     """The compaction agent's model: a summary naming every file it was shown."""
 
     prompts: list[list[BaseMessage]] = []
+    replies: list[str] = []
 
     @property
     def _llm_type(self) -> str:
@@ -68,6 +69,7 @@ class Summaries(BaseChatModel):
         files = sorted({w.rstrip(":") for w in text.split() if w.startswith("f") and ".py" in w})
         reply = AIMessage(f"## Session Summary\nRead so far: {', '.join(files)}",
                           response_metadata={"finish_reason": "stop"})  # fmt: skip
+        self.replies.append(str(reply.content))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -113,7 +115,9 @@ def test_masks_every_step_and_summarizes_when_the_window_fills(asynchronous: boo
     assert rounds == sorted(rounds) and rounds[-1] == len(records)
     assert sorted(set(rounds)) == list(range(len(records) + 1))
     # the second summary integrates the first: its prompt holds the earlier summary
-    assert "Read so far: f0.py" in " ".join(str(m.content) for m in summaries.prompts[1])
+    # (the first request was cut to the 8k window)
+    assert summaries.replies[0] in " ".join(str(m.content) for m in summaries.prompts[1])
+    assert "cut to fit the window" in str(summaries.prompts[0][-1].content)
     # the state keeps every output it holds whole; the summary names what it replaced
     kept = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert kept and all(OUTPUT in m.content for m in kept)

@@ -121,3 +121,70 @@ def test_an_effects_error_is_thrown_into_the_flow_where_it_can_be_handled() -> N
         flow.run(unhandled())
     with pytest.raises(KeyError):
         asyncio.run(flow.arun(unhandled()))
+
+
+def test_cancelled_during_the_commit_the_compaction_still_gets_its_post_hooks() -> None:
+    """The commit runs in a worker thread, which a cancellation cannot stop:
+    the compaction was stored (and session.compacted sent) but the task's
+    post-compact hooks were skipped. Now the flow is seen through, then the
+    task ends cancelled."""
+    import threading
+
+    compactor, sid, seen = setup(Model())
+    entered, release = threading.Event(), threading.Event()
+    commit = compactor.store.commit_compaction
+
+    def slow_commit(session_id: str, c: Any) -> None:
+        entered.set()
+        release.wait()
+        commit(session_id, c)
+
+    compactor.store.commit_compaction = slow_commit  # type: ignore[method-assign]
+    posted: list[int] = []
+
+    async def post(event: ev.PostCompactEvent) -> None:
+        await asyncio.sleep(0)
+        posted.append(event.record.round)
+
+    compactor.hooks.add_post_compact(post)
+
+    async def run() -> None:
+        task = asyncio.create_task(compactor.aprocess_pending(sid))
+        await asyncio.to_thread(entered.wait)
+        task.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert posted == [1] and len(compactor.store.records(sid)) == 1
+    assert [n for n, _ in seen][-1] == ev.COMPACTED
+
+
+def test_cancelled_before_the_commit_nothing_is_stored() -> None:
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(Model):
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            entered.set()
+            release.wait()
+            return super().complete(request)
+
+    compactor, sid, _ = setup(Slow())
+    posted: list[int] = []
+    compactor.hooks.add_post_compact(lambda e: posted.append(1))
+
+    async def run() -> None:
+        task = asyncio.create_task(compactor.aprocess_pending(sid))
+        await asyncio.to_thread(entered.wait)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+
+    asyncio.run(run())
+    assert not posted and not compactor.store.records(sid)
+    assert compactor.pending_task(compactor.store.load(sid)) is not None

@@ -15,7 +15,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionLoopError
 from ctxcompact.live import events as ev
 from ctxcompact.live.compactor import Compactor
-from ctxcompact.live.loop import CompactionLoop, is_context_stop
+from ctxcompact.live.loop import CompactionLoop, context_stop, is_context_stop
 from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.scans import COMPACTION_QUESTION
@@ -112,6 +112,66 @@ def test_after_step_stores_and_reacts_to_overflow_and_context_stops() -> None:
 ])  # fmt: skip
 def test_context_stops(reason: str | None, stop: bool) -> None:
     assert is_context_stop(reason) is stop
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    ("length", "max_tokens"), ("max_tokens", "max_tokens"),
+    ("model_context_window_exceeded", "max_tokens"),
+    ("context_length_exceeded", "prompt_too_long"), ("prompt_too_long", "prompt_too_long"),
+    ("Error: prompt is too long: 210000 tokens > 200000 maximum", "prompt_too_long"),
+    ("This model's maximum context length is 128000 tokens", "prompt_too_long"),
+    ("stop", None), (None, None),
+])  # fmt: skip
+def test_a_refused_prompt_is_told_from_a_cut_off_answer(reason: str | None, kind: str) -> None:
+    """The step decision and the compaction's record say which it was (the
+    prompt over the window was reported as "max_tokens", like a cut-off answer)."""
+    assert context_stop(reason) == kind
+    if kind is None:
+        return
+    store, sid, loop = make()
+    loop.add_user(sid, "go")
+    seen: list[str] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_QUEUED, lambda n, p: seen.append(p["reason"]))
+    decision = loop.after_step(sid, finish_reason=reason)
+    assert (decision.compaction_queued, decision.reason, decision.done) == (True, kind, False)
+    loop.before_call(sid)
+    assert [r.reason for r in store.records(sid)] == [kind] and seen == [kind]
+    _, sid2, off = make(auto=False)
+    off.add_user(sid2, "go")
+    cut = off.after_step(sid2, finish_reason=reason)
+    assert (cut.compaction_queued, cut.reason, cut.done) == (False, kind, False)
+
+
+def test_a_stream_cut_short_is_incomplete_not_done() -> None:
+    """A stream that ended without a finish reason was reported done (the
+    runtime would stop on half an answer): it is "incomplete", not done, and
+    queues no compaction; a finished one is still done."""
+    from ctxcompact.live import from_anthropic_message, from_openai_chat, from_openai_response
+
+    chat = [{"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "hal"}}]}]
+    anthropic = [
+        {"type": "message_start", "message": {"id": "m", "model": "m", "role": "assistant",
+         "content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "h"}},
+    ]  # fmt: skip
+    responses = [
+        {
+            "type": "response.created",
+            "response": {"id": "r", "status": "in_progress", "output": [], "model": "m"},
+        }
+    ]
+    store, sid, loop = make()
+    loop.add_user(sid, "go")
+    for message in (from_openai_chat(chat), from_anthropic_message(anthropic),
+                    from_openai_response(responses)):  # fmt: skip
+        assert message.info.finish == "incomplete"  # type: ignore[union-attr]
+        d = loop.after_step(sid, message)
+        assert (d.compaction_queued, d.reason, d.done) == (False, "incomplete", False)
+    assert not store.records(sid) and loop.compactor.pending_task(store.load(sid)) is None
+    done = [*chat, {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    d = loop.after_step(sid, from_openai_chat(done))
+    assert (d.compaction_queued, d.reason, d.done) == (False, "ok", True)
 
 
 def test_a_stored_system_message_counts_towards_the_proactive_budget() -> None:
@@ -281,20 +341,20 @@ def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:
 def test_one_before_call_compacts_at_most_once() -> None:
     """A queued compaction that leaves the history over budget is not followed,
     in the same call, by a proactive one (a summary of the summary)."""
-    compactor = Compactor(MemoryStore(), Summarizer(None),
+    compactor = Compactor(MemoryStore(), Summarizer(Client("s" * 54_000)),
                           limits={"context": 16_000, "output": 2_000})  # fmt: skip
     names: list[str] = []
     compactor.events.subscribe("*", lambda name, payload: names.append(name))
     loop = CompactionLoop(compactor, system="S")
     sid = compactor.store.create_session()
-    loop.add_user(sid, "P" * 80_000, pinned=True)  # alone over the window
+    loop.add_user(sid, "P" * 80_000)  # alone over the window; the summary ~13k tokens
     loop.after_step(sid, finish_reason="context_length_exceeded")  # reactive: queued
     names.clear()
     loop.before_call(sid)
-    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens"]
+    assert [r.reason for r in compactor.store.records(sid)] == ["prompt_too_long"]
     assert names.count(ev.COMPACTION_STARTED) == 1
     loop.before_call(sid)  # the next call may compact again
-    assert [r.reason for r in compactor.store.records(sid)] == ["max_tokens", "critical"]
+    assert [r.reason for r in compactor.store.records(sid)] == ["prompt_too_long", "critical"]
 
 
 def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
@@ -308,3 +368,57 @@ def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
     decision = loop.after_step(sid, pending, finish_reason="length")
     assert (decision.compaction_queued, decision.done) == (False, False)
     assert store.records(sid) == []
+
+
+def test_a_record_counts_the_pinned_turn_it_keeps_so_the_guard_trips() -> None:
+    """tokens_after is what later calls are sent: a pinned turn under the
+    window that a summary cannot fit beside is a stall after max_attempts,
+    not a summary paid at every step."""
+    client = Client("s" * 40_000)  # ~10k tokens of summary
+    store, sid, loop = make(client, max_attempts=2)
+    loop.add_user(sid, "P" * 340_000, pinned=True)  # ~85k tokens, under the usable 92k
+    fill(store, sid, 1, chars=40_000)
+    for _ in range(2):
+        decision = loop.after_step(sid, finish_reason="context_length_exceeded")
+        assert decision.compaction_queued
+        loop.before_call(sid)  # completes it, and compacts no further in this call
+    records = store.records(sid)
+    assert len(records) == 2 and all(r.tokens_after > 92_000 for r in records)
+    with pytest.raises(CompactionLoopError, match="keeps overflowing"):
+        loop.after_step(sid, finish_reason="context_length_exceeded")
+    assert client.calls == 2
+
+
+@pytest.mark.parametrize("path", ["proactive", "context stop", "overflow", "async"])
+def test_pinned_content_over_the_window_fails_before_any_summary(path: str) -> None:
+    client = Client()
+    store, sid, loop = make(client)
+    seen: list[dict[str, Any]] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_STALLED, lambda n, p: seen.append(p))
+    loop.add_user(sid, "P" * 400_000, pinned=True)  # ~100k tokens: over the usable 92k
+    with pytest.raises(CompactionLoopError, match=r"pinned and system messages alone are \d+ "
+                       r"tokens, over the usable 92000"):  # fmt: skip
+        if path == "proactive":
+            loop.before_call(sid)
+        elif path == "async":
+            asyncio.run(loop.abefore_call(sid))
+        elif path == "context stop":
+            loop.after_step(sid, finish_reason="context_length_exceeded")
+        else:
+            loop.after_step(sid, usage={"input": 99_000, "output": 10}, finish_reason="stop")
+    assert client.calls == 0 and not store.records(sid)
+    assert seen and seen[0]["reason"] == "unremovable" and seen[0]["usable"] == 92_000
+
+
+def test_pinned_content_over_the_threshold_is_not_summarized_at_every_call() -> None:
+    """Alone over 0.80 but the call fits: a summary cannot bring it under the
+    threshold, so the call goes ahead with compaction.stalled, nothing paid."""
+    client = Client()
+    store, sid, loop = make(client)
+    seen: list[dict[str, Any]] = []
+    loop.compactor.events.subscribe(ev.COMPACTION_STALLED, lambda n, p: seen.append(p))
+    loop.add_user(sid, "P" * 320_000, pinned=True)  # ~80k tokens
+    for _ in range(3):
+        assert len(loop.before_call(sid)) == 2
+    assert client.calls == 0 and not store.records(sid)
+    assert [p["reason"] for p in seen] == ["unremovable"] * 3

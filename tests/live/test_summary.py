@@ -454,3 +454,80 @@ def test_a_compaction_that_grows_the_session_says_so(caplog: pytest.LogCaptureFi
         record = compactor.process_pending(sid)
     assert record is not None and record.tokens_after > record.tokens_before
     assert f"left it bigger: {record.tokens_before} -> {record.tokens_after}" in caplog.text
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+
+    def complete(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        return SummaryResponse("## Session Summary\nnotes", "stop")
+
+
+def _request_tokens(request: SummaryRequest) -> int:
+    from ctxcompact.scans.chat import estimate_chat_messages
+    from ctxcompact.scans.estimate import estimate_tokens
+
+    return estimate_chat_messages(request.messages) + estimate_tokens(request.system)
+
+
+def test_the_summary_request_is_cut_to_the_session_window() -> None:
+    """One 800k-character output in a 32k session: the request sent fits the
+    window, the output kept as head and tail with a marker, and it says so."""
+    from builders import tool_reply, user
+    from ctxcompact.live import events as ev
+
+    client = _Recorder()
+    compactor = cc.Compactor(cc.MemoryStore(), Summarizer(client),
+                             limits={"context": 32_000, "output": 4_000})  # fmt: skip
+    seen: list[dict[str, Any]] = []
+    compactor.events.subscribe(ev.SUMMARY_REQUEST_CUT, lambda n, p: seen.append(p))
+    sid = compactor.store.create_session()
+    task = user("grep the logs")
+    compactor.store.append_message(sid, task)
+    huge = "".join(f"log line {i}\n" for i in range(64_000))  # ~800k chars
+    compactor.store.append_message(sid, tool_reply(task.id, huge))
+    compactor.request_compaction(sid)
+    record = compactor.process_pending(sid)
+    assert record is not None and record.summary_source == "model"
+    (request,) = client.requests
+    window = 32_000 - 4_000  # the answer: at most the output limit
+    assert _request_tokens(request) <= window
+    (output,) = [m["content"] for m in request.messages if m["role"] == "tool"]
+    assert output.startswith("log line 0\n") and output.endswith("log line 63999\n")
+    assert "characters cut ...]" in output
+    assert "cut to fit the window" in request.messages[-1]["content"]
+    (cut,) = seen
+    assert cut["window"] == window and cut["outputs_cut"] == 1 and cut["tokens_before"] > 190_000
+    assert cut["tokens_sent"] <= window and cut["messages_left_out"] == 0
+
+
+def test_the_oldest_history_is_left_out_when_cutting_outputs_is_not_enough() -> None:
+    """Many turns of prose: the first request, the previous summary and the
+    newest step stay; the note says earlier history was elided; a tool call
+    never loses its result (own window of the summarizer used)."""
+    client = _Recorder()
+    summarizer = Summarizer(client, limits={"context": 12_000, "output": 2_000})
+    history: list[dict[str, Any]] = [{"role": "user", "content": "TASK: port the parser"},
+                                      {"role": "user", "content": COMPACTION_QUESTION},
+                                      {"role": "assistant", "content": "OLD NOTES"}]  # fmt: skip
+    for i in range(40):
+        history.append({"role": "user", "content": f"step {i} " + "w " * 1_000})
+        history.append({"role": "assistant", "content": None,
+                        "tool_calls": [call(f"c{i}", "read", path=f"f{i}.py")]})  # fmt: skip
+        history.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok " * 200})
+    for run in (summarizer.summarize, summarizer.asummarize):
+        outcome = run(history, previous_summary="OLD NOTES", round=2)
+        if asyncio.iscoroutine(outcome):
+            outcome = asyncio.run(outcome)
+        assert outcome.cut is not None and outcome.cut.messages_left_out > 0
+        request = client.requests[-1]
+        assert _request_tokens(request) <= 12_000 - 2_000  # the answer: at most the output limit
+        contents = [m.get("content") for m in request.messages]
+        assert contents[0] == "TASK: port the parser" and "OLD NOTES" in contents
+        assert history[-3]["content"] in contents  # the newest step
+        assert "step 0 " + "w " * 1_000 not in contents
+        assert "earlier history elided" in contents[-1]
+        ids = {c["id"] for m in request.messages for c in m.get("tool_calls") or []}
+        assert {m["tool_call_id"] for m in request.messages if m["role"] == "tool"} <= ids

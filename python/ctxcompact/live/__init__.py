@@ -16,7 +16,7 @@ from ctxcompact.live.events import (
     PostCompactEvent,
     PreCompactEvent,
 )
-from ctxcompact.live.loop import CompactionLoop, StepDecision, is_context_stop
+from ctxcompact.live.loop import CompactionLoop, StepDecision, context_stop, is_context_stop
 from ctxcompact.live.postgres import PostgresStore
 from ctxcompact.live.replies import (
     from_anthropic_message,
@@ -56,6 +56,7 @@ __all__ = [
     "acompact_messages",
     "build_digest",
     "compact_messages",
+    "context_stop",
     "from_anthropic_message",
     "from_openai_chat",
     "from_openai_response",

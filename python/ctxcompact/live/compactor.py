@@ -134,6 +134,11 @@ def validate_session(session: Session) -> None:
                 )  # fmt: skip
 
 
+def _stays(message: MessageWithParts) -> bool:
+    """A message every compaction keeps in the model input (``filter_pivot``)."""
+    return message.info.role == "system" or any(p.pinned for p in message.parts)
+
+
 @dataclass(frozen=True)
 class StepCheck:
     """What ``check_step`` decided, and the numbers behind it."""
@@ -204,14 +209,16 @@ class Compactor:
 
     # --- reading the session ------------------------------------------------------------
 
-    def history_tokens(self, session: Session, system: str | None = None) -> int:
+    def history_tokens(
+        self, session: Session, system: str | None = None, *, calibrate: bool = True
+    ) -> int:
         """Estimated tokens of what the next model call would receive; with a
         calibrator, scaled by the model's reported/estimated ratio once known."""
         visible = to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
         tokens = estimate_chat_messages(
             visible, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
-        return self.calibrated(tokens, self.model_of(session))
+        return self.calibrated(tokens, self.model_of(session)) if calibrate else tokens
 
     def model_of(self, session: Session | None) -> str:
         """The calibrator's key for ``session``: the newest assistant message's
@@ -245,6 +252,39 @@ class Compactor:
         """The newest compaction marker, if no summary answers it yet (not one
         a hook cancelled)."""
         return pending_marker(session)
+
+    def unremovable_tokens(self, session: Session, system: str | None = None) -> int:
+        """Estimated tokens no compaction can remove: the visible stored system
+        messages and those holding a pinned part (with ``system``, the
+        runtime's own prompt), estimated and calibrated as ``history_tokens``."""
+        visible = filter_pivot(session)
+        fixed = [m for m in visible.messages if _stays(m)]
+        shown = to_model_messages(visible.model_copy(update={"messages": fixed}), system=system,
+                                  policy=self.config.policy)  # fmt: skip
+        tokens = estimate_chat_messages(
+            shown, method=self.config.estimate_method, overhead=self.config.message_overhead
+        )
+        return self.calibrated(tokens, self.model_of(session))
+
+    def refuse_unremovable(
+        self, session_id: str, session: Session, system: str | None = None
+    ) -> None:
+        """``CompactionLoopError`` when what no compaction can remove is already
+        over the usable window: every summary would be paid for nothing."""
+        usable = self.usable_tokens()
+        if usable is None:
+            return
+        fixed = self.unremovable_tokens(session, system)
+        if fixed <= usable:
+            return
+        self.events.emit(ev.COMPACTION_STALLED, session_id=session_id, attempts=0,
+                         reason="unremovable", tokens=fixed, usable=usable)  # fmt: skip
+        raise CompactionLoopError(
+            f"the pinned and system messages alone are {fixed} tokens, over the usable "
+            f"{usable} (the window less the output reserve): no compaction can bring the "
+            "session under it; unpin or shorten them, or use a model with a larger window",
+            session_id=session_id,
+        )
 
     def stalled(self, session_id: str) -> bool:
         """True when the last ``max_attempts`` compactions all left the history too big."""
@@ -331,15 +371,21 @@ class Compactor:
                          tokens=result.pruned)  # fmt: skip
         return result.pruned
 
-    def check_step(self, session_id: str, usage: Any = None) -> StepCheck:
+    def check_step(
+        self, session_id: str, usage: Any = None, *, system: str | None = None
+    ) -> StepCheck:
         """After a finished step: queue a compaction when the context overflowed.
 
         ``usage`` defaults to the last finished, non-summary assistant message's
         tokens; a session with no usage at all is checked on its estimated
         history instead. Raises ``CompactionLoopError`` when compactions keep
-        failing to bring the session under its limit.
+        failing to bring the session under its limit, or when the pinned and
+        system messages (with ``system``, the runtime's prompt) alone are over it.
         """
         check_session_id(session_id)
+        if system is not None and not isinstance(system, str):
+            raise InputTypeError(f"system must be a str, got {type(system).__name__}",
+                                 session_id=session_id)  # fmt: skip
         if self.limits is None or not self.config.auto:
             return StepCheck(False, "auto compaction off or no limits", 0, 0)
         session = self.store.load(session_id)
@@ -363,6 +409,7 @@ class Compactor:
         self.metrics.record_reactive_overflow()
         self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
                          usable=report.usable)  # fmt: skip
+        self.refuse_unremovable(session_id, session, system)
         if self.stalled(session_id):
             self.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                              attempts=self.config.max_attempts)  # fmt: skip
@@ -432,6 +479,8 @@ class Compactor:
             previous_summary=previous or None,
             round=len(summaries) + 1,
             tokens_before=tokens_before,
+            kept=[m for m in visible.messages[:-1] if _stays(m)],
+            model=self.model_of(session),
             marks=marks,
             pruned_tokens=pruned,
         )
@@ -477,14 +526,18 @@ class Compactor:
                 parts=[Part(id=new_id("prt"), sessionID=job.session_id, messageID=cid,
                             type="text", text=self.config.continue_text, synthetic=True)],
             )  # fmt: skip
+        # What later calls are sent: the system and pinned messages stay
+        # ahead of the pivot (an estimate of the summary alone would hide a
+        # pinned turn over the window from the loop guard).
         after = Session(
             info={"id": job.session_id},
-            messages=[job.marker, summary, *([follow] if follow else [])],
+            messages=[*job.kept, job.marker, summary, *([follow] if follow else [])],
         )
         record = ev.CompactionRecord(
             session_id=job.session_id, family="pivot", trigger="auto" if job.auto else "manual",
             reason=job.reason, round=job.round, tokens_before=job.tokens_before,
-            tokens_after=self.history_tokens(after), summary_source=outcome.source,
+            tokens_after=self.calibrated(self.history_tokens(after, calibrate=False), job.model),
+            summary_source=outcome.source,
             summarized_message_ids=job.summarized_ids, kept_message_ids=(),
             pruned_tokens=job.pruned_tokens, pruned_parts=len(job.marks),
             marker_message_id=job.marker.id, summary_message_id=summary.id, created_ms=now,
@@ -559,12 +612,16 @@ class Compactor:
             outcome = yield flow.Summarize(self.summarizer, job.history, {
                 "previous_summary": job.previous_summary, "round": job.round,
                 "instructions": event.custom_instructions, "context": event.extra_context,
+                "limits": self.limits,
             })  # fmt: skip
+            if outcome.cut is not None:
+                self.events.emit(ev.SUMMARY_REQUEST_CUT, session_id=session_id,
+                                 marker_id=job.marker.id, **outcome.cut.to_dict())  # fmt: skip
             finished: tuple[ev.CompactionRecord, list[Any]] = yield flow.blocking(
                 self._finish, job, outcome
             )
             record, messages = finished
-            yield flow.blocking(self._commit, job, record, messages)
+            yield flow.settling(self._commit, job, record, messages)
         except CompactionConflictError:
             raise  # closed by compaction.conflict; the winner's summary is stored
         except Exception as e:
@@ -620,6 +677,10 @@ class _Job:
     previous_summary: str | None
     round: int
     tokens_before: int
+    #: The system and pinned messages before the marker: sent after the summary too.
+    kept: list[MessageWithParts]
+    #: The calibrator's key for the session.
+    model: str
     marks: dict[str, int]
     pruned_tokens: int
 

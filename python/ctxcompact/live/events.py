@@ -28,6 +28,8 @@ COMPACTION_CONFLICT = "compaction.conflict"
 #: ``fallback="raise"``, the store): its marker stays pending.
 COMPACTION_FAILED = "compaction.failed"
 PRUNE_APPLIED = "prune.applied"
+#: The summary request was cut to the summarizer's window (``RequestCut`` fields).
+SUMMARY_REQUEST_CUT = "summary.request_cut"
 
 
 @dataclass

@@ -40,6 +40,10 @@ class Blocking:
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: Work that, once begun, is seen through (a commit): a worker thread
+    #: cannot be stopped, so ``arun`` cancelled here waits for it and drives
+    #: the flow to its end (events, post-compact hooks) before re-raising.
+    settle: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ Flow = Generator[Effect, Any, T]
 
 def blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
     return Blocking(fn, args, kwargs)
+
+
+def settling(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
+    """``blocking`` work a cancellation does not cut short (see ``Blocking.settle``)."""
+    return Blocking(fn, args, kwargs, settle=True)
 
 
 def _perform(effect: Effect) -> Any:
@@ -111,19 +120,62 @@ def run(flow: Flow[T]) -> T:
 
 
 async def arun(flow: Flow[T]) -> T:
-    """Drive ``flow`` to its result without blocking the event loop."""
+    """Drive ``flow`` to its result without blocking the event loop.
+
+    Cancelled during a settling step (the commit), it waits for that step,
+    finishes the flow (so a stored compaction gets its events and
+    post-compact hooks), then raises ``CancelledError``.
+    """
+    cancelled: asyncio.CancelledError | None = None
     try:
         effect = next(flow)
         while True:
             try:
-                result = await _aperform(effect)
+                if isinstance(effect, Blocking) and effect.settle:
+                    work = asyncio.ensure_future(_aperform(effect))
+                    try:
+                        result = await asyncio.shield(work)
+                    except asyncio.CancelledError as e:
+                        if work.cancelled():
+                            raise
+                        cancelled = cancelled or e
+                        result = await _settled(work)
+                else:
+                    result = await _aperform(effect)
             except Exception as e:
                 effect = flow.throw(e)
             else:
                 effect = flow.send(result)
     except StopIteration as done:
+        if cancelled is not None:
+            raise cancelled from None
         value: T = done.value
         return value
+    except Exception as e:
+        if cancelled is not None:
+            raise cancelled from e
+        raise
 
 
-__all__ = ["Blocking", "Effect", "Flow", "PostCompact", "PreCompact", "Summarize", "arun", "run"]
+async def _settled(work: asyncio.Future[Any]) -> Any:
+    """``work``'s result, waited for through further cancellations."""
+    while True:
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                raise
+
+
+__all__ = [
+    "Blocking",
+    "Effect",
+    "Flow",
+    "PostCompact",
+    "PreCompact",
+    "Summarize",
+    "arun",
+    "blocking",
+    "run",
+    "settling",
+]

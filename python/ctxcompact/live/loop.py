@@ -13,7 +13,8 @@
 budget (0.80 of the window: compact before the call; 0.95: critical), and
 returns the messages to send: at most one compaction per call.
 ``after_step`` stores the step and checks overflow and context stops
-(``length``, ``max_tokens``, prompt too long):
+(the answer cut off: ``length``, ``max_tokens``; the prompt refused:
+``context_length_exceeded``, prompt too long):
 reactive compaction is queued for the next ``before_call``.
 """
 
@@ -41,37 +42,54 @@ from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import TokenBudget
 
+#: Finish reasons that mean the answer was cut off: at ``max_tokens``, or where
+#: the context window ran out (Anthropic's ``model_context_window_exceeded``).
+OUTPUT_STOPS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+#: Error codes / texts that mean the prompt itself was over the window (the
+#: call was refused).
+PROMPT_STOPS = frozenset({"context_length_exceeded", "prompt_too_long", "prompt is too long"})
 #: Finish reasons / error codes that mean the context was too long.
-CONTEXT_STOPS = frozenset(
-    {
-        "length",
-        "max_tokens",
-        "model_context_window_exceeded",
-        "context_length_exceeded",
-        "prompt_too_long",
-        "prompt is too long",
-    }
-)
+CONTEXT_STOPS = OUTPUT_STOPS | PROMPT_STOPS
+#: A reply that ended without a finish reason (a stream cut short): the
+#: converters (``from_openai_chat``, ...) give it this finish.
+INCOMPLETE = "incomplete"
+
+
+def context_stop(reason: str | None) -> str | None:
+    """``"prompt_too_long"`` when ``reason`` (a finish reason or error text)
+    says the prompt was over the window, ``"max_tokens"`` when the answer was
+    cut off, else None."""
+    if not reason:
+        return None
+    text = reason.strip().lower()
+    if text in PROMPT_STOPS or "context length" in text or "prompt is too long" in text:
+        return "prompt_too_long"
+    if text in OUTPUT_STOPS:
+        return "max_tokens"
+    return None
 
 
 def is_context_stop(reason: str | None) -> bool:
     """True for a finish reason or error text that means "the context is full"."""
-    if not reason:
-        return False
-    text = reason.strip().lower()
-    return text in CONTEXT_STOPS or "context length" in text or "prompt is too long" in text
+    return context_stop(reason) is not None
 
 
 @dataclass(frozen=True)
 class StepDecision:
     #: A compaction was queued (it runs in the next ``before_call``).
     compaction_queued: bool
-    #: Why (``"overflow"``, ``"max_tokens"``, ...), or ``"ok"``.
+    #: Why: ``"overflow"`` (the reported usage was over the window),
+    #: ``"max_tokens"`` (the answer was cut off: ``length``, ``max_tokens``,
+    #: ``model_context_window_exceeded``), ``"prompt_too_long"`` (the prompt was
+    #: over the window and refused: ``context_length_exceeded``, "prompt is too
+    #: long", ...), ``"incomplete"`` (the reply ended without a finish reason,
+    #: a stream cut short: nothing queued), ``"masked"``, or ``"ok"``.
     reason: str
     #: The model finished its turn (no tool calls pending and not cut off).
-    #: A context stop is never done; with auto compaction off nothing is
-    #: queued for it (``compaction_queued`` False, reason ``"max_tokens"``):
-    #: the runtime decides whether to continue or stop.
+    #: A context stop or an incomplete reply is never done; with auto
+    #: compaction off nothing is queued for a context stop
+    #: (``compaction_queued`` False, the reason still given): the runtime
+    #: decides whether to continue or stop.
     done: bool
 
 
@@ -162,6 +180,16 @@ class CompactionLoop:
         model = self.compactor.model_of(session)
         budget = self.budget(self.compactor.calibrated(tokens, model), model)
         if budget is None or not budget.should_compact:
+            return None
+        # Pinned and system content over the window: no summary can help.
+        self.compactor.refuse_unremovable(session_id, session, self.system)
+        fixed = self.compactor.unremovable_tokens(session)
+        if fixed >= budget.threshold_tokens and budget.history_tokens <= budget.available:
+            # Alone over the threshold but the call fits: a summary could not
+            # bring it under, and every call would pay for one.
+            self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
+                                       attempts=0, reason="unremovable", tokens=fixed,
+                                       usable=budget.available)  # fmt: skip
             return None
         if self.compactor.stalled(session_id):
             # Every recent compaction left it above the limit: let the call go
@@ -276,8 +304,11 @@ class CompactionLoop:
             p.type == "tool" and p.state is not None and p.state.status in ("pending", "running")
             for p in message.parts
         )
-        if is_context_stop(finish_reason):
+        stop = context_stop(finish_reason)
+        if stop is not None:
             if self.config.auto:
+                session = self.compactor.store.load(session_id)
+                self.compactor.refuse_unremovable(session_id, session, self.system)
                 if self.compactor.stalled(session_id):
                     self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                                                attempts=self.config.max_attempts)  # fmt: skip
@@ -285,12 +316,16 @@ class CompactionLoop:
                         "the context keeps overflowing after compaction", session_id=session_id
                     )
                 self.compactor.metrics.record_reactive_overflow()
-                self.compactor.request_compaction(session_id, auto=True, reason="max_tokens")
-                return StepDecision(True, "max_tokens", False)
+                self.compactor.request_compaction(session_id, auto=True, reason=stop)
+                return StepDecision(True, stop, False)
             # Cut off is never done, compaction or not: with auto compaction
-            # off the runtime decides (reason "max_tokens", nothing queued).
-            return StepDecision(False, "max_tokens", False)
-        check = self.compactor.check_step(session_id, usage)
+            # off the runtime decides (the reason given, nothing queued).
+            return StepDecision(False, stop, False)
+        check = self.compactor.check_step(session_id, usage, system=self.system)
+        if finish_reason == INCOMPLETE:
+            # A stream that ended without a finish reason: cut short, not a
+            # finished turn (nor a full context).
+            return StepDecision(check.queued, check.reason if check.queued else INCOMPLETE, False)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
         return StepDecision(check.queued, check.reason if check.queued else "ok", done)
 
@@ -326,4 +361,12 @@ def _cancelled(session: Session, marker_id: str) -> bool:
     return False
 
 
-__all__ = ["CONTEXT_STOPS", "CompactionLoop", "StepDecision", "is_context_stop"]
+__all__ = [
+    "CONTEXT_STOPS",
+    "OUTPUT_STOPS",
+    "PROMPT_STOPS",
+    "CompactionLoop",
+    "StepDecision",
+    "context_stop",
+    "is_context_stop",
+]

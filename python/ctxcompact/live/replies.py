@@ -15,7 +15,10 @@ nor written to the cache, as Anthropic reports them, so OpenAI's totals are
 split into ``input`` / ``cache.read`` / ``cache.write``; ``reasoning`` is the
 part of ``output`` spent thinking. Finish reasons are the provider's own
 (``"stop"``, ``"length"``, ``"tool_calls"``, ``"end_turn"``, ``"max_tokens"``,
-``"tool_use"``, ...), which ``after_step`` understands. Tool calls become tool
+``"tool_use"``, ...), which ``after_step`` understands; a stream that ended
+without one (cut short) gets ``"incomplete"``, which ``after_step`` reports as
+not done (reason ``"incomplete"``), as a Responses stream without its
+terminal event. Tool calls become tool
 parts in state ``pending`` until ``run_tools`` (or your code) completes them.
 """
 
@@ -180,7 +183,8 @@ def _chat_from_chunks(chunks: Iterable[Any]) -> dict[str, Any]:
         message["refusal"] = "".join(refusal)
     if calls:
         message["tool_calls"] = [calls[k] for k in sorted(calls)]
-    out["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+    # No finish reason: the stream was cut short (a finished one always ends with one).
+    out["choices"] = [{"index": 0, "message": message, "finish_reason": finish or "incomplete"}]
     return out
 
 
@@ -382,6 +386,8 @@ def _anthropic_from_events(events: Iterable[Any]) -> dict[str, Any]:
     for index, pieces in partial.items():
         blocks[index]["input"] = "".join(pieces)  # JSON text, read with the other calls
     message["content"] = [blocks[k] for k in sorted(blocks)]
+    if not message.get("stop_reason"):  # the stream was cut short before message_delta
+        message["stop_reason"] = "incomplete"
     return message
 
 

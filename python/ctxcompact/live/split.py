@@ -335,7 +335,10 @@ def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: Compac
     outcome = yield flow.Summarize(summarizer, run.head, {
         "previous_summary": run.split.previous_summary, "round": round,
         "instructions": event.custom_instructions, "context": event.extra_context,
+        "limits": Limits(context=context, output=output),
     })  # fmt: skip
+    if outcome.cut is not None and events is not None:
+        events.emit(ev.SUMMARY_REQUEST_CUT, session_id=session_id, **outcome.cut.to_dict())
     result: SplitResult = yield flow.blocking(run.finish, outcome, round)
     _emit_done(result, events, metrics)
     if hooks is not None and result.record is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import re
 import threading
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ctxcompact import _core
 from ctxcompact.clients.base import (
     AsyncSummaryClient,
     SummaryClient,
@@ -27,11 +29,31 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError, SummaryError
 from ctxcompact.estimators import EstimateMethod
 from ctxcompact.live import prompts
+from ctxcompact.scans.chat import estimate_chat_messages
 from ctxcompact.scans.estimate import estimate_tokens
+from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import COMPACTION_QUESTION
 
 Source = Literal["model", "digest", "truncation"]
 Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RequestCut:
+    """How a summary request was cut to fit the summarizer's window."""
+
+    #: Input tokens the request may take: the window less the answer's tokens.
+    window: int
+    #: Estimated tokens of the request as built, and as sent.
+    tokens_before: int
+    tokens_sent: int
+    #: Messages cut to their head and tail (tool outputs first).
+    outputs_cut: int = 0
+    #: The oldest messages left out (the first request and the previous summary never are).
+    messages_left_out: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,8 @@ class SummaryOutcome:
     error: str | None = None
     request: SummaryRequest | None = None
     response: SummaryResponse | None = None
+    #: Set when the request sent was cut to the window (None: sent whole).
+    cut: RequestCut | None = None
 
 
 class Summarizer:
@@ -50,7 +74,10 @@ class Summarizer:
 
     ``client``: a ``SummaryClient`` and/or ``AsyncSummaryClient`` (None: always
     the fallback). ``model``: the session's model, used unless
-    ``config.summary_model`` names a (cheaper) one.
+    ``config.summary_model`` names a (cheaper) one. ``limits``: the window of
+    the model that writes summaries (unset: the session model's, which the
+    Compactor or ``compact_messages`` passes); the request is cut to fit it
+    (``fit_history``).
 
     ``config.timeout_s`` bounds the whole call (retries included) on both
     paths; the request carries it and ``config.max_retries`` to the client,
@@ -63,6 +90,7 @@ class Summarizer:
         config: CompactionConfig | None = None,
         *,
         model: str | None = None,
+        limits: Any = None,
     ) -> None:
         if client is not None and not (hasattr(client, "complete") or hasattr(client, "acomplete")):
             raise InputTypeError(
@@ -76,6 +104,7 @@ class Summarizer:
         self.configured = config is not None
         self.config = config or CompactionConfig()
         self.model = model
+        self.limits = None if limits is None else Limits.coerce(limits)
 
     # --- the request -------------------------------------------------------------------
 
@@ -87,26 +116,76 @@ class Summarizer:
         round: int = 1,
         instructions: str | None = None,
         context: Sequence[str] = (),
+        limits: Any = None,
     ) -> SummaryRequest:
+        """The request for ``history``, cut to the window (``self.limits``, else
+        ``limits``) when one is known."""
+        request, _ = self._build(
+            history,
+            previous_summary=previous_summary,
+            round=round,
+            instructions=instructions,
+            context=context,
+            limits=limits,
+        )
+        return request
+
+    def request_window(self, limits: Any = None) -> int | None:
+        """Input tokens a summary request may take: the summarizer's window
+        (``self.limits``, else ``limits``) less the answer (``summary_max_tokens``,
+        at most the output limit) and the safety buffer; None without a window."""
+        lim = self.limits or (None if limits is None else Limits.coerce(limits))
+        if lim is None:
+            return None
         cfg = self.config
-        parts: list[str] = []
+        # The answer cannot be longer than the model's output limit.
+        answer = min(cfg.summary_max_tokens, lim.output or cfg.summary_max_tokens)
+        room = [n for n in (lim.context and lim.context - answer, lim.input) if n]
+        return max(0, min(room) - cfg.safety_buffer) if room else None
+
+    def _build(
+        self,
+        history: Sequence[Message],
+        *,
+        previous_summary: str | None,
+        round: int,
+        instructions: str | None,
+        context: Sequence[str],
+        limits: Any = None,
+    ) -> tuple[SummaryRequest, RequestCut | None]:
+        cfg = self.config
+        head: list[str] = []
         if context:
-            parts.append("Context for these notes:\n" + "\n".join(f"- {c}" for c in context))
+            head.append("Context for these notes:\n" + "\n".join(f"- {c}" for c in context))
         if previous_summary and not any(
             content_text(m) == previous_summary for m in history if m.get("role") == "assistant"
         ):
-            parts.append(f"Notes of compaction round {round - 1}:\n\n{previous_summary}")
-        parts.append(cfg.summary_prompt or prompts.SUMMARY_REQUEST)
+            head.append(f"Notes of compaction round {round - 1}:\n\n{previous_summary}")
+        tail = [cfg.summary_prompt or prompts.SUMMARY_REQUEST]
         if cfg.summary_template == "structured":
-            parts.append(prompts.STRUCTURED_TEMPLATE.format(round=round))
+            tail.append(prompts.STRUCTURED_TEMPLATE.format(round=round))
         if previous_summary:
-            parts.append(prompts.CHAINING_INSTRUCTION.format(round=round, previous=round - 1))
+            tail.append(prompts.CHAINING_INSTRUCTION.format(round=round, previous=round - 1))
         if instructions:
-            parts.append(f"Additional instructions for these notes:\n{instructions}")
+            tail.append(f"Additional instructions for these notes:\n{instructions}")
+        system = cfg.system_prompt or prompts.SYSTEM_PROMPT
         messages = [dict(m) for m in history if m.get("role") != "system"]
-        messages.append({"role": "user", "content": "\n\n".join(parts)})
-        return SummaryRequest(
-            system=cfg.system_prompt or prompts.SYSTEM_PROMPT,
+        cut = None
+        window = self.request_window(limits)
+        if window is not None:
+            longest = _cut_note(RequestCut(10**9, 10**9, 10**9, 10**6, 10**6))
+            fixed = [{"role": "user", "content": "\n\n".join([*head, longest, *tail])}]
+            reserved = self._tokens(fixed) + estimate_tokens(system, cfg.estimate_method)
+            messages, cut = fit_history(messages, window - reserved, config=cfg,
+                                        previous_summary=previous_summary)  # fmt: skip
+            if cut is not None:
+                cut = dataclasses.replace(cut, window=window,
+                                          tokens_before=cut.tokens_before + reserved,
+                                          tokens_sent=cut.tokens_sent + reserved)  # fmt: skip
+                head.append(_cut_note(cut))
+        messages.append({"role": "user", "content": "\n\n".join([*head, *tail])})
+        request = SummaryRequest(
+            system=system,
             messages=messages,
             model=cfg.summary_model or self.model,
             max_tokens=cfg.summary_max_tokens,
@@ -114,6 +193,12 @@ class Summarizer:
             timeout_s=cfg.timeout_s,
             max_retries=cfg.max_retries,
         )
+        return request, cut
+
+    def _tokens(self, messages: Sequence[Message]) -> int:
+        cfg = self.config
+        return estimate_chat_messages(messages, method=cfg.estimate_method,
+                                      overhead=cfg.message_overhead)  # fmt: skip
 
     # --- the call ----------------------------------------------------------------------
 
@@ -125,14 +210,13 @@ class Summarizer:
         round: int = 1,
         instructions: str | None = None,
         context: Sequence[str] = (),
+        limits: Any = None,
     ) -> SummaryOutcome:
-        request = self.build_request(
-            history,
-            previous_summary=previous_summary,
-            round=round,
-            instructions=instructions,
-            context=context,
-        )
+        """Ask the client for the summary of ``history``; ``limits``: the window
+        when the summarizer has none of its own (the session model's)."""
+        request, cut = self._build(history, previous_summary=previous_summary, round=round,
+                                   instructions=instructions, context=context,
+                                   limits=limits)  # fmt: skip
         client = self.client
         if client is None:
             return self._chosen_digest(history, request, previous_summary, round)
@@ -143,8 +227,10 @@ class Summarizer:
             response = _call_with_deadline(client.complete, request, timeout)
         except Exception as e:  # any failure of the call takes the fallback chain
             why = _describe(e, timeout)
-            return self._fallback(history, request, previous_summary, round, why, e)
-        return self._accept(history, request, response, previous_summary, round)
+            outcome = self._fallback(history, request, previous_summary, round, why, e)
+        else:
+            outcome = self._accept(history, request, response, previous_summary, round)
+        return dataclasses.replace(outcome, cut=cut)
 
     async def asummarize(
         self,
@@ -154,14 +240,12 @@ class Summarizer:
         round: int = 1,
         instructions: str | None = None,
         context: Sequence[str] = (),
+        limits: Any = None,
     ) -> SummaryOutcome:
-        request = self.build_request(
-            history,
-            previous_summary=previous_summary,
-            round=round,
-            instructions=instructions,
-            context=context,
-        )
+        request, cut = await asyncio.to_thread(
+            self._build, history, previous_summary=previous_summary, round=round,
+            instructions=instructions, context=context, limits=limits,
+        )  # fmt: skip
         client = self.client
         if client is None:
             return self._chosen_digest(history, request, previous_summary, round)
@@ -175,8 +259,10 @@ class Summarizer:
                     response = await asyncio.to_thread(client.complete, request)
         except Exception as e:
             why = _describe(_Deadline() if deadline.expired() else e, timeout)
-            return self._fallback(history, request, previous_summary, round, why, e)
-        return self._accept(history, request, response, previous_summary, round)
+            outcome = self._fallback(history, request, previous_summary, round, why, e)
+        else:
+            outcome = self._accept(history, request, response, previous_summary, round)
+        return dataclasses.replace(outcome, cut=cut)
 
     def _accept(
         self,
@@ -268,6 +354,130 @@ def _describe(e: BaseException, timeout: float) -> str:
     if isinstance(e, TimeoutError):  # the client's own timeout
         return f"the summary call timed out ({type(e).__name__}: {e})"
     return f"{type(e).__name__}: {e}"
+
+
+# --- fitting the request to the window ------------------------------------------------
+
+
+def _cut_note(cut: RequestCut) -> str:
+    said = []
+    if cut.messages_left_out:
+        said.append(f"the {cut.messages_left_out} oldest messages after the first request "
+                    "were left out (earlier history elided)")  # fmt: skip
+    if cut.outputs_cut:
+        said.append(f"{cut.outputs_cut} long messages were shortened to their head and tail "
+                    "(the marker in each says how much was cut)")  # fmt: skip
+    return (f"Note: this history was cut to fit the window ({cut.tokens_before} tokens, about "
+            f"{cut.window} fit): " + "; ".join(said) + ".")  # fmt: skip
+
+
+def _units(messages: Sequence[Message]) -> list[list[int]]:
+    """Indices grouped so a tool call and its results go together."""
+    units: list[list[int]] = []
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool" and units:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    return units
+
+
+def _shorten(message: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+    """``message`` with its text cut to its head and tail (about ``tokens``), or
+    None when it has no such text to cut (blocks, or already short)."""
+    text = message.get("content")
+    if not isinstance(text, str):
+        return None
+    cut = _core.truncate_output(text, max(1, tokens))
+    return None if cut == text else {**message, "content": cut}
+
+
+def _cap(sizes: list[int], room: int) -> int:
+    """The largest per-output size (at least 64) at which ``sizes`` fit in
+    ``room``, the biggest outputs cut first (a few percent kept for markers)."""
+    room = int(room * 0.95)
+    low, high = 64, max(sizes, default=64)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(n, mid) for n in sizes) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def fit_history(
+    messages: Sequence[Message],
+    budget: int,
+    *,
+    config: CompactionConfig | None = None,
+    previous_summary: str | None = None,
+) -> tuple[list[dict[str, Any]], RequestCut | None]:
+    """``messages`` cut to about ``budget`` tokens for the summary request.
+
+    First the biggest tool outputs are cut to their head and tail (the
+    ``truncate_output`` cut: a marker says how many characters went), all to
+    one size, as much as the rest leaves room for; if that is not enough,
+    the oldest messages are left out, a tool call with its results, never
+    the first user request or the previous summary; last, any message still
+    over the budget is cut the same way.
+    Returns the messages and what was cut (None: they fit as they were).
+    """
+    cfg = config or CompactionConfig()
+
+    def tokens(ms: Sequence[Message]) -> int:
+        return estimate_chat_messages(ms, method=cfg.estimate_method,
+                                      overhead=cfg.message_overhead)  # fmt: skip
+
+    out = [dict(m) for m in messages]
+    before = tokens(out)
+    if before <= budget:
+        return out, None
+    budget = max(budget, 0)
+    sizes = {i: tokens([m]) for i, m in enumerate(out) if m.get("role") == "tool"}
+    cap = _cap(list(sizes.values()), budget - (before - sum(sizes.values())))
+    shortened: set[int] = set()
+    for i, size in sizes.items():
+        if size > cap:
+            cut = _shorten(out[i], cap)
+            if cut is not None:
+                out[i] = cut
+                shortened.add(i)
+    kept = list(range(len(out)))
+    left_out = 0
+    total = tokens(out)
+    if total > budget:
+        first = next((i for i, m in enumerate(out) if is_request(m)), None)
+        keep = {first} | {
+            i for i, m in enumerate(out)
+            if previous_summary and m.get("role") == "assistant"
+            and content_text(m) == previous_summary
+        }  # fmt: skip
+        units = _units(out)
+        dropped: set[int] = set()
+        for unit in units[:-1]:  # the newest step always stays
+            if total <= budget:
+                break
+            if keep & set(unit):
+                continue
+            dropped.update(unit)
+            total -= tokens([out[i] for i in unit])
+        kept = [i for i in kept if i not in dropped]
+        left_out = len(dropped)
+    if total > budget:
+        # A request or a summary over the window alone: its head and tail.
+        each = max(64, budget // max(1, len(kept)))
+        for i in kept:
+            if tokens([out[i]]) > each:
+                cut = _shorten(out[i], each)
+                if cut is not None:
+                    out[i] = cut
+                    shortened.add(i)
+    sent = [out[i] for i in kept]
+    return sent, RequestCut(
+        window=budget, tokens_before=before, tokens_sent=tokens(sent),
+        outputs_cut=len(shortened & set(kept)), messages_left_out=left_out,
+    )  # fmt: skip
 
 
 # --- the digest: a summary without a model --------------------------------------------
@@ -463,4 +673,11 @@ def truncate_history(
     return "\n\n".join([header, *reversed(kept)])
 
 
-__all__ = ["Summarizer", "SummaryOutcome", "build_digest", "truncate_history"]
+__all__ = [
+    "RequestCut",
+    "Summarizer",
+    "SummaryOutcome",
+    "build_digest",
+    "fit_history",
+    "truncate_history",
+]

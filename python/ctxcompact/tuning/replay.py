@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError
+from ctxcompact.errors import CompactionLoopError, ConfigError, DatasetError
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -160,7 +160,12 @@ def replay_session(
         info = message.info
         if isinstance(info, AssistantMessage):
             records = len(store.records(sid))
-            sent = loop.before_call(sid)
+            try:
+                sent = loop.before_call(sid)
+            except CompactionLoopError:
+                # What no compaction removes is over the window: the call is
+                # sent as it is (flagged over_window), as a runtime could not.
+                sent = compactor.model_messages(sid, system=system)
             made = store.records(sid)[records:]
             created = info.time.created if info.time else None
             fresh_cache = (
