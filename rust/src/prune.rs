@@ -18,7 +18,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::{same_str, Members};
+use crate::columns::{same_str, Members, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -173,10 +173,11 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 #[derive(Default)]
 struct Scratch<'a> {
     /// Supersession's targets seen so far (borrowed from the table).
-    seen: HashSet<Stale<'a>, BuildHasherDefault<Fx>>,
+    seen: HashSet<Key<'a>, BuildHasherDefault<Prehashed>>,
     messages: Vec<Message>,
     tools: Vec<usize>,
-    counted: Vec<Counted>,
+    /// Rows of the counted tool outputs, newest first.
+    counted: Vec<usize>,
     estimates: Vec<u64>,
 }
 
@@ -259,20 +260,48 @@ impl PartialEq for Stale<'_> {
     }
 }
 
-impl Eq for Stale<'_> {}
+/// A target with its hash, worked out inline once per tool part (the set
+/// then hashes one word: hashing the strings through `Hasher` was a call
+/// per part and a `memcpy` per tail).
+#[derive(Debug)]
+struct Key<'a> {
+    hash: u64,
+    stale: Stale<'a>,
+}
 
-// Hashed by hand: one write per string (the derived impl adds a
-// discriminant word and a terminator byte per string).
-impl Hash for Stale<'_> {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        match self {
-            Stale::Path(path) => h.write(path.as_bytes()),
+impl<'a> Key<'a> {
+    #[inline(always)]
+    fn new(stale: Stale<'a>) -> Self {
+        let mut h = Fx::default();
+        match &stale {
+            Stale::Path(path) => h.bytes(path.as_bytes()),
             Stale::Command(tool, command) => {
-                h.write_usize(tool.len());
-                h.write(tool.as_bytes());
-                h.write(command.as_bytes());
+                h.add(1);
+                h.bytes(tool.as_bytes());
+                h.bytes(command.as_bytes());
             }
         }
+        // The set indexes by the low bits, which a product mixes least.
+        Key {
+            hash: h.0.rotate_left(26),
+            stale,
+        }
+    }
+}
+
+impl PartialEq for Key<'_> {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.stale == other.stale
+    }
+}
+
+impl Eq for Key<'_> {}
+
+impl Hash for Key<'_> {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash);
     }
 }
 
@@ -288,50 +317,92 @@ impl Fx {
     fn add(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
+
+    /// The length, the whole words, then the last 8 bytes (overlapping the
+    /// words) or, when shorter, the bytes one by one.
+    #[inline]
+    fn bytes(&mut self, b: &[u8]) {
+        let n = b.len();
+        self.add(n as u64);
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if n >= 8 {
+            for k in 0..n / 8 {
+                self.add(word(8 * k));
+            }
+            if n % 8 != 0 {
+                self.add(word(n - 8));
+            }
+        } else {
+            self.add(b.iter().fold(0, |w, &c| (w << 8) | u64::from(c)));
+        }
+    }
 }
 
-impl Hasher for Fx {
+/// The set's hasher: the key's hash is already worked out, so it is taken
+/// as it is (`Key` writes one `u64`).
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
+        let mut h = Fx(self.0);
+        h.bytes(bytes);
+        self.0 = h.0;
     }
 
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
     }
 }
 
 /// `tool` is read only for a command (most targets are paths).
+#[inline]
 fn stale_key<'a>(
     tool: impl FnOnce() -> Option<&'a str>,
     input: Option<&'a str>,
-) -> Option<Stale<'a>> {
-    Some(match Target::of(input)? {
+) -> Option<Key<'a>> {
+    Some(Key::new(match Target::of(input)? {
         Target::Path(path) => Stale::Path(path),
         Target::Command(command) => Stale::Command(tool().unwrap_or(""), command),
-    })
+    }))
 }
 
-/// One counted tool output: its row and whether a newer call superseded it.
-struct Counted {
-    row: usize,
-    superseded: bool,
+/// Whether a newer call superseded an output, worked out on demand: the
+/// targets of the tool rows newer than the one asked about (`tools`, newest
+/// first) go into `seen` as far as that row and no further, so the rows the
+/// selection never asks about are never parsed or hashed.
+struct Superseded<'s, 'a> {
+    tools: &'s [usize],
+    /// `tools[next..]` are not in `seen` yet.
+    next: usize,
+    seen: &'s mut HashSet<Key<'a>, BuildHasherDefault<Prehashed>>,
+    tool: &'s StrCol<'a>,
+    input: &'s StrCol<'a>,
+}
+
+impl<'a> Superseded<'_, 'a> {
+    /// `row` (a tool row older than every row asked about before) is stale.
+    fn of(&mut self, row: usize) -> bool {
+        while self.tools[self.next] != row {
+            if let Some(k) = self.key(self.tools[self.next]) {
+                self.seen.insert(k);
+            }
+            self.next += 1;
+        }
+        self.next += 1;
+        self.key(row).is_some_and(|k| !self.seen.insert(k))
+    }
+
+    #[inline(always)]
+    fn key(&self, row: usize) -> Option<Key<'a>> {
+        let tool = self.tool;
+        stale_key(|| tool.get(row), self.input.get(row))
+    }
 }
 
 /// The policy's selection in a session (its `messages`). `known`: outputs
@@ -363,7 +434,8 @@ fn prune_session<'a>(
         TurnUnit::User => role::USER,
         TurnUnit::Step => role::ASSISTANT,
     };
-    // Targets of every newer tool call, protected turns included.
+    // Targets of the newer tool calls, protected turns included (filled on
+    // demand by `Superseded`).
     let seen = &mut scratch.seen;
     seen.clear();
     // Pass 1, newest to oldest without reading any output: the rows the walk
@@ -412,13 +484,6 @@ fn prune_session<'a>(
     let counted = &mut scratch.counted;
     counted.clear();
     for &row in tools.iter() {
-        let superseded = match input {
-            Some(input) => match stale_key(|| tool.get(row), input.get(row)) {
-                Some(t) => !seen.insert(t),
-                None => false,
-            },
-            None => false,
-        };
         if row >= protected_from {
             continue;
         }
@@ -444,57 +509,81 @@ fn prune_session<'a>(
             }
             break;
         }
-        counted.push(Counted { row, superseded });
+        counted.push(row);
     }
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
     let estimates = &mut scratch.estimates;
     estimates.clear();
     let mut k = 0;
-    estimates.extend(counted.iter().rev().map(|c| {
+    estimates.extend(counted.iter().rev().map(|&c| {
         // Both by row: a cursor, not a search per output.
-        while k < known.len() && known[k].0 < c.row {
+        while k < known.len() && known[k].0 < c {
             k += 1;
         }
         match known.get(k) {
-            Some(&(row, tokens)) if row == c.row => tokens,
-            _ => table.output_tokens(c.row, config.method),
+            Some(&(row, tokens)) if row == c => tokens,
+            _ => table.output_tokens(c, config.method),
         }
     }));
+    // What is selected is part of the total: a session whose total cannot
+    // pass the gates selects nothing, and no target is read for it.
+    let all: u64 = estimates.iter().sum();
+    if all <= config.minimum || all < config.clear_at_least {
+        return Ok(SessionPrune {
+            total: all,
+            ..SessionPrune::default()
+        });
+    }
     let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
-    for (c, &tokens) in counted.iter().zip(estimates.iter().rev()) {
+    let mut stale = input.map(|input| Superseded {
+        tools,
+        next: 0,
+        seen,
+        tool,
+        input,
+    });
+    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
         let small = tokens < config.min_output_tokens;
-        if c.superseded && !small {
-            // Stale: goes first, and takes no room in the windows.
-            pruned += tokens;
-            rows.push(c.row);
-            continue;
-        }
-        window += tokens;
+        // The count of newer kept outputs (of this tool) this one ranks behind.
         let rank = if config.keep_recent_per_tool {
-            let name = tool.get(c.row).unwrap_or("");
-            match recent_by_tool.iter_mut().find(|(t, _)| same_str(t, name)) {
-                Some((_, n)) => {
-                    *n += 1;
-                    *n - 1
-                }
+            let name = tool.get(row).unwrap_or("");
+            match recent_by_tool
+                .iter_mut()
+                .position(|(t, _)| same_str(t, name))
+            {
+                Some(i) => &mut recent_by_tool[i].1,
                 None => {
-                    recent_by_tool.push((name, 1));
-                    0
+                    recent_by_tool.push((name, 0));
+                    &mut recent_by_tool.last_mut().expect("pushed").1
                 }
             }
         } else {
-            recent_all += 1;
-            recent_all - 1
+            &mut recent_all
         };
-        let recent = config.keep_recent.is_some_and(|n| rank < n);
+        let recent = config.keep_recent.is_some_and(|n| *rank < n);
+        // Staleness decides only a large output that the windows would keep:
+        // past the token window and the recent ones, a stale output and a
+        // kept-counted one are both pruned, and neither window looks back.
+        let superseded = match &mut stale {
+            Some(stale) if !small && (window <= config.protect || recent) => stale.of(row),
+            _ => false,
+        };
+        if superseded {
+            // Stale: goes first, and takes no room in the windows.
+            pruned += tokens;
+            rows.push(row);
+            continue;
+        }
+        window += tokens;
+        *rank += 1;
         if window > config.protect && !recent && !small {
             pruned += tokens;
-            rows.push(c.row);
+            rows.push(row);
         }
     }
     if pruned <= config.minimum || pruned < config.clear_at_least {
@@ -867,6 +956,85 @@ mod tests {
         let r = prune(&table, &config).unwrap().remove(0);
         // Inside a 100k window only the stale ones go: the older pytest run and a0.
         assert_eq!((r.rows, r.pruned), (vec![4, 1], 2_000));
+    }
+
+    /// `msgs` pruned under `config` (its own scan, supersession's inputs too).
+    fn run_scan(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {
+        let batches = [batch(&[("s", msgs)])];
+        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        prune(&table, config).unwrap().remove(0)
+    }
+
+    #[test]
+    fn a_target_skipped_as_irrelevant_still_supersedes_an_older_call() {
+        // Newest first: read a.py (read's kept one), read b.py (past read's
+        // keep: pruned without asking whether it is stale), edit b.py (edit's
+        // first: kept unless stale, and it is, by that newer read).
+        let msgs = vec![
+            user("u0", vec![]),
+            assistant(
+                "a0",
+                "u0",
+                vec![call("edit", r#"{"file_path":"b.py"}"#, 4_000)],
+            ),
+            assistant("a1", "u0", vec![call("read", r#"{"path":"b.py"}"#, 4_000)]),
+            assistant("a2", "u0", vec![call("read", r#"{"path":"a.py"}"#, 4_000)]),
+        ];
+        let config = PruneConfig {
+            keep_recent: Some(1),
+            keep_recent_per_tool: true,
+            supersede: true,
+            ..steps(0)
+        };
+        let r = run_scan(msgs.clone(), &config);
+        assert_eq!((r.rows, r.pruned), (vec![2, 1], 2_000));
+        // Not stale, edit's newest output stays.
+        let without = PruneConfig {
+            supersede: false,
+            ..config
+        };
+        assert_eq!(run_scan(msgs, &without).rows, vec![2]);
+    }
+
+    #[test]
+    fn escaped_and_plain_inputs_name_the_same_target() {
+        // The fast path declines the escapes, the parser reads them: the same
+        // path and the same key as the plain inputs that supersede them.
+        for (old, new) in [
+            (r#"{"path":"src\/a.py"}"#, r#"{"path":"src/a.py"}"#),
+            (r#"{"p\u0061th":"src/a.py"}"#, r#"{"path":"src/a.py"}"#),
+            (r#"{"path":"src/a.py"}"#, r#"{"path":"src\u002fa.py"}"#),
+            (r#"{"command":"ls \"x\""}"#, r#"{"cmd":"ls \"x\"","n":1}"#),
+        ] {
+            let msgs = vec![
+                user("u0", vec![]),
+                assistant("a0", "u0", vec![call("bash", old, 4_000)]),
+                assistant("a1", "u0", vec![call("bash", new, 4_000)]),
+            ];
+            let config = PruneConfig {
+                supersede: true,
+                protect: 100_000,
+                ..steps(0)
+            };
+            assert_eq!(run_scan(msgs, &config).rows, vec![1], "{old} {new}");
+        }
+    }
+
+    #[test]
+    fn a_session_below_the_gates_reports_its_total() {
+        let config = |minimum, clear_at_least| PruneConfig {
+            minimum,
+            clear_at_least,
+            supersede: true,
+            protect: 0,
+            ..Default::default()
+        };
+        for c in [config(80_000, 0), config(0, 80_001)] {
+            let r = run_scan(long_session(), &c);
+            assert_eq!((r.total, r.pruned, r.rows.len()), (80_000, 0, 0));
+        }
+        assert_eq!(run_scan(long_session(), &config(0, 80_000)).pruned, 80_000);
     }
 
     #[test]

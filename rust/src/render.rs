@@ -59,6 +59,7 @@ pub enum Target<'a> {
 }
 
 impl<'a> Target<'a> {
+    #[inline]
     pub fn of(input: Option<&'a str>) -> Option<Target<'a>> {
         let input = input?;
         flat_target(input).unwrap_or_else(|| parsed_target(input))
@@ -77,6 +78,7 @@ impl<'a> Target<'a> {
 /// parser. On the inputs it reads it agrees with the parser (the values are
 /// the same borrowed slices); it exists because supersession reads one input
 /// per tool part and serde's path cost several times the scan around it.
+#[inline]
 fn flat_target(input: &str) -> Option<Option<Target<'_>>> {
     let b = input.as_bytes();
     let mut i = 0;
@@ -86,7 +88,11 @@ fn flat_target(input: &str) -> Option<Option<Target<'_>>> {
         }
     };
     // A plain string starting at `i` (its opening quote): the slice inside.
-    let string = |i: &mut usize| -> Option<&str> {
+    // A function, not a closure: inlined into the loop (as a closure it was
+    // a call per key and per value).
+    #[inline(always)]
+    fn string<'s>(input: &'s str, i: &mut usize) -> Option<&'s str> {
+        let b = input.as_bytes();
         if b.get(*i) != Some(&b'"') {
             return None;
         }
@@ -98,7 +104,7 @@ fn flat_target(input: &str) -> Option<Option<Target<'_>>> {
         *i = end + 1;
         // Quotes are ASCII, so both ends are char boundaries.
         Some(&input[start..end])
-    };
+    }
     let mut path: [Option<&str>; PATH_KEYS.len()] = [None; PATH_KEYS.len()];
     let mut command: [Option<&str>; COMMAND_KEYS.len()] = [None; COMMAND_KEYS.len()];
     ws(&mut i);
@@ -111,14 +117,14 @@ fn flat_target(input: &str) -> Option<Option<Target<'_>>> {
         i += 1;
     } else {
         loop {
-            let key = string(&mut i)?;
+            let key = string(input, &mut i)?;
             ws(&mut i);
             if b.get(i) != Some(&b':') {
                 return None;
             }
             i += 1;
             ws(&mut i);
-            let value = string(&mut i)?;
+            let value = string(input, &mut i)?;
             // Literal arms (PATH_KEYS, COMMAND_KEYS) compile to a length switch
             // and word compares, where `position` called memcmp per key.
             let slot = match key {
