@@ -80,34 +80,44 @@ def block_text_key(block: Mapping[str, Any]) -> str | None:
     return "text" if isinstance(block.get("text"), str) else None
 
 
-def call_input(raw: Any, where: str) -> dict[str, Any]:
-    """The tool input of a call's ``arguments``: the object they hold; ``{}`` when
-    they are missing, null or blank. Arguments that are not a JSON object (an
-    array, a string, cut-off JSON) are refused: the canonical model keeps a tool
-    input as an object (as OpenCode does), and ``{}`` in its place would change
-    what the model is sent."""
+def call_input(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """(tool input, why the arguments could not be read) of a call's ``arguments``:
+    the object they hold; ``{}`` when they are missing, null or blank. Arguments
+    that are not a JSON object (an array, a string, JSON cut off by a
+    ``max_tokens`` stop) are input ``{}`` with the reason, which the reader keeps
+    with the raw arguments in the tool state's ``metadata`` (as the live path
+    does for a reply's arguments): the transcript is read, not refused, and what
+    could not be read is on the record."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}
+        return {}, None
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if not isinstance(raw, str):
-        raise FormatError(f"{where} must be a string holding a JSON object, got {json_kind(raw)}")
+        return {}, f"the arguments are {json_kind(raw)}, not a string holding a JSON object"
     try:
         parsed = json.loads(raw)
     except ValueError:
-        raise FormatError(f"{where} is not JSON (cut off?): {raw[:60]!r}; "
-                          "a tool call's arguments must be a JSON object") from None  # fmt: skip
+        return {}, "the arguments are not valid JSON (cut off?)"
     if not isinstance(parsed, dict):
-        raise FormatError(f"{where} holds {json_kind(parsed)}, not a JSON object: {raw[:60]!r}; "
-                          "a tool call's arguments must be a JSON object")  # fmt: skip
-    return parsed
+        return {}, f"the arguments hold {json_kind(parsed)}, not a JSON object"
+    return parsed, None
 
 
-def _arguments(raw: Any, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(tool input, what to keep to write ``raw`` back exactly)."""
-    args = call_input(raw, where)
-    exact = isinstance(raw, str) and json.dumps(args) == raw
-    return args, ({} if exact else {"arguments": raw})
+def call_state(raw: Any) -> ToolState:
+    """A pending tool state for a call's ``arguments``; unreadable ones are input
+    ``{}`` and ``metadata = {"arguments": raw, "error": why}``."""
+    args, problem = call_input(raw)
+    state = ToolState(status="pending", input=args)
+    if problem is not None:
+        state.metadata = {"arguments": raw, "error": problem}
+    return state
+
+
+def _arguments(raw: Any) -> tuple[ToolState, dict[str, Any]]:
+    """(tool state, what to keep to write ``raw`` back exactly)."""
+    state = call_state(raw)
+    exact = isinstance(raw, str) and state.metadata is None and json.dumps(state.input) == raw
+    return state, ({} if exact else {"arguments": raw})
 
 
 def from_openai_chat(
@@ -176,16 +186,13 @@ def from_openai_chat(
                     if not isinstance(fn, Mapping):
                         raise FormatError(f"tool_calls[{j}].function must be an object, "
                                           f"got {json_kind(fn)}")  # fmt: skip
-                    args, keep = _arguments(
-                        fn.get("arguments"), f"tool_calls[{j}].function.arguments"
-                    )
+                    state, keep = _arguments(fn.get("arguments"))
                     rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
                     if call.get("type", "function") != "function":
                         rest["type"] = call.get("type")
                     source = {"source": {**rest, **keep}} if rest or keep else {}
                     part = Part(id=f"{mid}-t{j:02d}", type="tool", tool=fn.get("name"),
-                                callID=call.get("id"),
-                                state=ToolState(status="pending", input=args),
+                                callID=call.get("id"), state=state,
                                 **source)  # fmt: skip
                     calls[str(call.get("id"))] = part
                     parts.append(part)
