@@ -175,3 +175,27 @@ def test_an_image_without_a_url_is_named_by_type_and_size() -> None:
     from ctxcompact.formats.source import image_placeholder
 
     assert image_placeholder("image/png", 8) == "[image: image/png, 8 bytes]"
+
+
+def test_a_stored_sessions_image_is_an_image_block_in_the_full_writers() -> None:
+    # a data: URL was an Anthropic {"type": "url"} source (url sources must be
+    # http(s)), and Responses wrote an image as input_file
+    from ctxcompact.models import Session
+
+    png = "data:image/png;base64,iVBORw0KGgoA" + "A" * 8
+    jpeg = "https://x/a.jpg"
+    parts = [{"id": "p0", "type": "text", "text": "what?"},
+             {"id": "p1", "type": "file", "mime": "image/png", "url": png},
+             {"id": "p2", "type": "file", "mime": "image/jpeg", "url": jpeg}]  # fmt: skip
+    session = Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m1", "sessionID": "s", "role": "user"}, "parts": parts}]})  # fmt: skip
+    blocks = formats.to_anthropic(session)["messages"][0]["content"]
+    assert blocks[1:] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBORw0KGgoAAAAAAAAA"}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.jpg"}},
+    ]  # fmt: skip
+    assert formats.to_anthropic(session, view="model")["messages"][0]["content"] == blocks
+    content = formats.to_openai_responses(session)[0]["content"]
+    assert content[1:] == [{"type": "input_image", "image_url": png},
+                           {"type": "input_image", "image_url": "https://x/a.jpg"}]  # fmt: skip

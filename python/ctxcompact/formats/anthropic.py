@@ -101,8 +101,8 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
             out.append(_image(p))  # a chat or a Responses image
         elif source:
             out.append(source["raw"] if set(source) == {"raw"} else source)
-        elif p.type == "file" and p.url:  # a file part built elsewhere, by reference
-            out.append({"type": "image", "source": {"type": "url", "url": p.url}})
+        elif p.type == "file" and p.url:  # a file part built elsewhere: a data: URL as
+            out.append(_image(p))  # base64 data (url sources must be http(s)), else by URL
         # other parts built elsewhere (step markers, patches...) have no block
     return out
 

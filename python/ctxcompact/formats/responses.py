@@ -186,6 +186,8 @@ def _block(part: Part, role: str) -> dict[str, Any]:
         return {"type": "input_text", "text": image_placeholder(media, size)}
     if source:
         return source
+    if part.url and (part.mime or "").startswith("image/"):  # an image built elsewhere
+        return {"type": "input_image", "image_url": part.url}
     file = {"type": "input_file", "file_url": part.url, "filename": part.filename}
     return {k: v for k, v in file.items() if v is not None}
 
