@@ -375,3 +375,30 @@ def test_every_wrong_shape_is_a_format_error_in_json_terms() -> None:
                 formats.read(doc, fmt)
             except FormatError as e:
                 assert "Error:" not in str(e) and "object has no" not in str(e), (fmt, doc, e)
+
+
+def test_an_orphan_chat_tool_result_is_written_as_a_responses_item_that_reads_back(
+    tmp_path: Path,
+) -> None:
+    # was written as {"type": "message", "role": "tool", ...}, which the
+    # Responses readers refuse ("unknown role"), while the chat reader keeps it
+    from ctxcompact.formats.reader import read_jsonl
+
+    chat = [{"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "x", "content": "late result"},
+            {"role": "tool", "tool_call_id": "y", "content": [{"type": "text", "text": "r"}]},
+            {"role": "assistant", "content": "ok"}]  # fmt: skip
+    session = formats.from_openai_chat(chat, "s")
+    items = formats.to_openai_responses(session)
+    assert items[1:3] == [
+        {"type": "function_call_output", "call_id": "x", "output": "late result"},
+        {"type": "function_call_output", "call_id": "y",
+         "output": json.dumps([{"type": "text", "text": "r"}])},
+    ]  # fmt: skip
+    back = formats.from_openai_responses(items, "s")
+    assert [m.role for m in back.messages] == ["user", "user", "user", "assistant"]
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(items) + "\n")
+    assert read_jsonl(path, "openai-responses").transcript.to_sessions() == read(
+        path, "openai-responses"
+    )

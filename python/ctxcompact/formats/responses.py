@@ -139,6 +139,14 @@ def to_openai_responses(
         if "raw" in source:
             items.append(source["raw"])
             continue
+        if isinstance(message.info, UserMessage) and source.get("role") == "tool":
+            # a chat tool result with no call before it: Responses has no tool
+            # role, so it is the output item of its call id (read back as one)
+            content = source.get("content")
+            output = content if isinstance(content, str) else json.dumps(content)
+            items.append({"type": "function_call_output", "call_id": source.get("tool_call_id"),
+                          "output": "" if content is None else output})  # fmt: skip
+            continue
         parts = message.parts
         if (
             len(parts) == 1
