@@ -32,6 +32,13 @@ from ctxcompact.models import (
 )
 
 _MAPPED = {"role", "content", "tool_calls", "tool_call_id"}
+#: The keys of an OpenAI chat message. A SWE-agent history message's other keys
+#: (``agent``, ``thought``, ``action``, ``is_demo``, ``message_type``,
+#: ``tool_call_ids``...) are kept together under ``SWE_AGENT_KEY``, which
+#: ``to_swe_agent`` writes back in place and ``to_openai_chat`` leaves out.
+CHAT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio",
+             "function_call")  # fmt: skip
+SWE_AGENT_KEY = "swe_agent"
 #: Content blocks only Anthropic has: a chat session holding one is an Anthropic
 #: request read in the wrong format (its calls and results would be lost).
 ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
@@ -245,6 +252,25 @@ def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
 
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:
     """The session as an OpenAI chat message list (tool results right after their call)."""
+    return [_agent_keys(m, expand=False) for m in _chat_messages(session)]
+
+
+def _agent_keys(message: dict[str, Any], *, expand: bool) -> dict[str, Any]:
+    """A written message with a SWE-agent message's own keys put back in their
+    place (``expand``), or left out (a chat message holds only chat keys)."""
+    if SWE_AGENT_KEY not in message:
+        return message
+    out: dict[str, Any] = {}
+    for key, value in message.items():
+        if key != SWE_AGENT_KEY:
+            out[key] = value
+        elif expand and isinstance(value, Mapping):
+            out.update(value)
+    return out
+
+
+def _chat_messages(session: Session) -> list[dict[str, Any]]:
+    """The chat messages of ``session``, SWE-agent keys still nested."""
     out: list[dict[str, Any]] = []
     answered = {
         p.callID for m in session.messages for p in m.parts
@@ -320,7 +346,8 @@ def is_observed(part: Part) -> bool:
 
 def swe_agent_command(message: MessageWithParts) -> tuple[str, str] | None:
     """(tool, command) of a SWE-agent text-protocol step: its ``action`` field."""
-    action = source_dict(message.info).get("action")
+    agent = source_dict(message.info).get(SWE_AGENT_KEY)
+    action = agent.get("action") if isinstance(agent, Mapping) else None
     if not isinstance(action, str) or not action.strip(_WS):
         return None
     return re.split(f"[{_WS}]", action.strip(_WS), maxsplit=1)[0], action
@@ -424,9 +451,25 @@ def from_swe_agent(traj: Mapping[str, Any], session_id: str = "swe-agent") -> Se
         ids = m.get("tool_call_ids")
         if m.get("role") == "tool" and "tool_call_id" not in m and ids:
             m["tool_call_id"] = ids[0]
-        messages.append(m)
+        messages.append(_nest_agent_keys(m))
     rest = {k: v for k, v in traj.items() if k != "history"}
     return pair_observations(from_openai_chat(messages, session_id, source=rest), swe_agent_command)
+
+
+def _nest_agent_keys(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its keys that are not chat keys under ``SWE_AGENT_KEY``,
+    in the place of the first of them (the native reader does the same)."""
+    if all(k in CHAT_KEYS for k in message):
+        return message
+    out: dict[str, Any] = {}
+    agent: dict[str, Any] = {}
+    for key, value in message.items():
+        if key in CHAT_KEYS:
+            out[key] = value
+        else:
+            out.setdefault(SWE_AGENT_KEY, agent)
+            agent[key] = value
+    return out
 
 
 def from_mini_swe_agent(traj: Any, session_id: str = "mini-swe-agent") -> Session:
@@ -477,7 +520,8 @@ def looks_like_mini_swe_agent(messages: Sequence[Any]) -> bool:
 
 def to_swe_agent(session: Session) -> dict[str, Any]:
     history = []
-    for m in to_openai_chat(session):
+    for m in _chat_messages(session):
+        m = _agent_keys(m, expand=True)
         if m.get("role") == "tool" and "tool_call_ids" in m:
             m = {k: v for k, v in m.items() if k != "tool_call_id"}
         history.append(m)

@@ -199,6 +199,43 @@ fn arguments(raw: Option<&Value>) -> (Value, Option<Value>, Map<String, Value>) 
     (input, metadata, keep)
 }
 
+/// The keys of an OpenAI chat message (`CHAT_KEYS` in formats/chat.py).
+const CHAT_KEYS: &[&str] = &[
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "refusal",
+    "audio",
+    "function_call",
+];
+/// Where a SWE-agent message keeps its keys that are not chat keys.
+pub const SWE_AGENT_KEY: &str = "swe_agent";
+
+/// A SWE-agent history message with its keys that are not chat keys under
+/// `SWE_AGENT_KEY`, in the place of the first of them (as `_nest_agent_keys`),
+/// so the chat writer leaves them out and the SWE-agent writer puts them back.
+fn nest_agent_keys(message: Map<String, Value>) -> Map<String, Value> {
+    if message.keys().all(|k| CHAT_KEYS.contains(&k.as_str())) {
+        return message;
+    }
+    let mut out = Map::with_capacity(message.len());
+    let mut agent = Map::new();
+    for (key, value) in message {
+        if CHAT_KEYS.contains(&key.as_str()) {
+            out.insert(key, value);
+        } else {
+            if agent.is_empty() {
+                out.insert(SWE_AGENT_KEY.into(), Value::Null);
+            }
+            agent.insert(key, value);
+        }
+    }
+    out.insert(SWE_AGENT_KEY.into(), Value::Object(agent));
+    out
+}
+
 /// A SWE-agent trajectory per line (`from_swe_agent`): `history` is chat
 /// messages; a tool result names its call in `tool_call_ids` when it has no
 /// `tool_call_id`.
@@ -239,7 +276,7 @@ pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem>
                 m.insert("tool_call_id".into(), first);
             }
         }
-        messages.push(Value::Object(m));
+        messages.push(Value::Object(nest_agent_keys(m)));
     }
     let mut value = from_messages(messages, session_id.to_owned(), Some(Value::Object(traj)))?;
     observations::pair(&mut value, observations::swe_agent_command);
