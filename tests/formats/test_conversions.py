@@ -175,3 +175,88 @@ def test_an_image_without_a_url_is_named_by_type_and_size() -> None:
     from ctxcompact.formats.source import image_placeholder
 
     assert image_placeholder("image/png", 8) == "[image: image/png, 8 bytes]"
+
+
+def test_a_stored_sessions_image_is_an_image_block_in_the_full_writers() -> None:
+    # a data: URL was an Anthropic {"type": "url"} source (url sources must be
+    # http(s)), and Responses wrote an image as input_file
+    from ctxcompact.models import Session
+
+    png = "data:image/png;base64,iVBORw0KGgoA" + "A" * 8
+    jpeg = "https://x/a.jpg"
+    parts = [{"id": "p0", "type": "text", "text": "what?"},
+             {"id": "p1", "type": "file", "mime": "image/png", "url": png},
+             {"id": "p2", "type": "file", "mime": "image/jpeg", "url": jpeg}]  # fmt: skip
+    session = Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m1", "sessionID": "s", "role": "user"}, "parts": parts}]})  # fmt: skip
+    blocks = formats.to_anthropic(session)["messages"][0]["content"]
+    assert blocks[1:] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBORw0KGgoAAAAAAAAA"}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.jpg"}},
+    ]  # fmt: skip
+    assert formats.to_anthropic(session, view="model")["messages"][0]["content"] == blocks
+    content = formats.to_openai_responses(session)[0]["content"]
+    assert content[1:] == [{"type": "input_image", "image_url": png},
+                           {"type": "input_image", "image_url": "https://x/a.jpg"}]  # fmt: skip
+
+
+def test_an_anthropic_image_has_its_url_on_the_part_so_the_model_is_sent_an_image(
+    tmp_path: Path,
+) -> None:
+    # the part had no url: the model view sent "[file: file (image/png)]" and
+    # the estimates counted no image
+    import ctxcompact as cc
+    from ctxcompact.formats.reader import read_jsonl
+    from ctxcompact.scans.chat import IMAGE_TOKENS, estimate_chat_messages
+
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is on this screen?"},
+        {"type": "image", "source": png},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.jpg"}},
+    ]}]}  # fmt: skip
+    session = formats.read(body, "anthropic")[0]
+    parts = session.messages[0].parts
+    assert [(p.mime, p.url) for p in parts[1:]] == [
+        ("image/png", "data:image/png;base64,iVBORw0KGgo="),
+        ("image/*", "https://x/a.jpg"),
+    ]
+    sent = cc.to_model_messages(session)
+    assert sent[0]["content"][1:] == [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image_url", "image_url": {"url": "https://x/a.jpg"}}]  # fmt: skip
+    want = 4 + 6 + 2 * IMAGE_TOKENS
+    assert estimate_chat_messages(sent) == want
+    assert cc.estimate_messages(cc.Transcript.from_sessions([session])).total == want
+    assert formats.to_anthropic(session) == body  # still written back as it was
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps(body) + "\n")
+    native = read_jsonl(path, "anthropic").transcript.to_sessions()
+    assert native == formats.read(path, "anthropic")
+    assert native[0].messages[0].parts[1].url == "data:image/png;base64,iVBORw0KGgo="
+
+
+SWE_AGENT_TRAJS = sorted(DATA.glob("**/*.traj"))
+
+
+@pytest.mark.skipif(not SWE_AGENT_TRAJS, reason="no SWE-agent trajectories in the shared data")
+def test_swe_agent_keys_stay_out_of_openai_chat_and_round_trip_in_swe_agent(
+    tmp_path: Path,
+) -> None:
+    # agent, thought, action, is_demo, message_type, tool_call_ids... were
+    # written into every openai-chat message
+    from ctxcompact.formats.chat import CHAT_KEYS
+    from ctxcompact.formats.reader import read_jsonl
+
+    for path in SWE_AGENT_TRAJS:
+        traj = json.loads(path.read_text("utf-8"))
+        (session,) = formats.read(path)
+        chat = formats.to_openai_chat(session)
+        assert chat and all(set(m) <= set(CHAT_KEYS) for m in chat), path
+        assert formats.to_swe_agent(session) == traj, path
+        line = tmp_path / "t.jsonl"
+        line.write_text(json.dumps(traj) + "\n")
+        assert read_jsonl(line, "swe-agent").transcript.to_sessions() == formats.read(
+            line, "swe-agent"
+        ), path

@@ -203,42 +203,52 @@ BAD_ARGUMENTS = ['{"path": "/very/long/path/that/was/cut', '["a", "b"]', '"a str
                  "ls -la /tmp", ["a"]]  # fmt: skip
 
 
-@pytest.mark.parametrize("arguments", BAD_ARGUMENTS)
-def test_tool_arguments_that_are_not_an_object_are_refused(tmp_path: Path, arguments: Any) -> None:
-    # were read as input {}: the model view and the estimates dropped the arguments
+BAD_WHY = [
+    "the arguments are not valid JSON (cut off?)",
+    "the arguments hold an array, not a JSON object",
+    "the arguments hold a string, not a JSON object",
+    "the arguments hold a number, not a JSON object",
+    "the arguments are not valid JSON (cut off?)",
+    "the arguments are an array, not a string holding a JSON object",
+]
+
+
+@pytest.mark.parametrize(("arguments", "why"), list(zip(BAD_ARGUMENTS, BAD_WHY, strict=True)))
+def test_tool_arguments_that_are_not_an_object_are_kept_with_why(
+    tmp_path: Path, arguments: Any, why: str
+) -> None:
+    # were a FormatError refusing the whole file (b1b9ed9): a call cut off by
+    # max_tokens lost the transcript; now input {} and the raw arguments with
+    # why in the tool state's metadata, as the live path keeps a reply's
     from ctxcompact.formats.reader import read_jsonl
 
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
     chat = [{"role": "user", "content": "do it"},
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "content": "ok"}]  # fmt: skip
-    where = r"message 1: tool_calls\[0\]\.function\.arguments"
-    with pytest.raises(FormatError, match=where) as caught:
-        formats.from_openai_chat(chat, "s1")
-    assert (caught.value.session_id, caught.value.row) == ("s1", 1)
+    session = formats.from_openai_chat(chat, "s1")
+    state = session.messages[1].parts[0].state
+    assert state is not None and (state.status, state.input) == ("completed", {})
+    assert state.metadata == {"arguments": arguments, "error": why}
+    assert to_openai_chat(session) == chat
     lines = tmp_path / "chat.jsonl"
-    lines.write_text(json.dumps({"id": "s1", "messages": chat[:1]}) + "\n"
-                     + json.dumps({"id": "s2", "messages": chat}) + "\n")  # fmt: skip
-    with pytest.raises(FormatError, match=r"chat\.jsonl:2: message 1: tool_calls\[0\]") as python:
-        read(lines, "openai-chat")
-    native_where = r"chat\.jsonl:2: messages\[1\]\.tool_calls\[0\]"
-    with pytest.raises(FormatError, match=native_where) as native:
-        read_jsonl(lines, "openai-chat")
-    for caught_ in (python, native):
-        assert "JSON object" in str(caught_.value) and caught_.value.session_id == "s2"
-    items = [
-        {
-            "type": "function_call",
-            "call_id": "c1",
-            "name": "bash",
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-        }
-    ]
-    with pytest.raises(FormatError, match=r"item 0: arguments .*JSON object"):
-        formats.from_openai_responses(items, "s3")
-    lines.write_text(json.dumps(items) + "\n")
-    with pytest.raises(FormatError, match=r"chat\.jsonl:1.*item 0: arguments .*JSON object"):
-        read_jsonl(lines, "openai-responses")
+    lines.write_text(json.dumps({"id": "s1", "messages": chat}) + "\n")
+    native = read_jsonl(lines, "openai-chat").transcript.to_sessions()
+    assert native == read(lines, "openai-chat")
+    assert native[0].messages[1].parts[0].state.metadata == state.metadata  # type: ignore[union-attr]
+    raws = [arguments] if isinstance(arguments, str) else [arguments, json.dumps(arguments)]
+    for raw in raws:
+        items = [{"type": "function_call", "call_id": "c1", "name": "bash", "arguments": raw},
+                 {"type": "function_call_output", "call_id": "c1", "output": "ok"}]  # fmt: skip
+        session = formats.from_openai_responses(items, "s1")
+        state = session.messages[0].parts[0].state
+        assert state is not None and (state.status, state.input) == ("completed", {})
+        want = BAD_WHY[1] if raw == '["a"]' else why
+        assert state.metadata == {"arguments": raw, "error": want}
+        assert formats.to_openai_responses(session) == items
+        lines.write_text(json.dumps(items) + "\n")
+        native = read_jsonl(lines, "openai-responses").transcript.to_sessions()
+        assert native == read(lines, "openai-responses")
 
 
 def test_blank_tool_arguments_are_no_arguments() -> None:
@@ -365,3 +375,30 @@ def test_every_wrong_shape_is_a_format_error_in_json_terms() -> None:
                 formats.read(doc, fmt)
             except FormatError as e:
                 assert "Error:" not in str(e) and "object has no" not in str(e), (fmt, doc, e)
+
+
+def test_an_orphan_chat_tool_result_is_written_as_a_responses_item_that_reads_back(
+    tmp_path: Path,
+) -> None:
+    # was written as {"type": "message", "role": "tool", ...}, which the
+    # Responses readers refuse ("unknown role"), while the chat reader keeps it
+    from ctxcompact.formats.reader import read_jsonl
+
+    chat = [{"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "x", "content": "late result"},
+            {"role": "tool", "tool_call_id": "y", "content": [{"type": "text", "text": "r"}]},
+            {"role": "assistant", "content": "ok"}]  # fmt: skip
+    session = formats.from_openai_chat(chat, "s")
+    items = formats.to_openai_responses(session)
+    assert items[1:3] == [
+        {"type": "function_call_output", "call_id": "x", "output": "late result"},
+        {"type": "function_call_output", "call_id": "y",
+         "output": json.dumps([{"type": "text", "text": "r"}])},
+    ]  # fmt: skip
+    back = formats.from_openai_responses(items, "s")
+    assert [m.role for m in back.messages] == ["user", "user", "user", "assistant"]
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(items) + "\n")
+    assert read_jsonl(path, "openai-responses").transcript.to_sessions() == read(
+        path, "openai-responses"
+    )

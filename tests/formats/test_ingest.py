@@ -116,6 +116,8 @@ def chat_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
                     st.dictionaries(TEXT, JSON, max_size=2).map(
                         lambda d: json.dumps(d, ensure_ascii=False, separators=(",", ":"))),
                     st.just(""), st.just("{}"),
+                    # unreadable: input {} and the raw arguments with why in metadata
+                    st.just("not json"), st.just("[1, 2]"), st.just('{"cut'), st.just(["a"]),
                 ))  # fmt: skip
                 tool_calls.append({"id": cid, "type": "function",
                                    "function": {"name": "bash", "arguments": args}})  # fmt: skip

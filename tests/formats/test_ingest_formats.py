@@ -166,7 +166,9 @@ def responses_item(draw: st.DrawFn) -> dict[str, Any]:
         return item if kind == "short" else {"type": "message", **item}
     if kind == "function_call":
         arguments = st.one_of(st.dictionaries(TEXT, JSON, max_size=2).map(json.dumps),
-                              st.just(""), st.just(" "), st.just("{}"))  # fmt: skip
+                              st.just(""), st.just(" "), st.just("{}"),
+                              # unreadable: input {}, the raw arguments with why in metadata
+                              st.just("not json"), st.just("[1]"), st.just(3))  # fmt: skip
         return {"type": "function_call", "call_id": draw(st.sampled_from(CALL_IDS)),
                 "name": "shell", "arguments": draw(arguments), "id": "fc"}  # fmt: skip
     if kind == "function_call_output":
@@ -448,7 +450,7 @@ def test_events_without_a_session_id_belong_to_the_file(tmp_path: Path) -> None:
         ("anthropic", {"messages": [{"role": "user"}]}, "content must be a list"),
         ("openai-responses", {"input": "hi"}, "input must be a list of items"),
         ("openai-responses", [{"role": "robot", "content": "x"}], "unknown role"),
-        ("openai-responses", [{"type": "function_call", "arguments": 5}], "must be a string"),
+        ("openai-responses", [{"type": "function_call", "call_id": 5}], "call_id must be a string"),
         ("openhands", {"instruction": "x"}, "no 'history' list"),
         ("openhands", [1], "event 0 is not an object"),
         ("swe-agent", {"trajectory": []}, "needs a 'history' list"),

@@ -78,7 +78,17 @@ def _parts(mid: str, content: Any, calls: dict[str, Part]) -> list[Part]:
                               source=block))  # fmt: skip
         elif kind == "image":
             source = block.get("source") or {}
-            parts.append(Part(id=pid, type="file", mime=source.get("media_type"), source=block))
+            media = source.get("media_type")
+            # the image's URL on the part (base64 data as a data: URL), so the
+            # model view sends an image block and the estimates count an image
+            url = None
+            if source.get("type") == "base64" and isinstance(source.get("data"), str):
+                url = f"data:{media or 'application/octet-stream'};base64,{source['data']}"
+            elif source.get("type") == "url" and isinstance(source.get("url"), str):
+                url = source["url"]
+            # an image block is an image even when it names no media type
+            parts.append(Part(id=pid, type="file", mime=media or "image/*", source=block,
+                              **({"url": url} if url is not None else {})))  # fmt: skip
         else:
             parts.append(Part(id=pid, type=str(kind or "unknown"), source=block))
     return parts
@@ -101,8 +111,8 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
             out.append(_image(p))  # a chat or a Responses image
         elif source:
             out.append(source["raw"] if set(source) == {"raw"} else source)
-        elif p.type == "file" and p.url:  # a file part built elsewhere, by reference
-            out.append({"type": "image", "source": {"type": "url", "url": p.url}})
+        elif p.type == "file" and p.url:  # a file part built elsewhere: a data: URL as
+            out.append(_image(p))  # base64 data (url sources must be http(s)), else by URL
         # other parts built elsewhere (step markers, patches...) have no block
     return out
 

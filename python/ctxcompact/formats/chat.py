@@ -32,6 +32,13 @@ from ctxcompact.models import (
 )
 
 _MAPPED = {"role", "content", "tool_calls", "tool_call_id"}
+#: The keys of an OpenAI chat message. A SWE-agent history message's other keys
+#: (``agent``, ``thought``, ``action``, ``is_demo``, ``message_type``,
+#: ``tool_call_ids``...) are kept together under ``SWE_AGENT_KEY``, which
+#: ``to_swe_agent`` writes back in place and ``to_openai_chat`` leaves out.
+CHAT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio",
+             "function_call")  # fmt: skip
+SWE_AGENT_KEY = "swe_agent"
 #: Content blocks only Anthropic has: a chat session holding one is an Anthropic
 #: request read in the wrong format (its calls and results would be lost).
 ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
@@ -80,34 +87,44 @@ def block_text_key(block: Mapping[str, Any]) -> str | None:
     return "text" if isinstance(block.get("text"), str) else None
 
 
-def call_input(raw: Any, where: str) -> dict[str, Any]:
-    """The tool input of a call's ``arguments``: the object they hold; ``{}`` when
-    they are missing, null or blank. Arguments that are not a JSON object (an
-    array, a string, cut-off JSON) are refused: the canonical model keeps a tool
-    input as an object (as OpenCode does), and ``{}`` in its place would change
-    what the model is sent."""
+def call_input(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """(tool input, why the arguments could not be read) of a call's ``arguments``:
+    the object they hold; ``{}`` when they are missing, null or blank. Arguments
+    that are not a JSON object (an array, a string, JSON cut off by a
+    ``max_tokens`` stop) are input ``{}`` with the reason, which the reader keeps
+    with the raw arguments in the tool state's ``metadata`` (as the live path
+    does for a reply's arguments): the transcript is read, not refused, and what
+    could not be read is on the record."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}
+        return {}, None
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if not isinstance(raw, str):
-        raise FormatError(f"{where} must be a string holding a JSON object, got {json_kind(raw)}")
+        return {}, f"the arguments are {json_kind(raw)}, not a string holding a JSON object"
     try:
         parsed = json.loads(raw)
     except ValueError:
-        raise FormatError(f"{where} is not JSON (cut off?): {raw[:60]!r}; "
-                          "a tool call's arguments must be a JSON object") from None  # fmt: skip
+        return {}, "the arguments are not valid JSON (cut off?)"
     if not isinstance(parsed, dict):
-        raise FormatError(f"{where} holds {json_kind(parsed)}, not a JSON object: {raw[:60]!r}; "
-                          "a tool call's arguments must be a JSON object")  # fmt: skip
-    return parsed
+        return {}, f"the arguments hold {json_kind(parsed)}, not a JSON object"
+    return parsed, None
 
 
-def _arguments(raw: Any, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(tool input, what to keep to write ``raw`` back exactly)."""
-    args = call_input(raw, where)
-    exact = isinstance(raw, str) and json.dumps(args) == raw
-    return args, ({} if exact else {"arguments": raw})
+def call_state(raw: Any) -> ToolState:
+    """A pending tool state for a call's ``arguments``; unreadable ones are input
+    ``{}`` and ``metadata = {"arguments": raw, "error": why}``."""
+    args, problem = call_input(raw)
+    state = ToolState(status="pending", input=args)
+    if problem is not None:
+        state.metadata = {"arguments": raw, "error": problem}
+    return state
+
+
+def _arguments(raw: Any) -> tuple[ToolState, dict[str, Any]]:
+    """(tool state, what to keep to write ``raw`` back exactly)."""
+    state = call_state(raw)
+    exact = isinstance(raw, str) and state.metadata is None and json.dumps(state.input) == raw
+    return state, ({} if exact else {"arguments": raw})
 
 
 def from_openai_chat(
@@ -176,16 +193,13 @@ def from_openai_chat(
                     if not isinstance(fn, Mapping):
                         raise FormatError(f"tool_calls[{j}].function must be an object, "
                                           f"got {json_kind(fn)}")  # fmt: skip
-                    args, keep = _arguments(
-                        fn.get("arguments"), f"tool_calls[{j}].function.arguments"
-                    )
+                    state, keep = _arguments(fn.get("arguments"))
                     rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
                     if call.get("type", "function") != "function":
                         rest["type"] = call.get("type")
                     source = {"source": {**rest, **keep}} if rest or keep else {}
                     part = Part(id=f"{mid}-t{j:02d}", type="tool", tool=fn.get("name"),
-                                callID=call.get("id"),
-                                state=ToolState(status="pending", input=args),
+                                callID=call.get("id"), state=state,
                                 **source)  # fmt: skip
                     calls[str(call.get("id"))] = part
                     parts.append(part)
@@ -238,6 +252,25 @@ def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
 
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:
     """The session as an OpenAI chat message list (tool results right after their call)."""
+    return [_agent_keys(m, expand=False) for m in _chat_messages(session)]
+
+
+def _agent_keys(message: dict[str, Any], *, expand: bool) -> dict[str, Any]:
+    """A written message with a SWE-agent message's own keys put back in their
+    place (``expand``), or left out (a chat message holds only chat keys)."""
+    if SWE_AGENT_KEY not in message:
+        return message
+    out: dict[str, Any] = {}
+    for key, value in message.items():
+        if key != SWE_AGENT_KEY:
+            out[key] = value
+        elif expand and isinstance(value, Mapping):
+            out.update(value)
+    return out
+
+
+def _chat_messages(session: Session) -> list[dict[str, Any]]:
+    """The chat messages of ``session``, SWE-agent keys still nested."""
     out: list[dict[str, Any]] = []
     answered = {
         p.callID for m in session.messages for p in m.parts
@@ -313,7 +346,8 @@ def is_observed(part: Part) -> bool:
 
 def swe_agent_command(message: MessageWithParts) -> tuple[str, str] | None:
     """(tool, command) of a SWE-agent text-protocol step: its ``action`` field."""
-    action = source_dict(message.info).get("action")
+    agent = source_dict(message.info).get(SWE_AGENT_KEY)
+    action = agent.get("action") if isinstance(agent, Mapping) else None
     if not isinstance(action, str) or not action.strip(_WS):
         return None
     return re.split(f"[{_WS}]", action.strip(_WS), maxsplit=1)[0], action
@@ -417,9 +451,25 @@ def from_swe_agent(traj: Mapping[str, Any], session_id: str = "swe-agent") -> Se
         ids = m.get("tool_call_ids")
         if m.get("role") == "tool" and "tool_call_id" not in m and ids:
             m["tool_call_id"] = ids[0]
-        messages.append(m)
+        messages.append(_nest_agent_keys(m))
     rest = {k: v for k, v in traj.items() if k != "history"}
     return pair_observations(from_openai_chat(messages, session_id, source=rest), swe_agent_command)
+
+
+def _nest_agent_keys(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its keys that are not chat keys under ``SWE_AGENT_KEY``,
+    in the place of the first of them (the native reader does the same)."""
+    if all(k in CHAT_KEYS for k in message):
+        return message
+    out: dict[str, Any] = {}
+    agent: dict[str, Any] = {}
+    for key, value in message.items():
+        if key in CHAT_KEYS:
+            out[key] = value
+        else:
+            out.setdefault(SWE_AGENT_KEY, agent)
+            agent[key] = value
+    return out
 
 
 def from_mini_swe_agent(traj: Any, session_id: str = "mini-swe-agent") -> Session:
@@ -470,7 +520,8 @@ def looks_like_mini_swe_agent(messages: Sequence[Any]) -> bool:
 
 def to_swe_agent(session: Session) -> dict[str, Any]:
     history = []
-    for m in to_openai_chat(session):
+    for m in _chat_messages(session):
+        m = _agent_keys(m, expand=True)
         if m.get("role") == "tool" and "tool_call_ids" in m:
             m = {k: v for k, v in m.items() if k != "tool_call_id"}
         history.append(m)

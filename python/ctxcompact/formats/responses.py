@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.chat import call_input
+from ctxcompact.formats.chat import call_state
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import image_of, image_placeholder, source_dict
 from ctxcompact.formats.views import View, viewed
@@ -26,7 +26,6 @@ from ctxcompact.models import (
     Session,
     SessionInfo,
     SystemMessage,
-    ToolState,
     UserMessage,
 )
 from ctxcompact.policy import Policy
@@ -97,16 +96,8 @@ def from_openai_responses(
                                   session_id=session_id) from None  # fmt: skip
             out.append(MessageWithParts(info=info, parts=parts))
         elif kind == "function_call":
-            raw = item.get("arguments")
-            if raw and not isinstance(raw, str):
-                raise FormatError(f"item {i}: arguments must be a string, got {json_kind(raw)}",
-                                  row=i, column="arguments", session_id=session_id)  # fmt: skip
-            try:
-                args = call_input(raw or None, "arguments")
-            except FormatError as e:
-                raise FormatError(f"item {i}: {e}", row=i, column="arguments",
-                                  session_id=session_id) from None  # fmt: skip
-            state = ToolState(status="pending", input=args)
+            # a falsy value is no arguments, as in the native reader
+            state = call_state(item.get("arguments") or None)
             call = Part(id=f"{mid}-t00", type="tool", tool=item.get("name"),
                         callID=item.get("call_id"), state=state, source=dict(item))  # fmt: skip
             calls[str(item.get("call_id"))] = call
@@ -147,6 +138,14 @@ def to_openai_responses(
         source = source_dict(message.info)
         if "raw" in source:
             items.append(source["raw"])
+            continue
+        if isinstance(message.info, UserMessage) and source.get("role") == "tool":
+            # a chat tool result with no call before it: Responses has no tool
+            # role, so it is the output item of its call id (read back as one)
+            content = source.get("content")
+            output = content if isinstance(content, str) else json.dumps(content)
+            items.append({"type": "function_call_output", "call_id": source.get("tool_call_id"),
+                          "output": "" if content is None else output})  # fmt: skip
             continue
         parts = message.parts
         if (
@@ -195,6 +194,8 @@ def _block(part: Part, role: str) -> dict[str, Any]:
         return {"type": "input_text", "text": image_placeholder(media, size)}
     if source:
         return source
+    if part.url and (part.mime or "").startswith("image/"):  # an image built elsewhere
+        return {"type": "input_image", "image_url": part.url}
     file = {"type": "input_file", "file_url": part.url, "filename": part.filename}
     return {k: v for k, v in file.items() if v is not None}
 

@@ -170,12 +170,37 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
                     }
                     _ => Value::Null,
                 };
-                object([
-                    ("id", str(pid)),
-                    ("type", str("file")),
-                    ("mime", mime),
-                    ("source", Value::Object(b)),
-                ])
+                // an image block is an image even when it names no media type
+                let mime = match mime {
+                    Value::String(m) if !m.is_empty() => Value::String(m),
+                    _ => str("image/*"),
+                };
+                // the image's URL on the part (base64 data as a data: URL), as
+                // the Python reader: the model view sends it as an image
+                let inner = b.get("source");
+                let url = match inner.and_then(|s| s.get("type")).and_then(Value::as_str) {
+                    Some("base64") => inner
+                        .and_then(|s| s.get("data"))
+                        .and_then(Value::as_str)
+                        .map(|data| {
+                            let media = match inner.and_then(|s| s.get("media_type")) {
+                                Some(Value::String(m)) if !m.is_empty() => m.as_str(),
+                                _ => "application/octet-stream",
+                            };
+                            format!("data:{media};base64,{data}")
+                        }),
+                    Some("url") => inner
+                        .and_then(|s| s.get("url"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    _ => None,
+                };
+                let mut part = object([("id", str(pid)), ("type", str("file")), ("mime", mime)]);
+                if let (Some(url), Value::Object(p)) = (url, &mut part) {
+                    p.insert("url".into(), str(url));
+                }
+                part["source"] = Value::Object(b);
+                part
             }
             _ => {
                 let kind = match b.get("type") {

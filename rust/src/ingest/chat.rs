@@ -139,47 +139,101 @@ fn content_parts(mid: &str, content: Option<Value>, at: &str) -> Result<Vec<Valu
     Ok(parts)
 }
 
-/// The tool input of a call's `arguments`: the object they hold, `{}` when
-/// they are missing, null or blank. Anything else (an array, a string, cut-off
-/// JSON) is refused, as the Python adapter does: a tool input is an object, and
-/// `{}` in its place would change what the model is sent.
-pub fn call_input(raw: Option<&Value>, at: &str) -> Result<Value, Problem> {
+/// `(tool input, why the arguments could not be read)` of a call's
+/// `arguments`, as the Python `call_input`: the object they hold, `{}` when
+/// they are missing, null or blank; anything else (an array, a string, JSON
+/// cut off by a `max_tokens` stop) is `{}` with the reason, kept with the raw
+/// arguments in the tool state's `metadata` (`call_state`).
+pub fn call_input(raw: Option<&Value>) -> (Value, Option<String>) {
     let text = match raw {
-        None | Some(Value::Null) => return Ok(json!({})),
-        Some(obj @ Value::Object(_)) => return Ok(obj.clone()),
-        Some(Value::String(text)) if text.trim().is_empty() => return Ok(json!({})),
+        None | Some(Value::Null) => return (json!({}), None),
+        Some(obj @ Value::Object(_)) => return (obj.clone(), None),
+        Some(Value::String(text)) if text.trim().is_empty() => return (json!({}), None),
         Some(Value::String(text)) => text,
         Some(other) => {
-            return Err(Problem::new(format!(
-                "{at} must be a string holding a JSON object, got {}",
+            let why = format!(
+                "the arguments are {}, not a string holding a JSON object",
                 kind(other)
-            )))
+            );
+            return (json!({}), Some(why));
         }
     };
-    let head: String = text.chars().take(60).collect();
     match serde_json::from_str::<Value>(text) {
-        Ok(parsed @ Value::Object(_)) => Ok(parsed),
-        Ok(parsed) => Err(Problem::new(format!(
-            "{at} holds {}, not a JSON object: {:?}; a tool call's arguments must be a JSON object",
-            kind(&parsed),
-            head
-        ))),
-        Err(_) => Err(Problem::new(format!(
-            "{at} is not JSON (cut off?): {:?}; a tool call's arguments must be a JSON object",
-            head
-        ))),
+        Ok(parsed @ Value::Object(_)) => (parsed, None),
+        Ok(parsed) => (
+            json!({}),
+            Some(format!(
+                "the arguments hold {}, not a JSON object",
+                kind(&parsed)
+            )),
+        ),
+        Err(_) => (
+            json!({}),
+            Some("the arguments are not valid JSON (cut off?)".to_owned()),
+        ),
     }
 }
 
-/// `(tool input, what to keep to write the raw arguments back exactly)`.
-fn arguments(raw: Option<&Value>, at: &str) -> Result<(Value, Map<String, Value>), Problem> {
-    let input = call_input(raw, at)?;
-    let exact = matches!(raw, Some(Value::String(text)) if dumps(&input, DEFAULT) == *text);
+/// `(tool input, state metadata)` of a call's `arguments`: the metadata is
+/// `{"arguments": raw, "error": why}` when they could not be read.
+pub fn call_state(raw: Option<&Value>) -> (Value, Option<Value>) {
+    let (input, why) = call_input(raw);
+    let metadata = why.map(|why| {
+        object([
+            ("arguments", raw.cloned().unwrap_or(Value::Null)),
+            ("error", str(why)),
+        ])
+    });
+    (input, metadata)
+}
+
+/// `(tool input, state metadata, what to keep to write the raw arguments back exactly)`.
+fn arguments(raw: Option<&Value>) -> (Value, Option<Value>, Map<String, Value>) {
+    let (input, metadata) = call_state(raw);
+    let exact = metadata.is_none()
+        && matches!(raw, Some(Value::String(text)) if dumps(&input, DEFAULT) == *text);
     let mut keep = Map::new();
     if !exact {
         keep.insert("arguments".into(), raw.cloned().unwrap_or(Value::Null));
     }
-    Ok((input, keep))
+    (input, metadata, keep)
+}
+
+/// The keys of an OpenAI chat message (`CHAT_KEYS` in formats/chat.py).
+const CHAT_KEYS: &[&str] = &[
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "refusal",
+    "audio",
+    "function_call",
+];
+/// Where a SWE-agent message keeps its keys that are not chat keys.
+pub const SWE_AGENT_KEY: &str = "swe_agent";
+
+/// A SWE-agent history message with its keys that are not chat keys under
+/// `SWE_AGENT_KEY`, in the place of the first of them (as `_nest_agent_keys`),
+/// so the chat writer leaves them out and the SWE-agent writer puts them back.
+fn nest_agent_keys(message: Map<String, Value>) -> Map<String, Value> {
+    if message.keys().all(|k| CHAT_KEYS.contains(&k.as_str())) {
+        return message;
+    }
+    let mut out = Map::with_capacity(message.len());
+    let mut agent = Map::new();
+    for (key, value) in message {
+        if CHAT_KEYS.contains(&key.as_str()) {
+            out.insert(key, value);
+        } else {
+            if agent.is_empty() {
+                out.insert(SWE_AGENT_KEY.into(), Value::Null);
+            }
+            agent.insert(key, value);
+        }
+    }
+    out.insert(SWE_AGENT_KEY.into(), Value::Object(agent));
+    out
 }
 
 /// A SWE-agent trajectory per line (`from_swe_agent`): `history` is chat
@@ -222,7 +276,7 @@ pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem>
                 m.insert("tool_call_id".into(), first);
             }
         }
-        messages.push(Value::Object(m));
+        messages.push(Value::Object(nest_agent_keys(m)));
     }
     let mut value = from_messages(messages, session_id.to_owned(), Some(Value::Object(traj)))?;
     observations::pair(&mut value, observations::swe_agent_command);
@@ -421,11 +475,8 @@ fn from_messages(
                             ))));
                         }
                     }
-                    let (input, keep) = arguments(
-                        function.and_then(|f| f.get("arguments")),
-                        &format!("{at}.tool_calls[{j}].function.arguments"),
-                    )
-                    .map_err(fail)?;
+                    let (input, metadata, keep) =
+                        arguments(function.and_then(|f| f.get("arguments")));
                     let mut rest = without(&c, &["id", "function", "type"]);
                     match c.get("type") {
                         None => {}
@@ -438,7 +489,11 @@ fn from_messages(
                     calls.insert(py_str(&call_id), (out.len(), parts.len()));
                     let source = (!rest.is_empty()).then_some(Value::Object(rest));
                     let id = format!("{mid}-t{j:02}");
-                    parts.push(tool_part(id, call_id, name, input, source));
+                    let mut part = tool_part(id, call_id, name, input, source);
+                    if let Some(metadata) = metadata {
+                        part["state"]["metadata"] = metadata;
+                    }
+                    parts.push(part);
                 }
             }
             _ => unreachable!("roles were checked above"),
@@ -457,22 +512,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arguments_that_are_not_an_object_are_refused_not_emptied() {
-        for raw in [
-            json!("[1, 2]"),
-            json!("\"ls\""),
-            json!("3"),
-            json!("{\"p\": \"/cut"),
-            json!(["a"]),
+    fn arguments_that_are_not_an_object_are_kept_with_why_not_refused() {
+        for (raw, why) in [
+            (
+                json!("[1, 2]"),
+                "the arguments hold an array, not a JSON object",
+            ),
+            (
+                json!("\"ls\""),
+                "the arguments hold a string, not a JSON object",
+            ),
+            (json!("3"), "the arguments hold a number, not a JSON object"),
+            (
+                json!("{\"p\": \"/cut"),
+                "the arguments are not valid JSON (cut off?)",
+            ),
+            (
+                json!(["a"]),
+                "the arguments are an array, not a string holding a JSON object",
+            ),
         ] {
-            let err = call_input(Some(&raw), "messages[1].tool_calls[0].function.arguments")
-                .expect_err(&raw.to_string());
-            assert!(
-                err.what
-                    .starts_with("messages[1].tool_calls[0].function.arguments "),
-                "{}",
-                err.what
-            );
+            let (input, metadata) = call_state(Some(&raw));
+            assert_eq!(input, json!({}));
+            assert_eq!(metadata, Some(json!({"arguments": raw, "error": why})));
         }
         for (raw, want) in [
             (None, json!({})),
@@ -481,7 +543,7 @@ mod tests {
             (Some(json!("{\"a\": 1}")), json!({"a": 1})),
             (Some(json!({"b": 2})), json!({"b": 2})),
         ] {
-            assert_eq!(call_input(raw.as_ref(), "x").unwrap(), want);
+            assert_eq!(call_state(raw.as_ref()), (want, None));
         }
     }
 }

@@ -212,7 +212,7 @@ pub fn chat_line(
                                 write_entries(&mut scratch, &parsed, DEFAULT);
                                 (input, scratch == *raw)
                             }
-                            // not an object: the serde_json path names the problem
+                            // not an object: the serde_json path keeps it with why (metadata)
                             _ => return None,
                         };
                         (input, (!exact).then_some(J::Str(raw)))

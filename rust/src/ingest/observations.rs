@@ -16,7 +16,7 @@ pub type Command = fn(&Value) -> Option<(String, String)>;
 
 /// A SWE-agent step: its `action` field; the tool is the action's first word.
 pub fn swe_agent_command(message: &Value) -> Option<(String, String)> {
-    let action = message["info"]["source"]["action"].as_str()?;
+    let action = message["info"]["source"][super::chat::SWE_AGENT_KEY]["action"].as_str()?;
     let words = action.trim_matches(WS);
     let tool = words.split(WS).next().filter(|t| !t.is_empty())?;
     Some((tool.to_owned(), action.to_owned()))
@@ -142,12 +142,12 @@ mod tests {
 
     #[test]
     fn swe_agent_tool_is_the_first_word() {
-        let m = serde_json::json!({"info": {"source": {"action": "  open a.py\n"}}});
+        let m = serde_json::json!({"info": {"source": {"swe_agent": {"action": "  open a.py\n"}}}});
         assert_eq!(
             swe_agent_command(&m),
             Some(("open".into(), "  open a.py\n".into()))
         );
-        let blank = serde_json::json!({"info": {"source": {"action": " \n"}}});
+        let blank = serde_json::json!({"info": {"source": {"swe_agent": {"action": " \n"}}}});
         assert_eq!(swe_agent_command(&blank), None);
     }
 }

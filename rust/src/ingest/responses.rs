@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::chat::call_input;
+use super::chat::call_state;
 use super::export::{self, complete, info, object, str, str_or_null, text_part, tool_part};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
@@ -107,32 +107,24 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 out.push(export::message(head, Some(parts)));
             }
             Some("function_call") => {
-                let input = match item.get("arguments") {
-                    Some(raw @ Value::String(_)) => {
-                        call_input(Some(raw), &at("arguments")).map_err(|p| p.message(&mid))?
-                    }
-                    Some(raw) if truthy(raw) => {
-                        return Err(Problem::new(format!(
-                            "{} must be a string, got {}",
-                            at("arguments"),
-                            kind(raw)
-                        ))
-                        .message(&mid))
-                    }
-                    _ => json!({}),
-                };
+                // a falsy value is no arguments, as in the Python reader
+                let raw = item.get("arguments").filter(|raw| truthy(raw));
+                let (input, metadata) = call_state(raw);
                 let name =
                     str_or_null(item.get("name"), &at("name")).map_err(|p| p.message(&mid))?;
                 let call_id = str_or_null(item.get("call_id"), &at("call_id"))
                     .map_err(|p| p.message(&mid))?;
                 calls.insert(py_str(&call_id), out.len());
-                let part = tool_part(
+                let mut part = tool_part(
                     format!("{mid}-t00"),
                     call_id,
                     name,
                     input,
                     Some(Value::Object(item)),
                 );
+                if let Some(metadata) = metadata {
+                    part["state"]["metadata"] = metadata;
+                }
                 out.push(export::message(
                     info(&mid, sid, "assistant"),
                     Some(vec![part]),
