@@ -59,7 +59,11 @@ def test_the_responses_output_reads_back_as_responses(tmp_path: Path) -> None:
     # two sessions, the first of text messages only: written without
     # "type": "message", it was detected as openai-chat, its input_text blocks
     # read as "" and the second line failed ("not a chat message (no role)")
-    sessions = formats.read(SAMPLE)
+    # (the sample is one session: its summary line is none of its own)
+    text_only = formats.from_openai_chat(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], "texts"
+    )
+    sessions = [text_only, *formats.read(SAMPLE)]
     assert len(sessions) == 2
     out = tmp_path / "sample.responses.jsonl"
     formats.write(sessions, out, "openai-responses")

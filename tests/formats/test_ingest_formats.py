@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import pyarrow as pa
 import pytest
 from ctxcompact import formats
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.reader import read_jsonl
+from ctxcompact.formats.reader import iter_jsonl, read_jsonl
+from ctxcompact.formats.views import to_model_chat
 from hypothesis import given
 from hypothesis import strategies as st
 from test_ingest import JSON, SETTINGS, TEXT, assert_same_as_python, chat_messages, write_lines
@@ -429,11 +431,73 @@ def test_a_claude_code_session_in_two_files_is_rejected_in_the_second(tmp_path: 
 
 def test_events_without_a_session_id_belong_to_the_file(tmp_path: Path) -> None:
     later = {"type": "user", "uuid": "u2", "message": {"role": "user", "content": "on"}}
-    events = [{"type": "summary", "summary": "earlier", "leafUuid": "x"},
-              event("u1", "s1", "hi", "user"), later]  # fmt: skip
+    snapshot = {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}
+    events = [snapshot, event("u1", "s1", "hi", "user"), later]
     path = write_lines(tmp_path / "sess.v2.jsonl", events)
     got = assert_same_as_python(path, "claude-code")
     assert cc.Transcript(got.table).session_ids() == ["sess.v2", "s1"]
+
+
+# --- Claude Code summary lines (a conversation's title) ------------------------------------
+
+TITLE = {"type": "summary", "summary": "Fixing the parser", "leafUuid": "u2"}
+ORPHAN = {"type": "summary", "summary": "An earlier session", "leafUuid": "elsewhere"}
+
+
+def model_tokens(sessions: list[Any]) -> int:
+    return cc.estimate_messages(cc.Transcript.from_sessions(sessions)).total
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end", "everywhere"])
+def test_a_summary_line_is_never_a_session_nor_model_input(tmp_path: Path, where: str) -> None:
+    turns = [event("u1", "s1", "hi", "user"), event("u2", "s1", "hello"),
+             event("u3", "s2", "again", "user"), event("u4", "s2", "yes")]  # fmt: skip
+    at = {"start": [0], "middle": [2], "end": [4], "everywhere": [0, 0, 2, 4]}[where]
+    events: list[Any] = list(turns)
+    for k in reversed(at):
+        events.insert(k, ORPHAN if k == 0 else TITLE)
+    path = write_lines(tmp_path / "sess.jsonl", events)
+    got = assert_same_as_python(path, "claude-code", chunk_bytes=32)
+    # in windows cut wherever they may be: the same rows
+    streamed = list(iter_jsonl(path, "claude-code", window_bytes=1))
+    assert len(streamed) > 1
+    assert pa.concat_tables(w.table for w in streamed).equals(got.table)
+    sessions = formats.read(path, "claude-code")
+    # before the first other line: the first session; after one: the session before
+    assert [s.id for s in sessions] == ["s1", "s2"]
+    assert sum(len(s.messages) for s in sessions) == len(events)
+    assert model_tokens(sessions) == model_tokens(formats.read(
+        write_lines(tmp_path / "plain.jsonl", turns), "claude-code"))  # fmt: skip
+    for s in sessions:  # the model is sent the turns only
+        sent = to_model_chat(s, "model")
+        assert [m["role"] for m in sent] == ["user", "assistant"]
+    # written back: every line, in its place
+    back = [e for s in sessions for e in formats.to_claude_code(s)]
+    assert back == events
+
+
+def test_a_file_of_summary_lines_only_is_one_session_of_the_file(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "titles.jsonl", [ORPHAN, TITLE])
+    got = assert_same_as_python(path, "claude-code")
+    assert cc.Transcript(got.table).session_ids() == ["titles"]
+    assert cc.estimate_messages(cc.Transcript(got.table)).total == 0
+
+
+@pytest.mark.skipif(not (DATA / "formats" / "claude-code").is_dir(), reason="no ../shared/data")
+def test_the_claude_code_samples_with_a_summary_line(tmp_path: Path) -> None:
+    cc_dir = DATA / "formats" / "claude-code"
+    sample = cc_dir / "claude-code-transcripts" / "sample_session.jsonl"  # summary first
+    got = assert_same_as_python(sample, "claude-code")
+    assert (got.sessions, cc.Transcript(got.table).session_ids()) == (1, ["test-session-id"])
+    rep = cc_dir / "claude-code-log" / "representative_messages.jsonl"  # summary last
+    lines = [line for line in rep.read_text("utf-8").splitlines() if line.strip()]
+    assert json.loads(lines[-1])["type"] == "summary"
+    without = tmp_path / rep.name
+    without.write_text("\n".join(lines[:-1]) + "\n", "utf-8")
+    got = assert_same_as_python(rep, "claude-code")
+    tokens = cc.estimate_messages(cc.Transcript(got.table)).total
+    assert tokens == cc.estimate_messages(cc.Transcript(read_jsonl(without).table)).total == 722
+    assert got.sessions == 1
 
 
 @pytest.mark.parametrize(

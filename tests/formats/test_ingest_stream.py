@@ -68,14 +68,18 @@ def test_windows_hold_about_window_bytes_of_lines(tmp_path: Path) -> None:
 def claude_events(draw: st.DrawFn) -> list[str]:
     """Lines of a Claude Code file: sessions that run on or come back, calls
     answered at once, late, twice or never, lines without a session id
-    (snapshots), and lines the reader rejects."""
+    (snapshots, summary lines, some before the first session id), and lines
+    the reader rejects."""
     lines: list[str] = []
     calls: list[str] = []
     session = "s0"
+    for k in range(draw(st.integers(0, 3))):  # summary lines wait for the first session
+        lines.append(json.dumps({"type": "summary", "summary": "x" * k, "leafUuid": "u0"}))
     for k in range(draw(st.integers(1, 60))):
         if draw(st.integers(0, 9)) == 0:
             session = f"s{draw(st.integers(0, 3))}"
-        kind = draw(st.sampled_from(["user", "call", "result", "snapshot", "bad", "empty-sid"]))
+        kinds = ["user", "call", "result", "snapshot", "summary", "bad", "empty-sid"]
+        kind = draw(st.sampled_from(kinds))
         text = "x" * draw(st.integers(0, 300))
         head: dict[str, Any] = {"sessionId": session, "uuid": f"u{draw(st.integers(0, 2 * k))}"}
         if kind == "call":
@@ -95,6 +99,8 @@ def claude_events(draw: st.DrawFn) -> list[str]:
             event = {"type": "user", **head, "message": {"role": "user", "content": [block]}}
         elif kind == "snapshot":
             event = {"type": "file-history-snapshot", "messageId": f"m{k}", "snapshot": {}}
+        elif kind == "summary":
+            event = {"type": "summary", "summary": text, "leafUuid": f"u{k}"}
         elif kind == "bad":  # not JSON, a text that is not a string, a line cut short
             wrong = {"role": "user", "content": [{"type": "text", "text": 7}]}
             cut = '{"type":"user","sessionId":"s9","message":{"role":"user"}'

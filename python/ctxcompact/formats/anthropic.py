@@ -254,6 +254,12 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
             mid = str(event["uuid"])  # a repeated uuid keeps the positional id instead
         used.add(mid)
         message = event.get("message")
+        if _is_title(event):
+            # a conversation's title for /resume, never sent to the model: kept
+            # whole in the event, with no part (as a file-history snapshot)
+            kept = {"event": dict(event), "text_key": None}
+            out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=sid, source=kept)))
+            continue
         if not isinstance(message, Mapping):
             text = str(event.get("summary") or event.get("content") or "")
             rest = {k: v for k, v in event.items() if k not in ("summary",)}
@@ -326,15 +332,34 @@ def read_claude_code(path: str | Path) -> list[Session]:
     return read(path, "claude-code")
 
 
+def _is_title(event: Any) -> bool:
+    """A ``summary`` line: a conversation's title (for /resume), never model input."""
+    return (isinstance(event, Mapping) and event.get("type") == "summary"
+            and not isinstance(event.get("message"), Mapping))  # fmt: skip
+
+
 def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:
     """Events of a Claude Code file, grouped by the last ``sessionId`` seen
-    (``default_id`` before the first one), one session each."""
+    (``default_id`` before the first one), one session each. ``summary`` lines
+    without a ``sessionId`` before the file's first other event join that
+    event's session (never a session of their own)."""
     by_session: dict[str, list[Any]] = {}
     current = default_id
+    held: list[Any] | None = []  # None once the first other event is read
     for event in events:
-        if isinstance(event, Mapping) and event.get("sessionId"):
+        is_event = isinstance(event, Mapping)
+        given = is_event and event.get("sessionId")
+        if held is not None and is_event and not given and event.get("type") == "summary":
+            held.append(event)
+            continue
+        if given:
             current = str(event["sessionId"])
+        if held is not None:
+            by_session.setdefault(current, []).extend(held)
+            held = None
         by_session.setdefault(current, []).append(event)
+    if held:  # a file of nothing but summary lines
+        by_session.setdefault(current, []).extend(held)
     return [from_claude_code(evs, sid) for sid, evs in by_session.items()]
 
 

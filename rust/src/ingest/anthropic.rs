@@ -376,6 +376,17 @@ impl Events {
             return Ok(());
         };
         let fail = |p: Problem| p.message(&mid);
+        if is_title(&event) {
+            // a conversation's title for /resume, never sent to the model:
+            // kept whole in the event, with no part (as a file-history snapshot)
+            let mut head = info(&mid, &sid, "system");
+            let source = object([("event", Value::Object(event)), ("text_key", Value::Null)]);
+            head.insert("source".into(), source);
+            self.ids.insert(mid);
+            self.turns
+                .push(export::message(head, Some(Vec::new())), Vec::new());
+            return Ok(());
+        }
         if !matches!(event.get("message"), Some(Value::Object(_))) {
             // summary, system and other events without a message body
             let text = [event.get("summary"), event.get("content")]
@@ -437,6 +448,12 @@ impl Events {
         self.turns.push(export::message(head, Some(parts)), ops);
         Ok(())
     }
+}
+
+/// A `summary` line: a conversation's title (for /resume), never model input.
+fn is_title(event: &Map<String, Value>) -> bool {
+    event.get("type").and_then(Value::as_str) == Some("summary")
+        && !matches!(event.get("message"), Some(Value::Object(_)))
 }
 
 /// `TokenUsage` from a Messages `usage` object; null when there is none.

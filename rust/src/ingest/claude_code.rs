@@ -52,6 +52,9 @@ pub(super) struct FileOut {
 pub(super) struct Carry {
     pub sessions: Vec<Carried>,
     pub current: String,
+    /// An event other than a `summary` line without a `sessionId` was read:
+    /// such lines no longer wait for the session of the next one.
+    pub started: bool,
     /// More windows follow: keep the message ids (a file read whole does not).
     pub windowed: bool,
 }
@@ -69,6 +72,7 @@ impl Carry {
         Carry {
             sessions: Vec::new(),
             current: stem,
+            started: false,
             windowed: false,
         }
     }
@@ -129,15 +133,32 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
     let mut current = std::mem::take(&mut carry.current);
     // per line: the error, or the session its message went to (rows filled in below)
     let mut outcomes: Vec<At<usize>> = Vec::new();
+    // Summary lines without a session id before the file's first other event
+    // (their places in `outcomes`): they join that event's session.
+    let mut held: Vec<(usize, Value)> = Vec::new();
     for At { line, raw, outcome } in parsed.into_iter().flatten() {
         let event = match outcome.and_then(event_of) {
             Ok(event) => event,
             Err(p) => {
                 // Not JSON: a line that still reads as an event of a session
-                // (to the first pass's scan) switches to it, so that the
-                // scan alone tells where the file can be cut.
-                if let Some(sid) = claude_plan::line_session(&source.data[raw.clone()]) {
-                    current = sid;
+                // (to the first pass's scan) switches to it, and one that
+                // reads as an event other than a summary line releases the
+                // held ones, so that the scan alone tells where the file can be cut.
+                if let Some((sid, title)) = claude_plan::line_event(&source.data[raw.clone()]) {
+                    let holds = title && sid.is_none();
+                    if let Some(sid) = sid {
+                        current = sid;
+                    }
+                    if !carry.started && !holds {
+                        carry.started = true;
+                        release(
+                            &mut held,
+                            &current,
+                            &mut sessions,
+                            &mut by_id,
+                            &mut outcomes,
+                        );
+                    }
                 }
                 outcomes.push(At {
                     line,
@@ -149,8 +170,21 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         };
         let sid = match event.get("sessionId") {
             Some(id) if truthy(id) => py_str(id),
+            _ if !carry.started && event.get("type") == Some(&Value::from("summary")) => {
+                held.push((outcomes.len(), event));
+                outcomes.push(At {
+                    line,
+                    raw,
+                    outcome: Ok(usize::MAX), // its session once released
+                });
+                continue;
+            }
             _ => current.clone(),
         };
+        if !carry.started {
+            carry.started = true;
+            release(&mut held, &sid, &mut sessions, &mut by_id, &mut outcomes);
+        }
         let (index, new) = match by_id.get(&sid) {
             Some(&i) => (i, false),
             None => {
@@ -177,6 +211,14 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         current = sid;
         outcomes.push(At { line, raw, outcome });
     }
+    // a file of nothing but summary lines so far: they join the current session
+    release(
+        &mut held,
+        &current,
+        &mut sessions,
+        &mut by_id,
+        &mut outcomes,
+    );
     // Every message is final now: turn them into rows in parallel (the JSON
     // text is most of the work), then append session by session.
     carry.current = current;
@@ -243,6 +285,43 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         })
         .collect();
     FileOut { rows, lines }
+}
+
+/// Push the `held` summary lines into session `sid` (made if new, dropped
+/// again if none of them is kept), noting where each went in `outcomes`.
+fn release(
+    held: &mut Vec<(usize, Value)>,
+    sid: &str,
+    sessions: &mut Vec<Events>,
+    by_id: &mut HashMap<String, usize>,
+    outcomes: &mut [At<usize>],
+) {
+    if held.is_empty() {
+        return;
+    }
+    let index = match by_id.get(sid) {
+        Some(&i) => i,
+        None => {
+            sessions.push(Events::new(sid.to_owned()));
+            sessions.len() - 1
+        }
+    };
+    let mut kept = false;
+    for (k, event) in held.drain(..) {
+        outcomes[k].outcome = match sessions[index].push(event) {
+            Ok(()) => {
+                kept = true;
+                Ok(index)
+            }
+            Err(p) => Err(p.session(sid)),
+        };
+    }
+    if !by_id.contains_key(sid) {
+        match kept {
+            true => drop(by_id.insert(sid.to_owned(), index)),
+            false => drop(sessions.pop()),
+        }
+    }
 }
 
 /// The file by `fast_claude` when every line is of a shape it is sure of;
@@ -325,18 +404,21 @@ mod tests {
         );
         for chunk_bytes in [1, 40, 1 << 20] {
             let out = run(OnError::Skip, chunk_bytes).unwrap();
-            assert_eq!((out.lines, out.sessions), (5, 3));
+            // the summary line before any session joins the first one, s
+            assert_eq!((out.lines, out.sessions), (5, 2));
             let lines: Vec<_> = out.rejected.iter().map(|r| r.line).collect();
             assert_eq!(lines, [3]);
             assert_eq!(
                 column(&out, "session_id"),
-                ["cc.v1", "s", "s", "r"].map(|s| Some(s.to_owned()))
+                ["s", "s", "s", "r"].map(|s| Some(s.to_owned()))
             );
             // a1 is taken, so the result keeps its position among the kept events of s
             assert_eq!(
                 column(&out, "message_id"),
-                ["cc.v1-e000000", "a1", "s-e000001", "b1"].map(|s| Some(s.to_owned()))
+                ["s-e000000", "a1", "s-e000002", "b1"].map(|s| Some(s.to_owned()))
             );
+            // the title is no part: nothing of it is model input
+            assert_eq!(column(&out, "part_type")[0], None);
             assert_eq!(column(&out, "status")[1].as_deref(), Some("error"));
             assert_eq!(column(&out, "output")[1].as_deref(), Some("a\nb"));
             assert_eq!(column(&out, "part_type")[2].as_deref(), Some("tool-result"));

@@ -16,7 +16,9 @@
 //! still counts). The sessions are exact: a line's `sessionId` names the
 //! session the lines without one join whether the mapper keeps its event or
 //! not, and a line that is not JSON names one only if this scan reads it as
-//! an event (`line_session`, which the mapper asks). So a cut found here is
+//! an event (`line_event`, which the mapper asks). Summary lines without a
+//! session id before the file's first other event join that event's
+//! session: no cut between them and it. So a cut found here is
 //! safe whichever lines the mapper keeps. A line the scan cannot vouch for
 //! (a session id that is not a string, a key given twice) makes the plan
 //! `None`: the file is read whole.
@@ -39,9 +41,11 @@ enum Facts {
     /// A line the scan cannot vouch for: the file is read whole.
     Unsure,
     /// An event: its session id (`None`: absent or falsy, it joins the
-    /// session of the line before) and the ids its calls and results use.
+    /// session of the line before), whether it is a `summary` line, and the
+    /// ids its calls and results use.
     Event {
         session: Option<Vec<u8>>,
+        title: bool,
         calls: Vec<u64>,
         results: Vec<u64>,
     },
@@ -81,7 +85,7 @@ struct Frame {
     key: Key,
     /// `"type"`: `Some(true)` when it is a JSON string, with its value's kind.
     type_is_str: Option<bool>,
-    kind: u8, // 0 other, 1 tool_use, 2 tool_result
+    kind: u8, // 0 other, 1 tool_use, 2 tool_result, 3 summary
     id: Slot,
     tool_use_id: Slot,
     session: Option<Option<Vec<u8>>>,
@@ -247,6 +251,7 @@ fn scan_line(line: &[u8]) -> Facts {
                         f.kind = match value.as_slice() {
                             b"tool_use" => 1,
                             b"tool_result" => 2,
+                            b"summary" => 3,
                             _ => 0,
                         };
                     }
@@ -304,6 +309,7 @@ fn scan_line(line: &[u8]) -> Facts {
         Some(event) if stack.is_empty() && event.object && event.type_is_str == Some(true) => {
             Facts::Event {
                 session: event.session.flatten(),
+                title: event.kind == 3,
                 calls,
                 results,
             }
@@ -312,14 +318,14 @@ fn scan_line(line: &[u8]) -> Facts {
     }
 }
 
-/// The session a line names to the scan: its `sessionId` when it reads as
-/// an event with a non-empty string one (what the mapper uses for a line it
-/// cannot parse).
-pub(super) fn line_session(line: &[u8]) -> Option<String> {
+/// What the mapper asks of a line it cannot parse: `None` unless the scan
+/// reads it as an event, else the session it names (its `sessionId` when a
+/// non-empty string) and whether it is a `summary` line.
+pub(super) fn line_event(line: &[u8]) -> Option<(Option<String>, bool)> {
     match scan_line(line) {
-        Facts::Event {
-            session: Some(id), ..
-        } => String::from_utf8(id).ok(),
+        Facts::Event { session, title, .. } => {
+            Some((session.and_then(|id| String::from_utf8(id).ok()), title))
+        }
         _ => None,
     }
 }
@@ -409,6 +415,13 @@ struct Builder {
     sessions: HashMap<u64, (u64, u64)>,
     /// Per call id: the end of its first call's line and of its last result's.
     calls: HashMap<u64, (u64, u64)>,
+    /// The ends of the first and last summary lines without a session id
+    /// read before any other event (they join the next event's session).
+    held: Option<(u64, u64)>,
+    /// An event other than those was read.
+    started: bool,
+    /// Cut positions no state may cross besides calls and sessions: `[lo, hi)`.
+    blocked: Vec<(u64, u64)>,
 }
 
 impl Builder {
@@ -419,6 +432,9 @@ impl Builder {
             current: stem,
             sessions: HashMap::new(),
             calls: HashMap::new(),
+            held: None,
+            started: false,
+            blocked: Vec::new(),
         }
     }
 
@@ -456,17 +472,29 @@ impl Builder {
     fn line(&mut self, end: u64, facts: Facts) -> bool {
         let Facts::Event {
             session,
+            title,
             calls,
             results,
         } = facts
         else {
             return facts == Facts::Ignore;
         };
-        if let Some(id) = session {
-            self.current = hash(&id);
+        if !self.started && title && session.is_none() {
+            self.held.get_or_insert((end, end)).1 = end;
+        } else {
+            if let Some(id) = session {
+                self.current = hash(&id);
+            }
+            // held summary lines join this line's session: no cut from the first of them
+            let mut first = end;
+            if let (false, Some((lo, _))) = (self.started, self.held.take()) {
+                self.blocked.push((lo, end));
+                first = lo;
+            }
+            self.started = true;
+            // (a line without one joins the session of the line before, the stem before any)
+            self.sessions.entry(self.current).or_insert((first, end)).1 = end;
         }
-        // (a line without one joins the session of the line before, the stem before any)
-        self.sessions.entry(self.current).or_insert((end, end)).1 = end;
         for id in calls {
             self.calls.entry(id).or_insert((end, end));
         }
@@ -485,8 +513,14 @@ impl Builder {
             stem,
             mut sessions,
             calls,
+            held,
+            blocked: mut blocked_before,
             ..
         } = self;
+        // summary lines and nothing else: they join the stem
+        if let Some((_, last)) = held {
+            sessions.entry(stem).or_insert((0, last)).1 = last;
+        }
         // The stem is where the mapper starts: it is current before any line.
         if let Some(span) = sessions.get_mut(&stem) {
             span.0 = 0;
@@ -495,6 +529,7 @@ impl Builder {
             .into_values()
             .filter(|&(call, result)| result > call)
             .collect();
+        blocked.append(&mut blocked_before);
         let mut spans: Vec<(u64, u64)> = sessions.values().copied().collect();
         spans.sort_unstable();
         let mut reach = 0; // the latest end of the sessions begun before
@@ -541,6 +576,7 @@ mod tests {
     fn event(session: Option<&str>, calls: &[&str], results: &[&str]) -> Facts {
         Facts::Event {
             session: session.map(|s| s.as_bytes().to_vec()),
+            title: false,
             calls: calls.iter().map(|c| hash(c.as_bytes())).collect(),
             results: results.iter().map(|c| hash(c.as_bytes())).collect(),
         }
@@ -605,6 +641,54 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
+    }
+
+    fn title(session: Option<&str>) -> Facts {
+        match event(session, &[], &[]) {
+            Facts::Event {
+                session,
+                calls,
+                results,
+                ..
+            } => Facts::Event {
+                session,
+                title: true,
+                calls,
+                results,
+            },
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn summary_lines_before_the_first_event_are_not_cut_from_it() {
+        let line = br#"{"type":"summary","summary":"t","leafUuid":"u","message":{"type":"x"}}"#;
+        assert_eq!(scan_line(line), title(None));
+        assert_eq!(line_event(line), Some((None, true)));
+        let inner = br#"{"type":"user","message":{"content":[{"type":"summary"}]}}"#;
+        assert_eq!(line_event(inner), Some((None, false)));
+        let p = plan(vec![
+            title(None),                // 10: waits for the first other event
+            title(None),                // 20
+            event(Some("a"), &[], &[]), // 30: a, with both summary lines
+            title(None),                // 40: a, the line before's
+            event(Some("b"), &[], &[]), // 50
+        ]);
+        let cuts: Vec<u64> = (1..=5).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [30, 30, 30, 40, 50]);
+        assert!(p.continues("a", 30) && !p.continues("a", 40));
+        // a summary line with a session id is that session's, at once
+        let p = plan(vec![
+            title(Some("a")),
+            title(None),
+            event(Some("b"), &[], &[]),
+        ]);
+        let cuts: Vec<u64> = (1..=3).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [10, 20, 30]);
+        // summary lines only: the stem's, cut anywhere
+        let p = plan(vec![title(None), title(None)]);
+        assert_eq!([p.cut(10), p.cut(20)], [10, 20]);
+        assert!(p.continues("stem", 10) && !p.continues("stem", 20));
     }
 
     fn plan(lines: Vec<Facts>) -> Plan {

@@ -290,6 +290,7 @@ pub(super) struct Update {
     /// Per session (the carried ones first): its message count and new ids.
     sessions: Vec<(String, usize, HashSet<String>)>,
     current: String,
+    started: bool,
 }
 
 impl Update {
@@ -313,6 +314,7 @@ impl Update {
             }
         }
         carry.current = self.current;
+        carry.started = self.started;
     }
 }
 
@@ -341,13 +343,35 @@ pub fn read_file<'t>(
         .collect();
     let mut messages: Vec<Message<'_>> = Vec::with_capacity(trees.len());
     let mut current: &str = &carry.current;
-    let mut ops = Vec::new();
+    // Summary lines without a session id before the file's first other event
+    // (the first `held` lines) join that event's session, `target`.
+    let (mut held, mut target, mut started) = (0, current, carry.started);
     for tree in trees {
+        if started {
+            break;
+        }
+        let J::Obj(event) = tree else { return None };
+        let given = truthy_str(event, "sessionId")?;
+        match given {
+            None if matches!(get(event, "type"), Some(J::Str(t)) if t == "summary") => held += 1,
+            _ => {
+                target = given.unwrap_or(current);
+                started = true;
+            }
+        }
+    }
+    let mut ops = Vec::new();
+    for (k, tree) in trees.iter().enumerate() {
         let J::Obj(event) = tree else { return None };
         let Some(J::Str(_)) = get(event, "type") else {
             return None;
         };
-        let sid = truthy_str(event, "sessionId")?.unwrap_or(current);
+        let given = truthy_str(event, "sessionId")?;
+        let sid = if k < held {
+            target
+        } else {
+            given.unwrap_or(current)
+        };
         let index = match by_id.get(sid) {
             Some(&i) => i,
             None => {
@@ -433,8 +457,23 @@ pub fn read_file<'t>(
                     parts,
                 }
             }
+            _ if matches!(get(event, "type"), Some(J::Str(t)) if t == "summary") => {
+                // a conversation's title, never model input: the event whole, no part
+                json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
+                write_without(&mut json, event, &[]);
+                json.push_str(",\"text_key\":null}}");
+                Message {
+                    session: index,
+                    id: String::new(),
+                    role: "system",
+                    parent_id: None,
+                    finished: false,
+                    json,
+                    parts,
+                }
+            }
             _ => {
-                // summary, system and other events without a message body
+                // system and other events without a message body
                 let summary = truthy_str(event, "summary")?;
                 let text = summary.or(truthy_str(event, "content")?);
                 json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
@@ -542,6 +581,7 @@ pub fn read_file<'t>(
         })
         .collect();
     let update = Update {
+        started,
         current: current.to_owned(),
         sessions: sessions
             .into_iter()
@@ -614,6 +654,9 @@ mod tests {
         same("{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n");
         // the stem as a session id joins the session of the lines without one
         same("{\"type\":\"summary\"}\n{\"type\":\"user\",\"sessionId\":\"cc.v1\",\"uuid\":\"cc.v1-e000000\",\"message\":{\"role\":\"user\"}}\n");
+        // summary lines before the first other event wait for its session
+        same("{\"type\":\"summary\"}\n{\"type\":\"summary\",\"sessionId\":\"\",\"uuid\":\"k\"}\n{\"type\":\"user\",\"message\":{\"role\":\"user\"}}\n{\"type\":\"summary\",\"summary\":\"t\"}\n");
+        same("{\"type\":\"summary\",\"summary\":\"a\"}\n{\"type\":\"summary\",\"uuid\":\"k\"}\n");
     }
 
     #[test]
