@@ -12,6 +12,7 @@ from ctxcompact import formats
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.reader import read_jsonl
 from ctxcompact.models import Session
+from ctxcompact.scans.chat import validate_chat_messages
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 CLAUDE = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
@@ -264,3 +265,33 @@ def test_swe_agent_keys_stay_out_of_openai_chat_and_round_trip_in_swe_agent(
         assert read_jsonl(line, "swe-agent").transcript.to_sessions() == formats.read(
             line, "swe-agent"
         ), path
+
+
+RESPONSES_RUN = [
+    {"type": "message", "role": "user", "content": "hi", "id": "msg_1", "status": "completed"},
+    {"type": "function_call", "call_id": "c1", "name": "sh", "arguments": '{"a":1}', "id": "fc"},
+    {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+]
+
+
+def test_responses_to_chat_writes_chat_calls_and_keys_only() -> None:
+    # the call's id was the item's ("fc", which no result names), its type
+    # "function_call", and call_id/name/content_is_text/status leaked in
+    chat = formats.to_openai_chat(formats.from_openai_responses(RESPONSES_RUN, "s"))
+    assert chat == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": '{"a":1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]  # fmt: skip
+    validate_chat_messages(chat)  # every result names a call
+
+
+def test_responses_to_anthropic_writes_each_result_once() -> None:
+    # the function_call_output item was written again, raw, after its tool_result turn
+    body = formats.to_anthropic(formats.from_openai_responses(RESPONSES_RUN, "s"))
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "ok"}
+    ]
+    assert "function_call_output" not in str(body)

@@ -190,6 +190,15 @@ def _from_anthropic(part: Part) -> bool:
     return isinstance(source, Mapping) and source.get("type") == "tool_use"
 
 
+def _foreign_result(part: Part) -> bool:
+    """A tool result kept in a turn of its own by another format (a Responses
+    ``function_call_output``), not an Anthropic ``tool_result`` block."""
+    source = source_of(part)
+    return part.type == "tool-result" and not (
+        isinstance(source, Mapping) and source.get("type") == "tool_result"
+    )
+
+
 def _results(message: MessageWithParts) -> list[dict[str, Any]]:
     """``tool_result`` blocks for the finished calls of a message built elsewhere
     (one read from Anthropic has its results in its next user turn already)."""
@@ -218,6 +227,8 @@ def to_anthropic(
         if isinstance(message.info, SystemMessage):
             body["system"] = _content(message, True)
             continue
+        if message.parts and all(_foreign_result(p) for p in message.parts):
+            continue  # a turn of another format's results: `_results` wrote each after its call
         rest = source_dict(message.info)
         as_text = bool(rest.pop("content_is_text", False))
         # another format's keys (chat's "content": null, a "developer" role) must not

@@ -283,6 +283,8 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
             p.type == "tool-result" and p.callID in answered for p in message.parts
         ):
             continue  # a turn of results (Anthropic, Responses): each follows its call
+        if "content_is_text" in source:  # a Responses item or Anthropic turn: no chat keys
+            source = {k: v for k, v in source.items() if k in ("role", "name")}
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message), **source})
@@ -304,6 +306,8 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
                 entry["tool_calls"] = []
                 for p in tools:
                     keep = source_dict(p)
+                    if keep.get("type") == "function_call":  # a Responses item, not a chat call
+                        keep = {"arguments": keep["arguments"]} if "arguments" in keep else {}
                     arguments = keep.pop("arguments", None)
                     if arguments is None:
                         arguments = json.dumps((p.state.input if p.state else None) or {})
