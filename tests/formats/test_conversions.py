@@ -295,3 +295,21 @@ def test_responses_to_anthropic_writes_each_result_once() -> None:
         {"type": "tool_result", "tool_use_id": "c1", "content": "ok"}
     ]
     assert "function_call_output" not in str(body)
+
+
+@needs
+def test_claude_code_titles_are_no_empty_system_messages_elsewhere() -> None:
+    # a summary (title) line became {"role": "system", "content": ""} in chat
+    # and "system": [] in Anthropic
+    session = formats.read(CLAUDE)[0]
+    assert not [m for m in formats.to_openai_chat(session) if m["role"] == "system"]
+    assert "system" not in formats.to_anthropic(session)
+
+
+def test_two_system_messages_are_one_anthropic_system_prompt() -> None:
+    # the second overwrote the first
+    chat = [{"role": "system", "content": "You fix tests."},
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "Be brief."}]  # fmt: skip
+    body = formats.to_anthropic(formats.read(chat)[0])
+    assert body["system"] == "You fix tests.\n\nBe brief."

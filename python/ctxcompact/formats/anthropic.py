@@ -171,6 +171,17 @@ def _content(message: MessageWithParts, as_text: bool) -> Any:
     return blocks
 
 
+def _joined(first: Any, second: Any) -> Any:
+    """Two system prompts (a text or a list of blocks each) as one."""
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+
+    def blocks(v: Any) -> list[Any]:
+        return [{"type": "text", "text": v}] if isinstance(v, str) else list(v)
+
+    return blocks(first) + blocks(second)
+
+
 def _image(part: Part) -> dict[str, Any]:
     """An Anthropic image block for an image read from another format: a ``data:``
     URL as base64 data, another URL by reference, else a text naming it."""
@@ -225,7 +236,12 @@ def to_anthropic(
     messages = []
     for message in session.messages:
         if isinstance(message.info, SystemMessage):
-            body["system"] = _content(message, True)
+            system = _content(message, True)
+            if system in ("", []):
+                continue  # nothing the model reads (a Claude Code title or file snapshot)
+            if "system" in body:  # several system messages: one system prompt, in order
+                system = _joined(body["system"], system)
+            body["system"] = system
             continue
         if message.parts and all(_foreign_result(p) for p in message.parts):
             continue  # a turn of another format's results: `_results` wrote each after its call

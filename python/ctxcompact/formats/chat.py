@@ -19,7 +19,13 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import iterable, json_kind
-from ctxcompact.formats.source import image_of, image_placeholder, source_dict, source_of
+from ctxcompact.formats.source import (
+    claude_code_record,
+    image_of,
+    image_placeholder,
+    source_dict,
+    source_of,
+)
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -285,6 +291,9 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
             continue  # a turn of results (Anthropic, Responses): each follows its call
         if "content_is_text" in source:  # a Responses item or Anthropic turn: no chat keys
             source = {k: v for k, v in source.items() if k in ("role", "name")}
+        if (isinstance(info, SystemMessage) and not message.parts
+                and claude_code_record(source_of(info, claude_code=True))):  # fmt: skip
+            continue  # nothing the model reads (a Claude Code title or file snapshot)
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message), **source})
