@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import functools
 import json
 import os
 import re
@@ -53,7 +54,14 @@ from ctxcompact._atomic import beside, replacing
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, FormatError
+from ctxcompact.errors import (
+    ConfigError,
+    DatasetError,
+    DuplicateSessionError,
+    FormatError,
+    SchemaError,
+    TranscriptError,
+)
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import (
@@ -671,6 +679,34 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
     return _read(path, fmt)[0]
 
 
+def _names(param: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command whose data errors name its input ``param`` (``_naming``)."""
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> None:
+            with _naming(kwargs[param]):
+                command(**kwargs)
+
+        return run
+
+    return wrap
+
+
+@contextmanager
+def _naming(inputs: Path | list[Path]) -> Iterator[None]:
+    """A data error about a single input names it (a scan's error says the
+    row and column, not the file), as batch's do."""
+    paths = inputs if isinstance(inputs, list) else [inputs]
+    try:
+        yield
+    except (SchemaError, TranscriptError, DatasetError) as e:
+        text = str(e)
+        if len(paths) == 1 and e.args and str(paths[0]) not in text:
+            e.args = (f"{paths[0]}: {text}", *e.args[1:])
+        raise
+
+
 def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
     """A Parquet path for ``path``: itself, or its sessions ingested into a
     temporary folder, removed when the process exits (success or not); and
@@ -685,6 +721,7 @@ def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
+@_names("input")
 def estimate(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     fmt: FormatOption = None,
@@ -708,6 +745,7 @@ def estimate(
 
 
 @app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
+@_names("input")
 def prune_cmd(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -741,6 +779,7 @@ def prune_cmd(
 
 
 @app.command("filter", short_help="Keep each session from its latest summary pivot on.")
+@_names("input")
 def filter_cmd(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -763,6 +802,7 @@ def filter_cmd(
 
 
 @app.command(short_help="Prune, mark and pivot-filter; report each session.")
+@_names("input")
 def compact(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -945,6 +985,7 @@ def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
 
 
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
+@_names("inputs")
 def replay(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
     context: Annotated[
@@ -1024,6 +1065,7 @@ def replay(
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
+@_names("inputs")
 def tune(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
     grid: Annotated[Path, typer.Option(metavar="FILE", help="TOML grid: lists of option values.")],
@@ -1177,6 +1219,7 @@ def batch(
 
 
 @app.command(short_help="Convert sessions between formats.")
+@_names("input")
 def convert(
     input: Annotated[
         Path,

@@ -231,6 +231,14 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
     for name in REQUIRED:
         if name not in table.column_names:
             raise MissingColumnError(f"missing column {name!r}", column=name)
+    if "output" not in table.column_names and table.num_rows:
+        # Counts (output_utf16) are enough for a scan, not for a session:
+        # every text and tool output would come back empty.
+        raise MissingColumnError(
+            "missing column 'output': the sessions would have no text (a table of "
+            "counts alone can be estimated and pruned, not turned into sessions)",
+            column="output",
+        )
     rows = table.to_pylist()
     sessions: list[dict[str, Any]] = []
     seen_sessions: set[str] = set()

@@ -1,0 +1,98 @@
+"""The command does not lose or invent data silently: conversions keep what
+the scans read, a table without its text is refused where text is needed,
+errors name the input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli_run import invoke
+from ctxcompact.testing.synthetic import generate_table
+
+
+def run(monkeypatch: Any, capsys: Any, *args: str) -> tuple[int, Any, str]:
+    code, out, err = invoke(monkeypatch, capsys, *args)
+    return code, (json.loads(out) if "--json" in args and code == 0 else out), err
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's demo data: part rows without message_json."""
+    path = tmp_path_factory.mktemp("trust") / "gen.parquet"
+    pq.write_table(generate_table(20, 100, seed=1), path)
+    return path
+
+
+def test_convert_keeps_the_pivot_of_a_table_without_message_json(
+    generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    out = tmp_path / "gen.jsonl"
+    assert run(monkeypatch, capsys, "convert", str(generated), str(out), "--to", "opencode")[0] == 0
+    for command in ("filter", "estimate"):
+        _, before, _ = run(monkeypatch, capsys, command, str(generated), "--json")
+        _, after, _ = run(monkeypatch, capsys, command, str(out), "--json")
+        before.pop("format", None)
+        after.pop("format", None)
+        before.pop("written", None)
+        after.pop("written", None)
+        assert after == before
+
+
+@pytest.fixture(scope="module")
+def textless(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Counted part rows (output_utf16) without the output text."""
+    import ctxcompact as cc
+
+    table = cc.Transcript.from_sessions(
+        cc.Transcript(generate_table(6, 60, seed=3)).to_sessions()
+    ).to_arrow()
+    path = tmp_path_factory.mktemp("textless") / "nooutput.parquet"
+    pq.write_table(table.drop_columns(["output"]), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("convert", "{i}", "{d}/o.jsonl", "--to", "opencode"),
+        ("convert", "{i}", "{d}/o.json", "--to", "openai-chat"),
+        ("replay", "{i}", "--context", "100000", "--output-limit", "4000"),
+    ],
+)
+def test_a_table_without_text_is_refused_where_text_is_needed(
+    textless: Path, tmp_path: Path, monkeypatch: Any, capsys: Any, args: tuple[str, ...]
+) -> None:
+    given = [a.format(i=textless, d=tmp_path) for a in args]
+    code, out, err = run(monkeypatch, capsys, *given)
+    assert code == 1, out
+    assert "MissingColumnError" in err and str(textless) in err and "'output'" in err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_counted_table_without_text_can_still_be_counted(
+    textless: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    for command in ("estimate", "prune", "filter"):
+        assert run(monkeypatch, capsys, command, str(textless), "--json")[0] == 0
+
+
+@pytest.mark.parametrize("command", ["estimate", "prune", "filter", "compact", "convert"])
+def test_a_bad_parquet_error_names_the_file(
+    tmp_path: Path, monkeypatch: Any, capsys: Any, command: str
+) -> None:
+    table = generate_table(2, 20, seed=1)
+    bad = tmp_path / "badrole.parquet"
+    roles = pa.array(["bogus"] * table.num_rows)
+    pq.write_table(table.set_column(table.schema.get_field_index("role"), "role", roles), bad)
+    extra = [str(tmp_path / "o.jsonl")] if command == "convert" else []
+    code, _, err = run(monkeypatch, capsys, command, str(bad), *extra)
+    assert code == 1 and f"{bad}: " in err and "bogus" in err
+    lacking = tmp_path / "nosession.parquet"
+    pq.write_table(table.drop_columns(["session_id"]), lacking)
+    code, _, err = run(monkeypatch, capsys, command, str(lacking), *extra)
+    assert code == 1 and f"{lacking}: " in err and "session_id" in err
