@@ -96,3 +96,56 @@ def test_a_bad_parquet_error_names_the_file(
     pq.write_table(table.drop_columns(["session_id"]), lacking)
     code, _, err = run(monkeypatch, capsys, command, str(lacking), *extra)
     assert code == 1 and f"{lacking}: " in err and "session_id" in err
+
+
+@pytest.fixture(scope="module")
+def stale(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """Counted part rows whose one tool output was emptied after counting."""
+    import ctxcompact as cc
+
+    table = cc.Transcript.from_sessions(
+        cc.Transcript(generate_table(6, 60, seed=3)).to_sessions()
+    ).to_arrow()
+    outputs = table.column("output").to_pylist()
+    kinds = table.column("part_type").to_pylist()
+    row = max(i for i, (k, o) in enumerate(zip(kinds, outputs, strict=True)) if k == "tool" and o)
+    outputs[row] = ""
+    index = table.schema.get_field_index("output")
+    path = tmp_path_factory.mktemp("stale") / "stale.parquet"
+    pq.write_table(table.set_column(index, "output", pa.array(outputs, pa.large_string())), path)
+    return path, row
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "{i}"),
+        ("prune", "{i}"),
+        ("compact", "{i}"),
+        ("batch", "{i}", "--report", "{d}/r.parquet", "--batch-rows", "50"),
+    ],
+)
+def test_verify_names_a_stale_count(
+    stale: tuple[Path, int], tmp_path: Path, monkeypatch: Any, capsys: Any, args: tuple[str, ...]
+) -> None:
+    path, row = stale
+    given = [a.format(i=path, d=tmp_path) for a in args]
+    assert run(monkeypatch, capsys, *given, "--json")[0] == 0  # trusted without --verify
+    (tmp_path / "r.parquet").unlink(missing_ok=True)
+    code, _, err = run(monkeypatch, capsys, *given, "--verify", "--json")
+    assert code == 1, err
+    assert f"{path}: output_utf16 of row {row} is " in err and "stale" in err
+    assert not (tmp_path / "r.parquet").exists()
+
+
+def test_verify_passes_fresh_counts_and_needs_the_text(
+    generated: Path, textless: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    import ctxcompact as cc
+
+    fresh = generated.with_name("fresh.parquet")
+    pq.write_table(cc.scans.with_output_units(pq.read_table(generated)).to_arrow(), fresh)
+    for command in ("estimate", "prune", "compact"):
+        assert run(monkeypatch, capsys, command, str(fresh), "--verify", "--json")[0] == 0
+    code, _, err = run(monkeypatch, capsys, "estimate", str(textless), "--verify")
+    assert code == 1 and "MissingColumnError" in err and "--verify needs the output" in err

@@ -59,6 +59,7 @@ from ctxcompact.errors import (
     DatasetError,
     DuplicateSessionError,
     FormatError,
+    MissingColumnError,
     SchemaError,
     TranscriptError,
 )
@@ -201,6 +202,13 @@ MethodOption = Annotated[
                  help="Token estimate (config estimate_method): opencode (default), ceil-bytes, "
                  "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
                  "deepseek, each also as <family>-conservative."),
+]  # fmt: skip
+VerifyOption = Annotated[
+    bool,
+    typer.Option("--verify",
+                 help="Re-count every output against its stored length (output_utf16, "
+                 "output_units_<family>) first; a count that no longer matches its text "
+                 "(outputs edited after ingest) is an error naming the row."),
 ]  # fmt: skip
 ContextOption = Annotated[
     int | None,
@@ -679,6 +687,53 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
     return _read(path, fmt)[0]
 
 
+def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
+    """``--verify``: every counted column of ``table`` matches its text (all
+    rows, not a sample: one stale row gives wrong numbers). ``offset``: the
+    table's first row in ``path``."""
+    from ctxcompact.scans import verify_output_units
+    from ctxcompact.transcript import counted_columns
+
+    counted = counted_columns(table.schema)
+    if not counted:
+        return
+    if "output" not in table.column_names:
+        raise MissingColumnError(
+            f"{path}: --verify needs the output text (no column 'output') to check "
+            f"{', '.join(counted)}", column="output",
+        )  # fmt: skip
+    try:
+        verify_output_units(table, sample=table.num_rows)
+    except TranscriptError as e:
+        if offset and e.row is not None:
+            e.args = (re.sub(rf"\brow {e.row}\b", f"row {e.row + offset}", str(e), count=1),)
+            e.row += offset
+        raise
+
+
+def _verify_parquet(source: Path, batch_rows: int) -> None:
+    """``_verify`` over Parquet files a batch at a time (bounded memory)."""
+    from ctxcompact.batch.parquet import parquet_files
+    from ctxcompact.transcript import counted_columns
+
+    for path in parquet_files(source):
+        try:
+            file = pq.ParquetFile(path)
+        except (pa.ArrowInvalid, OSError):
+            return  # left to the reader, which names it
+        counted = counted_columns(file.schema_arrow)
+        if not counted:
+            continue
+        names = [c for c in ("session_id", "message_id", "output", *counted)
+                 if c in file.schema_arrow.names]  # fmt: skip
+        offset = 0
+        with _naming(path):
+            for batch in file.iter_batches(batch_size=batch_rows, columns=names):
+                table = pa.Table.from_batches([batch])
+                _verify(table, path, offset)
+                offset += table.num_rows
+
+
 def _names(param: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A command whose data errors name its input ``param`` (``_naming``)."""
 
@@ -727,12 +782,15 @@ def estimate(
     fmt: FormatOption = None,
     config: ConfigOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config, **_overrides(method=method))
     with _status(f"reading {input}", as_json):
         transcript, read_as = _read(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
@@ -758,6 +816,7 @@ def prune_cmd(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
@@ -766,6 +825,8 @@ def prune_cmd(
     _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
         result = cc.prune(transcript, cfg)
     if output is not None:
@@ -820,6 +881,7 @@ def compact(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
@@ -829,6 +891,8 @@ def compact(
     _check_outputs({"--output": output, "--report": report}, [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
     if output is not None:
@@ -1179,6 +1243,7 @@ def batch(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory.
@@ -1196,6 +1261,8 @@ def batch(
     _check_outputs({"DESTINATION": destination, "--report": report}, [source])
     console = _stderr()
     source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
+    if verify and not ingested:  # ingest has just counted what it read
+        _verify_parquet(source, batch_rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
                   disable=as_json or not console.is_terminal) as bar:  # fmt: skip
