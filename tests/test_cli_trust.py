@@ -149,3 +149,58 @@ def test_verify_passes_fresh_counts_and_needs_the_text(
         assert run(monkeypatch, capsys, command, str(fresh), "--verify", "--json")[0] == 0
     code, _, err = run(monkeypatch, capsys, "estimate", str(textless), "--verify")
     assert code == 1 and "MissingColumnError" in err and "--verify needs the output" in err
+
+
+def _traj(path: Path) -> Path:
+    """A SWE-agent text-protocol run of two steps (each: action, observation)."""
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
+    for action in ("ls -la", "cat a.py"):
+        history += [
+            {"role": "assistant", "content": f"look\n```\n{action}\n```", "action": action},
+            {"role": "user", "content": f"output of {action}"},
+        ]
+    path.write_text(json.dumps({"history": history, "trajectory": [], "info": {}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("to", "warned"),
+    [("openai-chat", "2 tool call(s) of a text-protocol step written as plain text"),
+     ("tau-bench", "2 tool call(s)"), ("mini-swe-agent", "2 tool call(s)"),
+     ("swe-agent", None), ("anthropic", None), ("openai-responses", None), ("opencode", None)],
+)  # fmt: skip
+def test_convert_warns_when_the_target_loses_tool_calls(
+    tmp_path: Path, monkeypatch: Any, capsys: Any, to: str, warned: str | None
+) -> None:
+    traj = _traj(tmp_path / "run.traj")
+    out = tmp_path / "run.jsonl"
+    code, _, err = run(monkeypatch, capsys, "convert", str(traj), str(out), "--to", to, "--json")
+    assert code == 0 and out.exists()
+    if warned is None:
+        assert "warning" not in err
+    else:
+        assert f"warning: {to} cannot hold all of {traj}: {warned}" in err
+        assert "in 1 session(s)" in err
+
+
+def test_convert_warns_when_thinking_or_opencode_parts_are_dropped(
+    generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    anthropic = tmp_path / "a.json"
+    anthropic.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
+                                          {"type": "text", "text": "hello"}]},
+    ]}))  # fmt: skip
+    code, _, err = run(monkeypatch, capsys, "convert", str(anthropic), str(tmp_path / "c.json"))
+    assert code == 0 and "1 thinking part(s) dropped, in 1 session(s)" in err
+    code, _, err = run(monkeypatch, capsys, "convert", str(anthropic), str(tmp_path / "k.jsonl"),
+                       "--to", "claude-code")  # fmt: skip
+    assert code == 0 and "warning" not in err
+    code, _, err = run(monkeypatch, capsys, "convert", str(generated),
+                       str(tmp_path / "g.jsonl"), "--to", "anthropic")  # fmt: skip
+    assert code == 0 and "step-start part(s) dropped (OpenCode only), in 20 session(s)" in err
+    assert "thinking" not in err

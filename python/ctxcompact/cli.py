@@ -1339,6 +1339,7 @@ def convert(
         else:
             sessions = transcript.to_sessions()
             count = len(sessions)
+            lost = formats.losses(sessions, to)
             try:
                 with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
                     formats.write(sessions, tmp, to)
@@ -1348,6 +1349,9 @@ def convert(
                     f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) "
                     f"that UTF-8 cannot encode; {output} was not written"
                 ) from None
+            if lost:  # written, but a reader of it will not see all that was read
+                typer.echo(f"warning: {to} cannot hold all of {input}: {'; '.join(lost)} "
+                           "(docs/formats.md, Limits)", err=True)  # fmt: skip
     _show("convert", {"sessions": count, "from": read_as, "to": to,
                       "written": str(output)}, as_json)  # fmt: skip
 
