@@ -204,3 +204,29 @@ def test_convert_warns_when_thinking_or_opencode_parts_are_dropped(
                        str(tmp_path / "g.jsonl"), "--to", "anthropic")  # fmt: skip
     assert code == 0 and "step-start part(s) dropped (OpenCode only), in 20 session(s)" in err
     assert "thinking" not in err
+
+
+def test_a_missing_file_is_an_oserror_naming_it(tmp_path: Path) -> None:
+    from ctxcompact import formats
+    from ctxcompact.errors import InputTypeError
+    from ctxcompact.formats.reader import read_sessions
+
+    for read in (lambda p: read_sessions([p]), formats.read):
+        for name in ("nope.jsonl", "nope.json"):
+            with pytest.raises(FileNotFoundError) as e:
+                read(tmp_path / name)
+            assert e.value.filename == str(tmp_path / name)
+    for given in (5, None, 1.5, b"{}"):
+        with pytest.raises(InputTypeError, match="file path"):
+            formats.read(given)
+
+
+@pytest.mark.parametrize("command", ["estimate", "ingest", "convert"])
+def test_the_cli_exits_3_for_a_missing_input(
+    tmp_path: Path, monkeypatch: Any, capsys: Any, command: str
+) -> None:
+    missing = tmp_path / "nope.jsonl"
+    extra = {"ingest": ["-o", str(tmp_path / "o.parquet")],
+             "convert": [str(tmp_path / "o.jsonl")]}.get(command, [])  # fmt: skip
+    code, _, err = run(monkeypatch, capsys, command, str(missing), *extra)
+    assert code == 3 and str(missing) in err

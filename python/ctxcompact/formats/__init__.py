@@ -8,6 +8,7 @@ reading one and writing the other (``openai-chat`` is the common way out).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,13 @@ def read(
     (``<name>`` for a document, ``<name>:<line>`` for JSONL); default: the file
     name up to its first dot (Claude Code: up to its last).
     """
-    if not isinstance(source, str | Path):
+    if not isinstance(source, str | os.PathLike):
+        if format is None and not isinstance(source, Mapping | list | tuple):
+            # (with a format, a JSON scalar is that format's bad document)
+            raise InputTypeError(
+                f"read takes a file path (str or Path) or a parsed JSON document (a dict or "
+                f"a list), got {type(source).__name__}"
+            )
         return session_from_json(source, format or detect_format(source), name or "session")
     path = Path(source)
     if path.suffix != ".jsonl":
@@ -273,11 +280,10 @@ def read_document(
 
 
 def _file_bytes(path: Path) -> bytes:
-    """A file's bytes without a UTF-8 byte order mark; ``FormatError`` when unreadable."""
-    try:
-        return path.read_bytes().removeprefix(BOM)
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read: {e}") from None
+    """A file's bytes without a UTF-8 byte order mark. A file that cannot be
+    read is the ``OSError`` naming it (``FileNotFoundError``...), as the
+    README's Errors section promises, not a format error."""
+    return path.read_bytes().removeprefix(BOM)
 
 
 def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) -> list[Session]:
