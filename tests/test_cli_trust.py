@@ -230,3 +230,29 @@ def test_the_cli_exits_3_for_a_missing_input(
              "convert": [str(tmp_path / "o.jsonl")]}.get(command, [])  # fmt: skip
     code, _, err = run(monkeypatch, capsys, command, str(missing), *extra)
     assert code == 3 and str(missing) in err
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (("estimate", "-"), "INPUT"),
+        (("convert", "-", "{d}/o.jsonl"), "INPUT"),
+        (("convert", "{g}", "-"), "OUTPUT"),
+        (("convert", "{g}", "-", "--to", "parquet"), "OUTPUT"),
+        (("prune", "{g}", "--output", "-"), "--output"),
+        (("compact", "{g}", "--report", "-"), "--report"),
+        (("ingest", "-", "-o", "{d}/o.parquet"), "INPUT"),
+        (("batch", "{g}", "-"), "DESTINATION"),
+        (("replay", "-", "--context", "100000", "--output-limit", "4000"), "INPUT"),
+    ],
+)
+def test_dash_is_refused_not_taken_as_a_file_name(
+    generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any,
+    args: tuple[str, ...], where: str,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    given = [a.format(g=generated, d=tmp_path) for a in args]
+    code, _, err = run(monkeypatch, capsys, *given)
+    stream = "stdin" if where == "INPUT" else "stdout"
+    assert code == 2 and f"'-' ({stream}) is not supported" in err and where in err
+    assert not (tmp_path / "-").exists() and not list(tmp_path.iterdir())

@@ -288,11 +288,20 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _no_stdio(path: Path | None, option: str, stream: str = "stdin") -> None:
+    """``-`` is no file here: reading stdin / writing stdout is not supported
+    (a file named ``-`` would be looked for, or created)."""
+    if path is not None and str(path) == "-":
+        raise typer.BadParameter(f"'-' ({stream}) is not supported: give a file path",
+                                 param_hint=option)  # fmt: skip
+
+
 def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -> None:
     """Refuse an output that cannot be written, or that would replace one of
     ``inputs`` (the data being read), before any work is done."""
     if path is None:
         return
+    _no_stdio(path, option, "stdout")
     parent = path.parent
     if any(_same_file(path, i) for i in inputs):
         raise typer.BadParameter(f"{path} is also an input: it would be replaced",
@@ -532,6 +541,7 @@ def _is_parquet(path: Path) -> bool:
 
 def _check_inputs(inputs: list[Path]) -> None:
     for path in inputs:
+        _no_stdio(path, "INPUT")
         if not path.exists():
             raise InputNotFound(f"{path}: no such file or directory")
 
@@ -671,6 +681,7 @@ def _ingest_to_parquet(
 
 def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
     """The transcript at ``path`` and the format(s) it was read in."""
+    _no_stdio(path, "INPUT")
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
     _check_sources([path])
@@ -1251,6 +1262,8 @@ def batch(
     Without DESTINATION only the --report is written; when the rows hold
     their outputs' lengths (ingest counts them) the output text is never read.
     """
+    _no_stdio(source, "SOURCE")
+    _no_stdio(destination, "DESTINATION", "stdout")
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
     if destination is None and report is None:
@@ -1321,6 +1334,8 @@ def convert(
     or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
 
+    _no_stdio(input, "INPUT")
+    _no_stdio(output, "OUTPUT", "stdout")
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
     _check_output(output, "OUTPUT", [input])
