@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctxcompact as cc
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from ctxcompact.errors import InputTypeError
 
@@ -63,3 +64,44 @@ def test_transcript_with_column(prune_table: pa.Table) -> None:
     assert t.to_arrow().column("output").null_count < 29
     added = t.with_column("extra", pa.array(range(29)))
     assert added.to_arrow().column_names[-1] == "extra"
+
+
+def test_table_without_message_json_keeps_its_flags_through_sessions() -> None:
+    # A table of scan columns only (the demo's data): its finished / error /
+    # summary flags must survive to_sessions, or completed summaries stop
+    # being pivots after a convert.
+    from ctxcompact.testing.synthetic import generate_table
+
+    table = generate_table(50, 100, seed=1)
+    assert "message_json" not in table.column_names
+    # Some assistant messages failed (the error flag is per message).
+    ids = pc.unique(table.column("message_id")).to_pylist()
+    failed = {m for i, m in enumerate(ids) if i % 13 == 5}
+    roles = table.column("role").to_pylist()
+    messages = table.column("message_id").to_pylist()
+    errored = pa.array(
+        [r == "assistant" and m in failed for r, m in zip(roles, messages, strict=True)]
+    )
+    table = table.set_column(table.schema.get_field_index("error"), "error", errored)
+    back = cc.Transcript.from_sessions(cc.Transcript(table).to_sessions()).to_arrow()
+    for column in ("role", "parent_id", "summary", "finished", "error", "part_type", "output"):
+        assert back.column(column).to_pylist() == table.column(column).to_pylist(), column
+    assert cc.filter_pivot(back).num_rows == cc.filter_pivot(table).num_rows
+    assert cc.estimate_messages(back).total == cc.estimate_messages(table).total
+
+
+def test_scan_flags_win_over_message_json() -> None:
+    from ctxcompact.testing.synthetic import generate_table
+
+    table = cc.Transcript.from_sessions(
+        cc.Transcript(generate_table(3, 40, seed=2)).to_sessions()
+    ).to_arrow()
+    flipped = pc.invert(table.column("finished"))
+    edited = table.set_column(table.schema.get_field_index("finished"), "finished", flipped)
+    assistant = [r == "assistant" for r in table.column("role").to_pylist()]
+    back = cc.Transcript.from_sessions(cc.Transcript(edited).to_sessions()).to_arrow()
+    want = [f for f, a in zip(flipped.to_pylist(), assistant, strict=True)]
+    got = back.column("finished").to_pylist()
+    assert [g for g, a in zip(got, assistant, strict=True) if a] == [
+        w for w, a in zip(want, assistant, strict=True) if a
+    ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import functools
 import json
 import os
 import re
@@ -53,7 +54,15 @@ from ctxcompact._atomic import beside, replacing
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, FormatError
+from ctxcompact.errors import (
+    ConfigError,
+    DatasetError,
+    DuplicateSessionError,
+    FormatError,
+    MissingColumnError,
+    SchemaError,
+    TranscriptError,
+)
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.formats.reader import (
@@ -194,6 +203,13 @@ MethodOption = Annotated[
                  "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
                  "deepseek, each also as <family>-conservative."),
 ]  # fmt: skip
+VerifyOption = Annotated[
+    bool,
+    typer.Option("--verify",
+                 help="Re-count every output against its stored length (output_utf16, "
+                 "output_units_<family>) first; a count that no longer matches its text "
+                 "(outputs edited after ingest) is an error naming the row."),
+]  # fmt: skip
 ContextOption = Annotated[
     int | None,
     typer.Option("--context", min=0, metavar="TOKENS",
@@ -272,11 +288,20 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _no_stdio(path: Path | None, option: str, stream: str = "stdin") -> None:
+    """``-`` is no file here: reading stdin / writing stdout is not supported
+    (a file named ``-`` would be looked for, or created)."""
+    if path is not None and str(path) == "-":
+        raise typer.BadParameter(f"'-' ({stream}) is not supported: give a file path",
+                                 param_hint=option)  # fmt: skip
+
+
 def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -> None:
     """Refuse an output that cannot be written, or that would replace one of
     ``inputs`` (the data being read), before any work is done."""
     if path is None:
         return
+    _no_stdio(path, option, "stdout")
     parent = path.parent
     if any(_same_file(path, i) for i in inputs):
         raise typer.BadParameter(f"{path} is also an input: it would be replaced",
@@ -516,6 +541,7 @@ def _is_parquet(path: Path) -> bool:
 
 def _check_inputs(inputs: list[Path]) -> None:
     for path in inputs:
+        _no_stdio(path, "INPUT")
         if not path.exists():
             raise InputNotFound(f"{path}: no such file or directory")
 
@@ -655,6 +681,7 @@ def _ingest_to_parquet(
 
 def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
     """The transcript at ``path`` and the format(s) it was read in."""
+    _no_stdio(path, "INPUT")
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
     _check_sources([path])
@@ -671,6 +698,81 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
     return _read(path, fmt)[0]
 
 
+def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
+    """``--verify``: every counted column of ``table`` matches its text (all
+    rows, not a sample: one stale row gives wrong numbers). ``offset``: the
+    table's first row in ``path``."""
+    from ctxcompact.scans import verify_output_units
+    from ctxcompact.transcript import counted_columns
+
+    counted = counted_columns(table.schema)
+    if not counted:
+        return
+    if "output" not in table.column_names:
+        raise MissingColumnError(
+            f"{path}: --verify needs the output text (no column 'output') to check "
+            f"{', '.join(counted)}", column="output",
+        )  # fmt: skip
+    try:
+        verify_output_units(table, sample=table.num_rows)
+    except TranscriptError as e:
+        if offset and e.row is not None:
+            e.args = (re.sub(rf"\brow {e.row}\b", f"row {e.row + offset}", str(e), count=1),)
+            e.row += offset
+        raise
+
+
+def _verify_parquet(source: Path, batch_rows: int) -> None:
+    """``_verify`` over Parquet files a batch at a time (bounded memory)."""
+    from ctxcompact.batch.parquet import parquet_files
+    from ctxcompact.transcript import counted_columns
+
+    for path in parquet_files(source):
+        try:
+            file = pq.ParquetFile(path)
+        except (pa.ArrowInvalid, OSError):
+            return  # left to the reader, which names it
+        counted = counted_columns(file.schema_arrow)
+        if not counted:
+            continue
+        names = [c for c in ("session_id", "message_id", "output", *counted)
+                 if c in file.schema_arrow.names]  # fmt: skip
+        offset = 0
+        with _naming(path):
+            for batch in file.iter_batches(batch_size=batch_rows, columns=names):
+                table = pa.Table.from_batches([batch])
+                _verify(table, path, offset)
+                offset += table.num_rows
+
+
+def _names(param: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command whose data errors name its input ``param`` (``_naming``)."""
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> None:
+            with _naming(kwargs[param]):
+                command(**kwargs)
+
+        return run
+
+    return wrap
+
+
+@contextmanager
+def _naming(inputs: Path | list[Path]) -> Iterator[None]:
+    """A data error about a single input names it (a scan's error says the
+    row and column, not the file), as batch's do."""
+    paths = inputs if isinstance(inputs, list) else [inputs]
+    try:
+        yield
+    except (SchemaError, TranscriptError, DatasetError) as e:
+        text = str(e)
+        if len(paths) == 1 and e.args and str(paths[0]) not in text:
+            e.args = (f"{paths[0]}: {text}", *e.args[1:])
+        raise
+
+
 def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
     """A Parquet path for ``path``: itself, or its sessions ingested into a
     temporary folder, removed when the process exits (success or not); and
@@ -685,17 +787,21 @@ def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
+@_names("input")
 def estimate(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     fmt: FormatOption = None,
     config: ConfigOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config, **_overrides(method=method))
     with _status(f"reading {input}", as_json):
         transcript, read_as = _read(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
@@ -708,6 +814,7 @@ def estimate(
 
 
 @app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
+@_names("input")
 def prune_cmd(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -720,6 +827,7 @@ def prune_cmd(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
@@ -728,6 +836,8 @@ def prune_cmd(
     _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
         result = cc.prune(transcript, cfg)
     if output is not None:
@@ -741,6 +851,7 @@ def prune_cmd(
 
 
 @app.command("filter", short_help="Keep each session from its latest summary pivot on.")
+@_names("input")
 def filter_cmd(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -763,6 +874,7 @@ def filter_cmd(
 
 
 @app.command(short_help="Prune, mark and pivot-filter; report each session.")
+@_names("input")
 def compact(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     output: Annotated[
@@ -780,6 +892,7 @@ def compact(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
@@ -789,6 +902,8 @@ def compact(
     _check_outputs({"--output": output, "--report": report}, [input])
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt)
+    if verify:
+        _verify(transcript.to_arrow(), input)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
     if output is not None:
@@ -945,6 +1060,7 @@ def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
 
 
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
+@_names("inputs")
 def replay(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
     context: Annotated[
@@ -1024,6 +1140,7 @@ def replay(
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
+@_names("inputs")
 def tune(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
     grid: Annotated[Path, typer.Option(metavar="FILE", help="TOML grid: lists of option values.")],
@@ -1137,6 +1254,7 @@ def batch(
     prune_protected_tools: ToolsOption = None,
     policy: PolicyOption = None,
     method: MethodOption = None,
+    verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory.
@@ -1144,6 +1262,8 @@ def batch(
     Without DESTINATION only the --report is written; when the rows hold
     their outputs' lengths (ingest counts them) the output text is never read.
     """
+    _no_stdio(source, "SOURCE")
+    _no_stdio(destination, "DESTINATION", "stdout")
     if not source.exists():
         raise InputNotFound(f"{source}: no such file or directory")
     if destination is None and report is None:
@@ -1154,6 +1274,8 @@ def batch(
     _check_outputs({"DESTINATION": destination, "--report": report}, [source])
     console = _stderr()
     source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
+    if verify and not ingested:  # ingest has just counted what it read
+        _verify_parquet(source, batch_rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
                   disable=as_json or not console.is_terminal) as bar:  # fmt: skip
@@ -1177,6 +1299,7 @@ def batch(
 
 
 @app.command(short_help="Convert sessions between formats.")
+@_names("input")
 def convert(
     input: Annotated[
         Path,
@@ -1211,6 +1334,8 @@ def convert(
     or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
 
+    _no_stdio(input, "INPUT")
+    _no_stdio(output, "OUTPUT", "stdout")
     if not input.exists():
         raise InputNotFound(f"{input}: no such file")
     _check_output(output, "OUTPUT", [input])
@@ -1229,6 +1354,7 @@ def convert(
         else:
             sessions = transcript.to_sessions()
             count = len(sessions)
+            lost = formats.losses(sessions, to)
             try:
                 with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
                     formats.write(sessions, tmp, to)
@@ -1238,6 +1364,9 @@ def convert(
                     f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) "
                     f"that UTF-8 cannot encode; {output} was not written"
                 ) from None
+            if lost:  # written, but a reader of it will not see all that was read
+                typer.echo(f"warning: {to} cannot hold all of {input}: {'; '.join(lost)} "
+                           "(docs/formats.md, Limits)", err=True)  # fmt: skip
     _show("convert", {"sessions": count, "from": read_as, "to": to,
                       "written": str(output)}, as_json)  # fmt: skip
 

@@ -231,6 +231,14 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
     for name in REQUIRED:
         if name not in table.column_names:
             raise MissingColumnError(f"missing column {name!r}", column=name)
+    if "output" not in table.column_names and table.num_rows:
+        # Counts (output_utf16) are enough for a scan, not for a session:
+        # every text and tool output would come back empty.
+        raise MissingColumnError(
+            "missing column 'output': the sessions would have no text (a table of "
+            "counts alone can be estimated and pruned, not turned into sessions)",
+            column="output",
+        )
     rows = table.to_pylist()
     sessions: list[dict[str, Any]] = []
     seen_sessions: set[str] = set()
@@ -278,14 +286,36 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         )
     if row.get("message_json"):
         info: dict[str, Any] = json.loads(row["message_json"])
-        return info
-    info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
+    else:
+        info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
     if role == "assistant":
-        if row.get("parent_id") is not None:
-            info["parentID"] = row["parent_id"]
-        if row.get("summary"):
-            info["summary"] = True
+        _assistant_flags(info, row)
     return info
+
+
+#: What a finished / failed message holds when only the table's flag says so
+#: (a table without ``message_json``): the flag is what the scans read.
+_FINISH = "stop"
+_ERROR = {"name": "UnknownError", "data": {"message": "error flag of the part-row table"}}
+
+
+def _assistant_flags(info: dict[str, Any], row: dict[str, Any]) -> None:
+    """Make ``info`` read back as the row's scan columns (``parent_id``,
+    ``summary``, ``finished``, ``error``), which win over ``message_json``:
+    a table without it would otherwise lose every completed summary's pivot.
+    A null or absent column leaves ``info`` as it is."""
+    if row.get("parent_id") is not None:
+        info["parentID"] = row["parent_id"]
+    if row.get("summary") is True:
+        info["summary"] = True
+    elif row.get("summary") is False and info.get("summary") is True:
+        del info["summary"]
+    for column, key, value in (("finished", "finish", _FINISH), ("error", "error", _ERROR)):
+        flag = row.get(column)
+        if flag is True and info.get(key) is None:
+            info[key] = value
+        elif flag is False and info.get(key) is not None:
+            del info[key]
 
 
 def _part(row: dict[str, Any]) -> dict[str, Any]:

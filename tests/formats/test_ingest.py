@@ -350,7 +350,7 @@ def test_empty_inputs_give_an_empty_table(tmp_path: Path) -> None:
 
 def test_usage_errors_are_typed(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [GOOD])
-    with pytest.raises(FormatError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.jsonl"):
         read_jsonl(tmp_path / "missing.jsonl", "opencode")
     with pytest.raises(ConfigError, match="on_error"):
         read_jsonl(path, on_error="ignore")  # type: ignore[arg-type]

@@ -255,7 +255,7 @@ def test_empty_input_yields_one_empty_result_and_bad_windows_are_config_errors(
             list(iter_jsonl(tmp_path, window_bytes=bad))  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="window_bytes"):
             list(iter_sessions(tmp_path, window_bytes=bad))  # type: ignore[arg-type]
-    with pytest.raises(FormatError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.jsonl"):
         list(iter_jsonl(tmp_path / "missing.jsonl"))
 
 

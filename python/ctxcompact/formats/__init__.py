@@ -8,6 +8,7 @@ reading one and writing the other (``openai-chat`` is the common way out).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,13 @@ def read(
     (``<name>`` for a document, ``<name>:<line>`` for JSONL); default: the file
     name up to its first dot (Claude Code: up to its last).
     """
-    if not isinstance(source, str | Path):
+    if not isinstance(source, str | os.PathLike):
+        if format is None and not isinstance(source, Mapping | list | tuple):
+            # (with a format, a JSON scalar is that format's bad document)
+            raise InputTypeError(
+                f"read takes a file path (str or Path) or a parsed JSON document (a dict or "
+                f"a list), got {type(source).__name__}"
+            )
         return session_from_json(source, format or detect_format(source), name or "session")
     path = Path(source)
     if path.suffix != ".jsonl":
@@ -273,11 +280,10 @@ def read_document(
 
 
 def _file_bytes(path: Path) -> bytes:
-    """A file's bytes without a UTF-8 byte order mark; ``FormatError`` when unreadable."""
-    try:
-        return path.read_bytes().removeprefix(BOM)
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read: {e}") from None
+    """A file's bytes without a UTF-8 byte order mark. A file that cannot be
+    read is the ``OSError`` naming it (``FileNotFoundError``...), as the
+    README's Errors section promises, not a format error."""
+    return path.read_bytes().removeprefix(BOM)
 
 
 def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) -> list[Session]:
@@ -396,6 +402,47 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+#: Targets that write a text-protocol step (SWE-agent, mini-swe-agent) as the
+#: text it was logged as: read back there, it is no tool call.
+_STEPS_AS_TEXT = frozenset({"openai-chat", "tau-bench", "swe-agent", "mini-swe-agent"})
+#: Targets that keep thinking (anthropic, claude-code as blocks, Responses as
+#: reasoning summaries) and every part type (OpenCode's own).
+_KEEP_THINKING = frozenset({"anthropic", "claude-code", "openai-responses"})
+_OPENCODE = frozenset({"opencode", "opencode-messages"})
+#: Part types every target holds (``tool-result``: a result folded into its call).
+_PORTABLE = frozenset({"text", "tool", "file", "tool-result", "reasoning"})
+
+
+def losses(sessions: Sequence[Session], format: str) -> list[str]:
+    """What writing ``sessions`` as ``format`` cannot hold (docs/formats.md,
+    Limits), one sentence each with how many parts and sessions: a
+    text-protocol step written as plain text, thinking dropped, OpenCode-only
+    parts (step markers, patches...) dropped. Empty when nothing is lost."""
+    from ctxcompact.formats.chat import is_observed, mini_swe_agent_command, swe_agent_command
+
+    counted: dict[str, tuple[int, set[str]]] = {}
+
+    def lost(what: str, session: Session) -> None:
+        n, ids = counted.get(what, (0, set()))
+        counted[what] = (n + 1, ids | {session.id})
+
+    if format in _OPENCODE:
+        return []
+    own = {"swe-agent": swe_agent_command, "mini-swe-agent": mini_swe_agent_command}.get(format)
+    for session in sessions:
+        for message in session.messages:
+            for part in message.parts:
+                if part.type == "tool" and format in _STEPS_AS_TEXT and is_observed(part):
+                    if own is None or own(message) is None:  # not this format's own step
+                        lost("tool call(s) of a text-protocol step written as plain text "
+                             "(no tool call when read back)", session)  # fmt: skip
+                elif part.type == "reasoning" and format not in _KEEP_THINKING:
+                    lost("thinking part(s) dropped", session)
+                elif part.type not in _PORTABLE:
+                    lost(f"{part.type} part(s) dropped (OpenCode only)", session)
+    return [f"{n:,} {what}, in {len(ids):,} session(s)" for what, (n, ids) in counted.items()]
+
+
 # The native reader builds on the registry above, so it is imported last.
 from ctxcompact.formats.reader import (  # noqa: E402
     FileReport,
@@ -427,6 +474,7 @@ __all__ = [
     "iter_jsonl",
     "iter_sessions",
     "jsonl_format",
+    "losses",
     "read",
     "read_document",
     "read_jsonl",

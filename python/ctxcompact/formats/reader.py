@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import errno
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -182,6 +183,11 @@ def _reads(i: _Input, suffixes: tuple[str, ...]) -> bool:
     return not i.in_folder or (i.skip is None and i.path.suffix in suffixes)
 
 
+def _not_found(path: Path) -> FileNotFoundError:
+    """A missing input: the ``OSError`` naming it (README, Errors)."""
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+
+
 def read_once(paths: Iterable[Path]) -> None:
     """``DuplicateSessionError`` for one file reached twice (a folder and a
     file in it, or a folder twice): it would be read twice, its sessions
@@ -295,8 +301,10 @@ def _choose(
     """Each file's format (detected from its own first line unless forced):
     the report of every file, the rejected files' lines, and the files to read."""
     for i in inputs:
+        if not i.path.exists():
+            raise _not_found(i.path)
         if not i.path.is_file():
-            raise FormatError(f"{i.path}: no such file")
+            raise FormatError(f"{i.path}: not a regular file")
     reports: list[FileReport] = []
     rejected: list[RejectedLine] = []
     chosen: list[tuple[_Input, str]] = []
@@ -534,7 +542,7 @@ def _plan(
     documents: list[_Input] = []
     for i in inputs:
         if not i.in_folder and not i.path.exists():
-            raise FormatError(f"{i.path}: no such file or directory")
+            raise _not_found(i.path)
         if i.skip is not None:
             reports.append(FileReport(str(i.path), "skipped", None, i.skip))
         elif i.path.suffix in JSONL_SUFFIXES:
