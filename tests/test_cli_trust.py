@@ -256,3 +256,15 @@ def test_dash_is_refused_not_taken_as_a_file_name(
     stream = "stdin" if where == "INPUT" else "stdout"
     assert code == 2 and f"'-' ({stream}) is not supported" in err and where in err
     assert not (tmp_path / "-").exists() and not list(tmp_path.iterdir())
+
+
+def test_an_output_without_a_suffix_is_named_as_given(
+    generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # the temporary name gave it one: "not .tmp-1234" instead of "without a suffix"
+    out = tmp_path / "outdir"
+    code, _, err = run(monkeypatch, capsys, "convert", str(generated), str(out), "--to",
+                       "openai-chat")  # fmt: skip
+    assert code == 1 and not out.exists()
+    assert "write a .jsonl file (a session per line), not one without a suffix" in err
+    assert ".tmp-" not in err and "-tmp" not in err

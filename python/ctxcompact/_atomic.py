@@ -17,7 +17,8 @@ class NotRegularFileError(OSError):
 def beside(path: Path, *, keep_suffix: bool = False) -> Path:
     """The temporary name ``replacing`` writes ``path`` under."""
     if keep_suffix:
-        return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+        # no dot before "tmp": a path without a suffix must not gain one
+        return path.with_name(f".{path.stem}-tmp{os.getpid()}{path.suffix}")
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
