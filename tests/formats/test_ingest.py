@@ -232,7 +232,9 @@ def test_formats_are_detected_and_many_files_and_directories_read_in_order(tmp_p
     )
     (tmp_path / "cc.jsonl").write_text(snapshot + "\n" + (tmp_path / "cc.jsonl").read_text())
     got = read_jsonl(tmp_path / "cc.jsonl")
-    assert got.format == "claude-code" and got.sessions == len(sessions) + 1  # and the stem's
+    # (the snapshot joins the first session: it is none of its own)
+    assert got.format == "claude-code" and got.sessions == len(sessions)
+    assert cc.Transcript(got.table).session_ids() == [s.id for s in sessions]
 
 
 def test_the_ingested_table_feeds_the_scans(tmp_path: Path) -> None:

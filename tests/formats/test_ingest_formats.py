@@ -431,31 +431,45 @@ def test_a_claude_code_session_in_two_files_is_rejected_in_the_second(tmp_path: 
 
 def test_events_without_a_session_id_belong_to_the_file(tmp_path: Path) -> None:
     later = {"type": "user", "uuid": "u2", "message": {"role": "user", "content": "on"}}
-    snapshot = {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}
-    events = [snapshot, event("u1", "s1", "hi", "user"), later]
+    # model input without a session id (a snapshot or title would wait for s1)
+    first = {"type": "system", "content": "started", "level": "info"}
+    events = [first, event("u1", "s1", "hi", "user"), later]
     path = write_lines(tmp_path / "sess.v2.jsonl", events)
     got = assert_same_as_python(path, "claude-code")
     assert cc.Transcript(got.table).session_ids() == ["sess.v2", "s1"]
 
 
-# --- Claude Code summary lines (a conversation's title) ------------------------------------
+# --- Claude Code summary lines (a conversation's title) and file-history snapshots --------
 
 TITLE = {"type": "summary", "summary": "Fixing the parser", "leafUuid": "u2"}
 ORPHAN = {"type": "summary", "summary": "An earlier session", "leafUuid": "elsewhere"}
+SNAPSHOT = {
+    "type": "file-history-snapshot",
+    "messageId": "u1",
+    "snapshot": {"messageId": "u1", "trackedFileBackups": {}, "timestamp": "t"},
+    "isSnapshotUpdate": False,
+}
+# per kind of aside line: the one at the start of a file, the one elsewhere
+ASIDES = {"summary": (ORPHAN, TITLE), "snapshot": (SNAPSHOT, {**SNAPSHOT, "messageId": "u3"}),
+          "both": (SNAPSHOT, TITLE)}  # fmt: skip
 
 
 def model_tokens(sessions: list[Any]) -> int:
     return cc.estimate_messages(cc.Transcript.from_sessions(sessions)).total
 
 
+@pytest.mark.parametrize("kind", ASIDES)
 @pytest.mark.parametrize("where", ["start", "middle", "end", "everywhere"])
-def test_a_summary_line_is_never_a_session_nor_model_input(tmp_path: Path, where: str) -> None:
+def test_a_summary_or_snapshot_line_is_never_a_session_nor_model_input(
+    tmp_path: Path, where: str, kind: str
+) -> None:
+    leading, later = ASIDES[kind]
     turns = [event("u1", "s1", "hi", "user"), event("u2", "s1", "hello"),
              event("u3", "s2", "again", "user"), event("u4", "s2", "yes")]  # fmt: skip
     at = {"start": [0], "middle": [2], "end": [4], "everywhere": [0, 0, 2, 4]}[where]
     events: list[Any] = list(turns)
     for k in reversed(at):
-        events.insert(k, ORPHAN if k == 0 else TITLE)
+        events.insert(k, leading if k == 0 else later)
     path = write_lines(tmp_path / "sess.jsonl", events)
     got = assert_same_as_python(path, "claude-code", chunk_bytes=32)
     # in windows cut wherever they may be: the same rows
@@ -476,8 +490,11 @@ def test_a_summary_line_is_never_a_session_nor_model_input(tmp_path: Path, where
     assert back == events
 
 
-def test_a_file_of_summary_lines_only_is_one_session_of_the_file(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "titles.jsonl", [ORPHAN, TITLE])
+@pytest.mark.parametrize("lines", [[ORPHAN, TITLE], [SNAPSHOT], [SNAPSHOT, ORPHAN, SNAPSHOT]])
+def test_a_file_of_summary_or_snapshot_lines_only_is_one_session_of_the_file(
+    tmp_path: Path, lines: list[Any]
+) -> None:
+    path = write_lines(tmp_path / "titles.jsonl", lines)
     got = assert_same_as_python(path, "claude-code")
     assert cc.Transcript(got.table).session_ids() == ["titles"]
     assert cc.estimate_messages(cc.Transcript(got.table)).total == 0
@@ -498,6 +515,18 @@ def test_the_claude_code_samples_with_a_summary_line(tmp_path: Path) -> None:
     tokens = cc.estimate_messages(cc.Transcript(got.table)).total
     assert tokens == cc.estimate_messages(cc.Transcript(read_jsonl(without).table)).total == 722
     assert got.sessions == 1
+    # current Claude Code starts a file with a file-history snapshot (no sessionId):
+    # it was a session of its own, named by the file
+    for base, sid in [(lines[:11], "test_session"),
+                      (sample.read_text("utf-8").splitlines(), "test-session-id")]:  # fmt: skip
+        snapped = tmp_path / "snap.jsonl"
+        snapped.write_text("\n".join([json.dumps(SNAPSHOT), *base]) + "\n", "utf-8")
+        got = assert_same_as_python(snapped, "claude-code")
+        assert (got.sessions, cc.Transcript(got.table).session_ids()) == (1, [sid])
+        streamed = list(iter_jsonl(snapped, "claude-code", window_bytes=1))
+        assert pa.concat_tables(w.table for w in streamed).equals(got.table)
+        back = [e for s in formats.read(snapped, "claude-code") for e in formats.to_claude_code(s)]
+        assert back == [json.loads(line) for line in [json.dumps(SNAPSHOT), *base] if line.strip()]
 
 
 @pytest.mark.parametrize(

@@ -68,13 +68,17 @@ def test_windows_hold_about_window_bytes_of_lines(tmp_path: Path) -> None:
 def claude_events(draw: st.DrawFn) -> list[str]:
     """Lines of a Claude Code file: sessions that run on or come back, calls
     answered at once, late, twice or never, lines without a session id
-    (snapshots, summary lines, some before the first session id), and lines
-    the reader rejects."""
+    (snapshots, summary lines, some of either before the first session id), and
+    lines the reader rejects."""
     lines: list[str] = []
     calls: list[str] = []
     session = "s0"
-    for k in range(draw(st.integers(0, 3))):  # summary lines wait for the first session
-        lines.append(json.dumps({"type": "summary", "summary": "x" * k, "leafUuid": "u0"}))
+    for k in range(draw(st.integers(0, 3))):  # they wait for the first session
+        if draw(st.booleans()):
+            lines.append(json.dumps({"type": "summary", "summary": "x" * k, "leafUuid": "u0"}))
+        else:
+            lines.append(json.dumps({"type": "file-history-snapshot", "messageId": f"m{k}",
+                                     "snapshot": {"p": "x" * k}}))  # fmt: skip
     for k in range(draw(st.integers(1, 60))):
         if draw(st.integers(0, 9)) == 0:
             session = f"s{draw(st.integers(0, 3))}"

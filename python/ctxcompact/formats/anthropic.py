@@ -359,6 +359,12 @@ def read_claude_code(path: str | Path) -> list[Session]:
     return read(path, "claude-code")
 
 
+# Lines Claude Code writes outside the conversation, never model input: a title
+# (for /resume) and a file-history snapshot. Without a ``sessionId`` at the top
+# of a file they wait for the session of the first other line.
+_ASIDE_TYPES = ("summary", "file-history-snapshot")
+
+
 def _is_title(event: Any) -> bool:
     """A ``summary`` line: a conversation's title (for /resume), never model input."""
     return (isinstance(event, Mapping) and event.get("type") == "summary"
@@ -367,16 +373,16 @@ def _is_title(event: Any) -> bool:
 
 def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:
     """Events of a Claude Code file, grouped by the last ``sessionId`` seen
-    (``default_id`` before the first one), one session each. ``summary`` lines
-    without a ``sessionId`` before the file's first other event join that
-    event's session (never a session of their own)."""
+    (``default_id`` before the first one), one session each. ``summary`` and
+    ``file-history-snapshot`` lines without a ``sessionId`` before the file's
+    first other event join that event's session (never a session of their own)."""
     by_session: dict[str, list[Any]] = {}
     current = default_id
     held: list[Any] | None = []  # None once the first other event is read
     for event in events:
         is_event = isinstance(event, Mapping)
         given = is_event and event.get("sessionId")
-        if held is not None and is_event and not given and event.get("type") == "summary":
+        if held is not None and is_event and not given and event.get("type") in _ASIDE_TYPES:
             held.append(event)
             continue
         if given:
@@ -385,7 +391,7 @@ def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session
             by_session.setdefault(current, []).extend(held)
             held = None
         by_session.setdefault(current, []).append(event)
-    if held:  # a file of nothing but summary lines
+    if held:  # a file of nothing but such lines
         by_session.setdefault(current, []).extend(held)
     return [from_claude_code(evs, sid) for sid, evs in by_session.items()]
 

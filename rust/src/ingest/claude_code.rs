@@ -23,6 +23,14 @@ use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
 use super::{claude_plan, fast_claude, lines_of, opencode, parse, split_from, Problem, Source};
 
+/// Whether an event `type` is one Claude Code writes beside the conversation,
+/// never model input: a title (`summary`, for /resume) or a file-history
+/// snapshot. Without a `sessionId` before the file's first other event such
+/// lines wait and join that event's session (never a session of their own).
+pub(super) fn is_aside(kind: &[u8]) -> bool {
+    matches!(kind, b"summary" | b"file-history-snapshot")
+}
+
 /// What a line became: its session and rows, and whether it opens the session.
 pub(super) struct Kept {
     pub session: String,
@@ -52,7 +60,7 @@ pub(super) struct FileOut {
 pub(super) struct Carry {
     pub sessions: Vec<Carried>,
     pub current: String,
-    /// An event other than a `summary` line without a `sessionId` was read:
+    /// An event other than an aside (`is_aside`) without a `sessionId` was read:
     /// such lines no longer wait for the session of the next one.
     pub started: bool,
     /// More windows follow: keep the message ids (a file read whole does not).
@@ -133,7 +141,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
     let mut current = std::mem::take(&mut carry.current);
     // per line: the error, or the session its message went to (rows filled in below)
     let mut outcomes: Vec<At<usize>> = Vec::new();
-    // Summary lines without a session id before the file's first other event
+    // Aside lines without a session id before the file's first other event
     // (their places in `outcomes`): they join that event's session.
     let mut held: Vec<(usize, Value)> = Vec::new();
     for At { line, raw, outcome } in parsed.into_iter().flatten() {
@@ -142,10 +150,10 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
             Err(p) => {
                 // Not JSON: a line that still reads as an event of a session
                 // (to the first pass's scan) switches to it, and one that
-                // reads as an event other than a summary line releases the
+                // reads as an event other than an aside releases the
                 // held ones, so that the scan alone tells where the file can be cut.
-                if let Some((sid, title)) = claude_plan::line_event(&source.data[raw.clone()]) {
-                    let holds = title && sid.is_none();
+                if let Some((sid, aside)) = claude_plan::line_event(&source.data[raw.clone()]) {
+                    let holds = aside && sid.is_none();
                     if let Some(sid) = sid {
                         current = sid;
                     }
@@ -170,7 +178,10 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         };
         let sid = match event.get("sessionId") {
             Some(id) if truthy(id) => py_str(id),
-            _ if !carry.started && event.get("type") == Some(&Value::from("summary")) => {
+            _ if !carry.started
+                && (event.get("type").and_then(Value::as_str))
+                    .is_some_and(|t| is_aside(t.as_bytes())) =>
+            {
                 held.push((outcomes.len(), event));
                 outcomes.push(At {
                     line,
@@ -211,7 +222,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         current = sid;
         outcomes.push(At { line, raw, outcome });
     }
-    // a file of nothing but summary lines so far: they join the current session
+    // a file of nothing but aside lines so far: they join the current session
     release(
         &mut held,
         &current,
@@ -425,6 +436,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_leading_file_history_snapshot_joins_the_first_session() {
+        let text = concat!(
+            r#"{"type":"file-history-snapshot","messageId":"m","snapshot":{}}"#,
+            "\n",
+            r#"{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
+            "\n",
+            r#"{"type":"file-history-snapshot","messageId":"n","snapshot":{}}"#,
+            "\n",
+        );
+        let sources = [Source::new(
+            "dir/cc.v1.jsonl",
+            text.as_bytes(),
+            Format::ClaudeCode,
+        )];
+        for chunk_bytes in [1, 1 << 20] {
+            let options = Options {
+                on_error: OnError::Raise,
+                chunk_bytes,
+            };
+            let out = ingest(&sources, &options).unwrap();
+            // was 2 sessions: the snapshot alone in one named by the file
+            assert_eq!((out.lines, out.sessions), (3, 1));
+            assert_eq!(
+                column(&out, "session_id"),
+                ["s", "s", "s"].map(|s| Some(s.to_owned()))
+            );
+        }
+    }
+
     /// A pseudo-random Claude Code file: sessions that run on and sometimes
     /// interleave, calls answered soon, late, twice or never, lines without a
     /// session id, repeated uuids, and lines the mapper rejects.
@@ -458,7 +499,8 @@ mod tests {
             };
             let pad = "x".repeat(next(120) as usize);
             let line = match next(9) {
-                0 => format!("{{\"type\":\"summary\",\"summary\":\"s{k} {pad}\"}}"),
+                0 if k % 2 == 0 => format!("{{\"type\":\"summary\",\"summary\":\"s{k} {pad}\"}}"),
+                0 => format!("{{\"type\":\"file-history-snapshot\",\"messageId\":\"m{k}\",\"snapshot\":{{\"p\":\"{pad}\"}}}}"),
                 1 | 2 => {
                     let id = match next(6) {
                         0 if chaos && !calls.is_empty() => calls[next(calls.len() as u64) as usize].clone(),

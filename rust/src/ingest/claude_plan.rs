@@ -16,9 +16,10 @@
 //! still counts). The sessions are exact: a line's `sessionId` names the
 //! session the lines without one join whether the mapper keeps its event or
 //! not, and a line that is not JSON names one only if this scan reads it as
-//! an event (`line_event`, which the mapper asks). Summary lines without a
-//! session id before the file's first other event join that event's
-//! session: no cut between them and it. So a cut found here is
+//! an event (`line_event`, which the mapper asks). Aside lines (titles,
+//! file-history snapshots: `claude_code::is_aside`) without a session id
+//! before the file's first other event join that event's session: no cut
+//! between them and it. So a cut found here is
 //! safe whichever lines the mapper keeps. A line the scan cannot vouch for
 //! (a session id that is not a string, a key given twice) makes the plan
 //! `None`: the file is read whole.
@@ -29,6 +30,7 @@ use std::io::Read;
 
 use rayon::prelude::*;
 
+use super::claude_code::is_aside;
 use super::lines::{lines_of, split_from};
 use crate::error::{CoreError, Result};
 
@@ -41,11 +43,11 @@ enum Facts {
     /// A line the scan cannot vouch for: the file is read whole.
     Unsure,
     /// An event: its session id (`None`: absent or falsy, it joins the
-    /// session of the line before), whether it is a `summary` line, and the
+    /// session of the line before), whether it is an aside (`is_aside`), and the
     /// ids its calls and results use.
     Event {
         session: Option<Vec<u8>>,
-        title: bool,
+        aside: bool,
         calls: Vec<u64>,
         results: Vec<u64>,
     },
@@ -85,7 +87,7 @@ struct Frame {
     key: Key,
     /// `"type"`: `Some(true)` when it is a JSON string, with its value's kind.
     type_is_str: Option<bool>,
-    kind: u8, // 0 other, 1 tool_use, 2 tool_result, 3 summary
+    kind: u8, // 0 other, 1 tool_use, 2 tool_result, 3 an aside (summary, file-history-snapshot)
     id: Slot,
     tool_use_id: Slot,
     session: Option<Option<Vec<u8>>>,
@@ -251,7 +253,7 @@ fn scan_line(line: &[u8]) -> Facts {
                         f.kind = match value.as_slice() {
                             b"tool_use" => 1,
                             b"tool_result" => 2,
-                            b"summary" => 3,
+                            v if is_aside(v) => 3,
                             _ => 0,
                         };
                     }
@@ -309,7 +311,7 @@ fn scan_line(line: &[u8]) -> Facts {
         Some(event) if stack.is_empty() && event.object && event.type_is_str == Some(true) => {
             Facts::Event {
                 session: event.session.flatten(),
-                title: event.kind == 3,
+                aside: event.kind == 3,
                 calls,
                 results,
             }
@@ -320,11 +322,11 @@ fn scan_line(line: &[u8]) -> Facts {
 
 /// What the mapper asks of a line it cannot parse: `None` unless the scan
 /// reads it as an event, else the session it names (its `sessionId` when a
-/// non-empty string) and whether it is a `summary` line.
+/// non-empty string) and whether it is an aside (`is_aside`).
 pub(super) fn line_event(line: &[u8]) -> Option<(Option<String>, bool)> {
     match scan_line(line) {
-        Facts::Event { session, title, .. } => {
-            Some((session.and_then(|id| String::from_utf8(id).ok()), title))
+        Facts::Event { session, aside, .. } => {
+            Some((session.and_then(|id| String::from_utf8(id).ok()), aside))
         }
         _ => None,
     }
@@ -415,7 +417,7 @@ struct Builder {
     sessions: HashMap<u64, (u64, u64)>,
     /// Per call id: the end of its first call's line and of its last result's.
     calls: HashMap<u64, (u64, u64)>,
-    /// The ends of the first and last summary lines without a session id
+    /// The ends of the first and last aside lines without a session id
     /// read before any other event (they join the next event's session).
     held: Option<(u64, u64)>,
     /// An event other than those was read.
@@ -472,20 +474,20 @@ impl Builder {
     fn line(&mut self, end: u64, facts: Facts) -> bool {
         let Facts::Event {
             session,
-            title,
+            aside,
             calls,
             results,
         } = facts
         else {
             return facts == Facts::Ignore;
         };
-        if !self.started && title && session.is_none() {
+        if !self.started && aside && session.is_none() {
             self.held.get_or_insert((end, end)).1 = end;
         } else {
             if let Some(id) = session {
                 self.current = hash(&id);
             }
-            // held summary lines join this line's session: no cut from the first of them
+            // held aside lines join this line's session: no cut from the first of them
             let mut first = end;
             if let (false, Some((lo, _))) = (self.started, self.held.take()) {
                 self.blocked.push((lo, end));
@@ -517,7 +519,7 @@ impl Builder {
             blocked: mut blocked_before,
             ..
         } = self;
-        // summary lines and nothing else: they join the stem
+        // aside lines and nothing else: they join the stem
         if let Some((_, last)) = held {
             sessions.entry(stem).or_insert((0, last)).1 = last;
         }
@@ -576,7 +578,7 @@ mod tests {
     fn event(session: Option<&str>, calls: &[&str], results: &[&str]) -> Facts {
         Facts::Event {
             session: session.map(|s| s.as_bytes().to_vec()),
-            title: false,
+            aside: false,
             calls: calls.iter().map(|c| hash(c.as_bytes())).collect(),
             results: results.iter().map(|c| hash(c.as_bytes())).collect(),
         }
@@ -652,7 +654,7 @@ mod tests {
                 ..
             } => Facts::Event {
                 session,
-                title: true,
+                aside: true,
                 calls,
                 results,
             },
@@ -667,6 +669,10 @@ mod tests {
         assert_eq!(line_event(line), Some((None, true)));
         let inner = br#"{"type":"user","message":{"content":[{"type":"summary"}]}}"#;
         assert_eq!(line_event(inner), Some((None, false)));
+        // a file-history snapshot (no session id) waits as a title does
+        let snapshot = br#"{"type":"file-history-snapshot","messageId":"m","snapshot":{}}"#;
+        assert_eq!(scan_line(snapshot), title(None));
+        assert_eq!(line_event(snapshot), Some((None, true)));
         let p = plan(vec![
             title(None),                // 10: waits for the first other event
             title(None),                // 20

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::anthropic::Known;
-use super::claude_code::{At, Carried, Carry, FileOut, Kept};
+use super::claude_code::{is_aside, At, Carried, Carry, FileOut, Kept};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
@@ -343,8 +343,8 @@ pub fn read_file<'t>(
         .collect();
     let mut messages: Vec<Message<'_>> = Vec::with_capacity(trees.len());
     let mut current: &str = &carry.current;
-    // Summary lines without a session id before the file's first other event
-    // (the first `held` lines) join that event's session, `target`.
+    // Aside lines (titles, file snapshots) without a session id before the
+    // file's first other event (the first `held` lines) join its session, `target`.
     let (mut held, mut target, mut started) = (0, current, carry.started);
     for tree in trees {
         if started {
@@ -353,7 +353,9 @@ pub fn read_file<'t>(
         let J::Obj(event) = tree else { return None };
         let given = truthy_str(event, "sessionId")?;
         match given {
-            None if matches!(get(event, "type"), Some(J::Str(t)) if t == "summary") => held += 1,
+            None if matches!(get(event, "type"), Some(J::Str(t)) if is_aside(t.as_bytes())) => {
+                held += 1
+            }
             _ => {
                 target = given.unwrap_or(current);
                 started = true;
@@ -657,6 +659,9 @@ mod tests {
         // summary lines before the first other event wait for its session
         same("{\"type\":\"summary\"}\n{\"type\":\"summary\",\"sessionId\":\"\",\"uuid\":\"k\"}\n{\"type\":\"user\",\"message\":{\"role\":\"user\"}}\n{\"type\":\"summary\",\"summary\":\"t\"}\n");
         same("{\"type\":\"summary\",\"summary\":\"a\"}\n{\"type\":\"summary\",\"uuid\":\"k\"}\n");
+        // so do file-history snapshots
+        same("{\"type\":\"file-history-snapshot\",\"messageId\":\"m\",\"snapshot\":{}}\n{\"type\":\"summary\"}\n{\"type\":\"user\",\"sessionId\":\"s\",\"message\":{\"role\":\"user\"}}\n{\"type\":\"file-history-snapshot\",\"snapshot\":{}}\n");
+        same("{\"type\":\"file-history-snapshot\",\"snapshot\":{}}\n");
     }
 
     #[test]
