@@ -41,6 +41,21 @@ struct Message<'a> {
     parts: Vec<Part<'a>>,
 }
 
+impl<'a> Message<'a> {
+    /// A system message of session `index` (its id is set once it is placed).
+    fn system(session: usize, json: String, parts: Vec<Part<'a>>) -> Self {
+        Message {
+            session,
+            id: String::new(),
+            role: "system",
+            parent_id: None,
+            finished: false,
+            json,
+            parts,
+        }
+    }
+}
+
 /// `{k: v ...}` of `map` without `skip`, compact, appended to `out`.
 fn write_without(out: &mut String, map: &Obj<'_>, skip: &[&str]) {
     let kept = map.iter().filter(|(key, _)| !skip.contains(&&**key));
@@ -464,15 +479,7 @@ pub fn read_file<'t>(
                 json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
                 write_without(&mut json, event, &[]);
                 json.push_str(",\"text_key\":null}}");
-                Message {
-                    session: index,
-                    id: String::new(),
-                    role: "system",
-                    parent_id: None,
-                    finished: false,
-                    json,
-                    parts,
-                }
+                Message::system(index, json, parts)
             }
             _ => {
                 // system and other events without a message body
@@ -490,15 +497,7 @@ pub fn read_file<'t>(
                 if let Some(text) = text {
                     parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(text)));
                 }
-                Message {
-                    session: index,
-                    id: String::new(),
-                    role: "system",
-                    parent_id: None,
-                    finished: false,
-                    json,
-                    parts,
-                }
+                Message::system(index, json, parts)
             }
         };
         let at = messages.len();
