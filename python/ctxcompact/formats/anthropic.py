@@ -17,7 +17,14 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import json_kind
-from ctxcompact.formats.source import image_of, image_placeholder, source_dict, source_of
+from ctxcompact.formats.source import (
+    data_url,
+    image_of,
+    image_placeholder,
+    source_dict,
+    source_of,
+    split_data_url,
+)
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
@@ -83,7 +90,7 @@ def _parts(mid: str, content: Any, calls: dict[str, Part]) -> list[Part]:
             # model view sends an image block and the estimates count an image
             url = None
             if source.get("type") == "base64" and isinstance(source.get("data"), str):
-                url = f"data:{media or 'application/octet-stream'};base64,{source['data']}"
+                url = data_url(media, source["data"])
             elif source.get("type") == "url" and isinstance(source.get("url"), str):
                 url = source["url"]
             # an image block is an image even when it names no media type
@@ -186,9 +193,11 @@ def _image(part: Part) -> dict[str, Any]:
     """An Anthropic image block for an image read from another format: a ``data:``
     URL as base64 data, another URL by reference, else a text naming it."""
     url, media, size = image_of(part)
-    if url and url.startswith("data:") and ";base64," in url:
-        head, data = url[5:].split(";base64,", 1)
-        return {"type": "image", "source": {"type": "base64", "media_type": head, "data": data}}
+    inline = split_data_url(url) if url else None
+    if inline is not None:
+        media_type, data = inline
+        return {"type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data}}  # fmt: skip
     if url:
         return {"type": "image", "source": {"type": "url", "url": url}}
     return {"type": "text", "text": image_placeholder(media, size)}

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.source import source_of
+from ctxcompact.formats.source import source_of, split_data_url
 from ctxcompact.formats.views import View, to_model_chat
 from ctxcompact.models import (
     AssistantMessage,
@@ -194,13 +194,13 @@ def _user_content(content: Any) -> Any:
         if isinstance(block, Mapping) and block.get("type") == "image_url":
             url = str((block.get("image_url") or {}).get("url") or "")
             image: Any = ImageUrl(url)
-            head, _, data = url.partition(",")
-            if head.startswith("data:") and head.endswith(";base64"):
+            inline = split_data_url(url)
+            if inline is not None:
                 # bad base64 goes as the URL it was, for the model API to judge
                 # (pydantic-ai's from_data_uri decodes "!!" to an empty image)
                 with contextlib.suppress(ValueError):
-                    image = BinaryContent(base64.b64decode(data, validate=True),
-                                          media_type=head[5:-7])  # fmt: skip
+                    image = BinaryContent(base64.b64decode(inline[1], validate=True),
+                                          media_type=inline[0])  # fmt: skip
             out.append(image)
         elif text := content_text([block]):
             out.append(text)

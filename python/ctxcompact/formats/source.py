@@ -69,6 +69,19 @@ def _openhands_record(value: Any) -> bool:
     )
 
 
+def data_url(media: str | None, data: str) -> str:
+    """A ``data:`` URL of base64 ``data`` (an unknown media type as octet-stream)."""
+    return f"data:{media or 'application/octet-stream'};base64,{data}"
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """``(media type, base64 data)`` of a base64 ``data:`` URL, else None."""
+    head, comma, data = url.partition(",")
+    if not (comma and head.startswith("data:") and head.endswith(";base64")):
+        return None
+    return head[5:-7], data
+
+
 def image_of(part: Any) -> tuple[str | None, str | None, int | None]:
     """``(url, media type, size in bytes)`` of a file part, whichever format it
     was read from: a chat ``image_url`` block, an Anthropic ``image`` block (its
@@ -88,7 +101,7 @@ def image_of(part: Any) -> tuple[str | None, str | None, int | None]:
         media = inner.get("media_type") or media
         if inner.get("type") == "base64" and isinstance(inner.get("data"), str):
             data = inner["data"]
-            url = f"data:{media or 'application/octet-stream'};base64,{data}"
+            url = data_url(media, data)
             size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
         elif isinstance(inner.get("url"), str):
             url = inner["url"]
