@@ -188,3 +188,43 @@ def test_cancelled_before_the_commit_nothing_is_stored() -> None:
     asyncio.run(run())
     assert not posted and not compactor.store.records(sid)
     assert compactor.pending_task(compactor.store.load(sid)) is not None
+
+
+class OwnSummarizer(Summarizer):
+    """A ``summarize`` override written before the ``limits`` keyword existed."""
+
+    seen: list[str] = []
+
+    def summarize(self, history, *, previous_summary=None, round=1,  # type: ignore[no-untyped-def,override]
+                  instructions=None, context=()):  # fmt: skip
+        self.seen.append("sync")
+        return super().summarize(history, previous_summary=previous_summary, round=round,
+                                 instructions=instructions, context=context)  # fmt: skip
+
+    async def asummarize(self, history, *, previous_summary=None, round=1,  # type: ignore[no-untyped-def,override]
+                         instructions=None, context=()):  # fmt: skip
+        self.seen.append("async")
+        return await super().asummarize(history, previous_summary=previous_summary,
+                                        round=round, instructions=instructions,
+                                        context=context)  # fmt: skip
+
+
+def test_a_summarize_override_without_limits_still_runs() -> None:
+    """The compaction passes ``limits`` only to a ``summarize`` that takes it
+    (an older override raised TypeError and the compaction failed)."""
+    for driver in ("sync", "async"):
+        store = MemoryStore()
+        sid = store.create_session("s1")
+        first = user("fix the bug")
+        store.append_message(sid, first)
+        store.append_message(sid, tool_reply(first.id, "x" * 400))
+        summarizer = OwnSummarizer(Model(), CompactionConfig())
+        summarizer.seen = []
+        compactor = Compactor(store, summarizer)
+        compactor.request_compaction(sid)
+        if driver == "sync":
+            record = compactor.process_pending(sid)
+        else:
+            record = asyncio.run(compactor.aprocess_pending(sid))
+        assert record is not None and record.summary_source == "model"
+        assert summarizer.seen == [driver]

@@ -531,3 +531,25 @@ def test_the_oldest_history_is_left_out_when_cutting_outputs_is_not_enough() -> 
         assert "earlier history elided" in contents[-1]
         ids = {c["id"] for m in request.messages for c in m.get("tool_calls") or []}
         assert {m["tool_call_id"] for m in request.messages if m["role"] == "tool"} <= ids
+
+
+def test_a_later_user_directive_outlives_older_steps_in_a_cut_request() -> None:
+    """Cutting the summary request leaves out the agent's old steps before a
+    request the user wrote later (was: the oldest messages, directive and all)."""
+    client = _Recorder()
+    summarizer = Summarizer(client, limits={"context": 12_000, "output": 2_000})
+    history: list[dict[str, Any]] = [{"role": "user", "content": "TASK: port the parser"}]
+    for i in range(30):
+        if i == 3:
+            history.append({"role": "user", "content": "NEVER edit vendor/"})
+        history.append({"role": "assistant", "content": f"step {i} " + "w " * 1_000,
+                        "tool_calls": [call(f"c{i}", "read", path=f"f{i}.py")]})  # fmt: skip
+        history.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok " * 200})
+    outcome = summarizer.summarize(history)
+    assert outcome.cut is not None and outcome.cut.messages_left_out > 0
+    contents = [m.get("content") for m in client.requests[-1].messages]
+    assert "NEVER edit vendor/" in contents
+    assert contents[0] == "TASK: port the parser"
+    assert history[7]["content"] == "NEVER edit vendor/"
+    assert history[8]["content"] not in contents  # step 3, just after the directive, went
+    assert _request_tokens(client.requests[-1]) <= 12_000 - 2_000

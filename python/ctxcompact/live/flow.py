@@ -21,6 +21,8 @@ direct call.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -83,6 +85,25 @@ def settling(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
     return Blocking(fn, args, kwargs, settle=True)
 
 
+@functools.cache
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword ``name`` (or any keyword)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _summary_options(fn: Callable[..., Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``options`` without ``limits`` for a ``summarize`` override written
+    before that keyword existed (it would raise ``TypeError``): such an
+    override cuts its request itself, or not at all."""
+    if "limits" in options and not _takes(getattr(fn, "__func__", fn), "limits"):
+        return {k: v for k, v in options.items() if k != "limits"}
+    return options
+
+
 def _perform(effect: Effect) -> Any:
     if isinstance(effect, Blocking):
         return effect.fn(*effect.args, **effect.kwargs)
@@ -90,7 +111,8 @@ def _perform(effect: Effect) -> Any:
         return effect.hooks.run_pre_compact(effect.event)
     if isinstance(effect, PostCompact):
         return effect.hooks.run_post_compact(effect.event)
-    return effect.summarizer.summarize(effect.history, **effect.options)
+    call = effect.summarizer.summarize
+    return call(effect.history, **_summary_options(call, effect.options))
 
 
 async def _aperform(effect: Effect) -> Any:
@@ -100,7 +122,8 @@ async def _aperform(effect: Effect) -> Any:
         return await effect.hooks.arun_pre_compact(effect.event)
     if isinstance(effect, PostCompact):
         return await effect.hooks.arun_post_compact(effect.event)
-    return await effect.summarizer.asummarize(effect.history, **effect.options)
+    acall = effect.summarizer.asummarize
+    return await acall(effect.history, **_summary_options(acall, effect.options))
 
 
 def run(flow: Flow[T]) -> T:

@@ -418,9 +418,10 @@ def fit_history(
     First the biggest tool outputs are cut to their head and tail (the
     ``truncate_output`` cut: a marker says how many characters went), all to
     one size, as much as the rest leaves room for; if that is not enough,
-    the oldest messages are left out, a tool call with its results, never
-    the first user request or the previous summary; last, any message still
-    over the budget is cut the same way.
+    the oldest messages are left out, a tool call with its results (the
+    agent's steps before the user's later requests and system messages),
+    never the first user request or the previous summary; last, any message
+    still over the budget is cut the same way.
     Returns the messages and what was cut (None: they fit as they were).
     """
     cfg = config or CompactionConfig()
@@ -453,13 +454,14 @@ def fit_history(
             if previous_summary and m.get("role") == "assistant"
             and content_text(m) == previous_summary
         }  # fmt: skip
-        units = _units(out)
+        units = [u for u in _units(out)[:-1] if not keep & set(u)]  # the newest step stays
+        # Steps first, then the user's later requests and system messages (its
+        # directives: "never touch X" must reach the summary while room is left).
+        said = {i for i, m in enumerate(out) if is_request(m) or m.get("role") == "system"}
         dropped: set[int] = set()
-        for unit in units[:-1]:  # the newest step always stays
+        for unit in [u for u in units if not said & set(u)] + [u for u in units if said & set(u)]:
             if total <= budget:
                 break
-            if keep & set(unit):
-                continue
             dropped.update(unit)
             total -= tokens([out[i] for i in unit])
         kept = [i for i in kept if i not in dropped]
