@@ -248,7 +248,10 @@ class CompactionConfig(BaseSettings):
         description="After an automatic compaction, add a user turn asking the agent to go on.",
     )
     continue_text: str = Field(
-        "Continue if you have next steps", min_length=1, description="Text of that continue turn."
+        "Continue if you have next steps",
+        min_length=1,
+        description="Text of that continue turn; after a user turn the model has not answered "
+        "yet (a proactive compaction), the turn repeats that request instead.",
     )
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)

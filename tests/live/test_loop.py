@@ -81,6 +81,44 @@ def test_proactive_compaction_at_the_threshold() -> None:
     assert messages[1]["content"] == COMPACTION_QUESTION
 
 
+def test_a_request_that_sets_off_a_proactive_compaction_is_sent_as_written() -> None:
+    """The user's new turn pushes the session over the budget: the summary
+    covers the history, and the continue turn repeats the request verbatim
+    (was "Continue if you have next steps": the request reached the model only
+    as the summary retold it), sync and async alike."""
+    for use_async in (False, True):
+        store, sid, loop = make()
+        fill(store, sid, 5, chars=50_000)
+        request = "NOW: rename parse() to parse_all() everywhere " + "y" * 50_000
+        if use_async:
+            asyncio.run(loop.aadd_user(sid, request))
+            messages = asyncio.run(loop.abefore_call(sid))
+        else:
+            loop.add_user(sid, request)
+            messages = loop.before_call(sid)
+        (record,) = store.records(sid)
+        assert record.reason == "proactive"
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[-1]["content"] == request
+        assert record.tokens_after < record.tokens_before
+
+
+def test_the_continue_turn_is_plain_after_an_answered_step_or_a_huge_request() -> None:
+    """Nothing to repeat after an answered step (a reactive overflow); a request
+    over a quarter of the window is left to the summary (repeating it would
+    keep the session over budget)."""
+    store, sid, loop = make()
+    fill(store, sid, 6, chars=50_000)
+    messages = loop.before_call(sid)
+    assert messages[-1]["content"] == "Continue if you have next steps"
+    store, sid, loop = make()
+    fill(store, sid, 4, chars=50_000)
+    loop.add_user(sid, "HUGE " + "z" * 120_000)  # ~30k tokens of a 100k window
+    messages = loop.before_call(sid)
+    assert store.records(sid)[0].reason in ("proactive", "critical")
+    assert messages[-1]["content"] == "Continue if you have next steps"
+
+
 def test_critical_reason_above_095() -> None:
     store, sid, loop = make()
     fill(store, sid, 8, chars=50_000)

@@ -50,6 +50,7 @@ from ctxcompact.models import (
     UserMessage,
 )
 from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow
 from ctxcompact.scans.parts import filter_pivot, prune
 from ctxcompact.scans.view import to_model_messages
@@ -483,7 +484,31 @@ class Compactor:
             model=self.model_of(session),
             marks=marks,
             pruned_tokens=pruned,
+            request=self._open_request(visible.messages[:-1]) if part.auto else None,
         )
+
+    def _open_request(self, before: list[MessageWithParts]) -> str | None:
+        """The text of the user turn the history ends with, when a proactive
+        compaction came between it and its answer; else None.
+
+        The continue turn repeats it, so the model reads the request as the
+        user wrote it, not only as the summary retells it. Not repeated: a
+        pinned turn (sent after the summary anyway), and a turn over a
+        quarter of the window (it would keep the session over its budget).
+        """
+        if not before or not isinstance(before[-1].info, UserMessage) or _stays(before[-1]):
+            return None
+        texts = [p.text for p in before[-1].parts
+                 if p.type == "text" and p.text and p.text.strip() and not p.synthetic]  # fmt: skip
+        if not texts or any(p.type == "compaction" for p in before[-1].parts):
+            return None
+        text = "\n\n".join(texts)
+        if text.strip().lower() == self.config.continue_text.strip().lower():
+            return None
+        window = self.limits.context if self.limits is not None else 0
+        if window and estimate_tokens(text, method=self.config.estimate_method) > window // 4:
+            return None
+        return text
 
     def _recall_view(self, visible: Session) -> list[dict[str, Any]]:
         """The summarizer's input in the hybrid: every output masked since the
@@ -524,7 +549,8 @@ class Compactor:
                 info=UserMessage(id=cid, sessionID=job.session_id,
                                  time=MessageTime(created=now)),
                 parts=[Part(id=new_id("prt"), sessionID=job.session_id, messageID=cid,
-                            type="text", text=self.config.continue_text, synthetic=True)],
+                            type="text", text=job.request or self.config.continue_text,
+                            synthetic=True)],
             )  # fmt: skip
         # What later calls are sent: the system and pinned messages stay
         # ahead of the pivot (an estimate of the summary alone would hide a
@@ -683,6 +709,9 @@ class _Job:
     model: str
     marks: dict[str, int]
     pruned_tokens: int
+    #: The user's request the summarized history ends with, not yet answered:
+    #: the continue turn repeats it (see ``_open_request``).
+    request: str | None = None
 
 
 CompactionRecord = ev.CompactionRecord
