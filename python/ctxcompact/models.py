@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PrivateAttr, model_validator
 
 from ctxcompact.errors import InvalidUsageError
 
@@ -72,6 +72,28 @@ class ToolState(_Model):
     attachments: list[dict[str, Any]] | None = None
 
 
+class Counted:
+    """A text's ``output_utf16`` counted when a store wrote it, kept with the
+    very ``str`` object it counts: the table reads ``units`` only while the
+    part still holds that object (an edited or replaced text is counted again,
+    never given the old count). A cache, so it is equal to any other (or to
+    none) and a part's equality ignores it."""
+
+    __slots__ = ("text", "units")
+
+    def __init__(self, text: str, units: int) -> None:
+        self.text = text
+        self.units = units
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, Counted)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Counted(units={self.units})"
+
+
 class Part(_Model):
     """One message part. ``type`` is ``text``, ``reasoning``, ``tool``, ``compaction``,
     ``file``, ``step-start``, ``step-finish``, ``subtask``, ... (unknown types load too).
@@ -97,6 +119,9 @@ class Part(_Model):
     mime: str | None = None
     filename: str | None = None
     url: str | None = None
+    #: The stored count of this part's model-visible text (``Counted``; set by
+    #: the stores' ``load``, never exported).
+    _counted: Counted | None = PrivateAttr(default=None)
 
     @property
     def compacted(self) -> bool:

@@ -10,7 +10,7 @@ set by ``mark_pruned`` becomes ``state.time.compacted``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -99,20 +99,60 @@ def _part_row(part: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
-    """One row per part (docs/schema.md); empty messages/sessions get one placeholder row."""
-    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
+def part_output(part: Mapping[str, Any]) -> str | None:
+    """What a part's row holds in ``output`` (``_part_row``'s rule): a text or
+    reasoning part's text, a completed tool's output, another tool's error."""
+    kind = part.get("type")
+    if kind in ("text", "reasoning"):
+        value = part.get("text")
+    elif kind == "tool" and isinstance(state := part.get("state"), dict):
+        value = state.get("output" if state.get("status") == "completed" else "error")
+    else:
+        return None
+    return value if isinstance(value, str) else None
 
-    def add(values: dict[str, Any]) -> None:
+
+def count_texts(texts: Sequence[str | None]) -> list[int | None]:
+    """Each text's ``output_utf16`` (the core's counter ``count_output_units``
+    runs); ``None`` for ``None`` and for a text UTF-8 cannot hold (a lone
+    surrogate: it is left to the table, which names it)."""
+    from ctxcompact import _core
+
+    try:
+        values = pa.array(texts, pa.large_string())
+    except UnicodeEncodeError:
+        if len(texts) == 1:
+            return [None]
+        return [n for text in texts for n in count_texts([text])]
+    counts: list[int | None] = pa.chunked_array(
+        _core.count_units(values, "opencode", 1), type=pa.int64()
+    ).to_pylist()
+    return counts
+
+
+def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
+    """One row per part (docs/schema.md); empty messages/sessions get one placeholder row.
+
+    ``output_utf16`` is taken from a part's stored count (``Part._counted``,
+    set by the stores' ``load``) while the part still holds the text it
+    counts; every other output is counted here."""
+    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
+    units: list[int | None] = []
+    stored = False
+
+    def add(values: dict[str, Any], counted: int | None = None) -> None:
         for name, col in columns.items():
             col.append(values.get(name))
+        units.append(counted)
 
     for session in sessions:
         export = session.to_export()
         base = {"session_id": session.id, "session_json": _dumps(export["info"])}
         if not export.get("messages"):
             add(base)
-        for message in export.get("messages", []):
+        # The export lists the session's messages and parts in order (zip: an
+        # unset list is not exported, and gives no rows either way).
+        for message, model in zip(export.get("messages", []), session.messages):
             info = message["info"]
             head = {
                 **base,
@@ -127,14 +167,28 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
             parts = message.get("parts", [])
             if not parts:
                 add(head)
-            for i, part in enumerate(parts):
-                add({**(head if i == 0 else _strip_first_row(head)), **_part_row(part)})
+            for i, (part, kept) in enumerate(zip(parts, model.parts)):
+                row = _part_row(part)
+                private = kept.__pydantic_private__  # not ``kept._counted``: 40x slower
+                counted = None if private is None else private.get("_counted")
+                # Only for the very str object it counted: the row's output then is that text.
+                n = None
+                if counted is not None and counted.text is row.get("output"):
+                    n, stored = counted.units, True
+                add({**(head if i == 0 else _strip_first_row(head)), **row}, n)
             base = {"session_id": session.id}  # session_json only on the first row
     try:
         table = pa.table(columns, schema=_WITHOUT_COUNTS)
     except UnicodeEncodeError as e:
         raise _unencodable(columns, e) from None
-    return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+    if not stored:
+        return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+    outputs = columns["output"]
+    missing = [i for i, n in enumerate(units) if n is None and outputs[i] is not None]
+    for i, n in zip(missing, count_texts([outputs[i] for i in missing]), strict=True):
+        units[i] = n
+    counts = pa.array([0 if n is None else n for n in units], pa.int64())
+    return table.append_column(SCHEMA.field(OUTPUT_UNITS), counts)
 
 
 _WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])
