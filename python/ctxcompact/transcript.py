@@ -133,26 +133,26 @@ def count_texts(texts: Sequence[str | None]) -> list[int | None]:
 def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
     """One row per part (docs/schema.md); empty messages/sessions get one placeholder row.
 
-    ``output_utf16`` is taken from a part's stored count (``Part._counted``,
-    set by the stores' ``load``) while the part still holds the text it
-    counts; every other output is counted here."""
+    ``output_utf16`` is taken from the counts a store kept with a loaded
+    session (``Session._stored``) for each part that still holds the text
+    counted; every other output is counted here."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
-    units: list[int | None] = []
-    stored = False
+    rows = columns["part_id"]
+    stored: dict[int, int] = {}  # row: its part's stored count
 
-    def add(values: dict[str, Any], counted: int | None = None) -> None:
+    def add(values: dict[str, Any]) -> None:
         for name, col in columns.items():
             col.append(values.get(name))
-        units.append(counted)
 
     for session in sessions:
         export = session.to_export()
+        private = session.__pydantic_private__  # not ``session._stored``: 40x slower
+        kept = private.get("_stored") if private else None
+        known = kept.by_id() if kept is not None else None
         base = {"session_id": session.id, "session_json": _dumps(export["info"])}
         if not export.get("messages"):
             add(base)
-        # The export lists the session's messages and parts in order (zip: an
-        # unset list is not exported, and gives no rows either way).
-        for message, model in zip(export.get("messages", []), session.messages):
+        for message in export.get("messages", []):
             info = message["info"]
             head = {
                 **base,
@@ -167,15 +167,13 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
             parts = message.get("parts", [])
             if not parts:
                 add(head)
-            for i, (part, kept) in enumerate(zip(parts, model.parts)):
+            for i, part in enumerate(parts):
                 row = _part_row(part)
-                private = kept.__pydantic_private__  # not ``kept._counted``: 40x slower
-                counted = None if private is None else private.get("_counted")
-                # Only for the very str object it counted: the row's output then is that text.
-                n = None
-                if counted is not None and counted.text is row.get("output"):
-                    n, stored = counted.units, True
-                add({**(head if i == 0 else _strip_first_row(head)), **row}, n)
+                # A count is read only for the very str object it counted (the row's output).
+                hit = known.get(row["part_id"]) if known is not None else None
+                if hit is not None and hit[0] is row.get("output"):
+                    stored[len(rows)] = hit[1]
+                add({**(head if i == 0 else _strip_first_row(head)), **row})
             base = {"session_id": session.id}  # session_json only on the first row
     try:
         table = pa.table(columns, schema=_WITHOUT_COUNTS)
@@ -183,12 +181,16 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
         raise _unencodable(columns, e) from None
     if not stored:
         return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
-    outputs = columns["output"]
-    missing = [i for i, n in enumerate(units) if n is None and outputs[i] is not None]
-    for i, n in zip(missing, count_texts([outputs[i] for i in missing]), strict=True):
-        units[i] = n
-    counts = pa.array([0 if n is None else n for n in units], pa.int64())
-    return table.append_column(SCHEMA.field(OUTPUT_UNITS), counts)
+    units: list[int | None] = [None] * table.num_rows
+    for at, n in stored.items():
+        units[at] = n
+    counts = pa.array(units, pa.int64())
+    if len(stored) < table.num_rows - table.column("output").null_count:
+        # Outputs without a stored count (edited, or rows of an older store): count those.
+        missing = pc.and_(pc.is_null(counts), pc.is_valid(table.column("output"))).combine_chunks()
+        fresh = count_output_units(table.select(["output"]).filter(missing))
+        counts = pc.replace_with_mask(counts, missing, fresh.combine_chunks())
+    return table.append_column(SCHEMA.field(OUTPUT_UNITS), pc.fill_null(counts, 0))
 
 
 _WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])

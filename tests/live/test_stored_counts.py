@@ -1,7 +1,8 @@
 """Counted once on a store append (issue 15): every stored output's
-``output_utf16`` is kept with its part, loads back with it, and is what the
-session's table reads; an edited text is counted again, never given the old
-count; a store file of the previous schema gains the column."""
+``output_utf16`` is kept with its part, loads back with the session
+(``Session._stored``), and is what the session's table reads; an edited text
+is counted again, never given the old count; a store file of the previous
+schema gains the column."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.errors import TranscriptError
 from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
-from ctxcompact.models import AssistantMessage, Counted, MessageWithParts, Part, Session
+from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, StoredCounts
 from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import _part_row, count_texts, part_output, sessions_to_table
 from test_store import open_store, record, summary_for
@@ -40,14 +41,20 @@ class Instant:
         return SummaryResponse("## Summary\nwhat was done 😀", "stop")
 
 
+def known(session: Session) -> dict[str, tuple[str, int]]:
+    kept = (session.__pydantic_private__ or {}).get("_stored")
+    return {} if kept is None else kept.by_id()
+
+
 def stored(session: Session) -> dict[str, int]:
-    """The stored count of every part that has one."""
+    """The stored count of every part that has one (and still holds its text)."""
     found = {}
+    counts = known(session)
     for message in session.messages:
         for part in message.parts:
-            counted = (part.__pydantic_private__ or {}).get("_counted")
-            if counted is not None:
-                found[part.id] = counted.units
+            hit = counts.get(part.id)
+            if hit is not None and hit[0] is part_output(part.to_export()):
+                found[part.id] = hit[1]
     return found
 
 
@@ -174,12 +181,13 @@ def test_the_table_reads_the_stored_count_only_for_the_text_it_counted() -> None
     _, reply, done, failed, _ = loaded.messages
     tool = done.parts[0]
     assert tool.state is not None and tool.state.output is not None
-    tool.__pydantic_private__["_counted"] = Counted(tool.state.output, 7)  # type: ignore[index]
+    known(loaded)[tool.id] = (tool.state.output, 7)
     assert column(loaded)[tool.id] == 7
+    assert column(cc.filter_pivot(loaded))[tool.id] == 7  # copies keep the counts
     tool.state.output = "new output"
     assert column(loaded)[tool.id] == 10
     # same content, another object: counted again (right either way)
-    tool.__pydantic_private__["_counted"] = Counted("new output", 3)  # type: ignore[index]
+    known(loaded)[tool.id] = ("new output", 3)
     tool.state.output = "".join(["new ", "output"])
     assert column(loaded)[tool.id] == 10
     error = failed.parts[0]
@@ -189,6 +197,7 @@ def test_the_table_reads_the_stored_count_only_for_the_text_it_counted() -> None
     reply.parts[0].text = "x"
     assert column(loaded)[reply.parts[0].id] == 1
     assert column(loaded) == column(Session.model_validate(loaded.to_export()))
+    assert StoredCounts() == StoredCounts(by_id={"p": ("x", 1)})
 
 
 def column(session: Session) -> dict[str, int]:

@@ -41,7 +41,7 @@ from ctxcompact.live.store import (
     _recalled,
     new_id,
 )
-from ctxcompact.models import MessageWithParts, Session
+from ctxcompact.models import MessageWithParts, Session, StoredCounts
 
 if TYPE_CHECKING:
     import psycopg
@@ -227,16 +227,18 @@ class PostgresStore:
             "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq", (session_id,)
         ).fetchall()
         parts: dict[str, list[Any]] = {}
-        units: dict[str, list[int | None]] = {}
+        loaded, units = [], []
         for message_id, data, n in db.execute(
             "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = %s ORDER BY seq",
             (session_id,),
         ):
-            parts.setdefault(message_id, []).append(json.loads(data))
-            units.setdefault(message_id, []).append(n)
+            part = json.loads(data)
+            parts.setdefault(message_id, []).append(part)
+            loaded.append(part)
+            units.append(n)
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
         session = Session.model_validate({"info": info, "messages": messages})
-        return _keep_counts(session, messages, units)
+        return _keep_counts(session, StoredCounts(loaded, units))
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # the session row locked: no writer between check and insert

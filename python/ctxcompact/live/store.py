@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
-from ctxcompact.models import Counted, MessageWithParts, Session
+from ctxcompact.models import MessageWithParts, Session, StoredCounts
 from ctxcompact.transcript import count_texts, part_output
 
 _id_lock = threading.Lock()
@@ -174,21 +174,12 @@ def _counts(parts: list[dict[str, Any]]) -> list[int | None]:
     return count_texts(texts) if any(t is not None for t in texts) else [None] * len(texts)
 
 
-def _keep_counts(
-    session: Session, messages: list[dict[str, Any]], units: Mapping[str, list[int | None]]
-) -> Session:
-    """Give each loaded part its stored count (``Part._counted``, which the
-    session's table reads instead of counting), with the very text object of
-    the JSON it was loaded from (the model holds the same object)."""
-    for message, data in zip(session.messages, messages, strict=True):
-        counts = units.get(message.id)
-        if counts is None:
-            continue
-        for part, raw, n in zip(message.parts, data.get("parts", []), counts, strict=True):
-            if n is not None and (text := part_output(raw)) is not None:
-                private = part.__pydantic_private__
-                if private is not None:  # set directly: pydantic's setattr is 5x slower
-                    private["_counted"] = Counted(text, n)
+def _keep_counts(session: Session, counts: StoredCounts) -> Session:
+    """``session`` with the counts its store kept (``Session._stored``, which
+    its table reads instead of counting)."""
+    private = session.__pydantic_private__
+    if private is not None:  # set directly: pydantic's setattr is 5x slower
+        private["_stored"] = counts
     return session
 
 
@@ -221,7 +212,7 @@ class MemoryStore:
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._records: dict[str, list[CompactionRecord]] = {}
         #: Per session, each stored part's count by part id, with the text it counts.
-        self._counted: dict[str, dict[str, Counted]] = {}
+        self._counted: dict[str, dict[str, tuple[str, int]]] = {}
 
     def _get(self, session_id: str) -> list[dict[str, Any]]:
         if session_id not in self._messages:
@@ -242,18 +233,9 @@ class MemoryStore:
         with self._lock:
             messages = _json_copy(self._get(session_id))  # shares the stored strings
             info = dict(self._sessions[session_id])
-            counted = self._counted[session_id]
-            units = {
-                m["info"]["id"]: [
-                    c.units
-                    if (c := counted.get(p["id"])) is not None and part_output(p) is c.text
-                    else None
-                    for p in m.get("parts", [])
-                ]
-                for m in messages
-            }
+            counted = dict(self._counted[session_id])
         session = Session.model_validate({"info": info, "messages": messages})
-        return _keep_counts(session, messages, units)
+        return _keep_counts(session, StoredCounts(by_id=counted))
 
     def _count(self, session_id: str, data: dict[str, Any]) -> None:
         parts = data.get("parts", [])
@@ -261,7 +243,7 @@ class MemoryStore:
         for part, n in zip(parts, _counts(parts), strict=True):
             text = part_output(part)
             if n is not None and text is not None:
-                counted[part["id"]] = Counted(text, n)
+                counted[part["id"]] = (text, n)
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
         _check_ids(session_id, message)
@@ -486,16 +468,19 @@ class SQLiteStore:
             "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
         parts: dict[str, list[Any]] = {}
-        units: dict[str, list[int | None]] = {}
+        loaded, units = [], []
         for message_id, data, n in db.execute(
             "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ):
-            parts.setdefault(message_id, []).append(json.loads(data))
-            units.setdefault(message_id, []).append(n)
+            part = json.loads(data)
+            parts.setdefault(message_id, []).append(part)
+            loaded.append(part)
+            units.append(n)
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
         session = Session.model_validate({"info": info, "messages": messages})
-        return _keep_counts(session, messages, units)
+        # The model holds the loaded JSON's own str objects, which the counts name.
+        return _keep_counts(session, StoredCounts(loaded, units))
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # IMMEDIATE: no other writer between check and insert
