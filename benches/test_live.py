@@ -6,10 +6,20 @@ check), and its parts on an already loaded ``Session``. Memory and SQLite
 stores. Run before and after a change with the same command and compare:
 
     pytest benches/test_live.py --benchmark-enable --benchmark-json=live.json
+
+The ``stored-counts`` groups set side by side the same step on a 500-part
+session whose outputs were counted on append (``output_utf16`` in the
+store) and on the same rows without the counts (as a file of the previous
+release holds them), so the session's table counts every output:
+
+    pytest benches/test_live.py --benchmark-enable -k stored_counts \
+        --benchmark-timer=time.process_time
 """
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +114,52 @@ def test_prune_session(benchmark: Any, session: cc.Session) -> None:
 def test_estimate_messages_session(benchmark: Any, session: cc.Session) -> None:
     estimates = benchmark(cc.estimate_messages, session)
     assert estimates.total > 0
+
+
+@pytest.fixture(scope="module")
+def counted_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], str]:
+    """One 500-part session in two SQLite files: ``stored`` as this release
+    writes it, ``none`` with the counts erased. Returns the files and the id."""
+    (generated,) = cc.Transcript(
+        generate_table(1, 500, seed=11, mean_output_chars=1400)
+    ).to_sessions()
+    where = tmp_path_factory.mktemp("counts")
+    files = {"stored": where / "stored.db", "none": where / "none.db"}
+    with cc.SQLiteStore(files["stored"]) as store:
+        sid = store.create_session(generated.id)
+        for message in generated.messages:
+            store.append_message(sid, message)
+    shutil.copy(files["stored"], files["none"])
+    with sqlite3.connect(files["none"]) as db:
+        db.execute("UPDATE parts SET output_utf16 = NULL")
+    db.close()
+    return files, sid
+
+
+def _prune_and_estimate(session: cc.Session) -> tuple[int, int]:
+    return cc.prune(session).total, cc.estimate_messages(session).total
+
+
+@pytest.mark.benchmark(group="stored-counts: load + prune + estimate_messages")
+@pytest.mark.parametrize("counts", ["stored", "none"])
+def test_stored_counts_step(
+    benchmark: Any, counted_files: tuple[dict[str, Path], str], counts: str
+) -> None:
+    files, sid = counted_files
+    with cc.SQLiteStore(files[counts]) as store:
+        totals = benchmark(lambda: _prune_and_estimate(store.load(sid)))
+        with cc.SQLiteStore(files["none"]) as plain:
+            assert totals == _prune_and_estimate(plain.load(sid))
+        assert sum(len(m.parts) for m in store.load(sid).messages) >= 500
+
+
+@pytest.mark.benchmark(group="stored-counts: prune + estimate_messages of a loaded session")
+@pytest.mark.parametrize("counts", ["stored", "none"])
+def test_stored_counts_tables(
+    benchmark: Any, counted_files: tuple[dict[str, Path], str], counts: str
+) -> None:
+    files, sid = counted_files
+    with cc.SQLiteStore(files[counts]) as store:
+        session = store.load(sid)
+    totals = benchmark(_prune_and_estimate, session)
+    assert totals[0] > 0 and totals[1] > 0

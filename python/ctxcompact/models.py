@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PrivateAttr, model_validator
 
 from ctxcompact.errors import InvalidUsageError
 
@@ -188,6 +188,47 @@ class MessageWithParts(_Model):
         return self
 
 
+class StoredCounts:
+    """The ``output_utf16`` a store counted when it wrote a loaded session's
+    parts, by part id, each with the very ``str`` object it counts: the
+    session's table reads a count only while the part still holds that
+    object (an edited or replaced text is counted again, never given the old
+    count). Made on first use from the loaded JSON parts, so a load that no
+    table follows pays nothing. A cache: equal to any other (or to none), so
+    a session's equality ignores it."""
+
+    __slots__ = ("_by_id", "_parts", "_units")
+
+    def __init__(
+        self,
+        parts: list[dict[str, Any]] | None = None,
+        units: list[int | None] | None = None,
+        *,
+        by_id: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
+        self._parts, self._units, self._by_id = parts, units, by_id
+
+    def by_id(self) -> dict[str, tuple[str, int]]:
+        """``{part id: (its counted text, output_utf16)}``."""
+        if self._by_id is None:
+            from ctxcompact.transcript import part_output
+
+            found = {}
+            for raw, n in zip(self._parts or (), self._units or (), strict=True):
+                if n is not None and (text := part_output(raw)) is not None:
+                    found[raw["id"]] = (text, n)
+            self._by_id, self._parts, self._units = found, None, None
+        return self._by_id
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, StoredCounts)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "StoredCounts()"
+
+
 class SessionInfo(_Model):
     id: str
     title: str | None = None
@@ -198,6 +239,9 @@ class Session(_Model):
 
     info: SessionInfo
     messages: list[MessageWithParts] = Field(default_factory=list)
+    #: Counts the store kept with the parts (set by the stores' ``load``,
+    #: never exported; ``transcript.sessions_to_table`` reads them).
+    _stored: StoredCounts | None = PrivateAttr(default=None)
 
     @property
     def id(self) -> str:

@@ -10,7 +10,7 @@ set by ``mark_pruned`` becomes ``state.time.compacted``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -99,9 +99,46 @@ def _part_row(part: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def part_output(part: Mapping[str, Any]) -> str | None:
+    """What a part's row holds in ``output`` (``_part_row``'s rule): a text or
+    reasoning part's text, a completed tool's output, another tool's error."""
+    kind = part.get("type")
+    if kind in ("text", "reasoning"):
+        value = part.get("text")
+    elif kind == "tool" and isinstance(state := part.get("state"), dict):
+        value = state.get("output" if state.get("status") == "completed" else "error")
+    else:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def count_texts(texts: Sequence[str | None]) -> list[int | None]:
+    """Each text's ``output_utf16`` (the core's counter ``count_output_units``
+    runs); ``None`` for ``None`` and for a text UTF-8 cannot hold (a lone
+    surrogate: it is left to the table, which names it)."""
+    from ctxcompact import _core
+
+    try:
+        values = pa.array(texts, pa.large_string())
+    except UnicodeEncodeError:
+        if len(texts) == 1:
+            return [None]
+        return [n for text in texts for n in count_texts([text])]
+    counts: list[int | None] = pa.chunked_array(
+        _core.count_units(values, "opencode", 1), type=pa.int64()
+    ).to_pylist()
+    return counts
+
+
 def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
-    """One row per part (docs/schema.md); empty messages/sessions get one placeholder row."""
+    """One row per part (docs/schema.md); empty messages/sessions get one placeholder row.
+
+    ``output_utf16`` is taken from the counts a store kept with a loaded
+    session (``Session._stored``) for each part that still holds the text
+    counted; every other output is counted here."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
+    rows = columns["part_id"]
+    stored: dict[int, int] = {}  # row: its part's stored count
 
     def add(values: dict[str, Any]) -> None:
         for name, col in columns.items():
@@ -109,6 +146,9 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
 
     for session in sessions:
         export = session.to_export()
+        private = session.__pydantic_private__  # not ``session._stored``: 40x slower
+        kept = private.get("_stored") if private else None
+        known = kept.by_id() if kept is not None else None
         base = {"session_id": session.id, "session_json": _dumps(export["info"])}
         if not export.get("messages"):
             add(base)
@@ -128,13 +168,29 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
             if not parts:
                 add(head)
             for i, part in enumerate(parts):
-                add({**(head if i == 0 else _strip_first_row(head)), **_part_row(part)})
+                row = _part_row(part)
+                # A count is read only for the very str object it counted (the row's output).
+                hit = known.get(row["part_id"]) if known is not None else None
+                if hit is not None and hit[0] is row.get("output"):
+                    stored[len(rows)] = hit[1]
+                add({**(head if i == 0 else _strip_first_row(head)), **row})
             base = {"session_id": session.id}  # session_json only on the first row
     try:
         table = pa.table(columns, schema=_WITHOUT_COUNTS)
     except UnicodeEncodeError as e:
         raise _unencodable(columns, e) from None
-    return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+    if not stored:
+        return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+    units: list[int | None] = [None] * table.num_rows
+    for at, n in stored.items():
+        units[at] = n
+    counts = pa.array(units, pa.int64())
+    if len(stored) < table.num_rows - table.column("output").null_count:
+        # Outputs without a stored count (edited, or rows of an older store): count those.
+        missing = pc.and_(pc.is_null(counts), pc.is_valid(table.column("output"))).combine_chunks()
+        fresh = count_output_units(table.select(["output"]).filter(missing))
+        counts = pc.replace_with_mask(counts, missing, fresh.combine_chunks())
+    return table.append_column(SCHEMA.field(OUTPUT_UNITS), pc.fill_null(counts, 0))
 
 
 _WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])

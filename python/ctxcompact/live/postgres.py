@@ -34,12 +34,14 @@ from ctxcompact.live.store import (
     Commit,
     _cancel,
     _check_ids,
+    _counts,
     _dumps,
+    _keep_counts,
     _mark,
     _recalled,
     new_id,
 )
-from ctxcompact.models import MessageWithParts, Session
+from ctxcompact.models import MessageWithParts, Session, StoredCounts
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,6 +70,7 @@ CREATE TABLE IF NOT EXISTS parts (
     message_id TEXT NOT NULL,
     id TEXT NOT NULL,
     data TEXT NOT NULL,
+    output_utf16 BIGINT,
     UNIQUE (session_id, id),
     FOREIGN KEY (session_id, message_id) REFERENCES messages (session_id, id) ON DELETE CASCADE
 );
@@ -124,6 +127,14 @@ class PostgresStore:
             if schema is not None:
                 db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             db.execute(_SCHEMA)
+            # A schema made by an earlier release: ``parts`` gains the counts
+            # (old rows stay NULL, counted when loaded). Checked first, as an
+            # ALTER locks the table even when it has nothing to do.
+            if not db.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = 'parts' AND column_name = 'output_utf16'"
+            ).fetchone():
+                db.execute("ALTER TABLE parts ADD COLUMN output_utf16 BIGINT")
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
@@ -216,12 +227,18 @@ class PostgresStore:
             "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq", (session_id,)
         ).fetchall()
         parts: dict[str, list[Any]] = {}
-        for message_id, data in db.execute(
-            "SELECT message_id, data FROM parts WHERE session_id = %s ORDER BY seq", (session_id,)
+        loaded, units = [], []
+        for message_id, data, n in db.execute(
+            "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = %s ORDER BY seq",
+            (session_id,),
         ):
-            parts.setdefault(message_id, []).append(json.loads(data))
+            part = json.loads(data)
+            parts.setdefault(message_id, []).append(part)
+            loaded.append(part)
+            units.append(n)
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
-        return Session.model_validate({"info": info, "messages": messages})
+        session = Session.model_validate({"info": info, "messages": messages})
+        return _keep_counts(session, StoredCounts(loaded, units))
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # the session row locked: no writer between check and insert
@@ -269,10 +286,11 @@ class PostgresStore:
             try:
                 with db.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO parts (session_id, message_id, id, data) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [(session_id, info["id"], p["id"], _dumps(p)) for p in parts],
-                    )
+                        "INSERT INTO parts (session_id, message_id, id, data, output_utf16) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        [(session_id, info["id"], p["id"], _dumps(p), n)
+                         for p, n in zip(parts, _counts(parts), strict=True)],
+                    )  # fmt: skip
             except self._psycopg.errors.UniqueViolation as e:
                 # The whole transaction rolls back: the message is not half-stored.
                 raise TranscriptError(

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
-from ctxcompact.models import MessageWithParts, Session
+from ctxcompact.models import MessageWithParts, Session, StoredCounts
+from ctxcompact.transcript import count_texts, part_output
 
 _id_lock = threading.Lock()
 _last_id: tuple[int, int] = (0, 0)
@@ -164,6 +165,24 @@ def _cancel(parts: list[dict[str, Any]], session_id: str, marker_id: str) -> dic
                           message_id=marker_id)  # fmt: skip
 
 
+def _counts(parts: list[dict[str, Any]]) -> list[int | None]:
+    """Each part's ``output_utf16`` (None: no text in the row's ``output``),
+    counted once as the part is stored. A stored count is only ever written
+    with its part's JSON: ``_mark`` and ``_cancel`` change neither a counted
+    text nor which one counts."""
+    texts = [part_output(p) for p in parts]
+    return count_texts(texts) if any(t is not None for t in texts) else [None] * len(texts)
+
+
+def _keep_counts(session: Session, counts: StoredCounts) -> Session:
+    """``session`` with the counts its store kept (``Session._stored``, which
+    its table reads instead of counting)."""
+    private = session.__pydantic_private__
+    if private is not None:  # set directly: pydantic's setattr is 5x slower
+        private["_stored"] = counts
+    return session
+
+
 def _mark(part: dict[str, Any], now_ms: int) -> None:
     state = part.get("state")
     if not isinstance(state, dict):
@@ -192,6 +211,8 @@ class MemoryStore:
         self._sessions: dict[str, dict[str, Any]] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._records: dict[str, list[CompactionRecord]] = {}
+        #: Per session, each stored part's count by part id, with the text it counts.
+        self._counted: dict[str, dict[str, tuple[str, int]]] = {}
 
     def _get(self, session_id: str) -> list[dict[str, Any]]:
         if session_id not in self._messages:
@@ -205,13 +226,24 @@ class MemoryStore:
                 self._sessions[sid] = {**info, "id": sid}
                 self._messages[sid] = []
                 self._records[sid] = []
+                self._counted[sid] = {}
         return sid
 
     def load(self, session_id: str) -> Session:
         with self._lock:
-            messages = _json_copy(self._get(session_id))
+            messages = _json_copy(self._get(session_id))  # shares the stored strings
             info = dict(self._sessions[session_id])
-        return Session.model_validate({"info": info, "messages": messages})
+            counted = dict(self._counted[session_id])
+        session = Session.model_validate({"info": info, "messages": messages})
+        return _keep_counts(session, StoredCounts(by_id=counted))
+
+    def _count(self, session_id: str, data: dict[str, Any]) -> None:
+        parts = data.get("parts", [])
+        counted = self._counted[session_id]
+        for part, n in zip(parts, _counts(parts), strict=True):
+            text = part_output(part)
+            if n is not None and text is not None:
+                counted[part["id"]] = (text, n)
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
         _check_ids(session_id, message)
@@ -222,6 +254,7 @@ class MemoryStore:
                 raise TranscriptError(f"message {message.id} already exists", session_id=session_id)
             _new_parts(messages, message, session_id)
             messages.append(data)
+            self._count(session_id, data)
         return message.id
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
@@ -279,6 +312,8 @@ class MemoryStore:
                     _new_parts(staged, added, session_id)
                     staged.append(added.to_export())
             self._messages[session_id] = staged
+            for data in staged[len(messages) :]:
+                self._count(session_id, data)
             self._records[session_id].append(record)
 
     def records(self, session_id: str) -> list[CompactionRecord]:
@@ -319,6 +354,7 @@ CREATE TABLE IF NOT EXISTS parts (
     message_id TEXT NOT NULL,
     id TEXT NOT NULL,
     data TEXT NOT NULL,
+    output_utf16 INTEGER,
     UNIQUE (session_id, id),
     FOREIGN KEY (session_id, message_id) REFERENCES messages(session_id, id) ON DELETE CASCADE
 );
@@ -345,6 +381,19 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._db().executescript(_SCHEMA)  # idempotent; executescript commits by itself
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a file made by an earlier release up to this schema: ``parts``
+        gains ``output_utf16`` (its old rows stay NULL, counted when loaded)."""
+
+        def missing(db: sqlite3.Connection) -> bool:
+            return all(row[1] != "output_utf16" for row in db.execute("PRAGMA table_info(parts)"))
+
+        if missing(self._db()):
+            with self._tx() as db:  # checked again under the write lock: another may have won
+                if missing(db):
+                    db.execute("ALTER TABLE parts ADD COLUMN output_utf16 INTEGER")
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -419,13 +468,19 @@ class SQLiteStore:
             "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
         parts: dict[str, list[Any]] = {}
-        for message_id, data in db.execute(
-            "SELECT message_id, data FROM parts WHERE session_id = ? ORDER BY seq",
+        loaded, units = [], []
+        for message_id, data, n in db.execute(
+            "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ):
-            parts.setdefault(message_id, []).append(json.loads(data))
+            part = json.loads(data)
+            parts.setdefault(message_id, []).append(part)
+            loaded.append(part)
+            units.append(n)
         messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
-        return Session.model_validate({"info": info, "messages": messages})
+        session = Session.model_validate({"info": info, "messages": messages})
+        # The model holds the loaded JSON's own str objects, which the counts name.
+        return _keep_counts(session, StoredCounts(loaded, units))
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # IMMEDIATE: no other writer between check and insert
@@ -464,11 +519,14 @@ class SQLiteStore:
                 f"cannot store message {info['id']}: {e}", session_id=session_id,
                 message_id=info["id"],
             ) from None  # fmt: skip
+        parts = data.get("parts", [])
         try:
             db.executemany(
-                "INSERT INTO parts (session_id, message_id, id, data) VALUES (?, ?, ?, ?)",
-                [(session_id, info["id"], p["id"], _dumps(p)) for p in data.get("parts", [])],
-            )
+                "INSERT INTO parts (session_id, message_id, id, data, output_utf16) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(session_id, info["id"], p["id"], _dumps(p), n)
+                 for p, n in zip(parts, _counts(parts), strict=True)],
+            )  # fmt: skip
         except sqlite3.IntegrityError as e:
             # The transaction rolls back: the message is not half-stored.
             taken = [p["id"] for p in data.get("parts", []) if db.execute(
