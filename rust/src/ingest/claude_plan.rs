@@ -542,13 +542,17 @@ struct Builder {
     region: u64,
 }
 
-/// File bytes per spill bucket: a bucket is read into memory whole.
+/// File bytes per spill bucket: a bucket is read into memory whole. At most
+/// 64 buckets a spill (three spills are open at once at the end of the pass:
+/// 192 files, within the usual limit of open files); past 16 GB a bucket
+/// holds more of the file.
 const BUCKET_BYTES: u64 = 256 << 20;
+const BUCKETS: u64 = 64;
 
 impl Builder {
     fn new(stem: &str, size: u64, cell: u64) -> std::io::Result<Builder> {
         let stem = hash(stem.as_bytes());
-        let buckets = (size / BUCKET_BYTES + 1).min(256);
+        let buckets = (size / BUCKET_BYTES + 1).min(BUCKETS);
         Ok(Builder {
             stem,
             current: stem,
