@@ -67,7 +67,8 @@ def test_windows_hold_about_window_bytes_of_lines(tmp_path: Path) -> None:
 
 def claude_events(draw: st.DrawFn) -> list[str]:
     """Lines of a Claude Code file: sessions that run on or come back, calls
-    answered at once, late, twice or never, lines without a session id
+    answered at once, late, twice or never, uuids given again at any distance
+    or shaped like a positional id, lines without a session id
     (snapshots, summary lines, some of either before the first session id), and
     lines the reader rejects."""
     lines: list[str] = []
@@ -85,7 +86,10 @@ def claude_events(draw: st.DrawFn) -> list[str]:
         kinds = ["user", "call", "result", "snapshot", "summary", "bad", "empty-sid"]
         kind = draw(st.sampled_from(kinds))
         text = "x" * draw(st.integers(0, 300))
-        head: dict[str, Any] = {"sessionId": session, "uuid": f"u{draw(st.integers(0, 2 * k))}"}
+        # an id of any line before, or one a positional id (f"{session}-e{n:06}") takes
+        shape = draw(st.sampled_from(["u{}", session + "-e{:06}"]))
+        uuid = shape.format(draw(st.integers(0, 2 * k)))
+        head: dict[str, Any] = {"sessionId": session, "uuid": uuid}
         if kind == "call":
             call = draw(st.sampled_from([*calls, f"t{k}"]))
             calls.append(call)

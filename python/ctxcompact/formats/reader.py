@@ -376,8 +376,10 @@ def iter_jsonl(
     and the rows, concatenated, are those ``read_jsonl`` gives, in order. A
     Claude Code file larger than a window is scanned first and cut only at a
     line end that no session or tool call spans (a window then runs to the
-    first such end past ``window_bytes``); a file whose scan finds a
-    ``sessionId`` that is not a string is read whole. At least one
+    first such end past ``window_bytes``); the scan keeps the ids it reads
+    (tool calls, ``uuid``) in temporary files, so its memory does not grow
+    with the file. A file whose scan finds a ``sessionId`` or ``uuid`` that
+    is not a string is read whole. At least one
     result comes back, empty when nothing was read. Under ``on_error="raise"``
     a bad line raises when its window is read, after the earlier windows were
     yielded: write them somewhere temporary (as ``ctxcompact ingest`` does)

@@ -495,6 +495,9 @@ mod tests {
             let uuid = match next(10) {
                 0 => String::new(),
                 1 => ",\"uuid\":\"u1\"".to_owned(), // repeated: a positional id instead
+                // an id of any line before, or one a positional id takes before or after
+                2 if chaos => format!(",\"uuid\":\"u{}\"", next(k as u64 + 1)),
+                3 if chaos => format!(",\"uuid\":\"{session}-e{:06}\"", next(k as u64 + 3)),
                 _ => format!(",\"uuid\":\"u{k}\""),
             };
             let pad = "x".repeat(next(120) as usize);
@@ -516,6 +519,7 @@ mod tests {
                     let id = match next(5) {
                         0 if chaos => calls[next(calls.len() as u64) as usize].clone(),
                         1 => "nowhere".to_owned(),
+                        2 if chaos => format!("t{}", k as u64 + 1 + next(30)), // before its call
                         _ => calls[calls.len() - 1].clone(),
                     };
                     let error = if next(4) == 0 { "true" } else { "false" };
@@ -596,6 +600,77 @@ mod tests {
             }
             std::fs::remove_file(path).unwrap();
         }
+    }
+
+    #[test]
+    fn a_long_session_carries_only_the_ids_a_later_window_can_ask_for() {
+        use super::super::{Stream, StreamFile};
+        // one session, calls answered on the next line, every uuid distinct
+        // but one given again far on (twice), and one of the form of the
+        // positional id the last repeat takes
+        let mut text = String::new();
+        for k in 0..4_000 {
+            let uuid = match k {
+                3_500 | 3_900 => "u7".to_owned(),
+                100 => "s-e003900".to_owned(),
+                _ => format!("u{k}"),
+            };
+            let pad = "x".repeat(k % 50);
+            text.push_str(&match k % 2 {
+                0 => format!("{{\"type\":\"assistant\",\"sessionId\":\"s\",\"uuid\":\"{uuid}\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"t{k}\",\"name\":\"Bash\",\"input\":{{}}}}]}}}}\n"),
+                _ => format!("{{\"type\":\"user\",\"sessionId\":\"s\",\"uuid\":\"{uuid}\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"t{}\",\"content\":\"{pad}\"}}]}}}}\n", k - 1),
+            });
+        }
+        let path = temp_file("claude-ids.jsonl", text.as_bytes());
+        let window = 20_000;
+        let options = Options {
+            on_error: OnError::Skip,
+            chunk_bytes: 4096,
+        };
+        let file = StreamFile {
+            path: path.clone(),
+            format: Format::ClaudeCode,
+            id_base: None,
+        };
+        let mut stream = Stream::new(vec![file], options, window);
+        let (mut batches, mut rejects) = (Vec::new(), Vec::new());
+        let mut windows = 0;
+        while let Some(w) = stream.next_window().unwrap() {
+            windows += 1;
+            batches.extend(w.batches);
+            rejects.extend(w.rejected.iter().map(|r| (r.line, r.error.clone())));
+            let Some(carry) = &stream.claude else { break };
+            let held: usize = carry.sessions.iter().map(|s| s.ids.len()).sum();
+            // was every id read so far: u7 (until line 3,501) and s-e003900 (all along)
+            assert!(held <= 2, "window {windows}: {held} ids carried");
+            let plan = stream.plan.as_ref().unwrap();
+            // one cut point a cell of window / 64 bytes at most, not a span a call
+            let cells = text.len() / (window / 64) + 2;
+            assert!(plan.kept() <= cells, "{} > {cells}", plan.kept());
+        }
+        assert!(windows > 10, "{windows}");
+        let whole = ingest(
+            &[Source::new(&path, text.as_bytes(), Format::ClaudeCode)],
+            &Options {
+                on_error: OnError::Skip,
+                chunk_bytes: 4096,
+            },
+        )
+        .unwrap();
+        let got = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+        assert_eq!(got, table(&whole));
+        let want: Vec<_> = (whole.rejected.iter())
+            .map(|r| (r.line, r.error.clone()))
+            .collect();
+        assert_eq!(rejects, want);
+        // the first repeat took a positional id; the second's was line 101's uuid
+        assert!(column(&whole, "message_id").contains(&Some("s-e003500".to_owned())));
+        assert_eq!(want.len(), 1);
+        assert!(
+            want[0].0 == 3_901 && want[0].1.contains("appears twice"),
+            "{want:?}"
+        );
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]

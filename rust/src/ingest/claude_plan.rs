@@ -1,19 +1,32 @@
 //! Where a large Claude Code file can be cut into windows.
 //!
 //! A Claude Code file is mapped in line order with state that spans lines: a
-//! `tool_result` completes a call read earlier, and a session's events are
-//! grouped wherever they sit in the file. Reading it whole bounds memory by
-//! the file. A first pass here reads each line's session id and tool call and
-//! result ids only (a scan that skips string contents with `memchr`, keeping
-//! a few bytes per id), then lists the line ends that no state crosses:
+//! `tool_result` completes a call read earlier, a session's events are
+//! grouped wherever they sit in the file, and a `uuid` given again in a
+//! session (at any distance) makes a positional id. Reading it whole bounds
+//! memory by the file. A first pass here reads each line's session id,
+//! `uuid` and tool call and result ids only (a scan that skips string
+//! contents with `memchr`), then lists line ends that no state crosses:
 //! - no call before the cut has a result after it;
 //! - at most one session has events on both sides, and every session read
 //!   before the cut is certainly grouped before it (so the windows' rows,
 //!   each grouped by session, join into the rows of the whole file).
 //!
-//! The calls and results are a superset of what the mapper acts on (any
-//! object typed `tool_use` at any depth is a call, a line the mapper rejects
-//! still counts). The sessions are exact: a line's `sessionId` names the
+//! and, for the second pass, the ids given on more than one line (with the
+//! span of lines between), the only ones a window must pass on.
+//!
+//! Memory does not grow with the file: a call may be answered, an id given
+//! again, anywhere, so the ids wait on disk (`spill`, 24 bytes a call,
+//! result or uuid) and are grouped a bucket at a time at the end; the
+//! blocked spans, in order, leave at most one cut a cell of `window / 64`
+//! bytes (the first safe line end kept there), and the repeated ids are read
+//! back in file order as the second pass reaches them. What stays in memory
+//! is a few bytes a session, a cell, and a repeated id still ahead.
+//!
+//! The calls, results and uuids are a superset of what the mapper acts on
+//! (any object typed `tool_use` at any depth is a call, a line the mapper
+//! rejects still counts, ids of all sessions are one set). The sessions are
+//! exact: a line's `sessionId` names the
 //! session the lines without one join whether the mapper keeps its event or
 //! not, and a line that is not JSON names one only if this scan reads it as
 //! an event (`line_event`, which the mapper asks). Aside lines (titles,
@@ -21,10 +34,10 @@
 //! before the file's first other event join that event's session: no cut
 //! between them and it. So a cut found here is
 //! safe whichever lines the mapper keeps. A line the scan cannot vouch for
-//! (a session id that is not a string, a key given twice) makes the plan
-//! `None`: the file is read whole.
+//! (a session id or uuid that is not a string, a key given twice) makes the
+//! plan `None`: the file is read whole.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::io::Read;
 
@@ -32,6 +45,7 @@ use rayon::prelude::*;
 
 use super::claude_code::is_aside;
 use super::lines::{lines_of, split_from};
+use super::spill::{by_hash, Record, Spill};
 use crate::error::{CoreError, Result};
 
 /// What the first pass learnt of one line.
@@ -50,10 +64,13 @@ enum Facts {
         aside: bool,
         calls: Vec<u64>,
         results: Vec<u64>,
+        /// The hash of its `uuid` (when a non-empty string), and whether it
+        /// has the form of a positional id (`-e` and six or more digits).
+        uuid: Option<(u64, bool)>,
     },
 }
 
-fn hash(bytes: &[u8]) -> u64 {
+pub(super) fn hash(bytes: &[u8]) -> u64 {
     // SipHash with fixed keys: the same id hashes alike in every run. A
     // collision only merges two ids' spans, which makes cuts rarer.
     BuildHasherDefault::<DefaultHasher>::default().hash_one(bytes)
@@ -71,6 +88,7 @@ enum Key {
     Type,
     Id,
     ToolUseId,
+    Uuid,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -91,6 +109,8 @@ struct Frame {
     id: Slot,
     tool_use_id: Slot,
     session: Option<Option<Vec<u8>>>,
+    /// `"uuid"` (top level): `Some(None)` when falsy.
+    uuid: Option<Option<(u64, bool)>>,
     unsure: bool,
 }
 
@@ -105,6 +125,7 @@ impl Frame {
             id: Slot::Absent,
             tool_use_id: Slot::Absent,
             session: None,
+            uuid: None,
             unsure: false,
         }
     }
@@ -146,8 +167,8 @@ fn scan_line(line: &[u8]) -> Facts {
             b' ' | b'\t' | b'\r' | b'\n' => i += 1,
             b'{' | b'[' => {
                 if let Some(f) = stack.last_mut() {
-                    if f.key == Key::SessionId {
-                        f.unsure = true; // an object or list as the session id
+                    if matches!(f.key, Key::SessionId | Key::Uuid) {
+                        f.unsure = true; // an object or list as the session id or uuid
                     }
                     match f.key {
                         Key::Id => f.id = Slot::Other,
@@ -220,6 +241,7 @@ fn scan_line(line: &[u8]) -> Facts {
                     };
                     f.key = match key.as_slice() {
                         b"sessionId" if depth == 1 => Key::SessionId,
+                        b"uuid" if depth == 1 => Key::Uuid,
                         b"type" => Key::Type,
                         b"id" => Key::Id,
                         b"tool_use_id" => Key::ToolUseId,
@@ -228,6 +250,7 @@ fn scan_line(line: &[u8]) -> Facts {
                     // a repeated key: which value wins is the parser's call
                     let repeated = match f.key {
                         Key::SessionId => f.session.is_some(),
+                        Key::Uuid => f.uuid.is_some(),
                         Key::Type => f.type_is_str.is_some(),
                         Key::Id => f.id != Slot::Absent,
                         Key::ToolUseId => f.tool_use_id != Slot::Absent,
@@ -256,6 +279,10 @@ fn scan_line(line: &[u8]) -> Facts {
                             v if is_aside(v) => 3,
                             _ => 0,
                         };
+                    }
+                    Key::Uuid => {
+                        f.uuid =
+                            Some((!value.is_empty()).then(|| (hash(&value), positional(&value))));
                     }
                     Key::Id => f.id = Slot::Str(hash(&value)),
                     Key::ToolUseId => f.tool_use_id = Slot::Str(hash(&value)),
@@ -299,6 +326,11 @@ fn scan_line(line: &[u8]) -> Facts {
                         Some(true) => return Facts::Unsure, // py_str of a number or true
                         None => return Facts::Ignore,
                     },
+                    Key::Uuid => match scalar_truthy(text) {
+                        Some(false) => f.uuid = Some(None),
+                        Some(true) => return Facts::Unsure, // py_str of a number or true
+                        None => return Facts::Ignore,
+                    },
                     Key::Type => f.type_is_str = Some(false),
                     Key::Id => f.id = if null { Slot::Null } else { Slot::Other },
                     Key::ToolUseId => f.tool_use_id = if null { Slot::Null } else { Slot::Other },
@@ -314,10 +346,18 @@ fn scan_line(line: &[u8]) -> Facts {
                 aside: event.kind == 3,
                 calls,
                 results,
+                uuid: event.uuid.flatten(),
             }
         }
         _ => Facts::Ignore,
     }
+}
+
+/// Whether an id has the form of a positional one (`{session}-e{n:06}`):
+/// `-e` and six or more ASCII digits at its end.
+fn positional(id: &[u8]) -> bool {
+    let digits = id.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    digits >= 6 && id[..id.len() - digits].ends_with(b"-e")
 }
 
 /// What the mapper asks of a line it cannot parse: `None` unless the scan
@@ -332,27 +372,31 @@ pub(super) fn line_event(line: &[u8]) -> Option<(Option<String>, bool)> {
     }
 }
 
-/// Where a file can be cut: the line ends inside no blocked span.
+/// Where a file can be cut, and which message ids a window passes on.
 pub(super) struct Plan {
-    /// Blocked spans `[lo, hi)` of cut positions, sorted and disjoint: a cut
-    /// at `b` (the end of a line) is safe unless `lo <= b < hi`.
-    blocked: Vec<(u64, u64)>,
+    /// Line ends where the file may be cut, ascending: the first such end
+    /// the scan kept in each cell of its grid (a safe cut no more than
+    /// about two cells past the first one).
+    points: Vec<u64>,
     /// The end of the last line each session may have, by id hash.
     ends: HashMap<u64, u64>,
     /// How many bytes of the file were scanned: the second pass reads no
     /// more, and fewer means the file changed in between.
     pub len: u64,
+    repeats: Repeats,
 }
 
 impl Plan {
-    /// The first safe cut at or after `at` (a line end): `at`, or the end of
-    /// the blocked span that holds it.
+    /// A safe cut at or after `at` (a line end): the first point at or past it.
     pub(super) fn cut(&self, at: u64) -> u64 {
-        let i = self.blocked.partition_point(|&(lo, _)| lo <= at);
-        match i.checked_sub(1).map(|k| self.blocked[k]) {
-            Some((_, hi)) if at < hi => hi,
-            _ => at,
-        }
+        let i = self.points.partition_point(|&p| p < at);
+        // past the last point: the file's end, where nothing is open
+        self.points.get(i).copied().unwrap_or(at.max(self.len))
+    }
+
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.points.len()
     }
 
     /// Whether session `id` may have events after the cut at `at`.
@@ -360,6 +404,20 @@ impl Plan {
         // a session the scan did not see (none should be) is kept
         let end = self.ends.get(&hash(id.as_bytes())).copied();
         end.unwrap_or(u64::MAX) > at
+    }
+
+    /// Move on to the cut at `at` (cuts in file order): from then on
+    /// `repeats` tells the ids that may be asked for after it.
+    pub(super) fn advance(&mut self, at: u64) -> std::io::Result<()> {
+        self.repeats.advance(at)
+    }
+
+    /// Whether a message id (by `hash`) given before the cut last passed to
+    /// `advance` may be asked for after it: the file has it as a `uuid`
+    /// again past the cut, or it has the form of a positional id that a
+    /// `uuid` of the file takes. Any other id is never asked for again.
+    pub(super) fn repeats(&self, key: u64) -> bool {
+        self.repeats.open.contains_key(&key)
     }
 
     /// The first pass over the file at `path`, read `window` bytes at a time,
@@ -376,10 +434,19 @@ impl Plan {
             what: format!("{path}: cannot read: {e}"),
             at: Default::default(),
         };
+        let spill = |e: std::io::Error| CoreError::Format {
+            what: format!(
+                "{path}: the first pass cannot use its temporary files in {}: {e}",
+                std::env::temp_dir().display()
+            ),
+            at: Default::default(),
+        };
         // Only the first `size` bytes: what is appended later (a session
         // being written) is not read by the second pass either.
         let mut file = std::fs::File::open(path).map_err(io)?.take(size);
-        let mut builder = Builder::new(stem);
+        // a few points a window: windows stay within a few percent of `window`
+        let cell = (window as u64 / 64).max(1);
+        let mut builder = Builder::new(stem, size, cell).map_err(spill)?;
         let mut data: Vec<u8> = Vec::new();
         let mut base = 0u64; // file offset of data[0]
         loop {
@@ -394,7 +461,7 @@ impl Plan {
                     None => continue, // a line longer than the window: read on
                 },
             };
-            if !builder.lines(&data[..cut], base, chunk) {
+            if !builder.lines(&data[..cut], base, chunk).map_err(spill)? {
                 return Ok(None);
             }
             base += cut as u64;
@@ -403,9 +470,51 @@ impl Plan {
                 break;
             }
         }
-        Ok(Some(builder.finish(base)))
+        builder.finish(base).map(Some).map_err(spill)
     }
 }
+
+/// The message ids given more than once in the file (a superset: by hash,
+/// in any session), each with the span of lines from its first `uuid` to
+/// its last, read in file order from their spill as the second pass goes.
+struct Repeats {
+    /// `[first, last, hash]` by the region of `first`.
+    spill: Spill,
+    region: u64,
+    /// The next region to read, and those read whose `first` is ahead.
+    next: usize,
+    pending: VecDeque<Record>,
+    /// Those around the last cut: hash to `last`.
+    open: HashMap<u64, u64>,
+}
+
+impl Repeats {
+    fn advance(&mut self, at: u64) -> std::io::Result<()> {
+        while self.next < self.spill.len() && self.next as u64 * self.region <= at {
+            let mut records = self.spill.take(self.next)?;
+            records.sort_unstable();
+            self.pending.extend(records);
+            self.next += 1;
+        }
+        while let Some(&[first, last, key]) = self.pending.front() {
+            if first > at {
+                break;
+            }
+            self.pending.pop_front();
+            let end = self.open.entry(key).or_insert(last);
+            *end = (*end).max(last);
+        }
+        self.open.retain(|_, last| *last > at);
+        Ok(())
+    }
+}
+
+// What the first pass spills of an id, by kind.
+const CALL: u64 = 0;
+const RESULT: u64 = 1;
+const UUID: u64 = 2;
+/// A `uuid` of the form of a positional id: it may meet one at any distance.
+const POSITIONAL: u64 = 3;
 
 /// What the first pass gathers, line by line in file order.
 struct Builder {
@@ -415,8 +524,6 @@ struct Builder {
     /// Per session: the end of its first line (0 for the stem, which the
     /// lines before any session id join) and of its last.
     sessions: HashMap<u64, (u64, u64)>,
-    /// Per call id: the end of its first call's line and of its last result's.
-    calls: HashMap<u64, (u64, u64)>,
     /// The ends of the first and last aside lines without a session id
     /// read before any other event (they join the next event's session).
     held: Option<(u64, u64)>,
@@ -424,25 +531,45 @@ struct Builder {
     started: bool,
     /// Cut positions no state may cross besides calls and sessions: `[lo, hi)`.
     blocked: Vec<(u64, u64)>,
+    /// Every call, result and `uuid` as `[hash, line end, kind]`, by hash:
+    /// on disk, so that memory does not grow with the file (a call may be
+    /// answered, an id repeated, at any distance).
+    ids: Spill,
+    /// The first line end of each cell of `cell` bytes (the cut candidates).
+    points: Vec<u64>,
+    cell: u64,
+    /// Bytes of the file per bucket of the spills ordered by position.
+    region: u64,
 }
 
+/// File bytes per spill bucket: a bucket is read into memory whole. At most
+/// 64 buckets a spill (three spills are open at once at the end of the pass:
+/// 192 files, within the usual limit of open files); past 16 GB a bucket
+/// holds more of the file.
+const BUCKET_BYTES: u64 = 256 << 20;
+const BUCKETS: u64 = 64;
+
 impl Builder {
-    fn new(stem: &str) -> Builder {
+    fn new(stem: &str, size: u64, cell: u64) -> std::io::Result<Builder> {
         let stem = hash(stem.as_bytes());
-        Builder {
+        let buckets = (size / BUCKET_BYTES + 1).min(BUCKETS);
+        Ok(Builder {
             stem,
             current: stem,
             sessions: HashMap::new(),
-            calls: HashMap::new(),
             held: None,
             started: false,
             blocked: Vec::new(),
-        }
+            ids: Spill::new(buckets as usize)?,
+            points: Vec::new(),
+            cell: cell.max(1),
+            region: size.div_ceil(buckets).max(1),
+        })
     }
 
     /// The lines of `data` (whole lines; `base` its file offset); false for
     /// a line the scan cannot vouch for.
-    fn lines(&mut self, data: &[u8], base: u64, chunk: usize) -> bool {
+    fn lines(&mut self, data: &[u8], base: u64, chunk: usize) -> std::io::Result<bool> {
         // The mapper's chunks and lines (`split_from`, `lines_of`): the same
         // byte order mark, line breaks and blank lines.
         let mut chunks = Vec::new();
@@ -454,32 +581,40 @@ impl Builder {
                 let mut out = Vec::new();
                 for (_, raw) in lines_of(data, chunk) {
                     let facts = scan_line(&data[raw.clone()]);
-                    if facts != Facts::Ignore {
-                        // the line ends after its break (a `\r` may stand before it)
-                        let end = memchr::memchr(b'\n', &data[raw.end..])
-                            .map_or(data.len(), |p| raw.end + p + 1);
-                        out.push((base + end as u64, facts));
-                    }
+                    // the line ends after its break (a `\r` may stand before it)
+                    let end = memchr::memchr(b'\n', &data[raw.end..])
+                        .map_or(data.len(), |p| raw.end + p + 1);
+                    out.push((base + end as u64, facts));
                 }
                 out
             })
             .collect();
-        facts
-            .into_iter()
-            .flatten()
-            .all(|(end, facts)| self.line(end, facts))
+        for (end, facts) in facts.into_iter().flatten() {
+            if !self.line(end, facts)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// One line's facts, its end at `end`; false when the scan is unsure of it.
-    fn line(&mut self, end: u64, facts: Facts) -> bool {
+    fn line(&mut self, end: u64, facts: Facts) -> std::io::Result<bool> {
+        if self
+            .points
+            .last()
+            .is_none_or(|&p| p / self.cell != end / self.cell)
+        {
+            self.points.push(end);
+        }
         let Facts::Event {
             session,
             aside,
             calls,
             results,
+            uuid,
         } = facts
         else {
-            return facts == Facts::Ignore;
+            return Ok(facts == Facts::Ignore);
         };
         if !self.started && aside && session.is_none() {
             self.held.get_or_insert((end, end)).1 = end;
@@ -497,28 +632,69 @@ impl Builder {
             // (a line without one joins the session of the line before, the stem before any)
             self.sessions.entry(self.current).or_insert((first, end)).1 = end;
         }
-        for id in calls {
-            self.calls.entry(id).or_insert((end, end));
+        let n = self.ids.len();
+        let ids = calls.into_iter().map(|id| (id, CALL));
+        let ids = ids.chain(results.into_iter().map(|id| (id, RESULT)));
+        let ids = ids.chain(uuid.map(|(id, p)| (id, if p { POSITIONAL } else { UUID })));
+        for (id, kind) in ids {
+            self.ids.push(by_hash(id, n), [id, end, kind])?;
         }
-        for id in results {
-            // a result before any call of its id completes nothing
-            if let Some(span) = self.calls.get_mut(&id) {
-                span.1 = end;
-            }
-        }
-        true
+        Ok(true)
     }
 
     /// The plan of the `len` bytes scanned.
-    fn finish(self, len: u64) -> Plan {
+    fn finish(self, len: u64) -> std::io::Result<Plan> {
         let Builder {
             stem,
             mut sessions,
-            calls,
             held,
-            blocked: mut blocked_before,
+            blocked: blocked_before,
+            mut ids,
+            points: recorded,
+            cell,
+            region,
             ..
         } = self;
+        let n = ids.len();
+        let bucket = |pos: u64| (pos / region) as usize;
+        // Each id's records together (sorted by hash, then line): a call
+        // blocks from its id's first call to the last result after it (a
+        // result before any call completes nothing), and an id given twice
+        // is a repeat from its first line to its last.
+        let mut spans = Spill::new(n)?;
+        let mut repeats = Spill::new(n)?;
+        for k in 0..n {
+            let mut records = ids.take(k)?;
+            records.sort_unstable();
+            for group in records.chunk_by(|a, b| a[0] == b[0]) {
+                let key = group[0][0];
+                let (mut call, mut result) = (None, 0);
+                let (mut seen, mut first, mut last, mut positional) = (0, u64::MAX, 0, false);
+                for &[_, end, kind] in group {
+                    match kind {
+                        CALL => drop(call.get_or_insert(end)),
+                        RESULT if call.is_some() => result = end,
+                        RESULT => {}
+                        _ => {
+                            seen += 1;
+                            first = first.min(end);
+                            last = end;
+                            positional |= kind == POSITIONAL;
+                        }
+                    }
+                }
+                if let Some(call) = call.filter(|&c| result > c) {
+                    spans.push(bucket(call), [call, result, 0])?;
+                }
+                if positional {
+                    // a positional id may be given before or after it: all along
+                    repeats.push(0, [0, u64::MAX, key])?;
+                } else if seen > 1 {
+                    repeats.push(bucket(first), [first, last, key])?;
+                }
+            }
+        }
+        drop(ids);
         // aside lines and nothing else: they join the stem
         if let Some((_, last)) = held {
             sessions.entry(stem).or_insert((0, last)).1 = last;
@@ -527,18 +703,14 @@ impl Builder {
         if let Some(span) = sessions.get_mut(&stem) {
             span.0 = 0;
         }
-        let mut blocked: Vec<(u64, u64)> = calls
-            .into_values()
-            .filter(|&(call, result)| result > call)
-            .collect();
-        blocked.append(&mut blocked_before);
-        let mut spans: Vec<(u64, u64)> = sessions.values().copied().collect();
-        spans.sort_unstable();
+        let mut blocked = blocked_before;
+        let mut order: Vec<(u64, u64)> = sessions.values().copied().collect();
+        order.sort_unstable();
         let mut reach = 0; // the latest end of the sessions begun before
-        for (k, &(first, end)) in spans.iter().enumerate() {
+        for (k, &(first, end)) in order.iter().enumerate() {
             // Another session read after this one began, before the cut,
             // while this one goes on past it: its rows would split this one's.
-            if let Some(&(next, _)) = spans.get(k + 1) {
+            if let Some(&(next, _)) = order.get(k + 1) {
                 if next < end {
                     blocked.push((next, end));
                 }
@@ -552,22 +724,60 @@ impl Builder {
             }
             reach = reach.max(end);
         }
-        blocked.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(blocked.len());
         for (lo, hi) in blocked {
-            match merged.last_mut() {
-                // touching spans merge: `hi` itself is blocked by the next
-                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-                _ => merged.push((lo, hi)),
+            spans.push(bucket(lo), [lo, hi, 0])?;
+        }
+        // The blocked spans in order, merged, leave the recorded line ends
+        // outside them and each span's end (never inside another: touching
+        // spans merge); the first of those in each cell is kept.
+        let mut points: Vec<u64> = Vec::new();
+        let mut recorded = recorded.into_iter().peekable();
+        let keep = |p: u64, points: &mut Vec<u64>| {
+            if points.last().is_none_or(|&q| q / cell != p / cell) {
+                points.push(p);
+            }
+        };
+        let mut emit = |(lo, hi): (u64, u64), points: &mut Vec<u64>| {
+            while let Some(p) = recorded.next_if(|&p| p < hi) {
+                if p < lo {
+                    keep(p, points);
+                }
+            }
+            keep(hi, points);
+        };
+        let mut open: Option<(u64, u64)> = None;
+        for k in 0..n {
+            let mut records = spans.take(k)?;
+            records.sort_unstable();
+            for [lo, hi, _] in records {
+                match &mut open {
+                    Some(span) if lo <= span.1 => span.1 = span.1.max(hi),
+                    _ => {
+                        if let Some(span) = open.replace((lo, hi)) {
+                            emit(span, &mut points);
+                        }
+                    }
+                }
             }
         }
-        merged.shrink_to_fit(); // kept for the whole read
+        if let Some(span) = open {
+            emit(span, &mut points);
+        }
+        emit((len, len), &mut points); // the rest, and the file's end
+        points.shrink_to_fit(); // kept for the whole read
         let ends = sessions.into_iter().map(|(id, s)| (id, s.1)).collect();
-        Plan {
-            blocked: merged,
+        Ok(Plan {
+            points,
             ends,
             len,
-        }
+            repeats: Repeats {
+                spill: repeats,
+                region,
+                next: 0,
+                pending: VecDeque::new(),
+                open: HashMap::new(),
+            },
+        })
     }
 }
 
@@ -581,6 +791,7 @@ mod tests {
             aside: false,
             calls: calls.iter().map(|c| hash(c.as_bytes())).collect(),
             results: results.iter().map(|c| hash(c.as_bytes())).collect(),
+            uuid: None,
         }
     }
 
@@ -657,6 +868,7 @@ mod tests {
                 aside: true,
                 calls,
                 results,
+                uuid: None,
             },
             _ => unreachable!(),
         }
@@ -699,11 +911,104 @@ mod tests {
 
     fn plan(lines: Vec<Facts>) -> Plan {
         let n = lines.len() as u64;
-        let mut b = Builder::new("stem");
+        let mut b = Builder::new("stem", 10 * n, 1).unwrap();
         for (k, facts) in lines.into_iter().enumerate() {
-            assert!(b.line(10 * (k as u64 + 1), facts)); // each line ends at 10 * its number
+            // each line ends at 10 * its number
+            assert!(b.line(10 * (k as u64 + 1), facts).unwrap());
         }
-        b.finish(10 * n)
+        b.finish(10 * n).unwrap()
+    }
+
+    fn with_uuid(facts: Facts, id: &str) -> Facts {
+        match facts {
+            Facts::Event {
+                session,
+                aside,
+                calls,
+                results,
+                ..
+            } => Facts::Event {
+                session,
+                aside,
+                calls,
+                results,
+                uuid: Some((hash(id.as_bytes()), positional(id.as_bytes()))),
+            },
+            other => other,
+        }
+    }
+
+    #[test]
+    fn the_scan_reads_a_top_level_uuid_and_whether_it_looks_positional() {
+        let line = br#"{"type":"user","uuid":"u\u0031","message":{"uuid":"inner"}}"#;
+        assert_eq!(scan_line(line), with_uuid(event(None, &[], &[]), "u1"));
+        let line = br#"{"type":"user","sessionId":"s","uuid":"s-e000012"}"#;
+        assert_eq!(
+            scan_line(line),
+            with_uuid(event(Some("s"), &[], &[]), "s-e000012")
+        );
+        assert!(positional(b"x-e1234567") && !positional(b"x-e12345") && !positional(b"e000001"));
+        // falsy: no uuid (the mapper gives a positional id)
+        for line in [
+            &br#"{"type":"user","uuid":""}"#[..],
+            br#"{"type":"user","uuid":null}"#,
+            br#"{"type":"user","uuid":0}"#,
+        ] {
+            assert_eq!(scan_line(line), event(None, &[], &[]));
+        }
+        // a uuid the mapper would turn into text some other way: read whole
+        for line in [
+            &br#"{"type":"user","uuid":7}"#[..],
+            br#"{"type":"user","uuid":["a"]}"#,
+            br#"{"type":"user","uuid":"a","uuid":"b"}"#,
+        ] {
+            assert_eq!(scan_line(line), Facts::Unsure);
+        }
+    }
+
+    #[test]
+    fn ids_repeated_at_any_distance_stay_known_across_cuts_until_their_last_line() {
+        let e = |id: &str| with_uuid(event(Some("s"), &[], &[]), id);
+        let mut p = plan(vec![
+            e("a"),         // 10
+            e("b"),         // 20
+            e("c"),         // 30
+            e("s-e000009"), // 40: may meet a positional id anywhere
+            e("a"),         // 50: a again
+            e("d"),         // 60
+        ]);
+        let open = |p: &Plan, id: &str| p.repeats(hash(id.as_bytes()));
+        p.advance(10).unwrap();
+        assert!(open(&p, "a") && open(&p, "s-e000009") && !open(&p, "b"));
+        p.advance(30).unwrap();
+        assert!(open(&p, "a") && !open(&p, "c"));
+        p.advance(50).unwrap(); // past a's last line
+        assert!(!open(&p, "a") && open(&p, "s-e000009") && !open(&p, "d"));
+    }
+
+    #[test]
+    fn a_coarse_grid_keeps_one_safe_cut_a_cell() {
+        let lines = || {
+            vec![
+                event(Some("a"), &["t"], &[]), // 10
+                event(Some("a"), &[], &["t"]), // 20
+                event(Some("a"), &[], &[]),    // 30
+                event(Some("a"), &["u"], &[]), // 40
+                event(Some("a"), &[], &[]),    // 50
+                event(Some("a"), &[], &["u"]), // 60
+                event(Some("a"), &[], &[]),    // 70
+            ]
+        };
+        let mut b = Builder::new("stem", 70, 25).unwrap();
+        for (k, facts) in lines().into_iter().enumerate() {
+            assert!(b.line(10 * (k as u64 + 1), facts).unwrap());
+        }
+        let p = b.finish(70).unwrap();
+        // kept: the first line end of each 25-byte cell (10, 30, 50) unless
+        // blocked (10, 50), and the blocked spans' ends (20, 60), one a cell
+        assert_eq!(p.points, [20, 30, 60]);
+        let cuts: Vec<u64> = (1..=7).map(|k| p.cut(10 * k)).collect();
+        assert_eq!(cuts, [20, 20, 30, 60, 60, 60, 70]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod openhands;
 pub mod pyjson;
 mod responses;
 pub mod rows;
+mod spill;
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -289,10 +290,22 @@ impl Stream {
             let out = claude_code::read_file(&sources[0], target, self.next_line, carry);
             self.next_line += memchr::memchr_iter(b'\n', data).count();
             settle.file(0, out, continued)?;
-            if let Some(plan) = &self.plan {
-                // the sessions that end here need nothing more
+            if let Some(plan) = &mut self.plan {
+                // the sessions that end here need nothing more, nor the ids
+                // no later line can ask for
                 let at = self.offset + data.len() as u64;
+                plan.advance(at).map_err(|e| CoreError::Format {
+                    what: format!(
+                        "{}: the first pass's temporary files in {} cannot be read: {e}",
+                        file.path,
+                        std::env::temp_dir().display()
+                    ),
+                    at: Default::default(),
+                })?;
                 carry.sessions.retain(|s| plan.continues(&s.id, at));
+                for session in &mut carry.sessions {
+                    session.ids.retain(|key| plan.repeats(key));
+                }
             }
         } else {
             let mut chunks = Vec::new();
