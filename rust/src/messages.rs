@@ -333,10 +333,7 @@ pub fn tokens_within(
             role::SYSTEM => {
                 for row in msg.rows.clone() {
                     if table.part_type[row] == part_type::TEXT {
-                        let n = output(row);
-                        units.add(n);
-                        sure += u64::from(n.hi > 0);
-                        blocks += u64::from(n.hi > 0);
+                        text_part(&mut units, &mut blocks, &mut sure, row);
                     }
                 }
             }
@@ -455,7 +452,7 @@ impl<'a> Content<'a> {
     }
 }
 
-/// A text part as user and assistant messages send it: non-empty and not ignored.
+/// A text part as every message sends it: non-empty and not ignored.
 fn push_sent_text<'a>(table: &PartTable<'a>, row: usize, content: &mut Content<'a>) -> Result<()> {
     // The length is all an additive estimate needs (counted once when
     // output_utf16 is there), and it is read once.
@@ -518,7 +515,7 @@ fn message_tokens(
         role::SYSTEM => {
             for row in msg.rows.clone() {
                 if table.part_type[row] == part_type::TEXT {
-                    content.push_output(table, row);
+                    push_sent_text(table, row, &mut content)?;
                 }
             }
             Ok(sent_content(&content, "\n\n", config))

@@ -22,6 +22,7 @@ from ctxcompact import formats
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.reader import iter_jsonl, read_jsonl
 from ctxcompact.formats.views import to_model_chat
+from ctxcompact.scans.view import to_model_messages
 from hypothesis import given
 from hypothesis import strategies as st
 from test_ingest import JSON, SETTINGS, TEXT, assert_same_as_python, chat_messages, write_lines
@@ -607,3 +608,26 @@ def test_a_claude_code_event_whose_id_is_taken_is_left_out_without_a_trace(
     assert [r.line for r in got.rejected] == [2]
     assert got.table.column("status").to_pylist()[0] == "pending"  # completed by nothing
     assert got.table.column("message_id").to_pylist() == ["s-e000001", "u3"]
+
+
+def test_claude_code_system_events_are_kept_but_not_model_input(tmp_path: Path) -> None:
+    """A ``system`` event (a hook's note, a local command, an API retry) is
+    shown to the user, never sent: its text is kept (ignored) and written back,
+    but neither the view nor any estimate counts it (it was a system message
+    of the model input, ~340 tokens here)."""
+    note = {"type": "system", "uuid": "x1", "sessionId": "s", "level": "info",
+            "content": "Running PostToolUse hooks " * 50}  # fmt: skip
+    events = [event("u1", "s", "hi", "user"), note, event("a1", "s", "yo")]
+    path = write_lines(tmp_path / "s.jsonl", events)
+    native = assert_same_as_python(path, "claude-code").table
+    (session,) = formats.read(path, "claude-code")
+    part = session.messages[1].parts[0]
+    assert part.text == note["content"] and part.ignored is True
+    assert [m["role"] for m in to_model_messages(session)] == ["user", "assistant"]
+    plain = write_lines(tmp_path / "p.jsonl", [events[0], events[2]])
+    expected = cc.estimate_messages(read_jsonl(plain, "claude-code").table).total
+    assert cc.estimate_messages(native).total == expected
+    assert cc.estimate_messages(cc.Transcript.from_sessions([session])).total == expected
+    bounds = cc.estimate_messages(native.drop_columns(["output_utf16"])).total
+    assert bounds == expected
+    assert formats.to_claude_code(session)[1] == note  # written back as read

@@ -302,7 +302,7 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
             out.append(MessageWithParts(
                 info=SystemMessage(id=mid, sessionID=sid, source={"event": rest,
                                    "text_key": "summary" if "summary" in event else None}),
-                parts=[Part(id=f"{mid}-p00", type="text", text=text)] if text else [],
+                parts=[_aside_text(f"{mid}-p00", text, event)] if text else [],
             ))  # fmt: skip
             continue
         source = {"event": {k: v for k, v in event.items() if k != "message"},
@@ -320,6 +320,15 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
             info = UserMessage(id=mid, sessionID=sid, source=source)
         out.append(MessageWithParts(info=info, parts=parts))
     return Session(info=SessionInfo(id=sid), messages=out)
+
+
+def _aside_text(pid: str, text: str, event: Mapping[str, Any]) -> Part:
+    """The text of an event without a message body. A ``system`` event (a hook's
+    or a local command's note, an API retry, a compaction boundary) is shown to
+    the user, never sent to the model: its text is kept, ``ignored``."""
+    if event.get("type") == "system":
+        return Part(id=pid, type="text", text=text, ignored=True)
+    return Part(id=pid, type="text", text=text)
 
 
 def to_claude_code(session: Session) -> list[dict[str, Any]]:

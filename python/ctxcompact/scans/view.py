@@ -135,7 +135,9 @@ def to_model_messages(
             steps -= 1  # newer assistant messages than this one
             messages.extend(_assistant(message, policy, thinking=steps < keep))
         elif isinstance(message.info, SystemMessage):
-            text = "\n\n".join(p.text for p in message.parts if p.type == "text" and p.text)
+            text = "\n\n".join(
+                p.text for p in message.parts if p.type == "text" and p.text and not p.ignored
+            )
             if text:
                 messages.append({"role": "system", "content": text})
         else:

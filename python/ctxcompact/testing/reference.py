@@ -431,7 +431,7 @@ def model_messages(
         ]
         return [(content, calls, 0), *((r, [], 0) for r in results)]
     if message.role == "system":
-        content = "\n\n".join(texts(False))
+        content = "\n\n".join(texts(True))
         return [(content, [], 0)] if content else []
     blocks: list[str] = []
     images = 0

@@ -409,6 +409,9 @@ impl Events {
                 .map(py_str)
                 .unwrap_or_default();
             let key = event.contains_key("summary").then(|| str("summary"));
+            // A system event (a hook's or local command's note, a retry) is
+            // shown to the user, never sent to the model: its text is ignored.
+            let aside = event.get("type").and_then(Value::as_str) == Some("system");
             event.shift_remove("summary");
             let mut head = info(&mid, &sid, "system");
             head.insert(
@@ -421,7 +424,11 @@ impl Events {
             let parts = if text.is_empty() {
                 Vec::new()
             } else {
-                vec![text_part(format!("{mid}-p00"), Value::String(text), None)]
+                let mut part = text_part(format!("{mid}-p00"), Value::String(text), None);
+                if let (true, Value::Object(fields)) = (aside, &mut part) {
+                    fields.insert("ignored".into(), Value::Bool(true));
+                }
+                vec![part]
             };
             self.ids.insert(mid.clone());
             self.turns

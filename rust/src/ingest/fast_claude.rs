@@ -495,7 +495,12 @@ pub fn read_file<'t>(
                 });
                 json.push_str("}}");
                 if let Some(text) = text {
-                    parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(text)));
+                    let mut part = text_row(format!("{mid}-p00"), Cow::Borrowed(text));
+                    if matches!(get(event, "type"), Some(J::Str(t)) if t == "system") {
+                        // shown to the user (hooks, local commands, retries), never sent
+                        part.json = "{\"ignored\":true}".to_owned();
+                    }
+                    parts.push(part);
                 }
                 Message::system(index, json, parts)
             }
