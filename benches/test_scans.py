@@ -128,7 +128,8 @@ POLICIES = {
     "opencode": {},
     "opencode-no-part-json": {},
     "swe-agent": {"preset": "swe-agent"},
-    # supersession parses every tool input
+    # supersession reads every asked-about call's target (parsed from its
+    # input, or read from tool_target with "+targets")
     "aggressive": {"preset": "aggressive"},
     "render": {
         "preset": "swe-agent",
@@ -165,13 +166,27 @@ def table_json_counted(table_json: pa.Table) -> pa.Table:
     return with_output_units(table_json).to_arrow()
 
 
+def _with_targets(table: pa.Table) -> pa.Table:
+    """``table`` with each call's supersession target worked out once
+    (``tool_target``); skipped on a core from before the column."""
+    scans = pytest.importorskip("ctxcompact.scans")
+    if not hasattr(scans, "with_tool_targets"):
+        pytest.skip("this core has no tool_target column")
+    return scans.with_tool_targets(table).to_arrow()  # type: ignore[no-any-return]
+
+
 @pytest.mark.benchmark(group="prune-policy")
-@pytest.mark.parametrize("lengths", ["text", "counted"])
+@pytest.mark.parametrize("lengths", ["text", "counted", "text+targets", "counted+targets"])
 @pytest.mark.parametrize("name", POLICIES)
 def test_prune_policy(
     benchmark: Any, table_json: pa.Table, table_json_counted: pa.Table, name: str, lengths: str
 ) -> None:
-    table = table_json_counted if lengths == "counted" else table_json
+    table = table_json_counted if lengths.startswith("counted") else table_json
+    if lengths.endswith("+targets"):
+        # Targets matter to supersession only: the rule's baseline is the same.
+        if name not in ("opencode-no-part-json", "aggressive", "opencode+supersede"):
+            pytest.skip("reads no target")
+        table = _with_targets(table)
     if name.endswith("no-part-json"):
         table = table.drop_columns(["part_json"])
     _info(benchmark, table)

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use ctxcompact::estimate::{estimate_array, Method};
 use ctxcompact::pivot::pivot_starts;
-use ctxcompact::prune::{prune, PruneConfig, TurnUnit};
+use ctxcompact::prune::{prune, tool_target_array, PruneConfig, TurnUnit, TOOL_TARGET};
 use ctxcompact::{Columns, PartTable, Scan};
 
 /// `sessions` sessions of 50 turns: user text, assistant with 3 tool parts.
@@ -170,6 +171,27 @@ fn bench(c: &mut Criterion) {
         group.bench_function(*name, |b| {
             b.iter(|| {
                 let cols = Columns::from_batches(&batches, config.scan()).unwrap();
+                let t = PartTable::new(&cols).unwrap();
+                black_box(prune(&t, config).unwrap())
+            })
+        });
+    }
+    // The two supersession policies again with each call's target worked
+    // out once (`tool_target`, as the library's tables carry it).
+    let targeted = {
+        let b = &batches[0];
+        let column = |name| b.column_by_name(name).unwrap().clone();
+        let targets = tool_target_array(&column("tool"), &column("input")).unwrap();
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(TOOL_TARGET, DataType::LargeUtf8, true)));
+        let mut columns = b.columns().to_vec();
+        columns.push(Arc::new(targets));
+        [RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()]
+    };
+    for (name, config) in policies.iter().filter(|(_, c)| c.supersede) {
+        group.bench_function(format!("{name}_targets"), |b| {
+            b.iter(|| {
+                let cols = Columns::from_batches(&targeted, config.scan()).unwrap();
                 let t = PartTable::new(&cols).unwrap();
                 black_box(prune(&t, config).unwrap())
             })

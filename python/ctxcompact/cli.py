@@ -75,7 +75,7 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS
+from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -207,8 +207,9 @@ VerifyOption = Annotated[
     bool,
     typer.Option("--verify",
                  help="Re-count every output against its stored length (output_utf16, "
-                 "output_units_<family>) first; a count that no longer matches its text "
-                 "(outputs edited after ingest) is an error naming the row."),
+                 "output_units_<family>) and work out every tool_target again first; a "
+                 "count that no longer matches its text, or a target its input (edited "
+                 "after ingest), is an error naming the row."),
 ]  # fmt: skip
 ContextOption = Annotated[
     int | None,
@@ -633,9 +634,9 @@ def _ingest_to_parquet(
                 reject_file = rejects_tmp.open("w", encoding="utf-8")
         for window in iter_sessions(inputs, fmt, on_error=on_error,  # type: ignore[arg-type]
                                     threads=threads, window_bytes=window_bytes):  # fmt: skip
-            table = window.table  # the readers count output_utf16 already
+            table = window.table  # the readers count output_utf16 (and tool_target) already
             if not count_units:
-                table = table.drop_columns([OUTPUT_UNITS])
+                table = table.drop_columns([OUTPUT_UNITS, TOOL_TARGET])
             for method in count_methods:
                 table = with_output_units(table, method=method, threads=threads).to_arrow()
             with _output_errors(out, option):
@@ -699,16 +700,17 @@ def _load(path: Path, fmt: str | None) -> cc.Transcript:
 
 
 def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
-    """``--verify``: every counted column of ``table`` matches its text (all
-    rows, not a sample: one stale row gives wrong numbers). ``offset``: the
-    table's first row in ``path``."""
+    """``--verify``: every counted column of ``table`` matches its text, and
+    every ``tool_target`` its tool and input (all rows, not a sample: one
+    stale row gives wrong numbers). ``offset``: the table's first row in
+    ``path``."""
     from ctxcompact.scans import verify_output_units
     from ctxcompact.transcript import counted_columns
 
     counted = counted_columns(table.schema)
-    if not counted:
+    if not counted and TOOL_TARGET not in table.column_names:
         return
-    if "output" not in table.column_names:
+    if counted and "output" not in table.column_names:
         raise MissingColumnError(
             f"{path}: --verify needs the output text (no column 'output') to check "
             f"{', '.join(counted)}", column="output",
@@ -733,9 +735,10 @@ def _verify_parquet(source: Path, batch_rows: int) -> None:
         except (pa.ArrowInvalid, OSError):
             return  # left to the reader, which names it
         counted = counted_columns(file.schema_arrow)
-        if not counted:
+        targets = [TOOL_TARGET, "tool", "input"] if TOOL_TARGET in file.schema_arrow.names else []
+        if not counted and not targets:
             continue
-        names = [c for c in ("session_id", "message_id", "output", *counted)
+        names = [c for c in ("session_id", "message_id", "output", *counted, *targets)
                  if c in file.schema_arrow.names]  # fmt: skip
         offset = 0
         with _naming(path):
@@ -1390,8 +1393,9 @@ def ingest(
         bool,
         typer.Option(
             "--count-units/--no-count-units",
-            help="Keep output_utf16: each output's length, counted once at ingest so later "
-            "scans (prune, report-only runs) need not read the text.",
+            help="Keep output_utf16 and tool_target: each output's length and each tool "
+            "call's supersession target, worked out once at ingest so later scans (prune, "
+            "report-only runs) need not read the text or parse the inputs.",
         ),
     ] = True,
     count_methods: Annotated[

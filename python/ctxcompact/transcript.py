@@ -51,17 +51,22 @@ SCHEMA = pa.schema(
         # Each output's UTF-16 length, counted once when the table is made;
         # derived from ``output`` (a table without it is measured from the text).
         ("output_utf16", pa.int64()),
+        # Each tool call's supersession target, worked out once from ``tool``
+        # and ``input`` (``tool_targets``): "" where it has none.
+        ("tool_target", pa.large_string()),
     ]
 )
 #: The counted-once output lengths column (``scans.with_output_units``).
 OUTPUT_UNITS = "output_utf16"
+#: The worked-out-once supersession targets column (``scans.with_tool_targets``).
+TOOL_TARGET = "tool_target"
+#: The columns derived from others when a table is made.
+DERIVED = (OUTPUT_UNITS, TOOL_TARGET)
 #: Field metadata of a family's counted column: the table it was counted with.
 UNITS_KEY = "ctxcompact.units"
 #: The columns the scans read (the schema minus the ``*_json`` columns and
 #: the derived counts, which are optional).
-SCAN_COLUMNS = [
-    name for name in SCHEMA.names if not name.endswith("_json") and name != OUTPUT_UNITS
-]
+SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json") and name not in DERIVED]
 REQUIRED = ("session_id", "message_id", "role", "part_type")
 ROLES = {"user", "assistant", "system"}
 
@@ -136,7 +141,7 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
     ``output_utf16`` is taken from the counts a store kept with a loaded
     session (``Session._stored``) for each part that still holds the text
     counted; every other output is counted here."""
-    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name != OUTPUT_UNITS}
+    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names if name not in DERIVED}
     rows = columns["part_id"]
     stored: dict[int, int] = {}  # row: its part's stored count
 
@@ -179,8 +184,15 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
         table = pa.table(columns, schema=_WITHOUT_COUNTS)
     except UnicodeEncodeError as e:
         raise _unencodable(columns, e) from None
+    table = table.append_column(SCHEMA.field(OUTPUT_UNITS), _output_units(table, stored))
+    return table.append_column(SCHEMA.field(TOOL_TARGET), tool_targets(table))
+
+
+def _output_units(table: pa.Table, stored: Mapping[int, int]) -> pa.ChunkedArray | pa.Array:
+    """``output_utf16``: the counts a store kept (``stored``, by row), the
+    other outputs counted now."""
     if not stored:
-        return table.append_column(SCHEMA.field(OUTPUT_UNITS), count_output_units(table))
+        return count_output_units(table)
     units: list[int | None] = [None] * table.num_rows
     for at, n in stored.items():
         units[at] = n
@@ -190,10 +202,23 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
         missing = pc.and_(pc.is_null(counts), pc.is_valid(table.column("output"))).combine_chunks()
         fresh = count_output_units(table.select(["output"]).filter(missing))
         counts = pc.replace_with_mask(counts, missing, fresh.combine_chunks())
-    return table.append_column(SCHEMA.field(OUTPUT_UNITS), pc.fill_null(counts, 0))
+    return pc.fill_null(counts, 0)
 
 
-_WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name != OUTPUT_UNITS])
+_WITHOUT_COUNTS = pa.schema([f for f in SCHEMA if f.name not in DERIVED])
+
+
+def tool_targets(table: pa.Table, threads: int | None = None) -> pa.ChunkedArray:
+    """Each row's supersession target (the ``tool_target`` column), worked
+    out from ``tool`` and ``input`` in Rust on the thread pool:
+    ``file:<path>``, ``cmd:<n>:<tool>:<command>`` (``n`` the tool name's
+    length in UTF-8 bytes) or ``""`` when the call has none (docs/schema.md).
+    No null, so the column's statistics prove every row worked out."""
+    from ctxcompact import _core
+
+    return pa.chunked_array(
+        _core.tool_targets(table.select(["tool", "input"]), threads), type=pa.large_string()
+    )
 
 
 def count_output_units(
@@ -495,8 +520,12 @@ class Transcript:
 
     def with_column(self, name: str, values: pa.Array | pa.ChunkedArray) -> Transcript:
         """A new transcript with column ``name`` replaced (or added). New
-        outputs are counted again (every counted column follows ``output``)."""
+        outputs are counted again (every counted column follows ``output``), and
+        new tools or inputs give new targets (``tool_target``)."""
         table = _set_column(self._table, name, values)
+        if name in ("tool", "input") and TOOL_TARGET in table.column_names:
+            index = table.schema.get_field_index(TOOL_TARGET)
+            table = table.set_column(index, SCHEMA.field(TOOL_TARGET), tool_targets(table))
         if name == "output":
             for counted, method in counted_columns(table.schema, current=False).items():
                 field = counted_field(method)

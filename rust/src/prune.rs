@@ -15,10 +15,12 @@ use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::str::FromStr;
 
+use arrow_array::builder::LargeStringBuilder;
+use arrow_array::{Array, ArrayRef, LargeStringArray};
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::{same_str, Members, StrCol};
+use crate::columns::{same_str, Members, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -360,6 +362,99 @@ impl Hasher for Prehashed {
     }
 }
 
+/// The optional column of each tool call's supersession target, worked out
+/// once (at ingest, as `output_utf16` is) so the scan reads a short string
+/// instead of parsing the call's input (docs/schema.md).
+pub const TOOL_TARGET: &str = "tool_target";
+
+/// A call's `tool_target`: `file:<path>`, `cmd:<n>:<tool>:<command>` (`n`
+/// the tool name's byte length, so every name reads back exactly), or `""`
+/// when it has none. Two calls supersede one another exactly when their
+/// values are equal.
+pub fn tool_target(tool: Option<&str>, input: Option<&str>) -> String {
+    let mut out = String::new();
+    write_tool_target(&mut out, tool, input).expect("a String takes every write");
+    out
+}
+
+/// `tool_target` written to `out` (an Arrow string builder's current value).
+pub fn write_tool_target(
+    out: &mut impl std::fmt::Write,
+    tool: Option<&str>,
+    input: Option<&str>,
+) -> std::fmt::Result {
+    match Target::of(input) {
+        None => Ok(()),
+        Some(Target::Path(path)) => write!(out, "file:{path}"),
+        Some(Target::Command(command)) => {
+            let tool = tool.unwrap_or("");
+            write!(out, "cmd:{}:{tool}:{command}", tool.len())
+        }
+    }
+}
+
+/// The `tool_target` column of a batch's `tool` and `input` columns (any
+/// string layouts), worked out in parallel blocks.
+pub fn tool_target_array(tool: &ArrayRef, input: &ArrayRef) -> Result<LargeStringArray> {
+    let (tool, input) = (StrChunk::new("tool", tool)?, StrChunk::new("input", input)?);
+    let rows = input.len();
+    if tool.len() != rows {
+        return Err(CoreError::Config(format!(
+            "tool has {} rows and input {rows}: they must be columns of one table",
+            tool.len()
+        )));
+    }
+    const BLOCK: usize = 16_384;
+    let blocks: Vec<LargeStringArray> = (0..rows.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let mut out = LargeStringBuilder::new();
+            for row in b * BLOCK..rows.min((b + 1) * BLOCK) {
+                write_tool_target(&mut out, tool.value(row), input.value(row))
+                    .expect("a string builder takes every write");
+                out.append_value("");
+            }
+            out.finish()
+        })
+        .collect();
+    let parts: Vec<&dyn Array> = blocks.iter().map(|a| a as &dyn Array).collect();
+    Ok(match parts.len() {
+        0 => LargeStringArray::from(Vec::<&str>::new()),
+        _ => arrow_select::concat::concat(&parts)
+            .map_err(|e| CoreError::Internal(format!("joining the tool targets: {e}")))?
+            .as_any()
+            .downcast_ref::<LargeStringArray>()
+            .expect("large strings joined")
+            .clone(),
+    })
+}
+
+/// A `tool_target` read back (borrowing from it); `Err` when it is not one.
+#[inline]
+fn stale_of_target(value: &str) -> std::result::Result<Option<Stale<'_>>, ()> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if let Some(path) = value.strip_prefix("file:") {
+        return match path.is_empty() {
+            true => Err(()),
+            false => Ok(Some(Stale::Path(Cow::Borrowed(path)))),
+        };
+    }
+    let rest = value.strip_prefix("cmd:").ok_or(())?;
+    let (n, rest) = rest.split_once(':').ok_or(())?;
+    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(());
+    }
+    let n: usize = n.parse().map_err(|_| ())?;
+    let tool = rest.get(..n).ok_or(())?;
+    let command = rest[n..].strip_prefix(':').ok_or(())?;
+    match command.is_empty() {
+        true => Err(()),
+        false => Ok(Some(Stale::Command(tool, Cow::Borrowed(command)))),
+    }
+}
+
 /// `tool` is read only for a command (most targets are paths).
 #[inline]
 fn stale_key<'a>(
@@ -377,6 +472,7 @@ fn stale_key<'a>(
 /// first) go into `seen` as far as that row and no further, so the rows the
 /// selection never asks about are never parsed or hashed.
 struct Superseded<'s, 'a> {
+    table: &'s PartTable<'a>,
     tools: &'s [usize],
     /// `tools[next..]` are not in `seen` yet.
     next: usize,
@@ -387,21 +483,36 @@ struct Superseded<'s, 'a> {
 
 impl<'a> Superseded<'_, 'a> {
     /// `row` (a tool row older than every row asked about before) is stale.
-    fn of(&mut self, row: usize) -> bool {
+    fn of(&mut self, row: usize) -> Result<bool> {
         while self.tools[self.next] != row {
-            if let Some(k) = self.key(self.tools[self.next]) {
+            if let Some(k) = self.key(self.tools[self.next])? {
                 self.seen.insert(k);
             }
             self.next += 1;
         }
         self.next += 1;
-        self.key(row).is_some_and(|k| !self.seen.insert(k))
+        Ok(self.key(row)?.is_some_and(|k| !self.seen.insert(k)))
     }
 
+    /// The row's target: from `tool_target` when worked out there (not
+    /// null), else from its input.
     #[inline(always)]
-    fn key(&self, row: usize) -> Option<Key<'a>> {
+    fn key(&self, row: usize) -> Result<Option<Key<'a>>> {
+        if let Some(value) = self.table.tool_target.as_ref().and_then(|c| c.get(row)) {
+            return match stale_of_target(value) {
+                Ok(stale) => Ok(stale.map(Key::new)),
+                Err(()) => Err(CoreError::UnknownValue {
+                    what: "tool target (expected \"\", file:<path> or cmd:<n>:<tool>:<command>)",
+                    value: value.to_owned(),
+                    at: Location::column(TOOL_TARGET)
+                        .row(row)
+                        .session(self.table.session_id.get(row))
+                        .message(self.table.message_id.get(row)),
+                }),
+            };
+        }
         let tool = self.tool;
-        stale_key(|| tool.get(row), self.input.get(row))
+        Ok(stale_key(|| tool.get(row), self.input.get(row)))
     }
 }
 
@@ -540,6 +651,7 @@ fn prune_session<'a>(
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
     let mut stale = input.map(|input| Superseded {
+        table,
         tools,
         next: 0,
         seen,
@@ -570,7 +682,7 @@ fn prune_session<'a>(
         // past the token window and the recent ones, a stale output and a
         // kept-counted one are both pruned, and neither window looks back.
         let superseded = match &mut stale {
-            Some(stale) if !small && (window <= config.protect || recent) => stale.of(row),
+            Some(stale) if !small && (window <= config.protect || recent) => stale.of(row)?,
             _ => false,
         };
         if superseded {
@@ -598,6 +710,11 @@ fn prune_session<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::RecordBatch;
+    use arrow_schema::{DataType, Field, Schema};
+
     use super::*;
     use crate::schema::{Columns, Scan};
     use crate::testutil::*;
@@ -950,20 +1067,112 @@ mod tests {
             minimum: 0,
             ..Default::default()
         };
-        let batches = [batch(&[("s", msgs)])];
-        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
-        let table = PartTable::new(&cols).unwrap();
-        let r = prune(&table, &config).unwrap().remove(0);
+        let r = run_scan(msgs, &config);
         // Inside a 100k window only the stale ones go: the older pytest run and a0.
         assert_eq!((r.rows, r.pruned), (vec![4, 1], 2_000));
     }
 
-    /// `msgs` pruned under `config` (its own scan, supersession's inputs too).
+    /// `b` with a `tool_target` column worked out from it, null at the rows
+    /// `null` names (those the scan works out from the input).
+    fn with_targets(b: &RecordBatch, null: impl Fn(usize) -> bool) -> RecordBatch {
+        use arrow_array::Array;
+        let column = |name| b.column(b.schema().index_of(name).unwrap()).clone();
+        let all = tool_target_array(&column("tool"), &column("input")).unwrap();
+        let values: LargeStringArray = (0..all.len())
+            .map(|r| (!null(r)).then(|| all.value(r)))
+            .collect();
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(TOOL_TARGET, DataType::LargeUtf8, true)));
+        let mut columns = b.columns().to_vec();
+        columns.push(Arc::new(values));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    fn prune_batch(b: RecordBatch, config: &PruneConfig) -> Result<SessionPrune> {
+        let batches = [b];
+        let cols = Columns::from_batches(&batches, config.scan())?;
+        let table = PartTable::new(&cols)?;
+        Ok(prune(&table, config)?.remove(0))
+    }
+
+    /// `msgs` pruned under `config` (its own scan, supersession's inputs too),
+    /// the same with the targets worked out once (`tool_target`), in full or
+    /// on every other row.
     fn run_scan(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {
-        let batches = [batch(&[("s", msgs)])];
-        let cols = Columns::from_batches(&batches, config.scan()).unwrap();
-        let table = PartTable::new(&cols).unwrap();
-        prune(&table, config).unwrap().remove(0)
+        let b = batch(&[("s", msgs)]);
+        let plain = prune_batch(b.clone(), config).unwrap();
+        for null in [|_| false, |r| r % 2 == 0] as [fn(usize) -> bool; 2] {
+            let targeted = prune_batch(with_targets(&b, null), config).unwrap();
+            assert_eq!(targeted, plain, "with the target column");
+        }
+        plain
+    }
+
+    #[test]
+    fn tool_targets_name_each_target_exactly() {
+        let t = |tool, input| tool_target(tool, Some(input));
+        assert_eq!(t(Some("read"), r#"{"filePath":"a.py"}"#), "file:a.py");
+        assert_eq!(t(Some("edit"), r#"{"path":"src\/a.py"}"#), "file:src/a.py");
+        assert_eq!(t(Some("bash"), r#"{"command":"ls"}"#), "cmd:4:bash:ls");
+        assert_eq!(t(None, r#"{"command":"ls"}"#), "cmd:0::ls");
+        assert_eq!(tool_target(Some("bash"), None), "");
+        assert_eq!(t(Some("bash"), r#"{"n":1}"#), "");
+        // The length keeps a tool name holding the separator apart.
+        let (a, b) = (
+            t(Some("a:b"), r#"{"cmd":"c"}"#),
+            t(Some("a"), r#"{"cmd":"b:c"}"#),
+        );
+        assert_ne!(a, b);
+        for value in [a, b, "file:a.py".into(), "cmd:0::ls".into()] {
+            let back = stale_of_target(&value).unwrap().unwrap();
+            let again = match back {
+                Stale::Path(p) => format!("file:{p}"),
+                Stale::Command(tool, c) => format!("cmd:{}:{tool}:{c}", tool.len()),
+            };
+            assert_eq!(again, value);
+        }
+        assert!(matches!(stale_of_target(""), Ok(None)));
+        for bad in [
+            "a.py",
+            "file:",
+            "cmd:4:bash",
+            "cmd:9:bash:ls",
+            "cmd:+4:bash:ls",
+            "cmd:4:bash:",
+        ] {
+            assert!(stale_of_target(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_tool_target_is_an_error_naming_its_row() {
+        let read = |path: &str| call("read", &format!(r#"{{"filePath":"{path}"}}"#), 4_000);
+        let msgs = vec![
+            user("u0", vec![]),
+            assistant("a0", "u0", vec![read("a.py")]),
+            assistant("a1", "u0", vec![read("a.py")]),
+        ];
+        let b = batch(&[("s", msgs)]);
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(TOOL_TARGET, DataType::Utf8, true)));
+        let mut columns = b.columns().to_vec();
+        columns.push(Arc::new(arrow_array::StringArray::from(vec![
+            Some(""),
+            Some("a.py"),
+            None,
+        ])));
+        let b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let config = PruneConfig {
+            supersede: true,
+            protect: 100_000,
+            ..steps(0)
+        };
+        let err = prune_batch(b, &config).unwrap_err();
+        assert!(
+            matches!(&err, CoreError::UnknownValue { value, at, .. }
+                if value == "a.py" && at.row == Some(1) && at.column == Some(TOOL_TARGET)),
+            "{err}"
+        );
     }
 
     #[test]

@@ -187,6 +187,46 @@ fn count_units(
     })
 }
 
+/// Each row's `tool_target` (supersession's target, `prune::tool_target`)
+/// from a table's `tool` and `input` columns: one large-string chunk per
+/// batch, worked out on the thread pool without the GIL.
+#[pyfunction]
+#[pyo3(signature = (table, threads = None))]
+fn tool_targets(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    let (schema, batches) = batches(py, table)?;
+    let column = |name: &'static str| {
+        schema.index_of(name).map_err(|_| {
+            to_pyerr(
+                py,
+                CoreError::MissingColumn {
+                    column: name,
+                    needed_by: "tool_targets",
+                },
+            )
+        })
+    };
+    let (tool, input) = (column("tool")?, column("input")?);
+    let out = py
+        .detach(|| {
+            parallel::run(threads, || {
+                batches
+                    .iter()
+                    .map(|b| {
+                        crate::prune::tool_target_array(b.column(tool), b.column(input))
+                            .map(|a| Arc::new(a) as ArrayRef)
+                    })
+                    .collect::<crate::Result<Vec<_>>>()
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let field = Field::new(crate::prune::TOOL_TARGET, DataType::LargeUtf8, true);
+    chunked(out, Arc::new(field))
+}
+
 /// The counted column of `method` and the `ctxcompact.units` metadata it
 /// must carry, or `None` when the method has no counted column.
 #[pyfunction]
@@ -762,6 +802,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vocabulary_loaded, m)?)?;
     m.add_function(wrap_pyfunction!(count_units, m)?)?;
     m.add_function(wrap_pyfunction!(counted_column, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_targets, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;

@@ -64,9 +64,12 @@ impl Scan {
         match self {
             // `ignored` text and file parts (name, mime, url) live in part_json;
             // a described placeholder names the part id.
-            Scan::Estimate | Scan::Compact => &["part_json", "part_id"],
+            // and supersession reads the calls' targets worked out once
+            Scan::Compact => &["part_json", "part_id", "tool_target"],
+            Scan::Estimate => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
-            Scan::Prune | Scan::PruneInputs => &["part_json"],
+            Scan::Prune => &["part_json"],
+            Scan::PruneInputs => &["part_json", "tool_target"],
             // pinned parts: kept visible by the pivot filter
             Scan::Pivot => &["part_json"],
         }

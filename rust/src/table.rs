@@ -57,6 +57,9 @@ pub struct PartTable<'a> {
     pub parent_id: Option<StrCol<'a>>,
     pub tool: Option<StrCol<'a>>,
     pub input: Option<StrCol<'a>>,
+    /// Each tool call's supersession target worked out once
+    /// (`prune::TOOL_TARGET`), read by supersession when present.
+    pub tool_target: Option<StrCol<'a>>,
     pub output: Option<StrCol<'a>>,
     /// Read by the estimate scan only (`None` for the others or when absent).
     pub part_json: Option<StrCol<'a>>,
@@ -142,6 +145,7 @@ impl<'a> PartTable<'a> {
             parent_id: opt_str("parent_id")?,
             tool: opt_str("tool")?,
             input: opt_str("input")?,
+            tool_target: opt_str(crate::prune::TOOL_TARGET)?,
             output: opt_str("output")?,
             part_json: opt_str("part_json")?,
             part_id: opt_str("part_id")?,

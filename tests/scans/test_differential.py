@@ -20,9 +20,9 @@ from ctxcompact.errors import NonContiguousError
 from ctxcompact.estimators import METHODS
 from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
-from ctxcompact.scans.parts import compact_pass, with_output_units
+from ctxcompact.scans.parts import compact_pass, with_output_units, with_tool_targets
 from ctxcompact.testing import reference as ref
-from ctxcompact.transcript import SCAN_COLUMNS
+from ctxcompact.transcript import SCAN_COLUMNS, TOOL_TARGET
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -226,11 +226,12 @@ POLICY_OPTIONS = st.fixed_dictionaries({
 
 def counted_once(table: pa.Table, counted: bool, method: str) -> pa.Table:
     """The table, with each output's length counted once when ``counted``
-    (``output_utf16``, and the method's family column when it has one): the
-    scans must give the same results either way."""
+    (``output_utf16``, and the method's family column when it has one) and
+    each call's target worked out (``tool_target``): the scans must give the
+    same results either way."""
     if not counted:
         return table
-    table = with_output_units(table).to_arrow()
+    table = with_tool_targets(with_output_units(table)).to_arrow()
     if method not in ("opencode", "ceil-bytes"):
         table = with_output_units(table, method=method).to_arrow()
     return table
@@ -268,13 +269,39 @@ def test_prune_policies_match_reference(
     assert one_pass.rows.to_pylist() == [r for w in want for r in w.rows]
 
 
+def targets_worked_out(table: pa.Table, which: str) -> pa.Table:
+    """The table without ``tool_target``, with it (dictionary-encoded), or
+    with it null at every other row (string_view; those rows are worked out
+    from their inputs by the scan)."""
+    if which == "none":
+        return table
+    table = with_tool_targets(table).to_arrow()
+    values = table[TOOL_TARGET].to_pylist()
+    if which == "half":
+        column = pa.array([None if i % 2 else v for i, v in enumerate(values)], pa.string_view())
+    else:
+        column = pa.array(values, pa.string()).dictionary_encode()
+    return table.set_column(table.schema.get_field_index(TOOL_TARGET), TOOL_TARGET, column)
+
+
 @settings(max_examples=300, deadline=None)
-@given(transcripts(), st.sampled_from(["user", "step"]), st.integers(0, 2), st.booleans())
+@given(
+    transcripts(),
+    st.sampled_from(["user", "step"]),
+    st.integers(0, 2),
+    st.booleans(),
+    st.sampled_from(["none", "all", "half"]),
+)
 def test_supersession_matches_reference(
-    data: tuple[list[dict[str, Any]], pa.Table], turn: str, protect_turns: int, per_tool: bool
+    data: tuple[list[dict[str, Any]], pa.Table],
+    turn: str,
+    protect_turns: int,
+    per_tool: bool,
+    targets: str,
 ) -> None:
     # Windows wide open: only stale outputs can go, so every one of them shows.
     rows, table = data
+    table = targets_worked_out(table, targets)
     options = {"turn": turn, "protect_turns": protect_turns, "protect": 10**6, "minimum": 0,
                "supersede": True, "keep_recent": 2, "keep_recent_per_tool": per_tool}  # fmt: skip
     got = cc.prune(table, Policy(**options))

@@ -37,7 +37,9 @@ from ctxcompact.errors import (
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
     SCAN_COLUMNS,
+    TOOL_TARGET,
     count_output_units,
+    tool_targets,
 )
 
 #: Columns a Parquet input must have (``auto`` may be absent).
@@ -181,6 +183,8 @@ def _chunks(
             if OUTPUT_UNITS in schema.names and OUTPUT_UNITS not in table.column_names:
                 # a file written without the counts, after one with them: count its own
                 table = table.append_column(schema.field(OUTPUT_UNITS), count_output_units(table))
+            if TOOL_TARGET in schema.names and TOOL_TARGET not in table.column_names:
+                table = table.append_column(schema.field(TOOL_TARGET), tool_targets(table))
             try:
                 table = table.select(schema.names).cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
@@ -230,7 +234,10 @@ def _report_columns(metas: list[pq.FileMetaData], cfg: CompactionConfig) -> list
         if OUTPUT_UNITS not in schema.names or not _counted_everywhere(meta, OUTPUT_UNITS):
             return None
     names = metas[0].schema.to_arrow_schema().names
-    return [c for c in (*_REPORT_COLUMNS, OUTPUT_UNITS) if c in names]
+    # supersession's targets, when every file has them (else each is worked out)
+    everywhere = all(TOOL_TARGET in m.schema.to_arrow_schema().names for m in metas)
+    wanted = (*_REPORT_COLUMNS, OUTPUT_UNITS, *([TOOL_TARGET] if everywhere else []))
+    return [c for c in wanted if c in names]
 
 
 def _counted_everywhere(meta: pq.FileMetaData, name: str) -> bool:

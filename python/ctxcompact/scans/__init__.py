@@ -41,6 +41,7 @@ from ctxcompact.scans.parts import (
     prune,
     verify_output_units,
     with_output_units,
+    with_tool_targets,
 )
 from ctxcompact.scans.repair import RepairReport, repair_chat_messages, repair_tool_pairs
 from ctxcompact.scans.view import (
@@ -88,4 +89,5 @@ __all__ = [
     "validate_chat_messages",
     "verify_output_units",
     "with_output_units",
+    "with_tool_targets",
 ]

@@ -22,10 +22,13 @@ from ctxcompact.errors import ConfigError, InputTypeError, MissingColumnError, N
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
+    SCHEMA,
+    TOOL_TARGET,
     Transcript,
     count_output_units,
     counted_columns,
     counted_field,
+    tool_targets,
 )
 
 if TYPE_CHECKING:
@@ -189,10 +192,26 @@ def with_output_units(
     return Transcript(table.append_column(field, values))
 
 
+def with_tool_targets(data: Any, *, threads: int | None = None) -> Transcript:
+    """The transcript with each tool call's supersession target worked out
+    once (``tool_target``, in Rust on the thread pool): what supersession
+    compares, read instead of parsing every call's input. Tables made by
+    this library carry it already; this adds it to others. A null keeps that
+    row worked out from its input; a column that no longer matches the
+    inputs (``tool`` or ``input`` edited without ``Transcript.with_column``)
+    supersedes the wrong outputs, which ``verify_output_units`` detects."""
+    table, _ = _as_table(data)
+    values = tool_targets(table, check_threads(threads))
+    if TOOL_TARGET in table.column_names:
+        table = table.drop_columns([TOOL_TARGET])
+    return Transcript(table.append_column(SCHEMA.field(TOOL_TARGET), values))
+
+
 def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None:
     """Re-count every counted column the scans read (``output_utf16``,
     ``output_units_<family>``) at ``sample`` random rows (every row when the
-    table is smaller) against the text; ``TranscriptError`` naming the first
+    table is smaller) against the text, and work out ``tool_target`` there
+    again from ``tool`` and ``input``; ``TranscriptError`` naming the first
     row, session and message that disagree. Nothing to check without one."""
     import random
 
@@ -200,10 +219,31 @@ def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None
 
     table, _ = _as_table(data)
     counted = counted_columns(table.schema)
-    if not counted or table.num_rows == 0:
+    targets = TOOL_TARGET in table.column_names
+    if not (counted or targets) or table.num_rows == 0:
         return
     n = table.num_rows
     rows = sorted(random.Random(seed).sample(range(n), min(sample, n)))
+    if targets:
+        for name in ("tool", "input"):
+            if name not in table.column_names:
+                raise MissingColumnError(
+                    f"missing column {name!r}: {TOOL_TARGET} is checked against it", column=name
+                )
+        taken = table.select(["session_id", "message_id", "tool", "input", TOOL_TARGET])
+        taken = taken.take(rows)
+        fresh = tool_targets(taken).to_pylist()
+        for i, (want, got) in enumerate(zip(fresh, taken[TOOL_TARGET].to_pylist(), strict=True)):
+            if got is not None and got != want:
+                raise TranscriptError(
+                    f"{TOOL_TARGET} of row {rows[i]} is {got!r}, but its tool and input give "
+                    f"{want!r}: the column is stale (work it out again with with_tool_targets)",
+                    row=rows[i], column=TOOL_TARGET,
+                    session_id=str(taken.column("session_id")[i].as_py()),
+                    message_id=str(taken.column("message_id")[i].as_py()),
+                )  # fmt: skip
+    if not counted:
+        return
     taken = table.select(["session_id", "message_id", "output", *counted]).take(rows)
     for name, method in counted.items():
         units = "UTF-16 units long" if name == OUTPUT_UNITS else f"units of the {method} table"
@@ -231,7 +271,9 @@ def prune(
     ``prune_*`` fields applied, and ``estimate_method``), a ``Policy``, a
     preset name (``"swe-agent"``), a policy file or dict, or ``None`` for
     OpenCode's rule. With ``output_utf16`` (``with_output_units``) the
-    outputs' lengths are read from it; ``verify`` re-counts a sample first.
+    outputs' lengths are read from it, with ``tool_target``
+    (``with_tool_targets``) supersession's targets; ``verify`` re-counts a
+    sample of both first.
     """
     table, _session = _as_table(data)
     if verify:

@@ -8,6 +8,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::estimate::utf16_len;
+use crate::prune::write_tool_target;
 
 pub fn schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -38,6 +39,9 @@ pub fn schema() -> SchemaRef {
                 // Each output's length counted once, while its bytes are hot:
                 // later scans read it instead of the text (docs/schema.md).
                 Field::new("output_utf16", DataType::Int64, true),
+                // Each tool call's supersession target, worked out once too
+                // (`prune::tool_target`): "" where there is none.
+                large("tool_target"),
             ]))
         })
         .clone()
@@ -114,6 +118,7 @@ pub struct Rows {
     message_json: LargeStringBuilder,
     part_json: LargeStringBuilder,
     output_utf16: Int64Builder,
+    tool_target: LargeStringBuilder,
     len: usize,
 }
 
@@ -139,6 +144,7 @@ impl Default for Rows {
             message_json: LargeStringBuilder::new(),
             part_json: LargeStringBuilder::new(),
             output_utf16: Int64Builder::new(),
+            tool_target: LargeStringBuilder::new(),
             len: 0,
         }
     }
@@ -242,6 +248,9 @@ impl Rows {
                 // column, so its statistics prove every row counted.
                 self.output_utf16
                     .append_value(p.output.map_or(0, |o| utf16_len(o.as_bytes()) as i64));
+                write_tool_target(&mut self.tool_target, p.tool, p.input)
+                    .expect("a string builder takes every write");
+                self.tool_target.append_value("");
                 self.compacted_at.append_option(p.compacted_at);
                 self.auto.append_option(p.auto);
                 self.part_json.append_value(p.json);
@@ -254,6 +263,7 @@ impl Rows {
                 self.input.append_null();
                 self.output.append_null();
                 self.output_utf16.append_value(0);
+                self.tool_target.append_value("");
                 self.compacted_at.append_null();
                 self.auto.append_null();
                 self.part_json.append_null();
@@ -282,6 +292,7 @@ impl Rows {
             Arc::new(self.message_json.finish()),
             Arc::new(self.part_json.finish()),
             Arc::new(self.output_utf16.finish()),
+            Arc::new(self.tool_target.finish()),
         ];
         // Every builder got exactly one value per row, in schema order.
         RecordBatch::try_new(schema(), columns).expect("row builders stay aligned with the schema")
