@@ -36,12 +36,12 @@ from ctxcompact.live.store import (
     _check_ids,
     _counts,
     _dumps,
-    _keep_counts,
     _mark,
     _recalled,
     new_id,
+    session_of_rows,
 )
-from ctxcompact.models import MessageWithParts, Session, StoredCounts
+from ctxcompact.models import MessageWithParts, Session
 
 if TYPE_CHECKING:
     import psycopg
@@ -222,23 +222,15 @@ class PostgresStore:
     def _read(self, db: psycopg.Connection[Any], session_id: str, *, lock: bool) -> Session:
         """The session, read inside the caller's transaction (``lock``: its
         row locked, so writers of this session wait)."""
-        info = json.loads(self._require(db, session_id, lock=lock))
+        info = self._require(db, session_id, lock=lock)
         rows = db.execute(
             "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq", (session_id,)
         ).fetchall()
-        parts: dict[str, list[Any]] = {}
-        loaded, units = [], []
-        for message_id, data, n in db.execute(
+        parts = db.execute(
             "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = %s ORDER BY seq",
             (session_id,),
-        ):
-            part = json.loads(data)
-            parts.setdefault(message_id, []).append(part)
-            loaded.append(part)
-            units.append(n)
-        messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
-        session = Session.model_validate({"info": info, "messages": messages})
-        return _keep_counts(session, StoredCounts(loaded, units))
+        )
+        return session_of_rows(info, rows, parts)
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # the session row locked: no writer between check and insert

@@ -16,7 +16,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +181,27 @@ def _keep_counts(session: Session, counts: StoredCounts) -> Session:
     if private is not None:  # set directly: pydantic's setattr is 5x slower
         private["_stored"] = counts
     return session
+
+
+def session_of_rows(
+    info: str,
+    messages: Iterable[tuple[str, str]],
+    parts: Iterable[tuple[str, str, int | None]],
+) -> Session:
+    """A session from a SQL store's rows: its info JSON, its messages
+    ``(id, info JSON)`` and its parts ``(message id, part JSON, output_utf16)``,
+    each in stored order; the parts' stored counts given back with it."""
+    by_message: dict[str, list[Any]] = {}
+    loaded, units = [], []
+    for message_id, data, n in parts:
+        part = json.loads(data)
+        by_message.setdefault(message_id, []).append(part)
+        loaded.append(part)
+        units.append(n)
+    rows = [{"info": json.loads(i), "parts": by_message.get(mid, [])} for mid, i in messages]
+    session = Session.model_validate({"info": json.loads(info), "messages": rows})
+    # The model holds the loaded JSON's own str objects, which the counts name.
+    return _keep_counts(session, StoredCounts(loaded, units))
 
 
 def _mark(part: dict[str, Any], now_ms: int) -> None:
@@ -463,24 +484,15 @@ class SQLiteStore:
 
     def _read(self, db: sqlite3.Connection, session_id: str) -> Session:
         """The session, read inside the caller's transaction."""
-        info = json.loads(self._require(db, session_id))
+        info = self._require(db, session_id)
         rows = db.execute(
             "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
-        parts: dict[str, list[Any]] = {}
-        loaded, units = [], []
-        for message_id, data, n in db.execute(
+        parts = db.execute(
             "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = ? ORDER BY seq",
             (session_id,),
-        ):
-            part = json.loads(data)
-            parts.setdefault(message_id, []).append(part)
-            loaded.append(part)
-            units.append(n)
-        messages = [{"info": json.loads(i), "parts": parts.get(mid, [])} for mid, i in rows]
-        session = Session.model_validate({"info": info, "messages": messages})
-        # The model holds the loaded JSON's own str objects, which the counts name.
-        return _keep_counts(session, StoredCounts(loaded, units))
+        )
+        return session_of_rows(info, rows, parts)
 
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._tx() as db:  # IMMEDIATE: no other writer between check and insert
