@@ -75,7 +75,7 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET
+from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET, targets_as_dictionary
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -981,6 +981,8 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     try:
+        # tool_target may be plain strings in one and a dictionary in another
+        tables = [targets_as_dictionary(t) for t in tables]
         return cc.Transcript(pa.concat_tables(tables, promote_options="permissive"))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise DatasetError(f"the inputs' columns do not agree ({_one_line(str(e))})") from None

@@ -52,7 +52,9 @@ SCHEMA = pa.schema(
         # derived from ``output`` (a table without it is measured from the text).
         ("output_utf16", pa.int64()),
         # Each tool call's supersession target, worked out once from ``tool``
-        # and ``input`` (``tool_targets``): "" where it has none.
+        # and ``input`` (``tool_targets``): "" where it has none. Plain, so a
+        # table's chunking never shows in it (``with_tool_targets`` makes a
+        # dictionary, which supersession reads by key).
         ("tool_target", pa.large_string()),
     ]
 )
@@ -219,6 +221,22 @@ def tool_targets(table: pa.Table, threads: int | None = None) -> pa.ChunkedArray
     return pa.chunked_array(
         _core.tool_targets(table.select(["tool", "input"]), threads), type=pa.large_string()
     )
+
+
+#: ``tool_target`` as ``with_tool_targets`` makes it: a dictionary, read by key.
+TARGETS_DICTIONARY = pa.field(TOOL_TARGET, pa.dictionary(pa.int32(), pa.large_string()))
+
+
+def targets_as_dictionary(table: pa.Table) -> pa.Table:
+    """``table`` with a plain string ``tool_target`` cast to a dictionary
+    (``TARGETS_DICTIONARY``), so tables holding it either way join as one."""
+    if TOOL_TARGET not in table.column_names:
+        return table
+    index = table.schema.get_field_index(TOOL_TARGET)
+    if pa.types.is_dictionary(table.schema.field(index).type):
+        return table
+    column = table.column(index).cast(TARGETS_DICTIONARY.type)
+    return table.set_column(index, TARGETS_DICTIONARY, column)
 
 
 def count_output_units(
@@ -525,7 +543,10 @@ class Transcript:
         table = _set_column(self._table, name, values)
         if name in ("tool", "input") and TOOL_TARGET in table.column_names:
             index = table.schema.get_field_index(TOOL_TARGET)
-            table = table.set_column(index, SCHEMA.field(TOOL_TARGET), tool_targets(table))
+            field, values = SCHEMA.field(TOOL_TARGET), tool_targets(table)
+            if pa.types.is_dictionary(table.schema.field(index).type):  # kept as it was
+                field, values = TARGETS_DICTIONARY, pc.dictionary_encode(values)
+            table = table.set_column(index, field, values)
         if name == "output":
             for counted, method in counted_columns(table.schema, current=False).items():
                 field = counted_field(method)

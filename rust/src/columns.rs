@@ -79,12 +79,16 @@ impl<'a> Plain<'a> {
         }
     }
 
-    fn len(self) -> usize {
+    pub fn len(self) -> usize {
         match self {
             Plain::Utf8(a) => a.len(),
             Plain::Large(a) => a.len(),
             Plain::View(a) => a.len(),
         }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -390,6 +394,18 @@ impl<'a> StrCol<'a> {
             per_key,
             possible,
         }
+    }
+
+    /// Row `row`'s chunk and its place in it.
+    #[inline]
+    pub fn locate(&self, row: usize) -> (usize, usize) {
+        self.chunking.locate(row)
+    }
+
+    /// The chunk `c` (numbered as `locate` numbers it).
+    #[inline]
+    pub fn chunk(&self, c: usize) -> &StrChunk<'a> {
+        &self.chunks[c]
     }
 
     pub fn chunks(&self) -> impl Iterator<Item = (usize, &StrChunk<'a>)> {

@@ -11,7 +11,7 @@
 //! `clear_at_least` / `trigger` gates (docs/policies.md).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::str::FromStr;
 
@@ -159,12 +159,17 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
     }
     let tool = table.tool.as_ref().expect("prune gathers the tool column");
     let protected = tool.members(&config.protected_tools);
+    let ids = match config.supersede {
+        true => table.tool_target.as_ref().and_then(TargetIds::new),
+        false => None,
+    };
+    let ids = ids.as_ref();
     (0..table.sessions.len())
         .into_par_iter()
         .map_init(Scratch::default, |scratch, s| {
             // The message list goes back to the scratch whatever the outcome.
             let mut messages = std::mem::take(&mut scratch.messages);
-            let result = prune_one(table, s, config, &protected, &mut messages, scratch);
+            let result = prune_one(table, s, config, &protected, ids, &mut messages, scratch);
             scratch.messages = messages;
             result
         })
@@ -176,6 +181,10 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 struct Scratch<'a> {
     /// Supersession's targets seen so far (borrowed from the table).
     seen: HashSet<Key<'a>, BuildHasherDefault<Prehashed>>,
+    /// Supersession by target id (`TargetIds`): `stamp[id] == epoch` when
+    /// a newer call of the current session has the target `id`.
+    stamp: Vec<u32>,
+    epoch: u32,
     messages: Vec<Message>,
     tools: Vec<usize>,
     /// Rows of the counted tool outputs, newest first.
@@ -189,19 +198,20 @@ fn prune_one<'a>(
     s: usize,
     config: &PruneConfig,
     protected: &Members,
+    ids: Option<&TargetIds<'_, 'a>>,
     messages: &mut Vec<Message>,
     scratch: &mut Scratch<'a>,
 ) -> Result<SessionPrune> {
     table.messages_into(s, messages)?;
     if config.trigger == 0 {
-        return prune_session(table, messages, config, protected, &[], scratch);
+        return prune_session(table, messages, config, protected, ids, &[], scratch);
     }
     // Decided before the walk (as the reference does): a session below the
     // trigger is never walked, and one above reuses the outputs read.
     let start = pivot_start_in(table, s, messages)?;
     let shown = visible_in(table, s, start, messages)?;
     match above_trigger(table, messages, config, &shown)? {
-        Some(known) => prune_session(table, messages, config, protected, &known, scratch),
+        Some(known) => prune_session(table, messages, config, protected, ids, &known, scratch),
         None => Ok(SessionPrune::default()),
     }
 }
@@ -455,6 +465,73 @@ fn stale_of_target(value: &str) -> std::result::Result<Option<Stale<'_>>, ()> {
     }
 }
 
+/// `tool_target` as integer ids, when every chunk of it is dictionary
+/// encoded: each dictionary value is read and hashed once, and a scan then
+/// tests a row's target by its key (`Superseded` stamps the ids it has seen)
+/// with no string read. Equal values have equal ids whichever chunk or key
+/// holds them, so the selection is the one the strings give.
+pub(crate) struct TargetIds<'c, 'a> {
+    column: &'c StrCol<'a>,
+    /// Per chunk, per dictionary key: the value's id.
+    per_key: Vec<Vec<u32>>,
+    /// Ids below this (`NO_TARGET` and the targets).
+    count: usize,
+}
+
+/// `""`: the call has no target.
+const NO_TARGET: u32 = 0;
+/// A malformed value: the scan reads it from the string (and names its row).
+const BAD_ID: u32 = u32::MAX - 1;
+/// A null row (or a key past the dictionary): worked out from its input.
+const NULL_ID: u32 = u32::MAX;
+
+impl<'c, 'a> TargetIds<'c, 'a> {
+    /// `None` unless every chunk is dictionary encoded.
+    fn new(column: &'c StrCol<'a>) -> Option<Self> {
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut per_key = Vec::new();
+        for (_, chunk) in column.chunks() {
+            let StrChunk::Dict { values, .. } = chunk else {
+                return None;
+            };
+            let mut of_key = Vec::with_capacity(values.len());
+            for k in 0..values.len() {
+                of_key.push(match values.value(k) {
+                    None => NULL_ID,
+                    Some("") => NO_TARGET,
+                    Some(v) if stale_of_target(v).is_err() => BAD_ID,
+                    Some(v) => {
+                        let next = u32::try_from(ids.len() + 1).ok().filter(|&n| n < BAD_ID)?;
+                        *ids.entry(v).or_insert(next)
+                    }
+                });
+            }
+            per_key.push(of_key);
+        }
+        Some(TargetIds {
+            column,
+            per_key,
+            count: ids.len() + 1,
+        })
+    }
+
+    #[inline(always)]
+    fn id(&self, row: usize) -> u32 {
+        let (c, i) = self.column.locate(row);
+        match self.column.chunk(c).key(i) {
+            Some(k) => self.per_key[c].get(k).copied().unwrap_or(NULL_ID),
+            None => NULL_ID,
+        }
+    }
+}
+
+/// Supersession by id for one session: `stamp[id] == epoch` when seen.
+struct Stamps<'s> {
+    ids: &'s TargetIds<'s, 's>,
+    stamp: &'s mut [u32],
+    epoch: u32,
+}
+
 /// `tool` is read only for a command (most targets are paths).
 #[inline]
 fn stale_key<'a>(
@@ -479,11 +556,27 @@ struct Superseded<'s, 'a> {
     seen: &'s mut HashSet<Key<'a>, BuildHasherDefault<Prehashed>>,
     tool: &'s StrCol<'a>,
     input: &'s StrCol<'a>,
+    /// The targets by id (`seen` unused), until a row the ids cannot
+    /// decide (null or malformed) puts the session on `seen`.
+    stamps: Option<Stamps<'s>>,
 }
 
 impl<'a> Superseded<'_, 'a> {
     /// `row` (a tool row older than every row asked about before) is stale.
     fn of(&mut self, row: usize) -> Result<bool> {
+        if self.stamps.is_some() {
+            if let Some(stale) = self.of_ids(row) {
+                return Ok(stale);
+            }
+            // Rows worked out from their input cannot be compared with ids:
+            // the whole session goes by key, the rows read so far again.
+            self.stamps = None;
+            for i in 0..self.next {
+                if let Some(k) = self.key(self.tools[i])? {
+                    self.seen.insert(k);
+                }
+            }
+        }
         while self.tools[self.next] != row {
             if let Some(k) = self.key(self.tools[self.next])? {
                 self.seen.insert(k);
@@ -492,6 +585,31 @@ impl<'a> Superseded<'_, 'a> {
         }
         self.next += 1;
         Ok(self.key(row)?.is_some_and(|k| !self.seen.insert(k)))
+    }
+
+    /// `of` by id; `None` (nothing stamped past `next`) at a row of no id.
+    #[inline(always)]
+    fn of_ids(&mut self, row: usize) -> Option<bool> {
+        let Stamps { ids, stamp, epoch } = self.stamps.as_mut()?;
+        let mut next = self.next;
+        while self.tools[next] != row {
+            let id = ids.id(self.tools[next]);
+            if id >= BAD_ID {
+                self.next = next;
+                return None;
+            }
+            stamp[id as usize] = *epoch;
+            next += 1;
+        }
+        self.next = next;
+        let id = ids.id(row);
+        if id >= BAD_ID {
+            return None;
+        }
+        self.next += 1;
+        let seen = stamp[id as usize] == *epoch;
+        stamp[id as usize] = *epoch;
+        Some(id != NO_TARGET && seen)
     }
 
     /// The row's target: from `tool_target` when worked out there (not
@@ -523,6 +641,7 @@ fn prune_session<'a>(
     messages: &[Message],
     config: &PruneConfig,
     protected: &Members,
+    ids: Option<&TargetIds<'_, 'a>>,
     known: &[(usize, u64)],
     scratch: &mut Scratch<'a>,
 ) -> Result<SessionPrune> {
@@ -650,6 +769,24 @@ fn prune_session<'a>(
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
+    let stamps = match ids {
+        Some(ids) if input.is_some() => {
+            if scratch.stamp.len() < ids.count {
+                scratch.stamp.resize(ids.count, 0);
+            }
+            if scratch.epoch == u32::MAX {
+                scratch.stamp.fill(0);
+                scratch.epoch = 0;
+            }
+            scratch.epoch += 1;
+            Some(Stamps {
+                ids,
+                stamp: &mut scratch.stamp,
+                epoch: scratch.epoch,
+            })
+        }
+        _ => None,
+    };
     let mut stale = input.map(|input| Superseded {
         table,
         tools,
@@ -657,6 +794,7 @@ fn prune_session<'a>(
         seen,
         tool,
         input,
+        stamps,
     });
     for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
@@ -712,7 +850,8 @@ fn prune_session<'a>(
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::RecordBatch;
+    use arrow_array::types::{Int16Type, Int32Type};
+    use arrow_array::{DictionaryArray, Int16Array, RecordBatch};
     use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
@@ -1036,6 +1175,9 @@ mod tests {
             user("u0", vec![]),
             assistant("a0", "u0", vec![read("a.py")]),
             assistant("a1", "u0", vec![read("b.py")]),
+            // calls with no target (the same input twice) supersede nothing
+            assistant("n0", "u0", vec![call("todo", r#"{"n":1}"#, 4_000)]),
+            assistant("n1", "u0", vec![call("todo", r#"{"n":1}"#, 4_000)]),
             // edited: a0's read of a.py is stale
             assistant(
                 "a2",
@@ -1069,43 +1211,141 @@ mod tests {
         };
         let r = run_scan(msgs, &config);
         // Inside a 100k window only the stale ones go: the older pytest run and a0.
-        assert_eq!((r.rows, r.pruned), (vec![4, 1], 2_000));
+        assert_eq!((r.rows, r.pruned), (vec![6, 1], 2_000));
     }
 
-    /// `b` with a `tool_target` column worked out from it, null at the rows
+    /// `b`'s `tool_target` values worked out from it, null at the rows
     /// `null` names (those the scan works out from the input).
-    fn with_targets(b: &RecordBatch, null: impl Fn(usize) -> bool) -> RecordBatch {
-        use arrow_array::Array;
+    fn target_values(b: &RecordBatch, null: impl Fn(usize) -> bool) -> Vec<Option<String>> {
         let column = |name| b.column(b.schema().index_of(name).unwrap()).clone();
         let all = tool_target_array(&column("tool"), &column("input")).unwrap();
-        let values: LargeStringArray = (0..all.len())
-            .map(|r| (!null(r)).then(|| all.value(r)))
-            .collect();
+        (0..all.len())
+            .map(|r| (!null(r)).then(|| all.value(r).to_owned()))
+            .collect()
+    }
+
+    /// `b` with `column` as its `tool_target`.
+    fn with_column(b: &RecordBatch, column: ArrayRef) -> RecordBatch {
         let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
-        fields.push(Arc::new(Field::new(TOOL_TARGET, DataType::LargeUtf8, true)));
+        let field = Field::new(TOOL_TARGET, column.data_type().clone(), true);
+        fields.push(Arc::new(field));
         let mut columns = b.columns().to_vec();
-        columns.push(Arc::new(values));
+        columns.push(column);
         RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
     }
 
-    fn prune_batch(b: RecordBatch, config: &PruneConfig) -> Result<SessionPrune> {
-        let batches = [b];
-        let cols = Columns::from_batches(&batches, config.scan())?;
+    fn dictionary(values: &[Option<&str>]) -> ArrayRef {
+        Arc::new(
+            values
+                .iter()
+                .copied()
+                .collect::<DictionaryArray<Int32Type>>(),
+        )
+    }
+
+    /// A dictionary (int16 keys) holding every value twice, a null value and
+    /// a malformed one no row uses: rows alternate between the two copies,
+    /// and a null row points at the null value.
+    fn duplicated_dictionary(values: &[Option<&str>]) -> ArrayRef {
+        let mut distinct: Vec<&str> = values.iter().flatten().copied().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let mut dict: Vec<Option<&str>> = vec![Some("not a target"), None];
+        dict.extend(distinct.iter().flat_map(|&v| [Some(v), Some(v)]));
+        let keys: Int16Array = values
+            .iter()
+            .enumerate()
+            .map(|(r, v)| match v {
+                None => Some(1),
+                Some(v) => {
+                    let k = distinct.binary_search(v).unwrap();
+                    Some(i16::try_from(2 + 2 * k + r % 2).unwrap())
+                }
+            })
+            .collect();
+        let dict = arrow_array::StringArray::from(dict);
+        Arc::new(DictionaryArray::<Int16Type>::try_new(keys, Arc::new(dict)).unwrap())
+    }
+
+    fn prune_batches(batches: &[RecordBatch], config: &PruneConfig) -> Result<SessionPrune> {
+        let cols = Columns::from_batches(batches, config.scan())?;
         let table = PartTable::new(&cols)?;
         Ok(prune(&table, config)?.remove(0))
     }
 
+    fn prune_batch(b: RecordBatch, config: &PruneConfig) -> Result<SessionPrune> {
+        prune_batches(&[b], config)
+    }
+
     /// `msgs` pruned under `config` (its own scan, supersession's inputs too),
     /// the same with the targets worked out once (`tool_target`), in full or
-    /// on every other row.
+    /// in part, as plain strings, a dictionary (read by id), one
+    /// holding each value twice, and two chunks with a dictionary each.
     fn run_scan(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {
         let b = batch(&[("s", msgs)]);
         let plain = prune_batch(b.clone(), config).unwrap();
-        for null in [|_| false, |r| r % 2 == 0] as [fn(usize) -> bool; 2] {
-            let targeted = prune_batch(with_targets(&b, null), config).unwrap();
-            assert_eq!(targeted, plain, "with the target column");
+        // Null on every other row, or on the oldest (read by id until then).
+        let nulls: [fn(usize) -> bool; 3] = [|_| false, |r| r % 2 == 0, |r| r < 3];
+        for null in nulls {
+            let owned = target_values(&b, null);
+            let values: Vec<Option<&str>> = owned.iter().map(Option::as_deref).collect();
+            let large: ArrayRef = Arc::new(LargeStringArray::from(values.clone()));
+            let columns = [
+                ("plain", large),
+                ("dictionary", dictionary(&values)),
+                ("duplicated", duplicated_dictionary(&values)),
+            ];
+            for (how, column) in columns {
+                let targeted = prune_batch(with_column(&b, column), config).unwrap();
+                assert_eq!(targeted, plain, "with the target column ({how})");
+            }
+            let mid = b.num_rows() / 2;
+            let halves = [0..mid, mid..b.num_rows()]
+                .map(|r| with_column(&b.slice(r.start, r.len()), dictionary(&values[r])));
+            let targeted = prune_batches(&halves, config).unwrap();
+            assert_eq!(
+                targeted, plain,
+                "with the target column in two dictionaries"
+            );
         }
         plain
+    }
+
+    #[test]
+    fn target_ids_are_equal_exactly_for_equal_values() {
+        let first = ["file:a.py", "", "cmd:4:bash:ls", "file:a.py", "bad"].map(Some);
+        let second = [
+            Some("cmd:4:bash:ls"),
+            None,
+            Some("file:b.py"),
+            Some("file:a.py"),
+        ];
+        let chunks = [dictionary(&first), duplicated_dictionary(&second)];
+        let column = StrCol::new(TOOL_TARGET, &chunks).unwrap();
+        let ids = TargetIds::new(&column).expect("every chunk a dictionary");
+        let values: Vec<Option<&str>> = first.iter().chain(&second).copied().collect();
+        for (r, v) in values.iter().enumerate() {
+            let id = ids.id(r);
+            match v {
+                None => assert_eq!(id, NULL_ID),
+                Some("") => assert_eq!(id, NO_TARGET),
+                Some("bad") => assert_eq!(id, BAD_ID),
+                Some(_) => assert!((1..ids.count as u32).contains(&id), "{r}"),
+            }
+            for (q, w) in values.iter().enumerate() {
+                if id < BAD_ID && ids.id(q) < BAD_ID {
+                    assert_eq!(id == ids.id(q), v == w, "rows {r} and {q}");
+                }
+            }
+        }
+        // Three targets and no target: "not a target" is never read.
+        assert_eq!(ids.count, 4);
+        let plain = [Arc::new(arrow_array::StringArray::from(vec!["file:a.py"])) as ArrayRef];
+        let plain = StrCol::new(TOOL_TARGET, &plain).unwrap();
+        assert!(
+            TargetIds::new(&plain).is_none(),
+            "a plain column is read as strings"
+        );
     }
 
     #[test]

@@ -270,17 +270,28 @@ def test_prune_policies_match_reference(
 
 
 def targets_worked_out(table: pa.Table, which: str) -> pa.Table:
-    """The table without ``tool_target``, with it (dictionary-encoded), or
-    with it null at every other row (string_view; those rows are worked out
-    from their inputs by the scan)."""
+    """The table without ``tool_target``, with it as the library makes it (a
+    dictionary, read by id), as plain strings, in two chunks with a
+    dictionary each, or null at every other row (string_view, or a
+    dictionary; those rows are worked out from their inputs by the scan)."""
     if which == "none":
         return table
     table = with_tool_targets(table).to_arrow()
+    if which == "dictionary":
+        return table
     values = table[TOOL_TARGET].to_pylist()
-    if which == "half":
-        column = pa.array([None if i % 2 else v for i, v in enumerate(values)], pa.string_view())
+    half = [None if i % 2 else v for i, v in enumerate(values)]
+    mid = len(values) // 2
+    column: pa.Array | pa.ChunkedArray
+    if which == "plain":
+        column = pa.array(values, pa.string())
+    elif which == "chunked":
+        parts = (values[:mid], values[mid:])
+        column = pa.chunked_array([pa.array(p, pa.string()).dictionary_encode() for p in parts])
+    elif which == "half-dictionary":
+        column = pa.array(half, pa.string()).dictionary_encode()
     else:
-        column = pa.array(values, pa.string()).dictionary_encode()
+        column = pa.array(half, pa.string_view())
     return table.set_column(table.schema.get_field_index(TOOL_TARGET), TOOL_TARGET, column)
 
 
@@ -290,7 +301,7 @@ def targets_worked_out(table: pa.Table, which: str) -> pa.Table:
     st.sampled_from(["user", "step"]),
     st.integers(0, 2),
     st.booleans(),
-    st.sampled_from(["none", "all", "half"]),
+    st.sampled_from(["none", "dictionary", "plain", "chunked", "half", "half-dictionary"]),
 )
 def test_supersession_matches_reference(
     data: tuple[list[dict[str, Any]], pa.Table],

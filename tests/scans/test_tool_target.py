@@ -70,7 +70,31 @@ def test_sessions_made_into_a_table_carry_their_targets() -> None:
     want = [reference_target(tool, input_json) for tool, input_json in calls]
     assert made[TOOL_TARGET].to_pylist() == want
     assert "cmd:4:sh:x:y" in want and "cmd:2:sh:x:y" in want  # kept apart by the length
-    assert with_tool_targets(table).to_arrow()[TOOL_TARGET].equals(made[TOOL_TARGET])
+    targeted = with_tool_targets(table).to_arrow()[TOOL_TARGET]
+    assert pa.types.is_dictionary(targeted.type)
+    assert targeted.to_pylist() == made[TOOL_TARGET].to_pylist()
+
+
+def duplicated(values: list[str | None]) -> pa.DictionaryArray:
+    """A dictionary holding each value twice (rows alternate between the
+    copies) and a malformed value no row uses."""
+    distinct = sorted({v for v in values if v is not None})
+    keys = [None if v is None else 1 + 2 * distinct.index(v) + i % 2 for i, v in enumerate(values)]
+    dictionary = ["not a target", *(v for v in distinct for _ in range(2))]
+    return pa.DictionaryArray.from_arrays(pa.array(keys, pa.int16()), pa.array(dictionary))
+
+
+def encodings(values: list[str | None]) -> dict[str, pa.ChunkedArray]:
+    """The column as plain strings, one dictionary, two chunks with a
+    dictionary each (the second holding every value twice)."""
+    mid = len(values) // 2
+    first = pa.array(values[:mid], pa.large_string()).dictionary_encode()
+    return {
+        "plain": pa.chunked_array([pa.array(values, pa.large_string())]),
+        "dictionary": pa.chunked_array([pa.array(values, pa.string()).dictionary_encode()]),
+        "duplicated": pa.chunked_array([duplicated(values)]),
+        "two dictionaries": pa.chunked_array([first, duplicated(values[mid:]).cast(first.type)]),
+    }
 
 
 @pytest.mark.parametrize("config", [SUPERSEDE, "aggressive"])
@@ -79,14 +103,45 @@ def test_supersession_with_the_column_selects_what_it_selects_without(config: ob
     plain = prune(table, config)
     assert plain.pruned > 0
     targeted = with_tool_targets(table).to_arrow()
-    # and with half the rows left to be worked out from their inputs
+    assert pa.types.is_dictionary(targeted.schema.field(TOOL_TARGET).type)
     values = targeted[TOOL_TARGET].to_pylist()
-    half = [None if i % 2 else v for i, v in enumerate(values)]
-    holed = targeted.set_column(targeted.schema.get_field_index(TOOL_TARGET),
-                                TOOL_TARGET, pa.array(half, pa.large_string()))  # fmt: skip
-    for t in (targeted, holed):
-        got = prune(t, config)
-        assert got.rows.equals(plain.rows) and got.sessions.equals(plain.sessions)
+    # in full, and with half the rows or the oldest left to be worked out
+    # from their inputs (a session read by id until its first null row)
+    for holes in ([], range(1, len(values), 2), range(len(values) // 3)):
+        column = [None if i in holes else v for i, v in enumerate(values)]
+        for how, encoded in encodings(column).items():
+            t = targeted.set_column(targeted.schema.get_field_index(TOOL_TARGET), TOOL_TARGET,
+                                    encoded)  # fmt: skip
+            got = prune(t, config)
+            assert got.rows.equals(plain.rows), how
+            assert got.sessions.equals(plain.sessions), how
+
+
+def test_the_dictionary_survives_parquet(tmp_path: Path) -> None:
+    table = with_tool_targets(calls_table()).to_arrow()
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    back = pq.read_table(path)
+    assert pa.types.is_dictionary(back.schema.field(TOOL_TARGET).type)
+    assert back[TOOL_TARGET].to_pylist() == table[TOOL_TARGET].to_pylist()
+    assert prune(back, SUPERSEDE).rows.equals(prune(table, SUPERSEDE).rows)
+
+
+def test_a_file_with_plain_targets_joins_one_with_a_dictionary(tmp_path: Path) -> None:
+    from ctxcompact.cli import _load_many
+
+    table = with_tool_targets(calls_table()).to_arrow()
+    sessions = table["session_id"].to_pylist()
+    cut = sessions.index(sessions[-1])  # the last session in a file of its own
+    old, new = tmp_path / "old.parquet", tmp_path / "new.parquet"
+    head = table.slice(0, cut)
+    index = head.schema.get_field_index(TOOL_TARGET)
+    plain = head.set_column(index, TOOL_TARGET, head[TOOL_TARGET].cast(pa.large_string()))
+    pq.write_table(plain, old)  # as Transcript.from_sessions and ingest make it
+    pq.write_table(table.slice(cut), new)
+    joined = _load_many([old, new], None).to_arrow()
+    assert pa.types.is_dictionary(joined.schema.field(TOOL_TARGET).type)
+    assert joined[TOOL_TARGET].to_pylist() == table[TOOL_TARGET].to_pylist()
 
 
 def test_the_scan_reads_the_column() -> None:
@@ -114,6 +169,7 @@ def test_a_stale_target_is_caught_by_verify_and_new_inputs_work_it_out_again() -
     assert caught.value.row == row and caught.value.column == TOOL_TARGET
     # Replacing the inputs through the transcript works the targets out again.
     fresh = transcript.with_column("input", pa.array(inputs, pa.large_string())).to_arrow()
+    assert pa.types.is_dictionary(fresh.schema.field(TOOL_TARGET).type)  # as it was
     assert fresh[TOOL_TARGET][row].as_py() == "cmd:4:bash:make"
     verify_output_units(fresh, sample=fresh.num_rows)
 
@@ -142,3 +198,33 @@ def test_cli_verify_checks_the_targets(tmp_path: Path, monkeypatch: Any, capsys:
     code, _, err = invoke(monkeypatch, capsys, "prune", str(path), "--verify")
     assert code == 1, err
     assert f"{path}: tool_target of row {row} is 'file:elsewhere.py'" in err
+
+
+@pytest.mark.parametrize("first", ["plain", "dictionary", "absent"])
+def test_parquet_files_with_the_column_in_either_form_compact_as_one(
+    tmp_path: Path, first: str
+) -> None:
+    from ctxcompact.batch import compact_parquet
+    from ctxcompact.config import CompactionConfig
+
+    table = with_tool_targets(calls_table()).to_arrow()
+    sessions = table["session_id"].to_pylist()
+    cut = sessions.index(sessions[-1])
+    head, tail = table.slice(0, cut), table.slice(cut)
+    index = head.schema.get_field_index(TOOL_TARGET)
+    if first == "plain":
+        head = head.set_column(index, TOOL_TARGET, head[TOOL_TARGET].cast(pa.large_string()))
+    elif first == "dictionary":  # then the second file lacks it
+        tail = tail.drop_columns([TOOL_TARGET])
+    else:
+        head = head.drop_columns([TOOL_TARGET])
+    paths = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    pq.write_table(head, paths[0])
+    pq.write_table(tail, paths[1])
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(table, whole)
+    config = CompactionConfig(policy=SUPERSEDE)
+    want = compact_parquet(whole, None, config, report_path=tmp_path / "want.parquet")
+    got = compact_parquet(paths, None, config, report_path=tmp_path / "got.parquet")
+    assert got.tokens_pruned == want.tokens_pruned > 0
+    assert pq.read_table(tmp_path / "got.parquet").equals(pq.read_table(tmp_path / "want.parquet"))

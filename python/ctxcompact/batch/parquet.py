@@ -184,7 +184,8 @@ def _chunks(
                 # a file written without the counts, after one with them: count its own
                 table = table.append_column(schema.field(OUTPUT_UNITS), count_output_units(table))
             if TOOL_TARGET in schema.names and TOOL_TARGET not in table.column_names:
-                table = table.append_column(schema.field(TOOL_TARGET), tool_targets(table))
+                # by name: the cast below gives it the first file's type
+                table = table.append_column(TOOL_TARGET, tool_targets(table))
             try:
                 table = table.select(schema.names).cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:

@@ -22,7 +22,7 @@ from ctxcompact.errors import ConfigError, InputTypeError, MissingColumnError, N
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
-    SCHEMA,
+    TARGETS_DICTIONARY,
     TOOL_TARGET,
     Transcript,
     count_output_units,
@@ -199,12 +199,17 @@ def with_tool_targets(data: Any, *, threads: int | None = None) -> Transcript:
     this library carry it already; this adds it to others. A null keeps that
     row worked out from its input; a column that no longer matches the
     inputs (``tool`` or ``input`` edited without ``Transcript.with_column``)
-    supersedes the wrong outputs, which ``verify_output_units`` detects."""
+    supersedes the wrong outputs, which ``verify_output_units`` detects.
+
+    The column is made dictionary encoded (``TARGETS_DICTIONARY``): a prune
+    then gives each distinct target a number once and tests a call by its
+    key, reading no string (the tables the library makes hold it as plain
+    strings, so their chunking never shows in them)."""
     table, _ = _as_table(data)
-    values = tool_targets(table, check_threads(threads))
+    values = pc.dictionary_encode(tool_targets(table, check_threads(threads)))
     if TOOL_TARGET in table.column_names:
         table = table.drop_columns([TOOL_TARGET])
-    return Transcript(table.append_column(SCHEMA.field(TOOL_TARGET), values))
+    return Transcript(table.append_column(TARGETS_DICTIONARY, values))
 
 
 def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None:
