@@ -16,6 +16,7 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
+import test_store
 from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.errors import TranscriptError
@@ -23,17 +24,10 @@ from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, StoredCounts
 from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import _part_row, count_texts, part_output, sessions_to_table
-from test_store import open_store, record, summary_for
+from test_store import record, summary_for
 
-
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "memory":
-        yield MemoryStore()
-    else:
-        s = open_store(request.param, tmp_path, request)
-        yield s
-        s.close()
+#: The stores under test: test_store's fixture (SQLite, PostgreSQL, memory).
+store = test_store.store
 
 
 class Instant:
