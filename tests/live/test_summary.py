@@ -14,6 +14,7 @@ from ctxcompact.clients.openai import OpenAIChatClient
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, SummaryError
 from ctxcompact.live import prompts
+from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.summary import Summarizer, build_digest, truncate_history
 from ctxcompact.scans import COMPACTION_QUESTION
 from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
@@ -553,3 +554,58 @@ def test_a_later_user_directive_outlives_older_steps_in_a_cut_request() -> None:
     assert history[7]["content"] == "NEVER edit vendor/"
     assert history[8]["content"] not in contents  # step 3, just after the directive, went
     assert _request_tokens(client.requests[-1]) <= 12_000 - 2_000
+
+
+def _calibrated(slope: float) -> UsageCalibrator:
+    calibrator = UsageCalibrator()
+    for estimated in (1_000, 2_000, 3_000):
+        calibrator.observe("m", estimated=estimated, reported=round(estimated * slope))
+    return calibrator
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_the_summary_request_is_cut_to_the_calibrated_window(driver: str) -> None:
+    """A model whose provider counts twice the estimate: the request is cut so
+    that the calibrated figure fits the window (it was cut by raw estimates,
+    which fitted, and the provider would refuse it), with the intercept left
+    out (the summary call carries no tool schemas)."""
+    from builders import tool_reply, user
+    from ctxcompact.live import events as ev
+
+    def run(calibrator: UsageCalibrator | None) -> tuple[SummaryRequest, list[dict[str, Any]]]:
+        client = _Recorder()
+        compactor = cc.Compactor(cc.MemoryStore(), Summarizer(client), model="m",
+                                 limits={"context": 12_000, "output": 2_000},
+                                 calibrator=calibrator)  # fmt: skip
+        seen: list[dict[str, Any]] = []
+        compactor.events.subscribe(ev.SUMMARY_REQUEST_CUT, lambda n, p: seen.append(p))
+        sid = compactor.store.create_session()
+        task = user("summarize the log")
+        compactor.store.append_message(sid, task)
+        log = "".join(f"line {i} of the build log\n" for i in range(1_200))  # ~7.6k tokens
+        compactor.store.append_message(sid, tool_reply(task.id, log))
+        compactor.request_compaction(sid)
+        if driver == "sync":
+            record = compactor.process_pending(sid)
+        else:
+            record = asyncio.run(compactor.aprocess_pending(sid))
+        assert record is not None and record.summary_source == "model"
+        (request,) = client.requests
+        return request, seen
+
+    window = 12_000 - 2_000
+    request, seen = run(None)
+    assert not seen and window / 2 < _request_tokens(request) <= window  # fits as estimated
+    request, seen = run(_calibrated(2.0))
+    (cut,) = seen
+    assert cut["outputs_cut"] == 1 and cut["window"] == window
+    assert 2 * _request_tokens(request) <= window  # what the provider counts fits
+    assert window / 2 < cut["tokens_before"] and cut["tokens_sent"] <= window
+
+
+def test_a_bad_token_ratio_is_a_config_error() -> None:
+    summarizer = Summarizer(None, limits={"context": 8_000})
+    for bad in (0, -1.5, float("nan"), float("inf"), "2", True):
+        with pytest.raises(ConfigError, match="token_ratio"):
+            summarizer.build_request(HISTORY, token_ratio=bad)  # type: ignore[arg-type]
+    assert summarizer.build_request(HISTORY, token_ratio=1.0) == summarizer.build_request(HISTORY)

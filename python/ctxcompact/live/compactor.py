@@ -230,6 +230,17 @@ class Compactor:
                 return named
         return self.model or "default"
 
+    def _summary_token_ratio(self, job: _Job) -> float | None:
+        """The calibrator's tokens per estimated token for the model that
+        writes the summary (its slope alone: the intercept is what the
+        runtime adds to its calls, tool schemas and templates, which the
+        tool-less summary request does not carry); None before a fit."""
+        if self.calibrator is None:
+            return None
+        cfg = self.summarizer.config
+        fit = self.calibrator.fit(cfg.summary_model or self.summarizer.model or job.model)
+        return None if fit is None else fit.slope
+
     def calibrated(self, tokens: int, model: str) -> int:
         """``tokens`` as the calibrator scales them for ``model`` (unchanged without one)."""
         return tokens if self.calibrator is None else self.calibrator.calibrate(model, tokens)
@@ -638,7 +649,7 @@ class Compactor:
             outcome = yield flow.Summarize(self.summarizer, job.history, {
                 "previous_summary": job.previous_summary, "round": job.round,
                 "instructions": event.custom_instructions, "context": event.extra_context,
-                "limits": self.limits,
+                "limits": self.limits, "token_ratio": self._summary_token_ratio(job),
             })  # fmt: skip
             if outcome.cut is not None:
                 self.events.emit(ev.SUMMARY_REQUEST_CUT, session_id=session_id,

@@ -95,13 +95,17 @@ def _takes(fn: Callable[..., Any], name: str) -> bool:
     return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
+#: ``summarize`` keywords added after the first release: an override written
+#: before one existed would raise ``TypeError`` if it were passed.
+_LATER_OPTIONS = ("limits", "token_ratio")
+
+
 def _summary_options(fn: Callable[..., Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``options`` without ``limits`` for a ``summarize`` override written
-    before that keyword existed (it would raise ``TypeError``): such an
-    override cuts its request itself, or not at all."""
-    if "limits" in options and not _takes(getattr(fn, "__func__", fn), "limits"):
-        return {k: v for k, v in options.items() if k != "limits"}
-    return options
+    """``options`` without the later keywords a ``summarize`` override does
+    not take: such an override cuts its request itself, or not at all."""
+    target = getattr(fn, "__func__", fn)
+    drop = {k for k in _LATER_OPTIONS if k in options and not _takes(target, k)}
+    return {k: v for k, v in options.items() if k not in drop} if drop else options
 
 
 def _perform(effect: Effect) -> Any:

@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import dataclasses
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -117,9 +118,12 @@ class Summarizer:
         instructions: str | None = None,
         context: Sequence[str] = (),
         limits: Any = None,
+        token_ratio: float | None = None,
     ) -> SummaryRequest:
         """The request for ``history``, cut to the window (``self.limits``, else
-        ``limits``) when one is known."""
+        ``limits``) when one is known. ``token_ratio``: the provider's tokens
+        per estimated token for the model that writes the summary (a
+        ``UsageCalibrator`` fit's slope; None: the estimates as they are)."""
         request, _ = self._build(
             history,
             previous_summary=previous_summary,
@@ -127,6 +131,7 @@ class Summarizer:
             instructions=instructions,
             context=context,
             limits=limits,
+            token_ratio=token_ratio,
         )
         return request
 
@@ -152,6 +157,7 @@ class Summarizer:
         instructions: str | None,
         context: Sequence[str],
         limits: Any = None,
+        token_ratio: float | None = None,
     ) -> tuple[SummaryRequest, RequestCut | None]:
         cfg = self.config
         head: list[str] = []
@@ -173,15 +179,21 @@ class Summarizer:
         cut = None
         window = self.request_window(limits)
         if window is not None:
+            ratio = _check_ratio(token_ratio)
             longest = _cut_note(RequestCut(10**9, 10**9, 10**9, 10**6, 10**6))
             fixed = [{"role": "user", "content": "\n\n".join([*head, longest, *tail])}]
             reserved = self._tokens(fixed) + estimate_tokens(system, cfg.estimate_method)
-            messages, cut = fit_history(messages, window - reserved, config=cfg,
+            # The fit counts estimates: the window in those units (the
+            # provider counts ``ratio`` tokens for each estimated one).
+            budget = math.floor(window / ratio) - reserved
+            messages, cut = fit_history(messages, budget, config=cfg,
                                         previous_summary=previous_summary)  # fmt: skip
             if cut is not None:
-                cut = dataclasses.replace(cut, window=window,
-                                          tokens_before=cut.tokens_before + reserved,
-                                          tokens_sent=cut.tokens_sent + reserved)  # fmt: skip
+                cut = dataclasses.replace(
+                    cut, window=window,
+                    tokens_before=math.ceil((cut.tokens_before + reserved) * ratio),
+                    tokens_sent=math.ceil((cut.tokens_sent + reserved) * ratio),
+                )  # fmt: skip
                 head.append(_cut_note(cut))
         messages.append({"role": "user", "content": "\n\n".join([*head, *tail])})
         request = SummaryRequest(
@@ -211,12 +223,14 @@ class Summarizer:
         instructions: str | None = None,
         context: Sequence[str] = (),
         limits: Any = None,
+        token_ratio: float | None = None,
     ) -> SummaryOutcome:
         """Ask the client for the summary of ``history``; ``limits``: the window
-        when the summarizer has none of its own (the session model's)."""
+        when the summarizer has none of its own (the session model's);
+        ``token_ratio``: as in ``build_request``."""
         request, cut = self._build(history, previous_summary=previous_summary, round=round,
                                    instructions=instructions, context=context,
-                                   limits=limits)  # fmt: skip
+                                   limits=limits, token_ratio=token_ratio)  # fmt: skip
         client = self.client
         if client is None:
             return self._chosen_digest(history, request, previous_summary, round)
@@ -241,10 +255,11 @@ class Summarizer:
         instructions: str | None = None,
         context: Sequence[str] = (),
         limits: Any = None,
+        token_ratio: float | None = None,
     ) -> SummaryOutcome:
         request, cut = await asyncio.to_thread(
             self._build, history, previous_summary=previous_summary, round=round,
-            instructions=instructions, context=context, limits=limits,
+            instructions=instructions, context=context, limits=limits, token_ratio=token_ratio,
         )  # fmt: skip
         client = self.client
         if client is None:
@@ -311,6 +326,16 @@ class Summarizer:
             history, self.config.summary_max_tokens, method=self.config.estimate_method
         )
         return SummaryOutcome(text, "truncation", round, why, request)
+
+
+def _check_ratio(ratio: float | None) -> float:
+    if ratio is None:
+        return 1.0
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0 \
+            or math.isinf(ratio):  # fmt: skip
+        raise ConfigError(f"token_ratio must be a positive number, got {ratio!r}",
+                          column="token_ratio")  # fmt: skip
+    return float(ratio)
 
 
 class _Deadline(TimeoutError):
