@@ -10,7 +10,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-class NotRegularFileError(OSError):
+class OutputNotWritableError(OSError):
+    """An output that cannot be written; ``str()`` names the path and why."""
+
+    def __str__(self) -> str:
+        # a message that names its path already is shown as it is
+        if self.strerror and self.filename and str(self.filename) in str(self.strerror):
+            return str(self.strerror)
+        return super().__str__()
+
+
+class NotRegularFileError(OutputNotWritableError):
     """The path holds a device, pipe, socket or folder: never replaced by a file."""
 
 

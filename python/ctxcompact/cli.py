@@ -50,7 +50,8 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact import config as config_module
-from ctxcompact._atomic import beside, replacing
+from ctxcompact._atomic import OutputNotWritableError, beside, replacing
+from ctxcompact._outputs import check_outputs, is_parquet_source
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
@@ -60,6 +61,7 @@ from ctxcompact.errors import (
     DuplicateSessionError,
     FormatError,
     MissingColumnError,
+    OutputConflictError,
     SchemaError,
     TranscriptError,
 )
@@ -300,79 +302,22 @@ def _no_stdio(path: Path | None, option: str, stream: str = "stdin") -> None:
 def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -> None:
     """Refuse an output that cannot be written, or that would replace one of
     ``inputs`` (the data being read), before any work is done."""
-    if path is None:
-        return
-    _no_stdio(path, option, "stdout")
-    parent = path.parent
-    if any(_same_file(path, i) for i in inputs):
-        raise typer.BadParameter(f"{path} is also an input: it would be replaced",
-                                 param_hint=option)  # fmt: skip
-    if path.is_dir():
-        reason = "it is a directory"
-    elif path.exists() and not path.is_file():
-        reason = "it is not a regular file (a device, pipe or socket is never replaced)"
-    elif not parent.exists():
-        reason = f"folder {parent} does not exist"
-    elif not parent.is_dir():
-        reason = f"{parent} is not a folder"
-    elif not os.access(parent, os.W_OK | os.X_OK):
-        reason = f"folder {parent} is not writable"
-    elif (refused := _cannot_create_in(path)) is not None:
-        reason = refused
-    else:
-        return
-    raise OutputNotWritable(f"{path}: cannot write {option}: {reason}")
-
-
-def _cannot_create_in(path: Path) -> str | None:
-    """Why a file cannot be created beside ``path`` (where ``replacing`` writes
-    it), found by creating one: the permission bits do not tell (root, a
-    read-only mount, /proc); ``None`` when it can."""
-    folder = (path.resolve() if path.is_symlink() else path).parent
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ctxcompact-probe-"):
-            return None  # removed on leaving
-    except OSError as e:
-        return f"no file can be created in folder {folder} ({e.strerror or _one_line(str(e))})"
+    _check_outputs({option: path}, inputs)
 
 
 def _check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path] = ()) -> None:
-    """``_check_output`` for each output (keyed by its option), and refuse two
-    outputs on one file: the second written would replace the first."""
-    inputs = list(inputs)
-    given = [(option, path) for option, path in outputs.items() if path is not None]
-    for i, (option, path) in enumerate(given):
-        for other, earlier in given[:i]:
-            if _one_file(path, earlier):
-                raise typer.BadParameter(f"{path} is also the {other} output: give each output "
-                                         "its own file", param_hint=option)  # fmt: skip
-    for option, path in given:
-        _check_output(path, option, inputs)
-
-
-def _one_file(a: Path, b: Path) -> bool:
+    """The library's check of outputs (``_outputs.check_outputs``, which
+    ``compact_parquet`` runs too) before any work: two outputs on one file or
+    an output that is an input is a usage error (exit 2), an output that
+    cannot be written exit 5."""
+    for option, path in outputs.items():
+        _no_stdio(path, option, "stdout")
     try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
-def _same_file(output: Path, input: Path) -> bool:
-    """Whether writing ``output`` would replace a file that reading ``input``
-    reads: the input itself, or a session or Parquet file in an input folder
-    (symlinks and ``..`` followed)."""
-    try:
-        if not output.is_file():
-            return False
-        if input.is_file():
-            return output.samefile(input)
-        if not (input.is_dir() and output.resolve().is_relative_to(input.resolve())):
-            return False
-        # A folder is read as Parquet part rows or as session files, not both.
-        read = (".parquet",) if _is_parquet(input) else SESSION_SUFFIXES
-        return output.suffix in read
-    except OSError:
-        return False
+        check_outputs(outputs, inputs)
+    except OutputConflictError as e:
+        raise typer.BadParameter(str(e), param_hint=e.column) from None
+    except OutputNotWritableError as e:
+        raise OutputNotWritable(str(e)) from None
 
 
 @contextmanager
@@ -533,11 +478,7 @@ INPUTS_HELP = "Session files (.jsonl, .json, .traj) or folders of them."
 SOURCE_HELP = "Parquet file or directory, or session files (.jsonl, .json, .traj; ingested first)."
 
 
-def _is_parquet(path: Path) -> bool:
-    """Parquet of part rows: a .parquet file, or a folder with no session files in it."""
-    if path.is_dir():
-        return not any(p.suffix in SESSION_SUFFIXES for p in path.rglob("*") if p.is_file())
-    return path.suffix == ".parquet"
+_is_parquet = is_parquet_source  # a .parquet file, or a folder with no session files in it
 
 
 def _check_inputs(inputs: list[Path]) -> None:
@@ -687,12 +628,36 @@ def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
         raise InputNotFound(f"{path}: no such file")
     _check_sources([path])
     if _is_parquet(path):
-        try:
-            return cc.Transcript(pq.read_table(path)), "parquet"
-        except (pa.ArrowInvalid, OSError) as e:
-            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+        return cc.Transcript(_read_parquet(path)), "parquet"
     result = _ingest([path], fmt)
     return result.transcript, result.format
+
+
+def _read_parquet(source: Path | list[Path]) -> pa.Table:
+    """The part rows of Parquet files and folders, read as ``batch`` reads
+    them (``parquet_dataset``: a folder's ``*.parquet`` files, names starting
+    with ``_`` or ``.`` left out; every file left out named on stderr)."""
+    from ctxcompact.batch.parquet import parquet_dataset
+
+    found = parquet_dataset(source)
+    _report_files(found.skipped)
+    if len(found.files) > 1:
+        _check_parquet_sessions(found.files)
+    tables = []
+    for path in found.files:
+        try:
+            tables.append(pq.read_table(path))
+        except (pa.ArrowInvalid, OSError) as e:
+            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        # tool_target may be plain strings in one and a dictionary in another
+        tables = [targets_as_dictionary(t) for t in tables]
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaError(f"{source}: the files' columns do not agree "
+                          f"({_one_line(str(e))})") from None  # fmt: skip
 
 
 def _load(path: Path, fmt: str | None) -> cc.Transcript:
@@ -926,8 +891,12 @@ def compact(
 def _check_parquet_sessions(files: list[Path]) -> None:
     """A session in two Parquet files is a ``DuplicateSessionError`` naming both,
     unless its rows follow on (it ends one file and starts the next): the same
-    runs in two files would otherwise be rows "not contiguous", naming no file.
-    A file that cannot be read is left to the reader that reports it."""
+    runs in two files would otherwise be rows "not contiguous", naming no file;
+    and so is a part repeated where one file ends and the next begins
+    (``check_file_joins``). A file that cannot be read is left to the reader
+    that reports it."""
+    from ctxcompact.batch.parquet import check_file_joins
+
     seen: dict[Any, Path] = {}
     last: Any = None
     for path in files:
@@ -951,6 +920,7 @@ def _check_parquet_sessions(files: list[Path]) -> None:
                     session_id=None if sid is None else str(sid),
                 )
             last = sid
+    check_file_joins(files)  # a part read twice where one file ends and the next begins
 
 
 def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> cc.Transcript:
@@ -1202,9 +1172,11 @@ def tune(
     _check_sources(inputs)
     parquet = all(_is_parquet(p) for p in inputs)
     if parquet:
-        from ctxcompact.batch.parquet import parquet_files
+        from ctxcompact.batch.parquet import parquet_dataset
 
-        _check_parquet_sessions(parquet_files(inputs))
+        found = parquet_dataset(inputs)
+        _report_files(found.skipped)
+        _check_parquet_sessions(found.files)
     corpus: Any = inputs if parquet else _load_many(inputs, fmt, on_error)
     total = None if parquet else len(corpus.session_ids())
     console = _stderr()
@@ -1292,6 +1264,7 @@ def batch(
         stats = compact_parquet(source, destination, cfg, report_path=report,
                                 batch_rows=batch_rows, limits=limits,
                                 progress=tick)  # fmt: skip
+    _report_files(stats.skipped)  # files of a folder left out, named as ingest names them
     rows = {"format": read_as, **stats.to_dict()}
     if ingested:  # the counts are of the Parquet made from them: say what was read
         rows["files"] = len(ingested)

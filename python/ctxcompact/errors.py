@@ -112,6 +112,7 @@ __all__ = [
     "NonContiguousError",
     "NullValueError",
     "OrphanedToolResultError",
+    "OutputConflictError",
     "SchemaError",
     "SessionNotFoundError",
     "StoreError",
@@ -178,6 +179,12 @@ class MissingToolResultError(TranscriptError):
 
 class DatasetError(CompactionError):
     """A dataset file that cannot be read (missing, truncated, not Parquet)."""
+
+
+class OutputConflictError(CompactionError, ValueError):
+    """An output that would replace an input of the same run (the file, a
+    link to it, a file an input folder is read from) or another of its
+    outputs; ``column`` names the argument (or option) of the output."""
 
 
 class FormatError(TranscriptError):

@@ -180,3 +180,21 @@ def test_a_failed_rerun_leaves_the_outputs_as_they_were(
         compact_parquet_on_ray(str(bad), str(parts), report=str(report), now_ms=5)
     assert pq.read_table(parts).equals(before[0]) and pq.read_table(report).equals(before[1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "parts", "report"]
+
+
+def test_a_part_read_twice_where_files_join_is_refused(local_ray: None, tmp_path: Path) -> None:
+    """Overlapping shards (the next file starts with the first's last row):
+    one block holds the same part twice, which would be counted twice."""
+    from ctxcompact.errors import DuplicateSessionError
+
+    table = generate_table(3, 60, seed=2)
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table.slice(table.num_rows - 1), tmp_path / "b.parquet")
+    last = table.slice(table.num_rows - 1).to_pylist()[0]
+    ds = ray.data.read_parquet(str(tmp_path)).repartition(1)  # one block, as Ray may join them
+    for parts in (False, True):
+        with pytest.raises(DuplicateSessionError) as e:
+            compact_dataset(ds, now_ms=5, parts=parts)
+        assert e.value.session_id == last["session_id"] and last["part_id"] in str(e.value)
+    with pytest.raises(DuplicateSessionError, match=r"b\.parquet"):
+        compact_parquet_on_ray(str(tmp_path), str(tmp_path / "out"), now_ms=5)

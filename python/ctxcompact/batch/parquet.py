@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ctxcompact._atomic import check_replaceable
+from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionError,
     DatasetError,
+    DuplicateSessionError,
     MissingColumnError,
     NonContiguousError,
     SchemaError,
@@ -60,28 +62,117 @@ class BatchReport:
     #: Most part rows held in memory at once (batch + carried session rows).
     peak_rows: int = 0
     seconds: float = 0.0
+    #: Files of the source's folders left out (``formats.reader.FileReport``:
+    #: path, ``"skipped"``, reason), by ``parquet_dataset``'s rule.
+    skipped: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The counts (``skipped`` as the number of files left out)."""
+        found = asdict(self)
+        found["skipped"] = len(self.skipped)
+        return found
 
 
-def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The files of ``source`` (a file, a directory searched recursively, or a list), in order."""
+#: The files a Parquet folder is read from: every file named ``*.parquet`` in
+#: it or in a folder below it, except names starting with ``_`` or ``.``
+#: (``_SUCCESS``, ``_metadata``, ``.crc`` files, ``_temporary/``: not data by
+#: the convention Spark, Hive and pyarrow share). Every other file found is
+#: left out and named in ``ParquetFiles.skipped``.
+PARQUET_SUFFIX = ".parquet"
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def reads_as_parquet(folder: Path, path: Path) -> bool:
+    """Whether reading the Parquet folder ``folder`` reads the file ``path``
+    (both resolved by the caller): the rule of ``parquet_dataset``."""
+    try:
+        parts = path.relative_to(folder).parts
+    except ValueError:
+        return False
+    return bool(parts) and not any(map(_hidden, parts)) and path.name.endswith(PARQUET_SUFFIX)
+
+
+@dataclass(frozen=True)
+class ParquetFiles:
+    """The files a Parquet source is read from, in order, and those of its
+    folders left out (``FileReport``, status ``"skipped"``, with the reason)."""
+
+    files: list[Path]
+    skipped: list[Any]
+
+
+def _walk(folder: Path) -> ParquetFiles:
+    from ctxcompact.formats.reader import FileReport
+
+    files: list[Path] = []
+    skipped: list[Any] = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).parts
+        if any(_hidden(p) for p in relative[:-1]):
+            continue  # inside a folder already named as skipped
+        if _hidden(path.name):
+            what = "folder" if path.is_dir() else "file"
+            skipped.append(FileReport(str(path), "skipped", reason=f"a {what} name starting "
+                                      "with '_' or '.' (metadata, not data, in a Parquet "
+                                      "dataset)"))  # fmt: skip
+        elif path.is_dir() and not path.is_symlink():
+            continue
+        elif not path.is_file():
+            skipped.append(FileReport(str(path), "skipped", reason="not a regular file"))
+        elif not path.name.endswith(PARQUET_SUFFIX):
+            skipped.append(FileReport(str(path), "skipped", reason="not a Parquet file by its "
+                                      f"extension ({PARQUET_SUFFIX})"))  # fmt: skip
+        else:
+            files.append(path)
+    return ParquetFiles(files, skipped)
+
+
+def parquet_dataset(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> ParquetFiles:
+    """The files of ``source`` (a file, a folder searched recursively, or a
+    list of them), in order, and what its folders hold that is not read.
+
+    The one rule for a Parquet folder, in every command and API that reads
+    one: its ``*.parquet`` files, in sorted path order, without names (of
+    files or folders) starting with ``_`` or ``.``; every other file is left
+    out and listed in ``skipped``. A file given by name is read whatever its
+    extension. A folder with no file to read is a ``DatasetError``; a file
+    given twice too (``read_once``).
+    """
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*.parquet") if p.is_file())
-            if not files:
-                raise DatasetError(f"{path}: no .parquet files in this directory")
-            return files
+            found = _walk(path)
+            if not found.files:
+                left = f" ({len(found.skipped)} other file(s) left out)" if found.skipped else ""
+                raise DatasetError(f"{path}: no .parquet files in this directory{left}")
+            return found
         if not path.exists():
             raise DatasetError(f"{path}: no such file or directory")
-        return [path]
+        return ParquetFiles([path], [])
     from ctxcompact.formats.reader import read_once
 
-    files = [p for s in source for p in parquet_files(s)]
+    each = [parquet_dataset(s) for s in source]
+    files = [p for d in each for p in d.files]
     read_once(files)  # a file given twice is named, not a session that "appears again"
-    return files
+    return ParquetFiles(files, [f for d in each for f in d.skipped])
+
+
+def _given(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The paths ``source`` names (its folders as folders)."""
+    if isinstance(source, str | os.PathLike):
+        return [Path(source)]
+    return [Path(s) for s in source]
+
+
+def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files ``parquet_dataset`` reads from ``source``, in order (what it
+    leaves out is in ``parquet_dataset(source).skipped``)."""
+    return parquet_dataset(source).files
 
 
 def _open(path: Path) -> pq.ParquetFile:
@@ -94,8 +185,12 @@ def _open(path: Path) -> pq.ParquetFile:
         raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
 
 
-def _check_schema(path: Path, schema: pa.Schema) -> None:
+def _check_schema(path: Path, schema: pa.Schema, columns: list[str] | None = None) -> None:
+    """The columns a run needs are in ``path``; a report-only run reading
+    ``columns`` (the counts, never the text) needs no ``output``."""
     for column in REQUIRED:
+        if column == "output" and columns is not None and "output" not in columns:
+            continue
         if column not in schema.names:
             raise MissingColumnError(f"{path}: no column {column!r}", column=column)
 
@@ -104,11 +199,91 @@ def _batches(
     path: Path, batch_rows: int, columns: list[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     file = _open(path)
-    _check_schema(path, file.schema_arrow)
+    _check_schema(path, file.schema_arrow, columns)
     try:
         yield from file.iter_batches(batch_size=batch_rows, columns=columns)
     except (pa.ArrowInvalid, OSError) as e:  # truncated or corrupt row groups
         raise DatasetError(f"{path}: cannot read it to the end ({e})") from None
+
+
+#: What names a part row: two rows with these equal are the same part.
+_PART_KEY = ("session_id", "message_id", "part_id")
+
+
+@dataclass(frozen=True)
+class _Edge:
+    """A file's message at one end: its (session, message) and the part ids
+    of its rows there, with the file row of each."""
+
+    message: tuple[Any, Any]
+    parts: dict[Any, int]
+
+
+def _message_run(ids: pa.Table, from_end: bool) -> tuple[tuple[Any, Any], dict[Any, int], int]:
+    rows = ids.to_pydict()
+    n = ids.num_rows
+    order = range(n - 1, -1, -1) if from_end else range(n)
+    key = None
+    parts: dict[Any, int] = {}
+    for i in order:
+        here = (rows["session_id"][i], rows["message_id"][i])
+        if key is None:
+            key = here
+        elif here != key:
+            break
+        parts.setdefault(rows["part_id"][i], i)
+    assert key is not None
+    return key, parts, n
+
+
+def _edges(path: Path) -> tuple[_Edge, _Edge] | None:
+    """The messages ``path`` starts and ends with (from its first and last
+    row groups, three id columns); ``None`` for a file without rows or
+    without ``part_id`` (then nothing is compared)."""
+    file = _open(path)
+    meta = file.metadata
+    if any(c not in file.schema_arrow.names for c in _PART_KEY) or meta.num_rows == 0:
+        return None
+    nonempty = [g for g in range(meta.num_row_groups) if meta.row_group(g).num_rows]
+    try:
+        head = file.read_row_group(nonempty[0], columns=list(_PART_KEY))
+        tail = file.read_row_group(nonempty[-1], columns=list(_PART_KEY))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DatasetError(f"{path}: cannot read it to the end ({e})") from None
+    first, first_parts, _ = _message_run(head, from_end=False)
+    last, last_parts, n = _message_run(tail, from_end=True)
+    before = meta.num_rows - n  # file row of the last row group's first row
+    return (_Edge(first, first_parts),
+            _Edge(last, {p: before + i for p, i in last_parts.items()}))  # fmt: skip
+
+
+def check_file_joins(files: list[Path]) -> None:
+    """Refuse a part read twice where one file ends and the next begins: a
+    message continued from one file into the next whose part id is already
+    in the first (overlapping or re-exported shards), which would otherwise
+    be read as another part and counted twice. A ``DuplicateSessionError``
+    naming both files and the rows. Part ids are unique within a message
+    (docs/schema.md); only the joins are compared, which costs a row group's
+    three id columns per file (the scans never read ``part_id``)."""
+    previous: tuple[Path, _Edge] | None = None
+    for path in files:
+        edges = _edges(path)
+        if edges is None:
+            continue
+        first, last = edges
+        if previous is not None and first.message == previous[1].message:
+            again = [p for p in first.parts if p is not None and p in previous[1].parts]
+            if again:
+                (sid, mid), pid = first.message, again[0]
+                row, earlier = first.parts[pid], previous[1].parts[pid]
+                raise DuplicateSessionError(
+                    f"{path}: row {row} repeats row {earlier} of {previous[0]} (session "
+                    f"{sid!r}, message {mid!r}, part {pid!r}): the same part read twice "
+                    "(overlapping or re-exported files?); read each row once",
+                    session_id=None if sid is None else str(sid),
+                    message_id=None if mid is None else str(mid), row=row, column="part_id",
+                )  # fmt: skip
+        previous = (path, last)
 
 
 def _in_file(error: CompactionError, path: Path, row: int | None = None) -> CompactionError:
@@ -146,21 +321,58 @@ def _new_sessions(rows: pa.Table, done: set[str], where: Path) -> set[str]:
     return set(ids)
 
 
+#: Where rows of a chunk come from: (file, its first row in the file, rows).
+_Segment = tuple[Path, int, int]
+
+
+def _split(segments: list[_Segment], n: int) -> tuple[list[_Segment], list[_Segment]]:
+    """``segments`` cut after their first ``n`` rows."""
+    head: list[_Segment] = []
+    tail: list[_Segment] = []
+    for path, start, rows in segments:
+        take = max(0, min(rows, n))
+        if take:
+            head.append((path, start, take))
+        if rows > take:
+            tail.append((path, start + take, rows - take))
+        n -= take
+    return head, tail
+
+
+def _locate(segments: list[_Segment], row: int) -> tuple[Path, int]:
+    """The file and the row in it of a chunk's row ``row``."""
+    for path, start, rows in segments:
+        if row < rows:
+            return path, start + row
+        row -= rows
+    path, start, rows = segments[-1]
+    return path, start + rows - 1 + row + 1
+
+
+def _segment_sessions(
+    rows: pa.Table, segments: list[_Segment], done: set[str]
+) -> list[tuple[set[str], Path]]:
+    """The session ids of each segment of ``rows``, with its file;
+    ``NonContiguousError`` naming the file for one already finished."""
+    seen = []
+    at = 0
+    for path, _, n in segments:
+        seen.append((_new_sessions(rows.slice(at, n), done, path), path))
+        at += n
+    return seen
+
+
 @dataclass
 class _Chunk:
-    """Whole sessions cut from the stream of files: the first ``carried`` rows
-    come from ``carry_path`` (carried over from earlier batches), the rest from
-    ``path``. ``read``: the batch just read (``None`` for the last carry)."""
+    """Whole sessions cut from the stream of files; ``segments`` say which
+    file (and rows of it) each stretch of ``rows`` comes from: a session
+    carried over from earlier batches may span several files. ``read``: the
+    batch just read (``None`` for the last carry)."""
 
     rows: pa.Table
-    carried: int
-    carry_path: Path
-    path: Path
+    segments: list[_Segment]
     read: pa.Table | None
     held: int
-    #: File rows of the carry's first row (in ``carry_path``) and the read's (in ``path``).
-    carry_row: int = 0
-    row: int = 0
 
 
 def _chunks(
@@ -171,9 +383,7 @@ def _chunks(
     from the first's raise ``SchemaError``."""
     schema: pa.Schema | None = None
     carry: pa.Table | None = None
-    carry_path = files[0] if files else Path()  # the file of the carry's first row
-    carry_row, offset = 0, 0
-    path = carry_path
+    carry_segments: list[_Segment] = []
     for path in files:
         offset = 0
         for batch in _batches(path, batch_rows, columns):
@@ -193,17 +403,14 @@ def _chunks(
                     f"{path}: its schema does not match the first file's ({e})"
                 ) from None
             combined = table if carry is None else pa.concat_tables([carry, table])
+            segments = [*carry_segments, (path, offset, table.num_rows)]
             cut = _tail_start(combined.column("session_id"))
-            carried = 0 if carry is None else carry.num_rows
-            yield _Chunk(combined.slice(0, cut), min(cut, carried), carry_path, path, table,
-                         combined.num_rows, carry_row, offset)  # fmt: skip
-            if cut >= carried:
-                carry_path, carry_row = path, offset + cut - carried
+            done, carry_segments = _split(segments, cut)
+            yield _Chunk(combined.slice(0, cut), done, table, combined.num_rows)
             carry = combined.slice(cut)
             offset += table.num_rows
     if carry is not None:
-        yield _Chunk(carry, carry.num_rows, carry_path, path, None, carry.num_rows, carry_row,
-                     offset)  # fmt: skip
+        yield _Chunk(carry, carry_segments, None, carry.num_rows)
 
 
 #: What the one-pass scan reads for a report when the outputs' lengths are
@@ -288,38 +495,39 @@ def compact_parquet(
     start = time.perf_counter()
     cfg = config or CompactionConfig()
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    files = parquet_files(source)
+    if not isinstance(source, str | os.PathLike):
+        source = list(source)  # read twice below
+    # Before any work, so no output is half-replaced and no input replaced:
+    # the CLI's rule (an output that is an input, two outputs on one file).
+    check_outputs({"destination": destination, "report_path": report_path}, _given(source))
+    found = parquet_dataset(source)
+    files = found.files
     metas = [_open(f).metadata for f in files]
+    check_file_joins(files)
     total = sum(m.num_rows for m in metas)
-    dest = None if destination is None else Path(destination)
-    for target in (dest, report_path):
-        if target is not None:
-            check_replaceable(Path(target))  # before any work, so no output is half-replaced
+    # a symlink's target is written (the link stays)
+    dest = None if destination is None else check_replaceable(Path(destination))
+    rp = None if report_path is None else check_replaceable(Path(report_path))
+    # each output its own temporary name (the check above refused one file for both)
     tmp_dest = None if dest is None else dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    tmp_report = None if rp is None else rp.with_name(f".{rp.name}.report-tmp-{os.getpid()}")
     columns = None
     if dest is None and files:
         columns = _report_columns(metas, cfg)
-    tmp_report = None
-    if report_path is not None:
-        rp = Path(report_path)
-        tmp_report = rp.with_name(f".{rp.name}.tmp-{os.getpid()}")
-    stats = BatchReport(files=len(files))
+    stats = BatchReport(files=len(files), skipped=found.skipped)
     done: set[str] = set()  # finished sessions: ~70 bytes each, the only per-session state
     writer: pq.ParquetWriter | None = None
     report_writer: pq.ParquetWriter | None = None
     schema: pa.Schema | None = None
     rows_read = 0
 
-    def process(rows: pa.Table, carried: int, carry_path: Path, path: Path,
-                carry_row: int = 0, row: int = 0) -> None:  # fmt: skip
-        """Compact ``rows``: the first ``carried`` come from ``carry_path`` (from
-        its row ``carry_row``), the rest from ``path`` (from its row ``row``);
-        an error names the file its rows come from, and the row in it."""
+    def process(rows: pa.Table, segments: list[_Segment]) -> None:
+        """Compact ``rows``, which come from ``segments``: an error names the
+        file its row comes from, and the row in it."""
         nonlocal writer, report_writer
         if rows.num_rows == 0:
             return
-        segments = [(rows.slice(0, carried), carry_path), (rows.slice(carried), path)]
-        seen = [(_new_sessions(segment, done, where), where) for segment, where in segments]
+        seen = _segment_sessions(rows, segments, done)
         try:
             parts: pa.Table | None = None
             if tmp_dest is None:
@@ -332,10 +540,8 @@ def compact_parquet(
             # The row, when the core names one, says which file; else the session's
             # last file (a reappearing session is wrong where it reappears).
             if e.row is not None:
-                where, at = ((carry_path, carry_row + e.row) if e.row < carried
-                             else (path, row + e.row - carried))  # fmt: skip
-                raise _in_file(e, where, at) from e
-            where = next((w for ids, w in reversed(seen) if e.session_id in ids), path)
+                raise _in_file(e, *_locate(segments, e.row)) from e
+            where = next((w for ids, w in reversed(seen) if e.session_id in ids), segments[-1][0])
             raise _in_file(e, where) from e
         for ids, _ in seen:
             done.update(ids)
@@ -363,8 +569,7 @@ def compact_parquet(
                 stats.parts_in += chunk.read.num_rows
                 stats.bytes_in += chunk.read.nbytes
             stats.peak_rows = max(stats.peak_rows, chunk.held)
-            process(chunk.rows, chunk.carried, chunk.carry_path, chunk.path, chunk.carry_row,
-                    chunk.row)  # fmt: skip
+            process(chunk.rows, chunk.segments)
             if chunk.read is not None and progress is not None:
                 progress(rows_read, total)
         if writer is None and tmp_dest is not None:  # an empty dataset: a valid empty output
@@ -378,8 +583,8 @@ def compact_parquet(
             report_writer.close()
         if tmp_dest is not None and dest is not None:
             os.replace(tmp_dest, dest)
-        if tmp_report is not None and report_path is not None:
-            os.replace(tmp_report, report_path)
+        if tmp_report is not None and rp is not None:
+            os.replace(tmp_report, rp)
     except BaseException:
         for w in (writer, report_writer):
             if w is not None:
@@ -406,8 +611,18 @@ def session_tables(
     done: set[str] = set()
     for chunk in _chunks(parquet_files(source), batch_rows):
         if chunk.rows.num_rows:
-            done |= _new_sessions(chunk.rows, done, chunk.path)
+            for ids, _ in _segment_sessions(chunk.rows, chunk.segments, done):
+                done |= ids
             yield chunk.rows
 
 
-__all__ = ["REQUIRED", "BatchReport", "compact_parquet", "parquet_files", "session_tables"]
+__all__ = [
+    "REQUIRED",
+    "BatchReport",
+    "ParquetFiles",
+    "check_file_joins",
+    "compact_parquet",
+    "parquet_dataset",
+    "parquet_files",
+    "session_tables",
+]

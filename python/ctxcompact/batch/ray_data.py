@@ -35,7 +35,13 @@ import pyarrow.compute as pc
 
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import CompactionError, ConfigError, DatasetError, NonContiguousError
+from ctxcompact.errors import (
+    CompactionError,
+    ConfigError,
+    DatasetError,
+    DuplicateSessionError,
+    NonContiguousError,
+)
 
 
 def _ray() -> Any:
@@ -68,12 +74,86 @@ def _compact(batch: pa.Table, *, paths: bool = False, **kw: Any) -> Any:
     if paths:
         files = batch.column(_PATH)
         batch = batch.drop_columns([_PATH])
+    _no_part_twice(batch, files)
     try:
         return compact_batch(batch, **kw)
     except NonContiguousError:
         if files is not None:
             _one_file_per_session(batch, files)
-        return compact_batch(_regroup(batch), **kw)
+        regrouped = _regroup(batch)
+        _no_part_twice(regrouped, None)
+        try:
+            return compact_batch(regrouped, **kw)
+        except NonContiguousError as e:  # a part read twice is named as such
+            _no_part_in_two_files(regrouped, None, e.session_id)
+            raise
+
+
+_PART_KEY = ("session_id", "message_id", "part_id")
+
+
+def _no_part_in_two_files(batch: pa.Table, files: Any, sid: Any) -> None:
+    """For a session whose rows are out of order (or in two files): a part
+    of it read twice (overlapping or re-exported files) is a
+    ``DuplicateSessionError`` naming it (and the files, when known)."""
+    if sid is None or any(c not in batch.column_names for c in _PART_KEY):
+        return
+    columns = {
+        "s": _plain(batch.column("session_id")).cast(pa.string()),
+        "m": _plain(batch.column("message_id")).cast(pa.string()),
+        "p": _plain(batch.column("part_id")).cast(pa.string()),
+        "f": pa.array(range(batch.num_rows)) if files is None else _plain(files),
+    }
+    rows = pa.table(columns).filter(pc.equal(pc.field("s"), sid))
+    per = rows.group_by(["m", "p"]).aggregate([("f", "distinct")])
+    twice = per.filter(pc.greater(pc.list_value_length(per.column("f_distinct")), 1))
+    twice = twice.filter(pc.is_valid(twice.column("p")))
+    if len(twice):
+        mid, pid = twice.column("m")[0].as_py(), twice.column("p")[0].as_py()
+        both = ""
+        if files is not None:
+            both = f" (in {' and '.join(map(str, twice.column('f_distinct')[0].as_py()))})"
+        raise DuplicateSessionError(
+            f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{both}: "
+            "overlapping or re-exported files? read each row once",
+            session_id=sid, message_id=mid, column="part_id",
+        )  # fmt: skip
+
+
+def _plain(column: Any) -> Any:
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+
+
+def _no_part_twice(batch: pa.Table, files: Any) -> None:
+    """Refuse a part row read twice in a row (the same session, message and
+    part id: a block joining overlapping or re-exported files), which
+    ``compact_batch`` would count as two parts: a ``DuplicateSessionError``
+    naming the part (and both files when the rows' files are known). Part
+    ids are unique within a message (docs/schema.md). One vectorised
+    comparison of three id columns with themselves shifted by a row; a block
+    without ``part_id`` is not compared."""
+    if batch.num_rows < 2 or any(c not in batch.column_names for c in _PART_KEY):
+        return
+    same = None
+    for name in _PART_KEY:
+        column = _plain(batch.column(name))
+        equal = pc.equal(column.slice(1), column.slice(0, len(column) - 1))
+        same = equal if same is None else pc.and_(same, equal)
+    found = pc.indices_nonzero(pc.fill_null(same, False))
+    if len(found) == 0:
+        return
+    row = int(found[0].as_py()) + 1
+    sid, mid, pid = (batch.column(c)[row].as_py() for c in _PART_KEY)
+    where = ""
+    if files is not None:
+        where = f" (in {files[row - 1].as_py()} and {files[row].as_py()})"
+    raise DuplicateSessionError(
+        f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{where}: "
+        "overlapping or re-exported files? read each row once",
+        session_id=None if sid is None else str(sid),
+        message_id=None if mid is None else str(mid), column="part_id",
+    )  # fmt: skip
 
 
 def _one_file_per_session(batch: pa.Table, files: Any) -> None:
@@ -82,6 +162,7 @@ def _one_file_per_session(batch: pa.Table, files: Any) -> None:
     split = per.filter(pc.greater(per.column("f_count_distinct"), 1))
     if len(split):
         sid = split.column("s")[0].as_py()
+        _no_part_in_two_files(batch, files, sid)
         raise NonContiguousError(
             f"session {sid!r} is split between files: write each file with whole sessions",
             session_id=sid, column="session_id",

@@ -1,0 +1,122 @@
+"""Outputs checked before any work: the one rule the CLI and the Python API share.
+
+An output that would replace one of the run's inputs (the file itself, a
+link to it, or a file an input folder is read from), or another output of
+the same run, is an ``OutputConflictError``; one that cannot be written (a
+folder, a device, a missing or read-only folder, /proc) an ``OSError``
+naming it (``OutputNotWritableError``) — before anything is read, so a
+refused run leaves every file as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ctxcompact._atomic import NotRegularFileError, OutputNotWritableError
+from ctxcompact.errors import OutputConflictError
+
+PathLike = str | os.PathLike[str]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def is_parquet_source(path: Path) -> bool:
+    """Parquet of part rows: a ``.parquet`` file, or a folder with no session
+    file (``.jsonl``, ``.json``, ``.traj``) in it."""
+    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
+
+    if path.is_dir():
+        suffixes = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+        return not any(p.suffix in suffixes for p in path.rglob("*") if p.is_file())
+    return path.suffix == ".parquet"
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def replaces_input(output: Path, input: Path) -> bool:
+    """Whether writing ``output`` would replace a file that reading ``input``
+    reads: the input itself, or a file an input folder is read from (its
+    Parquet files by ``batch.parquet.parquet_dataset``'s rule, or its session
+    files); symlinks and ``..`` followed."""
+    from ctxcompact.batch.parquet import reads_as_parquet
+    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
+
+    try:
+        if not output.is_file():
+            return False
+        if input.is_file():
+            return output.samefile(input)
+        folder, target = input.resolve(), output.resolve()
+        if not (input.is_dir() and target.is_relative_to(folder)):
+            return False
+        # A folder is read as Parquet part rows or as session files, not both.
+        if is_parquet_source(input):
+            return reads_as_parquet(folder, target)
+        return output.suffix in JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    except OSError:
+        return False
+
+
+def _cannot_create_in(path: Path) -> str | None:
+    """Why a file cannot be created beside ``path`` (where the temporary file
+    is written), found by creating one: the permission bits do not tell
+    (root, a read-only mount, /proc); ``None`` when it can."""
+    folder = (path.resolve() if path.is_symlink() else path).parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ctxcompact-probe-"):
+            return None  # removed on leaving
+    except OSError as e:
+        return f"no file can be created in folder {folder} ({e.strerror or _one_line(str(e))})"
+
+
+def _unwritable(path: Path, option: str) -> OutputNotWritableError | None:
+    parent = path.parent
+    kind: type[OutputNotWritableError] = OutputNotWritableError
+    if path.is_dir():
+        reason, kind = "it is a directory", NotRegularFileError
+    elif path.exists() and not path.is_file():
+        reason = "it is not a regular file (a device, pipe or socket is never replaced)"
+        kind = NotRegularFileError
+    elif not parent.exists():
+        reason = f"folder {parent} does not exist"
+    elif not parent.is_dir():
+        reason = f"{parent} is not a folder"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        reason = f"folder {parent} is not writable"
+    elif (refused := _cannot_create_in(path)) is not None:
+        reason = refused
+    else:
+        return None
+    return kind(errno.EINVAL if kind is NotRegularFileError else errno.EACCES,
+                f"{path}: cannot write {option}: {reason}", str(path))  # fmt: skip
+
+
+def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Iterable[PathLike] = ()) -> None:
+    """Refuse, before any work, outputs (keyed by the argument or option that
+    names them; ``None``: not written) that cannot be written or that would
+    replace an input or each other."""
+    ins = [Path(i) for i in inputs]
+    given = [(option, Path(path)) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if _one_file(path, earlier):
+                raise OutputConflictError(f"{path} is also the {other} output: give each "
+                                          "output its own file", column=option)  # fmt: skip
+    for option, path in given:
+        if any(replaces_input(path, i) for i in ins):
+            raise OutputConflictError(f"{path} is also an input: it would be replaced",
+                                      column=option)  # fmt: skip
+        refused = _unwritable(path, option)
+        if refused is not None:
+            raise refused
