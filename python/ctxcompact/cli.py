@@ -688,7 +688,9 @@ def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
     _check_sources([path])
     if _is_parquet(path):
         try:
-            return cc.Transcript(pq.read_table(path)), "parquet"
+            # tool_target comes back as dictionary<int32, string> per row
+            # group (or plain, from other writers): one TARGETS_DICTIONARY
+            return cc.Transcript(targets_as_dictionary(pq.read_table(path))), "parquet"
         except (pa.ArrowInvalid, OSError) as e:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
     result = _ingest([path], fmt)
@@ -981,9 +983,9 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     try:
-        # tool_target may be plain strings in one and a dictionary in another
-        tables = [targets_as_dictionary(t) for t in tables]
-        return cc.Transcript(pa.concat_tables(tables, promote_options="permissive"))
+        # tool_target: one dictionary over the whole table, not one per input
+        joined = pa.concat_tables(tables, promote_options="permissive")
+        return cc.Transcript(targets_as_dictionary(joined))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise DatasetError(f"the inputs' columns do not agree ({_one_line(str(e))})") from None
 
