@@ -649,12 +649,13 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
             tables.append(pq.read_table(path))
         except (pa.ArrowInvalid, OSError) as e:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+    # tool_target comes back as dictionary<int32, string> per row group (or
+    # plain, from other writers): one TARGETS_DICTIONARY over every file
     if len(tables) == 1:
-        return tables[0]
+        return targets_as_dictionary(tables[0])
     try:
-        # tool_target may be plain strings in one and a dictionary in another
         tables = [targets_as_dictionary(t) for t in tables]
-        return pa.concat_tables(tables, promote_options="permissive")
+        return targets_as_dictionary(pa.concat_tables(tables, promote_options="permissive"))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise SchemaError(f"{source}: the files' columns do not agree "
                           f"({_one_line(str(e))})") from None  # fmt: skip
@@ -951,9 +952,9 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     try:
-        # tool_target may be plain strings in one and a dictionary in another
-        tables = [targets_as_dictionary(t) for t in tables]
-        return cc.Transcript(pa.concat_tables(tables, promote_options="permissive"))
+        # tool_target: one dictionary over the whole table, not one per input
+        joined = pa.concat_tables(tables, promote_options="permissive")
+        return cc.Transcript(targets_as_dictionary(joined))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise DatasetError(f"the inputs' columns do not agree ({_one_line(str(e))})") from None
 

@@ -52,10 +52,10 @@ SCHEMA = pa.schema(
         # derived from ``output`` (a table without it is measured from the text).
         ("output_utf16", pa.int64()),
         # Each tool call's supersession target, worked out once from ``tool``
-        # and ``input`` (``tool_targets``): "" where it has none. Plain, so a
-        # table's chunking never shows in it (``with_tool_targets`` makes a
-        # dictionary, which supersession reads by key).
-        ("tool_target", pa.large_string()),
+        # and ``input`` (``tool_targets``): "" where it has none. A dictionary
+        # (``TARGETS_DICTIONARY``, one dictionary for the whole column, so a
+        # table's chunking never shows in it), which supersession reads by key.
+        ("tool_target", pa.dictionary(pa.int32(), pa.large_string())),
     ]
 )
 #: The counted-once output lengths column (``scans.with_output_units``).
@@ -187,7 +187,7 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
     except UnicodeEncodeError as e:
         raise _unencodable(columns, e) from None
     table = table.append_column(SCHEMA.field(OUTPUT_UNITS), _output_units(table, stored))
-    return table.append_column(SCHEMA.field(TOOL_TARGET), tool_targets(table))
+    return table.append_column(TARGETS_DICTIONARY, encode_targets(tool_targets(table)))
 
 
 def _output_units(table: pa.Table, stored: Mapping[int, int]) -> pa.ChunkedArray | pa.Array:
@@ -223,20 +223,65 @@ def tool_targets(table: pa.Table, threads: int | None = None) -> pa.ChunkedArray
     )
 
 
-#: ``tool_target`` as ``with_tool_targets`` makes it: a dictionary, read by key.
-TARGETS_DICTIONARY = pa.field(TOOL_TARGET, pa.dictionary(pa.int32(), pa.large_string()))
+#: ``tool_target`` as the library makes it: a dictionary, read by key.
+TARGETS_DICTIONARY = SCHEMA.field(TOOL_TARGET)
+
+
+def encode_targets(values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """``tool_target`` values (plain strings, or a dictionary of any layout)
+    as ``TARGETS_DICTIONARY``: one dictionary shared by every chunk, its
+    values in order of first occurrence. The layout follows from the values
+    alone, so the same targets chunked differently (threads, windows, row
+    groups read back) compare equal, and supersession reads each dictionary
+    value once however many chunks share it."""
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values])
+    if values.type != pa.large_string():
+        values = values.cast(pa.large_string())  # a dictionary is decoded first
+    encoded = pc.dictionary_encode(values)
+    if encoded.num_chunks == 0:
+        return pa.chunked_array([], TARGETS_DICTIONARY.type)
+    return encoded
+
+
+def _strings(kind: pa.DataType) -> bool:
+    """A string type, or a dictionary of one."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _one_dictionary(column: pa.ChunkedArray) -> bool:
+    """Every chunk shares the first chunk's dictionary (the same buffers)."""
+    if column.num_chunks < 2:
+        return True
+    first = [b.address if b is not None else 0 for b in column.chunk(0).dictionary.buffers()]
+    for chunk in column.iterchunks():
+        buffers = chunk.dictionary.buffers()
+        if [b.address if b is not None else 0 for b in buffers] != first:
+            return False
+    return True
 
 
 def targets_as_dictionary(table: pa.Table) -> pa.Table:
-    """``table`` with a plain string ``tool_target`` cast to a dictionary
-    (``TARGETS_DICTIONARY``), so tables holding it either way join as one."""
+    """``table`` with its ``tool_target`` (if any) as the library makes it
+    (``encode_targets``): plain strings, a Parquet file's
+    ``dictionary<int32, string>`` or per-chunk dictionaries become one
+    ``TARGETS_DICTIONARY``, so tables holding it either way join as one and
+    compare equal. A column that is one such dictionary already is kept."""
     if TOOL_TARGET not in table.column_names:
         return table
     index = table.schema.get_field_index(TOOL_TARGET)
-    if pa.types.is_dictionary(table.schema.field(index).type):
-        return table
-    column = table.column(index).cast(TARGETS_DICTIONARY.type)
-    return table.set_column(index, TARGETS_DICTIONARY, column)
+    column = table.column(index)
+    if not _strings(column.type):
+        return table  # left to the scans, which name the column's type
+    if column.type == TARGETS_DICTIONARY.type and _one_dictionary(column):
+        if table.schema.field(index) == TARGETS_DICTIONARY:
+            return table
+        return table.set_column(index, TARGETS_DICTIONARY, column)
+    return table.set_column(index, TARGETS_DICTIONARY, encode_targets(column))
 
 
 def count_output_units(
@@ -539,14 +584,14 @@ class Transcript:
     def with_column(self, name: str, values: pa.Array | pa.ChunkedArray) -> Transcript:
         """A new transcript with column ``name`` replaced (or added). New
         outputs are counted again (every counted column follows ``output``), and
-        new tools or inputs give new targets (``tool_target``)."""
+        new tools or inputs give new targets (``tool_target``, kept as a
+        ``TARGETS_DICTIONARY`` whichever way it is given)."""
         table = _set_column(self._table, name, values)
+        if name == TOOL_TARGET:
+            table = targets_as_dictionary(table)
         if name in ("tool", "input") and TOOL_TARGET in table.column_names:
             index = table.schema.get_field_index(TOOL_TARGET)
-            field, values = SCHEMA.field(TOOL_TARGET), tool_targets(table)
-            if pa.types.is_dictionary(table.schema.field(index).type):  # kept as it was
-                field, values = TARGETS_DICTIONARY, pc.dictionary_encode(values)
-            table = table.set_column(index, field, values)
+            table = table.set_column(index, TARGETS_DICTIONARY, encode_targets(tool_targets(table)))
         if name == "output":
             for counted, method in counted_columns(table.schema, current=False).items():
                 field = counted_field(method)

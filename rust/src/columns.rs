@@ -90,6 +90,40 @@ impl<'a> Plain<'a> {
     pub fn is_empty(self) -> bool {
         self.len() == 0
     }
+
+    /// Whether `self` and `other` are the very same array: the same buffers
+    /// at the same offsets, compared by address (never the values), as the
+    /// chunks of one pyarrow `dictionary_encode` share their dictionary.
+    pub fn is_same(self, other: Plain<'_>) -> bool {
+        fn nulls(n: Option<&NullBuffer>) -> Option<(*const u8, usize, usize)> {
+            n.map(|n| (n.validity().as_ptr(), n.offset(), n.len()))
+        }
+        match (self, other) {
+            (Plain::Utf8(a), Plain::Utf8(b)) => {
+                a.len() == b.len()
+                    && std::ptr::eq(a.value_offsets().as_ptr(), b.value_offsets().as_ptr())
+                    && a.values().as_ptr() == b.values().as_ptr()
+                    && nulls(a.nulls()) == nulls(b.nulls())
+            }
+            (Plain::Large(a), Plain::Large(b)) => {
+                a.len() == b.len()
+                    && std::ptr::eq(a.value_offsets().as_ptr(), b.value_offsets().as_ptr())
+                    && a.values().as_ptr() == b.values().as_ptr()
+                    && nulls(a.nulls()) == nulls(b.nulls())
+            }
+            (Plain::View(a), Plain::View(b)) => {
+                a.len() == b.len()
+                    && std::ptr::eq(a.views().as_ptr(), b.views().as_ptr())
+                    && a.data_buffers().len() == b.data_buffers().len()
+                    && a.data_buffers()
+                        .iter()
+                        .zip(b.data_buffers())
+                        .all(|(x, y)| x.as_ptr() == y.as_ptr())
+                    && nulls(a.nulls()) == nulls(b.nulls())
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The keys of a dictionary chunk.

@@ -14,13 +14,14 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use arrow_array::builder::LargeStringBuilder;
 use arrow_array::{Array, ArrayRef, LargeStringArray};
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::{same_str, Members, StrChunk, StrCol};
+use crate::columns::{same_str, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -472,8 +473,9 @@ fn stale_of_target(value: &str) -> std::result::Result<Option<Stale<'_>>, ()> {
 /// holds them, so the selection is the one the strings give.
 pub(crate) struct TargetIds<'c, 'a> {
     column: &'c StrCol<'a>,
-    /// Per chunk, per dictionary key: the value's id.
-    per_key: Vec<Vec<u32>>,
+    /// Per chunk, per dictionary key: the value's id (one map shared by
+    /// consecutive chunks of the very same dictionary).
+    per_key: Vec<Arc<[u32]>>,
     /// Ids below this (`NO_TARGET` and the targets).
     count: usize,
 }
@@ -489,11 +491,22 @@ impl<'c, 'a> TargetIds<'c, 'a> {
     /// `None` unless every chunk is dictionary encoded.
     fn new(column: &'c StrCol<'a>) -> Option<Self> {
         let mut ids: HashMap<&str, u32> = HashMap::new();
-        let mut per_key = Vec::new();
+        let mut per_key: Vec<Arc<[u32]>> = Vec::new();
+        let mut last: Option<Plain<'a>> = None;
         for (_, chunk) in column.chunks() {
             let StrChunk::Dict { values, .. } = chunk else {
                 return None;
             };
+            // The chunks of one `dictionary_encode` (and slices of one
+            // dictionary array) share its dictionary: read it once, not once
+            // per chunk.
+            if let (Some(prev), Some(map)) = (last, per_key.last()) {
+                if prev.is_same(*values) {
+                    per_key.push(Arc::clone(map));
+                    continue;
+                }
+            }
+            last = Some(*values);
             let mut of_key = Vec::with_capacity(values.len());
             for k in 0..values.len() {
                 of_key.push(match values.value(k) {
@@ -506,7 +519,7 @@ impl<'c, 'a> TargetIds<'c, 'a> {
                     }
                 });
             }
-            per_key.push(of_key);
+            per_key.push(of_key.into());
         }
         Some(TargetIds {
             column,
@@ -1346,6 +1359,96 @@ mod tests {
             TargetIds::new(&plain).is_none(),
             "a plain column is read as strings"
         );
+    }
+
+    #[test]
+    fn target_ids_read_a_shared_dictionary_once() {
+        let values = [
+            Some("file:a.py"),
+            Some(""),
+            Some("cmd:4:bash:ls"),
+            Some("file:a.py"),
+            None,
+            Some("file:b.py"),
+            Some("cmd:4:bash:ls"),
+        ];
+        // Slices of one dictionary array share its dictionary (as the chunks
+        // of pyarrow's dictionary_encode do); the last chunk has an equal
+        // dictionary of its own.
+        let whole = dictionary(&values);
+        let chunks = [
+            whole.slice(0, 3),
+            whole.slice(3, 2),
+            whole.slice(5, 2),
+            dictionary(&values[5..]),
+        ];
+        let column = StrCol::new(TOOL_TARGET, &chunks).unwrap();
+        let ids = TargetIds::new(&column).expect("every chunk a dictionary");
+        assert!(Arc::ptr_eq(&ids.per_key[0], &ids.per_key[1]));
+        assert!(Arc::ptr_eq(&ids.per_key[1], &ids.per_key[2]));
+        assert!(
+            !Arc::ptr_eq(&ids.per_key[2], &ids.per_key[3]),
+            "an equal dictionary elsewhere is read again"
+        );
+        let rows: Vec<Option<&str>> = values.iter().chain(&values[5..]).copied().collect();
+        for (r, v) in rows.iter().enumerate() {
+            for (q, w) in rows.iter().enumerate() {
+                match (v, w) {
+                    (None, _) | (_, None) => {}
+                    _ => assert_eq!(ids.id(r) == ids.id(q), v == w, "rows {r} and {q}"),
+                }
+            }
+        }
+        assert_eq!(ids.count, 4, "no target and three targets");
+        // A shared dictionary costs the same as one chunk: the map is built once.
+        let mut seen = Vec::new();
+        for map in &ids.per_key {
+            if !seen.iter().any(|m: &&Arc<[u32]>| Arc::ptr_eq(m, map)) {
+                seen.push(map);
+            }
+        }
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn plain_arrays_are_the_same_only_by_address() {
+        let large: ArrayRef = Arc::new(LargeStringArray::from(vec!["a", "b", "c"]));
+        let small: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["a", "b", "c"]));
+        let view: ArrayRef = Arc::new(arrow_array::StringViewArray::from(vec!["a", "b", "c"]));
+        for array in [large, small, view] {
+            let copy = array.to_data();
+            let copy: ArrayRef = arrow_array::make_array(copy);
+            let chunks = [
+                array.clone(),
+                copy,
+                array.slice(0, 3),
+                array.slice(1, 2),
+                array.slice(0, 2),
+            ];
+            let col = StrCol::new(TOOL_TARGET, &chunks).unwrap();
+            let plains: Vec<Plain<'_>> = col
+                .chunks()
+                .map(|(_, c)| match c {
+                    StrChunk::Plain(p) => *p,
+                    StrChunk::Dict { .. } => unreachable!(),
+                })
+                .collect();
+            assert!(plains[0].is_same(plains[1]) && plains[0].is_same(plains[2]));
+            assert!(!plains[0].is_same(plains[3]), "another offset");
+            assert!(!plains[0].is_same(plains[4]), "another length");
+        }
+        let a: ArrayRef = Arc::new(LargeStringArray::from(vec!["a", "b", "c"]));
+        let b: ArrayRef = Arc::new(LargeStringArray::from(vec!["a", "b", "c"]));
+        let chunks = [a, b];
+        let col = StrCol::new(TOOL_TARGET, &chunks).unwrap();
+        let plains: Vec<Plain<'_>> = col
+            .chunks()
+            .map(|(_, c)| match c {
+                StrChunk::Plain(p) => *p,
+                StrChunk::Dict { .. } => unreachable!(),
+            })
+            .collect();
+        assert!(!plains[0].is_same(plains[1]), "equal values, other buffers");
     }
 
     #[test]

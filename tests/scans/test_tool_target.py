@@ -17,7 +17,14 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans import prune, verify_output_units, with_tool_targets
 from ctxcompact.testing.reference import call_target
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import SCHEMA, TOOL_TARGET, Transcript
+from ctxcompact.transcript import (
+    SCHEMA,
+    TARGETS_DICTIONARY,
+    TOOL_TARGET,
+    Transcript,
+    encode_targets,
+    targets_as_dictionary,
+)
 
 SUPERSEDE = Policy(supersede=True, protect=10**6, minimum=0, turn="step", protect_turns=0)
 
@@ -228,3 +235,97 @@ def test_parquet_files_with_the_column_in_either_form_compact_as_one(
     got = compact_parquet(paths, None, config, report_path=tmp_path / "got.parquet")
     assert got.tokens_pruned == want.tokens_pruned > 0
     assert pq.read_table(tmp_path / "got.parquet").equals(pq.read_table(tmp_path / "want.parquet"))
+
+
+def one_dictionary(column: pa.ChunkedArray) -> bool:
+    """``TARGETS_DICTIONARY`` with every chunk sharing one dictionary."""
+    if column.type != TARGETS_DICTIONARY.type:
+        return False
+    dictionaries = {tuple(b.address for b in c.dictionary.buffers() if b) for c in column.chunks}
+    return len(dictionaries) <= 1
+
+
+def test_every_table_the_library_makes_holds_the_targets_as_one_dictionary(
+    tmp_path: Path,
+) -> None:
+    from ctxcompact import formats
+    from ctxcompact.formats import iter_sessions, read_jsonl, read_sessions
+
+    sessions = Transcript(calls_table()).to_sessions()
+    made = Transcript.from_sessions(sessions).to_arrow()
+    assert made.schema.field(TOOL_TARGET) == TARGETS_DICTIONARY == SCHEMA.field(TOOL_TARGET)
+    assert one_dictionary(made[TOOL_TARGET])
+    formats.write(sessions, tmp_path / "s.jsonl", "opencode")
+    # small chunks read on one thread or two: chunked differently, equal all the same
+    reads = [read_jsonl(tmp_path, threads=t, chunk_bytes=4096).table for t in (1, 2)]
+    assert reads[0][TOOL_TARGET].num_chunks > 1
+    assert all(one_dictionary(r[TOOL_TARGET]) for r in reads)
+    assert reads[0].equals(reads[1])
+    assert reads[0][TOOL_TARGET].to_pylist() == made[TOOL_TARGET].to_pylist()
+    # windows, and JSONL sessions joined with a document's
+    windows = list(iter_sessions(tmp_path, window_bytes=1 << 12))
+    assert len(windows) > 1 and all(one_dictionary(w.table[TOOL_TARGET]) for w in windows)
+    doc = sessions[0].model_copy(update={"info": sessions[0].info.model_copy(update={"id": "d"})})
+    formats.write([doc], tmp_path / "doc.json", "openai-chat")
+    mixed = read_sessions(tmp_path, on_error="skip").table
+    assert len(pa.compute.unique(mixed["session_id"])) > len(sessions)
+    assert one_dictionary(mixed[TOOL_TARGET])
+    # added to a table without it, and worked out again for new inputs
+    assert one_dictionary(with_tool_targets(calls_table()).to_arrow()[TOOL_TARGET])
+    edited = Transcript(made).with_column("input", made["input"])
+    assert edited.to_arrow().equals(made)
+
+
+def test_targets_given_in_any_form_become_the_one_dictionary() -> None:
+    values = with_tool_targets(calls_table()).to_arrow()[TOOL_TARGET].to_pylist()
+    want = encode_targets(pa.array(values, pa.large_string()))
+    assert one_dictionary(want) and want.to_pylist() == values
+    mid = len(values) // 2
+    forms = {
+        "plain, two chunks": pa.chunked_array([pa.array(values[:mid]), pa.array(values[mid:])]),
+        "a Parquet read's": pa.chunked_array(
+            [pa.array(values[:mid]).dictionary_encode(), pa.array(values[mid:]).dictionary_encode()]
+        ),
+        "duplicated values": pa.chunked_array([duplicated(values)]),
+        "a view": pa.chunked_array([pa.array(values, pa.string_view())]),
+    }
+    for how, column in forms.items():
+        assert encode_targets(column).equals(want), how
+        table = pa.table({"x": pa.array(range(len(values))), TOOL_TARGET: column})
+        table = targets_as_dictionary(table)
+        assert table.schema.field(TOOL_TARGET) == TARGETS_DICTIONARY, how
+        assert table[TOOL_TARGET].equals(want), how
+        given = Transcript(calls_table()).with_column(TOOL_TARGET, column).to_arrow()
+        assert given[TOOL_TARGET].equals(want), how
+    # not strings: left for the scans to name
+    numbers = pa.table({TOOL_TARGET: pa.array([1, 2])})
+    assert targets_as_dictionary(numbers) is numbers
+    assert encode_targets(pa.chunked_array([], pa.large_string())).type == TARGETS_DICTIONARY.type
+
+
+@pytest.mark.parametrize("written", ["dictionary", "plain"])
+def test_parquet_reads_give_back_the_table_written(tmp_path: Path, written: str) -> None:
+    from ctxcompact.batch.parquet import session_tables
+    from ctxcompact.cli import _read
+
+    table = Transcript.from_sessions(Transcript(calls_table()).to_sessions()).to_arrow()
+    path = tmp_path / "t.parquet"
+    index = table.schema.get_field_index(TOOL_TARGET)
+    plain = table.set_column(index, TOOL_TARGET, table[TOOL_TARGET].cast(pa.large_string()))
+    # several row groups: a dictionary<int32, string> each when read back
+    pq.write_table(table if written == "dictionary" else plain, path, row_group_size=40)
+    assert pq.ParquetFile(path).num_row_groups > 1
+    back = _read(path, None)[0].to_arrow()
+    assert one_dictionary(back[TOOL_TARGET])
+    assert back.equals(table)
+    batches = list(session_tables(path, batch_rows=50))
+    assert len(batches) > 1
+    for batch in batches:
+        assert batch.schema.field(TOOL_TARGET) == TARGETS_DICTIONARY
+    joined = targets_as_dictionary(pa.concat_tables(batches))  # a dictionary per batch
+    assert joined.equals(table)
+    # supersession selects the same in every form (the plain one by its strings)
+    want = prune(table, SUPERSEDE).rows
+    assert want.equals(prune(plain, SUPERSEDE).rows)
+    assert want.equals(prune(back, SUPERSEDE).rows)
+    assert want.equals(prune(Transcript.from_arrow(plain), SUPERSEDE).rows)

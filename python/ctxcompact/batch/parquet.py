@@ -39,8 +39,11 @@ from ctxcompact.errors import (
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
     SCAN_COLUMNS,
+    TARGETS_DICTIONARY,
     TOOL_TARGET,
     count_output_units,
+    encode_targets,
+    targets_as_dictionary,
     tool_targets,
 )
 
@@ -387,15 +390,17 @@ def _chunks(
     for path in files:
         offset = 0
         for batch in _batches(path, batch_rows, columns):
-            table = pa.Table.from_batches([batch])
+            # tool_target reads back as dictionary<int32, string> (or plain,
+            # from other writers): the library's TARGETS_DICTIONARY, per batch
+            table = targets_as_dictionary(pa.Table.from_batches([batch]))
             if schema is None:
                 schema = table.schema
             if OUTPUT_UNITS in schema.names and OUTPUT_UNITS not in table.column_names:
                 # a file written without the counts, after one with them: count its own
                 table = table.append_column(schema.field(OUTPUT_UNITS), count_output_units(table))
             if TOOL_TARGET in schema.names and TOOL_TARGET not in table.column_names:
-                # by name: the cast below gives it the first file's type
-                table = table.append_column(TOOL_TARGET, tool_targets(table))
+                # a file written without the targets, after one with them: work out its own
+                table = table.append_column(TARGETS_DICTIONARY, encode_targets(tool_targets(table)))
             try:
                 table = table.select(schema.names).cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:

@@ -37,7 +37,7 @@ from ctxcompact.errors import ConfigError, FormatError, InputTypeError, Transcri
 from ctxcompact.formats import FORMATS, jsonl_format
 from ctxcompact.formats.jsonl import UTF16, UTF16_BOMS
 from ctxcompact.scans.estimate import check_threads
-from ctxcompact.transcript import SCHEMA, Transcript
+from ctxcompact.transcript import SCHEMA, Transcript, targets_as_dictionary
 
 #: Formats parsed natively (in Rust) by ``read_jsonl``: every format ``formats`` reads.
 NATIVE_FORMATS = FORMATS
@@ -343,7 +343,7 @@ def _read_jsonl(
             names, [fmt for _, fmt in chosen], on_error, threads=threads,
             chunk_bytes=chunk_bytes, id_bases=[i.id_base for i, _ in chosen],
         )  # fmt: skip
-        table = pa.table(raw_table)
+        table = targets_as_dictionary(pa.table(raw_table))  # one dictionary, not per chunk
         lines += read_lines
         rejected += [RejectedLine(names[k], line, error, sid, mid, raw)
                      for k, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
@@ -411,8 +411,8 @@ def _iter_jsonl(
     for raw_table, raw_rejects, read_lines, sessions in stream:
         window_rejects = [RejectedLine(names[k], line, error, sid, mid, raw)
                           for k, line, error, sid, mid, raw in raw_rejects]  # fmt: skip
-        yield IngestResult(pa.table(raw_table), window_rejects, lines + read_lines, sessions,
-                           name, reports)  # fmt: skip
+        table = targets_as_dictionary(pa.table(raw_table))
+        yield IngestResult(table, window_rejects, lines + read_lines, sessions, name, reports)
         yielded = True
     if not yielded:  # nothing to read, or only blank lines
         yield IngestResult(SCHEMA.empty_table(), [], lines, sessions, name, reports)
@@ -461,7 +461,8 @@ def read_sessions(
         rejected += d.rejected
         if d.rows is not None:
             tables.append(d.rows)
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    # one tool_target dictionary for the whole table, not one per document
+    table = targets_as_dictionary(pa.concat_tables(tables)) if len(tables) > 1 else tables[0]
     reports.sort(key=lambda f: order.get(f.path, len(order)))
     out = IngestResult(table, rejected, lines, sessions, format or _format_names(reports), reports)
     if reject_path is not None:

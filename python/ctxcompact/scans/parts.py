@@ -28,6 +28,7 @@ from ctxcompact.transcript import (
     count_output_units,
     counted_columns,
     counted_field,
+    encode_targets,
     tool_targets,
 )
 
@@ -201,12 +202,11 @@ def with_tool_targets(data: Any, *, threads: int | None = None) -> Transcript:
     inputs (``tool`` or ``input`` edited without ``Transcript.with_column``)
     supersedes the wrong outputs, which ``verify_output_units`` detects.
 
-    The column is made dictionary encoded (``TARGETS_DICTIONARY``): a prune
-    then gives each distinct target a number once and tests a call by its
-    key, reading no string (the tables the library makes hold it as plain
-    strings, so their chunking never shows in them)."""
+    The column is made dictionary encoded (``TARGETS_DICTIONARY``, as the
+    tables the library makes hold it): a prune then gives each distinct
+    target a number once and tests a call by its key, reading no string."""
     table, _ = _as_table(data)
-    values = pc.dictionary_encode(tool_targets(table, check_threads(threads)))
+    values = encode_targets(tool_targets(table, check_threads(threads)))
     if TOOL_TARGET in table.column_names:
         table = table.drop_columns([TOOL_TARGET])
     return Transcript(table.append_column(TARGETS_DICTIONARY, values))
