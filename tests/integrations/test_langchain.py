@@ -176,3 +176,35 @@ def test_messages_it_cannot_map_one_to_one_are_typed_errors() -> None:
     with pytest.raises(FormatError, match="message 2") as e:
         to_chat([HumanMessage("task"), call, blocks])
     assert e.value.row == 2
+
+
+def test_the_newest_request_and_every_system_message_survive_a_summary() -> None:
+    from ctxcompact.live.split import keep_tokens_for
+    from langchain_core.messages import SystemMessage
+
+    middleware = CompactionMiddleware(None, context=32_000, output=4_000)
+    systems = [SystemMessage("You fix tests.", id="s0"),
+               SystemMessage("SYS TWO: never delete files", id="s1")]  # fmt: skip
+    older = [HumanMessage("fix the test", id="h0"), AIMessage("looking " * 2500, id="a0")]
+    # a pasted log over the tail budget: the request at its end survives, cut
+    log = "Here is the CI log:\n" + "log line 1234567\n" * 6000 + "PLEASE FIX THE FAILURE ABOVE"
+    update = middleware.before_model({"messages": [*systems, *older,
+                                                   HumanMessage(log, id="h1")]}, None)  # fmt: skip
+    assert update is not None
+    state = update["messages"][1:]
+    assert state[:2] == systems and SUMMARY_KEY in state[2].additional_kwargs
+    assert isinstance(state[3], HumanMessage) and len(state) == 4
+    assert state[3].content.endswith("PLEASE FIX THE FAILURE ABOVE")
+    assert len(state[3].content) < len(log)
+    # a request followed by a call and result that fill the tail budget: kept before them
+    keep = keep_tokens_for(middleware.compaction.config, 32_000, 4_000)
+    request = HumanMessage("now fix the flaky test", id="h2")
+    call = AIMessage("", tool_calls=[{"id": "c1", "name": "read_file", "args": {}}], id="a1")
+    result = ToolMessage("x" * ((keep - 300) * 4), tool_call_id="c1", id="t1")
+    older = [*older, HumanMessage("and the docs", id="h3"), AIMessage("docs " * 8000, id="a3")]
+    update = middleware.before_model({"messages": [*systems, *older, request, call, result]},
+                                     None)  # fmt: skip
+    assert update is not None
+    state = update["messages"][1:]
+    assert state[:2] == systems and SUMMARY_KEY in state[2].additional_kwargs
+    assert state[3:] == [request, call, result]

@@ -150,3 +150,25 @@ def test_a_history_of_other_things_is_a_typed_error() -> None:
     processor = CompactionProcessor(None, context=8_000, output=1_000, policy=POLICY)
     with pytest.raises(InputTypeError, match="history message 0"):
         processor([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+    with pytest.raises(InputTypeError, match="got NoneType"):
+        processor(None)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="got NoneType"):
+        asyncio.run(processor.acall(None))  # type: ignore[arg-type]
+
+
+def test_every_system_prompt_part_and_the_newest_request_survive_a_summary() -> None:
+    processor = CompactionProcessor(None, context=16_000, output=2_000, policy=POLICY)
+    systems = [SystemPromptPart("SYS ONE"), SystemPromptPart("SYS TWO: never delete files")]
+    history: list[ModelMessage] = [ModelRequest(parts=[*systems, UserPromptPart("read them")])]
+    for i in range(20):
+        history += [ModelResponse(parts=[TextPart("reasoning " * 500),
+                                         ToolCallPart("read_file", {"path": f"f{i}.py"}, f"c{i}")]),
+                    ModelRequest(parts=[ToolReturnPart("read_file", OUTPUT, f"c{i}")])]  # fmt: skip
+    out = processor(history)
+    assert len(processor.records) == 1
+    first = out[0]
+    assert isinstance(first, ModelRequest) and (first.metadata or {}).get(SUMMARY_KEY) == 1
+    assert first.parts[:2] == systems
+    # the summary, then the request as written, then the kept steps answering it
+    assert isinstance(first.parts[2], UserPromptPart) and first.parts[3].content == "read them"
+    assert isinstance(out[1], ModelResponse)

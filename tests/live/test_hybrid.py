@@ -141,8 +141,10 @@ def test_chat_lists_summary_reads_the_head_as_it_was() -> None:
     assert result.record is not None and client.requests
     sent = client.sent()
     assert CLEARED_TOOL_OUTPUT not in sent and "<0>" in sent and "characters cut" in sent
-    assert [m["role"] for m in result.messages] == ["system", "assistant", "assistant", "tool",
-                                                    "assistant", "tool"]  # fmt: skip
+    # the request the kept steps answer is repeated between the summary and them
+    assert [m["role"] for m in result.messages] == ["system", "assistant", "user", "assistant",
+                                                    "tool", "assistant", "tool"]  # fmt: skip
+    assert result.messages[2] == {"role": "user", "content": "fix the bug"}
 
 
 def test_a_pinned_task_stays_in_the_model_input_after_a_summary() -> None:

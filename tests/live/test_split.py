@@ -193,3 +193,108 @@ def test_async_twin() -> None:
     )
     assert result.record is not None and result.record.round == 1
     assert result.messages[2:] == conversation(5)[-4:]
+
+
+# --- the newest request and every system prompt survive a split ---------------------------
+
+
+def valid_after_summary(out: list[dict[str, Any]]) -> bool:
+    """The summary is followed by a user turn (or nothing but it ends the list
+    with one), never directly by the agent's own step."""
+    i = next(i for i, m in enumerate(out) if summary_round(m) is not None)
+    return i + 1 < len(out) and out[i + 1]["role"] == "user"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_newest_request_over_the_tail_budget_is_repeated_cut(asynchronous: bool) -> None:
+    log = "Here is the CI log:\n" + "log line\n" * 25_000 + "PLEASE FIX THE FAILURE ABOVE"
+    msgs = [SYSTEM, {"role": "user", "content": "fix the test"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": log}]  # fmt: skip
+    kwargs: dict[str, Any] = {"context": 128_000, "output": 16_000}
+    summarizer = Summarizer(None)
+    result = (asyncio.run(acompact_messages(msgs, summarizer, **kwargs)) if asynchronous
+              else compact_messages(msgs, summarizer, **kwargs))  # fmt: skip
+    out = result.messages
+    assert result.record is not None and [m["role"] for m in out] == ["system", "assistant", "user"]
+    assert out[-1]["content"].startswith("Here is the CI log:")
+    assert out[-1]["content"].endswith("PLEASE FIX THE FAILURE ABOVE")  # head and tail kept
+    assert "characters cut" in out[-1]["content"]
+    keep = keep_tokens_for(CompactionConfig(), 128_000, 16_000)
+    assert estimate_chat_messages([out[-1]]) <= keep * 1.05
+    assert (result.request_index, result.request_cut) == (3, True)
+    assert msgs[3]["content"] == log  # the input is not changed
+
+
+def test_a_request_before_a_call_that_fills_the_budget_is_kept_before_the_call() -> None:
+    keep = keep_tokens_for(CompactionConfig(), 100_000, 8_000)
+    request = {"id": "u1", "role": "user", "content": "fix the flaky test " * 400}
+    msgs = [SYSTEM, {"id": "u0", "role": "user", "content": "hello"},
+            {"id": "a0", "role": "assistant", "content": "hi " * 3000}, request,
+            {"id": "a1", "role": "assistant", "content": None, "tool_calls": [call(1)]},
+            {"id": "t1", "role": "tool", "tool_call_id": "c1",
+             "content": "x" * ((keep - 600) * 4)}]  # fmt: skip
+    split = select_split(msgs, keep_tokens=keep)
+    assert [m["id"] for m in split.tail] == ["a1", "t1"] and split.request == 3
+    result = compact_messages(msgs, Summarizer(None), context=100_000, output=8_000)
+    out = result.messages
+    assert out[0] == SYSTEM and summary_round(out[1]) == 1
+    assert out[2] == request and not result.request_cut  # as written
+    assert out[3:] == msgs[4:]
+    assert valid_after_summary(out)
+
+
+def test_a_request_in_the_tail_is_not_repeated() -> None:
+    msgs = conversation(8, size=2000)
+    cfg = CompactionConfig(keep_policy="messages", keep_messages=4)
+    result = compact_messages(msgs, Summarizer(None, cfg), context=50_000)
+    assert result.request is None and result.messages[2:] == msgs[-4:]
+    cfg = CompactionConfig(keep_policy="messages", keep_messages=2)  # tail: a7's answer only
+    result = compact_messages(msgs, Summarizer(None, cfg), context=50_000)
+    out = result.messages  # the tail is a7's call, result and answer: u7 repeated before them
+    assert out[2:] == msgs[-4:] and result.request_index == len(msgs) - 4
+    assert valid_after_summary(out)
+
+
+def test_every_leading_system_and_developer_message_is_kept() -> None:
+    developer = {"role": "developer", "content": "NEVER run rm -rf. Repo rules: use uv."}
+    msgs = [SYSTEM, developer, *conversation(8, size=2000)[1:]]
+    cfg = CompactionConfig(keep_policy="messages", keep_messages=4)
+    split = select_split(msgs, keep_policy="messages", keep_messages=4)
+    assert split.systems == [SYSTEM, developer] and split.head_start == 2
+    assert developer not in split.head
+    result = compact_messages(msgs, Summarizer(None, cfg), context=50_000)
+    assert result.messages[:2] == [SYSTEM, developer]
+    assert summary_round(result.messages[2]) == 1 and result.messages[3:] == msgs[-4:]
+    again = compact_messages([*result.messages, *conversation(3)[1:]], Summarizer(None, cfg),
+                             context=50_000)  # fmt: skip
+    assert again.messages[:2] == [SYSTEM, developer] and summary_round(again.messages[2]) == 2
+
+
+def test_should_compact_counts_a_later_system_message_as_history() -> None:
+    # What the split can remove is history: a system message after the first
+    # user turn is summarized like any message, so it is counted like one.
+    note = "y" * 40_000
+    msgs = [SYSTEM, *conversation(6, size=4000)[1:]]
+    late_system = [*msgs[:5], {"role": "system", "content": note}, *msgs[5:]]
+    late_user = [*msgs[:5], {"role": "user", "content": note}, *msgs[5:]]
+    results = {c: (should_compact(late_system, context=c), should_compact(late_user, context=c))
+               for c in range(40_000, 80_000, 1_000)}  # fmt: skip
+    assert all(a == b for a, b in results.values())
+    assert {a for a, _ in results.values()} == {True, False}
+
+
+def test_bad_lists_raise_format_errors_saying_what_is_wrong() -> None:
+    from ctxcompact.errors import FormatError
+
+    summarizer = Summarizer(None)
+    for bad, said in [(None, "got NoneType"), ("hello", "got str"),
+                      ({"role": "user", "content": "x"}, "got dict"),
+                      (["hi"], "message 0 is not a dict"),
+                      ([{"role": "assistant", "content": None, "tool_calls": "c1"}],
+                       "'tool_calls' must be a list"),
+                      ([{"role": "assistant", "content": None, "tool_calls": ["c1"]}],
+                       "tool call is a str")]:  # fmt: skip
+        with pytest.raises(FormatError, match=said):
+            compact_messages(bad, summarizer, context=100)  # type: ignore[arg-type]
+        with pytest.raises(FormatError, match=said):
+            asyncio.run(acompact_messages(bad, summarizer, context=100))  # type: ignore[arg-type]

@@ -18,7 +18,13 @@ from typing import Any
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, MissingToolResultError
 from ctxcompact.live import events as ev
-from ctxcompact.live.split import SplitResult, acompact_messages, compact_messages, should_compact
+from ctxcompact.live.split import (
+    SplitResult,
+    acompact_messages,
+    compact_messages,
+    leading_system,
+    should_compact,
+)
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.policy import Policy
 from ctxcompact.scans.masking import mask_chat_messages
@@ -199,10 +205,10 @@ def summarizer_for(model: Any, config: CompactionConfig | None, client: Any = No
 
 def kept_tail(result: SplitResult) -> int:
     """How many of the input's newest messages the compacted list kept verbatim
-    (``[system?, summary, *tail]``: the tail is a suffix of the input)."""
+    (``[system..., summary, request?, *tail]``: the tail is a suffix of the
+    input; ``result.request`` a repeat of the newest user turn, from the head)."""
     out = result.messages
-    lead = 1 if out and out[0].get("role") in ("system", "developer") else 0
-    return len(out) - lead - 1
+    return len(out) - leading_system(out) - 1 - (result.request is not None)
 
 
 __all__ = ["ChatCompaction", "Integration", "check_pairs", "kept_tail", "summarizer_for"]

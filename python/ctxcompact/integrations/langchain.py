@@ -9,8 +9,11 @@ view of the history: old tool outputs cleared to placeholders, oversized
 ones cut; the agent's state keeps every output whole. When even that view
 fills the window's threshold (``before_model``), the older messages are
 summarized by the compaction agent (the chat model given, with no tools; no
-model: a deterministic digest) and the state becomes ``[summary, *recent]``,
-tool calls never split from their results. The summary is a ``HumanMessage``
+model: a deterministic digest) and the state becomes ``[system messages...,
+summary, request?, *recent]``, tool calls never split from their results:
+every ``SystemMessage`` the state starts with stays, and the newest
+``HumanMessage`` is repeated after the summary (cut to its head and tail when
+too big) when the recent messages do not reach it. The summary is a ``HumanMessage``
 (any provider accepts one first) marked ``additional_kwargs["ctxcompact_summary"]
 = round``; the next round integrates it. ``records``, ``events``, ``metrics``
 and ``hooks`` are the live lifecycle's.
@@ -50,7 +53,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import FormatError, InputTypeError
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
-from ctxcompact.live.split import SplitResult, summary_round
+from ctxcompact.live.split import SplitResult, leading_system, summary_round
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
@@ -198,7 +201,7 @@ class CompactionMiddleware(Integration, AgentMiddleware):
         return _from_chat(fixed, messages), fixed, True
 
     def _update(
-        self, lc: list[BaseMessage], result: SplitResult | None, repaired: bool
+        self, lc: list[BaseMessage], chat: Chat, result: SplitResult | None, repaired: bool
     ) -> dict[str, Any] | None:
         if result is None:
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *lc]} if repaired else None
@@ -208,16 +211,25 @@ class CompactionMiddleware(Integration, AgentMiddleware):
         summary = HumanMessage(text, id=f"ctxcompact-summary-{uuid.uuid4().hex}",
                                additional_kwargs={SUMMARY_KEY: result.record.round})  # fmt: skip
         tail = lc[len(lc) - kept_tail(result) :]
-        system = [m for m in lc[: len(lc) - len(tail)] if isinstance(m, SystemMessage)][:1]
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *system, summary, *tail]}
+        system = lc[: leading_system(chat)]  # every system message the state starts with
+        request: list[BaseMessage] = []
+        if result.request is not None and result.request_index is not None:
+            # The newest human turn, from the head: the original, or its cut.
+            original = lc[result.request_index]
+            request = [original if not result.request_cut else HumanMessage(
+                content_text(result.request.get("content")),
+                id=f"ctxcompact-request-{uuid.uuid4().hex}",
+            )]  # fmt: skip
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *system, summary, *request,
+                             *tail]}  # fmt: skip
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         lc, chat, repaired = self._prepared(state["messages"])
-        return self._update(lc, self.compaction.compact(chat), repaired)
+        return self._update(lc, chat, self.compaction.compact(chat), repaired)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         lc, chat, repaired = self._prepared(state["messages"])
-        return self._update(lc, await self.compaction.acompact(chat), repaired)
+        return self._update(lc, chat, await self.compaction.acompact(chat), repaired)
 
     # --- the masking: what each model call is sent -------------------------------
 

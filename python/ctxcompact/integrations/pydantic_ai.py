@@ -20,8 +20,9 @@ keeps the text of every return it masked (``recall``, and in the part's
 history resumes in another process with nothing lost) and puts it back
 before the next round, so masking stays a function of the real history and
 a summary reads what was masked (cut to ``summary_recall_tokens``). The summary
-is a ``ModelRequest`` with a ``UserPromptPart`` (the system prompt parts kept
-in front) and ``metadata["ctxcompact_summary"] = round``. ``records``,
+is a ``ModelRequest`` with a ``UserPromptPart`` (every system prompt part
+the history starts with kept in front; the newest user prompt after it when
+the recent messages do not reach it) and ``metadata["ctxcompact_summary"] = round``. ``records``,
 ``events``, ``metrics`` and ``hooks`` are the live lifecycle's.
 
 Install: ``pip install 'ctxcompact[pydantic-ai]'``.
@@ -59,7 +60,7 @@ from ctxcompact.errors import InputTypeError
 from ctxcompact.formats.pydantic_ai import from_chat
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
-from ctxcompact.live.split import SplitResult, summary_round
+from ctxcompact.live.split import SplitResult, leading_system, summary_round
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
@@ -306,7 +307,12 @@ class CompactionProcessor(Integration):
     def _prepared(
         self, messages: list[ModelMessage]
     ) -> tuple[list[ModelMessage], Chat, list[Origin]]:
-        messages = self._restored(messages)
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InputTypeError(
+                "the history must be a list of pydantic-ai ModelRequest / ModelResponse "
+                f"messages, got {type(messages).__name__}"
+            )
+        messages = self._restored(list(messages))
         chat, origins = to_chat(messages)
         fixed = self.compaction.prepare(chat)
         if fixed is chat:
@@ -323,10 +329,19 @@ class CompactionProcessor(Integration):
             text = next(content_text(m.get("content")) for m in result.messages
                         if summary_round(m) is not None)  # fmt: skip
             start = len(chat) - kept_tail(result)
-            system = [messages[i].parts[j] for (i, j), d in zip(origins[:start], chat[:start])
-                      if d["role"] == "system" and j is not None][:1]  # fmt: skip
+            # every system prompt part the history starts with
+            system = [messages[i].parts[j] for i, j in origins[: leading_system(chat)]
+                      if j is not None]  # fmt: skip
             tail = _tail(messages, origins, start)
             lead: list[Any] = [*system, UserPromptPart(text)]
+            if result.request is not None and result.request_index is not None:
+                # The newest user prompt, from the head: the original part, or its cut.
+                i, j = origins[result.request_index]
+                lead.append(
+                    messages[i].parts[j]
+                    if j is not None and not result.request_cut
+                    else UserPromptPart(content_text(result.request.get("content")))
+                )
             if tail and isinstance(tail[0], ModelRequest):
                 lead += tail.pop(0).parts
             summary = ModelRequest(parts=lead, metadata={SUMMARY_KEY: result.record.round})

@@ -1,11 +1,17 @@
 """The split-point family (seeds 001 and 004): summarize the head, keep a recent tail.
 
-Over an OpenAI chat-format list ``[system?, previous summary?, ...]``:
+Over an OpenAI chat-format list ``[system..., previous summary?, ...]``:
 choose a boundary that keeps the newest messages (by a token budget, 40% of
 the usable window by default, or by count, 10 by default) without ever
 separating an assistant tool call from its results; summarize everything
-between the system prompt and the boundary; return
-``[system?, summary, *tail]``. A summary produced here is a plain assistant
+between the system prompt (every system or developer message the list starts
+with) and the boundary; return ``[system..., summary, request?, *tail]``.
+``request`` is the newest user turn when the boundary fell after it (the
+tail holds only the steps answering it, or nothing): it is repeated after the
+summary, cut to its head and tail when it is too big, so the list still ends
+with what the caller asked and never has the summary followed by the agent's
+own step. A system or developer message later in the list is history: kept
+in place in the tail, summarized in the head. A summary produced here is a plain assistant
 message (no extra keys, so any chat API accepts it) whose content starts with
 ``## Session Summary (Compaction Round N)``; the next round finds it, passes
 it to the summarizer as the previous summary (integrated, not duplicated),
@@ -17,7 +23,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxcompact import _core
@@ -45,6 +51,7 @@ _ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)
 class Split:
     """Where a message list divides. ``head`` is summarized, ``tail`` kept verbatim."""
 
+    #: The first of ``systems`` (None: the list does not start with one).
     system: Message | None
     previous_summary: str | None
     previous_round: int
@@ -53,6 +60,11 @@ class Split:
     #: Index of the first head message and of the first tail message in the input.
     head_start: int
     boundary: int
+    #: Every system or developer message the list starts with: kept in front.
+    systems: list[Message] = field(default_factory=list)
+    #: Index of the newest user turn when it is in the head (the tail holds
+    #: no user turn): the result repeats it after the summary.
+    request: int | None = None
 
 
 def summary_round(message: Message) -> int | None:
@@ -94,10 +106,8 @@ def select_split(
     overhead: int = 4,
 ) -> Split:
     """Divide ``messages`` into system, previous summary, head and tail."""
-    start = 0
-    system = None
-    if messages and messages[0].get("role") in ("system", "developer"):
-        system, start = messages[0], 1
+    start = lead = leading_system(messages)
+    system = messages[0] if lead else None
     previous, previous_round = None, 0
     if len(messages) > start and (r := summary_round(messages[start])) is not None:
         previous, previous_round = content_text(messages[start].get("content")), r
@@ -119,8 +129,20 @@ def select_split(
             f"unknown keep_policy {keep_policy!r}: 'messages' or 'tokens'", column="keep_policy"
         )
     boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
+    users = [i for i in range(start, len(messages)) if messages[i].get("role") == "user"]
+    request = users[-1] if users and users[-1] < boundary else None
     return Split(system, previous, previous_round, list(messages[start:boundary]),
-                 list(messages[boundary:]), start, boundary)  # fmt: skip
+                 list(messages[boundary:]), start, boundary, list(messages[:lead]),
+                 request)  # fmt: skip
+
+
+def leading_system(messages: Sequence[Message]) -> int:
+    """How many system or developer messages ``messages`` starts with (the
+    system prompt: every split keeps them in front, unsummarized)."""
+    n = 0
+    while n < len(messages) and messages[n].get("role") in ("system", "developer"):
+        n += 1
+    return n
 
 
 def keep_tokens_for(config: CompactionConfig, context: int, output: int = 0) -> int:
@@ -135,8 +157,9 @@ def should_compact(
 ) -> bool:  # fmt: skip
     """Proactive check: the history fills ``proactive_threshold`` of the usable window."""
     cfg = config or CompactionConfig()
-    system = [m for m in messages if m.get("role") in ("system", "developer")]
-    rest = [m for m in messages if m.get("role") not in ("system", "developer")]
+    # What a split can remove: everything after the leading system messages.
+    lead = leading_system(messages)
+    system, rest = messages[:lead], messages[lead:]
     budget = TokenBudget.for_limits(
         Limits(context=context, output=output),
         history_tokens=estimate_chat_messages(rest, method=cfg.estimate_method,
@@ -154,6 +177,12 @@ class SplitResult:
     #: None when nothing was compacted (too short, or a hook cancelled).
     record: ev.CompactionRecord | None
     outcome: SummaryOutcome | None = None
+    #: The newest user turn repeated after the summary (``[system..., summary,
+    #: request, *tail]``), None when the tail holds it; ``request_index`` is
+    #: its index in the input, ``request_cut`` whether it was cut to fit.
+    request: dict[str, Any] | None = None
+    request_index: int | None = None
+    request_cut: bool = False
 
 
 class _Run:
@@ -163,6 +192,7 @@ class _Run:
                  output: int, trigger: ev.Trigger, reason: str, session_id: str,
                  instructions: str | None) -> None:  # fmt: skip
         self.config = config
+        self.keep_tokens = keep_tokens_for(config, context, output)
         self.session_id = session_id
         self.trigger: ev.Trigger = trigger
         self.reason = reason
@@ -179,13 +209,14 @@ class _Run:
         self.messages = messages
         self.split = select_split(
             messages, keep_policy=config.keep_policy,
-            keep_tokens=keep_tokens_for(config, context, output),
+            keep_tokens=self.keep_tokens,
             keep_messages=config.keep_messages, method=config.estimate_method,
             overhead=config.message_overhead,
         )  # fmt: skip
         #: What the summarizer reads: the head as it was before masking (outputs
         #: cut to summary_recall_tokens), so the summary integrates what was masked.
         self.head = self.split.head
+        self.originals = originals
         if originals is not messages:
             head = originals[self.split.head_start : self.split.boundary]
             self.head = [_cut_result(m, config.summary_recall_tokens) for m in head]
@@ -206,7 +237,8 @@ class _Run:
         if summary_round({"role": "assistant", "content": text}) != round:
             text = f"{heading}\n\n{text}"  # the heading is how the next round finds it
         summary: dict[str, Any] = {"role": "assistant", "content": text}
-        out = [*([dict(split.system)] if split.system else []), summary,
+        request, cut = self._request()
+        out = [*(dict(m) for m in split.systems), summary, *([request] if request else []),
                *(dict(m) for m in split.tail)]  # fmt: skip
         record = ev.CompactionRecord(
             session_id=self.session_id, family="split", trigger=self.trigger, reason=self.reason,
@@ -216,7 +248,23 @@ class _Run:
             kept_message_ids=tuple(str(m["id"]) for m in split.tail if "id" in m),
             created_ms=int(time.time() * 1000), error=outcome.error,
         )  # fmt: skip
-        return SplitResult(out, record, outcome)
+        return SplitResult(out, record, outcome, request, split.request if request else None, cut)
+
+    def _request(self) -> tuple[dict[str, Any] | None, bool]:
+        """The newest user turn when the head holds it, to repeat after the
+        summary; cut to its head and tail (the ``truncate_output`` marker
+        says how much went) past what the tail leaves of its budget (at
+        least a quarter of it). Returns the message and whether it was cut."""
+        index = self.split.request
+        if index is None:
+            return None, False
+        message = dict(self.originals[index])
+        left = self.keep_tokens - self._tokens(self.split.tail)
+        budget = max(left, self.keep_tokens // 4, 64)
+        if self._tokens([message]) <= budget:
+            return message, False
+        text = content_text(message.get("content"))
+        return {**message, "content": _core.truncate_output(text, budget)}, True
 
 
 def _cut_result(message: Message, budget: int) -> Message:
@@ -255,7 +303,7 @@ def compact_messages(
     metrics: ev.Metrics | None = None,
     instructions: str | None = None,
 ) -> SplitResult:
-    """Summarize the head of ``messages``; returns ``[system?, summary, *tail]``.
+    """Summarize the head of ``messages``; returns ``[system..., summary, request?, *tail]``.
 
     ``context`` / ``output``: the model's window and output limit (the tail
     budget is ``config.keep_ratio`` of what is usable; a context of 0 is
@@ -352,6 +400,7 @@ __all__ = [
     "acompact_messages",
     "compact_messages",
     "keep_tokens_for",
+    "leading_system",
     "select_split",
     "should_compact",
     "summary_round",

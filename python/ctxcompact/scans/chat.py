@@ -195,10 +195,13 @@ def prune_tool_results(
 
 def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
     """Raise a specific error for a message list no model API would accept."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise FormatError(f"chat messages must be a list of message dicts, got "
+                          f"{type(messages).__name__}")  # fmt: skip
     calls: set[str] = set()
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise TranscriptError(f"message {i} is not an object", row=i)
+            raise FormatError(f"chat message {i} is not a dict: {type(message).__name__}", row=i)
         role = message.get("role")
         if role not in ROLES:
             raise UnknownValueError(f"message {i} has an unknown role {role!r}", column="role",
@@ -206,8 +209,16 @@ def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
         if "content" not in message and not message.get("tool_calls"):
             raise TranscriptError(f"message {i} ({role}) has no content", column="content",
                                   row=i)  # fmt: skip
-        for call in message.get("tool_calls") or []:
-            if not isinstance(call, Mapping) or not call.get("id"):
+        tool_calls = message.get("tool_calls")
+        if tool_calls is not None and not isinstance(tool_calls, (list, tuple)):
+            raise FormatError(f"chat message {i}: 'tool_calls' must be a list of call dicts, "
+                              f"got {type(tool_calls).__name__}", column="tool_calls",
+                              row=i)  # fmt: skip
+        for call in tool_calls or []:
+            if not isinstance(call, Mapping):
+                raise FormatError(f"chat message {i}: tool call is a {type(call).__name__}, "
+                                  "not a dict", column="tool_calls", row=i)  # fmt: skip
+            if not call.get("id"):
                 raise TranscriptError(f"message {i} has a tool call without an id",
                                       column="tool_calls", row=i)  # fmt: skip
             calls.add(str(call["id"]))
