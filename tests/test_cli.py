@@ -262,7 +262,7 @@ UNWRITABLE = [
     ("compact", "{data}", "--report", "{out}"),
     ("batch", "{data}", "{out}"),
     ("batch", "{data}", "{tmp}/ok.parquet", "--report", "{out}"),
-    ("convert", "{chat}", "{out}"),
+    ("convert", "{chat}", "{out}", "--to", "parquet"),
     ("ingest", "{jsonl}", "-o", "{out}"),
     ("ingest", "{jsonl}", "-o", "{tmp}/ok.parquet", "--on-error", "skip", "--rejects", "{out}"),
 ]

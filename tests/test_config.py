@@ -191,3 +191,39 @@ def test_the_variables_read_outside_the_fields_are_not_refused(
     monkeypatch.setenv("CTXCOMPACT_POLICY", "swe-agent")
     config = CompactionConfig()
     assert config.prices["m"]["output"] == 2
+
+
+def test_a_policy_file_named_in_a_config_file_is_found_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was read from the current folder (a missing file, or another one)
+    conf = tmp_path / "conf"
+    (conf / "pol").mkdir(parents=True)
+    (conf / "pol" / "p.toml").write_text("protect = 123\n")
+    (conf / "p.json").write_text('{"minimum": 7}')
+    (conf / "a.toml").write_text('[compaction]\npolicy = "pol/p.toml"\n')
+    (conf / "b.json").write_text('{"policy": "p.json"}')
+    (conf / "c.toml").write_text('policy = "swe-agent"\n')  # a preset stays a preset
+    monkeypatch.chdir(tmp_path)
+    assert CompactionConfig.from_file(conf / "a.toml").prune_policy().protect == 123
+    assert CompactionConfig.from_file(conf / "b.json").prune_policy().minimum == 7
+    assert CompactionConfig.from_file(conf / "c.toml").policy.name() == "swe-agent"
+    (conf / "d.toml").write_text('policy = "missing.toml"\n')
+    with pytest.raises(ConfigError, match=r"conf/missing\.toml"):
+        CompactionConfig.from_file(conf / "d.toml")
+
+
+def test_a_too_large_policy_integer_names_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was "policy option "protect": int too big to convert", raised by the first scan
+    huge = tmp_path / "huge.toml"
+    huge.write_text("protect = 99999999999999999999\n")
+    with pytest.raises(ConfigError, match=rf"{huge}: invalid policy option protect"):
+        CompactionConfig(policy=str(huge))
+    with pytest.raises(ConfigError, match=r"keep_recent: .*less than or equal to 4294967295"):
+        CompactionConfig(policy={"keep_recent": 2**32})
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECT", str(2**64))
+    with pytest.raises(ConfigError, match="environment CTXCOMPACT_PRUNE_PROTECT") as caught:
+        CompactionConfig().prune_policy()
+    assert caught.value.column == "prune_protect"

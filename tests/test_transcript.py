@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from ctxcompact.errors import InputTypeError
+from ctxcompact.errors import InputTypeError, SchemaError
 
 
 def test_transcript_from_arrow_sources(prune_table: pa.Table) -> None:
@@ -64,6 +64,62 @@ def test_transcript_with_column(prune_table: pa.Table) -> None:
     assert t.to_arrow().column("output").null_count < 29
     added = t.with_column("extra", pa.array(range(29)))
     assert added.to_arrow().column_names[-1] == "extra"
+
+
+@pytest.mark.parametrize(
+    ("sessions", "match"),
+    [
+        ([1], r"item 0 of sessions is not a Session \(got int\)"),
+        ([None, None], r"item 0 .*\(got NoneType\)"),
+        ([{"id": "x"}], r"item 0 .*\(got dict\).*Session\.model_validate"),
+        (5, r"a list of Sessions, got int"),
+        ("s1", r"a list of Sessions, got str"),
+    ],
+)
+def test_from_sessions_names_the_bad_item(sessions: object, match: str) -> None:
+    # was AttributeError: 'int' object has no attribute 'id'
+    with pytest.raises(InputTypeError, match=match):
+        cc.Transcript.from_sessions(sessions)  # type: ignore[arg-type]
+
+
+def test_from_sessions_names_the_index_of_the_bad_item(prune_table: pa.Table) -> None:
+    good = cc.Transcript.from_arrow(prune_table).to_sessions()
+    with pytest.raises(InputTypeError, match=r"item 2 of sessions .*dict") as caught:
+        cc.Transcript.from_sessions([*good[:2], {"id": "x"}])  # type: ignore[list-item]
+    assert caught.value.row == 2
+    with pytest.raises(InputTypeError, match=r"one Session: pass \[session\]"):
+        cc.Transcript.from_sessions(good[0])  # type: ignore[arg-type]
+    assert len(cc.Transcript.from_sessions(iter(good))) == 4  # any iterable of Sessions
+
+
+def test_with_column_refuses_bad_arguments_with_typed_errors(prune_table: pa.Table) -> None:
+    t = cc.Transcript.from_arrow(prune_table)
+    # was pyarrow's ArrowInvalid (a length mismatch)
+    with pytest.raises(SchemaError, match=r"1 values for 'output', but .* 29 rows") as caught:
+        t.with_column("output", pa.array(["a"]))
+    assert caught.value.column == "output"
+    with pytest.raises(SchemaError, match="3 values"):
+        t.with_column("output", ["a", "b", "c"])
+    # was TypeError from pyarrow
+    with pytest.raises(InputTypeError, match=r"name is a column name \(str\), got int"):
+        t.with_column(5, pa.array(["x"] * 29))  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"values for 'output' .* got dict"):
+        t.with_column("output", {"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"values for 'output' cannot be made an Arrow"):
+        t.with_column("output", [1] * 29)  # type: ignore[arg-type]
+
+
+def test_with_column_takes_a_list_of_python_values(prune_table: pa.Table) -> None:
+    # was AttributeError: 'list' object has no attribute 'type'
+    t = cc.Transcript.from_arrow(prune_table)
+    replaced = t.with_column("output", ["x"] * 29)  # type: ignore[arg-type]
+    table = replaced.to_arrow()
+    assert table.schema.field("output").type == pa.large_string()  # the schema's type
+    assert table.column("output").to_pylist() == ["x"] * 29
+    if "output_utf16" in table.column_names:  # counted again, as with an Arrow array
+        assert table.column("output_utf16").to_pylist() == [1] * 29
+    added = t.with_column("extra", list(range(29)))  # type: ignore[arg-type]
+    assert added.to_arrow().column("extra").to_pylist() == list(range(29))
 
 
 def test_table_without_message_json_keeps_its_flags_through_sessions() -> None:

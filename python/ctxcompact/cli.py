@@ -478,14 +478,54 @@ INPUTS_HELP = "Session files (.jsonl, .json, .traj) or folders of them."
 SOURCE_HELP = "Parquet file or directory, or session files (.jsonl, .json, .traj; ingested first)."
 
 
-_is_parquet = is_parquet_source  # a .parquet file, or a folder with no session files in it
+def _is_parquet(path: Path) -> bool:
+    """A .parquet file, or a folder with no session files in it. A folder
+    holding both kinds is a usage error (exit 2): it is read as one kind, and
+    the files of the other would be left out with only a "skipped:" line."""
+    if path.is_dir():
+        _one_kind(path)
+    return is_parquet_source(path)
 
 
-def _check_inputs(inputs: list[Path]) -> None:
+def _one_kind(folder: Path) -> None:
+    """Refuse a folder holding Parquet files (by ``parquet_dataset``'s rule)
+    and session files (.jsonl, .json, .traj) alike."""
+    from ctxcompact.batch.parquet import reads_as_parquet
+
+    parquet: list[Path] = []
+    sessions: list[Path] = []
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file():
+            continue
+        if p.suffix in SESSION_SUFFIXES:
+            sessions.append(p)
+        elif reads_as_parquet(folder, p):
+            parquet.append(p)
+    if parquet and sessions:
+
+        def some(paths: list[Path]) -> str:
+            more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+            return f"{paths[0]}{more}"
+
+        raise typer.BadParameter(
+            f"{folder} holds both Parquet files ({some(parquet)}) and session files "
+            f"({some(sessions)}): a folder is read as one kind, so the other would be left "
+            "out; put them in separate folders (or `ctxcompact ingest` the session files "
+            "into a Parquet file of their own)"
+        )
+
+
+def _check_inputs(inputs: list[Path], name: str = "INPUT") -> None:
+    """Each input exists and is a file or a folder (exit 3 otherwise: a named
+    pipe, socket or device given as an input cannot be read as one)."""
+    from ctxcompact.formats.reader import _not_read
+
     for path in inputs:
-        _no_stdio(path, "INPUT")
+        _no_stdio(path, name)
         if not path.exists():
             raise InputNotFound(f"{path}: no such file or directory")
+        if not (path.is_file() or path.is_dir()):
+            raise InputNotFound(f"{path}: cannot read {name}: {_not_read(path)}")
 
 
 def _check_sources(inputs: list[Path]) -> None:
@@ -1240,10 +1280,8 @@ def batch(
     Without DESTINATION only the --report is written; when the rows hold
     their outputs' lengths (ingest counts them) the output text is never read.
     """
-    _no_stdio(source, "SOURCE")
+    _check_inputs([source], "SOURCE")
     _no_stdio(destination, "DESTINATION", "stdout")
-    if not source.exists():
-        raise InputNotFound(f"{source}: no such file or directory")
     if destination is None and report is None:
         raise typer.BadParameter("nothing to write: give a DESTINATION, a --report, or both")
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
@@ -1313,10 +1351,11 @@ def convert(
     or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
 
-    _no_stdio(input, "INPUT")
+    _check_inputs([input])
     _no_stdio(output, "OUTPUT", "stdout")
-    if not input.exists():
-        raise InputNotFound(f"{input}: no such file")
+    if output.suffix == ".parquet" and to != "parquet":
+        raise typer.BadParameter(f"{output} is a .parquet file: add --to parquet to write part "
+                                 f"rows (--to {to} writes JSON)", param_hint="OUTPUT")  # fmt: skip
     _check_output(output, "OUTPUT", [input])
     if to == "parquet" and not _is_parquet(input):  # streamed, as ingest does
         with _status(f"reading {input}", as_json):
@@ -1405,6 +1444,10 @@ def ingest(
     Each file's format is detected from its own content and reported; files of
     other kinds found in a folder are listed as skipped.
     """
+    if rejects is not None and on_error != "skip":
+        raise typer.BadParameter("needs --on-error skip: only skipped lines are written to it "
+                                 "(with --on-error raise the first bad line stops the run)",
+                                 param_hint="--rejects")  # fmt: skip
     _check_outputs({"--output": output, "--rejects": rejects}, inputs)
     families = tuple(dict.fromkeys(count_methods or ()))  # checked by _count_methods
     start = time.perf_counter()
@@ -1482,6 +1525,23 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _effective(cfg: CompactionConfig) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each field's value as a run uses it, and its source. OpenCode's prune
+    fields (``prune_protect``...) not set anywhere take the policy's values
+    (``prune_policy()``): with a policy given, those are the policy's, shown
+    with the source ``policy (<where the policy came from>)``."""
+    from ctxcompact.config import DEFAULT, PRUNE_FIELDS
+
+    values = {name: getattr(cfg, name) for name in type(cfg).model_fields}
+    sources = cfg.sources()
+    runs = cfg.prune_policy()
+    for name, option in PRUNE_FIELDS.items():
+        if sources[name] == DEFAULT and sources["policy"] != DEFAULT:
+            values[name] = getattr(runs, option)
+            sources[name] = f"policy ({sources['policy']})"
+    return values, sources
+
+
 @app.command("config", short_help="Show the effective configuration and its sources.")
 def config_cmd(
     show: Annotated[
@@ -1504,9 +1564,9 @@ def config_cmd(
         typer.echo(config_module.reference_markdown(), nl=False)
         return
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
-    sources = cfg.sources()
+    values, sources = _effective(cfg)
     rows = [
-        {"field": f["field"], "value": _plain(getattr(cfg, f["field"])),
+        {"field": f["field"], "value": _plain(values[f["field"]]),
          "source": sources[f["field"]], "environment": f["environment"],
          "type": f["type"], "meaning": f["meaning"]}
         for f in config_module.fields()

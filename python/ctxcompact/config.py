@@ -337,7 +337,15 @@ class CompactionConfig(BaseSettings):
             for name in PRUNE_FIELDS
             if self._sources.get(name, DEFAULT) != DEFAULT
         }
-        return with_prune_fields(self.policy, set_here)
+        try:
+            return with_prune_fields(self.policy, set_here)
+        except ConfigError as e:  # a value the policy refuses (one too large): say where from
+            name = next((n for n, option in PRUNE_FIELDS.items() if option == e.column), None)
+            if name not in set_here:
+                raise
+            raise ConfigError(
+                f"{self._sources[name]}: invalid {name}={set_here[name]!r} ({e})", column=name
+            ) from None
 
     def with_policy(self, policy: Policy) -> CompactionConfig:
         """A copy that prunes by exactly ``policy``: OpenCode's prune fields
@@ -408,11 +416,29 @@ class CompactionConfig(BaseSettings):
             data = data["compaction"]
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a table of settings")
+        if isinstance(data.get("policy"), str):
+            data = {**data, "policy": _policy_beside(path, data["policy"])}
         # Environment beats the file: drop file keys that an env var sets.
         env = {k for k in cls.model_fields if f"CTXCOMPACT_{k.upper()}" in os.environ}
         values = {k: v for k, v in data.items() if k not in env}
         origins = {k: f"file {path}" for k in values}
         return cls(_origins=origins, **{**values, **overrides})
+
+
+def _policy_beside(config: Path, spec: str) -> str:
+    """A policy file named by a relative path in the configuration file
+    ``config`` is found from that file's folder (as a file it names is read
+    where the file is, wherever the command runs); a preset name or JSON
+    text is returned as it is."""
+    from ctxcompact.policy import PRESETS
+
+    text = spec.strip()
+    if text in PRESETS or text.startswith("{") or Path(text).is_absolute():
+        return spec
+    beside = config.parent / text
+    if text.endswith((".toml", ".json")) or beside.is_file():
+        return str(beside)
+    return spec
 
 
 ARGUMENT = "argument"

@@ -18,6 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxcompact.errors import ConfigError
 
+#: The largest values the core's integers hold (u64 token counts, u32 turn
+#: and message counts): a larger one is a ConfigError naming the option and
+#: where it came from, not an overflow when a scan starts.
+U64 = 2**64 - 1
+U32 = 2**32 - 1
+
 
 class Policy(BaseModel):
     """Which old tool outputs a prune clears (marks compacted; never deletes).
@@ -52,26 +58,31 @@ class Policy(BaseModel):
     protect_turns: int = Field(
         2,
         ge=0,
+        le=U32,
         description="Messages newer than the N-th newest turn are never touched "
         "(OpenCode: 2 user turns, the newest exchange).",
     )
     protect: int = Field(
-        40_000, ge=0, description="Tokens of the newest counted tool outputs never cleared."
+        40_000, ge=0, le=U64, description="Tokens of the newest counted tool outputs never cleared."
     )
     minimum: int = Field(
-        20_000, ge=0, description="Act only when more than this many tokens are freed."
+        20_000, ge=0, le=U64, description="Act only when more than this many tokens are freed."
     )
     clear_at_least: int = Field(
-        0, ge=0, description="Act only when at least this many tokens are freed."
+        0, ge=0, le=U64, description="Act only when at least this many tokens are freed."
     )
     trigger: int = Field(
         0,
         ge=0,
+        le=U64,
         description="Act only in a session whose visible context (estimated model input "
         "from the pivot on) is above this many tokens; 0 = always.",
     )
     keep_recent: int | None = Field(
-        None, ge=0, description="Keep the N newest counted tool outputs whatever their size."
+        None,
+        ge=0,
+        le=U32,
+        description="Keep the N newest counted tool outputs whatever their size.",
     )
     keep_recent_per_tool: bool = Field(
         False, description="Count keep_recent per tool instead of over all tools."
@@ -91,6 +102,7 @@ class Policy(BaseModel):
     min_output_tokens: int = Field(
         0,
         ge=0,
+        le=U64,
         description="Never clear an output of fewer tokens (its placeholder costs about 8).",
     )
     # --- how cleared and oversized tool parts are sent (the store keeps them whole) ---
@@ -101,6 +113,7 @@ class Policy(BaseModel):
     truncate_output: int | None = Field(
         None,
         ge=0,
+        le=U64,
         description="Send an output longer than 4 x N characters (about N tokens) as its first "
         "and last 2 x N characters around a marker saying how many were cut; pinned parts "
         "are never cut.",
@@ -108,6 +121,7 @@ class Policy(BaseModel):
     keep_thinking: int = Field(
         0,
         ge=0,
+        le=U32,
         description="Send the reasoning of the newest N assistant messages (as "
         "reasoning_content, which DeepSeek, vLLM and OpenRouter read); older reasoning is "
         "cleared. 0: reasoning is never sent (OpenCode's chat view).",

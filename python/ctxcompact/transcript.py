@@ -23,6 +23,7 @@ from ctxcompact.errors import (
     MissingColumnError,
     NonContiguousError,
     NullValueError,
+    SchemaError,
     TranscriptError,
     UnknownValueError,
 )
@@ -502,6 +503,55 @@ def unique_sessions(sessions: list[Session]) -> list[Session]:
     return sessions
 
 
+def _session_list(sessions: Any) -> list[Session]:
+    """``sessions`` as a list, each item a ``Session`` (``InputTypeError``
+    naming the first that is not, by its index)."""
+    if isinstance(sessions, Session | str | bytes | Mapping) or not isinstance(sessions, Iterable):
+        one = " (one Session: pass [session])" if isinstance(sessions, Session) else ""
+        raise InputTypeError(
+            f"from_sessions takes a list of Sessions, got {type(sessions).__name__}{one}"
+        )
+    items = list(sessions)
+    for i, item in enumerate(items):
+        if not isinstance(item, Session):
+            hint = " (a session dict: Session.model_validate(it) first)"
+            raise InputTypeError(
+                f"from_sessions: item {i} of sessions is not a Session (got "
+                f"{type(item).__name__}){hint if isinstance(item, Mapping) else ''}",
+                row=i,
+            )
+    return items
+
+
+def _column_values(table: pa.Table, name: Any, values: Any) -> pa.Array | pa.ChunkedArray:
+    """``with_column``'s arguments checked: ``name`` a string, ``values`` an
+    Arrow array (or a list, converted) of one value per row."""
+    if not isinstance(name, str):
+        raise InputTypeError(f"with_column: name is a column name (str), got {type(name).__name__}")
+    if isinstance(values, list | tuple):
+        index = SCHEMA.get_field_index(name)
+        try:
+            values = pa.array(values, SCHEMA.field(index).type if index >= 0 else None)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise InputTypeError(
+                f"with_column: values for {name!r} cannot be made an Arrow array ({e})",
+                column=name,
+            ) from None
+    elif not isinstance(values, pa.Array | pa.ChunkedArray):
+        raise InputTypeError(
+            f"with_column: values for {name!r} are a pyarrow Array or ChunkedArray (or a "
+            f"list), got {type(values).__name__}",
+            column=name,
+        )
+    if len(values) != table.num_rows:
+        raise SchemaError(
+            f"with_column: {len(values)} values for {name!r}, but the transcript has "
+            f"{table.num_rows} rows (one value per row)",
+            column=name,
+        )
+    return values
+
+
 class Transcript:
     """Columnar transcripts of any number of sessions.
 
@@ -550,7 +600,7 @@ class Transcript:
     def from_sessions(cls, sessions: Iterable[Session]) -> Transcript:
         """One table of ``sessions``; ``DuplicateSessionError`` if two share an id
         (the scans need each session's rows together, under one id)."""
-        return cls(sessions_to_table(unique_sessions(list(sessions))))
+        return cls(sessions_to_table(unique_sessions(_session_list(sessions))))
 
     def to_sessions(self) -> list[Session]:
         return table_to_sessions(self._table)
@@ -585,7 +635,14 @@ class Transcript:
         """A new transcript with column ``name`` replaced (or added). New
         outputs are counted again (every counted column follows ``output``), and
         new tools or inputs give new targets (``tool_target``, kept as a
-        ``TARGETS_DICTIONARY`` whichever way it is given)."""
+        ``TARGETS_DICTIONARY`` whichever way it is given).
+
+        ``values``: a pyarrow Array or ChunkedArray of ``num_rows`` values, or
+        a list of Python values (converted, to the schema's type for a column
+        of it, e.g. ``large_string`` for ``output``). ``InputTypeError`` for
+        another kind of argument, ``SchemaError`` for a length other than
+        ``num_rows``."""
+        values = _column_values(self._table, name, values)
         table = _set_column(self._table, name, values)
         if name == TOOL_TARGET:
             table = targets_as_dictionary(table)

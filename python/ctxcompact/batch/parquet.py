@@ -61,6 +61,7 @@ class BatchReport:
     tokens_before: int = 0
     tokens_pruned: int = 0
     tokens_after: int = 0
+    #: Record batches read (of at most ``batch_rows`` rows each).
     batches: int = 0
     #: Most part rows held in memory at once (batch + carried session rows).
     peak_rows: int = 0
@@ -559,7 +560,6 @@ def compact_parquet(
             if report_writer is None:
                 report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
             report_writer.write_table(report)
-        stats.batches += 1
         stats.sessions += report.num_rows
         stats.tokens_before += int(pc.sum(report["tokens_before"]).as_py() or 0)
         stats.tokens_pruned += int(pc.sum(report["tokens_pruned"]).as_py() or 0)
@@ -571,6 +571,7 @@ def compact_parquet(
                 if schema is None:
                     schema = chunk.read.schema
                 rows_read += chunk.read.num_rows
+                stats.batches += 1  # batches read, not compact calls (the last carry is one more)
                 stats.parts_in += chunk.read.num_rows
                 stats.bytes_in += chunk.read.nbytes
             stats.peak_rows = max(stats.peak_rows, chunk.held)
