@@ -177,3 +177,16 @@ def test_a_moved_output_goes_after_its_call_with_repair() -> None:
              {"role": "user", "content": "still there?"}, output(1, 10)]  # fmt: skip
     (view,) = run(CompactingSession("mv", context=100_000, repair=True), items)
     assert view == [items[0], items[1], items[2], items[4], items[3]]
+
+
+def test_a_stored_boundary_that_cut_a_call_short_is_healed_in_the_view() -> None:
+    """A summary item stored before this fix may point at an output (its call
+    summarized) or at a call (its reasoning summarized)."""
+    head = [{"role": "user", "content": "go"}, reasoning(1), call(1, item_id=True), output(1, 10)]
+    tail = [reasoning(2), call(2, item_id=True), output(2, 10), {"role": "user", "content": "and?"}]
+    for keep_from, kept in ((3, head[1:] + tail), (5, tail)):
+        summary = {"role": "user", "content": "## Session Summary (Compaction Round 1)",
+                   SUMMARY_KEY: {"round": 1, "keep_from": keep_from}}  # fmt: skip
+        (view,) = run(CompactingSession(f"h{keep_from}", context=100_000),
+                      [*head, *tail, summary])  # fmt: skip
+        assert view == [{"role": "user", "content": summary["content"]}, *kept]

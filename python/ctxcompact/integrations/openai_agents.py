@@ -182,6 +182,23 @@ def _apply_view(items: list[Item], chat: Chat, view: Chat, origins: list[list[in
     return _rebuild(items, chat, origins, chat, list(range(len(chat))), view)
 
 
+def _heal(stored: list[Item], keep: int, end: int) -> int:
+    """``keep`` moved back over the items a kept item needs: the reasoning (any
+    item with no chat form) right before it, the calls right before it that a
+    kept output answers. A boundary this session sets already has them; one
+    stored by an older version (a call cut from its reasoning or its output)
+    is healed in the view."""
+    answered = {str(i.get("call_id")) for i in stored[keep:end]
+                if _kind(i) == "function_call_output"}  # fmt: skip
+    while keep > 0 and SUMMARY_KEY not in stored[keep - 1]:
+        item = stored[keep - 1]
+        needed = _kind(item) == "function_call" and str(item.get("call_id")) in answered
+        if not needed and _kind(item) in ("message", "function_call", "function_call_output"):
+            break
+        keep -= 1
+    return keep
+
+
 def _sent(item: Item) -> Item:
     """A summary item as the model receives it: a user message, no ctxcompact key."""
     if SUMMARY_KEY not in item:
@@ -298,7 +315,7 @@ class CompactingSession(Integration):
         for s in range(len(stored) - 1, -1, -1):
             mark = stored[s].get(SUMMARY_KEY)
             if isinstance(mark, Mapping):
-                keep = min(int(mark.get("keep_from", s)), s)
+                keep = _heal(stored, min(int(mark.get("keep_from", s)), s), s)
                 # older summaries among the kept items were summarized into this one
                 kept = [i for i in range(keep, s) if SUMMARY_KEY not in stored[i]]
                 where = [s, *kept, *range(s + 1, len(stored))]
