@@ -16,16 +16,21 @@ policy's masked history fills the window's threshold, the older items are
 summarized (a tool-less request to ``summary_model``; no model: the
 deterministic digest) and a summary item is appended to the inner session,
 naming the first item it keeps (``ctxcompact`` key, never sent); from then on
-the view is ``[summary, *kept items, *newer items]``, masked by the policy.
-A function call is never separated from its output. Nothing is deleted:
-``inner.get_items()`` still holds every item.
+the view is ``[summary, *kept items, *newer items]``, masked by the policy;
+the summary goes to the model as a user message. A function call is never
+separated from its output, nor from the reasoning item before it (the first
+kept item is moved back over reasoning items, which have no chat form and
+stay in place in the view). Nothing is deleted: ``inner.get_items()`` still
+holds every item. With ``repair=True`` the view is the stored items with the
+repair's changes (an interrupted-tool output added after its call, an output
+moved after its call, an orphaned output as a user note); without it an
+unpaired call or output raises, naming its index in ``inner.get_items()``.
 
 Install: ``pip install 'ctxcompact[openai-agents]'``.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +39,13 @@ from agents.memory import Session
 
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import FormatError, InputTypeError
+from ctxcompact.errors import (
+    FormatError,
+    InputTypeError,
+    MissingToolResultError,
+    OrphanedToolResultError,
+    TranscriptError,
+)
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import summary_round
@@ -46,6 +57,9 @@ from ctxcompact.scans.chat import content_text
 SUMMARY_KEY = "ctxcompact"
 
 Item = dict[str, Any]
+
+#: A chat dict's index before the repair, carried through it (never sent).
+_SOURCE = "_ctxcompact_source"
 
 
 def _kind(item: Mapping[str, Any]) -> str | None:
@@ -96,20 +110,93 @@ def to_chat(items: Sequence[Mapping[str, Any]]) -> tuple[Chat, list[list[int]]]:
     return chat, origins
 
 
+def _groups(items: Sequence[Mapping[str, Any]], origins: list[list[int]]) -> list[list[int]]:
+    """The items that go with each chat dict: its own, and the items before it
+    that have none (a reasoning item goes with the call or message it
+    precedes); the last list holds the trailing items with no chat dict after them."""
+    owner = [-1] * len(items)
+    for c, idx in enumerate(origins):
+        for i in idx:
+            owner[i] = c
+    groups: list[list[int]] = [[] for _ in range(len(origins) + 1)]
+    nxt = len(origins)
+    for i in range(len(items) - 1, -1, -1):
+        if owner[i] >= 0:
+            nxt = owner[i]
+        groups[nxt].append(i)
+    for g in groups:
+        g.reverse()
+    return groups
+
+
+def _changed(item: Item, before: Mapping[str, Any], entry: Mapping[str, Any],
+             after: Mapping[str, Any], call: int) -> Item:  # fmt: skip
+    """``item``, one of the items of the chat dict ``before``, as the view
+    ``after`` of the (repaired) ``entry`` has it: a cleared or cut output, a
+    cleared argument, a renamed call id, an orphaned output as the repair's
+    user note. ``call``: the item's place among the dict's function calls."""
+    kind = _kind(item)
+    if kind == "function_call_output":
+        if entry["role"] != "tool":  # an orphaned output: the repair's note
+            return {"role": "user", "content": content_text(after.get("content"))}
+        if after == before:
+            return item
+        return {**item, "call_id": after["tool_call_id"], "output": after.get("content")}
+    calls = after.get("tool_calls") or []
+    if kind != "function_call" or calls == before.get("tool_calls") or call >= len(calls):
+        return item
+    new = calls[call]
+    if new["id"] == item["call_id"] and new["function"]["arguments"] == item.get("arguments"):
+        return item
+    return {**item, "call_id": new["id"], "arguments": new["function"]["arguments"]}
+
+
+def _rebuild(items: list[Item], chat: Chat, origins: list[list[int]], fixed: Chat,
+             src: list[int | None], view: Chat) -> list[Item]:  # fmt: skip
+    """The items the model is sent for the chat ``fixed`` (``chat`` repaired:
+    entry k came from ``chat[src[k]]``, ``None`` for an output the repair
+    added) and its masked ``view``: each entry's own items as the view changed
+    them, with the items that have no chat dict (reasoning) kept before the
+    entry they precede; an added interrupted-tool output as a new item."""
+    groups = _groups(items, origins)
+    out: list[Item] = []
+    for entry, after, c in zip(fixed, view, src, strict=True):
+        if c is None:
+            out.append({"type": "function_call_output", "call_id": entry["tool_call_id"],
+                        "output": content_text(after.get("content"))})  # fmt: skip
+            continue
+        own = set(origins[c])
+        calls = 0
+        for i in groups[c]:
+            if i not in own:
+                out.append(items[i])
+                continue
+            out.append(_changed(items[i], chat[c], entry, after, calls))
+            calls += _kind(items[i]) == "function_call"
+    out.extend(items[i] for i in groups[len(origins)])
+    return out
+
+
 def _apply_view(items: list[Item], chat: Chat, view: Chat, origins: list[list[int]]) -> list[Item]:
     """Copies of the items the view changed (cleared/cut outputs, cleared arguments)."""
-    out = list(items)
-    for idx, before, after in zip(origins, chat, view, strict=True):
-        if before == after:
-            continue
-        if after["role"] == "tool":
-            out[idx[0]] = {**items[idx[0]], "output": after.get("content")}
-        elif after.get("tool_calls") != before.get("tool_calls"):
-            args = {c["id"]: c["function"]["arguments"] for c in after.get("tool_calls") or []}
-            for i in idx:
-                if _kind(items[i]) == "function_call" and items[i]["call_id"] in args:
-                    out[i] = {**items[i], "arguments": args[items[i]["call_id"]]}
-    return out
+    return _rebuild(items, chat, origins, chat, list(range(len(chat))), view)
+
+
+def _heal(stored: list[Item], keep: int, end: int) -> int:
+    """``keep`` moved back over the items a kept item needs: the reasoning (any
+    item with no chat form) right before it, the calls right before it that a
+    kept output answers. A boundary this session sets already has them; one
+    stored by an older version (a call cut from its reasoning or its output)
+    is healed in the view."""
+    answered = {str(i.get("call_id")) for i in stored[keep:end]
+                if _kind(i) == "function_call_output"}  # fmt: skip
+    while keep > 0 and SUMMARY_KEY not in stored[keep - 1]:
+        item = stored[keep - 1]
+        needed = _kind(item) == "function_call" and str(item.get("call_id")) in answered
+        if not needed and _kind(item) in ("message", "function_call", "function_call_output"):
+            break
+        keep -= 1
+    return keep
 
 
 def _sent(item: Item) -> Item:
@@ -171,25 +258,32 @@ class CompactingSession(Integration):
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """What the model sees, compacting first when the window needs it;
         ``limit``: only the newest that many items of it."""
-        stored = [dict(i) for i in await self.inner.get_items()]
+        stored = await self._stored()
         visible, where = self._visible(stored)
         chat, origins = to_chat(visible)
-        fixed = self.compaction.prepare(chat)
-        result = await self.compaction.acompact(fixed)
+        fixed, src = self._prepare(visible, where, chat, origins)
+        result = await self._named(self.compaction.acompact(fixed), where, origins, src)
         if result is not None:
             assert result.record is not None
             start = len(fixed) - kept_tail(result)
             text = next(content_text(m.get("content")) for m in result.messages
                         if summary_round(m) is not None)  # fmt: skip
-            keep_from = where[origins[start][0]] if start < len(origins) else len(stored)
+            kept = [c for c in src[start:] if c is not None]  # an added output has no item
+            if kept:
+                # the first kept item, or the reasoning (any item with no chat
+                # dict) right before it: a call is never sent without its reasoning
+                first = _groups(visible, origins)[min(kept)][0]
+                keep_from = where[first]
+            else:
+                keep_from = len(stored)
             mark = {"round": result.record.round, "keep_from": keep_from}
             summary: Item = {"role": "user", "content": text, SUMMARY_KEY: mark}
             await self.inner.add_items([summary])  # type: ignore[list-item]
             stored.append(summary)
             visible, where = self._visible(stored)
             chat, origins = to_chat(visible)
-            fixed = self.compaction.prepare(chat)
-        view = self._view(visible, chat, fixed, origins)
+            fixed, src = self._prepare(visible, where, chat, origins)
+        view = _rebuild(visible, chat, origins, fixed, src, self.compaction.view(fixed))
         out = [_sent(i) for i in view]
         return out if limit is None else out[-limit:] if limit > 0 else []
 
@@ -221,37 +315,99 @@ class CompactingSession(Integration):
         for s in range(len(stored) - 1, -1, -1):
             mark = stored[s].get(SUMMARY_KEY)
             if isinstance(mark, Mapping):
-                keep = min(int(mark.get("keep_from", s)), s)
+                keep = _heal(stored, min(int(mark.get("keep_from", s)), s), s)
                 # older summaries among the kept items were summarized into this one
                 kept = [i for i in range(keep, s) if SUMMARY_KEY not in stored[i]]
                 where = [s, *kept, *range(s + 1, len(stored))]
                 return [stored[i] for i in where], where
         return stored, list(range(len(stored)))
 
-    def _view(self, visible: list[Item], chat: Chat, fixed: Chat,
-              origins: list[list[int]]) -> list[Item]:  # fmt: skip
-        if fixed is not chat:
-            # repaired: the view is rebuilt from the repaired chat (added outputs, notes)
-            return [copy.deepcopy(i) for i in _from_chat(self.compaction.view(fixed))]
-        return _apply_view(visible, chat, self.compaction.view(chat), origins)
+    async def _stored(self) -> list[Item]:
+        items = await self.inner.get_items()
+        for n, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InputTypeError(
+                    f"item {n} of session {self.session_id!r} is a {type(item).__name__}, "
+                    "not a Responses input item (a dict)", session_id=self.session_id, row=n,
+                )  # fmt: skip
+        return [dict(i) for i in items]
 
+    def _prepare(self, visible: list[Item], where: list[int], chat: Chat,
+                 origins: list[list[int]]) -> tuple[Chat, list[int | None]]:  # fmt: skip
+        """The chat checked (typed errors naming the session's items) or
+        repaired, and for each of its dicts the index of the chat dict it came
+        from (``None``: an interrupted-tool output the repair added)."""
+        if not self.compaction.repair:
+            self._check_pairs(visible, where)
+            same: list[int | None] = list(range(len(chat)))
+            checked = self._named_now(lambda: self.compaction.prepare(chat), where, origins, same)
+            return checked, same
+        tagged = [{**d, _SOURCE: c} for c, d in enumerate(chat)]
+        before = len(self.compaction.repairs)
+        repaired = self.compaction.prepare(tagged)
+        # an orphaned output becomes a new user note, in the order of the report
+        changes = [c for r in self.compaction.repairs[before:] for c in r.changes]
+        orphans = iter([c.where for c in changes if c.kind == "orphan-result"])
+        fixed: Chat = []
+        src: list[int | None] = []
+        for d in repaired:
+            c = d.get(_SOURCE)
+            if c is None and d.get("role") == "user":
+                c = int(next(orphans))
+            src.append(c)
+            fixed.append({k: v for k, v in d.items() if k != _SOURCE})
+        return fixed, src
 
-def _from_chat(chat: Chat) -> list[Item]:
-    """Responses input items of chat dicts (a repaired history)."""
-    out: list[Item] = []
-    for d in chat:
-        if d["role"] == "tool":
-            out.append({"type": "function_call_output", "call_id": d["tool_call_id"],
-                        "output": content_text(d.get("content"))})  # fmt: skip
-            continue
-        text = content_text(d.get("content"))
-        if text or not d.get("tool_calls"):
-            out.append({"role": d["role"], "content": text})
-        for call in d.get("tool_calls") or []:
-            out.append({"type": "function_call", "call_id": call["id"],
-                        "name": call["function"]["name"],
-                        "arguments": call["function"]["arguments"]})  # fmt: skip
-    return out
+    def _check_pairs(self, visible: list[Item], where: list[int]) -> None:
+        """Raise for an output with no earlier call or a call with no later
+        output, naming the session's item (its index in ``inner.get_items()``)."""
+        made: set[str] = set()
+        answered_after: dict[str, int] = {}
+        for v, item in enumerate(visible):
+            kind, cid = _kind(item), str(item.get("call_id"))
+            if kind == "function_call":
+                made.add(cid)
+            elif kind == "function_call_output":
+                if cid not in made:
+                    raise OrphanedToolResultError(
+                        f"item {where[v]} is the output of tool call {cid!r}, and no earlier "
+                        "function_call item made that call (pass repair=True to keep it as a "
+                        "note)", session_id=self.session_id, row=where[v], column="call_id",
+                    )  # fmt: skip
+                answered_after[cid] = v
+        for v, item in enumerate(visible):
+            cid = str(item.get("call_id"))
+            if _kind(item) == "function_call" and answered_after.get(cid, -1) < v:
+                raise MissingToolResultError(
+                    f"item {where[v]} calls tool {item.get('name')!r} (call_id {cid!r}), and no "
+                    "later function_call_output item holds its output (pass repair=True to add "
+                    "an interrupted-tool output)", session_id=self.session_id, row=where[v],
+                    column="call_id",
+                )  # fmt: skip
+
+    def _item_error(self, error: TranscriptError, where: list[int], origins: list[list[int]],
+                    src: list[int | None]) -> TranscriptError:  # fmt: skip
+        """``error`` (about message N of the chat) about the session's item instead."""
+        row = error.row
+        if row is None or not 0 <= row < len(src) or src[row] is None:
+            return error
+        n = where[origins[src[row]][0]]  # type: ignore[index]
+        text = str(error).replace(f"message {row}", f"item {n}", 1)
+        return type(error)(text, session_id=self.session_id, row=n, column=error.column)
+
+    def _named_now(self, run: Any, where: list[int], origins: list[list[int]],
+                   src: list[int | None]) -> Any:  # fmt: skip
+        try:
+            return run()
+        except TranscriptError as e:
+            raise self._item_error(e, where, origins, src) from e
+
+    async def _named(self, run: Any, where: list[int], origins: list[list[int]],
+                     src: list[int | None]) -> Any:  # fmt: skip
+        try:
+            return await run
+        except TranscriptError as e:
+            raise self._item_error(e, where, origins, src) from e
 
 
 __all__ = ["SUMMARY_KEY", "CompactingSession", "to_chat"]
