@@ -23,6 +23,7 @@ PathLike = str | os.PathLike[str]
 
 
 def _one_line(text: str) -> str:
+    """``text`` on one line (an OS or Arrow message may span several)."""
     return " ".join(str(text).split())
 
 

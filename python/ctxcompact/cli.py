@@ -51,7 +51,7 @@ from rich.table import Table
 import ctxcompact as cc
 from ctxcompact import config as config_module
 from ctxcompact._atomic import OutputNotWritableError, beside, replacing
-from ctxcompact._outputs import check_outputs, is_parquet_source
+from ctxcompact._outputs import _one_line, check_outputs, is_parquet_source
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.config import CompactionConfig
@@ -285,10 +285,6 @@ def _limits(
 
 
 # --- writing outputs ------------------------------------------------------------------
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _no_stdio(path: Path | None, option: str, stream: str = "stdin") -> None:

@@ -1426,13 +1426,7 @@ mod tests {
                 array.slice(0, 2),
             ];
             let col = StrCol::new(TOOL_TARGET, &chunks).unwrap();
-            let plains: Vec<Plain<'_>> = col
-                .chunks()
-                .map(|(_, c)| match c {
-                    StrChunk::Plain(p) => *p,
-                    StrChunk::Dict { .. } => unreachable!(),
-                })
-                .collect();
+            let plains = plain_chunks(&col);
             assert!(plains[0].is_same(plains[1]) && plains[0].is_same(plains[2]));
             assert!(!plains[0].is_same(plains[3]), "another offset");
             assert!(!plains[0].is_same(plains[4]), "another length");
@@ -1441,14 +1435,17 @@ mod tests {
         let b: ArrayRef = Arc::new(LargeStringArray::from(vec!["a", "b", "c"]));
         let chunks = [a, b];
         let col = StrCol::new(TOOL_TARGET, &chunks).unwrap();
-        let plains: Vec<Plain<'_>> = col
-            .chunks()
+        let plains = plain_chunks(&col);
+        assert!(!plains[0].is_same(plains[1]), "equal values, other buffers");
+    }
+
+    fn plain_chunks<'a>(col: &StrCol<'a>) -> Vec<Plain<'a>> {
+        col.chunks()
             .map(|(_, c)| match c {
                 StrChunk::Plain(p) => *p,
-                StrChunk::Dict { .. } => unreachable!(),
+                StrChunk::Dict { .. } => unreachable!("plain chunks only"),
             })
-            .collect();
-        assert!(!plains[0].is_same(plains[1]), "equal values, other buffers");
+            .collect()
     }
 
     #[test]
