@@ -16,8 +16,15 @@ policy's masked history fills the window's threshold, the older items are
 summarized (a tool-less request to ``summary_model``; no model: the
 deterministic digest) and a summary item is appended to the inner session,
 naming the first item it keeps (``ctxcompact`` key, never sent); from then on
-the view is ``[summary, *kept items, *newer items]``, masked by the policy;
-the summary goes to the model as a user message. A function call is never
+the view is ``[system..., summary, request?, *kept items, *newer items]``,
+masked by the policy: every system or developer message the session starts
+with, the summary (sent as a user message), and the user's newest request
+when the kept items do not reach back to it (a pasted log bigger than the
+kept budget, or the agent's own steps after it filling that budget): the
+stored message as written, or cut to its head and tail with a marker when it
+is too big (the mark holds the cut text, so every read sends the same view;
+the next summary repeats it again, or the newer request, never both). A
+system or developer message later in the session is history. A function call is never
 separated from its output, nor from the reasoning item before it (the first
 kept item is moved back over reasoning items, which have no chat form and
 stay in place in the view). Nothing is deleted: ``inner.get_items()`` still
@@ -37,6 +44,7 @@ from typing import Any
 from agents import SQLiteSession
 from agents.memory import Session
 
+from ctxcompact import _core
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
@@ -48,7 +56,7 @@ from ctxcompact.errors import (
 )
 from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
 from ctxcompact.live import events as ev
-from ctxcompact.live.split import summary_round
+from ctxcompact.live.split import SplitResult, summary_round
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
@@ -206,6 +214,41 @@ def _sent(item: Item) -> Item:
     return {"role": "user", "content": item["content"]}
 
 
+def _index(value: Any, default: int) -> int:
+    """An index a summary item's mark holds, ``default`` when it holds none."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return default
+    return value
+
+
+def _recut(whole: str, shown: str, cut: str) -> str:
+    """``whole`` cut to the budget that cut ``shown`` (an earlier cut of it) to ``cut``."""
+    for budget in range(len(cut) // 4, max(0, (len(cut) - 80) // 4), -1):
+        if _core.truncate_output(shown, budget) == cut:
+            return _core.truncate_output(whole, budget)
+    return cut
+
+
+def _request(stored: list[Item], mark: Mapping[str, Any], lead: int,
+             s: int) -> tuple[int | None, Item]:  # fmt: skip
+    """The request a summary item repeats: its index in ``stored`` and the item
+    sent (the stored message, or a user message with the text the mark holds:
+    cut to fit); ``None`` when it repeats none (or the mark is not one this
+    session wrote)."""
+    request = mark.get("request")
+    if not isinstance(request, Mapping):
+        return None, {}
+    i = _index(request.get("item"), -1)
+    if not lead <= i < s or SUMMARY_KEY in stored[i]:
+        return None, {}
+    text = request.get("content")
+    if isinstance(text, str):
+        return i, {"role": "user", "content": text}
+    if _kind(stored[i]) != "message":
+        return None, {}
+    return i, stored[i]
+
+
 class CompactingSession(Integration):
     """An Agents SDK ``Session`` whose items are compacted between turns.
 
@@ -259,33 +302,68 @@ class CompactingSession(Integration):
         """What the model sees, compacting first when the window needs it;
         ``limit``: only the newest that many items of it."""
         stored = await self._stored()
-        visible, where = self._visible(stored)
+        visible, where, repeat = self._visible(stored)
         chat, origins = to_chat(visible)
         fixed, src = self._prepare(visible, where, chat, origins)
         result = await self._named(self.compaction.acompact(fixed), where, origins, src)
         if result is not None:
             assert result.record is not None
-            start = len(fixed) - kept_tail(result)
             text = next(content_text(m.get("content")) for m in result.messages
                         if summary_round(m) is not None)  # fmt: skip
-            kept = [c for c in src[start:] if c is not None]  # an added output has no item
-            if kept:
-                # the first kept item, or the reasoning (any item with no chat
-                # dict) right before it: a call is never sent without its reasoning
-                first = _groups(visible, origins)[min(kept)][0]
-                keep_from = where[first]
-            else:
-                keep_from = len(stored)
-            mark = {"round": result.record.round, "keep_from": keep_from}
-            summary: Item = {"role": "user", "content": text, SUMMARY_KEY: mark}
+            new = self._mark(result, stored, visible, where, origins, src, repeat)
+            summary: Item = {"role": "user", "content": text, SUMMARY_KEY: new}
             await self.inner.add_items([summary])  # type: ignore[list-item]
             stored.append(summary)
-            visible, where = self._visible(stored)
+            visible, where, _ = self._visible(stored)
             chat, origins = to_chat(visible)
             fixed, src = self._prepare(visible, where, chat, origins)
         view = _rebuild(visible, chat, origins, fixed, src, self.compaction.view(fixed))
         out = [_sent(i) for i in view]
         return out if limit is None else out[-limit:] if limit > 0 else []
+
+    @staticmethod
+    def _mark(result: SplitResult, stored: list[Item], visible: list[Item], where: list[int],
+              origins: list[list[int]], src: list[int | None],
+              repeat: int | None) -> dict[str, Any]:  # fmt: skip
+        """The new summary item's mark: its round, the first item it keeps, and
+        the request it repeats (the newest user turn when the kept items do not
+        reach it: its index, and its text when that is not the item as stored).
+        ``repeat``: where the view repeats a request now."""
+        assert result.record is not None
+        start = len(src) - kept_tail(result)
+        kept = [c for c in src[start:] if c is not None]  # an added output has no item
+        request: dict[str, Any] | None = None
+        # (the request the view repeats sits right after the summary: a tail
+        # reaching it would leave no head, so it is never among the kept items)
+        if result.request is not None and result.request_index is not None:
+            c = src[result.request_index]
+            if c is not None:
+                v = origins[c][0]
+                item, original = visible[v], stored[where[v]]
+                request = {"item": where[v]}
+                was_cut = v == repeat and content_text(item.get("content")) != content_text(
+                    original.get("content")
+                )
+                if result.request_cut or was_cut or _kind(original) != "message":
+                    # cut now or before, or an orphaned output's note: the text as sent
+                    text = content_text(result.request.get("content"))
+                    if result.request_cut and was_cut:
+                        # cut again: cut the stored request to that size instead, so the
+                        # marker counts what went of it (not of the earlier cut)
+                        shown = content_text(item.get("content"))
+                        text = _recut(content_text(original.get("content")), shown, text)
+                    request["content"] = text
+        if kept:
+            # the first kept item, or the reasoning (any item with no chat dict)
+            # right before it: a call is never sent without its reasoning
+            first = _groups(visible, origins)[min(kept)][0]
+            keep_from = where[first]
+        else:
+            keep_from = len(stored)
+        new: dict[str, Any] = {"round": result.record.round, "keep_from": keep_from}
+        if request is not None:
+            new["request"] = request
+        return new
 
     def model_input_filter(self, data: Any) -> Any:
         """The policy's masking before every model call of a turn, for
@@ -309,18 +387,35 @@ class CompactingSession(Integration):
     # --- the view ---------------------------------------------------------------------
 
     @staticmethod
-    def _visible(stored: list[Item]) -> tuple[list[Item], list[int]]:
-        """The items from the newest summary on: the summary, the items it kept,
-        the items after it; with each one's index in ``stored``."""
-        for s in range(len(stored) - 1, -1, -1):
+    def _visible(stored: list[Item]) -> tuple[list[Item], list[int], int | None]:
+        """The items from the newest summary on: the system and developer
+        messages the session starts with, the summary, the request it repeats,
+        the items it kept, the items after it; with each one's index in
+        ``stored``, and where the view repeats the request (None: nowhere)."""
+        lead = 0
+        while (
+            lead < len(stored)
+            and _kind(stored[lead]) == "message"
+            and (
+                stored[lead].get("role") in ("system", "developer")
+                and SUMMARY_KEY not in stored[lead]
+            )
+        ):
+            lead += 1
+        for s in range(len(stored) - 1, lead - 1, -1):
             mark = stored[s].get(SUMMARY_KEY)
             if isinstance(mark, Mapping):
-                keep = _heal(stored, min(int(mark.get("keep_from", s)), s), s)
+                keep = max(lead, _heal(stored, min(_index(mark.get("keep_from"), s), s), s))
+                request, item = _request(stored, mark, lead, s)
                 # older summaries among the kept items were summarized into this one
-                kept = [i for i in range(keep, s) if SUMMARY_KEY not in stored[i]]
-                where = [s, *kept, *range(s + 1, len(stored))]
-                return [stored[i] for i in where], where
-        return stored, list(range(len(stored)))
+                kept = [i for i in range(keep, s) if SUMMARY_KEY not in stored[i] and i != request]
+                repeated = [request] if request is not None else []
+                where = [*range(lead), s, *repeated, *kept, *range(s + 1, len(stored))]
+                items = [stored[i] for i in where]
+                if request is not None:
+                    items[lead + 1] = item  # as written, or cut to fit
+                return items, where, lead + 1 if request is not None else None
+        return stored, list(range(len(stored))), None
 
     async def _stored(self) -> list[Item]:
         items = await self.inner.get_items()
