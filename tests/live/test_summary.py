@@ -556,25 +556,30 @@ def test_a_later_user_directive_outlives_older_steps_in_a_cut_request() -> None:
     assert _request_tokens(client.requests[-1]) <= 12_000 - 2_000
 
 
-def _calibrated(slope: float) -> UsageCalibrator:
+def _calibrated(slope: float, key: str = "m") -> UsageCalibrator:
     calibrator = UsageCalibrator()
     for estimated in (1_000, 2_000, 3_000):
-        calibrator.observe("m", estimated=estimated, reported=round(estimated * slope))
+        calibrator.observe(key, estimated=estimated, reported=round(estimated * slope))
     return calibrator
 
 
+@pytest.mark.parametrize("named", [False, True])
 @pytest.mark.parametrize("driver", ["sync", "async"])
-def test_the_summary_request_is_cut_to_the_calibrated_window(driver: str) -> None:
+def test_the_summary_request_is_cut_to_the_calibrated_window(driver: str, named: bool) -> None:
     """A model whose provider counts twice the estimate: the request is cut so
     that the calibrated figure fits the window (it was cut by raw estimates,
     which fitted, and the provider would refuse it), with the intercept left
-    out (the summary call carries no tool schemas)."""
+    out (the summary call carries no tool schemas). ``named``: the summary
+    model named as its API names it (``gpt-4o``), the fit kept under the
+    reply's ``openai/gpt-4o`` (it was looked up under ``gpt-4o``: no cut)."""
+    summary_config = CompactionConfig(summary_model="gpt-4o") if named else None
     from builders import tool_reply, user
     from ctxcompact.live import events as ev
 
     def run(calibrator: UsageCalibrator | None) -> tuple[SummaryRequest, list[dict[str, Any]]]:
         client = _Recorder()
-        compactor = cc.Compactor(cc.MemoryStore(), Summarizer(client), model="m",
+        compactor = cc.Compactor(cc.MemoryStore(), Summarizer(client, summary_config),
+                                 model="openai/gpt-4o" if named else "m",
                                  limits={"context": 12_000, "output": 2_000},
                                  calibrator=calibrator)  # fmt: skip
         seen: list[dict[str, Any]] = []
@@ -596,7 +601,7 @@ def test_the_summary_request_is_cut_to_the_calibrated_window(driver: str) -> Non
     window = 12_000 - 2_000
     request, seen = run(None)
     assert not seen and window / 2 < _request_tokens(request) <= window  # fits as estimated
-    request, seen = run(_calibrated(2.0))
+    request, seen = run(_calibrated(2.0, "openai/gpt-4o" if named else "m"))
     (cut,) = seen
     assert cut["outputs_cut"] == 1 and cut["window"] == window
     assert 2 * _request_tokens(request) <= window  # what the provider counts fits
@@ -609,3 +614,31 @@ def test_a_bad_token_ratio_is_a_config_error() -> None:
         with pytest.raises(ConfigError, match="token_ratio"):
             summarizer.build_request(HISTORY, token_ratio=bad)  # type: ignore[arg-type]
     assert summarizer.build_request(HISTORY, token_ratio=1.0) == summarizer.build_request(HISTORY)
+
+
+def test_fit_named_finds_a_provider_key_by_its_model_part() -> None:
+    calibrator = _calibrated(2.0, "openai/gpt-4o")
+    fit = calibrator.fit_named("gpt-4o")
+    assert fit is not None and fit.slope == pytest.approx(2.0)
+    assert calibrator.fit_named("openai/gpt-4o") == fit and calibrator.fit_named("gpt-4") is None
+    for estimated in (1_000, 2_000, 3_000):  # a second provider of that model: ambiguous
+        calibrator.observe("azure/gpt-4o", estimated=estimated, reported=estimated)
+    assert calibrator.fit_named("gpt-4o") is None
+
+
+def test_the_summary_asks_for_no_more_than_the_window_keeps_free() -> None:
+    """``max_tokens`` is the room the cut kept for the answer: at most the
+    output limit (it was ``summary_max_tokens``, 4096, beside a request cut
+    for 1000: prompt + max_tokens over the context, which a provider refuses)."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for i in range(20):
+        history.append({"role": "assistant", "content": None,
+                        "tool_calls": [call(f"c{i}", "read", path=f"f{i}.py")]})  # fmt: skip
+        history.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x = 1\n" * 400})
+    summarizer = Summarizer(None, limits={"context": 8_000, "output": 1_000})
+    request = summarizer.build_request(history)
+    assert request.max_tokens == 1_000 == summarizer.answer_tokens()
+    assert _request_tokens(request) + request.max_tokens <= 8_000
+    assert Summarizer(None).build_request(history).max_tokens == 4_096  # no window known
+    wide = Summarizer(None, limits={"context": 200_000, "output": 64_000})
+    assert wide.build_request(history).max_tokens == 4_096  # summary_max_tokens

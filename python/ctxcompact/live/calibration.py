@@ -110,6 +110,17 @@ class UsageCalibrator:
                 cached = self._fits[model] = _theil_sen(points)
             return cached
 
+    def fit_named(self, name: str) -> Calibration | None:
+        """The fit of ``name`` as a request names its model: the key itself,
+        else the one key whose model part (after the provider's ``/``, as
+        ``openai/gpt-4o`` for ``gpt-4o``) it is; ``None`` when there is none
+        or several providers' keys match (their fits may differ)."""
+        if self.calls(name):
+            return self.fit(name)
+        with self._lock:
+            keys = [k for k in self._points if k.rpartition("/")[2] == name]
+        return self.fit(keys[0]) if len(keys) == 1 else None
+
     def calibrate(self, model: str, estimate: int) -> int:
         """``estimate`` as the model's provider would count it (rounded up), or
         unchanged before enough calls are seen."""

@@ -238,7 +238,10 @@ class Compactor:
         if self.calibrator is None:
             return None
         cfg = self.summarizer.config
-        fit = self.calibrator.fit(cfg.summary_model or self.summarizer.model or job.model)
+        named = cfg.summary_model or self.summarizer.model
+        # a request names a model as its API does; the calibrator keys by
+        # the reply's provider/model (``fit_named`` maps one to the other)
+        fit = self.calibrator.fit(job.model) if named is None else self.calibrator.fit_named(named)
         return None if fit is None else fit.slope
 
     def calibrated(self, tokens: int, model: str) -> int:

@@ -139,14 +139,22 @@ class Summarizer:
         """Input tokens a summary request may take: the summarizer's window
         (``self.limits``, else ``limits``) less the answer (``summary_max_tokens``,
         at most the output limit) and the safety buffer; None without a window."""
-        lim = self.limits or (None if limits is None else Limits.coerce(limits))
+        lim = self._limits(limits)
         if lim is None:
             return None
-        cfg = self.config
-        # The answer cannot be longer than the model's output limit.
-        answer = min(cfg.summary_max_tokens, lim.output or cfg.summary_max_tokens)
+        answer = self.answer_tokens(limits)
         room = [n for n in (lim.context and lim.context - answer, lim.input) if n]
-        return max(0, min(room) - cfg.safety_buffer) if room else None
+        return max(0, min(room) - self.config.safety_buffer) if room else None
+
+    def answer_tokens(self, limits: Any = None) -> int:
+        """The summary's ``max_tokens``: ``summary_max_tokens``, at most the
+        summarizer's output limit (the room ``request_window`` keeps free)."""
+        lim = self._limits(limits)
+        most = self.config.summary_max_tokens
+        return min(most, lim.output or most) if lim is not None else most
+
+    def _limits(self, limits: Any) -> Limits | None:
+        return self.limits or (None if limits is None else Limits.coerce(limits))
 
     def _build(
         self,
@@ -200,7 +208,8 @@ class Summarizer:
             system=system,
             messages=messages,
             model=cfg.summary_model or self.model,
-            max_tokens=cfg.summary_max_tokens,
+            # what the window was cut for: asking for more could run past it
+            max_tokens=self.answer_tokens(limits),
             temperature=cfg.summary_temperature,
             timeout_s=cfg.timeout_s,
             max_retries=cfg.max_retries,
