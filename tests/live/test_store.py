@@ -335,3 +335,41 @@ def test_postgres_store_errors_say_which_store_and_why(
     # A closed store reconnects on the next call instead of failing.
     assert store.session_ids() == [sid]
     store.close()
+
+
+def test_a_bad_sqlite_path_is_a_typed_error_naming_it(tmp_path: Path) -> None:
+    """Was sqlite3's OperationalError / DatabaseError or pathlib's TypeError,
+    none naming the file; another program's database gained our tables."""
+    import sqlite3
+
+    from ctxcompact.errors import InputTypeError, StoreError
+    from ctxcompact.live.store import SQLiteStore
+
+    with pytest.raises(IsADirectoryError) as folder:
+        SQLiteStore(tmp_path)
+    assert folder.value.filename == str(tmp_path)
+    missing = tmp_path / "no" / "x.db"
+    with pytest.raises(FileNotFoundError, match="does not exist") as gone:
+        SQLiteStore(missing)
+    assert gone.value.filename == str(missing)
+    with pytest.raises(InputTypeError, match="file path"):
+        SQLiteStore(5)  # type: ignore[arg-type]
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database " * 100)
+    with pytest.raises(StoreError, match=f"{junk}: not a ctxcompact SQLite store"):
+        SQLiteStore(junk)
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE sessions (name TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="table 'sessions' has no column id, info"):
+        SQLiteStore(other)
+    db = sqlite3.connect(other)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert tables == {"sessions"}  # left as it was
+    with SQLiteStore(tmp_path / "ok.db") as store:  # a good path still works
+        sid = store.create_session()
+    with SQLiteStore(tmp_path / "ok.db") as store:
+        assert store.load(sid).id == sid

@@ -10,6 +10,7 @@ interrupted compaction stays a pending task that the next run completes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -22,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
+from ctxcompact.errors import (
+    CompactionConflictError,
+    InputTypeError,
+    SessionNotFoundError,
+    StoreError,
+    TranscriptError,
+)
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
 from ctxcompact.models import MessageWithParts, Session, StoredCounts
@@ -389,6 +396,34 @@ CREATE TABLE IF NOT EXISTS compactions (
 """
 
 
+#: The columns a store's tables must have (another program's SQLite file may
+#: hold tables of these names); ``parts.output_utf16`` is added by ``_migrate``.
+_COLUMNS = {
+    "sessions": {"id", "info"},
+    "messages": {"seq", "session_id", "id", "role", "parent_id", "summary", "info"},
+    "parts": {"seq", "session_id", "message_id", "id", "data"},
+    "compactions": {"seq", "session_id", "marker_id", "record"},
+}
+
+
+def _check_path(path: Path) -> None:
+    """An ``OSError`` naming ``path`` where SQLite would only say "unable to open"."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a store file", str(path))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"folder {path.parent} does not exist", str(path))
+
+
+def _check_tables(db: sqlite3.Connection, path: Path) -> None:
+    """A ``StoreError`` when a table of ours exists without our columns."""
+    for table, columns in _COLUMNS.items():
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if have and not columns <= have:
+            missing = ", ".join(sorted(columns - have))
+            raise StoreError(f"{path}: not a ctxcompact SQLite store (its table {table!r} has "
+                             f"no column {missing})")  # fmt: skip
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -397,12 +432,30 @@ class SQLiteStore:
     """The embedded default store: one SQLite file, WAL, one connection per thread."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise InputTypeError(f"SQLiteStore takes a file path, got {type(path).__name__}")
         self.path = Path(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._db().executescript(_SCHEMA)  # idempotent; executescript commits by itself
-        self._migrate()
+        _check_path(self.path)
+        try:
+            # Checked before anything is created: another program's file stays as it was.
+            _check_tables(self._db(), self.path)
+            self._db().executescript(_SCHEMA)  # idempotent; executescript commits by itself
+            self._migrate()
+        except sqlite3.OperationalError as e:
+            self.close()
+            if "unable to open" in str(e):  # what the checks above could not see
+                why = f"cannot open the store ({e})"
+                raise PermissionError(errno.EACCES, why, str(self.path)) from None
+            raise StoreError(f"{self.path}: not a ctxcompact SQLite store ({e})") from None
+        except sqlite3.DatabaseError as e:  # not SQLite at all
+            self.close()
+            raise StoreError(f"{self.path}: not a ctxcompact SQLite store ({e})") from None
+        except BaseException:
+            self.close()
+            raise
 
     def _migrate(self) -> None:
         """Bring a file made by an earlier release up to this schema: ``parts``
