@@ -242,3 +242,27 @@ def test_a_converted_reply_drives_the_loop(openai_server: FakeOpenAIServer) -> N
     stored = store.load(sid).messages[1]
     assert stored.parts[1].state.output == "x = 1"  # type: ignore[union-attr]
     assert compactor.metrics.snapshot()["reactive_overflows"] == 1
+
+
+def test_a_tool_call_naming_no_tool_is_a_format_error() -> None:
+    """Was stored as a call of tool "" (an invented id kept it), sent back on
+    the next call, which the APIs refuse."""
+    chat = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+        {"type": "function", "function": {"arguments": "{}"}}]},
+        "finish_reason": "tool_calls"}]}  # fmt: skip
+    with pytest.raises(FormatError, match="tool call 1 of the chat completion names no tool"):
+        from_openai_chat(chat)
+    anthropic = {"content": [{"type": "tool_use", "id": "t1", "input": {"path": "a"}}],
+                 "stop_reason": "tool_use"}  # fmt: skip
+    with pytest.raises(FormatError, match=r"content block 0 \(tool_use\) names no tool"):
+        from_anthropic_message(anthropic)
+    call = {"type": "function_call", "call_id": "c", "name": "", "arguments": "{}"}
+    response = {"output": [call]}
+    with pytest.raises(FormatError, match="function_call item of the response names no tool"):
+        from_openai_response(response)
+    # an id a server left out is still made up (local servers omit it)
+    named = from_openai_chat({"choices": [{"message": {"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "read", "arguments": "{}"}}]}}]})  # fmt: skip
+    (part,) = [p for p in named.parts if p.type == "tool"]
+    assert part.tool == "read" and part.callID

@@ -94,8 +94,11 @@ def _arguments(raw: Any, call: str) -> tuple[dict[str, Any] | None, str | None]:
     return parsed, None
 
 
-def _tool_part(call_id: Any, name: Any, raw_arguments: Any) -> Part:
+def _tool_part(call_id: Any, name: Any, raw_arguments: Any, where: str) -> Part:
     cid = str(call_id or new_id("call"))
+    if not isinstance(name, str) or not name:
+        # stored, it would be sent back as a call of no tool, which the APIs refuse
+        raise FormatError(f"{where} names no tool (name {name!r})", column="name")
     args, problem = _arguments(raw_arguments, cid)
     state = ToolState(status="pending", input=args)
     if problem is not None:  # kept for the record; run_tools reports it to the model
@@ -231,9 +234,10 @@ def from_openai_chat(
         parts.append(_text_part(str(content)))
     if message.get("refusal"):
         parts.append(_text_part(str(message["refusal"])))
-    for call in message.get("tool_calls") or []:
+    for i, call in enumerate(message.get("tool_calls") or []):
         fn = call.get("function") or {}
-        parts.append(_tool_part(call.get("id"), fn.get("name"), fn.get("arguments")))
+        parts.append(_tool_part(call.get("id"), fn.get("name"), fn.get("arguments"),
+                                f"tool call {i} of the chat completion"))  # fmt: skip
     return _message(
         parts, finish=choice.get("finish_reason"), tokens=_chat_usage(completion.get("usage")),
         model=completion.get("model"), provider="openai", session_id=session_id,
@@ -311,7 +315,8 @@ def from_openai_response(
                 if text:
                     parts.append(_text_part(str(text)))
         elif kind == "function_call":
-            parts.append(_tool_part(item.get("call_id"), item.get("name"), item.get("arguments")))
+            parts.append(_tool_part(item.get("call_id"), item.get("name"), item.get("arguments"),
+                                    "a function_call item of the response"))  # fmt: skip
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
             keep = {"encrypted_content": item["encrypted_content"]} if item.get(
@@ -436,7 +441,8 @@ def from_anthropic_message(
             redacted = {"redacted": block.get("data")}
             parts.append(Part(id=new_id("prt"), type="reasoning", text="", **redacted))
         elif kind == "tool_use":
-            parts.append(_tool_part(block.get("id"), block.get("name"), block.get("input")))
+            parts.append(_tool_part(block.get("id"), block.get("name"), block.get("input"),
+                                    f"content block {i} (tool_use)"))  # fmt: skip
     return _message(
         parts, finish=data.get("stop_reason"), tokens=_anthropic_usage(data.get("usage")),
         model=data.get("model"), provider="anthropic", session_id=session_id,
