@@ -182,3 +182,22 @@ def test_a_store_error_at_commit_names_the_session_and_fails_the_compaction() ->
     with pytest.raises(StoreError) as e:
         compactor.process_pending(sid)
     assert e.value.session_id == sid and names[-1] == ev.COMPACTION_FAILED
+
+
+def test_a_misspelt_event_or_a_non_callable_is_refused_when_registered() -> None:
+    """A misspelt name was accepted and never fired; a non-callable hook made
+    every later compaction fail with HookError."""
+    from ctxcompact.errors import ConfigError, InputTypeError
+    from ctxcompact.live.events import EventBus, Hooks
+
+    bus = EventBus()
+    with pytest.raises(ConfigError, match=r"did you mean 'session\.compacted'"):
+        bus.subscribe("session.compactd", lambda n, p: None)
+    with pytest.raises(InputTypeError, match="subscriber must be callable"):
+        bus.subscribe("session.compacted", 5)  # type: ignore[arg-type]
+    hooks = Hooks()
+    with pytest.raises(InputTypeError, match="pre-compact hook must be callable"):
+        hooks.add_pre_compact(5)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="post-compact hook must be callable"):
+        hooks.add_post_compact("x")  # type: ignore[arg-type]
+    assert not hooks.pre_compact and not hooks.post_compact

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import threading
@@ -9,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ctxcompact.errors import HookError
+from ctxcompact.errors import ConfigError, HookError, InputTypeError
 
 log = logging.getLogger("ctxcompact")
 
@@ -30,6 +31,19 @@ COMPACTION_FAILED = "compaction.failed"
 PRUNE_APPLIED = "prune.applied"
 #: The summary request was cut to the summarizer's window (``RequestCut`` fields).
 SUMMARY_REQUEST_CUT = "summary.request_cut"
+#: Every event the library emits (``EventBus.subscribe`` takes these and ``"*"``).
+EVENT_NAMES = (OVERFLOW_DETECTED, COMPACTION_QUEUED, COMPACTION_STARTED, COMPACTED,
+               COMPACTION_FALLBACK, COMPACTION_CANCELLED, COMPACTION_STALLED,
+               COMPACTION_CONFLICT, COMPACTION_FAILED, PRUNE_APPLIED,
+               SUMMARY_REQUEST_CUT)  # fmt: skip
+
+
+def _check_callable(fn: Any, what: str) -> Any:
+    """``fn`` if it can be called (else ``InputTypeError`` now, not a failure
+    at the next compaction)."""
+    if not callable(fn):
+        raise InputTypeError(f"{what} must be callable, got {type(fn).__name__}")
+    return fn
 
 
 @dataclass
@@ -112,14 +126,14 @@ class Hooks:
         pre_compact: Sequence[PreCompactHook] = (),
         post_compact: Sequence[PostCompactHook] = (),
     ) -> None:
-        self.pre_compact = list(pre_compact)
-        self.post_compact = list(post_compact)
+        self.pre_compact = [_check_callable(h, "a pre-compact hook") for h in pre_compact]
+        self.post_compact = [_check_callable(h, "a post-compact hook") for h in post_compact]
 
     def add_pre_compact(self, hook: PreCompactHook) -> None:
-        self.pre_compact.append(hook)
+        self.pre_compact.append(_check_callable(hook, "a pre-compact hook"))
 
     def add_post_compact(self, hook: PostCompactHook) -> None:
-        self.post_compact.append(hook)
+        self.post_compact.append(_check_callable(hook, "a post-compact hook"))
 
     def _call(self, hook: Callable[[Any], Any], event: Any, *, sync: bool) -> Any:
         try:
@@ -185,6 +199,15 @@ class EventBus:
         self._lock = threading.Lock()
 
     def subscribe(self, name: str, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(name, payload)`` on each ``name`` event (``"*"``: every
+        one); returns the function that unsubscribes it. A name the library
+        never emits is a ``ConfigError`` (a misspelt one would never fire)."""
+        if name != "*" and name not in EVENT_NAMES:
+            close = difflib.get_close_matches(str(name), EVENT_NAMES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"no event is named {name!r}{hint}; the events are "
+                              f"{', '.join(EVENT_NAMES)} or '*'", column="name")  # fmt: skip
+        _check_callable(callback, "an event subscriber")
         with self._lock:
             self._subs.setdefault(name, []).append(callback)
 
