@@ -201,3 +201,19 @@ def test_a_misspelt_event_or_a_non_callable_is_refused_when_registered() -> None
     with pytest.raises(InputTypeError, match="post-compact hook must be callable"):
         hooks.add_post_compact("x")  # type: ignore[arg-type]
     assert not hooks.pre_compact and not hooks.post_compact
+
+
+def test_a_compactor_refuses_optional_parts_of_the_wrong_kind() -> None:
+    """``calibrator="x"`` / ``model=5`` were accepted and failed at the first step."""
+    import ctxcompact as cc
+    from ctxcompact.errors import InputTypeError
+    from ctxcompact.live.summary import Summarizer
+
+    for bad, match in (({"calibrator": "x"}, "calibrator: expected UsageCalibrator"),
+                       ({"model": 5}, "model must be a non-empty str"),
+                       ({"model": ""}, "model must be a non-empty str"),
+                       ({"hooks": [print]}, "hooks: expected Hooks"),
+                       ({"events": {}}, "events: expected EventBus"),
+                       ({"metrics": 1}, "metrics: expected Metrics")):  # fmt: skip
+        with pytest.raises(InputTypeError, match=match):
+            cc.Compactor(cc.MemoryStore(), Summarizer(None), **bad)  # type: ignore[arg-type]

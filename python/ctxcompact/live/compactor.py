@@ -98,6 +98,18 @@ def _check_parts(store: Any, summarizer: Any, config: Any) -> None:
         )
 
 
+def _check_extras(hooks: Any, events: Any, metrics: Any, calibrator: Any, model: Any) -> None:
+    """The optional parts, of the right kinds (else a failure at a later step)."""
+    for name, value, kind in (("hooks", hooks, ev.Hooks), ("events", events, ev.EventBus),
+                              ("metrics", metrics, ev.Metrics),
+                              ("calibrator", calibrator, UsageCalibrator)):  # fmt: skip
+        if value is not None and not isinstance(value, kind):
+            raise InputTypeError(f"{name}: expected {kind.__name__} or None, got "
+                                 f"{type(value).__name__}")  # fmt: skip
+    if model is not None and not (isinstance(model, str) and model):
+        raise InputTypeError(f"model must be a non-empty str (the calibrator's key), got {model!r}")
+
+
 def check_session_id(session_id: Any) -> None:
     """A session id is a str: anything else is a wrong argument, not a missing session."""
     if not isinstance(session_id, str):
@@ -175,6 +187,7 @@ class Compactor:
         model: str | None = None,
     ) -> None:
         _check_parts(store, summarizer, config)
+        _check_extras(hooks, events, metrics, calibrator, model)
         self.store = store
         self.config = config or summarizer.config
         if config is not None and not summarizer.configured and summarizer.config is not config:
