@@ -158,8 +158,11 @@ def test_a_pinned_task_stays_in_the_model_input_after_a_summary() -> None:
     for i in range(8):
         store.append_message(sid, tool_reply(task_id, "x" * 40_000, path=f"f{i}.py"))
     messages = loop.before_call(sid)
-    assert len(store.records(sid)) == 1  # summarized
+    (record,) = store.records(sid)  # summarized
     assert messages[1] == {"role": "user", "content": "fix the bug in parser.py"}
+    # the record says what stayed sent (it listed the task as summarized, kept nothing)
+    assert record.kept_message_ids == (task_id,)
+    assert task_id not in record.summarized_message_ids and record.summarized_message_ids
     assert [m["role"] for m in messages[2:4]] == ["user", "assistant"]  # the marker, the summary
     # The batch path shows the same rows.
     table = Transcript.from_sessions([store.load(sid)])

@@ -503,7 +503,10 @@ class Compactor:
             reason=str(extra.get("reason") or ("overflow" if part.auto else "manual")),
             instructions=extra.get("instructions"),
             history=history,
-            summarized_ids=tuple(m.id for m in visible.messages),
+            # pinned and system messages stay sent: kept, not summarized
+            summarized_ids=tuple(
+                m.id for m in visible.messages if m is visible.messages[-1] or not _stays(m)
+            ),
             previous_summary=previous or None,
             round=len(summaries) + 1,
             tokens_before=tokens_before,
@@ -591,7 +594,8 @@ class Compactor:
             reason=job.reason, round=job.round, tokens_before=job.tokens_before,
             tokens_after=self.calibrated(self.history_tokens(after, calibrate=False), job.model),
             summary_source=outcome.source,
-            summarized_message_ids=job.summarized_ids, kept_message_ids=(),
+            summarized_message_ids=job.summarized_ids,
+            kept_message_ids=tuple(m.id for m in job.kept),
             pruned_tokens=job.pruned_tokens, pruned_parts=len(job.marks),
             marker_message_id=job.marker.id, summary_message_id=summary.id, created_ms=now,
             error=outcome.error,
