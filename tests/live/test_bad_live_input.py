@@ -129,3 +129,48 @@ def test_blank_continue_text_and_limits_of_the_wrong_kind_are_config_errors() ->
         with pytest.raises(ConfigError, match=said) as e:
             cc.Compactor(MemoryStore(), cc.Summarizer(None), limits=limits)
         assert e.value.column == "limits"
+
+
+def test_session_info_of_the_wrong_kind_is_refused_when_the_session_is_created(
+    store: Any,
+) -> None:
+    # title=5 was stored, and the session could not be loaded after (pydantic's
+    # ValidationError); a value JSON cannot hold failed the SQLite write.
+    from ctxcompact.errors import InputTypeError
+
+    with pytest.raises(InputTypeError, match="title must be a str"):
+        store.create_session(title=5)
+    with pytest.raises(InputTypeError, match="session_id must be a str"):
+        store.create_session(5)
+    with pytest.raises(InputTypeError, match="JSON"):
+        store.create_session(owner=object())
+    with pytest.raises(InputTypeError, match="session_id"):
+        store.create_session(id="x")
+    sid = store.create_session(title="t", tags=["a"])
+    assert store.load(sid).info.title == "t"
+
+
+def test_reason_calibrate_and_budget_refuse_arguments_of_the_wrong_kind() -> None:
+    from ctxcompact.errors import InputTypeError
+    from ctxcompact.live import CompactionLoop, Compactor, Summarizer, UsageCalibrator
+
+    store = MemoryStore()
+    compactor = Compactor(store, Summarizer(None), limits={"context": 16000, "output": 2000})
+    sid = store.create_session()
+    with pytest.raises(InputTypeError, match="reason must be a non-empty str"):
+        compactor.request_compaction(sid, reason=5)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="auto must be a bool"):
+        compactor.request_compaction(sid, auto="yes")  # type: ignore[arg-type]
+    assert store.load(sid).messages == []  # nothing queued
+    assert compactor.request_compaction(sid, reason="handoff")
+    assert compactor.process_pending(sid).reason == "handoff"  # type: ignore[union-attr]
+    calibrator = UsageCalibrator()
+    with pytest.raises(InputTypeError, match="must be an int"):
+        calibrator.calibrate("m", "x")  # type: ignore[arg-type]  # returned "x"
+    with pytest.raises(InputTypeError, match="model must be a str"):
+        calibrator.calibrate(5, 10)  # type: ignore[arg-type]
+    assert calibrator.calibrate("m", 10) == 10
+    loop = CompactionLoop(compactor)
+    with pytest.raises(InputTypeError, match="history_tokens"):
+        loop.budget("x")  # type: ignore[arg-type]  # a bare TypeError from `<`
+    assert loop.budget(100) is not None

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 
 #: The slope is kept in this range (a fit outside it is noise, not a tokenizer).
 SLOPES = (0.25, 4.0)
@@ -124,6 +124,12 @@ class UsageCalibrator:
     def calibrate(self, model: str, estimate: int) -> int:
         """``estimate`` as the model's provider would count it (rounded up), or
         unchanged before enough calls are seen."""
+        if isinstance(estimate, bool) or not isinstance(estimate, int):
+            # Before a fit it came back as given ("x" in, "x" out).
+            raise InputTypeError(f"estimate of model {model!r} must be an int (tokens), got "
+                                 f"{type(estimate).__name__}")  # fmt: skip
+        if not isinstance(model, str):
+            raise InputTypeError(f"model must be a str, got {type(model).__name__}")
         fit = self.fit(model)
         return estimate if fit is None else fit.apply(estimate)
 

@@ -344,6 +344,13 @@ class Compactor:
         if instructions is not None and not isinstance(instructions, str):
             raise InputTypeError(f"instructions must be a str, got {type(instructions).__name__}",
                                  session_id=session_id)  # fmt: skip
+        if not isinstance(reason, str) or not reason:
+            # Stored with the marker and copied to its record: 5 became "5".
+            raise InputTypeError(f"reason must be a non-empty str, got {reason!r}",
+                                 session_id=session_id)  # fmt: skip
+        if not isinstance(auto, bool):
+            raise InputTypeError(f"auto must be a bool, got {type(auto).__name__}",
+                                 session_id=session_id)  # fmt: skip
         marker = new_id("msg")
         extra: dict[str, Any] = {"reason": reason}
         if instructions:

@@ -38,7 +38,7 @@ from ctxcompact.live.store import (
     _dumps,
     _mark,
     _recalled,
-    new_id,
+    _session_info,
     session_of_rows,
 )
 from ctxcompact.models import MessageWithParts, Session
@@ -199,11 +199,11 @@ class PostgresStore:
         return str(row[0])
 
     def create_session(self, session_id: str | None = None, **info: Any) -> str:
-        sid = session_id or new_id("ses")
+        sid, data = _session_info(session_id, info)
         with self._tx() as db:
             db.execute(
                 "INSERT INTO sessions (id, info) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                (sid, _dumps({**info, "id": sid})),
+                (sid, _dumps(data)),
             )
         return sid
 

@@ -126,6 +126,30 @@ def _recalled(part: Mapping[str, Any] | None, session_id: str, part_id: str) -> 
     return value
 
 
+def _session_info(session_id: Any, info: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The id (made up when ``None``) and the info a new session is stored with,
+    checked now: a ``title`` that is not a str, or a value JSON cannot hold,
+    made the session unloadable (or the write fail) later."""
+    if session_id is not None and not isinstance(session_id, str):
+        raise InputTypeError(f"create_session: session_id must be a str or None, got "
+                             f"{type(session_id).__name__}")  # fmt: skip
+    sid = session_id or new_id("ses")
+    if "id" in info:
+        raise InputTypeError("create_session: give the id as session_id, not as id=",
+                             session_id=sid)  # fmt: skip
+    title = info.get("title")
+    if title is not None and not isinstance(title, str):
+        raise InputTypeError(f"create_session: title must be a str or None, got "
+                             f"{type(title).__name__}", session_id=sid)  # fmt: skip
+    data = {**info, "id": sid}
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError) as e:
+        raise InputTypeError(f"create_session: session info must be JSON values ({e})",
+                             session_id=sid) from None  # fmt: skip
+    return sid, data
+
+
 def _check_ids(session_id: str, message: MessageWithParts) -> None:
     """A message names the session it is stored in, and its parts the message
     (when they name one): stored elsewhere, it would load back under ids that
@@ -248,10 +272,10 @@ class MemoryStore:
         return self._messages[session_id]
 
     def create_session(self, session_id: str | None = None, **info: Any) -> str:
-        sid = session_id or new_id("ses")
+        sid, data = _session_info(session_id, info)
         with self._lock:
             if sid not in self._sessions:
-                self._sessions[sid] = {**info, "id": sid}
+                self._sessions[sid] = data
                 self._messages[sid] = []
                 self._records[sid] = []
                 self._counted[sid] = {}
@@ -519,11 +543,11 @@ class SQLiteStore:
         return str(row[0])
 
     def create_session(self, session_id: str | None = None, **info: Any) -> str:
-        sid = session_id or new_id("ses")
+        sid, data = _session_info(session_id, info)
         with self._tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO sessions (id, info) VALUES (?, ?)",
-                (sid, _dumps({**info, "id": sid})),
+                (sid, _dumps(data)),
             )
         return sid
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -290,7 +291,12 @@ class TokenBudget:
             "output_reserve",
             "safety_buffer",
         ):
-            if getattr(self, name) < 0:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                # Compared with 0 below: a str was a bare TypeError.
+                raise InputTypeError(f"{name} must be a number of tokens, got "
+                                     f"{type(value).__name__}")  # fmt: skip
+            if value < 0:
                 raise ConfigError(f"{name} must not be negative")
         if not 0 < self.proactive < self.critical <= 1:
             raise ConfigError("thresholds must satisfy 0 < proactive < critical <= 1")
