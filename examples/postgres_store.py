@@ -1,6 +1,10 @@
 """Sessions in PostgreSQL, shared by workers: two compact the same pending task,
 one wins, the other gets CompactionConflictError.
 
+Both workers load the session (with the task pending) before either starts,
+so the race always happens; a worker that loads it after the winner has
+committed finds nothing pending (``process_pending`` returns ``None``).
+
 Starts a throwaway PostgreSQL cluster from the machine's server binaries
 (Debian: ``apt-get install postgresql``); point ``PostgresStore`` at your own
 server with a libpq URL instead.
@@ -28,23 +32,31 @@ with TemporaryPostgres() as pg:
                                                    parts=[text]))  # fmt: skip
     Compactor(setup, Summarizer(None), limits={"context": 100_000}).request_compaction(sid)
 
-    outcomes: list[str] = []
+    outcomes: dict[str, str] = {}
+    both_loaded = threading.Barrier(2)
 
     def worker(name: str) -> None:
         with PostgresStore(pg.conninfo) as store:  # each worker its own connections
             compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
+            session = store.load(sid)  # the task is pending in both copies
+            both_loaded.wait()
             try:
-                record = compactor.process_pending(sid)
-                outcomes.append(f"{name}: compacted ({record.tokens_before if record else 0} "
-                                "tokens summarized)")  # fmt: skip
+                record = compactor.process_pending(sid, session=session)
             except CompactionConflictError:
-                outcomes.append(f"{name}: another worker had already compacted it")
+                outcomes[name] = "conflict: another worker had already compacted it"
+                return
+            if record is None:
+                outcomes[name] = "nothing was pending"
+            else:
+                outcomes[name] = f"compacted ({record.tokens_before} tokens summarized)"
 
     threads = [threading.Thread(target=worker, args=(f"worker {n}",)) for n in (1, 2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    print("\n".join(sorted(outcomes)))
-    print(f"records: {len(setup.records(sid))}")
+    for name, outcome in sorted(outcomes.items()):
+        print(f"{name}: {outcome}")
+    conflicts = sum(o.startswith("conflict") for o in outcomes.values())
+    print(f"records: {len(setup.records(sid))}, conflicts: {conflicts}")
     setup.close()

@@ -16,7 +16,7 @@ EXPECTED = {
     "langchain_agent.py": "compactions: 2",
     "pydantic_ai_agent.py": "compactions: 2",
     "openai_agents_session.py": "none lost",
-    "postgres_store.py": "records: 1",
+    "postgres_store.py": "records: 1, conflicts: 1",
 }
 
 
