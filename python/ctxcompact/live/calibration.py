@@ -24,6 +24,7 @@ the usage after it, and the budgets use the calibrated figure.
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 import threading
 from collections import deque
@@ -124,9 +125,9 @@ class UsageCalibrator:
     def calibrate(self, model: str, estimate: int) -> int:
         """``estimate`` as the model's provider would count it (rounded up), or
         unchanged before enough calls are seen."""
-        if isinstance(estimate, bool) or not isinstance(estimate, int):
+        if isinstance(estimate, bool) or not isinstance(estimate, numbers.Integral):
             # Before a fit it came back as given ("x" in, "x" out).
-            raise InputTypeError(f"estimate of model {model!r} must be an int (tokens), got "
+            raise InputTypeError(f"estimate of model {model!r} must be an integer (tokens), got "
                                  f"{type(estimate).__name__}")  # fmt: skip
         if not isinstance(model, str):
             raise InputTypeError(f"model must be a str, got {type(model).__name__}")
