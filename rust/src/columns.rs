@@ -5,14 +5,17 @@
 //! hide that behind `get(row)` with global row numbers, without copying the
 //! string data.
 
+use std::ops::Range;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, Int8Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, Int8Array, LargeStringArray,
-    StringArray, StringViewArray,
+    Array, ArrayRef, BooleanArray, GenericStringArray, Int32Array, Int64Array, Int8Array,
+    LargeStringArray, OffsetSizeTrait, StringArray, StringViewArray,
 };
 use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
+use memchr::memmem::Finder;
 
 use crate::error::{CoreError, Result};
 
@@ -89,6 +92,21 @@ impl<'a> Plain<'a> {
 
     pub fn is_empty(self) -> bool {
         self.len() == 0
+    }
+
+    /// The bytes of values `rows` laid end to end (null slots' bytes too),
+    /// or `None` for a view array, which has no single values buffer.
+    fn bytes_of(self, rows: Range<usize>) -> Option<&'a [u8]> {
+        fn span<O: OffsetSizeTrait>(a: &GenericStringArray<O>, rows: Range<usize>) -> &[u8] {
+            let offsets = a.value_offsets();
+            let (start, end) = (offsets[rows.start].as_usize(), offsets[rows.end].as_usize());
+            &a.values()[start..end]
+        }
+        match self {
+            Plain::Utf8(a) => Some(span(a, rows)),
+            Plain::Large(a) => Some(span(a, rows)),
+            Plain::View(_) => None,
+        }
     }
 
     /// Whether `self` and `other` are the very same array: the same buffers
@@ -440,6 +458,29 @@ impl<'a> StrCol<'a> {
     #[inline]
     pub fn chunk(&self, c: usize) -> &StrChunk<'a> {
         &self.chunks[c]
+    }
+
+    /// Whether a value among `rows` may hold `needle`, by one search over
+    /// the bytes behind them per chunk (a dictionary chunk: its whole
+    /// dictionary). `false` is exact: no value holds it. `true` only says
+    /// "look row by row": a hit may straddle two values or lie in a null
+    /// slot, and a view chunk is not searched at all.
+    pub fn may_hold(&self, rows: Range<usize>, needle: &Finder<'_>) -> bool {
+        if rows.is_empty() {
+            return false;
+        }
+        let (first, _) = self.locate(rows.start);
+        let (last, _) = self.locate(rows.end - 1);
+        (first..=last).any(|c| {
+            let start = self.chunking.chunk_start(c);
+            let local = rows.start.max(start) - start
+                ..rows.end.min(self.chunking.chunk_start(c + 1)) - start;
+            let bytes = match &self.chunks[c] {
+                StrChunk::Plain(plain) => plain.bytes_of(local),
+                StrChunk::Dict { values, .. } => values.bytes_of(0..values.len()),
+            };
+            bytes.is_none_or(|b| needle.find(b).is_some())
+        })
     }
 
     pub fn chunks(&self) -> impl Iterator<Item = (usize, &StrChunk<'a>)> {
@@ -887,6 +928,43 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn may_hold_is_exact_when_false_and_searches_only_the_rows_asked() {
+        let needle = Finder::new("\"pinned\"");
+        let a: ArrayRef = Arc::new(StringArray::from(vec![
+            Some(r#"{"a":1}"#),
+            Some(r#"{"pinned":true}"#),
+            None,
+            Some(r#"{"b":2}"#),
+        ]));
+        let b: ArrayRef = Arc::new(LargeStringArray::from(vec![r#"{"c":"pin"#, r#"ned""#]));
+        // A slice (offsets not from zero) and a second chunk.
+        let arrays = [a.slice(0, 4), b];
+        let col = StrCol::new("part_json", &arrays).unwrap();
+        assert!(col.may_hold(0..4, &needle));
+        assert!(col.may_hold(1..2, &needle));
+        assert!(!col.may_hold(0..1, &needle));
+        assert!(!col.may_hold(2..4, &needle));
+        assert!(!col.may_hold(3..3, &needle));
+        // Chunks are searched apart; within one a hit may straddle two
+        // values ("pin" + "ned": a false "maybe", never a missed pin).
+        assert!(!col.may_hold(3..5, &needle));
+        assert!(!col.may_hold(4..5, &needle) && !col.may_hold(5..6, &needle));
+        assert!(col.may_hold(4..6, &needle));
+        // A dictionary chunk is judged by its whole dictionary; a view chunk
+        // is never searched.
+        let dict: ArrayRef = Arc::new(
+            vec![Some(r#"{"x":1}"#), None]
+                .into_iter()
+                .collect::<arrow_array::DictionaryArray<Int32Type>>(),
+        );
+        let view: ArrayRef = Arc::new(StringViewArray::from(vec![r#"{"x":1}"#]));
+        let arrays = [dict, view];
+        let col = StrCol::new("part_json", &arrays).unwrap();
+        assert!(!col.may_hold(0..2, &needle));
+        assert!(col.may_hold(2..3, &needle));
+    }
 
     #[test]
     fn codes_keep_null_keys_at_any_offset() {

@@ -718,6 +718,8 @@ fn mentions(table: &PartTable<'_>, row: usize, quoted: &Finder<'_>) -> bool {
         .is_some_and(|j| quoted.find(j.as_bytes()).is_some())
 }
 
+static PINNED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"pinned\""));
+
 /// A part marked `pinned: true` is never cleared or cut by a policy.
 #[inline]
 pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
@@ -725,8 +727,18 @@ pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
     if table.part_json.is_none() {
         return Ok(false);
     }
-    static QUOTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"pinned\""));
-    json_flag(table, row, "pinned", &QUOTED)
+    json_flag(table, row, "pinned", &PINNED)
+}
+
+/// Whether a part among `rows` may be pinned: `false` rules out every one
+/// by one search over their JSON bytes, so a scan asks `pinned` per row only
+/// where this is `true` (pins are rare; a search per row cost a third of a
+/// counted prune).
+pub fn pins_possible(table: &PartTable<'_>, rows: std::ops::Range<usize>) -> bool {
+    table
+        .part_json
+        .as_ref()
+        .is_some_and(|c| c.may_hold(rows, &PINNED))
 }
 
 /// `key` is `true` in the part's JSON. Only a part_json that mentions the

@@ -79,15 +79,19 @@ pub fn visible_in(
 ) -> Result<Visible> {
     let mut pinned = Vec::new();
     if start > table.sessions[s].start {
+        let may_pin = crate::messages::pins_possible(table, table.sessions[s].start..start);
         for msg in messages {
             if msg.rows.start >= start {
                 break;
             }
             let mut rows = msg.rows.clone();
             if msg.role == role::SYSTEM
-                || rows.try_fold(false, |any, r| {
-                    Ok::<bool, crate::error::CoreError>(any || crate::messages::pinned(table, r)?)
-                })?
+                || (may_pin
+                    && rows.try_fold(false, |any, r| {
+                        Ok::<bool, crate::error::CoreError>(
+                            any || crate::messages::pinned(table, r)?,
+                        )
+                    })?)
             {
                 pinned.push(msg.rows.clone());
             }

@@ -25,7 +25,7 @@ use crate::columns::{same_str, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
-    estimates_of, pinned, tokens_visible, tokens_within, MessageEstimateConfig, Span,
+    estimates_of, pinned, pins_possible, tokens_visible, tokens_within, MessageEstimateConfig, Span,
 };
 use crate::pivot::{pivot_start_in, visible_in, Visible};
 use crate::render::{Render, Target};
@@ -726,6 +726,7 @@ fn prune_session<'a>(
     tools.truncate(n);
     let counted = &mut scratch.counted;
     counted.clear();
+    let may_pin = pins_possible(table, stop..protected_from);
     for &row in tools.iter() {
         if row >= protected_from {
             continue;
@@ -743,7 +744,7 @@ fn prune_session<'a>(
             }
             _ => continue,
         }
-        if protected.contains(row) || pinned(table, row)? {
+        if protected.contains(row) || (may_pin && pinned(table, row)?) {
             continue;
         }
         if table.flags[row] & flag::COMPACTED != 0 {
