@@ -190,6 +190,8 @@ struct Scratch<'a> {
     tools: Vec<usize>,
     /// Rows of the counted tool outputs, newest first.
     counted: Vec<usize>,
+    /// Beside `counted`, when supersession goes by id: each one's staleness.
+    stale_ids: Vec<bool>,
     estimates: Vec<u64>,
 }
 
@@ -538,11 +540,26 @@ impl<'c, 'a> TargetIds<'c, 'a> {
     }
 }
 
-/// Supersession by id for one session: `stamp[id] == epoch` when seen.
+/// Supersession by id for one session: `stamp[id] == epoch` when a newer
+/// call has target `id`.
 struct Stamps<'s> {
     ids: &'s TargetIds<'s, 's>,
     stamp: &'s mut [u32],
     epoch: u32,
+}
+
+impl Stamps<'_> {
+    /// Whether a newer row (stamped before) has `row`'s target, stamping it;
+    /// `None` for a row the ids cannot decide (null or malformed).
+    #[inline(always)]
+    fn stamp(&mut self, row: usize) -> Option<bool> {
+        let id = self.ids.id(row);
+        if id >= BAD_ID {
+            return None;
+        }
+        let seen = std::mem::replace(&mut self.stamp[id as usize], self.epoch) == self.epoch;
+        Some(id != NO_TARGET && seen)
+    }
 }
 
 /// `tool` is read only for a command (most targets are paths).
@@ -557,10 +574,11 @@ fn stale_key<'a>(
     }))
 }
 
-/// Whether a newer call superseded an output, worked out on demand: the
-/// targets of the tool rows newer than the one asked about (`tools`, newest
-/// first) go into `seen` as far as that row and no further, so the rows the
-/// selection never asks about are never parsed or hashed.
+/// Whether a newer call superseded an output, worked out on demand from the
+/// target strings (when the ids cannot decide a session): the targets of the
+/// tool rows newer than the one asked about (`tools`, newest first) go into
+/// `seen` as far as that row and no further, so the rows the selection never
+/// asks about are never parsed or hashed.
 struct Superseded<'s, 'a> {
     table: &'s PartTable<'a>,
     tools: &'s [usize],
@@ -569,27 +587,11 @@ struct Superseded<'s, 'a> {
     seen: &'s mut HashSet<Key<'a>, BuildHasherDefault<Prehashed>>,
     tool: &'s StrCol<'a>,
     input: &'s StrCol<'a>,
-    /// The targets by id (`seen` unused), until a row the ids cannot
-    /// decide (null or malformed) puts the session on `seen`.
-    stamps: Option<Stamps<'s>>,
 }
 
 impl<'a> Superseded<'_, 'a> {
     /// `row` (a tool row older than every row asked about before) is stale.
     fn of(&mut self, row: usize) -> Result<bool> {
-        if self.stamps.is_some() {
-            if let Some(stale) = self.of_ids(row) {
-                return Ok(stale);
-            }
-            // Rows worked out from their input cannot be compared with ids:
-            // the whole session goes by key, the rows read so far again.
-            self.stamps = None;
-            for i in 0..self.next {
-                if let Some(k) = self.key(self.tools[i])? {
-                    self.seen.insert(k);
-                }
-            }
-        }
         while self.tools[self.next] != row {
             if let Some(k) = self.key(self.tools[self.next])? {
                 self.seen.insert(k);
@@ -598,31 +600,6 @@ impl<'a> Superseded<'_, 'a> {
         }
         self.next += 1;
         Ok(self.key(row)?.is_some_and(|k| !self.seen.insert(k)))
-    }
-
-    /// `of` by id; `None` (nothing stamped past `next`) at a row of no id.
-    #[inline(always)]
-    fn of_ids(&mut self, row: usize) -> Option<bool> {
-        let Stamps { ids, stamp, epoch } = self.stamps.as_mut()?;
-        let mut next = self.next;
-        while self.tools[next] != row {
-            let id = ids.id(self.tools[next]);
-            if id >= BAD_ID {
-                self.next = next;
-                return None;
-            }
-            stamp[id as usize] = *epoch;
-            next += 1;
-        }
-        self.next = next;
-        let id = ids.id(row);
-        if id >= BAD_ID {
-            return None;
-        }
-        self.next += 1;
-        let seen = stamp[id as usize] == *epoch;
-        stamp[id as usize] = *epoch;
-        Some(id != NO_TARGET && seen)
     }
 
     /// The row's target: from `tool_target` when worked out there (not
@@ -724,10 +701,41 @@ fn prune_session<'a>(
         n += usize::from(table.part_type[row] == part_type::TOOL);
     }
     tools.truncate(n);
+    // Supersession by target id is worked out here for every tool row in
+    // one pass (an id read and a stamp each), unless a row the ids cannot
+    // decide sends the session to the strings, on demand below.
+    let mut stamps = match ids {
+        Some(ids) if input.is_some() => {
+            if scratch.stamp.len() < ids.count {
+                scratch.stamp.resize(ids.count, 0);
+            }
+            if scratch.epoch == u32::MAX {
+                scratch.stamp.fill(0);
+                scratch.epoch = 0;
+            }
+            scratch.epoch += 1;
+            Some(Stamps {
+                ids,
+                stamp: &mut scratch.stamp,
+                epoch: scratch.epoch,
+            })
+        }
+        _ => None,
+    };
     let counted = &mut scratch.counted;
     counted.clear();
+    // By id: whether each counted output is superseded (beside `counted`).
+    let stale_ids = &mut scratch.stale_ids;
+    stale_ids.clear();
     let may_pin = pins_possible(table, stop..protected_from);
     for &row in tools.iter() {
+        let stale = match &mut stamps {
+            Some(by_id) => by_id.stamp(row).unwrap_or_else(|| {
+                stamps = None;
+                false
+            }),
+            None => false,
+        };
         if row >= protected_from {
             continue;
         }
@@ -754,7 +762,9 @@ fn prune_session<'a>(
             break;
         }
         counted.push(row);
+        stale_ids.push(stale);
     }
+    let by_id = stamps.is_some();
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
     let estimates = &mut scratch.estimates;
@@ -783,34 +793,18 @@ fn prune_session<'a>(
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
-    let stamps = match ids {
-        Some(ids) if input.is_some() => {
-            if scratch.stamp.len() < ids.count {
-                scratch.stamp.resize(ids.count, 0);
-            }
-            if scratch.epoch == u32::MAX {
-                scratch.stamp.fill(0);
-                scratch.epoch = 0;
-            }
-            scratch.epoch += 1;
-            Some(Stamps {
-                ids,
-                stamp: &mut scratch.stamp,
-                epoch: scratch.epoch,
-            })
-        }
+    let mut stale = match input {
+        Some(input) if !by_id => Some(Superseded {
+            table,
+            tools,
+            next: 0,
+            seen,
+            tool,
+            input,
+        }),
         _ => None,
     };
-    let mut stale = input.map(|input| Superseded {
-        table,
-        tools,
-        next: 0,
-        seen,
-        tool,
-        input,
-        stamps,
-    });
-    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
+    for (i, (&row, &tokens)) in counted.iter().zip(estimates.iter().rev()).enumerate() {
         total += tokens;
         let small = tokens < config.min_output_tokens;
         // The count of newer kept outputs (of this tool) this one ranks behind.
@@ -833,9 +827,10 @@ fn prune_session<'a>(
         // Staleness decides only a large output that the windows would keep:
         // past the token window and the recent ones, a stale output and a
         // kept-counted one are both pruned, and neither window looks back.
+        let asked = !small && (window <= config.protect || recent);
         let superseded = match &mut stale {
-            Some(stale) if !small && (window <= config.protect || recent) => stale.of(row)?,
-            _ => false,
+            Some(stale) if asked => stale.of(row)?,
+            _ => by_id && asked && stale_ids[i],
         };
         if superseded {
             // Stale: goes first, and takes no room in the windows.
