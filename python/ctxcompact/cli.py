@@ -673,7 +673,7 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
     """The part rows of Parquet files and folders, read as ``batch`` reads
     them (``parquet_dataset``: a folder's ``*.parquet`` files, names starting
     with ``_`` or ``.`` left out; every file left out named on stderr)."""
-    from ctxcompact.batch.parquet import parquet_dataset
+    from ctxcompact.batch.parquet import check_parts_once, parquet_dataset
 
     found = parquet_dataset(source)
     _report_files(found.skipped)
@@ -685,6 +685,8 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
             tables.append(pq.read_table(path))
         except (pa.ArrowInvalid, OSError) as e:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+        # a part twice within the file (check_file_joins compared the joins)
+        check_parts_once(tables[-1], functools.partial(_in_path, path))
     # tool_target comes back as dictionary<int32, string> per row group (or
     # plain, from other writers): one TARGETS_DICTIONARY over every file
     if len(tables) == 1:
@@ -695,6 +697,10 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise SchemaError(f"{source}: the files' columns do not agree "
                           f"({_one_line(str(e))})") from None  # fmt: skip
+
+
+def _in_path(path: Path, row: int) -> tuple[Path, int]:
+    return path, row
 
 
 def _load(path: Path, fmt: str | None) -> cc.Transcript:
