@@ -115,3 +115,47 @@ def test_part_ids_in_any_order_are_read(tmp_path: Path) -> None:
     mids = table["message_id"].to_pylist()
     singles = [i for i in range(len(mids)) if mids.count(mids[i]) == 1]
     assert repeated_part(one_id.take(pa.array(singles))) is None
+
+
+# --- compact_parquet's two outputs: both replaced or neither -----------------------------
+
+
+@pytest.mark.parametrize("links", [True, False])
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_failed_report_rename_leaves_the_destination_as_it_was(
+    tmp_path: Path, monkeypatch: Any, existed: bool, links: bool
+) -> None:
+    import os
+
+    source = tmp_path / "rows.parquet"
+    pq.write_table(generate_table(3, 40, seed=4), source)
+    dest, report = tmp_path / "out.parquet", tmp_path / "report.parquet"
+    if existed:
+        dest.write_bytes(b"old parts")
+        report.write_bytes(b"old report")
+    rename = os.replace
+
+    def failing(src: Any, dst: Any) -> None:
+        if ".report-tmp-" in str(src):
+            raise PermissionError(13, "Permission denied", str(dst))
+        rename(src, dst)
+
+    def no_link(src: Any, dst: Any) -> None:
+        raise OSError(1, "Operation not permitted", str(src))
+
+    monkeypatch.setattr(os, "replace", failing)
+    if not links:
+        monkeypatch.setattr(os, "link", no_link)
+    with pytest.raises(PermissionError):
+        compact_parquet(source, dest, report_path=report, now_ms=5)
+    names = ["out.parquet", "report.parquet", "rows.parquet"] if existed else ["rows.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names  # no temporary file left
+    if existed:
+        assert dest.read_bytes() == b"old parts" and report.read_bytes() == b"old report"
+    monkeypatch.setattr(os, "replace", rename)
+    stats = compact_parquet(source, dest, report_path=report, now_ms=5)
+    assert pq.read_table(dest).num_rows == stats.parts_out
+    assert pq.read_table(report).num_rows == stats.sessions
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "out.parquet", "report.parquet", "rows.parquet"
+    ]  # fmt: skip

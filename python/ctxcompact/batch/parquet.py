@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ctxcompact._atomic import check_replaceable
+from ctxcompact._atomic import check_replaceable, replace_together
 from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.config import CompactionConfig
@@ -663,10 +663,10 @@ def compact_parquet(
             report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
         if report_writer is not None:
             report_writer.close()
-        if tmp_dest is not None and dest is not None:
-            os.replace(tmp_dest, dest)
-        if tmp_report is not None and rp is not None:
-            os.replace(tmp_report, rp)
+        # both outputs or neither: a failed second rename puts the first one back
+        moves = [(tmp, out) for tmp, out in ((tmp_dest, dest), (tmp_report, rp))
+                 if tmp is not None and out is not None]  # fmt: skip
+        replace_together(moves)
     except BaseException:
         for w in (writer, report_writer):
             if w is not None:
