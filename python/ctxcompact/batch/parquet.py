@@ -686,7 +686,8 @@ def session_tables(
     """The rows of ``source`` as tables of whole sessions, in file order, about
     ``batch_rows`` rows each (the session a batch ends in is carried into the
     next one, across files too). A session that reappears after another one
-    raises ``NonContiguousError`` naming it and the file; files whose schema
+    raises ``NonContiguousError`` naming it and the file, a part given twice
+    ``DuplicateSessionError`` naming the file and rows; files whose schema
     differs from the first's raise ``SchemaError``."""
     if batch_rows < 1:
         raise DatasetError("batch_rows must be at least 1")
