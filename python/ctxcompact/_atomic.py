@@ -68,3 +68,41 @@ def replacing(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
         with contextlib.suppress(OSError):  # keep the original error
             tmp.unlink(missing_ok=True)
         raise
+
+
+def replace_together(moves: list[tuple[Path, Path]]) -> None:
+    """Rename each finished temporary file onto its destination (``(tmp,
+    destination)`` pairs, in order), all or nothing as far as the filesystem
+    allows: each destination's old file is kept aside (a hard link beside
+    it, or the file itself renamed where links are refused) until every
+    rename has succeeded. When one fails, the destinations already replaced
+    get their old file back (or are removed when they had none) and the
+    error is raised; the temporary files not yet renamed are the caller's."""
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for tmp, dest in moves:
+            kept = None
+            if dest.exists():
+                kept = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+                with contextlib.suppress(FileNotFoundError):
+                    kept.unlink()  # left by a run that was killed
+                try:
+                    os.link(dest, kept)  # the destination stays in place meanwhile
+                except OSError:
+                    os.replace(dest, kept)
+            done.append((dest, kept))
+            os.replace(tmp, dest)
+    except BaseException:
+        for dest, kept in reversed(done):
+            with contextlib.suppress(OSError):  # keep the original error
+                if kept is not None:
+                    os.replace(kept, dest)
+                    # a no-op when both are still links to one file (its rename failed)
+                    kept.unlink(missing_ok=True)
+                else:
+                    dest.unlink(missing_ok=True)
+        raise
+    for _, kept in done:
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                kept.unlink()

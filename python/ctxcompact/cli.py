@@ -657,15 +657,17 @@ def _ingest_to_parquet(
     return _Streamed(last, rows, rejected)
 
 
-def _read(path: Path, fmt: str | None) -> tuple[cc.Transcript, str]:
-    """The transcript at ``path`` and the format(s) it was read in."""
+def _read(path: Path, fmt: str | None, on_error: str = "raise") -> tuple[cc.Transcript, str]:
+    """The transcript at ``path`` and the format(s) it was read in.
+    ``on_error``: for session files, ``ingest``'s ``--on-error`` (a Parquet
+    source is read whole: a bad file or row is always an error)."""
     _no_stdio(path, "INPUT")
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
     _check_sources([path])
     if _is_parquet(path):
         return cc.Transcript(_read_parquet(path)), "parquet"
-    result = _ingest([path], fmt)
+    result = _ingest([path], fmt, on_error=on_error)
     return result.transcript, result.format
 
 
@@ -673,7 +675,7 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
     """The part rows of Parquet files and folders, read as ``batch`` reads
     them (``parquet_dataset``: a folder's ``*.parquet`` files, names starting
     with ``_`` or ``.`` left out; every file left out named on stderr)."""
-    from ctxcompact.batch.parquet import parquet_dataset
+    from ctxcompact.batch.parquet import check_parts_once, parquet_dataset
 
     found = parquet_dataset(source)
     _report_files(found.skipped)
@@ -685,6 +687,8 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
             tables.append(pq.read_table(path))
         except (pa.ArrowInvalid, OSError) as e:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+        # a part twice within the file (check_file_joins compared the joins)
+        check_parts_once(tables[-1], functools.partial(_in_path, path))
     # tool_target comes back as dictionary<int32, string> per row group (or
     # plain, from other writers): one TARGETS_DICTIONARY over every file
     if len(tables) == 1:
@@ -697,8 +701,12 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
                           f"({_one_line(str(e))})") from None  # fmt: skip
 
 
-def _load(path: Path, fmt: str | None) -> cc.Transcript:
-    return _read(path, fmt)[0]
+def _in_path(path: Path, row: int) -> tuple[Path, int]:
+    return path, row
+
+
+def _load(path: Path, fmt: str | None, on_error: str = "raise") -> cc.Transcript:
+    return _read(path, fmt, on_error)[0]
 
 
 def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
@@ -778,17 +786,19 @@ def _naming(inputs: Path | list[Path]) -> Iterator[None]:
         raise
 
 
-def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
+def _parquet_source(path: Path, on_error: str = "raise") -> tuple[Path, str, list[FileReport], int]:
     """A Parquet path for ``path``: itself, or its sessions ingested into a
-    temporary folder, removed when the process exits (success or not); and
-    the session files read (none for Parquet)."""
+    temporary folder, removed when the process exits (success or not); the
+    session files read (none for Parquet) and the lines ``on_error="skip"``
+    left out (``ingest``'s ``--on-error``)."""
     if _is_parquet(path):
-        return path, "parquet", []
+        return path, "parquet", [], 0
     scratch = tempfile.mkdtemp(prefix="ctxcompact-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     out = Path(scratch) / "ingested.parquet"
-    last = _ingest_to_parquet([path], None, out, "the temporary Parquet").last
-    return out, last.format, [f for f in last.files if f.status == "read"]
+    streamed = _ingest_to_parquet([path], None, out, "the temporary Parquet", on_error=on_error)
+    last = streamed.last
+    return out, last.format, [f for f in last.files if f.status == "read"], streamed.rejected
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
@@ -796,6 +806,7 @@ def _parquet_source(path: Path) -> tuple[Path, str, list[FileReport]]:
 def estimate(
     input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
     fmt: FormatOption = None,
+    on_error: OnErrorOption = "raise",
     config: ConfigOption = None,
     method: MethodOption = None,
     verify: VerifyOption = False,
@@ -804,7 +815,7 @@ def estimate(
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config, **_overrides(method=method))
     with _status(f"reading {input}", as_json):
-        transcript, read_as = _read(input, fmt)
+        transcript, read_as = _read(input, fmt, on_error)
     if verify:
         _verify(transcript.to_arrow(), input)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
@@ -826,6 +837,7 @@ def prune_cmd(
         Path | None, typer.Option(metavar="FILE", help="Write the marked rows (Parquet).")
     ] = None,
     fmt: FormatOption = None,
+    on_error: OnErrorOption = "raise",
     config: ConfigOption = None,
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
@@ -840,7 +852,7 @@ def prune_cmd(
                                        method))  # fmt: skip
     _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt)
+        transcript = _load(input, fmt, on_error)
     if verify:
         _verify(transcript.to_arrow(), input)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
@@ -863,12 +875,13 @@ def filter_cmd(
         Path | None, typer.Option(metavar="FILE", help="Write the visible rows (Parquet).")
     ] = None,
     fmt: FormatOption = None,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Keep each session from its latest completed compaction pivot on."""
     _check_output(output, "--output", [input])
     with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt)
+        transcript = _load(input, fmt, on_error)
     visible = cc.filter_pivot(transcript)
     if output is not None:
         _write_parquet(visible.to_arrow(), output, "--output")
@@ -891,6 +904,7 @@ def compact(
     context: ContextOption = None,
     output_limit: OutputLimitOption = None,
     fmt: FormatOption = None,
+    on_error: OnErrorOption = "raise",
     config: ConfigOption = None,
     prune_protect: ProtectOption = None,
     prune_minimum: MinimumOption = None,
@@ -906,7 +920,7 @@ def compact(
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, [input])
     with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt)
+        transcript = _load(input, fmt, on_error)
     if verify:
         _verify(transcript.to_arrow(), input)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
@@ -1269,6 +1283,7 @@ def batch(
     policy: PolicyOption = None,
     method: MethodOption = None,
     verify: VerifyOption = False,
+    on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory.
@@ -1285,7 +1300,8 @@ def batch(
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"DESTINATION": destination, "--report": report}, [source])
     console = _stderr()
-    source, read_as, ingested = _parquet_source(source)  # session files: a Parquet first
+    # session files: a Parquet first
+    source, read_as, ingested, rejected = _parquet_source(source, on_error)
     if verify and not ingested:  # ingest has just counted what it read
         _verify_parquet(source, batch_rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -1304,6 +1320,7 @@ def batch(
     if ingested:  # the counts are of the Parquet made from them: say what was read
         rows["files"] = len(ingested)
         rows["session_bytes"] = sum(Path(f.path).stat().st_size for f in ingested)
+        rows["rejected"] = rejected  # lines --on-error skip left out, as ingest counts them
     rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
     if limits is not None:

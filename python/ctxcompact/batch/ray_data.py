@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.parquet import repeated_part
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionError,
@@ -126,33 +127,29 @@ def _plain(column: Any) -> Any:
 
 
 def _no_part_twice(batch: pa.Table, files: Any) -> None:
-    """Refuse a part row read twice in a row (the same session, message and
-    part id: a block joining overlapping or re-exported files), which
-    ``compact_batch`` would count as two parts: a ``DuplicateSessionError``
-    naming the part (and both files when the rows' files are known). Part
-    ids are unique within a message (docs/schema.md). One vectorised
-    comparison of three id columns with themselves shifted by a row; a block
+    """Refuse a part given twice in a block (the same session, message and
+    part id: a block joining overlapping or re-exported files, or a file
+    holding a row twice), which ``compact_batch`` would count as two parts:
+    a ``DuplicateSessionError`` naming the part, the block's rows (Ray does
+    not say a row's place in its file) and, when the rows' files are known,
+    their files. Part ids are unique within a message (docs/schema.md); the
+    check is ``batch.parquet.repeated_part`` (exact, vectorised); a block
     without ``part_id`` is not compared."""
-    if batch.num_rows < 2 or any(c not in batch.column_names for c in _PART_KEY):
+    found = repeated_part(batch)
+    if found is None:
         return
-    same = None
-    for name in _PART_KEY:
-        column = _plain(batch.column(name))
-        equal = pc.equal(column.slice(1), column.slice(0, len(column) - 1))
-        same = equal if same is None else pc.and_(same, equal)
-    found = pc.indices_nonzero(pc.fill_null(same, False))
-    if len(found) == 0:
-        return
-    row = int(found[0].as_py()) + 1
+    earlier, row = found
     sid, mid, pid = (batch.column(c)[row].as_py() for c in _PART_KEY)
     where = ""
     if files is not None:
-        where = f" (in {files[row - 1].as_py()} and {files[row].as_py()})"
+        first, then = files[earlier].as_py(), files[row].as_py()
+        where = f" in {first}" if first == then else f" (in {first} and {then})"
     raise DuplicateSessionError(
-        f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{where}: "
-        "overlapping or re-exported files? read each row once",
+        f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{where}, rows "
+        f"{earlier} and {row} of a block: overlapping or re-exported files, or a row "
+        "written twice? read each row once",
         session_id=None if sid is None else str(sid),
-        message_id=None if mid is None else str(mid), column="part_id",
+        message_id=None if mid is None else str(mid), row=row, column="part_id",
     )  # fmt: skip
 
 
