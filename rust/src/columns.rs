@@ -82,6 +82,21 @@ impl<'a> Plain<'a> {
         }
     }
 
+    /// The byte length of value `i` (`None` when null), read from the
+    /// offsets: no string is made.
+    #[inline]
+    pub fn byte_len(self, i: usize) -> Option<usize> {
+        fn of<O: OffsetSizeTrait>(a: &GenericStringArray<O>, i: usize) -> Option<usize> {
+            let offsets = a.value_offsets();
+            (!a.is_null(i)).then(|| (offsets[i + 1] - offsets[i]).as_usize())
+        }
+        match self {
+            Plain::Utf8(a) => of(a, i),
+            Plain::Large(a) => of(a, i),
+            Plain::View(a) => (!a.is_null(i)).then(|| a.views()[i] as u32 as usize),
+        }
+    }
+
     pub fn len(self) -> usize {
         match self {
             Plain::Utf8(a) => a.len(),
@@ -258,6 +273,17 @@ impl<'a> StrChunk<'a> {
         }
     }
 
+    #[inline]
+    pub fn byte_len(&self, i: usize) -> Option<usize> {
+        match self {
+            StrChunk::Plain(a) => a.byte_len(i),
+            StrChunk::Dict { keys, values } => match keys.get(i) {
+                usize::MAX => None,
+                k => values.byte_len(k),
+            },
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             StrChunk::Plain(a) => a.len(),
@@ -363,6 +389,13 @@ impl<'a> StrCol<'a> {
     pub fn get(&self, row: usize) -> Option<&'a str> {
         let (c, i) = self.chunking.locate(row);
         self.chunks[c].value(i)
+    }
+
+    /// `get(row)`'s length in bytes, without making the string.
+    #[inline]
+    pub fn byte_len(&self, row: usize) -> Option<usize> {
+        let (c, i) = self.chunking.locate(row);
+        self.chunks[c].byte_len(i)
     }
 
     /// Call `f(rows, value)` once per run of consecutive rows of `rows` that

@@ -217,7 +217,7 @@ pub fn tokens_within(
         }
         _ => Span::of_bytes(table.output_text(row).len(), method),
     };
-    let text = |s: &str| Span::of_bytes(s.len(), method).tokens(method);
+    let bytes = |n: usize| Span::of_bytes(n, method).tokens(method);
     // Content of `units` in `blocks` blocks joined by "\n\n", as `Content::tokens`.
     let joined = |mut units: Span, blocks: u64| {
         units.add(Span::exact(2 * blocks.saturating_sub(1)));
@@ -226,6 +226,14 @@ pub fn tokens_within(
     let mut total = Span::default();
     let mut outputs_bounded = false;
     let mut k = 0;
+    // Text parts marked ignored are rare: one search rules them out.
+    let may_ignore = match (messages.first(), messages.last()) {
+        (Some(first), Some(last)) => table
+            .part_json
+            .as_ref()
+            .is_some_and(|c| c.may_hold(first.rows.start..last.rows.end, &IGNORED)),
+        _ => false,
+    };
     // Only the newest `keep_thinking` steps send their reasoning (as `estimates_of`).
     let mut steps = messages
         .iter()
@@ -248,7 +256,7 @@ pub fn tokens_within(
         // A text part: sent for sure unless its JSON mentions `ignored`.
         let text_part = |units: &mut Span, blocks: &mut u64, sure: &mut u64, row: usize| {
             let n = output(row);
-            if may_be_ignored(table, row) {
+            if may_ignore && may_be_ignored(table, row) {
                 maybe(units, blocks, n);
             } else {
                 units.add(n);
@@ -271,7 +279,6 @@ pub fn tokens_within(
                         }
                         part_type::TOOL => {
                             let cleared = table.flags[row] & flag::COMPACTED != 0;
-                            let input = sent_input(table, row, config);
                             while k < known.len() && known[k].0 < row {
                                 k += 1;
                             }
@@ -298,8 +305,10 @@ pub fn tokens_within(
                                     }
                                 },
                             };
-                            calls.add(text(value(&table.tool, row).unwrap_or("")));
-                            calls.add(text(input));
+                            // Lengths only: no string is read.
+                            let tool = table.tool.as_ref().and_then(|c| c.byte_len(row));
+                            calls.add(bytes(tool.unwrap_or(0)));
+                            calls.add(bytes(sent_input_len(table, row, config)));
                             calls.add(Span::exact(config.overhead));
                             calls.add(result);
                             sent += 1;
@@ -570,6 +579,16 @@ fn sent_input<'a>(table: &PartTable<'a>, row: usize, config: MessageEstimateConf
         _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
         Some(input) => input,
         None => "{}",
+    }
+}
+
+/// `sent_input(..).len()`, from the column's offsets.
+fn sent_input_len(table: &PartTable<'_>, row: usize, config: MessageEstimateConfig) -> usize {
+    let cleared = table.flags[row] & flag::COMPACTED != 0;
+    match table.input.as_ref().and_then(|c| c.byte_len(row)) {
+        _ if cleared && config.render.clear_inputs => CLEARED_INPUT.len(),
+        Some(n) => n,
+        None => "{}".len(),
     }
 }
 
