@@ -34,9 +34,9 @@ from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import (
+    chat_tokens,
     content_text,
     estimate_chat_message,
-    estimate_chat_messages,
     validate_chat_messages,
 )
 from ctxcompact.scans.estimate import EstimateMethod
@@ -162,9 +162,9 @@ def should_compact(
     system, rest = messages[:lead], messages[lead:]
     budget = TokenBudget.for_limits(
         Limits(context=context, output=output),
-        history_tokens=estimate_chat_messages(rest, method=cfg.estimate_method,
+        history_tokens=chat_tokens(rest, method=cfg.estimate_method,
                                               overhead=cfg.message_overhead),
-        system_tokens=estimate_chat_messages(system, method=cfg.estimate_method,
+        system_tokens=chat_tokens(system, method=cfg.estimate_method,
                                              overhead=cfg.message_overhead),
         config=cfg,
     )  # fmt: skip
@@ -223,7 +223,7 @@ class _Run:
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         cfg = self.config
-        return estimate_chat_messages(messages, method=cfg.estimate_method,
+        return chat_tokens(messages, method=cfg.estimate_method,
                                       overhead=cfg.message_overhead)  # fmt: skip
 
     def event(self) -> ev.PreCompactEvent:
