@@ -85,7 +85,7 @@ class UsageCalibrator:
         if not isinstance(model, str):
             raise InputTypeError(f"model must be a str, got {type(model).__name__}",
                                  column="model")  # fmt: skip
-        counts = []
+        counts: list[int] = []
         for name, value in (("estimated", estimated), ("reported", reported)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise InputTypeError(
