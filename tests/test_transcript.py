@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from ctxcompact.errors import InputTypeError, SchemaError
+from ctxcompact.errors import ColumnTypeError, InputTypeError, SchemaError
 
 
 def test_transcript_from_arrow_sources(prune_table: pa.Table) -> None:
@@ -107,6 +107,18 @@ def test_with_column_refuses_bad_arguments_with_typed_errors(prune_table: pa.Tab
         t.with_column("output", {"a": 1})  # type: ignore[arg-type]
     with pytest.raises(InputTypeError, match=r"values for 'output' cannot be made an Arrow"):
         t.with_column("output", [1] * 29)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("values", [pa.array(range(29)), pa.array([b"x"] * 29)])
+def test_with_column_names_the_output_column_of_the_wrong_type(
+    prune_table: pa.Table, values: pa.Array
+) -> None:
+    # was ColumnTypeError: column "values" has type Int64 (the core's argument name)
+    t = cc.Transcript.from_sessions(cc.Transcript.from_arrow(prune_table).to_sessions())
+    assert "output_utf16" in t.to_arrow().column_names  # the outputs are counted again
+    with pytest.raises(ColumnTypeError, match=rf"column 'output' has type {values.type}") as e:
+        t.with_column("output", values)
+    assert e.value.column == "output" and "values" not in str(e.value)
 
 
 def test_with_column_takes_a_list_of_python_values(prune_table: pa.Table) -> None:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.errors import (
+    ColumnTypeError,
     CompactionError,
     DuplicateSessionError,
     InputTypeError,
@@ -283,6 +284,10 @@ def targets_as_dictionary(table: pa.Table) -> pa.Table:
             return table
         return table.set_column(index, TARGETS_DICTIONARY, column)
     return table.set_column(index, TARGETS_DICTIONARY, encode_targets(column))
+
+
+#: The Arrow types an ``output`` column is counted in (the core's string types).
+OUTPUT_TYPES = "utf8, large_utf8, utf8_view or a dictionary of them"
 
 
 def count_output_units(
@@ -653,7 +658,15 @@ class Transcript:
             for counted, method in counted_columns(table.schema, current=False).items():
                 field = counted_field(method)
                 index = table.schema.get_field_index(counted)
-                table = table.set_column(index, field, count_output_units(table, method))
+                try:
+                    units = count_output_units(table, method)
+                except ColumnTypeError as e:  # the core names its argument "values"
+                    raise ColumnTypeError(
+                        f"with_column: column 'output' has type {values.type}; expected "
+                        f"{OUTPUT_TYPES} (its counts, {counted!r}, are made again)",
+                        column="output",
+                    ) from e
+                table = table.set_column(index, field, units)
         return Transcript(table)
 
     def __repr__(self) -> str:

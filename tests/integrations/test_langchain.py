@@ -208,3 +208,34 @@ def test_the_newest_request_and_every_system_message_survive_a_summary() -> None
     state = update["messages"][1:]
     assert state[:2] == systems and SUMMARY_KEY in state[2].additional_kwargs
     assert state[3:] == [request, call, result]
+
+
+def test_a_request_cut_once_is_cut_from_the_original_on_a_later_round() -> None:
+    # the state holds only the cut copy after round 1; round 2 cut that copy
+    # again: its marker went and the new one counted what went of the copy
+    import re
+
+    from ctxcompact._core import truncate_output
+
+    log = "Here is the CI log:\n" + "log line\n" * 25_000 + "PLEASE FIX THE FAILURE ABOVE"
+    middleware = CompactionMiddleware(None, context=32_000, output=4_000)
+    state: list[BaseMessage] = [HumanMessage("fix the test", id="h0"), AIMessage("ok", id="a0"),
+                                HumanMessage(log, id="h1")]  # fmt: skip
+    cuts = []
+    for rnd in (1, 2):
+        update = middleware.before_model({"messages": state}, None)
+        assert update is not None and len(middleware.records) == rnd
+        state = update["messages"][1:]
+        assert SUMMARY_KEY in state[0].additional_kwargs and isinstance(state[1], HumanMessage)
+        text = state[1].content
+        assert isinstance(text, str)
+        (cut,) = re.findall(r"\[\.\.\. (\d+) characters cut \.\.\.\]", text)  # one marker
+        head = text.split("\n\n[... ")[0]
+        assert text == truncate_output(log, len(head) // 2)  # a cut of the request as written
+        cuts.append(int(cut))
+        # the agent's steps after the request fill the tail (text masking leaves)
+        state += [m for i in range(30) for m in (
+            AIMessage("thinking about it " * 150, id=f"s{rnd}-{i}",
+                      tool_calls=[{"id": f"c{rnd}-{i}", "name": "read", "args": {}}]),
+            ToolMessage("short", tool_call_id=f"c{rnd}-{i}", id=f"t{rnd}-{i}"))]  # fmt: skip
+    assert cuts[1] > cuts[0]  # cut smaller the second time, and the marker says how much

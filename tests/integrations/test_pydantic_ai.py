@@ -172,3 +172,37 @@ def test_every_system_prompt_part_and_the_newest_request_survive_a_summary() -> 
     # the summary, then the request as written, then the kept steps answering it
     assert isinstance(first.parts[2], UserPromptPart) and first.parts[3].content == "read them"
     assert isinstance(out[1], ModelResponse)
+
+
+def test_a_request_cut_once_is_cut_from_the_original_on_a_later_round() -> None:
+    # the history holds only the cut copy after round 1; round 2 cut that copy
+    # again: its marker went and the new one counted what went of the copy
+    import re
+
+    from ctxcompact._core import truncate_output
+
+    log = "Here is the CI log:\n" + "log line\n" * 25_000 + "PLEASE FIX THE FAILURE ABOVE"
+    processor = CompactionProcessor(None, context=32_000, output=4_000)
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("fix the test")]),
+                                   ModelResponse(parts=[TextPart("ok")]),
+                                   ModelRequest(parts=[UserPromptPart(log)])]  # fmt: skip
+    cuts = []
+    for rnd in (1, 2):
+        history = processor(history)
+        assert len(processor.records) == rnd
+        first = history[0]
+        assert isinstance(first, ModelRequest) and (first.metadata or {}).get(SUMMARY_KEY) == rnd
+        request = first.parts[1]
+        assert isinstance(request, UserPromptPart) and isinstance(request.content, str)
+        text = request.content
+        (cut,) = re.findall(r"\[\.\.\. (\d+) characters cut \.\.\.\]", text)  # one marker
+        head = text.split("\n\n[... ")[0]
+        assert text == truncate_output(log, len(head) // 2)  # a cut of the request as written
+        cuts.append(int(cut))
+        # the agent's steps after the request fill the tail (text masking leaves)
+        for i in range(30):
+            cid = f"c{rnd}-{i}"
+            history += [ModelResponse(parts=[TextPart("thinking about it " * 150),
+                                             ToolCallPart("read", {}, cid)]),
+                        ModelRequest(parts=[ToolReturnPart("read", "short", cid)])]  # fmt: skip
+    assert cuts[1] > cuts[0]  # cut smaller the second time, and the marker says how much

@@ -12,7 +12,7 @@ import pytest
 from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.live import UsageCalibrator
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.live.compactor import Compactor
@@ -89,14 +89,41 @@ def test_empty_calls_are_not_learnt() -> None:
     ("kwargs", "match"),
     [
         ({"model": "m", "estimated": -1, "reported": 5}, "estimated tokens of model 'm'"),
-        ({"model": "m", "estimated": 5, "reported": 2.5}, "reported tokens of model 'm'"),
-        ({"model": "m", "estimated": True, "reported": 5}, "estimated"),
         ({"model": "", "estimated": 5, "reported": 5}, "model must be a non-empty string"),
     ],
 )
 def test_bad_observations(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         UsageCalibrator().observe(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match", "column"),
+    [
+        ({"model": "m", "estimated": 5, "reported": 2.5}, "reported tokens of model 'm' "
+         "must be an integer, got float", "reported"),
+        ({"model": "m", "estimated": True, "reported": 5}, "estimated .* got bool", "estimated"),
+        ({"model": "m", "estimated": "5", "reported": 5}, "estimated .* got str", "estimated"),
+        ({"model": 5, "estimated": 5, "reported": 5}, "model must be a str, got int", "model"),
+        ({"model": None, "estimated": 5, "reported": 5}, "got NoneType", "model"),
+    ],
+)  # fmt: skip
+def test_observations_of_the_wrong_kind_are_input_type_errors(
+    kwargs: dict[str, Any], match: str, column: str
+) -> None:
+    # were ConfigError, where calibrate (and the rest of the live API) says InputTypeError
+    with pytest.raises(InputTypeError, match=match) as e:
+        UsageCalibrator().observe(**kwargs)
+    assert e.value.column == column
+
+
+def test_observe_takes_any_integer_as_calibrate_does() -> None:
+    np = pytest.importorskip("numpy")
+    cal = UsageCalibrator(min_calls=1)
+    assert cal.observe("m", estimated=np.int64(1000), reported=np.int32(1300))
+    assert cal.state()["calls"] == {"m": [[1000, 1300]]}
+    assert type(cal.state()["calls"]["m"][0][0]) is int  # JSON-able
+    assert UsageCalibrator.from_state(cal.state()).calls("m") == 1
 
 
 def test_bad_settings() -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
+from ctxcompact._core import truncate_output
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import SummaryError
@@ -15,6 +17,7 @@ from ctxcompact.live.split import (
     acompact_messages,
     compact_messages,
     keep_tokens_for,
+    recut,
     select_split,
     should_compact,
     summary_round,
@@ -223,6 +226,49 @@ def test_a_newest_request_over_the_tail_budget_is_repeated_cut(asynchronous: boo
     assert estimate_chat_messages([out[-1]]) <= keep * 1.05
     assert (result.request_index, result.request_cut) == (3, True)
     assert msgs[3]["content"] == log  # the input is not changed
+
+
+def assert_cut_once_from(text: str, original: str) -> int:
+    """``text`` is ``original`` cut once to its head and tail: one marker,
+    counting every character that went. Returns that count."""
+    (cut,) = re.findall(r"\[\.\.\. (\d+) characters cut \.\.\.\]", text)
+    head, tail = text.split(f"\n\n[... {cut} characters cut ...]\n\n")
+    assert len(head) + int(cut) + len(tail) == len(original)
+    assert original.startswith(head) and original.endswith(tail)
+    assert text == truncate_output(original, len(head) // 2)  # as a cut of the original
+    return int(cut)
+
+
+def test_a_request_cut_once_is_not_cut_again_from_the_cut_copy() -> None:
+    # round 2 read the cut copy as the request and cut it again: the first
+    # marker went and the second counted only what went of the copy
+    log = "Here is the CI log:\n" + "log line\n" * 25_000 + "PLEASE FIX THE FAILURE ABOVE"
+    msgs = [SYSTEM, {"role": "user", "content": "fix the test"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": log}]  # fmt: skip
+    kwargs: dict[str, Any] = {"context": 32_000, "output": 4_000}
+    first = compact_messages(msgs, Summarizer(None), **kwargs)
+    assert first.request_cut
+    cut = assert_cut_once_from(first.messages[2]["content"], log)
+    # the agent's steps after the request fill the tail: round 2 repeats it smaller
+    steps = [m for i in range(30) for m in conversation(i + 1, 2000)[-3:-1]]
+    second = compact_messages([*first.messages, *steps], Summarizer(None), **kwargs)
+    assert second.record is not None and second.record.round == 2
+    assert second.request_cut and second.request_index == 2
+    request = second.messages[2]
+    assert request["role"] == "user" and request is not first.messages[2]
+    assert assert_cut_once_from(request["content"], log) > cut  # smaller, and says so
+
+
+def test_recut_cuts_a_cut_text_as_its_original() -> None:
+    original = "".join(f"line {i}\n" for i in range(5000))
+    once = truncate_output(original, 1000)
+    assert recut(once, 300) == truncate_output(original, 300)  # not truncate_output(once, 300)
+    assert truncate_output(once, 300) != truncate_output(original, 300)
+    assert recut(once, 1000) == recut(once, 5000) == once  # keeps as much: as it is
+    assert recut(original, 300) == truncate_output(original, 300)  # not a cut: cut
+    # a text that only quotes a marker (head and tail of other lengths) is cut as it is
+    quoted = "x" * 10 + "\n\n[... 5 characters cut ...]\n\n" + "y" * 9000
+    assert recut(quoted, 100) == truncate_output(quoted, 100)
 
 
 def test_a_request_before_a_call_that_fills_the_budget_is_kept_before_the_call() -> None:

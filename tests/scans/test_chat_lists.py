@@ -13,6 +13,8 @@ from ctxcompact.errors import (
     TranscriptError,
     UnknownValueError,
 )
+from ctxcompact.live.split import compact_messages
+from ctxcompact.live.summary import Summarizer
 from ctxcompact.scans.chat import (
     IMAGE_TOKENS,
     estimate_chat_message,
@@ -48,17 +50,19 @@ def test_overhead_and_method() -> None:
 
 def test_prune_tool_results_shortens_only_old_long_results() -> None:
     msgs = [
+        {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("b")]},
         {"role": "tool", "tool_call_id": "a", "content": "A" * 5000},
         {"role": "tool", "tool_call_id": "b", "content": "short"},
         {"role": "user", "content": "U" * 5000},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c")]},
         {"role": "tool", "tool_call_id": "c", "content": "C" * 5000},
     ]
     out = prune_tool_results(msgs, preserve_recent=1, max_chars=100)
-    assert out[0]["content"].startswith("A" * 50) and out[0]["content"].endswith("A" * 50)
-    assert "4900 characters of old tool output removed" in out[0]["content"]
-    assert out[1] == msgs[1] and out[2] == msgs[2]  # short, and not a tool result
-    assert out[3] == msgs[3]  # recent
-    assert msgs[0]["content"] == "A" * 5000  # input untouched
+    assert out[1]["content"].startswith("A" * 50) and out[1]["content"].endswith("A" * 50)
+    assert "4900 characters of old tool output removed" in out[1]["content"]
+    assert out[2] == msgs[2] and out[3] == msgs[3]  # short, and not a tool result
+    assert out[5] == msgs[5]  # recent
+    assert msgs[1]["content"] == "A" * 5000  # input untouched
     assert prune_tool_results(msgs, preserve_recent=10) == msgs
     with pytest.raises(ValueError):
         prune_tool_results(msgs, preserve_recent=-1)
@@ -91,6 +95,84 @@ def test_validation_names_the_message() -> None:
         validate_chat_messages([{"role": "user"}])
     with pytest.raises(TranscriptError, match="without an id"):
         validate_chat_messages([{"role": "assistant", "content": None, "tool_calls": [{}]}])
+
+
+def _call(cid: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "read", "arguments": "{}"}}
+
+
+#: Each light helper over a chat list, called as a user would.
+LIGHT_HELPERS = {
+    "estimate_chat_messages": lambda ms: estimate_chat_messages(ms),
+    "prune_tool_results": lambda ms: prune_tool_results(ms, preserve_recent=0, max_chars=10),
+    "prune_tool_results(policy)": lambda ms: prune_tool_results(ms, policy="opencode"),
+    "mask_chat_messages": lambda ms: cc.scans.mask_chat_messages(ms, "opencode"),
+    "compact_messages": lambda ms: compact_messages(ms, Summarizer(None), context=100_000),
+}
+
+
+@pytest.mark.parametrize("helper", LIGHT_HELPERS)
+def test_light_helpers_refuse_an_orphaned_result_as_compact_messages_does(helper: str) -> None:
+    # estimate / prune / mask took a result without its call (a list no API takes)
+    orphan = {"role": "tool", "tool_call_id": "zz", "content": "x" * 3000}
+    with pytest.raises(OrphanedToolResultError, match=r"message 1 .*'zz'.*no earlier") as e:
+        LIGHT_HELPERS[helper]([{"role": "user", "content": "hi"}, orphan])
+    assert e.value.row == 1 and e.value.column == "tool_call_id"
+
+
+@pytest.mark.parametrize("role", ["robot", "function"])
+@pytest.mark.parametrize("helper", LIGHT_HELPERS)
+def test_light_helpers_refuse_an_unknown_role_as_compact_messages_does(
+    helper: str, role: str
+) -> None:
+    # estimate / prune took any role; mask said FormatError, compact_messages UnknownValueError
+    with pytest.raises(UnknownValueError, match=f"message 1 has an unknown role '{role}'") as e:
+        LIGHT_HELPERS[helper]([{"role": "user", "content": "hi"},
+                               {"role": role, "name": "f", "content": "x"}])  # fmt: skip
+    assert e.value.row == 1 and e.value.column == "role"
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"role": "user"}, "message 1 \\(user\\) has no content"),
+    ({"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "read"}}]},
+     "message 1 has a tool call without an id"),
+])  # fmt: skip
+@pytest.mark.parametrize("helper", LIGHT_HELPERS)
+def test_light_helpers_refuse_what_compact_messages_refuses(
+    helper: str, bad: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(TranscriptError, match=why) as e:
+        LIGHT_HELPERS[helper]([{"role": "user", "content": "hi"}, bad])
+    assert e.value.row == 1
+
+
+ANTHROPIC_TURNS = [
+    {"role": "user", "content": "read f"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read",
+                                       "input": {"path": "f"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                  "content": "x" * 3000}]},
+]  # fmt: skip
+OPENAI_TURNS = [
+    {"role": "developer", "content": "be brief"},
+    {"role": "system", "content": "you are an agent"},
+    {"role": "user", "content": [{"type": "text", "text": "read f"}]},
+    {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "x" * 3000},
+    {"role": "tool", "tool_call_id": "c1", "content": "a second result of c1"},
+    {"role": "assistant", "content": "done", "reasoning_content": "thought"},
+]
+
+
+@pytest.mark.parametrize("helper", ["estimate_chat_messages", "prune_tool_results"])
+def test_light_helpers_still_take_anthropic_turns(helper: str) -> None:
+    # a tool_result block inside a user message is not an orphaned tool message
+    LIGHT_HELPERS[helper](ANTHROPIC_TURNS)
+
+
+@pytest.mark.parametrize("helper", LIGHT_HELPERS)
+def test_light_helpers_still_take_every_openai_role(helper: str) -> None:
+    LIGHT_HELPERS[helper](OPENAI_TURNS)
 
 
 # --- one estimate of the model input: the live path and the batch scan agree -------------

@@ -103,8 +103,8 @@ def test_prune_tool_results_takes_a_policy() -> None:
 @pytest.mark.parametrize(
     ("messages", "error", "match"),
     [
-        (7, FormatError, "must be an array"),
-        ([{"content": "no role"}], FormatError, "message 0 is not a chat message"),
+        (7, FormatError, "must be a list of message dicts"),
+        ([{"content": "no role"}], FormatError, "message 0 has no string .role."),
         (steps(1), ConfigError, "unknown policy preset 'nope'"),
     ],
 )

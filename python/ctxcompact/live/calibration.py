@@ -78,15 +78,30 @@ class UsageCalibrator:
     def observe(self, model: str, *, estimated: int, reported: int) -> bool:
         """Learn from one call: ``estimated`` tokens of what was sent, and the
         ``reported`` prompt tokens (input, cache reads and writes). Returns
-        whether it was learnt (a call with nothing estimated or reported is not)."""
+        whether it was learnt (a call with nothing estimated or reported is not).
+        Counts of another kind than an integer (``numbers.Integral``, not a
+        bool), or a model that is not a str, are an ``InputTypeError``, as in
+        ``calibrate``; a negative count or an empty model a ``ConfigError``."""
+        if not isinstance(model, str):
+            raise InputTypeError(f"model must be a str, got {type(model).__name__}",
+                                 column="model")  # fmt: skip
+        counts: list[int] = []
         for name, value in (("estimated", estimated), ("reported", reported)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise InputTypeError(
+                    f"{name} tokens of model {model!r} must be an integer, "
+                    f"got {type(value).__name__} {value!r}",
+                    column=name,
+                )
+            if value < 0:
                 raise ConfigError(
                     f"{name} tokens of model {model!r} must be a non-negative integer, "
                     f"got {value!r}",
                     column=name,
                 )
-        if not isinstance(model, str) or not model:
+            counts.append(int(value))  # a numpy integer kept as an int (state() is JSON)
+        estimated, reported = counts
+        if not model:
             raise ConfigError(f"model must be a non-empty string, got {model!r}", column="model")
         if estimated == 0 or reported == 0:
             return False

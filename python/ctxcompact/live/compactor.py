@@ -49,7 +49,7 @@ from ctxcompact.models import (
     TokenUsage,
     UserMessage,
 )
-from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow
 from ctxcompact.scans.parts import filter_pivot, prune
@@ -229,7 +229,7 @@ class Compactor:
         """Estimated tokens of what the next model call would receive; with a
         calibrator, scaled by the model's reported/estimated ratio once known."""
         visible = to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
-        tokens = estimate_chat_messages(
+        tokens = chat_tokens(
             visible, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
         return self.calibrated(tokens, self.model_of(session)) if calibrate else tokens
@@ -289,7 +289,7 @@ class Compactor:
         fixed = [m for m in visible.messages if _stays(m)]
         shown = to_model_messages(visible.model_copy(update={"messages": fixed}), system=system,
                                   policy=self.config.policy)  # fmt: skip
-        tokens = estimate_chat_messages(
+        tokens = chat_tokens(
             shown, method=self.config.estimate_method, overhead=self.config.message_overhead
         )
         return self.calibrated(tokens, self.model_of(session))

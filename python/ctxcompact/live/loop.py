@@ -38,7 +38,7 @@ from ctxcompact.live.compactor import Compactor, check_session_id, model_name, v
 from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
-from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import TokenBudget
 
@@ -172,7 +172,7 @@ class CompactionLoop:
             return None
         # The loop's own system prompt (the view's first message) is in the
         # budget already; a system message the session stores is history.
-        tokens = estimate_chat_messages(
+        tokens = chat_tokens(
             messages[1:] if self.system else messages,
             method=self.config.estimate_method,
             overhead=self.config.message_overhead,
@@ -217,7 +217,7 @@ class CompactionLoop:
         self, session_id: str, messages: list[dict[str, Any]], model: str
     ) -> list[dict[str, Any]]:
         if self.compactor.calibrator is not None:
-            estimated = estimate_chat_messages(messages, method=self.config.estimate_method,
+            estimated = chat_tokens(messages, method=self.config.estimate_method,
                                                overhead=self.config.message_overhead)  # fmt: skip
             self._sent[session_id] = (estimated, model)
         return messages

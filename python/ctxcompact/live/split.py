@@ -8,11 +8,13 @@ between the system prompt (every system or developer message the list starts
 with) and the boundary; return ``[system..., summary, request?, *tail]``.
 ``request`` is the newest user turn when the boundary fell after it (the
 tail holds only the steps answering it, or nothing): it is repeated after the
-summary, cut to its head and tail when it is too big, so the list still ends
-with what the caller asked and never has the summary followed by the agent's
-own step. A system or developer message later in the list is history: kept
-in place in the tail, summarized in the head. A summary produced here is a plain assistant
-message (no extra keys, so any chat API accepts it) whose content starts with
+summary, cut to its head and tail when it is too big (a cut copy an earlier
+round repeated is cut as its original would be: one marker, counting all
+that went), so the list still ends with what the caller asked and never has
+the summary followed by the agent's own step. A system or developer message
+later in the list is history: kept in place in the tail, summarized in the
+head. A summary produced here is a plain assistant message (no extra keys,
+so any chat API accepts it) whose content starts with
 ``## Session Summary (Compaction Round N)``; the next round finds it, passes
 it to the summarizer as the previous summary (integrated, not duplicated),
 and counts on from N.
@@ -34,9 +36,9 @@ from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import (
+    chat_tokens,
     content_text,
     estimate_chat_message,
-    estimate_chat_messages,
     validate_chat_messages,
 )
 from ctxcompact.scans.estimate import EstimateMethod
@@ -45,6 +47,8 @@ from ctxcompact.scans.overflow import Limits, TokenBudget
 
 Message = Mapping[str, Any]
 _ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)\))?")
+#: The marker ``truncate_output`` puts where it cut (the core's ``render::marker``).
+_CUT = re.compile(r"\n\n\[\.\.\. (\d+) characters cut \.\.\.\]\n\n")
 
 
 @dataclass(frozen=True)
@@ -162,9 +166,9 @@ def should_compact(
     system, rest = messages[:lead], messages[lead:]
     budget = TokenBudget.for_limits(
         Limits(context=context, output=output),
-        history_tokens=estimate_chat_messages(rest, method=cfg.estimate_method,
+        history_tokens=chat_tokens(rest, method=cfg.estimate_method,
                                               overhead=cfg.message_overhead),
-        system_tokens=estimate_chat_messages(system, method=cfg.estimate_method,
+        system_tokens=chat_tokens(system, method=cfg.estimate_method,
                                              overhead=cfg.message_overhead),
         config=cfg,
     )  # fmt: skip
@@ -223,7 +227,7 @@ class _Run:
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         cfg = self.config
-        return estimate_chat_messages(messages, method=cfg.estimate_method,
+        return chat_tokens(messages, method=cfg.estimate_method,
                                       overhead=cfg.message_overhead)  # fmt: skip
 
     def event(self) -> ev.PreCompactEvent:
@@ -264,7 +268,30 @@ class _Run:
         if self._tokens([message]) <= budget:
             return message, False
         text = content_text(message.get("content"))
+        if index == self.split.head_start and self.split.previous_summary is not None:
+            # right after the previous summary: the request an earlier round
+            # repeated, maybe cut then (the original is gone from the list)
+            return {**message, "content": recut(text, budget)}, True
         return {**message, "content": _core.truncate_output(text, budget)}, True
+
+
+def recut(text: str, budget: int) -> str:
+    """``text`` cut as ``truncate_output(text, budget)`` cuts it, unless it is
+    itself such a cut (its head and tail of equal length around one marker: a
+    request an earlier round repeated cut): then as the text it was cut from
+    would be cut, so there is one marker, counting every character gone; a
+    budget that keeps as much as the earlier cut or more keeps it as it is."""
+    found = list(_CUT.finditer(text))
+    if len(found) == 1:
+        at = found[0]
+        head, tail = text[: at.start()], text[at.end() :]
+        if len(head) == len(tail):  # truncate_output keeps 2 x budget characters each side
+            keep = 2 * budget
+            if keep >= len(head):
+                return text
+            gone = int(at.group(1)) + 2 * (len(head) - keep)
+            return f"{head[:keep]}\n\n[... {gone} characters cut ...]\n\n{tail[len(tail) - keep :]}"
+    return _core.truncate_output(text, budget)
 
 
 def _cut_result(message: Message, budget: int) -> Message:
@@ -401,6 +428,7 @@ __all__ = [
     "compact_messages",
     "keep_tokens_for",
     "leading_system",
+    "recut",
     "select_split",
     "should_compact",
     "summary_round",

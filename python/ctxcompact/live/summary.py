@@ -30,7 +30,7 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError, SummaryError
 from ctxcompact.estimators import EstimateMethod
 from ctxcompact.live import prompts
-from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import COMPACTION_QUESTION
@@ -218,7 +218,7 @@ class Summarizer:
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         cfg = self.config
-        return estimate_chat_messages(messages, method=cfg.estimate_method,
+        return chat_tokens(messages, method=cfg.estimate_method,
                                       overhead=cfg.message_overhead)  # fmt: skip
 
     # --- the call ----------------------------------------------------------------------
@@ -461,7 +461,7 @@ def fit_history(
     cfg = config or CompactionConfig()
 
     def tokens(ms: Sequence[Message]) -> int:
-        return estimate_chat_messages(ms, method=cfg.estimate_method,
+        return chat_tokens(ms, method=cfg.estimate_method,
                                       overhead=cfg.message_overhead)  # fmt: skip
 
     out = [dict(m) for m in messages]

@@ -139,7 +139,24 @@ def estimate_chat_messages(
     method: EstimateMethod = "opencode",
     overhead: int = 4,
 ) -> int:
-    """Sum of ``estimate_chat_message`` over ``messages`` (checked first)."""
+    """Sum of ``estimate_chat_message`` over ``messages``.
+
+    A list no model API would take is refused as ``compact_messages`` refuses
+    it (``validate_chat_messages``: a tool result without an earlier call, an
+    unknown role, a message without content, a tool call without an id), the
+    error naming the message index.
+    """
+    overhead = _check_overhead(overhead)
+    validate_chat_messages(check_chat_messages(messages))
+    return chat_tokens(messages, method=method, overhead=overhead)
+
+
+def chat_tokens(
+    messages: Sequence[Mapping[str, Any]], *, method: EstimateMethod, overhead: int
+) -> int:
+    """``estimate_chat_messages`` without the pairing and role checks: for lists
+    the library built or validated itself (a stored session's model input,
+    which may keep an orphaned result as it was read; a split's parts)."""
     overhead = _check_overhead(overhead)
     return sum(_message_tokens(m, method, overhead) for m in check_chat_messages(messages))
 
@@ -163,6 +180,9 @@ def prune_tool_results(
     With ``policy`` instead (a ``Policy``, preset name, file or dict), the
     policy's prune clears old results as it does in a stored session
     (``mask_chat_messages``). Returns new message dicts; the input is not changed.
+    A list no model API would take raises what ``compact_messages`` raises
+    (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
+    without an earlier call, ``UnknownValueError`` for an unknown role...).
     """
     if policy is not None:
         if preserve_recent is not None:
@@ -177,7 +197,7 @@ def prune_tool_results(
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{name} must be a non-negative integer, got {value!r}",
                               column=name)  # fmt: skip
-    check_chat_messages(messages)
+    validate_chat_messages(check_chat_messages(messages))
     cut = max(0, len(messages) - preserve_recent)
     out = []
     for i, message in enumerate(messages):

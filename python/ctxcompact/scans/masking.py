@@ -24,7 +24,12 @@ from typing import Any
 from ctxcompact import _core
 from ctxcompact.models import AssistantMessage, Part, Session
 from ctxcompact.policy import Policy
-from ctxcompact.scans.chat import content_text, estimate_chat_messages
+from ctxcompact.scans.chat import (
+    chat_tokens,
+    check_chat_messages,
+    content_text,
+    validate_chat_messages,
+)
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 
@@ -66,13 +71,18 @@ def mask_chat_messages(
 ) -> ChatMask:
     """Apply ``policy`` (a ``Policy``, preset name, file or dict) to a chat list.
 
-    Bad messages raise the ``FormatError`` of ``from_openai_chat`` naming the
-    message index; the input is never changed.
+    A list no model API would take raises what ``compact_messages`` raises
+    (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
+    without an earlier call, ``UnknownValueError`` for an unknown role, a
+    ``TranscriptError`` for a message without content or a call without an
+    id); a message ``from_openai_chat`` cannot read (an Anthropic block) its
+    ``FormatError``. Each names the message index; the input is never changed.
     """
     from ctxcompact.formats.chat import from_openai_chat
     from ctxcompact.scans.parts import prune
 
     policy = Policy.load(policy)
+    validate_chat_messages(check_chat_messages(messages))
     session = from_openai_chat(messages, session_id="chat")
     calls, results = _pairs(messages, session)
     for i, part in results.items():
@@ -117,8 +127,8 @@ def mask_chat_messages(
     return ChatMask(
         messages=out,
         cleared=cleared,
-        tokens_before=estimate_chat_messages(messages, **estimate),  # type: ignore[arg-type]
-        tokens_after=estimate_chat_messages(out, **estimate),  # type: ignore[arg-type]
+        tokens_before=chat_tokens(messages, **estimate),  # type: ignore[arg-type]
+        tokens_after=chat_tokens(out, **estimate),  # type: ignore[arg-type]
     )
 
 

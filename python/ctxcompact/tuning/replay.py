@@ -45,7 +45,7 @@ from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.models import AssistantMessage, Session, UserMessage
 from ctxcompact.policy import Policy
-from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
@@ -139,7 +139,7 @@ def replay_session(
     loop = CompactionLoop(compactor, system=system)
 
     def tokens(messages: list[dict[str, Any]]) -> int:
-        return estimate_chat_messages(messages, method=config.estimate_method,
+        return chat_tokens(messages, method=config.estimate_method,
                                       overhead=config.message_overhead)  # fmt: skip
 
     usable = limits.usable(config)
