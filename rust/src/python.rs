@@ -249,14 +249,18 @@ fn count_tokens(py: Python<'_>, text: &str, tokenizer: &str) -> PyResult<u64> {
 
 /// Build an encoder of a tiktoken-format vocabulary (the file's text) with a
 /// known split (a name) or a chain of Hugging Face `Split` patterns (a list),
-/// kept under `name` for `count_tokens*`. The GIL is released.
+/// kept under `name` for `count_tokens*` unless `tokens` is given and the
+/// vocabulary has another number of tokens. Returns the number it has. The
+/// GIL is released.
 #[pyfunction]
+#[pyo3(signature = (name, tiktoken, split, tokens = None))]
 fn load_vocabulary(
     py: Python<'_>,
     name: &str,
     tiktoken: &str,
     split: &Bound<'_, PyAny>,
-) -> PyResult<()> {
+    tokens: Option<usize>,
+) -> PyResult<usize> {
     let patterns: Option<Vec<String>> = match split.extract::<String>() {
         Ok(_) => None,
         Err(_) => Some(split.extract()?),
@@ -274,7 +278,7 @@ fn load_vocabulary(
             (None, Some(pattern)) => crate::tokens::Split::Tiktoken(pattern),
             (None, None) => unreachable!("a name or a list"),
         };
-        crate::tokens::load(name, tiktoken, split)
+        crate::tokens::load(name, tiktoken, split, tokens)
     })
     .map_err(|e| to_pyerr(py, e))
 }

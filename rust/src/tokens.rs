@@ -280,6 +280,14 @@ impl Encoder {
         }
     }
 
+    /// The number of tokens (ranks) of the vocabulary.
+    fn tokens(&self) -> usize {
+        match &self.merger {
+            Merger::Bpe(bpe) => bpe.num_tokens(),
+            Merger::Ranks(ranks) => ranks.0.len(),
+        }
+    }
+
     fn piece(&self, bytes: &[u8]) -> usize {
         match &self.merger {
             Merger::Bpe(bpe) => bpe.count(bytes),
@@ -407,20 +415,26 @@ pub enum Split<'a> {
     Isolated(&'a [String]),
 }
 
-/// Build and keep an encoder of a tiktoken-format vocabulary under `name`
-/// (replacing one loaded under that name before).
-pub fn load(name: &str, tiktoken: &str, split: Split<'_>) -> Result<()> {
+/// Build an encoder of a tiktoken-format vocabulary and keep it under `name`
+/// (replacing one loaded under that name before), unless `tokens` is given
+/// and the vocabulary has another number of tokens (a file cut at a line
+/// boundary, or another family's): then nothing is kept. Returns the number
+/// of tokens the vocabulary has, for the caller to say what is wrong.
+pub fn load(name: &str, tiktoken: &str, split: Split<'_>, tokens: Option<usize>) -> Result<usize> {
     if name.parse::<Family>().is_ok() {
         return Err(CoreError::Config(format!(
             "{name:?} is built in; load a vocabulary under another name"
         )));
     }
     let encoder = Encoder::from_tiktoken(name, tiktoken, split)?;
-    LOADED
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(name.to_owned(), Arc::new(encoder));
-    Ok(())
+    let found = encoder.tokens();
+    if tokens.is_none_or(|expected| expected == found) {
+        LOADED
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), Arc::new(encoder));
+    }
+    Ok(found)
 }
 
 /// Whether a vocabulary is loaded under `name`.
@@ -520,12 +534,14 @@ mod tests {
         flate2::read::GzDecoder::new(&include_bytes!("../assets/cl100k_base.tiktoken.gz")[..])
             .read_to_string(&mut text)
             .unwrap();
-        load(
+        let tokens = load(
             "cl100k-copy",
             &text,
             Split::Tiktoken(split_pattern("cl100k").unwrap()),
+            None,
         )
         .unwrap();
+        assert_eq!(tokens, 100_256);
         let loaded = Tokenizer::named("cl100k-copy").unwrap();
         let samples = [
             "fn main() {\n    println!(\"hello, world\");\n}\n",
@@ -547,14 +563,32 @@ mod tests {
         let split = || Split::Tiktoken(split_pattern("qwen").unwrap());
         for bad in ["", "YQ==", "YQ== 0\nYQ== 1", "YQ== 0\nYg== 5", "!! 0"] {
             assert!(
-                matches!(load("bad", bad, split()), Err(CoreError::Config(_))),
+                matches!(load("bad", bad, split(), None), Err(CoreError::Config(_))),
                 "{bad:?}"
             );
         }
-        assert!(load("o200k", "YQ== 0", split()).is_err()); // built-in names are taken
+        assert!(load("o200k", "YQ== 0", split(), None).is_err()); // built-in names are taken
         let lookbehind = ["(?<=a)b".to_owned()];
-        assert!(load("x", "YQ== 0", Split::Isolated(&lookbehind)).is_err());
+        assert!(load("x", "YQ== 0", Split::Isolated(&lookbehind), None).is_err());
         assert!(Tokenizer::named("never-loaded").is_err());
+    }
+
+    /// A vocabulary with another number of tokens than the caller expects (a
+    /// file cut at a line boundary, another family's) is counted, not kept.
+    #[test]
+    fn a_vocabulary_of_another_size_is_not_kept() {
+        let split = || Split::Tiktoken(split_pattern("qwen").unwrap());
+        assert_eq!(
+            load("short", "YQ== 0\nYg== 1", split(), Some(3)).unwrap(),
+            2
+        );
+        assert!(!loaded("short"));
+        assert_eq!(
+            load("right", "YQ== 0\nYg== 1", split(), Some(2)).unwrap(),
+            2
+        );
+        assert!(loaded("right"));
+        assert_eq!(Tokenizer::named("right").unwrap().count("ab"), 2);
     }
 
     #[test]

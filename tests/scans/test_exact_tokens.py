@@ -254,3 +254,56 @@ def test_chat_counts_take_an_image_as_image_tokens() -> None:
     text = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}]}]
     with_image = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}]
     assert count_chat_tokens(with_image) == count_chat_tokens(text) + IMAGE_TOKENS  # type: ignore[arg-type]
+
+
+# --- a vocabulary file that is not the family's: refused, not counted wrong -------
+
+SENTENCE = (
+    "The quick brown fox jumps over the lazy dog; def compact(session): return prune(session)"
+)
+
+
+def test_a_vocabulary_cut_at_a_line_boundary_is_refused(tmp_path: Path) -> None:
+    # It parsed (ranks 0..4999 without gaps) and counted 29 where llama3 counts 18.
+    source = _package_file_or_skip("llama3")
+    cut = tmp_path / "cut.model"
+    cut.write_bytes(b"".join(source.read_bytes().splitlines(keepends=True)[:5000]))
+    says = r"not the llama3 vocabulary: it has 5,000 tokens where llama3's has 128,000"
+    with pytest.raises(ConfigError, match=says) as err:
+        count_tokens(SENTENCE, "llama3", vocabulary=cut)
+    assert str(cut) in str(err.value) and err.value.column == "vocabulary"
+    # Refused every time (nothing of it was kept), also by the column and chat counters.
+    with pytest.raises(ConfigError, match="5,000 tokens"):
+        count_tokens_array(pa.array([SENTENCE]), "llama3", vocabulary=cut)
+    with pytest.raises(ConfigError, match="5,000 tokens"):
+        count_chat_tokens([{"role": "user", "content": SENTENCE}], "llama3", vocabulary=cut)
+    assert count_tokens(SENTENCE, "llama3") == 18  # the package's file still counts
+
+
+@pytest.mark.parametrize(
+    ("family", "other", "found"),
+    [("qwen", "llama3", "128,000"), ("llama3", "qwen", "151,643"), ("tekken", None, "2")],
+)
+def test_another_familys_vocabulary_is_refused(
+    tmp_path: Path, family: str, other: str | None, found: str
+) -> None:
+    if other is not None:  # the real file of another family
+        path = _package_file_or_skip(other)
+    else:  # a tekken file whose vocabulary has too few tokens for its config
+        path = tmp_path / "tekken.json"
+        vocab = [{"rank": i, "token_bytes": base64.b64encode(bytes([65 + i])).decode()}
+                 for i in range(2)]  # fmt: skip
+        config = {"default_vocab_size": 1002, "default_num_special_tokens": 1000}
+        path.write_text(json.dumps({"config": config, "vocab": vocab}))
+    with pytest.raises(ConfigError, match=rf"not the {family} vocabulary: it has {found} tokens"):
+        count_tokens("hello world", family, vocabulary=path)  # type: ignore[arg-type]
+
+
+def test_a_deepseek_vocabulary_of_another_size_is_refused(tmp_path: Path) -> None:
+    # A byte-level BPE with DeepSeek's shape and only two merges: it loads, it is not V3.
+    spec = json.loads(_package_file_or_skip("deepseek").read_bytes())
+    spec["model"]["merges"] = spec["model"]["merges"][:2]
+    small = tmp_path / "tokenizer.json"
+    small.write_text(json.dumps(spec))
+    with pytest.raises(ConfigError, match="not the deepseek vocabulary: it has 258 tokens"):
+        count_tokens("hello", "deepseek", vocabulary=small)

