@@ -196,3 +196,15 @@ def test_lone_surrogates_count_like_javascript(text: str, opencode: int, ceil_by
     # JavaScript: "a\ud800b".length == 3 -> round(0.75) == 1; WTF-8 bytes for ceil-bytes.
     assert cc.estimate_tokens(text) == opencode
     assert cc.estimate_tokens(text, "ceil-bytes") == ceil_bytes
+
+
+@pytest.mark.parametrize("method", [None, 5, ["o200k"]])
+def test_a_method_that_is_not_a_name_is_a_config_error_naming_it(method: object) -> None:
+    # Was a bare TypeError from the binding ("'None' is not an instance of 'str'").
+    from ctxcompact.errors import ConfigError
+
+    for call in (lambda: cc.estimate_tokens("hi", method),  # type: ignore[arg-type]
+                 lambda: estimate_tokens_array(pa.array(["x"]), method)):  # type: ignore[arg-type]  # fmt: skip
+        with pytest.raises(ConfigError, match=r"method takes an estimate method's name") as err:
+            call()
+        assert err.value.column == "method"

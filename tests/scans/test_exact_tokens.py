@@ -307,3 +307,30 @@ def test_a_deepseek_vocabulary_of_another_size_is_refused(tmp_path: Path) -> Non
     small.write_text(json.dumps(spec))
     with pytest.raises(ConfigError, match="not the deepseek vocabulary: it has 258 tokens"):
         count_tokens("hello", "deepseek", vocabulary=small)
+
+
+@pytest.mark.parametrize(
+    ("vocabulary", "error", "match"),
+    [
+        (5, "InputTypeError", "vocabulary takes the path of the llama3 tokenizer file.*got int"),
+        ("DIR", "ConfigError", "a directory, not a llama3 vocabulary file"),
+    ],
+)
+def test_a_vocabulary_argument_that_is_not_a_file(
+    tmp_path: Path, vocabulary: Any, error: str, match: str
+) -> None:
+    from ctxcompact import errors
+
+    if vocabulary == "DIR":
+        vocabulary = tmp_path
+    with pytest.raises(getattr(errors, error), match=match) as err:
+        count_tokens("x", "llama3", vocabulary=vocabulary)
+    assert err.value.column == "vocabulary"
+
+
+@pytest.mark.parametrize("tokenizer", [None, 5, ["o200k"]])
+def test_a_tokenizer_that_is_not_a_name_is_a_config_error(tokenizer: Any) -> None:
+    with pytest.raises(ConfigError, match=r"tokenizer takes a family name, one of o200k.*got"):
+        count_tokens("x", tokenizer)
+    with pytest.raises(ConfigError, match="tokenizer takes a family name"):
+        count_tokens_array(pa.array(["x"]), tokenizer)

@@ -4,6 +4,7 @@ with vocabularies built here: nothing is downloaded."""
 from __future__ import annotations
 
 import pytest
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.scans.estimate import TokenizerCounter
 
 TEXT = "the run printed <|endoftext|> and stopped"
@@ -47,3 +48,27 @@ def test_any_encode_returning_a_sequence_is_counted() -> None:
             return text.split()
 
     assert TokenizerCounter(Words())(TEXT) == 6
+
+
+@pytest.mark.parametrize("name", ["o200k", "cl100k"])
+def test_a_family_name_is_refused_and_pointed_to_count_tokens(name: str) -> None:
+    # A str has an encode method: the text was taken as a codec name, c("utf-8") == 5.
+    says = rf"tiktoken Encoding.*got str.*count_tokens\(text, '{name}'\)"
+    with pytest.raises(InputTypeError, match=says):
+        TokenizerCounter(name)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tokenizer", [None, 5, b"o200k", object()])
+def test_an_object_without_encode_is_refused(tokenizer: object) -> None:
+    with pytest.raises(InputTypeError, match="TokenizerCounter takes a tokenizer object") as err:
+        TokenizerCounter(tokenizer)  # type: ignore[arg-type]
+    assert err.value.column == "tokenizer"
+
+
+def test_a_text_that_is_not_a_str_is_an_input_type_error() -> None:
+    counter = TokenizerCounter(byte_level_tiktoken())
+    for text in (5, None, b"hi"):
+        with pytest.raises(InputTypeError, match="TokenizerCounter counts a str, got"):
+            counter(text)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="special_tokens must be true or false"):
+        TokenizerCounter(byte_level_tiktoken(), special_tokens="yes")  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from ctxcompact import _core
 from ctxcompact.errors import ConfigError, InputTypeError
+from ctxcompact.estimators import FAMILIES
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
 from ctxcompact.scans.vocabularies import ExactTokenizer as ExactTokenizer  # re-exported
 from ctxcompact.scans.vocabularies import core_name
@@ -30,6 +31,7 @@ def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
     """
     if not isinstance(text, str):
         raise InputTypeError(f"estimate_tokens takes a str, got {type(text).__name__}")
+    check_method(method)
     try:
         return _core.estimate_tokens(text, method)
     except UnicodeEncodeError:
@@ -39,6 +41,17 @@ def estimate_tokens(text: str, method: EstimateMethod = "opencode") -> int:
         if method == "ceil-bytes":
             return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
         return _core.estimate_tokens(text.encode("utf-8", "replace").decode("utf-8"), method)
+
+
+def check_method(method: object) -> None:
+    """ConfigError for a ``method`` that is not a name (the core names unknown names)."""
+    if not isinstance(method, str):
+        raise ConfigError(
+            f'method takes an estimate method\'s name: "opencode", "ceil-bytes", or a '
+            f'tokenizer family ({", ".join(FAMILIES)}), optionally with "-conservative"; '
+            f"got {type(method).__name__}",
+            column="method",
+        )
 
 
 def check_threads(threads: int | None) -> int | None:
@@ -75,6 +88,7 @@ def estimate_tokens_array(
     one array (no copy when it arrived in one chunk). The GIL is released while counting.
     """
     check_arrow(values, "estimate_tokens_array")
+    check_method(method)
     result = pa.chunked_array(_core.estimate_tokens_array(values, method, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):
         return result
@@ -92,11 +106,16 @@ def count_tokens(
     """Exact tokens of ``text`` (tiktoken's ``encode_ordinary`` length: special
     tokens' spellings are text, nothing is added).
 
-    ``o200k`` and ``cl100k`` are built into the core. ``llama3``, ``qwen`` and
-    ``tekken`` are read from ``vocabulary`` (their tokenizer file) or from the
-    registry package that ships it (``scans.vocabularies``); nothing is
-    downloaded. A lone surrogate (possible in a ``str`` decoded from JSON) is
-    counted as U+FFFD, as tiktoken's ``encode`` counts it.
+    ``o200k`` and ``cl100k`` are built into the core. ``llama3``, ``qwen``,
+    ``tekken`` and ``deepseek`` are read from ``vocabulary`` (their tokenizer
+    file) or from the registry package that ships it (``scans.vocabularies``);
+    nothing is downloaded. A file that is not the family's (another number of
+    tokens: cut short, or another family's) is a ``ConfigError``. A lone
+    surrogate (possible in a ``str`` decoded from JSON) is counted as U+FFFD,
+    as tiktoken's ``encode`` counts it.
+
+    ``tokenizer`` is a family name; for any other tokenizer object, call a
+    ``TokenizerCounter`` on the text.
     """
     if not isinstance(text, str):
         raise InputTypeError(f"count_tokens takes a str, got {type(text).__name__}")
@@ -177,13 +196,36 @@ class TokenizerCounter:
     the tokenizer defines them). ``special_tokens=True`` counts spellings as
     the special tokens (tiktoken) and adds the post-processor's BOS/EOS
     (``tokenizers``).
+
+    A family name here is an ``InputTypeError`` (``count_tokens(text, "o200k")``
+    counts a built-in family).
     """
 
     def __init__(self, tokenizer: Tokenizer, *, special_tokens: bool = False) -> None:
+        encode = getattr(tokenizer, "encode", None)
+        if isinstance(tokenizer, str | bytes) or not callable(encode):
+            hint = ""
+            if isinstance(tokenizer, str):
+                hint = (f" (a family name goes to count_tokens(text, {tokenizer!r}) and "
+                        f"the other counters)")  # fmt: skip
+            raise InputTypeError(
+                "TokenizerCounter takes a tokenizer object: a tiktoken Encoding, a "
+                "tokenizers.Tokenizer, or anything with encode(text) returning the tokens; "
+                f"got {type(tokenizer).__name__}{hint}",
+                column="tokenizer",
+            )
+        if not isinstance(special_tokens, bool):
+            raise ConfigError(f"special_tokens must be true or false, got {special_tokens!r}",
+                              column="special_tokens")  # fmt: skip
         self._tokenizer = tokenizer
         self.special_tokens = special_tokens
 
+    def __repr__(self) -> str:
+        return f"TokenizerCounter({type(self._tokenizer).__name__})"
+
     def __call__(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise InputTypeError(f"TokenizerCounter counts a str, got {type(text).__name__}")
         tok: Any = self._tokenizer
         if hasattr(tok, "encode_ordinary"):  # tiktoken
             if self.special_tokens:

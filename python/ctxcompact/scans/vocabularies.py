@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from os import PathLike
 from pathlib import Path
 from typing import Literal
 
 from ctxcompact import _core
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 
 #: Tokenizers the core counts exactly.
 ExactTokenizer = Literal["o200k", "cl100k", "llama3", "qwen", "tekken", "deepseek"]
@@ -147,17 +148,31 @@ def _tiktoken_text(family: str, path: Path) -> tuple[str, str | list[str]]:
 def core_name(tokenizer: str, vocabulary: str | Path | None = None) -> str:
     """The name the core counts ``tokenizer`` under, loading its vocabulary
     first when it is not built in (once per file)."""
+    known = ", ".join((*BUILT_IN, *PACKAGES))
+    if not isinstance(tokenizer, str):
+        raise ConfigError(
+            f"tokenizer takes a family name, one of {known}; got {type(tokenizer).__name__}",
+            column="tokenizer",
+        )
     if tokenizer in BUILT_IN:
         if vocabulary is not None:
             raise ConfigError(f"{tokenizer} is built in: it takes no vocabulary file",
                               column="vocabulary")  # fmt: skip
         return tokenizer
     if tokenizer not in PACKAGES:
-        known = ", ".join((*BUILT_IN, *PACKAGES))
         raise ConfigError(f"unknown tokenizer {tokenizer!r}; expected one of {known}",
                           column="tokenizer")  # fmt: skip
     if vocabulary is not None:
+        if not isinstance(vocabulary, str | PathLike):
+            raise InputTypeError(
+                f"vocabulary takes the path of the {tokenizer} tokenizer file (a str or "
+                f"os.PathLike), got {type(vocabulary).__name__}",
+                column="vocabulary",
+            )
         path = Path(vocabulary)
+        if path.is_dir():
+            raise ConfigError(f"{path}: a directory, not a {tokenizer} vocabulary file",
+                              column="vocabulary")  # fmt: skip
         if not path.is_file():
             raise ConfigError(f"{path}: no such {tokenizer} vocabulary file", column="vocabulary")
     else:
