@@ -72,3 +72,22 @@ def test_a_text_that_is_not_a_str_is_an_input_type_error() -> None:
             counter(text)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="special_tokens must be true or false"):
         TokenizerCounter(byte_level_tiktoken(), special_tokens="yes")  # type: ignore[arg-type]
+
+
+def test_count_chat_tokens_takes_a_counter_and_the_column_counters_say_what_it_is() -> None:
+    import pyarrow as pa
+    from ctxcompact.scans import count_chat_tokens, count_tokens, count_tokens_array
+
+    counter = TokenizerCounter(byte_level_tiktoken())
+    messages = [{"role": "user", "content": "hello", "name": "dev"}]
+    # 3 per message + role + text, 1 + the name, 3 priming the reply; one token per byte
+    assert count_chat_tokens(messages, counter) == 3 + (3 + 4 + 5) + (1 + 3)
+    with pytest.raises(ConfigError, match="takes no vocabulary"):
+        count_chat_tokens(messages, counter, vocabulary="x.model")
+    for call in (lambda: count_tokens_array(pa.array(["x"]), counter),  # type: ignore[arg-type]
+                 lambda: count_tokens("x", counter)):  # type: ignore[arg-type]  # fmt: skip
+        with pytest.raises(ConfigError, match="a TokenizerCounter is a per-string callable") as err:
+            call()
+        assert " at 0x" not in str(err.value)  # no object address
+    with pytest.raises(ConfigError, match=r"through TokenizerCounter\(tokenizer\)"):
+        count_tokens("x", byte_level_tiktoken())  # type: ignore[arg-type]

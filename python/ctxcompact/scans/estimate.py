@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -152,17 +153,28 @@ def count_tokens_array(
 
 def count_chat_tokens(
     messages: Sequence[Mapping[str, Any]],
-    tokenizer: ExactTokenizer = "o200k",
+    tokenizer: ExactTokenizer | TokenizerCounter = "o200k",
     *,
     vocabulary: str | Path | None = None,
 ) -> int:
     """Exact prompt tokens of OpenAI chat messages as OpenAI bills them: each
     message's role and text (tool calls' names and arguments, a tool result's
     text) plus 3 per message, 1 per ``name``, and 3 priming the reply. (Other
-    families' chat templates frame messages differently: this is OpenAI's.)"""
+    families' chat templates frame messages differently: this is OpenAI's.)
+
+    ``tokenizer`` is a family name, or a ``TokenizerCounter`` to count each
+    text with another tokenizer (in Python, one call per text)."""
     from ctxcompact.scans.chat import IMAGE_TOKENS, check_chat_messages, content_text, split_images
 
-    name = core_name(tokenizer, vocabulary)
+    counter: Callable[[str], int]
+    if isinstance(tokenizer, TokenizerCounter):
+        if vocabulary is not None:
+            raise ConfigError("a TokenizerCounter takes no vocabulary file: its tokenizer has one",
+                              column="vocabulary")  # fmt: skip
+        counter = tokenizer
+    else:
+        counter = partial(_exact, name=core_name(tokenizer, vocabulary))
+
     total = _REPLY_PRIMING
     for m in check_chat_messages(messages):
         content, images = split_images(m.get("content"))
@@ -171,9 +183,9 @@ def count_chat_tokens(
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
             parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
-        total += _PER_MESSAGE + sum(_exact(p, name) for p in parts if p)
+        total += _PER_MESSAGE + sum(counter(p) for p in parts if p)
         if m.get("name"):
-            total += _PER_NAME + _exact(str(m["name"]), name)
+            total += _PER_NAME + counter(str(m["name"]))
     return total
 
 
@@ -197,8 +209,10 @@ class TokenizerCounter:
     the special tokens (tiktoken) and adds the post-processor's BOS/EOS
     (``tokenizers``).
 
-    A family name here is an ``InputTypeError`` (``count_tokens(text, "o200k")``
-    counts a built-in family).
+    It is a per-string ``str -> int`` callable, counted in Python:
+    ``count_chat_tokens`` takes one; the columnar counters, budgets and the
+    ``Compactor`` take a family name (``count_tokens(text, "o200k")``) only.
+    A family name here is an ``InputTypeError``.
     """
 
     def __init__(self, tokenizer: Tokenizer, *, special_tokens: bool = False) -> None:

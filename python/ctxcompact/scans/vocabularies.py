@@ -150,8 +150,14 @@ def core_name(tokenizer: str, vocabulary: str | Path | None = None) -> str:
     first when it is not built in (once per file)."""
     known = ", ".join((*BUILT_IN, *PACKAGES))
     if not isinstance(tokenizer, str):
+        hint = ""
+        if callable(tokenizer):  # a TokenizerCounter
+            hint = (": a TokenizerCounter is a per-string callable (call it on each text; "
+                    "count_chat_tokens takes one too)")  # fmt: skip
+        elif hasattr(tokenizer, "encode"):  # a tokenizer object
+            hint = ": count with a tokenizer object through TokenizerCounter(tokenizer)"
         raise ConfigError(
-            f"tokenizer takes a family name, one of {known}; got {type(tokenizer).__name__}",
+            f"tokenizer takes a family name, one of {known}; got {type(tokenizer).__name__}{hint}",
             column="tokenizer",
         )
     if tokenizer in BUILT_IN:
