@@ -260,7 +260,8 @@ PRESETS: dict[str, Policy] = {
         exclude_tools=[],
     ),
     # Ours, for small windows: stale outputs first, then everything but the two
-    # newest steps and the 2 newest outputs of each tool; outputs under 16
+    # newest steps (protect_turns=3: what is newer than the third newest step)
+    # and the 2 newest outputs of each tool; outputs under 16
     # tokens stay (their placeholder would cost about as much). It walks past
     # cleared outputs: an output kept as one of its tool's newest, or not yet
     # superseded, can sit behind one cleared since, and stopping there would

@@ -6,8 +6,9 @@
 
 The model (rust/src/bigram.rs): ``tokens = round(sum of W[previous byte,
 byte] / 65536)`` over the text's bytes, the first byte's previous byte being a
-start marker (row 256), so 257 x 256 weights stored as u16 and summed exactly
-in u64. A weight is the chance that a token starts at that byte.
+start marker (row 256), and a space or tab inside a run of it reading a run row
+of its own (rows 257-258, ``RUNS``), so 259 x 256 weights stored as u16 and
+summed exactly in u64. A weight is the chance that a token starts at that byte.
 
 Fitting, per family, on the ``train`` groups of corpus.py:
 
@@ -67,8 +68,8 @@ def table_path(family: str) -> Path:
 
 
 def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
-    """Header (magic, conservative factor in 1/65536, reserved), then 257 x 256
-    little-endian u16 weights in 1/65536 tokens."""
+    """Header (magic, conservative factor in 1/65536, reserved), then ROWS x 256
+    (259 x 256) little-endian u16 weights in 1/65536 tokens."""
     q = np.clip(np.rint(weights * SCALE), 0, SCALE - 1).astype("<u2")
     for k, b in enumerate(RUNS):  # the core refuses a run weight above its pair's
         run, pair = q[(START + 1 + k) * COLS + b], q[b * COLS + b]
