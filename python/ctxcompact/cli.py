@@ -542,7 +542,9 @@ def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
         if f.status != "read":
-            reason = f": {_cli_wording(f.reason)}" if f.reason else ""
+            # a reader's reason may name the file already: it is named once
+            text = f.reason.removeprefix(f"{f.path}: ") if f.reason else ""
+            reason = f": {_cli_wording(text)}" if text else ""
             typer.echo(f"{f.status}: {f.path}{reason}", err=True)
 
 

@@ -226,6 +226,8 @@ def test_bad_hugging_face_and_tekken_files(tmp_path: Path) -> None:
 def test_a_missing_vocabulary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="no such llama3 vocabulary file"):
         count_tokens("x", "llama3", vocabulary=tmp_path / "nope.model")
+    with pytest.raises(ConfigError, match=r"is a folder: vocabulary is the llama3 vocabulary file"):
+        count_tokens("x", "llama3", vocabulary=tmp_path)  # exists, but not a file
     import ctxcompact.scans.vocabularies as vocabularies
 
     monkeypatch.setattr(vocabularies, "package_file", lambda family: None)
