@@ -60,6 +60,24 @@ def test_a_bad_session_file_stops_the_run_or_is_skipped(
     assert code == 2 and "maybe" in err
 
 
+@pytest.mark.parametrize("command", ["ingest", "estimate", "replay"])
+def test_a_file_left_out_is_named_once(
+    tmp_path: Path, folder: Path, command: str, monkeypatch: Any, capsys: Any
+) -> None:
+    """A whole file left out: ``rejected: PATH: reason``, its path not repeated
+    by the reason (replay printed ``rejected: x.json: x.json: cannot tell ...``)."""
+    unknown = folder / "unknown.json"
+    unknown.write_text("{}")
+    extra = {
+        "ingest": ["-o", str(tmp_path / "rows.parquet")],
+        "replay": ["--context", "64000", "--output-limit", "4000"],
+    }.get(command, [])
+    code, _, err = invoke(monkeypatch, capsys, command, str(folder), *extra, "--on-error", "skip")
+    assert code == 0, err
+    (line,) = [x for x in err.splitlines() if str(unknown) in x]
+    assert line.startswith(f"rejected: {unknown}: ") and line.count(str(unknown)) == 1, line
+
+
 def test_on_error_is_taken_with_parquet(
     tmp_path: Path, folder: Path, monkeypatch: Any, capsys: Any
 ) -> None:

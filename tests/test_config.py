@@ -118,6 +118,20 @@ def test_a_bad_environment_value_is_a_config_error_naming_the_variable(
     assert e.value.column == env.upper().removeprefix("CTXCOMPACT_").lower()
 
 
+def test_a_json_field_from_the_environment_shows_its_own_example(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"my-model": {"input": 1, "output": 2')
+    with pytest.raises(ConfigError) as e:
+        CompactionConfig()
+    assert '{"my-model": {"input": 3.0, "output": 15.0}}' in str(e.value)
+    assert "skill" not in str(e.value)  # the tool list's example, not a prices object
+    monkeypatch.delenv("CTXCOMPACT_PRICES")
+    monkeypatch.setenv("CTXCOMPACT_PRUNE_PROTECTED_TOOLS", "skill")
+    with pytest.raises(ConfigError, match=r"""e\.g\. '\["skill", "todo"\]'"""):
+        CompactionConfig()
+
+
 def test_a_bad_argument_and_a_bad_file_value_say_where(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"invalid prune_minimum=-3") as e:
         CompactionConfig(prune_minimum=-3)

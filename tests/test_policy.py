@@ -130,7 +130,8 @@ def test_a_file_starts_from_a_preset_and_overrides_options(tmp_path: Path) -> No
         ('{"keep_recent": -1}', ".json", r"policy\.json: invalid policy option keep_recent"),
         ('{"keep_last": 3}', ".json", r"policy\.json: invalid policy option keep_last"),
         ('{"turn": "message"}', ".json", r"invalid policy option turn"),
-        ('{"preset": "nope"}', ".json", r"unknown policy preset 'nope'"),
+        ('{"preset": "nope"}', ".json", r"policy\.json: unknown policy preset 'nope'"),
+        ('[policy]\npreset = "swe-agnet"\n', ".toml", r"policy\.toml: unknown policy preset"),
         ("keep_recent = [", ".toml", r"policy\.toml: not valid TOML"),
         ("{", ".json", r"policy\.json: not valid JSON"),
         ("[1, 2]", ".json", r"policy\.json: expected a table of policy options"),
@@ -225,6 +226,14 @@ def test_the_cli_takes_a_policy(tmp_path: Path) -> None:
     code, out, err = cli("prune", str(path), "--policy", "nope")
     assert code == 4
     assert "unknown policy preset 'nope'" in err
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[policy]\npreset = "swe-agnet"\n')
+    code, out, err = cli("prune", str(path), "--policy", str(typo))
+    assert code == 4 and f"{typo}: unknown policy preset 'swe-agnet'" in err
+    for spec in ("policy.tml", str(tmp_path / "policies" / "mine")):  # a path, no such file
+        code, out, err = cli("prune", str(path), "--policy", spec)
+        assert code == 4 and "neither a preset" in err and "nor an existing policy file" in err
+        assert "unknown policy preset" not in err
 
 
 @pytest.mark.parametrize("preset", ["swe-agent", "aggressive", "anthropic-clear-tool-uses"])

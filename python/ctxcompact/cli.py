@@ -77,7 +77,7 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET, targets_as_dictionary
+from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET, relocate, targets_as_dictionary
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -542,7 +542,9 @@ def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
         if f.status != "read":
-            reason = f": {_cli_wording(f.reason)}" if f.reason else ""
+            # a reader's reason may name the file already: it is named once
+            text = f.reason.removeprefix(f"{f.path}: ") if f.reason else ""
+            reason = f": {_cli_wording(text)}" if text else ""
             typer.echo(f"{f.status}: {f.path}{reason}", err=True)
 
 
@@ -657,21 +659,31 @@ def _ingest_to_parquet(
     return _Streamed(last, rows, rejected)
 
 
-def _read(path: Path, fmt: str | None, on_error: str = "raise") -> tuple[cc.Transcript, str]:
+#: Where the rows of a transcript read from files come from: (file, rows,
+#: whether the file's rows are the table's, i.e. Parquet), in table order.
+Segments = list[tuple[Path, int, bool]]
+
+
+def _read(
+    path: Path, fmt: str | None, on_error: str = "raise", segments: Segments | None = None
+) -> tuple[cc.Transcript, str]:
     """The transcript at ``path`` and the format(s) it was read in.
     ``on_error``: for session files, ``ingest``'s ``--on-error`` (a Parquet
-    source is read whole: a bad file or row is always an error)."""
+    source is read whole: a bad file or row is always an error).
+    ``segments``: where each file's rows are is added to it."""
     _no_stdio(path, "INPUT")
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
     _check_sources([path])
     if _is_parquet(path):
-        return cc.Transcript(_read_parquet(path)), "parquet"
+        return cc.Transcript(_read_parquet(path, segments)), "parquet"
     result = _ingest([path], fmt, on_error=on_error)
+    if segments is not None:
+        segments.append((path, result.transcript.num_rows, False))
     return result.transcript, result.format
 
 
-def _read_parquet(source: Path | list[Path]) -> pa.Table:
+def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -> pa.Table:
     """The part rows of Parquet files and folders, read as ``batch`` reads
     them (``parquet_dataset``: a folder's ``*.parquet`` files, names starting
     with ``_`` or ``.`` left out; every file left out named on stderr)."""
@@ -689,6 +701,8 @@ def _read_parquet(source: Path | list[Path]) -> pa.Table:
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         # a part twice within the file (check_file_joins compared the joins)
         check_parts_once(tables[-1], functools.partial(_in_path, path))
+        if segments is not None:
+            segments.append((path, tables[-1].num_rows, True))
     # tool_target comes back as dictionary<int32, string> per row group (or
     # plain, from other writers): one TARGETS_DICTIONARY over every file
     if len(tables) == 1:
@@ -974,8 +988,11 @@ def _check_parquet_sessions(files: list[Path]) -> None:
     check_file_joins(files)  # a part read twice where one file ends and the next begins
 
 
-def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> cc.Transcript:
-    """Parquet files/folders and session files/folders as one transcript."""
+def _load_many(
+    inputs: list[Path], fmt: str | None, on_error: str = "raise", segments: Segments | None = None
+) -> cc.Transcript:
+    """Parquet files/folders and session files/folders as one transcript
+    (``segments``: where each file's rows are is added to it)."""
     _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
@@ -983,9 +1000,11 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
         from ctxcompact.batch.parquet import parquet_files
 
         _check_parquet_sessions(parquet_files(parquet))  # a file given twice is named as such
-    tables = [_load(p, fmt).to_arrow() for p in parquet]
+    tables = [_read(p, fmt, segments=segments)[0].to_arrow() for p in parquet]
     if sessions:
         ingested = _ingest(sessions, fmt, on_error=on_error).table
+        if segments is not None:
+            segments.append((sessions[0], ingested.num_rows, False))
         # The same runs given as session files and as Parquet would surface as
         # non-contiguous rows (a session may span Parquet files, so those are
         # not compared with each other).
@@ -1007,6 +1026,20 @@ def _load_many(inputs: list[Path], fmt: str | None, on_error: str = "raise") -> 
         return cc.Transcript(targets_as_dictionary(joined))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise DatasetError(f"the inputs' columns do not agree ({_one_line(str(e))})") from None
+
+
+def _to_sessions(transcript: cc.Transcript, segments: Segments) -> list[cc.Session]:
+    """``transcript.to_sessions()``; an error about a row names the file it
+    was read from (and, for Parquet, the row in that file)."""
+    try:
+        return transcript.to_sessions()
+    except cc.CompactionError as e:
+        start = 0
+        for path, rows, parquet in segments:
+            if e.row is not None and e.row < start + rows:
+                raise relocate(e, path, e.row - start if parquet else e.row) from None
+            start += rows
+        raise
 
 
 #: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
@@ -1145,13 +1178,15 @@ def replay(
         _note_prune_fields(cfg, "each --policy is replayed as given")
     limits, _ = _limits(context, output_limit, cfg)
     _check_output(out, "--out", inputs)
+    segments: Segments = []
     with _status(f"reading {len(inputs)} input(s)", as_json):
-        transcript = _load_many(inputs, fmt, on_error)
+        # turned into sessions once, for every policy; a bad value fails here
+        sessions = _to_sessions(_load_many(inputs, fmt, on_error, segments), segments)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     for label, policy in runs:
         with _status(f"replaying under {label}", as_json):
-            result = run_replay(transcript, policy, limits=limits or {"context": 0}, config=cfg,
+            result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=model)  # fmt: skip
         s = result.summary
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
@@ -1376,14 +1411,15 @@ def convert(
         count, read_as = streamed.sessions, streamed.format
     else:
         # Parquet part rows (as the other commands read them) or session files.
+        segments: Segments = []
         with _status(f"reading {input}", as_json):
-            transcript, read_as = _read(input, source_format)
+            transcript, read_as = _read(input, source_format, segments=segments)
         if to == "parquet":
             with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
                 pq.write_table(transcript.to_arrow(), tmp)
             count = len(transcript)
         else:
-            sessions = transcript.to_sessions()
+            sessions = _to_sessions(transcript, segments)
             count = len(sessions)
             lost = formats.losses(sessions, to)
             try:

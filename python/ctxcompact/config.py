@@ -539,11 +539,19 @@ def _settings_error(error: SettingsError) -> ConfigError:
     if match is None:
         return ConfigError(f"configuration: {error}")
     name = match.group(1)
+    example = _JSON_EXAMPLES.get(name)
     return ConfigError(
         f"environment variable {env_var(name)}={_env_value(name)!r}: invalid {name}: "
-        'expected JSON (e.g. \'["skill", "todo"]\')',
+        f"expected JSON{f' (e.g. {example!r})' if example else ''}",
         column=name,
     )
+
+
+#: What a complex field's environment value looks like, for its error.
+_JSON_EXAMPLES = {
+    "prune_protected_tools": '["skill", "todo"]',
+    "prices": '{"my-model": {"input": 3.0, "output": 15.0}}',
+}
 
 
 def _type_name(annotation: Any) -> str:

@@ -9,6 +9,7 @@ preset, or set ``CTXCOMPACT_POLICY`` (a preset name, a file path or JSON).
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -166,7 +167,10 @@ class Policy(BaseModel):
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected a table of policy options", column="policy")
         options = dict(data)
-        base = cls.preset(str(options.pop("preset"))) if "preset" in options else cls()
+        try:
+            base = cls.preset(str(options.pop("preset"))) if "preset" in options else cls()
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}", column="preset") from None
         try:
             return cls.model_validate({**base.model_dump(), **options})
         except ValidationError as e:
@@ -202,6 +206,12 @@ class Policy(BaseModel):
             return cls.from_mapping(data)
         if text.endswith((".toml", ".json")) or Path(text).is_file():
             return cls.from_file(text)
+        if Path(text).suffix or "/" in text or os.sep in text:  # a path, not a preset's name
+            raise ConfigError(
+                f"policy {text!r} is neither a preset ({', '.join(PRESETS)}) nor an existing "
+                "policy file (.toml or .json)",
+                column="policy",
+            )
         return cls.preset(text)
 
     def scan_options(self, *, method: str = "opencode", overhead: int = 4) -> dict[str, Any]:

@@ -15,11 +15,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import ValidationError
 
 from ctxcompact.errors import (
     ColumnTypeError,
     CompactionError,
     DuplicateSessionError,
+    FormatError,
     InputTypeError,
     MissingColumnError,
     NonContiguousError,
@@ -377,7 +379,14 @@ def _strip_first_row(head: dict[str, Any]) -> dict[str, Any]:
 
 
 def table_to_sessions(table: pa.Table) -> list[Session]:
-    """Rebuild the sessions. Tables without ``*_json`` columns give minimal models."""
+    """Rebuild the sessions. Tables without ``*_json`` columns give minimal models.
+
+    Bad data is a typed error naming the column and, where it is one value,
+    the session, message and row, raised before any session is built: a
+    column of the wrong Arrow type (``ColumnTypeError``), an unknown role or
+    status (``UnknownValueError``), rows out of order (the scans' checks,
+    ``_core.check_table``), and a ``*_json`` or ``input`` value that is not
+    the JSON object a session holds there (``FormatError``)."""
     for name in REQUIRED:
         if name not in table.column_names:
             raise MissingColumnError(f"missing column {name!r}", column=name)
@@ -389,37 +398,183 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
             "counts alone can be estimated and pruned, not turned into sessions)",
             column="output",
         )
+    _check_table(table)
     rows = table.to_pylist()
     sessions: list[dict[str, Any]] = []
+    # Per session: its first row, and each message's first row and part rows
+    # (where a model's complaint about a value is found in the table).
+    where: list[tuple[int, list[tuple[int, str, list[int]]]]] = []
     seen_sessions: set[str] = set()
     seen_messages: set[str] = set()
+    current: tuple[str | None, str | None] = (None, None)  # the session and message read
     for i, row in enumerate(rows):
         sid = row["session_id"]
         if sid is None:
             raise NullValueError("session_id is null", row=i, column="session_id")
-        if not sessions or sessions[-1]["info"]["id"] != sid:
+        if not sessions or current[0] != sid:
             if sid in seen_sessions:
                 raise NonContiguousError(
                     "rows of a session are not contiguous", session_id=sid, row=i
                 )
             seen_sessions.add(sid)
             seen_messages = set()
-            info = json.loads(row["session_json"]) if row.get("session_json") else {"id": sid}
+            info = _json_object(row, i, "session_json") if row.get("session_json") else {"id": sid}
             sessions.append({"info": info, "messages": []})
+            where.append((i, []))
+            current = (sid, None)
         messages = sessions[-1]["messages"]
         mid = row["message_id"]
         if mid is None:
             continue  # the placeholder row of an empty session
-        if not messages or messages[-1]["info"]["id"] != mid:
+        if not messages or current[1] != mid:
             if mid in seen_messages:
                 raise NonContiguousError(
                     "rows of a message are not contiguous", session_id=sid, message_id=mid, row=i
                 )
             seen_messages.add(mid)
             messages.append({"info": _message_info(row, i), "parts": []})
+            where[-1][1].append((i, mid, []))
+            current = (sid, mid)
         if row["part_type"] is not None:
-            messages[-1]["parts"].append(_part(row))
-    return [Session.model_validate(s) for s in sessions]
+            messages[-1]["parts"].append(_part(row, i))
+            where[-1][1][-1][2].append(i)
+    built = []
+    for session, (first, rows_of) in zip(sessions, where, strict=True):
+        try:
+            built.append(Session.model_validate(session))
+        except ValidationError as e:
+            raise _invalid(e, rows[first]["session_id"], first, rows_of) from None
+    return built
+
+
+def relocate(error: CompactionError, path: Any, row: int) -> CompactionError:
+    """``error``, about row ``error.row`` of a piece of a table, made to name
+    the row ``row`` of the file ``path`` (``None``: no file) it is: its
+    message and ``row`` say so, ``path`` leads the message."""
+    text = str(error)
+    if error.row is not None:
+        head, found, tail = text.rpartition(f"row {error.row}")
+        if found and tail[:1] in (",", ")", ""):
+            text = f"{head}row {row}{tail}"
+    if path is not None and str(path) not in text:
+        text = f"{path}: {text}"
+    error.args = (text, *error.args[1:])
+    error.row = row
+    return error
+
+
+def _at(session_id: Any, message_id: Any, row: int | None, column: str | None) -> str:
+    """Where a value is, as the core's errors say it: ``(session "s", message
+    "m", row 3, column "c")``."""
+    found = [
+        f"{label} {json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value}"
+        for label, value in (("session", session_id), ("message", message_id),
+                             ("row", row), ("column", column))
+        if value is not None
+    ]  # fmt: skip
+    return f" ({', '.join(found)})" if found else ""
+
+
+def _check_table(table: pa.Table) -> None:
+    """The scans' checks (``_core.check_table``) over the columns
+    ``table_to_sessions`` reads; an error about one row names its session
+    and message too."""
+    from ctxcompact import _core
+
+    try:
+        _core.check_table(table)
+    except CompactionError as e:
+        row = e.row
+        if row is None or e.session_id is not None or not 0 <= row < table.num_rows:
+            raise
+        ids = table.slice(row, 1).select(["session_id", "message_id"]).to_pylist()[0]
+        e.session_id, e.message_id = ids["session_id"], ids["message_id"]
+        text = str(e)
+        old = _at(None, None, row, e.column)
+        if text.endswith(old):
+            e.args = (text[: -len(old)] + _at(e.session_id, e.message_id, row, e.column),)
+        raise
+
+
+def _json_object(row: dict[str, Any], i: int, column: str) -> dict[str, Any]:
+    """The JSON object in ``row[column]`` (a ``*_json`` column, or a tool's
+    ``input``), or a ``FormatError`` naming the value's place."""
+    text = row[column]
+    at = _at(row["session_id"], row.get("message_id"), i, column)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(
+            f"{column} is not valid JSON ({e.msg} at character {e.pos}){at}",
+            session_id=row["session_id"], message_id=row.get("message_id"), row=i, column=column,
+        ) from None  # fmt: skip
+    if not isinstance(value, dict):
+        raise FormatError(
+            f"{column} holds a JSON {_json_kind(value)}, not the JSON object a session keeps "
+            f"there{at}",
+            session_id=row["session_id"], message_id=row.get("message_id"), row=i, column=column,
+        )  # fmt: skip
+    return value
+
+
+def _not_object(row: dict[str, Any], i: int, column: str, key: str, value: Any) -> FormatError:
+    return FormatError(
+        f"{column}'s {key} is a JSON {_json_kind(value)}, not an object"
+        f"{_at(row['session_id'], row.get('message_id'), i, column)}",
+        session_id=row["session_id"], message_id=row.get("message_id"), row=i, column=column,
+    )  # fmt: skip
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((list, "array"), (str, "string"), (bool, "boolean"), (int | float, "number"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
+
+
+#: The column a session's value comes from, by the model field's path under
+#: a part (``state.status``) or a message (``role``); the rest is kept in
+#: ``part_json`` / ``message_json`` / ``session_json``.
+_PART_COLUMNS: dict[tuple[str, ...], str] = {
+    ("id",): "part_id", ("type",): "part_type", ("text",): "output", ("tool",): "tool",
+    ("auto",): "auto", ("state", "status"): "status", ("state", "input"): "input",
+    ("state", "output"): "output", ("state", "error"): "output",
+    ("state", "time", "compacted"): "compacted_at",
+}  # fmt: skip
+_MESSAGE_COLUMNS: dict[tuple[str, ...], str] = {
+    ("role",): "role", ("parentID",): "parent_id", ("summary",): "summary",
+    ("finish",): "finished", ("error",): "error",
+}  # fmt: skip
+
+
+def _invalid(
+    error: ValidationError,
+    sid: str,
+    first: int,
+    rows_of: list[tuple[int, str, list[int]]],
+) -> FormatError:
+    """The model's first complaint about a rebuilt session, as a
+    ``FormatError`` naming the row and column the value came from."""
+    problem = error.errors()[0]
+    loc = list(problem["loc"])
+    row, mid, column = first, None, "session_json"
+    if len(loc) >= 2 and loc[0] == "messages" and isinstance(loc[1], int) and loc[1] < len(rows_of):
+        start, mid, parts = rows_of[loc[1]]
+        row, column, rest = start, "message_json", loc[2:]
+        if rest[:1] == ["info"]:
+            keys = tuple(str(x) for x in rest[1:] if x not in ("user", "assistant", "system"))
+            column = _MESSAGE_COLUMNS.get(keys[:1], "message_json")
+        elif rest[:1] == ["parts"] and len(rest) > 1 and isinstance(rest[1], int):
+            row = parts[rest[1]] if rest[1] < len(parts) else start
+            field = tuple(str(x) for x in rest[2:])
+            column = next((c for path, c in _PART_COLUMNS.items() if field[: len(path)] == path),
+                          "part_json")  # fmt: skip
+    path = ".".join(str(x) for x in loc) or "the session"
+    value = problem.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else f"{type(value).__name__}"
+    return FormatError(
+        f"the rows do not make a valid session: {path}: {problem['msg']} (got {shown})"
+        f"{_at(sid, mid, row, column)}",
+        session_id=sid, message_id=mid, row=row, column=column,
+    )  # fmt: skip
 
 
 def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
@@ -435,7 +590,7 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
             column="role",
         )
     if row.get("message_json"):
-        info: dict[str, Any] = json.loads(row["message_json"])
+        info = _json_object(row, i, "message_json")
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
     if role == "assistant":
@@ -468,8 +623,8 @@ def _assistant_flags(info: dict[str, Any], row: dict[str, Any]) -> None:
             del info[key]
 
 
-def _part(row: dict[str, Any]) -> dict[str, Any]:
-    part: dict[str, Any] = json.loads(row["part_json"]) if row.get("part_json") else {}
+def _part(row: dict[str, Any], i: int) -> dict[str, Any]:
+    part = _json_object(row, i, "part_json") if row.get("part_json") else {}
     part = {"id": row.get("part_id") or "", "type": row["part_type"], **part}
     kind = row["part_type"]
     if kind in ("text", "reasoning") and row.get("output") is not None:
@@ -479,15 +634,21 @@ def _part(row: dict[str, Any]) -> dict[str, Any]:
     if kind == "tool":
         if row.get("tool") is not None:
             part["tool"] = row["tool"]
-        state = dict(part.get("state") or {})
+        state = part.get("state") or {}
+        if not isinstance(state, dict):
+            raise _not_object(row, i, "part_json", "state", state)
+        state = dict(state)
         if row.get("status") is not None:
             state["status"] = row["status"]
         if row.get("input") is not None:
-            state["input"] = json.loads(row["input"])
+            state["input"] = _json_object(row, i, "input")
         if row.get("output") is not None:
             state["output" if state.get("status") == "completed" else "error"] = row["output"]
         if row.get("compacted_at") is not None:
-            state["time"] = {**(state.get("time") or {}), "compacted": row["compacted_at"]}
+            time = state.get("time") or {}
+            if not isinstance(time, dict):
+                raise _not_object(row, i, "part_json", "state.time", time)
+            state["time"] = {**time, "compacted": row["compacted_at"]}
         if state:
             part["state"] = state
     return part

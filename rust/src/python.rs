@@ -455,6 +455,22 @@ fn prune(
     ))
 }
 
+/// Check a table before it is turned back into sessions
+/// (`Transcript.to_sessions`): the type of every column it reads, the role,
+/// part type and status values, and each session's messages (contiguous,
+/// rows of a message agreeing), as the scans check them.
+#[pyfunction]
+#[pyo3(signature = (table, *, threads = None))]
+fn check_table(py: Python<'_>, table: AnyRecordBatch, threads: Option<usize>) -> PyResult<()> {
+    scan(py, table, Scan::Sessions, threads, |t| {
+        let mut messages = Vec::new();
+        for s in 0..t.sessions.len() {
+            t.messages_into(s, &mut messages)?;
+        }
+        Ok(())
+    })
+}
+
 /// Row mask of what later model calls see (rows at or after their session's pivot).
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
@@ -813,6 +829,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JsonlStream>()?;
     m.add_function(wrap_pyfunction!(estimator_table, m)?)?;
     m.add_function(wrap_pyfunction!(pivot, m)?)?;
+    m.add_function(wrap_pyfunction!(check_table, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_messages, m)?)?;
     m.add_function(wrap_pyfunction!(mark_rows, m)?)?;
     m.add_function(wrap_pyfunction!(take_strings, m)?)?;

@@ -20,6 +20,9 @@ pub enum Scan {
     Estimate,
     /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
     Compact,
+    /// The table turned back into sessions (`Transcript.to_sessions`): every
+    /// column it reads is checked when present, none but the base needed.
+    Sessions,
 }
 
 impl Scan {
@@ -29,6 +32,7 @@ impl Scan {
             Scan::Pivot => "filter_pivot",
             Scan::Estimate => "estimate_messages",
             Scan::Compact => "compact_batch",
+            Scan::Sessions => "to_sessions",
         }
     }
 
@@ -56,6 +60,7 @@ impl Scan {
                 "output",
                 "compacted_at",
             ],
+            Scan::Sessions => &[],
         }
     }
 
@@ -72,6 +77,22 @@ impl Scan {
             Scan::PruneInputs => &["part_json", "tool_target"],
             // pinned parts: kept visible by the pivot filter
             Scan::Pivot => &["part_json"],
+            Scan::Sessions => &[
+                "parent_id",
+                "summary",
+                "finished",
+                "error",
+                "part_id",
+                "tool",
+                "status",
+                "input",
+                "output",
+                "compacted_at",
+                "auto",
+                "session_json",
+                "message_json",
+                "part_json",
+            ],
         }
     }
 }
@@ -98,7 +119,7 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
             is_string(dt) || *dt == DataType::Int8,
             "int8 codes or a string type",
         ),
-        "summary" | "finished" | "error" => {
+        "summary" | "finished" | "error" | "auto" => {
             (matches!(dt, DataType::Boolean | DataType::Null), "bool")
         }
         // a timestamp, and the counted columns (`counted_columns`)
@@ -143,7 +164,8 @@ impl Columns {
         // estimate needs only its length. A family's counts are read only if
         // they were made with this very table (its fingerprint).
         let mut counted = false;
-        if scan != Scan::Pivot {
+        // (the sessions are rebuilt from the text: counts are not read)
+        if !matches!(scan, Scan::Pivot | Scan::Sessions) {
             for (name, fingerprint) in counted_columns() {
                 let Ok(field) = schema.field_with_name(name) else {
                     continue;

@@ -590,6 +590,57 @@ mod tests {
     }
 
     #[test]
+    fn sessions_need_the_base_columns_only_and_check_every_other_present() {
+        let b = batch(&[("s", vec![user("u", vec![tool("read", 4)])])]);
+        let names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let base: Vec<usize> = ["session_id", "message_id", "role", "part_type"]
+            .iter()
+            .map(|n| names.iter().position(|m| m == n).unwrap())
+            .collect();
+        let cols = Columns::from_batches(&[b.project(&base).unwrap()], Scan::Sessions).unwrap();
+        assert!(PartTable::new(&cols).is_ok());
+        let n = b.num_rows();
+        let output = replace(
+            &b,
+            "output",
+            Arc::new(arrow_array::Int32Array::from(vec![3; n])),
+        );
+        assert!(matches!(
+            table_err(&[output], Scan::Sessions),
+            CoreError::ColumnType {
+                column: "output",
+                ..
+            }
+        ));
+        let status = replace(&b, "status", Arc::new(StringArray::from(vec!["weird"; n])));
+        assert!(matches!(
+            table_err(&[status], Scan::Sessions),
+            CoreError::UnknownValue { what: "tool status", at, .. } if at.row == Some(0)
+        ));
+        let auto = RecordBatch::try_from_iter(
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .zip(b.columns().iter().cloned())
+                .chain([(
+                    "auto".to_string(),
+                    Arc::new(StringArray::from(vec!["yes"; n])) as ArrayRef,
+                )]),
+        )
+        .unwrap();
+        assert!(matches!(
+            table_err(&[auto], Scan::Sessions),
+            CoreError::ColumnType { column: "auto", .. }
+        ));
+    }
+
+    #[test]
     fn unknown_role_null_session_and_int_codes() {
         let b = two_sessions();
         let roles = replace(

@@ -226,6 +226,8 @@ def test_bad_hugging_face_and_tekken_files(tmp_path: Path) -> None:
 def test_a_missing_vocabulary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="no such llama3 vocabulary file"):
         count_tokens("x", "llama3", vocabulary=tmp_path / "nope.model")
+    with pytest.raises(ConfigError, match=r"is a folder: vocabulary is the llama3 vocabulary file"):
+        count_tokens("x", "llama3", vocabulary=tmp_path)  # exists, but not a file
     import ctxcompact.scans.vocabularies as vocabularies
 
     monkeypatch.setattr(vocabularies, "package_file", lambda family: None)
@@ -313,7 +315,7 @@ def test_a_deepseek_vocabulary_of_another_size_is_refused(tmp_path: Path) -> Non
     ("vocabulary", "error", "match"),
     [
         (5, "InputTypeError", "vocabulary takes the path of the llama3 tokenizer file.*got int"),
-        ("DIR", "ConfigError", "a directory, not a llama3 vocabulary file"),
+        ("DIR", "ConfigError", "is a folder: vocabulary is the llama3 vocabulary file"),
     ],
 )
 def test_a_vocabulary_argument_that_is_not_a_file(

@@ -180,7 +180,11 @@ def test_a_table_is_cut_between_sessions_for_the_workers() -> None:
     from ctxcompact.tuning.grid import _table_chunks
 
     table = cc.Transcript.from_sessions(SESSIONS).to_arrow()
-    pieces = list(_table_chunks(table, 10))
+    located = list(_table_chunks(table, 10))
+    pieces = [piece for piece, _ in located]
+    assert [locate(0) for _, locate in located] == [
+        (None, sum(p.num_rows for p in pieces[:i])) for i in range(len(pieces))
+    ]  # each piece knows where it starts
     assert len(pieces) > 2 and sum(p.num_rows for p in pieces) == table.num_rows
     seen: list[str] = []
     for piece in pieces:

@@ -683,12 +683,21 @@ def compact_parquet(
 def session_tables(
     source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], batch_rows: int = 65_536
 ) -> Iterator[pa.Table]:
+    """``located_session_tables`` without the places."""
+    for table, _ in located_session_tables(source, batch_rows):
+        yield table
+
+
+def located_session_tables(
+    source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], batch_rows: int = 65_536
+) -> Iterator[tuple[pa.Table, Callable[[int], tuple[Path, int]]]]:
     """The rows of ``source`` as tables of whole sessions, in file order, about
     ``batch_rows`` rows each (the session a batch ends in is carried into the
     next one, across files too). A session that reappears after another one
     raises ``NonContiguousError`` naming it and the file, a part given twice
     ``DuplicateSessionError`` naming the file and rows; files whose schema
-    differs from the first's raise ``SchemaError``."""
+    differs from the first's raise ``SchemaError``. Each table comes with the
+    function giving the file, and the row in it, of a row of the table."""
     if batch_rows < 1:
         raise DatasetError("batch_rows must be at least 1")
     done: set[str] = set()
@@ -696,8 +705,9 @@ def session_tables(
         if chunk.rows.num_rows:
             for ids, _ in _segment_sessions(chunk.rows, chunk.segments, done):
                 done |= ids
-            check_parts_once(chunk.rows, partial(_locate, chunk.segments))
-            yield chunk.rows
+            locate = partial(_locate, chunk.segments)
+            check_parts_once(chunk.rows, locate)
+            yield chunk.rows, locate
 
 
 __all__ = [
@@ -707,6 +717,7 @@ __all__ = [
     "check_file_joins",
     "check_parts_once",
     "compact_parquet",
+    "located_session_tables",
     "parquet_dataset",
     "parquet_files",
     "session_tables",

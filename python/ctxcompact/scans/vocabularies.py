@@ -177,8 +177,8 @@ def core_name(tokenizer: str, vocabulary: str | Path | None = None) -> str:
             )
         path = Path(vocabulary)
         if path.is_dir():
-            raise ConfigError(f"{path}: a directory, not a {tokenizer} vocabulary file",
-                              column="vocabulary")  # fmt: skip
+            raise ConfigError(f"{path} is a folder: vocabulary is the {tokenizer} vocabulary "
+                              "file itself", column="vocabulary")  # fmt: skip
         if not path.is_file():
             raise ConfigError(f"{path}: no such {tokenizer} vocabulary file", column="vocabulary")
     else:

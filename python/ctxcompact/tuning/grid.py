@@ -23,6 +23,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
+from ctxcompact.errors import CompactionError, ConfigError, DatasetError, NonContiguousError
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
-from ctxcompact.transcript import Transcript, unique_sessions
+from ctxcompact.transcript import Transcript, relocate, unique_sessions
 from ctxcompact.tuning.prices import Price, price_for
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
@@ -204,11 +205,27 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
     return out
 
 
-def _replay_table(table: pa.Table, grid_points: list[Point]) -> pa.Table:
+def _replay_table(
+    table: pa.Table, grid_points: list[Point], locate: Locate | None = None
+) -> pa.Table:
     """Every session of ``table`` under every point: the per-call rows (priced
-    on the driver, from the totals)."""
-    sessions = Transcript(table).to_sessions()
+    on the driver, from the totals). ``locate``: the file and row in it of a
+    row of ``table`` (a piece of a corpus), which an error about a row names."""
+    try:
+        sessions = Transcript(table).to_sessions()
+    except CompactionError as e:
+        if locate is None or e.row is None:
+            raise
+        raise relocate(e, *locate(e.row)) from None
     return _replay_sessions(sessions, grid_points)
+
+
+#: The file (``None``: a table in memory) and row of a row of a corpus's piece.
+Locate = Callable[[int], tuple[Any, int]]
+
+
+def _shifted(start: int, row: int) -> tuple[None, int]:
+    return None, start + row
 
 
 def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Table:
@@ -220,7 +237,7 @@ def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Ta
     return pa.Table.from_pylist(rows, schema=GRID_CALL_SCHEMA)
 
 
-def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[pa.Table]:
+def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[tuple[pa.Table, Locate]]:
     """Zero-copy slices of about ``batch_rows`` rows, cut between sessions (a
     session is never split; one longer than that is a slice of its own)."""
     if table.num_rows == 0:
@@ -243,11 +260,11 @@ def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[pa.Table]:
     start = 0
     for s in [*starts[1:], table.num_rows]:
         if s - start >= batch_rows or s == table.num_rows:
-            yield table.slice(start, s - start)
+            yield table.slice(start, s - start), partial(_shifted, start)
             start = s
 
 
-def _chunks(corpus: Any, batch_rows: int) -> Iterator[pa.Table | list[Session]]:
+def _chunks(corpus: Any, batch_rows: int) -> Iterator[tuple[pa.Table, Locate] | list[Session]]:
     """The corpus in pieces of whole sessions."""
     if isinstance(corpus, Session):
         yield [corpus]
@@ -256,9 +273,9 @@ def _chunks(corpus: Any, batch_rows: int) -> Iterator[pa.Table | list[Session]]:
     elif isinstance(corpus, (str, os.PathLike)) or (
         isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], (str, os.PathLike))
     ):
-        from ctxcompact.batch.parquet import session_tables
+        from ctxcompact.batch.parquet import located_session_tables
 
-        yield from session_tables(corpus, batch_rows)
+        yield from located_session_tables(corpus, batch_rows)
     else:
         sessions = list(corpus)
         if not all(isinstance(s, Session) for s in sessions):
@@ -325,9 +342,9 @@ def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Fu
     return set(finished), set(pending)
 
 
-def _run(chunk: pa.Table | list[Session], grid_points: list[Point]) -> pa.Table:
-    if isinstance(chunk, pa.Table):
-        return _replay_table(chunk, grid_points)
+def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point]) -> pa.Table:
+    if isinstance(chunk, tuple):
+        return _replay_table(chunk[0], grid_points, chunk[1])
     return _replay_sessions(chunk, grid_points)
 
 

@@ -1,0 +1,202 @@
+"""A part-row table with one bad column turned back into sessions
+(``Transcript.to_sessions``, and the commands built on it: replay, tune,
+convert): a typed error naming the column and the session and row, before
+any session is built or output written, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ctxcompact as cc
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from cli_run import invoke
+from ctxcompact.errors import ColumnTypeError, CompactionError, FormatError, UnknownValueError
+from ctxcompact.transcript import sessions_to_table
+
+FIXTURE = Path(__file__).parent / "fixtures" / "opencode_session.json"
+SID = "ses_fixture01"
+
+
+def _table() -> pa.Table:
+    return sessions_to_table([cc.Session.model_validate(json.loads(FIXTURE.read_text()))])
+
+
+def _first(table: pa.Table, column: str) -> int:
+    """The first row holding a value in ``column``."""
+    values = table.column(column).to_pylist()
+    return next(i for i, v in enumerate(values) if v is not None)
+
+
+def _put(table: pa.Table, column: str, change: Callable[[list[Any], int], None]) -> pa.Table:
+    """``table`` with ``column``'s first value changed (in a list of its values)."""
+    values = table.column(column).to_pylist()
+    change(values, _first(table, column))
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, table.schema.field(index), pa.array(values, table[column].type))
+
+
+def _set(column: str, value: Any) -> Callable[[pa.Table], tuple[pa.Table, int | None]]:
+    def make(table: pa.Table) -> tuple[pa.Table, int | None]:
+        row = _first(table, column)
+        return _put(table, column, lambda v, i: v.__setitem__(i, value)), row
+
+    return make
+
+
+def _output_int(table: pa.Table) -> tuple[pa.Table, int | None]:
+    lengths = pc.binary_length(pc.cast(table["output"], pa.binary()))
+    index = table.schema.get_field_index("output")
+    return table.set_column(index, "output", pc.cast(lengths, pa.int32())), None
+
+
+#: (column, how the table is altered, the error class, whether one row is named)
+CASES = {
+    "output-int32": ("output", _output_int, ColumnTypeError),
+    "status-unknown": ("status", _set("status", "weird"), UnknownValueError),
+    "part_json-not-json": ("part_json", _set("part_json", "{bad"), FormatError),
+    "message_json-array": ("message_json", _set("message_json", "[1]"), FormatError),
+    "session_json-not-json": ("session_json", _set("session_json", "nope"), FormatError),
+    "input-array": ("input", _set("input", "[1, 2]"), FormatError),
+    "part_json-state-number": ("part_json", None, FormatError),
+    "part_json-bad-field": ("part_json", None, FormatError),
+    "message_json-bad-field": ("message_json", None, FormatError),
+}
+
+
+def _bad(case: str) -> tuple[pa.Table, int | None]:
+    table = _table()
+    column, make, _ = CASES[case]
+    if make is not None:
+        return make(table)
+    # values a session cannot hold, in otherwise valid JSON (the model's check)
+    tool_row = _first(table, "status")
+    if case == "part_json-state-number":
+        values = table.column("part_json").to_pylist()
+        values[tool_row] = json.dumps({**json.loads(values[tool_row]), "state": 5})
+    elif case == "part_json-bad-field":
+        values = table.column("part_json").to_pylist()
+        values[tool_row] = json.dumps({**json.loads(values[tool_row]), "pinned": "maybe"})
+    else:
+        values = table.column("message_json").to_pylist()
+        tool_row = _first(table, "message_json")
+        values[tool_row] = json.dumps({**json.loads(values[tool_row]), "time": 5})
+    index = table.schema.get_field_index(column)
+    changed = pa.array(values, table[column].type)
+    return table.set_column(index, table.schema.field(index), changed), tool_row
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_column_is_a_typed_error_naming_it_and_its_row(case: str) -> None:
+    column, _, kind = CASES[case]
+    table, row = _bad(case)
+    with pytest.raises(kind) as e:
+        cc.Transcript(table).to_sessions()
+    assert isinstance(e.value, CompactionError) and e.value.column == column
+    text = str(e.value)
+    assert f'column "{column}"' in text, text
+    if row is not None:  # one value: its session and row are named too
+        assert e.value.row == row and e.value.session_id == SID
+        assert f"row {row}" in text and f'session "{SID}"' in text, text
+        assert e.value.message_id is not None and e.value.message_id in text
+
+
+@pytest.mark.parametrize("case", ["output-int32", "status-unknown", "part_json-not-json",
+                                  "message_json-array", "part_json-bad-field"])  # fmt: skip
+@pytest.mark.parametrize("command", ["replay", "convert"])
+def test_the_cli_names_the_file_and_column_in_one_line(
+    case: str, command: str, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    column, _, kind = CASES[case]
+    table, row = _bad(case)
+    src = tmp_path / "bad.parquet"
+    pq.write_table(table, src)
+    out = tmp_path / "out.parquet"
+    if command == "replay":
+        args = ["replay", str(src), "--context", "8000", "--output-limit", "1000",
+                "--out", str(out)]  # fmt: skip
+    else:
+        out = tmp_path / "out.json"
+        args = ["convert", str(src), str(out), "--to", "opencode"]
+    code, stdout, err = invoke(monkeypatch, capsys, *args)
+    assert code == 1, err  # the bad-data exit code, as estimate's
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: {kind.__name__}: {src}: "), err
+    assert f'column "{column}"' in err
+    if row is not None:
+        assert f"row {row}" in err and SID in err
+    assert not out.exists() and stdout == ""
+
+
+def test_estimate_and_to_sessions_name_a_mistyped_column_alike(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """The same check as the scans': estimate's message and to_sessions' agree."""
+    table, _ = _bad("output-int32")
+    src = tmp_path / "bad.parquet"
+    pq.write_table(table, src)
+    _, _, estimate = invoke(monkeypatch, capsys, "estimate", str(src))
+    _, _, replay = invoke(monkeypatch, capsys, "replay", str(src), "--context", "8000",
+                       "--output-limit", "1000")  # fmt: skip
+    assert estimate.strip() == replay.strip()
+
+
+def test_a_minimal_table_still_reads() -> None:
+    """Only the base columns are needed; the others are checked when present."""
+    table = _table()
+    minimal = table.select(["session_id", "message_id", "role", "part_type", "status", "output"])
+    sessions = cc.Transcript(minimal).to_sessions()
+    assert [s.id for s in sessions] == [SID]
+    # a tool part's state needs its status: the model's complaint names the column
+    with pytest.raises(FormatError) as e:
+        cc.Transcript(minimal.drop_columns(["status"])).to_sessions()
+    assert e.value.column == "status" and e.value.row == _first(table, "status")
+    assert 'column "status"' in str(e.value) and f'session "{SID}"' in str(e.value)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tune_names_the_file_and_its_row_of_a_bad_value(tmp_path: Path, workers: int) -> None:
+    """tune reads Parquet in pieces (of a few sessions, on workers): the error
+    names the file the value is in and its row there, not the piece's."""
+    from ctxcompact.tuning import tune
+
+    good = _table()
+    bad, row = _bad("status-unknown")
+
+    def renamed(sid: str) -> pa.Table:
+        return good.set_column(0, "session_id", pa.array([sid] * good.num_rows, pa.string()))
+
+    pq.write_table(renamed("ses_a"), tmp_path / "a.parquet")
+    # b.parquet: another session, then the bad one (its rows follow the other's)
+    pq.write_table(pa.concat_tables([renamed("ses_b"), bad]), tmp_path / "b.parquet")
+    row += good.num_rows
+    grid = {"preset": ["opencode"]}
+    with pytest.raises(UnknownValueError) as e:
+        tune(tmp_path, grid, limits={"context": 8_000, "output": 1_000}, workers=workers,
+             batch_rows=4)  # fmt: skip
+    text = str(e.value)
+    assert text.startswith(f"{tmp_path / 'b.parquet'}: ") and f"row {row}," in text, text
+    assert e.value.row == row and f'session "{SID}"' in text
+
+
+def test_replay_names_the_file_of_several_and_its_row(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Several Parquet inputs (or a folder) are read as one table: the error
+    names the file the bad value is in and its row there."""
+    good = _table().set_column(0, "session_id", pa.array(["ses_a"] * _table().num_rows))
+    bad, row = _bad("part_json-not-json")
+    pq.write_table(good, tmp_path / "a.parquet")
+    pq.write_table(bad, tmp_path / "b.parquet")
+    for inputs in ([tmp_path / "a.parquet", tmp_path / "b.parquet"], [tmp_path]):
+        code, _, err = invoke(monkeypatch, capsys, "replay", *map(str, inputs),
+                              "--context", "8000", "--output-limit", "1000")  # fmt: skip
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert f"error: FormatError: {tmp_path / 'b.parquet'}: " in err, err
+        assert f"row {row}," in err and 'column "part_json"' in err, err
