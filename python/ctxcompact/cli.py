@@ -1015,6 +1015,12 @@ POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_to
                "retention")  # fmt: skip
 
 
+def _some(names: list[str], n: int = 4) -> str:
+    """Up to ``n`` names, then how many more."""
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 def _cell(key: str, v: Any) -> str:
     if v is None:
         return "-"
@@ -1054,18 +1060,24 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         return
     table = Table(title=title)
     keys = [k for k in POLICY_KEYS if k != "name"] + (["front"] if "front" in rows[0] else [])
+
+    def cell(key: str, row: dict[str, Any]) -> str:
+        if key == "front" and row.get("feasible") is False:
+            return "no: over window"
+        return _cell(key, row.get(key))
+
     if len(rows) <= 4:
         table.add_column("measure")
         for row in rows:
             table.add_column(str(row["name"]), justify="right")
         for key in keys:
-            table.add_row(key.replace("_", " "), *(_cell(key, r.get(key)) for r in rows))
+            table.add_row(key.replace("_", " "), *(cell(key, r) for r in rows))
     else:
         table.add_column("policy")
         for key in keys:
             table.add_column(key.replace("_", " "), justify="right")
         for row in rows:
-            table.add_row(str(row["name"]), *(_cell(key, row.get(key)) for key in keys))
+            table.add_row(str(row["name"]), *(cell(key, row) for key in keys))
     console = Console()
     if not console.is_terminal:  # a pipe or a file: do not squeeze the columns to 80
         console = Console(width=200)
@@ -1249,10 +1261,22 @@ def tune(
         page = render_report(result)
         with _writing(report, "--report") as tmp:
             tmp.write_text(page, encoding="utf-8")
-    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]}, "front": r["pareto"]}
+    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]},
+             "feasible": r["feasible"], "front": r["pareto"]}
             for r in result.points.to_pylist()]  # fmt: skip
     extra: dict[str, Any] = {"model": model, "points": len(rows),
-                             "front": [r["name"] for r in rows if r["front"]]}  # fmt: skip
+                             "front": [r["name"] for r in rows if r["front"]],
+                             "front_axis": result.axis}  # fmt: skip
+    if over := [r["name"] for r in rows if not r["feasible"]]:
+        typer.echo(f"note: {len(over)} point(s) sent prompts over the input window and are "
+                   "left off the front (the model would refuse those prompts): "
+                   f"{_some(over)}", err=True)  # fmt: skip
+    if not extra["front"]:
+        typer.echo("note: the front is empty: every point sent prompts over the input window; "
+                   "give a larger context or a smaller output limit", err=True)  # fmt: skip
+    if result.axis != "cost":  # the front weighs the cost only when the calls are priced
+        typer.echo("note: no --model, so the calls are not priced: the front is prompt tokens "
+                   "against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
     _show_policies("tune", rows, extra, as_json, cfg)

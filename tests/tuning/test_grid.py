@@ -14,6 +14,7 @@ from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, 
 from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
 from ctxcompact.tuning.grid import points, results
+from ctxcompact.tuning.prices import Price
 
 
 def run(sid: str, steps: int, chars: int) -> cc.Session:
@@ -60,12 +61,14 @@ def test_every_point_is_replayed_and_the_front_is_not_dominated() -> None:
     # masking changes the prompts: the grid is not replaying one policy eight times
     assert len({r["prompt_tokens"] for r in table}) >= 3
     front = result.front().to_pylist()
-    assert front
+    assert front and result.axis == "cost"
+    fits = [r for r in table if r["feasible"]]
+    assert all(r["feasible"] is (r["over_window"] == 0) for r in table)
     for r in table:
         beaten = any(o["cost"] <= r["cost"] and o["retention"] >= r["retention"]
                      and (o["cost"] < r["cost"] or o["retention"] > r["retention"])
-                     for o in table)  # fmt: skip
-        assert r["pareto"] is (not beaten)
+                     for o in fits)  # fmt: skip
+        assert r["pareto"] is (r["feasible"] and not beaten)
 
 
 def test_parquet_streamed_in_small_batches_on_two_workers_gives_the_same(tmp_path: Path) -> None:
@@ -243,3 +246,49 @@ def test_a_point_without_preset_changes_the_configurations_policy() -> None:
     assert named.config.policy == Policy.preset("opencode").model_copy(
         update={"clear_inputs": True}
     )
+
+
+def handmade(points_: list[Any], rows: dict[str, tuple[int, int, int, bool]]) -> pa.Table:
+    """A per-call table of one call per point: (prompt tokens, removed facts,
+    kept facts, over the window)."""
+    from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
+
+    out = []
+    for p in points_:
+        prompt, removed, kept, over = rows[p.name]
+        out.append({"policy": p.name, "session_id": "s", "call": 0, "message_id": "a",
+                    "prompt_tokens": prompt, "cached_tokens": 0, "written_tokens": prompt,
+                    "output_tokens": 10, "compacted": bool(removed), "reason": None,
+                    "summary_input_tokens": 0, "summary_output_tokens": 0,
+                    "baseline_prompt_tokens": 5_000, "baseline_cached_tokens": 0,
+                    "removed_facts": removed, "kept_facts": kept, "lost": [],
+                    "over_window": over})  # fmt: skip
+    return pa.Table.from_pylist(out, schema=GRID_CALL_SCHEMA)
+
+
+def test_points_over_the_window_are_never_on_the_front() -> None:
+    """A point whose prompts the model would refuse was on the front, and
+    being cheaper with a higher retention pushed a feasible point off it."""
+    grid = {"context": [3_000, 16_000, 64_000]}
+    pts = points(grid, limits=LIMITS)
+    calls = handmade(pts, {"context=3000": (1_000, 10, 8, True),
+                           "context=16000": (4_000, 10, 3, False),
+                           "context=64000": (5_000, 0, 0, False)})  # fmt: skip
+    for price, model in ((None, None), (Price(1.0, 0.1, 1.25, 5.0), "m")):
+        result = results(calls, pts, price, model)
+        rows = {r["policy"]: r for r in result.points.to_pylist()}
+        assert [rows[n]["feasible"] for n in rows] == [False, True, True]
+        assert rows["context=3000"]["pareto"] is False
+        # the feasible 16k point is the cheapest feasible one: on the front
+        assert rows["context=16000"]["pareto"] is True
+        assert result.front()["policy"].to_pylist() == ["context=16000", "context=64000"]
+        assert result.axis == ("prompt_tokens" if price is None else "cost")
+
+
+def test_a_front_with_every_point_over_the_window_is_empty() -> None:
+    grid = {"context": [3_000, 4_000]}
+    pts = points(grid, limits=LIMITS)
+    calls = handmade(pts, {"context=3000": (1_000, 10, 8, True),
+                           "context=4000": (1_200, 10, 8, True)})  # fmt: skip
+    result = results(calls, pts, None, None)
+    assert result.front().num_rows == 0 and result.points["feasible"].to_pylist() == [False] * 2

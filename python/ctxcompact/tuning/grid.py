@@ -63,8 +63,15 @@ POINT_SCHEMA = pa.schema([
     ("retention", pa.float64()),
     ("cost", pa.float64()),
     ("baseline_cost", pa.float64()),
+    # Every prompt fit the input window (over_window == 0): a point the model
+    # would have refused prompts of is never on the front.
+    ("feasible", pa.bool_()),
     ("pareto", pa.bool_()),
 ])  # fmt: skip
+
+#: What the front weighs against retention: the cost when the calls are
+#: priced (a model was named), else the prompt tokens.
+FRONT_AXES = ("cost", "prompt_tokens")
 
 
 @dataclass(frozen=True)
@@ -81,14 +88,19 @@ class Point:
 class Tuning:
     """``calls``: one row per call and point (``GRID_CALL_SCHEMA``);
     ``points``: one row per point (``POINT_SCHEMA``, ``pareto`` marks the
-    cost-vs-retention front); ``summaries``: per point, ``replay``'s totals."""
+    cost-vs-retention front, over the ``feasible`` points only);
+    ``summaries``: per point, ``replay``'s totals; ``axis``: what the front
+    weighs against retention, ``"cost"`` (priced) or ``"prompt_tokens"`` (no
+    model named)."""
 
     calls: pa.Table
     points: pa.Table
     summaries: dict[str, dict[str, Any]]
+    axis: str = "cost"
 
     def front(self) -> pa.Table:
-        """The points no other point beats on both cost and retention."""
+        """The feasible points (every prompt within the window) no other
+        feasible point beats on both the ``axis`` and retention."""
         return self.points.filter(self.points["pareto"])
 
 
@@ -285,7 +297,9 @@ def tune(
 
     ``workers``: processes (default: the CPUs; 1 runs in this process).
     ``model``: price the calls; without it the front is prompt tokens vs
-    retention. ``progress(sessions_done, total or None)`` after each batch.
+    retention (``Tuning.axis``). The front holds only the points whose every
+    prompt fit the window (``feasible``). ``progress(sessions_done, total or
+    None)`` after each batch.
     """
     grid_points = points(grid, config=config, limits=limits)
     price = price_for(model, (config or CompactionConfig()).prices, prices)
@@ -355,21 +369,27 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
             "baseline_prompt_tokens": s["baseline_prompt_tokens"],
             "cached_tokens": s["cached_tokens"], "compactions": s["compactions"],
             "over_window": s["over_window"], "retention": s["retention"], "cost": s.get("cost"),
-            "baseline_cost": s.get("baseline_cost"), "pareto": False,
+            "baseline_cost": s.get("baseline_cost"), "feasible": not s["over_window"],
+            "pareto": False,
         })  # fmt: skip
 
-    # The front: no other point is at least as good on both axes and better on one.
-    def axis(r: dict[str, Any]) -> float:
-        return float(r["cost"] if r["cost"] is not None else r["prompt_tokens"])
+    # The front: no other point is at least as good on both axes and better on
+    # one. Only feasible points: one whose prompts the model would refuse is
+    # no option, however cheap, and must not push a feasible point off.
+    key = "cost" if price is not None else "prompt_tokens"
 
-    for r in rows:
+    def axis(r: dict[str, Any]) -> float:
+        return float(r[key])
+
+    feasible = [r for r in rows if r["feasible"]]
+    for r in feasible:
         r["pareto"] = not any(
             axis(o) <= axis(r) and o["retention"] >= r["retention"]
             and (axis(o) < axis(r) or o["retention"] > r["retention"])
-            for o in rows
+            for o in feasible
         )  # fmt: skip
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
-                  summaries=summaries)  # fmt: skip
+                  summaries=summaries, axis=key)  # fmt: skip
 
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
@@ -407,6 +427,7 @@ def tune_dataset(
 
 
 __all__ = [
+    "FRONT_AXES",
     "GRID_CALL_SCHEMA",
     "POINT_SCHEMA",
     "Point",
