@@ -73,3 +73,82 @@ def test_tune_leaves_points_over_the_window_off_the_front(
     code, text, _ = invoke(monkeypatch, capsys, "tune", str(long_task), "--grid", str(grid),
                            "--output-limit", "500", "--workers", "1")  # fmt: skip
     assert code == 0 and "no: over window" in text and "front axis: prompt_tokens" in text
+
+
+def test_policies_that_replay_identically_are_named_with_why(
+    runs: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Without mask_first, compactions fired and every policy replayed byte
+    for byte the same (the offline digest does not read what pruning
+    cleared), and nothing said so."""
+    args = ["replay", str(runs), "--context", "12000", "--output-limit", "1000",
+            "--policy", "opencode", "--policy", "swe-agent", "--json"]  # fmt: skip
+    code, out, err = invoke(monkeypatch, capsys, *args)
+    a, b = json.loads(out)["policies"]
+    assert code == 0 and a["compactions"] > 0
+    assert a["prompt_tokens"] == b["prompt_tokens"] and a["retention"] == b["retention"]
+    assert "note: 2 policies replay identically (opencode, swe-agent): without mask_first" in err
+    assert "offline digest summary" in err and "use --mask-first" in err
+    # with mask_first swe-agent masks: the two differ, no note
+    code, out, err = invoke(monkeypatch, capsys, *args, "--mask-first")
+    a, b = json.loads(out)["policies"]
+    assert code == 0 and a["prompt_tokens"] != b["prompt_tokens"]
+    assert "replay identically" not in err
+    # a grid: points of one window are compared
+    grid = runs.parent / "grid.toml"
+    grid.write_text('preset = ["opencode", "swe-agent", "aggressive"]\nmask_first = [false, true]\n'
+                    "context = [12000]\n")  # fmt: skip
+    code, out, err = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(grid),
+                            "--output-limit", "1000", "--workers", "1", "--json")  # fmt: skip
+    assert code == 0
+    assert (
+        "policies replay identically (preset=opencode,mask_first=False,context=12000, "
+        "preset=opencode,mask_first=True,context=12000, "
+        "preset=swe-agent,mask_first=False,context=12000, "
+        "preset=aggressive,mask_first=False,context=12000): without mask_first"
+    ) in err
+
+
+def test_the_mask_first_hint_is_not_given_when_mask_first_was(
+    runs: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    args = ["replay", str(runs), "--context", "10000000", "--output-limit", "4000",
+            "--policy", "opencode", "--json"]  # fmt: skip
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 0 and "--mask-first (a grid's mask_first) masks at every step" in err
+    code, _, err = invoke(monkeypatch, capsys, *args, "--mask-first")
+    assert code == 0 and "no policy changed a prompt" in err
+    assert "masks at every step" not in err
+    assert "with mask_first no policy found an output to clear" in err
+
+
+def test_json_records_what_the_numbers_depend_on(
+    runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    code, out, _ = invoke(monkeypatch, capsys, "replay", str(runs), "--context", "12000",
+                          "--output-limit", "1000", "--policy", "swe-agent", "--mask-first",
+                          "--method", "o200k", "--json")  # fmt: skip
+    result = json.loads(out)
+    assert code == 0
+    assert {k: result[k] for k in ("context", "output_limit", "output_reserved", "method",
+                                   "mask_first")} == {
+        "context": 12000, "output_limit": 1000, "output_reserved": 1000, "method": "o200k",
+        "mask_first": True}  # fmt: skip
+    # a run that masks at every step says so in its label
+    (row,) = result["policies"]
+    assert row["name"] == "swe-agent + mask_first" and row["mask_first"] is True
+    code, out, _ = invoke(monkeypatch, capsys, "replay", str(runs), "--context", "40000",
+                          "--json")  # fmt: skip
+    plain = json.loads(out)
+    # no output limit: output_token_max is reserved for the answer
+    assert plain["output_limit"] is None and plain["output_reserved"] == 32_000
+    assert plain["method"] == "opencode" and plain["mask_first"] is False
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent"]\nmask_first = [false, true]\n')
+    code, out, _ = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(grid),
+                          "--context", "12000", "--output-limit", "1000", "--method",
+                          "cl100k", "--workers", "1", "--json")  # fmt: skip
+    tuned = json.loads(out)
+    assert code == 0 and tuned["method"] == "cl100k" and tuned["output_limit"] == 1000
+    assert tuned["context"] == 12000 and tuned["mask_first"] == [False, True]
+    assert [p["mask_first"] for p in tuned["policies"]] == [False, True]

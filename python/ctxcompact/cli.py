@@ -1033,22 +1033,80 @@ def _cell(key: str, v: Any) -> str:
     return str(v)
 
 
-def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
-                   as_json: bool, cfg: CompactionConfig) -> None:  # fmt: skip
-    """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
-    if rows and all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
+#: Per policy: equal values mean the policies sent the same prompts.
+_SAME_KEYS = ("sessions", "calls", "prompt_tokens", "cached_tokens", "compactions",
+              "over_window", "retention")  # fmt: skip
+
+
+def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
+    """When no policy changed a prompt, say why on stderr (equal columns look
+    like a broken replay); whether it did."""
+    if not rows or not all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
         "baseline_prompt_tokens") for r in rows):  # fmt: skip
-        # Equal columns look like a broken replay; say why they are equal.
-        if not cfg.prune:
-            typer.echo("note: no policy changed a prompt: pruning is disabled "
-                       f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
-                       "with --mask-first (a grid's mask_first) or not; only a summary changes "
-                       "a prompt, when a session overflows its context, and no session "
-                       "did", err=True)  # fmt: skip
-        else:
-            typer.echo("note: no policy changed a prompt: policies act when a session "
-                       "overflows its context, and no session did; --mask-first (a grid's "
-                       "mask_first) masks at every step", err=True)  # fmt: skip
+        return False
+    masking = sum(bool(r.get("mask_first")) for r in rows)
+    if not cfg.prune:
+        typer.echo("note: no policy changed a prompt: pruning is disabled "
+                   f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
+                   "with --mask-first (a grid's mask_first) or not; only a summary changes "
+                   "a prompt, when a session overflows its context, and no session "
+                   "did", err=True)  # fmt: skip
+    elif not masking:
+        typer.echo("note: no policy changed a prompt: policies act when a session "
+                   "overflows its context, and no session did; --mask-first (a grid's "
+                   "mask_first) masks at every step", err=True)  # fmt: skip
+    else:
+        which = "with mask_first no policy" if masking == len(rows) else (
+            "the points with mask_first")  # fmt: skip
+        typer.echo("note: no policy changed a prompt: policies summarize when a session "
+                   f"overflows its context, and no session did; {which} found an output to "
+                   "clear (every output is within what the policy protects: its protect, "
+                   "keep_recent, minimum)", err=True)  # fmt: skip
+    return True
+
+
+def _note_equal(rows: list[dict[str, Any]], windows: list[Any] | None = None,
+                shown: int = 3) -> None:  # fmt: skip
+    """Say on stderr which policies (of one window) replayed identically, and why."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for i, row in enumerate(rows):
+        window = windows[i] if windows is not None else None
+        groups.setdefault((window, *(row.get(k) for k in _SAME_KEYS)), []).append(row)
+    same = [g for g in groups.values() if len(g) > 1]
+    for group in same[:shown]:
+        first, why = group[0], []
+        plain = any(not r.get("mask_first") for r in group)
+        if plain and first.get("compactions"):
+            why.append("without mask_first a policy prunes only as a summary runs, and the "
+                       "offline digest summary reads the task, requests, paths and errors, "
+                       "not the tool outputs pruning cleared, so the policy leaves no trace "
+                       "in what is sent")  # fmt: skip
+        elif plain:
+            why.append("no session overflowed this context, so without mask_first no policy "
+                       "acted")  # fmt: skip
+        if any(r.get("mask_first") for r in group):
+            why.append("with mask_first they cleared the same outputs" if first.get(
+                "prompt_tokens") != first.get("baseline_prompt_tokens") or first.get(
+                "compactions") else "with mask_first no output was outside what the "
+                "policy protects")  # fmt: skip
+        hint = ("; to tell policies apart offline, use --mask-first (a grid's mask_first), "
+                "or real summaries (in Python: tuning.replay(..., summarizer=Summarizer("
+                "client, config)))") if plain else ""  # fmt: skip
+        typer.echo(f"note: {len(group)} policies replay identically "
+                   f"({_some([str(r['name']) for r in group])}): {'; '.join(why)}{hint}",
+                   err=True)  # fmt: skip
+    if len(same) > shown:
+        typer.echo(f"note: {len(same) - shown} more group(s) of policies replay identically "
+                   "(equal rows below)", err=True)  # fmt: skip
+
+
+def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
+                   as_json: bool, cfg: CompactionConfig,
+                   windows: list[Any] | None = None) -> None:  # fmt: skip
+    """A column per policy (a few) or a row per policy (a grid), then ``extra``.
+    ``windows``: each row's window (policies are compared within one)."""
+    if not _note_unchanged(rows, cfg):
+        _note_equal(rows, windows)
     for row in rows:
         if row.get("over_window"):
             typer.echo(f"warning: {row['name']}: {row['over_window']:,} call(s) sent a prompt "
@@ -1150,12 +1208,14 @@ def replay(
     cfg = _config(config, **overrides)
     # Each --policy is replayed as given; without one, the config's policy with
     # its prune_* fields applied (what prune runs), labelled by what it is.
+    # A run that masks at every step says so in its label (and in --out's rows).
+    masked = " + mask_first" if cfg.mask_first else ""
     runs: list[tuple[str, Policy | None]] = [
-        (name, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
-    ] or [(cfg.prune_policy().describe(), None)]
+        (name + masked, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
+    ] or [(cfg.prune_policy().describe() + masked, None)]
     if policies:
         _note_prune_fields(cfg, "each --policy is replayed as given")
-    limits, _ = _limits(context, output_limit, cfg)
+    limits, usable = _limits(context, output_limit, cfg)
     _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
         transcript = _load_many(inputs, fmt, on_error)
@@ -1167,14 +1227,18 @@ def replay(
                                 model=model)  # fmt: skip
         s = result.summary
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
-                     "removed_facts": s["removed_facts"], "kept_facts": s["kept_facts"],
-                     "most_lost": s["most_lost"][:5]})  # fmt: skip
+                     "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
+                     "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5]})  # fmt: skip
         calls = result.calls
         tables.append(calls.add_column(0, "policy", pa.array([label] * calls.num_rows,
                                                               pa.string())))  # fmt: skip
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
-    _show_policies("replay", rows, {"model": model, "context": context}, as_json, cfg)
+    # What the numbers depend on, so two results can be told apart.
+    extra = {"model": model, "context": context, "output_limit": output_limit,
+             "output_reserved": context - (usable or 0),
+             "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+    _show_policies("replay", rows, extra, as_json, cfg)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -1261,12 +1325,20 @@ def tune(
         page = render_report(result)
         with _writing(report, "--report") as tmp:
             tmp.write_text(page, encoding="utf-8")
+    options = result.summaries
     rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]},
+             "mask_first": options[r["policy"]].get("mask_first", cfg.mask_first),
              "feasible": r["feasible"], "front": r["pareto"]}
             for r in result.points.to_pylist()]  # fmt: skip
+    windows = [(options[r["name"]].get("context", context),
+                options[r["name"]].get("output", output_limit)) for r in rows]  # fmt: skip
+    # What the grid does not vary, so two results can be told apart.
     extra: dict[str, Any] = {"model": model, "points": len(rows),
                              "front": [r["name"] for r in rows if r["front"]],
-                             "front_axis": result.axis}  # fmt: skip
+                             "front_axis": result.axis, "method": cfg.estimate_method,
+                             "context": points.get("context", context),
+                             "output_limit": points.get("output", output_limit),
+                             "mask_first": points.get("mask_first", cfg.mask_first)}  # fmt: skip
     if over := [r["name"] for r in rows if not r["feasible"]]:
         typer.echo(f"note: {len(over)} point(s) sent prompts over the input window and are "
                    "left off the front (the model would refuse those prompts): "
@@ -1279,7 +1351,7 @@ def tune(
                    "against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    _show_policies("tune", rows, extra, as_json, cfg)
+    _show_policies("tune", rows, extra, as_json, cfg, windows)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
