@@ -10,7 +10,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
+from ctxcompact.errors import (
+    ConfigError,
+    DatasetError,
+    DuplicateSessionError,
+    InputTypeError,
+    NonContiguousError,
+)
 from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
 from ctxcompact.tuning.grid import points, results
@@ -131,6 +137,56 @@ def test_bad_grids(grid: dict[str, Any], match: str) -> None:
         limits = None
     with pytest.raises(ConfigError, match=match):
         tune(SESSIONS, grid, limits=limits, workers=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"workers": "2"}, ConfigError, "workers must be an integer of at least 1, got str '2'"),
+        ({"workers": 0}, ConfigError, "workers must be an integer of at least 1, got int 0"),
+        ({"workers": 1.5}, ConfigError, "workers must be an integer"),
+        ({"batch_rows": 0}, ConfigError, "batch_rows must be an integer of at least 1"),
+        ({"model": 5}, ConfigError, r"model must be a model name \(str\)"),
+        ({"model": "x", "prices": [1]}, ConfigError, "prices must be a dict"),
+        ({"config": 5}, ConfigError, "tune: config takes a CompactionConfig"),
+        ({"corpus": None}, InputTypeError, r"tune takes .*\(corpus\), got NoneType"),
+        ({"corpus": 5}, InputTypeError, r"\(corpus\), got int"),
+        # was "the grid is empty"
+        ({"grid": [1, 2]}, ConfigError, "a grid is a dict of option -> list of values, or the "
+                                        "path of a TOML file, got list"),
+        # was pydantic's raw dump ("1 validation error for Policy ... errors.pydantic.dev")
+        ({"grid": {"protect": [-5], "context": [8000]}}, ConfigError,
+         r"^grid point protect=-5,context=8000: invalid policy option protect: Input should be "
+         r"greater than or equal to 0$"),
+    ],
+)  # fmt: skip
+def test_tune_names_an_argument_of_the_wrong_kind(
+    kwargs: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    args = {"corpus": SESSIONS[:1], "grid": {"context": [50_000]}, "limits": LIMITS,
+            "workers": 1, **kwargs}  # fmt: skip
+    with pytest.raises(error, match=says):
+        tune(**args)
+
+
+def test_tune_takes_a_dict_of_config_fields() -> None:
+    grid = {"preset": ["swe-agent"], "context": [12_000]}
+    as_dict = tune(SESSIONS[:2], grid, limits=LIMITS, config={"mask_first": True}, workers=1)
+    as_config = tune(SESSIONS[:2], grid, limits=LIMITS,
+                     config=cc.CompactionConfig(mask_first=True), workers=1)  # fmt: skip
+    assert as_dict.points.equals(as_config.points)
+
+
+def test_a_bad_policy_value_in_a_grid_file_reads_as_in_a_policy_file(tmp_path: Path) -> None:
+    grid = tmp_path / "g.toml"
+    grid.write_text("protect = [-5]\ncontext = [8000]\n")
+    with pytest.raises(ConfigError) as caught:
+        points(grid)
+    assert str(caught.value) == (
+        f"{grid}: grid point protect=-5,context=8000: invalid policy "
+        "option protect: Input should be greater than or equal to 0"
+    )
+    assert "pydantic" not in str(caught.value)
 
 
 def test_bad_grid_files(tmp_path: Path) -> None:

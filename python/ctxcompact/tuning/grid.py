@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, DatasetError, NonContiguousError
+from ctxcompact.errors import ConfigError, DatasetError, InputTypeError, NonContiguousError
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
@@ -38,6 +38,8 @@ from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.prices import Price, price_for
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
+    check_config,
+    check_number,
     check_window,
     replay_session,
     summarize_calls,
@@ -128,7 +130,10 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
             data = data["grid"]
     else:
         data = grid
-    if not isinstance(data, Mapping) or not data:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}a grid is a dict of option -> list of values, or the path of "
+                          f"a TOML file, got {type(data).__name__}", column="grid")  # fmt: skip
+    if not data:
         raise ConfigError(f"{where}the grid is empty: give lists of option values", column="grid")
     known = set(Policy.model_fields) | {"preset", *WINDOW_KEYS, *CONFIG_KEYS}
     out: dict[str, list[Any]] = {}
@@ -161,13 +166,13 @@ def _name(options: Mapping[str, Any]) -> str:
 
 
 def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
-           config: CompactionConfig | None = None,
+           config: CompactionConfig | Mapping[str, Any] | None = None,
            limits: Limits | Mapping[str, int] | None = None) -> list[Point]:  # fmt: skip
     """Every point of the grid, each checked (a bad value raises ``ConfigError``
     naming the point and the option)."""
     lists = load_grid(grid)
     where = f"{grid}: " if isinstance(grid, (str, os.PathLike)) else ""
-    base = config or CompactionConfig()
+    base = check_config(config, "tune")
     base_window = Limits.coerce(limits) if limits is not None else None
     out: list[Point] = []
     for combo in itertools.product(*lists.values()):
@@ -187,10 +192,10 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             # (what a grid does not vary comes from config), not OpenCode's.
             if not policy_opts:
                 policy = base.prune_policy()
-            elif "preset" in policy_opts:
-                policy = Policy.load(policy_opts)
             else:
-                policy = Policy.model_validate({**base.policy.model_dump(), **policy_opts})
+                # Without a preset, the options change the config's policy.
+                start = {} if "preset" in policy_opts else base.policy.model_dump()
+                policy = Policy.from_mapping({**start, **policy_opts}, where="")
             cfg = base.with_policy(policy).model_copy(
                 update={k: options[k] for k in CONFIG_KEYS if k in options}
             )
@@ -271,6 +276,10 @@ def _chunks(corpus: Any, batch_rows: int) -> Iterator[pa.Table | list[Session]]:
         from ctxcompact.batch.parquet import session_tables
 
         yield from session_tables(corpus, batch_rows)
+    elif corpus is None or isinstance(corpus, (Mapping, bytes)) or not isinstance(corpus, Iterable):
+        raise InputTypeError(f"tune takes Sessions, a Transcript, an Arrow table or Parquet "
+                             f"paths (corpus), got {type(corpus).__name__}",
+                             column="corpus")  # fmt: skip
     else:
         sessions = list(corpus)
         if not all(isinstance(s, Session) for s in sessions):
@@ -286,7 +295,7 @@ def tune(
     grid: Mapping[str, Any] | str | os.PathLike[str],
     *,
     limits: Limits | Mapping[str, int] | None = None,
-    config: CompactionConfig | None = None,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
     model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     workers: int | None = None,
@@ -301,11 +310,13 @@ def tune(
     prompt fit the window (``feasible``). ``progress(sessions_done, total or
     None)`` after each batch.
     """
+    config = check_config(config, "tune")
+    if workers is not None:
+        check_number(workers, "workers", least=1, integer=True)
+    check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, (config or CompactionConfig()).prices, prices)
+    price = price_for(model, config.prices, prices)
     n = workers if workers is not None else (os.cpu_count() or 1)
-    if n < 1:
-        raise ConfigError("workers must be at least 1", column="workers")
     tables: list[pa.Table] = []
     done = 0
 
@@ -403,7 +414,7 @@ def tune_dataset(
     grid: Mapping[str, Any] | str | os.PathLike[str],
     *,
     limits: Limits | Mapping[str, int] | None = None,
-    config: CompactionConfig | None = None,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
     model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     num_cpus: float = 1,
@@ -415,8 +426,9 @@ def tune_dataset(
     from ctxcompact.batch.ray_data import _ray
 
     ray = _ray()
+    config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, (config or CompactionConfig()).prices, prices)
+    price = price_for(model, config.prices, prices)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
