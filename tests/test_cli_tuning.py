@@ -152,3 +152,29 @@ def test_json_records_what_the_numbers_depend_on(
     assert code == 0 and tuned["method"] == "cl100k" and tuned["output_limit"] == 1000
     assert tuned["context"] == 12000 and tuned["mask_first"] == [False, True]
     assert [p["mask_first"] for p in tuned["policies"]] == [False, True]
+
+
+@pytest.mark.parametrize("command", ["replay", "tune", "compact", "batch"])
+def test_an_output_limit_of_0_is_refused(
+    command: str, runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """--output-limit 0 was taken as "unknown": output_token_max (32,000)
+    reserved for the answer, without a word (an 8,000-token input window out
+    of --context 40000)."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["opencode"]\n')
+    extra = {"tune": ["--grid", str(grid)],
+             "compact": ["--output", str(tmp_path / "out.parquet")]}.get(command, [])  # fmt: skip
+    code, _, err = invoke(monkeypatch, capsys, command, str(runs), "--context", "40000",
+                          "--output-limit", "0", *extra)  # fmt: skip
+    assert code == 2 and "--output-limit" in err and "greater than or equal to 1" in err
+
+
+def test_a_grids_output_of_0_is_refused(runs: Path, tmp_path: Path, monkeypatch: Any,
+                                        capsys: Any) -> None:  # fmt: skip
+    grid = tmp_path / "grid.toml"
+    grid.write_text("output = [0, 4000]\n")
+    code, _, err = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(grid),
+                          "--context", "40000", "--workers", "1")  # fmt: skip
+    assert code == 4
+    assert "grid point output=0: output 0 is no output limit: output_token_max (32,000" in err

@@ -220,9 +220,9 @@ ContextOption = Annotated[
 ]  # fmt: skip
 OutputLimitOption = Annotated[
     int | None,
-    typer.Option("--output-limit", min=0, metavar="TOKENS",
-                 help="Model output limit (with --context; default: output_token_max "
-                 "tokens are reserved for the answer)."),
+    typer.Option("--output-limit", min=1, metavar="TOKENS",
+                 help="Model output limit, at least 1 (with --context; without it, "
+                 "output_token_max tokens are reserved for the answer)."),
 ]  # fmt: skip
 
 

@@ -8,7 +8,7 @@ memory: one batch per worker in flight); the batches run in worker processes.
 ``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
 
 Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
-window: ``context`` (at least 1 token) and ``output``. A value is a list of
+window: ``context`` and ``output`` (each at least 1 token). A value is a list of
 candidates (a scalar is one), each listed once. In a TOML file, the keys sit
 at the top or under ``[grid]`` (then nothing else is in the file). What a
 grid does not vary comes from ``config`` (the estimate method, thresholds)
@@ -206,6 +206,14 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             if window["context"] is None or (window["context"] == 0 and "context" not in options):
                 raise ConfigError("no context window: put 'context' in the grid or pass limits=",
                                   column="context")  # fmt: skip
+            if "output" in options and options["output"] == 0:
+                # 0 is "unknown" to the window: output_token_max would be reserved.
+                raise ConfigError(
+                    f"output 0 is no output limit: output_token_max ({base.output_token_max:,} "
+                    "tokens) would be reserved for the answer; give the model's output limit "
+                    "(at least 1 token), or leave output out of the grid",
+                    column="output",
+                )  # fmt: skip
             if isinstance(window["context"], int) and window["context"] == 0:
                 # 0 is an unlimited window elsewhere: nothing would be tuned.
                 raise ConfigError("context 0 is no window: a grid's context is at least 1 "
