@@ -178,3 +178,22 @@ def test_a_grids_output_of_0_is_refused(runs: Path, tmp_path: Path, monkeypatch:
                           "--context", "40000", "--workers", "1")  # fmt: skip
     assert code == 4
     assert "grid point output=0: output 0 is no output limit: output_token_max (32,000" in err
+
+
+@pytest.mark.parametrize("command", ["replay", "tune"])
+def test_out_named_as_another_format_is_refused(
+    command: str, runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """--out calls.csv wrote Parquet into a .csv name without a word."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["opencode"]\n')
+    extra = ["--grid", str(grid), "--workers", "1"] if command == "tune" else []
+    out = tmp_path / "calls.csv"
+    code, _, err = invoke(monkeypatch, capsys, command, str(runs), "--context", "40000",
+                          "--output-limit", "1000", "--out", str(out), *extra)  # fmt: skip
+    assert code == 2 and not out.exists()
+    assert "--out writes Parquet, not CSV; name it calls.parquet" in " ".join(err.split())
+    parquet = tmp_path / "calls.parquet"
+    code, _, _ = invoke(monkeypatch, capsys, command, str(runs), "--context", "40000",
+                        "--output-limit", "1000", "--out", str(parquet), *extra)  # fmt: skip
+    assert code == 0 and parquet.read_bytes()[:4] == b"PAR1"

@@ -301,6 +301,23 @@ def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -
     _check_outputs({option: path}, inputs)
 
 
+#: Suffixes of formats a Parquet output is not: a file of that name would
+#: hold Parquet that its readers cannot open.
+_NOT_PARQUET = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".txt", ".html", ".htm", ".xlsx",
+                ".arrow", ".feather")  # fmt: skip
+
+
+def _parquet_name(path: Path | None, option: str) -> None:
+    """Refuse a Parquet output named as another format (``calls.csv``)."""
+    if path is not None and path.suffix.lower() in _NOT_PARQUET:
+        raise typer.BadParameter(
+            f"{path}: {option} writes Parquet, not {path.suffix.lstrip('.').upper()}; name it "
+            f"{path.with_suffix('.parquet').name} (pyarrow.parquet.read_table reads it; "
+            "pandas' to_csv writes CSV from it)",
+            param_hint=option,
+        )
+
+
 def _check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path] = ()) -> None:
     """The library's check of outputs (``_outputs.check_outputs``, which
     ``compact_parquet`` runs too) before any work: two outputs on one file or
@@ -1216,6 +1233,7 @@ def replay(
     if policies:
         _note_prune_fields(cfg, "each --policy is replayed as given")
     limits, usable = _limits(context, output_limit, cfg)
+    _parquet_name(out, "--out")
     _check_output(out, "--out", inputs)
     with _status(f"reading {len(inputs)} input(s)", as_json):
         transcript = _load_many(inputs, fmt, on_error)
@@ -1291,6 +1309,7 @@ def tune(
         raise typer.BadParameter("give the context window, or list 'context' in the grid",
                                  param_hint="--context")  # fmt: skip
     window = {"context": context or 0, "output": output_limit or 0}
+    _parquet_name(out, "--out")
     _check_outputs({"--out": out, "--report": report}, inputs)
     if report is not None:
         from ctxcompact.tuning.report import pyplot
