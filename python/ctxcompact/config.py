@@ -539,11 +539,18 @@ def _settings_error(error: SettingsError) -> ConfigError:
     if match is None:
         return ConfigError(f"configuration: {error}")
     name = match.group(1)
+    example = _JSON_EXAMPLES.get(name, '\'["skill", "todo"]\'')
     return ConfigError(
         f"environment variable {env_var(name)}={_env_value(name)!r}: invalid {name}: "
-        'expected JSON (e.g. \'["skill", "todo"]\')',
+        f"expected JSON (e.g. {example})",
         column=name,
     )
+
+
+#: What a complex field's environment value looks like (default: a list).
+_JSON_EXAMPLES = {
+    "prices": '\'{"my-model": {"input": 3, "output": 15}}\', USD per million tokens',
+}
 
 
 def _type_name(annotation: Any) -> str:

@@ -182,6 +182,12 @@ def test_bad_prices_in_a_config_name_their_file(
     monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"output": 1}}')
     with pytest.raises(ConfigError, match=r"CTXCOMPACT_PRICES=.*price of 'm' has no 'input'"):
         cc.CompactionConfig()
+    # not JSON: the example was the tool list's ('["skill", "todo"]')
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"input": 1, "output": 2')
+    with pytest.raises(ConfigError) as caught:
+        cc.CompactionConfig()
+    assert """invalid prices: expected JSON (e.g. '{"my-model": {"input": 3""" in str(caught.value)
+    assert "skill" not in str(caught.value)
 
 
 def test_bad_input() -> None:
