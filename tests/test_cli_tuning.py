@@ -89,6 +89,17 @@ def test_policies_that_replay_identically_are_named_with_why(
     assert a["prompt_tokens"] == b["prompt_tokens"] and a["retention"] == b["retention"]
     assert "note: 2 policies replay identically (opencode, swe-agent): without mask_first" in err
     assert "offline digest summary" in err and "use --mask-first" in err
+    # pruning off: that is why, whatever the policy
+    monkeypatch.setenv("CTXCOMPACT_PRUNE", "0")
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert (
+        code == 0
+        and "2 policies replay identically (opencode, swe-agent): pruning is "
+        "disabled (prune = false, from environment CTXCOMPACT_PRUNE)"
+        in err
+    )
+    assert "offline digest" not in err
+    monkeypatch.delenv("CTXCOMPACT_PRUNE")
     # with mask_first swe-agent masks: the two differ, no note
     code, out, err = invoke(monkeypatch, capsys, *args, "--mask-first")
     a, b = json.loads(out)["policies"]

@@ -1082,8 +1082,8 @@ def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
     return True
 
 
-def _note_equal(rows: list[dict[str, Any]], windows: list[Any] | None = None,
-                shown: int = 3) -> None:  # fmt: skip
+def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
+                windows: list[Any] | None = None, shown: int = 3) -> None:  # fmt: skip
     """Say on stderr which policies (of one window) replayed identically, and why."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for i, row in enumerate(rows):
@@ -1093,6 +1093,12 @@ def _note_equal(rows: list[dict[str, Any]], windows: list[Any] | None = None,
     for group in same[:shown]:
         first, why = group[0], []
         plain = any(not r.get("mask_first") for r in group)
+        if not cfg.prune:
+            typer.echo(f"note: {len(group)} policies replay identically "
+                       f"({_some([str(r['name']) for r in group])}): pruning is disabled "
+                       f"(prune = false, from {cfg.sources()['prune']}), so no policy prunes "
+                       "or masks", err=True)  # fmt: skip
+            continue
         if plain and first.get("compactions"):
             why.append("without mask_first a policy prunes only as a summary runs, and the "
                        "offline digest summary reads the task, requests, paths and errors, "
@@ -1123,7 +1129,7 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
     """A column per policy (a few) or a row per policy (a grid), then ``extra``.
     ``windows``: each row's window (policies are compared within one)."""
     if not _note_unchanged(rows, cfg):
-        _note_equal(rows, windows)
+        _note_equal(rows, cfg, windows)
     for row in rows:
         if row.get("over_window"):
             typer.echo(f"warning: {row['name']}: {row['over_window']:,} call(s) sent a prompt "
