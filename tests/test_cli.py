@@ -402,14 +402,17 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     code, out = run(monkeypatch, capsys, "replay", str(data), "--context", "30000",
                     "--output-limit", "2000", "--policy", "swe-agent", "--policy", "opencode",
                     "--mask-first", "--model", "gpt-4o", "--out", str(calls), "--json")  # fmt: skip
-    assert code == 0 and [p["name"] for p in out["policies"]] == ["swe-agent", "opencode"]
+    assert code == 0 and [p["name"] for p in out["policies"]] == [
+        "swe-agent + mask_first",
+        "opencode + mask_first",
+    ]
     swe, opencode = out["policies"]
     keys = {"name", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
             "cached_tokens", "cost", "baseline_cost", "compactions", "retention"}  # fmt: skip
     assert keys <= set(swe) and swe["sessions"] == 12
     table = pq.read_table(calls)
     assert table.num_rows == swe["calls"] + opencode["calls"] and swe["calls"] > 12
-    mine = table.filter(pa.compute.equal(table["policy"], "swe-agent"))
+    mine = table.filter(pa.compute.equal(table["policy"], "swe-agent + mask_first"))
     assert sum(mine["prompt_tokens"].to_pylist()) == swe["prompt_tokens"]
     assert swe["prompt_tokens"] < swe["baseline_prompt_tokens"] and swe["cost"] > 0
     assert opencode["prompt_tokens"] != swe["prompt_tokens"]

@@ -220,9 +220,9 @@ ContextOption = Annotated[
 ]  # fmt: skip
 OutputLimitOption = Annotated[
     int | None,
-    typer.Option("--output-limit", min=0, metavar="TOKENS",
-                 help="Model output limit (with --context; default: output_token_max "
-                 "tokens are reserved for the answer)."),
+    typer.Option("--output-limit", min=1, metavar="TOKENS",
+                 help="Model output limit, at least 1 (with --context; without it, "
+                 "output_token_max tokens are reserved for the answer)."),
 ]  # fmt: skip
 
 
@@ -299,6 +299,23 @@ def _check_output(path: Path | None, option: str, inputs: Iterable[Path] = ()) -
     """Refuse an output that cannot be written, or that would replace one of
     ``inputs`` (the data being read), before any work is done."""
     _check_outputs({option: path}, inputs)
+
+
+#: Suffixes of formats a Parquet output is not: a file of that name would
+#: hold Parquet that its readers cannot open.
+_NOT_PARQUET = (".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".txt", ".html", ".htm", ".xlsx",
+                ".arrow", ".feather")  # fmt: skip
+
+
+def _parquet_name(path: Path | None, option: str) -> None:
+    """Refuse a Parquet output named as another format (``calls.csv``)."""
+    if path is not None and path.suffix.lower() in _NOT_PARQUET:
+        raise typer.BadParameter(
+            f"{path}: {option} writes Parquet, not {path.suffix.lstrip('.').upper()}; name it "
+            f"{path.with_suffix('.parquet').name} (pyarrow.parquet.read_table reads it; "
+            "pandas' to_csv writes CSV from it)",
+            param_hint=option,
+        )
 
 
 def _check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path] = ()) -> None:
@@ -1048,6 +1065,12 @@ POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_to
                "retention")  # fmt: skip
 
 
+def _some(names: list[str], n: int = 4) -> str:
+    """Up to ``n`` names, then how many more."""
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 def _cell(key: str, v: Any) -> str:
     if v is None:
         return "-"
@@ -1060,22 +1083,86 @@ def _cell(key: str, v: Any) -> str:
     return str(v)
 
 
-def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
-                   as_json: bool, cfg: CompactionConfig) -> None:  # fmt: skip
-    """A column per policy (a few) or a row per policy (a grid), then ``extra``."""
-    if rows and all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
+#: Per policy: equal values mean the policies sent the same prompts.
+_SAME_KEYS = ("sessions", "calls", "prompt_tokens", "cached_tokens", "compactions",
+              "over_window", "retention")  # fmt: skip
+
+
+def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
+    """When no policy changed a prompt, say why on stderr (equal columns look
+    like a broken replay); whether it did."""
+    if not rows or not all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
         "baseline_prompt_tokens") for r in rows):  # fmt: skip
-        # Equal columns look like a broken replay; say why they are equal.
+        return False
+    masking = sum(bool(r.get("mask_first")) for r in rows)
+    if not cfg.prune:
+        typer.echo("note: no policy changed a prompt: pruning is disabled "
+                   f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
+                   "with --mask-first (a grid's mask_first) or not; only a summary changes "
+                   "a prompt, when a session overflows its context, and no session "
+                   "did", err=True)  # fmt: skip
+    elif not masking:
+        typer.echo("note: no policy changed a prompt: policies act when a session "
+                   "overflows its context, and no session did; --mask-first (a grid's "
+                   "mask_first) masks at every step", err=True)  # fmt: skip
+    else:
+        which = "with mask_first no policy" if masking == len(rows) else (
+            "the points with mask_first")  # fmt: skip
+        typer.echo("note: no policy changed a prompt: policies summarize when a session "
+                   f"overflows its context, and no session did; {which} found an output to "
+                   "clear (every output is within what the policy protects: its protect, "
+                   "keep_recent, minimum)", err=True)  # fmt: skip
+    return True
+
+
+def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
+                windows: list[Any] | None = None, shown: int = 3) -> None:  # fmt: skip
+    """Say on stderr which policies (of one window) replayed identically, and why."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for i, row in enumerate(rows):
+        window = windows[i] if windows is not None else None
+        groups.setdefault((window, *(row.get(k) for k in _SAME_KEYS)), []).append(row)
+    same = [g for g in groups.values() if len(g) > 1]
+    for group in same[:shown]:
+        first, why = group[0], []
+        plain = any(not r.get("mask_first") for r in group)
         if not cfg.prune:
-            typer.echo("note: no policy changed a prompt: pruning is disabled "
-                       f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
-                       "with --mask-first (a grid's mask_first) or not; only a summary changes "
-                       "a prompt, when a session overflows its context, and no session "
-                       "did", err=True)  # fmt: skip
-        else:
-            typer.echo("note: no policy changed a prompt: policies act when a session "
-                       "overflows its context, and no session did; --mask-first (a grid's "
-                       "mask_first) masks at every step", err=True)  # fmt: skip
+            typer.echo(f"note: {len(group)} policies replay identically "
+                       f"({_some([str(r['name']) for r in group])}): pruning is disabled "
+                       f"(prune = false, from {cfg.sources()['prune']}), so no policy prunes "
+                       "or masks", err=True)  # fmt: skip
+            continue
+        if plain and first.get("compactions"):
+            why.append("without mask_first a policy prunes only as a summary runs, and the "
+                       "offline digest summary reads the task, requests, paths and errors, "
+                       "not the tool outputs pruning cleared, so the policy leaves no trace "
+                       "in what is sent")  # fmt: skip
+        elif plain:
+            why.append("no session overflowed this context, so without mask_first no policy "
+                       "acted")  # fmt: skip
+        if any(r.get("mask_first") for r in group):
+            why.append("with mask_first they cleared the same outputs" if first.get(
+                "prompt_tokens") != first.get("baseline_prompt_tokens") or first.get(
+                "compactions") else "with mask_first no output was outside what the "
+                "policy protects")  # fmt: skip
+        hint = ("; to tell policies apart offline, use --mask-first (a grid's mask_first), "
+                "or real summaries (in Python: tuning.replay(..., summarizer=Summarizer("
+                "client, config)))") if plain else ""  # fmt: skip
+        typer.echo(f"note: {len(group)} policies replay identically "
+                   f"({_some([str(r['name']) for r in group])}): {'; '.join(why)}{hint}",
+                   err=True)  # fmt: skip
+    if len(same) > shown:
+        typer.echo(f"note: {len(same) - shown} more group(s) of policies replay identically "
+                   "(equal rows below)", err=True)  # fmt: skip
+
+
+def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
+                   as_json: bool, cfg: CompactionConfig,
+                   windows: list[Any] | None = None) -> None:  # fmt: skip
+    """A column per policy (a few) or a row per policy (a grid), then ``extra``.
+    ``windows``: each row's window (policies are compared within one)."""
+    if not _note_unchanged(rows, cfg):
+        _note_equal(rows, cfg, windows)
     for row in rows:
         if row.get("over_window"):
             typer.echo(f"warning: {row['name']}: {row['over_window']:,} call(s) sent a prompt "
@@ -1087,18 +1174,24 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         return
     table = Table(title=title)
     keys = [k for k in POLICY_KEYS if k != "name"] + (["front"] if "front" in rows[0] else [])
+
+    def cell(key: str, row: dict[str, Any]) -> str:
+        if key == "front" and row.get("feasible") is False:
+            return "no: over window"
+        return _cell(key, row.get(key))
+
     if len(rows) <= 4:
         table.add_column("measure")
         for row in rows:
             table.add_column(str(row["name"]), justify="right")
         for key in keys:
-            table.add_row(key.replace("_", " "), *(_cell(key, r.get(key)) for r in rows))
+            table.add_row(key.replace("_", " "), *(cell(key, r) for r in rows))
     else:
         table.add_column("policy")
         for key in keys:
             table.add_column(key.replace("_", " "), justify="right")
         for row in rows:
-            table.add_row(str(row["name"]), *(_cell(key, row.get(key)) for key in keys))
+            table.add_row(str(row["name"]), *(cell(key, row) for key in keys))
     console = Console()
     if not console.is_terminal:  # a pipe or a file: do not squeeze the columns to 80
         console = Console(width=200)
@@ -1171,12 +1264,15 @@ def replay(
     cfg = _config(config, **overrides)
     # Each --policy is replayed as given; without one, the config's policy with
     # its prune_* fields applied (what prune runs), labelled by what it is.
+    # A run that masks at every step says so in its label (and in --out's rows).
+    masked = " + mask_first" if cfg.mask_first else ""
     runs: list[tuple[str, Policy | None]] = [
-        (name, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
-    ] or [(cfg.prune_policy().describe(), None)]
+        (name + masked, Policy.load(_overrides(policy=name)["policy"])) for name in policies or []
+    ] or [(cfg.prune_policy().describe() + masked, None)]
     if policies:
         _note_prune_fields(cfg, "each --policy is replayed as given")
-    limits, _ = _limits(context, output_limit, cfg)
+    limits, usable = _limits(context, output_limit, cfg)
+    _parquet_name(out, "--out")
     _check_output(out, "--out", inputs)
     segments: Segments = []
     with _status(f"reading {len(inputs)} input(s)", as_json):
@@ -1190,14 +1286,18 @@ def replay(
                                 model=model)  # fmt: skip
         s = result.summary
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
-                     "removed_facts": s["removed_facts"], "kept_facts": s["kept_facts"],
-                     "most_lost": s["most_lost"][:5]})  # fmt: skip
+                     "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
+                     "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5]})  # fmt: skip
         calls = result.calls
         tables.append(calls.add_column(0, "policy", pa.array([label] * calls.num_rows,
                                                               pa.string())))  # fmt: skip
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
-    _show_policies("replay", rows, {"model": model, "context": context}, as_json, cfg)
+    # What the numbers depend on, so two results can be told apart.
+    extra = {"model": model, "context": context, "output_limit": output_limit,
+             "output_reserved": context - (usable or 0),
+             "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+    _show_policies("replay", rows, extra, as_json, cfg)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -1250,6 +1350,7 @@ def tune(
         raise typer.BadParameter("give the context window, or list 'context' in the grid",
                                  param_hint="--context")  # fmt: skip
     window = {"context": context or 0, "output": output_limit or 0}
+    _parquet_name(out, "--out")
     _check_outputs({"--out": out, "--report": report}, inputs)
     if report is not None:
         from ctxcompact.tuning.report import pyplot
@@ -1284,13 +1385,33 @@ def tune(
         page = render_report(result)
         with _writing(report, "--report") as tmp:
             tmp.write_text(page, encoding="utf-8")
-    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]}, "front": r["pareto"]}
+    options = result.summaries
+    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]},
+             "mask_first": options[r["policy"]].get("mask_first", cfg.mask_first),
+             "feasible": r["feasible"], "front": r["pareto"]}
             for r in result.points.to_pylist()]  # fmt: skip
+    windows = [(options[r["name"]].get("context", context),
+                options[r["name"]].get("output", output_limit)) for r in rows]  # fmt: skip
+    # What the grid does not vary, so two results can be told apart.
     extra: dict[str, Any] = {"model": model, "points": len(rows),
-                             "front": [r["name"] for r in rows if r["front"]]}  # fmt: skip
+                             "front": [r["name"] for r in rows if r["front"]],
+                             "front_axis": result.axis, "method": cfg.estimate_method,
+                             "context": points.get("context", context),
+                             "output_limit": points.get("output", output_limit),
+                             "mask_first": points.get("mask_first", cfg.mask_first)}  # fmt: skip
+    if over := [r["name"] for r in rows if not r["feasible"]]:
+        typer.echo(f"note: {len(over)} point(s) sent prompts over the input window and are "
+                   "left off the front (the model would refuse those prompts): "
+                   f"{_some(over)}", err=True)  # fmt: skip
+    if not extra["front"]:
+        typer.echo("note: the front is empty: every point sent prompts over the input window; "
+                   "give a larger context or a smaller output limit", err=True)  # fmt: skip
+    if result.axis != "cost":  # the front weighs the cost only when the calls are priced
+        typer.echo("note: no --model, so the calls are not priced: the front is prompt tokens "
+                   "against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    _show_policies("tune", rows, extra, as_json, cfg)
+    _show_policies("tune", rows, extra, as_json, cfg, windows)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")

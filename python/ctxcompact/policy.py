@@ -176,8 +176,9 @@ class Policy(BaseModel):
         except ValidationError as e:
             first = e.errors()[0]
             field = ".".join(str(x) for x in first["loc"]) or "policy"
+            at = f"{where}: " if where else ""
             raise ConfigError(
-                f"{where}: invalid policy option {field}: {first['msg']}", column=field
+                f"{at}invalid policy option {field}: {first['msg']}", column=field
             ) from None
 
     @classmethod

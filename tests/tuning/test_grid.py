@@ -10,10 +10,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from ctxcompact.errors import ConfigError, DatasetError, DuplicateSessionError, NonContiguousError
+from ctxcompact.errors import (
+    ConfigError,
+    DatasetError,
+    DuplicateSessionError,
+    InputTypeError,
+    NonContiguousError,
+)
 from ctxcompact.policy import Policy
 from ctxcompact.tuning import load_grid, tune
 from ctxcompact.tuning.grid import points, results
+from ctxcompact.tuning.prices import Price
 
 
 def run(sid: str, steps: int, chars: int) -> cc.Session:
@@ -60,12 +67,14 @@ def test_every_point_is_replayed_and_the_front_is_not_dominated() -> None:
     # masking changes the prompts: the grid is not replaying one policy eight times
     assert len({r["prompt_tokens"] for r in table}) >= 3
     front = result.front().to_pylist()
-    assert front
+    assert front and result.axis == "cost"
+    fits = [r for r in table if r["feasible"]]
+    assert all(r["feasible"] is (r["over_window"] == 0) for r in table)
     for r in table:
         beaten = any(o["cost"] <= r["cost"] and o["retention"] >= r["retention"]
                      and (o["cost"] < r["cost"] or o["retention"] > r["retention"])
-                     for o in table)  # fmt: skip
-        assert r["pareto"] is (not beaten)
+                     for o in fits)  # fmt: skip
+        assert r["pareto"] is (r["feasible"] and not beaten)
 
 
 def test_parquet_streamed_in_small_batches_on_two_workers_gives_the_same(tmp_path: Path) -> None:
@@ -128,6 +137,56 @@ def test_bad_grids(grid: dict[str, Any], match: str) -> None:
         limits = None
     with pytest.raises(ConfigError, match=match):
         tune(SESSIONS, grid, limits=limits, workers=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"workers": "2"}, ConfigError, "workers must be an integer of at least 1, got str '2'"),
+        ({"workers": 0}, ConfigError, "workers must be an integer of at least 1, got int 0"),
+        ({"workers": 1.5}, ConfigError, "workers must be an integer"),
+        ({"batch_rows": 0}, ConfigError, "batch_rows must be an integer of at least 1"),
+        ({"model": 5}, ConfigError, r"model must be a model name \(str\)"),
+        ({"model": "x", "prices": [1]}, ConfigError, "prices must be a dict"),
+        ({"config": 5}, ConfigError, "tune: config takes a CompactionConfig"),
+        ({"corpus": None}, InputTypeError, r"tune takes .*\(corpus\), got NoneType"),
+        ({"corpus": 5}, InputTypeError, r"\(corpus\), got int"),
+        # was "the grid is empty"
+        ({"grid": [1, 2]}, ConfigError, "a grid is a dict of option -> list of values, or the "
+                                        "path of a TOML file, got list"),
+        # was pydantic's raw dump ("1 validation error for Policy ... errors.pydantic.dev")
+        ({"grid": {"protect": [-5], "context": [8000]}}, ConfigError,
+         r"^grid point protect=-5,context=8000: invalid policy option protect: Input should be "
+         r"greater than or equal to 0$"),
+    ],
+)  # fmt: skip
+def test_tune_names_an_argument_of_the_wrong_kind(
+    kwargs: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    args = {"corpus": SESSIONS[:1], "grid": {"context": [50_000]}, "limits": LIMITS,
+            "workers": 1, **kwargs}  # fmt: skip
+    with pytest.raises(error, match=says):
+        tune(**args)
+
+
+def test_tune_takes_a_dict_of_config_fields() -> None:
+    grid = {"preset": ["swe-agent"], "context": [12_000]}
+    as_dict = tune(SESSIONS[:2], grid, limits=LIMITS, config={"mask_first": True}, workers=1)
+    as_config = tune(SESSIONS[:2], grid, limits=LIMITS,
+                     config=cc.CompactionConfig(mask_first=True), workers=1)  # fmt: skip
+    assert as_dict.points.equals(as_config.points)
+
+
+def test_a_bad_policy_value_in_a_grid_file_reads_as_in_a_policy_file(tmp_path: Path) -> None:
+    grid = tmp_path / "g.toml"
+    grid.write_text("protect = [-5]\ncontext = [8000]\n")
+    with pytest.raises(ConfigError) as caught:
+        points(grid)
+    assert str(caught.value) == (
+        f"{grid}: grid point protect=-5,context=8000: invalid policy "
+        "option protect: Input should be greater than or equal to 0"
+    )
+    assert "pydantic" not in str(caught.value)
 
 
 def test_bad_grid_files(tmp_path: Path) -> None:
@@ -247,3 +306,49 @@ def test_a_point_without_preset_changes_the_configurations_policy() -> None:
     assert named.config.policy == Policy.preset("opencode").model_copy(
         update={"clear_inputs": True}
     )
+
+
+def handmade(points_: list[Any], rows: dict[str, tuple[int, int, int, bool]]) -> pa.Table:
+    """A per-call table of one call per point: (prompt tokens, removed facts,
+    kept facts, over the window)."""
+    from ctxcompact.tuning.grid import GRID_CALL_SCHEMA
+
+    out = []
+    for p in points_:
+        prompt, removed, kept, over = rows[p.name]
+        out.append({"policy": p.name, "session_id": "s", "call": 0, "message_id": "a",
+                    "prompt_tokens": prompt, "cached_tokens": 0, "written_tokens": prompt,
+                    "output_tokens": 10, "compacted": bool(removed), "reason": None,
+                    "summary_input_tokens": 0, "summary_output_tokens": 0,
+                    "baseline_prompt_tokens": 5_000, "baseline_cached_tokens": 0,
+                    "removed_facts": removed, "kept_facts": kept, "lost": [],
+                    "over_window": over})  # fmt: skip
+    return pa.Table.from_pylist(out, schema=GRID_CALL_SCHEMA)
+
+
+def test_points_over_the_window_are_never_on_the_front() -> None:
+    """A point whose prompts the model would refuse was on the front, and
+    being cheaper with a higher retention pushed a feasible point off it."""
+    grid = {"context": [3_000, 16_000, 64_000]}
+    pts = points(grid, limits=LIMITS)
+    calls = handmade(pts, {"context=3000": (1_000, 10, 8, True),
+                           "context=16000": (4_000, 10, 3, False),
+                           "context=64000": (5_000, 0, 0, False)})  # fmt: skip
+    for price, model in ((None, None), (Price(1.0, 0.1, 1.25, 5.0), "m")):
+        result = results(calls, pts, price, model)
+        rows = {r["policy"]: r for r in result.points.to_pylist()}
+        assert [rows[n]["feasible"] for n in rows] == [False, True, True]
+        assert rows["context=3000"]["pareto"] is False
+        # the feasible 16k point is the cheapest feasible one: on the front
+        assert rows["context=16000"]["pareto"] is True
+        assert result.front()["policy"].to_pylist() == ["context=16000", "context=64000"]
+        assert result.axis == ("prompt_tokens" if price is None else "cost")
+
+
+def test_a_front_with_every_point_over_the_window_is_empty() -> None:
+    grid = {"context": [3_000, 4_000]}
+    pts = points(grid, limits=LIMITS)
+    calls = handmade(pts, {"context=3000": (1_000, 10, 8, True),
+                           "context=4000": (1_200, 10, 8, True)})  # fmt: skip
+    result = results(calls, pts, None, None)
+    assert result.front().num_rows == 0 and result.points["feasible"].to_pylist() == [False] * 2

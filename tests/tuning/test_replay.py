@@ -12,7 +12,7 @@ from typing import Any
 import ctxcompact as cc
 import pytest
 from ctxcompact import formats
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.tuning import PRICES, Price, price_of, replay
 
 SWE = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts" / "swe-agent"
@@ -182,6 +182,12 @@ def test_bad_prices_in_a_config_name_their_file(
     monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"output": 1}}')
     with pytest.raises(ConfigError, match=r"CTXCOMPACT_PRICES=.*price of 'm' has no 'input'"):
         cc.CompactionConfig()
+    # not JSON: the example was the tool list's ('["skill", "todo"]')
+    monkeypatch.setenv("CTXCOMPACT_PRICES", '{"m": {"input": 1, "output": 2')
+    with pytest.raises(ConfigError) as caught:
+        cc.CompactionConfig()
+    assert """invalid prices: expected JSON (e.g. '{"my-model": {"input": 3""" in str(caught.value)
+    assert "skill" not in str(caught.value)
 
 
 def test_bad_input() -> None:
@@ -192,6 +198,47 @@ def test_bad_input() -> None:
     with pytest.raises(ConfigError, match="unknown policy preset"):
         replay(run(1, 10), "nope", limits=WIDE)
     assert Price.coerce({"input": 1, "output": 1}).cached_input == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        # each was a bare TypeError from deep inside, naming no argument
+        ({"data": None}, InputTypeError, r"replay takes a Session.*\(data\), got NoneType"),
+        ({"data": 5}, InputTypeError, r"\(data\), got int"),
+        # a path was iterated character by character ("item 0 is a str")
+        ({"data": "/runs"}, InputTypeError, r"not a path \('/runs'\): read session files"),
+        ({"data": Path("/runs")}, InputTypeError, "not a path"),
+        ({"data": {"info": {}}}, InputTypeError, "not a dict: Session.model_validate"),
+        ({"model": 5}, ConfigError, r"model must be a model name \(str\), got int 5"),
+        ({"model": "x", "prices": [1]}, ConfigError, "prices must be a dict of model name"),
+        ({"cache_ttl_s": "300"}, ConfigError, "cache_ttl_s must be a number of at least 0, got"),
+        ({"cache_ttl_s": True}, ConfigError, "cache_ttl_s must be a number"),
+        ({"cache_ttl_s": float("nan")}, ConfigError, "cache_ttl_s must be a number"),
+        # was a FormatError about chat message 0
+        ({"system": 5}, InputTypeError, r"system must be a str \(the system prompt\), got int"),
+        ({"summarizer": "digest"}, InputTypeError, "summarizer must be a Summarizer"),
+        # a dict was read as overflow options: "unknown overflow option 'mask_first'"
+        ({"config": {"protect": 5}}, ConfigError, "protect is a policy option, not a Compaction"),
+        ({"config": {"mask_firts": True}}, ConfigError, "replay: config: invalid mask_firts"),
+        ({"config": "cfg.toml"}, ConfigError, "config takes a CompactionConfig or a dict of its"),
+    ],
+)  # fmt: skip
+def test_arguments_of_the_wrong_kind_are_named(
+    kwargs: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    args = {"data": run(3, 100), "limits": NARROW, **kwargs}
+    with pytest.raises(error, match=says):
+        replay(**args)
+
+
+def test_config_takes_a_dict_of_its_fields() -> None:
+    session = run(12, 4_000)
+    as_dict = replay(session, "swe-agent", limits=NARROW, config={"mask_first": True})
+    as_config = replay(session, "swe-agent", limits=NARROW,
+                       config=cc.CompactionConfig(mask_first=True))  # fmt: skip
+    plain = replay(session, "swe-agent", limits=NARROW)
+    assert as_dict.calls.equals(as_config.calls) and not as_dict.calls.equals(plain.calls)
 
 
 @pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")

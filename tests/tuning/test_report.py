@@ -16,8 +16,9 @@ from typing import Any
 import ctxcompact as cc
 import pytest
 from ctxcompact.tuning import tune
+from ctxcompact.tuning.grid import points, results
 from ctxcompact.tuning.report import render_report, write_report
-from test_grid import LIMITS, SESSIONS
+from test_grid import LIMITS, SESSIONS, handmade
 
 pytest.importorskip("matplotlib", reason="the report extra is not installed")
 
@@ -40,6 +41,23 @@ def test_the_page_is_self_contained(tuning: Any) -> None:
     for name in tuning.points["policy"].to_pylist():
         assert f"<td>{name}</td>" in page
     assert page.count('<tr class="front">') == sum(tuning.points["pareto"].to_pylist())
+
+
+def test_points_over_the_window_are_flagged_never_highlighted() -> None:
+    pts = points({"context": [3_000, 16_000, 64_000]}, limits=LIMITS)
+    calls = handmade(pts, {"context=3000": (1_000, 10, 8, True),
+                           "context=16000": (4_000, 10, 3, False),
+                           "context=64000": (5_000, 0, 0, False)})  # fmt: skip
+    page = render_report(results(calls, pts, None, None))
+    assert '<tr class="over"><td>context=3000</td>' in page
+    assert '<tr class="front"><td>context=16000</td>' in page
+    assert page.count('<tr class="front">') == 2
+    assert "over the window (refused prompts): not on the front" in page  # the plot's legend
+    caption = page.split('id="front"')[1].split("<figcaption>")[1].split("</figcaption>")[0]
+    assert "no model was named, so the calls are not priced: the front is on prompt tokens" in (
+        caption
+    )
+    assert "1 point(s) sent prompts over the input window" in caption
 
 
 def test_an_unwritable_report_leaves_nothing(tuning: Any, tmp_path: Path) -> None:

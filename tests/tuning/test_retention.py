@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import ctxcompact as cc
+import pytest
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.live.summary import Summarizer, build_digest
 from ctxcompact.tuning import replay
@@ -148,3 +149,46 @@ def test_replay_scores_each_compaction_and_the_policy() -> None:
     lost = dict(vague.summary["most_lost"])
     assert lost.get(f"task: {TASK}") and lost.get("path: src/mod_0.py")
     assert "error: KeyError (resolved later)" in lost
+
+
+def identifiers(text: str) -> list[str]:
+    facts = extract_facts([{"role": "user", "content": "fix it"},
+                           {"role": "assistant", "content": text}])  # fmt: skip
+    return [f.text for f in facts if f.kind == "identifier"]
+
+
+def test_prose_between_backquoted_paths_is_no_identifier() -> None:
+    # A path taken out first left "` `", pairing each closing backtick with
+    # the next opening one: the prose between them read as a code name.
+    text = ("Let us open the `fields.py` file in the repository. It is likely to be in "
+            "the `src/marshmallow` directory.")  # fmt: skip
+    facts = extract_facts([{"role": "user", "content": "fix it"},
+                           {"role": "assistant", "content": text}])  # fmt: skip
+    assert [(f.kind, f.text) for f in facts if f.kind != "directive" and f.kind != "task"] == [
+        ("path", "fields.py"),
+        ("identifier", "src/marshmallow"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # real names, backquoted or bare, are still found
+        ("Call `parse_date` and `DateColumn.from_row(x)` then run `pytest -q`.",
+         ["parse_date", "DateColumn.from_row(x)", "pytest -q"]),
+        ("The helper load_config calls readFile, HttpClient and os.path.join(a) here.",
+         ["load_config", "readFile", "HttpClient", "os.path.join"]),
+        # a command with a path in it is one name, the path a path of its own
+        ("Run `python src/app.py` now.", ["python src/app.py"]),
+        # a stray backtick: the prose after it is no name, the next span still is
+        ("It said ` and then the `retry_count` was reset to `max_tries`.",
+         ["retry_count", "max_tries"]),
+        # a fence closing on the line of the text pairs with nothing
+        ("}\n```After that, `upload()` is called with `$cgi->param('file')`.",
+         ["upload()", "$cgi->param('file')"]),
+        # too short for a name: the bare names inside are read
+        ("Set `x` and `is_ok`.", ["is_ok"]),
+    ],
+)  # fmt: skip
+def test_backquoted_spans_are_paired_as_written(text: str, expected: list[str]) -> None:
+    assert identifiers(text) == expected

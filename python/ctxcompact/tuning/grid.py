@@ -8,7 +8,7 @@ memory: one batch per worker in flight); the batches run in worker processes.
 ``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
 
 Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
-window: ``context`` (at least 1 token) and ``output``. A value is a list of
+window: ``context`` and ``output`` (each at least 1 token). A value is a list of
 candidates (a scalar is one), each listed once. In a TOML file, the keys sit
 at the top or under ``[grid]`` (then nothing else is in the file). What a
 grid does not vary comes from ``config`` (the estimate method, thresholds)
@@ -31,7 +31,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import CompactionError, ConfigError, DatasetError, NonContiguousError
+from ctxcompact.errors import (
+    CompactionError,
+    ConfigError,
+    DatasetError,
+    InputTypeError,
+    NonContiguousError,
+)
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits
@@ -39,6 +45,8 @@ from ctxcompact.transcript import Transcript, relocate, unique_sessions
 from ctxcompact.tuning.prices import Price, price_for
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
+    check_config,
+    check_number,
     check_window,
     replay_session,
     summarize_calls,
@@ -64,8 +72,15 @@ POINT_SCHEMA = pa.schema([
     ("retention", pa.float64()),
     ("cost", pa.float64()),
     ("baseline_cost", pa.float64()),
+    # Every prompt fit the input window (over_window == 0): a point the model
+    # would have refused prompts of is never on the front.
+    ("feasible", pa.bool_()),
     ("pareto", pa.bool_()),
 ])  # fmt: skip
+
+#: What the front weighs against retention: the cost when the calls are
+#: priced (a model was named), else the prompt tokens.
+FRONT_AXES = ("cost", "prompt_tokens")
 
 
 @dataclass(frozen=True)
@@ -82,14 +97,19 @@ class Point:
 class Tuning:
     """``calls``: one row per call and point (``GRID_CALL_SCHEMA``);
     ``points``: one row per point (``POINT_SCHEMA``, ``pareto`` marks the
-    cost-vs-retention front); ``summaries``: per point, ``replay``'s totals."""
+    cost-vs-retention front, over the ``feasible`` points only);
+    ``summaries``: per point, ``replay``'s totals; ``axis``: what the front
+    weighs against retention, ``"cost"`` (priced) or ``"prompt_tokens"`` (no
+    model named)."""
 
     calls: pa.Table
     points: pa.Table
     summaries: dict[str, dict[str, Any]]
+    axis: str = "cost"
 
     def front(self) -> pa.Table:
-        """The points no other point beats on both cost and retention."""
+        """The feasible points (every prompt within the window) no other
+        feasible point beats on both the ``axis`` and retention."""
         return self.points.filter(self.points["pareto"])
 
 
@@ -117,7 +137,10 @@ def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, lis
             data = data["grid"]
     else:
         data = grid
-    if not isinstance(data, Mapping) or not data:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}a grid is a dict of option -> list of values, or the path of "
+                          f"a TOML file, got {type(data).__name__}", column="grid")  # fmt: skip
+    if not data:
         raise ConfigError(f"{where}the grid is empty: give lists of option values", column="grid")
     known = set(Policy.model_fields) | {"preset", *WINDOW_KEYS, *CONFIG_KEYS}
     out: dict[str, list[Any]] = {}
@@ -150,13 +173,13 @@ def _name(options: Mapping[str, Any]) -> str:
 
 
 def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
-           config: CompactionConfig | None = None,
+           config: CompactionConfig | Mapping[str, Any] | None = None,
            limits: Limits | Mapping[str, int] | None = None) -> list[Point]:  # fmt: skip
     """Every point of the grid, each checked (a bad value raises ``ConfigError``
     naming the point and the option)."""
     lists = load_grid(grid)
     where = f"{grid}: " if isinstance(grid, (str, os.PathLike)) else ""
-    base = config or CompactionConfig()
+    base = check_config(config, "tune")
     base_window = Limits.coerce(limits) if limits is not None else None
     out: list[Point] = []
     for combo in itertools.product(*lists.values()):
@@ -176,10 +199,10 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             # (what a grid does not vary comes from config), not OpenCode's.
             if not policy_opts:
                 policy = base.prune_policy()
-            elif "preset" in policy_opts:
-                policy = Policy.load(policy_opts)
             else:
-                policy = Policy.model_validate({**base.policy.model_dump(), **policy_opts})
+                # Without a preset, the options change the config's policy.
+                start = {} if "preset" in policy_opts else base.policy.model_dump()
+                policy = Policy.from_mapping({**start, **policy_opts}, where="")
             cfg = base.with_policy(policy).model_copy(
                 update={k: options[k] for k in CONFIG_KEYS if k in options}
             )
@@ -190,6 +213,14 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
             if window["context"] is None or (window["context"] == 0 and "context" not in options):
                 raise ConfigError("no context window: put 'context' in the grid or pass limits=",
                                   column="context")  # fmt: skip
+            if "output" in options and options["output"] == 0:
+                # 0 is "unknown" to the window: output_token_max would be reserved.
+                raise ConfigError(
+                    f"output 0 is no output limit: output_token_max ({base.output_token_max:,} "
+                    "tokens) would be reserved for the answer; give the model's output limit "
+                    "(at least 1 token), or leave output out of the grid",
+                    column="output",
+                )  # fmt: skip
             if isinstance(window["context"], int) and window["context"] == 0:
                 # 0 is an unlimited window elsewhere: nothing would be tuned.
                 raise ConfigError("context 0 is no window: a grid's context is at least 1 "
@@ -276,6 +307,10 @@ def _chunks(corpus: Any, batch_rows: int) -> Iterator[tuple[pa.Table, Locate] | 
         from ctxcompact.batch.parquet import located_session_tables
 
         yield from located_session_tables(corpus, batch_rows)
+    elif corpus is None or isinstance(corpus, (Mapping, bytes)) or not isinstance(corpus, Iterable):
+        raise InputTypeError(f"tune takes Sessions, a Transcript, an Arrow table or Parquet "
+                             f"paths (corpus), got {type(corpus).__name__}",
+                             column="corpus")  # fmt: skip
     else:
         sessions = list(corpus)
         if not all(isinstance(s, Session) for s in sessions):
@@ -291,7 +326,7 @@ def tune(
     grid: Mapping[str, Any] | str | os.PathLike[str],
     *,
     limits: Limits | Mapping[str, int] | None = None,
-    config: CompactionConfig | None = None,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
     model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     workers: int | None = None,
@@ -302,13 +337,17 @@ def tune(
 
     ``workers``: processes (default: the CPUs; 1 runs in this process).
     ``model``: price the calls; without it the front is prompt tokens vs
-    retention. ``progress(sessions_done, total or None)`` after each batch.
+    retention (``Tuning.axis``). The front holds only the points whose every
+    prompt fit the window (``feasible``). ``progress(sessions_done, total or
+    None)`` after each batch.
     """
+    config = check_config(config, "tune")
+    if workers is not None:
+        check_number(workers, "workers", least=1, integer=True)
+    check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, (config or CompactionConfig()).prices, prices)
+    price = price_for(model, config.prices, prices)
     n = workers if workers is not None else (os.cpu_count() or 1)
-    if n < 1:
-        raise ConfigError("workers must be at least 1", column="workers")
     tables: list[pa.Table] = []
     done = 0
 
@@ -372,21 +411,27 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
             "baseline_prompt_tokens": s["baseline_prompt_tokens"],
             "cached_tokens": s["cached_tokens"], "compactions": s["compactions"],
             "over_window": s["over_window"], "retention": s["retention"], "cost": s.get("cost"),
-            "baseline_cost": s.get("baseline_cost"), "pareto": False,
+            "baseline_cost": s.get("baseline_cost"), "feasible": not s["over_window"],
+            "pareto": False,
         })  # fmt: skip
 
-    # The front: no other point is at least as good on both axes and better on one.
-    def axis(r: dict[str, Any]) -> float:
-        return float(r["cost"] if r["cost"] is not None else r["prompt_tokens"])
+    # The front: no other point is at least as good on both axes and better on
+    # one. Only feasible points: one whose prompts the model would refuse is
+    # no option, however cheap, and must not push a feasible point off.
+    key = "cost" if price is not None else "prompt_tokens"
 
-    for r in rows:
+    def axis(r: dict[str, Any]) -> float:
+        return float(r[key])
+
+    feasible = [r for r in rows if r["feasible"]]
+    for r in feasible:
         r["pareto"] = not any(
             axis(o) <= axis(r) and o["retention"] >= r["retention"]
             and (axis(o) < axis(r) or o["retention"] > r["retention"])
-            for o in rows
+            for o in feasible
         )  # fmt: skip
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
-                  summaries=summaries)  # fmt: skip
+                  summaries=summaries, axis=key)  # fmt: skip
 
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
@@ -400,7 +445,7 @@ def tune_dataset(
     grid: Mapping[str, Any] | str | os.PathLike[str],
     *,
     limits: Limits | Mapping[str, int] | None = None,
-    config: CompactionConfig | None = None,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
     model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     num_cpus: float = 1,
@@ -412,8 +457,9 @@ def tune_dataset(
     from ctxcompact.batch.ray_data import _ray
 
     ray = _ray()
+    config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, (config or CompactionConfig()).prices, prices)
+    price = price_for(model, config.prices, prices)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
@@ -424,6 +470,7 @@ def tune_dataset(
 
 
 __all__ = [
+    "FRONT_AXES",
     "GRID_CALL_SCHEMA",
     "POINT_SCHEMA",
     "Point",

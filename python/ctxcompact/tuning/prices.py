@@ -106,8 +106,15 @@ def price_for(model: str | None, *overrides: Mapping[str, Any] | None) -> Price 
     config's, then the caller's); ``None`` when no model is named."""
     if model is None:
         return None
+    if not isinstance(model, str):
+        raise ConfigError(f"model must be a model name (str), got {type(model).__name__} "
+                          f"{model!r}", column="model")  # fmt: skip
     merged: dict[str, Any] = {}
     for table in overrides:
+        if table is not None and not isinstance(table, Mapping):
+            raise ConfigError("prices must be a dict of model name -> {'input': ..., "
+                              f"'output': ...}}, got {type(table).__name__}",
+                              column="prices")  # fmt: skip
         merged |= table or {}
     return price_of(model, merged)
 

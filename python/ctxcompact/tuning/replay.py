@@ -29,6 +29,7 @@ prompt still carries (``removed_facts``, ``kept_facts``, ``lost``).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import CompactionLoopError, ConfigError, DatasetError
+from ctxcompact.errors import CompactionLoopError, ConfigError, DatasetError, InputTypeError
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -96,6 +97,20 @@ def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
         return data.to_sessions()
     if isinstance(data, pa.Table):
         return Transcript(data).to_sessions()
+    if isinstance(data, (str, bytes, os.PathLike)):
+        raise InputTypeError(
+            f"replay takes sessions, not a path ({data!r}): read session files with "
+            "ctxcompact.formats.read(path), Parquet with pyarrow.parquet.read_table(path), "
+            "or run `ctxcompact replay PATH`",
+            column="data",
+        )  # fmt: skip
+    if isinstance(data, Mapping):
+        raise InputTypeError("replay takes Sessions, not a dict: Session.model_validate(d) "
+                             "reads one", column="data")  # fmt: skip
+    if not isinstance(data, Iterable):
+        raise InputTypeError(f"replay takes a Session, a list of Sessions, a Transcript or an "
+                             f"Arrow table (data), got {type(data).__name__}",
+                             column="data")  # fmt: skip
     sessions = list(data)
     for i, s in enumerate(sessions):
         if not isinstance(s, Session):
@@ -223,6 +238,39 @@ def replay_session(
     return rows
 
 
+def check_config(config: Any, call: str) -> CompactionConfig:
+    """``config`` as a ``CompactionConfig``: one, a dict of its fields, or
+    ``None`` (the defaults and the environment)."""
+    if config is None:
+        return CompactionConfig()
+    if isinstance(config, CompactionConfig):
+        return config
+    if isinstance(config, Mapping):
+        options = sorted(str(k) for k in config if k in Policy.model_fields)
+        if options and options[0] not in CompactionConfig.model_fields:
+            raise ConfigError(f"{call}: config: {options[0]} is a policy option, not a "
+                              "CompactionConfig field: pass the policy (policy= or a grid "
+                              "key), or config={'policy': {...}}", column=options[0])  # fmt: skip
+        try:
+            return CompactionConfig.load(**{str(k): v for k, v in config.items()})
+        except ConfigError as e:
+            said = str(e).removeprefix("configuration: ")
+            raise ConfigError(f"{call}: config: {said}", column=e.column or "config") from None
+    raise ConfigError(f"{call}: config takes a CompactionConfig or a dict of its fields "
+                      "(CompactionConfig.from_file(path) reads a file), got "
+                      f"{type(config).__name__}", column="config")  # fmt: skip
+
+
+def check_number(value: Any, name: str, *, least: float = 0, integer: bool = False) -> None:
+    """``ConfigError`` naming ``name`` unless ``value`` is a number (an int when
+    ``integer``) of at least ``least``."""
+    what = "an integer" if integer else "a number"
+    number = isinstance(value, int) or (not integer and isinstance(value, float))
+    if isinstance(value, bool) or not number or not float(value) >= least:
+        raise ConfigError(f"{name} must be {what} of at least {least:g}, got "
+                          f"{type(value).__name__} {value!r}", column=name)  # fmt: skip
+
+
 def check_window(limits: Limits, config: CompactionConfig, where: str = "") -> Limits:
     """``limits``, or ``ConfigError`` when they leave no input window (every
     call would overflow and compact)."""
@@ -243,7 +291,7 @@ def replay(
     policy: Policy | str | Mapping[str, Any] | None = None,
     *,
     limits: Limits | Mapping[str, int],
-    config: CompactionConfig | None = None,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
     model: str | None = None,
     prices: Mapping[str, Any] | None = None,
     summarizer: Summarizer | None = None,
@@ -258,18 +306,24 @@ def replay(
     (``CompactionConfig.prune_policy()``, what ``prune`` runs).
     ``summary["policy"]`` is what ran: a preset's name, else its options.
 
+    ``config``: a ``CompactionConfig`` or a dict of its fields.
     ``limits``: the model's window (``{"context": ..., "output": ...}``).
     ``model``: price the calls (``tuning.prices``; the config's ``prices``,
     then ``prices``, override or add models). ``summarizer``: real summaries
     (default: the offline digest).
     """
-    cfg = config or CompactionConfig()
+    cfg = check_config(config, "replay")
     if policy is not None:
         # Replayed as given: the config's prune_protect etc. adjust its own policy only.
         cfg = cfg.with_policy(Policy.load(policy))
     window = check_window(Limits.coerce(limits), cfg)
-    if cache_ttl_s < 0:
-        raise ConfigError("cache_ttl_s must not be negative", column="cache_ttl_s")
+    check_number(cache_ttl_s, "cache_ttl_s")
+    if system is not None and not isinstance(system, str):
+        raise InputTypeError(f"system must be a str (the system prompt), got "
+                             f"{type(system).__name__}", column="system")  # fmt: skip
+    if summarizer is not None and not isinstance(summarizer, Summarizer):
+        raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
+                             f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     price = price_for(model, cfg.prices, prices)
     rows: list[dict[str, Any]] = []
     sessions = _sessions(data)

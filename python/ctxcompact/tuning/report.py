@@ -51,23 +51,31 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog: inlined in HTML
 
 
-def _cost_axis(points: pa.Table) -> tuple[str, list[float]]:
+def _cost_axis(points: pa.Table, axis: str | None = None) -> tuple[str, list[float]]:
     costs = points["cost"].to_pylist()
-    if all(c is not None for c in costs):
+    if axis == "cost" or (axis is None and all(c is not None for c in costs)):
         return "cost (USD)", [float(c) for c in costs]
     return "prompt tokens", [float(t) for t in points["prompt_tokens"].to_pylist()]
 
 
-def front_plot(points: pa.Table) -> str:
-    """Cost (or prompt tokens) against retention, the front highlighted."""
+def front_plot(points: pa.Table, axis: str | None = None) -> str:
+    """Cost (or prompt tokens: ``axis``, default the cost when every point
+    has one) against retention, the front highlighted; points whose prompts
+    went over the window are crosses, off the front."""
     plt = pyplot()
-    label, xs = _cost_axis(points)
+    label, xs = _cost_axis(points, axis)
     ys = points["retention"].to_pylist()
     front = points["pareto"].to_pylist()
+    fits = points["feasible"].to_pylist()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.scatter([x for x, f in zip(xs, front, strict=True) if not f],
-               [y for y, f in zip(ys, front, strict=True) if not f],
-               color="#9aa5b1", label="dominated")  # fmt: skip
+    dominated = [i for i in range(len(xs)) if fits[i] and not front[i]]
+    over = [i for i in range(len(xs)) if not fits[i]]
+    if dominated:
+        ax.scatter([xs[i] for i in dominated], [ys[i] for i in dominated], color="#9aa5b1",
+                   label="dominated")  # fmt: skip
+    if over:
+        ax.scatter([xs[i] for i in over], [ys[i] for i in over], color="#b91c1c", marker="x",
+                   label="over the window (refused prompts): not on the front")  # fmt: skip
     on = sorted((x, y) for x, y, f in zip(xs, ys, front, strict=True) if f)
     ax.plot([x for x, _ in on], [y for _, y in on], "o-", color="#c2410c", label="front")
     # Points at the same place share one label: "name (+k same)".
@@ -176,8 +184,9 @@ def lost_plot(lost: Sequence[tuple[str, int]]) -> str:
 def _table(points: pa.Table) -> str:
     columns = ["policy", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
                "cached_tokens", "compactions", "over_window", "retention", "cost", "baseline_cost",
-               "pareto"]  # fmt: skip
-    head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in columns)
+               "feasible", "pareto"]  # fmt: skip
+    heads = {"feasible": "fits the window", "pareto": "front"}
+    head = "".join(f"<th>{html.escape(heads.get(c, c.replace('_', ' ')))}</th>" for c in columns)
     rows = []
     for r in points.to_pylist():
         cells = []
@@ -185,6 +194,8 @@ def _table(points: pa.Table) -> str:
             v = r[c]
             if v is None:
                 shown = "-"
+            elif c == "feasible":
+                shown = "yes" if v else "no"
             elif isinstance(v, bool):
                 shown = "yes" if v else ""
             elif isinstance(v, float):
@@ -194,7 +205,7 @@ def _table(points: pa.Table) -> str:
             else:
                 shown = str(v)
             cells.append(f"<td>{html.escape(shown)}</td>")
-        cls = ' class="front"' if r["pareto"] else ""
+        cls = ' class="front"' if r["pareto"] else "" if r["feasible"] else ' class="over"'
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -205,6 +216,7 @@ table { border-collapse: collapse; font-size: 0.8rem; margin: 1rem 0; }
 th, td { border: 1px solid #d1d5db; padding: 0.25rem 0.5rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.front { background: #fff7ed; font-weight: 600; }
+tr.over { color: #b91c1c; }
 figure { margin: 1.5rem 0; }
 figcaption { font-size: 0.85rem; color: #4b5563; }
 .plot svg { max-width: 100%; height: auto; }
@@ -213,8 +225,11 @@ figcaption { font-size: 0.85rem; color: #4b5563; }
 
 def _distinct(points: pa.Table, n: int = 4) -> list[str]:
     """Up to ``n`` points that differ in what they send: the front first, then
-    the rest by fewest prompt tokens (points with the same totals are one)."""
-    rows = sorted(points.to_pylist(), key=lambda r: (not r["pareto"], r["prompt_tokens"]))
+    the rest by fewest prompt tokens, points over the window last (points with
+    the same totals are one)."""
+    rows = sorted(
+        points.to_pylist(), key=lambda r: (not r["pareto"], not r["feasible"], r["prompt_tokens"])
+    )
     seen: set[tuple[Any, ...]] = set()
     out: list[str] = []
     for r in rows:
@@ -225,6 +240,23 @@ def _distinct(points: pa.Table, n: int = 4) -> list[str]:
     return out[:n]
 
 
+def front_caption(tuning: Tuning) -> str:
+    """What the front weighs, and which points it leaves out."""
+    over = tuning.points.num_rows - sum(tuning.points["feasible"].to_pylist())
+    if tuning.axis == "cost":
+        text = ("Cost against retention over the grid; the front is the points no other "
+                "point beats on both.")  # fmt: skip
+    else:
+        text = ("Prompt tokens against retention over the grid (no model was named, so the "
+                "calls are not priced: the front is on prompt tokens, not cost); the front "
+                "is the points no other point beats on both.")  # fmt: skip
+    if over:
+        text += (f" {over} point(s) sent prompts over the input window (crosses, "
+                 "marked in the table): the model would refuse them, so "
+                 "they are never on the front.")  # fmt: skip
+    return text
+
+
 def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> str:
     """The report as one HTML string."""
     points, calls = tuning.points, tuning.calls
@@ -232,10 +264,7 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
     lost: Counter[str] = Counter()
     for s in tuning.summaries.values():
         lost.update(dict(s.get("most_lost", [])))
-    figures = [
-        ("front", "Cost against retention over the grid; the front is the points no other "
-                  "point beats on both.", front_plot(points)),
-    ]  # fmt: skip
+    figures = [("front", front_caption(tuning), front_plot(points, tuning.axis))]
     for caption, sid in _pick_sessions(calls):
         figures.append((
             f"steps-{len(figures)}",
@@ -274,4 +303,4 @@ def write_report(tuning: Tuning, path: str | os.PathLike[str], **kwargs: Any) ->
     return out
 
 
-__all__ = ["pyplot", "render_report", "write_report"]
+__all__ = ["front_caption", "pyplot", "render_report", "write_report"]

@@ -13,7 +13,8 @@ the messages that stayed. Six kinds:
   arguments; not the listings inside tool outputs); kept when it appears
   verbatim.
 - ``identifier``: a code name the user or the agent wrote (snake_case,
-  camelCase, a dotted call, a backquoted span); kept when it appears verbatim.
+  camelCase, a dotted call, a backquoted span: paired as written, fences
+  and prose left out); kept when it appears verbatim.
 - ``error``: an error a tool reported (an exception name, else the error
   line's opening words), noted as resolved when a later result of the same
   tool reported none; kept when its signature appears verbatim.
@@ -59,9 +60,18 @@ _PATH = re.compile(
     r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|java|go|rs|c|cc|cpp|h|hpp|rb|php|cs|kt|"
     r"swift|scala|md|rst|json|yaml|yml|toml|ini|cfg|txt|sh|sql|html|css|xml)(?![\w/])"
 )
+# A backquoted span: matched on the text as written, so each closing backtick
+# pairs with its own opening one (taking a path out first would leave a lone
+# pair of backticks, and the prose between two spans would read as one).
+_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"``+")
+#: A backquoted span is a code name when it is this long (characters).
+SPAN_CHARS = (3, 80)
+# Prose in a span (an unpaired backtick): four or more plain words, or a sentence break.
+_PROSE_WORD = re.compile(r"[A-Za-z]+[,;:.!?]?")
+_SENTENCE = re.compile(r"[.!?;] +[A-Z]")
 _IDENT = re.compile(
-    r"`([^`\n]{3,80})`"
-    r"|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+)\b"
+    r"\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+)\b"
     r"|\b([a-z][a-z0-9]*[A-Z][A-Za-z0-9]*)\b"
     r"|\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b"
     r"|\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\("
@@ -245,8 +255,11 @@ def extract_facts(
             continue
         for path in _PATH.findall(written):
             add(Fact("path", path))
+        spans, rest = _spans(written)
+        for name in spans:
+            add(Fact("identifier", name))
         # Names inside a path (``mod_1`` of ``src/mod_1.py``) are the path's.
-        for match in _IDENT.finditer(_PATH.sub(" ", written)):
+        for match in _IDENT.finditer(_PATH.sub(" ", rest)):
             name = next(g for g in match.groups() if g)
             if not _PATH.fullmatch(name):
                 add(Fact("identifier", name))
@@ -254,6 +267,47 @@ def extract_facts(
     for fact in errors:
         add(fact)
     return list(facts.values())
+
+
+def _spans(text: str) -> tuple[list[str], str]:
+    """The backquoted code names of ``text`` (paths left out: they are paths),
+    and the text without them (the names inside a span are the span's).
+
+    Spans are paired on the text as written; a fence (two backticks or more)
+    pairs with nothing. A span that reads as prose is the text between two
+    spans, paired by a stray backtick: its closing backtick opens the next.
+    """
+    text = _FENCE.sub("\n", text)
+    names: list[str] = []
+    kept: list[str] = []
+    pos = 0
+    while (m := _SPAN.search(text, pos)) is not None:
+        name = m.group(1)
+        if _PATH.fullmatch(name) or (is_code := _code_span(name)):
+            if not _PATH.fullmatch(name):
+                names.append(name)
+            kept.append(text[pos : m.start()] + " ")
+            pos = m.end()
+        elif is_code is None:  # prose: the closing backtick opens the next span
+            kept.append(text[pos : m.end() - 1])
+            pos = m.end() - 1
+        else:  # too short or too long for a name: its bare names are read
+            kept.append(text[pos : m.end()])
+            pos = m.end()
+    kept.append(text[pos:])
+    return names, "".join(kept)
+
+
+def _code_span(text: str) -> bool | None:
+    """Whether a backquoted span reads as a code name: True; False when it is
+    too short or too long for one; None when it reads as prose (the text
+    between two spans: whitespace at an end, a sentence break, plain words)."""
+    words = text.split()
+    if (text != text.strip() or _SENTENCE.search(text)
+            or (len(words) >= 4 and all(_PROSE_WORD.fullmatch(w) for w in words))):  # fmt: skip
+        return None
+    low, high = SPAN_CHARS
+    return low <= len(text) <= high
 
 
 def _key(message: Mapping[str, Any]) -> str:
