@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ctxcompact as cc
 from ctxcompact.live.store import new_id
 from ctxcompact.models import (
     AssistantMessage,
@@ -48,3 +49,22 @@ def fill(store: Any, session: str, turns: int, chars: int = 60_000, step: int = 
         store.append_message(
             session, tool_reply(u.id, "x" * chars, tokens={"input": step * i, "output": 100})
         )
+
+
+def read_run(
+    sid: str, steps: int, chars: int, task: str = "fix the bug in src/app.py"
+) -> cc.Session:
+    """A single-task run: the task, then ``steps`` reads of ``chars`` each."""
+    messages: list[dict[str, Any]] = [
+        {"info": {"id": "u0", "role": "user", "time": {"created": 0}},
+         "parts": [{"id": "t0", "type": "text", "text": task}]},
+    ]  # fmt: skip
+    for i in range(steps):
+        messages.append({
+            "info": {"id": f"a{i:03d}", "role": "assistant", "parentID": "u0",
+                     "finish": "tool-calls", "time": {"created": (i + 1) * 1000}},
+            "parts": [{"id": f"p{i:03d}", "type": "tool", "tool": "read", "callID": f"c{i}",
+                       "state": {"status": "completed", "input": {"path": f"src/f{i}.py"},
+                                 "output": "x" * chars}}],
+        })  # fmt: skip
+    return cc.Session.model_validate({"info": {"id": sid}, "messages": messages})

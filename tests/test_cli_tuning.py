@@ -7,25 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import ctxcompact as cc
 import pytest
+from builders import read_run
 from cli_run import invoke
 
-
-def run(sid: str, steps: int, chars: int, task: str = "fix the bug in src/app.py") -> cc.Session:
-    messages: list[dict[str, Any]] = [
-        {"info": {"id": "u0", "role": "user", "time": {"created": 0}},
-         "parts": [{"id": "t0", "type": "text", "text": task}]},
-    ]  # fmt: skip
-    for i in range(steps):
-        messages.append({
-            "info": {"id": f"a{i:03d}", "role": "assistant", "parentID": "u0",
-                     "finish": "tool-calls", "time": {"created": (i + 1) * 1000}},
-            "parts": [{"id": f"p{i:03d}", "type": "tool", "tool": "read", "callID": f"c{i}",
-                       "state": {"status": "completed", "input": {"path": f"src/f{i}.py"},
-                                 "output": "x" * chars}}],
-        })  # fmt: skip
-    return cc.Session.model_validate({"info": {"id": sid}, "messages": messages})
+run = read_run
 
 
 @pytest.fixture(scope="module")

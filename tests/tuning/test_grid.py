@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from builders import read_run
 from ctxcompact.errors import (
     ConfigError,
     DatasetError,
@@ -22,21 +23,7 @@ from ctxcompact.tuning import load_grid, tune
 from ctxcompact.tuning.grid import points, results
 from ctxcompact.tuning.prices import Price
 
-
-def run(sid: str, steps: int, chars: int) -> cc.Session:
-    messages: list[dict[str, Any]] = [
-        {"info": {"id": "u0", "role": "user", "time": {"created": 0}},
-         "parts": [{"id": "t0", "type": "text", "text": "fix the bug in src/app.py"}]},
-    ]  # fmt: skip
-    for i in range(steps):
-        messages.append({
-            "info": {"id": f"a{i:03d}", "role": "assistant", "parentID": "u0",
-                     "finish": "tool-calls", "time": {"created": (i + 1) * 1000}},
-            "parts": [{"id": f"p{i:03d}", "type": "tool", "tool": "read", "callID": f"c{i}",
-                       "state": {"status": "completed", "input": {"path": f"src/f{i}.py"},
-                                 "output": "x" * chars}}],
-        })  # fmt: skip
-    return cc.Session.model_validate({"info": {"id": sid}, "messages": messages})
+run = read_run
 
 
 SESSIONS = [run(f"s{n}", 6 + 3 * n, 3_000 + 500 * n) for n in range(5)]
