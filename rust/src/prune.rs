@@ -470,7 +470,7 @@ fn stale_of_target(value: &str) -> std::result::Result<Option<Stale<'_>>, ()> {
 
 /// `tool_target` as integer ids, when every chunk of it is dictionary
 /// encoded: each dictionary value is read and hashed once, and a scan then
-/// tests a row's target by its key (`Superseded` stamps the ids it has seen)
+/// tests a row's target by its key (`Stamps` marks the ids of the newer calls)
 /// with no string read. Equal values have equal ids whichever chunk or key
 /// holds them, so the selection is the one the strings give.
 pub(crate) struct TargetIds<'c, 'a> {
