@@ -16,6 +16,7 @@ __all__ = [
     "INTERRUPTED_TOOL",
     "JsonlStream",
     "__version__",
+    "check_table",
     "cleared_placeholder",
     "compact_batch",
     "count_tokens",
