@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact.batch.compact import compact_batch
-from ctxcompact.batch.parquet import repeated_part
+from ctxcompact.batch.parquet import _PART_KEY, _plain, repeated_part
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionError,
@@ -90,9 +90,6 @@ def _compact(batch: pa.Table, *, paths: bool = False, **kw: Any) -> Any:
             raise
 
 
-_PART_KEY = ("session_id", "message_id", "part_id")
-
-
 def _no_part_in_two_files(batch: pa.Table, files: Any, sid: Any) -> None:
     """For a session whose rows are out of order (or in two files): a part
     of it read twice (overlapping or re-exported files) is a
@@ -119,11 +116,6 @@ def _no_part_in_two_files(batch: pa.Table, files: Any, sid: Any) -> None:
             "overlapping or re-exported files? read each row once",
             session_id=sid, message_id=mid, column="part_id",
         )  # fmt: skip
-
-
-def _plain(column: Any) -> Any:
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
 
 
 def _no_part_twice(batch: pa.Table, files: Any) -> None:
