@@ -228,10 +228,7 @@ pub fn tokens_within(
     let mut k = 0;
     // Text parts marked ignored are rare: one search rules them out.
     let may_ignore = match (messages.first(), messages.last()) {
-        (Some(first), Some(last)) => table
-            .part_json
-            .as_ref()
-            .is_some_and(|c| c.may_hold(first.rows.start..last.rows.end, &IGNORED)),
+        (Some(first), Some(last)) => may_mention(table, first.rows.start..last.rows.end, &IGNORED),
         _ => false,
     };
     // Only the newest `keep_thinking` steps send their reasoning (as `estimates_of`).
@@ -754,10 +751,16 @@ pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {
 /// where this is `true` (pins are rare; a search per row cost a third of a
 /// counted prune).
 pub fn pins_possible(table: &PartTable<'_>, rows: std::ops::Range<usize>) -> bool {
+    may_mention(table, rows, &PINNED)
+}
+
+/// Whether the JSON of a part among `rows` may hold `quoted` (`mentions`
+/// for many rows at once: `false` is exact).
+fn may_mention(table: &PartTable<'_>, rows: std::ops::Range<usize>, quoted: &Finder<'_>) -> bool {
     table
         .part_json
         .as_ref()
-        .is_some_and(|c| c.may_hold(rows, &PINNED))
+        .is_some_and(|c| c.may_hold(rows, quoted))
 }
 
 /// `key` is `true` in the part's JSON. Only a part_json that mentions the
