@@ -194,3 +194,30 @@ def test_out_named_as_another_format_is_refused(
     code, _, _ = invoke(monkeypatch, capsys, command, str(runs), "--context", "40000",
                         "--output-limit", "1000", "--out", str(parquet), *extra)  # fmt: skip
     assert code == 0 and parquet.read_bytes()[:4] == b"PAR1"
+
+
+def test_equal_totals_with_different_calls_are_not_called_identical(capsys: Any) -> None:
+    """Two policies can reach the same totals by sending different prompts
+    (one call larger, another smaller): the note compares call by call."""
+    import pyarrow as pa
+    from ctxcompact import cli
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.tuning.replay import CALL_SCHEMA
+
+    def calls(prompts: list[int]) -> pa.Table:
+        n = len(prompts)
+        columns = {f.name: pa.nulls(n, f.type) for f in CALL_SCHEMA}
+        columns |= {"session_id": pa.array(["s"] * n), "call": pa.array(range(n), pa.int64()),
+                    "prompt_tokens": pa.array(prompts, pa.int64()),
+                    "compacted": pa.array([False] * n)}  # fmt: skip
+        return pa.table(columns, schema=CALL_SCHEMA)
+
+    row = {"sessions": 1, "calls": 2, "prompt_tokens": 300, "cached_tokens": 0,
+           "compactions": 0, "over_window": 0, "retention": 1.0}  # fmt: skip
+    rows = [{"name": name, **row, "mask_first": True} for name in ("a", "b", "c")]
+    cfg = CompactionConfig()
+    cli._note_equal(rows, cfg, calls=[calls([100, 200]), calls([200, 100]), calls([100, 200])])
+    err = capsys.readouterr().err
+    assert "note: 2 policies replay identically (a, c)" in err and "b" not in err.split(":")[1]
+    cli._note_equal(rows[:2], cfg, calls=[calls([100, 200]), calls([200, 100])])
+    assert "identically" not in capsys.readouterr().err

@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import errno
 import functools
+import hashlib
 import json
 import os
 import re
@@ -1115,14 +1116,36 @@ def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
     return True
 
 
+def _calls_key(calls: pa.Table) -> bytes:
+    """What each call of one policy sent, in a fixed order (by session and
+    call): two policies with equal totals replay identically only if these
+    are equal too."""
+    ordered = calls.sort_by([("session_id", "ascending"), ("call", "ascending")])
+    digest = hashlib.sha256()
+    for name in ("session_id", "call", "prompt_tokens", "cached_tokens", "compacted",
+                 "summary_input_tokens", "summary_output_tokens"):  # fmt: skip
+        digest.update(json.dumps(ordered.column(name).to_pylist()).encode())
+    return digest.digest()
+
+
 def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
-                windows: list[Any] | None = None, shown: int = 3) -> None:  # fmt: skip
-    """Say on stderr which policies (of one window) replayed identically, and why."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+                windows: list[Any] | None = None, shown: int = 3,
+                calls: list[pa.Table] | None = None) -> None:  # fmt: skip
+    """Say on stderr which policies (of one window) replayed identically, and
+    why. ``calls``: each row's calls, compared where the totals are equal
+    (without them, equal totals count as identical)."""
+    totals: dict[tuple[Any, ...], list[int]] = {}
     for i, row in enumerate(rows):
         window = windows[i] if windows is not None else None
-        groups.setdefault((window, *(row.get(k) for k in _SAME_KEYS)), []).append(row)
-    same = [g for g in groups.values() if len(g) > 1]
+        totals.setdefault((window, *(row.get(k) for k in _SAME_KEYS)), []).append(i)
+    same: list[list[dict[str, Any]]] = []
+    for members in totals.values():
+        if len(members) < 2:
+            continue
+        split: dict[bytes | None, list[dict[str, Any]]] = {}
+        for i in members:
+            split.setdefault(_calls_key(calls[i]) if calls else None, []).append(rows[i])
+        same += [g for g in split.values() if len(g) > 1]
     for group in same[:shown]:
         first, why = group[0], []
         plain = any(not r.get("mask_first") for r in group)
@@ -1158,11 +1181,13 @@ def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
 
 def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
                    as_json: bool, cfg: CompactionConfig,
-                   windows: list[Any] | None = None) -> None:  # fmt: skip
+                   windows: list[Any] | None = None,
+                   calls: list[pa.Table] | None = None) -> None:  # fmt: skip
     """A column per policy (a few) or a row per policy (a grid), then ``extra``.
-    ``windows``: each row's window (policies are compared within one)."""
+    ``windows``: each row's window (policies are compared within one);
+    ``calls``: each row's calls (policies are identical only if these are)."""
     if not _note_unchanged(rows, cfg):
-        _note_equal(rows, cfg, windows)
+        _note_equal(rows, cfg, windows, calls=calls)
     for row in rows:
         if row.get("over_window"):
             typer.echo(f"warning: {row['name']}: {row['over_window']:,} call(s) sent a prompt "
@@ -1297,7 +1322,7 @@ def replay(
     extra = {"model": model, "context": context, "output_limit": output_limit,
              "output_reserved": context - (usable or 0),
              "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
-    _show_policies("replay", rows, extra, as_json, cfg)
+    _show_policies("replay", rows, extra, as_json, cfg, calls=tables)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -1411,7 +1436,9 @@ def tune(
                    "against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    _show_policies("tune", rows, extra, as_json, cfg, windows)
+    points_calls = [result.calls.filter(pyarrow.compute.equal(result.calls["policy"], r["name"]))
+                    for r in rows]  # fmt: skip
+    _show_policies("tune", rows, extra, as_json, cfg, windows, points_calls)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
