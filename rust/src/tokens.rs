@@ -201,7 +201,14 @@ impl Encoder {
     /// ranks 0..n in any order): a typed error naming the line for a bad
     /// file, never a panic.
     pub fn from_tiktoken(name: &str, text: &str, split: Split<'_>) -> Result<Self> {
-        let bad = |why: String| CoreError::Config(format!("vocabulary {name:?}: {why}"));
+        // A loaded file is registered as "family:path": name the file.
+        let what = match name.split_once(':') {
+            Some((family, path)) if !family.is_empty() && !path.is_empty() => {
+                format!("vocabulary file {path:?} ({family})")
+            }
+            _ => format!("vocabulary {name:?}"),
+        };
+        let bad = |why: String| CoreError::Config(format!("{what}: {why}"));
         let mut ranked: Vec<(u64, Vec<u8>)> = Vec::new();
         for (i, line) in text
             .lines()

@@ -205,6 +205,8 @@ def test_a_bad_vocabulary_file_is_a_config_error_naming_it(
     with pytest.raises(ConfigError, match=match) as err:
         count_tokens("hello", "llama3", vocabulary=path)
     assert "bad.tiktoken" in str(err.value)
+    if content[:1] == b"Y":  # the core's own message names the file and the family
+        assert str(err.value).startswith(f'vocabulary file "{path}" (llama3): ')
 
 
 def test_bad_hugging_face_and_tekken_files(tmp_path: Path) -> None:
