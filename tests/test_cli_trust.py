@@ -333,3 +333,16 @@ def test_a_failed_second_rename_leaves_both_outputs_as_they_were(
     assert code == 0, err
     assert pq.read_table(first).num_rows > 0 and second.stat().st_size > 0
     assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])
+
+
+def test_ingest_writes_a_linked_output_through_the_link(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    target, link = tmp_path / "target.parquet", tmp_path / "link.parquet"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    src = _jsonl_with_a_bad_line(tmp_path)
+    code, _, err = run(monkeypatch, capsys, "ingest", str(src), "-o", str(link),
+                       "--on-error", "skip")  # fmt: skip
+    assert code == 0, err
+    assert link.is_symlink() and pq.read_table(target).num_rows > 0
