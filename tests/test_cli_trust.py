@@ -268,3 +268,81 @@ def test_an_output_without_a_suffix_is_named_as_given(
     assert code == 1 and not out.exists()
     assert "write a .jsonl file (a session per line), not one without a suffix" in err
     assert ".tmp-" not in err and "-tmp" not in err
+
+
+# --- two outputs of one run: both replaced or neither -------------------------------------
+
+
+def _second_rename_fails(monkeypatch: Any, second: Path) -> None:
+    """Make the rename of ``second``'s temporary file onto it fail (putting
+    the old file back still works), as ``compact_parquet``'s test does."""
+    import os
+
+    rename = os.replace
+
+    def failing(src: Any, dst: Any) -> None:
+        if Path(dst) == second and Path(src).name.startswith(f".{second.name}.tmp-"):
+            raise PermissionError(13, "Permission denied", str(src), None, str(dst))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+
+
+def _jsonl_with_a_bad_line(folder: Path) -> Path:
+    from ctxcompact import formats
+    from ctxcompact.transcript import Transcript
+
+    src = folder / "in.jsonl"
+    formats.write(Transcript(generate_table(3, 20, seed=2)).to_sessions(), src, "openai-chat")
+    with src.open("ab") as f:
+        f.write(b"not json\n")
+    return src
+
+
+@pytest.mark.parametrize("existed", [True, False])
+@pytest.mark.parametrize("command", ["compact", "ingest"])
+def test_a_failed_second_rename_leaves_both_outputs_as_they_were(
+    command: str, existed: bool, generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    first = out / "rows.parquet"
+    if command == "compact":
+        second, option = out / "report.parquet", "--report"
+        argv = ["compact", str(generated), "--output", str(first), "--report", str(second)]
+    else:
+        second, option = out / "rejects.jsonl", "--rejects"
+        argv = ["ingest", str(_jsonl_with_a_bad_line(inputs)), "-o", str(first),
+                "--on-error", "skip", "--rejects", str(second)]  # fmt: skip
+    if existed:
+        first.write_bytes(b"old first")
+        second.write_bytes(b"old second")
+    _second_rename_fails(monkeypatch, second)
+    code, _, err = run(monkeypatch, capsys, *argv)
+    assert code == 5 and len(err.strip().splitlines()) == 1, err
+    assert f"{second}: cannot write {option}: Permission denied" in err
+    if existed:
+        assert first.read_bytes() == b"old first" and second.read_bytes() == b"old second"
+        assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])
+    else:
+        assert list(out.iterdir()) == []  # neither written, no temporary file left
+    monkeypatch.undo()
+    code, _, err = run(monkeypatch, capsys, *argv)
+    assert code == 0, err
+    assert pq.read_table(first).num_rows > 0 and second.stat().st_size > 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])
+
+
+def test_ingest_writes_a_linked_output_through_the_link(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    target, link = tmp_path / "target.parquet", tmp_path / "link.parquet"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    src = _jsonl_with_a_bad_line(tmp_path)
+    code, _, err = run(monkeypatch, capsys, "ingest", str(src), "-o", str(link),
+                       "--on-error", "skip")  # fmt: skip
+    assert code == 0, err
+    assert link.is_symlink() and pq.read_table(target).num_rows > 0

@@ -173,3 +173,35 @@ def test_scan_flags_win_over_message_json() -> None:
     assert [g for g, a in zip(got, assistant, strict=True) if a] == [
         w for w, a in zip(want, assistant, strict=True) if a
     ]
+
+
+@pytest.mark.parametrize(
+    ("message", "want"),
+    [
+        # the core's row errors: "row N" in a sentence, and in the place it is
+        ("output_utf16 of row 150 is negative (-1)", "output_utf16 of row 17 is negative (-1)"),
+        ('part_json of row 150 (session "s", message "m") is not JSON',
+         'part_json of row 17 (session "s", message "m") is not JSON'),
+        ('unknown role "robot" (session "s", row 150, column "role")',
+         'unknown role "robot" (session "s", row 17, column "role")'),
+        # another row number is left alone
+        ("row 1500 and row 150", "row 1500 and row 17"),
+    ],
+)  # fmt: skip
+def test_relocate_names_the_file_and_its_row(message: str, want: str) -> None:
+    """One helper for the CLI, tune and compact_parquet: an error about a row
+    of a piece of a table names the file and the row in it, wherever the
+    message says "row N"; the same error, its class and place kept."""
+    from ctxcompact.errors import FormatError
+    from ctxcompact.transcript import relocate
+
+    error = FormatError(message, session_id="s", row=150, column="part_json")
+    again = relocate(error, "s", 17)  # a path that is also a word of the message
+    assert again is error and isinstance(again, FormatError)
+    assert str(again) == f"s: {want}"
+    assert (again.row, again.session_id, again.column) == (17, "s", "part_json")
+    # a message already led by the file is not led by it twice
+    assert str(relocate(again, "s", 17)) == f"s: {want}"
+    # no row known in the file: the message keeps its row, the error has none
+    kept = relocate(FormatError(message, row=150), "data/in.parquet")
+    assert str(kept) == f"data/in.parquet: {message}" and kept.row is None

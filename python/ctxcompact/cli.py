@@ -51,7 +51,13 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact import config as config_module
-from ctxcompact._atomic import OutputNotWritableError, beside, replacing
+from ctxcompact._atomic import (
+    OutputNotWritableError,
+    beside,
+    check_replaceable,
+    replace_together,
+    replacing,
+)
 from ctxcompact._outputs import _one_line, check_outputs, is_parquet_source
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
@@ -357,6 +363,42 @@ def _write_parquet(table: pa.Table, path: Path, option: str) -> None:
         pq.write_table(table, tmp)
 
 
+def _replace_outputs(moves: list[tuple[Path, Path, str]]) -> None:
+    """Rename finished temporary files onto their outputs (``(tmp, output,
+    option)``), all or none (``_atomic.replace_together``); an OSError
+    becomes exit 5 naming the option whose file it names (else the first)."""
+    try:
+        replace_together([(tmp, dest) for tmp, dest, _ in moves])
+    except OSError as e:
+        named = {str(e.filename), str(e.filename2)}
+        dest, option = next(((d, o) for t, d, o in moves if named & {str(t), str(d)}),
+                            (moves[0][1], moves[0][2]))  # fmt: skip
+        reason = e.strerror or _one_line(str(e))
+        raise OutputNotWritable(f"{dest}: cannot write {option}: {reason}") from None
+
+
+def _write_parquets(outputs: list[tuple[pa.Table, Path | None, str]]) -> None:
+    """Write each ``(table, path, option)`` with a path, all or none: every
+    file is written under a temporary name first, then all are renamed
+    together (``_replace_outputs``); on any error no output has changed and
+    no temporary file is left."""
+    moves: list[tuple[Path, Path, str]] = []
+    try:
+        for table, path, option in outputs:
+            if path is None:
+                continue
+            with _output_errors(path, option):
+                dest = check_replaceable(path)  # a symlink's target is written (the link stays)
+                moves.append((beside(dest), dest, option))
+                pq.write_table(table, moves[-1][0])
+        _replace_outputs(moves)
+    except BaseException:
+        for tmp, _, _ in moves:
+            with suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise
+
+
 # --- progress and display -------------------------------------------------------------
 
 
@@ -618,6 +660,12 @@ def _ingest_to_parquet(
 
     _check_inputs(inputs)
     _check_outputs({option: out, "--rejects": rejects}, inputs)
+    # a symlink's target is written (the link stays), as every output is
+    with _output_errors(out, option):
+        out = check_replaceable(out)
+    if rejects is not None:
+        with _output_errors(rejects, "--rejects"):
+            rejects = check_replaceable(rejects)
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
     rows = rejected = pending_rows = pending_bytes = 0
@@ -658,11 +706,13 @@ def _ingest_to_parquet(
             if pending:
                 writer.write_table(pa.concat_tables(pending))
             writer.close()
-            os.replace(out_tmp, out)
-        if reject_file is not None and rejects is not None:
+        moves = [(out_tmp, out, option)]
+        if reject_file is not None and rejects is not None and rejects_tmp is not None:
             with _output_errors(rejects, "--rejects"):
                 reject_file.close()
-                os.replace(rejects_tmp, rejects)  # type: ignore[arg-type]
+            moves.append((rejects_tmp, rejects, "--rejects"))
+        # both files or neither: a failed second rename puts the first one back
+        _replace_outputs(moves)
     except BaseException:
         for handle in (writer, reject_file):
             with suppress(Exception):
@@ -957,10 +1007,8 @@ def compact(
         _verify(transcript.to_arrow(), input)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
-    if output is not None:
-        _write_parquet(parts, output, "--output")
-    if report is not None:
-        _write_parquet(stats, report, "--report")
+    # both outputs or neither: a failed second rename puts the first one back
+    _write_parquets([(parts, output, "--output"), (stats, report, "--report")])
     total = {k: int(pa.compute.sum(stats[k]).as_py() or 0)
              for k in ("tokens_before", "tokens_pruned", "tokens_after")}  # fmt: skip
     over = [x for x in stats["overflow_after"].to_pylist() if x]

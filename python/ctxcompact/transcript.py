@@ -10,6 +10,7 @@ set by ``mark_pruned`` becomes ``state.time.compacted``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -447,16 +448,17 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
     return built
 
 
-def relocate(error: CompactionError, path: Any, row: int) -> CompactionError:
-    """``error``, about row ``error.row`` of a piece of a table, made to name
-    the row ``row`` of the file ``path`` (``None``: no file) it is: its
-    message and ``row`` say so, ``path`` leads the message."""
+def relocate(error: CompactionError, path: Any, row: int | None = None) -> CompactionError:
+    """``error``, about row ``error.row`` of a piece of a table (a batch, a
+    concatenation of files), made to name the row ``row`` of the file
+    ``path`` it is (``row=None``: no row of it is known; ``path=None``: no
+    file). Its message says so: every "row N" of ``error.row`` becomes "row
+    ``row``" and "``path``: " leads it (once); its ``row`` becomes ``row``.
+    The same error is returned, changed (class and other attributes kept)."""
     text = str(error)
-    if error.row is not None:
-        head, found, tail = text.rpartition(f"row {error.row}")
-        if found and tail[:1] in (",", ")", ""):
-            text = f"{head}row {row}{tail}"
-    if path is not None and str(path) not in text:
+    if row is not None and error.row is not None and row != error.row:
+        text = re.sub(rf"\brow {error.row}\b", f"row {row}", text)
+    if path is not None and not text.startswith(f"{path}: "):
         text = f"{path}: {text}"
     error.args = (text, *error.args[1:])
     error.row = row

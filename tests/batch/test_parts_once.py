@@ -159,3 +159,21 @@ def test_a_failed_report_rename_leaves_the_destination_as_it_was(
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "out.parquet", "report.parquet", "rows.parquet"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("to", ["openai-chat", "parquet"])
+def test_convert_refuses_a_part_twice_in_one_file(
+    tmp_path: Path, to: str, monkeypatch: Any, capsys: Any
+) -> None:
+    path, bad, first, again = _file(tmp_path)
+    out = tmp_path / "out" / f"converted.{'parquet' if to == 'parquet' else 'jsonl'}"
+    out.parent.mkdir()
+    for source in (path, tmp_path):  # the file, and its folder
+        code, _, err = invoke(monkeypatch, capsys, "convert", str(source), str(out), "--to", to)
+        assert code == 1, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "DuplicateSessionError" in err and "dup.parquet" in err
+        assert f"row {again} repeats row {first}" in err
+        assert repr(bad["part_id"][again].as_py()) in err
+        assert bad["session_id"][again].as_py() in err
+        assert not out.exists() and list(out.parent.iterdir()) == []  # nothing written

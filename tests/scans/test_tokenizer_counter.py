@@ -74,9 +74,8 @@ def test_a_text_that_is_not_a_str_is_an_input_type_error() -> None:
         TokenizerCounter(byte_level_tiktoken(), special_tokens="yes")  # type: ignore[arg-type]
 
 
-def test_count_chat_tokens_takes_a_counter_and_the_column_counters_say_what_it_is() -> None:
-    import pyarrow as pa
-    from ctxcompact.scans import count_chat_tokens, count_tokens, count_tokens_array
+def test_count_chat_tokens_takes_a_counter_and_count_tokens_says_what_it_is() -> None:
+    from ctxcompact.scans import count_chat_tokens, count_tokens
 
     counter = TokenizerCounter(byte_level_tiktoken())
     messages = [{"role": "user", "content": "hello", "name": "dev"}]
@@ -84,10 +83,53 @@ def test_count_chat_tokens_takes_a_counter_and_the_column_counters_say_what_it_i
     assert count_chat_tokens(messages, counter) == 3 + (3 + 4 + 5) + (1 + 3)
     with pytest.raises(ConfigError, match="takes no vocabulary"):
         count_chat_tokens(messages, counter, vocabulary="x.model")
-    for call in (lambda: count_tokens_array(pa.array(["x"]), counter),  # type: ignore[arg-type]
-                 lambda: count_tokens("x", counter)):  # type: ignore[arg-type]  # fmt: skip
-        with pytest.raises(ConfigError, match="a TokenizerCounter is a per-string callable") as err:
-            call()
-        assert " at 0x" not in str(err.value)  # no object address
+    with pytest.raises(ConfigError, match="a TokenizerCounter is a per-string callable") as err:
+        count_tokens("x", counter)  # type: ignore[arg-type]
+    assert " at 0x" not in str(err.value)  # no object address
+    assert "count_tokens_array take one" in str(err.value)
     with pytest.raises(ConfigError, match=r"through TokenizerCounter\(tokenizer\)"):
         count_tokens("x", byte_level_tiktoken())  # type: ignore[arg-type]
+
+
+def test_count_tokens_array_takes_a_counter() -> None:
+    """Each string counted by the counter, nulls null, int64: an array for an
+    array (a dictionary's values once each), chunks for a ChunkedArray."""
+    import pyarrow as pa
+    from ctxcompact.errors import ColumnTypeError
+    from ctxcompact.scans import count_tokens_array
+
+    calls: list[str] = []
+
+    class Words:
+        def encode(self, text: str) -> list[str]:
+            calls.append(text)
+            return text.split()
+
+    counter = TokenizerCounter(Words())
+    texts = ["a b c", None, "", TEXT, "a b c"]
+    want = [3, None, 0, 6, 3]
+    for values in (pa.array(texts), pa.array(texts, pa.large_string()),
+                   pa.array(texts, pa.string_view())):  # fmt: skip
+        got = count_tokens_array(values, counter)
+        assert isinstance(got, pa.Array) and got.type == pa.int64() and got.to_pylist() == want
+    calls.clear()
+    got = count_tokens_array(pa.array(texts).dictionary_encode(), counter)
+    assert got.type == pa.int64() and got.to_pylist() == want
+    assert sorted(calls) == sorted(["a b c", "", TEXT])  # each distinct string once
+    chunked = pa.chunked_array([texts[:2], texts[2:], []], pa.string())
+    got = count_tokens_array(chunked, counter, threads=1)
+    assert isinstance(got, pa.ChunkedArray) and got.type == pa.int64()
+    assert [c.to_pylist() for c in got.chunks] == [want[:2], want[2:], []]
+    polars = pytest.importorskip("polars")
+    got = count_tokens_array(polars.Series(texts), counter)
+    assert isinstance(got, pa.Array) and got.to_pylist() == want
+    # the same result type as a family name gives
+    named = count_tokens_array(pa.array(texts), "o200k")
+    assert type(named) is type(count_tokens_array(pa.array(texts), counter))
+    with pytest.raises(ConfigError, match="takes no vocabulary"):
+        count_tokens_array(pa.array(texts), counter, vocabulary="x.model")
+    with pytest.raises(ColumnTypeError, match='column "values" has type') as err:
+        count_tokens_array(pa.array([1, 2]), counter)
+    assert err.value.column == "values"
+    with pytest.raises(InputTypeError, match="count_tokens_array takes an Arrow string array"):
+        count_tokens_array(["a"], counter)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from ctxcompact.transcript import (
     TOOL_TARGET,
     count_output_units,
     encode_targets,
+    relocate,
     targets_as_dictionary,
     tool_targets,
 )
@@ -363,19 +363,6 @@ def check_parts_once(
     )  # fmt: skip
 
 
-def _in_file(error: CompactionError, path: Path, row: int | None = None) -> CompactionError:
-    """The same error, with the file named and, when known, the row counted
-    in that file (the core counts it in the batch)."""
-    message = str(error)
-    if row is not None and error.row is not None:
-        message = re.sub(rf"\brow {error.row}\b", f"row {row}", message, count=1)
-    again = type(error)(
-        f"{path}: {message}", session_id=error.session_id, message_id=error.message_id,
-        column=error.column, row=row,
-    )  # fmt: skip
-    return again
-
-
 def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:
     """First row of the trailing run of the last session id."""
     last = session_ids[-1]
@@ -622,9 +609,9 @@ def compact_parquet(
             # The row, when the core names one, says which file; else the session's
             # last file (a reappearing session is wrong where it reappears).
             if e.row is not None:
-                raise _in_file(e, *_locate(segments, e.row)) from e
+                raise relocate(e, *_locate(segments, e.row)) from None
             where = next((w for ids, w in reversed(seen) if e.session_id in ids), segments[-1][0])
-            raise _in_file(e, where) from e
+            raise relocate(e, where) from None
         for ids, _ in seen:
             done.update(ids)
         if parts is not None and tmp_dest is not None:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ctxcompact import _core
-from ctxcompact.errors import ConfigError, InputTypeError
+from ctxcompact.errors import ColumnTypeError, ConfigError, InputTypeError
 from ctxcompact.estimators import FAMILIES
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
 from ctxcompact.scans.vocabularies import ExactTokenizer as ExactTokenizer  # re-exported
@@ -134,7 +134,7 @@ def _exact(text: str, name: str) -> int:
 
 def count_tokens_array(
     values: Any,
-    tokenizer: ExactTokenizer = "o200k",
+    tokenizer: ExactTokenizer | TokenizerCounter = "o200k",
     *,
     vocabulary: str | Path | None = None,
     threads: int | None = None,
@@ -142,13 +142,60 @@ def count_tokens_array(
     """Exact tokens of every string of an Arrow string column (int64; nulls stay
     null), counted in Rust on the thread pool with the GIL released, never a
     Python object per row. Takes what ``estimate_tokens_array`` takes, and the
-    tokenizers ``count_tokens`` takes."""
+    tokenizers ``count_tokens`` takes.
+
+    ``tokenizer`` may also be a ``TokenizerCounter``, to count each string
+    with another tokenizer: in Python, one call per string (a dictionary
+    column's values once each), ``threads`` unused; the result is the same
+    int64 array (chunked for a ``ChunkedArray``)."""
     check_arrow(values, "count_tokens_array")
+    if isinstance(tokenizer, TokenizerCounter):
+        if vocabulary is not None:
+            raise ConfigError("a TokenizerCounter takes no vocabulary file: its tokenizer has one",
+                              column="vocabulary")  # fmt: skip
+        check_threads(threads)
+        return _count_with(values, tokenizer)
     name = core_name(tokenizer, vocabulary)
     result = pa.chunked_array(_core.count_tokens_array(values, name, check_threads(threads)))
     if isinstance(values, pa.ChunkedArray):
         return result
     return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()
+
+
+def _count_with(values: Any, counter: TokenizerCounter) -> pa.Array | pa.ChunkedArray:
+    """``count_tokens_array`` with a ``TokenizerCounter``: each string counted
+    by ``counter`` in Python (nulls stay null), as int64."""
+    chunked = isinstance(values, pa.ChunkedArray)
+    try:
+        if chunked or isinstance(values, pa.Array):
+            column = values
+        elif hasattr(values, "__arrow_c_stream__"):  # a polars Series, ...
+            column = pa.chunked_array(values)
+        else:
+            column = pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise InputTypeError(f"count_tokens_array takes an Arrow string array (e.g. "
+                             f"pyarrow.array(values)), got {type(values).__name__} "
+                             f"({e})") from None  # fmt: skip
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_string_view(kind)):  # fmt: skip
+        raise ColumnTypeError(f'column "values" has type {column.type}; expected utf8, '
+                              "large_utf8, utf8_view or a dictionary of them",
+                              column="values")  # fmt: skip
+
+    def count(chunk: pa.Array) -> pa.Array:
+        if isinstance(chunk, pa.DictionaryArray):  # each distinct string once
+            return count(chunk.dictionary).take(chunk.indices)
+        return pa.array([None if s is None else counter(s) for s in chunk.to_pylist()],
+                        pa.int64())  # fmt: skip
+
+    if isinstance(column, pa.ChunkedArray):
+        result = pa.chunked_array([count(c) for c in column.chunks], pa.int64())
+        if chunked:
+            return result
+        return result.chunk(0) if result.num_chunks == 1 else result.combine_chunks()
+    return count(column)
 
 
 def count_chat_tokens(

@@ -153,7 +153,7 @@ def core_name(tokenizer: str, vocabulary: str | Path | None = None) -> str:
         hint = ""
         if callable(tokenizer):  # a TokenizerCounter
             hint = (": a TokenizerCounter is a per-string callable (call it on each text; "
-                    "count_chat_tokens takes one too)")  # fmt: skip
+                    "count_chat_tokens and count_tokens_array take one too)")  # fmt: skip
         elif hasattr(tokenizer, "encode"):  # a tokenizer object
             hint = ": count with a tokenizer object through TokenizerCounter(tokenizer)"
         raise ConfigError(
