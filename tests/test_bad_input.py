@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ctxcompact as cc
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -445,7 +446,11 @@ def test_estimate_array_of_non_strings() -> None:
 
 
 @pytest.mark.parametrize("fn", [estimate_tokens_array, count_tokens_array])
-@pytest.mark.parametrize("values", [["a", "b"], "hello"], ids=["list", "str"])
+@pytest.mark.parametrize(
+    "values",
+    [["a", "b"], "hello", b"hello", np.array(["a", "b"]), np.array(["a", None], dtype=object)],
+    ids=["list", "str", "bytes", "numpy-str", "numpy-object"],
+)
 def test_an_array_function_given_no_arrow_is_an_input_type_error(fn: Any, values: Any) -> None:
     # was the core's plain ValueError ("Expected object with __arrow_c_array__ ...")
     e = expect(InputTypeError, lambda: fn(values))

@@ -300,7 +300,7 @@ def _jsonl_with_a_bad_line(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("existed", [True, False])
-@pytest.mark.parametrize("command", ["compact", "ingest"])
+@pytest.mark.parametrize("command", ["compact", "ingest", "tune"])
 def test_a_failed_second_rename_leaves_both_outputs_as_they_were(
     command: str, existed: bool, generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
@@ -312,6 +312,13 @@ def test_a_failed_second_rename_leaves_both_outputs_as_they_were(
     if command == "compact":
         second, option = out / "report.parquet", "--report"
         argv = ["compact", str(generated), "--output", str(first), "--report", str(second)]
+    elif command == "tune":
+        grid = tmp_path / "grid.toml"
+        grid.write_text('preset = ["opencode", "swe-agent"]\nmask_first = [true]\n')
+        second, option = out / "report.html", "--report"
+        argv = ["tune", str(generated), "--grid", str(grid), "--context", "20000",
+                "--output-limit", "1000", "--workers", "1", "--out", str(first),
+                "--report", str(second)]  # fmt: skip
     else:
         second, option = out / "rejects.jsonl", "--rejects"
         argv = ["ingest", str(_jsonl_with_a_bad_line(inputs)), "-o", str(first),

@@ -378,19 +378,34 @@ def _replace_outputs(moves: list[tuple[Path, Path, str]]) -> None:
 
 
 def _write_parquets(outputs: list[tuple[pa.Table, Path | None, str]]) -> None:
-    """Write each ``(table, path, option)`` with a path, all or none: every
-    file is written under a temporary name first, then all are renamed
-    together (``_replace_outputs``); on any error no output has changed and
-    no temporary file is left."""
+    """Write each ``(table, path, option)`` with a path, all or none
+    (``_write_together``)."""
+    _write_together([(functools.partial(_parquet_to, table), path, option)
+                     for table, path, option in outputs])  # fmt: skip
+
+
+def _parquet_to(table: pa.Table, tmp: Path) -> None:
+    pq.write_table(table, tmp)
+
+
+def _text_to(text: str, tmp: Path) -> None:
+    tmp.write_text(text, encoding="utf-8")
+
+
+def _write_together(outputs: list[tuple[Callable[[Path], None], Path | None, str]]) -> None:
+    """Write each ``(write, path, option)`` with a path, all or none: every
+    file is written (``write(tmp)``) under a temporary name first, then all
+    are renamed together (``_replace_outputs``); on any error no output has
+    changed and no temporary file is left."""
     moves: list[tuple[Path, Path, str]] = []
     try:
-        for table, path, option in outputs:
+        for write, path, option in outputs:
             if path is None:
                 continue
             with _output_errors(path, option):
                 dest = check_replaceable(path)  # a symlink's target is written (the link stays)
                 moves.append((beside(dest), dest, option))
-                pq.write_table(table, moves[-1][0])
+                write(moves[-1][0])
         _replace_outputs(moves)
     except BaseException:
         for tmp, _, _ in moves:
@@ -1450,14 +1465,14 @@ def tune(
 
         result = run_tune(corpus, grid, limits=window, config=cfg, model=model,
                           workers=workers, progress=tick)  # fmt: skip
-    if out is not None:
-        _write_parquet(result.calls, out, "--out")
+    page = None
     if report is not None:
         from ctxcompact.tuning.report import render_report
 
         page = render_report(result)
-        with _writing(report, "--report") as tmp:
-            tmp.write_text(page, encoding="utf-8")
+    # both files or neither (a failed second rename puts the first one back)
+    _write_together([(functools.partial(_parquet_to, result.calls), out, "--out"),
+                     (functools.partial(_text_to, page or ""), report, "--report")])  # fmt: skip
     options = result.summaries
     rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]},
              "mask_first": options[r["policy"]].get("mask_first", cfg.mask_first),

@@ -65,17 +65,15 @@ def check_threads(threads: int | None) -> int | None:
 
 
 def check_arrow(values: Any, fn: str) -> None:
-    """``InputTypeError`` unless ``values`` is something the core reads as an
-    Arrow array (it exports one, or a buffer): a list or a str is not."""
+    """``InputTypeError`` unless ``values`` exports an Arrow array or stream:
+    a list, a str, bytes or a numpy array (a buffer, which the core's Arrow
+    import would refuse with a bare ``ValueError``) is not."""
     if hasattr(values, "__arrow_c_array__") or hasattr(values, "__arrow_c_stream__"):
         return
-    try:
-        memoryview(values)
-    except TypeError:
-        raise InputTypeError(
-            f"{fn} takes an Arrow string array (e.g. pyarrow.array(values)), "
-            f"got {type(values).__name__}"
-        ) from None
+    raise InputTypeError(
+        f"{fn} takes an Arrow string array (e.g. pyarrow.array(values)), "
+        f"got {type(values).__name__}"
+    )
 
 
 def estimate_tokens_array(
