@@ -2,7 +2,7 @@
 codes docs/schema.md allows, turned back into sessions (``to_sessions`` and
 the commands built on it: replay, tune, convert) and read by the reference:
 the same as its string table; a code that stands for nothing is the core's
-typed error. And ``message_json``'s role against the ``role`` column."""
+typed error."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from ctxcompact.errors import (
     CompactionError,
     DuplicateSessionError,
     FormatError,
+    InconsistentMessageError,
     InputTypeError,
     MissingColumnError,
     NonContiguousError,
@@ -634,6 +635,18 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         )
     if row.get("message_json"):
         info = _json_object(row, i, "message_json")
+        # The role column is the message's role (what the scans read);
+        # message_json holds the rest of the info, so a role there is the
+        # same one again or a contradiction.
+        if "role" in info and info["role"] != role:
+            sid, mid = row["session_id"], row["message_id"]
+            raise InconsistentMessageError(
+                f"message_json's role {json.dumps(info['role'], ensure_ascii=False)} disagrees "
+                f"with the role column's {json.dumps(role)} (the column is the message's "
+                f"role){_at(sid, mid, i, 'message_json')}",
+                session_id=sid, message_id=mid, row=i, column="message_json",
+            )  # fmt: skip
+        info["role"] = role
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
     if role == "assistant":
