@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
-from ctxcompact.errors import ColumnTypeError, CompactionError, FormatError, UnknownValueError
+from ctxcompact.errors import (
+    ColumnTypeError,
+    CompactionError,
+    FormatError,
+    InconsistentMessageError,
+    UnknownValueError,
+)
 from ctxcompact.transcript import sessions_to_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "opencode_session.json"
@@ -66,7 +72,15 @@ CASES = {
     "part_json-state-number": ("part_json", None, FormatError),
     "part_json-bad-field": ("part_json", None, FormatError),
     "message_json-bad-field": ("message_json", None, FormatError),
+    "message_json-other-role": ("message_json", None, InconsistentMessageError),
 }
+
+
+def _assistant_row(table: pa.Table) -> int:
+    """The first row of the first assistant message."""
+    roles, infos = table.column("role").to_pylist(), table.column("message_json").to_pylist()
+    return next(i for i, (r, m) in enumerate(zip(roles, infos, strict=True))
+                if r == "assistant" and m is not None)  # fmt: skip
 
 
 def _bad(case: str) -> tuple[pa.Table, int | None]:
@@ -82,6 +96,10 @@ def _bad(case: str) -> tuple[pa.Table, int | None]:
     elif case == "part_json-bad-field":
         values = table.column("part_json").to_pylist()
         values[tool_row] = json.dumps({**json.loads(values[tool_row]), "pinned": "maybe"})
+    elif case == "message_json-other-role":
+        values = table.column("message_json").to_pylist()
+        tool_row = _assistant_row(table)
+        values[tool_row] = json.dumps({**json.loads(values[tool_row]), "role": "user"})
     else:
         values = table.column("message_json").to_pylist()
         tool_row = _first(table, "message_json")
@@ -107,7 +125,8 @@ def test_a_bad_column_is_a_typed_error_naming_it_and_its_row(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["output-int32", "status-unknown", "part_json-not-json",
-                                  "message_json-array", "part_json-bad-field"])  # fmt: skip
+                                  "message_json-array", "part_json-bad-field",
+                                  "message_json-other-role"])  # fmt: skip
 @pytest.mark.parametrize("command", ["replay", "convert"])
 def test_the_cli_names_the_file_and_column_in_one_line(
     case: str, command: str, tmp_path: Path, monkeypatch: Any, capsys: Any
@@ -145,6 +164,49 @@ def test_estimate_and_to_sessions_name_a_mistyped_column_alike(
     _, _, replay = invoke(monkeypatch, capsys, "replay", str(src), "--context", "8000",
                        "--output-limit", "1000")  # fmt: skip
     assert estimate.strip() == replay.strip()
+
+
+def _roles(table: pa.Table, change: Callable[[dict[str, Any]], None]) -> pa.Table:
+    """``table`` with every ``message_json`` object changed by ``change``."""
+    values = []
+    for text in table.column("message_json").to_pylist():
+        info = None if text is None else json.loads(text)
+        if info is not None:
+            change(info)
+        values.append(None if info is None else json.dumps(info))
+    index = table.schema.get_field_index("message_json")
+    return table.set_column(index, table.schema.field(index), pa.array(values, pa.large_string()))
+
+
+@pytest.mark.parametrize("coded", [False, True])
+def test_message_jsons_role_against_the_role_column(coded: bool) -> None:
+    """The role column is the message's role (what the scans read):
+    ``message_json`` saying another is an ``InconsistentMessageError`` naming
+    both, never a silent win; one without a role takes the column's."""
+    table = _table()
+    if coded:  # the role column as docs/schema.md's int8 codes
+        codes = {"user": 0, "assistant": 1, "system": 2}
+        roles = [codes[r] for r in table.column("role").to_pylist()]
+        table = table.set_column(table.schema.get_field_index("role"), "role",
+                                 pa.array(roles, pa.int8()))  # fmt: skip
+    want = [m.info.role for m in cc.Transcript(table).to_sessions()[0].messages]
+    assert "assistant" in want and "user" in want
+    row = _assistant_row(_table())
+    mid = _table().column("message_id")[row].as_py()
+    bad = _roles(table, lambda info: info.update(role="system") if info["id"] == mid else None)
+    with pytest.raises(InconsistentMessageError) as e:
+        cc.Transcript(bad).to_sessions()
+    assert (e.value.session_id, e.value.message_id, e.value.row) == (SID, mid, row)
+    assert e.value.column == "message_json"
+    assert str(e.value) == (
+        f'message_json\'s role "system" disagrees with the role column\'s "assistant" (the '
+        f'column is the message\'s role) (session "{SID}", message "{mid}", row {row}, '
+        'column "message_json")'
+    )
+    # the info minus the columns (docs/schema.md): the role comes from the column
+    bare = _roles(table, lambda info: info.pop("role"))
+    assert [m.info.role for m in cc.Transcript(bare).to_sessions()[0].messages] == want
+    assert cc.Transcript(bare).to_sessions() == cc.Transcript(table).to_sessions()
 
 
 def test_a_minimal_table_still_reads() -> None:

@@ -23,6 +23,7 @@ from ctxcompact.errors import (
     CompactionError,
     DuplicateSessionError,
     FormatError,
+    InconsistentMessageError,
     InputTypeError,
     MissingColumnError,
     NonContiguousError,
@@ -76,6 +77,19 @@ UNITS_KEY = "ctxcompact.units"
 SCAN_COLUMNS = [name for name in SCHEMA.names if not name.endswith("_json") and name not in DERIVED]
 REQUIRED = ("session_id", "message_id", "role", "part_type")
 ROLES = {"user", "assistant", "system"}
+#: What the int8 codes docs/schema.md allows in ``role``, ``part_type`` and
+#: ``status`` stand for (the core's ``codes.rs``), by column: what an error
+#: calls the column's value, and each code's name. Part type 127 is ``other``:
+#: a type the core does not know (its name is not in the table).
+CODES: dict[str, tuple[str, dict[int, str]]] = {
+    "role": ("role", dict(enumerate(("user", "assistant", "system", "tool")))),
+    "part_type": ("part type", {
+        **dict(enumerate(("text", "tool", "compaction", "file", "reasoning", "step-start",
+                          "step-finish", "subtask", "snapshot", "patch", "agent", "retry"))),
+        127: "other",
+    }),
+    "status": ("tool status", dict(enumerate(("pending", "running", "completed", "error")))),
+}  # fmt: skip
 
 
 def _dumps(value: Any) -> str:
@@ -385,7 +399,9 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
     Bad data is a typed error naming the column and, where it is one value,
     the session, message and row, raised before any session is built: a
     column of the wrong Arrow type (``ColumnTypeError``), an unknown role or
-    status (``UnknownValueError``), rows out of order (the scans' checks,
+    status, or an int8 code that stands for none (``UnknownValueError``;
+    ``role``, ``part_type`` and ``status`` may hold the codes docs/schema.md
+    gives, read as their names: part type 127 is ``other``), rows out of order (the scans' checks,
     ``_core.check_table``), and a ``*_json`` or ``input`` value that is not
     the JSON object a session holds there (``FormatError``)."""
     for name in REQUIRED:
@@ -400,7 +416,7 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
             column="output",
         )
     _check_table(table)
-    rows = table.to_pylist()
+    rows = code_names(table).to_pylist()
     sessions: list[dict[str, Any]] = []
     # Per session: its first row, and each message's first row and part rows
     # (where a model's complaint about a value is found in the table).
@@ -475,6 +491,34 @@ def _at(session_id: Any, message_id: Any, row: int | None, column: str | None) -
         if value is not None
     ]  # fmt: skip
     return f" ({', '.join(found)})" if found else ""
+
+
+def code_names(table: pa.Table) -> pa.Table:
+    """``table`` with each of ``role``, ``part_type`` and ``status`` that holds
+    int8 codes (docs/schema.md) as the names they stand for (``CODES``; a
+    null stays null), the columns of another type as they are. A code that
+    stands for nothing is the core's ``UnknownValueError``, naming the
+    session, message, row and column (``unknown role "7" (...)``)."""
+    for column, (what, names) in CODES.items():
+        index = table.schema.get_field_index(column)
+        if index < 0 or table.schema.field(index).type != pa.int8():
+            continue
+        codes = table.column(index)
+        # Every int8 shifted to 0..255 looks its name up (None: no name).
+        lookup = pa.array([names.get(key - 128) for key in range(256)], pa.string())
+        named = pc.take(lookup, pc.add(codes.cast(pa.int16()), 128))
+        unknown = pc.and_(pc.is_null(named), pc.is_valid(codes))
+        if pc.any(unknown).as_py():
+            row = int(pc.index(unknown, True).as_py())
+            ids = table.slice(row, 1).select(["session_id", "message_id"]).to_pylist()[0]
+            sid, mid = ids["session_id"], ids["message_id"]
+            code = str(codes[row].as_py())
+            raise UnknownValueError(
+                f"unknown {what} {json.dumps(code)}{_at(sid, mid, row, column)}",
+                session_id=sid, message_id=mid, row=row, column=column,
+            )  # fmt: skip
+        table = table.set_column(index, pa.field(column, pa.string()), named)
+    return table
 
 
 def _check_table(table: pa.Table) -> None:
@@ -593,6 +637,18 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         )
     if row.get("message_json"):
         info = _json_object(row, i, "message_json")
+        # The role column is the message's role (what the scans read);
+        # message_json holds the rest of the info, so a role there is the
+        # same one again or a contradiction.
+        if "role" in info and info["role"] != role:
+            sid, mid = row["session_id"], row["message_id"]
+            raise InconsistentMessageError(
+                f"message_json's role {json.dumps(info['role'], ensure_ascii=False)} disagrees "
+                f"with the role column's {json.dumps(role)} (the column is the message's "
+                f"role){_at(sid, mid, i, 'message_json')}",
+                session_id=sid, message_id=mid, row=i, column="message_json",
+            )  # fmt: skip
+        info["role"] = role
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
     if role == "assistant":

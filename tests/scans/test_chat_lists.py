@@ -17,6 +17,7 @@ from ctxcompact.live.split import compact_messages
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.scans.chat import (
     IMAGE_TOKENS,
+    check_chat_messages,
     estimate_chat_message,
     estimate_chat_messages,
     prune_tool_results,
@@ -144,6 +145,46 @@ def test_light_helpers_refuse_what_compact_messages_refuses(
     with pytest.raises(TranscriptError, match=why) as e:
         LIGHT_HELPERS[helper]([{"role": "user", "content": "hi"}, bad])
     assert e.value.row == 1
+
+
+#: What ``check_chat_messages`` refuses, as message 1 of a list: (the message,
+#: the key at fault, what the error says).
+UNREADABLE = {
+    "not-a-dict": (["role", "user"], None, "chat message 1 is not a dict: list"),
+    "no-role": ({"content": "x"}, "role", "chat message 1 has no string 'role'"),
+    "role-not-a-string": ({"role": 3, "content": "x"}, "role", "no string 'role'"),
+    "content-a-number": ({"role": "user", "content": 5}, "content", "chat message 1: 'content'"),
+    "tool_calls-a-dict": ({"role": "assistant", "content": None, "tool_calls": {"id": "c"}},
+                          "tool_calls", "chat message 1: 'tool_calls' must be a list of dicts"),
+    "tool_calls-of-strings": ({"role": "assistant", "content": None, "tool_calls": ["c"]},
+                              "tool_calls", "'tool_calls' must be a list of dicts"),
+}  # fmt: skip
+#: Every helper that reads a chat list through ``check_chat_messages``.
+CHECKED = {
+    "check_chat_messages": check_chat_messages,
+    "estimate_chat_messages": LIGHT_HELPERS["estimate_chat_messages"],
+    "prune_tool_results": LIGHT_HELPERS["prune_tool_results"],
+    "mask_chat_messages": LIGHT_HELPERS["mask_chat_messages"],
+    "count_chat_tokens": lambda ms: cc.scans.count_chat_tokens(ms),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE)
+@pytest.mark.parametrize("helper", CHECKED)
+def test_an_unreadable_chat_message_is_named_by_its_row(helper: str, case: str) -> None:
+    """README "Errors": the error carries the message's index in ``row`` (it
+    was in the text only), and the key at fault in ``column``."""
+    bad, column, why = UNREADABLE[case]
+    with pytest.raises(FormatError) as e:
+        CHECKED[helper]([{"role": "user", "content": "hi"}, bad])
+    assert why in str(e.value)
+    assert (e.value.row, e.value.column) == (1, column)
+
+
+def test_one_unreadable_message_estimated_alone_is_row_0() -> None:
+    with pytest.raises(FormatError) as e:
+        estimate_chat_message({"role": "user", "content": 5})
+    assert (e.value.row, e.value.column) == (0, "content")
 
 
 ANTHROPIC_TURNS = [

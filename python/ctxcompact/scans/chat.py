@@ -57,28 +57,35 @@ def content_text(content: Any) -> str:
 def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
     """``messages`` if it is a list of chat message dicts a count can read:
     each a mapping with a string ``role`` and a ``content`` that is a string,
-    a list of blocks or None. Else a ``FormatError`` naming the message: a
-    malformed one would be counted as whatever its ``str()`` is."""
+    a list of blocks or None. Else a ``FormatError`` naming the message (its
+    index in ``row``, the key at fault in ``column``): a malformed one would
+    be counted as whatever its ``str()`` is."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise FormatError(
             f"chat messages must be a list of message dicts, got {type(messages).__name__}"
         )
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
-            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}")
+            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}", row=i)
         if not isinstance(m.get("role"), str):
-            raise FormatError(f"chat message {i} has no string 'role'")
+            raise FormatError(f"chat message {i} has no string 'role'", row=i, column="role")
         content = m.get("content")
         if not (content is None or isinstance(content, (str, list, tuple))):
             raise FormatError(
                 f"chat message {i}: 'content' must be a string, a list of blocks or null, "
-                f"got {type(content).__name__}"
+                f"got {type(content).__name__}",
+                row=i,
+                column="content",
             )
         calls = m.get("tool_calls")
         if calls is not None and not (
             isinstance(calls, (list, tuple)) and all(isinstance(c, Mapping) for c in calls)
         ):
-            raise FormatError(f"chat message {i}: 'tool_calls' must be a list of dicts")
+            raise FormatError(
+                f"chat message {i}: 'tool_calls' must be a list of dicts",
+                row=i,
+                column="tool_calls",
+            )
     return messages
 
 

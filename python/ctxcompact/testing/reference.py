@@ -3,7 +3,8 @@
 The Rust core is checked against this module on random transcripts
 (tests/test_differential.py), and the benchmarks use it as the baseline.
 It works on part rows as plain dicts (``table.to_pylist()``, columns of
-docs/schema.md), so it shares no code with the Rust path.
+docs/schema.md: ``role``, ``part_type`` and ``status`` as names or their int8
+codes), so it shares no code with the Rust path.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ctxcompact.errors import UnknownValueError
 
 Row = Mapping[str, Any]
 
@@ -133,8 +136,45 @@ class SessionRows:
     messages: list[Message] = field(default_factory=list)
 
 
+#: The names of the int8 codes docs/schema.md allows in ``role``, ``part_type``
+#: and ``status`` (part type 127: ``other``, a type the core does not know).
+CODE_NAMES: dict[str, dict[int, str]] = {
+    "role": dict(enumerate(("user", "assistant", "system", "tool"))),
+    "part_type": {
+        **dict(enumerate(("text", "tool", "compaction", "file", "reasoning", "step-start",
+                          "step-finish", "subtask", "snapshot", "patch", "agent", "retry"))),
+        127: "other",
+    },
+    "status": dict(enumerate(("pending", "running", "completed", "error"))),
+}  # fmt: skip
+
+
+def named(rows: Sequence[Row]) -> Sequence[Row]:
+    """``rows`` with the int8 codes of ``role``, ``part_type`` and ``status``
+    (as ``table.to_pylist()`` gives them) as their names; ``rows`` itself
+    when they hold names. Every function here that takes rows reads them so."""
+    coded = [c for c in CODE_NAMES if any(isinstance(r.get(c), int) for r in rows)]
+    if not coded:
+        return rows
+    out = []
+    for i, row in enumerate(rows):
+        row = dict(row)
+        for column in coded:
+            value = row.get(column)
+            if isinstance(value, int):
+                if value not in CODE_NAMES[column]:
+                    raise UnknownValueError(
+                        f"unknown {column} code {value} (row {i})", session_id=row["session_id"],
+                        message_id=row.get("message_id"), row=i, column=column,
+                    )  # fmt: skip
+                row[column] = CODE_NAMES[column][value]
+        out.append(row)
+    return out
+
+
 def group(rows: Sequence[Row]) -> list[SessionRows]:
     """Sessions in table order, each with its messages (rows assumed well-formed)."""
+    rows = named(rows)
     sessions: list[SessionRows] = []
     for i, row in enumerate(rows):
         if not sessions or sessions[-1].id != row["session_id"]:
@@ -208,6 +248,7 @@ def prune(
     """The prune policy (docs/policies.md); the defaults are OpenCode's rule.
     ``render``: the view options (``clear_inputs``, ``truncate_output``,
     ``placeholder``), which only change what a ``trigger`` measures."""
+    rows = named(rows)
     protected = set(protected_tools)
     turn_role = "user" if turn == "user" else "assistant"
     visible: dict[str, int] = {}
@@ -283,6 +324,7 @@ def visible_tokens(
     rows: Sequence[Row], *, method: str, overhead: int, **render: Any
 ) -> dict[str, int]:
     """Per session, the estimated model input from its pivot on (a trigger's measure)."""
+    rows = named(rows)
     tokens = dict(estimate_messages(rows, method=method, overhead=overhead, **render))
     return {
         session.id: sum(tokens[m.first_row] for m in shown)
@@ -295,6 +337,7 @@ def visible_tokens(
 
 def pivot_starts(rows: Sequence[Row]) -> list[int]:
     """First row later model calls see, per session."""
+    rows = named(rows)
     starts = []
     for session in group(rows):
         start = session.rows[0]
@@ -323,6 +366,7 @@ def pivot_starts(rows: Sequence[Row]) -> list[int]:
 def shown_messages(rows: Sequence[Row]) -> list[list[Message]]:
     """Per session, the messages later model calls see: from the pivot on, and
     before it the system messages and those holding a pinned part."""
+    rows = named(rows)
     out = []
     for session, start in zip(group(rows), pivot_starts(rows), strict=True):
         out.append([
@@ -398,6 +442,7 @@ def model_messages(
 ) -> list[tuple[str, list[str], int]]:
     """What the model is sent for one stored message: (content text, tool call
     texts, images) per model message, as ``to_model_messages`` builds it."""
+    rows = named(rows)
     parts = [rows[r] for r in message.rows]
 
     def texts(check_ignored: bool) -> list[str]:
@@ -460,6 +505,7 @@ def estimate_messages(
     """(first row, tokens) of every message, in table order: each model message it
     becomes costs ``overhead`` + its content + its tool calls' names and arguments.
     ``render``: ``clear_inputs``, ``truncate_output``, ``placeholder`` as in a Policy."""
+    rows = named(rows)
     keep = render.pop("keep_thinking", 0)
     out = []
     for session in group(rows):
