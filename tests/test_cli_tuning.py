@@ -117,6 +117,12 @@ def test_the_mask_first_hint_is_not_given_when_mask_first_was(
     assert code == 0 and "no policy changed a prompt" in err
     assert "masks at every step" not in err
     assert "with mask_first no policy found an output to clear" in err
+    # a grid with and without mask_first: the masking points found nothing either
+    grid = runs.parent / "huge.toml"
+    grid.write_text('preset = ["opencode"]\nmask_first = [false, true]\ncontext = [10000000]\n')
+    code, _, err = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(grid),
+                          "--output-limit", "4000", "--workers", "1", "--json")  # fmt: skip
+    assert code == 0 and "no point with mask_first found an output to clear" in err, err
 
 
 def test_json_records_what_the_numbers_depend_on(

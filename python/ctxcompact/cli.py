@@ -1171,7 +1171,7 @@ def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
                    "mask_first) masks at every step", err=True)  # fmt: skip
     else:
         which = "with mask_first no policy" if masking == len(rows) else (
-            "the points with mask_first")  # fmt: skip
+            "no point with mask_first")  # fmt: skip
         typer.echo("note: no policy changed a prompt: policies summarize when a session "
                    f"overflows its context, and no session did; {which} found an output to "
                    "clear (every output is within what the policy protects: its protect, "

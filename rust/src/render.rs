@@ -294,12 +294,16 @@ pub fn cleared(
     if !describe {
         return CLEARED_TOOL_OUTPUT.to_owned();
     }
-    let target = Target::of(input)
-        .map(|t| format!(" {}", short(t.text())))
-        .unwrap_or_default();
+    // A text-protocol action's target is its command line, which starts with
+    // the tool's name ("create x.py"): shown once, not "create create x.py".
+    let call = match Target::of(input).map(|t| short(t.text())) {
+        Some(line) if line.strip_prefix(tool).is_some_and(|r| r.starts_with(' ')) => line,
+        Some(line) => format!("{tool} {line}"),
+        None => tool.to_owned(),
+    };
     let size = output.chars().count();
     format!(
-        "[Old tool result content cleared: {tool}{target} returned {size} characters; \
+        "[Old tool result content cleared: {call} returned {size} characters; \
          call the tool again, or recall part {part_id}, to see it]"
     )
 }
@@ -369,6 +373,14 @@ mod tests {
         assert!(got.contains(&format!(" {}... returned 0", "x".repeat(80))));
         let got = cleared(true, "bash", Some("not json"), "", "p");
         assert!(got.starts_with("[Old tool result content cleared: bash returned 0"));
+        // a text-protocol action's command line names its tool: said once
+        let action = r#"{"command":"create reproduce_bug.py"}"#;
+        let got = cleared(true, "create", Some(action), "", "p");
+        assert!(
+            got.starts_with("[Old tool result content cleared: create reproduce_bug.py returned")
+        );
+        let got = cleared(true, "creates", Some(action), "", "p");
+        assert!(got.contains(": creates create reproduce_bug.py returned"));
     }
 
     #[test]

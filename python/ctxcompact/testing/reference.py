@@ -390,13 +390,15 @@ def cleared_placeholder(tool: str, input_json: str | None, output: str, part_id:
     """A described placeholder: the tool, its target's first line (80 characters at
     most), the output's size in characters and the part id."""
     target = call_target(tool, input_json)
-    shown = ""
+    call = tool
     if target is not None:
         text = target[-1]
         line = text.split("\n")[0].removesuffix("\r")[:80]
-        shown = " " + (line if line == text else line + "...")
+        shown = line if line == text else line + "..."
+        # a command line naming its tool ("create x.py") is shown once
+        call = shown if shown.startswith(tool + " ") else f"{tool} {shown}"
     return (
-        f"[Old tool result content cleared: {tool}{shown} returned {len(output)} characters; "
+        f"[Old tool result content cleared: {call} returned {len(output)} characters; "
         f"call the tool again, or recall part {part_id}, to see it]"
     )
 
