@@ -201,3 +201,25 @@ def test_only_the_newest_steps_send_their_reasoning() -> None:
 
     assert cc.estimate_messages(session, policy).total == estimate_chat_messages(sent)
     assert cc.estimate_messages(session, policy).total > cc.estimate_messages(session).total
+
+
+def test_a_text_protocol_action_names_its_tool_once() -> None:
+    """A SWE-agent action's target is its command line ("create x.py"),
+    which starts with the tool's name: the placeholder said it twice."""
+    from ctxcompact import formats
+    from ctxcompact.testing.reference import cleared_placeholder
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+    session = formats.read(shared / "swe-agent/tests/test_data/trajectories/ctf/crypto/katy.traj")[
+        0
+    ]
+    policy = Policy.load({"preset": "swe-agent", "placeholder": "describe"})
+    cc.mark_pruned(session, cc.prune(session, policy))
+    sent = [m for m in _tool_messages(cc.to_model_messages(session, policy=policy))
+            if m.startswith("[Old tool")]  # fmt: skip
+    assert sent and sent[0].startswith("[Old tool result content cleared: file release... returned")
+    tools = {p.id: p for m in session.messages for p in m.parts if p.type == "tool"}
+    first = tools["katy-m000002-t00"]
+    assert sent[0] == cleared_placeholder(
+        first.tool or "", json.dumps(first.state.input), first.state.output or "", first.id
+    )
