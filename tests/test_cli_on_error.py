@@ -139,3 +139,19 @@ def test_a_jsonl_file_rejected_whole_is_named_once(
     (line,) = [x for x in err.splitlines() if str(bad) in x]
     assert line.startswith(f"rejected: {bad}:1: cannot tell the format: "), line
     assert line.count(str(bad)) == 1, line
+
+
+def test_ingest_json_reasons_name_the_cli_option(
+    tmp_path: Path, folder: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """``per_file[].reason`` said ``pass format=`` (the Python keyword) where
+    stderr says ``pass --format (one of ...)``."""
+    unknown = folder / "unknown.json"
+    unknown.write_text("{}")
+    rows = str(tmp_path / "rows.parquet")
+    code, out, err = invoke(monkeypatch, capsys, "ingest", str(folder), "-o", rows,
+                            "--on-error", "skip", "--json")  # fmt: skip
+    assert code == 0, err
+    (report,) = [f for f in json.loads(out)["per_file"] if f["path"] == str(unknown)]
+    assert "pass --format (one of: opencode" in report["reason"], report
+    assert "format=" not in report["reason"] and "format=" not in err

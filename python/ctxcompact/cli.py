@@ -1765,7 +1765,8 @@ def ingest(
     }  # fmt: skip
     if as_json:
         summary["per_file"] = [{"path": f.path, "status": f.status, "format": f.format,
-                                "reason": f.reason} for f in result.files]  # fmt: skip
+                                "reason": _cli_wording(f.reason) if f.reason else f.reason}
+                               for f in result.files]  # fmt: skip
     _show("ingest", summary, as_json)
 
 
