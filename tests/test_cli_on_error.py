@@ -87,3 +87,71 @@ def test_on_error_is_taken_with_parquet(
     for skip in ([], ["--on-error", "skip"]):
         code, out, _ = invoke(monkeypatch, capsys, "estimate", str(rows), "--json", *skip)
         assert code == 0 and json.loads(out)["sessions"] == 3
+
+
+def _with_bad_lines(folder: Path, count: int) -> Path:
+    """A session file whose last ``count`` lines do not parse (its first does)."""
+    tail = folder / "tail.jsonl"
+    formats.write(Transcript(generate_table(1, 10, seed=7)).to_sessions(), tail, "openai-chat")
+    text = tail.read_text().replace('"ses_0000000"', '"tail"', 1)  # an id of its own
+    tail.write_text(text + "".join(f"not json {n}\n" for n in range(count)))
+    return tail
+
+
+@pytest.mark.parametrize("command", ["ingest", "batch", "estimate"])
+def test_skipped_lines_are_named_by_every_command(
+    tmp_path: Path, folder: Path, command: str, monkeypatch: Any, capsys: Any
+) -> None:
+    """ingest (and batch, which ingests session files first) named the files
+    left out but not the lines: ``rejected: FILE:LINE: why``, as estimate
+    does, the first 5 then how many more."""
+    tail = _with_bad_lines(folder, 7)
+    extra = {"ingest": ["-o", str(tmp_path / "rows.parquet")],
+             "batch": ["--report", str(tmp_path / "report.parquet")]}.get(command, [])  # fmt: skip
+    code, _, err = invoke(monkeypatch, capsys, command, str(folder), *extra, "--on-error", "skip")
+    assert code == 0, err
+    named = [x for x in err.splitlines() if x.startswith(f"rejected: {tail}:")]
+    lines = [x.removeprefix(f"rejected: {tail}:").split(":")[0] for x in named]
+    assert lines == ["2", "3", "4", "5", "6"], err
+    assert all(x.count(str(tail)) == 1 and "not valid JSON" in x for x in named), named
+    assert "rejected: 2 more line(s) (`ctxcompact ingest --on-error skip --rejects FILE`" in err
+    if command == "ingest":  # with --rejects, the more are in that file
+        rejects = tmp_path / "rejects.jsonl"
+        code, _, err = invoke(monkeypatch, capsys, command, str(folder), *extra, "--on-error",
+                              "skip", "--rejects", str(rejects))  # fmt: skip
+        assert code == 0 and f"rejected: 2 more line(s) ({rejects} holds every one)" in err
+        assert len(rejects.read_text().splitlines()) == 7 + 2  # and bad.jsonl's two lines
+
+
+@pytest.mark.parametrize("command", ["ingest", "estimate", "batch"])
+def test_a_jsonl_file_rejected_whole_is_named_once(
+    tmp_path: Path, folder: Path, command: str, monkeypatch: Any, capsys: Any
+) -> None:
+    """bad.jsonl's first line does not parse, so the file is left out whole:
+    one line, naming the file and line once (it was ``rejected: bad.jsonl:
+    bad.jsonl:1: cannot tell ...``, and again ``rejected: bad.jsonl:1:
+    bad.jsonl:1: ...`` for each of its lines)."""
+    bad = folder / "bad.jsonl"
+    extra = {"ingest": ["-o", str(tmp_path / "rows.parquet")],
+             "batch": ["--report", str(tmp_path / "report.parquet")]}.get(command, [])  # fmt: skip
+    code, _, err = invoke(monkeypatch, capsys, command, str(folder), *extra, "--on-error", "skip")
+    assert code == 0, err
+    (line,) = [x for x in err.splitlines() if str(bad) in x]
+    assert line.startswith(f"rejected: {bad}:1: cannot tell the format: "), line
+    assert line.count(str(bad)) == 1, line
+
+
+def test_ingest_json_reasons_name_the_cli_option(
+    tmp_path: Path, folder: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """``per_file[].reason`` said ``pass format=`` (the Python keyword) where
+    stderr says ``pass --format (one of ...)``."""
+    unknown = folder / "unknown.json"
+    unknown.write_text("{}")
+    rows = str(tmp_path / "rows.parquet")
+    code, out, err = invoke(monkeypatch, capsys, "ingest", str(folder), "-o", rows,
+                            "--on-error", "skip", "--json")  # fmt: skip
+    assert code == 0, err
+    (report,) = [f for f in json.loads(out)["per_file"] if f["path"] == str(unknown)]
+    assert "pass --format (one of: opencode" in report["reason"], report
+    assert "format=" not in report["reason"] and "format=" not in err

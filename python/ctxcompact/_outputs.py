@@ -3,7 +3,7 @@
 An output that would replace one of the run's inputs (the file itself, a
 link to it, or a file an input folder is read from), or another output of
 the same run, is an ``OutputConflictError``; one that cannot be written (a
-folder, a device, a missing or read-only folder, /proc) an ``OSError``
+folder, a device, a read-only file, a missing or read-only folder, /proc) an ``OSError``
 naming it (``OutputNotWritableError``) — before anything is read, so a
 refused run leaves every file as it was.
 """
@@ -16,7 +16,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ctxcompact._atomic import NotRegularFileError, OutputNotWritableError
+from ctxcompact._atomic import (
+    NotRegularFileError,
+    OutputNotWritableError,
+    ReadOnlyFileError,
+    read_only,
+)
 from ctxcompact.errors import OutputConflictError
 
 PathLike = str | os.PathLike[str]
@@ -89,6 +94,8 @@ def _unwritable(path: Path, option: str) -> OutputNotWritableError | None:
     elif path.exists() and not path.is_file():
         reason = "it is not a regular file (a device, pipe or socket is never replaced)"
         kind = NotRegularFileError
+    elif (locked := read_only(path)) is not None:
+        reason, kind = locked, ReadOnlyFileError
     elif not parent.exists():
         reason = f"folder {parent} does not exist"
     elif not parent.is_dir():

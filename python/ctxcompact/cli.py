@@ -613,14 +613,24 @@ def _check_sources(inputs: list[Path]) -> None:
                                f"({suffixes}) and no .parquet files")  # fmt: skip
 
 
+def _located(path: str, text: str, line: int = 0) -> str:
+    """``path:line: text`` (``path: text`` for a whole file), the place named
+    once: a reader's message that starts with it already (``x.jsonl:1:
+    cannot tell the format``) is not prefixed again; a file's message that
+    names a line of it keeps the line."""
+    found = re.match(re.escape(path) + r"(?::(\d+))?: ", text)
+    named = found.group(1) if found else None
+    if found and (not line or named is None or int(named) == line):
+        text, line = text[found.end() :], line or int(named or 0)
+    return f"{path}:{line}: {text}" if line else f"{path}: {text}"
+
+
 def _report_files(files: list[FileReport]) -> None:
     """Name every input file left out on stderr."""
     for f in files:
         if f.status != "read":
-            # a reader's reason may name the file already: it is named once
-            text = f.reason.removeprefix(f"{f.path}: ") if f.reason else ""
-            reason = f": {_cli_wording(text)}" if text else ""
-            typer.echo(f"{f.status}: {f.path}{reason}", err=True)
+            reason = _one_line(_cli_wording(f.reason)) if f.reason else ""
+            typer.echo(f"{f.status}: {_located(f.path, reason) if reason else f.path}", err=True)
 
 
 def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
@@ -630,19 +640,36 @@ def _ingest(inputs: list[Path], fmt: str | None, **kwargs: Any) -> IngestResult:
     _check_inputs(inputs)
     result = read_sessions(inputs, fmt, **kwargs)
     _report_files(result.files)
-    _report_rejected(result.rejected)
+    _report_rejected(_rejected_lines(result.rejected, result.files))
     return result
 
 
-def _report_rejected(rejected: list[RejectedLine], shown: int = 5) -> None:
-    """Name the lines ``--on-error skip`` left out on stderr (a few, then how
-    many more); a whole document left out is named with the files."""
-    lines = [r for r in rejected if r.line > 0]
-    for r in lines[:shown]:
-        typer.echo(f"rejected: {r.path}:{r.line}: {_one_line(_cli_wording(r.error))}", err=True)
-    if len(lines) > shown:
-        typer.echo(f"rejected: {len(lines) - shown} more line(s) (`ctxcompact ingest "
-                   "--on-error skip --rejects FILE` writes every one)", err=True)  # fmt: skip
+#: Rejected lines named on stderr before a count of the rest.
+SHOWN_REJECTS = 5
+
+
+def _rejected_lines(rejected: list[RejectedLine], files: list[FileReport]) -> list[RejectedLine]:
+    """The lines ``--on-error skip`` left out that no file report names: a
+    document rejected whole (line 0) and every line of a JSONL file rejected
+    whole are named once, with the files."""
+    whole = {f.path for f in files if f.status == "rejected"}
+    return [r for r in rejected if r.line > 0 and r.path not in whole]
+
+
+def _report_rejected(
+    lines: list[RejectedLine], count: int | None = None, rejects: Path | None = None
+) -> None:
+    """Name the lines ``--on-error skip`` left out on stderr (``lines``: the
+    first of them, ``count`` in all), then how many more and where every one
+    is (``rejects``: the file ``ingest --rejects`` wrote them to)."""
+    count = len(lines) if count is None else count
+    for r in lines[:SHOWN_REJECTS]:
+        text = _one_line(_cli_wording(r.error))
+        typer.echo(f"rejected: {_located(r.path, text, r.line)}", err=True)
+    if count > SHOWN_REJECTS:
+        where = (f"{rejects} holds every one" if rejects is not None else
+                 "`ctxcompact ingest --on-error skip --rejects FILE` writes every one")  # fmt: skip
+        typer.echo(f"rejected: {count - SHOWN_REJECTS} more line(s) ({where})", err=True)
 
 
 #: Rows ingest gathers before it writes a row group (unless the gathered
@@ -683,7 +710,8 @@ def _ingest_to_parquet(
             rejects = check_replaceable(rejects)
     out_tmp = beside(out)
     rejects_tmp = beside(rejects) if rejects is not None else None
-    rows = rejected = pending_rows = pending_bytes = 0
+    rows = rejected = pending_rows = pending_bytes = bad_lines = 0
+    shown: list[RejectedLine] = []  # the first rejected lines, named at the end
     pending: list[pa.Table] = []
     last: IngestResult | None = None
     writer: pq.ParquetWriter | None = None
@@ -715,6 +743,9 @@ def _ingest_to_parquet(
                     for r in window.rejected:
                         reject_file.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
             rejected += len(window.rejected)
+            lines = _rejected_lines(window.rejected, window.files)
+            shown += lines[: SHOWN_REJECTS - len(shown)]
+            bad_lines += len(lines)
             last = window
         assert last is not None and writer is not None  # iter_sessions yields at least once
         with _output_errors(out, option):
@@ -739,6 +770,7 @@ def _ingest_to_parquet(
                     tmp.unlink(missing_ok=True)
         raise
     _report_files(last.files)
+    _report_rejected(shown, bad_lines, rejects)
     return _Streamed(last, rows, rejected)
 
 
@@ -1733,7 +1765,8 @@ def ingest(
     }  # fmt: skip
     if as_json:
         summary["per_file"] = [{"path": f.path, "status": f.status, "format": f.format,
-                                "reason": f.reason} for f in result.files]  # fmt: skip
+                                "reason": _cli_wording(f.reason) if f.reason else f.reason}
+                               for f in result.files]  # fmt: skip
     _show("ingest", summary, as_json)
 
 

@@ -359,7 +359,9 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
     file back.
 
     The file is replaced whole or left as it was (an error converting a
-    session writes nothing); a folder that does not exist is an ``OSError``."""
+    session writes nothing) and keeps the replaced file's mode; a folder that
+    does not exist, or a read-only file (no write permission bit), is an
+    ``OSError``."""
     path = Path(path)
     sessions = list(sessions)
     for i, s in enumerate(sessions):
