@@ -149,3 +149,15 @@ def test_convert_hints_name_its_own_option(tmp_path: Path, monkeypatch: Any, cap
     odd.write_text('{"what": 1}')
     code, out = run(monkeypatch, capsys, "convert", str(odd), str(tmp_path / "x.jsonl"))
     assert code == 1 and "pass --from" in out and "--format" not in out
+
+
+def test_convert_to_claude_code_warns_that_the_system_prompt_is_no_model_input(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # was written as a `system` event (a note Claude Code never sends) without a word
+    source = MINI / "github_issue.traj.json"
+    out = tmp_path / "issue.jsonl"
+    code, said = run(monkeypatch, capsys, "convert", str(source), str(out), "--to", "claude-code")
+    assert code == 0 and out.exists()
+    assert (f"warning: claude-code cannot hold all of {source}: 1 system prompt(s) written as "
+            "Claude Code 'system' events, which are never model input") in said  # fmt: skip

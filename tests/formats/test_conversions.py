@@ -313,3 +313,27 @@ def test_two_system_messages_are_one_anthropic_system_prompt() -> None:
             {"role": "system", "content": "Be brief."}]  # fmt: skip
     body = formats.to_anthropic(formats.read(chat)[0])
     assert body["system"] == "You fix tests.\n\nBe brief."
+
+
+@needs
+def test_claude_code_says_it_cannot_hold_a_system_prompt(tmp_path: Path) -> None:
+    # Claude Code stores no system prompt: to_claude_code writes one as a
+    # `system` event, which its readers keep as a note never sent to the model.
+    # The tau-bench policy prompt dropped out of every estimate (-44%) unsaid.
+    sessions = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")
+    assert formats.losses(sessions, "claude-code") == [
+        f"{len(sessions)} system prompt(s) written as Claude Code 'system' events, which are "
+        f"never model input (Claude Code stores no system prompt), in {len(sessions)} session(s)"
+    ]
+    out = tmp_path / "tau.jsonl"
+    formats.write(sessions[:1], out, "claude-code")
+    back = formats.read(out)[0]
+    assert back.messages[0].role == "system" and all(p.ignored for p in back.messages[0].parts)
+    # every other target keeps it as model input; Claude Code's own events are no loss
+    for target in ("anthropic", "openai-chat", "openai-responses", "swe-agent", "tau-bench"):
+        assert not any("system prompt" in s for s in formats.losses(sessions, target))
+    assert formats.losses(formats.read(SAMPLE), "claude-code") == []
+    todo = formats.read(CLAUDE.with_name("todowrite_examples.jsonl"))
+    assert formats.losses(todo, "claude-code") == []
+    traj = formats.read(ROCK)
+    assert any("system prompt" in s for s in formats.losses(traj, "claude-code"))

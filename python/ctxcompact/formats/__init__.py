@@ -42,7 +42,8 @@ from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
-from ctxcompact.models import Session
+from ctxcompact.formats.source import claude_code_record, source_of
+from ctxcompact.models import MessageWithParts, Session, SystemMessage
 
 #: Every format name, from the core's one definition (``ingest::Format``).
 FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
@@ -417,7 +418,9 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
     """What writing ``sessions`` as ``format`` cannot hold (docs/formats.md,
     Limits), one sentence each with how many parts and sessions: a
     text-protocol step written as plain text, thinking dropped, OpenCode-only
-    parts (step markers, patches...) dropped. Empty when nothing is lost."""
+    parts (step markers, patches...) dropped, a system prompt written to
+    Claude Code (which stores none: it reads back as a note never sent).
+    Empty when nothing is lost."""
     from ctxcompact.formats.chat import is_observed, mini_swe_agent_command, swe_agent_command
 
     counted: dict[str, tuple[int, set[str]]] = {}
@@ -431,6 +434,9 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
     own = {"swe-agent": swe_agent_command, "mini-swe-agent": mini_swe_agent_command}.get(format)
     for session in sessions:
         for message in session.messages:
+            if format == "claude-code" and _system_prompt(message):
+                lost("system prompt(s) written as Claude Code 'system' events, which are never "
+                     "model input (Claude Code stores no system prompt)", session)  # fmt: skip
             for part in message.parts:
                 if part.type == "tool" and format in _STEPS_AS_TEXT and is_observed(part):
                     if own is None or own(message) is None:  # not this format's own step
@@ -441,6 +447,18 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
                 elif part.type not in _PORTABLE:
                     lost(f"{part.type} part(s) dropped (OpenCode only)", session)
     return [f"{n:,} {what}, in {len(ids):,} session(s)" for what, (n, ids) in counted.items()]
+
+
+def _system_prompt(message: MessageWithParts) -> bool:
+    """A system message the model is sent (text not ``ignored``) that did not come
+    from a Claude Code event: ``to_claude_code`` writes it as a ``system`` event,
+    which the Claude Code readers keep as a note never sent to the model."""
+    if not isinstance(message.info, SystemMessage):
+        return False
+    record = source_of(message.info, claude_code=True)
+    if claude_code_record(record) or (isinstance(record, Mapping) and "raw" in record):
+        return False  # a Claude Code event (or line) of its own, written back as it was
+    return any(p.type == "text" and p.text and not p.ignored for p in message.parts)
 
 
 # The native reader builds on the registry above, so it is imported last.
