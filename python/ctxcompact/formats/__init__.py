@@ -43,7 +43,9 @@ from ctxcompact.formats.openhands import from_openhands, from_openhands_output, 
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
 from ctxcompact.formats.source import claude_code_record, source_of
+from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import MessageWithParts, Session, SystemMessage
+from ctxcompact.policy import Policy
 
 #: Every format name, from the core's one definition (``ingest::Format``).
 FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
@@ -352,12 +354,23 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 }
 
 
-def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
+def write(
+    sessions: Sequence[Session],
+    path: str | Path,
+    format: str,
+    *,
+    view: View = "full",
+    policy: Policy | None = None,
+) -> None:
     """Write ``sessions`` in ``format``: JSONL for a ``.jsonl`` path (one session
     per line; tau-bench: a list of one run; Claude Code and OpenCode messages:
     one event per line), else one JSON document: one session (tau-bench: its
     list of results); more is a ``FormatError``, as no reader takes such a
     file back.
+
+    ``view="model"`` writes what the model is sent instead of the stored
+    history (``formats.views``: cleared outputs as placeholders, from the
+    latest compaction on, rendered under ``policy``), in any format.
 
     The file is replaced whole or left as it was (an error converting a
     session writes nothing); a folder that does not exist is an ``OSError``."""
@@ -368,6 +381,8 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
             raise InputTypeError(f"write takes Sessions; item {i} is a {type(s).__name__}"
                                  + (" (Session.model_validate(it) first)"
                                     if isinstance(s, dict) else ""))  # fmt: skip
+    if view != "full":
+        sessions = [viewed(s, view, policy) for s in sessions]
     jsonl = path.suffix == ".jsonl"
     if format in ("claude-code", "opencode-messages") and not jsonl:
         raise FormatError(f"{format} is a JSONL format (an event per line): write a .jsonl "
@@ -414,14 +429,25 @@ _OPENCODE = frozenset({"opencode", "opencode-messages"})
 _PORTABLE = frozenset({"text", "tool", "file", "tool-result", "reasoning"})
 
 
+_BEFORE_PIVOT = (
+    "message(s) before a compaction written as model input (the compaction "
+    "part that hides them is OpenCode only; --view model writes what the model "
+    "is sent)"
+)
+
+
 def losses(sessions: Sequence[Session], format: str) -> list[str]:
     """What writing ``sessions`` as ``format`` cannot hold (docs/formats.md,
     Limits), one sentence each with how many parts and sessions: a
     text-protocol step written as plain text, thinking dropped, OpenCode-only
     parts (step markers, patches...) dropped, a system prompt written to
-    Claude Code (which stores none: it reads back as a note never sent).
-    Empty when nothing is lost."""
+    Claude Code (which stores none: it reads back as a note never sent), and
+    the marks of ``prune`` / ``compact`` (cleared outputs, pinned parts, the
+    history before a compaction) that only OpenCode holds, so that the output
+    is the unpruned run. Empty when nothing is lost (``view="model"`` sessions
+    carry no marks)."""
     from ctxcompact.formats.chat import is_observed, mini_swe_agent_command, swe_agent_command
+    from ctxcompact.scans.parts import filter_pivot
 
     counted: dict[str, tuple[int, set[str]]] = {}
 
@@ -433,11 +459,21 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
         return []
     own = {"swe-agent": swe_agent_command, "mini-swe-agent": mini_swe_agent_command}.get(format)
     for session in sessions:
+        hidden = len(session.messages) - len(filter_pivot(session).messages)
+        if hidden:
+            n, ids = counted.get(_BEFORE_PIVOT, (0, set()))
+            counted[_BEFORE_PIVOT] = (n + hidden, ids | {session.id})
         for message in session.messages:
             if format == "claude-code" and _system_prompt(message):
                 lost("system prompt(s) written as Claude Code 'system' events, which are never "
                      "model input (Claude Code stores no system prompt)", session)  # fmt: skip
             for part in message.parts:
+                if part.compacted:
+                    lost("cleared tool output(s) written in full (the prune mark "
+                         "time.compacted is OpenCode only; --view model writes the "
+                         "placeholders the model is sent)", session)  # fmt: skip
+                if part.pinned:
+                    lost("pinned part(s) written unpinned (OpenCode only)", session)
                 if part.type == "tool" and format in _STEPS_AS_TEXT and is_observed(part):
                     if own is None or own(message) is None:  # not this format's own step
                         lost("tool call(s) of a text-protocol step written as plain text "
