@@ -149,3 +149,44 @@ def test_convert_hints_name_its_own_option(tmp_path: Path, monkeypatch: Any, cap
     odd.write_text('{"what": 1}')
     code, out = run(monkeypatch, capsys, "convert", str(odd), str(tmp_path / "x.jsonl"))
     assert code == 1 and "pass --from" in out and "--format" not in out
+
+
+def test_convert_to_claude_code_warns_that_the_system_prompt_is_no_model_input(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # was written as a `system` event (a note Claude Code never sends) without a word
+    source = MINI / "github_issue.traj.json"
+    out = tmp_path / "issue.jsonl"
+    code, said = run(monkeypatch, capsys, "convert", str(source), str(out), "--to", "claude-code")
+    assert code == 0 and out.exists()
+    assert (f"warning: claude-code cannot hold all of {source}: 1 system prompt(s) written as "
+            "Claude Code 'system' events, which are never model input") in said  # fmt: skip
+
+
+def test_convert_of_pruned_rows_warns_or_writes_the_model_view(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # converting `prune` output to a session format wrote every cleared output
+    # back in full (the estimate went 159k -> 198k) without a word
+    pruned = tmp_path / "m.parquet"
+    code, out, _ = invoke(monkeypatch, capsys, "prune", str(DATA / "swe-agent"), "--policy",
+                          "swe-agent", "--output", str(pruned), "--json")  # fmt: skip
+    cleared = json.loads(out)["parts_pruned"]
+    assert code == 0 and cleared > 0
+    tokens = json.loads(invoke(monkeypatch, capsys, "estimate", str(pruned), "--json")[1])["tokens"]
+    full = tmp_path / "full.jsonl"
+    code, said = run(monkeypatch, capsys, "convert", str(pruned), str(full), "--to", "anthropic")
+    assert code == 0 and f"{cleared} cleared tool output(s) written in full" in said
+    for to in ("anthropic", "swe-agent"):
+        model = tmp_path / f"model.{to}.jsonl"
+        code, said = run(monkeypatch, capsys, "convert", str(pruned), str(model), "--to", to,
+                         "--view", "model", "--json")  # fmt: skip
+        assert code == 0 and "warning" not in said
+        code, out, _ = invoke(monkeypatch, capsys, "estimate", str(model), "--json")
+        assert json.loads(out)["tokens"] == tokens
+    code, said = run(monkeypatch, capsys, "convert", str(pruned), str(tmp_path / "o.jsonl"),
+                     "--to", "opencode")  # fmt: skip
+    assert code == 0 and "warning" not in said
+    code, said = run(monkeypatch, capsys, "convert", str(pruned), str(tmp_path / "p.jsonl"),
+                     "--policy", "swe-agent")  # fmt: skip
+    assert code == 2 and "add --view model" in said

@@ -1636,14 +1636,43 @@ def convert(
             help=f"Input format, one of: {', '.join(READ_FORMATS)} (default: detect).",
         ),
     ] = None,
+    view: Annotated[
+        str,
+        typer.Option(
+            "--view",
+            metavar="full|model",
+            callback=_choice(("full", "model")),
+            help="full: the stored history, as read (prune marks only opencode holds); "
+            "model: what the model is sent (cleared outputs as placeholders, from the "
+            "latest compaction on).",
+        ),
+    ] = "full",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            metavar="NAME|FILE",
+            help="With --view model: the policy whose placeholder, clear_inputs, "
+            "truncate_output and keep_thinking render the view (default: OpenCode's).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Convert sessions between formats (opencode, openai-chat, anthropic, claude-code, ...,
     or parquet: the part rows the other commands read)."""
     from ctxcompact import formats
+    from ctxcompact.formats.views import viewed
+    from ctxcompact.policy import Policy
 
     _check_inputs([input])
     _no_stdio(output, "OUTPUT", "stdout")
+    if view == "model" and to == "parquet":
+        raise typer.BadParameter("parquet holds the stored part rows: --view model writes a "
+                                 "session format", param_hint="--view")  # fmt: skip
+    if policy is not None and view != "model":
+        raise typer.BadParameter("--policy renders --view model: add --view model",
+                                 param_hint="--policy")  # fmt: skip
+    rendering = Policy.load(policy) if policy is not None else None
     if output.suffix == ".parquet" and to != "parquet":
         raise typer.BadParameter(f"{output} is a .parquet file: add --to parquet to write part "
                                  f"rows (--to {to} writes JSON)", param_hint="OUTPUT")  # fmt: skip
@@ -1664,6 +1693,8 @@ def convert(
         else:
             sessions = _to_sessions(transcript, segments)
             count = len(sessions)
+            if view == "model":  # what the model is sent: the marks are applied, none lost
+                sessions = [viewed(s, view, rendering) for s in sessions]
             lost = formats.losses(sessions, to)
             try:
                 with _writing(output, "OUTPUT", keep_suffix=True) as tmp:

@@ -313,3 +313,76 @@ def test_two_system_messages_are_one_anthropic_system_prompt() -> None:
             {"role": "system", "content": "Be brief."}]  # fmt: skip
     body = formats.to_anthropic(formats.read(chat)[0])
     assert body["system"] == "You fix tests.\n\nBe brief."
+
+
+@needs
+def test_claude_code_says_it_cannot_hold_a_system_prompt(tmp_path: Path) -> None:
+    # Claude Code stores no system prompt: to_claude_code writes one as a
+    # `system` event, which its readers keep as a note never sent to the model.
+    # The tau-bench policy prompt dropped out of every estimate (-44%) unsaid.
+    sessions = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")
+    assert formats.losses(sessions, "claude-code") == [
+        f"{len(sessions)} system prompt(s) written as Claude Code 'system' events, which are "
+        f"never model input (Claude Code stores no system prompt), in {len(sessions)} session(s)"
+    ]
+    out = tmp_path / "tau.jsonl"
+    formats.write(sessions[:1], out, "claude-code")
+    back = formats.read(out)[0]
+    assert back.messages[0].role == "system" and all(p.ignored for p in back.messages[0].parts)
+    # every other target keeps it as model input; Claude Code's own events are no loss
+    for target in ("anthropic", "openai-chat", "openai-responses", "swe-agent", "tau-bench"):
+        assert not any("system prompt" in s for s in formats.losses(sessions, target))
+    assert formats.losses(formats.read(SAMPLE), "claude-code") == []
+    todo = formats.read(CLAUDE.with_name("todowrite_examples.jsonl"))
+    assert formats.losses(todo, "claude-code") == []
+    traj = formats.read(ROCK)
+    assert any("system prompt" in s for s in formats.losses(traj, "claude-code"))
+
+
+@needs
+def test_a_session_record_goes_back_only_into_its_own_format(tmp_path: Path) -> None:
+    # to_anthropic started from any format's session record: a SWE-agent .traj
+    # put environment/trajectory/info into the Messages body, and a mini-swe-agent
+    # dict trajectory's trajectory_format made the body unreadable
+    traj = formats.read(ROCK)
+    body = formats.to_anthropic(traj[0])
+    assert set(body) == {"system", "messages"}
+    assert all(set(m) == {"role", "content"} for m in body["messages"])  # no swe_agent key
+    assert not any("swe_agent" in item for item in formats.to_openai_responses(traj[0]))
+    steps = json.loads((DATA / "transcripts" / "mini-swe-agent" / "local.traj.json").read_text())
+    mini = tmp_path / "local.traj.json"
+    mini.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": steps,
+                                "info": {"exit_status": "Submitted"}}))  # fmt: skip
+    out = tmp_path / "local.anthropic.json"
+    formats.write(formats.read(mini), out, "anthropic")
+    assert set(json.loads(out.read_text())) == {"system", "messages"}
+    assert formats.read(out)[0].messages  # read back as Anthropic (was a FormatError)
+    tau = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")[:1]
+    written = {}
+    for target in ("anthropic", "swe-agent", "mini-swe-agent", "tau-bench"):
+        for name, sessions in (("traj", traj), ("mini", formats.read(mini)), ("tau", tau)):
+            path = tmp_path / f"{name}.{target}.json"
+            formats.write(sessions, path, target)
+            doc = json.loads(path.read_text())
+            doc = doc[0] if target == "tau-bench" else doc
+            written[name, target] = set(doc) if isinstance(doc, dict) else {"a list"}
+            assert formats.read(path, target)
+    # each keeps its own record, and only its own
+    assert written["traj", "swe-agent"] == {"environment", "history", "info", "trajectory"}
+    assert written["mini", "mini-swe-agent"] == {"trajectory_format", "messages", "info"}
+    assert written["tau", "tau-bench"] == {"task_id", "reward", "info", "trial", "traj"}
+    assert written["tau", "swe-agent"] == written["mini", "swe-agent"] == {"history"}
+    assert written["traj", "tau-bench"] == written["mini", "tau-bench"] == {"task_id", "traj"}
+    assert written["tau", "mini-swe-agent"] == {"trajectory_format", "messages"}
+    assert written["traj", "mini-swe-agent"] == {"a list"}  # its steps tell what it is
+    # an Anthropic request's own parameters go back into its body, not into a trajectory
+    request = {
+        "model": "claude-x",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    session = formats.read(request, "anthropic")[0]
+    assert formats.to_anthropic(session) == request
+    path = tmp_path / "req.swe-agent.json"
+    formats.write([session], path, "swe-agent")
+    assert set(json.loads(path.read_text())) == {"history"}

@@ -109,3 +109,40 @@ def test_pydantic_ai_model_view_sends_an_image_as_an_image() -> None:
     assert isinstance(prompt[2], ImageUrl) and prompt[2].url == "https://example.com/a.jpg"
     assert "AAAA" not in str(prompt[0])
     assert isinstance(prompt[3], ImageUrl)  # not base64: sent as it was, for the API to judge
+
+
+def test_losses_name_the_prune_marks_a_target_cannot_hold(tmp_path: Any) -> None:
+    # written to any format but OpenCode the cleared outputs came back whole, unsaid
+    session = pruned_run()
+    session.messages[1].parts[0].pinned = True
+    for target in ("anthropic", "openai-chat", "claude-code", "mini-swe-agent", "tau-bench"):
+        said = formats.losses([session], target)
+        assert any(s.startswith("3 cleared tool output(s) written in full") for s in said), target
+        assert "1 pinned part(s) written unpinned (OpenCode only), in 1 session(s)" in said
+    assert formats.losses([session], "opencode") == []
+    # view="model" writes the placeholders instead, in any format: nothing to lose
+    for target in ("openai-chat", "mini-swe-agent", "claude-code", "swe-agent"):
+        out = tmp_path / f"run.{target}.jsonl"
+        formats.write([session], out, target, view="model")
+        back = formats.read(out, target)[0]
+        sent = [m["content"] for m in cc.to_model_messages(back) if m["role"] == "tool"]
+        assert sent.count(CLEARED_TOOL_OUTPUT) == 3, target
+        assert sum(BIG in str(m) for m in cc.to_model_messages(back)) == 5, target
+        assert formats.losses([back], target) == []
+    with pytest.raises(ConfigError, match="view must be"):
+        formats.write([session], tmp_path / "x.json", "anthropic", view="pruned")  # type: ignore[arg-type]
+
+
+def test_losses_name_the_history_a_compaction_hid() -> None:
+    store = MemoryStore()
+    sid = store.create_session("s")
+    fill(store, sid, 6, chars=2_000)
+    compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
+    compactor.request_compaction(sid)
+    assert compactor.process_pending(sid) is not None
+    session = store.load(sid)
+    hidden = len(session.messages) - len(cc.filter_pivot(session).messages)
+    assert hidden > 0
+    said = formats.losses([session], "anthropic")
+    assert f"{hidden} message(s) before a compaction written as model input" in said[0]
+    assert formats.losses([session], "opencode") == []

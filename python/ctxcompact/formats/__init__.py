@@ -42,7 +42,10 @@ from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
-from ctxcompact.models import Session
+from ctxcompact.formats.source import claude_code_record, session_record, source_dict, source_of
+from ctxcompact.formats.views import View, viewed
+from ctxcompact.models import MessageWithParts, Session, SystemMessage
+from ctxcompact.policy import Policy
 
 #: Every format name, from the core's one definition (``ingest::Format``).
 FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
@@ -351,12 +354,23 @@ _WRITERS: dict[str, Callable[[Session], Any]] = {
 }
 
 
-def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
+def write(
+    sessions: Sequence[Session],
+    path: str | Path,
+    format: str,
+    *,
+    view: View = "full",
+    policy: Policy | None = None,
+) -> None:
     """Write ``sessions`` in ``format``: JSONL for a ``.jsonl`` path (one session
     per line; tau-bench: a list of one run; Claude Code and OpenCode messages:
     one event per line), else one JSON document: one session (tau-bench: its
     list of results); more is a ``FormatError``, as no reader takes such a
     file back.
+
+    ``view="model"`` writes what the model is sent instead of the stored
+    history (``formats.views``: cleared outputs as placeholders, from the
+    latest compaction on, rendered under ``policy``), in any format.
 
     The file is replaced whole or left as it was (an error converting a
     session writes nothing) and keeps the replaced file's mode; a folder that
@@ -369,6 +383,10 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
             raise InputTypeError(f"write takes Sessions; item {i} is a {type(s).__name__}"
                                  + (" (Session.model_validate(it) first)"
                                     if isinstance(s, dict) else ""))  # fmt: skip
+    if view != "full":
+        sessions = [viewed(s, view, policy) for s in sessions]
+    if format in ("swe-agent", "mini-swe-agent", "tau-bench"):
+        sessions = [_own_record(s, format) for s in sessions]
     jsonl = path.suffix == ".jsonl"
     if format in ("claude-code", "opencode-messages") and not jsonl:
         raise FormatError(f"{format} is a JSONL format (an event per line): write a .jsonl "
@@ -404,6 +422,19 @@ def write(sessions: Sequence[Session], path: str | Path, format: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def _own_record(session: Session, format: str) -> Session:
+    """``session`` without its record unless the record is ``format``'s own
+    (``session_record``): the trajectory writers put a session's record at the
+    top of the document they write."""
+    if session_record(session.info, format) or not source_dict(session.info):
+        return session
+    info = session.info.model_copy()
+    info.__pydantic_extra__ = {
+        k: v for k, v in (session.info.model_extra or {}).items() if k != "source"
+    }
+    return session.model_copy(update={"info": info})
+
+
 #: Targets that write a text-protocol step (SWE-agent, mini-swe-agent) as the
 #: text it was logged as: read back there, it is no tool call.
 _STEPS_AS_TEXT = frozenset({"openai-chat", "tau-bench", "swe-agent", "mini-swe-agent"})
@@ -415,12 +446,25 @@ _OPENCODE = frozenset({"opencode", "opencode-messages"})
 _PORTABLE = frozenset({"text", "tool", "file", "tool-result", "reasoning"})
 
 
+_BEFORE_PIVOT = (
+    "message(s) before a compaction written as model input (the compaction "
+    "part that hides them is OpenCode only; --view model writes what the model "
+    "is sent)"
+)
+
+
 def losses(sessions: Sequence[Session], format: str) -> list[str]:
     """What writing ``sessions`` as ``format`` cannot hold (docs/formats.md,
     Limits), one sentence each with how many parts and sessions: a
     text-protocol step written as plain text, thinking dropped, OpenCode-only
-    parts (step markers, patches...) dropped. Empty when nothing is lost."""
+    parts (step markers, patches...) dropped, a system prompt written to
+    Claude Code (which stores none: it reads back as a note never sent), and
+    the marks of ``prune`` / ``compact`` (cleared outputs, pinned parts, the
+    history before a compaction) that only OpenCode holds, so that the output
+    is the unpruned run. Empty when nothing is lost (``view="model"`` sessions
+    carry no marks)."""
     from ctxcompact.formats.chat import is_observed, mini_swe_agent_command, swe_agent_command
+    from ctxcompact.scans.parts import filter_pivot
 
     counted: dict[str, tuple[int, set[str]]] = {}
 
@@ -432,8 +476,21 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
         return []
     own = {"swe-agent": swe_agent_command, "mini-swe-agent": mini_swe_agent_command}.get(format)
     for session in sessions:
+        hidden = len(session.messages) - len(filter_pivot(session).messages)
+        if hidden:
+            n, ids = counted.get(_BEFORE_PIVOT, (0, set()))
+            counted[_BEFORE_PIVOT] = (n + hidden, ids | {session.id})
         for message in session.messages:
+            if format == "claude-code" and _system_prompt(message):
+                lost("system prompt(s) written as Claude Code 'system' events, which are never "
+                     "model input (Claude Code stores no system prompt)", session)  # fmt: skip
             for part in message.parts:
+                if part.compacted:
+                    lost("cleared tool output(s) written in full (the prune mark "
+                         "time.compacted is OpenCode only; --view model writes the "
+                         "placeholders the model is sent)", session)  # fmt: skip
+                if part.pinned:
+                    lost("pinned part(s) written unpinned (OpenCode only)", session)
                 if part.type == "tool" and format in _STEPS_AS_TEXT and is_observed(part):
                     if own is None or own(message) is None:  # not this format's own step
                         lost("tool call(s) of a text-protocol step written as plain text "
@@ -443,6 +500,18 @@ def losses(sessions: Sequence[Session], format: str) -> list[str]:
                 elif part.type not in _PORTABLE:
                     lost(f"{part.type} part(s) dropped (OpenCode only)", session)
     return [f"{n:,} {what}, in {len(ids):,} session(s)" for what, (n, ids) in counted.items()]
+
+
+def _system_prompt(message: MessageWithParts) -> bool:
+    """A system message the model is sent (text not ``ignored``) that did not come
+    from a Claude Code event: ``to_claude_code`` writes it as a ``system`` event,
+    which the Claude Code readers keep as a note never sent to the model."""
+    if not isinstance(message.info, SystemMessage):
+        return False
+    record = source_of(message.info, claude_code=True)
+    if claude_code_record(record) or (isinstance(record, Mapping) and "raw" in record):
+        return False  # a Claude Code event (or line) of its own, written back as it was
+    return any(p.type == "text" and p.text and not p.ignored for p in message.parts)
 
 
 # The native reader builds on the registry above, so it is imported last.

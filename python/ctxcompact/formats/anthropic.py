@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.chat import SWE_AGENT_KEY
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import (
     data_url,
     image_of,
     image_placeholder,
+    session_record,
     source_dict,
     source_of,
     split_data_url,
@@ -241,7 +243,7 @@ def to_anthropic(
     """An Anthropic Messages request body of ``session``; ``view="model"``: what
     the model is sent (placeholders, from the latest compaction on; ``formats.views``)."""
     session = viewed(session, view, policy)
-    body: dict[str, Any] = source_dict(session.info)
+    body: dict[str, Any] = session_record(session.info, "anthropic")
     messages = []
     for message in session.messages:
         if isinstance(message.info, SystemMessage):
@@ -257,8 +259,8 @@ def to_anthropic(
         rest = source_dict(message.info)
         as_text = bool(rest.pop("content_is_text", False))
         # another format's keys (chat's "content": null, a "developer" role) must not
-        # overwrite the turn's own
-        rest = {k: v for k, v in rest.items() if k not in ("role", "content")}
+        # overwrite the turn's own, and SWE-agent's own record is no key of a turn
+        rest = {k: v for k, v in rest.items() if k not in ("role", "content", SWE_AGENT_KEY)}
         messages.append({"role": message.role, "content": _content(message, as_text), **rest})
         results = _results(message)
         if results:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.chat import call_state
+from ctxcompact.formats.chat import SWE_AGENT_KEY, call_state
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import image_of, image_placeholder, source_dict
 from ctxcompact.formats.views import View, viewed
@@ -139,6 +139,7 @@ def to_openai_responses(
         if "raw" in source:
             items.append(source["raw"])
             continue
+        source.pop(SWE_AGENT_KEY, None)  # SWE-agent's own record, no key of an item
         if isinstance(message.info, UserMessage) and source.get("role") == "tool":
             # a chat tool result with no call before it: Responses has no tool
             # role, so it is the output item of its call id (read back as one)

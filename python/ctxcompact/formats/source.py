@@ -40,6 +40,38 @@ def source_dict(
     return dict(source_of(model, key, openhands=openhands, claude_code=claude_code) or {})
 
 
+#: Keys of a session's record (the keys of its document beside the messages)
+#: that only one trajectory format's reader leaves, none of them a parameter
+#: of an API request body.
+_RECORD_KEYS = {
+    "mini-swe-agent": frozenset({"trajectory_format"}),
+    "swe-agent": frozenset({"trajectory", "environment", "replay_config"}),
+    "tau-bench": frozenset({"task_id", "reward", "trial"}),
+}
+
+
+def session_record(info: BaseModel, format: str) -> dict[str, Any]:
+    """A copy of the session's record (``source_dict(session.info)``) if it is
+    ``format``'s own, else ``{}``: a format's record goes back only into that
+    format (a SWE-agent .traj's ``environment`` / ``trajectory`` / ``info``
+    are no keys of a Messages body, and a mini-swe-agent ``trajectory_format``
+    there made the body read back as a trajectory). Told by its keys: one only
+    a trajectory format has (``_RECORD_KEYS``), else an ``info`` object (any of
+    the three trajectory formats), else a request body's parameters
+    (``model``, ``max_tokens``..., the record of an Anthropic request; those
+    of a chat document with extra keys look the same)."""
+    record = source_dict(info)
+    keys = set(record)
+    owners = {f for f, marks in _RECORD_KEYS.items() if keys & marks}
+    if owners:
+        mine = format in owners
+    elif "info" in keys:
+        mine = format in _RECORD_KEYS
+    else:
+        mine = format not in _RECORD_KEYS
+    return record if mine else {}
+
+
 #: The keys of a Claude Code message's record (``from_claude_code``).
 _CLAUDE_CODE_KEYS = frozenset({"event", "message", "content_is_text", "has_content", "text_key"})
 
