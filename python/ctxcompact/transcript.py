@@ -501,13 +501,48 @@ def _at(session_id: Any, message_id: Any, row: int | None, column: str | None) -
     return f" ({', '.join(found)})" if found else ""
 
 
-def code_names(table: pa.Table) -> pa.Table:
-    """``table`` with each of ``role``, ``part_type`` and ``status`` that holds
-    int8 codes (docs/schema.md) as the names they stand for (``CODES``; a
-    null stays null), the columns of another type as they are. A code that
-    stands for nothing is the core's ``UnknownValueError``, naming the
-    session, message, row and column (``unknown role "7" (...)``)."""
+def _holds_names(kind: pa.DataType) -> bool:
+    """``kind`` is one of docs/schema.md's "string" types (or a dictionary of one)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_string_view(kind))  # fmt: skip
+
+
+def mixed_codes(schemas: Iterable[pa.Schema]) -> list[str]:
+    """The columns of ``CODES`` (``role``, ``part_type``, ``status``) that hold
+    int8 codes in some of ``schemas`` and names (a string type) in others.
+    docs/schema.md allows either form in each table, but tables joined into
+    one must agree: a reader of several files reads these columns' codes as
+    names (``code_names(table, mixed_codes(...))``) before joining them.
+    A column of another type (``int32``, say) is no form of the schema's
+    and is left to the join, which refuses it."""
+    coded: set[str] = set()
+    named: set[str] = set()
+    for schema in schemas:
+        for column in CODES:
+            index = schema.get_field_index(column)
+            if index < 0:
+                continue
+            kind = schema.field(index).type
+            if kind == pa.int8():
+                coded.add(column)
+            elif _holds_names(kind):
+                named.add(column)
+    return [column for column in CODES if column in coded and column in named]
+
+
+def code_names(table: pa.Table, columns: Iterable[str] | None = None) -> pa.Table:
+    """``table`` with each of ``role``, ``part_type`` and ``status`` (or of
+    ``columns`` among them) that holds int8 codes (docs/schema.md) as the
+    names they stand for (``CODES``; a null stays null), the columns of
+    another type as they are. A code that stands for nothing is the core's
+    ``UnknownValueError``, naming the session, message, row and column
+    (``unknown role "7" (...)``)."""
+    chosen = set(CODES if columns is None else columns)
     for column, (what, names) in CODES.items():
+        if column not in chosen:
+            continue
         index = table.schema.get_field_index(column)
         if index < 0 or table.schema.field(index).type != pa.int8():
             continue
