@@ -33,6 +33,24 @@ def _table() -> pa.Table:
     return sessions_to_table([cc.Session.model_validate(json.loads(FIXTURE.read_text()))])
 
 
+def _renamed(table: pa.Table, sid: str) -> pa.Table:
+    """``table`` (one session) as the session ``sid``: its ``session_id``
+    column and the session ids its ``*_json`` columns repeat."""
+
+    def ids(column: str, key: str) -> pa.Array:
+        texts = table.column(column).to_pylist()
+        return pa.array([None if t is None else json.dumps({**json.loads(t), key: sid})
+                         for t in texts], table.schema.field(column).type)  # fmt: skip
+
+    for column, values in (("session_id", pa.array([sid] * table.num_rows, pa.string())),
+                           ("session_json", ids("session_json", "id")),
+                           ("message_json", ids("message_json", "sessionID")),
+                           ("part_json", ids("part_json", "sessionID"))):  # fmt: skip
+        index = table.schema.get_field_index(column)
+        table = table.set_column(index, table.schema.field(index).with_type(values.type), values)
+    return table
+
+
 def _first(table: pa.Table, column: str) -> int:
     """The first row holding a value in ``column``."""
     values = table.column(column).to_pylist()
@@ -61,6 +79,21 @@ def _output_int(table: pa.Table) -> tuple[pa.Table, int | None]:
     return table.set_column(index, "output", pc.cast(lengths, pa.int32())), None
 
 
+def _json_key(column: str, key: str, value: Any) -> Callable[[pa.Table], tuple[pa.Table, int]]:
+    """``column``'s first JSON object (a tool part's, for ``part_json``)
+    with ``key`` set to ``value``."""
+
+    def make(table: pa.Table) -> tuple[pa.Table, int]:
+        row = _first(table, "status" if column == "part_json" else column)
+        texts = table.column(column).to_pylist()
+        texts[row] = json.dumps({**json.loads(texts[row]), key: value})
+        index = table.schema.get_field_index(column)
+        return table.set_column(index, table.schema.field(index),
+                                pa.array(texts, table[column].type)), row  # fmt: skip
+
+    return make
+
+
 #: (column, how the table is altered, the error class, whether one row is named)
 CASES = {
     "output-int32": ("output", _output_int, ColumnTypeError),
@@ -73,7 +106,19 @@ CASES = {
     "part_json-bad-field": ("part_json", None, FormatError),
     "message_json-bad-field": ("message_json", None, FormatError),
     "message_json-other-role": ("message_json", None, InconsistentMessageError),
-}
+    "part_json-other-id": ("part_json", _json_key("part_json", "id", "prt_x"),
+                           InconsistentMessageError),
+    "part_json-other-type": ("part_json", _json_key("part_json", "type", "text"),
+                             InconsistentMessageError),
+    "part_json-other-message": ("part_json", _json_key("part_json", "messageID", "msg_x"),
+                                InconsistentMessageError),
+    "message_json-other-id": ("message_json", _json_key("message_json", "id", "msg_x"),
+                              InconsistentMessageError),
+    "message_json-other-session": ("message_json", _json_key("message_json", "sessionID", "x"),
+                                   InconsistentMessageError),
+    "session_json-other-id": ("session_json", _json_key("session_json", "id", "ses_x"),
+                              InconsistentMessageError),
+}  # fmt: skip
 
 
 def _assistant_row(table: pa.Table) -> int:
@@ -126,7 +171,9 @@ def test_a_bad_column_is_a_typed_error_naming_it_and_its_row(case: str) -> None:
 
 @pytest.mark.parametrize("case", ["output-int32", "status-unknown", "part_json-not-json",
                                   "message_json-array", "part_json-bad-field",
-                                  "message_json-other-role"])  # fmt: skip
+                                  "message_json-other-role", "part_json-other-id",
+                                  "part_json-other-type", "message_json-other-id",
+                                  "session_json-other-id"])  # fmt: skip
 @pytest.mark.parametrize("command", ["replay", "convert"])
 def test_the_cli_names_the_file_and_column_in_one_line(
     case: str, command: str, tmp_path: Path, monkeypatch: Any, capsys: Any
@@ -209,6 +256,107 @@ def test_message_jsons_role_against_the_role_column(coded: bool) -> None:
     assert cc.Transcript(bare).to_sessions() == cc.Transcript(table).to_sessions()
 
 
+#: The keys of a ``*_json`` object that repeat a column: (JSON column, key,
+#: the column, what the column is), as the error says it.
+REPEATED = [
+    ("part_json", "id", "part_id", "part's id"),
+    ("part_json", "type", "part_type", "part's type"),
+    ("part_json", "messageID", "message_id", "part's message"),
+    ("part_json", "sessionID", "session_id", "part's session"),
+    ("message_json", "id", "message_id", "message's id"),
+    ("message_json", "sessionID", "session_id", "message's session"),
+    ("session_json", "id", "session_id", "session's id"),
+]
+
+
+def _objects(
+    table: pa.Table, column: str, row: int, change: Callable[[dict[str, Any]], None]
+) -> pa.Table:
+    """``table`` with the JSON object of ``column`` at ``row`` changed by ``change``."""
+    texts = table.column(column).to_pylist()
+    value = json.loads(texts[row])
+    change(value)
+    texts[row] = json.dumps(value)
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, table.schema.field(index), pa.array(texts, table[column].type))
+
+
+@pytest.mark.parametrize(("json_column", "key", "column", "what"), REPEATED)
+def test_a_json_key_that_repeats_a_column_must_agree_with_it(
+    json_column: str, key: str, column: str, what: str
+) -> None:
+    """The id, type and session columns say which part (message, session) a
+    row is and where it belongs, what the scans read; a ``*_json`` object
+    saying another is an ``InconsistentMessageError`` naming both values,
+    never a silent win. Saying the same, or nothing, reads as the column."""
+    table = _table()
+    row = _first(table, "status" if json_column == "part_json" else json_column)
+    truth = table.column(column)[row].as_py()
+    sid, mid = SID, table.column("message_id")[row].as_py()
+    want = cc.Transcript(table).to_sessions()
+
+    bad = _objects(table, json_column, row, lambda o: o.update({key: "other"}))
+    with pytest.raises(InconsistentMessageError) as e:
+        cc.Transcript(bad).to_sessions()
+    assert (e.value.session_id, e.value.message_id, e.value.row) == (sid, mid, row)
+    assert e.value.column == json_column
+    assert str(e.value) == (
+        f'{json_column}\'s {key} "other" disagrees with the {column} column\'s "{truth}" '
+        f'(the column is the {what}) (session "{sid}", message "{mid}", row {row}, '
+        f'column "{json_column}")'
+    )
+    # the same value again, a null, or none: the column's
+    same = _objects(table, json_column, row, lambda o: o.update({key: truth}))
+    assert cc.Transcript(same).to_sessions() == want
+    null = _objects(table, json_column, row, lambda o: o.update({key: None}))
+    absent = _objects(table, json_column, row, lambda o: o.pop(key, None))
+    for variant in (null, absent):
+        got = cc.Transcript(variant).to_sessions()[0]
+        if json_column == "session_json":
+            assert got.id == truth
+        else:
+            message = next(m for m in got.messages if m.id == mid)
+            if json_column == "message_json":
+                thing = message.info
+            else:
+                thing = next(p for p in message.parts if p.id == table["part_id"][row].as_py())
+            if key in ("id", "type"):  # a required field: the column's
+                assert getattr(thing, key) == truth
+            else:  # an optional one stays as the JSON has it: absent, or null
+                assert getattr(thing, key) is None
+
+
+def test_a_part_coded_other_keeps_part_jsons_type() -> None:
+    """Part type 127 (``other``) stands for any type the codes do not list: a
+    ``part_json`` naming such a type agrees with it (and is the part's type);
+    one naming a listed type contradicts the code."""
+    table = _table()
+    row = table.column("part_type").to_pylist().index("step-start")
+    names = ["text", "tool", "compaction", "file", "reasoning", "step-start", "step-finish",
+             "subtask", "snapshot", "patch", "agent", "retry"]  # fmt: skip
+    kinds = table.column("part_type").to_pylist()
+    kinds[row] = "new-kind"  # a type newer than the codes
+    strings = table.set_column(table.schema.get_field_index("part_type"), "part_type",
+                               pa.array(kinds, pa.string()))  # fmt: skip
+    codes = pa.array([None if k is None else names.index(k) if k in names else 127
+                      for k in kinds], pa.int8())  # fmt: skip
+    coded = strings.set_column(strings.schema.get_field_index("part_type"), "part_type", codes)
+    named = _objects(coded, "part_json", row, lambda o: o.update(type="new-kind"))
+    assert cc.Transcript(named).to_sessions() == cc.Transcript(strings).to_sessions()
+    # without the name the part is "other"; a listed type is a contradiction
+    parts = [p for m in cc.Transcript(coded).to_sessions()[0].messages for p in m.parts]
+    assert [p.type for p in parts if p.type not in names] == ["other"]
+    listed = _objects(coded, "part_json", row, lambda o: o.update(type="text"))
+    with pytest.raises(InconsistentMessageError) as e:
+        cc.Transcript(listed).to_sessions()
+    assert e.value.row == row and e.value.column == "part_json"
+    assert 'part_json\'s type "text" disagrees with the part_type column\'s "other"' in str(e.value)
+    # a string column says the type itself: "other" there is a type named so
+    other = _objects(strings, "part_json", row, lambda o: o.update(type="other"))
+    with pytest.raises(InconsistentMessageError):
+        cc.Transcript(other).to_sessions()
+
+
 def test_a_minimal_table_still_reads() -> None:
     """Only the base columns are needed; the others are checked when present."""
     table = _table()
@@ -231,12 +379,9 @@ def test_tune_names_the_file_and_its_row_of_a_bad_value(tmp_path: Path, workers:
     good = _table()
     bad, row = _bad("status-unknown")
 
-    def renamed(sid: str) -> pa.Table:
-        return good.set_column(0, "session_id", pa.array([sid] * good.num_rows, pa.string()))
-
-    pq.write_table(renamed("ses_a"), tmp_path / "a.parquet")
+    pq.write_table(_renamed(good, "ses_a"), tmp_path / "a.parquet")
     # b.parquet: another session, then the bad one (its rows follow the other's)
-    pq.write_table(pa.concat_tables([renamed("ses_b"), bad]), tmp_path / "b.parquet")
+    pq.write_table(pa.concat_tables([_renamed(good, "ses_b"), bad]), tmp_path / "b.parquet")
     row += good.num_rows
     grid = {"preset": ["opencode"]}
     with pytest.raises(UnknownValueError) as e:
@@ -252,7 +397,7 @@ def test_replay_names_the_file_of_several_and_its_row(
 ) -> None:
     """Several Parquet inputs (or a folder) are read as one table: the error
     names the file the bad value is in and its row there."""
-    good = _table().set_column(0, "session_id", pa.array(["ses_a"] * _table().num_rows))
+    good = _renamed(_table(), "ses_a")
     bad, row = _bad("part_json-not-json")
     pq.write_table(good, tmp_path / "a.parquet")
     pq.write_table(bad, tmp_path / "b.parquet")

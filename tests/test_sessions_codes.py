@@ -196,3 +196,117 @@ def test_the_reference_reads_codes_as_names(strings: pa.Table) -> None:
     assert [(s.id, len(s.messages)) for s in ref.group(coded)] == [
         (s.id, len(s.messages)) for s in ref.group(rows)
     ]
+
+
+def _halves(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``table`` cut between two sessions: the first session, then the rest."""
+    sids = table.column("session_id").to_pylist()
+    cut = sids.index(next(s for s in sids if s != sids[0]))
+    return table.slice(0, cut), table.slice(cut)
+
+
+def _outputs(folder: Path, monkeypatch: Any, capsys: Any, tmp_path: Path) -> dict[str, Any]:
+    """What estimate, replay, convert and batch make of ``folder``."""
+    got: dict[str, Any] = {}
+    for name, args in (("estimate", ["estimate", str(folder), "--json"]),
+                       ("replay", ["replay", str(folder), "--context", "8000",
+                                   "--output-limit", "1000", "--json"])):  # fmt: skip
+        code, out, err = invoke(monkeypatch, capsys, *args)
+        assert code == 0, err
+        got[name] = json.loads(out)
+    converted = tmp_path / f"{folder.name}.jsonl"
+    code, _, err = invoke(monkeypatch, capsys, "convert", str(folder), str(converted),
+                          "--to", "opencode")  # fmt: skip
+    assert code == 0, err
+    got["convert"] = converted.read_bytes()
+    report = tmp_path / f"{folder.name}-report.parquet"
+    code, _, err = invoke(monkeypatch, capsys, "batch", str(folder), "--report", str(report),
+                          "--batch-rows", "7")  # fmt: skip
+    assert code == 0, err
+    got["batch"] = pq.read_table(report)
+    return got
+
+
+def test_a_folder_of_coded_and_string_files_reads_as_its_strings(
+    strings: pa.Table, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """docs/schema.md allows role / part_type / status as names or int8
+    codes: a folder with a file of each is read as the all-strings one
+    (the codes read as names before the files are joined), by the commands
+    that join the files (estimate, replay, convert) and by batch, which
+    streams them; either file coded, both coded."""
+    first, rest = _halves(strings)
+    folders = {"strings": (first, rest), "second-coded": (first, _coded(rest)),
+               "first-coded": (_coded(first), rest),
+               "both-coded": (_coded(first), _coded(rest))}  # fmt: skip
+    got = {}
+    for name, (a, b) in folders.items():
+        (tmp_path / name).mkdir()
+        pq.write_table(a, tmp_path / name / "a.parquet")
+        pq.write_table(b, tmp_path / name / "b.parquet")
+        got[name] = _outputs(tmp_path / name, monkeypatch, capsys, tmp_path)
+    assert got["strings"]["estimate"]["sessions"] == 2
+    assert got["strings"]["replay"]["policies"][0]["calls"] > 0
+    for name in folders:
+        for what, value in got[name].items():
+            want = got["strings"][what]
+            assert value.equals(want) if what == "batch" else value == want, (name, what)
+
+
+def test_a_coded_parquet_beside_session_files_reads_as_names(
+    strings: pa.Table, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Parquet and session files given together are joined too."""
+    first, _ = _halves(strings)
+    pq.write_table(first, tmp_path / "s.parquet")
+    pq.write_table(_coded(first), tmp_path / "c.parquet")
+    run = str(RUNS[1])
+    replays = []
+    for name in ("s", "c"):
+        src = str(tmp_path / f"{name}.parquet")
+        code, out, err = invoke(monkeypatch, capsys, "replay", src, run, "--context", "8000",
+                                "--output-limit", "1000", "--json")  # fmt: skip
+        assert code == 0, err
+        replays.append(json.loads(out))
+    assert replays[0] == replays[1] and replays[0]["policies"][0]["sessions"] == 2
+
+
+@pytest.mark.parametrize("command", ["estimate", "replay", "batch"])
+def test_a_mixed_folder_names_a_bad_code_by_file_and_row(
+    strings: pa.Table, command: str, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    first, rest = _halves(strings)
+    bad, row = _one_code(rest, "role", 9)
+    pq.write_table(first, tmp_path / "a.parquet")
+    pq.write_table(bad, tmp_path / "b.parquet")
+    args = {"estimate": ["estimate", str(tmp_path)],
+            "replay": ["replay", str(tmp_path), "--context", "8000", "--output-limit", "1000"],
+            "batch": ["batch", str(tmp_path), "--report", str(tmp_path / "_r.parquet"),
+                      "--batch-rows", "7"]}[command]  # fmt: skip
+    code, _, err = invoke(monkeypatch, capsys, *args)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f'error: UnknownValueError: {tmp_path / "b.parquet"}: unknown role "9"')
+    assert f'row {row}, column "role"' in err, err
+
+
+def test_a_column_of_another_type_still_disagrees(
+    strings: pa.Table, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Only codes beside names are read alike: a role of int32 (no form
+    docs/schema.md gives) beside strings is still refused by the join."""
+    first, rest = _halves(strings)
+    codes = _coded(rest).column("role").cast(pa.int32())
+    rest = rest.set_column(rest.schema.get_field_index("role"), "role", codes)
+    pq.write_table(first, tmp_path / "a.parquet")
+    pq.write_table(rest, tmp_path / "b.parquet")
+    code, _, err = invoke(monkeypatch, capsys, "estimate", str(tmp_path))
+    assert code == 1, err
+    assert "SchemaError" in err and "columns do not agree" in err and "int32" in err, err
+    # batch streams the files: it casts each to the first's schema, never codes to names
+    code, _, err = invoke(monkeypatch, capsys, "batch", str(tmp_path), "--report",
+                          str(tmp_path / "_r.parquet"))  # fmt: skip
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(
+        f"error: SchemaError: {tmp_path / 'b.parquet'}: its schema does not "
+        "match the first file's (column 'role' is int32, not string)"
+    ), err

@@ -84,7 +84,14 @@ from ctxcompact.formats.reader import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import OUTPUT_UNITS, TOOL_TARGET, relocate, targets_as_dictionary
+from ctxcompact.transcript import (
+    OUTPUT_UNITS,
+    TOOL_TARGET,
+    code_names,
+    mixed_codes,
+    relocate,
+    targets_as_dictionary,
+)
 
 #: Exit status of every failure class (documented in --help and docs/config.md).
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INPUT, EXIT_CONFIG, EXIT_OUTPUT = 0, 1, 2, 3, 4, 5
@@ -822,6 +829,10 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
     # plain, from other writers): one TARGETS_DICTIONARY over every file
     if len(tables) == 1:
         return targets_as_dictionary(tables[0])
+    # role / part_type / status as int8 codes in some files, names in others
+    # (docs/schema.md allows both): the codes read as names, so they join
+    tables = _codes_as_names(tables, [[(path, t.num_rows, True)] for path, t
+                                      in zip(found.files, tables, strict=True)])  # fmt: skip
     try:
         tables = [targets_as_dictionary(t) for t in tables]
         return targets_as_dictionary(pa.concat_tables(tables, promote_options="permissive"))
@@ -832,6 +843,35 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
 
 def _in_path(path: Path, row: int) -> tuple[Path, int]:
     return path, row
+
+
+def _codes_as_names(tables: list[pa.Table], where: list[Segments]) -> list[pa.Table]:
+    """``tables``, to be joined, with each column that holds int8 codes in
+    some and names in others (``mixed_codes``) read as names in all: a code
+    that stands for nothing is an ``UnknownValueError`` naming the file
+    (``where``: each table's segments) and its row there."""
+    mixed = mixed_codes(t.schema for t in tables)
+    if not mixed:
+        return tables
+    named = []
+    for table, segments in zip(tables, where, strict=True):
+        try:
+            named.append(code_names(table, mixed))
+        except cc.CompactionError as e:
+            _relocate_in(e, segments)
+            raise
+    return named
+
+
+def _relocate_in(error: cc.CompactionError, segments: Segments) -> None:
+    """``error``, about a row of the table ``segments`` make up, made to name
+    the file it is in (and, for Parquet, the row in that file)."""
+    start = 0
+    for path, rows, parquet in segments:
+        if error.row is not None and error.row < start + rows:
+            relocate(error, path, error.row - start if parquet else error.row)
+            return
+        start += rows
 
 
 def _load(path: Path, fmt: str | None, on_error: str = "raise") -> cc.Transcript:
@@ -1113,11 +1153,12 @@ def _load_many(
         from ctxcompact.batch.parquet import parquet_files
 
         _check_parquet_sessions(parquet_files(parquet))  # a file given twice is named as such
-    tables = [_read(p, fmt, segments=segments)[0].to_arrow() for p in parquet]
+    # each table's segments: where the rows of it come from
+    where: list[Segments] = [[] for _ in parquet]
+    tables = [_read(p, fmt, segments=w)[0].to_arrow() for p, w in zip(parquet, where, strict=True)]
     if sessions:
         ingested = _ingest(sessions, fmt, on_error=on_error).table
-        if segments is not None:
-            segments.append((sessions[0], ingested.num_rows, False))
+        where.append([(sessions[0], ingested.num_rows, False)])
         # The same runs given as session files and as Parquet would surface as
         # non-contiguous rows (a session may span Parquet files, so those are
         # not compared with each other).
@@ -1131,8 +1172,11 @@ def _load_many(
                         session_id=sid,
                     )
         tables.append(ingested)
+    if segments is not None:
+        segments.extend(s for w in where for s in w)
     if len(tables) == 1:
         return cc.Transcript(tables[0])
+    tables = _codes_as_names(tables, where)  # coded Parquet beside names: names
     try:
         # tool_target: one dictionary over the whole table, not one per input
         joined = pa.concat_tables(tables, promote_options="permissive")
@@ -1147,11 +1191,7 @@ def _to_sessions(transcript: cc.Transcript, segments: Segments) -> list[cc.Sessi
     try:
         return transcript.to_sessions()
     except cc.CompactionError as e:
-        start = 0
-        for path, rows, parquet in segments:
-            if e.row is not None and e.row < start + rows:
-                raise relocate(e, path, e.row - start if parquet else e.row) from None
-            start += rows
+        _relocate_in(e, segments)
         raise
 
 

@@ -69,7 +69,9 @@ class UnknownValueError(TranscriptError):
 
 
 class InconsistentMessageError(TranscriptError):
-    """Rows of one message disagree on a message-level field (its role)."""
+    """Rows of one message disagree on a message-level field (its role), or a
+    ``*_json`` value contradicts the column it repeats (a role, id, type or
+    session id: ``column`` names the JSON column)."""
 
 
 class InvalidUsageError(CompactionError, ValueError):

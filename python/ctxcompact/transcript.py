@@ -402,8 +402,11 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
     status, or an int8 code that stands for none (``UnknownValueError``;
     ``role``, ``part_type`` and ``status`` may hold the codes docs/schema.md
     gives, read as their names: part type 127 is ``other``), rows out of order (the scans' checks,
-    ``_core.check_table``), and a ``*_json`` or ``input`` value that is not
-    the JSON object a session holds there (``FormatError``)."""
+    ``_core.check_table``), a ``*_json`` or ``input`` value that is not
+    the JSON object a session holds there (``FormatError``), and a role, id,
+    type or session id in a ``*_json`` object that is not the column's it
+    repeats (``InconsistentMessageError``: the columns are what the scans
+    read)."""
     for name in REQUIRED:
         if name not in table.column_names:
             raise MissingColumnError(f"missing column {name!r}", column=name)
@@ -416,6 +419,9 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
             column="output",
         )
     _check_table(table)
+    # A part type coded 127 (``other``) names no type: a part_json type the
+    # codes do not list is the one it stands for.
+    coded_types = table.schema.field("part_type").type == pa.int8()
     rows = code_names(table).to_pylist()
     sessions: list[dict[str, Any]] = []
     # Per session: its first row, and each message's first row and part rows
@@ -435,7 +441,9 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
                 )
             seen_sessions.add(sid)
             seen_messages = set()
-            info = _json_object(row, i, "session_json") if row.get("session_json") else {"id": sid}
+            info = _json_object(row, i, "session_json") if row.get("session_json") else {}
+            _same(info, "id", row, i, "session_json", "session_id", "session's id")
+            info["id"] = sid
             sessions.append({"info": info, "messages": []})
             where.append((i, []))
             current = (sid, None)
@@ -453,7 +461,7 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
             where[-1][1].append((i, mid, []))
             current = (sid, mid)
         if row["part_type"] is not None:
-            messages[-1]["parts"].append(_part(row, i))
+            messages[-1]["parts"].append(_part(row, i, coded_types))
             where[-1][1][-1][2].append(i)
     built = []
     for session, (first, rows_of) in zip(sessions, where, strict=True):
@@ -493,13 +501,48 @@ def _at(session_id: Any, message_id: Any, row: int | None, column: str | None) -
     return f" ({', '.join(found)})" if found else ""
 
 
-def code_names(table: pa.Table) -> pa.Table:
-    """``table`` with each of ``role``, ``part_type`` and ``status`` that holds
-    int8 codes (docs/schema.md) as the names they stand for (``CODES``; a
-    null stays null), the columns of another type as they are. A code that
-    stands for nothing is the core's ``UnknownValueError``, naming the
-    session, message, row and column (``unknown role "7" (...)``)."""
+def _holds_names(kind: pa.DataType) -> bool:
+    """``kind`` is one of docs/schema.md's "string" types (or a dictionary of one)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_string_view(kind))  # fmt: skip
+
+
+def mixed_codes(schemas: Iterable[pa.Schema]) -> list[str]:
+    """The columns of ``CODES`` (``role``, ``part_type``, ``status``) that hold
+    int8 codes in some of ``schemas`` and names (a string type) in others.
+    docs/schema.md allows either form in each table, but tables joined into
+    one must agree: a reader of several files reads these columns' codes as
+    names (``code_names(table, mixed_codes(...))``) before joining them.
+    A column of another type (``int32``, say) is no form of the schema's
+    and is left to the join, which refuses it."""
+    coded: set[str] = set()
+    named: set[str] = set()
+    for schema in schemas:
+        for column in CODES:
+            index = schema.get_field_index(column)
+            if index < 0:
+                continue
+            kind = schema.field(index).type
+            if kind == pa.int8():
+                coded.add(column)
+            elif _holds_names(kind):
+                named.add(column)
+    return [column for column in CODES if column in coded and column in named]
+
+
+def code_names(table: pa.Table, columns: Iterable[str] | None = None) -> pa.Table:
+    """``table`` with each of ``role``, ``part_type`` and ``status`` (or of
+    ``columns`` among them) that holds int8 codes (docs/schema.md) as the
+    names they stand for (``CODES``; a null stays null), the columns of
+    another type as they are. A code that stands for nothing is the core's
+    ``UnknownValueError``, naming the session, message, row and column
+    (``unknown role "7" (...)``)."""
+    chosen = set(CODES if columns is None else columns)
     for column, (what, names) in CODES.items():
+        if column not in chosen:
+            continue
         index = table.schema.get_field_index(column)
         if index < 0 or table.schema.field(index).type != pa.int8():
             continue
@@ -637,9 +680,10 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         )
     if row.get("message_json"):
         info = _json_object(row, i, "message_json")
-        # The role column is the message's role (what the scans read);
-        # message_json holds the rest of the info, so a role there is the
-        # same one again or a contradiction.
+        # The role, message_id and session_id columns are the message's role
+        # (what the scans read) and where it belongs; message_json holds the
+        # rest of the info, so a role, id or sessionID there is the same one
+        # again or a contradiction.
         if "role" in info and info["role"] != role:
             sid, mid = row["session_id"], row["message_id"]
             raise InconsistentMessageError(
@@ -648,7 +692,9 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
                 f"role){_at(sid, mid, i, 'message_json')}",
                 session_id=sid, message_id=mid, row=i, column="message_json",
             )  # fmt: skip
-        info["role"] = role
+        _same(info, "id", row, i, "message_json", "message_id", "message's id")
+        _same(info, "sessionID", row, i, "message_json", "session_id", "message's session")
+        info["role"], info["id"] = role, row["message_id"]
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
     if role == "assistant":
@@ -681,10 +727,58 @@ def _assistant_flags(info: dict[str, Any], row: dict[str, Any]) -> None:
             del info[key]
 
 
-def _part(row: dict[str, Any], i: int) -> dict[str, Any]:
+def _same(
+    info: dict[str, Any],
+    key: str,
+    row: dict[str, Any],
+    i: int,
+    json_column: str,
+    column: str,
+    what: str,
+) -> None:
+    """A ``key`` of the object in ``json_column`` that repeats ``column`` (a
+    part's or message's id, type or session) says what the column says, or
+    the rows contradict themselves: an ``InconsistentMessageError`` naming
+    both values and where (column ``json_column``). A null on either side
+    says nothing: the column's value is the part's (or message's), or the
+    JSON's when the column is null."""
+    value, truth = info.get(key), row.get(column)
+    if value is None or truth is None or value == truth:
+        return
+    sid, mid = row["session_id"], row.get("message_id")
+    raise InconsistentMessageError(
+        f"{json_column}'s {key} {json.dumps(value, ensure_ascii=False)} disagrees with the "
+        f"{column} column's {json.dumps(truth, ensure_ascii=False)} (the column is the "
+        f"{what}){_at(sid, mid, i, json_column)}",
+        session_id=sid, message_id=mid, row=i, column=json_column,
+    )  # fmt: skip
+
+
+#: The part types that have a code (``CODES``): a part_json type of a part
+#: coded 127 (``other``) must be none of them.
+_CODED_TYPES = frozenset(CODES["part_type"][1].values()) - {"other"}
+
+
+def _part(row: dict[str, Any], i: int, coded_types: bool = False) -> dict[str, Any]:
+    """The part of a part row (``coded_types``: ``part_type`` held int8 codes)."""
     part = _json_object(row, i, "part_json") if row.get("part_json") else {}
-    part = {"id": row.get("part_id") or "", "type": row["part_type"], **part}
+    # The part_id, part_type, message_id and session_id columns say which
+    # part this is and where it belongs (what the scans read); part_json
+    # holds the rest of it, so the same keys there repeat them or contradict.
     kind = row["part_type"]
+    named = part.get("type")
+    if not (coded_types and kind == "other" and isinstance(named, str)
+            and named not in _CODED_TYPES):  # fmt: skip
+        _same(part, "type", row, i, "part_json", "part_type", "part's type")
+    else:
+        kind = named  # code 127: the name part_json keeps is the part's type
+    _same(part, "id", row, i, "part_json", "part_id", "part's id")
+    _same(part, "messageID", row, i, "part_json", "message_id", "part's message")
+    _same(part, "sessionID", row, i, "part_json", "session_id", "part's session")
+    pid = row.get("part_id")
+    if pid is None:  # no part_id (a foreign table): part_json's, if it has one
+        pid = part.get("id") if part.get("id") is not None else ""
+    part = {**part, "id": pid, "type": kind}
     if kind in ("text", "reasoning") and row.get("output") is not None:
         part["text"] = row["output"]
     if kind == "compaction" and row.get("auto") is not None:

@@ -37,12 +37,16 @@ from ctxcompact.errors import (
     SchemaError,
 )
 from ctxcompact.transcript import (
+    CODES,
     OUTPUT_UNITS,
     SCAN_COLUMNS,
     TARGETS_DICTIONARY,
     TOOL_TARGET,
+    _holds_names,
+    code_names,
     count_output_units,
     encode_targets,
+    mixed_codes,
     relocate,
     targets_as_dictionary,
     tool_targets,
@@ -444,16 +448,24 @@ def _chunks(
 ) -> Iterator[_Chunk]:
     """One chunk of whole sessions per batch read (possibly empty: the batch
     continued one session), then the last carry. Files whose schema differs
-    from the first's raise ``SchemaError``."""
+    from the first's raise ``SchemaError``, but for ``role``, ``part_type``
+    and ``status`` held as int8 codes in some files and names in others
+    (docs/schema.md allows both): those codes are read as names."""
     schema: pa.Schema | None = None
     carry: pa.Table | None = None
     carry_segments: list[_Segment] = []
+    mixed = mixed_codes(_open(path).schema_arrow for path in files) if len(files) > 1 else []
     for path in files:
         offset = 0
         for batch in _batches(path, batch_rows, columns):
             # tool_target reads back as dictionary<int32, string> (or plain,
             # from other writers): the library's TARGETS_DICTIONARY, per batch
             table = targets_as_dictionary(pa.Table.from_batches([batch]))
+            if mixed:
+                try:
+                    table = code_names(table, mixed)
+                except CompactionError as e:  # a code standing for nothing
+                    raise relocate(e, path, None if e.row is None else offset + e.row) from None
             if schema is None:
                 schema = table.schema
             if OUTPUT_UNITS in schema.names and OUTPUT_UNITS not in table.column_names:
@@ -462,6 +474,15 @@ def _chunks(
             if TOOL_TARGET in schema.names and TOOL_TARGET not in table.column_names:
                 # a file written without the targets, after one with them: work out its own
                 table = table.append_column(TARGETS_DICTIONARY, encode_targets(tool_targets(table)))
+            for column in CODES:  # codes (of any int) and names never cast to one another
+                if column not in table.column_names or column not in schema.names:
+                    continue
+                want, got = schema.field(column).type, table.schema.field(column).type
+                if pa.null() not in (want, got) and _holds_names(want) != _holds_names(got):
+                    raise SchemaError(
+                        f"{path}: its schema does not match the first file's (column "
+                        f"{column!r} is {got}, not {want})", column=column,
+                    )  # fmt: skip
             try:
                 table = table.select(schema.names).cast(schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as e:
