@@ -313,3 +313,84 @@ def test_two_system_messages_are_one_anthropic_system_prompt() -> None:
             {"role": "system", "content": "Be brief."}]  # fmt: skip
     body = formats.to_anthropic(formats.read(chat)[0])
     assert body["system"] == "You fix tests.\n\nBe brief."
+
+
+# the pass's Responses run (/tmp/pass-formats/resp_native.json)
+RESPONSES_TEXTS: list[dict[str, Any]] = [
+    {"type": "message", "role": "user",
+     "content": [{"type": "input_text", "text": "Please read app.py"}]},
+    {"type": "message", "id": "msg_1", "role": "assistant",
+     "content": [{"type": "output_text", "text": "Sure, reading it."}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read",
+     "arguments": '{"path":"app.py"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "print('hi')"},
+    {"type": "message", "id": "msg_2", "role": "assistant",
+     "content": [{"type": "output_text", "text": "It prints hi."},
+                 {"type": "output_text", "text": "Done.", "annotations": []}]},
+]  # fmt: skip
+#: The Chat Completions content part types.
+CHAT_BLOCKS = {"text", "image_url", "input_audio", "file", "refusal"}
+CHAT_TARGETS = ("openai-chat", "tau-bench", "swe-agent", "mini-swe-agent")
+
+
+def _chat_lists(doc: Any) -> list[list[dict[str, Any]]]:
+    """The chat message lists of a written chat-format document."""
+    if isinstance(doc, dict) and "history" in doc:
+        return [doc["history"]]
+    if isinstance(doc, dict):
+        return [doc["messages"]]
+    if doc and "traj" in doc[0]:
+        return [run["traj"] for run in doc]
+    return [doc]
+
+
+@pytest.mark.parametrize("target", CHAT_TARGETS)
+def test_responses_text_is_written_into_chat_formats_as_chat_content(
+    tmp_path: Path, target: str
+) -> None:
+    # every message was written as bare {"type": "input_text"} / {"type":
+    # "output_text"} blocks: the Responses reader keeps a block without its
+    # text, and the chat writer wrote that block back as it was
+    import ctxcompact as cc
+
+    session = formats.from_openai_responses(RESPONSES_TEXTS, "resp")
+    out = tmp_path / f"resp.{target}.json"
+    formats.write([session], out, target)
+    (messages,) = _chat_lists(json.loads(out.read_text()))
+    contents = [m["content"] for m in messages if m["role"] in ("user", "assistant")]
+    assert contents == [
+        "Please read app.py",
+        "Sure, reading it.",
+        None,
+        [{"type": "text", "text": "It prints hi."}, {"type": "text", "text": "Done."}],
+    ]
+    blocks = [b for c in contents if isinstance(c, list) for b in c]
+    assert {b["type"] for b in blocks} <= CHAT_BLOCKS
+    validate_chat_messages(messages)
+    back = formats.read(out, target)
+    assert [cc.to_model_messages(s) for s in back] == [cc.to_model_messages(session)]
+    assert formats.losses([session], target) == []
+
+
+@needs
+def test_a_claude_code_run_through_responses_keeps_its_text_in_chat(tmp_path: Path) -> None:
+    # representative -> openai-chat -> openai-responses -> openai-chat went from
+    # 11 model messages with text to 4: every Responses message lost its text
+    import ctxcompact as cc
+
+    chat = tmp_path / "rep.chat.json"
+    formats.write(formats.read(CLAUDE), chat, "openai-chat")
+    first = formats.read(chat)
+    responses = tmp_path / "rep.responses.json"
+    formats.write(first, responses, "openai-responses")
+    again = tmp_path / "rep.chat2.json"
+    formats.write(formats.read(responses), again, "openai-chat")
+    written = json.loads(again.read_text())["messages"]
+    assert not [b for m in written if isinstance(m["content"], list) for b in m["content"]
+                if b["type"] not in CHAT_BLOCKS or "text" not in b]  # fmt: skip
+
+    def said(session: Session) -> list[str]:
+        return [m["content"] for m in cc.to_model_messages(session) if m.get("content")]
+
+    assert said(formats.read(again)[0]) == said(first[0])
+    assert len(said(first[0])) >= 9  # user prompts, answers and tool outputs
