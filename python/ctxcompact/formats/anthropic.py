@@ -204,10 +204,18 @@ def _image(part: Part) -> dict[str, Any]:
 
 
 def _from_anthropic(part: Part) -> bool:
-    """A tool part read from a ``tool_use`` block (its source is that block; a source
-    kept by another format, e.g. chat's raw ``arguments``, is not)."""
+    """A tool part read from a ``tool_use`` block (its source is that block, the
+    call's id in it; a source kept by another format, e.g. chat's raw
+    ``arguments``, is not, nor is the ``type: tool_use`` with ``name`` / ``input``
+    that older versions wrote into chat tool calls: the chat reader keeps those
+    keys without the id, and the block written from them had no id and lost its
+    result)."""
     source = source_of(part)
-    return isinstance(source, Mapping) and source.get("type") == "tool_use"
+    return (
+        isinstance(source, Mapping)
+        and source.get("type") == "tool_use"
+        and source.get("id") == part.callID
+    )
 
 
 def _foreign_result(part: Part) -> bool:

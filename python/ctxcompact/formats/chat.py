@@ -251,6 +251,26 @@ def _content_out(message: MessageWithParts, *, foreign: bool = False) -> Any:
     return blocks
 
 
+#: The ``type`` of a tool call's record kept by another format (a Responses
+#: ``function_call`` item, an Anthropic ``tool_use`` block).
+_FOREIGN_CALL_TYPES = ("function_call", "tool_use")
+
+
+def _call_source(part: Part) -> dict[str, Any]:
+    """What a chat ``tool_calls`` entry keeps of a tool part's source: all of it
+    when the call was read from chat (its keys beside ``id`` / ``function``, a
+    raw ``arguments`` string), else nothing but a Responses call's raw
+    ``arguments`` (the same JSON string chat holds). Another format's record (an
+    Anthropic ``tool_use`` block with its ``name`` / ``input``, a Responses item,
+    a pydantic-ai part) goes back only into that format."""
+    keep = source_dict(part)
+    if keep.get("type") == "function_call":
+        return {"arguments": keep["arguments"]} if isinstance(keep.get("arguments"), str) else {}
+    if keep.get("type") in _FOREIGN_CALL_TYPES or "part_kind" in keep:
+        return {}
+    return keep
+
+
 def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
     """A chat image block for a file part: its own block when read from chat, else
     the image's URL (an Anthropic base64 image as a ``data:`` URL), else a text
@@ -326,9 +346,7 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
             if tools:
                 entry["tool_calls"] = []
                 for p in tools:
-                    keep = source_dict(p)
-                    if keep.get("type") == "function_call":  # a Responses item, not a chat call
-                        keep = {"arguments": keep["arguments"]} if "arguments" in keep else {}
+                    keep = _call_source(p)
                     arguments = keep.pop("arguments", None)
                     if arguments is None:
                         arguments = json.dumps((p.state.input if p.state else None) or {})
