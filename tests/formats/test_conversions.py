@@ -479,3 +479,17 @@ def test_claude_code_tool_calls_survive_chat_then_anthropic(tmp_path: Path, samp
     assert [cc.to_model_messages(s) for s in back] == [
         cc.to_model_messages(s) for s in formats.read(chat)
     ]
+
+
+@pytest.mark.parametrize("target", ["anthropic", "claude-code"])
+def test_responses_text_is_an_anthropic_text_block(tmp_path: Path, target: str) -> None:
+    # the Responses block's type was written over "text": {"type": "input_text",
+    # "text": ...}, which the Anthropic reader does not read as text
+    import ctxcompact as cc
+
+    session = formats.from_openai_responses(RESPONSES_TEXTS, "resp")
+    out = tmp_path / f"resp.{target}.jsonl"
+    formats.write([session], out, target)
+    assert "input_text" not in out.read_text() and "output_text" not in out.read_text()
+    (back,) = formats.read(out, target)
+    assert cc.to_model_messages(back) == cc.to_model_messages(session)

@@ -106,7 +106,11 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
     for p in message.parts:
         source = source_dict(p)
         if p.type == "text":
-            out.append({"type": "text", "text": p.text or "", **source})
+            # an Anthropic text block's source holds its other keys (no "type"); one
+            # with a "type" is another format's block (a Responses input_text kept
+            # without its text, a chat refusal): the text goes in a text block
+            keep = {} if "type" in source else source
+            out.append({"type": "text", "text": p.text or "", **keep})
         elif p.type == "reasoning":
             kind = source.pop("type", "thinking")
             block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
