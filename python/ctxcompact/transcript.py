@@ -442,8 +442,7 @@ def table_to_sessions(table: pa.Table) -> list[Session]:
             seen_sessions.add(sid)
             seen_messages = set()
             info = _json_object(row, i, "session_json") if row.get("session_json") else {}
-            _same(info, "id", row, i, "session_json", "session_id", "session's id")
-            info["id"] = sid
+            info["id"] = sid  # the column's (a table's sessions may be renamed)
             sessions.append({"info": info, "messages": []})
             where.append((i, []))
             current = (sid, None)
@@ -680,10 +679,11 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         )
     if row.get("message_json"):
         info = _json_object(row, i, "message_json")
-        # The role, message_id and session_id columns are the message's role
-        # (what the scans read) and where it belongs; message_json holds the
-        # rest of the info, so a role, id or sessionID there is the same one
-        # again or a contradiction.
+        # The role and message_id columns are the message's role and id (what
+        # the scans read); message_json holds the rest of the info, so a role
+        # or id there is the same one again or a contradiction. Where it
+        # belongs (sessionID) follows the session_id column: renaming a
+        # table's sessions rewrites that column only.
         if "role" in info and info["role"] != role:
             sid, mid = row["session_id"], row["message_id"]
             raise InconsistentMessageError(
@@ -693,7 +693,7 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
                 session_id=sid, message_id=mid, row=i, column="message_json",
             )  # fmt: skip
         _same(info, "id", row, i, "message_json", "message_id", "message's id")
-        _same(info, "sessionID", row, i, "message_json", "session_id", "message's session")
+        _follow(info, "sessionID", row, "session_id")
         info["role"], info["id"] = role, row["message_id"]
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
@@ -754,6 +754,16 @@ def _same(
     )  # fmt: skip
 
 
+def _follow(info: dict[str, Any], key: str, row: dict[str, Any], column: str) -> None:
+    """A ``key`` of a ``*_json`` object that says where the row belongs (its
+    message or session) is the ``column``'s value, the one the scans group
+    by: a table whose ids were renamed (its ``session_id`` column rewritten
+    to make ids unique) reads as renamed. Absent stays absent (a session
+    converts back as it was); a null column leaves the JSON's value."""
+    if info.get(key) is not None and row.get(column) is not None:
+        info[key] = row[column]
+
+
 #: The part types that have a code (``CODES``): a part_json type of a part
 #: coded 127 (``other``) must be none of them.
 _CODED_TYPES = frozenset(CODES["part_type"][1].values()) - {"other"}
@@ -762,9 +772,10 @@ _CODED_TYPES = frozenset(CODES["part_type"][1].values()) - {"other"}
 def _part(row: dict[str, Any], i: int, coded_types: bool = False) -> dict[str, Any]:
     """The part of a part row (``coded_types``: ``part_type`` held int8 codes)."""
     part = _json_object(row, i, "part_json") if row.get("part_json") else {}
-    # The part_id, part_type, message_id and session_id columns say which
-    # part this is and where it belongs (what the scans read); part_json
-    # holds the rest of it, so the same keys there repeat them or contradict.
+    # The part_id and part_type columns say which part this is (what the
+    # scans read); part_json holds the rest of it, so the same keys there
+    # repeat them or contradict. Where it belongs (messageID, sessionID)
+    # follows the message_id and session_id columns, as for a message.
     kind = row["part_type"]
     named = part.get("type")
     if not (coded_types and kind == "other" and isinstance(named, str)
@@ -773,8 +784,8 @@ def _part(row: dict[str, Any], i: int, coded_types: bool = False) -> dict[str, A
     else:
         kind = named  # code 127: the name part_json keeps is the part's type
     _same(part, "id", row, i, "part_json", "part_id", "part's id")
-    _same(part, "messageID", row, i, "part_json", "message_id", "part's message")
-    _same(part, "sessionID", row, i, "part_json", "session_id", "part's session")
+    _follow(part, "messageID", row, "message_id")
+    _follow(part, "sessionID", row, "session_id")
     pid = row.get("part_id")
     if pid is None:  # no part_id (a foreign table): part_json's, if it has one
         pid = part.get("id") if part.get("id") is not None else ""

@@ -386,3 +386,183 @@ def test_a_session_record_goes_back_only_into_its_own_format(tmp_path: Path) -> 
     path = tmp_path / "req.swe-agent.json"
     formats.write([session], path, "swe-agent")
     assert set(json.loads(path.read_text())) == {"history"}
+
+
+# the pass's Responses run (/tmp/pass-formats/resp_native.json)
+RESPONSES_TEXTS: list[dict[str, Any]] = [
+    {"type": "message", "role": "user",
+     "content": [{"type": "input_text", "text": "Please read app.py"}]},
+    {"type": "message", "id": "msg_1", "role": "assistant",
+     "content": [{"type": "output_text", "text": "Sure, reading it."}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read",
+     "arguments": '{"path":"app.py"}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "print('hi')"},
+    {"type": "message", "id": "msg_2", "role": "assistant",
+     "content": [{"type": "output_text", "text": "It prints hi."},
+                 {"type": "output_text", "text": "Done.", "annotations": []}]},
+]  # fmt: skip
+#: The Chat Completions content part types.
+CHAT_BLOCKS = {"text", "image_url", "input_audio", "file", "refusal"}
+CHAT_TARGETS = ("openai-chat", "tau-bench", "swe-agent", "mini-swe-agent")
+
+
+def _chat_lists(doc: Any) -> list[list[dict[str, Any]]]:
+    """The chat message lists of a written chat-format document."""
+    if isinstance(doc, dict) and "history" in doc:
+        return [doc["history"]]
+    if isinstance(doc, dict):
+        return [doc["messages"]]
+    if doc and "traj" in doc[0]:
+        return [run["traj"] for run in doc]
+    return [doc]
+
+
+@pytest.mark.parametrize("target", CHAT_TARGETS)
+def test_responses_text_is_written_into_chat_formats_as_chat_content(
+    tmp_path: Path, target: str
+) -> None:
+    # every message was written as bare {"type": "input_text"} / {"type":
+    # "output_text"} blocks: the Responses reader keeps a block without its
+    # text, and the chat writer wrote that block back as it was
+    import ctxcompact as cc
+
+    session = formats.from_openai_responses(RESPONSES_TEXTS, "resp")
+    out = tmp_path / f"resp.{target}.json"
+    formats.write([session], out, target)
+    (messages,) = _chat_lists(json.loads(out.read_text()))
+    contents = [m["content"] for m in messages if m["role"] in ("user", "assistant")]
+    assert contents == [
+        "Please read app.py",
+        "Sure, reading it.",
+        None,
+        [{"type": "text", "text": "It prints hi."}, {"type": "text", "text": "Done."}],
+    ]
+    blocks = [b for c in contents if isinstance(c, list) for b in c]
+    assert {b["type"] for b in blocks} <= CHAT_BLOCKS
+    validate_chat_messages(messages)
+    back = formats.read(out, target)
+    assert [cc.to_model_messages(s) for s in back] == [cc.to_model_messages(session)]
+    assert formats.losses([session], target) == []
+
+
+@needs
+def test_a_claude_code_run_through_responses_keeps_its_text_in_chat(tmp_path: Path) -> None:
+    # representative -> openai-chat -> openai-responses -> openai-chat went from
+    # 11 model messages with text to 4: every Responses message lost its text
+    import ctxcompact as cc
+
+    chat = tmp_path / "rep.chat.json"
+    formats.write(formats.read(CLAUDE), chat, "openai-chat")
+    first = formats.read(chat)
+    responses = tmp_path / "rep.responses.json"
+    formats.write(first, responses, "openai-responses")
+    again = tmp_path / "rep.chat2.json"
+    formats.write(formats.read(responses), again, "openai-chat")
+    written = json.loads(again.read_text())["messages"]
+    assert not [b for m in written if isinstance(m["content"], list) for b in m["content"]
+                if b["type"] not in CHAT_BLOCKS or "text" not in b]  # fmt: skip
+
+    def said(session: Session) -> list[str]:
+        return [m["content"] for m in cc.to_model_messages(session) if m.get("content")]
+
+    assert said(formats.read(again)[0]) == said(first[0])
+    assert len(said(first[0])) >= 9  # user prompts, answers and tool outputs
+
+
+# the pass's Anthropic request (/tmp/pass-formats/an.json)
+ANTHROPIC_CALL: dict[str, Any] = {"messages": [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": [
+        {"type": "text", "text": "reading"},
+        {"type": "tool_use", "id": "tu1", "name": "read", "input": {"path": "a"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "AAA"}]},
+]}  # fmt: skip
+CHAT_CALL = {"id": "tu1", "type": "function",
+             "function": {"name": "read", "arguments": '{"path": "a"}'}}  # fmt: skip
+
+
+def _finished_calls(session: Session) -> list[tuple[str | None, str | None, str, Any]]:
+    return [(p.callID, p.tool, p.state.status, p.state.output)
+            for m in session.messages for p in m.parts
+            if p.type == "tool" and p.state is not None]  # fmt: skip
+
+
+@pytest.mark.parametrize("target", CHAT_TARGETS)
+def test_an_anthropic_tool_call_is_a_chat_tool_call_and_converts_back_with_its_result(
+    tmp_path: Path, target: str
+) -> None:
+    # the call was written {"id", "type": "tool_use", "function", "name",
+    # "input"} (the Anthropic block under the chat keys); converted on to
+    # anthropic it became a tool_use without an id and its result was lost
+    session = formats.read(ANTHROPIC_CALL, "anthropic")[0]
+    out = tmp_path / f"an.{target}.json"
+    formats.write([session], out, target)
+    (messages,) = _chat_lists(json.loads(out.read_text()))
+    calls = [c for m in messages for c in m.get("tool_calls") or []]
+    assert calls == [CHAT_CALL]
+    validate_chat_messages(messages)
+    back = formats.read(out, target)
+    assert _finished_calls(back[0]) == [("tu1", "read", "completed", "AAA")]
+    body = formats.to_anthropic(back[0])
+    assert body["messages"][1:] == ANTHROPIC_CALL["messages"][1:]
+
+
+def test_an_old_chat_file_with_tool_use_calls_converts_to_anthropic_with_ids_and_results() -> None:
+    # what older versions wrote (/tmp/pass-formats/an_chat.json): the chat
+    # reader keeps type/name/input without the id, and the Anthropic writer took
+    # them for its own block
+    old = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "reading",
+         "tool_calls": [{**CHAT_CALL, "type": "tool_use", "name": "read", "input": {"path": "a"}}]},
+        {"role": "tool", "tool_call_id": "tu1", "content": "AAA"},
+    ]  # fmt: skip
+    session = formats.read(old, "openai-chat")[0]
+    body = formats.to_anthropic(session)
+    assert body["messages"][1:] == ANTHROPIC_CALL["messages"][1:]
+    assert [c for m in formats.to_openai_chat(session) for c in m.get("tool_calls", [])] == [
+        CHAT_CALL
+    ]
+
+
+@needs
+@pytest.mark.parametrize("sample", [SAMPLE, CLAUDE], ids=lambda p: p.name)
+def test_claude_code_tool_calls_survive_chat_then_anthropic(tmp_path: Path, sample: Path) -> None:
+    # every call of a real Claude Code session was typed "tool_use" in chat, and
+    # -> openai-chat -> anthropic dropped every tool output ("File written
+    # successfully"...): the calls read back pending
+    import ctxcompact as cc
+
+    sessions = formats.read(sample)
+    calls = [c for s in sessions for c in _finished_calls(s)]
+    assert calls and all(status == "completed" for _, _, status, _ in calls)
+    chat = tmp_path / "cc.chat.jsonl"
+    formats.write(sessions, chat, "openai-chat")
+    for line in chat.read_text().splitlines():
+        doc = json.loads(line)
+        messages = doc["messages"] if isinstance(doc, dict) else doc
+        tool_calls = [c for m in messages for c in m.get("tool_calls") or []]
+        assert all(set(c) == {"id", "type", "function"} and c["type"] == "function"
+                   for c in tool_calls)  # fmt: skip
+        validate_chat_messages(messages)
+    anthropic = tmp_path / "cc.anthropic.jsonl"
+    formats.write(formats.read(chat), anthropic, "anthropic")
+    back = formats.read(anthropic)
+    assert [c for s in back for c in _finished_calls(s)] == calls
+    assert [cc.to_model_messages(s) for s in back] == [
+        cc.to_model_messages(s) for s in formats.read(chat)
+    ]
+
+
+@pytest.mark.parametrize("target", ["anthropic", "claude-code"])
+def test_responses_text_is_an_anthropic_text_block(tmp_path: Path, target: str) -> None:
+    # the Responses block's type was written over "text": {"type": "input_text",
+    # "text": ...}, which the Anthropic reader does not read as text
+    import ctxcompact as cc
+
+    session = formats.from_openai_responses(RESPONSES_TEXTS, "resp")
+    out = tmp_path / f"resp.{target}.jsonl"
+    formats.write([session], out, target)
+    assert "input_text" not in out.read_text() and "output_text" not in out.read_text()
+    (back,) = formats.read(out, target)
+    assert cc.to_model_messages(back) == cc.to_model_messages(session)

@@ -108,7 +108,11 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
     for p in message.parts:
         source = source_dict(p)
         if p.type == "text":
-            out.append({"type": "text", "text": p.text or "", **source})
+            # an Anthropic text block's source holds its other keys (no "type"); one
+            # with a "type" is another format's block (a Responses input_text kept
+            # without its text, a chat refusal): the text goes in a text block
+            keep = {} if "type" in source else source
+            out.append({"type": "text", "text": p.text or "", **keep})
         elif p.type == "reasoning":
             kind = source.pop("type", "thinking")
             block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
@@ -206,10 +210,18 @@ def _image(part: Part) -> dict[str, Any]:
 
 
 def _from_anthropic(part: Part) -> bool:
-    """A tool part read from a ``tool_use`` block (its source is that block; a source
-    kept by another format, e.g. chat's raw ``arguments``, is not)."""
+    """A tool part read from a ``tool_use`` block (its source is that block, the
+    call's id in it; a source kept by another format, e.g. chat's raw
+    ``arguments``, is not, nor is the ``type: tool_use`` with ``name`` / ``input``
+    that older versions wrote into chat tool calls: the chat reader keeps those
+    keys without the id, and the block written from them had no id and lost its
+    result)."""
     source = source_of(part)
-    return isinstance(source, Mapping) and source.get("type") == "tool_use"
+    return (
+        isinstance(source, Mapping)
+        and source.get("type") == "tool_use"
+        and source.get("id") == part.callID
+    )
 
 
 def _foreign_result(part: Part) -> bool:

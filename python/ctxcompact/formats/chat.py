@@ -225,23 +225,50 @@ def from_openai_chat(
     return Session(info=SessionInfo(id=session_id, **info), messages=out)
 
 
-def _content_out(message: MessageWithParts) -> Any:
+def _content_out(message: MessageWithParts, *, foreign: bool = False) -> Any:
+    """The chat ``content`` of a message's text and file parts: one plain text
+    as a string, else a list of chat blocks. ``foreign``: the message was read
+    from another format (a Responses ``message`` item, an Anthropic turn), so
+    its parts' sources are that format's blocks (a Responses ``input_text`` /
+    ``output_text`` block, kept without its text), not chat content: each text
+    is written as a chat ``text`` block (or a string), as a part built
+    elsewhere is."""
     texts = [p for p in message.parts if p.type in ("text", "file")]
-    if len(texts) == 1 and texts[0].type == "text" and not (texts[0].model_extra or {}):
+    if len(texts) == 1 and texts[0].type == "text" and (foreign or not texts[0].model_extra):
         return texts[0].text
     if not texts:
         return ""
     blocks = []
     for p in texts:
-        source = source_of(p)
+        kept = None if foreign else source_of(p)
         if p.type == "file":
-            blocks.append(_image_block(p, source))
-        elif source is not None and "type" in source:
-            key = block_text_key(source)
-            blocks.append({**source, key: p.text or ""} if key else source)
+            blocks.append(_image_block(p, source_of(p)))  # an image block of any format
+        elif kept is not None and "type" in kept:
+            key = block_text_key(kept)
+            blocks.append({**kept, key: p.text or ""} if key else kept)
         else:
-            blocks.append({"type": "text", "text": p.text or "", **(source or {})})
+            blocks.append({"type": "text", "text": p.text or "", **(kept or {})})
     return blocks
+
+
+#: The ``type`` of a tool call's record kept by another format (a Responses
+#: ``function_call`` item, an Anthropic ``tool_use`` block).
+_FOREIGN_CALL_TYPES = ("function_call", "tool_use")
+
+
+def _call_source(part: Part) -> dict[str, Any]:
+    """What a chat ``tool_calls`` entry keeps of a tool part's source: all of it
+    when the call was read from chat (its keys beside ``id`` / ``function``, a
+    raw ``arguments`` string), else nothing but a Responses call's raw
+    ``arguments`` (the same JSON string chat holds). Another format's record (an
+    Anthropic ``tool_use`` block with its ``name`` / ``input``, a Responses item,
+    a pydantic-ai part) goes back only into that format."""
+    keep = source_dict(part)
+    if keep.get("type") == "function_call":
+        return {"arguments": keep["arguments"]} if isinstance(keep.get("arguments"), str) else {}
+    if keep.get("type") in _FOREIGN_CALL_TYPES or "part_kind" in keep:
+        return {}
+    return keep
 
 
 def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
@@ -289,34 +316,37 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
             p.type == "tool-result" and p.callID in answered for p in message.parts
         ):
             continue  # a turn of results (Anthropic, Responses): each follows its call
-        if "content_is_text" in source:  # a Responses item or Anthropic turn: no chat keys
+        foreign = "content_is_text" in source  # a Responses item or an Anthropic turn
+        if foreign:  # no chat keys, and no chat blocks
             source = {k: v for k, v in source.items() if k in ("role", "name")}
         if (isinstance(info, SystemMessage) and not message.parts
                 and claude_code_record(source_of(info, claude_code=True))):  # fmt: skip
             continue  # nothing the model reads (a Claude Code title or file snapshot)
         if isinstance(info, SystemMessage):
             role = source.pop("role", "system")
-            out.append({"role": role, "content": _content_out(message), **source})
+            out.append({"role": role, "content": _content_out(message, foreign=foreign), **source})
         elif isinstance(info, UserMessage):
             if source.get("role") == "tool":  # an orphaned result, as it was
                 out.append(source)
                 continue
-            out.append({"role": "user", "content": _content_out(message), **source})
+            said = _content_out(message, foreign=foreign)
+            out.append({"role": "user", "content": said, **source})
         else:
             observed = [p for p in message.parts if is_observed(p)]
             tools = [p for p in message.parts if p.type == "tool" and not is_observed(p)]
             texts = [p for p in message.parts if p.type in ("text", "file")]
-            content: Any = None if "content" in source and source["content"] is None else (
-                _content_out(message) if texts else (None if tools else ""))  # fmt: skip
+            content: Any = None if tools else ""
+            if "content" in source and source["content"] is None:
+                content = None  # read as null: written back as null
+            elif texts:
+                content = _content_out(message, foreign=foreign)
             source.pop("content", None)
             entry: dict[str, Any] = {"role": "assistant", "content": content, **source}
             results = []
             if tools:
                 entry["tool_calls"] = []
                 for p in tools:
-                    keep = source_dict(p)
-                    if keep.get("type") == "function_call":  # a Responses item, not a chat call
-                        keep = {"arguments": keep["arguments"]} if "arguments" in keep else {}
+                    keep = _call_source(p)
                     arguments = keep.pop("arguments", None)
                     if arguments is None:
                         arguments = json.dumps((p.state.input if p.state else None) or {})
