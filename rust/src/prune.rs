@@ -165,16 +165,35 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
         false => None,
     };
     let ids = ids.as_ref();
+    let tool_ids = match config.keep_recent_per_tool && config.keep_recent.is_some() {
+        true => ToolIds::new(tool),
+        false => None,
+    };
+    let by = By {
+        protected: &protected,
+        targets: ids,
+        tools: tool_ids.as_ref(),
+    };
     (0..table.sessions.len())
         .into_par_iter()
         .map_init(Scratch::default, |scratch, s| {
             // The message list goes back to the scratch whatever the outcome.
             let mut messages = std::mem::take(&mut scratch.messages);
-            let result = prune_one(table, s, config, &protected, ids, &mut messages, scratch);
+            let result = prune_one(table, s, config, &by, &mut messages, scratch);
             scratch.messages = messages;
             result
         })
         .collect()
+}
+
+/// What a prune call works out once for every session.
+struct By<'b, 'a> {
+    /// Rows of the protected tools.
+    protected: &'b Members<'b, 'a>,
+    /// Supersession's targets by id (`TargetIds`).
+    targets: Option<&'b TargetIds<'b, 'a>>,
+    /// The tool names by id, for a per-tool `keep_recent` (`ToolIds`).
+    tools: Option<&'b ToolIds<'b, 'a>>,
 }
 
 /// Buffers one pool thread reuses from session to session.
@@ -193,6 +212,10 @@ struct Scratch<'a> {
     /// Beside `counted`, when supersession goes by id: each one's staleness.
     stale_ids: Vec<bool>,
     estimates: Vec<u64>,
+    /// A per-tool `keep_recent` by tool id (`ToolIds`): `(session, count)`,
+    /// the count good only where `session` is the current one's number.
+    ranks: Vec<(u32, u32)>,
+    session: u32,
 }
 
 /// The policy's outcome for session `s` (its messages read into `messages`).
@@ -200,21 +223,20 @@ fn prune_one<'a>(
     table: &PartTable<'a>,
     s: usize,
     config: &PruneConfig,
-    protected: &Members,
-    ids: Option<&TargetIds<'_, 'a>>,
+    by: &By<'_, 'a>,
     messages: &mut Vec<Message>,
     scratch: &mut Scratch<'a>,
 ) -> Result<SessionPrune> {
     table.messages_into(s, messages)?;
     if config.trigger == 0 {
-        return prune_session(table, messages, config, protected, ids, &[], scratch);
+        return prune_session(table, messages, config, by, &[], scratch);
     }
     // Decided before the walk (as the reference does): a session below the
     // trigger is never walked, and one above reuses the outputs read.
     let start = pivot_start_in(table, s, messages)?;
     let shown = visible_in(table, s, start, messages)?;
     match above_trigger(table, messages, config, &shown)? {
-        Some(known) => prune_session(table, messages, config, protected, ids, &known, scratch),
+        Some(known) => prune_session(table, messages, config, by, &known, scratch),
         None => Ok(SessionPrune::default()),
     }
 }
@@ -540,6 +562,61 @@ impl<'c, 'a> TargetIds<'c, 'a> {
     }
 }
 
+/// The `tool` column as integer ids, when every chunk of it is dictionary
+/// encoded: each dictionary value is read once per dictionary, and a
+/// per-tool rank goes by a row's key with no name read or compared. Equal
+/// names have equal ids whichever chunk or key holds them; a null (read as
+/// `""`, as the names are) has the id of `""`.
+pub(crate) struct ToolIds<'c, 'a> {
+    column: &'c StrCol<'a>,
+    /// Per chunk, per dictionary key: the name's id (one map shared by
+    /// consecutive chunks of the very same dictionary).
+    per_key: Vec<Arc<[u32]>>,
+    /// Ids below this.
+    count: usize,
+}
+
+impl<'c, 'a> ToolIds<'c, 'a> {
+    /// `None` unless every chunk is dictionary encoded.
+    fn new(column: &'c StrCol<'a>) -> Option<Self> {
+        let mut ids: HashMap<&str, u32> = HashMap::from([("", 0)]);
+        let mut per_key: Vec<Arc<[u32]>> = Vec::new();
+        let mut last: Option<Plain<'a>> = None;
+        for (_, chunk) in column.chunks() {
+            let StrChunk::Dict { values, .. } = chunk else {
+                return None;
+            };
+            if let (Some(prev), Some(map)) = (last, per_key.last()) {
+                if prev.is_same(*values) {
+                    per_key.push(Arc::clone(map));
+                    continue;
+                }
+            }
+            last = Some(*values);
+            let mut of_key = Vec::with_capacity(values.len());
+            for k in 0..values.len() {
+                let next = u32::try_from(ids.len()).ok()?;
+                of_key.push(*ids.entry(values.value(k).unwrap_or("")).or_insert(next));
+            }
+            per_key.push(of_key.into());
+        }
+        Some(ToolIds {
+            column,
+            per_key,
+            count: ids.len(),
+        })
+    }
+
+    #[inline(always)]
+    fn id(&self, row: usize) -> u32 {
+        let (c, i) = self.column.locate(row);
+        match self.column.chunk(c).key(i) {
+            Some(k) => self.per_key[c].get(k).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+}
+
 /// Supersession by id for one session: `stamp[id] == epoch` when a newer
 /// call has target `id`.
 struct Stamps<'s> {
@@ -630,11 +707,11 @@ fn prune_session<'a>(
     table: &PartTable<'a>,
     messages: &[Message],
     config: &PruneConfig,
-    protected: &Members,
-    ids: Option<&TargetIds<'_, 'a>>,
+    by: &By<'_, 'a>,
     known: &[(usize, u64)],
     scratch: &mut Scratch<'a>,
 ) -> Result<SessionPrune> {
+    let (protected, ids) = (by.protected, by.targets);
     let status_col = table
         .status
         .as_ref()
@@ -793,6 +870,22 @@ fn prune_session<'a>(
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
+    // By tool id, where the names have ids: no name read per output.
+    let ranks = match by.tools {
+        Some(tools) if config.keep_recent_per_tool => {
+            if scratch.ranks.len() < tools.count {
+                scratch.ranks.resize(tools.count, (0, 0));
+            }
+            if scratch.session == u32::MAX {
+                scratch.ranks.fill((0, 0));
+                scratch.session = 0;
+            }
+            scratch.session += 1;
+            Some((tools, &mut scratch.ranks, scratch.session))
+        }
+        _ => None,
+    };
+    let mut ranks = ranks;
     let mut stale = match input {
         Some(input) if !by_id => Some(Superseded {
             table,
@@ -808,7 +901,13 @@ fn prune_session<'a>(
         total += tokens;
         let small = tokens < config.min_output_tokens;
         // The count of newer kept outputs (of this tool) this one ranks behind.
-        let rank = if config.keep_recent_per_tool {
+        let rank = if let Some((tools, ranks, session)) = &mut ranks {
+            let slot = &mut ranks[tools.id(row) as usize];
+            if slot.0 != *session {
+                *slot = (*session, 0);
+            }
+            &mut slot.1
+        } else if config.keep_recent_per_tool {
             let name = tool.get(row).unwrap_or("");
             match recent_by_tool
                 .iter_mut()
@@ -1083,6 +1182,81 @@ mod tests {
         };
         // Per tool: a5, a3 (bash) and a4, a2 (read) stay.
         assert_eq!(run(msgs, &per_tool).rows, vec![2, 1]);
+    }
+
+    /// `b` with its `tool` column replaced by `column`.
+    fn with_tool(b: &RecordBatch, column: ArrayRef) -> RecordBatch {
+        let i = b.schema().index_of("tool").unwrap();
+        let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+        fields[i] = Arc::new(Field::new("tool", column.data_type().clone(), true));
+        let mut columns = b.columns().to_vec();
+        columns[i] = column;
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[test]
+    fn tool_ids_rank_per_tool_as_the_names_do() {
+        // Tools interleaved, one call without a name and one named "" (the
+        // same tool to a per-tool count), newest last.
+        let names = [
+            Some("read"),
+            Some("bash"),
+            None,
+            Some("read"),
+            Some(""),
+            Some("bash"),
+            Some("read"),
+            None,
+            Some("bash"),
+            Some("read"),
+        ];
+        let mut msgs = vec![user("task", vec![])];
+        for (t, name) in names.iter().enumerate() {
+            let mut part = tool("x", 4_000);
+            part.tool = *name;
+            msgs.push(assistant(&format!("a{t}"), "task", vec![part]));
+        }
+        let config = PruneConfig {
+            keep_recent: Some(1),
+            keep_recent_per_tool: true,
+            ..steps(0)
+        };
+        let b = batch(&[("s", msgs)]);
+        let by_name = prune_batch(b.clone(), &config).unwrap();
+        // Newest of each: a9 (read), a8 (bash), a7 (no name: "" too) stay.
+        assert_eq!(by_name.rows, vec![7, 6, 5, 4, 3, 2, 1]);
+        let mut values: Vec<Option<&str>> = vec![None];
+        values.extend(names);
+        let mid = values.len() / 2;
+        let halves = [0..mid, mid..values.len()]
+            .map(|r| with_tool(&b.slice(r.start, r.len()), dictionary(&values[r])));
+        for (how, got) in [
+            (
+                "dictionary",
+                prune_batch(with_tool(&b, dictionary(&values)), &config),
+            ),
+            (
+                "duplicated",
+                prune_batch(with_tool(&b, duplicated_dictionary(&values)), &config),
+            ),
+            ("two dictionaries", prune_batches(&halves, &config)),
+        ] {
+            assert_eq!(got.unwrap(), by_name, "{how}");
+        }
+        let chunks = [
+            dictionary(&values[..mid]),
+            duplicated_dictionary(&values[mid..]),
+        ];
+        let column = StrCol::new("tool", &chunks).unwrap();
+        let ids = ToolIds::new(&column).expect("every chunk a dictionary");
+        for (r, v) in values.iter().enumerate() {
+            for (q, w) in values.iter().enumerate() {
+                let same = v.unwrap_or("") == w.unwrap_or("");
+                assert_eq!(ids.id(r) == ids.id(q), same, "rows {r} and {q}");
+            }
+        }
+        // "", read, bash ("not a target" is a name no row has).
+        assert_eq!(ids.count, 4);
     }
 
     #[test]
