@@ -490,6 +490,35 @@ fn stale_of_target(value: &str) -> std::result::Result<Option<Stale<'_>>, ()> {
     }
 }
 
+/// Per chunk of a dictionary-encoded column, per key: `id_of(value)`
+/// (`None`: give up). Each dictionary is read once: consecutive chunks of the
+/// very same dictionary (one `dictionary_encode`, slices of one array) share
+/// one map. `None` unless every chunk is dictionary encoded.
+fn ids_per_key<'a>(
+    column: &StrCol<'a>,
+    mut id_of: impl FnMut(Option<&'a str>) -> Option<u32>,
+) -> Option<Vec<Arc<[u32]>>> {
+    let mut per_key: Vec<Arc<[u32]>> = Vec::new();
+    let mut last: Option<Plain<'a>> = None;
+    for (_, chunk) in column.chunks() {
+        let StrChunk::Dict { values, .. } = chunk else {
+            return None;
+        };
+        if let (Some(prev), Some(map)) = (last, per_key.last()) {
+            if prev.is_same(*values) {
+                per_key.push(Arc::clone(map));
+                continue;
+            }
+        }
+        last = Some(*values);
+        let of_key = (0..values.len())
+            .map(|k| id_of(values.value(k)))
+            .collect::<Option<Vec<u32>>>()?;
+        per_key.push(of_key.into());
+    }
+    Some(per_key)
+}
+
 /// `tool_target` as integer ids, when every chunk of it is dictionary
 /// encoded: each dictionary value is read and hashed once, and a scan then
 /// tests a row's target by its key (`Stamps` marks the ids of the newer calls)
@@ -515,36 +544,17 @@ impl<'c, 'a> TargetIds<'c, 'a> {
     /// `None` unless every chunk is dictionary encoded.
     fn new(column: &'c StrCol<'a>) -> Option<Self> {
         let mut ids: HashMap<&str, u32> = HashMap::new();
-        let mut per_key: Vec<Arc<[u32]>> = Vec::new();
-        let mut last: Option<Plain<'a>> = None;
-        for (_, chunk) in column.chunks() {
-            let StrChunk::Dict { values, .. } = chunk else {
-                return None;
-            };
-            // The chunks of one `dictionary_encode` (and slices of one
-            // dictionary array) share its dictionary: read it once, not once
-            // per chunk.
-            if let (Some(prev), Some(map)) = (last, per_key.last()) {
-                if prev.is_same(*values) {
-                    per_key.push(Arc::clone(map));
-                    continue;
+        let per_key = ids_per_key(column, |value| {
+            Some(match value {
+                None => NULL_ID,
+                Some("") => NO_TARGET,
+                Some(v) if stale_of_target(v).is_err() => BAD_ID,
+                Some(v) => {
+                    let next = u32::try_from(ids.len() + 1).ok().filter(|&n| n < BAD_ID)?;
+                    *ids.entry(v).or_insert(next)
                 }
-            }
-            last = Some(*values);
-            let mut of_key = Vec::with_capacity(values.len());
-            for k in 0..values.len() {
-                of_key.push(match values.value(k) {
-                    None => NULL_ID,
-                    Some("") => NO_TARGET,
-                    Some(v) if stale_of_target(v).is_err() => BAD_ID,
-                    Some(v) => {
-                        let next = u32::try_from(ids.len() + 1).ok().filter(|&n| n < BAD_ID)?;
-                        *ids.entry(v).or_insert(next)
-                    }
-                });
-            }
-            per_key.push(of_key.into());
-        }
+            })
+        })?;
         Some(TargetIds {
             column,
             per_key,
@@ -580,26 +590,10 @@ impl<'c, 'a> ToolIds<'c, 'a> {
     /// `None` unless every chunk is dictionary encoded.
     fn new(column: &'c StrCol<'a>) -> Option<Self> {
         let mut ids: HashMap<&str, u32> = HashMap::from([("", 0)]);
-        let mut per_key: Vec<Arc<[u32]>> = Vec::new();
-        let mut last: Option<Plain<'a>> = None;
-        for (_, chunk) in column.chunks() {
-            let StrChunk::Dict { values, .. } = chunk else {
-                return None;
-            };
-            if let (Some(prev), Some(map)) = (last, per_key.last()) {
-                if prev.is_same(*values) {
-                    per_key.push(Arc::clone(map));
-                    continue;
-                }
-            }
-            last = Some(*values);
-            let mut of_key = Vec::with_capacity(values.len());
-            for k in 0..values.len() {
-                let next = u32::try_from(ids.len()).ok()?;
-                of_key.push(*ids.entry(values.value(k).unwrap_or("")).or_insert(next));
-            }
-            per_key.push(of_key.into());
-        }
+        let per_key = ids_per_key(column, |value| {
+            let next = u32::try_from(ids.len()).ok()?;
+            Some(*ids.entry(value.unwrap_or("")).or_insert(next))
+        })?;
         Some(ToolIds {
             column,
             per_key,
