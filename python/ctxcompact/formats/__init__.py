@@ -42,7 +42,7 @@ from ctxcompact.formats.langchain import from_langchain, to_langchain
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from ctxcompact.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from ctxcompact.formats.responses import from_openai_responses, to_openai_responses
-from ctxcompact.formats.source import claude_code_record, session_record, source_dict, source_of
+from ctxcompact.formats.source import claude_code_record, session_record, source_of
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import MessageWithParts, Session, SystemMessage
 from ctxcompact.policy import Policy
@@ -345,7 +345,12 @@ def _export(session: Session) -> dict[str, Any]:
 
 _WRITERS: dict[str, Callable[[Session], Any]] = {
     "opencode": lambda s: _export(s),
-    "openai-chat": lambda s: {"id": s.id, "messages": to_openai_chat(s)},
+    # a chat document's own keys (model, tools...) around its messages
+    "openai-chat": lambda s: {
+        "id": s.id,
+        **session_record(s.info, "openai-chat"),
+        "messages": to_openai_chat(s),
+    },
     "openai-responses": to_openai_responses,
     "anthropic": to_anthropic,
     "swe-agent": to_swe_agent,
@@ -385,8 +390,6 @@ def write(
                                     if isinstance(s, dict) else ""))  # fmt: skip
     if view != "full":
         sessions = [viewed(s, view, policy) for s in sessions]
-    if format in ("swe-agent", "mini-swe-agent", "tau-bench"):
-        sessions = [_own_record(s, format) for s in sessions]
     jsonl = path.suffix == ".jsonl"
     if format in ("claude-code", "opencode-messages") and not jsonl:
         raise FormatError(f"{format} is a JSONL format (an event per line): write a .jsonl "
@@ -420,19 +423,6 @@ def write(
             text = json.dumps(docs[0] if docs else [], ensure_ascii=False)
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def _own_record(session: Session, format: str) -> Session:
-    """``session`` without its record unless the record is ``format``'s own
-    (``session_record``): the trajectory writers put a session's record at the
-    top of the document they write."""
-    if session_record(session.info, format) or not source_dict(session.info):
-        return session
-    info = session.info.model_copy()
-    info.__pydantic_extra__ = {
-        k: v for k, v in (session.info.model_extra or {}).items() if k != "source"
-    }
-    return session.model_copy(update={"info": info})
 
 
 #: Targets that write a text-protocol step (SWE-agent, mini-swe-agent) as the

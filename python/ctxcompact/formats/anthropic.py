@@ -16,16 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from ctxcompact.errors import FormatError
-from ctxcompact.formats.chat import SWE_AGENT_KEY
+from ctxcompact.formats.chat import CHAT_KEYS, SWE_AGENT_KEY
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import (
     data_url,
     image_of,
     image_placeholder,
+    message_owner,
     session_record,
     source_dict,
     source_of,
     split_data_url,
+    text_record,
 )
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
@@ -108,11 +110,11 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
     for p in message.parts:
         source = source_dict(p)
         if p.type == "text":
-            # an Anthropic text block's source holds its other keys (no "type"); one
-            # with a "type" is another format's block (a Responses input_text kept
-            # without its text, a chat refusal): the text goes in a text block
-            keep = {} if "type" in source else source
-            out.append({"type": "text", "text": p.text or "", **keep})
+            # an Anthropic text block's source holds its other keys (cache_control,
+            # citations); another format's record (a Responses input_text kept
+            # without its text, a chat refusal or text block's keys, a pydantic-ai
+            # part) is none of them: the text goes in a plain text block
+            out.append({"type": "text", "text": p.text or "", **text_record(p, "anthropic")})
         elif p.type == "reasoning":
             kind = source.pop("type", "thinking")
             block = {"type": kind, **({"thinking": p.text or ""} if kind == "thinking" else {})}
@@ -249,6 +251,11 @@ def _results(message: MessageWithParts) -> list[dict[str, Any]]:
     return out
 
 
+#: Records the chat reader keeps beside a message's chat keys (SWE-agent's
+#: agent keys, LangChain's fields): no keys of an Anthropic turn.
+_CHAT_RECORDS = (SWE_AGENT_KEY, "langchain")
+
+
 def to_anthropic(
     session: Session, *, view: View = "full", policy: Policy | None = None
 ) -> dict[str, Any]:
@@ -269,10 +276,15 @@ def to_anthropic(
         if message.parts and all(_foreign_result(p) for p in message.parts):
             continue  # a turn of another format's results: `_results` wrote each after its call
         rest = source_dict(message.info)
+        owner = message_owner(rest)
         as_text = bool(rest.pop("content_is_text", False))
-        # another format's keys (chat's "content": null, a "developer" role) must not
-        # overwrite the turn's own, and SWE-agent's own record is no key of a turn
-        rest = {k: v for k, v in rest.items() if k not in ("role", "content", SWE_AGENT_KEY)}
+        # a turn keeps its own other keys only: a Responses item's (type, id,
+        # status...) and a pydantic-ai message's (kind, timestamp, usage...) are
+        # none, nor are a chat message's keys (its "content": null, a "developer"
+        # role, a name) or SWE-agent's and LangChain's records kept beside them
+        if owner in ("openai-responses", "pydantic-ai"):
+            rest = {}
+        rest = {k: v for k, v in rest.items() if k not in (*CHAT_KEYS, *_CHAT_RECORDS)}
         messages.append({"role": message.role, "content": _content(message, as_text), **rest})
         results = _results(message)
         if results:

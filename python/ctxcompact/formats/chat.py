@@ -23,8 +23,11 @@ from ctxcompact.formats.source import (
     claude_code_record,
     image_of,
     image_placeholder,
+    message_owner,
+    session_record,
     source_dict,
     source_of,
+    text_record,
 )
 from ctxcompact.models import (
     AssistantMessage,
@@ -232,15 +235,18 @@ def _content_out(message: MessageWithParts, *, foreign: bool = False) -> Any:
     its parts' sources are that format's blocks (a Responses ``input_text`` /
     ``output_text`` block, kept without its text), not chat content: each text
     is written as a chat ``text`` block (or a string), as a part built
-    elsewhere is."""
+    elsewhere is. A text part's record that is no chat block's (a
+    pydantic-ai part, an Anthropic block's ``cache_control`` / ``citations``)
+    is left out (``text_record``)."""
     texts = [p for p in message.parts if p.type in ("text", "file")]
-    if len(texts) == 1 and texts[0].type == "text" and (foreign or not texts[0].model_extra):
+    kept_of = {p.id: None if foreign else _block_record(p) for p in texts}
+    if len(texts) == 1 and texts[0].type == "text" and kept_of[texts[0].id] is None:
         return texts[0].text
     if not texts:
         return ""
     blocks = []
     for p in texts:
-        kept = None if foreign else source_of(p)
+        kept = kept_of[p.id]
         if p.type == "file":
             blocks.append(_image_block(p, source_of(p)))  # an image block of any format
         elif kept is not None and "type" in kept:
@@ -249,6 +255,16 @@ def _content_out(message: MessageWithParts, *, foreign: bool = False) -> Any:
         else:
             blocks.append({"type": "text", "text": p.text or "", **(kept or {})})
     return blocks
+
+
+def _block_record(part: Part) -> dict[str, Any] | None:
+    """What of a text part's record a chat block keeps: a whole chat block read
+    as it was (a refusal...), else a chat text block's other keys; ``None``
+    when there is nothing of chat's."""
+    source = source_of(part)
+    if isinstance(source, dict) and "type" in source:
+        return source
+    return text_record(part, "openai-chat") or None
 
 
 #: The ``type`` of a tool call's record kept by another format (a Responses
@@ -316,8 +332,10 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
             p.type == "tool-result" and p.callID in answered for p in message.parts
         ):
             continue  # a turn of results (Anthropic, Responses): each follows its call
-        foreign = "content_is_text" in source  # a Responses item or an Anthropic turn
-        if foreign:  # no chat keys, and no chat blocks
+        # a Responses item, an Anthropic turn or a pydantic-ai message: its
+        # record holds no chat keys, and its parts' records no chat blocks
+        foreign = message_owner(source) not in (None, "openai-chat")
+        if foreign:
             source = {k: v for k, v in source.items() if k in ("role", "name")}
         if (isinstance(info, SystemMessage) and not message.parts
                 and claude_code_record(source_of(info, claude_code=True))):  # fmt: skip
@@ -466,10 +484,11 @@ def from_tau_bench(runs: Sequence[Mapping[str, Any]]) -> list[Session]:
 
 def to_tau_bench(sessions: Sequence[Session]) -> list[dict[str, Any]]:
     """Runs; a session that did not come from tau-bench gets its id as ``task_id``
-    (a run's session id is made of ``task_id`` and ``trial`` only)."""
+    (a run's session id is made of ``task_id`` and ``trial`` only), and no
+    other format's record (``session_record``)."""
     runs = []
     for s in sessions:
-        source = source_dict(s.info)
+        source = session_record(s.info, "tau-bench")
         source.setdefault("task_id", s.id)
         runs.append({**source, "traj": to_openai_chat(s)})
     return runs
@@ -537,13 +556,14 @@ def from_mini_swe_agent(traj: Any, session_id: str = "mini-swe-agent") -> Sessio
 
 def to_mini_swe_agent(session: Session) -> Any:
     """The trajectory as it was read: ``{..., "messages"}`` when the session has
-    a source (the keys beside the messages), else the bare message list when it
+    a mini-swe-agent record (the keys beside the messages; another format's
+    is left out, ``session_record``), else the bare message list when it
     has mini-swe-agent steps. Any other session (from elsewhere, or a list in
     which no step was found) is written as ``{"trajectory_format":
     "mini-swe-agent-1", "messages"}``, which says what it is; its tool calls stay
     chat tool calls."""
     messages = to_openai_chat(session)
-    source = source_dict(session.info)
+    source = session_record(session.info, "mini-swe-agent")
     if not source and not any(is_observed(p) for m in session.messages for p in m.parts):
         source = {"trajectory_format": "mini-swe-agent-1"}
     return {**source, "messages": messages} if source else messages
@@ -562,13 +582,15 @@ def looks_like_mini_swe_agent(messages: Sequence[Any]) -> bool:
 
 
 def to_swe_agent(session: Session) -> dict[str, Any]:
+    """A ``.traj``: its record (``environment``, ``trajectory``, ``info``... only
+    when it is SWE-agent's, ``session_record``) and the ``history``."""
     history = []
     for m in _chat_messages(session):
         m = _agent_keys(m, expand=True)
         if m.get("role") == "tool" and "tool_call_ids" in m:
             m = {k: v for k, v in m.items() if k != "tool_call_id"}
         history.append(m)
-    return {**(source_dict(session.info)), "history": history}
+    return {**session_record(session.info, "swe-agent"), "history": history}
 
 
 def is_chat_list(obj: Any) -> bool:

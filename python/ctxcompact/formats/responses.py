@@ -17,7 +17,13 @@ from typing import Any
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.chat import SWE_AGENT_KEY, call_state
 from ctxcompact.formats.jsonl import json_kind
-from ctxcompact.formats.source import image_of, image_placeholder, source_dict
+from ctxcompact.formats.source import (
+    image_of,
+    image_placeholder,
+    message_owner,
+    pydantic_ai_record,
+    source_dict,
+)
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
@@ -140,6 +146,8 @@ def to_openai_responses(
             items.append(source["raw"])
             continue
         source.pop(SWE_AGENT_KEY, None)  # SWE-agent's own record, no key of an item
+        if message_owner(source) == "pydantic-ai":
+            source = {}  # a pydantic-ai message's kind, timestamp, usage... are no item keys
         if isinstance(message.info, UserMessage) and source.get("role") == "tool":
             # a chat tool result with no call before it: Responses has no tool
             # role, so it is the output item of its call id (read back as one)
@@ -186,8 +194,11 @@ def _source(part: Part) -> dict[str, Any]:
 def _block(part: Part, role: str) -> dict[str, Any]:
     source = _source(part)
     if part.type == "text":
+        # a Responses block kept without its text (or another block with a
+        # type); a chat or Anthropic text block's keys, a pydantic-ai part, are none
         kind = "output_text" if role == "assistant" else "input_text"
-        return {**(source or {"type": kind}), "text": part.text}
+        own = "type" in source and not pydantic_ai_record(source)
+        return {**(source if own else {"type": kind}), "text": part.text}
     if source.get("type") in ("image_url", "image"):  # a chat or an Anthropic image
         url, media, size = image_of(part)
         if url:

@@ -50,6 +50,47 @@ _RECORD_KEYS = {
 }
 
 
+#: Parameters only a Chat Completions request body has (an Anthropic Messages
+#: body has none of them).
+_CHAT_BODY_KEYS = frozenset({
+    "n", "stop", "max_completion_tokens", "presence_penalty", "frequency_penalty",
+    "logit_bias", "logprobs", "top_logprobs", "user", "response_format", "seed",
+    "parallel_tool_calls", "stream_options", "modalities", "audio", "prediction",
+    "reasoning_effort", "store", "web_search_options", "functions", "function_call",
+    "verbosity", "prompt_cache_key", "safety_identifier",
+})  # fmt: skip
+#: Parameters only an Anthropic Messages body has.
+_ANTHROPIC_BODY_KEYS = frozenset({
+    "stop_sequences", "top_k", "thinking", "container", "mcp_servers", "context_management",
+    "anthropic_version", "anthropic_beta",
+})  # fmt: skip
+
+
+def _request_owners(record: dict[str, Any]) -> set[str]:
+    """Whose request body's parameters ``record`` is: a chat document's (a key
+    only chat has, chat-shaped ``tools`` / ``tool_choice``), an Anthropic
+    request's (likewise), else both (``model``, ``temperature``,
+    ``max_tokens``... mean the same in both)."""
+    keys = set(record)
+    listed = record.get("tools")
+    tools = [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+    choice = record.get("tool_choice")
+    chat = (
+        bool(keys & _CHAT_BODY_KEYS)
+        or any(t.get("type") == "function" and "function" in t for t in tools)
+        or isinstance(choice, str)
+        or (isinstance(choice, dict) and "function" in choice)
+    )
+    anthropic = (
+        bool(keys & _ANTHROPIC_BODY_KEYS)
+        or any("input_schema" in t or ("name" in t and "function" not in t) for t in tools)
+        or (isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none"))
+    )
+    if chat != anthropic:
+        return {"openai-chat"} if chat else {"anthropic"}
+    return {"openai-chat", "anthropic"}
+
+
 def session_record(info: BaseModel, format: str) -> dict[str, Any]:
     """A copy of the session's record (``source_dict(session.info)``) if it is
     ``format``'s own, else ``{}``: a format's record goes back only into that
@@ -57,9 +98,11 @@ def session_record(info: BaseModel, format: str) -> dict[str, Any]:
     are no keys of a Messages body, and a mini-swe-agent ``trajectory_format``
     there made the body read back as a trajectory). Told by its keys: one only
     a trajectory format has (``_RECORD_KEYS``), else an ``info`` object (any of
-    the three trajectory formats), else a request body's parameters
-    (``model``, ``max_tokens``..., the record of an Anthropic request; those
-    of a chat document with extra keys look the same)."""
+    the three trajectory formats), else a request body's parameters: a chat
+    document's (``openai-chat``) when a key or the shape of ``tools`` /
+    ``tool_choice`` is chat's only, an Anthropic request's when it is
+    Anthropic's only, else (``model``, ``max_tokens``..., which both have)
+    either's."""
     record = source_dict(info)
     keys = set(record)
     owners = {f for f, marks in _RECORD_KEYS.items() if keys & marks}
@@ -68,8 +111,51 @@ def session_record(info: BaseModel, format: str) -> dict[str, Any]:
     elif "info" in keys:
         mine = format in _RECORD_KEYS
     else:
-        mine = format not in _RECORD_KEYS
+        mine = format in _request_owners(record)
     return record if mine else {}
+
+
+#: The keys of an Anthropic text block beside ``type`` and ``text``: a text
+#: part's record holding one is an Anthropic block's (a chat text block has
+#: no such keys), which goes back only into Anthropic (and Claude Code).
+ANTHROPIC_TEXT_KEYS = frozenset({"cache_control", "citations"})
+
+
+def pydantic_ai_record(value: Any) -> bool:
+    """A pydantic-ai message's record (its ``kind``) or part's (its ``part_kind``)."""
+    return isinstance(value, dict) and (
+        "part_kind" in value or value.get("kind") in ("request", "response")
+    )
+
+
+def message_owner(record: Any) -> str | None:
+    """Which format a message's record (``source_of(message.info)``) was kept
+    by: ``pydantic-ai`` (its ``kind``), ``openai-responses`` (an item's keys
+    with its ``role`` beside ``content_is_text``), ``anthropic`` (a turn's
+    other keys beside ``content_is_text``, no ``role``), else ``openai-chat``
+    (a chat message's other keys: chat and the formats built on it); ``None``
+    when there is none."""
+    if not isinstance(record, dict) or not record:
+        return None
+    if pydantic_ai_record(record):
+        return "pydantic-ai"
+    if "content_is_text" in record:
+        return "openai-responses" if "role" in record else "anthropic"
+    return "openai-chat"
+
+
+def text_record(part: BaseModel, format: str) -> dict[str, Any]:
+    """A copy of a text part's record if ``format`` (``openai-chat`` or
+    ``anthropic``) can hold it as its text block's other keys, else ``{}``:
+    a pydantic-ai part or another format's whole block (one with a ``type``)
+    is no text block's keys; an Anthropic block's keys (``ANTHROPIC_TEXT_KEYS``)
+    go only into Anthropic, and Anthropic takes only those."""
+    record = source_dict(part)
+    if not record or "type" in record or pydantic_ai_record(record):
+        return {}
+    if format == "anthropic":
+        return {k: v for k, v in record.items() if k in ANTHROPIC_TEXT_KEYS}
+    return {} if set(record) & ANTHROPIC_TEXT_KEYS else record
 
 
 #: The keys of a Claude Code message's record (``from_claude_code``).

@@ -1,0 +1,187 @@
+"""A format's own record goes back only into that format: a chat document's
+keys into openai-chat, a trajectory's into its trajectory format (whichever
+way the writer is called), and the message and block records of pydantic-ai,
+Anthropic and Responses into no other format's messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact import formats
+from ctxcompact.formats.source import session_record
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+ROCK = DATA / "transcripts" / "swe-agent" / "trajectories" / "demonstrations" / "ctf" / "rev"
+ROCK = ROCK / "rock.traj"
+needs = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
+
+CHAT_DOC: dict[str, Any] = {
+    "model": "gpt-4o",
+    "tools": [{"type": "function", "function": {"name": "read", "parameters": {}}}],
+    "tool_choice": "auto",
+    "temperature": 0.2,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+ANTHROPIC_REQUEST: dict[str, Any] = {
+    "model": "claude-x",
+    "max_tokens": 10,
+    "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": "hi"}],
+}
+#: The keys of a message in each target.
+CHAT_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio"}
+CHAT_BLOCK_KEYS = {"type", "text", "image_url"}
+
+
+def test_a_chat_documents_own_keys_go_back_into_openai_chat(tmp_path: Path) -> None:
+    # `convert d.json o.json --to openai-chat` wrote only {"id", "messages"}
+    src = tmp_path / "d.json"
+    src.write_text(json.dumps(CHAT_DOC))
+    out = tmp_path / "o.json"
+    formats.write(formats.read(src), out, "openai-chat")
+    assert json.loads(out.read_text()) == {"id": "d", **CHAT_DOC}
+    assert formats.read(out) == formats.read(src)
+    # a plain {"model", "messages"} document too (keys both APIs have)
+    plain = {"id": "p", "model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    formats.write(formats.read(plain, "openai-chat"), out, "openai-chat")
+    assert json.loads(out.read_text()) == plain
+
+
+def test_a_chat_documents_keys_go_into_no_other_format(tmp_path: Path) -> None:
+    session = formats.read(CHAT_DOC, "openai-chat")[0]
+    assert session_record(session.info, "openai-chat") == {
+        k: v for k, v in CHAT_DOC.items() if k != "messages"
+    }
+    assert set(formats.to_anthropic(session)) == {"messages"}
+    for target in ("swe-agent", "mini-swe-agent", "tau-bench"):
+        assert session_record(session.info, target) == {}
+    # and an Anthropic request's parameters go into no chat document
+    request = formats.read(ANTHROPIC_REQUEST, "anthropic")[0]
+    assert session_record(request.info, "openai-chat") == {}
+    out = tmp_path / "r.json"
+    formats.write([request], out, "openai-chat")
+    assert set(json.loads(out.read_text())) == {"id", "messages"}
+    assert formats.to_anthropic(request) == ANTHROPIC_REQUEST
+
+
+@needs
+def test_trajectory_writers_called_directly_keep_only_their_own_record() -> None:
+    # formats.write dropped a foreign record before these writers ran; called
+    # directly they wrote a .traj's environment/trajectory/info into a tau-bench
+    # run and an Anthropic request's model/max_tokens into a .traj
+    traj = formats.read(ROCK)[0]
+    (run,) = formats.to_tau_bench([traj])
+    assert set(run) == {"task_id", "traj"}
+    assert formats.to_mini_swe_agent(traj) == formats.to_openai_chat(traj)  # its steps say
+    request = formats.read(ANTHROPIC_REQUEST, "anthropic")[0]
+    assert set(formats.to_swe_agent(request)) == {"history"}
+    assert set(formats.to_mini_swe_agent(request)) == {"trajectory_format", "messages"}
+    assert set(formats.to_tau_bench([request])[0]) == {"task_id", "traj"}
+    # their own records still go back
+    assert set(formats.to_swe_agent(traj)) == {"environment", "history", "info", "trajectory"}
+    tau = formats.read(DATA / "transcripts" / "tau-bench" / "gpt-4o-airline.json")[:1]
+    assert set(formats.to_tau_bench(tau)[0]) == {"task_id", "reward", "info", "trial", "traj"}
+
+
+def _pydantic_history() -> list[Any]:
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    return [
+        ModelRequest(parts=[SystemPromptPart("be brief"), UserPromptPart("hi")]),
+        ModelResponse(
+            parts=[TextPart("reading"), ToolCallPart("read", {"path": "a"}, "c1")], model_name="m"
+        ),
+        ModelRequest(parts=[ToolReturnPart("read", "AAA", "c1")]),
+        ModelResponse(parts=[TextPart("done")], model_name="m"),
+    ]
+
+
+def test_pydantic_ai_records_stay_out_of_chat_anthropic_and_responses() -> None:
+    pytest.importorskip("pydantic_ai")
+    session = formats.from_pydantic_ai(_pydantic_history(), "p")
+    chat = formats.to_openai_chat(session)
+    assert chat == [
+        {"role": "user", "content": [{"type": "text", "text": "be brief"},
+                                     {"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": "reading", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "read", "arguments": '{"path": "a"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "AAA"},
+        {"role": "assistant", "content": "done"},
+    ]  # fmt: skip
+    body = formats.to_anthropic(session)
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "be brief"},
+                                     {"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1",
+                                      "content": "AAA"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]  # fmt: skip
+    items = formats.to_openai_responses(session)
+    messages = [i for i in items if i["type"] == "message"]
+    assert all(set(m) == {"type", "role", "content"} for m in messages)
+    assert [b for m in messages for b in m["content"]] == [
+        {"type": "input_text", "text": "be brief"},
+        {"type": "input_text", "text": "hi"},
+        {"type": "output_text", "text": "reading"},
+        {"type": "output_text", "text": "done"},
+    ]
+    # pydantic-ai's own writer still has every key back
+    back = formats.to_pydantic_ai(session)
+    assert formats.from_pydantic_ai(back, "p") == session
+
+
+ANTHROPIC_BLOCKS: dict[str, Any] = {"messages": [
+    {"role": "user", "content": [
+        {"type": "text", "text": "long doc", "cache_control": {"type": "ephemeral"}}]},
+    {"role": "assistant", "content": [
+        {"type": "text", "text": "It says so.", "citations": [{"type": "char_location"}]}]},
+]}  # fmt: skip
+
+
+def test_an_anthropic_text_blocks_keys_stay_out_of_chat() -> None:
+    session = formats.read(ANTHROPIC_BLOCKS, "anthropic")[0]
+    assert formats.to_openai_chat(session) == [
+        {"role": "user", "content": "long doc"},
+        {"role": "assistant", "content": "It says so."},
+    ]
+    assert formats.to_anthropic(session) == ANTHROPIC_BLOCKS  # its own, kept
+    # a chat text block's own other keys are no Anthropic keys
+    chat = [{"role": "user", "content": [{"type": "text", "text": "a", "x_note": 1}]}]
+    back = formats.read(chat, "openai-chat")[0]
+    assert formats.to_openai_chat(back) == chat
+    assert formats.to_anthropic(back)["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    ]
+
+
+RESPONSES_RUN = [
+    {"type": "message", "role": "user", "content": "hi", "id": "msg_1", "status": "completed"},
+    {"type": "message", "role": "assistant", "id": "msg_2", "status": "completed",
+     "content": [{"type": "output_text", "text": "hello", "annotations": []}]},
+]  # fmt: skip
+
+
+def test_responses_item_keys_are_no_keys_of_anthropic_turns() -> None:
+    session = formats.from_openai_responses(RESPONSES_RUN, "r")
+    assert formats.to_anthropic(session)["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+    ]
+    assert formats.to_openai_responses(session) == RESPONSES_RUN
+    # nor of chat messages (the chat writer kept them out already)
+    assert all(set(m) <= CHAT_KEYS for m in formats.to_openai_chat(session))
