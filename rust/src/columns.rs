@@ -398,6 +398,34 @@ impl<'a> StrCol<'a> {
         self.chunks[c].byte_len(i)
     }
 
+    /// The chunk holding every row of `rows` and their range in it, or
+    /// `None` when they span chunks.
+    pub fn chunk_of(&self, rows: Range<usize>) -> Option<(&StrChunk<'a>, Range<usize>)> {
+        let (c, i) = self.locate(rows.start);
+        let end = i + rows.len();
+        (end <= self.chunks[c].len()).then(|| (&self.chunks[c], i..end))
+    }
+
+    /// Every value of `rows` is ASCII (`false` when that is not known: a
+    /// view chunk). A dictionary chunk: its whole dictionary.
+    pub fn all_ascii(&self, rows: Range<usize>) -> bool {
+        if rows.is_empty() {
+            return true;
+        }
+        let (first, _) = self.locate(rows.start);
+        let (last, _) = self.locate(rows.end - 1);
+        (first..=last).all(|c| {
+            let start = self.chunking.chunk_start(c);
+            let local = rows.start.max(start) - start
+                ..rows.end.min(self.chunking.chunk_start(c + 1)) - start;
+            let bytes = match &self.chunks[c] {
+                StrChunk::Plain(plain) => plain.bytes_of(local),
+                StrChunk::Dict { values, .. } => values.bytes_of(0..values.len()),
+            };
+            bytes.is_some_and(|b| b.is_ascii())
+        })
+    }
+
     /// Call `f(rows, value)` once per run of consecutive rows of `rows` that
     /// hold the same value (a null is a run of one), in order. The run is
     /// found by a tight loop over the chunk, so the per-row cost is one

@@ -18,6 +18,7 @@
 //! - a message with nothing to send (only reasoning or step markers, ignored
 //!   text, ...) is not sent and costs 0.
 
+use arrow_array::Array;
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
@@ -25,7 +26,7 @@ use memchr::memmem::Finder;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::StrCol;
+use crate::columns::{Keys, Lengths, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::{estimate, estimate_units, text_units, Method, Units};
 use crate::pivot::Visible;
@@ -375,6 +376,257 @@ pub fn tokens_within(
         span: total,
         outputs_bounded,
     })
+}
+
+/// Coarse bounds of what `estimates_of` sums over the messages `only`
+/// shows, from sums over their rows in tight passes, no work per message
+/// and no branch per row: for the opencode method on a table with
+/// `output_utf16` and tool names dictionary-encoded, for sessions where
+/// every call is in an assistant message, finished and not cleared (`None`
+/// otherwise, or where a row needs more than lengths: a file part, an
+/// uncounted text). Outputs count exactly, from their counts; inputs from
+/// their byte lengths (exact when ASCII, see `About`); names between the
+/// shortest and the longest name of the dictionary; texts, reasoning and
+/// the messages' overheads in the upper bound with a separator per block
+/// and the rounding per message, and texts alone in `About::texts`.
+pub fn tokens_about(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: MessageEstimateConfig,
+    only: &Visible,
+) -> Option<About> {
+    let render = config.render;
+    if config.method != Method::Opencode || render.truncate_output.is_some() {
+        return None;
+    }
+    let statuses = table.status.as_deref()?;
+    let lengths = table.output_utf16.as_ref()?;
+    let tok = |units: u64| (units + 2) / 4;
+    // Messages the model does not see (behind the pivot) are not read.
+    let from = messages.partition_point(|m| m.rows.start < only.start);
+    let m = (messages.len() - from + only.pinned.len()) as u64;
+    let mut sums = Sums::default();
+    // Bytes of the calls' names and inputs: exact (ASCII) and at least.
+    let (mut exact, mut least, mut hi) = (0u64, 0u64, 0u64);
+    for (a, b) in only.ranges() {
+        if a == b {
+            continue;
+        }
+        let rows = a..b;
+        let pt = &table.part_type[rows.clone()];
+        let codes = Codes {
+            part_type: pt,
+            role: &table.role[rows.clone()],
+            status: &statuses[rows.clone()],
+            flags: &table.flags[rows.clone()],
+        };
+        let tools = sums.tools;
+        let n = rows.len();
+        match lengths {
+            Lengths::InPlace {
+                values,
+                nulls: None,
+            } => {
+                let values = &values[rows.clone()];
+                about_rows(&codes, n, |j| values[j] as u64, &mut sums)
+            }
+            Lengths::InPlace { .. } => about_rows(&codes, n, |j| lengths.get(a + j), &mut sums),
+            Lengths::Owned(values) => {
+                let values = &values[rows.clone()];
+                about_rows(&codes, n, |j| values[j], &mut sums)
+            }
+        }
+        if sums.off {
+            return None;
+        }
+        let tools = sums.tools - tools;
+        let others = rows.len() as u64 - tools;
+        // Calls with a value: at least the values there are, less the rows
+        // that are not calls.
+        let valued = |nulls: Option<&arrow_buffer::NullBuffer>, at: usize| {
+            let values = match nulls {
+                None => rows.len(),
+                Some(n) => n.inner().slice(at, rows.len()).count_set_bits(),
+            };
+            (values as u64).saturating_sub(others).min(tools)
+        };
+        // Names: between the dictionary's shortest and longest value.
+        match table.tool.as_ref() {
+            None => {}
+            Some(c) => match c.chunk_of(rows.clone())? {
+                (
+                    StrChunk::Dict {
+                        keys: Keys::I32(k),
+                        values,
+                    },
+                    local,
+                ) if values.len() <= 256 => {
+                    let lens = (0..values.len()).map(|v| values.byte_len(v).unwrap_or(0) as u64);
+                    let (short, long) = lens.fold((u64::MAX, 0), |(s, l), n| (s.min(n), l.max(n)));
+                    let short = short.min(long);
+                    let named = valued(k.nulls(), local.start);
+                    hi += tools * tok(long);
+                    exact += named * tok(short);
+                    least += named * tok(short.div_ceil(3));
+                }
+                _ => return None,
+            },
+        }
+        // Inputs: a call without one sends `{}`.
+        let (bytes, null_calls) = match table.input.as_ref() {
+            None => ((0, 0), tools),
+            Some(c) => match c.chunk_of(rows.clone())? {
+                (StrChunk::Plain(Plain::Large(a)), local) => (
+                    call_bytes(pt, a, local.clone()),
+                    tools - valued(a.nulls(), local.start),
+                ),
+                (StrChunk::Plain(Plain::Utf8(a)), local) => (
+                    call_bytes(pt, a, local.clone()),
+                    tools - valued(a.nulls(), local.start),
+                ),
+                _ => return None,
+            },
+        };
+        let (input_tokens, input_bytes) = bytes;
+        hi += input_tokens + null_calls * tok(2);
+        // A null slot's bytes are not the call's: none may be counted.
+        if null_calls == 0 {
+            exact += input_tokens;
+            // floor((ceil(b / 3) + 2) / 4) >= (b / 3 - 1) / 4 per call.
+            least += (input_bytes / 3).saturating_sub(tools) / 4;
+        }
+    }
+    let overhead = config.overhead;
+    let calls = sums.tools * overhead + sums.results;
+    // Each message: its overhead, and two blocks (content and reasoning)
+    // each rounded up by at most 2 units, 2 units of separator per block.
+    let mut units = sums.text_units + 2 * sums.texts + 4 * m;
+    units += (COMPACTION_QUESTION.len() as u64 + 2) * sums.compactions;
+    if render.keep_thinking > 0 {
+        units += sums.thought_units + 2 * sums.thoughts;
+    }
+    Some(About {
+        span: Span {
+            lo: calls + least,
+            hi: calls + hi + m * overhead + units / 4,
+        },
+        ascii: exact.saturating_sub(least),
+        // Each message's content rounds down by at most 1 unit.
+        texts: sums.text_units.saturating_sub(m) / 4,
+    })
+}
+
+/// Over the calls among `local` (part types `pt`) of a string column: the
+/// sum of each value's tokens from its bytes, and the sum of bytes.
+#[inline(always)]
+fn call_bytes<O: arrow_array::OffsetSizeTrait>(
+    pt: &[u8],
+    a: &arrow_array::GenericStringArray<O>,
+    local: std::ops::Range<usize>,
+) -> (u64, u64) {
+    let offsets = &a.value_offsets()[local.start..local.end + 1];
+    let (mut tokens, mut bytes) = (0u64, 0u64);
+    for (t, w) in pt.iter().zip(offsets.windows(2)) {
+        let call = u64::from(*t == part_type::TOOL).wrapping_neg();
+        let n = (w[1] - w[0]).as_usize() as u64 & call;
+        tokens += ((n + 2) / 4) & call;
+        bytes += n;
+    }
+    (tokens, bytes)
+}
+
+/// The code columns over a range of rows.
+struct Codes<'a> {
+    part_type: &'a [u8],
+    role: &'a [u8],
+    status: &'a [u8],
+    flags: &'a [u8],
+}
+
+/// What `about_rows` sums.
+#[derive(Default)]
+struct Sums {
+    tools: u64,
+    results: u64,
+    texts: u64,
+    text_units: u64,
+    thoughts: u64,
+    thought_units: u64,
+    compactions: u64,
+    /// A row the bounds cannot take (`tokens_about`).
+    off: bool,
+}
+
+/// `tokens_about`'s pass over one range of rows: no branch per row.
+#[inline(always)]
+fn about_rows(codes: &Codes<'_>, n: usize, units: impl Fn(usize) -> u64, sums: &mut Sums) {
+    let mask = |b: bool| u64::from(b).wrapping_neg();
+    let tok = |units: u64| (units + 2) / 4;
+    let mut s = Sums::default();
+    let mut off = false;
+    // Indexed: `units` reads the lengths as their layout holds them.
+    #[allow(clippy::needless_range_loop)]
+    for j in 0..n {
+        let t = codes.part_type[j];
+        let u = units(j);
+        let is_tool = t == part_type::TOOL;
+        let is_text = t == part_type::TEXT;
+        let is_thought = t == part_type::REASONING;
+        let sure = (codes.status[j] & !1 == status::COMPLETED)
+            & (codes.flags[j] & flag::COMPACTED == 0)
+            & (codes.role[j] == role::ASSISTANT);
+        let missing = u == crate::columns::NO_LENGTH;
+        off |= (t == FILE) | (is_tool & !sure) | (missing & (is_tool | is_text | is_thought));
+        let u = u & mask(!missing);
+        s.tools += u64::from(is_tool);
+        s.results += tok(u) & mask(is_tool);
+        s.texts += u64::from(is_text);
+        s.text_units += u & mask(is_text);
+        s.thoughts += u64::from(is_thought);
+        s.thought_units += u & mask(is_thought);
+        s.compactions += u64::from(t == part_type::COMPACTION);
+    }
+    sums.tools += s.tools;
+    sums.results += s.results;
+    sums.texts += s.texts;
+    sums.text_units += s.text_units;
+    sums.thoughts += s.thoughts;
+    sums.thought_units += s.thought_units;
+    sums.compactions += s.compactions;
+    sums.off |= off;
+}
+
+/// The calls' names and inputs among the rows `only` shows are ASCII (their
+/// bytes are their units: `About::ascii` counts).
+pub fn calls_ascii(table: &PartTable<'_>, only: &Visible) -> bool {
+    let ascii = |c: &Option<StrCol<'_>>| {
+        c.as_ref()
+            .is_none_or(|c| only.ranges().all(|(a, b)| c.all_ascii(a..b)))
+    };
+    ascii(&table.tool) && ascii(&table.input)
+}
+
+/// What `tokens_about` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// The bounds, the lower one without the texts and with names and
+    /// inputs at a third of their bytes.
+    pub span: Span,
+    /// What the lower bound gains when names and inputs are ASCII
+    /// (`calls_ascii`): their bytes are their units.
+    pub ascii: u64,
+    /// What the texts add to the lower bound unless a text may be ignored
+    /// (`may_ignore_texts`): a search left to the sessions that need it.
+    pub texts: u64,
+}
+
+/// A text part of the session's `messages` may be marked ignored (`false`
+/// is exact: none is).
+pub fn may_ignore_texts(table: &PartTable<'_>, messages: &[Message]) -> bool {
+    match (messages.first(), messages.last()) {
+        (Some(first), Some(last)) => may_mention(table, first.rows.start..last.rows.end, &IGNORED),
+        _ => false,
+    }
 }
 
 /// What `tokens_within` found.

@@ -25,7 +25,8 @@ use crate::columns::{same_str, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
-    estimates_of, pinned, pins_possible, tokens_visible, tokens_within, MessageEstimateConfig, Span,
+    calls_ascii, estimates_of, may_ignore_texts, pinned, pins_possible, tokens_about,
+    tokens_visible, tokens_within, MessageEstimateConfig, Span,
 };
 use crate::pivot::{pivot_start_in, visible_in, Visible};
 use crate::render::{Render, Target};
@@ -259,6 +260,21 @@ fn above_trigger(
         Some(span) if span.lo > config.trigger => Some(true),
         _ => None,
     };
+    // Most sessions are decided by coarse bounds from sums over the rows
+    // (`tokens_about`); their lower bound gains, each only where the one
+    // before leaves it open, the names and inputs read as ASCII, then texts.
+    if let Some(about) = tokens_about(table, messages, estimate, shown) {
+        let (span, trigger) = (about.span, config.trigger);
+        let above = decided(Some(span)).or_else(|| {
+            let ascii = span.lo + about.ascii + about.texts > trigger && calls_ascii(table, shown);
+            let lo = span.lo + if ascii { about.ascii } else { 0 };
+            let texts = || lo + about.texts > trigger && !may_ignore_texts(table, messages);
+            (lo > trigger || texts()).then_some(true)
+        });
+        if let Some(above) = above {
+            return Ok(above.then(Vec::new));
+        }
+    }
     let bounds = |outputs| tokens_within(table, messages, estimate, &[], Some(shown), outputs);
     let first = bounds(None);
     if let Some(above) = decided(first.map(|w| w.span)) {

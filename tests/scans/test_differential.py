@@ -269,6 +269,76 @@ def test_prune_policies_match_reference(
     assert one_pass.rows.to_pylist() == [r for w in want for r in w.rows]
 
 
+def _settled(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as the trigger's sums take it: a call finished and not
+    cleared, in an assistant message; texts present; no file parts."""
+    row = dict(row)
+    kind = row["part_type"]
+    if kind == "tool" and row["role"] == "assistant":
+        row["status"] = row["status"] if row["status"] in ("completed", "error") else "completed"
+        row["compacted_at"] = None
+    elif kind in ("tool", "file"):
+        row.update(part_type="text", tool=None, status=None, input=None, compacted_at=None)
+        row["output"] = row["output"] or "x"
+    elif kind in ("text", "reasoning") and row["output"] is None:
+        row["output"] = ""
+    return row
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    transcripts(),
+    st.fixed_dictionaries(RENDER_OPTIONS),
+    st.integers(0, 6),
+    st.integers(0, 5),
+    st.integers(-3, 3),
+    st.sampled_from(["string", "large_string"]),
+    st.booleans(),
+)
+def test_trigger_from_sums_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table],
+    render: dict[str, Any],
+    overhead: int,
+    session: int,
+    offset: int,
+    input_type: str,
+    settled: bool,
+) -> None:
+    """A trigger on a counted table with the tool names dictionary-encoded
+    and one chunk (where it decides most sessions from sums over their rows,
+    before the bounds pass; `settled`: sessions it takes, every call
+    finished in an assistant message), set at a session's visible tokens
+    and just around them: the same outputs as the reference."""
+    rows, _ = data
+    if settled:
+        rows = [_settled(r) for r in rows]
+    arrays = {}
+    for name in COLUMNS:
+        values = [r[name] for r in rows]
+        if name == "tool":
+            arrays[name] = pa.array(values, pa.string()).dictionary_encode()
+        elif name == "input":
+            arrays[name] = pa.array(values, getattr(pa, input_type)())
+        elif name in STRINGS:
+            arrays[name] = pa.array(values, pa.large_string())
+        elif name in BOOLS:
+            arrays[name] = pa.array(values, pa.bool_())
+        else:
+            arrays[name] = pa.array(values, pa.int64())
+    table = counted_once(pa.table(arrays), True, "opencode").combine_chunks()
+    # Nothing protected: a session above the trigger loses its outputs.
+    options = {**render, "protect": 0, "minimum": 0, "protect_turns": 0}
+    visible = ref.visible_tokens(rows, method="opencode", overhead=overhead, **render)
+    seen = [v for v in visible.values() if v > 0] or [1]
+    trigger = max(1, seen[session % len(seen)] + offset)
+    config = CompactionConfig(policy=Policy(trigger=trigger, **options), message_overhead=overhead)
+    got = cc.prune(table, config)
+    want = ref.prune(rows, trigger=trigger, **options, overhead=overhead)
+    assert got.sessions["total"].to_pylist() == [w.total for w in want]
+    assert got.sessions["pruned"].to_pylist() == [w.pruned for w in want]
+    assert got.rows.to_pylist() == [r for w in want for r in w.rows]
+
+
 def targets_worked_out(table: pa.Table, which: str) -> pa.Table:
     """The table without ``tool_target``, with it as the library makes it (a
     dictionary, read by id), as plain strings, in two chunks with a
