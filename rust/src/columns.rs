@@ -409,21 +409,8 @@ impl<'a> StrCol<'a> {
     /// Every value of `rows` is ASCII (`false` when that is not known: a
     /// view chunk). A dictionary chunk: its whole dictionary.
     pub fn all_ascii(&self, rows: Range<usize>) -> bool {
-        if rows.is_empty() {
-            return true;
-        }
-        let (first, _) = self.locate(rows.start);
-        let (last, _) = self.locate(rows.end - 1);
-        (first..=last).all(|c| {
-            let start = self.chunking.chunk_start(c);
-            let local = rows.start.max(start) - start
-                ..rows.end.min(self.chunking.chunk_start(c + 1)) - start;
-            let bytes = match &self.chunks[c] {
-                StrChunk::Plain(plain) => plain.bytes_of(local),
-                StrChunk::Dict { values, .. } => values.bytes_of(0..values.len()),
-            };
-            bytes.is_some_and(|b| b.is_ascii())
-        })
+        self.bytes_behind(rows)
+            .all(|bytes| bytes.is_some_and(|b| b.is_ascii()))
     }
 
     /// Call `f(rows, value)` once per run of consecutive rows of `rows` that
@@ -527,20 +514,26 @@ impl<'a> StrCol<'a> {
     /// "look row by row": a hit may straddle two values or lie in a null
     /// slot, and a view chunk is not searched at all.
     pub fn may_hold(&self, rows: Range<usize>, needle: &Finder<'_>) -> bool {
-        if rows.is_empty() {
-            return false;
-        }
-        let (first, _) = self.locate(rows.start);
-        let (last, _) = self.locate(rows.end - 1);
-        (first..=last).any(|c| {
+        self.bytes_behind(rows)
+            .any(|bytes| bytes.is_none_or(|b| needle.find(b).is_some()))
+    }
+
+    /// Per chunk that `rows` touch, the bytes behind its rows (a dictionary
+    /// chunk: its whole dictionary; `None`: not known, a view chunk). None
+    /// for no rows.
+    fn bytes_behind(&self, rows: Range<usize>) -> impl Iterator<Item = Option<&'a [u8]>> + '_ {
+        let chunks = match rows.is_empty() {
+            true => 0..0,
+            false => self.locate(rows.start).0..self.locate(rows.end - 1).0 + 1,
+        };
+        chunks.map(move |c| {
             let start = self.chunking.chunk_start(c);
             let local = rows.start.max(start) - start
                 ..rows.end.min(self.chunking.chunk_start(c + 1)) - start;
-            let bytes = match &self.chunks[c] {
+            match &self.chunks[c] {
                 StrChunk::Plain(plain) => plain.bytes_of(local),
                 StrChunk::Dict { values, .. } => values.bytes_of(0..values.len()),
-            };
-            bytes.is_none_or(|b| needle.find(b).is_some())
+            }
         })
     }
 
