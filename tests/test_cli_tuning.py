@@ -222,8 +222,10 @@ def test_equal_totals_with_different_calls_are_not_called_identical(capsys: Any)
            "compactions": 0, "over_window": 0, "retention": 1.0}  # fmt: skip
     rows = [{"name": name, **row, "mask_first": True} for name in ("a", "b", "c")]
     cfg = CompactionConfig()
-    cli._note_equal(rows, cfg, calls=[calls([100, 200]), calls([200, 100]), calls([100, 200])])
+    cli._note_equal(
+        rows, cfg, calls=[calls([100, 200]), calls([200, 100]), calls([100, 200])].__getitem__
+    )
     err = capsys.readouterr().err
     assert "note: 2 policies replay identically (a, c)" in err and "b" not in err.split(":")[1]
-    cli._note_equal(rows[:2], cfg, calls=[calls([100, 200]), calls([200, 100])])
+    cli._note_equal(rows[:2], cfg, calls=[calls([100, 200]), calls([200, 100])].__getitem__)
     assert "identically" not in capsys.readouterr().err

@@ -1265,10 +1265,10 @@ def _calls_key(calls: pa.Table) -> bytes:
 
 def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
                 windows: list[Any] | None = None, shown: int = 3,
-                calls: list[pa.Table] | None = None) -> None:  # fmt: skip
+                calls: Callable[[int], pa.Table] | None = None) -> None:  # fmt: skip
     """Say on stderr which policies (of one window) replayed identically, and
-    why. ``calls``: each row's calls, compared where the totals are equal
-    (without them, equal totals count as identical)."""
+    why. ``calls(i)``: row ``i``'s calls, asked for only where the totals are
+    equal (without them, equal totals count as identical)."""
     totals: dict[tuple[Any, ...], list[int]] = {}
     for i, row in enumerate(rows):
         window = windows[i] if windows is not None else None
@@ -1279,7 +1279,7 @@ def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
             continue
         split: dict[bytes | None, list[dict[str, Any]]] = {}
         for i in members:
-            split.setdefault(_calls_key(calls[i]) if calls else None, []).append(rows[i])
+            split.setdefault(_calls_key(calls(i)) if calls else None, []).append(rows[i])
         same += [g for g in split.values() if len(g) > 1]
     for group in same[:shown]:
         first, why = group[0], []
@@ -1317,10 +1317,10 @@ def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
 def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any],
                    as_json: bool, cfg: CompactionConfig,
                    windows: list[Any] | None = None,
-                   calls: list[pa.Table] | None = None) -> None:  # fmt: skip
+                   calls: Callable[[int], pa.Table] | None = None) -> None:  # fmt: skip
     """A column per policy (a few) or a row per policy (a grid), then ``extra``.
     ``windows``: each row's window (policies are compared within one);
-    ``calls``: each row's calls (policies are identical only if these are)."""
+    ``calls(i)``: row ``i``'s calls (policies are identical only if these are)."""
     if not _note_unchanged(rows, cfg):
         _note_equal(rows, cfg, windows, calls=calls)
     for row in rows:
@@ -1457,7 +1457,7 @@ def replay(
     extra = {"model": model, "context": context, "output_limit": output_limit,
              "output_reserved": context - (usable or 0),
              "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
-    _show_policies("replay", rows, extra, as_json, cfg, calls=tables)
+    _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
@@ -1571,9 +1571,11 @@ def tune(
                    "against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
-    points_calls = [result.calls.filter(pyarrow.compute.equal(result.calls["policy"], r["name"]))
-                    for r in rows]  # fmt: skip
-    _show_policies("tune", rows, extra, as_json, cfg, windows, points_calls)
+
+    def point_calls(i: int) -> pa.Table:
+        return result.calls.filter(pyarrow.compute.equal(result.calls["policy"], rows[i]["name"]))
+
+    _show_policies("tune", rows, extra, as_json, cfg, windows, point_calls)
 
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
