@@ -60,15 +60,20 @@ def test_the_model_view_has_the_placeholders_and_full_stays_whole(kind: str) -> 
         assert str(write(session)).count(BIG) == 8
 
 
-@pytest.mark.parametrize("kind", WRITERS)
-def test_the_model_view_starts_at_the_latest_summary(kind: str) -> None:
+def compacted_run() -> cc.Session:
+    """Six tool turns of 2,000-character outputs, summarized by a compaction."""
     store = MemoryStore()
     sid = store.create_session("s")
     fill(store, sid, 6, chars=2_000)
     compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
     compactor.request_compaction(sid)
     assert compactor.process_pending(sid) is not None
-    session = store.load(sid)
+    return store.load(sid)
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_the_model_view_starts_at_the_latest_summary(kind: str) -> None:
+    session = compacted_run()
     if kind != "pydantic-ai":  # full: every output, the summarized ones too
         assert str(WRITERS[kind](session)).count("x" * 2_000) == 6
     written = WRITERS[kind](session, view="model")
@@ -134,13 +139,7 @@ def test_losses_name_the_prune_marks_a_target_cannot_hold(tmp_path: Any) -> None
 
 
 def test_losses_name_the_history_a_compaction_hid() -> None:
-    store = MemoryStore()
-    sid = store.create_session("s")
-    fill(store, sid, 6, chars=2_000)
-    compactor = Compactor(store, Summarizer(None), limits={"context": 100_000})
-    compactor.request_compaction(sid)
-    assert compactor.process_pending(sid) is not None
-    session = store.load(sid)
+    session = compacted_run()
     hidden = len(session.messages) - len(cc.filter_pivot(session).messages)
     assert hidden > 0
     said = formats.losses([session], "anthropic")
