@@ -182,7 +182,7 @@ def test_message_lines_match_the_python_adapter(
 @SETTINGS
 @given(
     st.lists(chat_messages(), max_size=4),
-    st.lists(st.sampled_from(["object", "bare", "session_id"]), min_size=4, max_size=4),
+    st.lists(st.sampled_from(["object", "bare", "session_id", "both"]), min_size=4, max_size=4),
 )
 def test_chat_lines_match_the_python_adapter(
     tmp_path: Path, sessions: list[list[dict[str, Any]]], shapes: list[str]
@@ -193,6 +193,8 @@ def test_chat_lines_match_the_python_adapter(
             docs.append(messages)
         elif shape == "session_id":
             docs.append({"session_id": f"chat-{i}", "messages": messages, "meta": {"n": 1.5}})
+        elif shape == "both":  # the id names the session, the session_id is kept
+            docs.append({"id": f"chat-{i}", "session_id": f"run-{i}", "messages": messages})
         else:
             docs.append({"id": f"chat-{i}", "messages": messages})
     path = write_lines(tmp_path / "chat.jsonl", docs)

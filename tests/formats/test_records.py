@@ -50,6 +50,36 @@ def test_a_chat_documents_own_keys_go_back_into_openai_chat(tmp_path: Path) -> N
     assert json.loads(out.read_text()) == plain
 
 
+def test_a_chat_document_with_an_id_and_a_session_id_keeps_both(tmp_path: Path) -> None:
+    """The id names the session; the session_id beside it is the document's
+    own key (it was dropped on read, by the Python and the native readers)."""
+    from ctxcompact.formats.reader import read_jsonl
+    from ctxcompact.transcript import Transcript
+
+    doc = {"id": "req-1", "session_id": "sess-9", "model": "gpt-4o",
+           "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    src, out = tmp_path / "d.json", tmp_path / "o.json"
+    src.write_text(json.dumps(doc))
+    (session,) = formats.read(src)
+    assert session.id == "req-1"
+    formats.write([session], out, "openai-chat")
+    assert json.loads(out.read_text()) == doc
+    lines = tmp_path / "d.jsonl"
+    lines.write_text(json.dumps(doc) + "\n")
+    for table in (read_jsonl(lines).table, read_jsonl(lines, chunk_bytes=1).table):
+        (native,) = Transcript(table).to_sessions()
+        assert native.id == "req-1" and native == formats.read(lines)[0]
+        assert json.loads(table.column("session_json")[0].as_py())["source"]["session_id"] == (
+            "sess-9"
+        )
+    # without an id (or an empty one) the session_id names the session, as before
+    rest = {k: v for k, v in doc.items() if k != "id"}
+    for named_by_session_id in (rest, {"id": "", **rest}, {"id": None, **rest}):
+        (named,) = formats.read(named_by_session_id, "openai-chat")
+        assert named.id == "sess-9"
+        assert session_record(named.info, "openai-chat") == {"model": "gpt-4o"}
+
+
 def test_a_chat_documents_keys_go_into_no_other_format(tmp_path: Path) -> None:
     session = formats.read(CHAT_DOC, "openai-chat")[0]
     assert session_record(session.info, "openai-chat") == {
@@ -153,12 +183,14 @@ ANTHROPIC_BLOCKS: dict[str, Any] = {"messages": [
 ]}  # fmt: skip
 
 
-def test_an_anthropic_text_blocks_keys_stay_out_of_chat() -> None:
+def test_an_anthropic_text_blocks_own_keys_stay_out_of_chat() -> None:
     session = formats.read(ANTHROPIC_BLOCKS, "anthropic")[0]
+    # citations are Anthropic's only; cache_control is a chat text block's key too
     assert formats.to_openai_chat(session) == [
-        {"role": "user", "content": "long doc"},
+        {"role": "user", "content": [
+            {"type": "text", "text": "long doc", "cache_control": {"type": "ephemeral"}}]},
         {"role": "assistant", "content": "It says so."},
-    ]
+    ]  # fmt: skip
     assert formats.to_anthropic(session) == ANTHROPIC_BLOCKS  # its own, kept
     # a chat text block's own other keys are no Anthropic keys
     chat = [{"role": "user", "content": [{"type": "text", "text": "a", "x_note": 1}]}]
@@ -167,6 +199,37 @@ def test_an_anthropic_text_blocks_keys_stay_out_of_chat() -> None:
     assert formats.to_anthropic(back)["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "a"}]}
     ]
+
+
+def test_a_chat_text_blocks_cache_control_survives_chat_and_anthropic() -> None:
+    """A chat text block's cache_control (OpenRouter, LiteLLM) was dropped
+    writing chat back to chat: its record was taken for an Anthropic block's.
+    Each target keeps the keys that are its own: chat all of a chat block's,
+    Anthropic its text block's (cache_control, not x_note)."""
+    ephemeral = {"type": "ephemeral"}
+    chat = [
+        {"role": "system", "content": [
+            {"type": "text", "text": "rules", "cache_control": ephemeral}]},
+        {"role": "user", "content": [
+            {"type": "text", "text": "long doc", "cache_control": ephemeral, "x_note": 1},
+            {"type": "text", "text": "question"}]},
+    ]  # fmt: skip
+    session = formats.read(chat, "openai-chat")[0]
+    assert formats.to_openai_chat(session) == chat
+    body = formats.to_anthropic(session)
+    assert body["system"] == [{"type": "text", "text": "rules", "cache_control": ephemeral}]
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "long doc", "cache_control": ephemeral},
+        {"type": "text", "text": "question"}]}]  # fmt: skip
+    again = formats.read({"id": "c", "messages": chat}, "openai-chat")[0]
+    assert formats.to_openai_chat(again) == chat
+
+
+def test_an_anthropic_system_prompts_cache_control_survives_its_round_trip() -> None:
+    # a system prompt of one text block was written back as a string, without it
+    body = {"system": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    assert formats.to_anthropic(formats.read(body, "anthropic")[0]) == body
 
 
 RESPONSES_RUN = [

@@ -168,8 +168,11 @@ def _sessions(obj: Any, fmt: str, name: str) -> list[Session]:
             if "system" in obj:
                 raise FormatError("not an OpenAI chat session: it has a top-level 'system' "
                                   "(an Anthropic request?)")  # fmt: skip
+            # a truthy "id" names the session, else "session_id"; when "id" does,
+            # "session_id" is the document's own key, kept (the native reader's rule)
+            named = ("id",) if obj.get("id") else ("id", "session_id")
             sid = str(obj.get("id") or obj.get("session_id") or name)
-            rest = {k: v for k, v in obj.items() if k not in ("id", "session_id", "messages")}
+            rest = {k: v for k, v in obj.items() if k not in (*named, "messages")}
             return [from_openai_chat(obj["messages"], sid, **({"source": rest} if rest else {}))]
         return [from_openai_chat(obj, name)]
     if fmt == "openai-responses":

@@ -180,8 +180,12 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
 
 
 def _content(message: MessageWithParts, as_text: bool) -> Any:
+    """A turn's (or the system prompt's) content: its one text block as a
+    string when ``as_text``, unless the block holds more than its text (a
+    system prompt's ``cache_control`` was lost in an Anthropic round trip)."""
     blocks = _blocks(message)
-    if as_text and len(blocks) == 1 and blocks[0].get("type") == "text":
+    if as_text and len(blocks) == 1 and set(blocks[0]) == {"type", "text"} \
+            and blocks[0]["type"] == "text":  # fmt: skip
         return blocks[0]["text"]
     return blocks
 

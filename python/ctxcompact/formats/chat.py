@@ -235,9 +235,9 @@ def _content_out(message: MessageWithParts, *, foreign: bool = False) -> Any:
     its parts' sources are that format's blocks (a Responses ``input_text`` /
     ``output_text`` block, kept without its text), not chat content: each text
     is written as a chat ``text`` block (or a string), as a part built
-    elsewhere is. A text part's record that is no chat block's (a
-    pydantic-ai part, an Anthropic block's ``cache_control`` / ``citations``)
-    is left out (``text_record``)."""
+    elsewhere is. What of a text part's record is no chat block's (a
+    pydantic-ai part, an Anthropic block's ``citations``) is left out
+    (``text_record``)."""
     texts = [p for p in message.parts if p.type in ("text", "file")]
     kept_of = {p.id: None if foreign else _block_record(p) for p in texts}
     if len(texts) == 1 and texts[0].type == "text" and kept_of[texts[0].id] is None:

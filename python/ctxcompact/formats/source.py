@@ -115,10 +115,15 @@ def session_record(info: BaseModel, format: str) -> dict[str, Any]:
     return record if mine else {}
 
 
-#: The keys of an Anthropic text block beside ``type`` and ``text``: a text
-#: part's record holding one is an Anthropic block's (a chat text block has
-#: no such keys), which goes back only into Anthropic (and Claude Code).
+#: The keys of an Anthropic text block beside ``type`` and ``text``.
 ANTHROPIC_TEXT_KEYS = frozenset({"cache_control", "citations"})
+#: The keys of a chat text block beside ``type`` and ``text`` that another
+#: format's text block has too: ``cache_control``, which chat requests carry
+#: with Anthropic's meaning (OpenRouter, LiteLLM).
+CHAT_TEXT_KEYS = frozenset({"cache_control"})
+#: The keys only an Anthropic text block has: a text part's record holding
+#: one is an Anthropic block's.
+_ANTHROPIC_ONLY_TEXT_KEYS = ANTHROPIC_TEXT_KEYS - CHAT_TEXT_KEYS
 
 
 def pydantic_ai_record(value: Any) -> bool:
@@ -145,17 +150,23 @@ def message_owner(record: Any) -> str | None:
 
 
 def text_record(part: BaseModel, format: str) -> dict[str, Any]:
-    """A copy of a text part's record if ``format`` (``openai-chat`` or
-    ``anthropic``) can hold it as its text block's other keys, else ``{}``:
-    a pydantic-ai part or another format's whole block (one with a ``type``)
-    is no text block's keys; an Anthropic block's keys (``ANTHROPIC_TEXT_KEYS``)
-    go only into Anthropic, and Anthropic takes only those."""
+    """What of a text part's record ``format`` (``openai-chat`` or
+    ``anthropic``) holds as its text block's other keys (a copy; ``{}`` for
+    none): a pydantic-ai part or another format's whole block (one with a
+    ``type``) is no text block's keys. Each target keeps the keys that are
+    its own: Anthropic its text block's (``ANTHROPIC_TEXT_KEYS``); chat a
+    chat block's (any but an Anthropic-only key), and of an Anthropic
+    block's record (told by a key only Anthropic has, ``citations``) the keys
+    chat has too (``cache_control``). So ``cache_control`` survives a chat
+    round trip, and goes from either format into the other."""
     record = source_dict(part)
     if not record or "type" in record or pydantic_ai_record(record):
         return {}
     if format == "anthropic":
         return {k: v for k, v in record.items() if k in ANTHROPIC_TEXT_KEYS}
-    return {} if set(record) & ANTHROPIC_TEXT_KEYS else record
+    if set(record) & _ANTHROPIC_ONLY_TEXT_KEYS:
+        return {k: v for k, v in record.items() if k in CHAT_TEXT_KEYS}
+    return record
 
 
 #: The keys of a Claude Code message's record (``from_claude_code``).

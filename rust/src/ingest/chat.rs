@@ -24,6 +24,9 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
             session(from_messages(messages, fallback_id.into(), None)?)
         }
         Value::Object(mut obj) => {
+            // a truthy "id" names the session, else "session_id"; when "id" does,
+            // "session_id" is the document's own key, kept in its record
+            let by_id = obj.get("id").is_some_and(truthy);
             let id = [obj.get("id"), obj.get("session_id")]
                 .into_iter()
                 .flatten()
@@ -45,7 +48,9 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
                 .session(&id));
             }
             obj.shift_remove("id");
-            obj.shift_remove("session_id");
+            if !by_id {
+                obj.shift_remove("session_id");
+            }
             let source = (!obj.is_empty()).then_some(Value::Object(obj));
             session(from_messages(messages, id, source)?)
         }

@@ -78,7 +78,10 @@ pub fn chat_line(
     let (messages, sid, source) = match parse(text)? {
         J::Arr(items) => (items, format!("{stem}:{number}"), None),
         J::Obj(mut obj) => {
-            let id = match truthy_str(&obj, "id").ok()? {
+            // a truthy "id" names the session, else "session_id" (kept when "id" does)
+            let own_id = truthy_str(&obj, "id").ok()?;
+            let by_id = own_id.is_some();
+            let id = match own_id {
                 Some(id) => Some(id),
                 None => truthy_str(&obj, "session_id").ok()?,
             };
@@ -90,7 +93,9 @@ pub fn chat_line(
                 return None;
             }
             remove(&mut obj, "id");
-            remove(&mut obj, "session_id");
+            if !by_id {
+                remove(&mut obj, "session_id");
+            }
             (items, sid, (!obj.is_empty()).then_some(obj))
         }
         _ => return None,
@@ -372,6 +377,7 @@ mod tests {
             r#"[]"#,
             r#"{"id":"s1","messages":[],"meta":{"a":[1,2.50,1e5]}}"#,
             r#"{"id":"","session_id":"s2","messages":[{"role":"system","content":"be \"brief\"\n\u00e9\ud83d\ude00"}]}"#,
+            r#"{"id":"r1","session_id":"s3","messages":[],"model":"m"}"#,
             r#"[{"role":"developer","content":null,"name":"x"},{"role":"user","content":"ü","tool_calls":5,"tool_call_id":"z"}]"#,
             r#"[{"role":"user","content":"run ls"},
                 {"role":"assistant","content":null,"tool_calls":[
