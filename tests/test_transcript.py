@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from ctxcompact.errors import ColumnTypeError, InputTypeError, SchemaError
+from ctxcompact.models import Session
 
 
 def test_transcript_from_arrow_sources(prune_table: pa.Table) -> None:
@@ -173,6 +174,30 @@ def test_scan_flags_win_over_message_json() -> None:
     assert [g for g, a in zip(got, assistant, strict=True) if a] == [
         w for w, a in zip(want, assistant, strict=True) if a
     ]
+
+
+def test_a_user_message_follows_the_parent_id_column_as_an_assistant_does() -> None:
+    """parent_id is where a message sits in the thread, for every role: the
+    column wins over message_json's parentID (it was kept for user messages)
+    and a user message without one takes the column's; a null column leaves
+    message_json's."""
+    session = Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "u1", "role": "user"}, "parts": [{"id": "p1", "type": "text"}]},
+        {"info": {"id": "a1", "role": "assistant", "parentID": "u1"},
+         "parts": [{"id": "p2", "type": "text"}]},
+        {"info": {"id": "u2", "role": "user", "parentID": "a1"},
+         "parts": [{"id": "p3", "type": "text"}]},
+        {"info": {"id": "u3", "role": "user", "parentID": "a1"},
+         "parts": [{"id": "p4", "type": "text"}]},
+    ]})  # fmt: skip
+    table = cc.Transcript.from_sessions([session]).to_arrow()
+    assert table.column("parent_id").to_pylist() == [None, "u1", "a1", "a1"]
+    edited = table.set_column(table.schema.get_field_index("parent_id"), "parent_id",
+                              pa.array(["x", "y", "z", None]))  # fmt: skip
+    back = cc.Transcript(edited).to_sessions()[0]
+    assert [m.info.model_dump().get("parentID") for m in back.messages] == ["x", "y", "z", "a1"]
+    again = cc.Transcript.from_sessions([back]).to_arrow()
+    assert again.column("parent_id").to_pylist() == ["x", "y", "z", "a1"]
 
 
 @pytest.mark.parametrize(

@@ -697,6 +697,12 @@ def _message_info(row: dict[str, Any], i: int) -> dict[str, Any]:
         info["role"], info["id"] = role, row["message_id"]
     else:
         info = {"id": row["message_id"], "sessionID": row["session_id"], "role": role}
+    # The parent_id column is where the message sits in the thread (what the
+    # pivot reads), for every role: it wins over message_json's parentID as
+    # sessionID follows session_id (a user message keeps its parentID as an
+    # extra key); a null column leaves message_json's.
+    if row.get("parent_id") is not None:
+        info["parentID"] = row["parent_id"]
     if role == "assistant":
         _assistant_flags(info, row)
     return info
@@ -709,12 +715,11 @@ _ERROR = {"name": "UnknownError", "data": {"message": "error flag of the part-ro
 
 
 def _assistant_flags(info: dict[str, Any], row: dict[str, Any]) -> None:
-    """Make ``info`` read back as the row's scan columns (``parent_id``,
-    ``summary``, ``finished``, ``error``), which win over ``message_json``:
-    a table without it would otherwise lose every completed summary's pivot.
-    A null or absent column leaves ``info`` as it is."""
-    if row.get("parent_id") is not None:
-        info["parentID"] = row["parent_id"]
+    """Make ``info`` read back as the row's scan columns (``summary``,
+    ``finished``, ``error``; ``parent_id`` for every role in ``_message_info``),
+    which win over ``message_json``: a table without it would otherwise lose
+    every completed summary's pivot. A null or absent column leaves ``info``
+    as it is."""
     if row.get("summary") is True:
         info["summary"] = True
     elif row.get("summary") is False and info.get("summary") is True:
