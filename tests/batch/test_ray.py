@@ -198,3 +198,37 @@ def test_a_part_read_twice_where_files_join_is_refused(local_ray: None, tmp_path
         assert e.value.session_id == last["session_id"] and last["part_id"] in str(e.value)
     with pytest.raises(DuplicateSessionError, match=r"b\.parquet"):
         compact_parquet_on_ray(str(tmp_path), str(tmp_path / "out"), now_ms=5)
+
+
+def test_a_rerun_keeps_the_outputs_modes_and_refuses_a_read_only_one(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """As the CLI and compact_parquet: a replaced output keeps its modes (a
+    private one stays private), and one holding a read-only file is never
+    replaced (ReadOnlyFileError naming it, before any work)."""
+    import stat
+
+    from ctxcompact._atomic import ReadOnlyFileError
+
+    folder, _ = files
+    parts, report = tmp_path / "parts", tmp_path / "report"
+    compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+    for out in (parts, report):
+        out.chmod(0o700)
+        for f in out.iterdir():
+            f.chmod(0o600)
+    compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+
+    def modes(out: Path) -> set[int]:
+        return {stat.S_IMODE(f.stat().st_mode) for f in out.iterdir()}
+
+    for out in (parts, report):
+        assert stat.S_IMODE(out.stat().st_mode) == 0o700 and modes(out) == {0o600}
+    locked = sorted(report.iterdir())[0]
+    locked.chmod(0o444)
+    before = sorted(f.name for f in report.iterdir()), pq.read_table(parts)
+    with pytest.raises(ReadOnlyFileError, match="read-only") as e:
+        compact_parquet_on_ray(str(folder), str(parts), report=str(report), now_ms=5)
+    assert e.value.filename == str(locked) and isinstance(e.value, OSError)
+    assert (sorted(f.name for f in report.iterdir()), pq.read_table(parts)) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parts", "report"]

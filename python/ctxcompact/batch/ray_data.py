@@ -25,14 +25,18 @@ release the GIL and use the cores Ray gives each task (``num_cpus``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import uuid
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctxcompact._atomic import ReadOnlyFileError, keep_mode, read_only
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import _PART_KEY, _plain, repeated_part
 from ctxcompact.config import CompactionConfig
@@ -303,10 +307,48 @@ def _our_error(error: BaseException) -> CompactionError | None:
     return None
 
 
+def _local_files(path: str) -> list[Path]:
+    """The existing local output ``path`` as its files: itself when it is a
+    file, the files in it when it is a folder (Ray writes them flat); ``[]``
+    for none, or for another filesystem (no permission bits to keep)."""
+    if "://" in path:
+        return []
+    where = Path(path)
+    if where.is_dir():
+        return sorted(f for f in where.iterdir() if f.is_file())
+    return [where] if where.is_file() else []
+
+
+def _refuse_read_only(paths: list[str]) -> None:
+    """A read-only file of an existing output (``_atomic.read_only``: no write
+    permission bit, or none for this user) is never replaced, as in the CLI
+    and ``compact_parquet``: ``ReadOnlyFileError`` naming it."""
+    for path in paths:
+        for file in _local_files(path):
+            refused = read_only(file)
+            if refused is not None:
+                raise ReadOnlyFileError(errno.EACCES, f"{path}: cannot replace the output: "
+                                        f"{file}: {refused}", str(file))  # fmt: skip
+
+
+def _keep_modes(old: str, new: str) -> None:
+    """Give the new local output ``new`` the modes of the one it replaces
+    (moved aside to ``old``): each new file the mode of the old output's
+    (its first file, ``_atomic.keep_mode``), and a new folder the old
+    folder's permission bits (a private 0700 / 0600 output stays private)."""
+    files = _local_files(old)
+    if files:
+        for file in _local_files(new):
+            keep_mode(files[0], file)
+    if "://" not in old and Path(old).is_dir() and Path(new).is_dir():
+        os.chmod(new, stat.S_IMODE(Path(old).stat().st_mode))
+
+
 def _put_in_place(done: dict[str, str]) -> None:
     """Move each finished folder (``{destination: temporary}``) to its
     destination, replacing what was there: the old output is moved aside
-    first and removed once every new one is in place."""
+    first and removed once every new one is in place; the new outputs keep
+    the old ones' modes."""
     olds = []
     for dest, tmp in done.items():
         fs, where = _filesystem(dest)
@@ -316,6 +358,8 @@ def _put_in_place(done: dict[str, str]) -> None:
             old = _beside(dest, "old")
             fs.move(where, _filesystem(old)[1])
         fs.move(tmp_where, where)
+        if old is not None:
+            _keep_modes(old, dest)
         olds.append(old)
     for old in olds:
         if old is not None:
@@ -341,7 +385,11 @@ def compact_parquet_on_ray(
     ``if_exists="error"`` an existing one raises ``DatasetError`` before any
     work. Each output is written into a temporary folder beside it and moved
     into place once every output is written, so a run that fails leaves the
-    previous outputs as they were (and no temporary folder behind).
+    previous outputs as they were (and no temporary folder behind). A
+    replaced local output keeps its modes (the folder's permission bits, and
+    its files' for the new files); one holding a read-only file is refused
+    with ``ReadOnlyFileError`` before any work, as the CLI refuses a read-only
+    output.
     """
     if if_exists not in ("overwrite", "error"):
         raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
@@ -353,6 +401,7 @@ def compact_parquet_on_ray(
                 raise DatasetError(
                     f"{path}: already exists; remove it or pass if_exists='overwrite'"
                 )
+    _refuse_read_only(outputs)  # before any work, as the CLI does
     # Each row's file: a session in pieces from two files is an error, not regrouped.
     dataset = ray.data.read_parquet(source, include_paths=True)
     done: dict[str, str] = {}
@@ -366,6 +415,7 @@ def compact_parquet_on_ray(
                                        num_cpus=num_cpus, _paths=True)  # fmt: skip
             done[report] = _beside(report, "tmp")
             _write_parquet(sessions, done[report])
+        _refuse_read_only(outputs)  # again: one may have become read-only meanwhile
     except BaseException as e:
         for tmp in done.values():
             with contextlib.suppress(Exception):  # the run already failed: keep its error
