@@ -98,6 +98,31 @@ pub enum CoreError {
     /// A bug in ctxcompact (a panic caught at the boundary), never bad input.
     #[error("internal error in ctxcompact: {0}")]
     Internal(String),
+    /// A file or folder the core cannot use that is not the input's fault (the
+    /// folder of its temporary files full, missing or not writable): Python's
+    /// own `OSError` (its `errno` picks the subclass, `FileNotFoundError`,
+    /// `PermissionError`...) with `path` as its `filename`, as the README
+    /// promises for files that cannot be read or written; no class of
+    /// `ctxcompact.errors`, so not in `CLASS_NAMES`.
+    #[error("{what}")]
+    Os {
+        errno: i32,
+        what: String,
+        path: String,
+    },
+}
+
+impl CoreError {
+    /// The `Os` error of an I/O error `e` about `path` (`EIO` when the error
+    /// carries no OS code, such as a file cut short).
+    pub fn os(e: &std::io::Error, what: String, path: String) -> CoreError {
+        const EIO: i32 = 5;
+        CoreError::Os {
+            errno: e.raw_os_error().unwrap_or(EIO),
+            what,
+            path,
+        }
+    }
 }
 
 pub type Result<T, E = CoreError> = std::result::Result<T, E>;
@@ -135,6 +160,7 @@ impl CoreError {
             CoreError::Config(_) => "ConfigError",
             CoreError::Dataset(_) => "DatasetError",
             CoreError::Internal(_) => "InternalError",
+            CoreError::Os { .. } => "OSError",
         }
     }
 
@@ -151,7 +177,8 @@ impl CoreError {
             CoreError::InvalidUsage(_)
             | CoreError::Config(_)
             | CoreError::Dataset(_)
-            | CoreError::Internal(_) => Location::default(),
+            | CoreError::Internal(_)
+            | CoreError::Os { .. } => Location::default(),
         }
     }
 }
@@ -201,5 +228,9 @@ mod tests {
         ];
         let names: Vec<_> = all.iter().map(CoreError::class_name).collect();
         assert_eq!(names, CLASS_NAMES);
+        // the one error that is Python's own class, not one of ctxcompact.errors
+        let os = CoreError::os(&std::io::Error::other("x"), "w".into(), "/tmp".into());
+        assert!(matches!(os, CoreError::Os { errno: 5, .. }));
+        assert_eq!(os.class_name(), "OSError");
     }
 }

@@ -29,6 +29,10 @@ use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
 fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
+    if let CoreError::Os { errno, what, path } = err {
+        // Python's OSError picks its subclass by errno (FileNotFoundError...)
+        return pyo3::exceptions::PyOSError::new_err((errno, what, path));
+    }
     let build = || -> PyResult<PyErr> {
         let module = py.import("ctxcompact.errors")?;
         let class = module.getattr(err.class_name())?;

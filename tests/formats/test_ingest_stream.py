@@ -175,6 +175,25 @@ def test_a_long_claude_code_session_is_read_in_windows_of_about_window_bytes(
         assert text <= window + 3 * longest
 
 
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_temporary_folder_that_cannot_be_used_is_an_oserror_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_error: str
+) -> None:
+    """The first pass over a Claude Code file larger than a window spills to
+    the temporary folder: one that is missing (or full, or not writable) is
+    no fault of the file, so it is Python's OSError naming the folder (as
+    the README says of files that cannot be written), never a FormatError,
+    and no line is skipped for it."""
+    path = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
+    missing = tmp_path / "no-such-tmp"
+    monkeypatch.setenv("TMPDIR", str(missing))
+    with pytest.raises(FileNotFoundError) as info:
+        list(iter_jsonl(path, "claude-code", window_bytes=1_000, on_error=on_error))  # type: ignore[arg-type]
+    assert not isinstance(info.value, cc.CompactionError)
+    assert info.value.filename == str(missing)
+    assert str(path) in str(info.value) and "temporary files" in str(info.value)
+
+
 def test_bad_lines_are_rejected_or_raised_as_the_whole_file_reader_does(tmp_path: Path) -> None:
     path = bad_file(tmp_path)
     whole = read_jsonl(path, "opencode", on_error="skip")

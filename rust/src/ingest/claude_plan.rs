@@ -434,12 +434,13 @@ impl Plan {
             what: format!("{path}: cannot read: {e}"),
             at: Default::default(),
         };
-        let spill = |e: std::io::Error| CoreError::Format {
-            what: format!(
-                "{path}: the first pass cannot use its temporary files in {}: {e}",
-                std::env::temp_dir().display()
-            ),
-            at: Default::default(),
+        // the temporary files' folder (full, missing, not writable) is no
+        // fault of the input: an OSError naming the folder, not a format error
+        let spill = |e: std::io::Error| {
+            let folder = std::env::temp_dir().display().to_string();
+            let what =
+                format!("{path}: the first pass cannot use its temporary files in {folder}: {e}");
+            CoreError::os(&e, what, folder)
         };
         // Only the first `size` bytes: what is appended later (a session
         // being written) is not read by the second pass either.

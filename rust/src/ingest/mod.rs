@@ -294,13 +294,13 @@ impl Stream {
                 // the sessions that end here need nothing more, nor the ids
                 // no later line can ask for
                 let at = self.offset + data.len() as u64;
-                plan.advance(at).map_err(|e| CoreError::Format {
-                    what: format!(
-                        "{}: the first pass's temporary files in {} cannot be read: {e}",
-                        file.path,
-                        std::env::temp_dir().display()
-                    ),
-                    at: Default::default(),
+                plan.advance(at).map_err(|e| {
+                    let folder = std::env::temp_dir().display().to_string();
+                    let what = format!(
+                        "{}: the first pass's temporary files in {folder} cannot be read: {e}",
+                        file.path
+                    );
+                    CoreError::os(&e, what, folder)
                 })?;
                 carry.sessions.retain(|s| plan.continues(&s.id, at));
                 for session in &mut carry.sessions {
