@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
@@ -169,3 +170,34 @@ def test_a_pinned_task_stays_in_the_model_input_after_a_summary() -> None:
     shown = filter_pivot(table).to_sessions()[0]
     assert [m.id for m in shown.messages] == [m.id for m in filter_pivot(store.load(sid)).messages]
     assert shown.messages[0].id == task_id
+
+
+@pytest.mark.parametrize("client", [None, "fails"])
+@pytest.mark.parametrize("fallback", ["digest", "truncate"])
+def test_a_pinned_task_is_sent_once_after_a_digest(client: str | None, fallback: str) -> None:
+    """The pinned task is sent as it is before the summary: a digest (chosen,
+    or the fallback of a failed call) names it instead of copying it into its
+    Original Task and Latest User Requests, and a truncation leaves it out."""
+
+    class Failing:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            raise RuntimeError("down")
+
+    store = MemoryStore()
+    sid = store.create_session("s")
+    config = CompactionConfig(fallback=fallback)  # type: ignore[arg-type]
+    summarizer = Summarizer(Failing() if client else None, config)
+    loop = CompactionLoop(Compactor(store, summarizer, config=config, limits=LIMITS),
+                          system="sys")  # fmt: skip
+    loop.add_user(sid, "fix the bug in parser.py", pinned=True)
+    task_id = store.load(sid).messages[0].id
+    for i in range(8):
+        store.append_message(sid, tool_reply(task_id, "x" * 40_000, path=f"f{i}.py"))
+    messages = loop.before_call(sid)
+    assert store.records(sid)  # summarized
+    assert messages[1] == {"role": "user", "content": "fix the bug in parser.py"}
+    assert json.dumps(messages).count("fix the bug in parser.py") == 1
+    summary = messages[3]["content"]
+    if client is None or fallback == "digest":
+        assert "### Original Task\n(the first user request: pinned" in summary
+        assert "f7.py" in summary

@@ -673,10 +673,15 @@ class Compactor:
             if event.cancelled:
                 self._cancelled(job, event)
                 return None
+            # the pinned and system messages are sent as they are beside the
+            # summary: a digest does not repeat them (a pinned task is sent once)
+            kept = to_model_messages(Session(info={"id": session_id}, messages=job.kept),
+                                     policy=self.config.policy) if job.kept else []  # fmt: skip
             outcome = yield flow.Summarize(self.summarizer, job.history, {
                 "previous_summary": job.previous_summary, "round": job.round,
                 "instructions": event.custom_instructions, "context": event.extra_context,
                 "limits": self.limits, "token_ratio": self._summary_token_ratio(job),
+                "kept": kept,
             })  # fmt: skip
             if outcome.cut is not None:
                 self.events.emit(ev.SUMMARY_REQUEST_CUT, session_id=session_id,

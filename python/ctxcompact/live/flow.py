@@ -97,7 +97,7 @@ def _takes(fn: Callable[..., Any], name: str) -> bool:
 
 #: ``summarize`` keywords added after the first release: an override written
 #: before one existed would raise ``TypeError`` if it were passed.
-_LATER_OPTIONS = ("limits", "token_ratio")
+_LATER_OPTIONS = ("limits", "token_ratio", "kept")
 
 
 def _summary_options(fn: Callable[..., Any], options: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -233,16 +233,19 @@ class Summarizer:
         context: Sequence[str] = (),
         limits: Any = None,
         token_ratio: float | None = None,
+        kept: Sequence[Message] = (),
     ) -> SummaryOutcome:
         """Ask the client for the summary of ``history``; ``limits``: the window
         when the summarizer has none of its own (the session model's);
-        ``token_ratio``: as in ``build_request``."""
+        ``token_ratio``: as in ``build_request``; ``kept``: the messages of
+        ``history`` sent as they are beside the summary (pinned turns), which
+        a digest or a truncation does not repeat (``build_digest``)."""
         request, cut = self._build(history, previous_summary=previous_summary, round=round,
                                    instructions=instructions, context=context,
                                    limits=limits, token_ratio=token_ratio)  # fmt: skip
         client = self.client
         if client is None:
-            return self._chosen_digest(history, request, previous_summary, round)
+            return self._chosen_digest(history, request, previous_summary, round, kept)
         if not isinstance(client, SummaryClient):
             raise ConfigError("this client is async-only: use asummarize()")
         timeout = self.config.timeout_s
@@ -250,9 +253,9 @@ class Summarizer:
             response = _call_with_deadline(client.complete, request, timeout)
         except Exception as e:  # any failure of the call takes the fallback chain
             why = _describe(e, timeout)
-            outcome = self._fallback(history, request, previous_summary, round, why, e)
+            outcome = self._fallback(history, request, previous_summary, round, why, e, kept)
         else:
-            outcome = self._accept(history, request, response, previous_summary, round)
+            outcome = self._accept(history, request, response, previous_summary, round, kept)
         return dataclasses.replace(outcome, cut=cut)
 
     async def asummarize(
@@ -265,6 +268,7 @@ class Summarizer:
         context: Sequence[str] = (),
         limits: Any = None,
         token_ratio: float | None = None,
+        kept: Sequence[Message] = (),
     ) -> SummaryOutcome:
         request, cut = await asyncio.to_thread(
             self._build, history, previous_summary=previous_summary, round=round,
@@ -272,7 +276,7 @@ class Summarizer:
         )  # fmt: skip
         client = self.client
         if client is None:
-            return self._chosen_digest(history, request, previous_summary, round)
+            return self._chosen_digest(history, request, previous_summary, round, kept)
         timeout = self.config.timeout_s
         deadline = asyncio.timeout(timeout)
         try:
@@ -283,9 +287,9 @@ class Summarizer:
                     response = await asyncio.to_thread(client.complete, request)
         except Exception as e:
             why = _describe(_Deadline() if deadline.expired() else e, timeout)
-            outcome = self._fallback(history, request, previous_summary, round, why, e)
+            outcome = self._fallback(history, request, previous_summary, round, why, e, kept)
         else:
-            outcome = self._accept(history, request, response, previous_summary, round)
+            outcome = self._accept(history, request, response, previous_summary, round, kept)
         return dataclasses.replace(outcome, cut=cut)
 
     def _accept(
@@ -295,12 +299,14 @@ class Summarizer:
         response: SummaryResponse,
         previous_summary: str | None,
         round: int,
+        kept: Sequence[Message] = (),
     ) -> SummaryOutcome:
         if response.finish == "length":
             why = f"the summary was cut off at max_tokens={request.max_tokens}"
-            return self._fallback(history, request, previous_summary, round, why)
+            return self._fallback(history, request, previous_summary, round, why, None, kept)
         if not response.text.strip():
-            return self._fallback(history, request, previous_summary, round, "empty summary")
+            return self._fallback(history, request, previous_summary, round, "empty summary",
+                                  None, kept)  # fmt: skip
         return SummaryOutcome(response.text, "model", round, None, request, response)
 
     def _chosen_digest(
@@ -309,11 +315,12 @@ class Summarizer:
         request: SummaryRequest,
         previous_summary: str | None,
         round: int,
+        kept: Sequence[Message] = (),
     ) -> SummaryOutcome:
         """No model was given: the digest is the summary asked for, not a
         fallback (no error, no ``compaction.fallback`` event)."""
         digest = build_digest(history, previous_summary=previous_summary, round=round,
-                              chosen=True)  # fmt: skip
+                              chosen=True, kept=kept)  # fmt: skip
         return SummaryOutcome(digest, "digest", round, None, request)
 
     def _fallback(
@@ -324,16 +331,20 @@ class Summarizer:
         round: int,
         why: str,
         cause: BaseException | None = None,
+        kept: Sequence[Message] = (),
     ) -> SummaryOutcome:
         policy = self.config.fallback
         if policy == "raise":
             raise SummaryError(f"summary generation failed: {why}") from cause
         if policy == "digest":
-            digest = build_digest(history, previous_summary=previous_summary, round=round)
+            digest = build_digest(history, previous_summary=previous_summary, round=round,
+                                  kept=kept)  # fmt: skip
             return SummaryOutcome(digest, "digest", round, why, request)
+        # the turns sent as they are beside the summary are not repeated in it
         text = truncate_history(
-            history, self.config.summary_max_tokens, method=self.config.estimate_method
-        )
+            [m for m in history if m not in kept], self.config.summary_max_tokens,
+            method=self.config.estimate_method,
+        )  # fmt: skip
         return SummaryOutcome(text, "truncation", round, why, request)
 
 
@@ -632,25 +643,38 @@ def _capped(lines: list[str], most: int, what: str) -> list[str]:
     return [*lines[:most], f"- ... and {len(lines) - most} more {what}"]
 
 
+#: The digest's Original Task when the task is a pinned turn, sent as it is
+#: before the summary: named, not copied a second time.
+PINNED_TASK = "(the first user request: pinned, sent as it is before this summary)"
+
+
 def build_digest(
     history: Sequence[Message],
     *,
     previous_summary: str | None = None,
     round: int = 1,
     chosen: bool = False,
+    kept: Sequence[Message] = (),
 ) -> str:
     """A structured summary built from the history alone, deterministically;
     ``chosen``: no model was given (else a model call failed). Every section
-    is capped (the task at ``TASK_CHARS``, saying where it was cut)."""
+    is capped (the task at ``TASK_CHARS``, saying where it was cut).
+    ``kept``: the messages sent as they are beside the summary (pinned
+    turns): a request among them is not repeated, so a pinned task is sent
+    once (the Original Task points to it, Latest User Requests leave it out)."""
     requests = [m for m in history if is_request(m)]
-    if previous_summary:
-        task = _section(previous_summary, "Original Task") or previous_summary
+    sent = {content_text(m) for m in kept if is_request(m)}
+    if requests and content_text(requests[0]) in sent:
+        task = PINNED_TASK  # (a previous summary's task section would copy it too)
+    elif previous_summary:
+        task = _clip_task(_section(previous_summary, "Original Task") or previous_summary)
     else:
         task = content_text(requests[0]) if requests else "(no user request in the history)"
-    task = _clip_task(task)
+        task = _clip_task(task)
     files = _capped([f"- {f}" for f in _files(history)], MAX_FILES, "files")
     errors = _capped(_errors(history), MAX_ERRORS, "errors")
-    latest = [f"- {_clip(content_text(m), 500)}" for m in requests[-3:]]
+    latest = [f"- {_clip(content_text(m), 500)}" for m in requests
+              if content_text(m) not in sent][-3:]  # fmt: skip
     last_reply = next(
         (
             content_text(m)
