@@ -123,6 +123,60 @@ impl CoreError {
             path,
         }
     }
+
+    /// The `Os` error of the input file at `path` that cannot be opened or
+    /// read (missing, a folder, no permission, a failing disk...): its
+    /// message is the OS's own, as Python's `open` gives it, so the Python
+    /// exception reads `[Errno 21] Is a directory: '<path>'` on the native
+    /// path and the Python one alike.
+    pub fn unreadable(e: &std::io::Error, path: &str) -> CoreError {
+        let text = e.to_string();
+        let what = match e.raw_os_error() {
+            // std adds " (os error N)" to the OS's message
+            Some(code) => text
+                .strip_suffix(&format!(" (os error {code})"))
+                .unwrap_or(&text)
+                .to_owned(),
+            None => text,
+        };
+        CoreError::os(e, what, path.to_owned())
+    }
+
+    /// The `Os` error of an input at `path` that is not a regular file: a
+    /// folder is `EISDIR` (Python's `IsADirectoryError`), a named pipe,
+    /// socket or device `EINVAL` saying which (the words of the Python
+    /// readers' `_not_read`): such an input is never opened, since opening a
+    /// named pipe waits until something writes to it.
+    pub fn not_regular(meta: &std::fs::Metadata, path: &str) -> CoreError {
+        const EISDIR: i32 = 21;
+        const EINVAL: i32 = 22;
+        if meta.is_dir() {
+            return CoreError::Os {
+                errno: EISDIR,
+                what: "Is a directory".into(),
+                path: path.to_owned(),
+            };
+        }
+        #[cfg(unix)]
+        let kind = {
+            use std::os::unix::fs::FileTypeExt;
+            let t = meta.file_type();
+            if t.is_fifo() {
+                "a named pipe"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            }
+        };
+        #[cfg(not(unix))]
+        let kind = "a device";
+        CoreError::Os {
+            errno: EINVAL,
+            what: format!("not a regular file ({kind})"),
+            path: path.to_owned(),
+        }
+    }
 }
 
 pub type Result<T, E = CoreError> = std::result::Result<T, E>;

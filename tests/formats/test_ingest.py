@@ -364,8 +364,9 @@ def test_usage_errors_are_typed(tmp_path: Path) -> None:
         read_jsonl(path, chunk_bytes=0)
     with pytest.raises(ConfigError, match='unknown format "yaml"'):
         read_jsonl(path, "yaml")
-    with pytest.raises(FormatError, match="cannot read"):
+    with pytest.raises(IsADirectoryError) as folder:  # an unreadable file: no bad line
         _core.ingest_jsonl([str(tmp_path)], "opencode")
+    assert folder.value.filename == str(tmp_path)
 
 
 @pytest.mark.skipif(not (DATA / "transcripts").is_dir(), reason="no ../shared/data")

@@ -14,6 +14,10 @@ split across lines or read twice) either fails the run (``on_error="raise"``:
 ``FormatError`` naming the file and line) or is left out and reported
 (``on_error="skip"``): in ``IngestResult.rejected`` and, with ``reject_path``,
 in a JSONL file holding each line as it was. Nothing is dropped silently.
+A file that cannot be read at all (missing, a folder, a named pipe, no
+permission, a failing disk) is Python's ``OSError`` naming it, on the native
+path as on the Python one, whatever ``on_error`` says: ``"skip"`` skips bad
+lines, not unreadable files.
 """
 
 from __future__ import annotations
@@ -188,6 +192,16 @@ def _not_found(path: Path) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
 
 
+def _not_regular(path: Path) -> OSError:
+    """An input given by name that exists but is no regular file: the
+    ``OSError`` naming it, as the native reader gives it (a folder:
+    ``IsADirectoryError``; a named pipe, socket or device: ``EINVAL`` saying
+    which). It is never opened: opening a named pipe waits for a writer."""
+    if path.is_dir():
+        return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    return OSError(errno.EINVAL, _not_read(path), str(path))
+
+
 def read_once(paths: Iterable[Path]) -> None:
     """``DuplicateSessionError`` for one file reached twice (a folder and a
     file in it, or a folder twice): it would be read twice, its sessions
@@ -304,7 +318,7 @@ def _choose(
         if not i.path.exists():
             raise _not_found(i.path)
         if not i.path.is_file():
-            raise FormatError(f"{i.path}: not a regular file")
+            raise _not_regular(i.path)
     reports: list[FileReport] = []
     rejected: list[RejectedLine] = []
     chosen: list[tuple[_Input, str]] = []
@@ -546,6 +560,8 @@ def _plan(
     for i in inputs:
         if not i.in_folder and not i.path.exists():
             raise _not_found(i.path)
+        if not i.in_folder and not i.path.is_file():
+            raise _not_regular(i.path)  # a named pipe: never opened (it would wait)
         if i.skip is not None:
             reports.append(FileReport(str(i.path), "skipped", None, i.skip))
         elif i.path.suffix in JSONL_SUFFIXES:

@@ -430,10 +430,8 @@ impl Plan {
         window: usize,
         chunk: usize,
     ) -> Result<Option<Plan>> {
-        let io = |e: std::io::Error| CoreError::Format {
-            what: format!("{path}: cannot read: {e}"),
-            at: Default::default(),
-        };
+        // the input itself unreadable: the OSError naming it
+        let io = |e: std::io::Error| CoreError::unreadable(&e, path);
         // the temporary files' folder (full, missing, not writable) is no
         // fault of the input: an OSError naming the folder, not a format error
         let spill = |e: std::io::Error| {
@@ -444,7 +442,7 @@ impl Plan {
         };
         // Only the first `size` bytes: what is appended later (a session
         // being written) is not read by the second pass either.
-        let mut file = std::fs::File::open(path).map_err(io)?.take(size);
+        let mut file = super::open_input(path)?.0.take(size);
         // a few points a window: windows stay within a few percent of `window`
         let cell = (window as u64 / 64).max(1);
         let mut builder = Builder::new(stem, size, cell).map_err(spill)?;

@@ -134,15 +134,13 @@ impl Stream {
                 return Ok(None);
             };
             let name = file.path.clone();
-            let io = |e: std::io::Error| CoreError::Format {
-                what: format!("{name}: cannot read: {e}"),
-                at: Default::default(),
-            };
+            // a file that cannot be read is no fault of its lines: Python's
+            // OSError naming it, whatever `on_error` says
+            let io = |e: std::io::Error| CoreError::unreadable(&e, &name);
             if self.reader.is_none() {
-                let opened = std::fs::File::open(&file.path).map_err(io)?;
+                let (opened, size) = open_input(&file.path)?;
                 if file.format == Format::ClaudeCode {
                     let mut carry = claude_code::Carry::of(&file.path, file.id_base.as_deref());
-                    let size = opened.metadata().map_err(io)?.len();
                     self.plan = match size > self.window_bytes as u64 {
                         true => claude_plan::Plan::scan(
                             &file.path,
@@ -325,6 +323,21 @@ impl Stream {
         }
         Ok(out)
     }
+}
+
+/// The input file at `path` opened for reading, and its size; what cannot
+/// be opened (missing, not a regular file, no permission) is the `Os` error
+/// naming it. The path is looked at before it is opened: opening a named
+/// pipe would wait until something writes to it.
+fn open_input(path: &str) -> Result<(std::fs::File, u64)> {
+    let io = |e: std::io::Error| CoreError::unreadable(&e, path);
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(CoreError::not_regular(&meta, path));
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    Ok((file, size))
 }
 
 /// Parse `sources` in parallel on the current rayon pool.
@@ -616,6 +629,71 @@ mod tests {
         for p in [a, b] {
             std::fs::remove_file(p).unwrap();
         }
+    }
+
+    /// The `(errno, path)` of the `Os` error that reading `path` (in
+    /// `format`, under `on_error`) gives, with its message.
+    fn os_error(path: &str, format: Format, on_error: OnError) -> (i32, String, String) {
+        match streamed(path, format, on_error, 1) {
+            Err(CoreError::Os { errno, what, path }) => (errno, what, path),
+            other => panic!("{path}: not an Os error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_input_that_cannot_be_read_is_an_os_error_naming_it_under_either_on_error() {
+        let folder = std::env::temp_dir().join(format!(
+            "ctxcompact-stream-{}-folder.jsonl",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&folder).unwrap();
+        let folder = folder.to_string_lossy().into_owned();
+        let missing = format!("{folder}/missing.jsonl");
+        // (a Claude Code file is first looked at for its size, then scanned)
+        for format in [Format::OpenCode, Format::ClaudeCode] {
+            for on_error in [OnError::Raise, OnError::Skip] {
+                let (errno, what, path) = os_error(&missing, format, on_error);
+                assert_eq!((errno, path.as_str()), (2, missing.as_str()), "{what}");
+                assert_eq!(what, "No such file or directory");
+                let (errno, what, path) = os_error(&folder, format, on_error);
+                assert_eq!((errno, path.as_str()), (21, folder.as_str()), "{what}");
+                assert_eq!(what, "Is a directory");
+            }
+        }
+        #[cfg(unix)]
+        {
+            // never opened: opening a named pipe waits for a writer
+            let fifo = format!("{folder}/pipe.jsonl");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                let (errno, what, path) = os_error(&fifo, Format::OpenCode, OnError::Skip);
+                assert_eq!((errno, path.as_str()), (22, fifo.as_str()), "{what}");
+                assert_eq!(what, "not a regular file (a named pipe)");
+                std::fs::remove_file(&fifo).unwrap();
+            }
+        }
+        std::fs::remove_dir(&folder).unwrap();
+    }
+
+    #[test]
+    fn an_io_error_keeps_the_words_python_gives_it() {
+        // an error without an OS code (a file cut short) keeps std's words, EIO
+        let e = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "cut short");
+        let err = CoreError::unreadable(&e, "f.jsonl");
+        assert_eq!(
+            err,
+            CoreError::Os {
+                errno: 5,
+                what: "cut short".into(),
+                path: "f.jsonl".into()
+            }
+        );
+        let e = std::io::Error::from_raw_os_error(13);
+        let CoreError::Os { errno, what, .. } = CoreError::unreadable(&e, "f.jsonl") else {
+            unreachable!()
+        };
+        assert_eq!(errno, 13);
+        assert!(!what.contains("os error"), "{what}");
     }
 
     #[test]
