@@ -403,3 +403,19 @@ def test_the_cli_replays_a_pruned_run_as_the_raw_run(tmp_path: Path) -> None:
             "--out", str(tmp_path / f"{name}-tune.parquet"))  # fmt: skip
     tuned = [pq.read_table(tmp_path / f"{n}-tune.parquet").to_pylist() for n in ("raw", "pruned")]
     assert tuned[0] == tuned[1]
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")
+def test_the_cli_sums_up_compactions_that_left_a_session_bigger() -> None:
+    """One stderr line per session (the library's warning through Python's
+    last-resort handler) became one note."""
+    runs = sorted((SWE / "tests" / "test_data" / "trajectories" / "ctf").rglob("*.traj"))[:2]
+    done = subprocess.run([sys.executable, "-m", "ctxcompact.cli", "replay", *map(str, runs),
+                           "--context", "3000", "--output-limit", "1000", "--policy",
+                           "swe-agent", "--policy", "opencode", "--json"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "left it bigger" not in done.stderr
+    (note,) = [line for line in done.stderr.splitlines() if "bigger than before" in line]
+    assert note.startswith("note: 4 compaction(s) in 2 session(s) left the session bigger")
+    assert "(swe-agent: 2, opencode: 2)" in note
