@@ -21,6 +21,7 @@ import errno
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -1224,6 +1225,49 @@ _SAME_KEYS = ("sessions", "calls", "prompt_tokens", "cached_tokens", "compaction
               "over_window", "retention")  # fmt: skip
 
 
+class _Bigger(logging.Handler):
+    """Collects the lifecycle's "compaction of session ... left it bigger"
+    warnings during a replay, for one ``note:`` line instead of one stderr
+    line per session."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: list[tuple[str, str, int, int]] = []
+        self.label = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if str(record.msg).startswith("compaction of session") and isinstance(args, tuple):
+            sid, before, after = (*args, None, None, None)[:3]
+            before = before if isinstance(before, int) else 0
+            after = after if isinstance(after, int) else 0
+            self.seen.append((self.label, str(sid), before, after))
+
+    @contextmanager
+    def collecting(self, label: str) -> Iterator[None]:
+        self.label = label
+        logger = logging.getLogger("ctxcompact")
+        logger.addHandler(self)
+        try:
+            yield
+        finally:
+            logger.removeHandler(self)
+
+    def note(self) -> None:
+        if not self.seen:
+            return
+        _, sid, before, after = self.seen[0]
+        by_label: dict[str, int] = {}
+        for label, *_ in self.seen:
+            by_label[label] = by_label.get(label, 0) + 1
+        where = ", ".join(f"{label}: {n:,}" for label, n in by_label.items())
+        sessions = len({s for _, s, _, _ in self.seen})
+        typer.echo(f"note: {len(self.seen):,} compaction(s) in {sessions:,} session(s) left "
+                   f"the session bigger than before ({where}): the summary, or what stays "
+                   f"pinned, outweighed what it replaced (e.g. {sid}: {before:,} -> {after:,} "
+                   "tokens)", err=True)  # fmt: skip
+
+
 def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
     """When no policy changed a prompt, say why on stderr (equal columns look
     like a broken replay); whether it did."""
@@ -1440,8 +1484,9 @@ def replay(
         sessions = _to_sessions(_load_many(inputs, fmt, on_error, segments), segments)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
+    bigger = _Bigger()
     for label, policy in runs:
-        with _status(f"replaying under {label}", as_json):
+        with _status(f"replaying under {label}", as_json), bigger.collecting(label):
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=model)  # fmt: skip
         s = result.summary
@@ -1458,6 +1503,7 @@ def replay(
              "output_reserved": context - (usable or 0),
              "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
+    bigger.note()
 
 
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")

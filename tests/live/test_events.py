@@ -217,3 +217,34 @@ def test_a_compactor_refuses_optional_parts_of_the_wrong_kind() -> None:
                        ({"metrics": 1}, "metrics: expected Metrics")):  # fmt: skip
         with pytest.raises(InputTypeError, match=match):
             cc.Compactor(cc.MemoryStore(), Summarizer(None), **bad)  # type: ignore[arg-type]
+
+
+def test_the_library_leaves_its_log_lines_to_the_application() -> None:
+    """A compaction that left the session bigger reached Python's last-resort
+    handler: one stderr line per session in any program. The package logger
+    has a NullHandler; the warning still reaches handlers the application adds."""
+    import subprocess
+    import sys
+
+    script = """
+import logging
+import ctxcompact as cc
+assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("ctxcompact").handlers)
+store = cc.MemoryStore()
+compactor = cc.Compactor(store, cc.Summarizer(None), limits={"context": 200_000, "output": 8_000})
+loop = cc.CompactionLoop(compactor)
+sid = store.create_session()
+loop.add_user(sid, "hi")
+compactor.request_compaction(sid, auto=False)
+record = compactor.process_pending(sid)
+assert record.tokens_after > record.tokens_before, record
+print("bigger")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "bigger" and done.stderr == ""
+    configured = subprocess.run(
+        [sys.executable, "-c", "import logging; logging.basicConfig()\n" + script],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "left it bigger" in configured.stderr

@@ -408,6 +408,33 @@ def test_a_cut_off_step_is_not_done_with_auto_compaction_off() -> None:
     assert store.records(sid) == []
 
 
+def test_an_overflow_is_reported_with_auto_compaction_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was reason "ok" and not counted: a runtime that switched auto compaction
+    off could not tell from the decision that the window was full."""
+    monkeypatch.setenv("CTXCOMPACT_DISABLE_AUTOCOMPACT", "1")
+    store, sid, loop = make()
+    assert loop.config.auto is False
+    seen: list[str] = []
+    loop.compactor.events.subscribe(ev.OVERFLOW_DETECTED, lambda n, p: seen.append(n))
+    loop.add_user(sid, "go")
+    fits = loop.after_step(sid, usage={"input": 90_000, "output": 1}, finish_reason="stop")
+    assert (fits.compaction_queued, fits.reason, fits.done) == (False, "ok", True)
+    full = loop.after_step(sid, usage={"input": 92_000, "output": 5}, finish_reason="stop")
+    assert (full.compaction_queued, full.reason, full.done) == (False, "overflow", True)
+    calls = loop.after_step(sid, usage={"input": 95_000, "output": 5}, finish_reason="tool_calls")
+    assert (calls.compaction_queued, calls.reason, calls.done) == (False, "overflow", False)
+    cut = loop.after_step(sid, usage={"input": 10, "output": 1}, finish_reason="length")
+    assert (cut.compaction_queued, cut.reason, cut.done) == (False, "max_tokens", False)
+    assert store.records(sid) == [] and loop.compactor.pending_task(store.load(sid)) is None
+    assert loop.compactor.metrics.snapshot()["reactive_overflows"] == 3
+    assert seen == [ev.OVERFLOW_DETECTED] * 2
+    check = loop.compactor.check_step(sid, {"input": 93_000, "output": 0})
+    assert (check.queued, check.reason, check.count, check.usable) == (False, "overflow",
+                                                                       93_000, 92_000)  # fmt: skip
+
+
 def test_a_record_counts_the_pinned_turn_it_keeps_so_the_guard_trips() -> None:
     """tokens_after is what later calls are sent: a pinned turn under the
     window that a summary cannot fit beside is a stall after max_attempts,

@@ -266,3 +266,104 @@ def test_a_tool_call_naming_no_tool_is_a_format_error() -> None:
         {"type": "function", "function": {"name": "read", "arguments": "{}"}}]}}]})  # fmt: skip
     (part,) = [p for p in named.parts if p.type == "tool"]
     assert part.tool == "read" and part.callID
+
+
+def test_a_custom_tool_call_is_a_tool_call_of_the_turn() -> None:
+    """A Responses custom_tool_call (a freeform tool) was dropped: the loop
+    stored no call, ran nothing and ended the turn. It is a tool part whose
+    input is {"input": text}, run, sent back, and written back as the item."""
+    from ctxcompact import formats
+    from openai.types.responses import Response
+
+    patch = "*** Begin Patch\n" + "x" * 400
+    item = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c1", "name": "apply_patch",
+            "input": patch, "status": "completed"}  # fmt: skip
+    web = {"type": "web_search_call", "id": "ws_1", "status": "completed",
+           "action": {"type": "search", "query": "patch format"}}  # fmt: skip
+    response = {**RESPONSE, "output": [{"type": "reasoning", "id": "rs_1", "summary": []},
+                                       web, item]}  # fmt: skip
+    for given in (response, Response.model_validate(response)):
+        message = from_openai_response(given)
+        assert [p.type for p in message.parts] == ["reasoning", "web_search_call", "tool"]
+        assert message.info.finish == "tool_calls"  # type: ignore[union-attr]
+        call = message.parts[2]
+        assert (call.tool, call.callID, call.state.input) == ("apply_patch", "c1",  # type: ignore[union-attr]
+                                                              {"input": patch})  # fmt: skip
+    store = cc.MemoryStore()
+    compactor = cc.Compactor(store, cc.Summarizer(None),
+                             limits={"context": 200_000, "output": 8_000})  # fmt: skip
+    loop = cc.CompactionLoop(compactor)
+    sid = store.create_session()
+    loop.add_user(sid, "apply the patch")
+    message = from_openai_response(response)
+    run_tools(message, {"apply_patch": lambda input: f"applied {len(input)} chars"})
+    decision = loop.after_step(sid, message)
+    assert (decision.reason, decision.done) == ("ok", False)
+    sent = loop.before_call(sid)
+    assert sent[1]["tool_calls"][0]["function"] == {
+        "name": "apply_patch",
+        "arguments": json.dumps({"input": patch}, separators=(",", ":")),
+    }
+    assert sent[2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": f"applied {len(patch)} chars",
+    }
+    items = formats.to_openai_responses(store.load(sid))
+    assert items[-3:] == [web, item, {"type": "custom_tool_call_output", "call_id": "c1",
+                                      "output": f"applied {len(patch)} chars"}]  # fmt: skip
+    chat = formats.to_openai_chat(store.load(sid))
+    assert chat[1]["tool_calls"][0]["type"] == "function"  # no Responses keys in chat
+    blocks = formats.to_anthropic(store.load(sid))["messages"][1]["content"]
+    assert [b["type"] for b in blocks] == ["thinking", "tool_use"]  # nor in Anthropic
+
+
+@pytest.mark.parametrize("item", [
+    {"type": "local_shell_call", "id": "ls_1", "call_id": "c2", "status": "completed",
+     "action": {"type": "exec", "command": ["ls"], "env": {}}},
+    {"type": "computer_call", "id": "cc_1", "call_id": "c3", "status": "completed",
+     "action": {"type": "click", "x": 1, "y": 2}, "pending_safety_checks": []},
+    {"type": "mcp_approval_request", "id": "ap_1", "name": "t", "arguments": "{}",
+     "server_label": "s"},
+    {"type": "totally_new_item"},
+    {"id": "no type"},
+])  # fmt: skip
+def test_an_item_the_loop_cannot_answer_is_a_format_error(item: dict[str, Any]) -> None:
+    """Was dropped: parts [], finish "stop", the turn ended."""
+    kind = item.get("type", "an item with no type")
+    response = {**RESPONSE, "output": [RESPONSE["output"][1], item]}
+    with pytest.raises(FormatError, match=rf"output item 1 of the response is a?n? ?{kind}") as e:
+        from_openai_response(response)
+    assert e.value.row == 1
+
+
+def test_anthropic_server_tool_blocks_are_kept() -> None:
+    """server_tool_use / web_search_tool_result / mcp_tool_use and unknown
+    blocks were dropped: kept as parts of their type, written back as they were."""
+    from ctxcompact import formats
+
+    blocks = [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+         "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+         "content": [{"type": "web_search_result", "url": "https://e.x", "title": "t",
+                      "encrypted_content": "enc"}]},
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "look", "server_name": "s",
+         "input": {}},
+        {"type": "brand_new", "data": 1},
+        {"type": "text", "text": "Found it."},
+    ]  # fmt: skip
+    reply = {"id": "m", "type": "message", "role": "assistant", "model": "claude",
+             "content": blocks, "stop_reason": "end_turn",
+             "usage": {"input_tokens": 3, "output_tokens": 4}}  # fmt: skip
+    message = from_anthropic_message(reply, session_id="s")
+    assert [p.type for p in message.parts] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "mcp_tool_use",
+        "brand_new",
+        "text",
+    ]
+    assert message.info.finish == "end_turn"  # type: ignore[union-attr]
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [message.to_export()]})
+    assert formats.to_anthropic(session)["messages"][0]["content"] == blocks

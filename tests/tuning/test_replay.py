@@ -4,12 +4,14 @@ writes, compactions, and what it all costs against the run without them."""
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import pyarrow.parquet as pq
 import pytest
 from ctxcompact import formats
 from ctxcompact.errors import ConfigError, InputTypeError
@@ -336,3 +338,84 @@ def test_a_policy_given_runs_as_given_and_the_label_names_what_ran(tmp_path: Pat
     assert own == {**replay(session, ran, limits=NARROW, config=plain).summary,
                    "policy": ran.model_dump()}  # fmt: skip
     assert own["prompt_tokens"] != given["prompt_tokens"]
+
+
+def pruned_after_the_fact(session: cc.Session, parts: int) -> cc.Session:
+    """``session`` with the outputs of its first ``parts`` tool parts marked
+    pruned (``state.time.compacted``), as ``prune --output`` or a compacted
+    OpenCode export stores them."""
+    marked = session.model_copy(deep=True)
+    tools = [p for m in marked.messages for p in m.parts if p.type == "tool"]
+    for p in tools[:parts]:
+        p.mark_compacted(5_000)
+    return marked
+
+
+def test_a_runs_stored_prune_marks_are_not_replayed() -> None:
+    """The policy under test decides what is cleared: a run pruned after the fact
+    gives the baseline and every call of the raw run, and is left as it was."""
+    raw = run(12, 4_000)
+    pruned = pruned_after_the_fact(raw, 8)
+    kept = pruned.model_copy(deep=True)
+    for policy, config in [(None, None), ("swe-agent", {"mask_first": True})]:
+        for limits in (WIDE, NARROW):
+            want = replay(raw, policy, limits=limits, config=config)
+            got = replay(pruned, policy, limits=limits, config=config)
+            assert got.calls.to_pylist() == want.calls.to_pylist()
+            assert got.summary == want.summary
+    # the raw run's baseline grows by a whole output each call, from the first on
+    base = [c["baseline_prompt_tokens"] for c in replay(pruned, limits=WIDE).calls.to_pylist()]
+    assert all(b - a > 900 for a, b in itertools.pairwise(base))
+    assert pruned == kept  # the caller's session keeps its marks
+    grid = {"preset": ["opencode", "swe-agent"], "context": [12_000, 1_000_000]}
+    want_tune = cc.tune([raw], grid, limits={"context": 0, "output": 1_000}, workers=1)
+    got_tune = cc.tune([pruned], grid, limits={"context": 0, "output": 1_000}, workers=1)
+    assert got_tune.calls.to_pylist() == want_tune.calls.to_pylist()
+
+
+def test_the_cli_replays_a_pruned_run_as_the_raw_run(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.json"
+    formats.write([run(12, 4_000)], raw, "opencode")
+    pruned = tmp_path / "pruned.parquet"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "ctxcompact.cli", *args],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    cli("prune", str(raw), "--policy", "swe-agent", "--output", str(pruned))
+    marks = pq.read_table(pruned).column("compacted_at").drop_null()
+    assert len(marks) >= 5  # the file holds prune marks
+    outs = {}
+    for name, path in (("raw", raw), ("pruned", pruned)):
+        done = cli("replay", str(path), "--context", "12000", "--output-limit", "1000",
+                   "--policy", "opencode", "--policy", "swe-agent", "--json",
+                   "--out", str(tmp_path / f"{name}-calls.parquet"))  # fmt: skip
+        outs[name] = json.loads(done.stdout)
+    assert outs["pruned"] == outs["raw"]
+    calls = [pq.read_table(tmp_path / f"{n}-calls.parquet").to_pylist() for n in ("raw", "pruned")]
+    assert calls[0] == calls[1]
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["opencode", "swe-agent"]\ncontext = [12000, 200000]\n')
+    for name, path in (("raw", raw), ("pruned", pruned)):
+        cli("tune", str(path), "--grid", str(grid), "--output-limit", "1000", "--workers", "1",
+            "--out", str(tmp_path / f"{name}-tune.parquet"))  # fmt: skip
+    tuned = [pq.read_table(tmp_path / f"{n}-tune.parquet").to_pylist() for n in ("raw", "pruned")]
+    assert tuned[0] == tuned[1]
+
+
+@pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")
+def test_the_cli_sums_up_compactions_that_left_a_session_bigger() -> None:
+    """One stderr line per session (the library's warning through Python's
+    last-resort handler) became one note."""
+    runs = sorted((SWE / "tests" / "test_data" / "trajectories" / "ctf").rglob("*.traj"))[:2]
+    done = subprocess.run([sys.executable, "-m", "ctxcompact.cli", "replay", *map(str, runs),
+                           "--context", "3000", "--output-limit", "1000", "--policy",
+                           "swe-agent", "--policy", "opencode", "--json"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "left it bigger" not in done.stderr
+    (note,) = [line for line in done.stderr.splitlines() if "bigger than before" in line]
+    assert note.startswith("note: 4 compaction(s) in 2 session(s) left the session bigger")
+    assert "(swe-agent: 2, opencode: 2)" in note

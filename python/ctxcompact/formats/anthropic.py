@@ -18,6 +18,7 @@ from typing import Any
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.chat import CHAT_KEYS, SWE_AGENT_KEY
 from ctxcompact.formats.jsonl import json_kind
+from ctxcompact.formats.responses import SERVER_ITEMS
 from ctxcompact.formats.source import (
     data_url,
     image_of,
@@ -124,6 +125,8 @@ def _blocks(message: MessageWithParts) -> list[dict[str, Any]]:
                         "input": (p.state.input if p.state else None) or {}})  # fmt: skip
         elif p.type == "file" and source.get("type") in ("image_url", "input_image"):
             out.append(_image(p))  # a chat or a Responses image
+        elif p.type in SERVER_ITEMS and source.get("type") == p.type:
+            pass  # a Responses hosted tool's item (live.from_openai_response): no block
         elif source:
             out.append(source["raw"] if set(source) == {"raw"} else source)
         elif p.type == "file" and p.url:  # a file part built elsewhere: a data: URL as

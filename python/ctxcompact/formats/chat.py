@@ -268,8 +268,8 @@ def _block_record(part: Part) -> dict[str, Any] | None:
 
 
 #: The ``type`` of a tool call's record kept by another format (a Responses
-#: ``function_call`` item, an Anthropic ``tool_use`` block).
-_FOREIGN_CALL_TYPES = ("function_call", "tool_use")
+#: ``function_call`` or ``custom_tool_call`` item, an Anthropic ``tool_use`` block).
+_FOREIGN_CALL_TYPES = ("function_call", "custom_tool_call", "tool_use")
 
 
 def _call_source(part: Part) -> dict[str, Any]:

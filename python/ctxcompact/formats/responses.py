@@ -59,6 +59,17 @@ def _blocks(mid: str, content: Any) -> list[Part]:
 
 KINDS = ("message", "function_call", "function_call_output", "reasoning")
 
+#: Output items the API runs itself (hosted tools), which
+#: ``live.from_openai_response`` keeps as parts of their own type.
+SERVER_ITEMS = (
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+)
+
 
 def _check_items(items: Sequence[Any], session_id: str) -> None:
     """Items of another format are refused: each is an object with a ``type``
@@ -219,9 +230,23 @@ def _items_of(part: Part) -> list[dict[str, Any]]:
         return [
             {"type": "reasoning", "summary": [{"type": "summary_text", "text": part.text or ""}]}
         ]
+    source = _source(part)
     if part.type != "tool":
-        return []
+        # an item the API ran itself, kept by from_openai_response: as it was
+        return [source] if part.type in SERVER_ITEMS and source.get("type") == part.type else []
     state = part.state
+    if source.get("type") == "custom_tool_call" and source.get("call_id") == part.callID:
+        # a freeform tool's call, read by from_openai_response: its text is input["input"]
+        given = (state.input if state else None) or {}
+        text = given.get("input")
+        custom: list[dict[str, Any]] = [
+            {**source, "input": text if isinstance(text, str) else json.dumps(given)}
+        ]
+        if state is not None and state.status in ("completed", "error"):
+            body = state.output if state.status == "completed" else state.error
+            custom.append({"type": "custom_tool_call_output", "call_id": part.callID,
+                           "output": body or ""})  # fmt: skip
+        return custom
     arguments = json.dumps((state.input if state else None) or {})
     out: list[dict[str, Any]] = [{"type": "function_call", "call_id": part.callID or part.id,
                                   "name": part.tool, "arguments": arguments}]  # fmt: skip

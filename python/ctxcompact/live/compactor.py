@@ -21,7 +21,7 @@ import copy
 import inspect
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxcompact.config import CompactionConfig
@@ -421,8 +421,21 @@ class Compactor:
         if system is not None and not isinstance(system, str):
             raise InputTypeError(f"system must be a str, got {type(system).__name__}",
                                  session_id=session_id)  # fmt: skip
-        if self.limits is None or not self.config.auto:
-            return StepCheck(False, "auto compaction off or no limits", 0, 0)
+        if self.limits is None:
+            return StepCheck(False, "no limits", 0, 0)
+        if not self.config.auto:
+            # Nothing is queued, but the runtime is told the window is full
+            # (reason "overflow", counted and announced as with auto on).
+            given = usage if usage is not None else self._step_usage(session_id)
+            # the overflow check itself says no overflow when auto is off (OpenCode's rule)
+            measure = replace(OverflowOptions.from_config(self.config), auto=True)
+            report = check_overflow(given, self.limits, measure)
+            if not report.overflow:
+                return StepCheck(False, "auto compaction off", report.count, report.usable)
+            self.metrics.record_reactive_overflow()
+            self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
+                             usable=report.usable)  # fmt: skip
+            return StepCheck(False, "overflow", report.count, report.usable)
         session = self.store.load(session_id)
         if self.pending_task(session) is not None:
             return StepCheck(False, "a compaction is already pending", 0, 0)
@@ -455,6 +468,15 @@ class Compactor:
             )
         marker = self.request_compaction(session_id, auto=True, reason="overflow")
         return StepCheck(True, "overflow", report.count, report.usable, marker)
+
+    def _step_usage(self, session_id: str) -> Any:
+        """The usage ``check_step`` reads when none is given: the last step's,
+        else the estimated history."""
+        session = self.store.load(session_id)
+        usage = self._last_usage(session)
+        if usage is None:
+            return {"input": self.history_tokens(session), "output": 0}
+        return usage
 
     @staticmethod
     def _last_usage(session: Session) -> TokenUsage | None:

@@ -13,6 +13,9 @@ from typing import Any, Literal
 from ctxcompact.errors import ConfigError, HookError, InputTypeError
 
 log = logging.getLogger("ctxcompact")
+# A library leaves logging to the application: without this, Python's
+# last-resort handler printed our warnings on stderr.
+log.addHandler(logging.NullHandler())
 
 Trigger = Literal["auto", "manual"]
 

@@ -87,9 +87,9 @@ class StepDecision:
     reason: str
     #: The model finished its turn (no tool calls pending and not cut off).
     #: A context stop or an incomplete reply is never done; with auto
-    #: compaction off nothing is queued for a context stop
-    #: (``compaction_queued`` False, the reason still given): the runtime
-    #: decides whether to continue or stop.
+    #: compaction off nothing is queued for a context stop or an overflow
+    #: (``compaction_queued`` False, the reason still given and counted in
+    #: ``reactive_overflows``): the runtime decides whether to continue or stop.
     done: bool
 
 
@@ -319,15 +319,18 @@ class CompactionLoop:
                 self.compactor.request_compaction(session_id, auto=True, reason=stop)
                 return StepDecision(True, stop, False)
             # Cut off is never done, compaction or not: with auto compaction
-            # off the runtime decides (the reason given, nothing queued).
+            # off the runtime decides (the reason given and counted, nothing queued).
+            self.compactor.metrics.record_reactive_overflow()
             return StepDecision(False, stop, False)
         check = self.compactor.check_step(session_id, usage, system=self.system)
+        # "overflow" with nothing queued: auto compaction is off, the window is full all the same
+        told = check.queued or check.reason == "overflow"
         if finish_reason == INCOMPLETE:
             # A stream that ended without a finish reason: cut short, not a
             # finished turn (nor a full context).
-            return StepDecision(check.queued, check.reason if check.queued else INCOMPLETE, False)
+            return StepDecision(check.queued, check.reason if told else INCOMPLETE, False)
         done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
-        return StepDecision(check.queued, check.reason if check.queued else "ok", done)
+        return StepDecision(check.queued, check.reason if told else "ok", done)
 
     def _learn(self, session_id: str, message: MessageWithParts | None, usage: Any) -> None:
         """Set the reported prompt tokens against the estimate of what was sent."""

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.responses import SERVER_ITEMS
 from ctxcompact.live.store import new_id
 from ctxcompact.models import (
     AssistantMessage,
@@ -94,7 +95,7 @@ def _arguments(raw: Any, call: str) -> tuple[dict[str, Any] | None, str | None]:
     return parsed, None
 
 
-def _tool_part(call_id: Any, name: Any, raw_arguments: Any, where: str) -> Part:
+def _tool_part(call_id: Any, name: Any, raw_arguments: Any, where: str, **extra: Any) -> Part:
     cid = str(call_id or new_id("call"))
     if not isinstance(name, str) or not name:
         # stored, it would be sent back as a call of no tool, which the APIs refuse
@@ -103,7 +104,8 @@ def _tool_part(call_id: Any, name: Any, raw_arguments: Any, where: str) -> Part:
     state = ToolState(status="pending", input=args)
     if problem is not None:  # kept for the record; run_tools reports it to the model
         state.metadata = {"arguments": raw_arguments, "error": problem}
-    return Part(id=new_id("prt"), type="tool", tool=str(name or ""), callID=cid, state=state)
+    return Part(id=new_id("prt"), type="tool", tool=str(name or ""), callID=cid, state=state,
+                **extra)  # fmt: skip
 
 
 def _message(
@@ -298,7 +300,16 @@ def from_openai_response(
     """The assistant message of a Responses API ``Response`` (a dict, or the
     stream's events). ``finish``: ``"tool_calls"`` when it calls functions,
     ``"length"`` when cut at ``max_output_tokens``, the error code when it
-    failed, else ``"stop"``."""
+    failed, else ``"stop"``.
+
+    A ``custom_tool_call`` (a freeform tool) is a tool part like a
+    ``function_call``, its text the input's ``input`` (``run_tools`` calls
+    ``fn(input=text)``). Items the API runs itself (``SERVER_ITEMS``:
+    ``web_search_call``, ``mcp_call``, ...) are kept as parts of their own
+    type, not sent in the chat view. Any other item (``local_shell_call``,
+    ``computer_call``, ``mcp_approval_request``, a type this version does not
+    know) waits for an answer the loop cannot give: a ``FormatError`` naming
+    it and its index, never a silently ended turn."""
     data = _response_from_events(response) if _is_stream(response) else _mapping(
         response, "the response"
     )  # fmt: skip
@@ -317,12 +328,35 @@ def from_openai_response(
         elif kind == "function_call":
             parts.append(_tool_part(item.get("call_id"), item.get("name"), item.get("arguments"),
                                     "a function_call item of the response"))  # fmt: skip
+        elif kind == "custom_tool_call":  # a freeform tool: its input is one text
+            text = item.get("input")
+            cid = str(item.get("call_id") or new_id("call"))
+            # the item is kept so formats.to_openai_responses writes it back as it was
+            kept = {**{k: v for k, v in item.items() if k != "input"}, "call_id": cid}
+            parts.append(_tool_part(cid, item.get("name"),
+                                    {"input": "" if text is None else str(text)},
+                                    f"output item {i} (custom_tool_call) of the response",
+                                    source=kept))  # fmt: skip
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
             keep = {"encrypted_content": item["encrypted_content"]} if item.get(
                 "encrypted_content"
             ) else {}  # fmt: skip
             parts.append(Part(id=new_id("prt"), type="reasoning", text=summary, **keep))
+        elif kind in SERVER_ITEMS:  # run by the API: kept as it was, nothing to run
+            parts.append(Part(id=new_id("prt"), type=str(kind), source=item))
+        else:
+            # local_shell_call, computer_call, mcp_approval_request wait for an
+            # answer the loop cannot give; an unknown item might too. Dropped,
+            # the turn would end as if the model had nothing left to do.
+            what = f"a {kind}" if isinstance(kind, str) else "an item with no type"
+            raise FormatError(
+                f"output item {i} of the response is {what}, which from_openai_response "
+                "does not read (it reads message, reasoning, function_call, custom_tool_call "
+                f"and the items the API runs itself: {', '.join(SERVER_ITEMS)}); handle this "
+                "reply in your own code",
+                row=i, column="type",
+            )  # fmt: skip
     status = data.get("status")
     reason = _get(data, "incomplete_details", "reason")
     if status == "failed":
@@ -419,7 +453,14 @@ def from_anthropic_message(
     parent_id: str | None = None,
 ) -> MessageWithParts:
     """The assistant message of a Messages API reply (``Message``, a dict, or the
-    stream's events). Anthropic's ``input_tokens`` already exclude the cache."""
+    stream's events). Anthropic's ``input_tokens`` already exclude the cache.
+
+    Blocks other than text, thinking and tool_use (``server_tool_use``,
+    ``web_search_tool_result``, ``mcp_tool_use``, unknown ones) are kept as
+    parts of their own type (the block in ``source``), as ``formats.read``
+    keeps them: ``formats.to_anthropic`` writes them back; the chat view
+    (``before_call``) has no place for them. The API ran them: the stop
+    reason says what is left to do."""
     data = _anthropic_from_events(message) if _is_stream(message) else _mapping(
         message, "the message"
     )  # fmt: skip
@@ -443,6 +484,11 @@ def from_anthropic_message(
         elif kind == "tool_use":
             parts.append(_tool_part(block.get("id"), block.get("name"), block.get("input"),
                                     f"content block {i} (tool_use)"))  # fmt: skip
+        elif kind != "text":
+            # server_tool_use, web_search_tool_result, mcp_tool_use, a block this
+            # version does not know: kept as it was, as formats.read keeps them
+            # (formats.to_anthropic writes it back); the chat view leaves it out
+            parts.append(Part(id=new_id("prt"), type=str(kind or "unknown"), source=block))
     return _message(
         parts, finish=data.get("stop_reason"), tokens=_anthropic_usage(data.get("usage")),
         model=data.get("model"), provider="anthropic", session_id=session_id,

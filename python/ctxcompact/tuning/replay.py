@@ -8,7 +8,11 @@ crosses the threshold, the pivot filter), and the run's own message is then
 appended. The run's later actions stay fixed: this is a counterfactual of the
 context, not of the agent (an agent that saw less might have acted
 differently). The recorded usage belongs to the original run, so only the
-proactive check on the estimated context decides compactions.
+proactive check on the estimated context decides compactions. What the run
+compacted itself is not replayed: its summaries and compaction markers are
+skipped and its stored prune marks (``state.time.compacted``, the
+``compacted_at`` column) removed, so a run gives the same baseline and the
+same calls whether or not it was pruned or compacted before.
 
 Per call it records the prompt, the part of it identical to the previous
 call's prompt prefix (a cache read when the calls are within the cache's
@@ -44,7 +48,7 @@ from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.models import AssistantMessage, Session, UserMessage
+from ctxcompact.models import AssistantMessage, MessageWithParts, Session, UserMessage
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits
@@ -137,6 +141,22 @@ def _is_original_compaction(message: Any) -> bool:
     return any(p.type == "compaction" for p in message.parts)
 
 
+def _without_prune_marks(message: MessageWithParts) -> MessageWithParts:
+    """``message`` with its tool parts' stored prune marks (``state.time.compacted``,
+    the ``compacted_at`` column) removed: a copy when it has any, else the
+    message itself (the caller's objects are never changed). A run pruned after
+    the fact replays like the run as it happened: the policy under test decides
+    what is cleared, as it decides the summaries."""
+    if not any(p.compacted for p in message.parts):
+        return message
+    data = message.to_export()
+    for part in data.get("parts", []):
+        time = (part.get("state") or {}).get("time")
+        if isinstance(time, dict):
+            time.pop("compacted", None)
+    return MessageWithParts.model_validate(data)
+
+
 def replay_session(
     session: Session,
     config: CompactionConfig,
@@ -169,9 +189,10 @@ def replay_session(
     baseline = tokens(to_model_messages(Session(info=session.info), system=system))
     baseline_previous = 0
     last_time: int | None = None
-    for message in session.messages:
-        if _is_original_compaction(message):
+    for original in session.messages:
+        if _is_original_compaction(original):
             continue
+        message = _without_prune_marks(original)
         info = message.info
         if isinstance(info, AssistantMessage):
             records = len(store.records(sid))
