@@ -1779,6 +1779,140 @@ mod tests {
         );
     }
 
+    /// Generated transcripts in the layouts `tokens_about` reads (counted,
+    /// tool names in an int32 dictionary; counts with nulls; large-string
+    /// inputs; two chunks, the counts then copied) and two it declines
+    /// (plain tool names, no counts): the coarse bounds hold the exact
+    /// estimate of every session they bound, each of the lower bounds
+    /// `above_trigger` uses too, and the trigger decides as the estimate
+    /// does at every threshold near the estimate and the bounds.
+    #[test]
+    fn the_coarse_bounds_hold_the_estimate_and_decide_as_it_does() {
+        let (mut bounded, mut sessions_seen, mut asciis) = (0, 0, 0);
+        // Names and inputs in ASCII (the names' dictionary too), or not.
+        for ascii in [true, false] {
+            coarse_bounds_in(ascii, &mut bounded, &mut sessions_seen, &mut asciis);
+        }
+        // Most sessions of the layouts it reads are bounded (the others
+        // hold a running, pending, cleared or misplaced call).
+        assert!(bounded * 2 > sessions_seen, "{bounded} of {sessions_seen}");
+        assert!(asciis * 5 > sessions_seen, "{asciis} of {sessions_seen}");
+    }
+
+    fn coarse_bounds_in(
+        ascii: bool,
+        bounded: &mut usize,
+        sessions_seen: &mut usize,
+        asciis: &mut usize,
+    ) {
+        let mut rng = Rng(0x5eed_1234 + u64::from(ascii));
+        let sessions: Vec<(String, Vec<crate::testutil::M>)> = (0..60)
+            .map(|i| (format!("s{i}"), random_session(&mut rng, ascii)))
+            .collect();
+        let named: Vec<(&str, Vec<crate::testutil::M>)> = sessions
+            .iter()
+            .map(|(n, m)| (n.as_str(), m.clone()))
+            .collect();
+        let b = batch(&named);
+        let split = batch(&named[..30]).num_rows();
+        let counted = with_counts(&with_dictionary_tools(&b), false);
+        let n = b.num_rows();
+        let layouts = [
+            ("counted, tools a dictionary", vec![counted.clone()], true),
+            (
+                "counts with nulls",
+                vec![with_counts(&with_dictionary_tools(&b), true)],
+                true,
+            ),
+            ("large inputs", vec![with_large_inputs(&counted)], true),
+            (
+                "inputs on every row",
+                vec![with_inputs_everywhere(&counted)],
+                true,
+            ),
+            (
+                "two chunks",
+                vec![counted.slice(0, split), counted.slice(split, n - split)],
+                true,
+            ),
+            ("plain tool names", vec![with_counts(&b, false)], false),
+            ("no counts", vec![with_dictionary_tools(&b)], false),
+        ];
+        for (name, batches, bounds) in layouts {
+            let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
+            let table = PartTable::new(&cols).unwrap();
+            for (overhead, keep_thinking) in [(4, 0), (0, 1), (7, 3)] {
+                let config = PruneConfig {
+                    overhead,
+                    render: Render {
+                        keep_thinking,
+                        ..Default::default()
+                    },
+                    protect: 0,
+                    minimum: 0,
+                    ..Default::default()
+                };
+                let estimate = config.estimate_config();
+                let mut exacts = Vec::new();
+                for s in 0..table.sessions.len() {
+                    *sessions_seen += usize::from(bounds);
+                    let messages = table.messages(s).unwrap();
+                    let start = pivot_start_in(&table, s, &messages).unwrap();
+                    let shown = visible_in(&table, s, start, &messages).unwrap();
+                    let each = estimates_of(&table, &messages, estimate, &[], Some(&shown));
+                    let exact = tokens_visible(&each.unwrap(), &shown);
+                    exacts.push(exact);
+                    let mut triggers = vec![1, exact.saturating_sub(1), exact, exact + 1];
+                    let about = tokens_about(&table, &messages, estimate, &shown);
+                    assert!(bounds || about.is_none(), "{name}: no coarse bounds");
+                    if let Some(a) = about {
+                        *bounded += 1;
+                        let at = format!("{name}, session {s}, {estimate:?}: {a:?}, exact {exact}");
+                        assert!(a.span.lo <= exact && exact <= a.span.hi, "{at}");
+                        let ascii = calls_ascii(&table, &shown);
+                        let lo = a.span.lo + if ascii { a.ascii } else { 0 };
+                        assert!(lo <= exact, "names and inputs as ASCII: {at}");
+                        *asciis += usize::from(ascii);
+                        if !may_ignore_texts(&table, &messages) {
+                            assert!(lo + a.texts <= exact, "with the texts: {at}");
+                        }
+                        let (l, h) = (a.span.lo, a.span.hi);
+                        triggers.extend([l.saturating_sub(1), l, h, h + 1, lo, lo + a.texts]);
+                    }
+                    for trigger in triggers.into_iter().filter(|&t| t > 0) {
+                        let config = PruneConfig {
+                            trigger,
+                            ..config.clone()
+                        };
+                        let above = above_trigger(&table, &messages, &config, &shown).unwrap();
+                        assert_eq!(
+                            above.is_some(),
+                            exact > trigger,
+                            "{name}, session {s}, trigger {trigger}, exact {exact}"
+                        );
+                    }
+                }
+                // The whole prune: as without a trigger where the estimate
+                // is above it, nothing elsewhere.
+                let open = prune(&table, &config).unwrap();
+                for trigger in [500, 3_000, 12_000] {
+                    let config = PruneConfig {
+                        trigger,
+                        ..config.clone()
+                    };
+                    let got = prune(&table, &config).unwrap();
+                    for (s, exact) in exacts.iter().enumerate() {
+                        let want = match *exact > trigger {
+                            true => open[s].clone(),
+                            false => SessionPrune::default(),
+                        };
+                        assert_eq!(got[s], want, "{name}, session {s}, trigger {trigger}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn outputs_hidden_by_the_pivot_do_not_set_off_the_trigger() {
         // The summary is inside the two protected user turns, so the walk goes on
