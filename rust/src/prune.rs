@@ -21,7 +21,7 @@ use arrow_array::{Array, ArrayRef, LargeStringArray};
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::{same_str, Members, Plain, StrChunk, StrCol};
+use crate::columns::{same_str, Keys, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -210,8 +210,6 @@ struct Scratch<'a> {
     tools: Vec<usize>,
     /// Rows of the counted tool outputs, newest first.
     counted: Vec<usize>,
-    /// Beside `counted`, when supersession goes by id: each one's staleness.
-    stale_ids: Vec<bool>,
     estimates: Vec<u64>,
     /// A per-tool `keep_recent` by tool id (`ToolIds`): `(session, count)`,
     /// the count good only where `session` is the current one's number.
@@ -535,9 +533,62 @@ fn ids_per_key<'a>(
     Some(per_key)
 }
 
+/// A dictionary column's ids over one session's rows, read in place: the
+/// int32 keys, nulls and map from key to id of the one chunk holding them
+/// (`key_view`), so an id costs a load or two and a lookup, no chunk
+/// located per row.
+#[derive(Clone, Copy)]
+struct KeyView<'v> {
+    keys: &'v [i32],
+    nulls: Option<&'v arrow_buffer::NullBuffer>,
+    /// The row of the chunk's first key.
+    first: usize,
+    map: &'v [u32],
+}
+
+impl KeyView<'_> {
+    /// The id of `row` (one of the view's rows); `missing` where it is null
+    /// or its key is past the map.
+    #[inline(always)]
+    fn id(&self, row: usize, missing: u32) -> u32 {
+        let i = row - self.first;
+        if self.nulls.is_some_and(|n| n.is_null(i)) {
+            return missing;
+        }
+        self.map
+            .get(self.keys[i] as usize)
+            .copied()
+            .unwrap_or(missing)
+    }
+}
+
+/// The `KeyView` of `rows` in `column` (ids by key `per_key`, as
+/// `ids_per_key` makes them): `None` unless one chunk holds every row and
+/// its keys are int32.
+fn key_view<'v>(
+    column: &'v StrCol<'_>,
+    per_key: &'v [Arc<[u32]>],
+    rows: std::ops::Range<usize>,
+) -> Option<KeyView<'v>> {
+    let (c, i) = column.locate(rows.start);
+    let StrChunk::Dict {
+        keys: Keys::I32(keys),
+        ..
+    } = column.chunk(c)
+    else {
+        return None;
+    };
+    (i + rows.len() <= keys.len()).then(|| KeyView {
+        keys: keys.values(),
+        nulls: keys.nulls(),
+        first: rows.start - i,
+        map: &per_key[c],
+    })
+}
+
 /// `tool_target` as integer ids, when every chunk of it is dictionary
 /// encoded: each dictionary value is read and hashed once, and a scan then
-/// tests a row's target by its key (`Stamps` marks the ids of the newer calls)
+/// tests a row's target by its key (`StaleIds` marks the ids of the newer calls)
 /// with no string read. Equal values have equal ids whichever chunk or key
 /// holds them, so the selection is the one the strings give.
 pub(crate) struct TargetIds<'c, 'a> {
@@ -627,23 +678,50 @@ impl<'c, 'a> ToolIds<'c, 'a> {
     }
 }
 
-/// Supersession by id for one session: `stamp[id] == epoch` when a newer
-/// call has target `id`.
-struct Stamps<'s> {
+/// Supersession by id for one session, worked out on demand as
+/// `Superseded` does from the strings: the ids of the tool rows newer than
+/// the one asked about (`tools`, newest first) are stamped as far as that
+/// row and no further (`stamp[id] == epoch`: a newer call has target `id`),
+/// so the rows the selection never asks about are never read.
+struct StaleIds<'s> {
     ids: &'s TargetIds<'s, 's>,
+    /// The session's ids read in place, where its rows allow.
+    view: Option<KeyView<'s>>,
+    tools: &'s [usize],
+    /// `tools[next..]` are not stamped yet.
+    next: usize,
     stamp: &'s mut [u32],
     epoch: u32,
 }
 
-impl Stamps<'_> {
-    /// Whether a newer row (stamped before) has `row`'s target, stamping it;
-    /// `None` for a row the ids cannot decide (null or malformed).
+impl StaleIds<'_> {
     #[inline(always)]
-    fn stamp(&mut self, row: usize) -> Option<bool> {
-        let id = self.ids.id(row);
+    fn id(&self, row: usize) -> u32 {
+        match &self.view {
+            Some(view) => view.id(row, NULL_ID),
+            None => self.ids.id(row),
+        }
+    }
+
+    /// Whether a newer call has the target of `row` (a tool row older than
+    /// every row asked about before); `None` when a row on the way has a
+    /// target the ids cannot decide (null or malformed): the session then
+    /// goes by the strings.
+    #[inline]
+    fn of(&mut self, row: usize) -> Option<bool> {
+        while self.tools[self.next] != row {
+            let id = self.id(self.tools[self.next]);
+            if id >= BAD_ID {
+                return None;
+            }
+            self.stamp[id as usize] = self.epoch;
+            self.next += 1;
+        }
+        let id = self.id(row);
         if id >= BAD_ID {
             return None;
         }
+        self.next += 1;
         let seen = std::mem::replace(&mut self.stamp[id as usize], self.epoch) == self.epoch;
         Some(id != NO_TARGET && seen)
     }
@@ -788,44 +866,13 @@ fn prune_session<'a>(
         n += usize::from(table.part_type[row] == part_type::TOOL);
     }
     tools.truncate(n);
-    // Supersession by target id is worked out here for every tool row in
-    // one pass (an id read and a stamp each), unless a row the ids cannot
-    // decide sends the session to the strings, on demand below.
-    let mut stamps = match ids {
-        Some(ids) if input.is_some() => {
-            if scratch.stamp.len() < ids.count {
-                scratch.stamp.resize(ids.count, 0);
-            }
-            if scratch.epoch == u32::MAX {
-                scratch.stamp.fill(0);
-                scratch.epoch = 0;
-            }
-            scratch.epoch += 1;
-            Some(Stamps {
-                ids,
-                stamp: &mut scratch.stamp,
-                epoch: scratch.epoch,
-            })
-        }
-        _ => None,
-    };
     let counted = &mut scratch.counted;
     counted.clear();
-    // By id: whether each counted output is superseded (beside `counted`).
-    let stale_ids = &mut scratch.stale_ids;
-    stale_ids.clear();
     let may_pin = pins_possible(table, stop..protected_from);
-    for &row in tools.iter() {
-        let stale = match &mut stamps {
-            Some(by_id) => by_id.stamp(row).unwrap_or_else(|| {
-                stamps = None;
-                false
-            }),
-            None => false,
-        };
-        if row >= protected_from {
-            continue;
-        }
+    // The tool rows of the protected turns (newest first) are read only as
+    // newer calls, by supersession.
+    let walked = tools.partition_point(|&row| row >= protected_from);
+    for &row in &tools[walked..] {
         match status_col[row] {
             status::COMPLETED => {}
             crate::columns::NULL_CODE => {
@@ -849,9 +896,7 @@ fn prune_session<'a>(
             break;
         }
         counted.push(row);
-        stale_ids.push(stale);
     }
-    let by_id = stamps.is_some();
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
     let estimates = &mut scratch.estimates;
@@ -876,7 +921,9 @@ fn prune_session<'a>(
             ..SessionPrune::default()
         });
     }
-    let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
+    // At most every counted output is selected: one allocation, not one per doubling.
+    let mut rows = Vec::with_capacity(counted.len());
+    let (mut total, mut window, mut pruned) = (0u64, 0u64, 0u64);
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
@@ -891,28 +938,60 @@ fn prune_session<'a>(
                 scratch.session = 0;
             }
             scratch.session += 1;
-            Some((tools, &mut scratch.ranks, scratch.session))
+            let view = key_view(tools.column, &tools.per_key, session_rows.clone());
+            Some((tools, view, &mut scratch.ranks, scratch.session))
         }
         _ => None,
     };
     let mut ranks = ranks;
-    let mut stale = match input {
-        Some(input) if !by_id => Some(Superseded {
+    // Supersession, on demand: by target id where the table has them, else
+    // (or from a target the ids cannot decide on) by the target strings.
+    let mut by_id = match (input, ids) {
+        (Some(_), Some(ids)) => {
+            if scratch.stamp.len() < ids.count {
+                scratch.stamp.resize(ids.count, 0);
+            }
+            if scratch.epoch == u32::MAX {
+                scratch.stamp.fill(0);
+                scratch.epoch = 0;
+            }
+            scratch.epoch += 1;
+            Some(StaleIds {
+                ids,
+                view: key_view(ids.column, &ids.per_key, session_rows.clone()),
+                tools,
+                next: 0,
+                stamp: &mut scratch.stamp,
+                epoch: scratch.epoch,
+            })
+        }
+        _ => None,
+    };
+    let mut seen = Some(seen);
+    let by_string = |seen: &mut Option<_>| {
+        input.map(|input| Superseded {
             table,
             tools,
             next: 0,
-            seen,
+            seen: seen.take().expect("the strings are taken up once"),
             tool,
             input,
-        }),
-        _ => None,
+        })
     };
-    for (i, (&row, &tokens)) in counted.iter().zip(estimates.iter().rev()).enumerate() {
+    let mut stale = match by_id {
+        Some(_) => None,
+        None => by_string(&mut seen),
+    };
+    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
         let small = tokens < config.min_output_tokens;
         // The count of newer kept outputs (of this tool) this one ranks behind.
-        let rank = if let Some((tools, ranks, session)) = &mut ranks {
-            let slot = &mut ranks[tools.id(row) as usize];
+        let rank = if let Some((tools, view, ranks, session)) = &mut ranks {
+            let id = match view {
+                Some(view) => view.id(row, 0),
+                None => tools.id(row),
+            };
+            let slot = &mut ranks[id as usize];
             if slot.0 != *session {
                 *slot = (*session, 0);
             }
@@ -937,9 +1016,24 @@ fn prune_session<'a>(
         // past the token window and the recent ones, a stale output and a
         // kept-counted one are both pruned, and neither window looks back.
         let asked = !small && (window <= config.protect || recent);
-        let superseded = match &mut stale {
-            Some(stale) if asked => stale.of(row)?,
-            _ => by_id && asked && stale_ids[i],
+        let superseded = if !asked {
+            false
+        } else if let Some(stale) = &mut stale {
+            stale.of(row)?
+        } else if let Some(ids) = &mut by_id {
+            match ids.of(row) {
+                Some(superseded) => superseded,
+                None => {
+                    by_id = None;
+                    stale = by_string(&mut seen);
+                    stale
+                        .as_mut()
+                        .expect("supersession reads the inputs")
+                        .of(row)?
+                }
+            }
+        } else {
+            false
         };
         if superseded {
             // Stale: goes first, and takes no room in the windows.
