@@ -727,18 +727,6 @@ impl StaleIds<'_> {
     }
 }
 
-/// `tool` is read only for a command (most targets are paths).
-#[inline]
-fn stale_key<'a>(
-    tool: impl FnOnce() -> Option<&'a str>,
-    input: Option<&'a str>,
-) -> Option<Key<'a>> {
-    Some(Key::new(match Target::of(input)? {
-        Target::Path(path) => Stale::Path(path),
-        Target::Command(command) => Stale::Command(tool().unwrap_or(""), command),
-    }))
-}
-
 /// Whether a newer call superseded an output, worked out on demand from the
 /// target strings (when the ids cannot decide a session): the targets of the
 /// tool rows newer than the one asked about (`tools`, newest first) go into
@@ -758,34 +746,47 @@ impl<'a> Superseded<'_, 'a> {
     /// `row` (a tool row older than every row asked about before) is stale.
     fn of(&mut self, row: usize) -> Result<bool> {
         while self.tools[self.next] != row {
-            if let Some(k) = self.key(self.tools[self.next])? {
-                self.seen.insert(k);
-            }
+            self.insert(self.tools[self.next])?;
             self.next += 1;
         }
         self.next += 1;
-        Ok(self.key(row)?.is_some_and(|k| !self.seen.insert(k)))
+        Ok(self.insert(row)? == Some(false))
     }
 
-    /// The row's target: from `tool_target` when worked out there (not
-    /// null), else from its input.
+    /// Puts the row's target in `seen`: `Some(true)` when no newer call had
+    /// it, `None` when the row has none. The target: from `tool_target`
+    /// when worked out there (not null), else from its input. Inserted
+    /// where it is made (no key handed back through a `Result`).
     #[inline(always)]
-    fn key(&self, row: usize) -> Result<Option<Key<'a>>> {
+    fn insert(&mut self, row: usize) -> Result<Option<bool>> {
         if let Some(value) = self.table.tool_target.as_ref().and_then(|c| c.get(row)) {
             return match stale_of_target(value) {
-                Ok(stale) => Ok(stale.map(Key::new)),
-                Err(()) => Err(CoreError::UnknownValue {
-                    what: "tool target (expected \"\", file:<path> or cmd:<n>:<tool>:<command>)",
-                    value: value.to_owned(),
-                    at: Location::column(TOOL_TARGET)
-                        .row(row)
-                        .session(self.table.session_id.get(row))
-                        .message(self.table.message_id.get(row)),
-                }),
+                Ok(stale) => Ok(stale.map(|stale| self.seen.insert(Key::new(stale)))),
+                Err(()) => Err(self.malformed(row, value)),
             };
         }
-        let tool = self.tool;
-        Ok(stale_key(|| tool.get(row), self.input.get(row)))
+        let key = match Target::of(self.input.get(row)) {
+            None => return Ok(None),
+            Some(Target::Path(path)) => Key::new(Stale::Path(path)),
+            // `tool` is read only for a command (most targets are paths).
+            Some(Target::Command(command)) => {
+                Key::new(Stale::Command(self.tool.get(row).unwrap_or(""), command))
+            }
+        };
+        Ok(Some(self.seen.insert(key)))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn malformed(&self, row: usize, value: &str) -> CoreError {
+        CoreError::UnknownValue {
+            what: "tool target (expected \"\", file:<path> or cmd:<n>:<tool>:<command>)",
+            value: value.to_owned(),
+            at: Location::column(TOOL_TARGET)
+                .row(row)
+                .session(self.table.session_id.get(row))
+                .message(self.table.message_id.get(row)),
+        }
     }
 }
 
