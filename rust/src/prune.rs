@@ -21,7 +21,7 @@ use arrow_array::{Array, ArrayRef, LargeStringArray};
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
-use crate::columns::{same_str, Members, Plain, StrChunk, StrCol};
+use crate::columns::{same_str, Keys, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
@@ -210,8 +210,6 @@ struct Scratch<'a> {
     tools: Vec<usize>,
     /// Rows of the counted tool outputs, newest first.
     counted: Vec<usize>,
-    /// Beside `counted`, when supersession goes by id: each one's staleness.
-    stale_ids: Vec<bool>,
     estimates: Vec<u64>,
     /// A per-tool `keep_recent` by tool id (`ToolIds`): `(session, count)`,
     /// the count good only where `session` is the current one's number.
@@ -535,9 +533,62 @@ fn ids_per_key<'a>(
     Some(per_key)
 }
 
+/// A dictionary column's ids over one session's rows, read in place: the
+/// int32 keys, nulls and map from key to id of the one chunk holding them
+/// (`key_view`), so an id costs a load or two and a lookup, no chunk
+/// located per row.
+#[derive(Clone, Copy)]
+struct KeyView<'v> {
+    keys: &'v [i32],
+    nulls: Option<&'v arrow_buffer::NullBuffer>,
+    /// The row of the chunk's first key.
+    first: usize,
+    map: &'v [u32],
+}
+
+impl KeyView<'_> {
+    /// The id of `row` (one of the view's rows); `missing` where it is null
+    /// or its key is past the map.
+    #[inline(always)]
+    fn id(&self, row: usize, missing: u32) -> u32 {
+        let i = row - self.first;
+        if self.nulls.is_some_and(|n| n.is_null(i)) {
+            return missing;
+        }
+        self.map
+            .get(self.keys[i] as usize)
+            .copied()
+            .unwrap_or(missing)
+    }
+}
+
+/// The `KeyView` of `rows` in `column` (ids by key `per_key`, as
+/// `ids_per_key` makes them): `None` unless one chunk holds every row and
+/// its keys are int32.
+fn key_view<'v>(
+    column: &'v StrCol<'_>,
+    per_key: &'v [Arc<[u32]>],
+    rows: std::ops::Range<usize>,
+) -> Option<KeyView<'v>> {
+    let (c, i) = column.locate(rows.start);
+    let StrChunk::Dict {
+        keys: Keys::I32(keys),
+        ..
+    } = column.chunk(c)
+    else {
+        return None;
+    };
+    (i + rows.len() <= keys.len()).then(|| KeyView {
+        keys: keys.values(),
+        nulls: keys.nulls(),
+        first: rows.start - i,
+        map: &per_key[c],
+    })
+}
+
 /// `tool_target` as integer ids, when every chunk of it is dictionary
 /// encoded: each dictionary value is read and hashed once, and a scan then
-/// tests a row's target by its key (`Stamps` marks the ids of the newer calls)
+/// tests a row's target by its key (`StaleIds` marks the ids of the newer calls)
 /// with no string read. Equal values have equal ids whichever chunk or key
 /// holds them, so the selection is the one the strings give.
 pub(crate) struct TargetIds<'c, 'a> {
@@ -627,38 +678,53 @@ impl<'c, 'a> ToolIds<'c, 'a> {
     }
 }
 
-/// Supersession by id for one session: `stamp[id] == epoch` when a newer
-/// call has target `id`.
-struct Stamps<'s> {
+/// Supersession by id for one session, worked out on demand as
+/// `Superseded` does from the strings: the ids of the tool rows newer than
+/// the one asked about (`tools`, newest first) are stamped as far as that
+/// row and no further (`stamp[id] == epoch`: a newer call has target `id`),
+/// so the rows the selection never asks about are never read.
+struct StaleIds<'s> {
     ids: &'s TargetIds<'s, 's>,
+    /// The session's ids read in place, where its rows allow.
+    view: Option<KeyView<'s>>,
+    tools: &'s [usize],
+    /// `tools[next..]` are not stamped yet.
+    next: usize,
     stamp: &'s mut [u32],
     epoch: u32,
 }
 
-impl Stamps<'_> {
-    /// Whether a newer row (stamped before) has `row`'s target, stamping it;
-    /// `None` for a row the ids cannot decide (null or malformed).
+impl StaleIds<'_> {
     #[inline(always)]
-    fn stamp(&mut self, row: usize) -> Option<bool> {
-        let id = self.ids.id(row);
+    fn id(&self, row: usize) -> u32 {
+        match &self.view {
+            Some(view) => view.id(row, NULL_ID),
+            None => self.ids.id(row),
+        }
+    }
+
+    /// Whether a newer call has the target of `row` (a tool row older than
+    /// every row asked about before); `None` when a row on the way has a
+    /// target the ids cannot decide (null or malformed): the session then
+    /// goes by the strings.
+    #[inline]
+    fn of(&mut self, row: usize) -> Option<bool> {
+        while self.tools[self.next] != row {
+            let id = self.id(self.tools[self.next]);
+            if id >= BAD_ID {
+                return None;
+            }
+            self.stamp[id as usize] = self.epoch;
+            self.next += 1;
+        }
+        let id = self.id(row);
         if id >= BAD_ID {
             return None;
         }
+        self.next += 1;
         let seen = std::mem::replace(&mut self.stamp[id as usize], self.epoch) == self.epoch;
         Some(id != NO_TARGET && seen)
     }
-}
-
-/// `tool` is read only for a command (most targets are paths).
-#[inline]
-fn stale_key<'a>(
-    tool: impl FnOnce() -> Option<&'a str>,
-    input: Option<&'a str>,
-) -> Option<Key<'a>> {
-    Some(Key::new(match Target::of(input)? {
-        Target::Path(path) => Stale::Path(path),
-        Target::Command(command) => Stale::Command(tool().unwrap_or(""), command),
-    }))
 }
 
 /// Whether a newer call superseded an output, worked out on demand from the
@@ -680,34 +746,47 @@ impl<'a> Superseded<'_, 'a> {
     /// `row` (a tool row older than every row asked about before) is stale.
     fn of(&mut self, row: usize) -> Result<bool> {
         while self.tools[self.next] != row {
-            if let Some(k) = self.key(self.tools[self.next])? {
-                self.seen.insert(k);
-            }
+            self.insert(self.tools[self.next])?;
             self.next += 1;
         }
         self.next += 1;
-        Ok(self.key(row)?.is_some_and(|k| !self.seen.insert(k)))
+        Ok(self.insert(row)? == Some(false))
     }
 
-    /// The row's target: from `tool_target` when worked out there (not
-    /// null), else from its input.
+    /// Puts the row's target in `seen`: `Some(true)` when no newer call had
+    /// it, `None` when the row has none. The target: from `tool_target`
+    /// when worked out there (not null), else from its input. Inserted
+    /// where it is made (no key handed back through a `Result`).
     #[inline(always)]
-    fn key(&self, row: usize) -> Result<Option<Key<'a>>> {
+    fn insert(&mut self, row: usize) -> Result<Option<bool>> {
         if let Some(value) = self.table.tool_target.as_ref().and_then(|c| c.get(row)) {
             return match stale_of_target(value) {
-                Ok(stale) => Ok(stale.map(Key::new)),
-                Err(()) => Err(CoreError::UnknownValue {
-                    what: "tool target (expected \"\", file:<path> or cmd:<n>:<tool>:<command>)",
-                    value: value.to_owned(),
-                    at: Location::column(TOOL_TARGET)
-                        .row(row)
-                        .session(self.table.session_id.get(row))
-                        .message(self.table.message_id.get(row)),
-                }),
+                Ok(stale) => Ok(stale.map(|stale| self.seen.insert(Key::new(stale)))),
+                Err(()) => Err(self.malformed(row, value)),
             };
         }
-        let tool = self.tool;
-        Ok(stale_key(|| tool.get(row), self.input.get(row)))
+        let key = match Target::of(self.input.get(row)) {
+            None => return Ok(None),
+            Some(Target::Path(path)) => Key::new(Stale::Path(path)),
+            // `tool` is read only for a command (most targets are paths).
+            Some(Target::Command(command)) => {
+                Key::new(Stale::Command(self.tool.get(row).unwrap_or(""), command))
+            }
+        };
+        Ok(Some(self.seen.insert(key)))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn malformed(&self, row: usize, value: &str) -> CoreError {
+        CoreError::UnknownValue {
+            what: "tool target (expected \"\", file:<path> or cmd:<n>:<tool>:<command>)",
+            value: value.to_owned(),
+            at: Location::column(TOOL_TARGET)
+                .row(row)
+                .session(self.table.session_id.get(row))
+                .message(self.table.message_id.get(row)),
+        }
     }
 }
 
@@ -788,44 +867,13 @@ fn prune_session<'a>(
         n += usize::from(table.part_type[row] == part_type::TOOL);
     }
     tools.truncate(n);
-    // Supersession by target id is worked out here for every tool row in
-    // one pass (an id read and a stamp each), unless a row the ids cannot
-    // decide sends the session to the strings, on demand below.
-    let mut stamps = match ids {
-        Some(ids) if input.is_some() => {
-            if scratch.stamp.len() < ids.count {
-                scratch.stamp.resize(ids.count, 0);
-            }
-            if scratch.epoch == u32::MAX {
-                scratch.stamp.fill(0);
-                scratch.epoch = 0;
-            }
-            scratch.epoch += 1;
-            Some(Stamps {
-                ids,
-                stamp: &mut scratch.stamp,
-                epoch: scratch.epoch,
-            })
-        }
-        _ => None,
-    };
     let counted = &mut scratch.counted;
     counted.clear();
-    // By id: whether each counted output is superseded (beside `counted`).
-    let stale_ids = &mut scratch.stale_ids;
-    stale_ids.clear();
     let may_pin = pins_possible(table, stop..protected_from);
-    for &row in tools.iter() {
-        let stale = match &mut stamps {
-            Some(by_id) => by_id.stamp(row).unwrap_or_else(|| {
-                stamps = None;
-                false
-            }),
-            None => false,
-        };
-        if row >= protected_from {
-            continue;
-        }
+    // The tool rows of the protected turns (newest first) are read only as
+    // newer calls, by supersession.
+    let walked = tools.partition_point(|&row| row >= protected_from);
+    for &row in &tools[walked..] {
         match status_col[row] {
             status::COMPLETED => {}
             crate::columns::NULL_CODE => {
@@ -849,9 +897,7 @@ fn prune_session<'a>(
             break;
         }
         counted.push(row);
-        stale_ids.push(stale);
     }
-    let by_id = stamps.is_some();
     // Pass 2: estimate them oldest first (forward memory order, which the
     // prefetcher follows on large outputs), then select newest first.
     let estimates = &mut scratch.estimates;
@@ -876,7 +922,9 @@ fn prune_session<'a>(
             ..SessionPrune::default()
         });
     }
-    let (mut total, mut window, mut pruned, mut rows) = (0u64, 0u64, 0u64, Vec::new());
+    // At most every counted output is selected: one allocation, not one per doubling.
+    let mut rows = Vec::with_capacity(counted.len());
+    let (mut total, mut window, mut pruned) = (0u64, 0u64, 0u64);
     let mut recent_all = 0u32;
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
@@ -891,28 +939,60 @@ fn prune_session<'a>(
                 scratch.session = 0;
             }
             scratch.session += 1;
-            Some((tools, &mut scratch.ranks, scratch.session))
+            let view = key_view(tools.column, &tools.per_key, session_rows.clone());
+            Some((tools, view, &mut scratch.ranks, scratch.session))
         }
         _ => None,
     };
     let mut ranks = ranks;
-    let mut stale = match input {
-        Some(input) if !by_id => Some(Superseded {
+    // Supersession, on demand: by target id where the table has them, else
+    // (or from a target the ids cannot decide on) by the target strings.
+    let mut by_id = match (input, ids) {
+        (Some(_), Some(ids)) => {
+            if scratch.stamp.len() < ids.count {
+                scratch.stamp.resize(ids.count, 0);
+            }
+            if scratch.epoch == u32::MAX {
+                scratch.stamp.fill(0);
+                scratch.epoch = 0;
+            }
+            scratch.epoch += 1;
+            Some(StaleIds {
+                ids,
+                view: key_view(ids.column, &ids.per_key, session_rows.clone()),
+                tools,
+                next: 0,
+                stamp: &mut scratch.stamp,
+                epoch: scratch.epoch,
+            })
+        }
+        _ => None,
+    };
+    let mut seen = Some(seen);
+    let by_string = |seen: &mut Option<_>| {
+        input.map(|input| Superseded {
             table,
             tools,
             next: 0,
-            seen,
+            seen: seen.take().expect("the strings are taken up once"),
             tool,
             input,
-        }),
-        _ => None,
+        })
     };
-    for (i, (&row, &tokens)) in counted.iter().zip(estimates.iter().rev()).enumerate() {
+    let mut stale = match by_id {
+        Some(_) => None,
+        None => by_string(&mut seen),
+    };
+    for (&row, &tokens) in counted.iter().zip(estimates.iter().rev()) {
         total += tokens;
         let small = tokens < config.min_output_tokens;
         // The count of newer kept outputs (of this tool) this one ranks behind.
-        let rank = if let Some((tools, ranks, session)) = &mut ranks {
-            let slot = &mut ranks[tools.id(row) as usize];
+        let rank = if let Some((tools, view, ranks, session)) = &mut ranks {
+            let id = match view {
+                Some(view) => view.id(row, 0),
+                None => tools.id(row),
+            };
+            let slot = &mut ranks[id as usize];
             if slot.0 != *session {
                 *slot = (*session, 0);
             }
@@ -937,9 +1017,24 @@ fn prune_session<'a>(
         // past the token window and the recent ones, a stale output and a
         // kept-counted one are both pruned, and neither window looks back.
         let asked = !small && (window <= config.protect || recent);
-        let superseded = match &mut stale {
-            Some(stale) if asked => stale.of(row)?,
-            _ => by_id && asked && stale_ids[i],
+        let superseded = if !asked {
+            false
+        } else if let Some(stale) = &mut stale {
+            stale.of(row)?
+        } else if let Some(ids) = &mut by_id {
+            match ids.of(row) {
+                Some(superseded) => superseded,
+                None => {
+                    by_id = None;
+                    stale = by_string(&mut seen);
+                    stale
+                        .as_mut()
+                        .expect("supersession reads the inputs")
+                        .of(row)?
+                }
+            }
+        } else {
+            false
         };
         if superseded {
             // Stale: goes first, and takes no room in the windows.
@@ -1777,6 +1872,140 @@ mod tests {
         assert!(
             matches!(err, CoreError::NullValue { at, .. } if at.row == Some(1) && at.session_id.as_deref() == Some("s"))
         );
+    }
+
+    /// Generated transcripts in the layouts `tokens_about` reads (counted,
+    /// tool names in an int32 dictionary; counts with nulls; large-string
+    /// inputs; two chunks, the counts then copied) and two it declines
+    /// (plain tool names, no counts): the coarse bounds hold the exact
+    /// estimate of every session they bound, each of the lower bounds
+    /// `above_trigger` uses too, and the trigger decides as the estimate
+    /// does at every threshold near the estimate and the bounds.
+    #[test]
+    fn the_coarse_bounds_hold_the_estimate_and_decide_as_it_does() {
+        let (mut bounded, mut sessions_seen, mut asciis) = (0, 0, 0);
+        // Names and inputs in ASCII (the names' dictionary too), or not.
+        for ascii in [true, false] {
+            coarse_bounds_in(ascii, &mut bounded, &mut sessions_seen, &mut asciis);
+        }
+        // Most sessions of the layouts it reads are bounded (the others
+        // hold a running, pending, cleared or misplaced call).
+        assert!(bounded * 2 > sessions_seen, "{bounded} of {sessions_seen}");
+        assert!(asciis * 5 > sessions_seen, "{asciis} of {sessions_seen}");
+    }
+
+    fn coarse_bounds_in(
+        ascii: bool,
+        bounded: &mut usize,
+        sessions_seen: &mut usize,
+        asciis: &mut usize,
+    ) {
+        let mut rng = Rng(0x5eed_1234 + u64::from(ascii));
+        let sessions: Vec<(String, Vec<crate::testutil::M>)> = (0..60)
+            .map(|i| (format!("s{i}"), random_session(&mut rng, ascii)))
+            .collect();
+        let named: Vec<(&str, Vec<crate::testutil::M>)> = sessions
+            .iter()
+            .map(|(n, m)| (n.as_str(), m.clone()))
+            .collect();
+        let b = batch(&named);
+        let split = batch(&named[..30]).num_rows();
+        let counted = with_counts(&with_dictionary_tools(&b), false);
+        let n = b.num_rows();
+        let layouts = [
+            ("counted, tools a dictionary", vec![counted.clone()], true),
+            (
+                "counts with nulls",
+                vec![with_counts(&with_dictionary_tools(&b), true)],
+                true,
+            ),
+            ("large inputs", vec![with_large_inputs(&counted)], true),
+            (
+                "inputs on every row",
+                vec![with_inputs_everywhere(&counted)],
+                true,
+            ),
+            (
+                "two chunks",
+                vec![counted.slice(0, split), counted.slice(split, n - split)],
+                true,
+            ),
+            ("plain tool names", vec![with_counts(&b, false)], false),
+            ("no counts", vec![with_dictionary_tools(&b)], false),
+        ];
+        for (name, batches, bounds) in layouts {
+            let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
+            let table = PartTable::new(&cols).unwrap();
+            for (overhead, keep_thinking) in [(4, 0), (0, 1), (7, 3)] {
+                let config = PruneConfig {
+                    overhead,
+                    render: Render {
+                        keep_thinking,
+                        ..Default::default()
+                    },
+                    protect: 0,
+                    minimum: 0,
+                    ..Default::default()
+                };
+                let estimate = config.estimate_config();
+                let mut exacts = Vec::new();
+                for s in 0..table.sessions.len() {
+                    *sessions_seen += usize::from(bounds);
+                    let messages = table.messages(s).unwrap();
+                    let start = pivot_start_in(&table, s, &messages).unwrap();
+                    let shown = visible_in(&table, s, start, &messages).unwrap();
+                    let each = estimates_of(&table, &messages, estimate, &[], Some(&shown));
+                    let exact = tokens_visible(&each.unwrap(), &shown);
+                    exacts.push(exact);
+                    let mut triggers = vec![1, exact.saturating_sub(1), exact, exact + 1];
+                    let about = tokens_about(&table, &messages, estimate, &shown);
+                    assert!(bounds || about.is_none(), "{name}: no coarse bounds");
+                    if let Some(a) = about {
+                        *bounded += 1;
+                        let at = format!("{name}, session {s}, {estimate:?}: {a:?}, exact {exact}");
+                        assert!(a.span.lo <= exact && exact <= a.span.hi, "{at}");
+                        let ascii = calls_ascii(&table, &shown);
+                        let lo = a.span.lo + if ascii { a.ascii } else { 0 };
+                        assert!(lo <= exact, "names and inputs as ASCII: {at}");
+                        *asciis += usize::from(ascii);
+                        if !may_ignore_texts(&table, &messages) {
+                            assert!(lo + a.texts <= exact, "with the texts: {at}");
+                        }
+                        let (l, h) = (a.span.lo, a.span.hi);
+                        triggers.extend([l.saturating_sub(1), l, h, h + 1, lo, lo + a.texts]);
+                    }
+                    for trigger in triggers.into_iter().filter(|&t| t > 0) {
+                        let config = PruneConfig {
+                            trigger,
+                            ..config.clone()
+                        };
+                        let above = above_trigger(&table, &messages, &config, &shown).unwrap();
+                        assert_eq!(
+                            above.is_some(),
+                            exact > trigger,
+                            "{name}, session {s}, trigger {trigger}, exact {exact}"
+                        );
+                    }
+                }
+                // The whole prune: as without a trigger where the estimate
+                // is above it, nothing elsewhere.
+                let open = prune(&table, &config).unwrap();
+                for trigger in [500, 3_000, 12_000] {
+                    let config = PruneConfig {
+                        trigger,
+                        ..config.clone()
+                    };
+                    let got = prune(&table, &config).unwrap();
+                    for (s, exact) in exacts.iter().enumerate() {
+                        let want = match *exact > trigger {
+                            true => open[s].clone(),
+                            false => SessionPrune::default(),
+                        };
+                        assert_eq!(got[s], want, "{name}, session {s}, trigger {trigger}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

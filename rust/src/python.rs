@@ -442,6 +442,7 @@ fn prune(
             .iter()
             .map(|range| t.session_id.get(range.start))
             .collect();
+        rows.reserve_exact(sessions.iter().map(|r| r.rows.len()).sum());
         for result in sessions {
             totals.push(result.total);
             pruned.push(result.pruned);
