@@ -9,6 +9,8 @@
 //! wall time counts other processes), as in docs/estimator-experiments.md.
 //! `CTXCOMPACT_GATE_TEXT=FILE` reads the texts from FILE (NUL-separated, e.g.
 //! the estimator corpus), else this repository's text in ~700-byte messages.
+//! `CTXCOMPACT_GATE_ONLY=a,b` times only the loops whose names contain a or b
+//! (`estimate/` for the library's fused estimate against its two passes).
 //! The tables hold random weights: the speed depends on the bytes read, not on
 //! the weights. Nothing here is used by the library.
 
@@ -544,6 +546,141 @@ fn bi_tri_fused_portable<const BITS: u32, T: Copy + Into<i64>>(
     base as i64 + corr - (spaces * 3000 + tabs * 2000) as i64
 }
 
+/// The bigram sum with the run count folded in: blocks of 64 pairs, the runs
+/// of a block counted in u8 lanes (vectorised) next to its pair loads.
+fn fused_block<const BLOCK: usize>(by_pair: &[u16; 65536], bytes: &[u8]) -> i64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { fused_block_avx2::<BLOCK>(by_pair, bytes) };
+        }
+    }
+    fused_block_portable::<BLOCK>(by_pair, bytes)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fused_block_avx2<const BLOCK: usize>(by_pair: &[u16; 65536], bytes: &[u8]) -> i64 {
+    fused_block_portable::<BLOCK>(by_pair, bytes)
+}
+
+#[inline(always)]
+fn fused_block_portable<const BLOCK: usize>(by_pair: &[u16; 65536], bytes: &[u8]) -> i64 {
+    let n = bytes.len();
+    let mut sums = [0u64; 4];
+    let (mut spaces, mut tabs) = (0u64, 0u64);
+    let mut p = 0;
+    while p + BLOCK + 2 <= n {
+        let w = &bytes[p..p + BLOCK + 2];
+        let (mut s, mut t) = (0u8, 0u8);
+        for j in 0..BLOCK {
+            let (a, b, c) = (w[j], w[j + 1], w[j + 2]);
+            let run = (a == b) & (b == c);
+            s += u8::from(run & (b == b' '));
+            t += u8::from(run & (b == b'\t'));
+        }
+        spaces += u64::from(s);
+        tabs += u64::from(t);
+        for j in (0..BLOCK).step_by(4) {
+            for (k, sum) in sums.iter_mut().enumerate() {
+                *sum +=
+                    u64::from(by_pair[usize::from(u16::from_le_bytes([w[j + k], w[j + k + 1]]))]);
+            }
+        }
+        p += BLOCK;
+    }
+    let mut rest = 0u64;
+    while p + 1 < n {
+        rest += u64::from(by_pair[usize::from(u16::from_le_bytes([bytes[p], bytes[p + 1]]))]);
+        if p + 2 < n && bytes[p] == bytes[p + 1] && bytes[p + 1] == bytes[p + 2] {
+            spaces += u64::from(bytes[p + 1] == b' ');
+            tabs += u64::from(bytes[p + 1] == b'\t');
+        }
+        p += 1;
+    }
+    (sums.iter().sum::<u64>() + rest) as i64 - (spaces * 3000 + tabs * 2000) as i64
+}
+
+/// Today's separate run pass, counted in u8 lanes over 64-byte blocks.
+fn runs_u8(bytes: &[u8]) -> (u64, u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if bytes.len() >= 64 && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { runs_u8_avx2(bytes) };
+        }
+    }
+    runs_u8_portable(bytes)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn runs_u8_avx2(bytes: &[u8]) -> (u64, u64) {
+    runs_u8_portable(bytes)
+}
+
+#[inline(always)]
+fn runs_u8_portable(bytes: &[u8]) -> (u64, u64) {
+    const BLOCK: usize = 64;
+    let n = bytes.len();
+    let (mut spaces, mut tabs) = (0u64, 0u64);
+    let mut p = 0;
+    while p + BLOCK + 2 <= n {
+        let w: &[u8; BLOCK + 2] = bytes[p..p + BLOCK + 2].try_into().unwrap();
+        let (mut s, mut t) = (0u8, 0u8);
+        for j in 0..BLOCK {
+            let (a, b, c) = (w[j], w[j + 1], w[j + 2]);
+            let run = (a == b) & (b == c);
+            s += u8::from(run & (b == b' '));
+            t += u8::from(run & (b == b'\t'));
+        }
+        spaces += u64::from(s);
+        tabs += u64::from(t);
+        p += BLOCK;
+    }
+    while p + 2 < n {
+        if bytes[p] == bytes[p + 1] && bytes[p + 1] == bytes[p + 2] {
+            spaces += u64::from(bytes[p + 1] == b' ');
+            tabs += u64::from(bytes[p + 1] == b'\t');
+        }
+        p += 1;
+    }
+    (spaces, tabs)
+}
+
+fn bigram_runs_u8(by_pair: &[u16; 65536], bytes: &[u8]) -> i64 {
+    let (s, t) = runs_u8(bytes);
+    bigram(by_pair, bytes) as i64 - (s * 3000 + t * 2000) as i64
+}
+
+/// The pair loop with a scalar run check per pair.
+fn fused_scalar(by_pair: &[u16; 65536], bytes: &[u8]) -> i64 {
+    let n = bytes.len();
+    let mut sums = [0u64; 4];
+    let mut ins = [0u64; 4];
+    let mut p = 0;
+    while p + 4 + 2 <= n {
+        for k in 0..4 {
+            let (a, b, c) = (bytes[p + k], bytes[p + k + 1], bytes[p + k + 2]);
+            sums[k] += u64::from(by_pair[usize::from(u16::from_le_bytes([a, b]))]);
+            let run = (a == b) & (b == c);
+            ins[k] += u64::from(run & (b == b' ')) * 3000 + u64::from(run & (b == b'\t')) * 2000;
+        }
+        p += 4;
+    }
+    let mut rest = 0i64;
+    while p + 1 < n {
+        rest += i64::from(by_pair[usize::from(u16::from_le_bytes([bytes[p], bytes[p + 1]]))]);
+        if p + 2 < n && bytes[p] == bytes[p + 1] && bytes[p + 1] == bytes[p + 2] {
+            rest -=
+                i64::from(bytes[p + 1] == b' ') * 3000 + i64::from(bytes[p + 1] == b'\t') * 2000;
+        }
+        p += 1;
+    }
+    sums.iter().sum::<u64>() as i64 - ins.iter().sum::<u64>() as i64 + rest
+}
+
 fn bench(c: &mut Criterion) {
     let texts = texts();
     let bytes: usize = texts.iter().map(Vec::len).sum();
@@ -652,6 +789,15 @@ fn cpu_time_gate(rounds: usize) {
             bi_tri_fused::<18, i8>(&by_pair, &tri8, t)
         );
     }
+    // The library's estimate (o200k's table), the fused loop and the two
+    // passes it replaced, checked equal.
+    let o200k = ctxcompact::bigram::Family::O200k.table();
+    for t in &texts {
+        assert_eq!(
+            o200k.units_after([None, None], t),
+            o200k.units_after_two_pass([None, None], t)
+        );
+    }
     type Kernel<'a> = Box<dyn Fn(&[u8]) -> i64 + 'a>;
     let kernels: Vec<(&str, Kernel)> = vec![
         ("bigram", Box::new(|t| bigram(&by_pair, t) as i64)),
@@ -736,6 +882,20 @@ fn cpu_time_gate(rounds: usize) {
             Box::new(|t| bi_tri_block::<15, i8>(&by_pair, &tri8, t)),
         ),
         ("bigram+runs", Box::new(|t| bigram_full(&by_pair, t))),
+        ("bigram+runs/u8", Box::new(|t| bigram_runs_u8(&by_pair, t))),
+        (
+            "fused/block32",
+            Box::new(|t| fused_block::<32>(&by_pair, t)),
+        ),
+        (
+            "fused/block64",
+            Box::new(|t| fused_block::<64>(&by_pair, t)),
+        ),
+        (
+            "fused/block128",
+            Box::new(|t| fused_block::<128>(&by_pair, t)),
+        ),
+        ("fused/scalar", Box::new(|t| fused_scalar(&by_pair, t))),
         (
             "full tri16 i16",
             Box::new(|t| bi_tri_full::<16, i16>(&by_pair, &tri, t)),
@@ -777,14 +937,33 @@ fn cpu_time_gate(rounds: usize) {
             Box::new(|t| class_bigram::<3>(&big, &class3, t) as i64),
         ),
         (
-            "today/o200k",
-            Box::new(|t| {
-                ctxcompact::bigram::Family::O200k
-                    .table()
-                    .units_after([None, None], t) as i64
-            }),
+            "estimate/two-pass",
+            Box::new(|t| o200k.units_after_two_pass([None, None], t) as i64),
+        ),
+        (
+            "estimate/fused",
+            Box::new(|t| o200k.units_after([None, None], t) as i64),
         ),
     ];
+    for t in texts.iter().take(3000) {
+        let old = bigram_full(&by_pair, t);
+        assert_eq!(old, bigram_runs_u8(&by_pair, t));
+        assert_eq!(old, fused_block::<32>(&by_pair, t));
+        assert_eq!(old, fused_block::<64>(&by_pair, t));
+        assert_eq!(old, fused_block::<128>(&by_pair, t));
+        assert_eq!(old, fused_scalar(&by_pair, t));
+    }
+    // `CTXCOMPACT_GATE_ONLY=a,b`: only the loops whose name contains a or b
+    let only: Option<Vec<String>> = std::env::var("CTXCOMPACT_GATE_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let kernels: Vec<(&str, Kernel)> = kernels
+        .into_iter()
+        .filter(|(name, _)| {
+            only.as_ref()
+                .is_none_or(|o| o.iter().any(|w| name.contains(w.as_str())))
+        })
+        .collect();
     let mut best = vec![0f64; kernels.len()];
     // ~400 MB a measurement: the CPU time is read at scheduler-tick precision
     let reps = (400_000_000 / bytes.max(1)).max(1);

@@ -173,6 +173,32 @@ impl Table {
     /// before, newest last; `None`: the text starts here). Summing the units
     /// of consecutive pieces this way equals the units of their concatenation.
     pub fn units_after(&self, tail: [Option<u8>; 2], bytes: &[u8]) -> u64 {
+        let (pairs, spaces, tabs) = pair_sum_runs(&self.by_pair, bytes);
+        self.with_edges(tail, bytes, pairs, [spaces, tabs])
+    }
+
+    /// `units_after` as it was before the run count moved into the pair loop:
+    /// the pair sum, then a separate pass over the bytes for the runs. Kept as
+    /// the reference the tests and `benches/rust/estimator_gate.rs` compare
+    /// the fused loop against; not used by the library.
+    #[doc(hidden)]
+    pub fn units_after_two_pass(&self, tail: [Option<u8>; 2], bytes: &[u8]) -> u64 {
+        let pairs = pair_sum(&self.by_pair, bytes);
+        let (spaces, tabs) = inside_runs(bytes);
+        self.with_edges(tail, bytes, pairs, [spaces, tabs])
+    }
+
+    /// The units from the sum of the pairs inside `bytes` and the count of
+    /// run bytes inside them: adds the first byte's weight (after `tail`)
+    /// and the runs that cross the edge with the previous piece.
+    #[inline(always)]
+    fn with_edges(
+        &self,
+        tail: [Option<u8>; 2],
+        bytes: &[u8],
+        pairs: u64,
+        mut inside: [u64; RUNS.len()],
+    ) -> u64 {
         let Some(&first) = bytes.first() else {
             return 0;
         };
@@ -181,9 +207,7 @@ impl Table {
             None => u64::from(w[START << 8 | first as usize]),
             Some(prev) => u64::from(w[(prev as usize) << 8 | first as usize]),
         };
-        total += pair_sum(&self.by_pair, bytes);
-        let (spaces, tabs) = inside_runs(bytes);
-        let mut inside = [spaces, tabs];
+        total += pairs;
         for (k, &r) in RUNS.iter().enumerate() {
             // The first byte: its previous byte is the previous piece's last.
             if let (Some(prev), Some(&second)) = (tail[1], bytes.get(1)) {
@@ -199,8 +223,73 @@ impl Table {
     }
 }
 
+/// The weights of every byte pair inside `bytes`, and the spaces and tabs
+/// inside a run of their own byte (the same byte before and after), in one
+/// loop: blocks of 64 pairs, each block's runs counted in u8 lanes (a loop
+/// LLVM vectorises, on 32-byte vectors where the CPU has them) beside its
+/// pair loads, four sums side by side so the loads do not wait on each other.
+/// A second pass for the runs cost 20-25% (docs/estimators.md).
+#[inline]
+fn pair_sum_runs(by_pair: &[u16; 65536], bytes: &[u8]) -> (u64, u64, u64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if bytes.len() >= BLOCK + 2 && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { pair_sum_runs_avx2(by_pair, bytes) };
+        }
+    }
+    pair_sum_runs_portable(by_pair, bytes)
+}
+
+/// Pairs a block of `pair_sum_runs` reads (its run count fits a u8).
+const BLOCK: usize = 64;
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pair_sum_runs_avx2(by_pair: &[u16; 65536], bytes: &[u8]) -> (u64, u64, u64) {
+    pair_sum_runs_portable(by_pair, bytes)
+}
+
+#[inline(always)]
+fn pair_sum_runs_portable(by_pair: &[u16; 65536], bytes: &[u8]) -> (u64, u64, u64) {
+    let weight = |a: u8, b: u8| u64::from(by_pair[usize::from(u16::from_le_bytes([a, b]))]);
+    let n = bytes.len();
+    let mut sums = [0u64; 4];
+    let (mut spaces, mut tabs) = (0u64, 0u64);
+    // Block at `at`: the pairs starting at at..at + BLOCK and the run bytes
+    // at at + 1..at + BLOCK + 1 (each with the byte after it).
+    let mut at = 0;
+    while at + BLOCK + 2 <= n {
+        let w: &[u8; BLOCK + 2] = bytes[at..at + BLOCK + 2].try_into().expect("a block");
+        let (mut s, mut t) = (0u8, 0u8);
+        for j in 0..BLOCK {
+            let (a, b, c) = (w[j], w[j + 1], w[j + 2]);
+            let run = (a == b) & (b == c);
+            s += u8::from(run & (b == b' '));
+            t += u8::from(run & (b == b'\t'));
+        }
+        spaces += u64::from(s);
+        tabs += u64::from(t);
+        for j in (0..BLOCK).step_by(4) {
+            for (k, sum) in sums.iter_mut().enumerate() {
+                *sum += weight(w[j + k], w[j + k + 1]);
+            }
+        }
+        at += BLOCK;
+    }
+    // The last pairs (fewer than BLOCK + 1), then their run bytes.
+    let rest = &bytes[at..];
+    let rest_sum: u64 = rest.windows(2).map(|p| weight(p[0], p[1])).sum();
+    for p in rest.windows(3) {
+        let run = (p[0] == p[1]) & (p[1] == p[2]);
+        spaces += u64::from(run & (p[1] == b' '));
+        tabs += u64::from(run & (p[1] == b'\t'));
+    }
+    (sums.iter().sum::<u64>() + rest_sum, spaces, tabs)
+}
+
 /// The weights of every byte pair inside `bytes`, four sums side by side so
-/// the table loads do not wait on each other.
+/// the table loads do not wait on each other (`units_after_two_pass`).
 #[inline]
 fn pair_sum(by_pair: &[u16; 65536], bytes: &[u8]) -> u64 {
     let pairs = bytes.windows(2);
@@ -222,8 +311,8 @@ fn pair_sum(by_pair: &[u16; 65536], bytes: &[u8]) -> u64 {
 }
 
 /// Spaces and tabs inside a run of their own byte within `bytes` (the same
-/// byte before and after). Branch-free so it vectorises, on 32-byte vectors
-/// where the CPU has them.
+/// byte before and after), the separate pass of `units_after_two_pass`.
+/// Branch-free so it vectorises, on 32-byte vectors where the CPU has them.
 #[inline]
 fn inside_runs(bytes: &[u8]) -> (u64, u64) {
     #[cfg(target_arch = "x86_64")]
@@ -307,6 +396,93 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    /// Longer texts than `texts()`, across the fused loop's 64-pair blocks:
+    /// long runs of spaces and tabs (alone and mixed), CRLF, non-ASCII,
+    /// random bytes.
+    fn long_texts() -> Vec<Vec<u8>> {
+        let mut seed = 11u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for n in 0..=3 * BLOCK + 5 {
+            out.push(vec![b' '; n]);
+            out.push(vec![b'\t'; n]);
+            out.push(b" \t".repeat(n / 2 + 1)[..n].to_vec());
+        }
+        for _ in 0..1500 {
+            let len = (next() % 400) as usize;
+            let mut text = Vec::with_capacity(len + 64);
+            while text.len() < len {
+                match next() % 9 {
+                    0 => text.extend(std::iter::repeat_n(b' ', (next() % 70) as usize)),
+                    1 => text.extend(std::iter::repeat_n(b'\t', (next() % 70) as usize)),
+                    2 => text.extend_from_slice(b"\r\n"),
+                    3 => text.extend_from_slice("é€😀 ".as_bytes()),
+                    4 => text.push(next() as u8),
+                    5 => text.extend_from_slice(b"\r\n    \t\t  "),
+                    _ => text.extend_from_slice(b"fn x() {"),
+                }
+            }
+            out.push(text);
+        }
+        out
+    }
+
+    #[test]
+    fn the_fused_loop_equals_the_two_passes() {
+        for family in Family::ALL {
+            let table = family.table();
+            for text in long_texts() {
+                let fused = table.units_after([None, None], &text);
+                assert_eq!(fused, table.units_after_two_pass([None, None], &text));
+                assert_eq!(fused, by_definition(table, &text), "{family:?} {text:?}");
+                // The portable loop (no AVX2) too.
+                let (pairs, spaces, tabs) = pair_sum_runs_portable(&table.by_pair, &text);
+                assert_eq!(
+                    (pairs, spaces, tabs),
+                    (
+                        pair_sum(&table.by_pair, &text),
+                        inside_runs(&text).0,
+                        inside_runs(&text).1
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn long_pieces_read_one_after_another_sum_to_the_whole() {
+        let table = Family::O200k.table();
+        for (i, text) in long_texts().into_iter().enumerate() {
+            let whole = by_definition(table, &text);
+            // Cuts at block edges, at the ends, and two random ones.
+            let mut cuts = vec![0, 1, BLOCK, BLOCK + 1, BLOCK + 2, 2 * BLOCK + 1];
+            cuts.extend([i * 7 % (text.len() + 1), i * 13 % (text.len() + 1)]);
+            for cut in cuts.into_iter().filter(|&c| c <= text.len()) {
+                let (a, b) = text.split_at(cut);
+                for (one, two) in [(a, b), (b, a)] {
+                    let joined = [one, two].concat();
+                    let tail = match one {
+                        [] => [None, None],
+                        [x] => [None, Some(*x)],
+                        [.., x, y] => [Some(*x), Some(*y)],
+                    };
+                    let split = table.units_after([None, None], one) + table.units_after(tail, two);
+                    let want = if joined == text {
+                        whole
+                    } else {
+                        by_definition(table, &joined)
+                    };
+                    assert_eq!(split, want, "{one:?} | {two:?}");
+                }
+            }
+        }
     }
 
     #[test]

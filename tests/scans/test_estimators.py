@@ -14,6 +14,7 @@ from ctxcompact import formats
 from ctxcompact.errors import ConfigError
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.scans import count_tokens, estimate_tokens, estimate_tokens_array
+from ctxcompact.testing import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,43 @@ def test_a_run_of_spaces_is_about_one_token() -> None:
     indented = "x" + " " * 400 + "y"
     assert estimate_tokens(indented, "o200k") <= 6 < estimate_tokens(indented, "opencode")
     assert count_tokens(indented, "o200k") <= 6
+
+
+#: Texts across the fused loop's 64-byte blocks: long runs of spaces and tabs
+#: (alone and mixed), CRLF, non-ASCII, code, any character.
+_RUNNY = st.lists(
+    st.one_of(
+        st.integers(0, 150).map(lambda n: " " * n),
+        st.integers(0, 150).map(lambda n: "\t" * n),
+        st.sampled_from(["\r\n", "\r\n    \t\t  ", " \t", "é", "中", "😀", "def f(x):", "aa"]),
+        st.text(max_size=8),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_RUNNY, st.sampled_from(METHODS))
+def test_long_runs_match_the_reference(text: str, method: str) -> None:
+    assert estimate_tokens(text, method) == ref.estimate(text, method)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_RUNNY, min_size=1, max_size=4), st.sampled_from(FAMILIES))
+def test_a_message_of_joined_runny_texts_matches_the_reference(
+    texts: list[str], family: str
+) -> None:
+    # The texts of a message are estimated joined, without building the joined
+    # string: the runs crossing from one text into the next count as in one.
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m", "role": "assistant"},
+         "parts": [{"id": f"p{i}", "type": "text", "text": t} for i, t in enumerate(texts)]},
+    ]})  # fmt: skip
+    transcript = cc.Transcript.from_sessions([session])
+    config = SimpleNamespace(estimate_method=family, message_overhead=4)
+    got = cc.estimate_messages(transcript, config).messages["tokens"].to_pylist()
+    want = ref.estimate_messages(transcript.to_arrow().to_pylist(), method=family, overhead=4)
+    assert got == [t for _, t in want]
 
 
 def _messages() -> list[str]:
