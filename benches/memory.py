@@ -54,7 +54,7 @@ def stream_child(path: str) -> None:
         stats = compact_parquet(path, Path(out) / "o.parquet", batch_rows=BATCH_ROWS,
                                 progress=sample)  # fmt: skip
     peak = _hwm_kb()
-    print(json.dumps({"rows": meta.num_rows, "bytes": stats.bytes_in, "extra_kb": peak - base,
+    print(json.dumps({"rows": meta.num_rows, "bytes": stats.bytes_read, "extra_kb": peak - base,
                       "peak_rows": stats.peak_rows, "live_arrow": live[0]}))  # fmt: skip
 
 

@@ -167,3 +167,33 @@ def test_a_too_large_policy_integer_names_the_file(
     huge.write_text("protect = 99999999999999999999\n")
     code, _, err = invoke(monkeypatch, capsys, "prune", str(data), "--policy", str(huge))
     assert code == 4 and str(huge) in err and "protect" in err
+
+
+def test_pruning_switched_off_is_said_on_stderr(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # Pass 36: with CTXCOMPACT_DISABLE_PRUNE=1, `prune` printed 0 pruned and no word why.
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(generate_table(3, 60, seed=4), rows)
+    code, _, err = invoke(monkeypatch, capsys, "prune", str(rows), "--json")
+    assert code == 0 and "switched off" not in err
+    monkeypatch.setenv("CTXCOMPACT_DISABLE_PRUNE", "1")
+    for args in (["prune", str(rows)], ["compact", str(rows)],
+                 ["batch", str(rows), "--report", str(tmp_path / "r.parquet")]):  # fmt: skip
+        code, out, err = invoke(monkeypatch, capsys, *args, "--json")
+        assert code == 0 and "note: pruning is switched off" in err, args
+        assert "CTXCOMPACT_DISABLE_PRUNE" in err and json.loads(out)["tokens_pruned"] == 0
+
+
+def test_estimate_of_no_session_is_nothing_to_estimate_for_a_file_and_a_folder(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # Pass 36: an empty folder was exit 1, an empty file exit 0 with 0 sessions.
+    (tmp_path / "emptydir").mkdir()
+    (tmp_path / "empties").mkdir()
+    (tmp_path / "empties" / "a.jsonl").write_text("")
+    (tmp_path / "empty.jsonl").write_text("")
+    for name in ("emptydir", "empties", "empty.jsonl"):
+        code, out, err = invoke(monkeypatch, capsys, "estimate", str(tmp_path / name), "--json")
+        assert code == 1 and out == "" and "nothing to estimate" in err, (name, err)
+        assert f"{tmp_path / name}: no sessions" in err

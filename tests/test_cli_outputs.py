@@ -49,6 +49,73 @@ def test_an_output_that_is_an_input_is_refused(
         )
 
 
+def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # Pass 36, F1: `batch ds ds/compacted.parquet` poisoned the folder (the next
+    # run read its own output as a shard). One check, in every command.
+    import pyarrow.parquet as pq
+    from ctxcompact.testing.synthetic import generate_table
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    table = generate_table(4, 60, seed=1)
+    pq.write_table(table.slice(0, 120), ds / "a.parquet")
+    pq.write_table(table.slice(120), ds / "b.parquet")
+    window = ["--context", "200000", "--output-limit", "8000"]
+    for args in (["batch", str(ds), str(ds / "compacted.parquet")],
+                 ["batch", str(ds), "--report", str(ds / "report.parquet")],
+                 ["prune", str(ds), "--output", str(ds / "pruned.parquet")],
+                 ["filter", str(ds), "--output", str(ds / "sub" / "f.parquet")],
+                 ["compact", str(ds), "--report", str(ds / "r.parquet")],
+                 ["convert", str(ds), str(ds / "copy.parquet"), "--to", "parquet"],
+                 ["convert", str(ds), str(ds / "sessions.jsonl"), "--to", "opencode"],
+                 ["replay", str(ds), *window, "--out", str(ds / "calls.parquet")]):  # fmt: skip
+        (ds / "sub").mkdir(exist_ok=True)
+        code, out = run(monkeypatch, capsys, *args)
+        assert code == 2 and "would be read as an input of" in out, (args, out)
+        assert sorted(p.name for p in ds.iterdir()) == ["a.parquet", "b.parquet", "sub"]
+    # a name the folder's reader skips is written, and the folder reads as before
+    for _ in range(2):
+        code, out = run(monkeypatch, capsys, "batch", str(ds), str(ds / "_compacted.parquet"),
+                        "--report", str(ds / ".report.parquet"), "--json")  # fmt: skip
+        assert code == 0 and '"files": 2' in out
+    # a session file written into a folder of session files would be read too
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "a.traj.json").write_bytes((MINI / "local.traj.json").read_bytes())
+    code, out = run(monkeypatch, capsys, "convert", str(runs), str(runs / "b.json"))
+    assert code == 2 and "would be read as an input of" in out and ".traj" in out
+    code, out = run(monkeypatch, capsys, "ingest", str(runs), "-o", str(tmp_path / "r.parquet"),
+                    "--on-error", "skip", "--rejects", str(runs / "rejects.jsonl"))  # fmt: skip
+    assert code == 2 and "--rejects" in out and sorted(os.listdir(runs)) == ["a.traj.json"]
+
+
+def test_batch_counts_the_files_it_skips_as_ingest_does(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # Pass 36, F10: `skipped` counted only Parquet files left out, and a
+    # report-only run said "parts out 0".
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for f in MINI.iterdir():
+        (runs / f.name).write_bytes(f.read_bytes())
+    (runs / "NOTES").write_text("not a session")
+    code, out, _ = invoke(monkeypatch, capsys, "ingest", str(runs), "-o",
+                          str(tmp_path / "i.parquet"), "--json")  # fmt: skip
+    ingest = json.loads(out)
+    code2, out2, _ = invoke(monkeypatch, capsys, "batch", str(runs), "--report",
+                            str(tmp_path / "b.parquet"), "--json")  # fmt: skip
+    batch = json.loads(out2)
+    assert code == code2 == 0 and ingest["files_skipped"] > 0
+    assert batch["skipped"] == ingest["files_skipped"]
+    assert batch["files"] == ingest["files"] - ingest["files_skipped"]
+    assert batch["parts_out"] is None and batch["bytes_read"] > 0 and "bytes_in" not in batch
+    code, out3, _ = invoke(monkeypatch, capsys, "batch", str(runs), str(tmp_path / "o.parquet"),
+                           "--json")  # fmt: skip
+    assert code == 0 and json.loads(out3)["parts_out"] == json.loads(out3)["parts_in"] > 0
+
+
 def test_a_link_is_written_through_and_a_device_never_replaced(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:

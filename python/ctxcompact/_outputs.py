@@ -1,8 +1,10 @@
 """Outputs checked before any work: the one rule the CLI and the Python API share.
 
 An output that would replace one of the run's inputs (the file itself, a
-link to it, or a file an input folder is read from), or another output of
-the same run, is an ``OutputConflictError``; one that cannot be written (a
+link to it, or a file an input folder is read from), a new output inside an
+input folder that the folder's reader would read as one of its inputs next
+time (``reads_next_time``), or another output of the same run, is an
+``OutputConflictError``; one that cannot be written (a
 folder, a device, a read-only file, a missing or read-only folder, /proc) an ``OSError``
 naming it (``OutputNotWritableError``) — before anything is read, so a
 refused run leaves every file as it was.
@@ -50,28 +52,69 @@ def _one_file(a: Path, b: Path) -> bool:
         return False
 
 
-def replaces_input(output: Path, input: Path) -> bool:
+def replaces_input(output: Path, input: Path, *, parquet: bool = False) -> bool:
     """Whether writing ``output`` would replace a file that reading ``input``
     reads: the input itself, or a file an input folder is read from (its
     Parquet files by ``batch.parquet.parquet_dataset``'s rule, or its session
     files); symlinks and ``..`` followed."""
-    from ctxcompact.batch.parquet import reads_as_parquet
-    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
-
     try:
         if not output.is_file():
             return False
         if input.is_file():
             return output.samefile(input)
-        folder, target = input.resolve(), output.resolve()
-        if not (input.is_dir() and target.is_relative_to(folder)):
-            return False
-        # A folder is read as Parquet part rows or as session files, not both.
-        if is_parquet_source(input):
-            return reads_as_parquet(folder, target)
-        return output.suffix in JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+        return reads_next_time(output, input, parquet=parquet)
     except OSError:
         return False
+
+
+def _places(output: Path) -> list[Path]:
+    """Where ``output`` lands in a folder listing: its own name (a link in the
+    folder is listed there) and the file it is written to (a link's target)."""
+    here = output.parent.resolve() / output.name
+    return list(dict.fromkeys([here, output.resolve()]))
+
+
+def reads_next_time(output: Path, input: Path, *, parquet: bool = False) -> bool:
+    """Whether reading the folder ``input`` (once ``output`` is written) reads
+    ``output``: a name its reader takes. A Parquet folder (``parquet``: read
+    as one whatever it holds, as ``compact_parquet`` reads it) reads every
+    ``*.parquet`` file whose name does not start with ``_`` or ``.``
+    (``parquet_dataset``'s rule) and turns into a folder of session files
+    once one is in it; a folder of session files reads every ``.jsonl``,
+    ``.json`` and ``.traj`` file. ``False`` for an input that is no folder."""
+    from ctxcompact.batch.parquet import reads_as_parquet
+    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
+
+    sessions = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    try:
+        if not input.is_dir() or output.is_dir():
+            return False
+        folder = input.resolve()
+        for place in _places(output):
+            if not place.is_relative_to(folder):
+                continue
+            # A folder is read as Parquet part rows or as session files, not both.
+            if (parquet or is_parquet_source(input)) and reads_as_parquet(folder, place):
+                return True
+            if not parquet and place.suffix in sessions:
+                return True
+        return False
+    except OSError:
+        return False
+
+
+def _read_next_time(output: Path, input: Path) -> str:
+    """Why ``output`` may not be written inside the folder ``input``."""
+    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
+
+    sessions = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    if any(p.suffix in sessions for p in _places(output)):
+        skipped = f"a name not ending in {', '.join(sessions)} (session files are read)"
+    else:
+        skipped = "a name starting with '_' or '.', which a Parquet folder's reader skips"
+    return (f"{output} is inside the input folder {input}: it would be read as an input of "
+            f"{input} next time (every later run on the folder would read it too); write it "
+            f"outside the folder, or give it {skipped}")  # fmt: skip
 
 
 def _cannot_create_in(path: Path) -> str | None:
@@ -110,10 +153,15 @@ def _unwritable(path: Path, option: str) -> OutputNotWritableError | None:
                 f"{path}: cannot write {option}: {reason}", str(path))  # fmt: skip
 
 
-def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Iterable[PathLike] = ()) -> None:
+def check_outputs(
+    outputs: Mapping[str, PathLike | None], inputs: Iterable[PathLike] = (), *,
+    parquet: bool = False,
+) -> None:  # fmt: skip
     """Refuse, before any work, outputs (keyed by the argument or option that
-    names them; ``None``: not written) that cannot be written or that would
-    replace an input or each other."""
+    names them; ``None``: not written) that cannot be written, that would
+    replace an input or each other, or that an input folder would read as
+    one of its inputs next time (``reads_next_time``; ``parquet``: the input
+    folders are read as Parquet whatever they hold)."""
     ins = [Path(i) for i in inputs]
     given = [(option, Path(path)) for option, path in outputs.items() if path is not None]
     for i, (option, path) in enumerate(given):
@@ -122,9 +170,12 @@ def check_outputs(outputs: Mapping[str, PathLike | None], inputs: Iterable[PathL
                 raise OutputConflictError(f"{path} is also the {other} output: give each "
                                           "output its own file", column=option)  # fmt: skip
     for option, path in given:
-        if any(replaces_input(path, i) for i in ins):
+        if any(replaces_input(path, i, parquet=parquet) for i in ins):
             raise OutputConflictError(f"{path} is also an input: it would be replaced",
                                       column=option)  # fmt: skip
+        inside = next((i for i in ins if reads_next_time(path, i, parquet=parquet)), None)
+        if inside is not None:
+            raise OutputConflictError(_read_next_time(path, inside), column=option)
         refused = _unwritable(path, option)
         if refused is not None:
             raise refused

@@ -607,18 +607,20 @@ def _check_inputs(inputs: list[Path], name: str = "INPUT") -> None:
             raise InputNotFound(f"{path}: cannot read {name}: {_not_read(path)}")
 
 
-def _check_sources(inputs: list[Path]) -> None:
+def _check_sources(inputs: list[Path], nothing: str = "") -> None:
     """Inputs of a command that reads Parquet or session files: each exists,
     and a folder holds one or the other (else it would be read as a Parquet
-    dataset without a column, or without a file)."""
+    dataset without a column, or without a file). ``nothing``: what the
+    command cannot do without sessions, added to the error."""
     _check_inputs(inputs)
     for path in inputs:
         if path.is_dir() and not any(
             p.suffix in (*SESSION_SUFFIXES, ".parquet") and p.is_file() for p in path.rglob("*")
         ):
             suffixes = ", ".join(SESSION_SUFFIXES)
+            then = f": {nothing}" if nothing else ""
             raise DatasetError(f"{path}: no sessions in this folder: no session files "
-                               f"({suffixes}) and no .parquet files")  # fmt: skip
+                               f"({suffixes}) and no .parquet files{then}")  # fmt: skip
 
 
 def _located(path: str, text: str, line: int = 0) -> str:
@@ -959,8 +961,8 @@ def _naming(inputs: Path | list[Path]) -> Iterator[None]:
 def _parquet_source(path: Path, on_error: str = "raise") -> tuple[Path, str, list[FileReport], int]:
     """A Parquet path for ``path``: itself, or its sessions ingested into a
     temporary folder, removed when the process exits (success or not); the
-    session files read (none for Parquet) and the lines ``on_error="skip"``
-    left out (``ingest``'s ``--on-error``)."""
+    session files found, as ingest reports them (none for Parquet), and the
+    lines ``on_error="skip"`` left out (``ingest``'s ``--on-error``)."""
     if _is_parquet(path):
         return path, "parquet", [], 0
     scratch = tempfile.mkdtemp(prefix="ctxcompact-")
@@ -968,7 +970,7 @@ def _parquet_source(path: Path, on_error: str = "raise") -> tuple[Path, str, lis
     out = Path(scratch) / "ingested.parquet"
     streamed = _ingest_to_parquet([path], None, out, "the temporary Parquet", on_error=on_error)
     last = streamed.last
-    return out, last.format, [f for f in last.files if f.status == "read"], streamed.rejected
+    return out, last.format, last.files, streamed.rejected
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
@@ -984,8 +986,16 @@ def estimate(
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config, **_overrides(method=method))
+    _no_stdio(input, "INPUT")
+    if not input.exists():
+        raise InputNotFound(f"{input}: no such file")
+    # no session read is "nothing to estimate" (exit 1), an empty folder or an empty file alike
+    _check_sources([input], "nothing to estimate")
     with _status(f"reading {input}", as_json):
         transcript, read_as = _read(input, fmt, on_error)
+    if not transcript.num_rows:
+        where = "this folder" if input.is_dir() else "this file"
+        raise DatasetError(f"{input}: no sessions in {where}: nothing to estimate")
     if verify:
         _verify(transcript.to_arrow(), input)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
@@ -1021,6 +1031,7 @@ def prune_cmd(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     _check_output(output, "--output", [input])
+    _note_prune_off(cfg)
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt, on_error)
     if verify:
@@ -1089,6 +1100,7 @@ def compact(
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, [input])
+    _note_prune_off(cfg)
     with _status(f"reading {input}", as_json):
         transcript = _load(input, fmt, on_error)
     if verify:
@@ -1266,6 +1278,15 @@ class _Bigger(logging.Handler):
                    f"the session bigger than before ({where}): the summary, or what stays "
                    f"pinned, outweighed what it replaced (e.g. {sid}: {before:,} -> {after:,} "
                    "tokens)", err=True)  # fmt: skip
+
+
+def _note_prune_off(cfg: CompactionConfig) -> None:
+    """Say on stderr that nothing will be pruned when pruning is switched off
+    (``prune = false``, ``CTXCOMPACT_DISABLE_PRUNE=1``): a run that prunes
+    nothing looks like a broken one."""
+    if not cfg.prune:
+        typer.echo(f"note: pruning is switched off (prune = false, from {cfg.sources()['prune']}): "
+                   "no tool output is pruned", err=True)  # fmt: skip
 
 
 def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
@@ -1665,10 +1686,12 @@ def batch(
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"DESTINATION": destination, "--report": report}, [source])
+    _note_prune_off(cfg)
     console = _stderr()
     # session files: a Parquet first
-    source, read_as, ingested, rejected = _parquet_source(source, on_error)
-    if verify and not ingested:  # ingest has just counted what it read
+    source, read_as, found, rejected = _parquet_source(source, on_error)
+    ingested = [f for f in found if f.status == "read"]
+    if verify and not found:  # ingest has just counted what it read
         _verify_parquet(source, batch_rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
@@ -1683,11 +1706,14 @@ def batch(
                                 progress=tick)  # fmt: skip
     _report_files(stats.skipped)  # files of a folder left out, named as ingest names them
     rows = {"format": read_as, **stats.to_dict()}
-    if ingested:  # the counts are of the Parquet made from them: say what was read
+    if found:  # the counts are of the Parquet made from them: say what was read
         rows["files"] = len(ingested)
+        # files of the folder left out, as ingest's files_skipped counts them
+        rows["skipped"] = sum(f.status == "skipped" for f in found)
         rows["session_bytes"] = sum(Path(f.path).stat().st_size for f in ingested)
         rows["rejected"] = rejected  # lines --on-error skip left out, as ingest counts them
-    rows["mb_per_second"] = round(stats.bytes_in / 1e6 / stats.seconds, 1) if stats.seconds else 0
+    # of the Arrow columns read (bytes_read), not of the files
+    rows["mb_per_second"] = round(stats.bytes_read / 1e6 / stats.seconds, 1) if stats.seconds else 0
     rows["seconds"] = round(stats.seconds, 3)
     if limits is not None:
         rows["usable_context"] = usable if usable is not None else "unlimited"

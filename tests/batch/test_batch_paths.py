@@ -62,6 +62,46 @@ def test_an_input_is_never_replaced_by_the_python_api(tmp_path: Path, rows: Path
     compact_parquet(folder, folder / "_report.parquet")
 
 
+def test_an_output_the_source_folder_would_read_next_time_is_refused(
+    tmp_path: Path, rows: Path
+) -> None:
+    # A new output named as the folder's data would poison it: every later run
+    # on the folder would read it (pass 36, F1). Refused before any work.
+    folder = tmp_path / "shards"
+    (folder / "day=1").mkdir(parents=True)
+    shutil.copy(rows, folder / "part-0.parquet")
+    before = _files(folder)
+    for name in ("compacted.parquet", "day=1/report.parquet"):
+        with pytest.raises(OutputConflictError, match="would be read as an input of") as e:
+            compact_parquet(folder, folder / name)
+        assert e.value.column == "destination" and "'_' or '.'" in str(e.value)
+        with pytest.raises(OutputConflictError) as e:
+            compact_parquet([folder], tmp_path / "out.parquet", report_path=folder / name)
+        assert e.value.column == "report_path"
+    # a link outside the folder to a new file in it is refused too
+    link = tmp_path / "link.parquet"
+    link.symlink_to(folder / "new.parquet")
+    with pytest.raises(OutputConflictError, match="next time"):
+        compact_parquet(folder, link)
+    assert _files(folder) == before and not (tmp_path / "out.parquet").exists()
+    # names the folder's reader skips may be written, and the folder reads as before
+    first = compact_parquet(folder, folder / "_compacted.parquet",
+                            report_path=folder / ".report.parquet")  # fmt: skip
+    again = compact_parquet(folder, folder / "_compacted.parquet",
+                            report_path=folder / ".report.parquet")  # fmt: skip
+    assert (first.files, first.sessions) == (again.files, again.sessions) == (1, 6)
+
+
+def test_a_report_only_run_writes_no_part_and_says_so(tmp_path: Path, rows: Path) -> None:
+    lean = compact_parquet(rows, None, report_path=tmp_path / "r.parquet")
+    full = compact_parquet(rows, tmp_path / "o.parquet")
+    assert lean.parts_out is None and lean.to_dict()["parts_out"] is None
+    assert full.parts_out == pq.read_metadata(tmp_path / "o.parquet").num_rows
+    # bytes_read: the Arrow columns read (the old name still reads it)
+    assert 0 < lean.bytes_read < full.bytes_read and full.bytes_in == full.bytes_read
+    assert "bytes_in" not in full.to_dict()
+
+
 # --- 2. one file for both outputs ------------------------------------------------------
 
 

@@ -73,7 +73,8 @@ def test_the_commands_refuse_a_part_twice_in_one_file(
     tmp_path: Path, command: list[str], monkeypatch: Any, capsys: Any
 ) -> None:
     path, bad, first, again = _file(tmp_path)
-    args = [str(tmp_path / "r.parquet") if a == "REPORT" else a for a in command]
+    # the report is written inside the folder read: under a name its reader skips
+    args = [str(tmp_path / "_r.parquet") if a == "REPORT" else a for a in command]
     for source in (path, tmp_path):  # the file, and its folder
         code, _, err = invoke(monkeypatch, capsys, *args, str(source))
         assert code == 1, err
@@ -165,10 +166,12 @@ def test_a_failed_report_rename_leaves_the_destination_as_it_was(
 def test_convert_refuses_a_part_twice_in_one_file(
     tmp_path: Path, to: str, monkeypatch: Any, capsys: Any
 ) -> None:
-    path, bad, first, again = _file(tmp_path)
+    folder = tmp_path / "in"  # the output outside it: the folder would read it next time
+    folder.mkdir()
+    path, bad, first, again = _file(folder)
     out = tmp_path / "out" / f"converted.{'parquet' if to == 'parquet' else 'jsonl'}"
     out.parent.mkdir()
-    for source in (path, tmp_path):  # the file, and its folder
+    for source in (path, folder):  # the file, and its folder
         code, _, err = invoke(monkeypatch, capsys, "convert", str(source), str(out), "--to", to)
         assert code == 1, err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

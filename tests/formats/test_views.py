@@ -8,7 +8,7 @@ import ctxcompact as cc
 import pytest
 from builders import fill
 from ctxcompact import formats
-from ctxcompact.errors import ConfigError
+from ctxcompact.errors import ConfigError, FormatError
 from ctxcompact.formats.anthropic import to_anthropic
 from ctxcompact.formats.langchain import to_langchain
 from ctxcompact.formats.pydantic_ai import to_pydantic_ai
@@ -58,6 +58,16 @@ def test_the_model_view_has_the_placeholders_and_full_stays_whole(kind: str) -> 
     if kind != "pydantic-ai":  # to_pydantic_ai's full view needs a session read from it
         # lossless: the run as it was read (observations as the format had them), all whole
         assert str(write(session)).count(BIG) == 8
+
+
+def test_the_full_pydantic_ai_view_of_another_session_names_the_function_to_use() -> None:
+    # Pass 36, F7: the error said "convert through openai-chat", naming no function.
+    session = pruned_run()
+    with pytest.raises(FormatError, match="did not come from pydantic-ai") as e:
+        to_pydantic_ai(session)
+    assert 'to_pydantic_ai(session, view="model")' in str(e.value)
+    assert "formats.to_openai_chat(session)" in str(e.value)
+    assert to_pydantic_ai(session, view="model")  # the function it names takes the session
 
 
 def compacted_run() -> cc.Session:

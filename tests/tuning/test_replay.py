@@ -144,6 +144,16 @@ def test_dated_model_names_match_their_family() -> None:
     assert price_of("house-20250101", {"house": {"input": 1, "output": 2}}).output == 2
 
 
+def test_the_registry_s_newer_anthropic_models_have_their_list_prices() -> None:
+    # Pass 36: `replay --model claude-sonnet-4-5` (a ModelRegistry model) had no price.
+    # Anthropic's pricing page: input, cache hits, 5m cache writes, output.
+    assert price_of("claude-sonnet-4-5-20250929") == Price(3.00, 0.30, 3.75, 15.00)
+    assert price_of("claude-haiku-4-5") == Price(1.00, 0.10, 1.25, 5.00)
+    assert price_of("claude-opus-4-1-20250805") == Price(15.00, 1.50, 18.75, 75.00)
+    for model in ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"):
+        assert cc.ModelRegistry().get(model).context == 200_000
+
+
 @pytest.mark.parametrize(
     "model", ["gpt-4.1-nano", "claude-opus-4-5", "gpt-4o-audio", "claude-sonnet-4-2025", "gpt-4"]
 )

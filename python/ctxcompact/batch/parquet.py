@@ -58,11 +58,17 @@ REQUIRED = [c for c in SCAN_COLUMNS if c != "auto"]
 
 @dataclass
 class BatchReport:
+    #: Files read (the Parquet files; a folder's files left out are in ``skipped``).
     files: int = 0
     sessions: int = 0
     parts_in: int = 0
-    parts_out: int = 0
-    bytes_in: int = 0
+    #: Part rows written to the destination; ``None`` when there is none
+    #: (a report-only run writes no part row).
+    parts_out: int | None = 0
+    #: Bytes of the Arrow columns read (decoded, in memory), not the files'
+    #: size: a report-only run on counted rows reads no output text, so it
+    #: reads fewer. Was ``bytes_in`` (still readable under that name).
+    bytes_read: int = 0
     tokens_before: int = 0
     tokens_pruned: int = 0
     tokens_after: int = 0
@@ -74,6 +80,11 @@ class BatchReport:
     #: Files of the source's folders left out (``formats.reader.FileReport``:
     #: path, ``"skipped"``, reason), by ``parquet_dataset``'s rule.
     skipped: list[Any] = field(default_factory=list)
+
+    @property
+    def bytes_in(self) -> int:
+        """``bytes_read``'s former name."""
+        return self.bytes_read
 
     def to_dict(self) -> dict[str, Any]:
         """The counts (``skipped`` as the number of files left out)."""
@@ -587,8 +598,11 @@ def compact_parquet(
     if not isinstance(source, str | os.PathLike):
         source = list(source)  # read twice below
     # Before any work, so no output is half-replaced and no input replaced:
-    # the CLI's rule (an output that is an input, two outputs on one file).
-    check_outputs({"destination": destination, "report_path": report_path}, _given(source))
+    # the CLI's rule (an output that is an input or that the source folder
+    # would read next time, two outputs on one file).
+    check_outputs(
+        {"destination": destination, "report_path": report_path}, _given(source), parquet=True
+    )
     found = parquet_dataset(source)
     files = found.files
     metas = [_open(f).metadata for f in files]
@@ -603,7 +617,8 @@ def compact_parquet(
     columns = None
     if dest is None and files:
         columns = _report_columns(metas, cfg)
-    stats = BatchReport(files=len(files), skipped=found.skipped)
+    stats = BatchReport(files=len(files), skipped=found.skipped,
+                        parts_out=None if dest is None else 0)  # fmt: skip
     done: set[str] = set()  # finished sessions: ~70 bytes each, the only per-session state
     writer: pq.ParquetWriter | None = None
     report_writer: pq.ParquetWriter | None = None
@@ -639,7 +654,7 @@ def compact_parquet(
             if writer is None:
                 writer = pq.ParquetWriter(tmp_dest, parts.schema)
             writer.write_table(parts.cast(writer.schema))
-            stats.parts_out += parts.num_rows
+            stats.parts_out = (stats.parts_out or 0) + parts.num_rows
         if tmp_report is not None:
             if report_writer is None:
                 report_writer = pq.ParquetWriter(tmp_report, REPORT_SCHEMA)
@@ -657,7 +672,7 @@ def compact_parquet(
                 rows_read += chunk.read.num_rows
                 stats.batches += 1  # batches read, not compact calls (the last carry is one more)
                 stats.parts_in += chunk.read.num_rows
-                stats.bytes_in += chunk.read.nbytes
+                stats.bytes_read += chunk.read.nbytes
             stats.peak_rows = max(stats.peak_rows, chunk.held)
             process(chunk.rows, chunk.segments)
             if chunk.read is not None and progress is not None:

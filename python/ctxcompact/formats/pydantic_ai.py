@@ -119,7 +119,11 @@ def to_pydantic_ai(
     session: Session, *, view: View = "full", policy: Policy | None = None
 ) -> list[Any]:
     """The pydantic-ai ``ModelMessage`` list a session was read from; with
-    ``view="model"``, what the model is sent (``formats.views``), from any session."""
+    ``view="model"``, what the model is sent (``formats.views``), from any session.
+
+    The full view (the default, lossless) takes only sessions read from
+    pydantic-ai: another session's message is a ``FormatError`` that names
+    ``to_pydantic_ai(session, view="model")``."""
     if view != "full":
         return from_chat(to_model_chat(session, view, policy))
     adapter = _adapter()
@@ -128,8 +132,11 @@ def to_pydantic_ai(
         source = source_of(message.info)
         if not isinstance(source, dict) or "kind" not in source:
             raise FormatError(
-                f"message {message.id} did not come from pydantic-ai; convert through "
-                "openai-chat instead", session_id=session.id, message_id=message.id,
+                f"message {message.id} did not come from pydantic-ai: the full view (the "
+                "default) writes only sessions read from pydantic-ai; for pydantic-ai "
+                "messages of any session use formats.to_pydantic_ai(session, view=\"model\") "
+                "(what the model is sent), or formats.to_openai_chat(session) to write it "
+                "whole", session_id=session.id, message_id=message.id,
             )  # fmt: skip
         parts = [source_of(p) for p in message.parts]
         dumped.append({**source, "parts": parts})

@@ -75,6 +75,13 @@ PRICES: dict[str, Price] = {
     "claude-opus-4": Price(15.00, 1.50, 18.75, 75.00),
     "claude-sonnet-4": Price(3.00, 0.30, 3.75, 15.00),
     "claude-3-5-haiku": Price(0.80, 0.08, 1.00, 4.00),
+    # From Anthropic's pricing page (platform.claude.com/docs/en/docs/about-claude/
+    # pricing: base input, cache hits, 5m cache writes, output), for the models
+    # the ModelRegistry knows. OpenAI's gpt-5 family is left out: no OpenAI
+    # price page giving its cached-input and output prices was found to cite.
+    "claude-opus-4-1": Price(15.00, 1.50, 18.75, 75.00),
+    "claude-sonnet-4-5": Price(3.00, 0.30, 3.75, 15.00),
+    "claude-haiku-4-5": Price(1.00, 0.10, 1.25, 5.00),
 }
 
 
