@@ -39,6 +39,7 @@ from ctxcompact.scans.chat import (
     chat_tokens,
     content_text,
     estimate_chat_message,
+    tool_blocks_as_chat,
     validate_chat_messages,
 )
 from ctxcompact.scans.estimate import EstimateMethod
@@ -81,18 +82,36 @@ def summary_round(message: Message) -> int | None:
     return int(match.group(1)) if match.group(1) else 0
 
 
+def _blocks(message: Message, kind: str) -> list[Mapping[str, Any]]:
+    """The Anthropic content blocks of ``kind`` (``tool_use``, ``tool_result``) in ``message``."""
+    content = message.get("content")
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def _result_ids(message: Message) -> set[str]:
+    """The calls ``message`` answers: a tool message's, a turn's ``tool_result`` blocks'."""
+    ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
+    if message.get("role") == "tool":
+        ids.add(str(message.get("tool_call_id")))
+    return ids
+
+
+def _call_ids(message: Message) -> set[str]:
+    """The calls ``message`` makes: its ``tool_calls``, its ``tool_use`` blocks."""
+    ids = {str(b.get("id")) for b in _blocks(message, "tool_use")}
+    return ids | {str(c.get("id")) for c in (message.get("tool_calls") or [])}
+
+
 def _adjust(messages: Sequence[Message], boundary: int, floor: int) -> int:
     """Move the boundary back until no tool call in the head has a result in the tail."""
     while boundary > floor:
-        if messages[boundary].get("role") == "tool":
+        if _result_ids(messages[boundary]):
             boundary -= 1  # a result must stay with its call
             continue
-        tail_results = {
-            str(m.get("tool_call_id")) for m in messages[boundary:] if m.get("role") == "tool"
-        }
-        head_calls = {
-            str(c.get("id")) for m in messages[floor:boundary] for c in (m.get("tool_calls") or [])
-        }
+        tail_results = set().union(*(_result_ids(m) for m in messages[boundary:]))
+        head_calls = set().union(*(_call_ids(m) for m in messages[floor:boundary]))
         if tail_results & head_calls:
             boundary -= 1
             continue
@@ -133,7 +152,9 @@ def select_split(
             f"unknown keep_policy {keep_policy!r}: 'messages' or 'tokens'", column="keep_policy"
         )
     boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
-    users = [i for i in range(start, len(messages)) if messages[i].get("role") == "user"]
+    # a user turn of Anthropic tool results answers the agent: no request
+    users = [i for i in range(start, len(messages))
+             if messages[i].get("role") == "user" and not _result_ids(messages[i])]  # fmt: skip
     request = users[-1] if users and users[-1] < boundary else None
     return Split(system, previous, previous_round, list(messages[start:boundary]),
                  list(messages[boundary:]), start, boundary, list(messages[:lead]),
@@ -219,7 +240,8 @@ class _Run:
         )  # fmt: skip
         #: What the summarizer reads: the head as it was before masking (outputs
         #: cut to summary_recall_tokens), so the summary integrates what was masked.
-        self.head = self.split.head
+        #: Anthropic tool blocks as chat tool calls and results (what it reads).
+        self.head = tool_blocks_as_chat(self.split.head)
         self.originals = originals
         if originals is not messages:
             head = originals[self.split.head_start : self.split.boundary]
