@@ -44,7 +44,7 @@ from ctxcompact.scans.chat import (
 )
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.masking import mask_chat_messages
-from ctxcompact.scans.overflow import Limits, TokenBudget
+from ctxcompact.scans.overflow import Limits, TokenBudget, check_window
 
 Message = Mapping[str, Any]
 _ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)\))?")
@@ -180,8 +180,13 @@ def should_compact(
     messages: Sequence[Message], *, context: int, config: CompactionConfig | None = None,
     output: int = 0,
 ) -> bool:  # fmt: skip
-    """Proactive check: the history fills ``proactive_threshold`` of the usable window."""
+    """Proactive check: the history fills ``proactive_threshold`` of the usable window.
+
+    A window the output reserve leaves no input room in is a ``ConfigError``
+    (``check_window``), as the ``Compactor`` refuses it."""
     cfg = config or CompactionConfig()
+    if context:
+        check_window(Limits.coerce({"context": context, "output": output}), cfg)
     # What a split can remove: everything after the leading system messages.
     lead = leading_system(messages)
     system, rest = messages[:lead], messages[lead:]
@@ -356,7 +361,9 @@ def compact_messages(
 
     ``context`` / ``output``: the model's window and output limit (the tail
     budget is ``config.keep_ratio`` of what is usable; a context of 0 is
-    unlimited, as in ``is_overflow``: nothing is compacted). Nothing to compact, or
+    unlimited, as in ``is_overflow``: nothing is compacted; a window the output
+    reserve leaves no input room in is a ``ConfigError``, as the ``Compactor``
+    refuses it). Nothing to compact, or
     a cancelling pre-compact hook, returns the messages unchanged with
     ``record=None``. With ``config.mask_first`` the policy's masking
     (``mask_chat_messages``) runs first: when that brings the list under the
@@ -366,7 +373,7 @@ def compact_messages(
     API would take (a tool result without its call, an unknown role) raises
     its specific error (``validate_chat_messages``).
     """
-    _check_args(summarizer, context)
+    _check_args(summarizer, context, output, config)
     validate_chat_messages(messages)
     return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
                                 output=output, trigger=trigger, reason=reason,
@@ -390,7 +397,7 @@ async def acompact_messages(
     instructions: str | None = None,
 ) -> SplitResult:
     """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
-    _check_args(summarizer, context)
+    _check_args(summarizer, context, output, config)
     validate_chat_messages(messages)
     return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
                                        context=context, output=output, trigger=trigger,
@@ -399,7 +406,7 @@ async def acompact_messages(
                                        instructions=instructions))  # fmt: skip
 
 
-def _check_args(summarizer: Any, context: Any) -> None:
+def _check_args(summarizer: Any, context: Any, output: Any, config: Any) -> None:
     if not isinstance(summarizer, Summarizer):
         raise InputTypeError(
             f"compact_messages takes a Summarizer, got {type(summarizer).__name__} "
@@ -408,6 +415,9 @@ def _check_args(summarizer: Any, context: Any) -> None:
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ConfigError(f"context must be a non-negative token count (0: unlimited), "
                           f"got {context!r}", column="context")  # fmt: skip
+    if context:  # a window with no input room after the output reserve: the Compactor's refusal
+        check_window(Limits.coerce({"context": context, "output": output}),
+                     config or summarizer.config)  # fmt: skip
 
 
 def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: CompactionConfig, *,
