@@ -433,6 +433,10 @@ def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: Compac
     )  # fmt: skip
     if run.masked_enough or not run.split.head:
         return SplitResult([dict(m) for m in run.messages], None)
+    if metrics is not None and trigger == "auto" and reason in ev.PROACTIVE_REASONS:
+        # the history is over the threshold (masking was not enough): a call held
+        # back, counted before the hooks as the live loop counts it
+        metrics.record_proactive_trigger()
     event = yield flow.PreCompact(hooks or ev.Hooks(), run.event())
     if event.cancelled:
         if events is not None:
