@@ -341,9 +341,9 @@ def test_bad_lists_raise_format_errors_saying_what_is_wrong() -> None:
                       ([{"role": "assistant", "content": None, "tool_calls": ["c1"]}],
                        "tool call is a str")]:  # fmt: skip
         with pytest.raises(FormatError, match=said):
-            compact_messages(bad, summarizer, context=100)  # type: ignore[arg-type]
+            compact_messages(bad, summarizer, context=100_000)  # type: ignore[arg-type]
         with pytest.raises(FormatError, match=said):
-            asyncio.run(acompact_messages(bad, summarizer, context=100))  # type: ignore[arg-type]
+            asyncio.run(acompact_messages(bad, summarizer, context=100_000))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("window", [{"context": 32_000}, {"context": 1_000},
