@@ -240,3 +240,26 @@ def test_a_table_without_outputs_needs_its_counted_lengths(table: pa.Table) -> N
             compact_batch(lean, config)
     with pytest.raises(MissingColumnError, match="output"):
         compact_batch(table.drop_columns(["output"]))  # no lengths either
+
+
+@pytest.mark.parametrize("limits", [{"context": 30_000}, {"context": 10_000, "output": 10_000}])
+def test_batch_refuses_a_window_with_no_input_room(limits: dict[str, int], tmp_path: Path) -> None:
+    """compact_batch flagged every session overflow_before (a usable window of
+    30,000 - 32,000 < 0) and compact_parquet wrote that report, where the CLI
+    and the Compactor refuse the window: now the same ConfigError, before any
+    output is written."""
+    from ctxcompact.errors import ConfigError
+
+    table = generate_table(10, 20, seed=5)
+    with pytest.raises(ConfigError, match="leaves no usable input window") as e:
+        compact_batch(table, limits=limits)
+    assert e.value.column == "context"
+    src = tmp_path / "in.parquet"
+    pq.write_table(table, src)
+    report = tmp_path / "report.parquet"
+    with pytest.raises(ConfigError, match="leaves no usable input window"):
+        compact_parquet(src, tmp_path / "out.parquet", report_path=report, limits=limits)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    # with the output limit given the window has room
+    fits = compact_batch(table, limits={**limits, "output": 4_000})
+    assert not any(fits.column("overflow_before").to_pylist())

@@ -239,3 +239,30 @@ def test_a_request_cut_once_is_cut_from_the_original_on_a_later_round() -> None:
                       tool_calls=[{"id": f"c{rnd}-{i}", "name": "read", "args": {}}]),
             ToolMessage("short", tool_call_id=f"c{rnd}-{i}", id=f"t{rnd}-{i}"))]  # fmt: skip
     assert cuts[1] > cuts[0]  # cut smaller the second time, and the marker says how much
+
+
+@pytest.mark.parametrize("policy", ["swe-agent", None])
+def test_metrics_count_proactive_triggers_as_the_live_loop_does(policy: str | None) -> None:
+    """The integrations' metrics are the live lifecycle's, but a proactive
+    summary left ``proactive_triggers`` at 0 (the live loop counts 1 per
+    compaction it holds a call back for); a step under the threshold, or one
+    masking brings under it, counts none."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import SystemMessage
+
+    hist: list[BaseMessage] = [SystemMessage("You are a coder."), HumanMessage("fix src/app.py")]
+    for i in range(12):
+        hist += [AIMessage("", tool_calls=[{"id": f"c{i}", "name": "read",
+                                             "args": {"path": f"f{i}.py"}}]),
+                 ToolMessage("y = 1\n" * 1000, tool_call_id=f"c{i}")]  # fmt: skip
+    hist.append(HumanMessage("now also fix test_b"))
+    model = GenericFakeChatModel(messages=iter([AIMessage("## Session Summary\nfixing app"),
+                                                AIMessage("Done.")]))  # fmt: skip
+    comp = CompactionMiddleware(model, context=8_000, output=1_000, policy=policy)
+    create_agent(model, tools=[], middleware=[comp]).invoke({"messages": hist})
+    counts = comp.metrics.snapshot()
+    assert (counts["proactive_compactions"], counts["proactive_triggers"]) == (1, 1)
+    small = CompactionMiddleware(model, context=100_000, output=1_000, policy=policy)
+    create_agent(GenericFakeChatModel(messages=iter([AIMessage("ok")])), tools=[],
+                 middleware=[small]).invoke({"messages": hist[:4]})  # fmt: skip
+    assert small.metrics.snapshot()["proactive_triggers"] == 0

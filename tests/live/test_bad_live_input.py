@@ -58,7 +58,7 @@ def test_compact_messages_refuses_a_list_no_api_takes() -> None:
     orphan = [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9",
                                                  "content": "out"}]  # fmt: skip
     with pytest.raises(OrphanedToolResultError):
-        cc.compact_messages(orphan, cc.Summarizer(None), context=1000)
+        cc.compact_messages(orphan, cc.Summarizer(None), context=100_000)
 
 
 class _Html(BaseHTTPRequestHandler):

@@ -94,8 +94,9 @@ def test_the_split_family_runs_the_same_steps_sync_and_async() -> None:
         messages += [{"role": "user", "content": f"step {i} " + "x" * 3000},
                      {"role": "assistant", "content": "ok " + "y" * 3000}]  # fmt: skip
     summarizer = Summarizer(Model(), CompactionConfig())
-    sync = compact_messages(messages, summarizer, context=20_000)
-    asynchronous = asyncio.run(acompact_messages(messages, summarizer, context=20_000))
+    sync = compact_messages(messages, summarizer, context=20_000, output=4_000)
+    asynchronous = asyncio.run(acompact_messages(messages, summarizer, context=20_000,
+                                                 output=4_000))  # fmt: skip
     assert sync.record is not None and asynchronous.record is not None
     assert sync.messages == asynchronous.messages
     assert sync.record.tokens_after == asynchronous.record.tokens_after

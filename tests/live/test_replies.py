@@ -367,3 +367,23 @@ def test_anthropic_server_tool_blocks_are_kept() -> None:
     assert message.info.finish == "end_turn"  # type: ignore[union-attr]
     session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [message.to_export()]})
     assert formats.to_anthropic(session)["messages"][0]["content"] == blocks
+
+
+def test_a_custom_tool_call_is_refused_by_name() -> None:
+    """An OpenAI custom (freeform) tool call was refused as "names no tool"
+    (it names ``apply_patch``); it cannot be sent back as the custom call the
+    model made, so it is refused saying so, from a completion and a stream."""
+    call = {"id": "c1", "type": "custom", "custom": {"name": "apply_patch", "input": "*** x"}}
+    chat = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                         "finish_reason": "tool_calls"}]}  # fmt: skip
+    why = r"tool call 0 .* custom tool call \('apply_patch'\): custom tool calls are not supported"
+    with pytest.raises(FormatError, match=why) as e:
+        from_openai_chat(chat)
+    assert e.value.column == "tool_calls"
+    stream = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{**call, "index": 0}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "custom": {"input": "y"}}]},
+                      "finish_reason": "tool_calls"}]},
+    ]  # fmt: skip
+    with pytest.raises(FormatError, match=why):
+        from_openai_chat(stream)

@@ -341,6 +341,37 @@ def test_bad_lists_raise_format_errors_saying_what_is_wrong() -> None:
                       ([{"role": "assistant", "content": None, "tool_calls": ["c1"]}],
                        "tool call is a str")]:  # fmt: skip
         with pytest.raises(FormatError, match=said):
-            compact_messages(bad, summarizer, context=100)  # type: ignore[arg-type]
+            compact_messages(bad, summarizer, context=100_000)  # type: ignore[arg-type]
         with pytest.raises(FormatError, match=said):
-            asyncio.run(acompact_messages(bad, summarizer, context=100))  # type: ignore[arg-type]
+            asyncio.run(acompact_messages(bad, summarizer, context=100_000))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("window", [{"context": 32_000}, {"context": 1_000},
+                                    {"context": 8_000, "output": 8_000}])  # fmt: skip
+def test_a_window_with_no_input_room_is_refused_as_the_compactor_refuses_it(
+    window: dict[str, int],
+) -> None:
+    """The output reserve (the output limit, else output_token_max = 32,000)
+    leaves nothing of the window: the split cut a 54k-character request to 290
+    characters without a word, should_compact said a two-message chat needs
+    compacting. Now the Compactor's ConfigError (``check_window``)."""
+    from ctxcompact import Compactor, MemoryStore
+    from ctxcompact.errors import ConfigError
+
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    with pytest.raises(ConfigError, match="leaves no usable input window") as e:
+        Compactor(MemoryStore(), Summarizer(None), limits=window)
+    said = str(e.value).removeprefix("limits: ")
+    calls = {
+        "compact_messages": lambda: compact_messages(msgs, Summarizer(None), **window),
+        "acompact_messages": lambda: asyncio.run(
+            acompact_messages(msgs, Summarizer(None), **window)),
+        "should_compact": lambda: should_compact(msgs, **window),
+    }  # fmt: skip
+    for name, call in calls.items():
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert (str(e.value), e.value.column) == (said, "context"), name
+    # a window with room, or none (0: unlimited), is taken as before
+    assert not should_compact(msgs, context=window["context"], output=100)
+    assert compact_messages(msgs, Summarizer(None), context=0).record is None

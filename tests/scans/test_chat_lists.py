@@ -205,10 +205,93 @@ OPENAI_TURNS = [
 ]
 
 
-@pytest.mark.parametrize("helper", ["estimate_chat_messages", "prune_tool_results"])
-def test_light_helpers_still_take_anthropic_turns(helper: str) -> None:
-    # a tool_result block inside a user message is not an orphaned tool message
-    LIGHT_HELPERS[helper](ANTHROPIC_TURNS)
+#: ANTHROPIC_TURNS as OpenAI chat holds them (``to_anthropic_messages`` builds one from the other).
+ANTHROPIC_AS_CHAT = [
+    {"role": "user", "content": "read f"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "t1", "type": "function",
+         "function": {"name": "read", "arguments": '{"path":"f"}'}}]},
+    {"role": "tool", "tool_call_id": "t1", "content": "x" * 3000},
+]  # fmt: skip
+
+
+def test_anthropic_tool_blocks_count_as_their_chat_twins() -> None:
+    """README "Configuration": Anthropic turns are counted as they are. A
+    ``tool_use`` block costs its name and input as compact JSON, a
+    ``tool_result`` its content (a string or text blocks; an image as
+    IMAGE_TOKENS), as the same call and result cost in chat form (they
+    counted 0: a 3,000-character result was 'nearly empty')."""
+    from ctxcompact.clients.anthropic import to_anthropic_messages
+
+    assert to_anthropic_messages(ANTHROPIC_AS_CHAT)[1][1:] == ANTHROPIC_TURNS[1:]
+    assert estimate_chat_messages(ANTHROPIC_TURNS) == estimate_chat_messages(ANTHROPIC_AS_CHAT)
+    assert estimate_chat_messages(ANTHROPIC_TURNS) == 3 * 4 + 2 + (1 + 3) + 750
+    for method in ("ceil-bytes", "o200k"):
+        assert estimate_chat_messages(ANTHROPIC_TURNS, method=method) == estimate_chat_messages(
+            ANTHROPIC_AS_CHAT, method=method
+        )
+    assert cc.scans.count_chat_tokens(ANTHROPIC_TURNS) == cc.scans.count_chat_tokens(
+        ANTHROPIC_AS_CHAT
+    )
+    assert cc.scans.count_chat_tokens(ANTHROPIC_TURNS) > 300
+    blocks = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": "y" * 40},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "A" * 10_000}}]}]}  # fmt: skip
+    assert estimate_chat_message(blocks) == 4 + 10 + IMAGE_TOKENS
+    big_input = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "write",
+         "input": {"text": "z" * 4000}}]}  # fmt: skip
+    assert estimate_chat_message(big_input) > 1000
+
+
+def test_should_compact_and_compact_messages_see_anthropic_results() -> None:
+    """The report's case: 30 reads of 8,000 characters each (~60k tokens) in a
+    28k window were 'nothing to compact'. Now compacted, and the split never
+    parts a tool_use from its tool_result (the tail starts with no orphan)."""
+    from ctxcompact.live import should_compact
+
+    turns: list[dict[str, Any]] = [{"role": "user", "content": "fix"}]
+    for i in range(30):
+        turns += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "read",
+                                               "input": {"path": f"f{i}"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                          "content": "x" * 8000}]},
+        ]  # fmt: skip
+    assert should_compact(turns, context=32_000, output=4_000)
+    result = compact_messages(turns, Summarizer(None), context=32_000, output=4_000)
+    assert result.record is not None
+    assert result.record.tokens_before > 60_000 > 20_000 > result.record.tokens_after
+    summary, request, *tail = result.messages
+    assert summary["content"].startswith("## Session Summary")
+    assert "f0" in summary["content"]  # the digest read the tool_use inputs
+    assert request == {"role": "user", "content": "fix"}  # a result turn is no request
+    assert tail[0]["content"][0]["type"] == "tool_use"
+    made: set[str] = set()
+    for m in tail:
+        for b in m["content"]:
+            if b["type"] == "tool_use":
+                made.add(b["id"])
+            else:
+                assert b["tool_use_id"] in made
+
+
+def test_prune_tool_results_shortens_anthropic_results_too() -> None:
+    """README: Anthropic turns are pruned as they are (the tool_result was
+    silently left whole while the same chat list shrank)."""
+    chat = prune_tool_results(ANTHROPIC_AS_CHAT, preserve_recent=0, max_chars=10)
+    out = prune_tool_results(ANTHROPIC_TURNS, preserve_recent=0, max_chars=10)
+    assert out[:2] == ANTHROPIC_TURNS[:2]
+    assert out[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": chat[2]["content"]}]}  # fmt: skip
+    assert "2990 characters of old tool output removed" in chat[2]["content"]
+    assert ANTHROPIC_TURNS[2]["content"][0]["content"] == "x" * 3000  # input unchanged
+    assert prune_tool_results(ANTHROPIC_TURNS, preserve_recent=1, max_chars=10) == ANTHROPIC_TURNS
+    # a policy reads OpenAI chat lists only: refused, never skipped
+    with pytest.raises(FormatError, match="tool_use"):
+        prune_tool_results(ANTHROPIC_TURNS, policy="swe-agent")
 
 
 @pytest.mark.parametrize("helper", LIGHT_HELPERS)
@@ -410,3 +493,26 @@ def test_a_stored_image_costs_the_same_in_the_core() -> None:
     assert estimate_chat_messages(sent) == 4 + 6 + IMAGE_TOKENS
     per_message = cc.estimate_messages(cc.Transcript.from_sessions([session]))
     assert per_message.total == 4 + 6 + IMAGE_TOKENS
+
+
+def test_a_custom_tool_call_counts_its_name_and_input() -> None:
+    """OpenAI custom (freeform) tool calls counted 0: a 4,000-character patch
+    was 15 tokens. They cost their name and input, as a function call its
+    name and arguments."""
+    patch = "x" * 4000
+
+    def calls(call: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]  # fmt: skip
+
+    custom = calls({"id": "c1", "type": "custom",
+                    "custom": {"name": "apply_patch", "input": patch}})  # fmt: skip
+    function = calls({"id": "c1", "type": "function",
+                      "function": {"name": "apply_patch", "arguments": patch}})  # fmt: skip
+    assert estimate_chat_messages(custom) == estimate_chat_messages(function) > 1000
+    assert cc.scans.count_chat_tokens(custom) == cc.scans.count_chat_tokens(function) > 500
+    from ctxcompact.live import should_compact
+
+    assert should_compact(custom * 10, context=12_000, output=2_000)
+    assert not should_compact(custom * 10, context=40_000, output=2_000)

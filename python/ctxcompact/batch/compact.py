@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
-from ctxcompact.scans.overflow import Limits
+from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.parts import compact_pass
 from ctxcompact.transcript import Transcript
 
@@ -61,13 +61,16 @@ def compact_batch(
 
     ``data``: a pyarrow Table / RecordBatch (or anything Arrow) of part rows
     holding whole sessions. ``limits``: the model's limits, to flag sessions
-    whose history overflows before/after. ``model_input``: add a
+    whose history overflows before/after (a ``ConfigError`` when they leave no
+    input window after the output reserve, as the ``Compactor`` says). ``model_input``: add a
     ``model_input`` column with each session's OpenAI chat messages as JSON
     (placeholders applied; this step runs in Python and dominates the cost).
     Returns the report (``REPORT_SCHEMA``), or ``(report, compacted_parts)``
     with ``parts=True``.
     """
     cfg = config or CompactionConfig()
+    # a window with no input room would flag every session (the Compactor's refusal)
+    window = None if limits is None else check_window(Limits.coerce(limits), cfg)
     table = Transcript.from_arrow(data).to_arrow()
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     if now <= 0:
@@ -80,7 +83,7 @@ def compact_batch(
     ids, pruned, pruned_parts = found.session_ids, found.pruned, found.pruned_parts
     after_prune, after = found.tokens_after_prune, found.tokens_after
     before = found.tokens_before
-    usable = None if limits is None else Limits.coerce(limits).usable(cfg)
+    usable = None if window is None else window.usable(cfg)
     columns = {
         "session_id": ids,
         "parts": found.parts,

@@ -36,6 +36,7 @@ from ctxcompact.errors import (
     NonContiguousError,
     SchemaError,
 )
+from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import (
     CODES,
     OUTPUT_UNITS,
@@ -594,6 +595,8 @@ def compact_parquet(
         raise DatasetError("nothing to write: pass a destination, a report_path, or both")
     start = time.perf_counter()
     cfg = config or CompactionConfig()
+    if limits is not None:  # before any work: a window with no input room (compact_batch's)
+        check_window(Limits.coerce(limits), cfg)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     if not isinstance(source, str | os.PathLike):
         source = list(source)  # read twice below

@@ -47,6 +47,7 @@ from ctxcompact.errors import (
     DuplicateSessionError,
     NonContiguousError,
 )
+from ctxcompact.scans.overflow import Limits, check_window
 
 
 def _ray() -> Any:
@@ -228,6 +229,8 @@ def compact_dataset(
 
     ray = _ray()
     cfg = config or CompactionConfig()
+    if limits is not None:  # before any work: a window with no input room (compact_batch's)
+        check_window(Limits.coerce(limits), cfg)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     threads = max(1, int(num_cpus))
     fn = (

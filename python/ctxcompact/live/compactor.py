@@ -51,7 +51,7 @@ from ctxcompact.models import (
 )
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
-from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow
+from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow, check_window
 from ctxcompact.scans.parts import filter_pivot, prune
 from ctxcompact.scans.view import to_model_messages
 
@@ -205,14 +205,8 @@ class Compactor:
         ):
             raise ConfigError(f"model limit 'input' ({self.limits.input}) is larger than the "
                               f"context ({self.limits.context})", column="limits")  # fmt: skip
-        usable = None if self.limits is None else self.limits.usable(self.config)
-        if usable is not None and usable <= 0:
-            # Every step would overflow and every compaction stall.
-            raise ConfigError(
-                f"limits {self.limits} leave no input window ({usable} usable tokens after the "
-                "output reserve): give the model's output limit or a larger context",
-                column="limits",
-            )
+        if self.limits is not None:  # else every step would overflow, every compaction stall
+            check_window(self.limits, self.config, "limits: ")
         self.hooks = hooks or ev.Hooks()
         self.events = events or ev.EventBus()
         self.metrics = metrics or ev.Metrics()

@@ -177,6 +177,10 @@ def _chat_from_chunks(chunks: Iterable[Any]) -> dict[str, Any]:
                     {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
                 )
                 slot["id"] = call.get("id") or slot["id"]
+                if call.get("type") == "custom" or "custom" in call:
+                    slot["type"] = "custom"  # refused by from_openai_chat, by its name
+                    name = (call.get("custom") or {}).get("name")
+                    slot.setdefault("custom", {}).update({"name": name} if name else {})
                 fn = call.get("function") or {}
                 slot["function"]["name"] += fn.get("name") or ""
                 slot["function"]["arguments"] += fn.get("arguments") or ""
@@ -237,6 +241,16 @@ def from_openai_chat(
     if message.get("refusal"):
         parts.append(_text_part(str(message["refusal"])))
     for i, call in enumerate(message.get("tool_calls") or []):
+        if call.get("type") == "custom" or ("custom" in call and "function" not in call):
+            # its freeform input is no JSON object: sent back as a function call's
+            # arguments, it would be a call of another kind than the model made
+            custom = call.get("custom") if isinstance(call.get("custom"), Mapping) else {}
+            raise FormatError(
+                f"tool call {i} of the chat completion is a custom tool call "
+                f"({custom.get('name')!r}): custom tool calls are not supported; "
+                "define the tool as a function tool",
+                column="tool_calls",
+            )
         fn = call.get("function") or {}
         parts.append(_tool_part(call.get("id"), fn.get("name"), fn.get("arguments"),
                                 f"tool call {i} of the chat completion"))  # fmt: skip

@@ -39,11 +39,12 @@ from ctxcompact.scans.chat import (
     chat_tokens,
     content_text,
     estimate_chat_message,
+    tool_blocks_as_chat,
     validate_chat_messages,
 )
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.masking import mask_chat_messages
-from ctxcompact.scans.overflow import Limits, TokenBudget
+from ctxcompact.scans.overflow import Limits, TokenBudget, check_window
 
 Message = Mapping[str, Any]
 _ROUND = re.compile(rf"^{re.escape(SUMMARY_HEADING)}(?: \(Compaction Round (\d+)\))?")
@@ -81,18 +82,36 @@ def summary_round(message: Message) -> int | None:
     return int(match.group(1)) if match.group(1) else 0
 
 
+def _blocks(message: Message, kind: str) -> list[Mapping[str, Any]]:
+    """The Anthropic content blocks of ``kind`` (``tool_use``, ``tool_result``) in ``message``."""
+    content = message.get("content")
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def _result_ids(message: Message) -> set[str]:
+    """The calls ``message`` answers: a tool message's, a turn's ``tool_result`` blocks'."""
+    ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
+    if message.get("role") == "tool":
+        ids.add(str(message.get("tool_call_id")))
+    return ids
+
+
+def _call_ids(message: Message) -> set[str]:
+    """The calls ``message`` makes: its ``tool_calls``, its ``tool_use`` blocks."""
+    ids = {str(b.get("id")) for b in _blocks(message, "tool_use")}
+    return ids | {str(c.get("id")) for c in (message.get("tool_calls") or [])}
+
+
 def _adjust(messages: Sequence[Message], boundary: int, floor: int) -> int:
     """Move the boundary back until no tool call in the head has a result in the tail."""
     while boundary > floor:
-        if messages[boundary].get("role") == "tool":
+        if _result_ids(messages[boundary]):
             boundary -= 1  # a result must stay with its call
             continue
-        tail_results = {
-            str(m.get("tool_call_id")) for m in messages[boundary:] if m.get("role") == "tool"
-        }
-        head_calls = {
-            str(c.get("id")) for m in messages[floor:boundary] for c in (m.get("tool_calls") or [])
-        }
+        tail_results = set().union(*(_result_ids(m) for m in messages[boundary:]))
+        head_calls = set().union(*(_call_ids(m) for m in messages[floor:boundary]))
         if tail_results & head_calls:
             boundary -= 1
             continue
@@ -133,7 +152,9 @@ def select_split(
             f"unknown keep_policy {keep_policy!r}: 'messages' or 'tokens'", column="keep_policy"
         )
     boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
-    users = [i for i in range(start, len(messages)) if messages[i].get("role") == "user"]
+    # a user turn of Anthropic tool results answers the agent: no request
+    users = [i for i in range(start, len(messages))
+             if messages[i].get("role") == "user" and not _result_ids(messages[i])]  # fmt: skip
     request = users[-1] if users and users[-1] < boundary else None
     return Split(system, previous, previous_round, list(messages[start:boundary]),
                  list(messages[boundary:]), start, boundary, list(messages[:lead]),
@@ -159,8 +180,13 @@ def should_compact(
     messages: Sequence[Message], *, context: int, config: CompactionConfig | None = None,
     output: int = 0,
 ) -> bool:  # fmt: skip
-    """Proactive check: the history fills ``proactive_threshold`` of the usable window."""
+    """Proactive check: the history fills ``proactive_threshold`` of the usable window.
+
+    A window the output reserve leaves no input room in is a ``ConfigError``
+    (``check_window``), as the ``Compactor`` refuses it."""
     cfg = config or CompactionConfig()
+    if context:
+        check_window(Limits.coerce({"context": context, "output": output}), cfg)
     # What a split can remove: everything after the leading system messages.
     lead = leading_system(messages)
     system, rest = messages[:lead], messages[lead:]
@@ -219,7 +245,8 @@ class _Run:
         )  # fmt: skip
         #: What the summarizer reads: the head as it was before masking (outputs
         #: cut to summary_recall_tokens), so the summary integrates what was masked.
-        self.head = self.split.head
+        #: Anthropic tool blocks as chat tool calls and results (what it reads).
+        self.head = tool_blocks_as_chat(self.split.head)
         self.originals = originals
         if originals is not messages:
             head = originals[self.split.head_start : self.split.boundary]
@@ -334,7 +361,9 @@ def compact_messages(
 
     ``context`` / ``output``: the model's window and output limit (the tail
     budget is ``config.keep_ratio`` of what is usable; a context of 0 is
-    unlimited, as in ``is_overflow``: nothing is compacted). Nothing to compact, or
+    unlimited, as in ``is_overflow``: nothing is compacted; a window the output
+    reserve leaves no input room in is a ``ConfigError``, as the ``Compactor``
+    refuses it). Nothing to compact, or
     a cancelling pre-compact hook, returns the messages unchanged with
     ``record=None``. With ``config.mask_first`` the policy's masking
     (``mask_chat_messages``) runs first: when that brings the list under the
@@ -344,7 +373,7 @@ def compact_messages(
     API would take (a tool result without its call, an unknown role) raises
     its specific error (``validate_chat_messages``).
     """
-    _check_args(summarizer, context)
+    _check_args(summarizer, context, output, config)
     validate_chat_messages(messages)
     return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
                                 output=output, trigger=trigger, reason=reason,
@@ -368,7 +397,7 @@ async def acompact_messages(
     instructions: str | None = None,
 ) -> SplitResult:
     """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
-    _check_args(summarizer, context)
+    _check_args(summarizer, context, output, config)
     validate_chat_messages(messages)
     return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
                                        context=context, output=output, trigger=trigger,
@@ -377,7 +406,7 @@ async def acompact_messages(
                                        instructions=instructions))  # fmt: skip
 
 
-def _check_args(summarizer: Any, context: Any) -> None:
+def _check_args(summarizer: Any, context: Any, output: Any, config: Any) -> None:
     if not isinstance(summarizer, Summarizer):
         raise InputTypeError(
             f"compact_messages takes a Summarizer, got {type(summarizer).__name__} "
@@ -386,6 +415,9 @@ def _check_args(summarizer: Any, context: Any) -> None:
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ConfigError(f"context must be a non-negative token count (0: unlimited), "
                           f"got {context!r}", column="context")  # fmt: skip
+    if context:  # a window with no input room after the output reserve: the Compactor's refusal
+        check_window(Limits.coerce({"context": context, "output": output}),
+                     config or summarizer.config)  # fmt: skip
 
 
 def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: CompactionConfig, *,
@@ -401,6 +433,10 @@ def _split_flow(messages: Sequence[Message], summarizer: Summarizer, cfg: Compac
     )  # fmt: skip
     if run.masked_enough or not run.split.head:
         return SplitResult([dict(m) for m in run.messages], None)
+    if metrics is not None and trigger == "auto" and reason in ev.PROACTIVE_REASONS:
+        # the history is over the threshold (masking was not enough): a call held
+        # back, counted before the hooks as the live loop counts it
+        metrics.record_proactive_trigger()
     event = yield flow.PreCompact(hooks or ev.Hooks(), run.event())
     if event.cancelled:
         if events is not None:

@@ -5,7 +5,9 @@
 (rust/src/messages.rs states it) and agree message by message: every chat
 message costs ``overhead`` (role and separators; seed 001: about 4 tokens),
 its content is estimated once as a whole, and a tool call costs its name and
-its arguments as compact JSON.
+its arguments as compact JSON (a custom call: its name and input). Anthropic
+turns are counted as their chat twins: a ``tool_use`` block as a tool call,
+a ``tool_result`` block's content as a tool message's.
 """
 
 from __future__ import annotations
@@ -118,11 +120,69 @@ def split_images(content: Any) -> tuple[Any, int]:
     return content, 0
 
 
+def compact_json(value: Any) -> str:
+    """A tool call's arguments as the model is sent them: a string as it is,
+    anything else (None: no arguments, ``{}``) as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value or {}, ensure_ascii=False, separators=(",", ":"))
+
+
+def call_texts(call: Mapping[str, Any]) -> tuple[str, str]:
+    """(name, arguments) of an OpenAI chat tool call, as the model reads them: a
+    function call's ``function.name`` and ``function.arguments`` (compact JSON
+    when not a string yet), a custom (freeform) call's ``custom.name`` and its
+    ``custom.input`` text."""
+    if call.get("type") == "custom" or ("custom" in call and "function" not in call):
+        custom = call.get("custom")
+        custom = custom if isinstance(custom, Mapping) else {}
+        given = custom.get("input")
+        return str(custom.get("name") or ""), given if isinstance(given, str) else (
+            "" if given is None else compact_json(given))  # fmt: skip
+    fn = call.get("function")
+    fn = fn if isinstance(fn, Mapping) else {}
+    return str(fn.get("name") or ""), compact_json(fn.get("arguments"))
+
+
+#: Anthropic content blocks that carry a tool call or its result.
+TOOL_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def tool_block_texts(content: Any) -> tuple[list[str], int]:
+    """What the model reads of ``content``'s Anthropic tool blocks, counted as
+    their OpenAI chat twins are (``to_anthropic_messages`` and the Anthropic
+    writer build one from the other): a ``tool_use`` block's ``name`` and
+    ``input`` as compact JSON (a tool call's name and arguments), a
+    ``tool_result`` block's ``content`` (a tool message's: its text, a string
+    or text blocks; its images apart). Returns the texts, one per call name,
+    call input and result, and how many images the results hold."""
+    texts: list[str] = []
+    images = 0
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return texts, 0
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "tool_use":
+            texts += [str(block.get("name") or ""), compact_json(block.get("input"))]
+        elif block.get("type") == "tool_result":
+            inner, n = split_images(block.get("content"))
+            texts.append(content_text(inner))
+            images += n
+    return texts, images
+
+
 def _content_tokens(content: Any, method: EstimateMethod) -> int:
     """The text of ``content`` (as ``content_text`` joins it, images left
-    out) plus ``IMAGE_TOKENS`` per image block."""
+    out) plus ``IMAGE_TOKENS`` per image block, plus each Anthropic tool
+    block as its OpenAI chat twin counts (``tool_block_texts``)."""
     texts, images = split_images(content)
-    return estimate_tokens(content_text(texts), method) + images * IMAGE_TOKENS
+    tools, tool_images = tool_block_texts(content)
+    return (
+        estimate_tokens(content_text(texts), method)
+        + sum(estimate_tokens(t, method) for t in tools)
+        + (images + tool_images) * IMAGE_TOKENS
+    )
 
 
 def _message_tokens(message: Mapping[str, Any], method: EstimateMethod, overhead: int) -> int:
@@ -131,11 +191,8 @@ def _message_tokens(message: Mapping[str, Any], method: EstimateMethod, overhead
     if isinstance(reasoning, str) and reasoning:
         tokens += estimate_tokens(reasoning, method)
     for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
-        arguments = fn.get("arguments")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
-        tokens += estimate_tokens(str(fn.get("name") or ""), method)
+        name, arguments = call_texts(call)
+        tokens += estimate_tokens(name, method)
         tokens += estimate_tokens(arguments, method)
     return tokens
 
@@ -183,10 +240,12 @@ def prune_tool_results(
 
     Every ``role: tool`` message outside the last ``preserve_recent`` messages
     whose text is longer than ``max_chars`` keeps its first and last
-    ``max_chars // 2`` characters around a marker saying how much was removed.
-    With ``policy`` instead (a ``Policy``, preset name, file or dict), the
+    ``max_chars // 2`` characters around a marker saying how much was removed;
+    so does every Anthropic ``tool_result`` block (in a user turn) outside
+    them. With ``policy`` instead (a ``Policy``, preset name, file or dict), the
     policy's prune clears old results as it does in a stored session
-    (``mask_chat_messages``). Returns new message dicts; the input is not changed.
+    (``mask_chat_messages``, which reads OpenAI chat lists only: an Anthropic
+    block is a ``FormatError``). Returns new message dicts; the input is not changed.
     A list no model API would take raises what ``compact_messages`` raises
     (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
     without an earlier call, ``UnknownValueError`` for an unknown role...).
@@ -206,17 +265,69 @@ def prune_tool_results(
                               column=name)  # fmt: skip
     validate_chat_messages(check_chat_messages(messages))
     cut = max(0, len(messages) - preserve_recent)
+
+    def shortened(text: str) -> str | None:
+        if len(text) <= max_chars:
+            return None
+        head, tail = max_chars // 2, max_chars - max_chars // 2
+        removed = len(text) - head - tail
+        return text[:head] + TRUNCATION_MARK.format(n=removed) + (text[-tail:] if tail else "")
+
     out = []
     for i, message in enumerate(messages):
         copy = dict(message)
-        text = content_text(message.get("content"))
-        if i < cut and message.get("role") == "tool" and len(text) > max_chars:
-            head, tail = max_chars // 2, max_chars - max_chars // 2
-            removed = len(text) - head - tail
-            copy["content"] = (
-                text[:head] + TRUNCATION_MARK.format(n=removed) + (text[-tail:] if tail else "")
-            )
+        content = message.get("content")
+        if i < cut and message.get("role") == "tool":
+            if (short := shortened(content_text(content))) is not None:
+                copy["content"] = short
+        elif i < cut and isinstance(content, (list, tuple)):
+            # an Anthropic turn: its tool_result blocks are tool results too
+            blocks = []
+            for block in content:
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    short = shortened(content_text(block.get("content")))
+                    if short is not None:
+                        block = {**block, "content": short}
+                blocks.append(block)
+            copy["content"] = blocks
         out.append(copy)
+    return out
+
+
+def tool_blocks_as_chat(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``messages`` with Anthropic tool blocks as OpenAI chat holds them (what
+    readers of chat lists, the summarizer, understand): an assistant turn's
+    ``tool_use`` blocks as its ``tool_calls`` (arguments: the input as compact
+    JSON), a user turn's ``tool_result`` blocks as ``tool`` messages before the
+    rest of the turn. Messages without tool blocks are the input's own."""
+    out: list[Mapping[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(
+            content, (list, tuple)) else []  # fmt: skip
+        if not any(b.get("type") in TOOL_BLOCKS for b in blocks):
+            out.append(message)
+            continue
+        assert isinstance(content, (list, tuple))
+        rest = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in TOOL_BLOCKS)]
+        calls = [
+            {"id": str(b.get("id")), "type": "function",
+             "function": {"name": str(b.get("name") or ""),
+                          "arguments": compact_json(b.get("input"))}}
+            for b in blocks if b.get("type") == "tool_use"
+        ]  # fmt: skip
+        results = [
+            {"role": "tool", "tool_call_id": str(b.get("tool_use_id")),
+             "content": content_text(split_images(b.get("content"))[0])}
+            for b in blocks if b.get("type") == "tool_result"
+        ]  # fmt: skip
+        if calls:
+            out.append({**message, "content": rest or None,
+                        "tool_calls": [*(message.get("tool_calls") or []), *calls]})  # fmt: skip
+        else:
+            out += results
+            if rest:
+                out.append({**message, "content": rest})
     return out
 
 
@@ -258,6 +369,7 @@ def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 __all__ = [
+    "call_texts",
     "content_text",
     "estimate_chat_message",
     "estimate_chat_messages",

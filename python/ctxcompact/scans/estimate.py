@@ -203,13 +203,22 @@ def count_chat_tokens(
     vocabulary: str | Path | None = None,
 ) -> int:
     """Exact prompt tokens of OpenAI chat messages as OpenAI bills them: each
-    message's role and text (tool calls' names and arguments, a tool result's
-    text) plus 3 per message, 1 per ``name``, and 3 priming the reply. (Other
-    families' chat templates frame messages differently: this is OpenAI's.)
+    message's role and text (tool calls' names and arguments, a custom call's
+    input, a tool result's text; an Anthropic ``tool_use`` / ``tool_result``
+    block as the same call or result) plus 3 per message, 1 per ``name``, and
+    3 priming the reply. (Other families' chat templates frame messages
+    differently: this is OpenAI's.)
 
     ``tokenizer`` is a family name, or a ``TokenizerCounter`` to count each
     text with another tokenizer (in Python, one call per text)."""
-    from ctxcompact.scans.chat import IMAGE_TOKENS, check_chat_messages, content_text, split_images
+    from ctxcompact.scans.chat import (
+        IMAGE_TOKENS,
+        call_texts,
+        check_chat_messages,
+        content_text,
+        split_images,
+        tool_block_texts,
+    )
 
     counter: Callable[[str], int]
     if isinstance(tokenizer, TokenizerCounter):
@@ -223,11 +232,13 @@ def count_chat_tokens(
     total = _REPLY_PRIMING
     for m in check_chat_messages(messages):
         content, images = split_images(m.get("content"))
-        total += images * IMAGE_TOKENS  # billed by size, not by the text of their URL
-        parts = [str(m.get("role") or ""), content_text(content)]
+        # Anthropic tool_use / tool_result blocks: as their chat twins (a call's
+        # name and arguments, a result's text)
+        tools, tool_images = tool_block_texts(m.get("content"))
+        total += (images + tool_images) * IMAGE_TOKENS  # billed by size, not by their URL
+        parts = [str(m.get("role") or ""), content_text(content), *tools]
         for call in m.get("tool_calls") or []:
-            function = call.get("function") or {}
-            parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
+            parts += call_texts(call)
         total += _PER_MESSAGE + sum(counter(p) for p in parts if p)
         if m.get("name"):
             total += _PER_NAME + counter(str(m["name"]))

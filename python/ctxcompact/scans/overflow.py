@@ -220,6 +220,25 @@ class OverflowOptions:
             )
 
 
+def check_window(limits: Limits, config: Any = None, where: str = "") -> Limits:
+    """``limits``, or ``ConfigError`` when they leave no input window (every
+    call would overflow and compact; a split would cut the whole history).
+    The one check of every entry point taking a window: the ``Compactor``,
+    ``compact_messages`` / ``should_compact``, ``compact_batch`` /
+    ``compact_parquet``, replay and tune."""
+    usable = limits.usable(config)
+    if usable is not None and usable <= 0:
+        cap = OverflowOptions.from_config(config).output_token_max
+        raise ConfigError(
+            f"{where}context {limits.context} leaves no usable input window ({usable:,} "
+            f"tokens): {limits.context - usable:,} are reserved for the answer (the output "
+            f"limit, else output_token_max = {cap:,}); give the model's "
+            "output limit or a larger context",
+            column="context",
+        )  # fmt: skip
+    return limits
+
+
 @dataclass(frozen=True)
 class OverflowReport:
     overflow: bool

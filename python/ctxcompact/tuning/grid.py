@@ -40,14 +40,13 @@ from ctxcompact.errors import (
 )
 from ctxcompact.models import Session
 from ctxcompact.policy import Policy
-from ctxcompact.scans.overflow import Limits
+from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
 from ctxcompact.tuning.prices import Price, price_for
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
-    check_window,
     replay_session,
     summarize_calls,
 )

@@ -51,7 +51,7 @@ from ctxcompact.live.summary import Summarizer
 from ctxcompact.models import AssistantMessage, MessageWithParts, Session, UserMessage
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import chat_tokens
-from ctxcompact.scans.overflow import Limits
+from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.prices import Price, price_for
@@ -290,21 +290,6 @@ def check_number(value: Any, name: str, *, least: float = 0, integer: bool = Fal
     if isinstance(value, bool) or not number or not float(value) >= least:
         raise ConfigError(f"{name} must be {what} of at least {least:g}, got "
                           f"{type(value).__name__} {value!r}", column=name)  # fmt: skip
-
-
-def check_window(limits: Limits, config: CompactionConfig, where: str = "") -> Limits:
-    """``limits``, or ``ConfigError`` when they leave no input window (every
-    call would overflow and compact)."""
-    usable = limits.usable(config)
-    if usable is not None and usable <= 0:
-        raise ConfigError(
-            f"{where}context {limits.context} leaves no usable input window ({usable:,} "
-            f"tokens): {limits.context - usable:,} are reserved for the answer (the output "
-            f"limit, else output_token_max = {config.output_token_max:,}); give the model's "
-            "output limit or a larger context",
-            column="context",
-        )  # fmt: skip
-    return limits
 
 
 def replay(
