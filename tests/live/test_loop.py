@@ -487,3 +487,23 @@ def test_pinned_content_over_the_threshold_is_not_summarized_at_every_call() -> 
         assert len(loop.before_call(sid)) == 2
     assert client.calls == 0 and not store.records(sid)
     assert [p["reason"] for p in seen] == ["unremovable"] * 3
+
+
+def test_a_paused_anthropic_turn_is_not_done() -> None:
+    """Anthropic's ``pause_turn`` (a long server-tool turn paused; the reply is
+    sent back for the model to go on) was reported done: a runtime would stop
+    mid-turn. The same reply with ``end_turn`` is done."""
+    from ctxcompact.live.replies import from_anthropic_message
+
+    def reply(stop: str) -> dict[str, Any]:
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+                "content": [{"type": "server_tool_use", "id": "srv_1", "name": "web_search",
+                             "input": {"query": "ctxcompact"}}],
+                "stop_reason": stop,
+                "usage": {"input_tokens": 100, "output_tokens": 5}}  # fmt: skip
+
+    for stop, done in (("pause_turn", False), ("end_turn", True)):
+        _, sid, loop = make()
+        loop.add_user(sid, "search")
+        decision = loop.after_step(sid, from_anthropic_message(reply(stop)))
+        assert (decision.reason, decision.done) == ("ok", done), stop

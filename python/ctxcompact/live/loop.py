@@ -53,6 +53,10 @@ CONTEXT_STOPS = OUTPUT_STOPS | PROMPT_STOPS
 #: A reply that ended without a finish reason (a stream cut short): the
 #: converters (``from_openai_chat``, ...) give it this finish.
 INCOMPLETE = "incomplete"
+#: Finish reasons of a turn that is not over: calls to answer, or Anthropic's
+#: ``pause_turn`` (a long server-tool turn paused: the reply is sent back as
+#: it is for the model to go on).
+CONTINUES = frozenset({"tool_calls", "tool-calls", "tool_use", "pause_turn"})
 
 
 def context_stop(reason: str | None) -> str | None:
@@ -85,7 +89,8 @@ class StepDecision:
     #: long", ...), ``"incomplete"`` (the reply ended without a finish reason,
     #: a stream cut short: nothing queued), ``"masked"``, or ``"ok"``.
     reason: str
-    #: The model finished its turn (no tool calls pending and not cut off).
+    #: The model finished its turn (no tool calls pending, not cut off, not
+    #: paused: Anthropic's ``pause_turn`` is not done).
     #: A context stop or an incomplete reply is never done; with auto
     #: compaction off nothing is queued for a context stop or an overflow
     #: (``compaction_queued`` False, the reason still given and counted in
@@ -329,7 +334,7 @@ class CompactionLoop:
             # A stream that ended without a finish reason: cut short, not a
             # finished turn (nor a full context).
             return StepDecision(check.queued, check.reason if told else INCOMPLETE, False)
-        done = finish_reason not in ("tool_calls", "tool-calls", "tool_use") and not pending_tools
+        done = finish_reason not in CONTINUES and not pending_tools
         return StepDecision(check.queued, check.reason if told else "ok", done)
 
     def _learn(self, session_id: str, message: MessageWithParts | None, usage: Any) -> None:
