@@ -812,7 +812,7 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
     """The part rows of Parquet files and folders, read as ``batch`` reads
     them (``parquet_dataset``: a folder's ``*.parquet`` files, names starting
     with ``_`` or ``.`` left out; every file left out named on stderr)."""
-    from ctxcompact.batch.parquet import check_parts_once, parquet_dataset
+    from ctxcompact.batch.parquet import check_parts_once, check_readable, parquet_dataset
 
     found = parquet_dataset(source)
     _report_files(found.skipped)
@@ -820,9 +820,11 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
         _check_parquet_sessions(found.files)
     tables = []
     for path in found.files:
+        check_readable(path)  # an unreadable file: its OSError (exit 3), not bad data
         try:
             tables.append(pq.read_table(path))
         except (pa.ArrowInvalid, OSError) as e:
+            check_readable(path)
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         # a part twice within the file (check_file_joins compared the joins)
         check_parts_once(tables[-1], functools.partial(_in_path, path))

@@ -12,7 +12,9 @@ succeeded: a failed run leaves nothing half-written.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -172,8 +174,7 @@ def parquet_dataset(
                 left = f" ({len(found.skipped)} other file(s) left out)" if found.skipped else ""
                 raise DatasetError(f"{path}: no .parquet files in this directory{left}")
             return found
-        if not path.exists():
-            raise DatasetError(f"{path}: no such file or directory")
+        check_readable(path)  # a missing file is the OSError naming it, as for session files
         return ParquetFiles([path], [])
     from ctxcompact.formats.reader import read_once
 
@@ -196,13 +197,34 @@ def parquet_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[st
     return parquet_dataset(source).files
 
 
+def check_readable(path: Path) -> None:
+    """A Parquet input that cannot be read as a file (gone, a folder, a named
+    pipe, no permission) is Python's ``OSError`` naming it, as a session file
+    is (README, Errors; exit 3 on the command line); only what its content
+    holds is a ``DatasetError``. Decided from the path itself, never from
+    pyarrow's error (whose errno does not say which). A named pipe is never
+    opened (that waits for a writer)."""
+    from ctxcompact.formats.reader import _not_regular
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, str(path)) from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path)
+    if not os.access(path, os.R_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
 def _open(path: Path) -> pq.ParquetFile:
+    check_readable(path)
     try:
         # pre_buffer would keep the coalesced reads of the whole file alive
         # while iterating (memory growing with the file): read column chunks
         # through a small buffer instead.
         return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     except (pa.ArrowInvalid, OSError) as e:
+        check_readable(path)  # gone (or replaced) since: still the file's OSError
         raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
 
 
