@@ -2047,6 +2047,15 @@ def _cli_wording(message: str) -> str:
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
+#: The OSError of a Claude Code file's first pass whose temporary folder
+#: (missing, full, not writable) cannot be written: named by the folder, its
+#: message naming the input, the folder again and the cause (the core's words).
+_TEMPORARY = re.compile(
+    r"(?P<input>.+): the first pass cannot use its temporary files in (?P<folder>.+?): "
+    r"(?P<why>.+?)(?: \(os error \d+\))?",
+    re.DOTALL,
+)
+
 
 def _where(error: cc.CompactionError) -> str:
     """Where the error is (session, message, row, column), as far as its
@@ -2080,6 +2089,10 @@ def main() -> None:
         _fail(EXIT_DATA, f"{type(e).__name__}: {_cli_wording(str(e))}{_where(e)}")
     except OSError as e:  # outputs are checked up front; what is left is mostly reading
         where = f"{e.filename}: " if e.filename else ""
+        spill = _TEMPORARY.fullmatch(e.strerror or "")
+        if spill and e.filename == spill["folder"]:  # the folder is named once, with its cause
+            _fail(EXIT_OUTPUT, f"{where}cannot write the temporary files of the first pass over "
+                               f"{spill['input']}: {spill['why']}")  # fmt: skip
         if e.errno in _FULL:
             _fail(EXIT_OUTPUT, f"{where}cannot write: {e.strerror}")
         _fail(EXIT_INPUT, f"{where}cannot read: {e.strerror or _one_line(str(e))}")

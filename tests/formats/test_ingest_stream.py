@@ -11,6 +11,7 @@ import ctxcompact as cc
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_run import invoke
 from ctxcompact import formats
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
 from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
@@ -192,6 +193,29 @@ def test_a_temporary_folder_that_cannot_be_used_is_an_oserror_naming_it(
     assert not isinstance(info.value, cc.CompactionError)
     assert info.value.filename == str(missing)
     assert str(path) in str(info.value) and "temporary files" in str(info.value)
+
+
+def test_the_cli_names_an_unusable_temporary_folder_once_as_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was exit 3, "error: <folder>: cannot read: <file>: the first pass cannot
+    # use its temporary files in <folder>: ... (os error 2)": the folder twice,
+    # "read" for a folder that could not be written.
+    source = DATA / "formats" / "claude-code" / "claude-code-log" / "representative_messages.jsonl"
+    lines = source.read_text().splitlines()
+    big = json.loads(lines[0])
+    big["uuid"], big["parentUuid"] = "big", None
+    big["message"] = {"role": "user", "content": [{"type": "text", "text": "x" * (2 << 20)}]}
+    path = write_lines(tmp_path / "big.jsonl", [*map(json.loads, lines), big])
+    missing = tmp_path / "no-such-tmp"
+    monkeypatch.setenv("TMPDIR", str(missing))
+    out = tmp_path / "out.parquet"
+    code, stdout, err = invoke(monkeypatch, capsys, "ingest", str(path), "-o", str(out),
+                               "--window-mb", "1")  # fmt: skip
+    assert code == 5, err
+    assert err == (f"error: {missing}: cannot write the temporary files of the first pass over "
+                   f"{path}: No such file or directory\n")  # fmt: skip
+    assert not stdout and not out.exists()
 
 
 def test_bad_lines_are_rejected_or_raised_as_the_whole_file_reader_does(tmp_path: Path) -> None:
