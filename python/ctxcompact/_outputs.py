@@ -155,15 +155,35 @@ def _unwritable(path: Path, option: str) -> OutputNotWritableError | None:
 
 def check_outputs(
     outputs: Mapping[str, PathLike | None], inputs: Iterable[PathLike] = (), *,
-    parquet: bool = False,
+    parquet: bool = False, folders: bool = False,
 ) -> None:  # fmt: skip
     """Refuse, before any work, outputs (keyed by the argument or option that
     names them; ``None``: not written) that cannot be written, that would
     replace an input or each other, or that an input folder would read as
     one of its inputs next time (``reads_next_time``; ``parquet``: the input
-    folders are read as Parquet whatever they hold)."""
+    folders are read as Parquet whatever they hold). ``folders``: each output
+    is a folder of Parquet files replaced whole (Ray Data's): refused when it
+    is an input or holds one, or when an input folder would read the files
+    written in it; whether it can be written is left to its writer (a URL,
+    ``scheme://...``, is not checked)."""
     ins = [Path(i) for i in inputs]
-    given = [(option, Path(path)) for option, path in outputs.items() if path is not None]
+    given = [(option, Path(path)) for option, path in outputs.items()
+             if path is not None and not (folders and "://" in str(path))]  # fmt: skip
+    if folders:
+        for i, (option, path) in enumerate(given):
+            for other, earlier in given[:i]:
+                if _one_file(path, earlier):
+                    raise OutputConflictError(f"{path} is also the {other} output: give each "
+                                              "output its own folder", column=option)  # fmt: skip
+            if any(_one_file(path, i) or i.resolve().is_relative_to(path.resolve())
+                   for i in ins):  # fmt: skip
+                raise OutputConflictError(f"{path} is also an input (or holds one): it would "
+                                          "be replaced", column=option)  # fmt: skip
+            written = path / "part.parquet"  # a file the writer puts in it
+            inside = next((i for i in ins if reads_next_time(written, i, parquet=True)), None)
+            if inside is not None:
+                raise OutputConflictError(_read_next_time(path, inside), column=option)
+        return
     for i, (option, path) in enumerate(given):
         for other, earlier in given[:i]:
             if _one_file(path, earlier):

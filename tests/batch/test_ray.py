@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import compact_batch
-from ctxcompact.errors import DatasetError, NonContiguousError, UnknownValueError
+from ctxcompact.errors import (
+    DatasetError,
+    NonContiguousError,
+    OutputConflictError,
+    UnknownValueError,
+)
 from ctxcompact.testing.synthetic import generate_table
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -128,13 +134,14 @@ def test_sessions_split_between_files_are_never_compacted_silently(
     local_ray: None, tmp_path: Path
 ) -> None:
     table = generate_table(4, 150, seed=5, mean_output_chars=3000)
-    pq.write_table(table.slice(0, table.num_rows // 2), tmp_path / "in-0.parquet")
-    pq.write_table(table.slice(table.num_rows // 2), tmp_path / "in-1.parquet")
+    (tmp_path / "in").mkdir()  # the outputs outside it (inside, it would read them next time)
+    pq.write_table(table.slice(0, table.num_rows // 2), tmp_path / "in" / "in-0.parquet")
+    pq.write_table(table.slice(table.num_rows // 2), tmp_path / "in" / "in-1.parquet")
     whole, now = compact_batch(table, now_ms=42, parts=True)[1], 42
     for attempt in range(2):
         out = tmp_path / f"out{attempt}"
         try:
-            compact_parquet_on_ray(str(tmp_path), str(out), now_ms=now)
+            compact_parquet_on_ray(str(tmp_path / "in"), str(out), now_ms=now)
         except NonContiguousError:
             continue  # reported: fine
 
@@ -197,7 +204,7 @@ def test_a_part_read_twice_where_files_join_is_refused(local_ray: None, tmp_path
             compact_dataset(ds, now_ms=5, parts=parts)
         assert e.value.session_id == last["session_id"] and last["part_id"] in str(e.value)
     with pytest.raises(DuplicateSessionError, match=r"b\.parquet"):
-        compact_parquet_on_ray(str(tmp_path), str(tmp_path / "out"), now_ms=5)
+        compact_parquet_on_ray(str(tmp_path), str(tmp_path / "_out"), now_ms=5)
 
 
 def test_a_rerun_keeps_the_outputs_modes_and_refuses_a_read_only_one(
@@ -232,3 +239,23 @@ def test_a_rerun_keeps_the_outputs_modes_and_refuses_a_read_only_one(
     assert e.value.filename == str(locked) and isinstance(e.value, OSError)
     assert (sorted(f.name for f in report.iterdir()), pq.read_table(parts)) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parts", "report"]
+
+
+def test_an_output_the_source_folder_would_read_next_time_is_refused(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    # As compact_parquet and the CLI refuse it: the folder's reader would take
+    # the compacted parts as more input next run. Was written.
+    folder, _ = files
+    before = sorted(p.name for p in folder.iterdir())
+    for destination, report in ((folder / "parts", None), (tmp_path / "parts", folder / "r"),
+                                (folder, None), (folder.parent, None)):  # fmt: skip
+        with pytest.raises(OutputConflictError, match=r"is also an input|inside the input folder"):
+            compact_parquet_on_ray(str(folder), str(destination),
+                                   report=None if report is None else str(report))  # fmt: skip
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert not (tmp_path / "parts").exists()
+    # a name the reader skips ('_' or '.') is no input next time
+    compact_parquet_on_ray(str(folder), str(folder / "_parts"), now_ms=5)
+    assert pq.read_table(folder / "_parts").num_rows > 0
+    shutil.rmtree(folder / "_parts")

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact._atomic import ReadOnlyFileError, keep_mode, read_only
+from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import _PART_KEY, _plain, repeated_part
 from ctxcompact.config import CompactionConfig
@@ -396,6 +397,10 @@ def compact_parquet_on_ray(
     """
     if if_exists not in ("overwrite", "error"):
         raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
+    # before any work, as compact_parquet and the CLI: an output that is an
+    # input, or inside an input folder (read as an input of it next time)
+    local = [s for s in ([source] if isinstance(source, str) else source) if "://" not in s]
+    check_outputs({"destination": destination, "report": report}, local, folders=True)
     ray = _ray()
     outputs = [destination] if report is None else [destination, report]
     if if_exists == "error":
