@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
@@ -68,3 +71,24 @@ def read_run(
                                  "output": "x" * chars}}],
         })  # fmt: skip
     return cc.Session.model_validate({"info": {"id": sid}, "messages": messages})
+
+
+#: How a file that was listed is made unreadable before it is read, and the
+#: error (class, errno) reading it must give.
+UNREADABLE: dict[str, tuple[type[OSError], int]] = {
+    "gone": (FileNotFoundError, errno.ENOENT),
+    "folder": (IsADirectoryError, errno.EISDIR),
+    "pipe": (OSError, errno.EINVAL),
+    "dangling link": (FileNotFoundError, errno.ENOENT),
+}
+
+
+def make_unreadable(path: Path, kind: str) -> None:
+    """Replace the file at ``path`` by what ``kind`` (of ``UNREADABLE``) names."""
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "pipe":
+        os.mkfifo(path)
+    elif kind == "dangling link":
+        path.symlink_to(path.with_name("no-such-target" + path.suffix))

@@ -5,7 +5,6 @@ is not Parquet is a ``DatasetError``. The CLI names it and exits 3."""
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow.parquet as pq
 import pytest
+from builders import UNREADABLE, make_unreadable
 from cli_run import invoke
 from ctxcompact import compact_parquet
 from ctxcompact.batch import parquet
@@ -22,19 +22,7 @@ from ctxcompact.testing.synthetic import generate_table
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes (POSIX)")
 
 #: How a listed file is made unreadable, and the (class, errno) reading it gives.
-KINDS: dict[str, tuple[type[OSError], int]] = {
-    "gone": (FileNotFoundError, errno.ENOENT),
-    "folder": (IsADirectoryError, errno.EISDIR),
-    "pipe": (OSError, errno.EINVAL),
-}
-
-
-def unreadable(path: Path, kind: str) -> None:
-    path.unlink()
-    if kind == "folder":
-        path.mkdir()
-    elif kind == "pipe":
-        os.mkfifo(path)
+KINDS = {k: UNREADABLE[k] for k in ("gone", "folder", "pipe")}
 
 
 def after_listing(monkeypatch: pytest.MonkeyPatch, path: Path, kind: str) -> None:
@@ -43,7 +31,7 @@ def after_listing(monkeypatch: pytest.MonkeyPatch, path: Path, kind: str) -> Non
 
     def then_unreadable(*args: Any, **kwargs: Any) -> Any:
         found = listing(*args, **kwargs)
-        unreadable(path, kind)
+        make_unreadable(path, kind)
         return found
 
     monkeypatch.setattr(parquet, "parquet_dataset", then_unreadable)

@@ -9,7 +9,6 @@ no traceback."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import threading
@@ -20,32 +19,13 @@ from typing import Any
 
 import ctxcompact as cc
 import pytest
+from builders import UNREADABLE, make_unreadable
 from cli_run import invoke
 from ctxcompact import _core, formats
 from ctxcompact.formats import iter_jsonl, iter_sessions, read_jsonl, read_sessions, reader
 from test_ingest import GOOD, claude_file, write_lines
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes (POSIX)")
-
-#: How a file that was listed is made unreadable before it is read, and the
-#: error (class, errno) reading it must give.
-KINDS: dict[str, tuple[type[OSError], int]] = {
-    "gone": (FileNotFoundError, errno.ENOENT),
-    "folder": (IsADirectoryError, errno.EISDIR),
-    "pipe": (OSError, errno.EINVAL),
-    "dangling link": (FileNotFoundError, errno.ENOENT),
-}
-
-
-def unreadable(path: Path, kind: str) -> None:
-    """Replace the file at ``path`` by what ``kind`` names."""
-    path.unlink()
-    if kind == "folder":
-        path.mkdir()
-    elif kind == "pipe":
-        os.mkfifo(path)
-    elif kind == "dangling link":
-        path.symlink_to(path.with_name("no-such-target.jsonl"))
 
 
 @contextmanager
@@ -73,7 +53,7 @@ def never_waiting(path: Path) -> Iterator[None]:
 
 
 def check(error: BaseException, path: Path, kind: str) -> None:
-    cls, code = KINDS[kind]
+    cls, code = UNREADABLE[kind]
     assert type(error) is cls, repr(error)
     assert not isinstance(error, cc.CompactionError)
     assert (error.errno, error.filename) == (code, str(path)), repr(error)
@@ -95,7 +75,7 @@ def after_listing(monkeypatch: pytest.MonkeyPatch, path: Path, kind: str) -> Non
 
     def then_unreadable(*args: Any, **kwargs: Any) -> Any:
         out = choose(*args, **kwargs)
-        unreadable(path, kind)
+        make_unreadable(path, kind)
         return out
 
     monkeypatch.setattr(reader, "_choose", then_unreadable)
@@ -111,7 +91,7 @@ READERS: dict[str, Callable[..., object]] = {
 
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
 @pytest.mark.parametrize("fmt", ["opencode", "claude-code"])
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", list(UNREADABLE))
 @pytest.mark.parametrize("route", list(READERS))
 def test_a_file_made_unreadable_after_listing_is_the_oserror_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str, kind: str, fmt: str,
@@ -146,7 +126,7 @@ def test_a_file_made_unreadable_while_the_stream_reads_the_one_before(
     path = claude_file(tmp_path / "b.jsonl")
     windows = iter_jsonl([first, path], on_error="skip", window_bytes=1)
     assert next(windows).table.num_rows > 0
-    unreadable(path, kind)
+    make_unreadable(path, kind)
     with pytest.raises(OSError) as info:
         list(windows)
     check(info.value, path, kind)
