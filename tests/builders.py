@@ -92,3 +92,27 @@ def make_unreadable(path: Path, kind: str) -> None:
         os.mkfifo(path)
     elif kind == "dangling link":
         path.symlink_to(path.with_name("no-such-target" + path.suffix))
+
+
+def check_unreadable(error: BaseException, path: Path, kind: str) -> None:
+    """``error`` is Python's own OSError for ``path`` made unreadable as ``kind``
+    says: its class and errno, the file named (never a library error)."""
+    cls, code = UNREADABLE[kind]
+    assert type(error) is cls, repr(error)
+    assert not isinstance(error, cc.CompactionError)
+    assert (error.errno, error.filename) == (code, str(path)), repr(error)
+    assert str(path) in str(error)
+
+
+def unreadable_after(monkeypatch: Any, owner: object, name: str, path: Path, kind: str) -> None:
+    """``owner.name`` patched so that ``path`` is made unreadable (``kind``)
+    as soon as it returns: a file listed, then deleted or replaced before it
+    is read."""
+    listing = getattr(owner, name)
+
+    def then_unreadable(*args: Any, **kwargs: Any) -> Any:
+        out = listing(*args, **kwargs)
+        make_unreadable(path, kind)
+        return out
+
+    monkeypatch.setattr(owner, name, then_unreadable)

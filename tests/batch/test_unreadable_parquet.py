@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-import ctxcompact as cc
 import pyarrow.parquet as pq
 import pytest
-from builders import UNREADABLE, make_unreadable
+from builders import UNREADABLE, check_unreadable, unreadable_after
 from cli_run import invoke
 from ctxcompact import compact_parquet
 from ctxcompact.batch import parquet
@@ -27,21 +25,7 @@ KINDS = {k: UNREADABLE[k] for k in ("gone", "folder", "pipe")}
 
 def after_listing(monkeypatch: pytest.MonkeyPatch, path: Path, kind: str) -> None:
     """``path`` is listed as a Parquet file, then made unreadable before it is read."""
-    listing = parquet.parquet_dataset
-
-    def then_unreadable(*args: Any, **kwargs: Any) -> Any:
-        found = listing(*args, **kwargs)
-        make_unreadable(path, kind)
-        return found
-
-    monkeypatch.setattr(parquet, "parquet_dataset", then_unreadable)
-
-
-def check(error: BaseException, path: Path, kind: str) -> None:
-    cls, code = KINDS[kind]
-    assert type(error) is cls, repr(error)
-    assert not isinstance(error, cc.CompactionError)
-    assert (error.errno, error.filename) == (code, str(path)), repr(error)
+    unreadable_after(monkeypatch, parquet, "parquet_dataset", path, kind)
 
 
 def rows(path: Path) -> Path:
@@ -56,7 +40,7 @@ def test_a_missing_parquet_file_is_the_file_not_found_error_naming_it(tmp_path: 
                                          report_path=tmp_path / "r.parquet")):  # fmt: skip
         with pytest.raises(FileNotFoundError) as info:
             call()
-        check(info.value, missing, "gone")
+        check_unreadable(info.value, missing, "gone")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet"]
 
 
@@ -70,7 +54,7 @@ def test_a_parquet_file_made_unreadable_after_listing_is_the_oserror_naming_it(
     after_listing(monkeypatch, path, kind)
     with pytest.raises(OSError) as info:
         compact_parquet(path if where == "file" else tmp_path / "in", tmp_path / "o.parquet")
-    check(info.value, path, kind)
+    check_unreadable(info.value, path, kind)
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -79,7 +63,7 @@ def test_a_named_pipe_given_by_name_is_never_opened(tmp_path: Path) -> None:
     os.mkfifo(pipe)  # opening it would wait for a writer: the test would hang
     with pytest.raises(OSError) as info:
         compact_parquet(pipe, tmp_path / "o.parquet")
-    check(info.value, pipe, "pipe")
+    check_unreadable(info.value, pipe, "pipe")
 
 
 def test_a_file_that_is_not_parquet_stays_a_dataset_error(tmp_path: Path) -> None:

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import ctxcompact as cc
 import pytest
-from builders import UNREADABLE, make_unreadable
+from builders import UNREADABLE, check_unreadable, make_unreadable, unreadable_after
 from cli_run import invoke
 from ctxcompact import _core, formats
 from ctxcompact.formats import iter_jsonl, iter_sessions, read_jsonl, read_sessions, reader
@@ -52,14 +51,6 @@ def never_waiting(path: Path) -> Iterator[None]:
         thread.join()
 
 
-def check(error: BaseException, path: Path, kind: str) -> None:
-    cls, code = UNREADABLE[kind]
-    assert type(error) is cls, repr(error)
-    assert not isinstance(error, cc.CompactionError)
-    assert (error.errno, error.filename) == (code, str(path)), repr(error)
-    assert str(path) in str(error)
-
-
 def session_file(path: Path, fmt: str) -> Path:
     """A file of one format with sessions in it."""
     if fmt == "claude-code":
@@ -71,14 +62,7 @@ def after_listing(monkeypatch: pytest.MonkeyPatch, path: Path, kind: str) -> Non
     """``path`` made unreadable once the readers have listed the files and
     told their formats (in Python), before the native reader opens them: a
     file deleted or replaced between the two."""
-    choose = reader._choose
-
-    def then_unreadable(*args: Any, **kwargs: Any) -> Any:
-        out = choose(*args, **kwargs)
-        make_unreadable(path, kind)
-        return out
-
-    monkeypatch.setattr(reader, "_choose", then_unreadable)
+    unreadable_after(monkeypatch, reader, "_choose", path, kind)
 
 
 READERS: dict[str, Callable[..., object]] = {
@@ -106,12 +90,12 @@ def test_a_file_made_unreadable_after_listing_is_the_oserror_naming_it(
     windows = {"window_bytes": 64} if route.startswith("iter") else {}
     with never_waiting(path), pytest.raises(OSError) as info:
         READERS[route]([first, path], on_error=on_error, **windows)
-    check(info.value, path, kind)
+    check_unreadable(info.value, path, kind)
     # the Python path, on the same file: the same class
     if kind != "pipe":  # formats.read opens what it is given (it would wait on a pipe)
         with pytest.raises(OSError) as python:
             formats.read(path, fmt)
-        check(python.value, path, kind)
+        check_unreadable(python.value, path, kind)
 
 
 @pytest.mark.parametrize("kind", ["gone", "folder"])
@@ -129,7 +113,7 @@ def test_a_file_made_unreadable_while_the_stream_reads_the_one_before(
     make_unreadable(path, kind)
     with pytest.raises(OSError) as info:
         list(windows)
-    check(info.value, path, kind)
+    check_unreadable(info.value, path, kind)
 
 
 #: (reader, suffix): the JSONL readers read any file given by name as JSONL,
@@ -149,7 +133,7 @@ def test_a_named_pipe_given_by_name_is_an_oserror_and_never_opened(
     os.mkfifo(path)
     with never_waiting(path), pytest.raises(OSError) as info:
         READERS[route](path, on_error=on_error)
-    check(info.value, path, "pipe")
+    check_unreadable(info.value, path, "pipe")
     assert "named pipe" in str(info.value)
 
 
@@ -166,7 +150,7 @@ def test_the_native_reader_and_formats_read_agree_on_a_folder_and_a_missing_file
         for on_error in ("raise", "skip"):
             with pytest.raises(OSError) as native:
                 _core.ingest_jsonl([str(path)], [fmt], on_error)
-            check(native.value, path, kind)
+            check_unreadable(native.value, path, kind)
         with pytest.raises(OSError) as python:
             formats.read(path, fmt)
         assert type(python.value) is type(native.value)
