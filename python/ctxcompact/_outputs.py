@@ -169,33 +169,28 @@ def check_outputs(
     ins = [Path(i) for i in inputs]
     given = [(option, Path(path)) for option, path in outputs.items()
              if path is not None and not (folders and "://" in str(path))]  # fmt: skip
-    if folders:
-        for i, (option, path) in enumerate(given):
-            for other, earlier in given[:i]:
-                if _one_file(path, earlier):
-                    raise OutputConflictError(f"{path} is also the {other} output: give each "
-                                              "output its own folder", column=option)  # fmt: skip
-            if any(_one_file(path, i) or i.resolve().is_relative_to(path.resolve())
-                   for i in ins):  # fmt: skip
-                raise OutputConflictError(f"{path} is also an input (or holds one): it would "
-                                          "be replaced", column=option)  # fmt: skip
-            written = path / "part.parquet"  # a file the writer puts in it
-            inside = next((i for i in ins if reads_next_time(written, i, parquet=True)), None)
-            if inside is not None:
-                raise OutputConflictError(_read_next_time(path, inside), column=option)
-        return
+    what = "folder" if folders else "file"
     for i, (option, path) in enumerate(given):
         for other, earlier in given[:i]:
             if _one_file(path, earlier):
                 raise OutputConflictError(f"{path} is also the {other} output: give each "
-                                          "output its own file", column=option)  # fmt: skip
+                                          f"output its own {what}", column=option)  # fmt: skip
     for option, path in given:
-        if any(replaces_input(path, i, parquet=parquet) for i in ins):
+        if folders:  # replaced whole: an input inside it goes with it
+            if any(_one_file(path, i) or i.resolve().is_relative_to(path.resolve())
+                   for i in ins):  # fmt: skip
+                raise OutputConflictError(f"{path} is also an input (or holds one): it would "
+                                          "be replaced", column=option)  # fmt: skip
+        elif any(replaces_input(path, i, parquet=parquet) for i in ins):
             raise OutputConflictError(f"{path} is also an input: it would be replaced",
                                       column=option)  # fmt: skip
-        inside = next((i for i in ins if reads_next_time(path, i, parquet=parquet)), None)
+        written = path / "part.parquet" if folders else path  # a file the writer puts there
+        inside = next((i for i in ins if reads_next_time(written, i, parquet=parquet or folders)),
+                      None)  # fmt: skip
         if inside is not None:
             raise OutputConflictError(_read_next_time(path, inside), column=option)
+        if folders:
+            continue  # whether a folder can be written is left to its writer
         refused = _unwritable(path, option)
         if refused is not None:
             raise refused
