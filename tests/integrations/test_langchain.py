@@ -266,3 +266,54 @@ def test_metrics_count_proactive_triggers_as_the_live_loop_does(policy: str | No
     create_agent(GenericFakeChatModel(messages=iter([AIMessage("ok")])), tools=[],
                  middleware=[small]).invoke({"messages": hist[:4]})  # fmt: skip
     assert small.metrics.snapshot()["proactive_triggers"] == 0
+
+
+def replay(allow: int) -> tuple[Agent, CompactionMiddleware, list[tuple[int, int]], list[int]]:
+    """``run`` with hooks: the pre-compact hook notes (model call, tokens_before)
+    and cancels every compaction after the first ``allow``; the post-compact
+    hook notes the model call the compaction came before."""
+    from ctxcompact.live.events import Hooks
+
+    agent_model, asked, done = Agent(), [], []
+
+    def pre(event: Any) -> None:
+        asked.append((len(agent_model.seen), event.tokens_before))
+        if len(asked) > allow:
+            event.cancel("replay")  # nothing changes: the call is sent the history as it is
+
+    hooks = Hooks([pre], [lambda event: done.append(len(agent_model.seen))])
+    middleware = CompactionMiddleware(Summaries(), context=8_000, output=1_000, policy=POLICY,
+                                      hooks=hooks)  # fmt: skip
+    agent = create_agent(agent_model, [read_file], middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("Read every file and report.")]})
+    return agent_model, middleware, asked, done
+
+
+def sent_tokens(messages: list[BaseMessage]) -> int:
+    """The estimate of what a model call received, from LangChain's own OpenAI form."""
+    from ctxcompact.scans.chat import estimate_chat_messages
+    from langchain_core.messages import convert_to_openai_messages
+
+    return estimate_chat_messages(convert_to_openai_messages(messages))
+
+
+def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
+    """tokens_before counted the unmasked state while tokens_after counted the
+    masked view sent: each compaction looked ~6x bigger than what was sent."""
+    agent_model, middleware, asked, done = replay(allow=1_000)
+    records = middleware.records
+    assert len(records) >= 2
+    for i, record in enumerate(records):
+        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
+        # the call right after the compaction was sent what tokens_after counts
+        assert record.tokens_after == sent_tokens(agent_model.seen[done[i]])
+        # the same run with compaction i cancelled: that call is sent the history
+        # compaction i started from, as the model sees it (masked)
+        again, _, asked_again, _ = replay(allow=i)
+        call, tokens = asked_again[i]
+        assert record.tokens_before == tokens == sent_tokens(again.seen[call])
+        # masking was active: the state held far more than was sent
+        assert record.unmasked_tokens_before is not None
+        assert record.unmasked_tokens_before > 2 * record.tokens_before
+    average = sum(r.tokens_before for r in records) / len(records)
+    assert middleware.metrics.average_tokens_before == average

@@ -186,3 +186,75 @@ def test_items_it_cannot_read_are_typed_errors() -> None:
         to_chat(["hello"])  # type: ignore[list-item]
     with pytest.raises(FormatError, match="no call_id"):
         to_chat([{"type": "function_call", "name": "read", "arguments": "{}"}])
+
+
+def replay(allow: int) -> tuple[list[Any], CompactingSession, list[tuple[int, int]], list[int]]:
+    """The run of the first test with hooks: the pre-compact hook notes (model
+    call, tokens_before) and cancels every compaction after the first
+    ``allow``; the post-compact hook notes the model call the compaction came
+    before. Returns what each agent call was sent (the summaries' left out)."""
+    from ctxcompact.live.events import Hooks
+
+    set_tracing_disabled(True)
+    asked: list[tuple[int, int]] = []
+    done: list[int] = []
+    with FakeOpenAIServer(responder) as server:
+
+        def calls() -> list[Any]:
+            return [r.body["messages"] for r in server.requests
+                    if SUMMARY_SYSTEM not in str(r.body["messages"][0].get("content"))]  # fmt: skip
+
+        def pre(event: Any) -> None:
+            asked.append((len(calls()), event.tokens_before))
+            if len(asked) > allow:
+                event.cancel("replay")  # nothing changes: the turn is sent the view as it is
+
+        client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+        agent = Agent(name="reader", instructions="You read files.", tools=[read_file],
+                      model=OpenAIChatCompletionsModel("gpt-4o", openai_client=client))  # fmt: skip
+        summaries = OpenAIChatClient("gpt-4o-mini", base_url=server.base_url, api_key="x")
+        hooks = Hooks([pre], [lambda event: done.append(len(calls()))])
+        session = CompactingSession("s1", summary_model=summaries, context=8_000, output=1_000,
+                                    policy={"preset": "swe-agent", "keep_recent": 2},
+                                    hooks=hooks)  # fmt: skip
+
+        async def run() -> None:
+            for t in range(TURNS):
+                await Runner.run(agent, f"please read f{t}.py", session=session)
+            await client.close()
+            await summaries.aclose()
+
+        asyncio.run(run())
+        return calls(), session, asked, done
+
+
+def session_part(sent: list[dict[str, Any]]) -> int:
+    """The estimate of what the session gave a turn's first call: the messages
+    between the agent's instructions and the turn's new input, as sent."""
+    from ctxcompact.scans.chat import estimate_chat_messages
+
+    assert sent[0] == {"role": "system", "content": "You read files."}
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("please read f")
+    return estimate_chat_messages(sent[1:-1])
+
+
+def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
+    """tokens_before counted the unmasked items while tokens_after counted the
+    masked view sent: each compaction looked ~3x bigger than what was sent."""
+    calls, session, asked, done = replay(allow=1_000)
+    records = session.records
+    assert len(records) >= 2
+    for i, record in enumerate(records):
+        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
+        # the turn's first call after the compaction was sent what tokens_after counts
+        assert record.tokens_after == session_part(calls[done[i]])
+        # the same run with compaction i cancelled: that call is sent the view
+        # compaction i started from (masked)
+        again, _, asked_again, _ = replay(allow=i)
+        call, tokens = asked_again[i]
+        assert record.tokens_before == tokens == session_part(again[call])
+        # masking was active: the session held far more than was sent
+        assert record.unmasked_tokens_before is not None
+        assert record.unmasked_tokens_before > 2 * record.tokens_before
+    average = sum(r.tokens_before for r in records) / len(records)
+    assert session.metrics.average_tokens_before == average

@@ -206,3 +206,79 @@ def test_a_request_cut_once_is_cut_from_the_original_on_a_later_round() -> None:
                                              ToolCallPart("read", {}, cid)]),
                         ModelRequest(parts=[ToolReturnPart("read", "short", cid)])]  # fmt: skip
     assert cuts[1] > cuts[0]  # cut smaller the second time, and the marker says how much
+
+
+def replay(allow: int) -> tuple[list[Any], CompactionProcessor, list[tuple[int, int]], list[int]]:
+    """``run`` with hooks: the pre-compact hook notes (model call, tokens_before)
+    and cancels every compaction after the first ``allow``; the post-compact
+    hook notes the model call the compaction came before."""
+    from ctxcompact.live.events import Hooks
+
+    seen: list[list[ModelMessage]] = []
+    asked: list[tuple[int, int]] = []
+    done: list[int] = []
+
+    def pre(event: Any) -> None:
+        asked.append((len(seen), event.tokens_before))
+        if len(asked) > allow:
+            event.cancel("replay")  # nothing changes: the call is sent the history as it is
+
+    hooks = Hooks([pre], [lambda event: done.append(len(seen))])
+    processor = CompactionProcessor(summary_model([]), context=8_000, output=1_000, policy=POLICY,
+                                    hooks=hooks)  # fmt: skip
+    agent = Agent(agent_model(seen), system_prompt="You read files.", **processor.agent_options())
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"{path}:\n{OUTPUT}"
+
+    asyncio.run(agent.run("Read every file and report."))
+    return seen, processor, asked, done
+
+
+def sent_tokens(messages: list[ModelMessage]) -> int:
+    """The estimate of what a model call received: each part as an OpenAI chat message."""
+    from ctxcompact.scans.chat import estimate_chat_messages
+
+    chat: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, ModelResponse):
+            calls = [{"id": p.tool_call_id, "type": "function",
+                      "function": {"name": p.tool_name, "arguments": p.args_as_json_str()}}
+                     for p in parts([m], ToolCallPart)]  # fmt: skip
+            text = "".join(p.content for p in parts([m], TextPart))
+            chat.append({"role": "assistant", "content": text, **({"tool_calls": calls} if calls
+                                                                   else {})})  # fmt: skip
+            continue
+        for p in m.parts:
+            if isinstance(p, ToolReturnPart):
+                chat.append({"role": "tool", "tool_call_id": p.tool_call_id,
+                             "content": p.model_response_str()})  # fmt: skip
+            else:
+                assert isinstance(p, SystemPromptPart | UserPromptPart)
+                role = "system" if isinstance(p, SystemPromptPart) else "user"
+                chat.append({"role": role, "content": p.content})
+    return estimate_chat_messages(chat)
+
+
+def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
+    """tokens_before counted the unmasked history while tokens_after counted the
+    masked one sent: each compaction looked ~6x bigger than what was sent."""
+    seen, processor, asked, done = replay(allow=1_000)
+    records = processor.records
+    assert len(records) >= 2
+    for i, record in enumerate(records):
+        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
+        # the call right after the compaction was sent what tokens_after counts
+        assert record.tokens_after == sent_tokens(seen[done[i]])
+        # the same run with compaction i cancelled: that call is sent the history
+        # compaction i started from, as the model sees it (masked)
+        again, _, asked_again, _ = replay(allow=i)
+        call, tokens = asked_again[i]
+        assert record.tokens_before == tokens == sent_tokens(again[call])
+        # masking was active: the history held far more than was sent
+        assert record.unmasked_tokens_before is not None
+        assert record.unmasked_tokens_before > 2 * record.tokens_before
+    average = sum(r.tokens_before for r in records) / len(records)
+    assert processor.metrics.average_tokens_before == average

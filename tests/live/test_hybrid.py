@@ -201,3 +201,37 @@ def test_a_pinned_task_is_sent_once_after_a_digest(client: str | None, fallback:
     if client is None or fallback == "digest":
         assert "### Original Task\n(the first user request: pinned" in summary
         assert "f7.py" in summary
+
+
+def test_chat_lists_record_counts_the_input_as_sent_before_and_after() -> None:
+    """With mask_first the record's tokens_before counted the unmasked input and
+    tokens_after the list returned; both are the model input as sent now: the
+    masked input, and the next call's view of the compacted list (what an
+    integration, which keeps the tail whole and masks every call, sends). Here
+    the policy's minimum leaves the tail's older outputs whole in that view
+    (alone they are under it), where the masked input had them cleared."""
+    from ctxcompact.integrations.chatlists import kept_tail
+    from ctxcompact.scans.chat import estimate_chat_messages
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    config = CompactionConfig(policy={"protect": 1_000, "minimum": 5_000}, mask_first=True)
+    history: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for i in range(20):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        output = {"role": "tool", "tool_call_id": f"c{i}", "content": f"<{i}>" + "x" * 4_000}
+        history += [{"role": "user", "content": f"next {i}"},
+                    {"role": "assistant", "content": "t" * 6_000, "tool_calls": [call]},
+                    output]  # fmt: skip
+    result = compact_messages(history, Summarizer(None, config), context=20_000, output=1_000,
+                              config=config)  # fmt: skip
+    record = result.record
+    assert record is not None
+    masked = mask_chat_messages(history, config.policy).messages
+    assert record.tokens_before == estimate_chat_messages(masked)
+    assert record.unmasked_tokens_before == estimate_chat_messages(history) > record.tokens_before
+    # the next call: the summary and what it kept, the kept messages as they are held
+    lead = len(result.messages) - kept_tail(result)
+    held = [*result.messages[:lead], *history[len(history) - kept_tail(result) :]]
+    sent = mask_chat_messages(held, config.policy).messages
+    assert result.messages == sent
+    assert record.tokens_after == estimate_chat_messages(sent)

@@ -70,7 +70,12 @@ class PreCompactEvent:
 
 @dataclass(frozen=True)
 class CompactionRecord:
-    """The boundary record every compaction leaves behind."""
+    """The boundary record every compaction leaves behind.
+
+    ``tokens_before`` / ``tokens_after``: the estimated model input as it is
+    sent (the policy's masked view, placeholders and cuts counted as sent)
+    before the compaction and at the next call; both measured the same way.
+    """
 
     session_id: str
     family: Literal["pivot", "split"]
@@ -89,6 +94,10 @@ class CompactionRecord:
     created_ms: int = 0
     #: Why a fallback summary was used (None: the model wrote it).
     error: str | None = None
+    #: The split family: the history's size before the policy's masking (what
+    #: the caller holds; ``tokens_before`` when nothing is masked). None: not
+    #: measured (the pivot family, whose sent view is ``tokens_before``).
+    unmasked_tokens_before: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -292,7 +301,8 @@ class Metrics:
 
     @property
     def average_tokens_before(self) -> float:
-        """Average tokens in the history when a compaction started."""
+        """Average ``tokens_before`` of the compactions: the model input as
+        sent when each started (masked by the policy where it masks)."""
         with self._lock:
             return self.tokens_before_total / self.compactions if self.compactions else 0.0
 

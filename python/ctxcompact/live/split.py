@@ -227,15 +227,18 @@ class _Run:
         self.trigger: ev.Trigger = trigger
         self.reason = reason
         self.instructions = instructions
-        self.tokens_before = self._tokens(messages)
-        #: With mask_first: the policy's masked list, and whether it fits without a summary.
-        self.masked_enough = False
         originals = messages
-        if config.mask_first and config.prune:
-            messages = mask_chat_messages(messages, config.policy, method=config.estimate_method,
-                                          overhead=config.message_overhead).messages  # fmt: skip
-            self.masked_enough = not should_compact(messages, context=context, config=config,
-                                                    output=output)  # fmt: skip
+        #: What the model is sent of the input (with mask_first: the policy's
+        #: masked list), its size (the record's and the hook's ``tokens_before``)
+        #: and the input's own size before masking.
+        messages = self.sent(messages)
+        self.tokens_before = self._tokens(messages)
+        self.unmasked_tokens_before = (self.tokens_before if messages is originals
+                                       else self._tokens(originals))  # fmt: skip
+        #: With mask_first: whether the masked list fits without a summary.
+        self.masked_enough = messages is not originals and not should_compact(
+            messages, context=context, config=config, output=output
+        )
         self.messages = messages
         self.split = select_split(
             messages, keep_policy=config.keep_policy,
@@ -251,6 +254,16 @@ class _Run:
         if originals is not messages:
             head = originals[self.split.head_start : self.split.boundary]
             self.head = [_cut_result(m, config.summary_recall_tokens) for m in head]
+
+    def sent(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """What the model is sent of ``messages``: with ``mask_first`` the
+        policy's masking (as the integrations mask every call), else the list.
+        Both sizes a record gives are of this."""
+        cfg = self.config
+        if not (cfg.mask_first and cfg.prune):
+            return messages
+        return mask_chat_messages(messages, cfg.policy, method=cfg.estimate_method,
+                                  overhead=cfg.message_overhead).messages  # fmt: skip
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         cfg = self.config
@@ -269,11 +282,15 @@ class _Run:
             text = f"{heading}\n\n{text}"  # the heading is how the next round finds it
         summary: dict[str, Any] = {"role": "assistant", "content": text}
         request, cut = self._request()
-        out = [*(dict(m) for m in split.systems), summary, *([request] if request else []),
-               *(dict(m) for m in split.tail)]  # fmt: skip
+        lead = [*split.systems, summary, *([request] if request else [])]
+        # the new list (the tail as the input held it) as the next call is sent
+        # it: measured as tokens_before was (an integration keeps the tail whole
+        # and masks every call; the policy masks the new list as it does here)
+        out = [dict(m) for m in self.sent([*lead, *self.originals[split.boundary :]])]
         record = ev.CompactionRecord(
             session_id=self.session_id, family="split", trigger=self.trigger, reason=self.reason,
             round=round, tokens_before=self.tokens_before, tokens_after=self._tokens(out),
+            unmasked_tokens_before=self.unmasked_tokens_before,
             summary_source=outcome.source,
             summarized_message_ids=tuple(str(m["id"]) for m in split.head if "id" in m),
             kept_message_ids=tuple(str(m["id"]) for m in split.tail if "id" in m),
@@ -369,7 +386,10 @@ def compact_messages(
     (``mask_chat_messages``) runs first: when that brings the list under the
     proactive threshold it comes back masked, with ``record=None``; otherwise
     the summary reads the head as it was before masking (results cut to
-    ``summary_recall_tokens``) and the kept tail stays masked. A list no model
+    ``summary_recall_tokens``) and the new list comes back masked by the
+    policy (what the next call is sent). The record's ``tokens_before`` and
+    ``tokens_after`` are both the model input as sent (with ``mask_first``:
+    masked); ``unmasked_tokens_before`` the input's own size. A list no model
     API would take (a tool result without its call, an unknown role) raises
     its specific error (``validate_chat_messages``).
     """
