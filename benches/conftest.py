@@ -1,6 +1,6 @@
 """Shared fixtures of the benchmarks: one generated transcript of >= 1M parts.
 
-Run: ``pytest benches --benchmark-enable`` (see README, Benchmarks).
+Run: ``pytest benches --benchmark-enable`` (see docs/benchmarks.md).
 Size: ``CTXCOMPACT_BENCH_SESSIONS`` x 500 parts (default 2000 -> ~1M parts).
 """
 

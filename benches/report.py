@@ -1,4 +1,4 @@
-"""Turn a pytest-benchmark JSON file into the README's tables.
+"""Turn a pytest-benchmark JSON file into the tables of docs/benchmarks.md.
 
 pytest benches --benchmark-enable --benchmark-json=bench.json
 python benches/report.py bench.json

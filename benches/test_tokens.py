@@ -105,7 +105,7 @@ def _own_library(family: str) -> Any:
     from ctxcompact.scans.vocabularies import package_file
 
     if package_file(family) is None:
-        pytest.skip(f"needs the {family} vocabulary's package (README: exact counts)")
+        pytest.skip(f"needs the {family} vocabulary's package (docs/batch.md: exact token counts)")
     sys.path.insert(0, str(ROOT / "tools" / "estimators"))
     import vocab  # type: ignore[import-not-found]
 
