@@ -984,6 +984,13 @@ def estimate(
     config: ConfigOption = None,
     method: MethodOption = None,
     verify: VerifyOption = False,
+    per_session: Annotated[
+        bool,
+        typer.Option(
+            "--per-session",
+            help="Also a row per session (with --json: a per_session list).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
@@ -1003,12 +1010,48 @@ def estimate(
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
-    _show("token estimate", {
+    totals: dict[str, Any] = {
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
         "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
         "format": read_as,
-    }, as_json)  # fmt: skip
+    }  # fmt: skip
+    if not per_session:
+        _show("token estimate", totals, as_json)
+        return
+    rows = _estimate_rows(transcript, est, visible)
+    if as_json:
+        typer.echo(json.dumps({**totals, "per_session": rows}, default=str))
+        return
+    _show("token estimate", totals, False)
+    table = Table(title="per session")
+    for key in rows[0] if rows else ():
+        table.add_column(key.replace("_", " "), justify="left" if key == "session_id" else "right")
+    for row in rows:
+        table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: do not fold the session ids
+        console = Console(width=200)
+    console.print(table)
+
+
+def _estimate_rows(transcript: cc.Transcript, est: Any, visible: Any) -> list[dict[str, Any]]:
+    """Per session, in the input's order: its parts, messages, estimated
+    tokens, and tokens from its latest summary pivot on."""
+    ids = transcript.to_arrow()["session_id"]
+    parts: dict[str, int] = {}
+    for sid in ids.to_pylist():
+        parts[str(sid)] = parts.get(str(sid), 0) + 1
+
+    def by_session(table: pa.Table, column: str) -> dict[str, int]:
+        return {str(k): int(v) for k, v in zip(table["session_id"].to_pylist(),
+                                               table[column].to_pylist(), strict=True)}  # fmt: skip
+
+    tokens, messages = by_session(est.sessions, "tokens"), by_session(est.sessions, "messages")
+    after = by_session(visible.sessions, "tokens")
+    return [{"session_id": sid, "parts": n, "messages": messages.get(sid, 0),
+             "tokens": tokens.get(sid, 0), "tokens_after_pivot": after.get(sid, 0)}
+            for sid, n in parts.items()]  # fmt: skip
 
 
 @app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
@@ -1407,10 +1450,13 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
             return "no: over window"
         return _cell(key, row.get(key))
 
+    def label(row: dict[str, Any]) -> str:
+        return str(row.get("label", row["name"]))
+
     if len(rows) <= 4:
         table.add_column("measure")
         for row in rows:
-            table.add_column(str(row["name"]), justify="right")
+            table.add_column(label(row), justify="right")
         for key in keys:
             table.add_row(key.replace("_", " "), *(cell(key, r) for r in rows))
     else:
@@ -1418,13 +1464,29 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         for key in keys:
             table.add_column(key.replace("_", " "), justify="right")
         for row in rows:
-            table.add_row(str(row["name"]), *(cell(key, row) for key in keys))
+            table.add_row(label(row), *(cell(key, row) for key in keys))
     console = Console()
     if not console.is_terminal:  # a pipe or a file: do not squeeze the columns to 80
         console = Console(width=200)
     console.print(table)
+    if any("label" in row for row in rows):  # what each short label stands for
+        typer.echo("legend:")
+        for row in rows:
+            typer.echo(f"  {label(row)}: {row['name']}")
     for key, value in extra.items():
+        if key == "price_row":
+            from ctxcompact.tuning.prices import describe_row
+
+            key = "priced by"
+            value = describe_row(value) if value else "- (no --model: not priced)"
+        elif key == "front" and isinstance(value, list):
+            value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
+
+
+def _labels(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each row's name -> its short label (a grid's ``p1``, ``p2``...)."""
+    return {str(r["name"]): str(r.get("label", r["name"])) for r in rows}
 
 
 def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
@@ -1454,7 +1516,10 @@ def replay(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(metavar="NAME", help="Price the calls (ctxcompact.tuning.PRICES)."),
+        typer.Option(
+            metavar="NAME",
+            help="Price the calls from this row of the price table (docs/config.md, Prices).",
+        ),
     ] = None,
     mask_first: Annotated[
         bool, typer.Option("--mask-first", help="Mask every step, summarize only when needed.")
@@ -1508,11 +1573,13 @@ def replay(
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     bigger = _Bigger()
+    priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
     for label, policy in runs:
         with _status(f"replaying under {label}", as_json), bigger.collecting(label):
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=model)  # fmt: skip
         s = result.summary
+        priced_by = s.get("price_row")
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
                      "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5]})  # fmt: skip
@@ -1522,7 +1589,8 @@ def replay(
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
     # What the numbers depend on, so two results can be told apart.
-    extra = {"model": model, "context": context, "output_limit": output_limit,
+    extra = {"model": model, "price_row": priced_by,
+             "context": context, "output_limit": output_limit,
              "output_reserved": context - (usable or 0),
              "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
@@ -1549,7 +1617,10 @@ def tune(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(metavar="NAME", help="Price the calls (ctxcompact.tuning.PRICES)."),
+        typer.Option(
+            metavar="NAME",
+            help="Price the calls from this row of the price table (docs/config.md, Prices).",
+        ),
     ] = None,
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (default: CPUs).")
@@ -1615,14 +1686,17 @@ def tune(
     _write_together([(functools.partial(_parquet_to, result.calls), out, "--out"),
                      (functools.partial(_text_to, page or ""), report, "--report")])  # fmt: skip
     options = result.summaries
-    rows = [{"name": r["policy"], **{k: r[k] for k in POLICY_KEYS[1:]},
+    # A point's name lists its options (preset=...,context=32000): the table
+    # shows a short label per point, and a legend under it.
+    rows = [{"name": r["policy"], "label": f"p{i}", **{k: r[k] for k in POLICY_KEYS[1:]},
              "mask_first": options[r["policy"]].get("mask_first", cfg.mask_first),
              "feasible": r["feasible"], "front": r["pareto"]}
-            for r in result.points.to_pylist()]  # fmt: skip
+            for i, r in enumerate(result.points.to_pylist(), 1)]  # fmt: skip
     windows = [(options[r["name"]].get("context", context),
                 options[r["name"]].get("output", output_limit)) for r in rows]  # fmt: skip
     # What the grid does not vary, so two results can be told apart.
-    extra: dict[str, Any] = {"model": model, "points": len(rows),
+    extra: dict[str, Any] = {"model": model, "price_row": result.price_row and
+                             result.price_row.as_dict(), "points": len(rows),
                              "front": [r["name"] for r in rows if r["front"]],
                              "front_axis": result.axis, "method": cfg.estimate_method,
                              "context": points.get("context", context),

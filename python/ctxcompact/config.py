@@ -189,7 +189,10 @@ class CompactionConfig(BaseSettings):
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Per-model prices in USD per million tokens ({model: {input, output, "
-        "cached_input, cache_write}}) added to or replacing the shipped table.",
+        "cached_input, cache_write}}) added to or replacing the shipped table, by exact model "
+        "name (a dated snapshot needs its own entry); without cached_input a model has no "
+        "cache discount, without cache_write it writes at the input price (docs/config.md, "
+        "Prices).",
     )
 
     # --- summary generation

@@ -137,11 +137,17 @@ def test_the_runs_own_compactions_are_not_replayed() -> None:
     assert calls[0]["prompt_tokens"] == plain["prompt_tokens"][0].as_py()
 
 
-def test_dated_model_names_match_their_family() -> None:
+def test_dated_model_names_listed_by_a_row_are_priced_by_it() -> None:
     assert price_of("claude-sonnet-4-20250514") == PRICES["claude-sonnet-4"]
     assert price_of("gpt-4.1-mini-2025-04-14") == PRICES["gpt-4.1-mini"]
     assert price_of("gpt-4.1-2025-04-14") == PRICES["gpt-4.1"]
-    assert price_of("house-20250101", {"house": {"input": 1, "output": 2}}).output == 2
+    # Issue 37: a dated name no row lists is not priced as its family (a
+    # snapshot's price may differ), the user's own table included.
+    with pytest.raises(
+        ConfigError, match=r"no price for model 'house-20250101'.*nearest rows: house"
+    ):
+        price_of("house-20250101", {"house": {"input": 1, "output": 2}})
+    assert price_of("house-20250101", {"house-20250101": {"input": 1, "output": 2}}).output == 2
 
 
 def test_the_registry_s_newer_anthropic_models_have_their_list_prices() -> None:
@@ -155,9 +161,9 @@ def test_the_registry_s_newer_anthropic_models_have_their_list_prices() -> None:
 
 
 @pytest.mark.parametrize(
-    "model", ["gpt-4.1-nano", "claude-opus-4-5", "gpt-4o-audio", "claude-sonnet-4-2025", "gpt-4"]
+    "model", ["gpt-4.1-nano", "claude-opus-4-7", "gpt-4o-audio", "claude-sonnet-4-2025", "gpt-4"]
 )
-def test_only_a_release_date_matches_a_family(model: str) -> None:
+def test_a_model_no_row_names_has_no_price(model: str) -> None:
     """Before, any ``<family>-...`` was priced as the family: gpt-4.1-nano as gpt-4.1."""
     with pytest.raises(ConfigError, match=f"no price for model {model!r}"):
         price_of(model)

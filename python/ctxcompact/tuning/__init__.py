@@ -4,19 +4,22 @@ what each compaction kept; a grid of policies over a corpus, with its
 cost-vs-retention front."""
 
 from ctxcompact.tuning.grid import Tuning, load_grid, tune, tune_dataset
-from ctxcompact.tuning.prices import PRICES, Price, price_of
+from ctxcompact.tuning.prices import PRICE_ROWS, PRICES, Price, PriceRow, price_of, price_row
 from ctxcompact.tuning.replay import CALL_SCHEMA, Replay, replay, replay_session
 from ctxcompact.tuning.retention import Retention, score_compaction
 
 __all__ = [
     "CALL_SCHEMA",
     "PRICES",
+    "PRICE_ROWS",
     "Price",
+    "PriceRow",
     "Replay",
     "Retention",
     "Tuning",
     "load_grid",
     "price_of",
+    "price_row",
     "replay",
     "replay_session",
     "score_compaction",

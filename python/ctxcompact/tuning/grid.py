@@ -42,11 +42,12 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
-from ctxcompact.tuning.prices import Price, price_for
+from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
+    price_row_for,
     replay_session,
     summarize_calls,
 )
@@ -99,12 +100,14 @@ class Tuning:
     cost-vs-retention front, over the ``feasible`` points only);
     ``summaries``: per point, ``replay``'s totals; ``axis``: what the front
     weighs against retention, ``"cost"`` (priced) or ``"prompt_tokens"`` (no
-    model named)."""
+    model named); ``price_row``: the price table's row that priced the calls
+    (its name, source and date), ``None`` when not priced."""
 
     calls: pa.Table
     points: pa.Table
     summaries: dict[str, dict[str, Any]]
     axis: str = "cost"
+    price_row: PriceRow | None = None
 
     def front(self) -> pa.Table:
         """The feasible points (every prompt within the window) no other
@@ -345,7 +348,7 @@ def tune(
         check_number(workers, "workers", least=1, integer=True)
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, config.prices, prices)
+    price = price_row_for(model, config, prices)
     n = workers if workers is not None else (os.cpu_count() or 1)
     tables: list[pa.Table] = []
     done = 0
@@ -386,9 +389,10 @@ def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point
     return _replay_sessions(chunk, grid_points)
 
 
-def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
+def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | PriceRow | None,
             model: str | None) -> Tuning:  # fmt: skip
-    """The per-point table and the front from a grid's per-call table."""
+    """The per-point table and the front from a grid's per-call table
+    (``price``: a ``PriceRow`` is named in ``Tuning.price_row``)."""
     if calls.num_rows == 0:
         raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
                            column="role")  # fmt: skip
@@ -430,7 +434,8 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | None,
             for o in feasible
         )  # fmt: skip
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
-                  summaries=summaries, axis=key)  # fmt: skip
+                  summaries=summaries, axis=key,
+                  price_row=price if isinstance(price, PriceRow) else None)  # fmt: skip
 
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
@@ -458,7 +463,7 @@ def tune_dataset(
     ray = _ray()
     config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
-    price = price_for(model, config.prices, prices)
+    price = price_row_for(model, config, prices)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip

@@ -54,7 +54,7 @@ from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
-from ctxcompact.tuning.prices import Price, price_for
+from ctxcompact.tuning.prices import Price, PriceRow, row_for
 from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
 #: Columns of the per-call table, in order.
@@ -330,7 +330,7 @@ def replay(
     if summarizer is not None and not isinstance(summarizer, Summarizer):
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
-    price = price_for(model, cfg.prices, prices)
+    row = price_row_for(model, cfg, prices)
     rows: list[dict[str, Any]] = []
     sessions = _sessions(data)
     for session in sessions:
@@ -343,7 +343,7 @@ def replay(
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(),
-               **summarize_calls(calls, price, model)}  # fmt: skip
+               **summarize_calls(calls, row, model)}  # fmt: skip
     return Replay(calls=calls, sessions=per_session_table(calls), summary=summary)
 
 
@@ -361,10 +361,24 @@ def per_session_table(calls: pa.Table) -> pa.Table:
     )
 
 
-def summarize_calls(calls: pa.Table, price: Price | None = None,
+def price_row_for(model: str | None, config: CompactionConfig,
+                  prices: Mapping[str, Any] | None) -> PriceRow | None:  # fmt: skip
+    """The price row of ``model`` (``None``: no model named): ``prices``, then
+    the config's ``prices`` (named by where they were set), then the shipped
+    table."""
+    where = config.sources().get("prices", "default")
+    return row_for(model, (config.prices, f"the config's prices, from {where}"),
+                   (prices, "prices="))  # fmt: skip
+
+
+def summarize_calls(calls: pa.Table, price: Price | PriceRow | None = None,
                     model: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Totals of a per-call table (``CALL_SCHEMA``): tokens, compactions,
-    retention, the facts lost most often, and costs when ``price`` is given."""
+    retention, the facts lost most often, and costs when ``price`` is given
+    (a ``PriceRow``: ``price_row`` names the row that priced them)."""
+    row = price if isinstance(price, PriceRow) else None
+    if isinstance(price, PriceRow):
+        price = price.price
     totals = {k: int(pc.sum(calls[k]).as_py() or 0) for k in _TOKENS}
     removed = int(pc.sum(calls["removed_facts"]).as_py() or 0)
     kept = int(pc.sum(calls["kept_facts"]).as_py() or 0)
@@ -394,6 +408,8 @@ def summarize_calls(calls: pa.Table, price: Price | None = None,
         )
         summary |= {"model": model, "cost": with_policy, "baseline_cost": without,
                     "saved": without - with_policy}  # fmt: skip
+        if row is not None:
+            summary["price_row"] = row.as_dict()
     return summary
 
 
@@ -402,6 +418,7 @@ __all__ = [
     "CALL_SCHEMA",
     "Replay",
     "per_session_table",
+    "price_row_for",
     "replay",
     "replay_session",
     "summarize_calls",

@@ -257,6 +257,16 @@ def front_caption(tuning: Tuning) -> str:
     return text
 
 
+def _priced_by(tuning: Tuning) -> str:
+    """Which row of the price table priced the costs (name, source, date)."""
+    if tuning.price_row is None:
+        return ""
+    from ctxcompact.tuning.prices import describe_row
+
+    text = describe_row(tuning.price_row.as_dict())
+    return f'<p class="priced">Costs priced by the price table\'s {html.escape(text)}.</p>'
+
+
 def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> str:
     """The report as one HTML string."""
     points, calls = tuning.points, tuning.calls
@@ -289,7 +299,7 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
         f"<p>{points.num_rows} policies replayed over {sessions:,} sessions "
         f"({calls.num_rows:,} model calls in all). Replay fixes the runs' own actions: it "
         "shows what each call would have been sent, not what the agent would then have "
-        "done.</p>"
+        f"done.</p>{_priced_by(tuning)}"
         f"{_table(points)}{body}</body></html>"
     )
 
