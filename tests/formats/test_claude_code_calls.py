@@ -18,8 +18,9 @@ import pyarrow as pa
 import pytest
 from ctxcompact import formats
 from ctxcompact.errors import FormatError
+from ctxcompact.formats.anthropic import from_claude_code
 from ctxcompact.formats.reader import read_jsonl
-from ctxcompact.models import AssistantMessage
+from ctxcompact.models import AssistantMessage, SessionInfo
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.tuning.replay import replay
@@ -100,6 +101,15 @@ def test_replay_counts_one_call_per_message_id(tmp_path: Path) -> None:
         out = replay(sessions, limits=Limits(context=200_000))
         assert out.calls.num_rows == 2  # was 4
         assert out.calls.column("message_id").to_pylist() == ["a1", "a4"]
+
+
+def test_replay_counts_one_call_per_message_id_in_a_table_of_one_message_a_line() -> None:
+    # A table ingested before the readers merged a call's lines holds a message a line.
+    messages = [from_claude_code([e], "s").messages[0] for e in one_call_in_four_lines()]
+    session = cc.Session(info=SessionInfo(id="s"), messages=messages)
+    assert sum(m.role == "assistant" for m in session.messages) == 4
+    out = replay(session, limits=Limits(context=200_000))
+    assert out.calls.column("message_id").to_pylist() == ["a1", "a4"]  # was a1, a2, a3, a4
 
 
 @needs_sample
