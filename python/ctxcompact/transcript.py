@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
+from ctxcompact._json import loads
 from ctxcompact.errors import (
     ColumnTypeError,
     CompactionError,
@@ -590,10 +591,11 @@ def _json_object(row: dict[str, Any], i: int, column: str) -> dict[str, Any]:
     text = row[column]
     at = _at(row["session_id"], row.get("message_id"), i, column)
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
+        value = loads(text)
+    except ValueError as e:
+        why = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else str(e)
         raise FormatError(
-            f"{column} is not valid JSON ({e.msg} at character {e.pos}){at}",
+            f"{column} is not valid JSON ({why}){at}",
             session_id=row["session_id"], message_id=row.get("message_id"), row=i, column=column,
         ) from None  # fmt: skip
     if not isinstance(value, dict):

@@ -943,7 +943,11 @@ fn part_json(
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
         Ok(_) => Err(bad_json(table, row, "is not a JSON object".into())),
-        Err(e) => Err(bad_json(table, row, format!("is not valid JSON ({e})"))),
+        Err(e) => Err(bad_json(
+            table,
+            row,
+            format!("is not valid JSON ({})", crate::ingest::json_error(&e)),
+        )),
     }
 }
 

@@ -107,6 +107,10 @@ def claude_events(draw: st.DrawFn) -> list[Any]:
             elif draw(st.integers(0, 4)):
                 message["content"] = draw(CONTENT)
             if kind == "assistant":
+                # the lines of one model call share its id: they make one message
+                call = draw(st.sampled_from([None, "msg_a", "msg_b", ""]))
+                if call is not None:
+                    message["id"] = call
                 event["parentUuid"] = draw(st.sampled_from([None, "u0"]))
                 message["model"] = "claude-x"
                 message["stop_reason"] = draw(st.sampled_from([None, "tool_use", "end_turn"]))

@@ -324,6 +324,16 @@ def jsonl_format(first: Any) -> str:
         and ("uuid" in first or "sessionId" in first or "leafUuid" in first)
     ):
         return "claude-code"
+    # Any other event in Claude Code's envelope (a "type" string, a "sessionId"
+    # and a "uuid"): a hook's "progress" record, which current Claude Code may
+    # write before the conversation's first line
+    if (
+        isinstance(first, Mapping)
+        and isinstance(first.get("type"), str)
+        and isinstance(first.get("sessionId"), str)
+        and "uuid" in first
+    ):
+        return "claude-code"
     # Claude Code files may open with a file-history snapshot (no session id)
     if (
         isinstance(first, Mapping)

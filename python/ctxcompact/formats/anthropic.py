@@ -55,11 +55,13 @@ def _result_text(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def _parts(mid: str, content: Any, calls: dict[str, Part]) -> list[Part]:
+def _parts(mid: str, content: Any, calls: dict[str, Part], first: int = 0) -> list[Part]:
+    """The parts of a message's content, numbered from ``first`` (the parts the
+    message already has)."""
     if isinstance(content, str):
-        return [Part(id=f"{mid}-p00", type="text", text=content)]
+        return [Part(id=f"{mid}-p{first:02d}", type="text", text=content)]
     parts = []
-    for j, block in enumerate(content or []):
+    for j, block in enumerate(content or [], first):
         pid = f"{mid}-p{j:02d}"
         if not isinstance(block, Mapping):
             parts.append(Part(id=pid, type="unknown", source={"raw": block}))
@@ -303,8 +305,22 @@ def to_anthropic(
 # --- Claude Code session JSONL ---------------------------------------------------------
 
 
+def _call_id(event: Mapping[str, Any]) -> str | None:
+    """The API message id of an assistant event (``message.id``, a non-empty
+    string). Claude Code writes one line per content block of a model call,
+    every line with the call's id (and its usage, repeated)."""
+    message = event.get("message")
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return None
+    call = message.get("id")
+    return call if isinstance(call, str) and call else None
+
+
 def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Session:
-    """One message per JSONL event (``user``, ``assistant``, ``summary``, ``system``...)."""
+    """One message per JSONL event (``user``, ``assistant``, ``summary``, ``system``...),
+    except that the lines of one model call (assistant events with the same
+    ``message.id``) make one message: a later line's blocks follow the first
+    line's, whose envelope (uuid, usage, stop reason) stands for the call."""
     sid = session_id or next(
         (str(e["sessionId"]) for e in events if isinstance(e, Mapping) and e.get("sessionId")),
         "claude",
@@ -312,8 +328,15 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
     out: list[MessageWithParts] = []
     calls: dict[str, Part] = {}
     used: set[str] = set()
+    by_call: dict[str, MessageWithParts] = {}
     for i, event in enumerate(events):
         mid = f"{sid}-e{i:06d}"
+        call_id = _call_id(event) if isinstance(event, Mapping) else None
+        if call_id is not None and call_id in by_call:
+            merged = by_call[call_id]
+            content = event["message"].get("content")
+            merged.parts.extend(_parts(merged.id, content, calls, len(merged.parts)))
+            continue
         if not isinstance(event, Mapping):
             # A line that is JSON but not an event: kept as it is, never dropped.
             out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=sid,
@@ -352,6 +375,8 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
         else:
             info = UserMessage(id=mid, sessionID=sid, source=source)
         out.append(MessageWithParts(info=info, parts=parts))
+        if call_id is not None:
+            by_call[call_id] = out[-1]
     return Session(info=SessionInfo(id=sid), messages=out)
 
 

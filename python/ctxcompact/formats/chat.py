@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxcompact._json import loads
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import iterable, json_kind
 from ctxcompact.formats.source import (
@@ -111,7 +112,7 @@ def call_input(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(raw, str):
         return {}, f"the arguments are {json_kind(raw)}, not a string holding a JSON object"
     try:
-        parsed = json.loads(raw)
+        parsed = loads(raw)
     except ValueError:
         return {}, "the arguments are not valid JSON (cut off?)"
     if not isinstance(parsed, dict):

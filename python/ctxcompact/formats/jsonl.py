@@ -7,9 +7,9 @@ reports bad lines with the same words.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ctxcompact._json import loads
 from ctxcompact.errors import FormatError
 
 #: Byte order marks of UTF-16 text (little and big endian).
@@ -24,7 +24,7 @@ def parse_line(raw: bytes) -> Any:
     if raw.startswith(UTF16_BOMS):
         raise FormatError(UTF16)
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise FormatError(f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
     except ValueError as e:

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from ctxcompact import _core
 from ctxcompact._atomic import replacing
+from ctxcompact._json import loads
 from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError
 from ctxcompact.formats import FORMATS, jsonl_format
 from ctxcompact.formats.jsonl import UTF16, UTF16_BOMS
@@ -239,7 +240,7 @@ def _first_record(path: Path) -> tuple[int, Any] | None:
                     raise FormatError(f"{path}:1: {UTF16}", row=1)
             if raw.strip():
                 try:
-                    return n, json.loads(raw.decode("utf-8"))
+                    return n, loads(raw.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError) as e:
                     raise FormatError(f"{path}:{n}: cannot tell the format: {e}", row=n) from None
     return None

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionLoopError, ConfigError, DatasetError, InputTypeError
+from ctxcompact.formats.source import claude_code_record, source_of
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -157,6 +158,17 @@ def _without_prune_marks(message: MessageWithParts) -> MessageWithParts:
     return MessageWithParts.model_validate(data)
 
 
+def _call_id(message: MessageWithParts) -> str | None:
+    """The API message id of a Claude Code assistant message (its record's
+    ``message.id``): the readers make one message of a call's lines, but a
+    table read before they did holds one message a line, each a part of the
+    same call."""
+    record = source_of(message.info, claude_code=True)
+    body = record.get("message") if claude_code_record(record) else None
+    call = body.get("id") if isinstance(body, dict) else None
+    return call if isinstance(call, str) and call else None
+
+
 def replay_session(
     session: Session,
     config: CompactionConfig,
@@ -189,12 +201,19 @@ def replay_session(
     baseline = tokens(to_model_messages(Session(info=session.info), system=system))
     baseline_previous = 0
     last_time: int | None = None
+    # One model call per API message id: an assistant message of the call
+    # before (a Claude Code line of it, the results between) is no new call.
+    last_call: str | None = None
     for original in session.messages:
         if _is_original_compaction(original):
             continue
         message = _without_prune_marks(original)
         info = message.info
+        call_id = _call_id(message) if isinstance(info, AssistantMessage) else None
+        same_call = call_id is not None and call_id == last_call
         if isinstance(info, AssistantMessage):
+            last_call = call_id
+        if isinstance(info, AssistantMessage) and not same_call:
             records = len(store.records(sid))
             try:
                 sent = loop.before_call(sid)

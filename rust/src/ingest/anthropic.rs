@@ -46,8 +46,20 @@ impl Turns {
     }
 
     fn push(&mut self, message: Value, ops: Vec<Op>) {
-        let index = self.messages.len();
         self.messages.push(message);
+        self.apply(self.messages.len() - 1, ops);
+    }
+
+    /// Add `parts` to the end of message `index` (their ops' part indexes
+    /// already count the parts it had).
+    fn extend(&mut self, index: usize, parts: Vec<Value>, ops: Vec<Op>) {
+        if let Some(Value::Array(have)) = self.messages[index].get_mut("parts") {
+            have.extend(parts);
+        }
+        self.apply(index, ops);
+    }
+
+    fn apply(&mut self, index: usize, ops: Vec<Op>) {
         for op in ops {
             match op {
                 Op::Call(call, part) => {
@@ -82,9 +94,19 @@ fn result_text(content: Option<&Value>) -> String {
 
 /// The parts of a message's `content` (a string or a list of blocks).
 fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, Vec<Op>), Problem> {
+    parts_from(mid, 0, content, what)
+}
+
+/// `parts`, numbered from `first` (the parts a message already has).
+fn parts_from(
+    mid: &str,
+    first: usize,
+    content: Option<Value>,
+    what: &str,
+) -> Result<(Vec<Value>, Vec<Op>), Problem> {
     if let Some(text @ Value::String(_)) = content {
         return Ok((
-            vec![text_part(format!("{mid}-p00"), text, None)],
+            vec![text_part(format!("{mid}-p{first:02}"), text, None)],
             Vec::new(),
         ));
     }
@@ -92,7 +114,7 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
     let mut out = Vec::with_capacity(blocks.len());
     let mut ops = Vec::new();
     for (j, block) in blocks.into_iter().enumerate() {
-        let pid = format!("{mid}-p{j:02}");
+        let pid = format!("{mid}-p{:02}", first + j);
         let at = |field: &str| format!("{what}.content[{j}].{field}");
         let Value::Object(b) = block else {
             out.push(object([
@@ -140,7 +162,7 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
                     }
                     _ => json!({}),
                 };
-                ops.push(Op::Call(py_str(&id), out.len()));
+                ops.push(Op::Call(py_str(&id), first + out.len()));
                 tool_part(pid, id, name, input, Some(Value::Object(b)))
             }
             Some("tool_result") => {
@@ -336,6 +358,25 @@ pub struct Events {
     /// positional id, and an id given twice is refused (a positional id can
     /// meet an earlier `uuid` of the same text).
     ids: HashSet<String>,
+    /// Events kept in this window (a positional id counts events, merged
+    /// ones too, as `from_claude_code` does).
+    pub events: usize,
+    /// The assistant messages of this window by their API message id
+    /// (`message.id`): a later line of the same id adds its blocks to it.
+    calls: HashMap<String, usize>,
+}
+
+/// The API message id of an assistant event (`message.id`, a non-empty
+/// string): Claude Code writes one line per content block of a model call,
+/// every line with the call's id (and its usage, repeated).
+pub fn call_id(event: &Value) -> Option<&str> {
+    let body = event.get("message").filter(|m| m.is_object())?;
+    if body.get("role").and_then(Value::as_str) != Some("assistant") {
+        return None;
+    }
+    body.get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
 }
 
 impl Events {
@@ -350,6 +391,8 @@ impl Events {
             base,
             known,
             ids: HashSet::new(),
+            events: 0,
+            calls: HashMap::new(),
         }
     }
 
@@ -364,10 +407,51 @@ impl Events {
         known
     }
 
-    /// Map one event; on error nothing of the session changes.
-    pub fn push(&mut self, event: Value) -> Result<(), Problem> {
+    /// Map one event; on error nothing of the session changes. `Ok`: the
+    /// index of its message among this window's, and whether the event made
+    /// it (`false`: it added its blocks to the message of an earlier line of
+    /// the same model call, `call_id`).
+    pub fn push(&mut self, event: Value) -> Result<(usize, bool), Problem> {
+        let index = self.turns.messages.len();
+        if let Some(&at) = call_id(&event).and_then(|id| self.calls.get(id)) {
+            self.merge(at, event)?;
+            self.events += 1;
+            return Ok((at, false));
+        }
+        let call = call_id(&event).map(str::to_owned);
+        self.map(event)?;
+        self.events += 1;
+        if let Some(call) = call {
+            self.calls.insert(call, index);
+        }
+        Ok((index, true))
+    }
+
+    /// The blocks of a later line of a model call, after those of message
+    /// `at` (the call's first line): its envelope (uuid, usage, stop reason)
+    /// is the first line's, which Claude Code repeats.
+    fn merge(&mut self, at: usize, event: Value) -> Result<(), Problem> {
+        let message = &self.turns.messages[at];
+        let mid = message["info"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let have = message["parts"].as_array().map_or(0, Vec::len);
+        let Value::Object(mut event) = event else {
+            unreachable!("an event with a call id is an object")
+        };
+        let Some(Value::Object(mut body)) = event.shift_remove("message") else {
+            unreachable!("an event with a call id has a message")
+        };
+        let (parts, ops) = parts_from(&mid, have, body.shift_remove("content"), "message")
+            .map_err(|p| p.message(&mid))?;
+        self.turns.extend(at, parts, ops);
+        Ok(())
+    }
+
+    fn map(&mut self, event: Value) -> Result<(), Problem> {
         let sid = self.turns.session_id.clone();
-        let mut mid = format!("{sid}-e{:06}", self.base + self.turns.messages.len());
+        let mut mid = format!("{sid}-e{:06}", self.base + self.events);
         if let Some(uuid) = event.get("uuid").filter(|u| event.is_object() && truthy(u)) {
             let uuid = py_str(uuid);
             if !self.has(&uuid) {

@@ -32,10 +32,30 @@ pub(super) fn is_aside(kind: &[u8]) -> bool {
 }
 
 /// What a line became: its session and rows, and whether it opens the session.
+#[derive(Clone)]
 pub(super) struct Kept {
     pub session: String,
     pub rows: Range<usize>,
     pub first: bool,
+}
+
+/// Where a kept event went: its session, its message among the session's
+/// in this window, and whether it made that message (not a later line of
+/// the same model call).
+#[derive(Clone, Copy)]
+struct Placed {
+    session: usize,
+    message: usize,
+    opens: bool,
+}
+
+impl Placed {
+    /// An aside line waiting for the session of the next event.
+    const HELD: Placed = Placed {
+        session: usize::MAX,
+        message: usize::MAX,
+        opens: true,
+    };
 }
 
 /// A line of the file and what became of it.
@@ -139,8 +159,8 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         .map(|(i, e)| (e.turns.session_id.clone(), i))
         .collect();
     let mut current = std::mem::take(&mut carry.current);
-    // per line: the error, or the session its message went to (rows filled in below)
-    let mut outcomes: Vec<At<usize>> = Vec::new();
+    // per line: the error, or where its event went (rows filled in below)
+    let mut outcomes: Vec<At<Placed>> = Vec::new();
     // Aside lines without a session id before the file's first other event
     // (their places in `outcomes`): they join that event's session.
     let mut held: Vec<(usize, Value)> = Vec::new();
@@ -186,7 +206,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
                 outcomes.push(At {
                     line,
                     raw,
-                    outcome: Ok(usize::MAX), // its session once released
+                    outcome: Ok(Placed::HELD), // its session once released
                 });
                 continue;
             }
@@ -206,11 +226,15 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         // The line's session is the current one now, whether its event is
         // kept or rejected (as `claude_code_sessions` groups events).
         let outcome = match sessions[index].push(event) {
-            Ok(()) => {
+            Ok((message, opens)) => {
                 if new {
                     by_id.insert(sid.clone(), index);
                 }
-                Ok(index)
+                Ok(Placed {
+                    session: index,
+                    message,
+                    opens,
+                })
             }
             Err(p) => {
                 if new {
@@ -240,7 +264,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
             bases.push(events.base);
             carry.sessions.push(Carried {
                 id: events.turns.session_id.clone(),
-                messages: events.base + events.turns.messages.len(),
+                messages: events.base + events.events,
                 ids: match carry.windowed {
                     true => events.known_ids(),
                     false => Known::default(),
@@ -285,14 +309,18 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         }
         placed.push(out);
     }
-    let mut placed: Vec<std::vec::IntoIter<_>> = placed.into_iter().map(Vec::into_iter).collect();
+    // A line that added its blocks to an earlier line's message (one model
+    // call) has that message's rows; only the line that made it opens the session.
     let lines = outcomes
         .into_iter()
         .map(|At { line, raw, outcome }| Line {
             line,
             raw,
-            // a session's messages were placed in line order
-            outcome: outcome.and_then(|s| placed[s].next().expect("one message per kept event")),
+            outcome: outcome.and_then(|at| {
+                let mut kept = placed[at.session][at.message].clone()?;
+                kept.first &= at.opens;
+                Ok(kept)
+            }),
         })
         .collect();
     FileOut { rows, lines }
@@ -305,7 +333,7 @@ fn release(
     sid: &str,
     sessions: &mut Vec<Events>,
     by_id: &mut HashMap<String, usize>,
-    outcomes: &mut [At<usize>],
+    outcomes: &mut [At<Placed>],
 ) {
     if held.is_empty() {
         return;
@@ -320,9 +348,13 @@ fn release(
     let mut kept = false;
     for (k, event) in held.drain(..) {
         outcomes[k].outcome = match sessions[index].push(event) {
-            Ok(()) => {
+            Ok((message, opens)) => {
                 kept = true;
-                Ok(index)
+                Ok(Placed {
+                    session: index,
+                    message,
+                    opens,
+                })
             }
             Err(p) => Err(p.session(sid)),
         };
@@ -480,6 +512,7 @@ mod tests {
         let mut text = String::from(if seed % 2 == 0 { "\u{feff}" } else { "" });
         let mut session = "s0".to_owned();
         let mut calls: Vec<String> = Vec::new();
+        let mut model = "m".to_owned();
         for k in 0..lines {
             if next(12) == 0 {
                 session = match chaos {
@@ -510,8 +543,12 @@ mod tests {
                         _ => format!("t{k}"),
                     };
                     calls.push(id.clone());
+                    // one model call's blocks a line: often the call of the line before
+                    if next(3) > 0 {
+                        model = format!("m{k}");
+                    }
                     format!(
-                        "{{\"type\":\"assistant\"{sid}{uuid},\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{pad}\"}},{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"Bash\",\"input\":{{\"n\":{k}}}}}]}}}}"
+                        "{{\"type\":\"assistant\"{sid}{uuid},\"message\":{{\"id\":\"{model}\",\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{pad}\"}},{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"Bash\",\"input\":{{\"n\":{k}}}}}]}}}}"
                     )
                 }
                 3..=5 if !calls.is_empty() => {

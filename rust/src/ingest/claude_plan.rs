@@ -89,6 +89,8 @@ enum Key {
     Id,
     ToolUseId,
     Uuid,
+    /// `"message"` at the top level: its value is the event's message body.
+    Message,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -112,6 +114,8 @@ struct Frame {
     /// `"uuid"` (top level): `Some(None)` when falsy.
     uuid: Option<Option<(u64, bool)>>,
     unsure: bool,
+    /// The top-level `"message"` object: its `id` is a model call's.
+    body: bool,
 }
 
 impl Frame {
@@ -127,8 +131,17 @@ impl Frame {
             session: None,
             uuid: None,
             unsure: false,
+            body: false,
         }
     }
+}
+
+/// What a model call's id (`message.id`) is recorded as, among the calls
+/// and results: a call from its first line to its last, so that no cut
+/// parts the lines Claude Code writes for one call (a tag keeps it apart
+/// from tool call ids; a collision would only make cuts rarer).
+fn model_call(h: u64) -> u64 {
+    h.rotate_left(17) ^ 0x6d65_7373_6167_6531
 }
 
 /// A JSON string's bytes between its quotes, unescaped when needed; `None`
@@ -178,7 +191,13 @@ fn scan_line(line: &[u8]) -> Facts {
                 } else if b == b'[' || top.is_some() {
                     return Facts::Ignore; // not one object: not an event
                 }
+                let body = b == b'{'
+                    && stack.len() == 1
+                    && stack.last().is_some_and(|f| f.key == Key::Message);
                 stack.push(Frame::new(b == b'{'));
+                if let Some(f) = stack.last_mut() {
+                    f.body = body;
+                }
                 i += 1;
             }
             b'}' | b']' => {
@@ -202,6 +221,11 @@ fn scan_line(line: &[u8]) -> Facts {
                         Slot::Str(h) => into.push(h),
                         Slot::Other => {} // the mapper rejects the line
                     }
+                }
+                if let (true, Slot::Str(h)) = (f.body, f.id) {
+                    // each line of a model call both opens and closes it
+                    calls.push(model_call(h));
+                    results.push(model_call(h));
                 }
                 if stack.is_empty() {
                     top = Some(f);
@@ -242,6 +266,7 @@ fn scan_line(line: &[u8]) -> Facts {
                     f.key = match key.as_slice() {
                         b"sessionId" if depth == 1 => Key::SessionId,
                         b"uuid" if depth == 1 => Key::Uuid,
+                        b"message" if depth == 1 => Key::Message,
                         b"type" => Key::Type,
                         b"id" => Key::Id,
                         b"tool_use_id" => Key::ToolUseId,
@@ -254,7 +279,7 @@ fn scan_line(line: &[u8]) -> Facts {
                         Key::Type => f.type_is_str.is_some(),
                         Key::Id => f.id != Slot::Absent,
                         Key::ToolUseId => f.tool_use_id != Slot::Absent,
-                        Key::Other => false,
+                        Key::Other | Key::Message => false,
                     };
                     if repeated {
                         return Facts::Unsure;
@@ -286,7 +311,7 @@ fn scan_line(line: &[u8]) -> Facts {
                     }
                     Key::Id => f.id = Slot::Str(hash(&value)),
                     Key::ToolUseId => f.tool_use_id = Slot::Str(hash(&value)),
-                    Key::Other => {}
+                    Key::Other | Key::Message => {}
                 }
             }
             b':' => {
@@ -334,7 +359,7 @@ fn scan_line(line: &[u8]) -> Facts {
                     Key::Type => f.type_is_str = Some(false),
                     Key::Id => f.id = if null { Slot::Null } else { Slot::Other },
                     Key::ToolUseId => f.tool_use_id = if null { Slot::Null } else { Slot::Other },
-                    Key::Other => {}
+                    Key::Other | Key::Message => {}
                 }
             }
         }
@@ -983,6 +1008,41 @@ mod tests {
         assert!(open(&p, "a") && !open(&p, "c"));
         p.advance(50).unwrap(); // past a's last line
         assert!(!open(&p, "a") && open(&p, "s-e000009") && !open(&p, "d"));
+    }
+
+    #[test]
+    fn the_lines_of_one_model_call_are_never_cut_apart() {
+        let call = model_call(hash(b"msg_1"));
+        let line = br#"{"type":"assistant","sessionId":"s","message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"t1"}]}}"#;
+        let Facts::Event { calls, results, .. } = scan_line(line) else {
+            panic!("not an event")
+        };
+        assert_eq!(calls, [hash(b"t1"), call]);
+        assert_eq!(results, [call]);
+        // an "id" elsewhere is no model call's
+        let Facts::Event { calls, .. } =
+            scan_line(br#"{"type":"user","id":"msg_1","message":{"content":[{"id":"x"}]}}"#)
+        else {
+            panic!("not an event")
+        };
+        assert!(calls.is_empty());
+        let of_call = |session| Facts::Event {
+            session: Some(b"s".to_vec()).filter(|_| session),
+            aside: false,
+            calls: vec![call],
+            results: vec![call],
+            uuid: None,
+        };
+        let p = plan(vec![
+            event(Some("s"), &[], &[]), // 10
+            of_call(true),              // 20: the call's first line
+            event(None, &[], &[]),      // 30: a result between
+            of_call(false),             // 40: its last line
+            event(None, &[], &[]),      // 50
+        ]);
+        let cuts: Vec<u64> = (1..=5).map(|k| p.cut(10 * k)).collect();
+        // was [10, 20, 30, 40, 50]: a cut between the call's lines split its message
+        assert_eq!(cuts, [10, 40, 40, 40, 50]);
     }
 
     #[test]

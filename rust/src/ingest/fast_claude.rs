@@ -172,8 +172,10 @@ fn blocks<'m, 'a>(
     out: &mut Vec<Part<'m>>,
     ops: &mut Vec<Op<'m>>,
 ) -> Option<()> {
+    // after the parts the message has (a later line of its model call)
+    let first = out.len();
     for (j, block) in content.iter().enumerate() {
-        let pid = format!("{mid}-p{j:02}");
+        let pid = format!("{mid}-p{:02}", first + j);
         let J::Obj(b) = block else { return None };
         let part = match truthy_str(b, "type")? {
             Some("text") => {
@@ -292,6 +294,8 @@ struct Session<'m> {
     /// The ids given in this window.
     ids: HashSet<String>,
     calls: HashMap<&'m str, (usize, usize)>,
+    /// Its assistant messages of this window by API message id (`anthropic::call_id`).
+    models: HashMap<&'m str, usize>,
 }
 
 impl Session<'_> {
@@ -333,6 +337,35 @@ impl Update {
     }
 }
 
+/// What the blocks of message `at` do to the session's tool parts; `None`
+/// for a second result of a call (the slow path keeps both texts).
+fn apply<'m>(
+    session: &mut Session<'m>,
+    messages: &mut [Message<'m>],
+    at: usize,
+    ops: &mut Vec<Op<'m>>,
+) -> Option<()> {
+    for op in ops.drain(..) {
+        match op {
+            Op::Call(call, part) => {
+                session.calls.insert(call, (at, part));
+            }
+            Op::Result(call, failed, text) => {
+                if let Some(&(m, p)) = session.calls.get(call) {
+                    let part = &mut messages[m].parts[p];
+                    if part.status != "pending" {
+                        // a second result leaves both texts in the state
+                        return None;
+                    }
+                    part.status = if failed { "error" } else { "completed" };
+                    part.output = Some(text);
+                }
+            }
+        }
+    }
+    Some(())
+}
+
 /// A window of a Claude Code file, appended as `claude_code::read_file`
 /// would, and what it changes in `carry`; `None` (nothing built) for the
 /// serde_json path to read.
@@ -351,6 +384,7 @@ pub fn read_file<'t>(
             messages: c.messages,
             ids: HashSet::new(),
             calls: HashMap::new(),
+            models: HashMap::new(),
         })
         .collect();
     let mut by_id: HashMap<&str, usize> = (sessions.iter().enumerate())
@@ -378,6 +412,8 @@ pub fn read_file<'t>(
         }
     }
     let mut ops = Vec::new();
+    // per line: its message, and whether the line made it
+    let mut placed: Vec<(usize, bool)> = Vec::with_capacity(trees.len());
     for (k, tree) in trees.iter().enumerate() {
         let J::Obj(event) = tree else { return None };
         let Some(J::Str(_)) = get(event, "type") else {
@@ -399,6 +435,7 @@ pub fn read_file<'t>(
                     messages: 0,
                     ids: HashSet::new(),
                     calls: HashMap::new(),
+                    models: HashMap::new(),
                 });
                 by_id.insert(sid, sessions.len() - 1);
                 sessions.len() - 1
@@ -406,6 +443,33 @@ pub fn read_file<'t>(
         };
         current = sid;
         let session = &mut sessions[index];
+        ops.clear();
+        let call = match get(event, "message") {
+            Some(J::Obj(body)) if matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant") => {
+                match get(body, "id") {
+                    Some(J::Str(id)) if !id.is_empty() => Some((&**id, get(body, "content"))),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(&at) = call.and_then(|(id, _)| session.models.get(id)) {
+            // a later line of a model call: its blocks join the call's message
+            let message = &mut messages[at];
+            match call.and_then(|(_, content)| content) {
+                None | Some(J::Null) => {}
+                Some(J::Str(text)) => {
+                    let pid = format!("{}-p{:02}", message.id, message.parts.len());
+                    message.parts.push(text_row(pid, Cow::Borrowed(&**text)));
+                }
+                Some(J::Arr(items)) => blocks(&message.id, items, &mut message.parts, &mut ops)?,
+                _ => return None,
+            }
+            session.messages += 1;
+            placed.push((at, false));
+            apply(session, &mut messages, at, &mut ops)?;
+            continue;
+        }
         let mut mid = format!("{}-e{:06}", session.id, session.messages);
         if let Some(uuid) = truthy_str(event, "uuid")? {
             if !session.has(uuid) {
@@ -421,7 +485,6 @@ pub fn read_file<'t>(
         json.push_str(",\"sessionID\":");
         write_str(&mut json, session.id, false);
         let mut parts = Vec::new();
-        ops.clear();
         let message = match get(event, "message") {
             Some(J::Obj(body)) => {
                 let assistant = matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant");
@@ -510,24 +573,11 @@ pub fn read_file<'t>(
         let session = &mut sessions[index];
         session.messages += 1;
         session.ids.insert(messages[at].id.clone());
-        for op in ops.drain(..) {
-            match op {
-                Op::Call(call, part) => {
-                    session.calls.insert(call, (at, part));
-                }
-                Op::Result(call, failed, text) => {
-                    if let Some(&(m, p)) = session.calls.get(call) {
-                        let part = &mut messages[m].parts[p];
-                        if part.status != "pending" {
-                            // a second result leaves both texts in the state
-                            return None;
-                        }
-                        part.status = if failed { "error" } else { "completed" };
-                        part.output = Some(text);
-                    }
-                }
-            }
+        if let Some((id, _)) = call {
+            session.models.insert(id, at);
         }
+        placed.push((at, true));
+        apply(session, &mut messages, at, &mut ops)?;
     }
     // Everything checked: the rows, session by session.
     let mut order: Vec<Vec<usize>> = vec![Vec::new(); sessions.len()];
@@ -579,11 +629,15 @@ pub fn read_file<'t>(
     }
     let lines = lines
         .iter()
-        .zip(kept)
-        .map(|((line, raw), kept)| At {
-            line: *line,
-            raw: raw.clone(),
-            outcome: Ok(kept.expect("every event is a message")),
+        .zip(placed)
+        .map(|((line, raw), (at, opens))| {
+            let mut kept = kept[at].clone().expect("every message is placed");
+            kept.first &= opens;
+            At {
+                line: *line,
+                raw: raw.clone(),
+                outcome: Ok(kept),
+            }
         })
         .collect();
     let update = Update {
@@ -666,6 +720,60 @@ mod tests {
         // so do file-history snapshots
         same("{\"type\":\"file-history-snapshot\",\"messageId\":\"m\",\"snapshot\":{}}\n{\"type\":\"summary\"}\n{\"type\":\"user\",\"sessionId\":\"s\",\"message\":{\"role\":\"user\"}}\n{\"type\":\"file-history-snapshot\",\"snapshot\":{}}\n");
         same("{\"type\":\"file-history-snapshot\",\"snapshot\":{}}\n");
+    }
+
+    /// One model call written a block a line (text, tool_use, its result,
+    /// the next tool_use), its result, and the next call.
+    const CALL: &str = r#"{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"list"}}
+{"type":"assistant","uuid":"a1","sessionId":"s","message":{"id":"msg_1","role":"assistant","usage":{"input_tokens":10},"content":[{"type":"text","text":"look"}]}}
+{"type":"assistant","uuid":"a2","sessionId":"s","message":{"id":"msg_1","role":"assistant","usage":{"input_tokens":10},"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}
+{"type":"user","uuid":"r1","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a"}]}}
+{"type":"assistant","uuid":"a3","sessionId":"s","message":{"id":"msg_1","role":"assistant","content":"more"}}
+{"type":"assistant","uuid":"a4","sessionId":"r","message":{"id":"msg_1","role":"assistant","content":"another session"}}
+{"type":"assistant","uuid":"a5","sessionId":"s","message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"t2","name":"Bash","input":{}}]}}
+{"type":"user","uuid":"r2","sessionId":"s","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2","content":"b"}]}}
+{"type":"assistant","uuid":"a6","sessionId":"s","message":{"id":"msg_2","role":"assistant","content":[{"type":"text","text":"done"}]}}
+{"type":"assistant","uuid":"a7","sessionId":"s","message":{"id":"","role":"assistant","content":"no id"}}
+{"type":"assistant","uuid":"a8","sessionId":"s","message":{"id":"","role":"assistant","content":"no id"}}
+"#;
+
+    #[test]
+    fn the_lines_of_one_model_call_make_one_message_on_both_paths() {
+        same(CALL);
+        let (fast, _) = both(CALL);
+        let fast = fast.unwrap();
+        let batch = fast.rows.finish();
+        let ids = batch
+            .column_by_name("part_id")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        let ids: Vec<_> = ids.iter().map(Option::unwrap).collect();
+        // was a part a line: a1-p00, a2-p00, r1-p00, a3-p00...
+        assert_eq!(
+            ids,
+            [
+                "u1-p00", "a1-p00", "a1-p01", "a1-p02", "a1-p03", "r1-p00", "r2-p00", "a6-p00",
+                "a7-p00", "a8-p00", "a4-p00"
+            ]
+        );
+        // the later lines of a call have its message's rows, and open nothing (the
+        // session opened at line 1)
+        let got: Vec<_> = fast
+            .lines
+            .iter()
+            .map(|l| {
+                l.outcome
+                    .as_ref()
+                    .map(|k| (k.rows.clone(), k.first))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(got[1], (1..5, false));
+        assert_eq!(got[2], (1..5, false));
+        assert_eq!(got[4], got[1]);
+        assert_eq!(got[0], (0..1, true));
     }
 
     #[test]
