@@ -278,6 +278,28 @@ def _reject_file(path: Path, reason: str) -> list[RejectedLine]:
             for n, raw in enumerate(data.split(b"\n"), 1) if raw.strip()]  # fmt: skip
 
 
+def _listed(paths: str | Path | Iterable[str | Path]) -> str | Path | Iterable[str | Path]:
+    """``paths`` with an iterator turned into a list, so it can be read twice
+    (a bad argument is left to ``_inputs``, which names it)."""
+    if isinstance(paths, str | os.PathLike | bytes) or not isinstance(paths, Iterable):
+        return paths
+    return list(paths)
+
+
+def _check_rejects(
+    reject_path: str | Path | None, paths: str | Path | Iterable[str | Path]
+) -> None:
+    """Refuse, before any work, a ``reject_path`` that cannot be written, that
+    is an input, or that an input folder would read next time (``check_outputs``)."""
+    from ctxcompact._outputs import check_outputs
+
+    if reject_path is None:
+        return
+    given = [paths] if isinstance(paths, str | os.PathLike) else paths
+    if isinstance(given, Iterable) and all(isinstance(p, str | os.PathLike) for p in given):
+        check_outputs({"reject_path": reject_path}, given)
+
+
 def _format_names(files: list[FileReport]) -> str:
     return ", ".join(dict.fromkeys(f.format for f in files if f.status == "read" and f.format))
 
@@ -302,6 +324,8 @@ def read_jsonl(
     (JSONL, written atomically, also when empty) so a rerun can pick them up.
     """
     threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
     inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
     result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
     if reject_path is not None:
@@ -461,6 +485,8 @@ def read_sessions(
     ``iter_sessions`` reads the same in bounded memory.
     """
     threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
     order, reports, jsonl, documents = _plan(paths)
     result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
     reports += result.files
