@@ -65,7 +65,7 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
     pq.write_table(table.slice(0, 120), ds / "a.parquet")
     pq.write_table(table.slice(120), ds / "b.parquet")
     window = ["--context", "200000", "--output-limit", "8000"]
-    for args in (["batch", str(ds), str(ds / "compacted.parquet")],
+    for args in (["batch", str(ds), "-o", str(ds / "compacted.parquet")],
                  ["batch", str(ds), "--report", str(ds / "report.parquet")],
                  ["prune", str(ds), "--output", str(ds / "pruned.parquet")],
                  ["filter", str(ds), "--output", str(ds / "sub" / "f.parquet")],
@@ -79,7 +79,7 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
         assert sorted(p.name for p in ds.iterdir()) == ["a.parquet", "b.parquet", "sub"]
     # a name the folder's reader skips is written, and the folder reads as before
     for _ in range(2):
-        code, out = run(monkeypatch, capsys, "batch", str(ds), str(ds / "_compacted.parquet"),
+        code, out = run(monkeypatch, capsys, "batch", str(ds), "-o", str(ds / "_compacted.parquet"),
                         "--report", str(ds / ".report.parquet"), "--json")  # fmt: skip
         assert code == 0 and '"files": 2' in out
     # a session file written into a folder of session files would be read too
@@ -117,7 +117,7 @@ def test_no_command_mixes_a_folder_of_session_files_with_parquet(
         ("--output", sub / "p.parquet", ["prune", str(runs), "--output"]),
         ("--output", runs / "f.parquet", ["filter", str(runs), "--output"]),
         ("--report", runs / "r.parquet", ["compact", str(runs), "--report"]),
-        ("DESTINATION", runs / "b.parquet", ["batch", str(runs)]),
+        ("--output", runs / "b.parquet", ["batch", str(runs), "-o"]),
         ("--report", runs / "b.parquet", ["batch", str(runs), "--report"]),
         ("OUTPUT", runs / "c.parquet", ["convert", str(runs), "--to", "parquet"]),
         ("--out", runs / "calls.parquet", ["replay", str(runs), *window, "--out"]),
@@ -185,8 +185,8 @@ def test_batch_counts_the_files_it_skips_as_ingest_does(
     assert batch["skipped"] == ingest["files_skipped"]
     assert batch["files"] == ingest["files"] - ingest["files_skipped"]
     assert batch["parts_out"] is None and batch["bytes_read"] > 0 and "bytes_in" not in batch
-    code, out3, _ = invoke(monkeypatch, capsys, "batch", str(runs), str(tmp_path / "o.parquet"),
-                           "--json")  # fmt: skip
+    code, out3, _ = invoke(monkeypatch, capsys, "batch", str(runs), "-o",
+                           str(tmp_path / "o.parquet"), "--json")  # fmt: skip
     assert code == 0 and json.loads(out3)["parts_out"] == json.loads(out3)["parts_in"] > 0
 
 
@@ -279,7 +279,9 @@ def test_missing_policy_file_is_a_missing_input(monkeypatch: Any, capsys: Any) -
 def test_batch_counts_the_session_files_it_read(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
-    code, out = run(monkeypatch, capsys, "batch", str(MINI), str(tmp_path / "o.parquet"), "--json")
+    code, out = run(
+        monkeypatch, capsys, "batch", str(MINI), "-o", str(tmp_path / "o.parquet"), "--json"
+    )
     summary = json.loads(out[: out.rindex("}") + 1])
     assert code == 0 and summary["files"] == 2
     assert summary["session_bytes"] == sum(p.stat().st_size for p in MINI.glob("*.json"))
@@ -289,7 +291,7 @@ def test_convert_hints_name_its_own_option(tmp_path: Path, monkeypatch: Any, cap
     odd = tmp_path / "odd.json"
     odd.write_text('{"what": 1}')
     code, out = run(monkeypatch, capsys, "convert", str(odd), str(tmp_path / "x.jsonl"))
-    assert code == 1 and "pass --from" in out and "--format" not in out
+    assert code == 1 and "pass --format" in out and "--from" not in out
 
 
 def test_convert_to_claude_code_warns_that_the_system_prompt_is_no_model_input(

@@ -615,6 +615,25 @@ def _session_ids(table: pa.Table) -> set[str]:
     return {str(v) for v in pc.unique(table.column("session_id")).to_pylist()}
 
 
+def _read_twice(i: _Input, sid: str) -> str:
+    """Why the session ``sid`` of ``i`` is refused: read before. When its id
+    was made from the file's name, say how, and what to give instead."""
+    text = f"{i.path}: session id {sid!r} was already read (ids must be unique)"
+    base = i.id_base if i.id_base is not None else i.path.name.split(".")[0]
+    if sid != base and not sid.startswith(f"{base}:"):
+        return f"{text}: the same run given twice? read each run once"
+    if i.id_base is not None:
+        how = (
+            "its file's path relative to the folder given, suffix dropped, so two folders "
+            "holding files of the same names (runA/trajs and runB/trajs) give the same ids"
+        )
+    else:
+        how = "its file's name up to the first dot, so two files of one name give the same ids"
+    return (f"{text}: a session without an id of its own is named by {how}; give the folder "
+            "that holds them both instead (runs/, holding runA/ and runB/: its sessions are "
+            "named runA/trajs/..., runB/trajs/...), or read each in a run of its own")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class _Document:
     """One document read: its report, its rows (None when it holds no
@@ -644,10 +663,7 @@ def _read_documents(
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip
             if repeated is not None:
-                raise DuplicateSessionError(
-                    f"{where}: session id {repeated!r} was already read (ids must be unique)",
-                    session_id=repeated,
-                )
+                raise DuplicateSessionError(_read_twice(i, repeated), session_id=repeated)
             try:  # per document, so a value Arrow cannot hold names its file
                 rows = None
                 if read:
