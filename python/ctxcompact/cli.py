@@ -801,23 +801,11 @@ def _ingest_to_parquet(
 Segments = list[tuple[Path, int, bool]]
 
 
-def _read(
-    path: Path, fmt: str | None, on_error: str = "raise", segments: Segments | None = None
-) -> tuple[cc.Transcript, str]:
-    """The transcript at ``path`` and the format(s) it was read in.
-    ``on_error``: for session files, ``ingest``'s ``--on-error`` (a Parquet
-    source is read whole: a bad file or row is always an error).
-    ``segments``: where each file's rows are is added to it."""
-    _no_stdio(path, "INPUT")
-    if not path.exists():
-        raise InputNotFound(f"{path}: no such file")
-    _check_sources([path])
-    if _is_parquet(path):
-        return cc.Transcript(_read_parquet(path, segments)), "parquet"
-    result = _ingest([path], fmt, on_error=on_error)
-    if segments is not None:
-        segments.append((path, result.transcript.num_rows, False))
-    return result.transcript, result.format
+def _read(path: Path, segments: Segments | None = None) -> cc.Transcript:
+    """The transcript of the Parquet file or folder ``path`` (read whole: a
+    bad file or row is always an error; ``segments``: where each file's rows
+    are is added to it). Session files are read by ``_load_many``."""
+    return cc.Transcript(_read_parquet(path, segments))
 
 
 def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -> pa.Table:
@@ -1228,7 +1216,7 @@ def _load_many(
         _check_parquet_sessions(parquet_files(parquet))  # a file given twice is named as such
     # each table's segments: where the rows of it come from
     where: list[Segments] = [[] for _ in parquet]
-    tables = [_read(p, fmt, segments=w)[0].to_arrow() for p, w in zip(parquet, where, strict=True)]
+    tables = [_read(p, segments=w).to_arrow() for p, w in zip(parquet, where, strict=True)]
     if parquet and read_as is not None:
         read_as.append("parquet")
     if sessions:
