@@ -77,7 +77,7 @@ def test_the_estimate_method_reaches_every_command(
 
 
 def test_batch_and_human_output(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
-    code, stats = run(monkeypatch, capsys, "batch", str(data), str(tmp_path / "o.parquet"),
+    code, stats = run(monkeypatch, capsys, "batch", str(data), "-o", str(tmp_path / "o.parquet"),
                       "--batch-rows", "300", "--json")  # fmt: skip
     assert code == 0 and stats["sessions"] == 12 and stats["batches"] > 1
     code, text = run(monkeypatch, capsys, "estimate", str(data))
@@ -162,7 +162,9 @@ def test_exit_codes(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -
     assert run(monkeypatch, capsys, "prune")[0] == 2
     truncated = tmp_path / "cut.parquet"
     truncated.write_bytes(data.read_bytes()[:1000])
-    assert run(monkeypatch, capsys, "batch", str(truncated), str(tmp_path / "x.parquet"))[0] == 1
+    assert (
+        run(monkeypatch, capsys, "batch", str(truncated), "-o", str(tmp_path / "x.parquet"))[0] == 1
+    )
     assert not (tmp_path / "x.parquet").exists()
 
 
@@ -203,7 +205,8 @@ def chat_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("args", [
     ("estimate", "{chat}", "--format", "bogus"),
     ("convert", "{chat}", "{tmp}/o.json", "--to", "bogus"),
-    ("convert", "{chat}", "{tmp}/o.json", "--from", "bogus"),
+    ("convert", "{chat}", "{tmp}/o.json", "--format", "bogus"),
+    ("convert", "{chat}", "{tmp}/o.json", "--from", "bogus"),  # --format's old name
     ("ingest", "{chat}", "-o", "{tmp}/o.parquet", "--on-error", "maybe"),
     ("estimate", "{chat}", "--json=1"),  # a flag takes no value
     ("compact", "{chat}", "--output-limit", "8000"),  # needs --context
@@ -260,8 +263,8 @@ UNWRITABLE = [
     ("filter", "{data}", "--output", "{out}"),
     ("compact", "{data}", "--output", "{out}"),
     ("compact", "{data}", "--report", "{out}"),
-    ("batch", "{data}", "{out}"),
-    ("batch", "{data}", "{tmp}/ok.parquet", "--report", "{out}"),
+    ("batch", "{data}", "-o", "{out}"),
+    ("batch", "{data}", "-o", "{tmp}/ok.parquet", "--report", "{out}"),
     ("convert", "{chat}", "{out}", "--to", "parquet"),
     ("ingest", "{jsonl}", "-o", "{out}"),
     ("ingest", "{jsonl}", "-o", "{tmp}/ok.parquet", "--on-error", "skip", "--rejects", "{out}"),
@@ -304,7 +307,10 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: Any, cap
 def test_context_without_a_usable_window_is_refused(
     data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
-    for command in (("compact", str(data)), ("batch", str(data), str(tmp_path / "b.parquet"))):
+    for command in (
+        ("compact", str(data)),
+        ("batch", str(data), "-o", str(tmp_path / "b.parquet")),
+    ):
         code, _, err = run_err(monkeypatch, capsys, *command, "--context", "20000")
         assert code == 4 and "usable" in err and "--output-limit" in err, err
     assert not (tmp_path / "b.parquet").exists()
@@ -312,8 +318,9 @@ def test_context_without_a_usable_window_is_refused(
     code, out, _ = run_err(monkeypatch, capsys, "compact", str(data), "--context", "20000",
                            "--output-limit", "4000", "--json")  # fmt: skip
     assert code == 0 and json.loads(out)["usable_context"] == 16_000
-    code, out, _ = run_err(monkeypatch, capsys, "batch", str(data), str(tmp_path / "b.parquet"),
-                           "--context", "100000", "--json")  # fmt: skip
+    code, out, _ = run_err(monkeypatch, capsys, "batch", str(data), "-o",
+                           str(tmp_path / "b.parquet"), "--context", "100000",
+                           "--json")  # fmt: skip
     assert code == 0 and json.loads(out)["usable_context"] == 68_000
     code, out, _ = run_err(monkeypatch, capsys, "compact", str(data), "--context", "100000")
     assert code == 0 and "usable context" in out and "68,000" in out
@@ -331,7 +338,10 @@ def test_prune_threshold_flags(data: Path, tmp_path: Path, monkeypatch: Any, cap
     code, eager = run(monkeypatch, capsys, "prune", str(data), "--prune-protect", "1000",
                       "--prune-minimum", "0", "--json")  # fmt: skip
     assert code == 0 and eager["tokens_pruned"] > default["tokens_pruned"]
-    for command in (("compact", str(data)), ("batch", str(data), str(tmp_path / "b.parquet"))):
+    for command in (
+        ("compact", str(data)),
+        ("batch", str(data), "-o", str(tmp_path / "b.parquet")),
+    ):
         code, res = run(monkeypatch, capsys, *command, "--prune-protect", "1000",
                         "--prune-minimum", "0", "--json")  # fmt: skip
         assert code == 0 and res["tokens_pruned"] == eager["tokens_pruned"], command
@@ -514,8 +524,9 @@ def test_counted_ingest_and_a_report_only_batch(
     a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
     code, lean = run(monkeypatch, capsys, "batch", str(rows), "--report", a,
                      "--policy", "swe-agent", "--json")  # fmt: skip
-    code2, full = run(monkeypatch, capsys, "batch", str(rows), str(tmp_path / "parts.parquet"),
-                      "--report", b, "--policy", "swe-agent", "--json")  # fmt: skip
+    code2, full = run(monkeypatch, capsys, "batch", str(rows), "-o",
+                      str(tmp_path / "parts.parquet"), "--report", b, "--policy", "swe-agent",
+                      "--json")  # fmt: skip
     assert code == code2 == 0 and lean["parts_out"] is None and full["parts_out"] > 0
     assert lean["tokens_pruned"] == full["tokens_pruned"] > 0
     assert pq.read_table(a).equals(pq.read_table(b))

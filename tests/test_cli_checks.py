@@ -85,7 +85,8 @@ def test_a_named_pipe_input_is_exit_3(
     fifo = tmp_path / "f.jsonl"
     os.mkfifo(fifo)
     out = str(tmp_path / "o.parquet")
-    argv = {"estimate": [str(fifo)], "batch": [str(fifo), out], "ingest": [str(fifo), "-o", out],
+    argv = {"estimate": [str(fifo)], "batch": [str(fifo), "-o", out],
+            "ingest": [str(fifo), "-o", out],
             "convert": [str(fifo), out, "--to", "parquet"]}[command]  # fmt: skip
     code, _, err = invoke(monkeypatch, capsys, command, *argv)
     assert code == 3, err  # docs/config.md: an input that cannot be read

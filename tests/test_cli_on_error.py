@@ -155,3 +155,63 @@ def test_ingest_json_reasons_name_the_cli_option(
     (report,) = [f for f in json.loads(out)["per_file"] if f["path"] == str(unknown)]
     assert "pass --format (one of: opencode" in report["reason"], report
     assert "format=" not in report["reason"] and "format=" not in err
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n"], ids=["no-bytes", "whitespace"])
+@pytest.mark.parametrize("command", [*COMMANDS, ["ingest", "-o", "{tmp}/out.parquet"],
+                                     ["convert", "{tmp}/out.jsonl"]],
+                         ids=lambda c: c[0])  # fmt: skip
+def test_an_empty_session_document_is_a_format_error_or_a_rejected_file(
+    tmp_path: Path, folder: Path, command: list[str], content: bytes, monkeypatch: Any,
+    capsys: Any,
+) -> None:  # fmt: skip
+    # Issue 37, item 5: an empty .traj / .json read as 0 sessions, silently
+    # (`ingest d --on-error skip` said "files empty 1" and exit 0).
+    (folder / "bad.jsonl").unlink()
+    empty = folder / "cut.traj"
+    empty.write_bytes(content)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    if command[0] == "convert":  # convert INPUT... OUTPUT
+        args = [args[0], "--on-error", "raise", *args[1:]]
+    for given in (empty, folder):  # by itself, and found in a folder
+        code, _, err = invoke(monkeypatch, capsys, args[0], str(given), *args[1:])
+        assert code == 1 and f"FormatError: {empty}: an empty file" in err, (given, err)
+        assert not any(p.name.startswith("out.") for p in tmp_path.iterdir())
+    code, out, err = invoke(monkeypatch, capsys, args[0], str(folder), *args[1:], "--on-error",
+                            "skip", "--json")  # fmt: skip
+    assert code == 0 and f"rejected: {empty}: an empty file" in err, err
+    shown = json.loads(out)
+    assert shown["sessions"] == 4
+    if command[0] == "ingest":
+        assert shown["files_rejected"] == shown["rejected"] == 1 and "files_empty" not in shown
+
+
+def test_an_empty_jsonl_file_holds_no_sessions_and_is_named(
+    tmp_path: Path, folder: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # A JSONL file is a list of records: with none it holds no sessions
+    # (docs/formats.md), reported "empty", named on stderr, never an error.
+    (folder / "bad.jsonl").unlink()
+    (folder / "none.jsonl").write_bytes(b"\n \n")
+    code, out, err = invoke(monkeypatch, capsys, "ingest", str(folder), "-o",
+                            str(tmp_path / "o.parquet"), "--json")  # fmt: skip
+    assert code == 0 and f"empty: {folder / 'none.jsonl'}" in err
+    assert json.loads(out)["files_empty"] == 1 and json.loads(out)["sessions"] == 4
+    assert formats.read(folder / "none.jsonl") == []
+
+
+def test_the_library_reads_an_empty_document_as_a_format_error(tmp_path: Path) -> None:
+    from ctxcompact.errors import FormatError
+    from ctxcompact.formats.reader import iter_sessions, read_sessions
+
+    empty = tmp_path / "run.json"
+    empty.write_bytes(b"\xef\xbb\xbf \n")  # a byte order mark and whitespace: nothing
+    for read in (formats.read, lambda p: formats.read_document(p), read_sessions,
+                 lambda p: list(iter_sessions(p))):  # fmt: skip
+        with pytest.raises(FormatError, match="an empty file") as e:
+            read(empty)
+        assert str(empty) in str(e.value)
+    skipped = read_sessions(tmp_path, on_error="skip")
+    assert [(f.status, f.path) for f in skipped.files] == [("rejected", str(empty))]
+    assert [(r.path, r.line) for r in skipped.rejected] == [(str(empty), 0)]
+    assert skipped.sessions == 0 and skipped.table.num_rows == 0

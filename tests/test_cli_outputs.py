@@ -42,10 +42,12 @@ def test_an_output_that_is_an_input_is_refused(
     (folder / "a.traj.json").write_bytes((MINI / "local.traj.json").read_bytes())
     code, out = run(monkeypatch, capsys, "convert", str(folder), str(folder / "a.traj.json"))
     assert code == 2 and "also an input" in out
-    # Parquet in a folder read as session files is not read: written, and again.
+    # Parquet in a folder read as session files would mix the folder: refused
+    # (test_no_command_mixes_a_folder); a name the Parquet reader skips is not.
     for _ in range(2):
         assert (
-            run(monkeypatch, capsys, "ingest", str(folder), "-o", str(folder / "r.parquet"))[0] == 0
+            run(monkeypatch, capsys, "ingest", str(folder), "-o", str(folder / "_r.parquet"))[0]
+            == 0
         )
 
 
@@ -63,7 +65,7 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
     pq.write_table(table.slice(0, 120), ds / "a.parquet")
     pq.write_table(table.slice(120), ds / "b.parquet")
     window = ["--context", "200000", "--output-limit", "8000"]
-    for args in (["batch", str(ds), str(ds / "compacted.parquet")],
+    for args in (["batch", str(ds), "-o", str(ds / "compacted.parquet")],
                  ["batch", str(ds), "--report", str(ds / "report.parquet")],
                  ["prune", str(ds), "--output", str(ds / "pruned.parquet")],
                  ["filter", str(ds), "--output", str(ds / "sub" / "f.parquet")],
@@ -73,11 +75,11 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
                  ["replay", str(ds), *window, "--out", str(ds / "calls.parquet")]):  # fmt: skip
         (ds / "sub").mkdir(exist_ok=True)
         code, out = run(monkeypatch, capsys, *args)
-        assert code == 2 and "would be read as an input of" in out, (args, out)
+        assert code == 2 and f"inside the input folder {ds}" in out, (args, out)
         assert sorted(p.name for p in ds.iterdir()) == ["a.parquet", "b.parquet", "sub"]
     # a name the folder's reader skips is written, and the folder reads as before
     for _ in range(2):
-        code, out = run(monkeypatch, capsys, "batch", str(ds), str(ds / "_compacted.parquet"),
+        code, out = run(monkeypatch, capsys, "batch", str(ds), "-o", str(ds / "_compacted.parquet"),
                         "--report", str(ds / ".report.parquet"), "--json")  # fmt: skip
         assert code == 0 and '"files": 2' in out
     # a session file written into a folder of session files would be read too
@@ -89,6 +91,78 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
     code, out = run(monkeypatch, capsys, "ingest", str(runs), "-o", str(tmp_path / "r.parquet"),
                     "--on-error", "skip", "--rejects", str(runs / "rejects.jsonl"))  # fmt: skip
     assert code == 2 and "--rejects" in out and sorted(os.listdir(runs)) == ["a.traj.json"]
+
+
+TRAJECTORIES = DATA / "swe-agent" / "tests" / "test_data" / "trajectories"
+
+
+def test_no_command_mixes_a_folder_of_session_files_with_parquet(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # Issue 37, item 4: `ingest runs/ -o runs/rows.parquet` exited 0 (so did
+    # prune, compact, filter, batch, convert, replay, tune), and from then on
+    # every command on runs/ failed with "holds both Parquet files and session
+    # files". Every writer refuses it before any work, naming both paths.
+    import shutil
+
+    runs = tmp_path / "runs"
+    shutil.copytree(TRAJECTORIES, runs)
+    before = sorted(p.relative_to(runs) for p in runs.rglob("*"))
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[grid]\npreset = ["opencode"]\n')
+    window = ["--context", "200000", "--output-limit", "8000"]
+    sub = next(p for p in runs.iterdir() if p.is_dir())  # deeper in the folder counts too
+    for option, target, args in (
+        ("--output", runs / "rows.parquet", ["ingest", str(runs), "-o"]),
+        ("--output", sub / "p.parquet", ["prune", str(runs), "--output"]),
+        ("--output", runs / "f.parquet", ["filter", str(runs), "--output"]),
+        ("--report", runs / "r.parquet", ["compact", str(runs), "--report"]),
+        ("--output", runs / "b.parquet", ["batch", str(runs), "-o"]),
+        ("--report", runs / "b.parquet", ["batch", str(runs), "--report"]),
+        ("OUTPUT", runs / "c.parquet", ["convert", str(runs), "--to", "parquet"]),
+        ("--out", runs / "calls.parquet", ["replay", str(runs), *window, "--out"]),
+        ("--out", runs / "calls.parquet", ["tune", str(runs), "--grid", str(grid),
+                                           *window, "--out"]),
+    ):  # fmt: skip
+        code, out = run(monkeypatch, capsys, *args, str(target))
+        assert code == 2, (args, out)
+        assert option in out and str(target) in out and f"input folder {runs}" in out, out
+        assert "both Parquet files and session files" in out, out
+        assert sorted(p.relative_to(runs) for p in runs.rglob("*")) == before, args
+    assert run(monkeypatch, capsys, "estimate", str(runs))[0] == 0  # the folder reads as before
+    # a name the Parquet reader skips leaves the folder one kind: written, and again
+    for _ in range(2):
+        code, out = run(monkeypatch, capsys, "ingest", str(runs), "-o", str(runs / "_rows.parquet"))
+        assert code == 0, out
+    assert run(monkeypatch, capsys, "estimate", str(runs))[0] == 0
+
+
+def test_the_python_writers_refuse_to_mix_an_input_folder(tmp_path: Path) -> None:
+    # The same rule in the library (issue 37, item 4): a rejects file in a
+    # folder of session files is read next time; a session file written into
+    # a Parquet folder mixes it.
+    import shutil
+
+    import pyarrow.parquet as pq
+    from ctxcompact.batch.parquet import compact_parquet
+    from ctxcompact.errors import OutputConflictError
+    from ctxcompact.formats.reader import read_jsonl, read_sessions
+    from ctxcompact.testing.synthetic import generate_table
+
+    runs = tmp_path / "runs"
+    shutil.copytree(TRAJECTORIES, runs)
+    for read in (read_sessions, read_jsonl):
+        with pytest.raises(OutputConflictError, match="would be read as an input") as e:
+            read(iter([runs]), on_error="skip", reject_path=runs / "rejects.jsonl")
+        assert e.value.column == "reject_path" and str(runs / "rejects.jsonl") in str(e.value)
+    assert not (runs / "rejects.jsonl").exists()
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    pq.write_table(generate_table(2, 30, seed=1), ds / "a.parquet")
+    with pytest.raises(OutputConflictError, match="both Parquet files and session files") as e:
+        compact_parquet(ds, tmp_path / "o.parquet", report_path=ds / "report.json")
+    assert e.value.column == "report_path"
+    assert sorted(os.listdir(ds)) == ["a.parquet"] and not (tmp_path / "o.parquet").exists()
 
 
 def test_batch_counts_the_files_it_skips_as_ingest_does(
@@ -111,8 +185,8 @@ def test_batch_counts_the_files_it_skips_as_ingest_does(
     assert batch["skipped"] == ingest["files_skipped"]
     assert batch["files"] == ingest["files"] - ingest["files_skipped"]
     assert batch["parts_out"] is None and batch["bytes_read"] > 0 and "bytes_in" not in batch
-    code, out3, _ = invoke(monkeypatch, capsys, "batch", str(runs), str(tmp_path / "o.parquet"),
-                           "--json")  # fmt: skip
+    code, out3, _ = invoke(monkeypatch, capsys, "batch", str(runs), "-o",
+                           str(tmp_path / "o.parquet"), "--json")  # fmt: skip
     assert code == 0 and json.loads(out3)["parts_out"] == json.loads(out3)["parts_in"] > 0
 
 
@@ -205,7 +279,9 @@ def test_missing_policy_file_is_a_missing_input(monkeypatch: Any, capsys: Any) -
 def test_batch_counts_the_session_files_it_read(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
-    code, out = run(monkeypatch, capsys, "batch", str(MINI), str(tmp_path / "o.parquet"), "--json")
+    code, out = run(
+        monkeypatch, capsys, "batch", str(MINI), "-o", str(tmp_path / "o.parquet"), "--json"
+    )
     summary = json.loads(out[: out.rindex("}") + 1])
     assert code == 0 and summary["files"] == 2
     assert summary["session_bytes"] == sum(p.stat().st_size for p in MINI.glob("*.json"))
@@ -215,7 +291,7 @@ def test_convert_hints_name_its_own_option(tmp_path: Path, monkeypatch: Any, cap
     odd = tmp_path / "odd.json"
     odd.write_text('{"what": 1}')
     code, out = run(monkeypatch, capsys, "convert", str(odd), str(tmp_path / "x.jsonl"))
-    assert code == 1 and "pass --from" in out and "--format" not in out
+    assert code == 1 and "pass --format" in out and "--from" not in out
 
 
 def test_convert_to_claude_code_warns_that_the_system_prompt_is_no_model_input(

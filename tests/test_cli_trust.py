@@ -242,7 +242,7 @@ def test_the_cli_exits_3_for_a_missing_input(
         (("prune", "{g}", "--output", "-"), "--output"),
         (("compact", "{g}", "--report", "-"), "--report"),
         (("ingest", "-", "-o", "{d}/o.parquet"), "INPUT"),
-        (("batch", "{g}", "-"), "DESTINATION"),
+        (("batch", "{g}", "-o", "-"), "--output"),
         (("replay", "-", "--context", "100000", "--output-limit", "4000"), "INPUT"),
     ],
 )

@@ -3,7 +3,8 @@
 An output that would replace one of the run's inputs (the file itself, a
 link to it, or a file an input folder is read from), a new output inside an
 input folder that the folder's reader would read as one of its inputs next
-time (``reads_next_time``), or another output of the same run, is an
+time or that would leave the folder holding both Parquet and session files
+(``reads_next_time``), or another output of the same run, is an
 ``OutputConflictError``; one that cannot be written (a
 folder, a device, a read-only file, a missing or read-only folder, /proc) an ``OSError``
 naming it (``OutputNotWritableError``) — before anything is read, so a
@@ -52,7 +53,7 @@ def _one_file(a: Path, b: Path) -> bool:
         return False
 
 
-def replaces_input(output: Path, input: Path, *, parquet: bool = False) -> bool:
+def replaces_input(output: Path, input: Path) -> bool:
     """Whether writing ``output`` would replace a file that reading ``input``
     reads: the input itself, or a file an input folder is read from (its
     Parquet files by ``batch.parquet.parquet_dataset``'s rule, or its session
@@ -62,7 +63,7 @@ def replaces_input(output: Path, input: Path, *, parquet: bool = False) -> bool:
             return False
         if input.is_file():
             return output.samefile(input)
-        return reads_next_time(output, input, parquet=parquet)
+        return reads_next_time(output, input)
     except OSError:
         return False
 
@@ -74,14 +75,18 @@ def _places(output: Path) -> list[Path]:
     return list(dict.fromkeys([here, output.resolve()]))
 
 
-def reads_next_time(output: Path, input: Path, *, parquet: bool = False) -> bool:
-    """Whether reading the folder ``input`` (once ``output`` is written) reads
-    ``output``: a name its reader takes. A Parquet folder (``parquet``: read
-    as one whatever it holds, as ``compact_parquet`` reads it) reads every
-    ``*.parquet`` file whose name does not start with ``_`` or ``.``
-    (``parquet_dataset``'s rule) and turns into a folder of session files
-    once one is in it; a folder of session files reads every ``.jsonl``,
-    ``.json`` and ``.traj`` file. ``False`` for an input that is no folder."""
+def reads_next_time(output: Path, input: Path) -> bool:
+    """Whether ``output``, once written, would be taken by the next read of
+    the folder ``input``: a name one of its readers takes, whatever the
+    folder holds now. A folder is read as Parquet part rows (every
+    ``*.parquet`` file whose name does not start with ``_`` or ``.``:
+    ``parquet_dataset``'s rule) or as session files (every ``.jsonl``,
+    ``.json`` and ``.traj`` file), never both: a Parquet file written into a
+    folder of session files (or a session file into a Parquet folder) would
+    not be read but would leave the folder holding both kinds, which every
+    later run on it refuses. So either name is refused inside any input
+    folder, however the run reads it. ``False`` for an input that is no
+    folder."""
     from ctxcompact.batch.parquet import reads_as_parquet
     from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
 
@@ -90,15 +95,9 @@ def reads_next_time(output: Path, input: Path, *, parquet: bool = False) -> bool
         if not input.is_dir() or output.is_dir():
             return False
         folder = input.resolve()
-        for place in _places(output):
-            if not place.is_relative_to(folder):
-                continue
-            # A folder is read as Parquet part rows or as session files, not both.
-            if (parquet or is_parquet_source(input)) and reads_as_parquet(folder, place):
-                return True
-            if not parquet and place.suffix in sessions:
-                return True
-        return False
+        return any(place.is_relative_to(folder)
+                   and (reads_as_parquet(folder, place) or place.suffix in sessions)
+                   for place in _places(output))  # fmt: skip
     except OSError:
         return False
 
@@ -109,12 +108,20 @@ def _read_next_time(output: Path, input: Path) -> str:
 
     sessions = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
     if any(p.suffix in sessions for p in _places(output)):
-        skipped = f"a name not ending in {', '.join(sessions)} (session files are read)"
+        written, skipped = "session", f"a name not ending in {', '.join(sessions)}"
     else:
+        written = "Parquet"
         skipped = "a name starting with '_' or '.', which a Parquet folder's reader skips"
-    return (f"{output} is inside the input folder {input}: it would be read as an input of "
-            f"{input} next time (every later run on the folder would read it too); write it "
-            f"outside the folder, or give it {skipped}")  # fmt: skip
+    held = "session files" if not is_parquet_source(input) else "Parquet files"
+    if held.startswith(written):
+        why = (f"it would be read as an input of {input} next time (every later run on the "
+               "folder would read it too)")  # fmt: skip
+    else:
+        why = (f"{input} holds {held}, so a {written} file in it would leave the folder "
+               "holding both Parquet files and session files, which every later run on it "
+               "refuses")  # fmt: skip
+    return (f"{output} is inside the input folder {input}: {why}; write it outside the "
+            f"folder, or give it {skipped}")  # fmt: skip
 
 
 def _cannot_create_in(path: Path) -> str | None:
@@ -155,13 +162,13 @@ def _unwritable(path: Path, option: str) -> OutputNotWritableError | None:
 
 def check_outputs(
     outputs: Mapping[str, PathLike | None], inputs: Iterable[PathLike] = (), *,
-    parquet: bool = False, folders: bool = False,
+    folders: bool = False,
 ) -> None:  # fmt: skip
     """Refuse, before any work, outputs (keyed by the argument or option that
     names them; ``None``: not written) that cannot be written, that would
     replace an input or each other, or that an input folder would read as
-    one of its inputs next time (``reads_next_time``; ``parquet``: the input
-    folders are read as Parquet whatever they hold). ``folders``: each output
+    one of its inputs next time, or that would leave an input folder holding
+    both Parquet and session files (``reads_next_time``). ``folders``: each output
     is a folder of Parquet files replaced whole (Ray Data's): refused when it
     is an input or holds one, or when an input folder would read the files
     written in it; whether it can be written is left to its writer (a URL,
@@ -181,12 +188,11 @@ def check_outputs(
                    for i in ins):  # fmt: skip
                 raise OutputConflictError(f"{path} is also an input (or holds one): it would "
                                           "be replaced", column=option)  # fmt: skip
-        elif any(replaces_input(path, i, parquet=parquet) for i in ins):
+        elif any(replaces_input(path, i) for i in ins):
             raise OutputConflictError(f"{path} is also an input: it would be replaced",
                                       column=option)  # fmt: skip
         written = path / "part.parquet" if folders else path  # a file the writer puts there
-        inside = next((i for i in ins if reads_next_time(written, i, parquet=parquet or folders)),
-                      None)  # fmt: skip
+        inside = next((i for i in ins if reads_next_time(written, i)), None)
         if inside is not None:
             raise OutputConflictError(_read_next_time(path, inside), column=option)
         if folders:

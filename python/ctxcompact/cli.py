@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -103,7 +102,7 @@ EXIT_CODES = (
     "--context with no usable window); 5 output not writable (missing folder, "
     "a directory, no permission; nothing is left half-written)."
 )
-#: The values of --format / --from (read) and --to (write): one place for each.
+#: The values of --format (read) and --to (write): one place for each.
 READ_FORMATS: tuple[str, ...] = tuple(FORMATS)
 WRITE_FORMATS: tuple[str, ...] = (*FORMATS, "parquet")
 
@@ -552,9 +551,22 @@ def demo(
 
 
 SESSION_SUFFIXES = JSONL_SUFFIXES + DOCUMENT_SUFFIXES  # what read_sessions reads
-INPUT_HELP = "Parquet of part rows, or a session file or folder (.jsonl, .json, .traj)."
-INPUTS_HELP = "Session files (.jsonl, .json, .traj) or folders of them."
-SOURCE_HELP = "Parquet file or directory, or session files (.jsonl, .json, .traj; ingested first)."
+#: The inputs of every command that reads part rows: several files and
+#: folders, read as one (``_load_many``'s rules: each folder one kind, each
+#: file read once, a session in one input only).
+InputsArgument = Annotated[
+    list[Path],
+    typer.Argument(metavar="INPUT",
+                   help="Parquet files or folders of part rows, and session files (.jsonl, "
+                   ".json, .traj) or folders of them; several are read as one."),
+]  # fmt: skip
+#: ``ingest``'s inputs: session files only (it makes the Parquet).
+SessionInputsArgument = Annotated[
+    list[Path],
+    typer.Argument(metavar="INPUT",
+                   help="Session files (.jsonl, .json, .traj) or folders of them; several are "
+                   "read as one."),
+]  # fmt: skip
 
 
 def _is_parquet(path: Path) -> bool:
@@ -789,23 +801,11 @@ def _ingest_to_parquet(
 Segments = list[tuple[Path, int, bool]]
 
 
-def _read(
-    path: Path, fmt: str | None, on_error: str = "raise", segments: Segments | None = None
-) -> tuple[cc.Transcript, str]:
-    """The transcript at ``path`` and the format(s) it was read in.
-    ``on_error``: for session files, ``ingest``'s ``--on-error`` (a Parquet
-    source is read whole: a bad file or row is always an error).
-    ``segments``: where each file's rows are is added to it."""
-    _no_stdio(path, "INPUT")
-    if not path.exists():
-        raise InputNotFound(f"{path}: no such file")
-    _check_sources([path])
-    if _is_parquet(path):
-        return cc.Transcript(_read_parquet(path, segments)), "parquet"
-    result = _ingest([path], fmt, on_error=on_error)
-    if segments is not None:
-        segments.append((path, result.transcript.num_rows, False))
-    return result.transcript, result.format
+def _read(path: Path, segments: Segments | None = None) -> cc.Transcript:
+    """The transcript of the Parquet file or folder ``path`` (read whole: a
+    bad file or row is always an error; ``segments``: where each file's rows
+    are is added to it). Session files are read by ``_load_many``."""
+    return cc.Transcript(_read_parquet(path, segments))
 
 
 def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -> pa.Table:
@@ -879,8 +879,29 @@ def _relocate_in(error: cc.CompactionError, segments: Segments) -> None:
         start += rows
 
 
-def _load(path: Path, fmt: str | None, on_error: str = "raise") -> cc.Transcript:
-    return _read(path, fmt, on_error)[0]
+def _label(inputs: list[Path]) -> str:
+    """The inputs, named in a message."""
+    return ", ".join(map(str, inputs))
+
+
+def _load_all(
+    inputs: list[Path], fmt: str | None, on_error: str, as_json: bool, segments: Segments,
+    read_as: list[str] | None = None,
+) -> cc.Transcript:  # fmt: skip
+    """``_load_many`` under a "reading" status line."""
+    with _status(f"reading {_label(inputs)}", as_json):
+        return _load_many(inputs, fmt, on_error, segments, read_as)
+
+
+def _verify_read(transcript: cc.Transcript, inputs: list[Path], segments: Segments) -> None:
+    """``--verify`` on what ``_load_many`` read: an error about a row names
+    the file it came from when there are several."""
+    try:
+        _verify(transcript.to_arrow(), inputs[0] if len(inputs) == 1 else Path(_label(inputs)))
+    except cc.CompactionError as e:
+        if len(inputs) > 1:
+            _relocate_in(e, segments)
+        raise
 
 
 def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
@@ -908,7 +929,7 @@ def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
         raise
 
 
-def _verify_parquet(source: Path, batch_rows: int) -> None:
+def _verify_parquet(source: list[Path], batch_rows: int) -> None:
     """``_verify`` over Parquet files a batch at a time (bounded memory)."""
     from ctxcompact.batch.parquet import parquet_files
     from ctxcompact.transcript import counted_columns
@@ -960,25 +981,48 @@ def _naming(inputs: Path | list[Path]) -> Iterator[None]:
         raise
 
 
-def _parquet_source(path: Path, on_error: str = "raise") -> tuple[Path, str, list[FileReport], int]:
-    """A Parquet path for ``path``: itself, or its sessions ingested into a
-    temporary folder, removed when the process exits (success or not); the
-    session files found, as ingest reports them (none for Parquet), and the
-    lines ``on_error="skip"`` left out (``ingest``'s ``--on-error``)."""
-    if _is_parquet(path):
-        return path, "parquet", [], 0
-    scratch = tempfile.mkdtemp(prefix="ctxcompact-")
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    out = Path(scratch) / "ingested.parquet"
-    streamed = _ingest_to_parquet([path], None, out, "the temporary Parquet", on_error=on_error)
-    last = streamed.last
-    return out, last.format, last.files, streamed.rejected
+def _parquet_sources(
+    inputs: list[Path], on_error: str = "raise"
+) -> tuple[list[Path], str, list[FileReport], int]:
+    """Parquet paths for ``inputs``: the Parquet ones as given, the session
+    files and folders ingested into one temporary file, removed when the
+    process exits (success or not); the formats read, the session files
+    found, as ingest reports them (none for Parquet only), and the lines
+    ``on_error="skip"`` left out (``ingest``'s ``--on-error``). A session in
+    two of them is a ``DuplicateSessionError`` naming both (the session files
+    by their own names, not the temporary file's)."""
+    from ctxcompact.batch.parquet import parquet_files
+
+    _check_sources(inputs)
+    parquet = [p for p in inputs if _is_parquet(p)]
+    sessions = [p for p in inputs if not _is_parquet(p)]
+    found: list[FileReport] = []
+    rejected = 0
+    formats = ["parquet"] if parquet else []
+    sources = list(parquet)
+    if sessions:
+        scratch = tempfile.mkdtemp(prefix="ctxcompact-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        out = Path(scratch) / "ingested.parquet"
+        streamed = _ingest_to_parquet(sessions, None, out, "the temporary Parquet",
+                                      on_error=on_error)  # fmt: skip
+        found, rejected = streamed.last.files, streamed.rejected
+        formats.append(streamed.last.format)
+        sources.append(out)
+    if len(inputs) > 1:
+        try:
+            _check_parquet_sessions(parquet_files(sources))
+        except DuplicateSessionError as e:
+            if sessions:
+                e.args = (str(e).replace(str(out), f"the session files ({_label(sessions)})"),)
+            raise
+    return sources, ", ".join(f for f in formats if f), found, rejected
 
 
 @app.command(short_help="Estimate the model-input tokens of every session.")
-@_names("input")
+@_names("inputs")
 def estimate(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    inputs: InputsArgument,
     fmt: FormatOption = None,
     on_error: OnErrorOption = "raise",
     config: ConfigOption = None,
@@ -995,18 +1039,19 @@ def estimate(
 ) -> None:
     """Estimate the model-input tokens of every session (placeholders applied)."""
     cfg = _config(config, **_overrides(method=method))
-    _no_stdio(input, "INPUT")
-    if not input.exists():
-        raise InputNotFound(f"{input}: no such file")
     # no session read is "nothing to estimate" (exit 1), an empty folder or an empty file alike
-    _check_sources([input], "nothing to estimate")
-    with _status(f"reading {input}", as_json):
-        transcript, read_as = _read(input, fmt, on_error)
+    _check_sources(inputs, "nothing to estimate")
+    segments: Segments = []
+    read_as: list[str] = []
+    transcript = _load_all(inputs, fmt, on_error, as_json, segments, read_as)
     if not transcript.num_rows:
-        where = "this folder" if input.is_dir() else "this file"
-        raise DatasetError(f"{input}: no sessions in {where}: nothing to estimate")
+        if len(inputs) > 1:
+            where = "these inputs"
+        else:
+            where = "this folder" if inputs[0].is_dir() else "this file"
+        raise DatasetError(f"{_label(inputs)}: no sessions in {where}: nothing to estimate")
     if verify:
-        _verify(transcript.to_arrow(), input)
+        _verify_read(transcript, inputs, segments)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)
@@ -1014,7 +1059,7 @@ def estimate(
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
         "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
-        "format": read_as,
+        "format": ", ".join(read_as),
     }  # fmt: skip
     if not per_session:
         _show("token estimate", totals, as_json)
@@ -1055,9 +1100,9 @@ def _estimate_rows(transcript: cc.Transcript, est: Any, visible: Any) -> list[di
 
 
 @app.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
-@_names("input")
+@_names("inputs")
 def prune_cmd(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    inputs: InputsArgument,
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the marked rows (Parquet).")
     ] = None,
@@ -1075,12 +1120,12 @@ def prune_cmd(
     """Select old tool outputs to prune; with --output, write them marked."""
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
-    _check_output(output, "--output", [input])
+    _check_output(output, "--output", inputs)
     _note_prune_off(cfg)
-    with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt, on_error)
+    segments: Segments = []
+    transcript = _load_all(inputs, fmt, on_error, as_json, segments)
     if verify:
-        _verify(transcript.to_arrow(), input)
+        _verify_read(transcript, inputs, segments)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
         result = cc.prune(transcript, cfg)
     if output is not None:
@@ -1094,9 +1139,9 @@ def prune_cmd(
 
 
 @app.command("filter", short_help="Keep each session from its latest summary pivot on.")
-@_names("input")
+@_names("inputs")
 def filter_cmd(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    inputs: InputsArgument,
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the visible rows (Parquet).")
     ] = None,
@@ -1105,9 +1150,8 @@ def filter_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Keep each session from its latest completed compaction pivot on."""
-    _check_output(output, "--output", [input])
-    with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt, on_error)
+    _check_output(output, "--output", inputs)
+    transcript = _load_all(inputs, fmt, on_error, as_json, [])
     visible = cc.filter_pivot(transcript)
     if output is not None:
         _write_parquet(visible.to_arrow(), output, "--output")
@@ -1118,9 +1162,9 @@ def filter_cmd(
 
 
 @app.command(short_help="Prune, mark and pivot-filter; report each session.")
-@_names("input")
+@_names("inputs")
 def compact(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP)],
+    inputs: InputsArgument,
     output: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Compacted part rows (Parquet).")
     ] = None,
@@ -1144,12 +1188,12 @@ def compact(
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_outputs({"--output": output, "--report": report}, [input])
+    _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)
-    with _status(f"reading {input}", as_json):
-        transcript = _load(input, fmt, on_error)
+    segments: Segments = []
+    transcript = _load_all(inputs, fmt, on_error, as_json, segments)
     if verify:
-        _verify(transcript.to_arrow(), input)
+        _verify_read(transcript, inputs, segments)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
     # both outputs or neither: a failed second rename puts the first one back
@@ -1200,10 +1244,12 @@ def _check_parquet_sessions(files: list[Path]) -> None:
 
 
 def _load_many(
-    inputs: list[Path], fmt: str | None, on_error: str = "raise", segments: Segments | None = None
-) -> cc.Transcript:
+    inputs: list[Path], fmt: str | None, on_error: str = "raise", segments: Segments | None = None,
+    read_as: list[str] | None = None,
+) -> cc.Transcript:  # fmt: skip
     """Parquet files/folders and session files/folders as one transcript
-    (``segments``: where each file's rows are is added to it)."""
+    (``segments``: where each file's rows are is added to it; ``read_as``:
+    the formats read, "parquet" first)."""
     _check_sources(inputs)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
@@ -1213,9 +1259,14 @@ def _load_many(
         _check_parquet_sessions(parquet_files(parquet))  # a file given twice is named as such
     # each table's segments: where the rows of it come from
     where: list[Segments] = [[] for _ in parquet]
-    tables = [_read(p, fmt, segments=w)[0].to_arrow() for p, w in zip(parquet, where, strict=True)]
+    tables = [_read(p, segments=w).to_arrow() for p, w in zip(parquet, where, strict=True)]
+    if parquet and read_as is not None:
+        read_as.append("parquet")
     if sessions:
-        ingested = _ingest(sessions, fmt, on_error=on_error).table
+        result = _ingest(sessions, fmt, on_error=on_error)
+        ingested = result.table
+        if read_as is not None and result.format:
+            read_as.append(result.format)
         where.append([(sessions[0], ingested.num_rows, False)])
         # The same runs given as session files and as Parquet would surface as
         # non-contiguous rows (a session may span Parquet files, so those are
@@ -1503,7 +1554,7 @@ def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
 @_names("inputs")
 def replay(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
+    inputs: InputsArgument,
     context: Annotated[
         int, typer.Option(min=1, metavar="TOKENS", help="The model's context window.")
     ],
@@ -1600,7 +1651,7 @@ def replay(
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
 @_names("inputs")
 def tune(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", help=INPUT_HELP)],
+    inputs: InputsArgument,
     grid: Annotated[Path, typer.Option(metavar="FILE", help="TOML grid: lists of option values.")],
     context: Annotated[
         int | None,
@@ -1723,12 +1774,14 @@ def tune(
 
 @app.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
 def batch(
-    source: Annotated[Path, typer.Argument(metavar="SOURCE", help=SOURCE_HELP)],
-    destination: Annotated[
+    inputs: InputsArgument,
+    output: Annotated[
         Path | None,
-        typer.Argument(
-            metavar="[DESTINATION]",
-            help="Output Parquet file; omit it for a report-only run (--report).",
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Compacted part rows (Parquet); omit it for a report-only run (--report).",
         ),
     ] = None,
     report: Annotated[
@@ -1751,24 +1804,26 @@ def batch(
 ) -> None:
     """Stream-compact a Parquet dataset of any size in bounded memory.
 
-    Without DESTINATION only the --report is written; when the rows hold
-    their outputs' lengths (ingest counts them) the output text is never read.
+    Session files are ingested into a temporary Parquet file first. Without
+    --output only the --report is written; when the rows hold their
+    outputs' lengths (ingest counts them) the output text is never read.
     """
-    _check_inputs([source], "SOURCE")
-    _no_stdio(destination, "DESTINATION", "stdout")
-    if destination is None and report is None:
-        raise typer.BadParameter("nothing to write: give a DESTINATION, a --report, or both")
+    _check_inputs(inputs)
+    _no_stdio(output, "--output", "stdout")
+    if output is None and report is None:
+        raise typer.BadParameter("nothing to write: give an --output (-o), a --report, or both")
     cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
                                        method))  # fmt: skip
     limits, usable = _limits(context, output_limit, cfg)
-    _check_outputs({"DESTINATION": destination, "--report": report}, [source])
+    _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)
     console = _stderr()
     # session files: a Parquet first
-    source, read_as, found, rejected = _parquet_source(source, on_error)
+    sources, read_as, found, rejected = _parquet_sources(inputs, on_error)
     ingested = [f for f in found if f.status == "read"]
-    if verify and not found:  # ingest has just counted what it read
-        _verify_parquet(source, batch_rows)
+    # what ingest has just read it counted itself: the Parquet inputs are checked
+    if verify and (given := [p for p in inputs if _is_parquet(p)]):
+        _verify_parquet(given, batch_rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console,
                   disable=as_json or not console.is_terminal) as bar:  # fmt: skip
@@ -1777,7 +1832,7 @@ def batch(
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        stats = compact_parquet(source, destination, cfg, report_path=report,
+        stats = compact_parquet(sources, output, cfg, report_path=report,
                                 batch_rows=batch_rows, limits=limits,
                                 progress=tick)  # fmt: skip
     _report_files(stats.skipped)  # files of a folder left out, named as ingest names them
@@ -1797,14 +1852,9 @@ def batch(
 
 
 @app.command(short_help="Convert sessions between formats.")
-@_names("input")
+@_names("inputs")
 def convert(
-    input: Annotated[
-        Path,
-        typer.Argument(
-            metavar="INPUT", help="Session file or folder to read, or Parquet of part rows."
-        ),
-    ],
+    inputs: InputsArgument,
     output: Annotated[
         Path, typer.Argument(metavar="OUTPUT", help="File to write (.jsonl: one per line).")
     ],
@@ -1817,15 +1867,12 @@ def convert(
             help=f"Output format, one of: {', '.join(WRITE_FORMATS)}.",
         ),
     ] = "openai-chat",
-    source_format: Annotated[
-        str | None,
-        typer.Option(
-            "--from",
-            metavar="FORMAT",
-            callback=_choice(READ_FORMATS),
-            help=f"Input format, one of: {', '.join(READ_FORMATS)} (default: detect).",
-        ),
+    fmt: FormatOption = None,
+    old_format: Annotated[
+        str | None,  # --format's old name, still read
+        typer.Option("--from", hidden=True, callback=_choice(READ_FORMATS)),
     ] = None,
+    on_error: OnErrorOption = "raise",
     view: Annotated[
         str,
         typer.Option(
@@ -1854,7 +1901,12 @@ def convert(
     from ctxcompact.formats.views import viewed
     from ctxcompact.policy import Policy
 
-    _check_inputs([input])
+    if old_format is not None:
+        if fmt is not None and fmt != old_format:
+            raise typer.BadParameter(f"--from is --format's old name: give one format, not "
+                                     f"{fmt} and {old_format}", param_hint="--format")  # fmt: skip
+        fmt = old_format
+    _check_inputs(inputs)
     _no_stdio(output, "OUTPUT", "stdout")
     if view == "model" and to == "parquet":
         raise typer.BadParameter("parquet holds the stored part rows: --view model writes a "
@@ -1866,16 +1918,18 @@ def convert(
     if output.suffix == ".parquet" and to != "parquet":
         raise typer.BadParameter(f"{output} is a .parquet file: add --to parquet to write part "
                                  f"rows (--to {to} writes JSON)", param_hint="OUTPUT")  # fmt: skip
-    _check_output(output, "OUTPUT", [input])
-    if to == "parquet" and not _is_parquet(input):  # streamed, as ingest does
-        with _status(f"reading {input}", as_json):
-            streamed = _ingest_to_parquet([input], source_format, output, "OUTPUT").last
+    _check_output(output, "OUTPUT", inputs)
+    _check_sources(inputs)
+    if to == "parquet" and not any(map(_is_parquet, inputs)):  # streamed, as ingest does
+        with _status(f"reading {_label(inputs)}", as_json):
+            streamed = _ingest_to_parquet(inputs, fmt, output, "OUTPUT", on_error=on_error).last
         count, read_as = streamed.sessions, streamed.format
     else:
         # Parquet part rows (as the other commands read them) or session files.
         segments: Segments = []
-        with _status(f"reading {input}", as_json):
-            transcript, read_as = _read(input, source_format, segments=segments)
+        formats_read: list[str] = []
+        transcript = _load_all(inputs, fmt, on_error, as_json, segments, formats_read)
+        read_as = ", ".join(formats_read)
         if to == "parquet":
             with _writing(output, "OUTPUT", keep_suffix=True) as tmp:
                 pq.write_table(transcript.to_arrow(), tmp)
@@ -1892,11 +1946,11 @@ def convert(
             except UnicodeEncodeError as e:
                 bad = e.object[e.start : e.end]
                 raise FormatError(
-                    f"{input}: a string holds {bad!r}, a lone surrogate (from a \\u escape) "
-                    f"that UTF-8 cannot encode; {output} was not written"
+                    f"{_label(inputs)}: a string holds {bad!r}, a lone surrogate (from a \\u "
+                    f"escape) that UTF-8 cannot encode; {output} was not written"
                 ) from None
             if lost:  # written, but a reader of it will not see all that was read
-                typer.echo(f"warning: {to} cannot hold all of {input}: {'; '.join(lost)} "
+                typer.echo(f"warning: {to} cannot hold all of {_label(inputs)}: {'; '.join(lost)} "
                            "(docs/formats.md, Limits)", err=True)  # fmt: skip
     _show("convert", {"sessions": count, "from": read_as, "to": to,
                       "written": str(output)}, as_json)  # fmt: skip
@@ -1904,7 +1958,7 @@ def convert(
 
 @app.command(short_help="Read JSONL session files into Parquet part rows.")
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUTS", help=INPUTS_HELP)],
+    inputs: SessionInputsArgument,
     output: Annotated[
         Path, typer.Option("--output", "-o", metavar="FILE", help="Parquet file of part rows.")
     ],
@@ -2106,17 +2160,15 @@ def version() -> None:
 
 
 def _cli_wording(message: str) -> str:
-    # Library messages name keyword arguments; on the command line it is
-    # --format (convert's is --from).
+    # Library messages name keyword arguments; on the command line it is --format.
     from ctxcompact.tuning.prices import UNKNOWN_HINT
 
-    option = "--from" if sys.argv[1:2] == ["convert"] else "--format"
     message = message.replace(
         UNKNOWN_HINT,
         'give its price in a --config file ([compaction.prices."<model>"] with input and '
         "output, USD per million tokens) or in CTXCOMPACT_PRICES (JSON)",
     )
-    return re.sub(r"\bpass format=", f"pass {option} (one of: {', '.join(READ_FORMATS)})", message)
+    return re.sub(r"\bpass format=", f"pass --format (one of: {', '.join(READ_FORMATS)})", message)
 
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}

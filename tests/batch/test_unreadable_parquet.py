@@ -83,7 +83,7 @@ def test_the_cli_names_an_unreadable_parquet_input_and_exits_3(
     # data, as if the file's content were at fault.
     path = rows(tmp_path / "in.parquet")
     out = tmp_path / "out.parquet"
-    argv = {"estimate": [str(path)], "batch": [str(path), str(out)],
+    argv = {"estimate": [str(path)], "batch": [str(path), "-o", str(out)],
             "convert": [str(path), str(tmp_path / "out.jsonl")]}[command]  # fmt: skip
     after_listing(monkeypatch, path, kind)
     code, stdout, err = invoke(monkeypatch, capsys, command, *argv)
@@ -101,6 +101,6 @@ def test_the_cli_on_a_missing_parquet_file_exits_3(
     command: str,
 ) -> None:  # fmt: skip
     missing = tmp_path / "x.parquet"
-    argv = [str(missing)] + ([str(tmp_path / "o.parquet")] if command == "batch" else [])
+    argv = [str(missing)] + (["-o", str(tmp_path / "o.parquet")] if command == "batch" else [])
     code, _, err = invoke(monkeypatch, capsys, command, *argv)
     assert code == 3 and f"{missing}: no such file" in err and "Error" not in err, err

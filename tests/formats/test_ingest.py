@@ -580,8 +580,10 @@ def test_a_byte_order_mark_is_read_by_both_readers(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
         assert [s.id for s in formats.read(tmp_path / name)] == ["s1"]
     assert read_jsonl(tmp_path / "bom.jsonl").transcript.session_ids() == ["s1"]
+    # a document of nothing but whitespace is no document (issue 37, item 5)
     (tmp_path / "blank.json").write_text("  \n", "utf-8")
-    assert formats.read(tmp_path / "blank.json") == []
+    with pytest.raises(FormatError, match=r"blank\.json: an empty file"):
+        formats.read(tmp_path / "blank.json")
 
 
 # --- the command line on any input ----------------------------------------------------------
@@ -620,7 +622,7 @@ def test_the_cli_reads_session_folders_in_every_command(
     for command in ("prune", "filter", "compact"):
         code, res, _ = cli(monkeypatch, capsys, command, str(src))
         assert code == 0 and res["sessions"] == 2, command
-    code, res, _ = cli(monkeypatch, capsys, "batch", str(src), str(tmp_path / "b.parquet"))
+    code, res, _ = cli(monkeypatch, capsys, "batch", str(src), "-o", str(tmp_path / "b.parquet"))
     assert code == 0 and res["format"] == "swe-agent" and res["sessions"] == 2
     code, res, _ = cli(monkeypatch, capsys, "convert", str(src), str(tmp_path / "c.parquet"),
                        "--to", "parquet")  # fmt: skip
@@ -634,7 +636,7 @@ def test_the_cli_ingests_a_mixed_folder_and_skips_an_undetectable_file(
     formats.write(SESSIONS[:3], tmp_path / "a-chat.jsonl", "openai-chat")
     claude_file(tmp_path / "b-claude.jsonl")
     (tmp_path / "c-bad.jsonl").write_bytes(b"\n{oops\n")
-    out = tmp_path / "o.parquet"
+    out = tmp_path / "_o.parquet"  # a name the folder's readers skip (else refused: mixed)
     code, _, err = cli(monkeypatch, capsys, "ingest", str(tmp_path), "-o", str(out))
     assert code == 1 and "c-bad.jsonl:2: cannot tell the format" in err
     code, res, err = cli(monkeypatch, capsys, "ingest", str(tmp_path), "-o", str(out),

@@ -625,9 +625,7 @@ def compact_parquet(
     # Before any work, so no output is half-replaced and no input replaced:
     # the CLI's rule (an output that is an input or that the source folder
     # would read next time, two outputs on one file).
-    check_outputs(
-        {"destination": destination, "report_path": report_path}, _given(source), parquet=True
-    )
+    check_outputs({"destination": destination, "report_path": report_path}, _given(source))
     found = parquet_dataset(source)
     files = found.files
     metas = [_open(f).metadata for f in files]

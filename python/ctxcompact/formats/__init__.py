@@ -217,10 +217,12 @@ def read(
 
     JSONL holds one session per line, except Claude Code files (one event per
     line). A bad line raises ``FormatError`` naming the file and line. A UTF-8
-    byte order mark is accepted; a file with nothing but blank lines holds no
-    sessions (``[]``). ``name`` names the sessions without an id of their own
-    (``<name>`` for a document, ``<name>:<line>`` for JSONL); default: the file
-    name up to its first dot (Claude Code: up to its last).
+    byte order mark is accepted; a JSONL file with nothing but blank lines
+    holds no sessions (``[]``), an empty ``.json`` / ``.traj`` document is a
+    ``FormatError`` naming it (``read_document``). ``name`` names the sessions
+    without an id of their own (``<name>`` for a document, ``<name>:<line>``
+    for JSONL); default: the file name up to its first dot (Claude Code: up
+    to its last).
     """
     if not isinstance(source, str | os.PathLike):
         if format is None and not isinstance(source, Mapping | list | tuple):
@@ -271,11 +273,16 @@ def read_document(
     path: str | Path, format: str | None = None, *, name: str | None = None
 ) -> tuple[str, list[Session]]:
     """The format and sessions of one JSON document file (``.json``, ``.traj``),
-    parsed once; an empty file is ``("", [])``. ``name`` as in ``read``."""
+    parsed once. An empty file (no bytes, or only whitespace) is a
+    ``FormatError`` naming it: a JSON document holds one value, so an empty
+    one is a file cut short or never written, not a file of no sessions (an
+    empty JSONL file, a list of no records, holds no sessions). ``name`` as
+    in ``read``."""
     path = Path(path)
     data = _file_bytes(path)
     if not data.strip():
-        return "", []
+        raise FormatError(f"{path}: an empty file: a JSON document holds one JSON value "
+                          "(cut short, or never written?)")  # fmt: skip
     base = name if name is not None else path.name.split(".")[0]
     try:
         obj = parse_line(data)

@@ -279,6 +279,28 @@ def _reject_file(path: Path, reason: str) -> list[RejectedLine]:
             for n, raw in enumerate(data.split(b"\n"), 1) if raw.strip()]  # fmt: skip
 
 
+def _listed(paths: str | Path | Iterable[str | Path]) -> str | Path | Iterable[str | Path]:
+    """``paths`` with an iterator turned into a list, so it can be read twice
+    (a bad argument is left to ``_inputs``, which names it)."""
+    if isinstance(paths, str | os.PathLike | bytes) or not isinstance(paths, Iterable):
+        return paths
+    return list(paths)
+
+
+def _check_rejects(
+    reject_path: str | Path | None, paths: str | Path | Iterable[str | Path]
+) -> None:
+    """Refuse, before any work, a ``reject_path`` that cannot be written, that
+    is an input, or that an input folder would read next time (``check_outputs``)."""
+    from ctxcompact._outputs import check_outputs
+
+    if reject_path is None:
+        return
+    given = [paths] if isinstance(paths, str | os.PathLike) else paths
+    if isinstance(given, Iterable) and all(isinstance(p, str | os.PathLike) for p in given):
+        check_outputs({"reject_path": reject_path}, given)
+
+
 def _format_names(files: list[FileReport]) -> str:
     return ", ".join(dict.fromkeys(f.format for f in files if f.status == "read" and f.format))
 
@@ -303,6 +325,8 @@ def read_jsonl(
     (JSONL, written atomically, also when empty) so a rerun can pick them up.
     """
     threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
     inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
     result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
     if reject_path is not None:
@@ -462,6 +486,8 @@ def read_sessions(
     ``iter_sessions`` reads the same in bounded memory.
     """
     threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
     order, reports, jsonl, documents = _plan(paths)
     result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
     reports += result.files
@@ -590,6 +616,25 @@ def _session_ids(table: pa.Table) -> set[str]:
     return {str(v) for v in pc.unique(table.column("session_id")).to_pylist()}
 
 
+def _read_twice(i: _Input, sid: str) -> str:
+    """Why the session ``sid`` of ``i`` is refused: read before. When its id
+    was made from the file's name, say how, and what to give instead."""
+    text = f"{i.path}: session id {sid!r} was already read (ids must be unique)"
+    base = i.id_base if i.id_base is not None else i.path.name.split(".")[0]
+    if sid != base and not sid.startswith(f"{base}:"):
+        return f"{text}: the same run given twice? read each run once"
+    if i.id_base is not None:
+        how = (
+            "its file's path relative to the folder given, suffix dropped, so two folders "
+            "holding files of the same names (runA/trajs and runB/trajs) give the same ids"
+        )
+    else:
+        how = "its file's name up to the first dot, so two files of one name give the same ids"
+    return (f"{text}: a session without an id of its own is named by {how}; give the folder "
+            "that holds them both instead (runs/, holding runA/ and runB/: its sessions are "
+            "named runA/trajs/..., runB/trajs/...), or read each in a run of its own")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class _Document:
     """One document read: its report, its rows (None when it holds no
@@ -619,10 +664,7 @@ def _read_documents(
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip
             if repeated is not None:
-                raise DuplicateSessionError(
-                    f"{where}: session id {repeated!r} was already read (ids must be unique)",
-                    session_id=repeated,
-                )
+                raise DuplicateSessionError(_read_twice(i, repeated), session_id=repeated)
             try:  # per document, so a value Arrow cannot hold names its file
                 rows = None
                 if read:
