@@ -24,5 +24,5 @@ for step in fetch build; do
   read -r wall user sys < "$scratch/$step.time"
   echo "$step: wall $wall s, CPU $(echo "$user $sys" | awk '{print $1 + $2}') s (user $user, sys $sys)"
 done
-echo "load: $(cut -d, -f3- "$scratch/load-before" | xargs) -> $(cut -d, -f3- "$scratch/load-after" | xargs)"
+echo "load average: $(sed "s/.*average: //" "$scratch/load-before") -> $(sed "s/.*average: //" "$scratch/load-after")"
 echo "timings: $scratch/cargo-timing.html"
