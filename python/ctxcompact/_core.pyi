@@ -1,8 +1,8 @@
 """Native core (Rust). Use the typed wrappers in ``ctxcompact`` instead of calling these directly.
 
 Arrow arguments accept any object exporting ``__arrow_c_array__`` or
-``__arrow_c_stream__``; Arrow results are objects exporting the same
-interface (wrap them with ``pyarrow.array`` / ``pyarrow.chunked_array``).
+``__arrow_c_stream__``; Arrow results are pyarrow arrays, chunked arrays and
+tables over the core's own buffers (the C Data Interface, no copy either way).
 """
 
 from typing import Any, final

@@ -1,5 +1,6 @@
-//! Python bindings (`ctxcompact._core`). The only file that knows PyO3:
-//! it extracts Arrow input, releases the GIL around every scan, and turns
+//! Python bindings (`ctxcompact._core`). The only module that knows PyO3
+//! (its `arrow` submodule moves Arrow data in and out through the C Data
+//! Interface): it extracts Arrow input, releases the GIL around every scan, and turns
 //! `CoreError` into the matching `ctxcompact.errors` class in one place.
 
 use std::sync::Arc;
@@ -12,8 +13,9 @@ use arrow_array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt64Array}
 use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
-use pyo3_arrow::{PyArray, PyChunkedArray, PyTable};
+
+mod arrow;
+use arrow::{AnyArray, AnyRecordBatch, PyArray, PyChunkedArray, PyTable};
 
 use crate::compact::{compact, SessionCompaction};
 use crate::error::CoreError;
@@ -148,8 +150,7 @@ fn map_chunks(
     threads: Option<usize>,
     f: impl Fn(&ArrayRef) -> crate::Result<arrow_array::Int64Array> + Sync,
 ) -> PyResult<PyChunkedArray> {
-    let input = values.into_chunked_array()?;
-    let (chunks, field) = input.into_inner();
+    let (chunks, field) = values.into_chunks();
     let out = py
         .detach(|| {
             parallel::run(threads, || {
@@ -648,7 +649,7 @@ fn mark_rows(
     now_ms: i64,
 ) -> PyResult<PyChunkedArray> {
     let rows = row_indices(py, rows)?;
-    let (chunks, _field) = compacted_at.into_chunked_array()?.into_inner();
+    let (chunks, _field) = compacted_at.into_chunks();
     let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));
     let out = py
         .detach(|| parallel::run(None, || crate::mark::mark_rows(&chunks, &rows, now_ms)))
@@ -660,7 +661,7 @@ fn mark_rows(
 #[pyfunction]
 fn take_strings(py: Python<'_>, column: AnyArray, rows: PyArray) -> PyResult<PyArray> {
     let rows = row_indices(py, rows)?;
-    let (chunks, _field) = column.into_chunked_array()?.into_inner();
+    let (chunks, _field) = column.into_chunks();
     let out = py
         .detach(|| parallel::run(None, || crate::columns::take_strings(&chunks, &rows)))
         .map_err(|e| to_pyerr(py, e))?;
