@@ -20,6 +20,7 @@ pub mod pivot;
 pub mod prune;
 pub mod render;
 pub mod schema;
+pub mod select;
 pub mod table;
 pub mod tokens;
 

@@ -469,8 +469,7 @@ pub fn tool_target_array(tool: &ArrayRef, input: &ArrayRef) -> Result<LargeStrin
     let parts: Vec<&dyn Array> = blocks.iter().map(|a| a as &dyn Array).collect();
     Ok(match parts.len() {
         0 => LargeStringArray::from(Vec::<&str>::new()),
-        _ => arrow_select::concat::concat(&parts)
-            .map_err(|e| CoreError::Internal(format!("joining the tool targets: {e}")))?
+        _ => crate::select::concat(&parts)?
             .as_any()
             .downcast_ref::<LargeStringArray>()
             .expect("large strings joined")

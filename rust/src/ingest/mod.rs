@@ -27,9 +27,8 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::{Array, BooleanArray, LargeStringArray, RecordBatch};
+use arrow_array::{Array, LargeStringArray, RecordBatch};
 use arrow_buffer::NullBuffer;
-use arrow_select::filter::filter_record_batch;
 use rayon::prelude::*;
 use serde_json::Value;
 

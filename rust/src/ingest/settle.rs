@@ -289,8 +289,7 @@ pub(super) fn finish(
         batch = without_session_json(batch, drop_session_json)?;
     }
     if keep.iter().any(|k| !k) {
-        batch = filter_record_batch(&batch, &BooleanArray::from(keep))
-            .map_err(|e| CoreError::Internal(format!("filtering rejected rows: {e}")))?;
+        batch = crate::select::filter_batch(&batch, &keep)?;
     }
     Ok((batch.num_rows() > 0).then_some(batch))
 }
