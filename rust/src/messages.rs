@@ -1,6 +1,6 @@
 //! Message-level estimates of the model input: what `to_model_messages`
-//! (python/ctxcompact/history.py) sends for each stored message, estimated as
-//! `estimate_chat_messages` (python/ctxcompact/chat.py) estimates it. The two
+//! (python/ctxcompact/scans/view.py) sends for each stored message, estimated as
+//! `estimate_chat_messages` (python/ctxcompact/scans/chat.py) estimates it. The two
 //! paths are one definition and are tested equal message by message:
 //!
 //! - every *model* message costs `overhead`; an assistant message with N tool
@@ -15,6 +15,11 @@
 //!   `input` column as stored, `{}` when there is none); its result is the
 //!   output, the error text, or a placeholder (a pruned output counts as its
 //!   placeholder, an unfinished tool as the interrupted error);
+//! - a text-protocol step's tool part (`observed`: SWE-agent, mini-swe-agent)
+//!   sends no call: its command is already in the assistant's text, and its
+//!   result is the next user message (one overhead and the result, as a
+//!   `tool` message costs); an assistant message with no text and no other
+//!   call is not sent itself;
 //! - a message with nothing to send (only reasoning or step markers, ignored
 //!   text, ...) is not sent and costs 0.
 
@@ -232,6 +237,11 @@ pub fn tokens_within(
         (Some(first), Some(last)) => may_mention(table, first.rows.start..last.rows.end, &IGNORED),
         _ => false,
     };
+    // So are text-protocol steps (`observed`) outside their formats.
+    let may_observe = match (messages.first(), messages.last()) {
+        (Some(first), Some(last)) => may_observe(table, first.rows.start..last.rows.end),
+        _ => false,
+    };
     // Only the newest `keep_thinking` steps send their reasoning (as `estimates_of`).
     let mut steps = messages
         .iter()
@@ -303,36 +313,45 @@ pub fn tokens_within(
                                     }
                                 },
                             };
+                            // A text-protocol step's result is a user message
+                            // (none when empty: its overhead in the upper
+                            // bound only, unless it costs a token); no call.
+                            if may_observe && observed(table, row).unwrap_or(false) {
+                                calls.hi += config.overhead + result.hi;
+                                if result.lo > 0 {
+                                    calls.lo += config.overhead + result.lo;
+                                }
+                                continue;
+                            }
+                            calls.add(Span::exact(config.overhead));
+                            calls.add(result);
                             // Lengths only: no string is read.
                             let tool = table.tool.as_ref().and_then(|c| c.byte_len(row));
                             calls.add(bytes(tool.unwrap_or(0)));
                             calls.add(bytes(sent_input_len(table, row, config)));
-                            calls.add(Span::exact(config.overhead));
-                            calls.add(result);
                             sent += 1;
                         }
                         _ => {}
                     }
                 }
-                // Sent for sure with a call or a text that cannot be ignored.
-                let mut message = Span::default();
+                // Sent for sure with a call or a text that cannot be ignored;
+                // its results (observations included) are sent either way.
+                let mut message = calls;
                 if blocks > 0 || sent > 0 {
-                    message.hi = config.overhead
+                    message.hi += config.overhead
                         + joined(units, blocks).hi
                         + if thoughts > 0 {
                             joined(reasoning, thoughts).hi
                         } else {
                             0
-                        }
-                        + calls.hi;
+                        };
                 }
                 if sent > 0 || sure > 0 {
                     let part = |units, blocks| match blocks {
                         0 => 0,
                         _ => joined(units, blocks).lo,
                     };
-                    message.lo =
-                        config.overhead + part(units, sure) + part(reasoning, thoughts) + calls.lo;
+                    message.lo += config.overhead + part(units, sure) + part(reasoning, thoughts);
                 }
                 total.add(message);
                 continue;
@@ -497,6 +516,8 @@ pub fn tokens_about(
         }
     }
     let overhead = config.overhead;
+    // A text-protocol step's empty observation is not sent (nor its
+    // overhead): the calls' overheads are in `About::calls`.
     let calls = sums.tools * overhead + sums.results;
     // Each message: its overhead, and two blocks (content and reasoning)
     // each rounded up by at most 2 units, 2 units of separator per block.
@@ -507,9 +528,10 @@ pub fn tokens_about(
     }
     Some(About {
         span: Span {
-            lo: calls + least,
+            lo: sums.results,
             hi: calls + hi + m * overhead + units / 4,
         },
+        calls: sums.tools * overhead + least,
         ascii: exact.saturating_sub(least),
         // Each message's content rounds down by at most 1 unit.
         texts: sums.text_units.saturating_sub(m) / 4,
@@ -609,15 +631,29 @@ pub fn calls_ascii(table: &PartTable<'_>, only: &Visible) -> bool {
 /// What `tokens_about` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct About {
-    /// The bounds, the lower one without the texts and with names and
-    /// inputs at a third of their bytes.
+    /// The bounds, the lower one with the results only (no texts, names,
+    /// inputs or overheads).
     pub span: Span,
-    /// What the lower bound gains when names and inputs are ASCII
-    /// (`calls_ascii`): their bytes are their units.
+    /// What the calls' overheads, names and inputs (at a third of their
+    /// bytes) add to the lower bound unless a call may be a text-protocol
+    /// step's, which sends no call, nor an empty observation
+    /// (`may_observe_calls`): a search left to the sessions that need it.
+    pub calls: u64,
+    /// What the lower bound gains besides `calls` when names and inputs are
+    /// ASCII (`calls_ascii`): their bytes are their units.
     pub ascii: u64,
     /// What the texts add to the lower bound unless a text may be ignored
     /// (`may_ignore_texts`): a search left to the sessions that need it.
     pub texts: u64,
+}
+
+/// A tool part of the session's `messages` may be a text-protocol step's,
+/// which sends no call (`observed`; `false` is exact: none is).
+pub fn may_observe_calls(table: &PartTable<'_>, messages: &[Message]) -> bool {
+    match (messages.first(), messages.last()) {
+        (Some(first), Some(last)) => may_observe(table, first.rows.start..last.rows.end),
+        _ => false,
+    }
 }
 
 /// A text part of the session's `messages` may be marked ignored (`false`
@@ -744,6 +780,7 @@ fn message_tokens(
         role::ASSISTANT => {
             let (mut calls, mut sent) = (0u64, 0u64);
             let mut reasoning = Content::new(method);
+            let may_observe = may_observe(table, msg.rows.clone());
             for row in msg.rows.clone() {
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content)?,
@@ -751,18 +788,27 @@ fn message_tokens(
                         reasoning.push_output(table, row);
                     }
                     part_type::TOOL => {
+                        let result =
+                            config.overhead + tool_result_tokens(table, row, config, known)?;
+                        // A text-protocol step's result is a user message
+                        // (none when empty); its command is in the text.
+                        if may_observe && observed(table, row)? {
+                            if !empty_result(table, row, config) {
+                                calls += result;
+                            }
+                            continue;
+                        }
                         let input = sent_input(table, row, config);
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
                             + estimate(input, method)
-                            + config.overhead
-                            + tool_result_tokens(table, row, config, known)?;
+                            + result;
                         sent += 1;
                     }
                     _ => {}
                 }
             }
             if content.blocks == 0 && sent == 0 {
-                return Ok(0);
+                return Ok(calls); // not sent itself (the observations, if any, are)
             }
             let reasoning = match reasoning.blocks {
                 0 => 0,
@@ -838,6 +884,18 @@ fn sent_input_len(table: &PartTable<'_>, row: usize, config: MessageEstimateConf
         _ if cleared && config.render.clear_inputs => CLEARED_INPUT.len(),
         Some(n) => n,
         None => "{}".len(),
+    }
+}
+
+/// The result of the tool part at `row` is sent as an empty text: it ran to
+/// an end, was not cleared and has no output (a cut one is empty only then).
+fn empty_result(table: &PartTable<'_>, row: usize, config: MessageEstimateConfig) -> bool {
+    if !finished(table, row) || table.flags[row] & flag::COMPACTED != 0 {
+        return false;
+    }
+    match config.method.additive() {
+        true => table.output_units(row, config.method) == 0,
+        false => table.output_text(row).is_empty(),
     }
 }
 
@@ -991,6 +1049,37 @@ fn mentions(table: &PartTable<'_>, row: usize, quoted: &Finder<'_>) -> bool {
 }
 
 static PINNED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"pinned\""));
+
+static OBSERVATION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"observation\""));
+
+/// The tool part at `row` is a text-protocol step's (SWE-agent and
+/// mini-swe-agent write the command in the reply and get its result back as
+/// the next user turn): the readers keep that turn's record under the part's
+/// `source.observation` (`is_observed` in formats/chat.py). Its call adds
+/// nothing to the model input; its result is sent as a user message.
+pub fn observed(table: &PartTable<'_>, row: usize) -> Result<bool> {
+    if !mentions(table, row, &OBSERVATION) {
+        return Ok(false);
+    }
+    let Some(part) = part_json(table, row)? else {
+        return Ok(false);
+    };
+    // An OpenHands resolver record (`history` and `instruction`) is no
+    // step's source (`source_of` in formats/source.py does not read it).
+    Ok(match part.get("source") {
+        Some(serde_json::Value::Object(source)) => {
+            source.contains_key("observation")
+                && !(source.contains_key("history") && source.contains_key("instruction"))
+        }
+        _ => false,
+    })
+}
+
+/// Whether a tool part among `rows` may be a text-protocol step's
+/// (`observed`): `false` rules out every one by one search over their JSON.
+pub fn may_observe(table: &PartTable<'_>, rows: std::ops::Range<usize>) -> bool {
+    may_mention(table, rows, &OBSERVATION)
+}
 
 /// A part marked `pinned: true` is never cleared or cut by a policy.
 #[inline]
@@ -1367,6 +1456,49 @@ mod tests {
             user("c", vec![compaction()]),
         ]);
         assert_eq!(got, vec![4 + 2, 4 + 1 + 1 + 4 + 25, 0, 4 + 6]);
+    }
+
+    #[test]
+    fn a_text_protocol_step_sends_its_text_and_its_observation_only() {
+        // SWE-agent / mini-swe-agent: the command is in the reply's text, the
+        // result was the next user turn; the part's source keeps that turn.
+        let step = |json: &str| P {
+            input: Some(r#"{"command":"ls -la"}"#.into()),
+            json: Some(json.into()),
+            ..tool("ls", 100)
+        };
+        let observed = step(r#"{"source":{"observation":{"agent":"primary"}}}"#);
+        let said = "run ```ls -la```"; // 16 characters: 4 tokens
+        let msgs = |p: P| {
+            vec![
+                user("u", vec![text("go")]),
+                assistant("a", "u", vec![text(said), p]),
+                // no text: only its observation is sent
+                assistant("b", "u", vec![step(r#"{"source":{"observation":{}}}"#)]),
+            ]
+        };
+        // the text, then the observation as a user message: 4 + 100 / 4
+        assert_eq!(
+            run(msgs(observed.clone())),
+            vec![4 + 1, 4 + 4 + 4 + 25, 4 + 25]
+        );
+        // a call whose JSON only mentions the word is a call ("ls" 1, input 5)
+        let called = step(r#"{"source":{"x":"observation"}}"#);
+        assert_eq!(run(msgs(called))[1], 4 + 4 + 1 + 5 + 4 + 25);
+        // an empty observation is not sent (as no empty user turn is)
+        let empty = P {
+            output: Some(String::new()),
+            ..observed.clone()
+        };
+        let quiet = vec![assistant("a", "u", vec![text(said), empty])];
+        assert_eq!(run(quiet.clone()), vec![4 + 4]);
+        let (span, exact) = within_and_exact(quiet, MessageEstimateConfig::default());
+        let span = span.unwrap();
+        assert!(span.lo <= exact && exact <= span.hi, "{span:?} {exact}");
+        // the bounds hold the estimate (a call's name and input are not in them)
+        let (span, exact) = within_and_exact(msgs(observed), MessageEstimateConfig::default());
+        let span = span.unwrap();
+        assert!(span.lo <= exact && exact <= span.hi, "{span:?} {exact}");
     }
 
     #[test]

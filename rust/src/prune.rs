@@ -25,8 +25,8 @@ use crate::columns::{same_str, Keys, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
-    calls_ascii, estimates_of, may_ignore_texts, pinned, pins_possible, tokens_about,
-    tokens_visible, tokens_within, MessageEstimateConfig, Span,
+    calls_ascii, estimates_of, may_ignore_texts, may_observe_calls, pinned, pins_possible,
+    tokens_about, tokens_visible, tokens_within, MessageEstimateConfig, Span,
 };
 use crate::pivot::{pivot_start_in, visible_in, Visible};
 use crate::render::{Render, Target};
@@ -260,12 +260,17 @@ fn above_trigger(
     };
     // Most sessions are decided by coarse bounds from sums over the rows
     // (`tokens_about`); their lower bound gains, each only where the one
-    // before leaves it open, the names and inputs read as ASCII, then texts.
+    // before leaves it open, the names and inputs (none is sent by a
+    // text-protocol step), those read as ASCII, then texts.
     if let Some(about) = tokens_about(table, messages, estimate, shown) {
         let (span, trigger) = (about.span, config.trigger);
         let above = decided(Some(span)).or_else(|| {
-            let ascii = span.lo + about.ascii + about.texts > trigger && calls_ascii(table, shown);
-            let lo = span.lo + if ascii { about.ascii } else { 0 };
+            let most = span.lo + about.calls + about.ascii + about.texts;
+            let calls = most > trigger && !may_observe_calls(table, messages);
+            let lo = span.lo + if calls { about.calls } else { 0 };
+            let ascii =
+                calls && lo + about.ascii + about.texts > trigger && calls_ascii(table, shown);
+            let lo = lo + if ascii { about.ascii } else { 0 };
             let texts = || lo + about.texts > trigger && !may_ignore_texts(table, messages);
             (lo > trigger || texts()).then_some(true)
         });
@@ -1963,8 +1968,11 @@ mod tests {
                         *bounded += 1;
                         let at = format!("{name}, session {s}, {estimate:?}: {a:?}, exact {exact}");
                         assert!(a.span.lo <= exact && exact <= a.span.hi, "{at}");
-                        let ascii = calls_ascii(&table, &shown);
-                        let lo = a.span.lo + if ascii { a.ascii } else { 0 };
+                        let calls = !may_observe_calls(&table, &messages);
+                        let ascii = calls && calls_ascii(&table, &shown);
+                        let lo = a.span.lo
+                            + if calls { a.calls } else { 0 }
+                            + if ascii { a.ascii } else { 0 };
                         assert!(lo <= exact, "names and inputs as ASCII: {at}");
                         *asciis += usize::from(ascii);
                         if !may_ignore_texts(&table, &messages) {

@@ -337,7 +337,12 @@ pub fn random_session(rng: &mut Rng, ascii: bool) -> Vec<M> {
             output: Some(random_text(rng, 3_000)),
             input,
             compacted: (!calls_only && rng.chance(1)).then_some(1),
-            json: (!calls_only && rng.chance(4)).then(|| r#"{"pinned":true}"#.to_owned()),
+            // Pinned, or a text-protocol step's (its call is not sent).
+            json: match rng.below(100) {
+                0..=3 if !calls_only => Some(r#"{"pinned":true}"#.to_owned()),
+                4..=9 => Some(r#"{"source":{"observation":{}}}"#.to_owned()),
+                _ => None,
+            },
         }
     };
     if !calls_only && rng.chance(30) {

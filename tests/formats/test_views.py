@@ -19,10 +19,20 @@ from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 BIG = "x" * 4_000
 
 
-def pruned_run() -> cc.Session:
-    """A mini-swe-agent run of 8 steps with swe-agent's policy applied (3 cleared)."""
-    run = [{"role": "user", "content": "fix the failing test"}]
+def pruned_run(calls: bool = False) -> cc.Session:
+    """A mini-swe-agent run of 8 steps with swe-agent's policy applied (3 cleared);
+    ``calls``: the same run made with function calls (a chat list)."""
+    run: list[dict[str, Any]] = [{"role": "user", "content": "fix the failing test"}]
     for i in range(8):
+        if calls:
+            call = {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": f'{{"command":"cat f{i}.py"}}'},
+            }
+            run += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": f"c{i}", "content": BIG}]  # fmt: skip
+            continue
         run += [{"role": "assistant", "content": f"```mswea_bash_command\ncat f{i}.py\n```"},
                 {"role": "user", "content": "<returncode>0</returncode>\n" + BIG}]  # fmt: skip
     session = formats.read(run)[0]
@@ -50,7 +60,7 @@ WRITERS = {"langchain": to_langchain, "pydantic-ai": to_pydantic_ai,
 
 @pytest.mark.parametrize("kind", WRITERS)
 def test_the_model_view_has_the_placeholders_and_full_stays_whole(kind: str) -> None:
-    session = pruned_run()
+    session = pruned_run(calls=True)
     write = WRITERS[kind]
     sent = [m["content"] for m in cc.to_model_messages(session) if m["role"] == "tool"]
     assert sent.count(CLEARED_TOOL_OUTPUT) == 3
@@ -58,6 +68,21 @@ def test_the_model_view_has_the_placeholders_and_full_stays_whole(kind: str) -> 
     if kind != "pydantic-ai":  # to_pydantic_ai's full view needs a session read from it
         # lossless: the run as it was read (observations as the format had them), all whole
         assert str(write(session)).count(BIG) == 8
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_the_model_view_of_a_text_protocol_run_is_what_the_agent_sent(kind: str) -> None:
+    """No call: each reply's text, then its observation as a user turn (the
+    placeholder there once cleared), in every writer's model view."""
+    session = pruned_run()
+    view = cc.to_model_messages(session)
+    assert [m["role"] for m in view] == ["user"] + ["assistant", "user"] * 8
+    sent = [m["content"] for m in view[2::2]]
+    assert sent.count(CLEARED_TOOL_OUTPUT) == 3
+    assert sum(BIG in s for s in sent) == 5
+    written = str(WRITERS[kind](session, view="model"))
+    assert written.count(CLEARED_TOOL_OUTPUT) == 3 and written.count(BIG) == 5
+    assert results(kind, WRITERS[kind](session, view="model")) == []  # no tool results
 
 
 def test_the_full_pydantic_ai_view_of_another_session_names_the_function_to_use() -> None:
@@ -140,7 +165,8 @@ def test_losses_name_the_prune_marks_a_target_cannot_hold(tmp_path: Any) -> None
         out = tmp_path / f"run.{target}.jsonl"
         formats.write([session], out, target, view="model")
         back = formats.read(out, target)[0]
-        sent = [m["content"] for m in cc.to_model_messages(back) if m["role"] == "tool"]
+        # the observations, as the agent sent them (user turns)
+        sent = [m["content"] for m in cc.to_model_messages(back) if m["role"] == "user"]
         assert sent.count(CLEARED_TOOL_OUTPUT) == 3, target
         assert sum(BIG in str(m) for m in cc.to_model_messages(back)) == 5, target
         assert formats.losses([back], target) == []

@@ -72,8 +72,14 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
                   "not json", "[1]", '{"command":"' + "x" * 90 + '"}',
                   '{"command":"cat <<EOF\\r\\nhé\\nEOF"}']  # fmt: skip
         row["input"] = draw(st.sampled_from(inputs))
-        # Pinned parts are never cleared or cut.
-        pins = [None, None, '{"pinned":true}', '{"pinned":false}']
+        # Pinned parts are never cleared or cut; a text-protocol step's part
+        # (its source keeps the observation's record) sends no call, and its
+        # result as a user message; "observation" elsewhere in it does not.
+        pins = [None, None, '{"pinned":true}', '{"pinned":false}',
+                '{"source":{"observation":{}}}', '{"source":{"observation":{"agent":"a"}}}',
+                '{"pinned":true,"source":{"observation":{}}}', '{"observation":{}}',
+                '{"source":{"x":"observation"}}',
+                '{"source":{"observation":{},"history":[],"instruction":""}}']  # fmt: skip
         row["part_json"] = draw(st.sampled_from(pins))
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
         size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))

@@ -215,8 +215,9 @@ def test_a_text_protocol_action_names_its_tool_once() -> None:
     ]
     policy = Policy.load({"preset": "swe-agent", "placeholder": "describe"})
     cc.mark_pruned(session, cc.prune(session, policy))
-    sent = [m for m in _tool_messages(cc.to_model_messages(session, policy=policy))
-            if m.startswith("[Old tool")]  # fmt: skip
+    # a text-protocol step's observation is a user turn, its placeholder there
+    sent = [m["content"] for m in cc.to_model_messages(session, policy=policy)
+            if m["role"] == "user" and m["content"].startswith("[Old tool")]  # fmt: skip
     assert sent and sent[0].startswith("[Old tool result content cleared: file release... returned")
     tools = {p.id: p for m in session.messages for p in m.parts if p.type == "tool"}
     first = tools["katy-m000002-t00"]

@@ -458,7 +458,9 @@ def estimate_messages(
     (rust/src/messages.rs): each chat message it becomes costs the overhead
     (an assistant message with N tool calls is N + 1 chat messages), content
     is estimated as sent (texts joined), a tool call costs its name and its
-    compact-JSON arguments, a result its output or placeholder. A message
+    compact-JSON arguments, a result its output or placeholder. A
+    text-protocol step's tool part (SWE-agent, mini-swe-agent) costs its
+    result only, sent as a user message: its command is in the text. A message
     with nothing to send costs 0. ``config`` fields read: ``estimate_method``,
     ``message_overhead`` (default 4), and the rendering options of its
     ``policy`` (placeholder, clear_inputs, truncate_output); ``config`` may

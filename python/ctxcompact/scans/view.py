@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxcompact import _core
 from ctxcompact.errors import InputTypeError
+from ctxcompact.formats.chat import is_observed
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage
 
 if TYPE_CHECKING:
@@ -75,13 +76,20 @@ def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
 def _assistant(
     message: MessageWithParts, policy: Policy | None, thinking: bool = False
 ) -> list[dict[str, Any]]:
+    """The model messages of one assistant message: itself (its text, its calls)
+    unless it has neither, then each call's result as a ``tool`` message. A
+    text-protocol step's tool part (``is_observed``: SWE-agent, mini-swe-agent)
+    is sent as the agent sent it: its command is already in the text, so it
+    adds no call, and its result (or placeholder) is the next user message
+    (none when empty, as no empty user turn is sent)."""
     texts = [p.text for p in message.parts if p.type == "text" and not p.ignored and p.text]
     tools = [p for p in message.parts if p.type == "tool"]
+    calls = [p for p in tools if not is_observed(p)]
     out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
     reasoning = [p.text for p in message.parts if p.type == "reasoning" and p.text]
     if thinking and reasoning:
         out["reasoning_content"] = "\n\n".join(reasoning)
-    if tools:
+    if calls:
         out["tool_calls"] = [
             {
                 "id": p.callID or p.id,
@@ -91,16 +99,18 @@ def _assistant(
                     "arguments": tool_arguments(p, policy),
                 },
             }
-            for p in tools
+            for p in calls
         ]
-    if out["content"] is None and not tools:
-        return []
+    sent = [] if out["content"] is None and not calls else [out]
     # Every call is followed by its result, so no call is ever left without one.
     results = [
         {"role": "tool", "tool_call_id": p.callID or p.id, "content": tool_result_text(p, policy)}
-        for p in tools
+        for p in calls
     ]
-    return [out, *results]
+    # an empty observation is not sent, as no empty user turn is
+    observed = [{"role": "user", "content": text} for p in tools
+                if is_observed(p) and (text := tool_result_text(p, policy))]  # fmt: skip
+    return [*sent, *results, *observed]
 
 
 def to_model_messages(

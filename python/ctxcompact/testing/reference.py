@@ -386,6 +386,17 @@ def _part_info(part: Row) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
+def _observed(part: Row) -> bool:
+    """A text-protocol step's tool part: its source keeps the observation's record
+    (and is not an OpenHands resolver record)."""
+    source = _part_info(part).get("source")
+    return (
+        isinstance(source, dict)
+        and "observation" in source
+        and not ("history" in source and "instruction" in source)
+    )
+
+
 def cleared_placeholder(tool: str, input_json: str | None, output: str, part_id: str) -> str:
     """A described placeholder: the tool, its target's first line (80 characters at
     most), the output's size in characters and the part id."""
@@ -458,9 +469,15 @@ def model_messages(
 
     if message.role == "assistant":
         tools = [p for p in parts if p["part_type"] == "tool"]
+        # a text-protocol step: its command is in the text, its result a user message
+        observed = [p for p in tools if _observed(p)]
+        tools = [p for p in tools if not _observed(p)]
         content = "\n\n".join(texts(True))
+        said = [_tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
+                for p in observed]  # fmt: skip
+        shown: list[tuple[str, list[str], int]] = [(r, [], 0) for r in said if r]  # not empty
         if not content and not tools:
-            return []
+            return shown
 
         def arguments(p: Row) -> str:
             cleared = clear_inputs and bool(p.get("compacted_at"))
@@ -476,7 +493,7 @@ def model_messages(
             _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
             for p in tools
         ]
-        return [(content, calls, 0), *((r, [], 0) for r in results)]
+        return [(content, calls, 0), *((r, [], 0) for r in results), *shown]
     if message.role == "system":
         content = "\n\n".join(texts(True))
         return [(content, [], 0)] if content else []
