@@ -1,5 +1,5 @@
-"""The package's face: a curated top level, and every 0.1 import path still
-working for one release with a DeprecationWarning that names the new path."""
+"""The package's face: a curated top level, one public path per name (the
+unreleased 0.1 layout's import paths are gone, not aliased)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import warnings
 
 import ctxcompact as cc
 import pytest
-from ctxcompact import _compat
 
 
 def test_the_top_level_is_curated_and_imports_without_warnings() -> None:
@@ -21,37 +20,42 @@ def test_the_top_level_is_curated_and_imports_without_warnings() -> None:
             getattr(cc, name)
 
 
-@pytest.mark.parametrize("name", sorted(_compat.MOVED_NAMES))
-def test_a_moved_name_resolves_to_its_new_home_with_a_warning(name: str) -> None:
-    home = importlib.import_module(_compat.MOVED_NAMES[name])
-    with pytest.warns(DeprecationWarning, match=rf"ctxcompact\.{name} moved to {home.__name__}"):
-        old = getattr(cc, name)
-    assert old is getattr(home, name)
-    assert name in home.__all__
+#: Import paths of the unreleased 0.1 layout, served by a shim until it was
+#: removed: none of them may come back.
+OLD_MODULES = [
+    "ctxcompact.atomic", "ctxcompact.chat", "ctxcompact.columnar", "ctxcompact.estimate",
+    "ctxcompact.events", "ctxcompact.history", "ctxcompact.ingest", "ctxcompact.lifecycle",
+    "ctxcompact.loop", "ctxcompact.overflow", "ctxcompact.parquet", "ctxcompact.prompts",
+    "ctxcompact.ray_data", "ctxcompact.reference", "ctxcompact.repair", "ctxcompact.replies",
+    "ctxcompact.split", "ctxcompact.store", "ctxcompact.summary", "ctxcompact.synthetic",
+]  # fmt: skip
+OLD_NAMES = ["SummaryError", "TokenBudget", "EventBus", "SessionInfo", "SummaryRequest",
+             "read_jsonl", "BatchReport"]  # fmt: skip
 
 
-@pytest.mark.parametrize("old", sorted(_compat.MOVED_MODULES))
-def test_an_old_module_path_is_the_new_module_with_a_warning(old: str) -> None:
-    # A fresh interpreter: the alias is made once per process, on first import.
+@pytest.mark.parametrize("old", OLD_MODULES)
+def test_an_old_module_path_does_not_import(old: str) -> None:
+    # A fresh interpreter: nothing imported earlier in this process can mask it.
     code = (
-        "import warnings, importlib\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({_compat.MOVED_MODULES[old]!r})\n"
-        "assert old is new, (old, new)\n"
-        "msgs = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
-        "print(msgs[0] if msgs else 'NO WARNING')\n"
+        "import importlib\n"
+        "try:\n"
+        f"    importlib.import_module({old!r})\n"
+        "except ModuleNotFoundError as e:\n"
+        "    print('gone', e.name)\n"
+        "else:\n"
+        "    print('IMPORTED')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().startswith(f"{old} moved to {_compat.MOVED_MODULES[old]}")
+    assert out.stdout.split() == ["gone", old]
 
 
-def test_an_old_from_import_still_works() -> None:
-    sys.modules.pop("ctxcompact.lifecycle", None)
-    with pytest.warns(DeprecationWarning, match="ctxcompact.lifecycle moved"):
-        from ctxcompact.lifecycle import Compactor  # type: ignore[import-not-found]
-    assert Compactor is cc.Compactor
+@pytest.mark.parametrize("name", OLD_NAMES)
+def test_an_old_top_level_name_is_a_plain_attribute_error(name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match=rf"has no attribute '{name}'"):
+            getattr(cc, name)
+    assert not hasattr(cc, "__getattr__")
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

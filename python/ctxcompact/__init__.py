@@ -13,9 +13,6 @@ native reader), ``ctxcompact.clients`` (summary models), ``ctxcompact.models``,
 ``ctxcompact.testing``.
 """
 
-from typing import Any
-
-from ctxcompact import _compat
 from ctxcompact._core import ERROR_CLASSES as _ERROR_CLASSES
 from ctxcompact._core import __version__
 from ctxcompact.batch import compact_batch, compact_parquet
@@ -80,9 +77,3 @@ __all__ = [
 
 # A core error class missing here fails the import, not the first error.
 check_core_classes(_ERROR_CLASSES)
-_compat.install()
-
-
-def __getattr__(name: str) -> Any:
-    # Names that moved to a subpackage still resolve, with a DeprecationWarning.
-    return _compat.moved_name(name)

@@ -11,7 +11,7 @@ import pytest
 from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import CompactionConflictError, HookError
+from ctxcompact.errors import CompactionConflictError, HookError, InputTypeError
 from ctxcompact.live import Compactor, MemoryStore, Summarizer, compact_messages, flow
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import acompact_messages
@@ -191,41 +191,66 @@ def test_cancelled_before_the_commit_nothing_is_stored() -> None:
     assert compactor.pending_task(compactor.store.load(sid)) is not None
 
 
-class OwnSummarizer(Summarizer):
-    """A ``summarize`` override written before the ``limits`` keyword existed."""
-
-    seen: list[str] = []
+class OldSummarizer(Summarizer):
+    """A ``summarize`` override without the keywords the compaction passes
+    (``limits``, ``token_ratio``, ``kept``)."""
 
     def summarize(self, history, *, previous_summary=None, round=1,  # type: ignore[no-untyped-def,override]
                   instructions=None, context=()):  # fmt: skip
-        self.seen.append("sync")
-        return super().summarize(history, previous_summary=previous_summary, round=round,
-                                 instructions=instructions, context=context)  # fmt: skip
+        raise AssertionError("not called: the arguments do not bind")
 
     async def asummarize(self, history, *, previous_summary=None, round=1,  # type: ignore[no-untyped-def,override]
                          instructions=None, context=()):  # fmt: skip
-        self.seen.append("async")
-        return await super().asummarize(history, previous_summary=previous_summary,
-                                        round=round, instructions=instructions,
-                                        context=context)  # fmt: skip
+        raise AssertionError("not called: the arguments do not bind")
 
 
-def test_a_summarize_override_without_limits_still_runs() -> None:
-    """The compaction passes ``limits`` only to a ``summarize`` that takes it
-    (an older override raised TypeError and the compaction failed)."""
-    for driver in ("sync", "async"):
-        store = MemoryStore()
-        sid = store.create_session("s1")
-        first = user("fix the bug")
-        store.append_message(sid, first)
-        store.append_message(sid, tool_reply(first.id, "x" * 400))
-        summarizer = OwnSummarizer(Model(), CompactionConfig())
-        summarizer.seen = []
-        compactor = Compactor(store, summarizer)
-        compactor.request_compaction(sid)
+class BrokenInside(Summarizer):
+    """The right signature, and a TypeError raised by its own code."""
+
+    def summarize(self, history, **options):  # type: ignore[no-untyped-def,override]
+        return len(None)  # type: ignore[arg-type]
+
+    async def asummarize(self, history, **options):  # type: ignore[no-untyped-def,override]
+        return len(None)  # type: ignore[arg-type]
+
+
+def pending_compactor(summarizer: Summarizer) -> tuple[Compactor, str]:
+    store = MemoryStore()
+    sid = store.create_session("s1")
+    first = user("fix the bug")
+    store.append_message(sid, first)
+    store.append_message(sid, tool_reply(first.id, "x" * 400))
+    compactor = Compactor(store, summarizer)
+    compactor.request_compaction(sid)
+    return compactor, sid
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_summarize_with_the_wrong_signature_is_a_typed_error_naming_it(driver: str) -> None:
+    """The compaction calls ``summarize`` one way; an override that cannot take
+    that call fails with InputTypeError naming the class and the signature
+    (not a bare TypeError), and the task stays pending."""
+    compactor, sid = pending_compactor(OldSummarizer(Model(), CompactionConfig()))
+    name = "summarize" if driver == "sync" else "asummarize"
+    with pytest.raises(InputTypeError, match=rf"OldSummarizer\.{name} cannot take") as caught:
         if driver == "sync":
-            record = compactor.process_pending(sid)
+            compactor.process_pending(sid)
         else:
-            record = asyncio.run(compactor.aprocess_pending(sid))
-        assert record is not None and record.summary_source == "model"
-        assert summarizer.seen == [driver]
+            asyncio.run(compactor.aprocess_pending(sid))
+    message = str(caught.value)
+    for keyword in ("limits=None", "token_ratio=None", "kept=()"):
+        assert keyword in message
+    assert isinstance(caught.value, TypeError) and caught.value.session_id == sid
+    assert compactor.pending_task(compactor.store.load(sid)) is not None
+    assert not compactor.store.records(sid)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_type_error_from_inside_summarize_is_not_blamed_on_the_signature(driver: str) -> None:
+    compactor, sid = pending_compactor(BrokenInside(Model(), CompactionConfig()))
+    with pytest.raises(TypeError, match="has no len") as caught:
+        if driver == "sync":
+            compactor.process_pending(sid)
+        else:
+            asyncio.run(compactor.aprocess_pending(sid))
+    assert not isinstance(caught.value, InputTypeError)

@@ -21,12 +21,12 @@ direct call.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ctxcompact.errors import InputTypeError
 from ctxcompact.live import events as ev
 
 if TYPE_CHECKING:
@@ -85,27 +85,29 @@ def settling(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
     return Blocking(fn, args, kwargs, settle=True)
 
 
-@functools.cache
-def _takes(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` accepts the keyword ``name`` (or any keyword)."""
+def _wrong_signature(summarizer: Any, name: str, options: Mapping[str, Any],
+                    error: TypeError) -> InputTypeError | None:  # fmt: skip
+    """The typed error for a ``summarize``/``asummarize`` that cannot take the
+    call the compaction makes (``error`` raised by the call itself), or None
+    when ``error`` came from inside it. Looked at only after a TypeError."""
+    from ctxcompact.live.summary import Summarizer
+
+    method = getattr(summarizer, name)
     try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
-
-
-#: ``summarize`` keywords added after the first release: an override written
-#: before one existed would raise ``TypeError`` if it were passed.
-_LATER_OPTIONS = ("limits", "token_ratio", "kept")
-
-
-def _summary_options(fn: Callable[..., Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``options`` without the later keywords a ``summarize`` override does
-    not take: such an override cuts its request itself, or not at all."""
-    target = getattr(fn, "__func__", fn)
-    drop = {k for k in _LATER_OPTIONS if k in options and not _takes(target, k)}
-    return {k: v for k, v in options.items() if k not in drop} if drop else options
+        inspect.signature(method).bind(None, **options)
+    except TypeError:
+        pass
+    except ValueError:  # no signature to read: the error says what it can
+        return None
+    else:
+        return None
+    expected = inspect.signature(getattr(Summarizer, name))
+    params = [p.replace(annotation=p.empty) for p in expected.parameters.values()]
+    shown = expected.replace(parameters=params[1:], return_annotation=expected.empty)
+    return InputTypeError(
+        f"{type(summarizer).__name__}.{name} cannot take the call the compaction makes "
+        f"({error}); it must accept {name}{shown}, as ctxcompact.live.Summarizer does"
+    )
 
 
 def _perform(effect: Effect) -> Any:
@@ -115,8 +117,13 @@ def _perform(effect: Effect) -> Any:
         return effect.hooks.run_pre_compact(effect.event)
     if isinstance(effect, PostCompact):
         return effect.hooks.run_post_compact(effect.event)
-    call = effect.summarizer.summarize
-    return call(effect.history, **_summary_options(call, effect.options))
+    try:
+        return effect.summarizer.summarize(effect.history, **effect.options)
+    except TypeError as e:
+        wrong = _wrong_signature(effect.summarizer, "summarize", effect.options, e)
+        if wrong is None:
+            raise
+        raise wrong from e
 
 
 async def _aperform(effect: Effect) -> Any:
@@ -126,8 +133,14 @@ async def _aperform(effect: Effect) -> Any:
         return await effect.hooks.arun_pre_compact(effect.event)
     if isinstance(effect, PostCompact):
         return await effect.hooks.arun_post_compact(effect.event)
-    acall = effect.summarizer.asummarize
-    return await acall(effect.history, **_summary_options(acall, effect.options))
+    try:
+        call = effect.summarizer.asummarize(effect.history, **effect.options)
+    except TypeError as e:  # the arguments are bound when the coroutine is made
+        wrong = _wrong_signature(effect.summarizer, "asummarize", effect.options, e)
+        if wrong is None:
+            raise
+        raise wrong from e
+    return await call
 
 
 def run(flow: Flow[T]) -> T:

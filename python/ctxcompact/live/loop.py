@@ -5,7 +5,7 @@
     while True:
         messages = loop.before_call(session_id)      # compacts first when needed
         reply = client.chat.completions.create(model=..., messages=messages, tools=...)
-        message = run_tools(from_openai_chat(reply), {"read": read})  # ctxcompact.replies
+        message = run_tools(from_openai_chat(reply), {"read": read})  # ctxcompact.live
         decision = loop.after_step(session_id, message)   # usage and finish from the reply
         if decision.done: break
 

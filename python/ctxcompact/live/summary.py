@@ -83,6 +83,10 @@ class Summarizer:
     ``config.timeout_s`` bounds the whole call (retries included) on both
     paths; the request carries it and ``config.max_retries`` to the client,
     whose SDK applies them per attempt unless the client was given its own.
+
+    A compaction calls ``summarize`` (or ``asummarize``) with ``history`` and
+    the keywords below, always the same way; an override that cannot take
+    them fails with ``InputTypeError`` (``flow.py``).
     """
 
     def __init__(
