@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 from builders import tool_reply, user
-from ctxcompact.errors import CompactionConflictError, SessionNotFoundError, TranscriptError
+from ctxcompact.errors import (
+    CompactionConflictError,
+    InputTypeError,
+    SessionNotFoundError,
+    TranscriptError,
+)
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part
@@ -230,7 +235,10 @@ def test_a_commit_value_and_its_keywords_write_the_same(store: Any) -> None:
         store.commit_compaction(sid, commit, marks={})
 
 
-def test_a_store_written_for_the_keyword_signature_still_commits() -> None:
+def test_a_store_with_the_keyword_only_signature_is_a_typed_error_naming_it() -> None:
+    """The Compactor calls ``commit_compaction(session_id, commit)`` one way; a
+    store that cannot take it fails with InputTypeError naming the store and
+    the signature (not adapted to, not a bare TypeError), writing nothing."""
     from ctxcompact.clients.base import SummaryRequest, SummaryResponse
     from ctxcompact.config import CompactionConfig
     from ctxcompact.live import Compactor, Summarizer
@@ -253,9 +261,11 @@ def test_a_store_written_for_the_keyword_signature_still_commits() -> None:
     store.append_message(sid, user("hello"))
     compactor = Compactor(store, Summarizer(Model(), CompactionConfig()))
     compactor.request_compaction(sid)
-    with pytest.warns(DeprecationWarning, match="OldStore.commit_compaction takes the fields"):
-        record_ = compactor.process_pending(sid)
-    assert record_ is not None and store.records(sid) == [record_]
+    with pytest.raises(InputTypeError, match=r"OldStore\.commit_compaction cannot take") as e:
+        compactor.process_pending(sid)
+    assert "commit_compaction(session_id, commit)" in str(e.value)
+    assert e.value.session_id == sid and not store.records(sid)
+    assert compactor.pending_task(store.load(sid)) is not None
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import time
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,23 +56,6 @@ from ctxcompact.scans.view import to_model_messages
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _takes_keywords(store: Any) -> bool:
-    """A store written against 0.1's keyword-only ``commit_compaction``."""
-    try:
-        params = inspect.signature(store.commit_compaction).parameters
-    except (TypeError, ValueError):
-        return False
-    if "marker_id" not in params:
-        return False
-    warnings.warn(
-        f"{type(store).__name__}.commit_compaction takes the fields as keywords; take one "
-        "ctxcompact.live.store.Commit instead (the keyword form goes away in 0.3)",
-        DeprecationWarning,
-        stacklevel=4,
-    )
-    return True
 
 
 #: What a Compactor needs of its store (the ``SessionStore`` protocol's core).
@@ -651,10 +632,14 @@ class Compactor:
         summary, follow = messages
         try:
             commit = Commit(job.marker.id, summary, follow, job.marks, record)
-            if _takes_keywords(self.store):
-                self.store.commit_compaction(job.session_id, **vars(commit))
-            else:
+            try:
                 self.store.commit_compaction(job.session_id, commit)
+            except TypeError as e:
+                wrong = flow.wrong_signature(self.store, "commit_compaction", SessionStore,
+                                             (job.session_id, commit), {}, e)  # fmt: skip
+                if wrong is None:
+                    raise
+                raise wrong from e
         except CompactionConflictError as e:
             self.events.emit(ev.COMPACTION_CONFLICT, session_id=job.session_id,
                              marker_id=job.marker.id)  # fmt: skip

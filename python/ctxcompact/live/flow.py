@@ -85,29 +85,41 @@ def settling(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Blocking:
     return Blocking(fn, args, kwargs, settle=True)
 
 
-def _wrong_signature(summarizer: Any, name: str, options: Mapping[str, Any],
-                    error: TypeError) -> InputTypeError | None:  # fmt: skip
-    """The typed error for a ``summarize``/``asummarize`` that cannot take the
-    call the compaction makes (``error`` raised by the call itself), or None
-    when ``error`` came from inside it. Looked at only after a TypeError."""
-    from ctxcompact.live.summary import Summarizer
-
-    method = getattr(summarizer, name)
+def wrong_signature(
+    obj: Any,
+    name: str,
+    reference: type,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    error: TypeError,
+) -> InputTypeError | None:
+    """The typed error for a method ``name`` of ``obj`` (a summarizer, a store)
+    that cannot take the one call ctxcompact makes (``error`` raised by that
+    call), or None when ``error`` came from inside it. ``reference``: the
+    ``ctxcompact.live`` class whose signature the call follows. Looked at only
+    after a TypeError: the call itself is never adapted to the signature."""
     try:
-        inspect.signature(method).bind(None, **options)
+        inspect.signature(getattr(obj, name)).bind(*args, **kwargs)
     except TypeError:
         pass
     except ValueError:  # no signature to read: the error says what it can
         return None
     else:
         return None
-    expected = inspect.signature(getattr(Summarizer, name))
+    expected = inspect.signature(getattr(reference, name))
     params = [p.replace(annotation=p.empty) for p in expected.parameters.values()]
     shown = expected.replace(parameters=params[1:], return_annotation=expected.empty)
     return InputTypeError(
-        f"{type(summarizer).__name__}.{name} cannot take the call the compaction makes "
-        f"({error}); it must accept {name}{shown}, as ctxcompact.live.Summarizer does"
+        f"{type(obj).__name__}.{name} cannot take the call ctxcompact makes ({error}); "
+        f"it must accept {name}{shown}, as ctxcompact.live.{reference.__name__} does"
     )
+
+
+def _summarize_error(effect: Summarize, name: str, error: TypeError) -> InputTypeError | None:
+    from ctxcompact.live.summary import Summarizer
+
+    return wrong_signature(effect.summarizer, name, Summarizer, (effect.history,),
+                           effect.options, error)  # fmt: skip
 
 
 def _perform(effect: Effect) -> Any:
@@ -120,7 +132,7 @@ def _perform(effect: Effect) -> Any:
     try:
         return effect.summarizer.summarize(effect.history, **effect.options)
     except TypeError as e:
-        wrong = _wrong_signature(effect.summarizer, "summarize", effect.options, e)
+        wrong = _summarize_error(effect, "summarize", e)
         if wrong is None:
             raise
         raise wrong from e
@@ -136,7 +148,7 @@ async def _aperform(effect: Effect) -> Any:
     try:
         call = effect.summarizer.asummarize(effect.history, **effect.options)
     except TypeError as e:  # the arguments are bound when the coroutine is made
-        wrong = _wrong_signature(effect.summarizer, "asummarize", effect.options, e)
+        wrong = _summarize_error(effect, "asummarize", e)
         if wrong is None:
             raise
         raise wrong from e
