@@ -11,6 +11,12 @@ from typing import Any
 TOO_DEEP = "nested too deeply: arrays and objects nest past the parser's limit"
 
 
+class TooDeep(ValueError):
+    """A JSON text nested past the parser's limit: a ``ValueError``, as
+    ``json.loads``'s own errors are, so every caller that turns bad JSON into
+    a typed error (``FormatError``, ``DatasetError``) turns this one too."""
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads``; a text nested past the recursion limit is a ``ValueError``
     saying so (``TOO_DEEP``) rather than a ``RecursionError``, so every caller
@@ -19,4 +25,4 @@ def loads(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise ValueError(TOO_DEEP) from None
+        raise TooDeep(TOO_DEEP) from None

@@ -315,7 +315,7 @@ def test_parquet_reads_give_back_the_table_written(tmp_path: Path, written: str)
     # several row groups: a dictionary<int32, string> each when read back
     pq.write_table(table if written == "dictionary" else plain, path, row_group_size=40)
     assert pq.ParquetFile(path).num_row_groups > 1
-    back = _read(path, None)[0].to_arrow()
+    back = _read(path, None).to_arrow()
     assert one_dictionary(back[TOOL_TARGET])
     assert back.equals(table)
     batches = list(session_tables(path, batch_rows=50))
