@@ -116,3 +116,30 @@ def unreadable_after(monkeypatch: Any, owner: object, name: str, path: Path, kin
         return out
 
     monkeypatch.setattr(owner, name, then_unreadable)
+
+
+def check_records_as_sent(replay: Any, seen: Any, sent_tokens: Any) -> None:
+    """An integration's compaction records, hook and metrics count the model
+    input as sent. ``replay(allow)`` runs the integration's test agent with
+    compactions after the first ``allow`` cancelled and returns (run, holder,
+    asked, done): ``asked`` the pre-compact hook's (model call, tokens_before),
+    ``done`` the call each compaction came before; ``seen(run)`` lists what
+    each model call received and ``sent_tokens`` estimates one of them; the
+    holder (middleware, processor, session) has the ``records`` and ``metrics``."""
+    run, holder, asked, done = replay(1_000)
+    records = holder.records
+    assert len(records) >= 2
+    for i, record in enumerate(records):
+        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
+        # the call right after the compaction was sent what tokens_after counts
+        assert record.tokens_after == sent_tokens(seen(run)[done[i]])
+        # the same run with compaction i cancelled: that call is sent the history
+        # compaction i started from, as the model sees it (masked)
+        again, _, asked_again, _ = replay(i)
+        call, tokens = asked_again[i]
+        assert record.tokens_before == tokens == sent_tokens(seen(again)[call])
+        # masking was active: the history held far more than was sent
+        assert record.unmasked_tokens_before is not None
+        assert record.unmasked_tokens_before > 2 * record.tokens_before
+    average = sum(r.tokens_before for r in records) / len(records)
+    assert holder.metrics.average_tokens_before == average

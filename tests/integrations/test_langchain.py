@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from builders import check_records_as_sent
 from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
 from ctxcompact.integrations.langchain import SUMMARY_KEY, CompactionMiddleware
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
@@ -300,20 +301,4 @@ def sent_tokens(messages: list[BaseMessage]) -> int:
 def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
     """tokens_before counted the unmasked state while tokens_after counted the
     masked view sent: each compaction looked ~6x bigger than what was sent."""
-    agent_model, middleware, asked, done = replay(allow=1_000)
-    records = middleware.records
-    assert len(records) >= 2
-    for i, record in enumerate(records):
-        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
-        # the call right after the compaction was sent what tokens_after counts
-        assert record.tokens_after == sent_tokens(agent_model.seen[done[i]])
-        # the same run with compaction i cancelled: that call is sent the history
-        # compaction i started from, as the model sees it (masked)
-        again, _, asked_again, _ = replay(allow=i)
-        call, tokens = asked_again[i]
-        assert record.tokens_before == tokens == sent_tokens(again.seen[call])
-        # masking was active: the state held far more than was sent
-        assert record.unmasked_tokens_before is not None
-        assert record.unmasked_tokens_before > 2 * record.tokens_before
-    average = sum(r.tokens_before for r in records) / len(records)
-    assert middleware.metrics.average_tokens_before == average
+    check_records_as_sent(replay, lambda model: model.seen, sent_tokens)

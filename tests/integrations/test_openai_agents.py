@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from builders import check_records_as_sent
 from ctxcompact.clients.openai import OpenAIChatClient
 from ctxcompact.errors import MissingToolResultError
 from ctxcompact.integrations.openai_agents import SUMMARY_KEY, CompactingSession
@@ -241,20 +242,4 @@ def session_part(sent: list[dict[str, Any]]) -> int:
 def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
     """tokens_before counted the unmasked items while tokens_after counted the
     masked view sent: each compaction looked ~3x bigger than what was sent."""
-    calls, session, asked, done = replay(allow=1_000)
-    records = session.records
-    assert len(records) >= 2
-    for i, record in enumerate(records):
-        assert asked[i][1] == record.tokens_before  # the hook saw the record's figure
-        # the turn's first call after the compaction was sent what tokens_after counts
-        assert record.tokens_after == session_part(calls[done[i]])
-        # the same run with compaction i cancelled: that call is sent the view
-        # compaction i started from (masked)
-        again, _, asked_again, _ = replay(allow=i)
-        call, tokens = asked_again[i]
-        assert record.tokens_before == tokens == session_part(again[call])
-        # masking was active: the session held far more than was sent
-        assert record.unmasked_tokens_before is not None
-        assert record.unmasked_tokens_before > 2 * record.tokens_before
-    average = sum(r.tokens_before for r in records) / len(records)
-    assert session.metrics.average_tokens_before == average
+    check_records_as_sent(replay, lambda calls: calls, session_part)
