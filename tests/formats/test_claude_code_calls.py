@@ -177,17 +177,27 @@ GLUED = (
 )
 
 
+def refused_at_line_2(path: Path, error: str, native_error: str | None = None) -> Any:
+    """``formats.read`` refuses ``path`` at its line 2 with ``error``, the
+    native ``read_jsonl`` with ``native_error`` (default the same); skip mode
+    leaves that line out and names it. The skip-mode result."""
+    with pytest.raises(FormatError, match=error):
+        formats.read(path)
+    with pytest.raises(FormatError, match=native_error or error):
+        read_jsonl(path)
+    got = read_jsonl(path, on_error="skip")
+    assert [r.line for r in got.rejected] == [2]
+    return got
+
+
 def test_two_objects_glued_on_one_line_are_a_bad_line(tmp_path: Path) -> None:
     # Decided: not split (a line is one event); the line is named and refused.
     ok = json.dumps(line("u1", "user", "hi"))
     path = tmp_path / "glued.jsonl"
     path.write_text(f"{ok}\n{GLUED}\n{ok.replace('u1', 'u3')}\n")
-    with pytest.raises(FormatError, match=r"glued\.jsonl:2: not valid JSON"):
-        formats.read(path)
-    with pytest.raises(FormatError, match=r"glued\.jsonl:2: not valid JSON \(trailing"):
-        read_jsonl(path)
-    got = read_jsonl(path, on_error="skip")
-    assert [r.line for r in got.rejected] == [2]
+    got = refused_at_line_2(
+        path, r"glued\.jsonl:2: not valid JSON", r"glued\.jsonl:2: not valid JSON \(trailing"
+    )
     assert got.table.column("message_id").to_pylist() == ["u1", "u3"]
 
 
@@ -207,12 +217,7 @@ def test_json_nested_past_the_limit_is_a_format_error_naming_file_and_line(
     path = tmp_path / "deep.jsonl"
     path.write_text(f"{ok}\n{deep_line()}\n")
     # was RecursionError from the Python reader
-    with pytest.raises(FormatError, match=r"deep\.jsonl:2: not valid JSON \(nested too deeply"):
-        formats.read(path)
-    with pytest.raises(FormatError, match=r"deep\.jsonl:2: not valid JSON \(nested too deeply"):
-        read_jsonl(path)
-    got = read_jsonl(path, on_error="skip")
-    assert [r.line for r in got.rejected] == [2]
+    got = refused_at_line_2(path, r"deep\.jsonl:2: not valid JSON \(nested too deeply")
     assert "nested too deeply" in got.rejected[0].error
     # the first line decides the format: a deep first line is named too
     first = tmp_path / "deepfirst.jsonl"
