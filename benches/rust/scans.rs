@@ -9,7 +9,8 @@ use arrow_schema::{DataType, Field, Schema};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use ctxcompact::estimate::{estimate_array, Method};
 use ctxcompact::pivot::pivot_starts;
-use ctxcompact::prune::{prune, tool_target_array, PruneConfig, TurnUnit, TOOL_TARGET};
+use ctxcompact::prune::{prune, PruneConfig, TurnUnit};
+use ctxcompact::target::{tool_target_array, TOOL_TARGET};
 use ctxcompact::{Columns, PartTable, Scan};
 
 /// `sessions` sessions of 50 turns: user text, assistant with 3 tool parts.

@@ -11,12 +11,10 @@
 use crate::codes::flag;
 use crate::error::Result;
 use crate::estimate::estimate;
-use crate::messages::{
-    estimate_messages, tokens_visible, MessageEstimateConfig, CLEARED_TOOL_OUTPUT,
-};
+use crate::messages::{estimate_messages, tokens_visible, MessageEstimateConfig};
 use crate::pivot::{pivot_starts, visible, Visible};
 use crate::prune::{prune, PruneConfig, SessionPrune};
-use crate::render::Render;
+use crate::render::{Render, CLEARED_TOOL_OUTPUT};
 use crate::table::PartTable;
 
 /// What compaction does to one session.

@@ -42,6 +42,21 @@ pub fn string_stop(b: &[u8]) -> Option<usize> {
         .map(|p| at + p)
 }
 
+/// Why serde_json refused a text, in words: arrays and objects nested past
+/// its limit of 128 levels are said to be so (as the Python readers say of
+/// text past Python's recursion limit, `ctxcompact._json.TOO_DEEP`).
+pub fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.starts_with("recursion limit exceeded") {
+        true => format!(
+            "nested too deeply: arrays and objects nest past the parser's limit of 128 levels \
+             (at column {})",
+            e.column()
+        ),
+        false => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,12 +16,14 @@ pub mod mark;
 pub mod messages;
 pub mod overflow;
 pub mod parallel;
+pub mod part_json;
 pub mod pivot;
 pub mod prune;
 pub mod render;
 pub mod schema;
 pub mod select;
 pub mod table;
+pub mod target;
 pub mod tokens;
 
 #[cfg(feature = "python")]

@@ -79,7 +79,7 @@ pub fn visible_in(
 ) -> Result<Visible> {
     let mut pinned = Vec::new();
     if start > table.sessions[s].start {
-        let may_pin = crate::messages::pins_possible(table, table.sessions[s].start..start);
+        let may_pin = crate::part_json::pins_possible(table, table.sessions[s].start..start);
         for msg in messages {
             if msg.rows.start >= start {
                 break;
@@ -89,7 +89,7 @@ pub fn visible_in(
                 || (may_pin
                     && rows.try_fold(false, |any, r| {
                         Ok::<bool, crate::error::CoreError>(
-                            any || crate::messages::pinned(table, r)?,
+                            any || crate::part_json::pinned(table, r)?,
                         )
                     })?)
             {

@@ -16,8 +16,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow_array::builder::LargeStringBuilder;
-use arrow_array::{Array, ArrayRef, LargeStringArray};
+use arrow_array::Array;
 use rayon::prelude::*;
 
 use crate::codes::{flag, part_type, role, status};
@@ -25,13 +24,15 @@ use crate::columns::{same_str, Keys, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
 use crate::estimate::Method;
 use crate::messages::{
-    calls_ascii, estimates_of, may_ignore_texts, may_observe_calls, pinned, pins_possible,
-    tokens_about, tokens_visible, tokens_within, MessageEstimateConfig, Span,
+    calls_ascii, estimates_of, may_ignore_texts, may_observe_calls, tokens_about, tokens_visible,
+    tokens_within, MessageEstimateConfig, Span,
 };
+use crate::part_json::{pinned, pins_possible};
 use crate::pivot::{pivot_start_in, visible_in, Visible};
-use crate::render::{Render, Target};
+use crate::render::Render;
 use crate::schema::Scan;
 use crate::table::{Message, PartTable};
+use crate::target::{Target, TOOL_TARGET};
 
 /// What counts as one turn when protecting the newest turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -414,72 +415,6 @@ impl Hasher for Prehashed {
     fn write_u64(&mut self, i: u64) {
         self.0 = i;
     }
-}
-
-/// The optional column of each tool call's supersession target, worked out
-/// once (at ingest, as `output_utf16` is) so the scan reads a short string
-/// instead of parsing the call's input (docs/schema.md).
-pub const TOOL_TARGET: &str = "tool_target";
-
-/// A call's `tool_target`: `file:<path>`, `cmd:<n>:<tool>:<command>` (`n`
-/// the tool name's byte length, so every name reads back exactly), or `""`
-/// when it has none. Two calls supersede one another exactly when their
-/// values are equal.
-pub fn tool_target(tool: Option<&str>, input: Option<&str>) -> String {
-    let mut out = String::new();
-    write_tool_target(&mut out, tool, input).expect("a String takes every write");
-    out
-}
-
-/// `tool_target` written to `out` (an Arrow string builder's current value).
-pub fn write_tool_target(
-    out: &mut impl std::fmt::Write,
-    tool: Option<&str>,
-    input: Option<&str>,
-) -> std::fmt::Result {
-    match Target::of(input) {
-        None => Ok(()),
-        Some(Target::Path(path)) => write!(out, "file:{path}"),
-        Some(Target::Command(command)) => {
-            let tool = tool.unwrap_or("");
-            write!(out, "cmd:{}:{tool}:{command}", tool.len())
-        }
-    }
-}
-
-/// The `tool_target` column of a batch's `tool` and `input` columns (any
-/// string layouts), worked out in parallel blocks.
-pub fn tool_target_array(tool: &ArrayRef, input: &ArrayRef) -> Result<LargeStringArray> {
-    let (tool, input) = (StrChunk::new("tool", tool)?, StrChunk::new("input", input)?);
-    let rows = input.len();
-    if tool.len() != rows {
-        return Err(CoreError::Config(format!(
-            "tool has {} rows and input {rows}: they must be columns of one table",
-            tool.len()
-        )));
-    }
-    const BLOCK: usize = 16_384;
-    let blocks: Vec<LargeStringArray> = (0..rows.div_ceil(BLOCK))
-        .into_par_iter()
-        .map(|b| {
-            let mut out = LargeStringBuilder::new();
-            for row in b * BLOCK..rows.min((b + 1) * BLOCK) {
-                write_tool_target(&mut out, tool.value(row), input.value(row))
-                    .expect("a string builder takes every write");
-                out.append_value("");
-            }
-            out.finish()
-        })
-        .collect();
-    let parts: Vec<&dyn Array> = blocks.iter().map(|a| a as &dyn Array).collect();
-    Ok(match parts.len() {
-        0 => LargeStringArray::from(Vec::<&str>::new()),
-        _ => crate::select::concat(&parts)?
-            .as_any()
-            .downcast_ref::<LargeStringArray>()
-            .expect("large strings joined")
-            .clone(),
-    })
 }
 
 /// A `tool_target` read back (borrowing from it); `Err` when it is not one.
@@ -1073,7 +1008,9 @@ mod tests {
 
     use super::*;
     use crate::schema::{Columns, Scan};
+    use crate::target::{tool_target, tool_target_array};
     use crate::testutil::*;
+    use arrow_array::{ArrayRef, LargeStringArray};
 
     fn run(msgs: Vec<crate::testutil::M>, config: &PruneConfig) -> SessionPrune {
         let batches = [batch(&[("s", msgs)])];

@@ -192,7 +192,7 @@ fn count_units(
     })
 }
 
-/// Each row's `tool_target` (supersession's target, `prune::tool_target`)
+/// Each row's `tool_target` (supersession's target, `target::tool_target`)
 /// from a table's `tool` and `input` columns: one large-string chunk per
 /// batch, worked out on the thread pool without the GIL.
 #[pyfunction]
@@ -221,14 +221,14 @@ fn tool_targets(
                 batches
                     .iter()
                     .map(|b| {
-                        crate::prune::tool_target_array(b.column(tool), b.column(input))
+                        crate::target::tool_target_array(b.column(tool), b.column(input))
                             .map(|a| Arc::new(a) as ArrayRef)
                     })
                     .collect::<crate::Result<Vec<_>>>()
             })
         })
         .map_err(|e| to_pyerr(py, e))?;
-    let field = Field::new(crate::prune::TOOL_TARGET, DataType::LargeUtf8, true);
+    let field = Field::new(crate::target::TOOL_TARGET, DataType::LargeUtf8, true);
     chunked(out, Arc::new(field))
 }
 
@@ -817,9 +817,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "FORMATS",
         pyo3::types::PyTuple::new(m.py(), ingest::Format::NAMES)?,
     )?;
-    m.add("CLEARED_TOOL_OUTPUT", crate::messages::CLEARED_TOOL_OUTPUT)?;
-    m.add("INTERRUPTED_TOOL", crate::messages::INTERRUPTED_TOOL)?;
-    m.add("COMPACTION_QUESTION", crate::messages::COMPACTION_QUESTION)?;
+    m.add("CLEARED_TOOL_OUTPUT", crate::render::CLEARED_TOOL_OUTPUT)?;
+    m.add("INTERRUPTED_TOOL", crate::render::INTERRUPTED_TOOL)?;
+    m.add("COMPACTION_QUESTION", crate::render::COMPACTION_QUESTION)?;
     m.add("IMAGE_TOKENS", crate::messages::IMAGE_TOKENS)?;
     m.add_function(wrap_pyfunction!(estimate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_tokens_array, m)?)?;

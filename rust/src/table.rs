@@ -58,7 +58,7 @@ pub struct PartTable<'a> {
     pub tool: Option<StrCol<'a>>,
     pub input: Option<StrCol<'a>>,
     /// Each tool call's supersession target worked out once
-    /// (`prune::TOOL_TARGET`), read by supersession when present.
+    /// (`target::TOOL_TARGET`), read by supersession when present.
     pub tool_target: Option<StrCol<'a>>,
     pub output: Option<StrCol<'a>>,
     /// Read by the estimate scan only (`None` for the others or when absent).
@@ -145,7 +145,7 @@ impl<'a> PartTable<'a> {
             parent_id: opt_str("parent_id")?,
             tool: opt_str("tool")?,
             input: opt_str("input")?,
-            tool_target: opt_str(crate::prune::TOOL_TARGET)?,
+            tool_target: opt_str(crate::target::TOOL_TARGET)?,
             output: opt_str("output")?,
             part_json: opt_str("part_json")?,
             part_id: opt_str("part_id")?,

@@ -215,8 +215,6 @@ const CHAT_KEYS: &[&str] = &[
     "audio",
     "function_call",
 ];
-/// Where a SWE-agent message keeps its keys that are not chat keys.
-pub const SWE_AGENT_KEY: &str = "swe_agent";
 
 /// A SWE-agent history message with its keys that are not chat keys under
 /// `SWE_AGENT_KEY`, in the place of the first of them (as `_nest_agent_keys`),
@@ -232,12 +230,12 @@ fn nest_agent_keys(message: Map<String, Value>) -> Map<String, Value> {
             out.insert(key, value);
         } else {
             if agent.is_empty() {
-                out.insert(SWE_AGENT_KEY.into(), Value::Null);
+                out.insert(observations::SWE_AGENT_KEY.into(), Value::Null);
             }
             agent.insert(key, value);
         }
     }
-    out.insert(SWE_AGENT_KEY.into(), Value::Object(agent));
+    out.insert(observations::SWE_AGENT_KEY.into(), Value::Object(agent));
     out
 }
 

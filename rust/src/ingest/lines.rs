@@ -167,21 +167,6 @@ pub(super) fn parse(bytes: &[u8]) -> std::result::Result<Value, Problem> {
         .map_err(|e| Problem::new(format!("not valid JSON ({})", json_error(&e))))
 }
 
-/// Why serde_json refused a text, in words: arrays and objects nested past
-/// its limit of 128 levels are said to be so (as the Python readers say of
-/// text past Python's recursion limit, `ctxcompact._json.TOO_DEEP`).
-pub(crate) fn json_error(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.starts_with("recursion limit exceeded") {
-        true => format!(
-            "nested too deeply: arrays and objects nest past the parser's limit of 128 levels \
-             (at column {})",
-            e.column()
-        ),
-        false => text,
-    }
-}
-
 pub(super) fn read_line(
     value: Value,
     format: Format,

@@ -39,7 +39,7 @@ mod lines;
 mod settle;
 mod types;
 
-pub(crate) use lines::json_error;
+pub(crate) use crate::jsontext::json_error;
 use lines::*;
 use settle::*;
 pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};

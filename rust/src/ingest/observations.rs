@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 
 use super::export::{complete, object, str, tool_part};
 
+/// Where a SWE-agent message keeps its keys that are not chat keys (its
+/// `action`, `thought`, ...): `chat.rs` nests them there as it reads.
+pub const SWE_AGENT_KEY: &str = "swe_agent";
+
 /// ASCII whitespace, as both implementations split a SWE-agent action.
 const WS: &[char] = &[' ', '\t', '\n', '\r', '\u{b}', '\u{c}'];
 
@@ -16,7 +20,7 @@ pub type Command = fn(&Value) -> Option<(String, String)>;
 
 /// A SWE-agent step: its `action` field; the tool is the action's first word.
 pub fn swe_agent_command(message: &Value) -> Option<(String, String)> {
-    let action = message["info"]["source"][super::chat::SWE_AGENT_KEY]["action"].as_str()?;
+    let action = message["info"]["source"][SWE_AGENT_KEY]["action"].as_str()?;
     let words = action.trim_matches(WS);
     let tool = words.split(WS).next().filter(|t| !t.is_empty())?;
     Some((tool.to_owned(), action.to_owned()))

@@ -8,7 +8,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::estimate::utf16_len;
-use crate::prune::write_tool_target;
+use crate::target::write_tool_target;
 
 pub fn schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -40,7 +40,7 @@ pub fn schema() -> SchemaRef {
                 // later scans read it instead of the text (docs/schema.md).
                 Field::new("output_utf16", DataType::Int64, true),
                 // Each tool call's supersession target, worked out once too
-                // (`prune::tool_target`): "" where there is none.
+                // (`target::tool_target`): "" where there is none.
                 large("tool_target"),
             ]))
         })
