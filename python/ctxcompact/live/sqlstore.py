@@ -6,10 +6,12 @@ compaction (checked and written in one transaction), commit one (refused with
 ``CompactionConflictError`` when its marker already has a summary), cancel,
 records, recall. What differs between SQLite and PostgreSQL is a ``Dialect``:
 data (the placeholder, the summary flag's true literal, the row lock, the
-schema) and the few steps each engine does its own way (connecting, the write
-transaction, the read snapshot, which errors mean "taken" or "lost"). The
-tables are the same on both: messages and parts kept as the OpenCode JSON
-text they were written as, so a session loads back exactly.
+schema, the error a key already stored raises) and the few steps each engine
+does its own way (connecting, the write transaction and the read snapshot,
+where PostgreSQL reports a lost connection as a ``StoreError``; listing a
+table's columns). The tables are the same on both: messages and parts kept
+as the OpenCode JSON text they were written as, so a session loads back
+exactly.
 """
 
 from __future__ import annotations
