@@ -143,3 +143,34 @@ def check_records_as_sent(replay: Any, seen: Any, sent_tokens: Any) -> None:
         assert record.unmasked_tokens_before > 2 * record.tokens_before
     average = sum(r.tokens_before for r in records) / len(records)
     assert holder.metrics.average_tokens_before == average
+
+
+def check_options(make: Any, session_id: str) -> None:
+    """An integration's constructor (``make(**options)``) takes every keyword
+    of ``chatlists.Options`` and hands each to its ``ChatCompaction``; an
+    unknown keyword is an ``InputTypeError`` (a ``TypeError``) naming it."""
+    import pytest
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.errors import InputTypeError
+    from ctxcompact.integrations.chatlists import Options
+    from ctxcompact.live import events as ev
+    from ctxcompact.policy import Policy
+
+    hooks, events, metrics = ev.Hooks(), ev.EventBus(), ev.Metrics()
+    config = CompactionConfig(safety_buffer=1_234)
+    # context and output given win over the model's
+    options: Options = {"context": 64_000, "model": "gpt-4o", "output": 8_000,
+                        "policy": "swe-agent", "config": config, "repair": True, "hooks": hooks,
+                        "events": events, "metrics": metrics}  # fmt: skip
+    assert set(options) == set(Options.__annotations__)  # every option is given here
+    c = make(**options).compaction
+    assert (c.context, c.output, c.repair, c.session_id) == (64_000, 8_000, True, session_id)
+    assert c.hooks is hooks and c.events is events and c.metrics is metrics
+    assert c.config.safety_buffer == 1_234 and c.config.policy == Policy.load("swe-agent")
+    assert c.summarizer.config is c.config
+    named = make(model="gpt-4o", events=None, metrics=None).compaction
+    assert named.context == 128_000 and named.output > 0 and not named.repair
+    assert isinstance(named.events, ev.EventBus) and named.events is not events
+    with pytest.raises(InputTypeError, match="unexpected keyword argument 'contxt'") as e:
+        make(contxt=64_000)
+    assert isinstance(e.value, TypeError)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from builders import check_records_as_sent
+from builders import check_options, check_records_as_sent
 from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
 from ctxcompact.integrations.langchain import SUMMARY_KEY, CompactionMiddleware
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
@@ -302,3 +302,7 @@ def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
     """tokens_before counted the unmasked state while tokens_after counted the
     masked view sent: each compaction looked ~6x bigger than what was sent."""
     check_records_as_sent(replay, lambda model: model.seen, sent_tokens)
+
+
+def test_the_constructor_takes_every_option() -> None:
+    check_options(lambda **options: CompactionMiddleware(None, session_id="s", **options), "s")

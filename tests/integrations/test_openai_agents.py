@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
-from builders import check_records_as_sent
+from builders import check_options, check_records_as_sent
 from ctxcompact.clients.openai import OpenAIChatClient
 from ctxcompact.errors import MissingToolResultError
 from ctxcompact.integrations.openai_agents import SUMMARY_KEY, CompactingSession
@@ -243,3 +243,7 @@ def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
     """tokens_before counted the unmasked items while tokens_after counted the
     masked view sent: each compaction looked ~3x bigger than what was sent."""
     check_records_as_sent(replay, lambda calls: calls, session_part)
+
+
+def test_the_constructor_takes_every_option() -> None:
+    check_options(lambda **options: CompactingSession("s", **options), "s")

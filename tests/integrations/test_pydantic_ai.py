@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from builders import check_records_as_sent
+from builders import check_options, check_records_as_sent
 from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
 from ctxcompact.integrations.pydantic_ai import ORIGINAL_KEY, SUMMARY_KEY, CompactionProcessor
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
@@ -267,3 +267,7 @@ def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
     """tokens_before counted the unmasked history while tokens_after counted the
     masked one sent: each compaction looked ~6x bigger than what was sent."""
     check_records_as_sent(replay, lambda seen: seen, sent_tokens)
+
+
+def test_the_constructor_takes_every_option() -> None:
+    check_options(lambda **options: CompactionProcessor(None, session_id="s", **options), "s")

@@ -152,6 +152,43 @@ def test_commit_compaction_is_all_or_nothing_and_once(store: Any) -> None:
     assert len(store.load(sid).messages) == 5
 
 
+def test_a_part_id_already_stored_is_named_and_nothing_is_half_stored(store: Any) -> None:
+    """Every store names the part id it refuses (PostgreSQL gave the server's
+    key detail instead)."""
+    sid = store.create_session()
+    u = user()
+    store.append_message(sid, u)
+    again = user()
+    again.parts[0].id = u.parts[0].id
+    with pytest.raises(TranscriptError, match=f"part id {u.parts[0].id} is already stored") as e:
+        store.append_message(sid, again)
+    assert e.value.message_id == again.id and e.value.session_id == sid
+    assert [m.id for m in store.load(sid).messages] == [u.id]
+    store.append_message(sid, user())  # the store is still usable
+    assert len(store.load(sid).messages) == 2
+
+
+def test_marks_on_more_parts_than_one_lookup_takes(store: Any) -> None:
+    """A compaction may mark many parts at once: all are marked, or none when
+    one of them is missing."""
+    sid = store.create_session()
+    u = user()
+    reply = tool_reply(u.id, "out")
+    first = reply.parts[0]
+    reply.parts = [first.model_copy(update={"id": new_id("prt"), "callID": new_id("call")})
+                   for _ in range(1203)]  # fmt: skip
+    for m in (u, reply):
+        store.append_message(sid, m)
+    ids = [p.id for p in reply.parts]
+    with pytest.raises(TranscriptError, match="no part nope to mark"):
+        store.mark_parts(sid, {**dict.fromkeys(ids, 1), "nope": 1})
+    assert not any(p.compacted for p in store.load(sid).messages[1].parts)
+    store.mark_parts(sid, dict.fromkeys(ids, 7))
+    parts = store.load(sid).messages[1].parts
+    assert [p.id for p in parts] == ids
+    assert all(p.state.time.compacted == 7 for p in parts)  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_concurrent_commits_have_one_winner(
     tmp_path: Path, request: pytest.FixtureRequest, backend: str
@@ -345,6 +382,49 @@ def test_postgres_store_errors_say_which_store_and_why(
     # A closed store reconnects on the next call instead of failing.
     assert store.session_ids() == [sid]
     store.close()
+
+
+def test_postgres_tables_another_program_made_are_refused_and_left_as_they_were(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Was psycopg's untyped error on creating the other tables (their foreign
+    keys name columns the foreign table lacks), after some were created."""
+    import psycopg
+    from ctxcompact.errors import StoreError
+    from ctxcompact.live.postgres import PostgresStore
+
+    conninfo, schema = pg_schema
+    with psycopg.connect(conninfo, autocommit=True) as db:
+        db.execute(f'CREATE SCHEMA "{schema}"')
+        db.execute(f'CREATE TABLE "{schema}".sessions (name TEXT)')
+    with pytest.raises(StoreError, match=r"not a ctxcompact PostgreSQL store \(its table "
+                       r"'sessions' has no column id, info\)") as e:  # fmt: skip
+        PostgresStore(conninfo, schema=schema)
+    assert f"schema {schema}" in str(e.value)
+    with psycopg.connect(conninfo, autocommit=True) as db:
+        tables = db.execute("SELECT table_name FROM information_schema.tables "
+                            "WHERE table_schema = %s", (schema,)).fetchall()  # fmt: skip
+    assert tables == [("sessions",)]
+
+
+def test_an_existing_sqlite_store_opens_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    """Opening writes nothing when the tables are there: a worker opening the
+    file while another holds its write lock (mid-commit) is not kept waiting."""
+    import time
+
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as store:
+        sid = store.create_session()
+    hold = sqlite3.connect(path, isolation_level=None)
+    hold.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        with SQLiteStore(path) as store:
+            assert store.load(sid).id == sid
+        assert time.monotonic() - start < 5
+    finally:
+        hold.execute("ROLLBACK")
+        hold.close()
 
 
 def test_a_bad_sqlite_path_is_a_typed_error_naming_it(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import ConfigError, MissingToolResultError
+from ctxcompact.errors import ConfigError, InputTypeError, MissingToolResultError
 from ctxcompact.live import events as ev
 from ctxcompact.live.split import (
     SplitResult,
@@ -161,19 +161,51 @@ class ChatCompaction:
         return self._done(await acompact_messages(chat, self.summarizer, **self._kwargs()))
 
 
+class Options(TypedDict, total=False):
+    """The keyword options every integration's constructor takes: the window
+    (``context`` tokens, or ``model``, a name the limits registry knows;
+    ``output``, the output reserve), the ``policy`` (a preset name, file,
+    dict or ``Policy``; default: the config's), the ``config``, ``repair``
+    (see ``ChatCompaction``), and the lifecycle's ``hooks``, ``events`` and
+    ``metrics`` (``None``: new ones)."""
+
+    context: int | None
+    model: str | None
+    output: int | None
+    policy: Policy | str | Mapping[str, Any] | None
+    config: CompactionConfig | None
+    repair: bool
+    hooks: ev.Hooks | None
+    events: ev.EventBus | None
+    metrics: ev.Metrics | None
+
+
+class SessionOptions(Options, total=False):
+    """``Options`` and the ``session_id`` the records and events name."""
+
+    session_id: str
+
+
 class Integration:
     """What every framework integration exposes: its ``ChatCompaction`` and the
     lifecycle's records, events, metrics and repair reports."""
 
     compaction: ChatCompaction
 
-    def _start(self, summarizer: Summarizer, **options: Any) -> None:
-        """Build ``compaction`` from the integration's keyword options (``None``
-        events / metrics: new ones)."""
+    def _start(self, summary_model: Any, options: SessionOptions, client: Any = None) -> None:
+        """Build ``compaction`` from the constructor's ``summary_model``
+        (``client``: the framework's model wrapped as a ``SummaryClient``) and
+        its keyword ``options``."""
+        given: dict[str, Any] = dict(options)
+        if unknown := sorted(set(given) - set(SessionOptions.__annotations__)):
+            raise InputTypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                 f"{unknown[0]!r}")  # fmt: skip
         for key in ("events", "metrics"):
-            if options.get(key) is None:
-                options.pop(key, None)
-        self.compaction = ChatCompaction.build(summarizer, **options)
+            if given.get(key) is None:
+                given.pop(key, None)
+        window = {k: given.pop(k, None) for k in ("context", "model", "output", "policy", "config")}
+        summarizer = summarizer_for(summary_model, window["config"], client)
+        self.compaction = ChatCompaction.build(summarizer, **window, **given)
 
     @property
     def records(self) -> list[ev.CompactionRecord]:
@@ -211,4 +243,12 @@ def kept_tail(result: SplitResult) -> int:
     return len(out) - leading_system(out) - 1 - (result.request is not None)
 
 
-__all__ = ["ChatCompaction", "Integration", "check_pairs", "kept_tail", "summarizer_for"]
+__all__ = [
+    "ChatCompaction",
+    "Integration",
+    "Options",
+    "SessionOptions",
+    "check_pairs",
+    "kept_tail",
+    "summarizer_for",
+]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
@@ -49,13 +49,10 @@ from ctxcompact.clients.base import (
     SummaryResponse,
     tools_as_text,
 )
-from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import FormatError, InputTypeError
-from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
-from ctxcompact.live import events as ev
+from ctxcompact.integrations.chatlists import Chat, Integration, SessionOptions, kept_tail
 from ctxcompact.live.split import SplitResult, leading_system, summary_round
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
 
 #: ``additional_kwargs`` key of a summary message: its compaction round.
@@ -166,26 +163,12 @@ class CompactionMiddleware(Integration, AgentMiddleware):
     def __init__(
         self,
         summary_model: BaseChatModel | Summarizer | SummaryClient | None = None,
-        *,
-        context: int | None = None,
-        model: str | None = None,
-        output: int | None = None,
-        policy: Policy | str | Mapping[str, Any] | None = None,
-        config: CompactionConfig | None = None,
-        session_id: str = "",
-        repair: bool = False,
-        hooks: ev.Hooks | None = None,
-        events: ev.EventBus | None = None,
-        metrics: ev.Metrics | None = None,
+        **options: Unpack[SessionOptions],
     ) -> None:
         super().__init__()
         client = (LangChainSummaryClient(summary_model)
                   if isinstance(summary_model, BaseChatModel) else None)  # fmt: skip
-        self._start(
-            summarizer_for(summary_model, config, client), context=context, model=model,
-            output=output, policy=policy, config=config, session_id=session_id, repair=repair,
-            hooks=hooks, events=events, metrics=metrics,
-        )  # fmt: skip
+        self._start(summary_model, options, client)
 
     @property
     def name(self) -> str:

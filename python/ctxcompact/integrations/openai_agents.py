@@ -39,14 +39,13 @@ Install: ``pip install 'ctxcompact[openai-agents]'``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from agents import SQLiteSession
 from agents.memory import Session
 
 from ctxcompact import _core
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
-from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     FormatError,
     InputTypeError,
@@ -54,11 +53,9 @@ from ctxcompact.errors import (
     OrphanedToolResultError,
     TranscriptError,
 )
-from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
-from ctxcompact.live import events as ev
+from ctxcompact.integrations.chatlists import Chat, Integration, Options, kept_tail
 from ctxcompact.live.split import SplitResult, summary_round
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
 
 #: The key of a stored summary item: {"round": N, "keep_from": index of the first kept item}.
@@ -269,23 +266,11 @@ class CompactingSession(Integration):
         *,
         inner: Session | None = None,
         summary_model: Summarizer | SummaryClient | AsyncSummaryClient | None = None,
-        context: int | None = None,
-        model: str | None = None,
-        output: int | None = None,
-        policy: Policy | str | Mapping[str, Any] | None = None,
-        config: CompactionConfig | None = None,
-        repair: bool = False,
-        hooks: ev.Hooks | None = None,
-        events: ev.EventBus | None = None,
-        metrics: ev.Metrics | None = None,
+        **options: Unpack[Options],
     ) -> None:
         self.session_id = session_id
         self.inner: Session = inner if inner is not None else SQLiteSession(session_id)
-        self._start(
-            summarizer_for(summary_model, config), context=context, model=model, output=output,
-            policy=policy, config=config, session_id=session_id, repair=repair, hooks=hooks,
-            events=events, metrics=metrics,
-        )  # fmt: skip
+        self._start(summary_model, {**options, "session_id": session_id})
 
     # --- the Session protocol ----------------------------------------------------
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic_ai import direct
 from pydantic_ai.messages import (
@@ -55,14 +55,11 @@ from ctxcompact.clients.base import (
     SummaryResponse,
     tools_as_text,
 )
-from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import InputTypeError
 from ctxcompact.formats.pydantic_ai import from_chat
-from ctxcompact.integrations.chatlists import Chat, Integration, kept_tail, summarizer_for
-from ctxcompact.live import events as ev
+from ctxcompact.integrations.chatlists import Chat, Integration, SessionOptions, kept_tail
 from ctxcompact.live.split import SplitResult, leading_system, summary_round
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
 from ctxcompact.scans.masking import is_cleared
 
@@ -208,27 +205,13 @@ class CompactionProcessor(Integration):
     def __init__(
         self,
         summary_model: Model | str | Summarizer | SummaryClient | None = None,
-        *,
-        context: int | None = None,
-        model: str | None = None,
-        output: int | None = None,
-        policy: Policy | str | Mapping[str, Any] | None = None,
-        config: CompactionConfig | None = None,
-        session_id: str = "",
-        repair: bool = False,
-        hooks: ev.Hooks | None = None,
-        events: ev.EventBus | None = None,
-        metrics: ev.Metrics | None = None,
+        **options: Unpack[SessionOptions],
     ) -> None:
         client = (PydanticAISummaryClient(summary_model)
                   if isinstance(summary_model, Model | str) else None)  # fmt: skip
         #: tool call id -> the content of its return before masking cleared it
         self._originals: dict[str, Any] = {}
-        self._start(
-            summarizer_for(summary_model, config, client), context=context, model=model,
-            output=output, policy=policy, config=config, session_id=session_id, repair=repair,
-            hooks=hooks, events=events, metrics=metrics,
-        )  # fmt: skip
+        self._start(summary_model, options, client)
 
     def agent_options(self, *, asynchronous: bool = False) -> dict[str, Any]:
         """The ``Agent(...)`` keyword that installs this processor on the installed

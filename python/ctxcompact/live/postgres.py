@@ -15,33 +15,13 @@ Install with the ``postgres`` extra (``psycopg[binary]``).
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxcompact.errors import (
-    CompactionConflictError,
-    SessionNotFoundError,
-    StoreError,
-    TranscriptError,
-)
-from ctxcompact.live.events import CompactionRecord
-from ctxcompact.live.markers import pending_marker
-from ctxcompact.live.store import (
-    Commit,
-    _cancel,
-    _check_ids,
-    _counts,
-    _dumps,
-    _mark,
-    _recalled,
-    _session_info,
-    session_of_rows,
-)
-from ctxcompact.models import MessageWithParts, Session
+from ctxcompact.errors import StoreError
+from ctxcompact.live.sqlstore import Dialect, SQLStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -102,7 +82,74 @@ def _psycopg() -> Any:
     return psycopg
 
 
-class PostgresStore:
+class _Postgres(Dialect):
+    """PostgreSQL: a write locks its session's row (``FOR UPDATE``), so writers
+    of different sessions commit side by side; a read is one REPEATABLE READ
+    snapshot; a lost connection is a ``StoreError`` naming the store."""
+
+    name = "PostgreSQL"
+    placeholder = "%s"
+    true = "TRUE"
+    lock = " FOR UPDATE"
+    session_order = "seq"
+    schema = _SCHEMA
+    count_type = "BIGINT"
+
+    def __init__(self, conninfo: str, schema: str | None) -> None:
+        self.psycopg = _psycopg()
+        self.taken = self.psycopg.errors.UniqueViolation
+        self.conninfo = conninfo
+        self.search_path = schema
+        self.where = f"the PostgreSQL store{'' if schema is None else f' (schema {schema})'}"
+
+    def connect(self) -> psycopg.Connection[Any]:
+        try:
+            # autocommit: transactions are explicit (``write``, ``read``), never
+            # left open by a bare statement between them.
+            db: psycopg.Connection[Any] = self.psycopg.connect(self.conninfo, autocommit=True)
+        except self.psycopg.OperationalError as e:
+            raise StoreError(f"cannot connect to {self.where}: {e}") from None
+        if self.search_path is not None:
+            db.execute(f'SET search_path TO "{self.search_path}"')
+        return db
+
+    @contextmanager
+    def write(self, db: psycopg.Connection[Any]) -> Iterator[None]:
+        """Rolled back on any error (the server does the same for a connection
+        that dies inside it)."""
+        try:
+            with db.transaction():
+                yield
+        except self.psycopg.OperationalError as e:
+            raise StoreError(f"{self.where} failed mid-transaction: {e}") from None
+
+    @contextmanager
+    def read(self, db: psycopg.Connection[Any], session_id: str | None) -> Iterator[None]:
+        try:
+            with db.transaction():
+                db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield
+        except self.psycopg.OperationalError as e:
+            what = "read" if session_id is None else f"read session {session_id!r}"
+            raise StoreError(f"cannot {what} from {self.where}: {e}",
+                             session_id=session_id) from None  # fmt: skip
+
+    def prepare(self, db: psycopg.Connection[Any]) -> None:
+        """The first connections of many workers make the tables in turn."""
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        if self.search_path is not None:
+            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.search_path}"')
+
+    def columns(self, db: psycopg.Connection[Any], table: str) -> set[str]:
+        rows = db.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s",
+            (table,),
+        )
+        return {r[0] for r in rows}
+
+
+class PostgresStore(SQLStore):
     """A ``SessionStore`` on PostgreSQL: one connection per thread.
 
     ``conninfo`` is a libpq connection string or URL
@@ -116,264 +163,12 @@ class PostgresStore:
         if schema is not None and not _NAME.fullmatch(schema):
             raise StoreError(f"PostgresStore: {schema!r} is not a plain schema name "
                              "(letters, digits, underscores)")  # fmt: skip
-        self._psycopg = _psycopg()
         self.conninfo = conninfo
         self.schema = schema
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
-        with self._tx() as db:
-            db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            if schema is not None:
-                db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            db.execute(_SCHEMA)
-            # A schema made by an earlier release: ``parts`` gains the counts
-            # (old rows stay NULL, counted when loaded). Checked first, as an
-            # ALTER locks the table even when it has nothing to do.
-            if not db.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = 'parts' AND column_name = 'output_utf16'"
-            ).fetchone():
-                db.execute("ALTER TABLE parts ADD COLUMN output_utf16 BIGINT")
+        super().__init__(_Postgres(conninfo, schema))
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
-
-    # --- connections -------------------------------------------------------------
-
-    def _where(self) -> str:
-        return f"the PostgreSQL store{'' if self.schema is None else f' (schema {self.schema})'}"
-
-    def _db(self) -> psycopg.Connection[Any]:
-        db: psycopg.Connection[Any] | None = getattr(self._local, "db", None)
-        if db is not None and not db.closed:
-            return db
-        try:
-            # autocommit: transactions are explicit (``_tx``, ``load``), never
-            # left open by a bare read between them.
-            db = self._psycopg.connect(self.conninfo, autocommit=True)
-        except self._psycopg.OperationalError as e:
-            raise StoreError(f"cannot connect to {self._where()}: {e}") from None
-        assert db is not None
-        if self.schema is not None:
-            db.execute(f'SET search_path TO "{self.schema}"')
-        self._local.db = db
-        with self._lock:
-            self._connections.append(db)
-        return db
-
-    @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction; rolled back on any error (the server does the same
-        for a connection that dies inside it)."""
-        db = self._db()
-        try:
-            with db.transaction():
-                yield db
-        except self._psycopg.OperationalError as e:
-            raise StoreError(f"{self._where()} failed mid-transaction: {e}") from None
-
-    def close(self) -> None:
-        """Close every thread's connection (callable from any thread, twice too)."""
-        with self._lock:
-            for db in self._connections:
-                db.close()
-            self._connections.clear()
-        self._local = threading.local()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # --- the SessionStore protocol -----------------------------------------------
-
-    def _require(self, db: psycopg.Connection[Any], session_id: str, *, lock: bool) -> str:
-        """The session's info; with ``lock`` the session row stays locked to the
-        end of the transaction, which serializes the session's writers."""
-        sql = "SELECT info FROM sessions WHERE id = %s" + (" FOR UPDATE" if lock else "")
-        row = db.execute(sql, (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(f"no session {session_id!r}", session_id=session_id)
-        return str(row[0])
-
-    def create_session(self, session_id: str | None = None, **info: Any) -> str:
-        sid, data = _session_info(session_id, info)
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO sessions (id, info) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                (sid, _dumps(data)),
-            )
-        return sid
-
-    def load(self, session_id: str) -> Session:
-        db = self._db()
-        try:
-            with db.transaction():
-                # One snapshot for the three reads: a compaction committing
-                # meanwhile is seen whole or not at all.
-                db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                return self._read(db, session_id, lock=False)
-        except self._psycopg.OperationalError as e:
-            raise StoreError(f"cannot read session {session_id!r} from {self._where()}: {e}",
-                             session_id=session_id) from None  # fmt: skip
-
-    def _read(self, db: psycopg.Connection[Any], session_id: str, *, lock: bool) -> Session:
-        """The session, read inside the caller's transaction (``lock``: its
-        row locked, so writers of this session wait)."""
-        info = self._require(db, session_id, lock=lock)
-        rows = db.execute(
-            "SELECT id, info FROM messages WHERE session_id = %s ORDER BY seq", (session_id,)
-        ).fetchall()
-        parts = db.execute(
-            "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = %s ORDER BY seq",
-            (session_id,),
-        )
-        return session_of_rows(info, rows, parts)
-
-    def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
-        with self._tx() as db:  # the session row locked: no writer between check and insert
-            pending = pending_marker(self._read(db, session_id, lock=True))
-            if pending is not None:
-                return pending.id
-            self._insert(db, session_id, marker)
-        return marker.id
-
-    def cancel_compaction(self, session_id: str, marker_id: str) -> None:
-        with self._tx() as db:
-            self._require(db, session_id, lock=True)
-            rows = db.execute(
-                "SELECT data FROM parts WHERE session_id = %s AND message_id = %s ORDER BY seq",
-                (session_id, marker_id),
-            ).fetchall()
-            part = _cancel([json.loads(r[0]) for r in rows], session_id, marker_id)
-            db.execute(
-                "UPDATE parts SET data = %s WHERE session_id = %s AND id = %s",
-                (_dumps(part), session_id, part["id"]),
-            )
-
-    def _insert(
-        self, db: psycopg.Connection[Any], session_id: str, message: MessageWithParts
-    ) -> None:
-        _check_ids(session_id, message)
-        data = message.to_export()
-        info = data["info"]
-        try:
-            # A savepoint, so the error below leaves the caller's transaction usable.
-            with db.transaction():
-                db.execute(
-                    "INSERT INTO messages (session_id, id, role, parent_id, summary, info) "
-                    "VALUES (%s, %s, %s, %s, %s, %s)",
-                    (session_id, info["id"], info["role"], info.get("parentID"),
-                     info.get("summary") is True, _dumps(info)),
-                )  # fmt: skip
-        except self._psycopg.errors.UniqueViolation as e:
-            raise TranscriptError(
-                f"cannot store message {info['id']}: {e.diag.message_primary}",
-                session_id=session_id, message_id=info["id"],
-            ) from None  # fmt: skip
-        parts = data.get("parts", [])
-        if parts:
-            try:
-                with db.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO parts (session_id, message_id, id, data, output_utf16) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        [(session_id, info["id"], p["id"], _dumps(p), n)
-                         for p, n in zip(parts, _counts(parts), strict=True)],
-                    )  # fmt: skip
-            except self._psycopg.errors.UniqueViolation as e:
-                # The whole transaction rolls back: the message is not half-stored.
-                raise TranscriptError(
-                    f"cannot store the parts of message {info['id']}: "
-                    f"{e.diag.message_detail or e.diag.message_primary}",
-                    session_id=session_id, message_id=info["id"],
-                ) from None  # fmt: skip
-
-    def append_message(self, session_id: str, message: MessageWithParts) -> str:
-        with self._tx() as db:
-            self._require(db, session_id, lock=True)
-            self._insert(db, session_id, message)
-        return message.id
-
-    def _apply_marks(
-        self, db: psycopg.Connection[Any], session_id: str, marks: Mapping[str, int]
-    ) -> None:
-        if not marks:
-            return
-        found = dict(
-            db.execute(
-                "SELECT id, data FROM parts WHERE session_id = %s AND id = ANY(%s)",
-                (session_id, list(marks)),
-            ).fetchall()
-        )
-        if missing := [p for p in marks if p not in found]:
-            raise TranscriptError(f"no part {missing[0]} to mark", session_id=session_id)
-        updates = []
-        for part_id, now in marks.items():
-            part = json.loads(found[part_id])
-            _mark(part, now)
-            updates.append((_dumps(part), session_id, part_id))
-        with db.cursor() as cur:
-            cur.executemany("UPDATE parts SET data = %s WHERE session_id = %s AND id = %s", updates)
-
-    def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
-        with self._tx() as db:
-            self._require(db, session_id, lock=True)
-            self._apply_marks(db, session_id, marks)
-
-    def commit_compaction(
-        self, session_id: str, commit: Commit | None = None, **fields: Any
-    ) -> None:
-        """Write ``commit`` (or its fields given as keywords) in one transaction."""
-        c = Commit.coerce(commit, fields)
-        with self._tx() as db:
-            # The session row lock: a second worker on the same marker waits
-            # here until the first commits, then sees its summary below.
-            self._require(db, session_id, lock=True)
-            done = db.execute(
-                "SELECT 1 FROM messages WHERE session_id = %s AND summary AND parent_id = %s",
-                (session_id, c.marker_id),
-            ).fetchone()
-            if done is not None:
-                winner = db.execute(
-                    "SELECT record FROM compactions WHERE session_id = %s AND marker_id = %s",
-                    (session_id, c.marker_id),
-                ).fetchone()
-                raise CompactionConflictError(
-                    f"marker {c.marker_id} was already compacted",
-                    record=CompactionRecord.from_dict(json.loads(winner[0])) if winner else None,
-                    session_id=session_id, message_id=c.marker_id,
-                )  # fmt: skip
-            self._apply_marks(db, session_id, c.marks)
-            self._insert(db, session_id, c.summary)
-            if c.continue_message is not None:
-                self._insert(db, session_id, c.continue_message)
-            db.execute(
-                "INSERT INTO compactions (session_id, marker_id, record) VALUES (%s, %s, %s)",
-                (session_id, c.marker_id, _dumps(c.record.to_dict())),
-            )
-
-    def records(self, session_id: str) -> list[CompactionRecord]:
-        with self._tx() as db:
-            self._require(db, session_id, lock=False)
-            rows = db.execute(
-                "SELECT record FROM compactions WHERE session_id = %s ORDER BY seq", (session_id,)
-            ).fetchall()
-        return [CompactionRecord.from_dict(json.loads(r[0])) for r in rows]
-
-    def recall(self, session_id: str, part_id: str) -> str:
-        with self._tx() as db:
-            self._require(db, session_id, lock=False)
-            row = db.execute(
-                "SELECT data FROM parts WHERE session_id = %s AND id = %s", (session_id, part_id)
-            ).fetchone()
-        return _recalled(None if row is None else json.loads(row[0]), session_id, part_id)
-
-    def session_ids(self) -> list[str]:
-        with self._tx() as db:
-            return [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY seq")]
 
 
 __all__ = ["PostgresStore"]
