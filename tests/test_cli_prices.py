@@ -199,3 +199,25 @@ def test_cache_takes_5m_1h_or_off(runs: Path, monkeypatch: Any, capsys: Any) -> 
     code, _, err = invoke(monkeypatch, capsys, *REPLAY, str(runs), "--price", "gpt-4o",
                           "--cache", "2h")  # fmt: skip
     assert code == 2 and "'2h' is not one of: 5m, 1h, off" in err
+
+
+def test_replay_shows_the_usage_the_runs_recorded(
+    runs: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Issue 39, part 1: the recorded usage beside the baseline, null where
+    the runs recorded none (the built runs here: OpenCode messages without
+    tokens), and the gap."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+    traj = next((data / "swe-agent").rglob("pydicom__pydicom-1458.traj"))
+    stats = json.loads(traj.read_bytes())["info"]["model_stats"]
+    code, out, _ = invoke(monkeypatch, capsys, *REPLAY[:2], "200000", *REPLAY[3:], str(traj),
+                          "--json")  # fmt: skip
+    policy = json.loads(out)["policies"][0]
+    assert code == 0 and policy["recorded_prompt_tokens"] == stats["tokens_sent"]
+    assert policy["recorded_calls"] == stats["api_calls"] and policy["recorded_sessions"] == 1
+    assert policy["prompt_gap"] == policy["baseline_prompt_tokens"] - stats["tokens_sent"]
+    assert policy["recorded_cached_tokens"] is None and policy["baseline_written_tokens"] > 0
+    code, text, _ = invoke(monkeypatch, capsys, *REPLAY, str(runs))
+    assert code == 0 and "recorded prompt tokens" in text
+    line = next(x for x in text.splitlines() if "recorded prompt tokens" in x)
+    assert line.rstrip(" │").endswith("-")  # no record: shown as none, not 0

@@ -1331,6 +1331,13 @@ POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_to
                "retention")  # fmt: skip
 
 
+#: Per policy in ``replay``: the baseline's cache reads and writes, and the
+#: usage the runs recorded beside it (null where they recorded none), with the gap.
+RECORDED_KEYS = ("baseline_cached_tokens", "baseline_written_tokens", "recorded_sessions",
+                 "recorded_prompt_tokens", "recorded_calls", "recorded_cached_tokens",
+                 "recorded_written_tokens", "prompt_gap", "prompt_gap_ratio")  # fmt: skip
+
+
 def _some(names: list[str], n: int = 4) -> str:
     """Up to ``n`` names, then how many more."""
     shown = ", ".join(names[:n])
@@ -1343,6 +1350,8 @@ def _cell(key: str, v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else ""
     if isinstance(v, float):
+        if key.endswith("_ratio"):
+            return f"{v:+.1%}"
         return f"{v:.3f}" if key == "retention" else f"${v:,.4f}"
     if isinstance(v, int):
         return f"{v:,}"
@@ -1516,7 +1525,8 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         return
     table = Table(title=title)
     sheets = [k for k in rows[0] if k.startswith(("cost ", "baseline cost "))]
-    keys = [k for k in POLICY_KEYS if k != "name"] + sheets + (
+    recorded = [k for k in RECORDED_KEYS if k in rows[0]]
+    keys = [k for k in POLICY_KEYS if k != "name"] + sheets + recorded + (
         ["front"] if "front" in rows[0] else [])  # fmt: skip
 
     def cell(key: str, row: dict[str, Any]) -> str:
@@ -1698,7 +1708,7 @@ def replay(
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
                      "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5],
-                     **_sheet_columns(s)})  # fmt: skip
+                     **{k: s.get(k) for k in RECORDED_KEYS}, **_sheet_columns(s)})  # fmt: skip
         calls = result.calls
         tables.append(calls.add_column(0, "policy", pa.array([label] * calls.num_rows,
                                                               pa.string())))  # fmt: skip

@@ -58,6 +58,7 @@ from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
+from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage
 from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
 #: Columns of the per-call table, in order.
@@ -380,20 +381,43 @@ def replay(
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
-    return Replay(calls=calls, sessions=per_session_table(calls), summary=summary)
+    recorded = [recorded_usage(s) for s in sessions]
+    per_session = per_session_table(calls, recorded)
+    ids = per_session["session_id"].to_pylist()
+    baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
+    summary |= recorded_totals(recorded, baseline)
+    return Replay(calls=calls, sessions=per_session, summary=summary)
 
 
 _TOKENS = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
 
 
-def per_session_table(calls: pa.Table) -> pa.Table:
-    """The per-call table summed per session."""
+def per_session_table(calls: pa.Table, recorded: list[dict[str, Any]] | None = None) -> pa.Table:
+    """The per-call table summed per session, with ``baseline_written_tokens``
+    (the baseline's prompt tokens not read from the previous prompt) and, given
+    ``recorded`` (``tuning.recorded.recorded_usage`` per session), what each
+    session recorded beside it (null where it recorded nothing) and the gap:
+    ``prompt_gap``, the baseline's prompt tokens less the recorded ones."""
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
         [(k, "sum") for k in [*_TOKENS, "removed_facts", "kept_facts"]]
         + [("compacted", "sum"), ("over_window", "sum"), ("call", "count")]
     )
-    return per_session.rename_columns(
+    per_session = per_session.rename_columns(
         [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
+    )
+    per_session = per_session.append_column("baseline_written_tokens", pc.subtract(
+        per_session["baseline_prompt_tokens"], per_session["baseline_cached_tokens"]))  # fmt: skip
+    if recorded is None:
+        return per_session
+    by_id = {r["session_id"]: r for r in recorded}
+    mine = [by_id.get(sid, {}) for sid in per_session["session_id"].to_pylist()]
+    for key in RECORDED_KEYS:
+        per_session = per_session.append_column(
+            key, pa.array([r.get(key) for r in mine], pa.int64())
+        )
+    return per_session.append_column(
+        "prompt_gap",
+        pc.subtract(per_session["baseline_prompt_tokens"], per_session["recorded_prompt_tokens"]),
     )
 
 
