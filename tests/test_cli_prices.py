@@ -146,3 +146,78 @@ def test_estimate_per_session(runs: Path, monkeypatch: Any, capsys: Any) -> None
     code, text, _ = invoke(monkeypatch, capsys, "estimate", str(runs), "--per-session")
     assert code == 0 and "per session" in text
     assert all(any(line.startswith(f"│ s{n} ") for line in text.splitlines()) for n in range(3))
+
+
+def test_price_sheets_on_the_command_line(runs: Path, monkeypatch: Any, capsys: Any) -> None:
+    """Issue 39, part 6: --price repeated prices one replay under each sheet
+    (a cost column each, ``costs`` in --json); the first is the ``cost``."""
+    args = (*REPLAY, str(runs), "--mask-first", "--policy", "swe-agent")
+    code, out, _ = invoke(monkeypatch, capsys, *args, "--price", "gpt-4o", "--price",
+                          "claude-sonnet-4", "--json")  # fmt: skip
+    both = json.loads(out)
+    policy = both["policies"][0]
+    assert code == 0 and both["models"] == ["gpt-4o", "claude-sonnet-4"]
+    assert list(policy["costs"]) == ["gpt-4o", "claude-sonnet-4"] and both["cache"] == "5m"
+    assert policy["cost"] == policy["costs"]["gpt-4o"]["cost"]
+    assert policy["cost claude-sonnet-4"] == policy["costs"]["claude-sonnet-4"]["cost"]
+    assert both["price_rows"]["claude-sonnet-4"]["cache_rule"]["provider"] == "anthropic"
+    code, out, _ = invoke(monkeypatch, capsys, *args, "--model", "claude-sonnet-4", "--json")
+    alone = json.loads(out)["policies"][0]
+    assert alone["costs"]["claude-sonnet-4"] == policy["costs"]["claude-sonnet-4"]
+    code, text, _ = invoke(monkeypatch, capsys, *args, "--price", "gpt-4o", "--price",
+                           "claude-sonnet-4")  # fmt: skip
+    assert code == 0 and "cost claude-sonnet-4" in text
+    assert "claude-sonnet-4 priced by: row 'claude-sonnet-4'" in text
+    # --cache off: every prompt token at the input price, cached or not
+    code, out, _ = invoke(monkeypatch, capsys, *args, "--price", "gpt-4o", "--cache", "off",
+                          "--json")  # fmt: skip
+    off = json.loads(out)["policies"][0]
+    assert off["costs"]["gpt-4o"]["cached_tokens"] == 0 < off["cached_tokens"]
+    assert off["cost"] > policy["cost"] and off["costs"]["gpt-4o"]["cache"] == "off"
+    assert off["costs"]["gpt-4o"]["input_tokens"] == off["prompt_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--price", "gpt-4o", "--price", "claude-opus-4-7"),
+         "--price/--model claude-opus-4-7: no price for model 'claude-opus-4-7'"),
+        (("--price", "gpt-4o", "--cache", "1h"), "--price/--model gpt-4o: cache='1h' is "
+                                                 "Anthropic's 1-hour cache"),
+    ],
+)  # fmt: skip
+def test_a_sheet_with_no_price_row_is_named_by_its_option(
+    runs: Path, monkeypatch: Any, capsys: Any, args: tuple[str, ...], says: str
+) -> None:
+    code, out, err = invoke(monkeypatch, capsys, *REPLAY, str(runs), *args)
+    assert code == 4 and out == "" and says in err
+    code, out, err = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(runs), *args)
+    assert code == 4 and out == "" and says in err
+
+
+def test_cache_takes_5m_1h_or_off(runs: Path, monkeypatch: Any, capsys: Any) -> None:
+    code, _, err = invoke(monkeypatch, capsys, *REPLAY, str(runs), "--price", "gpt-4o",
+                          "--cache", "2h")  # fmt: skip
+    assert code == 2 and "'2h' is not one of: 5m, 1h, off" in err
+
+
+def test_replay_shows_the_usage_the_runs_recorded(
+    runs: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Issue 39, part 1: the recorded usage beside the baseline, null where
+    the runs recorded none (the built runs here: OpenCode messages without
+    tokens), and the gap."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+    traj = next((data / "swe-agent").rglob("pydicom__pydicom-1458.traj"))
+    stats = json.loads(traj.read_bytes())["info"]["model_stats"]
+    code, out, _ = invoke(monkeypatch, capsys, *REPLAY[:2], "200000", *REPLAY[3:], str(traj),
+                          "--json")  # fmt: skip
+    policy = json.loads(out)["policies"][0]
+    assert code == 0 and policy["recorded_prompt_tokens"] == stats["tokens_sent"]
+    assert policy["recorded_calls"] == stats["api_calls"] and policy["recorded_sessions"] == 1
+    assert policy["prompt_gap"] == policy["baseline_prompt_tokens"] - stats["tokens_sent"]
+    assert policy["recorded_cached_tokens"] is None and policy["baseline_written_tokens"] > 0
+    code, text, _ = invoke(monkeypatch, capsys, *REPLAY, str(runs))
+    assert code == 0 and "recorded prompt tokens" in text
+    line = next(x for x in text.splitlines() if "recorded prompt tokens" in x)
+    assert line.rstrip(" │").endswith("-")  # no record: shown as none, not 0

@@ -232,6 +232,27 @@ ContextOption = Annotated[
     typer.Option("--context", min=0, metavar="TOKENS",
                  help="Model context window (0: unlimited); flags sessions over the limit."),
 ]  # fmt: skip
+ModelsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "--price",
+        metavar="NAME",
+        help="Price the calls from this row of the price table (docs/config.md, Prices), "
+        "under its provider's cache rules; repeat for a cost column per model (the first is "
+        "'cost').",
+    ),
+]
+CacheOption = Annotated[
+    str,
+    typer.Option(
+        "--cache",
+        metavar="5m|1h|off",
+        callback=_choice(("5m", "1h", "off")),
+        help="The prompt cache priced: the providers' default (5m), Anthropic's 1-hour cache "
+        "(1h), or none (off: every prompt token at the input price).",
+    ),
+]
 OutputLimitOption = Annotated[
     int | None,
     typer.Option("--output-limit", min=1, metavar="TOKENS",
@@ -1310,6 +1331,13 @@ POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_to
                "retention")  # fmt: skip
 
 
+#: Per policy in ``replay``: the baseline's cache reads and writes, and the
+#: usage the runs recorded beside it (null where they recorded none), with the gap.
+RECORDED_KEYS = ("baseline_cached_tokens", "baseline_written_tokens", "recorded_sessions",
+                 "recorded_prompt_tokens", "recorded_calls", "recorded_cached_tokens",
+                 "recorded_written_tokens", "prompt_gap", "prompt_gap_ratio")  # fmt: skip
+
+
 def _some(names: list[str], n: int = 4) -> str:
     """Up to ``n`` names, then how many more."""
     shown = ", ".join(names[:n])
@@ -1322,6 +1350,8 @@ def _cell(key: str, v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else ""
     if isinstance(v, float):
+        if key.endswith("_ratio"):
+            return f"{v:+.1%}"
         return f"{v:.3f}" if key == "retention" else f"${v:,.4f}"
     if isinstance(v, int):
         return f"{v:,}"
@@ -1494,7 +1524,10 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         typer.echo(json.dumps({**extra, "policies": rows}, default=str))
         return
     table = Table(title=title)
-    keys = [k for k in POLICY_KEYS if k != "name"] + (["front"] if "front" in rows[0] else [])
+    sheets = [k for k in rows[0] if k.startswith(("cost ", "baseline cost "))]
+    recorded = [k for k in RECORDED_KEYS if k in rows[0]]
+    keys = [k for k in POLICY_KEYS if k != "name"] + sheets + recorded + (
+        ["front"] if "front" in rows[0] else [])  # fmt: skip
 
     def cell(key: str, row: dict[str, Any]) -> str:
         if key == "front" and row.get("feasible") is False:
@@ -1530,6 +1563,14 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
 
             key = "priced by"
             value = describe_row(value) if value else "- (no --model: not priced)"
+        elif key == "price_rows":  # the sheets after the first (the first is price_row's)
+            from ctxcompact.tuning.prices import describe_row
+
+            for model, row in list(value.items())[1:]:
+                typer.echo(f"{model} priced by: {describe_row(row)}")
+            continue
+        elif key == "models":
+            continue
         elif key == "front" and isinstance(value, list):
             value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
@@ -1551,6 +1592,42 @@ def _note_prune_fields(cfg: CompactionConfig, what: str) -> None:
                    "own policy, not applied here", err=True)  # fmt: skip
 
 
+def _check_sheets(models: list[str] | None, cfg: CompactionConfig, cache: str) -> None:
+    """Each --model/--price has a price row (and a 1-hour cache with --cache
+    1h), checked before any input is read: a ConfigError naming the option."""
+    from ctxcompact.tuning.replay import sheets_for
+
+    for name in models or []:
+        try:
+            sheets_for(name, cfg, None, cache)
+        except ConfigError as e:
+            raise ConfigError(f"--price/--model {name}: {e}", column=e.column) from None
+    if models and len(set(models)) < len(models):
+        twice = next(m for i, m in enumerate(models) if m in models[:i])
+        raise typer.BadParameter(f"{twice!r} is given twice: give each model once",
+                                 param_hint="--price/--model")  # fmt: skip
+
+
+def _sheet_columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """Per price sheet after the first, its cost and baseline cost (a column
+    each in the table), and every sheet's costs and billed tokens (``costs``
+    in --json)."""
+    costs = summary.get("costs") or {}
+    out: dict[str, Any] = {}
+    for model, sheet in list(costs.items())[1:]:
+        out[f"cost {model}"] = sheet["cost"]
+        out[f"baseline cost {model}"] = sheet["baseline_cost"]
+    if costs:
+        out["costs"] = {m: {k: v for k, v in c.items() if k != "price_row"}
+                        for m, c in costs.items()}  # fmt: skip
+    return out
+
+
+def _price_rows(summary: dict[str, Any]) -> dict[str, Any]:
+    """Each price sheet's row (name, prices, source, cache rule), by model."""
+    return {m: c["price_row"] for m, c in (summary.get("costs") or {}).items()}
+
+
 @app.command(short_help="Replay runs call by call: tokens, cache, cost, retention.")
 @_names("inputs")
 def replay(
@@ -1565,13 +1642,8 @@ def replay(
             "--out", "--calls", metavar="FILE", help="One row per model call and policy (Parquet)."
         ),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAME",
-            help="Price the calls from this row of the price table (docs/config.md, Prices).",
-        ),
-    ] = None,
+    models: ModelsOption = None,
+    cache: CacheOption = "5m",
     mask_first: Annotated[
         bool, typer.Option("--mask-first", help="Mask every step, summarize only when needed.")
     ] = False,
@@ -1605,6 +1677,7 @@ def replay(
     if mask_first:
         overrides["mask_first"] = True
     cfg = _config(config, **overrides)
+    _check_sheets(models, cfg, cache)
     # Each --policy is replayed as given; without one, the config's policy with
     # its prune_* fields applied (what prune runs), labelled by what it is.
     # A run that masks at every step says so in its label (and in --out's rows).
@@ -1625,22 +1698,25 @@ def replay(
     tables: list[pa.Table] = []
     bigger = _Bigger()
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
+    price_rows: dict[str, Any] = {}  # every sheet's row, by model
     for label, policy in runs:
         with _status(f"replaying under {label}", as_json), bigger.collecting(label):
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
-                                model=model)  # fmt: skip
+                                model=models, cache=cache)  # fmt: skip
         s = result.summary
-        priced_by = s.get("price_row")
+        priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
-                     "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5]})  # fmt: skip
+                     "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5],
+                     **{k: s.get(k) for k in RECORDED_KEYS}, **_sheet_columns(s)})  # fmt: skip
         calls = result.calls
         tables.append(calls.add_column(0, "policy", pa.array([label] * calls.num_rows,
                                                               pa.string())))  # fmt: skip
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
     # What the numbers depend on, so two results can be told apart.
-    extra = {"model": model, "price_row": priced_by,
+    extra = {"model": models[0] if models else None, "models": models or [],
+             "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
              "context": context, "output_limit": output_limit,
              "output_reserved": context - (usable or 0),
              "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
@@ -1666,13 +1742,8 @@ def tune(
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="One row per call and point (Parquet).")
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAME",
-            help="Price the calls from this row of the price table (docs/config.md, Prices).",
-        ),
-    ] = None,
+    models: ModelsOption = None,
+    cache: CacheOption = "5m",
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (default: CPUs).")
     ] = None,
@@ -1689,6 +1760,7 @@ def tune(
     from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
     cfg = _config(config, **_overrides(method=method))
+    _check_sheets(models, cfg, cache)
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
     if not grid.is_file() or not os.access(grid, os.R_OK):  # an unreadable input: exit 3
@@ -1726,7 +1798,7 @@ def tune(
         def tick(done: int, _total: int | None) -> None:
             bar.update(task, completed=done)
 
-        result = run_tune(corpus, grid, limits=window, config=cfg, model=model,
+        result = run_tune(corpus, grid, limits=window, config=cfg, model=models, cache=cache,
                           workers=workers, progress=tick)  # fmt: skip
     page = None
     if report is not None:
@@ -1741,13 +1813,16 @@ def tune(
     # shows a short label per point, and a legend under it.
     rows = [{"name": r["policy"], "label": f"p{i}", **{k: r[k] for k in POLICY_KEYS[1:]},
              "mask_first": options[r["policy"]].get("mask_first", cfg.mask_first),
-             "feasible": r["feasible"], "front": r["pareto"]}
+             "feasible": r["feasible"], "front": r["pareto"],
+             **_sheet_columns(options[r["policy"]])}
             for i, r in enumerate(result.points.to_pylist(), 1)]  # fmt: skip
     windows = [(options[r["name"]].get("context", context),
                 options[r["name"]].get("output", output_limit)) for r in rows]  # fmt: skip
     # What the grid does not vary, so two results can be told apart.
-    extra: dict[str, Any] = {"model": model, "price_row": result.price_row and
-                             result.price_row.as_dict(), "points": len(rows),
+    extra: dict[str, Any] = {"model": models[0] if models else None, "models": models or [],
+                             "price_row": result.price_row and result.price_row.as_dict(),
+                             "price_rows": _price_rows(next(iter(options.values()))),
+                             "cache": cache if models else None, "points": len(rows),
                              "front": [r["name"] for r in rows if r["front"]],
                              "front_axis": result.axis, "method": cfg.estimate_method,
                              "context": points.get("context", context),
@@ -1761,8 +1836,8 @@ def tune(
         typer.echo("note: the front is empty: every point sent prompts over the input window; "
                    "give a larger context or a smaller output limit", err=True)  # fmt: skip
     if result.axis != "cost":  # the front weighs the cost only when the calls are priced
-        typer.echo("note: no --model, so the calls are not priced: the front is prompt tokens "
-                   "against retention, not cost", err=True)  # fmt: skip
+        typer.echo("note: no --model, so the calls are not priced: the front is prompt "
+                   "tokens against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
@@ -42,13 +42,14 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
+from ctxcompact.tuning.cache import Sheet
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
-    price_row_for,
     replay_session,
+    sheets_for,
     summarize_calls,
 )
 
@@ -329,8 +330,9 @@ def tune(
     *,
     limits: Limits | Mapping[str, int] | None = None,
     config: CompactionConfig | Mapping[str, Any] | None = None,
-    model: str | None = None,
+    model: str | Sequence[str] | None = None,
     prices: Mapping[str, Any] | None = None,
+    cache: str = "5m",
     workers: int | None = None,
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
@@ -338,8 +340,9 @@ def tune(
     """Replay ``corpus`` under every point of ``grid`` (see the module doc).
 
     ``workers``: processes (default: the CPUs; 1 runs in this process).
-    ``model``: price the calls; without it the front is prompt tokens vs
-    retention (``Tuning.axis``). The front holds only the points whose every
+    ``model``: price the calls (a list: under each, the first weighed on the
+    front; ``cache`` as in ``replay``); without it the front is prompt tokens
+    vs retention (``Tuning.axis``). The front holds only the points whose every
     prompt fit the window (``feasible``). ``progress(sessions_done, total or
     None)`` after each batch.
     """
@@ -348,7 +351,7 @@ def tune(
         check_number(workers, "workers", least=1, integer=True)
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
-    price = price_row_for(model, config, prices)
+    price = sheets_for(model, config, prices, cache)
     n = workers if workers is not None else (os.cpu_count() or 1)
     tables: list[pa.Table] = []
     done = 0
@@ -375,7 +378,7 @@ def tune(
             for f in running:
                 collect(f.result())
     return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
-                   grid_points, price, model)  # fmt: skip
+                   grid_points, price)  # fmt: skip
 
 
 def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Future[pa.Table]]]:
@@ -389,10 +392,12 @@ def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point
     return _replay_sessions(chunk, grid_points)
 
 
-def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | PriceRow | None,
-            model: str | None) -> Tuning:  # fmt: skip
+def results(calls: pa.Table, grid_points: Iterable[Point],
+            price: Sequence[Sheet] | Price | PriceRow | None,
+            model: str | None = None) -> Tuning:  # fmt: skip
     """The per-point table and the front from a grid's per-call table
-    (``price``: a ``PriceRow`` is named in ``Tuning.price_row``)."""
+    (``price``: the price sheets, the first weighed on the front and its row
+    named in ``Tuning.price_row``; a ``Price`` or ``PriceRow`` is one)."""
     if calls.num_rows == 0:
         raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
                            column="role")  # fmt: skip
@@ -421,7 +426,8 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | PriceR
     # The front: no other point is at least as good on both axes and better on
     # one. Only feasible points: one whose prompts the model would refuse is
     # no option, however cheap, and must not push a feasible point off.
-    key = "cost" if price is not None else "prompt_tokens"
+    priced = any("cost" in s for s in summaries.values())
+    key = "cost" if priced else "prompt_tokens"
 
     def axis(r: dict[str, Any]) -> float:
         return float(r[key])
@@ -433,9 +439,10 @@ def results(calls: pa.Table, grid_points: Iterable[Point], price: Price | PriceR
             and (axis(o) < axis(r) or o["retention"] > r["retention"])
             for o in feasible
         )  # fmt: skip
+    first = price[0].row if isinstance(price, Sequence) and price else price
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
                   summaries=summaries, axis=key,
-                  price_row=price if isinstance(price, PriceRow) else None)  # fmt: skip
+                  price_row=first if isinstance(first, PriceRow) else None)  # fmt: skip
 
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
@@ -450,8 +457,9 @@ def tune_dataset(
     *,
     limits: Limits | Mapping[str, int] | None = None,
     config: CompactionConfig | Mapping[str, Any] | None = None,
-    model: str | None = None,
+    model: str | Sequence[str] | None = None,
     prices: Mapping[str, Any] | None = None,
+    cache: str = "5m",
     num_cpus: float = 1,
 ) -> Tuning:
     """``tune`` on a Ray ``Dataset`` of part rows (``map_batches``; blocks
@@ -463,14 +471,14 @@ def tune_dataset(
     ray = _ray()
     config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
-    price = price_row_for(model, config, prices)
+    price = sheets_for(model, config, prices, cache)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
     parts = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
     calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
         GRID_CALL_SCHEMA.empty_table())  # fmt: skip
-    return results(calls, grid_points, price, model)
+    return results(calls, grid_points, price)
 
 
 __all__ = [

@@ -15,8 +15,9 @@ skipped and its stored prune marks (``state.time.compacted``, the
 same calls whether or not it was pruned or compacted before.
 
 Per call it records the prompt, the part of it identical to the previous
-call's prompt prefix (a cache read when the calls are within the cache's
-lifetime), the rest (sent fresh and written to the cache), the output, and
+call's prompt prefix (what a cache could serve: each provider's rules, its
+lifetime among them, are applied at pricing, ``tuning.cache``), the rest,
+the seconds since the previous call, the output, and
 whether a compaction ran and why, and whether the prompt was over the input
 window (``over_window``: the model would have refused it); the same for the
 run without any
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,9 @@ from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
+from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
+from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage
 from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
 #: Columns of the per-call table, in order.
@@ -79,6 +82,9 @@ CALL_SCHEMA = pa.schema([
     # The prompt is over the input window (context less the answer's reserve):
     # the model would have refused it (the compactions could not keep up).
     ("over_window", pa.bool_()),
+    # Seconds since the session's previous call (null: no timestamps): whether
+    # the cache still held the previous prompt is decided at pricing.
+    ("since_previous_s", pa.float64()),
 ])  # fmt: skip
 
 #: The cache lifetime of Anthropic's default cache and OpenAI's (5 minutes).
@@ -176,9 +182,12 @@ def replay_session(
     *,
     summarizer: Summarizer | None = None,
     system: str | None = None,
-    cache_ttl_s: float = CACHE_TTL_S,
+    cache_ttl_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """The per-call rows of one run (see the module doc)."""
+    """The per-call rows of one run (see the module doc). ``cached_tokens`` is
+    the raw common prefix with the previous prompt (``cache_ttl_s``: zero it
+    after that many idle seconds; the price sheets apply each provider's
+    lifetime from ``since_previous_s``)."""
     store = MemoryStore()
     sid = store.create_session(session.id)
     compactor = Compactor(store, summarizer or Summarizer(None, config), config=config,
@@ -223,9 +232,12 @@ def replay_session(
                 sent = compactor.model_messages(sid, system=system)
             made = store.records(sid)[records:]
             created = info.time.created if info.time else None
-            fresh_cache = (
-                last_time is None or created is None or (created - last_time) / 1000 <= cache_ttl_s
+            since = (
+                (created - last_time) / 1000
+                if created is not None and last_time is not None
+                else None
             )
+            fresh_cache = cache_ttl_s is None or since is None or since <= cache_ttl_s
             last_time = created if created is not None else last_time
             prompt = tokens(sent)
             common = _common_prefix(previous, sent) if fresh_cache else 0
@@ -267,6 +279,7 @@ def replay_session(
                 "kept_facts": removed.kept if removed else 0,
                 "lost": [f.label() for f in removed.lost] if removed else [],
                 "over_window": usable is not None and prompt > usable,
+                "since_previous_s": since,
             })  # fmt: skip
             previous, baseline_previous, pending = sent, baseline, []
         store.append_message(sid, message)
@@ -317,11 +330,12 @@ def replay(
     *,
     limits: Limits | Mapping[str, int],
     config: CompactionConfig | Mapping[str, Any] | None = None,
-    model: str | None = None,
+    model: str | Sequence[str] | None = None,
     prices: Mapping[str, Any] | None = None,
     summarizer: Summarizer | None = None,
     system: str | None = None,
-    cache_ttl_s: float = CACHE_TTL_S,
+    cache: str = "5m",
+    cache_ttl_s: float | None = None,
 ) -> Replay:
     """Replay every run of ``data`` under ``policy`` (default: the config's).
 
@@ -334,49 +348,76 @@ def replay(
     ``config``: a ``CompactionConfig`` or a dict of its fields.
     ``limits``: the model's window (``{"context": ..., "output": ...}``).
     ``model``: price the calls (``tuning.prices``; the config's ``prices``,
-    then ``prices``, override or add models). ``summarizer``: real summaries
-    (default: the offline digest).
+    then ``prices``, override or add models), under each provider's cache
+    rules (``tuning.cache``); a list of models prices them under each
+    (``summary["costs"]``, one per model; the first is ``summary["cost"]``).
+    ``cache``: ``"5m"`` (the providers' default cache), ``"1h"`` (Anthropic's
+    1-hour cache) or ``"off"`` (every prompt token at the input price).
+    ``cache_ttl_s``: the cache's lifetime in seconds (default: the
+    provider's). ``summarizer``: real summaries (default: the offline digest).
     """
     cfg = check_config(config, "replay")
     if policy is not None:
         # Replayed as given: the config's prune_protect etc. adjust its own policy only.
         cfg = cfg.with_policy(Policy.load(policy))
     window = check_window(Limits.coerce(limits), cfg)
-    check_number(cache_ttl_s, "cache_ttl_s")
+    if cache_ttl_s is not None:
+        check_number(cache_ttl_s, "cache_ttl_s")
     if system is not None and not isinstance(system, str):
         raise InputTypeError(f"system must be a str (the system prompt), got "
                              f"{type(system).__name__}", column="system")  # fmt: skip
     if summarizer is not None and not isinstance(summarizer, Summarizer):
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
-    row = price_row_for(model, cfg, prices)
+    sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
     rows: list[dict[str, Any]] = []
     sessions = _sessions(data)
     for session in sessions:
-        rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system,
-                                   cache_ttl_s=cache_ttl_s))  # fmt: skip
+        rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system))
     if not rows:
         ids = ", ".join(repr(s.id) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
     calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
-    summary = {"policy": ran.name() or ran.model_dump(),
-               **summarize_calls(calls, row, model)}  # fmt: skip
-    return Replay(calls=calls, sessions=per_session_table(calls), summary=summary)
+    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
+    recorded = [recorded_usage(s) for s in sessions]
+    per_session = per_session_table(calls, recorded)
+    ids = per_session["session_id"].to_pylist()
+    baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
+    summary |= recorded_totals(recorded, baseline)
+    return Replay(calls=calls, sessions=per_session, summary=summary)
 
 
 _TOKENS = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
 
 
-def per_session_table(calls: pa.Table) -> pa.Table:
-    """The per-call table summed per session."""
+def per_session_table(calls: pa.Table, recorded: list[dict[str, Any]] | None = None) -> pa.Table:
+    """The per-call table summed per session, with ``baseline_written_tokens``
+    (the baseline's prompt tokens not read from the previous prompt) and, given
+    ``recorded`` (``tuning.recorded.recorded_usage`` per session), what each
+    session recorded beside it (null where it recorded nothing) and the gap:
+    ``prompt_gap``, the baseline's prompt tokens less the recorded ones."""
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
         [(k, "sum") for k in [*_TOKENS, "removed_facts", "kept_facts"]]
         + [("compacted", "sum"), ("over_window", "sum"), ("call", "count")]
     )
-    return per_session.rename_columns(
+    per_session = per_session.rename_columns(
         [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
+    )
+    per_session = per_session.append_column("baseline_written_tokens", pc.subtract(
+        per_session["baseline_prompt_tokens"], per_session["baseline_cached_tokens"]))  # fmt: skip
+    if recorded is None:
+        return per_session
+    by_id = {r["session_id"]: r for r in recorded}
+    mine = [by_id.get(sid, {}) for sid in per_session["session_id"].to_pylist()]
+    for key in RECORDED_KEYS:
+        per_session = per_session.append_column(
+            key, pa.array([r.get(key) for r in mine], pa.int64())
+        )
+    return per_session.append_column(
+        "prompt_gap",
+        pc.subtract(per_session["baseline_prompt_tokens"], per_session["recorded_prompt_tokens"]),
     )
 
 
@@ -390,14 +431,37 @@ def price_row_for(model: str | None, config: CompactionConfig,
                    (prices, "prices="))  # fmt: skip
 
 
-def summarize_calls(calls: pa.Table, price: Price | PriceRow | None = None,
+def sheets_for(model: str | Sequence[str] | None, config: CompactionConfig,
+               prices: Mapping[str, Any] | None, cache: str = "5m",
+               cache_ttl_s: float | None = None) -> list[Sheet]:  # fmt: skip
+    """A price sheet per model named (none: not priced), each checked up
+    front: a model no row prices is a ``ConfigError`` naming the nearest rows,
+    and ``cache="1h"`` one naming a row whose provider has no 1-hour cache."""
+    check_cache(cache)
+    sheets = []
+    for name in model_names(model):
+        row = price_row_for(name, config, prices)
+        assert row is not None
+        sheet = Sheet(name, row, cache, cache_ttl_s)
+        sheet.write_price()
+        sheets.append(sheet)
+    return sheets
+
+
+def summarize_calls(calls: pa.Table,
+                    price: Sequence[Sheet] | Price | PriceRow | None = None,
                     model: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Totals of a per-call table (``CALL_SCHEMA``): tokens, compactions,
-    retention, the facts lost most often, and costs when ``price`` is given
-    (a ``PriceRow``: ``price_row`` names the row that priced them)."""
-    row = price if isinstance(price, PriceRow) else None
+    retention, the facts lost most often, and costs when price sheets are
+    given (``tuning.cache.price_calls``, per call under each sheet's provider
+    rules): ``costs`` holds one per model, and the first sheet's ``cost``,
+    ``baseline_cost``, ``saved`` and ``price_row`` (the row that priced it)
+    are at the top. A bare ``Price`` or ``PriceRow`` is one sheet."""
+    if isinstance(price, Price):
+        price = PriceRow(model or "", price, "given", "given")
     if isinstance(price, PriceRow):
-        price = price.price
+        price = [Sheet(model or price.name, price)]
+    sheets = list(price or ())
     totals = {k: int(pc.sum(calls[k]).as_py() or 0) for k in _TOKENS}
     removed = int(pc.sum(calls["removed_facts"]).as_py() or 0)
     kept = int(pc.sum(calls["kept_facts"]).as_py() or 0)
@@ -414,21 +478,15 @@ def summarize_calls(calls: pa.Table, price: Price | PriceRow | None = None,
         "retention": kept / removed if removed else 1.0,
         "most_lost": ranked(Counter(pc.list_flatten(calls["lost"]).to_pylist())),
     }
-    if price is not None:
-        with_policy = price.cost(
-            cached=totals["cached_tokens"],
-            written=totals["written_tokens"] + totals["summary_input_tokens"],
-            output=totals["output_tokens"] + totals["summary_output_tokens"],
-        )
-        without = price.cost(
-            cached=totals["baseline_cached_tokens"],
-            written=totals["baseline_prompt_tokens"] - totals["baseline_cached_tokens"],
-            output=totals["output_tokens"],
-        )
-        summary |= {"model": model, "cost": with_policy, "baseline_cost": without,
-                    "saved": without - with_policy}  # fmt: skip
-        if row is not None:
-            summary["price_row"] = row.as_dict()
+    summary["baseline_written_tokens"] = (
+        totals["baseline_prompt_tokens"] - totals["baseline_cached_tokens"]
+    )
+    if sheets:
+        costs = {sheet.model: price_calls(calls, sheet) for sheet in sheets}
+        first = costs[sheets[0].model]
+        summary |= {"model": sheets[0].model, "cache": sheets[0].cache, "cost": first["cost"],
+                    "baseline_cost": first["baseline_cost"], "saved": first["saved"],
+                    "price_row": first["price_row"], "costs": costs}  # fmt: skip
     return summary
 
 
@@ -440,5 +498,6 @@ __all__ = [
     "price_row_for",
     "replay",
     "replay_session",
+    "sheets_for",
     "summarize_calls",
 ]

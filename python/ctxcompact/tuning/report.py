@@ -181,17 +181,22 @@ def lost_plot(lost: Sequence[tuple[str, int]]) -> str:
     return _svg(fig)
 
 
-def _table(points: pa.Table) -> str:
+def _table(points: pa.Table, summaries: dict[str, dict[str, Any]] | None = None) -> str:
+    """The per-point table, with a cost column per price sheet after the first
+    (``summaries``: each point's ``costs``)."""
+    sheets = [m for m in (next(iter((summaries or {}).values()), {}).get("costs") or {})][1:]
     columns = ["policy", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
                "cached_tokens", "compactions", "over_window", "retention", "cost", "baseline_cost",
-               "feasible", "pareto"]  # fmt: skip
+               *(f"cost {m}" for m in sheets), "feasible", "pareto"]  # fmt: skip
     heads = {"feasible": "fits the window", "pareto": "front"}
     head = "".join(f"<th>{html.escape(heads.get(c, c.replace('_', ' ')))}</th>" for c in columns)
     rows = []
     for r in points.to_pylist():
+        costs = (summaries or {}).get(r["policy"], {}).get("costs") or {}
+        r |= {f"cost {m}": costs[m]["cost"] for m in sheets if m in costs}
         cells = []
         for c in columns:
-            v = r[c]
+            v = r.get(c)
             if v is None:
                 shown = "-"
             elif c == "feasible":
@@ -264,7 +269,13 @@ def _priced_by(tuning: Tuning) -> str:
     from ctxcompact.tuning.prices import describe_row
 
     text = describe_row(tuning.price_row.as_dict())
-    return f'<p class="priced">Costs priced by the price table\'s {html.escape(text)}.</p>'
+    costs = next(iter(tuning.summaries.values()), {}).get("costs") or {}
+    more = "".join(
+        f'<p class="priced">{html.escape(m)}: priced by the price table\'s '
+        f"{html.escape(describe_row(c['price_row']))}.</p>"
+        for m, c in list(costs.items())[1:]
+    )
+    return f'<p class="priced">Costs priced by the price table\'s {html.escape(text)}.</p>{more}'
 
 
 def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> str:
@@ -300,7 +311,7 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
         f"({calls.num_rows:,} model calls in all). Replay fixes the runs' own actions: it "
         "shows what each call would have been sent, not what the agent would then have "
         f"done.</p>{_priced_by(tuning)}"
-        f"{_table(points)}{body}</body></html>"
+        f"{_table(points, tuning.summaries)}{body}</body></html>"
     )
 
 

@@ -1,0 +1,241 @@
+"""What a replay's calls cost under a provider's prompt cache, call by call.
+
+A replay records per call the raw cache opportunity: ``cached_tokens``, the
+prompt tokens identical to the previous call's prompt prefix, and
+``since_previous_s``, the seconds since that call (null where the run has no
+timestamps). Whether the provider would have served that prefix from its
+cache, and at what price, is the provider's rule, applied here at pricing
+(``CacheRule``, carried by each row of the price table, with its source):
+
+- ``openai``: automatic for prompts of at least 1,024 tokens; the tokens read
+  are counted in 128-token steps (rounded down); reads at the model's cached
+  input price; no write premium (the rest is billed at the input price).
+- ``anthropic``: the runtime puts the breakpoint at the end of each prompt, so
+  each call reads the common prefix and writes the rest; nothing is read or
+  written below the model's minimum cacheable length; reads at 0.1x input,
+  writes at 1.25x (the 5-minute cache) or 2x (``cache="1h"``).
+- ``gemini``: implicit caching, at least the model's minimum; reads at the
+  cached price, no write premium.
+- ``none``: the model has no prompt cache: every prompt token at the input price.
+- ``prefix``: your own price without a ``provider``: every common-prefix token
+  is read at ``cached_input`` and the rest written at ``cache_write``, with no
+  minimum (what replay priced before these rules).
+
+An entry expires when the next call comes after the cache's lifetime (5
+minutes; Anthropic's 1-hour cache with ``cache="1h"``); calls without
+timestamps are taken as within it. ``cache="off"`` prices every prompt token
+at the input price, as if the provider had no cache.
+
+The reads are an upper bound where a policy rewrites the prompt's middle
+(masking an old output): Anthropic reads only up to a breakpoint written
+before, and the replay counts the common prefix with the previous prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ctxcompact.errors import ConfigError
+
+if TYPE_CHECKING:  # prices imports this module
+    from ctxcompact.tuning.prices import PriceRow
+
+#: The provider kinds a price row's cache rule can name.
+PROVIDERS = ("openai", "anthropic", "gemini", "none", "prefix")
+
+#: ``cache=`` / ``--cache``: the 5-minute cache (default), Anthropic's 1-hour
+#: cache, or no cache at all.
+CACHE_MODES = ("5m", "1h", "off")
+
+
+@dataclass(frozen=True)
+class CacheRule:
+    """How a provider bills a prompt's cache reads and writes.
+
+    ``min_tokens``: a prompt (and a cached prefix) shorter than this is neither
+    read from nor written to the cache; ``step``: tokens read are counted in
+    steps of this many (rounded down); ``writes``: the tokens not read are
+    written to the cache at ``cache_write`` (Anthropic; else billed at the
+    input price); ``ttl_s``: the cache's lifetime; ``write_1h``: the 1-hour
+    cache's write price as a multiple of the input price (``None``: no 1-hour
+    cache), with ``ttl_1h_s`` its lifetime; ``source``: where the rule is
+    documented."""
+
+    provider: str
+    min_tokens: int = 0
+    step: int = 1
+    writes: bool = False
+    ttl_s: float = 300.0
+    write_1h: float | None = None
+    ttl_1h_s: float = 3600.0
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "min_tokens": self.min_tokens, "step": self.step,
+                "writes": self.writes, "ttl_s": self.ttl_s, "write_1h": self.write_1h,
+                "source": self.source}  # fmt: skip
+
+
+OPENAI_CACHING = ("https://openai.com/index/api-prompt-caching/ and https://developers.openai."
+                  "com/api/docs/guides/prompt-caching (prompts of 1,024 tokens or more, hits "
+                  "in 128-token increments, no fee; entries cleared after 5-10 minutes "
+                  "idle)")  # fmt: skip
+ANTHROPIC_CACHING = ("https://platform.claude.com/docs/en/build-with-claude/prompt-caching "
+                     "(minimum cacheable length per model; 5-minute and 1-hour lifetimes) and "
+                     "https://platform.claude.com/docs/en/docs/about-claude/pricing (reads "
+                     "0.1x, 5-minute writes 1.25x, 1-hour writes 2x the input price)")  # fmt: skip
+GEMINI_CACHING = ("https://ai.google.dev/gemini-api/docs/caching (implicit caching, minimum "
+                  "2,048 tokens for Gemini 2.5; its lifetime is not documented: 5 minutes "
+                  "assumed)")  # fmt: skip
+
+
+def openai_rule() -> CacheRule:
+    return CacheRule("openai", min_tokens=1_024, step=128, source=OPENAI_CACHING)
+
+
+def anthropic_rule(min_tokens: int) -> CacheRule:
+    return CacheRule("anthropic", min_tokens=min_tokens, writes=True, write_1h=2.0,
+                     source=ANTHROPIC_CACHING)  # fmt: skip
+
+
+#: The rule of a user's own price (``provider`` in the price table; default ``prefix``).
+DEFAULT_RULES: dict[str, CacheRule] = {
+    "openai": openai_rule(),
+    "anthropic": anthropic_rule(1_024),
+    "gemini": CacheRule("gemini", min_tokens=2_048, source=GEMINI_CACHING),
+    "none": CacheRule("none", source="no prompt cache"),
+    "prefix": CacheRule(
+        "prefix",
+        writes=True,
+        source="every common-prefix token read, no minimum (your price names no provider)",
+    ),
+}
+
+
+def check_cache(cache: Any) -> str:
+    """``cache`` checked: one of ``CACHE_MODES``."""
+    if not isinstance(cache, str) or cache not in CACHE_MODES:
+        raise ConfigError(f"cache must be one of {', '.join(CACHE_MODES)} (the 5-minute cache, "
+                          f"Anthropic's 1-hour cache, or none), got {cache!r}",
+                          column="cache")  # fmt: skip
+    return cache
+
+
+def bill_prompt(prompt: int, cached: int, since_previous_s: float | None, rule: CacheRule,
+                cache: str = "5m", ttl_s: float | None = None) -> tuple[int, int, int]:  # fmt: skip
+    """A prompt of ``prompt`` tokens whose first ``cached`` tokens equal the
+    previous call's prompt prefix, sent ``since_previous_s`` after it: the
+    tokens billed as (read from the cache, written to it, sent at the input
+    price) under ``rule`` (``ttl_s``: the cache's lifetime, default the rule's)."""
+    if cache == "off" or rule.provider == "none" or prompt < rule.min_tokens:
+        return 0, 0, prompt
+    ttl = ttl_s if ttl_s is not None else rule.ttl_1h_s if cache == "1h" else rule.ttl_s
+    alive = since_previous_s is None or since_previous_s <= ttl
+    read = cached if alive and cached >= rule.min_tokens else 0
+    read -= read % rule.step
+    rest = prompt - read
+    return (read, rest, 0) if rule.writes else (read, 0, rest)
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """One price sheet: the model named, its price row, the cache mode, and
+    the cache's lifetime (``None``: the provider's)."""
+
+    model: str
+    row: PriceRow
+    cache: str = "5m"
+    ttl_s: float | None = None
+
+    def write_price(self) -> float:
+        price, rule = self.row.price, self.row.cache
+        if self.cache == "1h":
+            if rule.write_1h is None:
+                raise ConfigError(f"cache='1h' is Anthropic's 1-hour cache; the row of "
+                                  f"{self.model!r} is priced by {rule.provider!r} rules, which "
+                                  "have none", column="cache")  # fmt: skip
+            return float(price.input * rule.write_1h)
+        return float(price.cache_write)
+
+
+def _column(calls: pa.Table, name: str) -> list[Any]:
+    return calls.column(name).to_pylist() if name in calls.column_names else [None] * len(calls)
+
+
+def price_calls(calls: pa.Table, sheet: Sheet) -> dict[str, Any]:
+    """The calls of a per-call table (``CALL_SCHEMA``) priced under ``sheet``,
+    call by call, with the baseline (the run without compaction) beside them:
+    ``cost``, ``baseline_cost``, ``saved``, and the tokens billed as cache
+    reads and writes under the provider's rules."""
+    price, rule = sheet.row.price, sheet.row.cache
+    write = sheet.write_price()
+    gaps = _column(calls, "since_previous_s")
+    totals = dict.fromkeys(("cached_tokens", "written_tokens", "input_tokens",
+                            "baseline_cached_tokens", "baseline_written_tokens",
+                            "baseline_input_tokens"), 0)  # fmt: skip
+
+    def add(prefix: str, read: int, written: int, fresh: int) -> float:
+        totals[f"{prefix}cached_tokens"] += read
+        totals[f"{prefix}written_tokens"] += written
+        totals[f"{prefix}input_tokens"] += fresh
+        return read * price.cached_input + written * write + fresh * price.input
+
+    cost = baseline = 0.0
+    columns = [calls.column(n).to_pylist() for n in (
+        "prompt_tokens", "cached_tokens", "baseline_prompt_tokens", "baseline_cached_tokens",
+        "output_tokens", "summary_input_tokens", "summary_output_tokens")]  # fmt: skip
+    for gap, (prompt, cached, b_prompt, b_cached, output, s_in, s_out) in zip(
+        gaps, zip(*columns, strict=True), strict=True
+    ):
+        cost += add("", *bill_prompt(prompt, cached, gap, rule, sheet.cache, sheet.ttl_s))
+        # A model summary is a call of its own, on the history it replaces.
+        cost += add("", *bill_prompt(s_in, 0, None, rule, sheet.cache))
+        cost += (output + s_out) * price.output
+        baseline += add(
+            "baseline_", *bill_prompt(b_prompt, b_cached, gap, rule, sheet.cache, sheet.ttl_s)
+        )
+        baseline += output * price.output
+    cost, baseline = cost / 1e6, baseline / 1e6
+    return {"model": sheet.model, "cache": sheet.cache, "cost": cost, "baseline_cost": baseline,
+            "saved": baseline - cost, **totals, "price_row": sheet.row.as_dict()}  # fmt: skip
+
+
+def model_names(model: str | Sequence[str] | None) -> list[str]:
+    """``model`` as a list of names (``None``: none): a name, or several (a
+    sheet each; the first is the ``cost``), each once."""
+    if model is None:
+        return []
+    names: Iterable[Any] = [model] if isinstance(model, str) else model
+    if isinstance(model, (bytes, Mapping)) or not isinstance(names, Iterable):
+        raise ConfigError(f"model must be a model name (str), got {type(model).__name__} "
+                          f"{model!r} (or a list of names, a price sheet each)",
+                          column="model")  # fmt: skip
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise ConfigError(f"model must be a model name (str), got {type(name).__name__} "
+                              f"{name!r}", column="model")  # fmt: skip
+        if name in out:
+            raise ConfigError(f"model {name!r} is given twice: give each price sheet once",
+                              column="model")  # fmt: skip
+        out.append(name)
+    if not out:
+        raise ConfigError("model is an empty list: name a model, or pass None", column="model")
+    return out
+
+
+__all__ = [
+    "CACHE_MODES",
+    "DEFAULT_RULES",
+    "PROVIDERS",
+    "CacheRule",
+    "Sheet",
+    "bill_prompt",
+    "check_cache",
+    "model_names",
+    "price_calls",
+]

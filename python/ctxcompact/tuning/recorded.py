@@ -1,0 +1,120 @@
+"""What a stored run recorded of its own usage, for the replay to stand beside.
+
+Where a run records the provider's usage, the replay reports it next to its
+baseline (the run without compaction, re-estimated), so the gap between the
+two is in view rather than assumed away:
+
+- per call: an assistant message's ``tokens`` (OpenCode; Claude Code's and
+  Anthropic's ``usage`` with ``cache_read_input_tokens`` and
+  ``cache_creation_input_tokens``; OpenHands' ``usage`` with its cached
+  tokens), counted once per API call (the lines of one Claude Code call repeat
+  its usage). Its prompt tokens are input plus cache reads and writes
+  (``live.calibration.prompt_tokens``); Claude Code's 1-hour cache writes are
+  its record's ``usage.cache_creation.ephemeral_1h_input_tokens``.
+- per run: SWE-agent's ``info.model_stats`` (``tokens_sent``, ``api_calls``),
+  which records no cache reads or writes.
+
+A run that records nothing gives ``None`` (null), never 0; a usage of all
+zeros (a runtime that did not fill it) is no record either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ctxcompact.formats.source import claude_code_record, session_record, source_of
+from ctxcompact.live.calibration import prompt_tokens
+from ctxcompact.models import AssistantMessage, Session
+
+#: What ``recorded_usage`` returns per session, in order (null: not recorded).
+RECORDED_SCHEMA = pa.schema([
+    ("session_id", pa.string()),
+    ("recorded_prompt_tokens", pa.int64()),
+    ("recorded_calls", pa.int64()),
+    ("recorded_cached_tokens", pa.int64()),
+    ("recorded_written_tokens", pa.int64()),
+    ("recorded_written_1h_tokens", pa.int64()),
+])  # fmt: skip
+
+RECORDED_KEYS = tuple(n for n in RECORDED_SCHEMA.names if n != "session_id")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _written_1h(info: AssistantMessage) -> int | None:
+    """Claude Code's 1-hour cache writes of a call (``None``: not split)."""
+    record = source_of(info, claude_code=True)
+    if not claude_code_record(record):
+        return None
+    usage = (record.get("message") or {}).get("usage") if isinstance(record, dict) else None
+    split = usage.get("cache_creation") if isinstance(usage, dict) else None
+    return _int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else None
+
+
+def _swe_agent_stats(session: Session) -> dict[str, Any] | None:
+    info = session_record(session.info, "swe-agent").get("info")
+    stats = info.get("model_stats") if isinstance(info, dict) else None
+    if not isinstance(stats, dict):
+        return None
+    sent, calls = _int(stats.get("tokens_sent")), _int(stats.get("api_calls"))
+    if not sent or calls is None:  # no record, or one of nothing sent
+        return None
+    return {"recorded_prompt_tokens": sent, "recorded_calls": calls}
+
+
+def recorded_usage(session: Session) -> dict[str, Any]:
+    """The usage ``session`` recorded (``RECORDED_SCHEMA``; ``None``: none)."""
+    from ctxcompact.tuning.replay import _call_id  # replay imports this module
+
+    out: dict[str, Any] = {"session_id": session.id, **dict.fromkeys(RECORDED_KEYS)}
+    seen: set[str] = set()
+    prompt = calls = cached = written = 0
+    hour: int | None = None
+    for message in session.messages:
+        info = message.info
+        if not isinstance(info, AssistantMessage) or info.tokens is None:
+            continue
+        call = _call_id(message)
+        if call is not None:
+            if call in seen:  # another line of a call already counted
+                continue
+            seen.add(call)
+        sent = prompt_tokens(info.tokens)
+        if not sent and not info.tokens.output:  # all zeros: not filled in
+            continue
+        prompt, calls = prompt + sent, calls + 1
+        cached += info.tokens.cache.read
+        written += info.tokens.cache.write
+        if (one_hour := _written_1h(info)) is not None:
+            hour = (hour or 0) + one_hour
+    if calls:
+        out |= {"recorded_prompt_tokens": prompt, "recorded_calls": calls,
+                "recorded_cached_tokens": cached, "recorded_written_tokens": written,
+                "recorded_written_1h_tokens": hour}  # fmt: skip
+    elif (stats := _swe_agent_stats(session)) is not None:
+        out |= stats
+    return out
+
+
+def recorded_totals(rows: list[dict[str, Any]], baseline: dict[str, int]) -> dict[str, Any]:
+    """The recorded usage summed over the sessions that recorded it (each
+    total ``None`` when none did), how many did (``recorded_sessions``), and
+    the gap: the baseline's prompt tokens less the recorded ones, over those
+    sessions (``baseline``: session id -> its baseline prompt tokens)."""
+    recorded = [r for r in rows if r["recorded_prompt_tokens"] is not None]
+    totals: dict[str, Any] = {}
+    for key in RECORDED_KEYS:
+        values = [r[key] for r in recorded if r[key] is not None]
+        totals[key] = sum(values) if values else None
+    gap = sum(baseline.get(r["session_id"], 0) - r["recorded_prompt_tokens"] for r in recorded)
+    sent = totals["recorded_prompt_tokens"]
+    return {"recorded_sessions": len(recorded), **totals,
+            "prompt_gap": gap if recorded else None,
+            "prompt_gap_ratio": gap / sent if sent else None}  # fmt: skip
+
+
+__all__ = ["RECORDED_KEYS", "RECORDED_SCHEMA", "recorded_totals", "recorded_usage"]
