@@ -244,6 +244,8 @@ fn pair_sum_runs(by_pair: &[u16; 65536], bytes: &[u8]) -> (u64, u64, u64) {
 /// Pairs a block of `pair_sum_runs` reads (its run count fits a u8).
 const BLOCK: usize = 64;
 
+/// SAFETY (callers): the CPU supports AVX2 (`is_x86_feature_detected!`);
+/// the body is safe code, compiled with AVX2 enabled.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn pair_sum_runs_avx2(by_pair: &[u16; 65536], bytes: &[u8]) -> (u64, u64, u64) {
@@ -325,6 +327,8 @@ fn inside_runs(bytes: &[u8]) -> (u64, u64) {
     inside_runs_portable(bytes)
 }
 
+/// SAFETY (callers): the CPU supports AVX2 (`is_x86_feature_detected!`);
+/// the body is safe code, compiled with AVX2 enabled.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn inside_runs_avx2(bytes: &[u8]) -> (u64, u64) {

@@ -599,6 +599,7 @@ fn codes_by_vector(keys: &[i32], table: &[u8; 256], out: &mut Vec<u8>) -> usize 
     0
 }
 
+/// SAFETY (callers): the CPU supports AVX2 (`is_x86_feature_detected!`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn codes_avx2(keys: &[i32], lut: &[u8; 16], out: &mut Vec<u8>) -> usize {
@@ -612,8 +613,9 @@ unsafe fn codes_avx2(keys: &[i32], lut: &[u8; 16], out: &mut Vec<u8>) -> usize {
     let base = out.len();
     let mut i = 0;
     while i < whole {
-        // SAFETY: i + 32 <= keys.len(), so the four 8-key loads are in bounds.
+        // SAFETY: i + 32 <= keys.len(), so `p` is inside `keys`...
         let p = unsafe { keys.as_ptr().add(i) }.cast::<__m256i>();
+        // SAFETY: ...and the four unaligned 8-key loads from it are in bounds.
         let (a, b, c, d) = unsafe {
             (
                 _mm256_loadu_si256(p),

@@ -104,6 +104,8 @@ pub fn utf16_len(bytes: &[u8]) -> usize {
     utf16_len_portable(bytes)
 }
 
+/// SAFETY (callers): the CPU supports AVX2 (`is_x86_feature_detected!`);
+/// the body is safe code, compiled with AVX2 enabled.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn utf16_len_avx2(bytes: &[u8]) -> usize {

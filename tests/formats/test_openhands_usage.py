@@ -80,3 +80,21 @@ def test_bad_usage_is_a_format_error_naming_the_event(
         formats.read(path, "openhands")
     with pytest.raises(FormatError, match=f"event 1: tool_call_metadata.model_response.{field}"):
         read_jsonl(path, "openhands")
+
+
+def test_cache_counts_past_the_prompt_leave_no_uncached_input(tmp_path: Path) -> None:
+    # Found by the fuzz job: cache reads and writes whose sum passes 2**64 - 1
+    # wrapped around in the native reader (a panic with overflow checks, a
+    # wrong `input` without); both readers say what Python's integers say.
+    top = 2**64 - 1
+    usage = _usage(prompt_tokens=100, completion_tokens=1, cache_read_input_tokens=top,
+                   cache_creation_input_tokens=7)  # fmt: skip
+    events = [{"id": 0, "source": "user", "action": "message", "message": "go"},
+              _action(1, usage, "c1")]  # fmt: skip
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(events) + "\n")
+    for session in (formats.read(path, "openhands")[0],
+                    read_jsonl(path, "openhands").transcript.to_sessions()[0]):  # fmt: skip
+        tokens = next(m.info.tokens for m in session.messages if m.info.role == "assistant")
+        assert tokens is not None
+        assert (tokens.input, tokens.cache.read, tokens.cache.write) == (0, top, 7)

@@ -223,7 +223,10 @@ fn response_usage(
     let write = count(usage, "cache_creation_input_tokens", &at)?;
     let prompt = count(usage, "prompt_tokens", &at)?;
     let tokens = object([
-        ("input", Value::from(prompt.saturating_sub(read + write))),
+        (
+            "input",
+            Value::from(prompt.saturating_sub(read.saturating_add(write))),
+        ),
         (
             "output",
             Value::from(count(usage, "completion_tokens", &at)?),

@@ -51,6 +51,10 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<(ArrayRef, Field)> {
     let schema = unsafe { schema_ptr.cast::<FFI_ArrowSchema>().as_ref() };
     let array = unsafe { FFI_ArrowArray::from_raw(array_ptr.cast().as_ptr()) };
     let field = Field::try_from(schema).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    // SAFETY: `array` and `schema` come from the same `__arrow_c_array__`
+    // call, so the array's buffers are laid out as the schema says (the
+    // C Data Interface's contract with the producer); `from_ffi` validates
+    // the buffers' counts and lengths against the type before use.
     let data =
         unsafe { from_ffi(array, schema) }.map_err(|e| PyTypeError::new_err(e.to_string()))?;
     Ok((make_array(data), field))
@@ -78,6 +82,8 @@ fn stream_error(stream: &mut FFI_ArrowArrayStream, code: c_int) -> PyErr {
         // SAFETY: a live stream; the message stays valid until its next call.
         .map(|f| unsafe { f(stream) })
         .filter(|p| !p.is_null())
+        // SAFETY: non-null (filtered above), a NUL-terminated message the
+        // stream owns until its next call; copied out at once.
         .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
         .unwrap_or_else(|| format!("error code {code}"));
     arrow_err(ArrowError::CDataInterface(message))
@@ -109,6 +115,8 @@ fn read_array_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(Vec<ArrayRef
         if array.is_released() {
             return Ok((chunks, field));
         }
+        // SAFETY: an array the stream produced for the schema it gave
+        // (`get_schema` above); `from_ffi` validates the buffers against it.
         let data = unsafe { from_ffi(array, &schema) }.map_err(arrow_err)?;
         chunks.push(make_array(data));
     }
