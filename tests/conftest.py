@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from ctxcompact.testing.postgres import PostgresUnavailable, TemporaryPostgres
-from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer
+from support.postgres import PostgresUnavailable, TemporaryPostgres
+from support.servers import FakeAnthropicServer, FakeOpenAIServer
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import DatasetError, MissingColumnError, NonContiguousError, SchemaError
-from ctxcompact.testing.synthetic import generate_table
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import (
     DatasetError,
     NonContiguousError,
     OutputConflictError,
     UnknownValueError,
 )
-from ctxcompact.testing.synthetic import generate_table
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 # Ray's own modules warn about their deprecated settings; they are not ours to fix.

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import compact_batch
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -17,10 +17,10 @@ import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact import _core, formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError, NonContiguousError
 from ctxcompact.formats import IngestResult
 from ctxcompact.formats.reader import NATIVE_FORMATS, read_jsonl
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA, targets_as_dictionary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
 from ctxcompact import formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
 from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import targets_as_dictionary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

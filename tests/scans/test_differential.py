@@ -20,8 +20,8 @@ from ctxcompact.errors import NonContiguousError
 from ctxcompact.estimators import METHODS
 from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
+from ctxcompact.scans import reference as ref
 from ctxcompact.scans.parts import compact_pass, with_output_units, with_tool_targets
-from ctxcompact.testing import reference as ref
 from ctxcompact.transcript import SCAN_COLUMNS, TOOL_TARGET
 from hypothesis import given, settings
 from hypothesis import strategies as st

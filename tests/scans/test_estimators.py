@@ -14,7 +14,7 @@ from ctxcompact import formats
 from ctxcompact.errors import ConfigError
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.scans import count_tokens, estimate_tokens, estimate_tokens_array
-from ctxcompact.testing import reference as ref
+from ctxcompact.scans import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
