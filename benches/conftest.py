@@ -19,6 +19,13 @@ from ctxcompact.batch.synthetic import generate_table
 # The test fixtures (tests/support: the throwaway PostgreSQL cluster) are not in the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Timings need one process: the tests' ``-n auto`` (pyproject addopts) is off here."""
+    config.option.numprocesses = 0
+
+
 SESSIONS = int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "2000"))
 
 

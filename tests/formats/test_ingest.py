@@ -24,6 +24,7 @@ from ctxcompact.formats.reader import NATIVE_FORMATS, read_jsonl
 from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA, targets_as_dictionary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -154,7 +155,7 @@ def assert_same_as_python(path: Path, fmt: str, **kwargs: Any) -> IngestResult:
     return result
 
 
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=sweep(60), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from ctxcompact.errors import ConfigError
 from ctxcompact.scans import count_chat_tokens, count_tokens, count_tokens_array
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 tiktoken = pytest.importorskip("tiktoken")
 ASSETS = Path(__file__).resolve().parents[2] / "rust" / "assets"
@@ -74,7 +75,7 @@ def test_every_shared_message_counts_as_tiktoken_counts_it(family: str) -> None:
     assert counted == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
 def test_random_text_counts_as_tiktoken_counts_it(text: str) -> None:
     for family, name in FAMILIES.items():
@@ -89,7 +90,7 @@ TRICKY = st.lists(
 ).map("".join)  # fmt: skip
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=sweep(500), deadline=None)
 @given(TRICKY)
 def test_the_split_rules_match_tiktokens(text: str) -> None:
     for family, name in FAMILIES.items():
@@ -211,7 +212,7 @@ def test_without_the_vocabulary_packages_the_shared_message_test_skips_outside_c
         ), done.stdout[-3000:]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(st.one_of(TRICKY, st.text(alphabet=st.characters(codec="utf-8"), max_size=200)))
 def test_loaded_vocabularies_split_as_their_library(text: str) -> None:
     for family in LOADED:
