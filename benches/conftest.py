@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
+
+# The test fixtures (tests/support: the throwaway PostgreSQL cluster) are not in the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Timings need one process: the tests' ``-n auto`` (pyproject addopts) is off here."""
+    config.option.numprocesses = 0
+
 
 SESSIONS = int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "2000"))
 

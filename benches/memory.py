@@ -89,7 +89,7 @@ def write_export(path: Path, gigabytes: float) -> int:
     """An OpenCode export of about ``gigabytes``: one block of generated sessions
     repeated with the session ids renamed per copy. Returns its size."""
     from ctxcompact import formats
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
     from ctxcompact.transcript import Transcript
 
     block_file = path.with_name(f"block-{path.name}")
@@ -114,7 +114,7 @@ def write_claude_session(path: Path, gigabytes: float) -> int:
     import re
 
     from ctxcompact import formats
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
     from ctxcompact.transcript import Transcript
 
     block_file = path.with_name(f"block-{path.name}")
@@ -176,7 +176,7 @@ def child(path: str, scan: str) -> None:
 
 def main() -> None:
     import pyarrow.parquet as pq
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
 
     sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     with tempfile.TemporaryDirectory() as tmp:

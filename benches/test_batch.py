@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import SESSIONS
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.live.split import select_split
 from ctxcompact.scans.chat import estimate_chat_messages
-from ctxcompact.testing.synthetic import generate_table
 
 BATCH_ROWS = 32_768
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from conftest import SESSIONS
 from ctxcompact import formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.formats.reader import jsonl_files, read_jsonl
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import Transcript, sessions_to_table
 
 FORMATS = ("opencode", "openai-chat", "claude-code", "claude-code-one-file")

@@ -26,8 +26,8 @@ from typing import Any
 
 import ctxcompact as cc
 import pytest
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
-from ctxcompact.testing.synthetic import generate_table
 
 LIMITS = {"context": 1_000_000, "output": 32_000}  # never compacts: the step itself is timed
 

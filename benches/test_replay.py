@@ -18,9 +18,9 @@ from typing import Any
 
 import ctxcompact as cc
 import pytest
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.models import AssistantMessage, Session
 from ctxcompact.scans.chat import estimate_chat_messages
-from ctxcompact.testing.synthetic import generate_table
 
 #: Runs of the benchmark (x 200 parts each); the CI smoke run uses fewer.
 RUNS = max(2, int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "40")) // 2)

@@ -13,7 +13,7 @@ import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact.scans import estimate_tokens_array, with_output_units
-from ctxcompact.testing import reference as ref
+from ctxcompact.scans import reference as ref
 
 THREADS = [1, 2]
 

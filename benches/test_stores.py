@@ -10,7 +10,7 @@ workers on different sessions commit side by side.
     pytest benches/test_stores.py --benchmark-enable
 
 The PostgreSQL server is a throwaway cluster of the machine's ``postgresql``
-binaries (``ctxcompact.testing.postgres``), fsync off like the tests'.
+binaries (``tests/support/postgres.py``), fsync off like the tests'.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ctxcompact.models import (
     ToolState,
     UserMessage,
 )
-from ctxcompact.testing.postgres import PostgresUnavailable, TemporaryPostgres
+from support.postgres import PostgresUnavailable, TemporaryPostgres
 
 #: Compactions per round, split evenly over the workers.
 COMPACTIONS = 64

@@ -1,5 +1,5 @@
 """Shared fixtures: local servers speaking the OpenAI and Anthropic wire formats,
-a throwaway PostgreSQL server."""
+a throwaway PostgreSQL server; the ``slow`` marker's full sweeps."""
 
 from __future__ import annotations
 
@@ -9,8 +9,28 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from ctxcompact.testing.postgres import PostgresUnavailable, TemporaryPostgres
-from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer
+from hypothesis import settings
+from support import sweeps
+from support.postgres import PostgresUnavailable, TemporaryPostgres
+from support.servers import FakeAnthropicServer, FakeOpenAIServer
+from support.sweeps import sweep
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `pytest -m slow` runs the slow suites and every property test at its full count
+    # (support/sweeps.py); the default run (addopts: -m "not slow") a tenth of it.
+    sweeps.FULL = config.getoption("markexpr", "").strip() == "slow"
+    # the property tests that name no count: hypothesis's default 100, swept the same way
+    settings.register_profile("ctxcompact", parent=settings.default, max_examples=sweep(100))
+    settings.load_profile("ctxcompact")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if sweeps.FULL:
+        for item in items:
+            if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact import formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import (
     CompactionError,
     ConfigError,
@@ -21,7 +22,6 @@ from ctxcompact.errors import (
 from ctxcompact.policy import Policy
 from ctxcompact.scans import check_overflow, count_chat_tokens, is_overflow
 from ctxcompact.scans.chat import estimate_chat_message, estimate_chat_messages
-from ctxcompact.testing.synthetic import generate_table
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from ctxcompact._atomic import (
     replacing,
 )
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.formats.reader import write_rejects
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import Transcript
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

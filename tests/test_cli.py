@@ -13,7 +13,7 @@ import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 
 
 def run(
@@ -449,6 +449,7 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     assert code == 2 and "'swe-agent' is given twice" in err and not twice.exists()
 
 
+@pytest.mark.slow  # replays the real runs several times: `pytest -m slow`
 def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid]\npreset = ["opencode", "swe-agent"]\nmask_first = [true]\n'
@@ -618,6 +619,7 @@ def test_replay_labels_what_ran_and_runs_a_policy_as_given(
     assert code == 0 and own["name"] == "swe-agent+protect=3000" and "note" not in err
 
 
+@pytest.mark.slow  # replays the real runs several times: `pytest -m slow`
 def test_replay_says_why_every_policy_gave_the_same_prompts(
     data: Path, monkeypatch: Any, capsys: Any
 ) -> None:

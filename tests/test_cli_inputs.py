@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
 from ctxcompact import formats
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.transcript import Transcript
 
 WINDOW = ["--context", "200000", "--output-limit", "8000"]

@@ -57,7 +57,7 @@ def test_no_command_writes_an_output_its_input_folder_would_read_next_time(
     # Pass 36, F1: `batch ds ds/compacted.parquet` poisoned the folder (the next
     # run read its own output as a shard). One check, in every command.
     import pyarrow.parquet as pq
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
 
     ds = tmp_path / "ds"
     ds.mkdir()
@@ -145,9 +145,9 @@ def test_the_python_writers_refuse_to_mix_an_input_folder(tmp_path: Path) -> Non
 
     import pyarrow.parquet as pq
     from ctxcompact.batch.parquet import compact_parquet
+    from ctxcompact.batch.synthetic import generate_table
     from ctxcompact.errors import OutputConflictError
     from ctxcompact.formats.reader import read_jsonl, read_sessions
-    from ctxcompact.testing.synthetic import generate_table
 
     runs = tmp_path / "runs"
     shutil.copytree(TRAJECTORIES, runs)

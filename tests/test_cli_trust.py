@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 
 
 def run(monkeypatch: Any, capsys: Any, *args: str) -> tuple[int, Any, str]:

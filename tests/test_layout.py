@@ -28,6 +28,9 @@ OLD_MODULES = [
     "ctxcompact.loop", "ctxcompact.overflow", "ctxcompact.parquet", "ctxcompact.prompts",
     "ctxcompact.ray_data", "ctxcompact.reference", "ctxcompact.repair", "ctxcompact.replies",
     "ctxcompact.split", "ctxcompact.store", "ctxcompact.summary", "ctxcompact.synthetic",
+    # test fixtures (wire servers, PostgreSQL launcher) moved to tests/support; the
+    # generator and the reference to ctxcompact.batch.synthetic and .scans.reference
+    "ctxcompact.testing",
 ]  # fmt: skip
 OLD_NAMES = ["SummaryError", "TokenBudget", "EventBus", "SessionInfo", "SummaryRequest",
              "read_jsonl", "BatchReport"]  # fmt: skip
@@ -64,7 +67,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_every_subpackage_face_lists_only_what_it_exports() -> None:
-    for pkg in ("scans", "live", "batch", "formats", "clients", "testing", "errors"):
+    for pkg in ("scans", "live", "batch", "formats", "clients", "errors"):
         module = importlib.import_module(f"ctxcompact.{pkg}")
         exported = getattr(module, "__all__", None)
         if exported is None:

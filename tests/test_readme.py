@@ -21,6 +21,7 @@ on the public SWE-agent runs, and its install and test commands are the ones
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -35,13 +36,14 @@ from typing import Any
 import ctxcompact
 import pyarrow.parquet as pq
 import pytest
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.live import prompts
-from ctxcompact.testing.servers import FakeOpenAIServer, Reply
-from ctxcompact.testing.synthetic import generate_table
+from support.servers import FakeOpenAIServer, Reply
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 DATA = ROOT.parent / "shared" / "data" / "transcripts"
 FENCE = re.compile(r"^(`{3,})(\S*)[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
 MARK = re.compile(r"<!--\s*test(-setup)?:\s*(.*?)\s*-->\s*\Z")
@@ -139,10 +141,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_block(code: str, cwd: Path, server: FakeOpenAIServer) -> subprocess.CompletedProcess[str]:
+def run_block(
+    code: str, cwd: Path, server: FakeOpenAIServer, database_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     (cwd / "snippet.py").write_text(code, encoding="utf-8")
     env = _env() | {
         "OPENAI_BASE_URL": server.base_url,
+        # A block on PostgreSQL reads its server from here, like a program would.
+        **({"DATABASE_URL": database_url} if database_url else {}),
         "OPENAI_API_KEY": "test-key",
         # The docs must use today's import paths, never a deprecated one.
         "PYTHONWARNINGS": "error:ctxcompact.:DeprecationWarning",
@@ -173,14 +179,17 @@ def test_marks_are_known_and_rare() -> None:
 
 @pytest.mark.parametrize("block", python_blocks(), ids=_ids(python_blocks()))
 def test_python_block_runs_as_written(
-    block: Block, tmp_path: Path, server: FakeOpenAIServer
+    block: Block, tmp_path: Path, server: FakeOpenAIServer, request: pytest.FixtureRequest
 ) -> None:
     kind, _, arg = block.mark.partition(" ")
     if kind == "skip":
         pytest.skip(f"marked in {block.page.name}: {arg}")
     if kind == "setup":
         SETUPS[arg](tmp_path)
-    done = run_block(block.code, tmp_path, server)
+    database_url = None
+    if "DATABASE_URL" in block.code:  # the tests' throwaway cluster (tests/support)
+        database_url = request.getfixturevalue("postgres").conninfo
+    done = run_block(block.code, tmp_path, server, database_url)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stderr}"
     if "sdk.chat.completions" in block.code:  # the live loop, through the real SDK
         # It went through the model twice: the tool call, then the answer with its result.
@@ -188,6 +197,31 @@ def test_python_block_runs_as_written(
         assert len(agent) == 2
         assert "FileNotFoundError" in agent[1]["messages"][-1]["content"]
         assert "'compactions': 0" in done.stdout and (tmp_path / "sessions.db").exists()
+
+
+def _imported(code: str) -> set[str]:
+    """The top-level modules a piece of Python code imports."""
+    out = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.partition(".")[0])
+    return out
+
+
+#: The test suite's own modules (tests/*.py, tests/support): not installed with the package.
+TEST_MODULES = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"support", "conftest"}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [*(b.code for b in python_blocks()), *(p.read_text("utf-8") for p in EXAMPLES)],
+    ids=[*_ids(python_blocks()), *(p.name for p in EXAMPLES)],
+)
+def test_docs_and_examples_import_no_test_fixture(source: str) -> None:
+    assert not _imported(source) & TEST_MODULES
+    assert "ctxcompact.testing" not in source  # the old home of the fixtures
 
 
 def _slug(heading: str) -> str:
@@ -241,6 +275,11 @@ def test_ci_runs_the_readme_install_and_test_commands() -> None:
     assert any(line.startswith("ctxcompact demo") for line in lines)
     assert tests.endswith('&& pip install -e ".[dev]" && pytest')
     assert {'pip install -e ".[dev]"', "pytest"} <= lines
+    # What the test command leaves out (pyproject: -m 'not slow') CI runs too, and the
+    # README says how.
+    assert "-m 'not slow'" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "pytest -m slow" in lines
+    assert "`pytest -m slow`" in README.read_text(encoding="utf-8")
 
 
 def _commands(code: str) -> list[list[str]]:

@@ -16,6 +16,7 @@ from ctxcompact.transcript import sessions_to_table, table_to_sessions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from support.sweeps import sweep
 
 FIXTURE = Path(__file__).parent / "fixtures" / "opencode_session.json"
 
@@ -196,7 +197,7 @@ def test_prune_and_mark_a_live_session() -> None:
     assert pruned_row["tokens"] == 4 + 1 + 1 + 4 + 8
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sweep(60), deadline=None)
 @given(
     st.lists(
         st.tuples(

@@ -17,7 +17,7 @@ import pytest
 from cli_run import invoke
 from ctxcompact import formats
 from ctxcompact.errors import UnknownValueError
-from ctxcompact.testing import reference as ref
+from ctxcompact.scans import reference as ref
 from ctxcompact.transcript import code_names, sessions_to_table
 from ctxcompact.tuning import replay, tune
 

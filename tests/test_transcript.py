@@ -139,7 +139,7 @@ def test_table_without_message_json_keeps_its_flags_through_sessions() -> None:
     # A table of scan columns only (the demo's data): its finished / error /
     # summary flags must survive to_sessions, or completed summaries stop
     # being pivots after a convert.
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
 
     table = generate_table(50, 100, seed=1)
     assert "message_json" not in table.column_names
@@ -160,7 +160,7 @@ def test_table_without_message_json_keeps_its_flags_through_sessions() -> None:
 
 
 def test_scan_flags_win_over_message_json() -> None:
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
 
     table = cc.Transcript.from_sessions(
         cc.Transcript(generate_table(3, 40, seed=2)).to_sessions()

@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 
 import ctxcompact as cc
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.formats.reader import read_jsonl
 from ctxcompact.scans import estimate_tokens_array
-from ctxcompact.testing.synthetic import generate_table
 
 reps = int(sys.argv[1])
 table = generate_table(40, 300, seed=3)

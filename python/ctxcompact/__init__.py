@@ -9,8 +9,7 @@ The top level holds what most programs use; the rest lives by mechanism:
 ``ctxcompact.live`` (the lifecycle of a running session), ``ctxcompact.batch``
 (Arrow, Parquet, Ray Data), ``ctxcompact.formats`` (transcript formats and the
 native reader), ``ctxcompact.clients`` (summary models), ``ctxcompact.models``,
-``ctxcompact.tuning`` (replay, retention, grids), ``ctxcompact.errors`` and
-``ctxcompact.testing``.
+``ctxcompact.tuning`` (replay, retention, grids) and ``ctxcompact.errors``.
 """
 
 from ctxcompact._core import ERROR_CLASSES as _ERROR_CLASSES

@@ -61,6 +61,7 @@ from ctxcompact._atomic import (
 from ctxcompact._outputs import _one_line, check_outputs, is_parquet_source
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     ConfigError,
@@ -83,7 +84,6 @@ from ctxcompact.formats.reader import (
 )
 from ctxcompact.policy import Policy
 from ctxcompact.scans import Limits, pivot_mask, with_output_units
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
     TOOL_TARGET,
@@ -2127,7 +2127,7 @@ def bench(
     as_json: JsonOption = False,
 ) -> None:
     """Quick self-check of speed: Rust scans against the pure-Python reference."""
-    from ctxcompact.testing import reference as ref
+    from ctxcompact.scans import reference as ref
 
     console = _stderr()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

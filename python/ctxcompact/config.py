@@ -460,7 +460,7 @@ def with_prune_fields(policy: Policy, values: Mapping[str, Any]) -> Policy:
 
 
 #: ``CTXCOMPACT_*`` variables read elsewhere than a field: the kill switches,
-#: the test Postgres binaries (``testing.postgres``), and the benches' and
+#: the test Postgres binaries (``tests/support/postgres.py``), and the benches' and
 #: tests' own settings.
 OTHER_ENV_VARS = frozenset(
     {

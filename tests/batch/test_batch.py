@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import DatasetError, MissingColumnError, NonContiguousError, SchemaError
-from ctxcompact.testing.synthetic import generate_table
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,8 @@ def write_split(table: pa.Table, folder: Path, cuts: list[int]) -> None:
         pq.write_table(table.slice(lo, hi - lo), folder / f"part-{i:03}.parquet")
 
 
-@pytest.mark.parametrize("batch_rows", [1, 97, 1000, 10**7])
+# one row per batch is the slowest case by far: under `pytest -m slow`
+@pytest.mark.parametrize("batch_rows", [pytest.param(1, marks=pytest.mark.slow), 97, 1000, 10**7])
 def test_streaming_equals_one_big_batch(table: pa.Table, tmp_path: Path, batch_rows: int) -> None:
     # files cut in the middle of sessions: a session may span files
     write_split(table, tmp_path / "in", [1234, 5000, 7777])

@@ -17,6 +17,7 @@ import pytest
 from cli_run import invoke
 from ctxcompact import compact_parquet
 from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import (
     DuplicateSessionError,
     MissingColumnError,
@@ -25,7 +26,6 @@ from ctxcompact.errors import (
     UnknownValueError,
 )
 from ctxcompact.scans import with_output_units
-from ctxcompact.testing.synthetic import generate_table
 
 
 @pytest.fixture

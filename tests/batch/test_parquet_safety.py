@@ -11,9 +11,9 @@ import pytest
 from ctxcompact import compact_parquet
 from ctxcompact._atomic import NotRegularFileError
 from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import UnknownValueError
 from ctxcompact.scans import with_output_units
-from ctxcompact.testing.synthetic import generate_table
 
 
 def test_a_target_that_cannot_be_replaced_fails_before_any_output_is(tmp_path: Path) -> None:

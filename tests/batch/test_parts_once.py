@@ -15,9 +15,9 @@ import pytest
 from cli_run import invoke
 from ctxcompact import compact_parquet
 from ctxcompact.batch.parquet import session_tables
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import DuplicateSessionError
 from ctxcompact.scans import with_output_units
-from ctxcompact.testing.synthetic import generate_table
 
 
 def _with_repeat(table: pa.Table, adjacent: bool) -> tuple[pa.Table, int, int]:

@@ -12,17 +12,22 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.compact import compact_batch
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import (
     DatasetError,
     NonContiguousError,
     OutputConflictError,
     UnknownValueError,
 )
-from ctxcompact.testing.synthetic import generate_table
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 # Ray's own modules warn about their deprecated settings; they are not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: a Ray instance per module, the slowest tests of the suite; `pytest -m slow` runs them.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("ray"),  # one Ray at a time: both modules in one process
+]
 from ctxcompact.batch.ray_data import (  # noqa: E402
     compact_dataset,
     compact_parquet_on_ray,

@@ -14,8 +14,8 @@ from builders import UNREADABLE, check_unreadable, unreadable_after
 from cli_run import invoke
 from ctxcompact import compact_parquet
 from ctxcompact.batch import parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import DatasetError
-from ctxcompact.testing.synthetic import generate_table
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes (POSIX)")
 

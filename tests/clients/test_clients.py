@@ -9,7 +9,7 @@ import pytest
 from ctxcompact.clients.anthropic import AnthropicClient, to_anthropic_messages
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient, SummaryRequest
 from ctxcompact.clients.openai import OpenAIChatClient
-from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
+from support.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
 
 HISTORY: list[dict[str, Any]] = [
     {"role": "user", "content": "fix the bug in app.py"},

@@ -17,13 +17,14 @@ import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact import _core, formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError, NonContiguousError
 from ctxcompact.formats import IngestResult
 from ctxcompact.formats.reader import NATIVE_FORMATS, read_jsonl
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import SCAN_COLUMNS, SCHEMA, targets_as_dictionary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -154,7 +155,7 @@ def assert_same_as_python(path: Path, fmt: str, **kwargs: Any) -> IngestResult:
     return result
 
 
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=sweep(60), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
 

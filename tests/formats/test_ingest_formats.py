@@ -319,7 +319,7 @@ def test_swe_agent_and_tau_bench_lines_match_the_python_adapter(
 def test_a_session_built_elsewhere_converts_to_every_format_with_its_tool_outputs(
     tmp_path: Path,
 ) -> None:
-    from ctxcompact.testing.synthetic import generate_table
+    from ctxcompact.batch.synthetic import generate_table
 
     def tool_outputs(table: Any) -> list[str]:
         rows = zip(*(table.column(c).to_pylist() for c in ("part_type", "status", "output")))

@@ -13,12 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
 from ctxcompact import formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import ConfigError, DuplicateSessionError, FormatError
 from ctxcompact.formats import IngestResult, iter_jsonl, iter_sessions, read_jsonl, read_sessions
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import targets_as_dictionary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 from test_ingest import DATA, WRITABLE, bad_file, claude_file, cli, traj, write_lines
 
 SESSIONS = cc.Transcript(generate_table(12, 40, seed=11, mean_output_chars=600)).to_sessions()
@@ -128,7 +129,9 @@ def claude_events(draw: st.DrawFn) -> list[str]:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=sweep(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_a_claude_code_file_in_windows_gives_the_rows_of_the_whole_file(

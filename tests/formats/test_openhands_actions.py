@@ -14,6 +14,7 @@ import pytest
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output, to_openhands
 from hypothesis import given, settings
+from support.sweeps import sweep
 from test_ingest import assert_same_as_python, write_lines
 from test_ingest_formats import flat_openhands_events
 
@@ -103,13 +104,13 @@ def test_a_bad_event_is_named() -> None:
         from_openhands([{"action": "run"}, 3])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(flat_openhands_events())
 def test_flat_streams_round_trip(events: list[dict[str, Any]]) -> None:
     assert to_openhands(from_openhands(events)) == events
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=sweep(100), deadline=None)
 @given(flat_openhands_events())
 def test_flat_streams_natively(tmp_path_factory: pytest.TempPathFactory,
                                events: list[dict[str, Any]]) -> None:  # fmt: skip

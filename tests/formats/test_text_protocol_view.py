@@ -14,10 +14,10 @@ from typing import Any
 import ctxcompact as cc
 import pytest
 from ctxcompact import formats
+from ctxcompact.scans import reference as ref
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import count_chat_tokens
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
-from ctxcompact.testing import reference as ref
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
 needs = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")

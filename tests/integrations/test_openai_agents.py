@@ -13,8 +13,8 @@ from ctxcompact.clients.openai import OpenAIChatClient
 from ctxcompact.errors import MissingToolResultError
 from ctxcompact.integrations.openai_agents import SUMMARY_KEY, CompactingSession
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
-from ctxcompact.testing.servers import FakeOpenAIServer, Reply
 from openai import AsyncOpenAI
+from support.servers import FakeOpenAIServer, Reply
 
 OUTPUT = "line of a large file\n" * 300  # ~1,600 tokens per read
 TURNS = 20

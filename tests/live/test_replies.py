@@ -18,7 +18,7 @@ from ctxcompact.live import (
     run_tools,
 )
 from ctxcompact.models import AssistantMessage, MessageWithParts
-from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
+from support.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
 
 CALL = {"id": "call_1", "name": "read", "arguments": json.dumps({"path": "src/app.py"})}
 REPLY = Reply("Reading it.", finish="tool_calls", tool_calls=[CALL], input_tokens=900,

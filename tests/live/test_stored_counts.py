@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 import test_store
 from builders import tool_reply, user
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.errors import TranscriptError
 from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, StoredCounts
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import _part_row, count_texts, part_output, sessions_to_table
 from test_store import record, summary_for
 

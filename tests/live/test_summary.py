@@ -17,7 +17,7 @@ from ctxcompact.live import prompts
 from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.summary import Summarizer, build_digest, truncate_history
 from ctxcompact.scans import COMPACTION_QUESTION
-from ctxcompact.testing.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
+from support.servers import FakeAnthropicServer, FakeOpenAIServer, Reply
 
 
 def call(cid: str, name: str, **args: Any) -> dict[str, Any]:

@@ -317,6 +317,7 @@ from ctxcompact.policy import Policy  # noqa: E402
 from ctxcompact.scans.view import to_model_messages  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from support.sweeps import sweep  # noqa: E402
 
 DATA = Path("/work/shared/data")
 TEXT = st.text(alphabet=st.sampled_from(["a", "b", " ", "é", "日", "😀", "\n", "{", '"']),
@@ -407,13 +408,13 @@ def _assert_paths_agree(
     assert sum(live) == total
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(_sessions(), st.sampled_from(METHODS), st.integers(0, 6))
 def test_batch_and_live_estimates_agree(session: Session, method: str, overhead: int) -> None:
     _assert_paths_agree(session, method, overhead)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     _sessions(),
     st.builds(

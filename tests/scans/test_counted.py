@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact.batch.parquet import compact_parquet
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, MissingColumnError, TranscriptError
 from ctxcompact.formats.reader import read_sessions
 from ctxcompact.models import Session
 from ctxcompact.scans import prune, verify_output_units, with_output_units
-from ctxcompact.testing.synthetic import generate_table
 from ctxcompact.transcript import OUTPUT_UNITS, UNITS_KEY, Transcript, counted_columns
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -20,11 +20,12 @@ from ctxcompact.errors import NonContiguousError
 from ctxcompact.estimators import METHODS
 from ctxcompact.policy import Policy
 from ctxcompact.scans import OverflowOptions, estimate_tokens_array, is_overflow, pivot_mask
+from ctxcompact.scans import reference as ref
 from ctxcompact.scans.parts import compact_pass, with_output_units, with_tool_targets
-from ctxcompact.testing import reference as ref
 from ctxcompact.transcript import SCAN_COLUMNS, TOOL_TARGET
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 TEXT = st.text(
     alphabet=st.sampled_from(["a", "b", " ", "é", "日", "😀", "\n", "𝔘", "\u0800"]),
@@ -187,7 +188,7 @@ class Config:
     estimate_method = "opencode"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(transcripts(), st.booleans(), st.sampled_from(METHODS))
 def test_prune_matches_reference(
     data: tuple[list[dict[str, Any]], pa.Table], continue_past: bool, method: str
@@ -243,7 +244,7 @@ def counted_once(table: pa.Table, counted: bool, method: str) -> pa.Table:
     return table
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=sweep(500), deadline=None)
 @given(
     transcripts(),
     POLICY_OPTIONS,
@@ -291,7 +292,7 @@ def _settled(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     transcripts(),
     st.fixed_dictionaries(RENDER_OPTIONS),
@@ -371,7 +372,7 @@ def targets_worked_out(table: pa.Table, which: str) -> pa.Table:
     return table.set_column(table.schema.get_field_index(TOOL_TARGET), TOOL_TARGET, column)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     transcripts(),
     st.sampled_from(["user", "step"]),
@@ -397,7 +398,7 @@ def test_supersession_matches_reference(
     assert got.pruned == sum(w.pruned for w in want)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(transcripts())
 def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) -> None:
     rows, table = data
@@ -414,7 +415,7 @@ def test_pivot_matches_reference(data: tuple[list[dict[str, Any]], pa.Table]) ->
     assert filtered.num_rows == sum(want_mask)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     transcripts(),
     st.integers(0, 8),
@@ -443,13 +444,13 @@ def test_message_estimates_match_reference(
     assert got.messages["message_id"].to_pylist() == [rows[r]["message_id"] for r, _ in want]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=sweep(500), deadline=None)
 @given(st.text(), st.sampled_from(METHODS))
 def test_estimate_matches_reference_on_any_unicode(text: str, method: str) -> None:
     assert cc.estimate_tokens(text, method) == ref.estimate(text, method)  # type: ignore[arg-type]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=sweep(100), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=200)), max_size=50))
 def test_estimate_array_matches_reference(values: list[str | None]) -> None:
     for typ in (pa.string(), pa.large_string(), pa.string_view()):
@@ -457,7 +458,7 @@ def test_estimate_array_matches_reference(values: list[str | None]) -> None:
         assert got == [None if v is None else ref.estimate(v) for v in values]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     st.fixed_dictionaries(
         {
@@ -528,7 +529,7 @@ def live_sessions(draw: st.DrawFn) -> cc.Session:
     return cc.Session.model_validate({"info": {"id": "s"}, "messages": messages})
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=sweep(400), deadline=None)
 @given(live_sessions())
 def test_pivot_on_a_live_session_matches_the_core(session: cc.Session) -> None:
     # The Session path reads the pydantic objects; the table path is the Rust scan.
@@ -549,7 +550,7 @@ def test_pivot_on_a_session_with_repeated_message_ids_is_left_to_the_core() -> N
         cc.filter_pivot(session)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(transcripts(), st.sampled_from([(60, 25), (0, 0), (10_000, 0)]), st.integers(0, 6))
 def test_the_one_pass_batch_scan_equals_the_separate_scans(
     data: tuple[list[dict[str, Any]], pa.Table], policy: tuple[int, int], overhead: int
@@ -585,7 +586,7 @@ def test_the_one_pass_batch_scan_equals_the_separate_scans(
     assert sum(r.num_rows for r in rows) == visible.num_rows == sum(found.visible_parts)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(
     st.sampled_from(["read", "bash", ""]),
     st.one_of(

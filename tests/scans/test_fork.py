@@ -14,7 +14,7 @@ from typing import Any
 import ctxcompact as cc
 import pyarrow as pa
 import pytest
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 
 
 @pytest.fixture(scope="module")

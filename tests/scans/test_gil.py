@@ -17,7 +17,7 @@ import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact import _core
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.batch.synthetic import generate_table
 from gil_probe import ticks_during
 
 

@@ -7,9 +7,10 @@ from ctxcompact.config import CompactionConfig
 from ctxcompact.scans import Limits, TokenBudget, check_overflow
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.sweeps import sweep
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=sweep(200), deadline=None)
 @given(
     st.integers(0, 2_000_000), st.integers(0, 300_000), st.integers(0, 200_000),
     st.sampled_from([None, 0, 5_000, "default"]), st.booleans(),

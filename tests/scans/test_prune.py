@@ -176,9 +176,9 @@ def test_the_cores_prune_defaults_are_the_configs() -> None:
 
 def test_output_lengths_counted_once_are_read_instead_of_the_text() -> None:
     import pyarrow.compute as pc
+    from ctxcompact.batch.synthetic import generate_table
     from ctxcompact.errors import TranscriptError
     from ctxcompact.scans import estimate_messages, verify_output_units, with_output_units
-    from ctxcompact.testing.synthetic import generate_table
 
     table = generate_table(20, 300, seed=4, mean_output_chars=3000)
     counted = with_output_units(table)

@@ -207,7 +207,7 @@ def test_a_text_protocol_action_names_its_tool_once() -> None:
     """A SWE-agent action's target is its command line ("create x.py"),
     which starts with the tool's name: the placeholder said it twice."""
     from ctxcompact import formats
-    from ctxcompact.testing.reference import cleared_placeholder
+    from ctxcompact.scans.reference import cleared_placeholder
 
     shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
     session = formats.read(shared / "swe-agent/tests/test_data/trajectories/ctf/crypto/katy.traj")[

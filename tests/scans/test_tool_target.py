@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.errors import TranscriptError
 from ctxcompact.policy import Policy
 from ctxcompact.scans import prune, verify_output_units, with_tool_targets
-from ctxcompact.testing.reference import call_target
-from ctxcompact.testing.synthetic import generate_table
+from ctxcompact.scans.reference import call_target
 from ctxcompact.transcript import (
     SCHEMA,
     TARGETS_DICTIONARY,

@@ -1,6 +1,6 @@
 """Local model servers that speak the real OpenAI and Anthropic wire formats.
 
-For tests and examples: point the official SDKs at ``server.base_url`` and
+For the tests: point the official SDKs at ``server.base_url`` and
 they run unmodified (JSON and server-sent-event streaming), with replies you
 script. Listens on 127.0.0.1 only.
 

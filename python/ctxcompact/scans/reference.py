@@ -1,7 +1,7 @@
 """Pure-Python reference of the core semantics, written to be read, not to be fast.
 
 The Rust core is checked against this module on random transcripts
-(tests/test_differential.py), and the benchmarks use it as the baseline.
+(tests/scans/test_differential.py), and the benchmarks use it as the baseline.
 It works on part rows as plain dicts (``table.to_pylist()``, columns of
 docs/schema.md: ``role``, ``part_type`` and ``status`` as names or their int8
 codes), so it shares no code with the Rust path.
