@@ -19,6 +19,7 @@ pub mod parallel;
 pub mod pivot;
 pub mod prune;
 pub mod render;
+pub mod replay;
 pub mod schema;
 pub mod select;
 pub mod table;

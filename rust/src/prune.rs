@@ -187,6 +187,80 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
         .collect()
 }
 
+/// A prune of the first messages of a session at a time (`replay`: the
+/// history before each model call), with what `prune` works out once per
+/// table kept. The sessions it prunes hold no summary (no pivot): a
+/// `trigger` is measured over every message given.
+pub struct PrefixPrune<'b, 'a> {
+    config: &'b PruneConfig,
+    protected: Members<'b, 'a>,
+    targets: Option<TargetIds<'b, 'a>>,
+    tools: Option<ToolIds<'b, 'a>>,
+}
+
+/// Buffers one thread reuses from prune to prune (`PrefixPrune::prune`).
+#[derive(Default)]
+pub struct PruneScratch<'a>(Scratch<'a>);
+
+impl<'b, 'a> PrefixPrune<'b, 'a> {
+    /// `table`: where the column-level work (protected tools, target and
+    /// tool ids) is done; the prunes may read another `PartTable` over the
+    /// same columns (one with its own flags).
+    pub fn new(table: &'b PartTable<'a>, config: &'b PruneConfig) -> Result<Self> {
+        table.check_lengths(config.method, config.trigger > 0)?;
+        let tool = table.tool.as_ref().ok_or(CoreError::MissingColumn {
+            column: "tool",
+            needed_by: "prune",
+        })?;
+        Ok(PrefixPrune {
+            config,
+            protected: tool.members(&config.protected_tools),
+            targets: match config.supersede {
+                true => table.tool_target.as_ref().and_then(TargetIds::new),
+                false => None,
+            },
+            tools: match config.keep_recent_per_tool && config.keep_recent.is_some() {
+                true => ToolIds::new(tool),
+                false => None,
+            },
+        })
+    }
+
+    /// The policy's outcome over `messages` (a session's first messages, as
+    /// `table` splits them), as `prune` decides it for a session that ends there.
+    pub fn prune(
+        &self,
+        table: &PartTable<'a>,
+        messages: &[Message],
+        scratch: &mut PruneScratch<'a>,
+    ) -> Result<SessionPrune> {
+        let config = self.config;
+        if !config.enabled {
+            return Ok(SessionPrune::default());
+        }
+        let by = By {
+            protected: &self.protected,
+            targets: self.targets.as_ref(),
+            tools: self.tools.as_ref(),
+        };
+        if config.trigger == 0 {
+            return prune_session(table, messages, config, &by, &[], &mut scratch.0);
+        }
+        let shown = match (messages.first(), messages.last()) {
+            (Some(first), Some(last)) => Visible {
+                start: first.rows.start,
+                end: last.rows.end,
+                pinned: Vec::new(),
+            },
+            _ => return Ok(SessionPrune::default()),
+        };
+        match above_trigger(table, messages, config, &shown)? {
+            Some(known) => prune_session(table, messages, config, &by, &known, &mut scratch.0),
+            None => Ok(SessionPrune::default()),
+        }
+    }
+}
+
 /// What a prune call works out once for every session.
 struct By<'b, 'a> {
     /// Rows of the protected tools.
