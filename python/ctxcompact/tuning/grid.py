@@ -42,13 +42,14 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
+from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.replay import (
+    CACHE_TTL_S,
     CALL_SCHEMA,
     check_config,
     check_number,
     price_row_for,
-    replay_session,
     summarize_calls,
 )
 
@@ -245,12 +246,25 @@ def _replay_table(
     on the driver, from the totals). ``locate``: the file and row in it of a
     row of ``table`` (a piece of a corpus), which an error about a row names."""
     try:
-        sessions = Transcript(table).to_sessions()
+        # The message facts once, every point over them in the engine.
+        facts = message_facts(table)
+        tables = [
+            _with_policy(point.name, engine_calls(table, point.config, point.limits,
+                                                  summarizer=None, system=None,
+                                                  cache_ttl_s=CACHE_TTL_S, schema=CALL_SCHEMA,
+                                                  facts=facts))
+            for point in grid_points
+        ]  # fmt: skip
     except CompactionError as e:
         if locate is None or e.row is None:
             raise
         raise relocate(e, *locate(e.row)) from None
-    return _replay_sessions(sessions, grid_points)
+    return pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table()
+
+
+def _with_policy(name: str, calls: pa.Table) -> pa.Table:
+    return calls.add_column(0, GRID_CALL_SCHEMA.field("policy"),
+                            pa.array([name] * calls.num_rows, pa.string()))  # fmt: skip
 
 
 #: The file (``None``: a table in memory) and row of a row of a corpus's piece.
@@ -262,12 +276,7 @@ def _shifted(start: int, row: int) -> tuple[None, int]:
 
 
 def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Table:
-    rows: list[dict[str, Any]] = []
-    for point in grid_points:
-        for session in sessions:
-            for row in replay_session(session, point.config, point.limits):
-                rows.append({"policy": point.name, **row})
-    return pa.Table.from_pylist(rows, schema=GRID_CALL_SCHEMA)
+    return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points)
 
 
 def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[tuple[pa.Table, Locate]]:

@@ -55,6 +55,7 @@ from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
+from ctxcompact.tuning.engine import engine_calls
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
 from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
@@ -122,6 +123,15 @@ def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
             raise ConfigError(f"replay takes Sessions or a Transcript; item {i} is a "
                               f"{type(s).__name__}", column="sessions")  # fmt: skip
     return unique_sessions(sessions)
+
+
+def _table(data: Session | Transcript | Iterable[Session]) -> pa.Table:
+    """``data`` as the part-row table (sessions are checked as ``_sessions`` checks them)."""
+    if isinstance(data, Transcript):
+        return data.to_arrow()
+    if isinstance(data, pa.Table):
+        return data
+    return Transcript.from_sessions(_sessions(data)).to_arrow()
 
 
 def _common_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
@@ -350,16 +360,16 @@ def replay(
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     row = price_row_for(model, cfg, prices)
-    rows: list[dict[str, Any]] = []
-    sessions = _sessions(data)
-    for session in sessions:
-        rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system,
-                                   cache_ttl_s=cache_ttl_s))  # fmt: skip
-    if not rows:
-        ids = ", ".join(repr(s.id) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
+    table = _table(data)
+    # The engine walks every session; those it leaves (a summary, a run that
+    # compacted itself) go through replay_session.
+    calls = engine_calls(table, cfg, window, summarizer=summarizer, system=system,
+                         cache_ttl_s=cache_ttl_s, schema=CALL_SCHEMA)  # fmt: skip
+    if calls.num_rows == 0:
+        sessions = Transcript(table).session_ids()
+        ids = ", ".join(repr(s) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
-    calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(),
                **summarize_calls(calls, row, model)}  # fmt: skip
