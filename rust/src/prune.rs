@@ -189,8 +189,9 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
 
 /// A prune of the first messages of a session at a time (`replay`: the
 /// history before each model call), with what `prune` works out once per
-/// table kept. The sessions it prunes hold no summary (no pivot): a
-/// `trigger` is measured over every message given.
+/// table kept. The messages it prunes hold no summary (no pivot): a
+/// `trigger` is measured over every message given (a caller may leave
+/// messages out: their rows are not read, and they must hold no tool part).
 pub struct PrefixPrune<'b, 'a> {
     config: &'b PruneConfig,
     protected: Members<'b, 'a>,
@@ -246,13 +247,25 @@ impl<'b, 'a> PrefixPrune<'b, 'a> {
         if config.trigger == 0 {
             return prune_session(table, messages, config, &by, &[], &mut scratch.0);
         }
-        let shown = match (messages.first(), messages.last()) {
-            (Some(first), Some(last)) => Visible {
-                start: first.rows.start,
+        // Messages left out (a replay leaves a run's own summaries out):
+        // those before the last gap are shown as pinned ones are.
+        let Some(last) = messages.last() else {
+            return Ok(SessionPrune::default());
+        };
+        let gap = messages
+            .windows(2)
+            .rposition(|w| w[0].rows.end != w[1].rows.start);
+        let shown = match gap {
+            None => Visible {
+                start: messages[0].rows.start,
                 end: last.rows.end,
                 pinned: Vec::new(),
             },
-            _ => return Ok(SessionPrune::default()),
+            Some(g) => Visible {
+                start: messages[g + 1].rows.start,
+                end: last.rows.end,
+                pinned: messages[..=g].iter().map(|m| m.rows.clone()).collect(),
+            },
         };
         match above_trigger(table, messages, config, &shown)? {
             Some(known) => prune_session(table, messages, config, &by, &known, &mut scratch.0),

@@ -8,9 +8,9 @@
 //! proactive summary does not. At the first call where the live loop would
 //! summarize (`CompactionLoop._proactive_reason`), the engine stops that
 //! session and says so (`Fallback::Summary`), and the caller replays the
-//! session with the live walk; so it does for a run that compacted itself
-//! (`Fallback::Compacted`: its summaries and markers would have to be left
-//! out). A later step makes summaries resumable.
+//! session with the live walk. A later step makes summaries resumable. The
+//! run's own summaries and compaction markers are left out and its stored
+//! prune marks ignored, as the live walk does.
 //!
 //! Incremental: every stored message keeps the estimates of the model
 //! messages it is sent as (`messages::model_messages`), and only the
@@ -89,7 +89,8 @@ pub struct Call {
 pub enum Fallback {
     /// A proactive summary would fire at this call (its index).
     Summary(usize),
-    /// The run holds its own summaries or compaction markers.
+    /// The run's own summary or compaction marker holds a tool part (no
+    /// reader writes one): the walk could not leave it out.
     Compacted,
 }
 
@@ -192,20 +193,33 @@ impl<'a> Walk<'_, '_, 'a> {
             prefix,
         } = self;
         let rows = table.sessions[s].clone();
-        // A run that compacted itself: left to the live walk, which leaves
-        // its summaries and markers out.
-        let compacted = messages.iter().any(|m| {
+        // The run's own summaries and compaction markers are not replayed
+        // (the policy decides compactions): the walk leaves them out, as the
+        // live walk does. One holding a tool part (no reader writes one) is
+        // left to the live walk.
+        let own = |m: &Message| {
             (m.role == role::ASSISTANT && table.flags[m.rows.start] & flag::SUMMARY != 0)
                 || m.rows
                     .clone()
                     .any(|r| table.part_type[r] == part_type::COMPACTION)
-        });
-        if compacted {
-            return Ok(SessionReplay {
-                calls: Vec::new(),
-                fallback: Some(Fallback::Compacted),
-            });
+        };
+        let (mut kept, mut index) = (Vec::with_capacity(messages.len()), Vec::new());
+        for (j, m) in messages.iter().enumerate() {
+            if !own(m) {
+                kept.push(m.clone());
+                index.push(first + j);
+            } else if m
+                .rows
+                .clone()
+                .any(|r| table.part_type[r] == part_type::TOOL)
+            {
+                return Ok(SessionReplay {
+                    calls: Vec::new(),
+                    fallback: Some(Fallback::Compacted),
+                });
+            }
         }
+        let messages = &kept[..];
         // The run's stored prune marks are not replayed: the policy decides.
         for f in &mut table.flags[rows] {
             *f &= !flag::COMPACTED;
@@ -262,7 +276,7 @@ impl<'a> Walk<'_, '_, 'a> {
             Ok(())
         };
         for (j, msg) in messages.iter().enumerate() {
-            let m = first + j;
+            let m = index[j];
             let assistant = msg.role == role::ASSISTANT;
             let call_id = facts.call[m].as_deref().filter(|_| assistant);
             let same_call = call_id.is_some() && call_id == last_call;
@@ -611,20 +625,27 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_or_a_compacted_run_falls_back() {
+    fn a_summary_falls_back_and_a_runs_own_compaction_is_left_out() {
         let mut c = config(false);
         c.threshold = Some(5_000);
         c.available = 10_000;
         c.usable = Some(10_000);
-        let compacted = vec![
-            user("u1", vec![text("task")]),
-            assistant("a1", "u1", vec![tool("read", 10)]),
-            user("u2", vec![compaction()]),
-            summary("a2", "u2"),
-        ];
-        let got = run(&[("s", long_run(6)), ("c", compacted)], &c);
+        let got = run(&[("s", long_run(6))], &c);
         assert!(matches!(got[0].fallback, Some(Fallback::Summary(k)) if k > 0));
         assert!(got[0].calls.is_empty());
-        assert_eq!(got[1].fallback, Some(Fallback::Compacted));
+        // The same run, compacted by itself halfway: the same calls.
+        let mut own = long_run(6);
+        own.insert(5, user("c1", vec![compaction()]));
+        own.insert(6, summary("c2", "c1"));
+        let plain = run(&[("s", long_run(6))], &config(true));
+        let compacted = run(&[("s", own)], &config(true));
+        let strip = |r: &SessionReplay| -> Vec<(u64, u64, u64, usize)> {
+            r.calls
+                .iter()
+                .map(|c| (c.prompt, c.cached, c.baseline_prompt, c.cleared.len()))
+                .collect()
+        };
+        assert_eq!(compacted[0].fallback, None);
+        assert_eq!(strip(&compacted[0]), strip(&plain[0]));
     }
 }

@@ -4,14 +4,15 @@
 The first step of issue 38's part 3. The core walks each session call by
 call, masking as the live loop does (``mask_first``), and keeps every
 message's estimate, re-estimating only what a mask or the ``keep_thinking``
-window changes. It leaves two kinds of session to the live walk
-(``replay_session``), whole: one where the loop would write a proactive
-summary (the core stops there and says so), and a run that compacted itself
-(its summaries and markers are not replayed). Python adds what the core does
-not know: each message's facts from its ``message_json`` (created time,
-recorded output, Claude Code call id), and the retention of the calls whose
-prompt is not the previous one with the new messages appended (scored as the
-live walk scores them, only for those calls).
+window changes; a run's own summaries and markers are left out and its
+stored prune marks ignored, as the live walk does. It leaves two kinds of
+session to the live walk (``replay_session``), whole: one where the loop
+would write a proactive summary (the core stops there and says so), and a
+run whose own summary or marker holds a tool part (no reader writes one).
+Python adds what the core does not know: each message's facts from its
+``message_json`` (created time, recorded output, Claude Code call id), and
+the retention of the calls whose prompt is not the previous one with the new
+messages appended (scored as the live walk scores them, only for those calls).
 """
 
 from __future__ import annotations
@@ -277,9 +278,18 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
     """``replay_session``'s retention for the changed calls of one session:
     the previous prompt and the messages since as they were appended, against
     this prompt, each rendered with the marks the core made up to its call."""
-    from ctxcompact.tuning.replay import _common_prefix, _without_prune_marks
+    from ctxcompact.tuning.replay import (
+        _common_prefix,
+        _is_original_compaction,
+        _without_prune_marks,
+    )
 
-    messages = [_without_prune_marks(m) for m in session.messages]
+    # The run's own summaries and markers are left out, as the core leaves them.
+    kept_before = [0]
+    for m in session.messages:
+        kept_before.append(kept_before[-1] + (not _is_original_compaction(m)))
+    messages = [_without_prune_marks(m) for m in session.messages
+                if not _is_original_compaction(m)]  # fmt: skip
     parts = {p.id: p for m in messages for p in m.parts}
     rows, offsets, cleared, changed = (
         core["rows"],
@@ -291,7 +301,8 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
     last = 0  # messages in the previous prompt
     task: str | None = None
     for c in calls:
-        at = bisect.bisect_left(starts, rows[c]) - base  # the call's message in the session
+        # the call's message among the session's messages replayed
+        at = kept_before[bisect.bisect_left(starts, rows[c]) - base]
         before: list[dict[str, Any]] = []
         if changed[c]:
             # The messages since the previous call as they were appended,
