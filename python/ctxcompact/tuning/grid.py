@@ -380,11 +380,22 @@ def tune(
                     finished, running = _wait(running)
                     for f in finished:
                         collect(f.result())
-                running.add(pool.submit(_run, chunk, grid_points))
+                running.add(pool.submit(_run, _own_buffers(chunk), grid_points))
             for f in running:
                 collect(f.result())
     return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                    grid_points, price, model)  # fmt: skip
+
+
+def _own_buffers(chunk: tuple[pa.Table, Locate] | list[Session]) -> Any:
+    """A piece of a table as a worker gets it: a copy of its own rows. A
+    zero-copy slice is pickled with the whole table's buffers (pyarrow sends
+    every buffer a slice points into): each piece of a 1M-row corpus was
+    sent to a worker whole."""
+    if isinstance(chunk, tuple):
+        table = chunk[0]
+        return table.take(pa.array(range(table.num_rows), pa.int64())), chunk[1]
+    return chunk
 
 
 def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Future[pa.Table]]]:

@@ -1,7 +1,12 @@
 """Replay stored runs under a policy: what each model call would have been sent.
 
-The run is re-walked call by call through the live lifecycle (``Compactor``
-and ``CompactionLoop`` over an in-memory store): before each assistant
+``replay`` (and ``tune``) run in the engine (``tuning.engine``, the core's
+``replay``), which gives the rows described here without the lifecycle, and
+hands the sessions a summary needs to ``replay_session``: the live walk, the
+definition the engine is tested equal to (tests/tuning/test_engine_replay.py).
+
+``replay_session`` re-walks a run call by call through the live lifecycle
+(``Compactor`` and ``CompactionLoop`` over an in-memory store): before each assistant
 message, the loop prepares the context exactly as it would in production
 (masking with ``mask_first``, a proactive summary when the estimated context
 crosses the threshold, the pivot filter), and the run's own message is then
