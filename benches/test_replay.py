@@ -1,5 +1,7 @@
-"""Replay throughput (issue 13, part 7): ``cc.replay`` against a plain Python
-loop doing the same walk, side by side on the same generated runs.
+"""Replay throughput (issue 13, part 7; issue 38, part 3): ``cc.replay`` (the
+engine, ``_core.replay``), the live walk it replaced (``replay_session``, kept
+as the oracle) and a plain Python loop doing the same walk, side by side on
+the same generated runs.
 
 The plain loop is what one writes without the library: before each assistant
 message, render the history so far as chat messages and estimate it (no
@@ -14,13 +16,18 @@ are in each result's ``extra_info``.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import pyarrow as pa
 import pytest
 from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import estimate_chat_messages
+from ctxcompact.scans.overflow import Limits, check_window
+from ctxcompact.tuning.replay import replay_session
 
 #: Runs of the benchmark (x 200 parts each); the CI smoke run uses fewer.
 RUNS = max(2, int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "40")) // 2)
@@ -74,6 +81,21 @@ def test_replay_plain_loop(benchmark: Any, runs: list[Session]) -> None:
     assert total > 0
 
 
+def live_walk(sessions: list[Session]) -> int:
+    """Today's replay before the engine: every run through the live lifecycle."""
+    config = cc.CompactionConfig().with_policy(Policy.load("opencode"))
+    window = check_window(Limits.coerce(LIMITS), config)
+    return sum(row["prompt_tokens"] for session in sessions
+               for row in replay_session(session, config, window))  # fmt: skip
+
+
+@pytest.mark.benchmark(group="replay")
+def test_replay_live_walk(benchmark: Any, runs: list[Session]) -> None:
+    total = benchmark.pedantic(live_walk, (runs,), rounds=3)
+    _rate(benchmark, _calls(runs))
+    assert total == plain_loop(runs)
+
+
 @pytest.mark.benchmark(group="replay")
 def test_replay_ctxcompact(benchmark: Any, runs: list[Session]) -> None:
     result = benchmark.pedantic(cc.replay, (runs, "opencode"), {"limits": LIMITS}, rounds=3)
@@ -111,3 +133,42 @@ def test_replay_corpus_tune(benchmark: Any, table: Any) -> None:
     benchmark.extra_info["rows"] = table.num_rows
     _rate(benchmark, int(result.points["calls"][0].as_py()))
     assert result.points["calls"][0].as_py() > 0
+
+
+@pytest.mark.benchmark(group="replay-corpus")
+def test_replay_corpus_engine(benchmark: Any, table: Any) -> None:
+    """``cc.replay`` on the table in one process: the engine on every core."""
+    result = benchmark.pedantic(cc.replay, (table, "opencode"), {"limits": LIMITS}, rounds=1)
+    benchmark.extra_info["rows"] = table.num_rows
+    _rate(benchmark, result.summary["calls"])
+    assert result.summary["calls"] > 0
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data")
+def test_engine_equals_the_walk_on_the_whole_corpora() -> None:
+    """Every corpus of ../shared/data whole (tests/tuning/test_engine_replay.py
+    compares a few sessions of each): the engine's per-call table is the live
+    walk's, every preset, with and without mask_first, where masks happen and
+    where summaries fire."""
+    from ctxcompact import formats
+    from ctxcompact.tuning.replay import CALL_SCHEMA
+
+    for path in [*sorted((SHARED / "transcripts").iterdir()), SHARED / "formats" / "claude-code"]:
+        if not path.is_dir():
+            continue
+        table = formats.read_sessions(path, on_error="skip").table
+        for preset in ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive"]:
+            for mask_first in (False, True):
+                for limits in ({"context": 32_000, "output": 4_000},
+                               {"context": 12_000, "output": 2_000}):  # fmt: skip
+                    config = cc.CompactionConfig(mask_first=mask_first)
+                    got = cc.replay(table, preset, limits=limits, config=config).calls
+                    walk = config.with_policy(Policy.load(preset))
+                    window = check_window(Limits.coerce(limits), walk)
+                    rows = [r for s in cc.Transcript(table).to_sessions()
+                            for r in replay_session(s, walk, window)]  # fmt: skip
+                    assert got.equals(pa.Table.from_pylist(rows, schema=CALL_SCHEMA)), (
+                        path.name, preset, mask_first, limits)  # fmt: skip

@@ -34,6 +34,7 @@ __all__ = [
     "pivot",
     "pivot_ranges",
     "prune",
+    "replay",
     "take_strings",
     "tool_targets",
     "truncate_output",
@@ -133,6 +134,21 @@ class JsonlStream:
         self,
     ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
 
+def replay(
+    table: Any,
+    view: dict[str, Any],
+    mask: dict[str, Any] | None,
+    created: list[int | None],
+    output: list[int],
+    call: list[str | None],
+    *,
+    system_tokens: int,
+    threshold: int | None,
+    available: int,
+    usable: int | None,
+    cache_ttl_s: float,
+    threads: int | None = None,
+) -> list[Any]: ...
 def compact_batch(
     table: Any,
     policy: dict[str, Any] | None = None,

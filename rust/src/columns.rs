@@ -160,7 +160,7 @@ impl<'a> Plain<'a> {
 }
 
 /// The keys of a dictionary chunk.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Keys<'a> {
     /// int32 keys (what pyarrow's `dictionary_encode` makes), read in place.
     I32(&'a Int32Array),
@@ -214,7 +214,7 @@ impl Keys<'_> {
 
 /// One chunk of a string column. Not recursive (a dictionary's values are
 /// plain), so a lookup inlines into the scans.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum StrChunk<'a> {
     Plain(Plain<'a>),
     Dict { keys: Keys<'a>, values: Plain<'a> },
@@ -364,7 +364,7 @@ pub fn str_le(a: &str, b: &str) -> bool {
 }
 
 /// A string column over all chunks.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StrCol<'a> {
     pub name: &'static str,
     chunks: Vec<StrChunk<'a>>,
@@ -838,7 +838,7 @@ pub fn or_nonzero_flags(
 
 /// A counted-once length column (`output_utf16`): one value per row,
 /// `NO_LENGTH` where it is null (that row's text is measured instead).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Lengths<'a> {
     /// One int64 chunk without a negative value (the usual case): read in
     /// place, so a scan allocates and faults in nothing for it.

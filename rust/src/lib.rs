@@ -20,6 +20,7 @@ pub mod part_json;
 pub mod pivot;
 pub mod prune;
 pub mod render;
+pub mod replay;
 pub mod schema;
 pub mod select;
 pub mod table;

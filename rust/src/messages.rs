@@ -764,6 +764,28 @@ fn push_sent_text<'a>(table: &PartTable<'a>, row: usize, content: &mut Content<'
     Ok(())
 }
 
+/// What one model message of a stored message is (`to_model_messages` in
+/// python/ctxcompact/scans/view.py sends them in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentKind {
+    /// The message itself: a user or system message, or an assistant's text,
+    /// reasoning and calls.
+    Message,
+    /// A `tool` message: the result of the call at `row`.
+    Result,
+    /// A text-protocol step's result, sent as a user message (`row`: its tool part).
+    Observation,
+}
+
+/// One model message of a stored message and its estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub kind: SentKind,
+    /// The message's first row (`Message`), else the tool part's row.
+    pub row: usize,
+    pub tokens: u64,
+}
+
 /// `thinking`: the message is one of the newest `keep_thinking` steps, so
 /// its reasoning is sent (`reasoning_content`).
 fn message_tokens(
@@ -773,47 +795,93 @@ fn message_tokens(
     thinking: bool,
     known: &[(usize, u64)],
 ) -> Result<u64> {
+    let mut total = 0;
+    model_messages(table, msg, config, thinking, known, &mut |sent| {
+        total += sent.tokens
+    })?;
+    Ok(total)
+}
+
+/// Every model message the stored message `msg` is sent as, in order, to
+/// `emit`: an assistant message (unless it has no text and no call), then
+/// each call's result, then each text-protocol step's non-empty result; a
+/// user or system message with anything to send. `message_tokens` is their sum.
+pub fn model_messages(
+    table: &PartTable<'_>,
+    msg: &Message,
+    config: MessageEstimateConfig,
+    thinking: bool,
+    known: &[(usize, u64)],
+    emit: &mut impl FnMut(Sent),
+) -> Result<()> {
     let method = config.method;
     let mut content = Content::new(method);
+    let first = msg.rows.start;
     match msg.role {
         role::ASSISTANT => {
             let (mut calls, mut sent) = (0u64, 0u64);
             let mut reasoning = Content::new(method);
             let may_observe = may_observe(table, msg.rows.clone());
+            let is_observed = |row| Ok::<_, CoreError>(may_observe && observed(table, row)?);
             for row in msg.rows.clone() {
                 match table.part_type[row] {
                     part_type::TEXT => push_sent_text(table, row, &mut content)?,
                     part_type::REASONING if thinking => {
                         reasoning.push_output(table, row);
                     }
-                    part_type::TOOL => {
-                        let result =
-                            config.overhead + tool_result_tokens(table, row, config, known)?;
-                        // A text-protocol step's result is a user message
-                        // (none when empty); its command is in the text.
-                        if may_observe && observed(table, row)? {
-                            if !empty_result(table, row, config) {
-                                calls += result;
-                            }
-                            continue;
-                        }
+                    // A text-protocol step's command is in the text: no call.
+                    part_type::TOOL if !is_observed(row)? => {
                         let input = sent_input(table, row, config);
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
-                            + estimate(input, method)
-                            + result;
+                            + estimate(input, method);
                         sent += 1;
                     }
                     _ => {}
                 }
             }
-            if content.blocks == 0 && sent == 0 {
-                return Ok(calls); // not sent itself (the observations, if any, are)
+            if content.blocks > 0 || sent > 0 {
+                let reasoning = match reasoning.blocks {
+                    0 => 0,
+                    _ => reasoning.tokens("\n\n"),
+                };
+                emit(Sent {
+                    kind: SentKind::Message,
+                    row: first,
+                    tokens: config.overhead + content.tokens("\n\n") + reasoning + calls,
+                });
             }
-            let reasoning = match reasoning.blocks {
-                0 => 0,
-                _ => reasoning.tokens("\n\n"),
-            };
-            Ok(config.overhead + content.tokens("\n\n") + reasoning + calls)
+            let tools = msg
+                .rows
+                .clone()
+                .filter(|&row| table.part_type[row] == part_type::TOOL);
+            if sent > 0 {
+                for row in tools.clone() {
+                    if !is_observed(row)? {
+                        let tokens =
+                            config.overhead + tool_result_tokens(table, row, config, known)?;
+                        emit(Sent {
+                            kind: SentKind::Result,
+                            row,
+                            tokens,
+                        });
+                    }
+                }
+            }
+            // A text-protocol step's result is a user message (none when empty).
+            if may_observe {
+                for row in tools {
+                    if observed(table, row)? && !empty_result(table, row, config) {
+                        let tokens =
+                            config.overhead + tool_result_tokens(table, row, config, known)?;
+                        emit(Sent {
+                            kind: SentKind::Observation,
+                            row,
+                            tokens,
+                        });
+                    }
+                }
+            }
+            Ok(())
         }
         role::SYSTEM => {
             for row in msg.rows.clone() {
@@ -821,7 +889,14 @@ fn message_tokens(
                     push_sent_text(table, row, &mut content)?;
                 }
             }
-            Ok(sent_content(&content, "\n\n", config))
+            if content.blocks > 0 {
+                emit(Sent {
+                    kind: SentKind::Message,
+                    row: first,
+                    tokens: sent_content(&content, "\n\n", config),
+                });
+            }
+            Ok(())
         }
         // user, and anything else sent in the user's place
         _ => {
@@ -855,12 +930,16 @@ fn message_tokens(
                     _ => {}
                 }
             }
-            // With an image the content is a list of blocks, whose text is joined by "\n".
-            Ok(sent_content(
-                &content,
-                if image { "\n" } else { "\n\n" },
-                config,
-            ))
+            if content.blocks > 0 {
+                // With an image the content is a list of blocks, whose text is joined by "\n".
+                let sep = if image { "\n" } else { "\n\n" };
+                emit(Sent {
+                    kind: SentKind::Message,
+                    row: first,
+                    tokens: sent_content(&content, sep, config),
+                });
+            }
+            Ok(())
         }
     }
 }

@@ -188,6 +188,93 @@ pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionP
         .collect()
 }
 
+/// A prune of the first messages of a session at a time (`replay`: the
+/// history before each model call), with what `prune` works out once per
+/// table kept. The messages it prunes hold no summary (no pivot): a
+/// `trigger` is measured over every message given (a caller may leave
+/// messages out: their rows are not read, and they must hold no tool part).
+pub struct PrefixPrune<'b, 'a> {
+    config: &'b PruneConfig,
+    protected: Members<'b, 'a>,
+    targets: Option<TargetIds<'b, 'a>>,
+    tools: Option<ToolIds<'b, 'a>>,
+}
+
+/// Buffers one thread reuses from prune to prune (`PrefixPrune::prune`).
+#[derive(Default)]
+pub struct PruneScratch<'a>(Scratch<'a>);
+
+impl<'b, 'a> PrefixPrune<'b, 'a> {
+    /// `table`: where the column-level work (protected tools, target and
+    /// tool ids) is done; the prunes may read another `PartTable` over the
+    /// same columns (one with its own flags).
+    pub fn new(table: &'b PartTable<'a>, config: &'b PruneConfig) -> Result<Self> {
+        table.check_lengths(config.method, config.trigger > 0)?;
+        let tool = table.tool.as_ref().ok_or(CoreError::MissingColumn {
+            column: "tool",
+            needed_by: "prune",
+        })?;
+        Ok(PrefixPrune {
+            config,
+            protected: tool.members(&config.protected_tools),
+            targets: match config.supersede {
+                true => table.tool_target.as_ref().and_then(TargetIds::new),
+                false => None,
+            },
+            tools: match config.keep_recent_per_tool && config.keep_recent.is_some() {
+                true => ToolIds::new(tool),
+                false => None,
+            },
+        })
+    }
+
+    /// The policy's outcome over `messages` (a session's first messages, as
+    /// `table` splits them), as `prune` decides it for a session that ends there.
+    pub fn prune(
+        &self,
+        table: &PartTable<'a>,
+        messages: &[Message],
+        scratch: &mut PruneScratch<'a>,
+    ) -> Result<SessionPrune> {
+        let config = self.config;
+        if !config.enabled {
+            return Ok(SessionPrune::default());
+        }
+        let by = By {
+            protected: &self.protected,
+            targets: self.targets.as_ref(),
+            tools: self.tools.as_ref(),
+        };
+        if config.trigger == 0 {
+            return prune_session(table, messages, config, &by, &[], &mut scratch.0);
+        }
+        // Messages left out (a replay leaves a run's own summaries out):
+        // those before the last gap are shown as pinned ones are.
+        let Some(last) = messages.last() else {
+            return Ok(SessionPrune::default());
+        };
+        let gap = messages
+            .windows(2)
+            .rposition(|w| w[0].rows.end != w[1].rows.start);
+        let shown = match gap {
+            None => Visible {
+                start: messages[0].rows.start,
+                end: last.rows.end,
+                pinned: Vec::new(),
+            },
+            Some(g) => Visible {
+                start: messages[g + 1].rows.start,
+                end: last.rows.end,
+                pinned: messages[..=g].iter().map(|m| m.rows.clone()).collect(),
+            },
+        };
+        match above_trigger(table, messages, config, &shown)? {
+            Some(known) => prune_session(table, messages, config, &by, &known, &mut scratch.0),
+            None => Ok(SessionPrune::default()),
+        }
+    }
+}
+
 /// What a prune call works out once for every session.
 struct By<'b, 'a> {
     /// Rows of the protected tools.

@@ -27,6 +27,7 @@ use crate::parallel;
 use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
 use crate::prune::{prune as prune_core, PruneConfig};
 use crate::render::Render;
+use crate::replay::{replay as replay_core, Call, Fallback, MessageFacts, ReplayConfig};
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
@@ -621,6 +622,101 @@ fn estimate_messages(
     Ok((u64_array(rows), u64_array(tokens), u64_array(sessions)))
 }
 
+/// Replay every session of `table` call by call (`replay::replay`): the
+/// view and the mask are policy dicts (as `prune` takes), the message facts
+/// one entry per message in table order. Returns the per-call columns
+/// (session id, call, row, prompt, cached, output, baseline prompt and
+/// cached, over_window, changed), the cleared rows of every call (offsets
+/// into them, one more than the calls) and the sessions left to the live
+/// walk with the call where a summary fires (-1: the run compacted itself).
+#[pyfunction]
+#[pyo3(signature = (
+    table, view, mask, created, output, call, *, system_tokens, threshold, available,
+    usable, cache_ttl_s, threads = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    view: &Bound<'_, PyDict>,
+    mask: Option<&Bound<'_, PyDict>>,
+    created: Vec<Option<i64>>,
+    output: Vec<u64>,
+    call: Vec<Option<String>>,
+    system_tokens: u64,
+    threshold: Option<u64>,
+    available: u64,
+    usable: Option<u64>,
+    cache_ttl_s: f64,
+    threads: Option<usize>,
+) -> PyResult<Vec<PyArray>> {
+    let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
+    let config = ReplayConfig {
+        view: prune_config(py, Some(view))?.estimate_config(),
+        mask,
+        system_tokens,
+        threshold,
+        available,
+        usable,
+        cache_ttl_s,
+    };
+    let facts = MessageFacts {
+        created,
+        output,
+        call,
+    };
+    let (calls, fallback) = scan(py, table, Scan::Compact, threads, |t| {
+        let sessions = replay_core(t, &facts, &config)?;
+        let id = |s: usize| t.session_id.get(t.sessions[s].start);
+        let mut fallback: (Vec<Option<&str>>, Vec<i64>) = Default::default();
+        let mut out: Vec<Call> = Vec::new();
+        for (s, session) in sessions.into_iter().enumerate() {
+            match session.fallback {
+                Some(why) => {
+                    fallback.0.push(id(s));
+                    fallback.1.push(match why {
+                        Fallback::Summary(call) => call as i64,
+                        Fallback::Compacted => -1,
+                    });
+                }
+                None => out.extend(session.calls),
+            }
+        }
+        let ids: StringArray = out.iter().map(|c| id(c.session)).collect();
+        let fallback_ids: StringArray = fallback.0.into_iter().collect();
+        Ok(((ids, out), (fallback_ids, fallback.1)))
+    })?;
+    let (ids, calls) = calls;
+    let column = |f: &dyn Fn(&Call) -> u64| u64_array(calls.iter().map(f).collect());
+    let flag = |f: &dyn Fn(&Call) -> bool| {
+        PyArray::from_array_ref(Arc::new(
+            calls.iter().map(|c| Some(f(c))).collect::<BooleanArray>(),
+        ))
+    };
+    let mut offsets = vec![0u64];
+    let mut cleared = Vec::new();
+    for c in &calls {
+        cleared.extend(c.cleared.iter().map(|&r| r as u64));
+        offsets.push(cleared.len() as u64);
+    }
+    Ok(vec![
+        PyArray::from_array_ref(Arc::new(ids)),
+        column(&|c| c.call as u64),
+        column(&|c| c.row as u64),
+        column(&|c| c.prompt),
+        column(&|c| c.cached),
+        column(&|c| c.output),
+        column(&|c| c.baseline_prompt),
+        column(&|c| c.baseline_cached),
+        flag(&|c| c.over_window),
+        flag(&|c| c.changed),
+        u64_array(offsets),
+        u64_array(cleared),
+        PyArray::from_array_ref(Arc::new(fallback.0)),
+        PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(fallback.1))),
+    ])
+}
+
 /// The placeholder of a cleared tool output (`placeholder = "describe"`).
 #[pyfunction]
 #[pyo3(signature = (tool, input, output, part_id, *, describe = true))]
@@ -842,6 +938,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     Ok(())

@@ -51,6 +51,9 @@ pub struct Message {
     pub role: u8,
 }
 
+/// Cloned, it shares the columns and copies the decoded codes and flags (a
+/// scan that marks rows as it goes, `replay`, marks its own copy).
+#[derive(Clone)]
 pub struct PartTable<'a> {
     pub session_id: StrCol<'a>,
     pub message_id: StrCol<'a>,

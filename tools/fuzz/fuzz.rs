@@ -34,8 +34,9 @@ use ctxcompact::compact::compact;
 use ctxcompact::ingest::{self, Format, OnError, Options, Source, Stream, StreamFile};
 use ctxcompact::messages::{estimate_messages, MessageEstimateConfig};
 use ctxcompact::pivot::{pivot_mask, visible_ranges};
-use ctxcompact::prune::{prune, tool_target_array, PruneConfig, TurnUnit};
+use ctxcompact::prune::{prune, PruneConfig, TurnUnit};
 use ctxcompact::render::Render;
+use ctxcompact::target::tool_target_array;
 use ctxcompact::{Columns, Method, PartTable, Scan};
 
 /// Inputs larger than this are cut (mutations that duplicate would grow them).

@@ -43,12 +43,12 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
 from ctxcompact.tuning.cache import Sheet
+from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
-    replay_session,
     sheets_for,
     summarize_calls,
 )
@@ -246,12 +246,25 @@ def _replay_table(
     on the driver, from the totals). ``locate``: the file and row in it of a
     row of ``table`` (a piece of a corpus), which an error about a row names."""
     try:
-        sessions = Transcript(table).to_sessions()
+        # The message facts once, every point over them in the engine.
+        facts = message_facts(table)
+        tables = [
+            _with_policy(point.name, engine_calls(table, point.config, point.limits,
+                                                  summarizer=None, system=None,
+                                                  schema=CALL_SCHEMA,
+                                                  facts=facts))
+            for point in grid_points
+        ]  # fmt: skip
     except CompactionError as e:
         if locate is None or e.row is None:
             raise
         raise relocate(e, *locate(e.row)) from None
-    return _replay_sessions(sessions, grid_points)
+    return pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table()
+
+
+def _with_policy(name: str, calls: pa.Table) -> pa.Table:
+    return calls.add_column(0, GRID_CALL_SCHEMA.field("policy"),
+                            pa.array([name] * calls.num_rows, pa.string()))  # fmt: skip
 
 
 #: The file (``None``: a table in memory) and row of a row of a corpus's piece.
@@ -263,12 +276,7 @@ def _shifted(start: int, row: int) -> tuple[None, int]:
 
 
 def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Table:
-    rows: list[dict[str, Any]] = []
-    for point in grid_points:
-        for session in sessions:
-            for row in replay_session(session, point.config, point.limits):
-                rows.append({"policy": point.name, **row})
-    return pa.Table.from_pylist(rows, schema=GRID_CALL_SCHEMA)
+    return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points)
 
 
 def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[tuple[pa.Table, Locate]]:
@@ -374,11 +382,22 @@ def tune(
                     finished, running = _wait(running)
                     for f in finished:
                         collect(f.result())
-                running.add(pool.submit(_run, chunk, grid_points))
+                running.add(pool.submit(_run, _own_buffers(chunk), grid_points))
             for f in running:
                 collect(f.result())
     return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                    grid_points, price)  # fmt: skip
+
+
+def _own_buffers(chunk: tuple[pa.Table, Locate] | list[Session]) -> Any:
+    """A piece of a table as a worker gets it: a copy of its own rows. A
+    zero-copy slice is pickled with the whole table's buffers (pyarrow sends
+    every buffer a slice points into): each piece of a 1M-row corpus was
+    sent to a worker whole."""
+    if isinstance(chunk, tuple):
+        table = chunk[0]
+        return table.take(pa.array(range(table.num_rows), pa.int64())), chunk[1]
+    return chunk
 
 
 def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Future[pa.Table]]]:

@@ -100,6 +100,33 @@ def recorded_usage(session: Session) -> dict[str, Any]:
     return out
 
 
+def recorded_usage_table(table: pa.Table) -> list[dict[str, Any]]:
+    """``recorded_usage`` of every session of a part-row table that holds a
+    message, in table order, read from the session and assistant message
+    records alone (the usage is on the message: no part is built)."""
+    import json
+
+    from ctxcompact.tuning.engine import _strings, message_starts
+
+    starts = message_starts(table)
+    if not starts or "message_json" not in table.column_names:
+        return []
+    index = pa.array(starts, pa.int64())
+    sids = _strings(table.column("session_id")).take(index).to_pylist()
+    roles = _strings(table.column("role")).take(index).to_pylist()
+    infos = table.column("message_json").take(index).to_pylist()
+    heads = (table.column("session_json").take(index).to_pylist()
+             if "session_json" in table.column_names else [None] * len(starts))  # fmt: skip
+    sessions: list[dict[str, Any]] = []
+    for sid, role, info, head in zip(sids, roles, infos, heads, strict=True):
+        if not sessions or sessions[-1]["info"]["id"] != sid:
+            session_info = json.loads(head) if head else {}
+            sessions.append({"info": {**session_info, "id": sid}, "messages": []})
+        if role in ("assistant", 1) and info:
+            sessions[-1]["messages"].append({"info": json.loads(info), "parts": []})
+    return [recorded_usage(Session.model_validate(s)) for s in sessions]
+
+
 def recorded_totals(rows: list[dict[str, Any]], baseline: dict[str, int]) -> dict[str, Any]:
     """The recorded usage summed over the sessions that recorded it (each
     total ``None`` when none did), how many did (``recorded_sessions``), and
@@ -117,4 +144,10 @@ def recorded_totals(rows: list[dict[str, Any]], baseline: dict[str, int]) -> dic
             "prompt_gap_ratio": gap / sent if sent else None}  # fmt: skip
 
 
-__all__ = ["RECORDED_KEYS", "RECORDED_SCHEMA", "recorded_totals", "recorded_usage"]
+__all__ = [
+    "RECORDED_KEYS",
+    "RECORDED_SCHEMA",
+    "recorded_totals",
+    "recorded_usage",
+    "recorded_usage_table",
+]

@@ -1,7 +1,12 @@
 """Replay stored runs under a policy: what each model call would have been sent.
 
-The run is re-walked call by call through the live lifecycle (``Compactor``
-and ``CompactionLoop`` over an in-memory store): before each assistant
+``replay`` (and ``tune``) run in the engine (``tuning.engine``, the core's
+``replay``), which gives the rows described here without the lifecycle, and
+hands the sessions a summary needs to ``replay_session``: the live walk, the
+definition the engine is tested equal to (tests/tuning/test_engine_replay.py).
+
+``replay_session`` re-walks a run call by call through the live lifecycle
+(``Compactor`` and ``CompactionLoop`` over an in-memory store): before each assistant
 message, the loop prepares the context exactly as it would in production
 (masking with ``mask_first``, a proactive summary when the estimated context
 crosses the threshold, the pivot filter), and the run's own message is then
@@ -57,8 +62,9 @@ from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
+from ctxcompact.tuning.engine import engine_calls
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
-from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage
+from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage_table
 from ctxcompact.tuning.retention import content_text, ranked, score_compaction
 
 #: Columns of the per-call table, in order.
@@ -128,6 +134,15 @@ def _sessions(data: Session | Transcript | Iterable[Session]) -> list[Session]:
             raise ConfigError(f"replay takes Sessions or a Transcript; item {i} is a "
                               f"{type(s).__name__}", column="sessions")  # fmt: skip
     return unique_sessions(sessions)
+
+
+def _table(data: Session | Transcript | Iterable[Session]) -> pa.Table:
+    """``data`` as the part-row table (sessions are checked as ``_sessions`` checks them)."""
+    if isinstance(data, Transcript):
+        return data.to_arrow()
+    if isinstance(data, pa.Table):
+        return data
+    return Transcript.from_sessions(_sessions(data)).to_arrow()
 
 
 def _common_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
@@ -370,18 +385,20 @@ def replay(
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
-    rows: list[dict[str, Any]] = []
-    sessions = _sessions(data)
-    for session in sessions:
-        rows.extend(replay_session(session, cfg, window, summarizer=summarizer, system=system))
-    if not rows:
-        ids = ", ".join(repr(s.id) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
+    table = _table(data)
+    # The engine walks every session; those it leaves (a summary) go through
+    # replay_session. cached_tokens is the raw common prefix: the cache's
+    # lifetime is applied at pricing (since_previous_s).
+    calls = engine_calls(table, cfg, window, summarizer=summarizer, system=system,
+                         schema=CALL_SCHEMA)  # fmt: skip
+    if calls.num_rows == 0:
+        sessions = Transcript(table).session_ids()
+        ids = ", ".join(repr(s) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
-    calls = pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
-    recorded = [recorded_usage(s) for s in sessions]
+    recorded = recorded_usage_table(table)
     per_session = per_session_table(calls, recorded)
     ids = per_session["session_id"].to_pylist()
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))

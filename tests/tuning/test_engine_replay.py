@@ -1,0 +1,138 @@
+"""Replay in the engine (issue 38, part 3, first step) against the live walk.
+
+``replay()`` sends the table to the core (``tuning.engine``), which walks
+every session call by call and leaves the sessions a summary needs to
+``replay_session``, the live lifecycle walked message by message. That walk
+stays the oracle: the engine's per-call table must equal it call for call,
+every column, on every corpus in ../shared/data and on generated runs. No
+drift of the old walk was found, so none is excused here: a difference is a
+bug of the engine.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from ctxcompact import formats
+from ctxcompact.policy import Policy
+from ctxcompact.scans.overflow import Limits, check_window
+from ctxcompact.batch.synthetic import generate_table
+from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.replay import CALL_SCHEMA, check_config, replay, replay_session
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+CORPORA = {
+    "swe-agent": DATA / "transcripts" / "swe-agent",
+    "mini-swe-agent": DATA / "transcripts" / "mini-swe-agent",
+    "openhands": DATA / "transcripts" / "openhands",
+    "tau-bench": DATA / "transcripts" / "tau-bench",
+    "claude-code": DATA / "formats" / "claude-code",
+}
+PRESETS = ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive"]
+#: Masks happen, summaries rarely; and summaries fire (the fallback).
+MASKS = {"context": 32_000, "output": 4_000}
+SUMMARIES = {"context": 12_000, "output": 2_000}
+#: Sessions per corpus in the unit test (the old walk is slow: the whole
+#: corpora are compared by benches/test_replay.py::test_engine_equals_the_walk).
+SESSIONS = 8
+
+
+@cache
+def corpus(name: str, sessions: int | None = SESSIONS) -> pa.Table:
+    table = formats.read_sessions(CORPORA[name], on_error="skip").table
+    if sessions is None:
+        return table
+    ids = pc.unique(table.column("session_id")).to_pylist()[:sessions]
+    return table.filter(pc.is_in(table.column("session_id"), pa.array(ids)))
+
+
+def walked(table: pa.Table, policy: Any, limits: dict[str, int], mask_first: bool,
+           system: str | None = None) -> pa.Table:  # fmt: skip
+    """Today's replay: every session through the live lifecycle."""
+    config = check_config({"mask_first": mask_first}, "replay").with_policy(Policy.load(policy))
+    window = check_window(Limits.coerce(limits), config)
+    rows = [row for session in Transcript(table).to_sessions()
+            for row in replay_session(session, config, window, system=system)]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=CALL_SCHEMA)
+
+
+def assert_same(got: pa.Table, want: pa.Table) -> None:
+    assert got.num_rows == want.num_rows
+    for a, b in zip(got.to_pylist(), want.to_pylist(), strict=True):
+        assert a == b, {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+    assert got.equals(want)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("mask_first", [False, True])
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", list(CORPORA))
+def test_the_engine_equals_the_live_walk_on_every_corpus(name: str, preset: str,
+                                                         mask_first: bool) -> None:  # fmt: skip
+    table = corpus(name)
+    for limits in (MASKS, SUMMARIES):
+        got = replay(table, preset, limits=limits, config={"mask_first": mask_first}).calls
+        assert_same(got, walked(table, preset, limits, mask_first))
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+def test_the_corpora_exercise_masks_summaries_and_retention() -> None:
+    """The contexts above do what they are there for."""
+    swe = corpus("swe-agent")
+    masked = replay(swe, "swe-agent", limits=MASKS, config={"mask_first": True}).calls
+    assert pc.sum(masked["removed_facts"]).as_py() > 0
+    assert pc.sum(masked["compacted"]).as_py() == 0
+    summarized = replay(swe, "opencode", limits=SUMMARIES).calls
+    assert pc.sum(summarized["compacted"]).as_py() > 0
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+def test_a_system_prompt_and_the_render_options() -> None:
+    """The system message, thinking kept for the newest steps, cut outputs,
+    cleared inputs and described placeholders: each changes which prefix is
+    cached and which calls are scored."""
+    table = corpus("openhands")
+    policy = {"preset": "aggressive", "keep_thinking": 2, "truncate_output": 300,
+              "clear_inputs": True, "placeholder": "describe"}  # fmt: skip
+    for mask_first in (False, True):
+        got = replay(table, policy, limits=MASKS, config={"mask_first": mask_first},
+                     system="You are a careful agent.").calls  # fmt: skip
+        assert_same(got, walked(table, policy, MASKS, mask_first, "You are a careful agent."))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    preset=st.sampled_from(PRESETS),
+    mask_first=st.booleans(),
+    context=st.sampled_from([6_000, 16_000, 64_000]),
+    render=st.sampled_from([{}, {"keep_thinking": 1}, {"keep_thinking": 3, "clear_inputs": True},
+                            {"truncate_output": 200}, {"placeholder": "describe"}]),
+)  # fmt: skip
+def test_the_engine_equals_the_live_walk_on_generated_runs(
+    seed: int, preset: str, mask_first: bool, context: int, render: dict[str, Any]
+) -> None:
+    table = generate_table(2, 40, seed=seed, mean_output_chars=2_000)
+    policy = {"preset": preset, **render}
+    limits = {"context": context, "output": context // 8}
+    got = replay(table, policy, limits=limits, config={"mask_first": mask_first}).calls
+    assert_same(got, walked(table, policy, limits, mask_first))
+
+
+def test_the_messages_a_call_masks_are_scored_as_they_were_appended() -> None:
+    """A call whose mask clears an output of a message appended since the
+    previous call: the live walk compares with that message as appended
+    (uncleared), so the output is among the facts removed."""
+    table = generate_table(3, 60, seed=288, mean_output_chars=2_000)
+    limits = {"context": 6_000, "output": 750}
+    got = replay(table, "swe-agent", limits=limits, config={"mask_first": True}).calls
+    want = walked(table, "swe-agent", limits, True)
+    assert_same(got, want)
+    assert pc.sum(want["removed_facts"]).as_py() > 0
