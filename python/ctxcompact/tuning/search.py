@@ -303,6 +303,8 @@ def check_search_options(objective: str | None, min_retention: Any, budget: Any,
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}",
                           column="method")  # fmt: skip
+    if method == "tpe":
+        _optuna()
     return objective
 
 
@@ -401,13 +403,18 @@ def _halving_size(budget: int, train: int) -> int:
     return n
 
 
-def _tpe(evaluate: _Evaluator, dims: list[Dimension], base: Policy, train: list[str],
-         seed: int) -> Trial:  # fmt: skip
+def _optuna() -> Any:
     try:
         import optuna
     except ImportError:
         raise ConfigError("method tpe needs Optuna: pip install 'ctxcompact[search]' (or use "
                           "method halving)", column="method") from None  # fmt: skip
+    return optuna
+
+
+def _tpe(evaluate: _Evaluator, dims: list[Dimension], base: Policy, train: list[str],
+         seed: int) -> Trial:  # fmt: skip
+    optuna = _optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = base.model_dump()
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
@@ -469,7 +476,9 @@ def search(
     (a candidate on a subset of the training split is one). ``progress(done,
     budget)`` after each replay. Every option is checked before any replay."""
     cfg = check_config(config, "search")
-    models = list(model) if isinstance(model, (list, tuple)) else [model] if model else []
+    models = (
+        [str(m) for m in model] if isinstance(model, (list, tuple)) else [model] if model else []
+    )
     objective = check_search_options(objective, min_retention, budget, method, models)
     dims = load_space(space, cfg.policy)
     window = check_window(Limits.coerce(limits), cfg)
