@@ -47,6 +47,7 @@ from ctxcompact.models import Session
 from ctxcompact.policy import PRESETS, Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.cache import model_names
 from ctxcompact.tuning.replay import _sessions, check_config, check_number, replay, sheets_for
 
 Objective = Literal["cost", "tokens"]
@@ -476,9 +477,7 @@ def search(
     (a candidate on a subset of the training split is one). ``progress(done,
     budget)`` after each replay. Every option is checked before any replay."""
     cfg = check_config(config, "search")
-    models = (
-        [str(m) for m in model] if isinstance(model, (list, tuple)) else [model] if model else []
-    )
+    models = model_names(model)
     objective = check_search_options(objective, min_retention, budget, method, models)
     dims = load_space(space, cfg.policy)
     window = check_window(Limits.coerce(limits), cfg)
