@@ -197,6 +197,7 @@ def test_tune_search_writes_a_policy_every_command_takes(
     assert Policy.from_file(out).model_dump() == shown["options"]
     # --policy FILE on the commands that take it
     for args in (["prune"], ["compact", "--output", str(tmp_path / "c.parquet")],
+                 ["batch", "--output", str(tmp_path / "b.parquet")],
                  ["replay", "--context", "64000", "--output-limit", "1000", "--json"]):  # fmt: skip
         code, _, err = invoke(monkeypatch, capsys, args[0], str(runs), "--policy", str(out),
                               *args[1:])  # fmt: skip
