@@ -1754,10 +1754,10 @@ BudgetOption = Annotated[
 ]
 MethodSearchOption = Annotated[
     str,
-    typer.Option("--search-method", metavar="halving|random|tpe",
-                 callback=_choice(("halving", "random", "tpe")),
-                 help="With --search: successive halving (default), random candidates, or "
-                 "Optuna's TPE (pip install 'ctxcompact[search]')."),
+    typer.Option("--search-method", metavar="random|halving|tpe",
+                 callback=_choice(("random", "halving", "tpe")),
+                 help="With --search: random candidates (default), successive halving (less "
+                 "work, worse choices), or Optuna's TPE (pip install 'ctxcompact[search]')."),
 ]  # fmt: skip
 SeedOption = Annotated[
     int, typer.Option("--seed", min=0, metavar="N", help="With --search: the split's and "
@@ -1916,7 +1916,7 @@ def tune(
     objective: ObjectiveOption = None,
     min_retention: MinRetentionOption = 0.0,
     budget: BudgetOption = 64,
-    search_method: MethodSearchOption = "halving",
+    search_method: MethodSearchOption = "random",
     seed: SeedOption = 0,
     mask_first: MaskFirstSearchOption = False,
 ) -> None:
@@ -1939,7 +1939,7 @@ def tune(
         return
     search_only = {"--space": space is not None, "--objective": objective is not None,
                    "--min-retention": min_retention != 0.0, "--budget": budget != 64,
-                   "--search-method": search_method != "halving", "--seed": seed != 0,
+                   "--search-method": search_method != "random", "--seed": seed != 0,
                    "--mask-first": mask_first}  # fmt: skip
     if given := next((o for o, on in search_only.items() if on), None):
         raise typer.BadParameter("takes --search", param_hint=given)

@@ -14,12 +14,14 @@ a feasible one). ``budget`` counts replays: one candidate replayed over one
 subset of the training sessions is one, whatever the subset's size; a
 candidate already replayed on a subset is not replayed again.
 
-Methods (``method=``): ``"halving"`` (the default; successive halving: many
-sampled candidates replayed on a few training sessions, the better half kept
-on twice as many, down to one on the whole split), ``"random"`` (candidates
-each replayed on the whole training split) and ``"tpe"`` (Optuna's TPE on the
+Methods (``method=``): ``"random"`` (the default: the presets and candidates
+sampled from the space, each replayed on the whole training split),
+``"halving"`` (successive halving: more candidates replayed on a few training
+sessions, the better half kept on twice as many, down to one on the whole
+split; about 10x less replay work for the same budget, and worse choices on
+the shared SWE-agent runs: docs/tuning.md) and ``"tpe"`` (Optuna's TPE on the
 whole training split; ``pip install 'ctxcompact[search]'``). The presets are
-the first candidates of ``halving`` and ``random`` and the first trials of
+the first candidates of ``random`` and ``halving`` and the first trials of
 ``tpe``, so the search starts from what a user would otherwise pick.
 
 A space maps a ``Policy`` option to a list of values (``"none"`` stands for
@@ -52,7 +54,7 @@ from ctxcompact.tuning.replay import _sessions, check_config, check_number, repl
 
 Objective = Literal["cost", "tokens"]
 OBJECTIVES: tuple[str, ...] = ("cost", "tokens")
-METHODS: tuple[str, ...] = ("halving", "random", "tpe")
+METHODS: tuple[str, ...] = ("random", "halving", "tpe")
 
 #: The policy options searched by default, with their ranges: what decides
 #: which outputs are cleared and when (the turn unit, the protected window,
@@ -409,7 +411,7 @@ def _optuna() -> Any:
         import optuna
     except ImportError:
         raise ConfigError("method tpe needs Optuna: pip install 'ctxcompact[search]' (or use "
-                          "method halving)", column="method") from None  # fmt: skip
+                          "method random)", column="method") from None  # fmt: skip
     return optuna
 
 
@@ -466,7 +468,7 @@ def search(
     config: CompactionConfig | Mapping[str, Any] | None = None,
     prices: Mapping[str, Any] | None = None,
     cache: str = "5m",
-    method: str = "halving",
+    method: str = "random",
     holdout: float = 0.3,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
