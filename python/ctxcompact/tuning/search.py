@@ -438,7 +438,11 @@ def _tpe(evaluate: _Evaluator, dims: list[Dimension], base: Policy, train: list[
         else:
             if all(given[k] == start[k] for k in start if k not in searched):
                 study.enqueue_trial(params)
-    while evaluate.left() > 0:
+    # A small space runs out of new candidates: a repeat costs no replay, so
+    # the asks are bounded too.
+    for _ in range(20 * evaluate.budget):
+        if evaluate.left() <= 0:
+            break
         trial = study.ask()
         options = {}
         for d in dims:
