@@ -1724,11 +1724,170 @@ def replay(
     bigger.note()
 
 
+# --- tune --search: the search path of `tune` (tuning/search.py) ------------------------
+
+SearchOption = Annotated[
+    bool,
+    typer.Option("--search", help="Search the policy space on a training split of the runs "
+                 "(not a grid); report the chosen policy and every preset on the held-out "
+                 "split, and write the policy with --out FILE.toml."),
+]  # fmt: skip
+SpaceOption = Annotated[
+    Path | None,
+    typer.Option("--space", metavar="FILE", help="With --search: a TOML search space "
+                 "(policy options with their values or {low, high} ranges; default: "
+                 "docs/tuning.md, A tuner that searches)."),
+]  # fmt: skip
+ObjectiveOption = Annotated[
+    str | None,
+    typer.Option("--objective", metavar="cost|tokens", callback=_choice(("cost", "tokens")),
+                 help="With --search: what to minimize (default: cost with --model, else "
+                 "tokens)."),
+]  # fmt: skip
+MinRetentionOption = Annotated[
+    float,
+    typer.Option("--min-retention", min=0.0, max=1.0, metavar="R",
+                 help="With --search: a policy of lower retention is infeasible."),
+]  # fmt: skip
+BudgetOption = Annotated[
+    int, typer.Option("--budget", min=1, metavar="K", help="With --search: replays to spend.")
+]
+MethodSearchOption = Annotated[
+    str,
+    typer.Option("--search-method", metavar="random|halving|tpe",
+                 callback=_choice(("random", "halving", "tpe")),
+                 help="With --search: random candidates (default), successive halving (less "
+                 "work, worse choices), or Optuna's TPE (pip install 'ctxcompact[search]')."),
+]  # fmt: skip
+SeedOption = Annotated[
+    int, typer.Option("--seed", min=0, metavar="N", help="With --search: the split's and "
+                      "the sampling's seed.")
+]  # fmt: skip
+MaskFirstSearchOption = Annotated[
+    bool,
+    typer.Option("--mask-first", help="With --search: replay with mask_first (prune at every "
+                 "step); without it, policies differ only when a summary runs."),
+]  # fmt: skip
+
+
+def _search_verdict(result: Any) -> str:
+    """Whether the goal holds, said plainly: no preset cheaper on the held-out
+    split at retention >= R, else which are (or why the policy is out)."""
+    floor = f"retention >= {result.min_retention:g}"
+    if result.goal_met:
+        return f"met: no preset is cheaper on the held-out split at {floor}"
+    if not result.feasible(result.held_out):
+        return (
+            f"NOT met: on the held-out split the chosen policy is under {floor} or sent "
+            "prompts over the window"
+        )
+    return f"NOT met: cheaper on the held-out split at {floor}: " + ", ".join(
+        result.cheaper_presets()
+    )
+
+
+def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | None,
+                 min_retention: float, budget: int, method: str, seed: int, mask_first: bool,
+                 context: int | None, output_limit: int | None, out: Path | None,
+                 models: list[str] | None, cache: str, fmt: str | None, config: Path | None,
+                 method_estimate: str | None, on_error: str, as_json: bool) -> None:  # fmt: skip
+    """`tune --search`: every option checked, then --out, before any replay."""
+    from ctxcompact.tuning.search import check_search_options, load_space
+    from ctxcompact.tuning.search import search as run_search
+
+    overrides = _overrides(method=method_estimate)
+    if mask_first:
+        overrides["mask_first"] = True
+    cfg = _config(config, **overrides)
+    _check_sheets(models, cfg, cache)
+    if models and len(models) > 1:
+        raise typer.BadParameter("--search weighs one price sheet: give one --model",
+                                 param_hint="--price/--model")  # fmt: skip
+    try:
+        objective = check_search_options(objective, min_retention, budget, method, models or [])
+    except ConfigError as e:
+        raise ConfigError(f"--{(e.column or 'objective').replace('_', '-')}: {e}",
+                          column=e.column) from None  # fmt: skip
+    if space is not None:
+        if not space.exists():
+            raise InputNotFound(f"{space}: no such search space file (--space)")
+        if not space.is_file() or not os.access(space, os.R_OK):
+            raise InputNotFound(f"{space}: cannot read the search space file (--space)")
+    load_space(space, cfg.policy)  # a bad space fails before any input is read
+    if context is None:
+        raise typer.BadParameter("--search needs the context window", param_hint="--context")
+    limits, _ = _limits(context, output_limit, cfg)
+    if out is not None and out.suffix.lower() != ".toml":
+        raise typer.BadParameter(f"{out}: with --search, --out writes the policy as TOML; "
+                                 f"name it {out.with_suffix('.toml').name}",
+                                 param_hint="--out")  # fmt: skip
+    _check_output(out, "--out", inputs)
+    segments: Segments = []
+    sessions = _to_sessions(_load_many(inputs, fmt, on_error, segments), segments)
+    console = _stderr()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console,
+                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
+        task = bar.add_task("searching", total=budget)
+
+        def tick(done: int, _total: int) -> None:
+            bar.update(task, completed=min(done, budget))
+
+        result = run_search(sessions, limits=limits or {"context": context}, space=space,
+                            objective=objective, min_retention=min_retention, budget=budget,
+                            model=models[0] if models else None, config=cfg, cache=cache,
+                            method=method, seed=seed, progress=tick)  # fmt: skip
+    if out is not None:
+        with _output_errors(out, "--out"):
+            result.write(out)
+    key = result.key()
+    verdict = _search_verdict(result)
+    info = {"policy": result.policy.describe(), "options": result.policy.model_dump(),
+            "objective": objective, "min_retention": min_retention, "method": method,
+            "budget": budget, "replays": len(result.trials), "seed": seed,
+            "train_sessions": len(result.train_ids),
+            "held_out_sessions": len(result.held_out_ids), "train": result.train,
+            "held_out": result.held_out, "presets": result.presets, "goal_met": result.goal_met,
+            "goal": verdict, "model": models[0] if models else None,
+            "cache": cache if models else None, "context": context,
+            "output_limit": output_limit, "method_estimate": cfg.estimate_method,
+            "mask_first": cfg.mask_first, "out": str(out) if out else None}  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(info, default=str))
+        return
+    typer.echo(f"chosen policy: {info['policy']}")
+    typer.echo(f"searched: {method}, {len(result.trials)} replays on {len(result.train_ids)} "
+               f"training sessions; held out: {len(result.held_out_ids)} sessions")  # fmt: skip
+    table = Table(title=f"held-out split: {key} at retention >= {min_retention:g}")
+    for col in ("policy", key, "retention", "over window", "feasible"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+
+    def add(name: str, f: dict[str, Any]) -> None:
+        value = f"${f[key]:,.4f}" if key == "cost" else f"{f[key]:,}"
+        table.add_row(name, value, f"{f['retention']:.3f}", str(f["over_window"]),
+                      "yes" if result.feasible(f) else "no")  # fmt: skip
+
+    add("chosen (train)", result.train)
+    add("chosen", result.held_out)
+    for name, f in result.presets.items():
+        add(name, f)
+    Console().print(table)
+    typer.echo(f"goal {verdict}")
+    if out is not None:
+        typer.echo(f"wrote {out} (use it with --policy {out})")
+
+
+# --- end of tune --search -------------------------------------------------------------
+
+
 @app.command(short_help="Replay a policy grid: cost vs retention, HTML report.")
 @_names("inputs")
 def tune(
     inputs: InputsArgument,
-    grid: Annotated[Path, typer.Option(metavar="FILE", help="TOML grid: lists of option values.")],
+    grid: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="TOML grid: lists of option values (or --search)."),
+    ] = None,
     context: Annotated[
         int | None,
         typer.Option(
@@ -1752,13 +1911,40 @@ def tune(
     method: MethodOption = None,
     on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
+    search: SearchOption = False,
+    space: SpaceOption = None,
+    objective: ObjectiveOption = None,
+    min_retention: MinRetentionOption = 0.0,
+    budget: BudgetOption = 64,
+    search_method: MethodSearchOption = "random",
+    seed: SeedOption = 0,
+    mask_first: MaskFirstSearchOption = False,
 ) -> None:
     """Replay every run under every point of a grid of policies (in parallel;
     Parquet is streamed in bounded memory) and show the points, the front of
-    cost against retention, and optionally the HTML report."""
+    cost against retention, and optionally the HTML report. With --search:
+    search the policy space instead (docs/tuning.md)."""
     from ctxcompact.tuning import tune as run_tune
     from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
+    if search:
+        if grid is not None or report is not None or workers is not None:
+            bad = "--grid" if grid is not None else "--report" if report else "--workers"
+            raise typer.BadParameter("not with --search", param_hint=bad)
+        _tune_search(inputs, space=space, objective=objective, min_retention=min_retention,
+                     budget=budget, method=search_method, seed=seed, mask_first=mask_first,
+                     context=context, output_limit=output_limit, out=out, models=models,
+                     cache=cache, fmt=fmt, config=config, method_estimate=method,
+                     on_error=on_error, as_json=as_json)  # fmt: skip
+        return
+    search_only = {"--space": space is not None, "--objective": objective is not None,
+                   "--min-retention": min_retention != 0.0, "--budget": budget != 64,
+                   "--search-method": search_method != "random", "--seed": seed != 0,
+                   "--mask-first": mask_first}  # fmt: skip
+    if given := next((o for o, on in search_only.items() if on), None):
+        raise typer.BadParameter("takes --search", param_hint=given)
+    if grid is None:
+        raise typer.BadParameter("give a --grid FILE, or --search", param_hint="--grid")
     cfg = _config(config, **_overrides(method=method))
     _check_sheets(models, cfg, cache)
     if not grid.exists():

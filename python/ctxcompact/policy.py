@@ -230,6 +230,17 @@ class Policy(BaseModel):
             "keep_thinking": self.keep_thinking,
         }
 
+    def to_toml(self) -> str:
+        """Every option under ``[policy]``, as ``from_file`` reads it back
+        (an option that is ``None`` is left out: its default is ``None``)."""
+        lines = ["[policy]"]
+        for key, value in self.model_dump().items():
+            if value is None:
+                continue
+            # JSON's true/false, integers, strings and lists of strings are TOML's
+            lines.append(f"{key} = {json.dumps(value)}")
+        return "\n".join(lines) + "\n"
+
     def name(self) -> str | None:
         """The preset this policy is, if any."""
         return next((n for n, p in PRESETS.items() if p == self), None)
