@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import (
     ConfigError,
     FormatError,

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import ColumnTypeError, ConfigError, InputTypeError
 from ctxcompact.estimators import FAMILIES
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.models import AssistantMessage, Part, Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import (
