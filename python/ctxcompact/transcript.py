@@ -126,19 +126,6 @@ def _part_row(part: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def part_output(part: Mapping[str, Any]) -> str | None:
-    """What a part's row holds in ``output`` (``_part_row``'s rule): a text or
-    reasoning part's text, a completed tool's output, another tool's error."""
-    kind = part.get("type")
-    if kind in ("text", "reasoning"):
-        value = part.get("text")
-    elif kind == "tool" and isinstance(state := part.get("state"), dict):
-        value = state.get("output" if state.get("status") == "completed" else "error")
-    else:
-        return None
-    return value if isinstance(value, str) else None
-
-
 def count_texts(texts: Sequence[str | None]) -> list[int | None]:
     """Each text's ``output_utf16`` (the core's counter ``count_output_units``
     runs); ``None`` for ``None`` and for a text UTF-8 cannot hold (a lone

@@ -21,9 +21,16 @@ from builders import tool_reply, user
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.errors import TranscriptError
 from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
-from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, StoredCounts
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    StoredCounts,
+    part_output,
+)
 from ctxcompact.testing.synthetic import generate_table
-from ctxcompact.transcript import _part_row, count_texts, part_output, sessions_to_table
+from ctxcompact.transcript import _part_row, count_texts, sessions_to_table
 from test_store import record, summary_for
 
 #: The stores under test: test_store's fixture (SQLite, PostgreSQL, memory).
