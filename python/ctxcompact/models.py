@@ -9,6 +9,7 @@ the same JSON, and newer OpenCode exports load as they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PrivateAttr, model_validator
@@ -188,6 +189,19 @@ class MessageWithParts(_Model):
         return self
 
 
+def part_output(part: Mapping[str, Any]) -> str | None:
+    """What a part's row holds in ``output`` (``_part_row``'s rule): a text or
+    reasoning part's text, a completed tool's output, another tool's error."""
+    kind = part.get("type")
+    if kind in ("text", "reasoning"):
+        value = part.get("text")
+    elif kind == "tool" and isinstance(state := part.get("state"), dict):
+        value = state.get("output" if state.get("status") == "completed" else "error")
+    else:
+        return None
+    return value if isinstance(value, str) else None
+
+
 class StoredCounts:
     """The ``output_utf16`` a store counted when it wrote a loaded session's
     parts, by part id, each with the very ``str`` object it counts: the
@@ -211,8 +225,6 @@ class StoredCounts:
     def by_id(self) -> dict[str, tuple[str, int]]:
         """``{part id: (its counted text, output_utf16)}``."""
         if self._by_id is None:
-            from ctxcompact.transcript import part_output
-
             found = {}
             for raw, n in zip(self._parts or (), self._units or (), strict=True):
                 if n is not None and (text := part_output(raw)) is not None:

@@ -126,24 +126,11 @@ def _part_row(part: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def part_output(part: Mapping[str, Any]) -> str | None:
-    """What a part's row holds in ``output`` (``_part_row``'s rule): a text or
-    reasoning part's text, a completed tool's output, another tool's error."""
-    kind = part.get("type")
-    if kind in ("text", "reasoning"):
-        value = part.get("text")
-    elif kind == "tool" and isinstance(state := part.get("state"), dict):
-        value = state.get("output" if state.get("status") == "completed" else "error")
-    else:
-        return None
-    return value if isinstance(value, str) else None
-
-
 def count_texts(texts: Sequence[str | None]) -> list[int | None]:
     """Each text's ``output_utf16`` (the core's counter ``count_output_units``
     runs); ``None`` for ``None`` and for a text UTF-8 cannot hold (a lone
     surrogate: it is left to the table, which names it)."""
-    from ctxcompact import _core
+    import ctxcompact._core as _core
 
     try:
         values = pa.array(texts, pa.large_string())
@@ -236,7 +223,7 @@ def tool_targets(table: pa.Table, threads: int | None = None) -> pa.ChunkedArray
     ``file:<path>``, ``cmd:<n>:<tool>:<command>`` (``n`` the tool name's
     length in UTF-8 bytes) or ``""`` when the call has none (docs/schema.md).
     No null, so the column's statistics prove every row worked out."""
-    from ctxcompact import _core
+    import ctxcompact._core as _core
 
     return pa.chunked_array(
         _core.tool_targets(table.select(["tool", "input"]), threads), type=pa.large_string()
@@ -316,7 +303,7 @@ def count_output_units(
     (``output_utf16``), for a tokenizer family its table's sum. Counted in Rust
     on the thread pool (all cores by default). A count column the library
     writes has no null, so its statistics prove every row counted."""
-    from ctxcompact import _core
+    import ctxcompact._core as _core
 
     counts = pa.chunked_array(
         _core.count_units(table.column("output"), method, threads), type=pa.int64()
@@ -328,7 +315,7 @@ def counted_field(method: str) -> pa.Field:
     """The column that holds ``method``'s counts, with the ``ctxcompact.units``
     metadata naming the family table they are made with (``ConfigError`` for
     a method that has none: ``ceil-bytes`` reads the texts' byte lengths)."""
-    from ctxcompact import _core
+    import ctxcompact._core as _core
     from ctxcompact.errors import ConfigError
 
     spec = _core.counted_column(method)
@@ -568,7 +555,7 @@ def _check_table(table: pa.Table) -> None:
     """The scans' checks (``_core.check_table``) over the columns
     ``table_to_sessions`` reads; an error about one row names its session
     and message too."""
-    from ctxcompact import _core
+    import ctxcompact._core as _core
 
     try:
         _core.check_table(table)

@@ -22,8 +22,15 @@ from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.errors import TranscriptError
 from ctxcompact.live.store import MemoryStore, SQLiteStore, new_id
-from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, StoredCounts
-from ctxcompact.transcript import _part_row, count_texts, part_output, sessions_to_table
+from ctxcompact.models import (
+    AssistantMessage,
+    MessageWithParts,
+    Part,
+    Session,
+    StoredCounts,
+    part_output,
+)
+from ctxcompact.transcript import _part_row, count_texts, sessions_to_table
 from test_store import record, summary_for
 
 #: The stores under test: test_store's fixture (SQLite, PostgreSQL, memory).

@@ -20,9 +20,9 @@ from ctxcompact.scans.chat import (
     check_chat_messages,
     estimate_chat_message,
     estimate_chat_messages,
-    prune_tool_results,
     validate_chat_messages,
 )
+from ctxcompact.scans.masking import prune_tool_results
 
 
 @pytest.mark.parametrize(("message", "expected"), [

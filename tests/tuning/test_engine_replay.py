@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from ctxcompact import formats
+from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
-from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.replay import CALL_SCHEMA, check_config, replay, replay_session
 from hypothesis import HealthCheck, given, settings

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact._atomic import replacing
 from ctxcompact._json import loads
 from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError

@@ -185,6 +185,14 @@ def claude_code_record(value: Any) -> bool:
     )
 
 
+def claude_code_call_id(source: Any) -> str | None:
+    """The API message id of a Claude Code record (its ``message.id``), else
+    None: the lines of one model call share it (one call per id)."""
+    body = source.get("message") if claude_code_record(source) else None
+    call = body.get("id") if isinstance(body, dict) else None
+    return call if isinstance(call, str) and call else None
+
+
 def openhands_event(value: Any) -> bool:
     """A message's source as the OpenHands reader keeps it: ``{"event": {...}}``
     and nothing else (a Claude Code message keeps an ``event`` too, beside its

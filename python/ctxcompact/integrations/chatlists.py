@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+import ctxcompact.live.events as ev
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError, MissingToolResultError
-from ctxcompact.live import events as ev
 from ctxcompact.live.split import (
     SplitResult,
     acompact_messages,

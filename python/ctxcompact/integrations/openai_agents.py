@@ -44,7 +44,7 @@ from typing import Any, Unpack
 from agents import SQLiteSession
 from agents.memory import Session
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.clients.base import AsyncSummaryClient, SummaryClient
 from ctxcompact.errors import (
     FormatError,

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+import ctxcompact.live.events as ev
+import ctxcompact.live.flow as flow
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionConflictError,
@@ -32,8 +34,6 @@ from ctxcompact.errors import (
     InputTypeError,
     TranscriptError,
 )
-from ctxcompact.live import events as ev
-from ctxcompact.live import flow
 from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.markers import compaction_part, pending_marker
 from ctxcompact.live.store import Commit, SessionStore, new_id

@@ -26,8 +26,8 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import ctxcompact.live.events as ev
 from ctxcompact.errors import InputTypeError
-from ctxcompact.live import events as ev
 
 if TYPE_CHECKING:
     from ctxcompact.live.summary import Summarizer

@@ -25,14 +25,14 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+import ctxcompact.live.events as ev
+import ctxcompact.live.flow as flow
 from ctxcompact.errors import (
     CompactionConflictError,
     CompactionLoopError,
     InputTypeError,
     TranscriptError,
 )
-from ctxcompact.live import events as ev
-from ctxcompact.live import flow
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
 from ctxcompact.live.markers import compaction_part

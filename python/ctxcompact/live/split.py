@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
+import ctxcompact.live.events as ev
+import ctxcompact.live.flow as flow
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError
-from ctxcompact.live import events as ev
-from ctxcompact.live import flow
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import (

@@ -34,8 +34,8 @@ from ctxcompact.errors import (
 )
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
-from ctxcompact.models import MessageWithParts, Session, StoredCounts
-from ctxcompact.transcript import count_texts, part_output
+from ctxcompact.models import MessageWithParts, Session, StoredCounts, part_output
+from ctxcompact.transcript import count_texts
 
 _id_lock = threading.Lock()
 _last_id: tuple[int, int] = (0, 0)

@@ -42,8 +42,7 @@ from ctxcompact.live.sqlstore import (
     recalled,
     session_info,
 )
-from ctxcompact.models import MessageWithParts, Session, StoredCounts
-from ctxcompact.transcript import part_output
+from ctxcompact.models import MessageWithParts, Session, StoredCounts, part_output
 
 
 class SessionStore(Protocol):

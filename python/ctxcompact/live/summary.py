@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ctxcompact import _core
+import ctxcompact._core as _core
+import ctxcompact.live.prompts as prompts
 from ctxcompact.clients.base import (
     AsyncSummaryClient,
     SummaryClient,
@@ -29,7 +30,6 @@ from ctxcompact.clients.base import (
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError, SummaryError
 from ctxcompact.estimators import EstimateMethod
-from ctxcompact.live import prompts
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits

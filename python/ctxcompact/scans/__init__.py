@@ -5,11 +5,7 @@ scans over part rows, the model view (what a model call is sent) and the same
 operations over plain chat-message lists. Every ``_core`` call lives here.
 """
 
-from ctxcompact.scans.chat import (
-    estimate_chat_messages,
-    prune_tool_results,
-    validate_chat_messages,
-)
+from ctxcompact.scans.chat import estimate_chat_messages, validate_chat_messages
 from ctxcompact.scans.estimate import (
     EstimateMethod,
     ExactTokenizer,
@@ -20,7 +16,7 @@ from ctxcompact.scans.estimate import (
     estimate_tokens,
     estimate_tokens_array,
 )
-from ctxcompact.scans.masking import ChatMask, mask_chat_messages
+from ctxcompact.scans.masking import ChatMask, mask_chat_messages, prune_tool_results
 from ctxcompact.scans.overflow import (
     Limits,
     ModelRegistry,

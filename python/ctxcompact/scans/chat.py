@@ -12,11 +12,9 @@ a ``tool_result`` block's content as a tool message's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxcompact import _core
 from ctxcompact.errors import (
     ConfigError,
     FormatError,
@@ -24,71 +22,19 @@ from ctxcompact.errors import (
     TranscriptError,
     UnknownValueError,
 )
+from ctxcompact.scans.content import (
+    IMAGE_TOKENS,
+    TOOL_BLOCKS,
+    call_texts,
+    check_chat_messages,
+    compact_json,
+    content_text,
+    split_images,
+    tool_block_texts,
+)
 from ctxcompact.scans.estimate import EstimateMethod, estimate_tokens
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-#: What one image block is estimated to cost, whatever its URL (the core's
-#: ``IMAGE_TOKENS``: about the most Anthropic, OpenAI and Gemini charge for a
-#: screenshot-sized image; a data URL's base64 is not text the model reads).
-IMAGE_TOKENS = _core.IMAGE_TOKENS
-#: Content blocks that are images: chat ``image_url``, Anthropic and LangChain
-#: ``image``, Responses ``input_image``.
-IMAGE_BLOCKS = frozenset({"image_url", "image", "input_image"})
-
-
-def content_text(content: Any) -> str:
-    """The text of a message's ``content``: a string, a list of blocks, or None."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        out = []
-        for block in content:
-            if isinstance(block, Mapping):
-                if isinstance(block.get("text"), str):
-                    out.append(block["text"])
-                elif block.get("type") == "image_url":
-                    out.append(str(block.get("image_url", {}).get("url", "")))
-            elif isinstance(block, str):
-                out.append(block)
-        return "\n".join(out)
-    return str(content)
-
-
-def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
-    """``messages`` if it is a list of chat message dicts a count can read:
-    each a mapping with a string ``role`` and a ``content`` that is a string,
-    a list of blocks or None. Else a ``FormatError`` naming the message (its
-    index in ``row``, the key at fault in ``column``): a malformed one would
-    be counted as whatever its ``str()`` is."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise FormatError(
-            f"chat messages must be a list of message dicts, got {type(messages).__name__}"
-        )
-    for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
-            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}", row=i)
-        if not isinstance(m.get("role"), str):
-            raise FormatError(f"chat message {i} has no string 'role'", row=i, column="role")
-        content = m.get("content")
-        if not (content is None or isinstance(content, (str, list, tuple))):
-            raise FormatError(
-                f"chat message {i}: 'content' must be a string, a list of blocks or null, "
-                f"got {type(content).__name__}",
-                row=i,
-                column="content",
-            )
-        calls = m.get("tool_calls")
-        if calls is not None and not (
-            isinstance(calls, (list, tuple)) and all(isinstance(c, Mapping) for c in calls)
-        ):
-            raise FormatError(
-                f"chat message {i}: 'tool_calls' must be a list of dicts",
-                row=i,
-                column="tool_calls",
-            )
-    return messages
 
 
 def _check_overhead(overhead: Any) -> int:
@@ -108,68 +54,6 @@ def estimate_chat_message(
     """
     check_chat_messages([message])
     return _message_tokens(message, method, _check_overhead(overhead))
-
-
-def split_images(content: Any) -> tuple[Any, int]:
-    """``content`` without its image blocks, and how many there were."""
-    if isinstance(content, Sequence) and not isinstance(content, str):
-        texts = [
-            b for b in content if not (isinstance(b, Mapping) and b.get("type") in IMAGE_BLOCKS)
-        ]
-        return texts, len(content) - len(texts)
-    return content, 0
-
-
-def compact_json(value: Any) -> str:
-    """A tool call's arguments as the model is sent them: a string as it is,
-    anything else (None: no arguments, ``{}``) as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value or {}, ensure_ascii=False, separators=(",", ":"))
-
-
-def call_texts(call: Mapping[str, Any]) -> tuple[str, str]:
-    """(name, arguments) of an OpenAI chat tool call, as the model reads them: a
-    function call's ``function.name`` and ``function.arguments`` (compact JSON
-    when not a string yet), a custom (freeform) call's ``custom.name`` and its
-    ``custom.input`` text."""
-    if call.get("type") == "custom" or ("custom" in call and "function" not in call):
-        custom = call.get("custom")
-        custom = custom if isinstance(custom, Mapping) else {}
-        given = custom.get("input")
-        return str(custom.get("name") or ""), given if isinstance(given, str) else (
-            "" if given is None else compact_json(given))  # fmt: skip
-    fn = call.get("function")
-    fn = fn if isinstance(fn, Mapping) else {}
-    return str(fn.get("name") or ""), compact_json(fn.get("arguments"))
-
-
-#: Anthropic content blocks that carry a tool call or its result.
-TOOL_BLOCKS = frozenset({"tool_use", "tool_result"})
-
-
-def tool_block_texts(content: Any) -> tuple[list[str], int]:
-    """What the model reads of ``content``'s Anthropic tool blocks, counted as
-    their OpenAI chat twins are (``to_anthropic_messages`` and the Anthropic
-    writer build one from the other): a ``tool_use`` block's ``name`` and
-    ``input`` as compact JSON (a tool call's name and arguments), a
-    ``tool_result`` block's ``content`` (a tool message's: its text, a string
-    or text blocks; its images apart). Returns the texts, one per call name,
-    call input and result, and how many images the results hold."""
-    texts: list[str] = []
-    images = 0
-    if isinstance(content, str) or not isinstance(content, Sequence):
-        return texts, 0
-    for block in content:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "tool_use":
-            texts += [str(block.get("name") or ""), compact_json(block.get("input"))]
-        elif block.get("type") == "tool_result":
-            inner, n = split_images(block.get("content"))
-            texts.append(content_text(inner))
-            images += n
-    return texts, images
 
 
 def _content_tokens(content: Any, method: EstimateMethod) -> int:
@@ -223,75 +107,6 @@ def chat_tokens(
     which may keep an orphaned result as it was read; a split's parts)."""
     overhead = _check_overhead(overhead)
     return sum(_message_tokens(m, method, overhead) for m in check_chat_messages(messages))
-
-
-#: What replaces the middle of a long old tool result in ``prune_tool_results``.
-TRUNCATION_MARK = "\n[... {n} characters of old tool output removed ...]\n"
-
-
-def prune_tool_results(
-    messages: Sequence[Mapping[str, Any]],
-    preserve_recent: int | None = None,
-    *,
-    max_chars: int = 1000,
-    policy: Any = None,
-) -> list[dict[str, Any]]:
-    """Shorten old tool results, a light step before a full compaction (seed 001).
-
-    Every ``role: tool`` message outside the last ``preserve_recent`` messages
-    whose text is longer than ``max_chars`` keeps its first and last
-    ``max_chars // 2`` characters around a marker saying how much was removed;
-    so does every Anthropic ``tool_result`` block (in a user turn) outside
-    them. With ``policy`` instead (a ``Policy``, preset name, file or dict), the
-    policy's prune clears old results as it does in a stored session
-    (``mask_chat_messages``, which reads OpenAI chat lists only: an Anthropic
-    block is a ``FormatError``). Returns new message dicts; the input is not changed.
-    A list no model API would take raises what ``compact_messages`` raises
-    (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
-    without an earlier call, ``UnknownValueError`` for an unknown role...).
-    """
-    if policy is not None:
-        if preserve_recent is not None:
-            raise ConfigError("pass preserve_recent or a policy, not both", column="policy")
-        from ctxcompact.scans.masking import mask_chat_messages
-
-        return mask_chat_messages(messages, policy).messages
-    if preserve_recent is None:
-        raise ConfigError("prune_tool_results needs preserve_recent or a policy",
-                          column="preserve_recent")  # fmt: skip
-    for name, value in (("preserve_recent", preserve_recent), ("max_chars", max_chars)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{name} must be a non-negative integer, got {value!r}",
-                              column=name)  # fmt: skip
-    validate_chat_messages(check_chat_messages(messages))
-    cut = max(0, len(messages) - preserve_recent)
-
-    def shortened(text: str) -> str | None:
-        if len(text) <= max_chars:
-            return None
-        head, tail = max_chars // 2, max_chars - max_chars // 2
-        removed = len(text) - head - tail
-        return text[:head] + TRUNCATION_MARK.format(n=removed) + (text[-tail:] if tail else "")
-
-    out = []
-    for i, message in enumerate(messages):
-        copy = dict(message)
-        content = message.get("content")
-        if i < cut and message.get("role") == "tool":
-            if (short := shortened(content_text(content))) is not None:
-                copy["content"] = short
-        elif i < cut and isinstance(content, (list, tuple)):
-            # an Anthropic turn: its tool_result blocks are tool results too
-            blocks = []
-            for block in content:
-                if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                    short = shortened(content_text(block.get("content")))
-                    if short is not None:
-                        block = {**block, "content": short}
-                blocks.append(block)
-            copy["content"] = blocks
-        out.append(copy)
-    return out
 
 
 def tool_blocks_as_chat(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -373,6 +188,5 @@ __all__ = [
     "content_text",
     "estimate_chat_message",
     "estimate_chat_messages",
-    "prune_tool_results",
     "validate_chat_messages",
 ]

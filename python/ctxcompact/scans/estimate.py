@@ -9,10 +9,18 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import ColumnTypeError, ConfigError, InputTypeError
 from ctxcompact.estimators import FAMILIES
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
+from ctxcompact.scans.content import (
+    IMAGE_TOKENS,
+    call_texts,
+    check_chat_messages,
+    content_text,
+    split_images,
+    tool_block_texts,
+)
 from ctxcompact.scans.vocabularies import ExactTokenizer as ExactTokenizer  # re-exported
 from ctxcompact.scans.vocabularies import core_name
 
@@ -211,15 +219,6 @@ def count_chat_tokens(
 
     ``tokenizer`` is a family name, or a ``TokenizerCounter`` to count each
     text with another tokenizer (in Python, one call per text)."""
-    from ctxcompact.scans.chat import (
-        IMAGE_TOKENS,
-        call_texts,
-        check_chat_messages,
-        content_text,
-        split_images,
-        tool_block_texts,
-    )
-
     counter: Callable[[str], int]
     if isinstance(tokenizer, TokenizerCounter):
         if vocabulary is not None:

@@ -21,15 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
+from ctxcompact.errors import ConfigError
 from ctxcompact.models import AssistantMessage, Part, Session
 from ctxcompact.policy import Policy
-from ctxcompact.scans.chat import (
-    chat_tokens,
-    check_chat_messages,
-    content_text,
-    validate_chat_messages,
-)
+from ctxcompact.scans.chat import chat_tokens, validate_chat_messages
+from ctxcompact.scans.content import check_chat_messages, content_text
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 
@@ -162,4 +159,71 @@ def _arguments(part: Any) -> str | None:
     return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
 
 
-__all__ = ["ChatMask", "is_cleared", "mask_chat_messages"]
+#: What replaces the middle of a long old tool result in ``prune_tool_results``.
+TRUNCATION_MARK = "\n[... {n} characters of old tool output removed ...]\n"
+
+
+def prune_tool_results(
+    messages: Sequence[Mapping[str, Any]],
+    preserve_recent: int | None = None,
+    *,
+    max_chars: int = 1000,
+    policy: Any = None,
+) -> list[dict[str, Any]]:
+    """Shorten old tool results, a light step before a full compaction (seed 001).
+
+    Every ``role: tool`` message outside the last ``preserve_recent`` messages
+    whose text is longer than ``max_chars`` keeps its first and last
+    ``max_chars // 2`` characters around a marker saying how much was removed;
+    so does every Anthropic ``tool_result`` block (in a user turn) outside
+    them. With ``policy`` instead (a ``Policy``, preset name, file or dict), the
+    policy's prune clears old results as it does in a stored session
+    (``mask_chat_messages``, which reads OpenAI chat lists only: an Anthropic
+    block is a ``FormatError``). Returns new message dicts; the input is not changed.
+    A list no model API would take raises what ``compact_messages`` raises
+    (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
+    without an earlier call, ``UnknownValueError`` for an unknown role...).
+    """
+    if policy is not None:
+        if preserve_recent is not None:
+            raise ConfigError("pass preserve_recent or a policy, not both", column="policy")
+        return mask_chat_messages(messages, policy).messages
+    if preserve_recent is None:
+        raise ConfigError("prune_tool_results needs preserve_recent or a policy",
+                          column="preserve_recent")  # fmt: skip
+    for name, value in (("preserve_recent", preserve_recent), ("max_chars", max_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name} must be a non-negative integer, got {value!r}",
+                              column=name)  # fmt: skip
+    validate_chat_messages(check_chat_messages(messages))
+    cut = max(0, len(messages) - preserve_recent)
+
+    def shortened(text: str) -> str | None:
+        if len(text) <= max_chars:
+            return None
+        head, tail = max_chars // 2, max_chars - max_chars // 2
+        removed = len(text) - head - tail
+        return text[:head] + TRUNCATION_MARK.format(n=removed) + (text[-tail:] if tail else "")
+
+    out = []
+    for i, message in enumerate(messages):
+        copy = dict(message)
+        content = message.get("content")
+        if i < cut and message.get("role") == "tool":
+            if (short := shortened(content_text(content))) is not None:
+                copy["content"] = short
+        elif i < cut and isinstance(content, (list, tuple)):
+            # an Anthropic turn: its tool_result blocks are tool results too
+            blocks = []
+            for block in content:
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    short = shortened(content_text(block.get("content")))
+                    if short is not None:
+                        block = {**block, "content": short}
+                blocks.append(block)
+            copy["content"] = blocks
+        out.append(copy)
+    return out
+
+
+__all__ = ["ChatMask", "is_cleared", "mask_chat_messages", "prune_tool_results"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.config import default
 from ctxcompact.errors import ConfigError, InputTypeError, InvalidUsageError, UnknownModelError
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import ConfigError, InputTypeError, MissingColumnError, NullValueError
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import (

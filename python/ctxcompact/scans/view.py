@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import InputTypeError
 from ctxcompact.formats.chat import is_observed
 from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage

@@ -27,7 +27,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Literal
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.errors import ConfigError, InputTypeError
 
 #: Tokenizers the core counts exactly.

@@ -25,10 +25,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxcompact import _core
+import ctxcompact._core as _core
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionError, FormatError
-from ctxcompact.formats.source import claude_code_record
+from ctxcompact.formats.source import claude_code_call_id
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.models import MessageWithParts, Session, UserMessage
 from ctxcompact.scans.chat import chat_tokens
@@ -38,17 +38,15 @@ from ctxcompact.scans.parts import _prune_options
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.retention import content_text, score_compaction
+from ctxcompact.tuning.walk import (
+    common_prefix,
+    is_original_compaction,
+    replay_session,
+    without_prune_marks,
+)
 
 
-def call_id_of(source: Any) -> str | None:
-    """The API message id of a Claude Code message's kept record (its
-    ``message.id``), else None: one model call per id (``_call_id``)."""
-    body = source.get("message") if claude_code_record(source) else None
-    call = body.get("id") if isinstance(body, dict) else None
-    return call if isinstance(call, str) and call else None
-
-
-def _strings(column: pa.ChunkedArray) -> pa.ChunkedArray:
+def plain_strings(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if pa.types.is_dictionary(column.type):
         return column.cast(column.type.value_type)
     return column
@@ -60,8 +58,8 @@ def message_starts(table: pa.Table) -> list[int]:
     n = table.num_rows
     if n == 0:
         return []
-    sid = _strings(table.column("session_id"))
-    mid = _strings(table.column("message_id"))
+    sid = plain_strings(table.column("session_id"))
+    mid = plain_strings(table.column("message_id"))
     new = pc.or_(
         pc.fill_null(pc.not_equal(sid.slice(1), sid.slice(0, n - 1)), True),
         pc.fill_null(pc.not_equal(mid.slice(1), mid.slice(0, n - 1)), True),
@@ -88,7 +86,7 @@ def message_facts(table: pa.Table) -> Facts:
         return starts, created, output, call
     index = pa.array(starts, pa.int64())
     texts = table.column("message_json").take(index).to_pylist()
-    roles = _strings(table.column("role")).take(index).to_pylist()
+    roles = plain_strings(table.column("role")).take(index).to_pylist()
     for i, text in enumerate(texts):
         if not text:
             continue
@@ -111,7 +109,7 @@ def message_facts(table: pa.Table) -> Facts:
                                   column="message_json")  # fmt: skip
         source = info.get("source")
         if roles[i] in ("assistant", 1) and source is not None:
-            call[i] = call_id_of(source)
+            call[i] = claude_code_call_id(source)
     return starts, created, output, call
 
 
@@ -158,8 +156,6 @@ def engine_calls(
     ``table``, in table order: the core's calls, the live walk's for the
     sessions it leaves. ``facts``: ``message_facts(table)``, when the caller
     replays the table under several policies."""
-    from ctxcompact.tuning.replay import replay_session
-
     starts, created, output, call = facts if facts is not None else message_facts(table)
     method, overhead = config.estimate_method, config.message_overhead
     view = config.policy.scan_options(method=method, overhead=overhead)
@@ -180,7 +176,7 @@ def engine_calls(
     except CompactionError as e:
         raise _named(e, table) from None
     n = len(ids)
-    message_ids = _strings(table.column("message_id")).take(rows)
+    message_ids = plain_strings(table.column("message_id")).take(rows)
     scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
     changed_at = pc.indices_nonzero(changed).to_pylist()
     fallback = fallback_ids.to_pylist()
@@ -189,7 +185,7 @@ def engine_calls(
     needed = sorted({core["ids"][i] for i in changed_at} | set(fallback))
     sessions: dict[str, Session] = {}
     if needed:
-        sid = _strings(table.column("session_id"))
+        sid = plain_strings(table.column("session_id"))
         subset = table.filter(pc.is_in(sid, pa.array(needed, pa.string())))
         sessions = {s.id: s for s in Transcript(subset).to_sessions()}
     if changed_at:
@@ -264,7 +260,7 @@ def _named(error: CompactionError, table: pa.Table) -> CompactionError:
 
 
 def _session_order(table: pa.Table) -> list[str]:
-    sid = _strings(table.column("session_id"))
+    sid = plain_strings(table.column("session_id"))
     return pc.unique(sid).to_pylist()  # type: ignore[no-any-return]
 
 
@@ -276,7 +272,7 @@ def _score(table: pa.Table, starts: list[int], sessions: dict[str, Session],
     part_ids = table.column("part_id") if "part_id" in table.column_names else None
     # Each session's first message (its index among every message's first row).
     first: dict[str, int] = {}
-    at_starts = _strings(table.column("session_id")).take(pa.array(starts, pa.int64()))
+    at_starts = plain_strings(table.column("session_id")).take(pa.array(starts, pa.int64()))
     for k, sid in enumerate(at_starts.to_pylist()):
         first.setdefault(sid, k)
     ids, changed = core["ids"], core["changed"]
@@ -297,18 +293,12 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
     """``replay_session``'s retention for the changed calls of one session:
     the previous prompt and the messages since as they were appended, against
     this prompt, each rendered with the marks the core made up to its call."""
-    from ctxcompact.tuning.replay import (
-        _common_prefix,
-        _is_original_compaction,
-        _without_prune_marks,
-    )
-
     # The run's own summaries and markers are left out, as the core leaves them.
     kept_before = [0]
     for m in session.messages:
-        kept_before.append(kept_before[-1] + (not _is_original_compaction(m)))
-    messages = [_without_prune_marks(m) for m in session.messages
-                if not _is_original_compaction(m)]  # fmt: skip
+        kept_before.append(kept_before[-1] + (not is_original_compaction(m)))
+    messages = [without_prune_marks(m) for m in session.messages
+                if not is_original_compaction(m)]  # fmt: skip
     parts = {p.id: p for m in messages for p in m.parts}
     rows, offsets, cleared, changed = (
         core["rows"],
@@ -340,7 +330,7 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
         sent = to_model_messages(prefix, system=system, policy=config.policy)
         if changed[c]:
             task = task if task is not None else _task(session, messages[:at])
-            if _common_prefix(before, sent) < len(before):
+            if common_prefix(before, sent) < len(before):
                 result = score_compaction(before, sent, task=task)
                 scores[c] = (len(result.removed), result.kept, [f.label() for f in result.lost])
         previous, last = sent, at

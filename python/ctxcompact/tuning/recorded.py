@@ -24,7 +24,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ctxcompact.formats.source import claude_code_record, session_record, source_of
+from ctxcompact.formats.source import (
+    claude_code_call_id,
+    claude_code_record,
+    session_record,
+    source_of,
+)
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.models import AssistantMessage, Session
 
@@ -68,8 +73,6 @@ def _swe_agent_stats(session: Session) -> dict[str, Any] | None:
 
 def recorded_usage(session: Session) -> dict[str, Any]:
     """The usage ``session`` recorded (``RECORDED_SCHEMA``; ``None``: none)."""
-    from ctxcompact.tuning.replay import _call_id  # replay imports this module
-
     out: dict[str, Any] = {"session_id": session.id, **dict.fromkeys(RECORDED_KEYS)}
     seen: set[str] = set()
     prompt = calls = cached = written = 0
@@ -78,7 +81,7 @@ def recorded_usage(session: Session) -> dict[str, Any]:
         info = message.info
         if not isinstance(info, AssistantMessage) or info.tokens is None:
             continue
-        call = _call_id(message)
+        call = claude_code_call_id(source_of(info, claude_code=True))
         if call is not None:
             if call in seen:  # another line of a call already counted
                 continue
@@ -106,14 +109,14 @@ def recorded_usage_table(table: pa.Table) -> list[dict[str, Any]]:
     records alone (the usage is on the message: no part is built)."""
     import json
 
-    from ctxcompact.tuning.engine import _strings, message_starts
+    from ctxcompact.tuning.engine import message_starts, plain_strings
 
     starts = message_starts(table)
     if not starts or "message_json" not in table.column_names:
         return []
     index = pa.array(starts, pa.int64())
-    sids = _strings(table.column("session_id")).take(index).to_pylist()
-    roles = _strings(table.column("role")).take(index).to_pylist()
+    sids = plain_strings(table.column("session_id")).take(index).to_pylist()
+    roles = plain_strings(table.column("role")).take(index).to_pylist()
     infos = table.column("message_json").take(index).to_pylist()
     heads = (table.column("session_json").take(index).to_pylist()
              if "session_json" in table.column_names else [None] * len(starts))  # fmt: skip
