@@ -8,13 +8,7 @@ from typing import Annotated
 import pyarrow as pa
 import pyarrow.compute
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 import ctxcompact as cc
 from ctxcompact.batch.compact import compact_batch
@@ -32,22 +26,18 @@ from ctxcompact.cli.inputs import (
     _verify_read,
 )
 from ctxcompact.cli.options import (
-    ConfigOption,
+    Compaction,
     ContextOption,
-    FormatOption,
     InputsArgument,
     JsonOption,
-    MethodOption,
-    MinimumOption,
     OnErrorOption,
     OutputLimitOption,
-    PolicyOption,
-    ProtectOption,
-    ToolsOption,
+    Reading,
+    ReportOption,
     VerifyOption,
-    _config,
     _limits,
-    _overrides,
+    bundles,
+    file_option,
 )
 from ctxcompact.cli.outputs import (
     _check_output,
@@ -63,29 +53,22 @@ commands = typer.Typer()
 
 @commands.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
 @_names("inputs")
+@bundles
 def prune_cmd(
     inputs: InputsArgument,
-    output: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Write the marked rows (Parquet).")
-    ] = None,
-    fmt: FormatOption = None,
-    on_error: OnErrorOption = "raise",
-    config: ConfigOption = None,
-    prune_protect: ProtectOption = None,
-    prune_minimum: MinimumOption = None,
-    prune_protected_tools: ToolsOption = None,
-    policy: PolicyOption = None,
-    method: MethodOption = None,
+    *,
+    output: Annotated[Path | None, file_option("Write the marked rows (Parquet).")] = None,
+    reading: Reading,
+    settings: Compaction,
     verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Select old tool outputs to prune; with --output, write them marked."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
-                                       method))  # fmt: skip
+    cfg = settings.load()
     _check_output(output, "--output", inputs)
     _note_prune_off(cfg)
     segments: Segments = []
-    transcript = _load_all(inputs, fmt, on_error, as_json, segments)
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments)
     if verify:
         _verify_read(transcript, inputs, segments)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
@@ -102,18 +85,17 @@ def prune_cmd(
 
 @commands.command("filter", short_help="Keep each session from its latest summary pivot on.")
 @_names("inputs")
+@bundles
 def filter_cmd(
     inputs: InputsArgument,
-    output: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Write the visible rows (Parquet).")
-    ] = None,
-    fmt: FormatOption = None,
-    on_error: OnErrorOption = "raise",
+    *,
+    output: Annotated[Path | None, file_option("Write the visible rows (Parquet).")] = None,
+    reading: Reading,
     as_json: JsonOption = False,
 ) -> None:
     """Keep each session from its latest completed compaction pivot on."""
     _check_output(output, "--output", inputs)
-    transcript = _load_all(inputs, fmt, on_error, as_json, [])
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, [])
     visible = cc.filter_pivot(transcript)
     if output is not None:
         _write_parquet(visible.to_arrow(), output, "--output")
@@ -125,35 +107,26 @@ def filter_cmd(
 
 @commands.command(short_help="Prune, mark and pivot-filter; report each session.")
 @_names("inputs")
+@bundles
 def compact(
     inputs: InputsArgument,
-    output: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Compacted part rows (Parquet).")
-    ] = None,
-    report: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
-    ] = None,
+    *,
+    output: Annotated[Path | None, file_option("Compacted part rows (Parquet).")] = None,
+    report: ReportOption = None,
     context: ContextOption = None,
     output_limit: OutputLimitOption = None,
-    fmt: FormatOption = None,
-    on_error: OnErrorOption = "raise",
-    config: ConfigOption = None,
-    prune_protect: ProtectOption = None,
-    prune_minimum: MinimumOption = None,
-    prune_protected_tools: ToolsOption = None,
-    policy: PolicyOption = None,
-    method: MethodOption = None,
+    reading: Reading,
+    settings: Compaction,
     verify: VerifyOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
-                                       method))  # fmt: skip
+    cfg = settings.load()
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)
     segments: Segments = []
-    transcript = _load_all(inputs, fmt, on_error, as_json, segments)
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments)
     if verify:
         _verify_read(transcript, inputs, segments)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
@@ -180,31 +153,25 @@ def _note_prune_off(cfg: CompactionConfig) -> None:
 
 
 @commands.command(short_help="Stream-compact a Parquet dataset in bounded memory.")
+@bundles
 def batch(
     inputs: InputsArgument,
+    *,
     output: Annotated[
         Path | None,
-        typer.Option(
+        file_option(
+            "Compacted part rows (Parquet); omit it for a report-only run (--report).",
             "--output",
             "-o",
-            metavar="FILE",
-            help="Compacted part rows (Parquet); omit it for a report-only run (--report).",
         ),
     ] = None,
-    report: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Per-session report (Parquet).")
-    ] = None,
+    report: ReportOption = None,
     batch_rows: Annotated[
         int, typer.Option(min=1, metavar="N", help="Rows per record batch.")
     ] = 65_536,
     context: ContextOption = None,
     output_limit: OutputLimitOption = None,
-    config: ConfigOption = None,
-    prune_protect: ProtectOption = None,
-    prune_minimum: MinimumOption = None,
-    prune_protected_tools: ToolsOption = None,
-    policy: PolicyOption = None,
-    method: MethodOption = None,
+    settings: Compaction,
     verify: VerifyOption = False,
     on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
@@ -219,8 +186,7 @@ def batch(
     _no_stdio(output, "--output", "stdout")
     if output is None and report is None:
         raise typer.BadParameter("nothing to write: give an --output (-o), a --report, or both")
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy,
-                                       method))  # fmt: skip
+    cfg = settings.load()
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)

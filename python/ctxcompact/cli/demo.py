@@ -21,7 +21,7 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact.cli.display import T, _show, _stderr, _timed
-from ctxcompact.cli.options import JsonOption
+from ctxcompact.cli.options import JsonOption, PartsOption, SessionsOption, ThreadsOption
 from ctxcompact.scans import pivot_mask
 from ctxcompact.testing.synthetic import generate_table
 
@@ -30,11 +30,9 @@ commands = typer.Typer()
 
 @commands.command(short_help="Run the whole job on generated data; report savings, speed.")
 def demo(
-    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 500,
-    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 1000,
-    threads: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
-    ] = None,
+    sessions: SessionsOption = 500,
+    parts: PartsOption = 1000,
+    threads: ThreadsOption = None,
     seed: Annotated[int, typer.Option(metavar="N", help="Generator seed.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -109,8 +107,8 @@ def demo(
 
 @commands.command(short_help="Quick speed check: Rust against the Python reference.")
 def bench(
-    sessions: Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")] = 200,
-    parts: Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")] = 500,
+    sessions: SessionsOption = 200,
+    parts: PartsOption = 500,
     as_json: JsonOption = False,
 ) -> None:
     """Quick self-check of speed: Rust scans against the pure-Python reference."""

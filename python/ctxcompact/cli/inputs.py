@@ -22,10 +22,7 @@ import pyarrow.parquet as pq
 import typer
 
 import ctxcompact as cc
-from ctxcompact._atomic import (
-    beside,
-    check_replaceable,
-)
+from ctxcompact._atomic import beside, check_replaceable
 from ctxcompact._outputs import _one_line, is_parquet_source
 from ctxcompact.cli.display import _status
 from ctxcompact.cli.failures import InputNotFound

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import os
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,17 +16,15 @@ import typer
 
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.config import CompactionConfig
-from ctxcompact.errors import (
-    ConfigError,
-)
+from ctxcompact.errors import ConfigError
 from ctxcompact.estimators import FAMILIES, METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.scans import Limits
 
+T = typing.TypeVar("T")
+
 #: The values of --format (read) and --to (write): one place for each.
 READ_FORMATS: tuple[str, ...] = tuple(FORMATS)
-
-
 WRITE_FORMATS: tuple[str, ...] = (*FORMATS, "parquet")
 
 
@@ -54,50 +56,36 @@ ConfigOption = Annotated[
     typer.Option("--config", metavar="FILE",
                  help="A CompactionConfig TOML/JSON file (see `ctxcompact config`)."),
 ]  # fmt: skip
-
-
 FormatOption = Annotated[
     str | None,
     typer.Option("--format", metavar="FORMAT", callback=_choice(READ_FORMATS),
                  help=f"Input session format, one of: {', '.join(READ_FORMATS)} "
                  "(default: detect)."),
 ]  # fmt: skip
-
-
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-
 ProtectOption = Annotated[
     int | None,
     typer.Option("--prune-protect", min=0, metavar="TOKENS",
                  help="Tokens of the newest tool outputs never pruned (config prune_protect)."),
 ]  # fmt: skip
-
-
 MinimumOption = Annotated[
     int | None,
     typer.Option("--prune-minimum", min=0, metavar="TOKENS",
                  help="Prune only when more than this many tokens would be freed "
                  "(config prune_minimum)."),
 ]  # fmt: skip
-
-
 ToolsOption = Annotated[
     str | None,
     typer.Option("--prune-protected-tools", metavar="TOOLS",
                  help="Comma-separated tools whose outputs are never pruned, '' for none "
                  "(config prune_protected_tools)."),
 ]  # fmt: skip
-
-
 PolicyOption = Annotated[
     str | None,
     typer.Option("--policy", metavar="NAME|FILE",
                  help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
                  "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
 ]  # fmt: skip
-
-
 OnErrorOption = Annotated[
     str,
     typer.Option(
@@ -106,8 +94,6 @@ OnErrorOption = Annotated[
         help="raise: stop at the first bad line; skip: reject it and go on.",
     ),
 ]
-
-
 MethodOption = Annotated[
     str | None,
     typer.Option("--method", metavar="METHOD", callback=_choice(METHODS),
@@ -115,8 +101,6 @@ MethodOption = Annotated[
                  "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
                  "deepseek, each also as <family>-conservative."),
 ]  # fmt: skip
-
-
 VerifyOption = Annotated[
     bool,
     typer.Option("--verify",
@@ -125,21 +109,107 @@ VerifyOption = Annotated[
                  "count that no longer matches its text, or a target its input (edited "
                  "after ingest), is an error naming the row."),
 ]  # fmt: skip
-
-
 ContextOption = Annotated[
     int | None,
     typer.Option("--context", min=0, metavar="TOKENS",
                  help="Model context window (0: unlimited); flags sessions over the limit."),
 ]  # fmt: skip
-
-
 OutputLimitOption = Annotated[
     int | None,
     typer.Option("--output-limit", min=1, metavar="TOKENS",
                  help="Model output limit, at least 1 (with --context; without it, "
                  "output_token_max tokens are reserved for the answer)."),
 ]  # fmt: skip
+
+
+def file_option(help: str, *names: str) -> Any:
+    """The option naming a file to write (``Annotated[Path | None, file_option(...)]``)."""
+    return typer.Option(*names, metavar="FILE", help=help)
+
+
+ReportOption = Annotated[Path | None, file_option("Per-session report (Parquet).")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(metavar="NAME",
+                 help="Price the calls from this row of the price table (docs/config.md, Prices)."),
+]  # fmt: skip
+ThreadsOption = Annotated[
+    int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
+]
+#: The generated data of demo and bench (each its own default size).
+SessionsOption = Annotated[int, typer.Option(min=1, metavar="N", help="Sessions to generate.")]
+PartsOption = Annotated[int, typer.Option(min=10, metavar="N", help="Parts per session.")]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """--format and --on-error, the options of reading session files: a
+    command parameter ``reading: Reading`` (with ``@bundles``) takes them."""
+
+    fmt: FormatOption = None
+    on_error: OnErrorOption = "raise"
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruning:
+    """--config and the options that adjust its prune policy (prune_protect,
+    prune_minimum, prune_protected_tools, policy): a command parameter
+    ``settings: Pruning`` (with ``@bundles``) takes them."""
+
+    config: ConfigOption = None
+    prune_protect: ProtectOption = None
+    prune_minimum: MinimumOption = None
+    prune_protected_tools: ToolsOption = None
+    policy: PolicyOption = None
+
+    def load(self) -> CompactionConfig:
+        """The configuration these options make."""
+        return _config(self.config, **self.overrides())
+
+    def overrides(self) -> dict[str, Any]:
+        return _overrides(self.prune_protect, self.prune_minimum, self.prune_protected_tools,
+                          self.policy)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Compaction(Pruning):
+    """``Pruning``'s options and --method: the configuration of a command
+    that compacts."""
+
+    method: MethodOption = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {**super().overrides(), **_overrides(method=self.method)}
+
+
+def bundles(command: Callable[..., T]) -> Callable[..., T]:
+    """``command`` with each parameter typed as an option bundle (a dataclass
+    of options: ``Reading``, ``Pruning``) turned into that bundle's options,
+    in its place and order (so --help lists them as before); the command is
+    called with the bundle made from them."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    bundled: dict[str, tuple[type[Any], list[str]]] = {}
+    for param in signature.parameters.values():
+        kind = param.annotation
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        hints = typing.get_type_hints(kind, include_extras=True)
+        fields = dataclasses.fields(kind)
+        bundled[param.name] = (kind, [f.name for f in fields])
+        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                     annotation=hints[f.name]) for f in fields]  # fmt: skip
+
+    @functools.wraps(command)
+    def run(**kwargs: Any) -> T:
+        for name, (kind, fields) in bundled.items():
+            kwargs[name] = kind(**{field: kwargs.pop(field) for field in fields})
+        return command(**kwargs)
+
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    setattr(run, "__signature__", signature.replace(parameters=params))  # noqa: B010
+    return run
 
 
 def _overrides(

@@ -22,9 +22,7 @@ from ctxcompact._atomic import (
 )
 from ctxcompact._outputs import _one_line, check_outputs
 from ctxcompact.cli.failures import OutputNotWritable
-from ctxcompact.errors import (
-    OutputConflictError,
-)
+from ctxcompact.errors import OutputConflictError
 
 
 def _no_stdio(path: Path | None, option: str, stream: str = "stdin") -> None:

@@ -38,18 +38,18 @@ from ctxcompact.cli.options import (
     JsonOption,
     MethodOption,
     OnErrorOption,
+    Reading,
     SessionInputsArgument,
+    ThreadsOption,
     VerifyOption,
     _choice,
     _config,
     _count_methods,
     _overrides,
+    bundles,
 )
 from ctxcompact.cli.outputs import _check_output, _check_outputs, _no_stdio, _writing
-from ctxcompact.errors import (
-    DatasetError,
-    FormatError,
-)
+from ctxcompact.errors import DatasetError, FormatError
 from ctxcompact.estimators import FAMILIES
 
 commands = typer.Typer()
@@ -57,10 +57,11 @@ commands = typer.Typer()
 
 @commands.command(short_help="Estimate the model-input tokens of every session.")
 @_names("inputs")
+@bundles
 def estimate(
     inputs: InputsArgument,
-    fmt: FormatOption = None,
-    on_error: OnErrorOption = "raise",
+    *,
+    reading: Reading,
     config: ConfigOption = None,
     method: MethodOption = None,
     verify: VerifyOption = False,
@@ -79,7 +80,7 @@ def estimate(
     _check_sources(inputs, "nothing to estimate")
     segments: Segments = []
     read_as: list[str] = []
-    transcript = _load_all(inputs, fmt, on_error, as_json, segments, read_as)
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments, read_as)
     if not transcript.num_rows:
         if len(inputs) > 1:
             where = "these inputs"
@@ -252,9 +253,7 @@ def ingest(
         Path | None,
         typer.Option(metavar="FILE", help="JSONL file for skipped lines (with --on-error skip)."),
     ] = None,
-    threads: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="Threads (default: all cores).")
-    ] = None,
+    threads: ThreadsOption = None,
     count_units: Annotated[
         bool,
         typer.Option(

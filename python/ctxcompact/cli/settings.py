@@ -11,16 +11,7 @@ from rich.table import Table
 
 import ctxcompact as cc
 from ctxcompact import config as config_module
-from ctxcompact.cli.options import (
-    ConfigOption,
-    JsonOption,
-    MinimumOption,
-    PolicyOption,
-    ProtectOption,
-    ToolsOption,
-    _config,
-    _overrides,
-)
+from ctxcompact.cli.options import JsonOption, Pruning, bundles
 from ctxcompact.config import CompactionConfig
 from ctxcompact.policy import Policy
 
@@ -52,18 +43,16 @@ def _effective(cfg: CompactionConfig) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 @commands.command("config", short_help="Show the effective configuration and its sources.")
+@bundles
 def config_cmd(
+    *,
     show: Annotated[
         bool, typer.Option("--show", help="Print every field's value and source (the default).")
     ] = False,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the reference table of docs/config.md.")
     ] = False,
-    config: ConfigOption = None,
-    prune_protect: ProtectOption = None,
-    prune_minimum: MinimumOption = None,
-    prune_protected_tools: ToolsOption = None,
-    policy: PolicyOption = None,
+    settings: Pruning,
     as_json: JsonOption = False,
 ) -> None:
     """Show the effective configuration: each field, its value and where it came from."""
@@ -72,7 +61,7 @@ def config_cmd(
     if markdown:
         typer.echo(config_module.reference_markdown(), nl=False)
         return
-    cfg = _config(config, **_overrides(prune_protect, prune_minimum, prune_protected_tools, policy))
+    cfg = settings.load()
     values, sources = _effective(cfg)
     rows = [
         {"field": f["field"], "value": _plain(values[f["field"]]),

@@ -17,13 +17,7 @@ import pyarrow as pa
 import pyarrow.compute
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ctxcompact import config as config_module
@@ -45,6 +39,7 @@ from ctxcompact.cli.options import (
     InputsArgument,
     JsonOption,
     MethodOption,
+    ModelOption,
     OnErrorOption,
     OutputLimitOption,
     _config,
@@ -318,13 +313,7 @@ def replay(
             "--out", "--calls", metavar="FILE", help="One row per model call and policy (Parquet)."
         ),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAME",
-            help="Price the calls from this row of the price table (docs/config.md, Prices).",
-        ),
-    ] = None,
+    model: ModelOption = None,
     mask_first: Annotated[
         bool, typer.Option("--mask-first", help="Mask every step, summarize only when needed.")
     ] = False,
@@ -419,13 +408,7 @@ def tune(
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="One row per call and point (Parquet).")
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAME",
-            help="Price the calls from this row of the price table (docs/config.md, Prices).",
-        ),
-    ] = None,
+    model: ModelOption = None,
     workers: Annotated[
         int | None, typer.Option(min=1, metavar="N", help="Worker processes (default: CPUs).")
     ] = None,
