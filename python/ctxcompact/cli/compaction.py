@@ -8,12 +8,11 @@ from typing import Annotated
 import pyarrow as pa
 import pyarrow.compute
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 import ctxcompact as cc
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
-from ctxcompact.cli.display import _show, _status, _stderr
+from ctxcompact.cli.display import _progress, _show, _status
 from ctxcompact.cli.inputs import (
     Segments,
     _check_inputs,
@@ -53,7 +52,6 @@ commands = typer.Typer()
 
 @commands.command("prune", short_help="Select old tool outputs to prune (--output: mark them).")
 @_names("inputs")
-@bundles
 def prune_cmd(
     inputs: InputsArgument,
     *,
@@ -85,7 +83,6 @@ def prune_cmd(
 
 @commands.command("filter", short_help="Keep each session from its latest summary pivot on.")
 @_names("inputs")
-@bundles
 def filter_cmd(
     inputs: InputsArgument,
     *,
@@ -107,7 +104,6 @@ def filter_cmd(
 
 @commands.command(short_help="Prune, mark and pivot-filter; report each session.")
 @_names("inputs")
-@bundles
 def compact(
     inputs: InputsArgument,
     *,
@@ -190,16 +186,13 @@ def batch(
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)
-    console = _stderr()
     # session files: a Parquet first
     sources, read_as, found, rejected = _parquet_sources(inputs, on_error)
     ingested = [f for f in found if f.status == "read"]
     # what ingest has just read it counted itself: the Parquet inputs are checked
     if verify and (given := [p for p in inputs if _is_parquet(p)]):
         _verify_parquet(given, batch_rows)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console,
-                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
+    with _progress(as_json) as bar:
         task = bar.add_task("compacting rows", total=None)
 
         def tick(done: int, total: int) -> None:

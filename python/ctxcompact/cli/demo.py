@@ -9,18 +9,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 import ctxcompact as cc
-from ctxcompact.cli.display import T, _show, _stderr, _timed
+from ctxcompact.cli.display import T, _progress, _show, _timed
 from ctxcompact.cli.options import JsonOption, PartsOption, SessionsOption, ThreadsOption
 from ctxcompact.scans import pivot_mask
 from ctxcompact.testing.synthetic import generate_table
@@ -114,11 +106,7 @@ def bench(
     """Quick self-check of speed: Rust scans against the pure-Python reference."""
     from ctxcompact.testing import reference as ref
 
-    console = _stderr()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  disable=as_json or not console.is_terminal,
-                  transient=True) as bar:  # fmt: skip
+    with _progress(as_json, elapsed=True) as bar:
         task = bar.add_task(f"generating {sessions} x {parts} parts", total=5)
         table = generate_table(sessions, parts, seed=7)
         rows = table.to_pylist()

@@ -10,7 +10,16 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 T = TypeVar("T")
@@ -18,6 +27,26 @@ T = TypeVar("T")
 
 def _stderr() -> Console:
     return Console(stderr=True)
+
+
+def _progress(quiet: bool = False, *, elapsed: bool = False) -> Progress:
+    """A progress bar on stderr (only on a terminal, never with --json): the
+    step, a bar, how many done and the time left (``elapsed``: a spinner
+    first, the time taken instead, and gone when done)."""
+    console = _stderr()
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn() if elapsed else TimeRemainingColumn()]  # fmt: skip
+    return Progress(*([SpinnerColumn()] if elapsed else []), *columns, console=console,
+                    disable=quiet or not console.is_terminal, transient=elapsed)  # fmt: skip
+
+
+def _print_wide(table: RenderableType) -> None:
+    """Print ``table`` on stdout; into a pipe or a file 200 columns wide (so
+    session ids are not folded nor columns squeezed to 80)."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from ctxcompact._atomic import beside, check_replaceable
 from ctxcompact._outputs import _one_line, is_parquet_source
 from ctxcompact.cli.display import _status
 from ctxcompact.cli.failures import InputNotFound
-from ctxcompact.cli.options import READ_FORMATS
+from ctxcompact.cli.options import READ_FORMATS, bundles
 from ctxcompact.cli.outputs import _check_outputs, _no_stdio, _output_errors, _replace_outputs
 from ctxcompact.errors import (
     DatasetError,
@@ -440,9 +440,12 @@ def _verify_parquet(source: list[Path], batch_rows: int) -> None:
 
 
 def _names(param: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """A command whose data errors name its input ``param`` (``_naming``)."""
+    """A command whose data errors name its input ``param`` (``_naming``),
+    its option bundles put in place (``bundles``)."""
 
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        command = bundles(command)
+
         @functools.wraps(command)
         def run(**kwargs: Any) -> None:
             with _naming(kwargs[param]):

@@ -11,11 +11,10 @@ from typing import Annotated, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import typer
-from rich.console import Console
 from rich.table import Table
 
 import ctxcompact as cc
-from ctxcompact.cli.display import _show, _status
+from ctxcompact.cli.display import _print_wide, _show, _status
 from ctxcompact.cli.inputs import (
     Segments,
     _check_inputs,
@@ -46,7 +45,6 @@ from ctxcompact.cli.options import (
     _config,
     _count_methods,
     _overrides,
-    bundles,
 )
 from ctxcompact.cli.outputs import _check_output, _check_outputs, _no_stdio, _writing
 from ctxcompact.errors import DatasetError, FormatError
@@ -57,7 +55,6 @@ commands = typer.Typer()
 
 @commands.command(short_help="Estimate the model-input tokens of every session.")
 @_names("inputs")
-@bundles
 def estimate(
     inputs: InputsArgument,
     *,
@@ -111,10 +108,7 @@ def estimate(
         table.add_column(key.replace("_", " "), justify="left" if key == "session_id" else "right")
     for row in rows:
         table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: do not fold the session ids
-        console = Console(width=200)
-    console.print(table)
+    _print_wide(table)
 
 
 def _estimate_rows(transcript: cc.Transcript, est: Any, visible: Any) -> list[dict[str, Any]]:

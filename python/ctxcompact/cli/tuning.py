@@ -16,12 +16,10 @@ from typing import Annotated, Any
 import pyarrow as pa
 import pyarrow.compute
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ctxcompact import config as config_module
-from ctxcompact.cli.display import _status, _stderr
+from ctxcompact.cli.display import _print_wide, _progress, _status
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.cli.inputs import (
     Segments,
@@ -264,10 +262,7 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
             table.add_column(key.replace("_", " "), justify="right")
         for row in rows:
             table.add_row(label(row), *(cell(key, row) for key in keys))
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: do not squeeze the columns to 80
-        console = Console(width=200)
-    console.print(table)
+    _print_wide(table)
     if any("label" in row for row in rows):  # what each short label stands for
         typer.echo("legend:")
         for row in rows:
@@ -453,10 +448,7 @@ def tune(
         _check_parquet_sessions(found.files)
     corpus: Any = inputs if parquet else _load_many(inputs, fmt, on_error)
     total = None if parquet else len(corpus.session_ids())
-    console = _stderr()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console,
-                  disable=as_json or not console.is_terminal) as bar:  # fmt: skip
+    with _progress(as_json) as bar:
         task = bar.add_task("replaying sessions", total=total)
 
         def tick(done: int, _total: int | None) -> None:
