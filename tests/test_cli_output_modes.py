@@ -102,7 +102,7 @@ def test_a_read_only_output_found_only_at_the_rename_is_refused(
 ) -> None:
     """Made read-only while the run read its input (after the checks before
     any work): the rename refuses it and puts back neither output."""
-    import ctxcompact.cli as cli
+    import ctxcompact.cli.compaction as cli  # where compact looks the check up
 
     out = tmp_path / "out"
     out.mkdir()

@@ -206,7 +206,7 @@ def test_equal_totals_with_different_calls_are_not_called_identical(capsys: Any)
     """Two policies can reach the same totals by sending different prompts
     (one call larger, another smaller): the note compares call by call."""
     import pyarrow as pa
-    from ctxcompact import cli
+    from ctxcompact.cli import tuning as cli
     from ctxcompact.config import CompactionConfig
     from ctxcompact.tuning.replay import CALL_SCHEMA
 

@@ -135,7 +135,7 @@ def test_the_dictionary_survives_parquet(tmp_path: Path) -> None:
 
 
 def test_a_file_with_plain_targets_joins_one_with_a_dictionary(tmp_path: Path) -> None:
-    from ctxcompact.cli import _load_many
+    from ctxcompact.cli.inputs import _load_many
 
     table = with_tool_targets(calls_table()).to_arrow()
     sessions = table["session_id"].to_pylist()
@@ -306,7 +306,7 @@ def test_targets_given_in_any_form_become_the_one_dictionary() -> None:
 @pytest.mark.parametrize("written", ["dictionary", "plain"])
 def test_parquet_reads_give_back_the_table_written(tmp_path: Path, written: str) -> None:
     from ctxcompact.batch.parquet import session_tables
-    from ctxcompact.cli import _read
+    from ctxcompact.cli.inputs import _read
 
     table = Transcript.from_sessions(Transcript(calls_table()).to_sessions()).to_arrow()
     path = tmp_path / "t.parquet"

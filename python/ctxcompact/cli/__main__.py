@@ -1,0 +1,5 @@
+"""``python -m ctxcompact.cli``: the ctxcompact command."""
+
+from ctxcompact.cli import main
+
+main()
