@@ -190,18 +190,7 @@ fn derived(seeds: &mut Vec<Vec<u8>>) {
     seeds.extend(more);
 }
 
-const FORMATS: [Format; 10] = [
-    Format::OpenCode,
-    Format::OpenCodeMessages,
-    Format::OpenAiChat,
-    Format::OpenAiResponses,
-    Format::Anthropic,
-    Format::ClaudeCode,
-    Format::SweAgent,
-    Format::MiniSweAgent,
-    Format::TauBench,
-    Format::OpenHands,
-];
+const FORMATS: [Format; 10] = Format::ALL;
 
 fn format_name(format: Format) -> &'static str {
     Format::NAMES[FORMATS.iter().position(|f| *f == format).expect("listed")]

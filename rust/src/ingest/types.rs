@@ -46,7 +46,8 @@ impl Format {
         "tau-bench",
         "openhands",
     ];
-    const ALL: [Format; 10] = [
+    /// Every format, in the order of `NAMES`.
+    pub const ALL: [Format; 10] = [
         Format::OpenCode,
         Format::OpenCodeMessages,
         Format::OpenAiChat,
