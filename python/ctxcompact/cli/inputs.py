@@ -24,6 +24,7 @@ import typer
 import ctxcompact as cc
 from ctxcompact._atomic import beside, check_replaceable
 from ctxcompact._outputs import _one_line, is_parquet_source
+from ctxcompact._sources import SESSION_SUFFIXES, reads_as_parquet
 from ctxcompact.cli.display import _status
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.cli.options import READ_FORMATS, bundles
@@ -35,13 +36,7 @@ from ctxcompact.errors import (
     SchemaError,
     TranscriptError,
 )
-from ctxcompact.formats.reader import (
-    DOCUMENT_SUFFIXES,
-    JSONL_SUFFIXES,
-    FileReport,
-    IngestResult,
-    RejectedLine,
-)
+from ctxcompact.formats.reader import FileReport, IngestResult, RejectedLine
 from ctxcompact.scans import with_output_units
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
@@ -51,8 +46,6 @@ from ctxcompact.transcript import (
     relocate,
     targets_as_dictionary,
 )
-
-SESSION_SUFFIXES = JSONL_SUFFIXES + DOCUMENT_SUFFIXES  # what read_sessions reads
 
 
 def _is_parquet(path: Path) -> bool:
@@ -67,8 +60,6 @@ def _is_parquet(path: Path) -> bool:
 def _one_kind(folder: Path) -> None:
     """Refuse a folder holding Parquet files (by ``parquet_dataset``'s rule)
     and session files (.jsonl, .json, .traj) alike."""
-    from ctxcompact.batch.parquet import reads_as_parquet
-
     parquet: list[Path] = []
     sessions: list[Path] = []
     for p in sorted(folder.rglob("*")):

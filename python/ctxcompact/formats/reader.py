@@ -38,8 +38,9 @@ import pyarrow.compute as pc
 import ctxcompact._core as _core
 from ctxcompact._atomic import replacing
 from ctxcompact._json import loads
+from ctxcompact._sources import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, SESSION_SUFFIXES
 from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError
-from ctxcompact.formats import FORMATS, jsonl_format
+from ctxcompact.formats.detect import FORMATS, jsonl_format
 from ctxcompact.formats.jsonl import UTF16, UTF16_BOMS
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import SCHEMA, Transcript, targets_as_dictionary
@@ -121,11 +122,6 @@ class IngestResult:
     def skipped(self) -> list[FileReport]:
         """Files not read: skipped for their extension, or rejected whole."""
         return [f for f in self.files if f.status in ("skipped", "rejected")]
-
-
-#: Extensions read as sessions: JSONL (natively), JSON documents (``formats.read``).
-JSONL_SUFFIXES = (".jsonl",)
-DOCUMENT_SUFFIXES = (".json", ".traj")
 
 
 @dataclass(frozen=True)
@@ -578,7 +574,7 @@ def _plan(
 ) -> tuple[dict[str, int], list[FileReport], list[_Input], list[_Input]]:
     """The inputs in the order given (path -> position), the files skipped for
     their extension, and the JSONL files and documents to read."""
-    supported = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    supported = SESSION_SUFFIXES
     inputs = _inputs(paths, supported)
     order = {str(i.path): k for k, i in enumerate(inputs)}
     reports: list[FileReport] = []
@@ -652,14 +648,14 @@ def _read_documents(
 ) -> Iterator[_Document]:  # fmt: skip
     """Each document's rows (cast to ``schema``); ``seen`` (session ids read
     before) grows by each document's sessions."""
-    from ctxcompact import formats
     from ctxcompact.errors import DuplicateSessionError
+    from ctxcompact.formats.documents import read_document
 
     for i in documents:
         where = str(i.path)
         fmt: str | None = None  # known once the document parses
         try:
-            fmt, read = formats.read_document(i.path, format, name=i.id_base)
+            fmt, read = read_document(i.path, format, name=i.id_base)
             ids = [s.id for s in read]
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip
