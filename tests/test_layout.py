@@ -184,3 +184,15 @@ def test_the_import_graph_sees_function_level_and_package_imports(tmp_path: Path
         ["ctxcompact", "ctxcompact.a", "ctxcompact.b"]
     ]
 
+
+#: The most lines a module under python/ctxcompact may hold (issue 41, part 8).
+MOST_LINES = 800
+
+
+def test_no_module_is_over_800_lines() -> None:
+    package = Path(cc.__file__).parent
+    sizes = {str(p.relative_to(package)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in package.rglob("*.py")}  # fmt: skip
+    assert sizes  # the package was found
+    over = {name: n for name, n in sizes.items() if n > MOST_LINES}
+    assert not over, f"split by meaning: {over}"

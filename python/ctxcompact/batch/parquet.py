@@ -46,7 +46,6 @@ from ctxcompact.transcript import (
     SCAN_COLUMNS,
     TARGETS_DICTIONARY,
     TOOL_TARGET,
-    _holds_names,
     code_names,
     count_output_units,
     encode_targets,
@@ -55,6 +54,7 @@ from ctxcompact.transcript import (
     targets_as_dictionary,
     tool_targets,
 )
+from ctxcompact.transcript.schema import holds_names
 
 #: Columns a Parquet input must have (``auto`` may be absent).
 REQUIRED = [c for c in SCAN_COLUMNS if c != "auto"]
@@ -491,7 +491,7 @@ def _chunks(
                 if column not in table.column_names or column not in schema.names:
                     continue
                 want, got = schema.field(column).type, table.schema.field(column).type
-                if pa.null() not in (want, got) and _holds_names(want) != _holds_names(got):
+                if pa.null() not in (want, got) and holds_names(want) != holds_names(got):
                     raise SchemaError(
                         f"{path}: its schema does not match the first file's (column "
                         f"{column!r} is {got}, not {want})", column=column,
