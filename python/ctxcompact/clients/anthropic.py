@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse, tools_as_text
 from ctxcompact.errors import SummaryClientError
 
@@ -18,13 +19,8 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 
 
 def _sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise SummaryClientError(
-            "the Anthropic client needs the anthropic SDK: pip install 'ctxcompact[anthropic]'"
-        ) from None
-    return anthropic
+    return from_extra("anthropic", "anthropic", "the Anthropic client needs the anthropic SDK",
+                      SummaryClientError)  # fmt: skip
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

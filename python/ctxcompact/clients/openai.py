@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse
 from ctxcompact.errors import SummaryClientError
 
 
 def _sdk() -> Any:
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise SummaryClientError(
-            "the OpenAI client needs the openai SDK: pip install 'ctxcompact[openai]'"
-        ) from None
-    return openai
+    return from_extra("openai", "openai", "the OpenAI client needs the openai SDK",
+                      SummaryClientError)  # fmt: skip
 
 
 class OpenAIChatClient(SdkClient):
