@@ -27,7 +27,7 @@ from ctxcompact._outputs import _one_line, is_parquet_source
 from ctxcompact._sources import SESSION_SUFFIXES, reads_as_parquet
 from ctxcompact.cli.display import _status
 from ctxcompact.cli.failures import InputNotFound
-from ctxcompact.cli.options import READ_FORMATS, bundles
+from ctxcompact.cli.options import READ_FORMATS, Reading, bundles
 from ctxcompact.cli.outputs import _check_outputs, _no_stdio, _output_errors, _replace_outputs
 from ctxcompact.errors import (
     DatasetError,
@@ -368,6 +368,19 @@ def _load_all(
     """``_load_many`` under a "reading" status line."""
     with _status(f"reading {_label(inputs)}", as_json):
         return _load_many(inputs, fmt, on_error, segments, read_as)
+
+
+def _load_verified(
+    inputs: list[Path], reading: Reading, as_json: bool, verify: bool,
+    read_as: list[str] | None = None,
+) -> cc.Transcript:  # fmt: skip
+    """``_load_all`` of a command's ``reading`` options, then (``--verify``)
+    ``_verify_read`` of what it read."""
+    segments: Segments = []
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments, read_as)
+    if verify:
+        _verify_read(transcript, inputs, segments)
+    return transcript
 
 
 def _verify_read(transcript: cc.Transcript, inputs: list[Path], segments: Segments) -> None:

@@ -223,7 +223,12 @@ def read_once(paths: Iterable[Path]) -> None:
 
 def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The files to read: each path, with a directory expanded to its ``*.jsonl`` (sorted)."""
-    return [i.path for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    return [i.path for i in _jsonl_inputs(paths)]
+
+
+def _jsonl_inputs(paths: str | Path | Iterable[str | Path]) -> list[_Input]:
+    """The JSONL files ``paths`` name, as inputs: each path, a folder's ``*.jsonl``."""
+    return [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
 
 
 def _first_record(path: Path) -> tuple[int, Any] | None:
@@ -283,6 +288,18 @@ def _listed(paths: str | Path | Iterable[str | Path]) -> str | Path | Iterable[s
     return list(paths)
 
 
+def _checked(
+    on_error: str, chunk_bytes: int, threads: int | None, reject_path: str | Path | None,
+    paths: str | Path | Iterable[str | Path],
+) -> tuple[int | None, str | Path | Iterable[str | Path]]:  # fmt: skip
+    """A reader's arguments checked before any work (``_check``, then
+    ``_check_rejects``): the thread count, and ``paths`` listed once."""
+    threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
+    return threads, paths
+
+
 def _check_rejects(
     reject_path: str | Path | None, paths: str | Path | Iterable[str | Path]
 ) -> None:
@@ -320,10 +337,8 @@ def read_jsonl(
     (whole lines). With ``reject_path`` the rejected lines are written there
     (JSONL, written atomically, also when empty) so a rerun can pick them up.
     """
-    threads = _check(on_error, chunk_bytes, threads)
-    paths = _listed(paths)
-    _check_rejects(reject_path, paths)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    threads, paths = _checked(on_error, chunk_bytes, threads, reject_path, paths)
+    inputs = _jsonl_inputs(paths)
     result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
     if reject_path is not None:
         write_rejects(result.rejected, reject_path)
@@ -422,7 +437,7 @@ def iter_jsonl(
     """
     threads = _check(on_error, chunk_bytes, threads)
     _check_window(window_bytes)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    inputs = _jsonl_inputs(paths)
     yield from _iter_jsonl(inputs, format, on_error, threads, chunk_bytes, window_bytes)
 
 
@@ -481,9 +496,7 @@ def read_sessions(
     as one ``RejectedLine`` with ``line=0`` holding the file's bytes.
     ``iter_sessions`` reads the same in bounded memory.
     """
-    threads = _check(on_error, chunk_bytes, threads)
-    paths = _listed(paths)
-    _check_rejects(reject_path, paths)
+    threads, paths = _checked(on_error, chunk_bytes, threads, reject_path, paths)
     order, reports, jsonl, documents = _plan(paths)
     result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
     reports += result.files
