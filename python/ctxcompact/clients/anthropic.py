@@ -103,25 +103,14 @@ class AnthropicClient(SdkClient):
             params["stream"] = True
         return params
 
-    def _complete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request)
-        result = sdk.messages.create(**self._params(request))
-        if not self.stream:
-            return _from_message(result)
-        drain = _Drain()
-        for event in result:
-            drain.add(event)
-        return drain.response()
+    def _create(self, sdk: Any) -> Any:
+        return sdk.messages.create
 
-    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request, asynchronous=True)
-        result = await sdk.messages.create(**self._params(request))
-        if not self.stream:
-            return _from_message(result)
-        drain = _Drain()
-        async for event in result:
-            drain.add(event)
-        return drain.response()
+    def _reply(self, result: Any) -> SummaryResponse:
+        return _from_message(result)
+
+    def _drain(self) -> _Drain:
+        return _Drain()
 
 
 def _from_message(message: Any) -> SummaryResponse:

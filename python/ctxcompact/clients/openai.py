@@ -47,25 +47,14 @@ class OpenAIChatClient(SdkClient):
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def _complete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request)
-        result = sdk.chat.completions.create(**self._params(request))
-        if not self.stream:
-            return _from_completion(result)
-        drain = _Drain()
-        for chunk in result:
-            drain.add(chunk)
-        return drain.response()
+    def _create(self, sdk: Any) -> Any:
+        return sdk.chat.completions.create
 
-    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request, asynchronous=True)
-        result = await sdk.chat.completions.create(**self._params(request))
-        if not self.stream:
-            return _from_completion(result)
-        drain = _Drain()
-        async for chunk in result:
-            drain.add(chunk)
-        return drain.response()
+    def _reply(self, result: Any) -> SummaryResponse:
+        return _from_completion(result)
+
+    def _drain(self) -> _Drain:
+        return _Drain()
 
 
 def _from_completion(completion: Any) -> SummaryResponse:
