@@ -69,7 +69,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_every_subpackage_face_lists_only_what_it_exports() -> None:
-    for pkg in ("scans", "live", "batch", "formats", "clients", "errors"):
+    for pkg in ("scans", "live", "batch", "formats", "clients", "errors", "transcript"):
         module = importlib.import_module(f"ctxcompact.{pkg}")
         exported = getattr(module, "__all__", None)
         if exported is None:
