@@ -25,6 +25,7 @@ from ctxcompact._atomic import (
     ReadOnlyFileError,
     read_only,
 )
+from ctxcompact._sources import SESSION_SUFFIXES, reads_as_parquet
 from ctxcompact.errors import OutputConflictError
 
 PathLike = str | os.PathLike[str]
@@ -38,11 +39,8 @@ def _one_line(text: str) -> str:
 def is_parquet_source(path: Path) -> bool:
     """Parquet of part rows: a ``.parquet`` file, or a folder with no session
     file (``.jsonl``, ``.json``, ``.traj``) in it."""
-    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
-
     if path.is_dir():
-        suffixes = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
-        return not any(p.suffix in suffixes for p in path.rglob("*") if p.is_file())
+        return not any(p.suffix in SESSION_SUFFIXES for p in path.rglob("*") if p.is_file())
     return path.suffix == ".parquet"
 
 
@@ -87,16 +85,12 @@ def reads_next_time(output: Path, input: Path) -> bool:
     later run on it refuses. So either name is refused inside any input
     folder, however the run reads it. ``False`` for an input that is no
     folder."""
-    from ctxcompact.batch.parquet import reads_as_parquet
-    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
-
-    sessions = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
     try:
         if not input.is_dir() or output.is_dir():
             return False
         folder = input.resolve()
         return any(place.is_relative_to(folder)
-                   and (reads_as_parquet(folder, place) or place.suffix in sessions)
+                   and (reads_as_parquet(folder, place) or place.suffix in SESSION_SUFFIXES)
                    for place in _places(output))  # fmt: skip
     except OSError:
         return False
@@ -104,11 +98,8 @@ def reads_next_time(output: Path, input: Path) -> bool:
 
 def _read_next_time(output: Path, input: Path) -> str:
     """Why ``output`` may not be written inside the folder ``input``."""
-    from ctxcompact.formats.reader import DOCUMENT_SUFFIXES, JSONL_SUFFIXES
-
-    sessions = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
-    if any(p.suffix in sessions for p in _places(output)):
-        written, skipped = "session", f"a name not ending in {', '.join(sessions)}"
+    if any(p.suffix in SESSION_SUFFIXES for p in _places(output)):
+        written, skipped = "session", f"a name not ending in {', '.join(SESSION_SUFFIXES)}"
     else:
         written = "Parquet"
         skipped = "a name starting with '_' or '.', which a Parquet folder's reader skips"

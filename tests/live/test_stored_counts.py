@@ -30,7 +30,8 @@ from ctxcompact.models import (
     StoredCounts,
     part_output,
 )
-from ctxcompact.transcript import _part_row, count_texts, sessions_to_table
+from ctxcompact.transcript import count_texts, sessions_to_table
+from ctxcompact.transcript.rows import _part_row
 from test_store import record, summary_for
 
 #: The stores under test: test_store's fixture (SQLite, PostgreSQL, memory).

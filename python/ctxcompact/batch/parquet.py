@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from ctxcompact._atomic import check_replaceable, replace_together
 from ctxcompact._outputs import check_outputs
+from ctxcompact._sources import PARQUET_SUFFIX, hidden
 from ctxcompact.batch.compact import REPORT_SCHEMA, compact_batch
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
@@ -45,7 +46,6 @@ from ctxcompact.transcript import (
     SCAN_COLUMNS,
     TARGETS_DICTIONARY,
     TOOL_TARGET,
-    _holds_names,
     code_names,
     count_output_units,
     encode_targets,
@@ -54,6 +54,7 @@ from ctxcompact.transcript import (
     targets_as_dictionary,
     tool_targets,
 )
+from ctxcompact.transcript.schema import holds_names
 
 #: Columns a Parquet input must have (``auto`` may be absent).
 REQUIRED = [c for c in SCAN_COLUMNS if c != "auto"]
@@ -96,28 +97,6 @@ class BatchReport:
         return found
 
 
-#: The files a Parquet folder is read from: every file named ``*.parquet`` in
-#: it or in a folder below it, except names starting with ``_`` or ``.``
-#: (``_SUCCESS``, ``_metadata``, ``.crc`` files, ``_temporary/``: not data by
-#: the convention Spark, Hive and pyarrow share). Every other file found is
-#: left out and named in ``ParquetFiles.skipped``.
-PARQUET_SUFFIX = ".parquet"
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
-
-
-def reads_as_parquet(folder: Path, path: Path) -> bool:
-    """Whether reading the Parquet folder ``folder`` reads the file ``path``
-    (both resolved by the caller): the rule of ``parquet_dataset``."""
-    try:
-        parts = path.relative_to(folder).parts
-    except ValueError:
-        return False
-    return bool(parts) and not any(map(_hidden, parts)) and path.name.endswith(PARQUET_SUFFIX)
-
-
 @dataclass(frozen=True)
 class ParquetFiles:
     """The files a Parquet source is read from, in order, and those of its
@@ -134,9 +113,9 @@ def _walk(folder: Path) -> ParquetFiles:
     skipped: list[Any] = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).parts
-        if any(_hidden(p) for p in relative[:-1]):
+        if any(hidden(p) for p in relative[:-1]):
             continue  # inside a folder already named as skipped
-        if _hidden(path.name):
+        if hidden(path.name):
             what = "folder" if path.is_dir() else "file"
             skipped.append(FileReport(str(path), "skipped", reason=f"a {what} name starting "
                                       "with '_' or '.' (metadata, not data, in a Parquet "
@@ -512,7 +491,7 @@ def _chunks(
                 if column not in table.column_names or column not in schema.names:
                     continue
                 want, got = schema.field(column).type, table.schema.field(column).type
-                if pa.null() not in (want, got) and _holds_names(want) != _holds_names(got):
+                if pa.null() not in (want, got) and holds_names(want) != holds_names(got):
                     raise SchemaError(
                         f"{path}: its schema does not match the first file's (column "
                         f"{column!r} is {got}, not {want})", column=column,

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact._atomic import ReadOnlyFileError, keep_mode, read_only
+from ctxcompact._extras import from_extra
 from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import _PART_KEY, _plain, repeated_part
@@ -52,10 +53,10 @@ from ctxcompact.scans.overflow import Limits, check_window
 
 
 def _ray() -> Any:
-    try:
-        import ray.data
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ConfigError("Ray Data is not installed: pip install 'ctxcompact[ray]'") from None
+    """The ``ray`` package, its ``ray.data`` imported."""
+    from_extra("ray.data", "ray", "Ray Data is not installed", ConfigError)
+    import ray
+
     return ray
 
 

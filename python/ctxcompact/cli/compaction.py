@@ -14,15 +14,14 @@ from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import compact_parquet
 from ctxcompact.cli.display import _progress, _show, _status
 from ctxcompact.cli.inputs import (
-    Segments,
     _check_inputs,
     _is_parquet,
     _load_all,
+    _load_verified,
     _names,
     _parquet_sources,
     _report_files,
     _verify_parquet,
-    _verify_read,
 )
 from ctxcompact.cli.options import (
     Compaction,
@@ -65,10 +64,7 @@ def prune_cmd(
     cfg = settings.load()
     _check_output(output, "--output", inputs)
     _note_prune_off(cfg)
-    segments: Segments = []
-    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments)
-    if verify:
-        _verify_read(transcript, inputs, segments)
+    transcript = _load_verified(inputs, reading, as_json, verify)
     with _status(f"pruning {transcript.num_rows:,} rows", as_json):
         result = cc.prune(transcript, cfg)
     if output is not None:
@@ -121,10 +117,7 @@ def compact(
     limits, usable = _limits(context, output_limit, cfg)
     _check_outputs({"--output": output, "--report": report}, inputs)
     _note_prune_off(cfg)
-    segments: Segments = []
-    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments)
-    if verify:
-        _verify_read(transcript, inputs, segments)
+    transcript = _load_verified(inputs, reading, as_json, verify)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
     # both outputs or neither: a failed second rename puts the first one back

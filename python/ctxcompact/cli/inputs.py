@@ -24,9 +24,10 @@ import typer
 import ctxcompact as cc
 from ctxcompact._atomic import beside, check_replaceable
 from ctxcompact._outputs import _one_line, is_parquet_source
+from ctxcompact._sources import SESSION_SUFFIXES, reads_as_parquet
 from ctxcompact.cli.display import _status
 from ctxcompact.cli.failures import InputNotFound
-from ctxcompact.cli.options import READ_FORMATS, bundles
+from ctxcompact.cli.options import READ_FORMATS, Reading, bundles
 from ctxcompact.cli.outputs import _check_outputs, _no_stdio, _output_errors, _replace_outputs
 from ctxcompact.errors import (
     DatasetError,
@@ -35,13 +36,7 @@ from ctxcompact.errors import (
     SchemaError,
     TranscriptError,
 )
-from ctxcompact.formats.reader import (
-    DOCUMENT_SUFFIXES,
-    JSONL_SUFFIXES,
-    FileReport,
-    IngestResult,
-    RejectedLine,
-)
+from ctxcompact.formats.reader import FileReport, IngestResult, RejectedLine
 from ctxcompact.scans import with_output_units
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
@@ -51,8 +46,6 @@ from ctxcompact.transcript import (
     relocate,
     targets_as_dictionary,
 )
-
-SESSION_SUFFIXES = JSONL_SUFFIXES + DOCUMENT_SUFFIXES  # what read_sessions reads
 
 
 def _is_parquet(path: Path) -> bool:
@@ -67,8 +60,6 @@ def _is_parquet(path: Path) -> bool:
 def _one_kind(folder: Path) -> None:
     """Refuse a folder holding Parquet files (by ``parquet_dataset``'s rule)
     and session files (.jsonl, .json, .traj) alike."""
-    from ctxcompact.batch.parquet import reads_as_parquet
-
     parquet: list[Path] = []
     sessions: list[Path] = []
     for p in sorted(folder.rglob("*")):
@@ -377,6 +368,19 @@ def _load_all(
     """``_load_many`` under a "reading" status line."""
     with _status(f"reading {_label(inputs)}", as_json):
         return _load_many(inputs, fmt, on_error, segments, read_as)
+
+
+def _load_verified(
+    inputs: list[Path], reading: Reading, as_json: bool, verify: bool,
+    read_as: list[str] | None = None,
+) -> cc.Transcript:  # fmt: skip
+    """``_load_all`` of a command's ``reading`` options, then (``--verify``)
+    ``_verify_read`` of what it read."""
+    segments: Segments = []
+    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments, read_as)
+    if verify:
+        _verify_read(transcript, inputs, segments)
+    return transcript
 
 
 def _verify_read(transcript: cc.Transcript, inputs: list[Path], segments: Segments) -> None:

@@ -63,17 +63,20 @@ FormatOption = Annotated[
                  "(default: detect)."),
 ]  # fmt: skip
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-ProtectOption = Annotated[
-    int | None,
-    typer.Option("--prune-protect", min=0, metavar="TOKENS",
-                 help="Tokens of the newest tool outputs never pruned (config prune_protect)."),
-]  # fmt: skip
-MinimumOption = Annotated[
-    int | None,
-    typer.Option("--prune-minimum", min=0, metavar="TOKENS",
-                 help="Prune only when more than this many tokens would be freed "
-                 "(config prune_minimum)."),
-]  # fmt: skip
+
+
+def tokens_option(name: str, help: str, minimum: int = 0) -> Any:
+    """An option holding a number of tokens, at least ``minimum``
+    (``Annotated[int | None, tokens_option(...)]``)."""
+    return typer.Option(name, min=minimum, metavar="TOKENS", help=help)
+
+
+ProtectOption = Annotated[int | None, tokens_option(
+    "--prune-protect",
+    "Tokens of the newest tool outputs never pruned (config prune_protect).")]  # fmt: skip
+MinimumOption = Annotated[int | None, tokens_option(
+    "--prune-minimum", "Prune only when more than this many tokens would be freed "
+    "(config prune_minimum).")]  # fmt: skip
 ToolsOption = Annotated[
     str | None,
     typer.Option("--prune-protected-tools", metavar="TOOLS",
@@ -109,17 +112,12 @@ VerifyOption = Annotated[
                  "count that no longer matches its text, or a target its input (edited "
                  "after ingest), is an error naming the row."),
 ]  # fmt: skip
-ContextOption = Annotated[
-    int | None,
-    typer.Option("--context", min=0, metavar="TOKENS",
-                 help="Model context window (0: unlimited); flags sessions over the limit."),
-]  # fmt: skip
-OutputLimitOption = Annotated[
-    int | None,
-    typer.Option("--output-limit", min=1, metavar="TOKENS",
-                 help="Model output limit, at least 1 (with --context; without it, "
-                 "output_token_max tokens are reserved for the answer)."),
-]  # fmt: skip
+ContextOption = Annotated[int | None, tokens_option(
+    "--context",
+    "Model context window (0: unlimited); flags sessions over the limit.")]  # fmt: skip
+OutputLimitOption = Annotated[int | None, tokens_option(
+    "--output-limit", "Model output limit, at least 1 (with --context; without it, "
+    "output_token_max tokens are reserved for the answer).", minimum=1)]  # fmt: skip
 
 
 def file_option(help: str, *names: str) -> Any:

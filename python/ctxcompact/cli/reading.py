@@ -24,9 +24,9 @@ from ctxcompact.cli.inputs import (
     _is_parquet,
     _label,
     _load_all,
+    _load_verified,
     _names,
     _to_sessions,
-    _verify_read,
 )
 from ctxcompact.cli.options import (
     READ_FORMATS,
@@ -75,17 +75,14 @@ def estimate(
     cfg = _config(config, **_overrides(method=method))
     # no session read is "nothing to estimate" (exit 1), an empty folder or an empty file alike
     _check_sources(inputs, "nothing to estimate")
-    segments: Segments = []
     read_as: list[str] = []
-    transcript = _load_all(inputs, reading.fmt, reading.on_error, as_json, segments, read_as)
+    transcript = _load_verified(inputs, reading, as_json, verify, read_as)
     if not transcript.num_rows:
         if len(inputs) > 1:
             where = "these inputs"
         else:
             where = "this folder" if inputs[0].is_dir() else "this file"
         raise DatasetError(f"{_label(inputs)}: no sessions in {where}: nothing to estimate")
-    if verify:
-        _verify_read(transcript, inputs, segments)
     with _status(f"estimating {transcript.num_rows:,} rows", as_json):
         est = cc.estimate_messages(transcript, cfg)
         visible = cc.estimate_messages(cc.filter_pivot(transcript), cfg)

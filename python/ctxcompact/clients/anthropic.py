@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse, tools_as_text
 from ctxcompact.errors import SummaryClientError
 
@@ -18,13 +19,8 @@ _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 
 
 def _sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise SummaryClientError(
-            "the Anthropic client needs the anthropic SDK: pip install 'ctxcompact[anthropic]'"
-        ) from None
-    return anthropic
+    return from_extra("anthropic", "anthropic", "the Anthropic client needs the anthropic SDK",
+                      SummaryClientError)  # fmt: skip
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -107,25 +103,14 @@ class AnthropicClient(SdkClient):
             params["stream"] = True
         return params
 
-    def _complete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request)
-        result = sdk.messages.create(**self._params(request))
-        if not self.stream:
-            return _from_message(result)
-        drain = _Drain()
-        for event in result:
-            drain.add(event)
-        return drain.response()
+    def _create(self, sdk: Any) -> Any:
+        return sdk.messages.create
 
-    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request, asynchronous=True)
-        result = await sdk.messages.create(**self._params(request))
-        if not self.stream:
-            return _from_message(result)
-        drain = _Drain()
-        async for event in result:
-            drain.add(event)
-        return drain.response()
+    def _reply(self, result: Any) -> SummaryResponse:
+        return _from_message(result)
+
+    def _drain(self) -> _Drain:
+        return _Drain()
 
 
 def _from_message(message: Any) -> SummaryResponse:

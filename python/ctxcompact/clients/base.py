@@ -138,11 +138,41 @@ class SdkClient:
             return await asyncio.to_thread(self._complete, request)
         return await self._acomplete(request)
 
-    def _complete(self, request: SummaryRequest) -> SummaryResponse:
+    # What a subclass names: the SDK's call, its parameters, and how a reply
+    # (whole, or streamed events drained) becomes a ``SummaryResponse``.
+    def _create(self, sdk: Any) -> Any:
         raise NotImplementedError
 
-    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _reply(self, result: Any) -> SummaryResponse:
+        raise NotImplementedError
+
+    def _drain(self) -> Any:
+        """A new accumulator of stream events (``add(event)``, ``response()``)."""
+        raise NotImplementedError
+
+    def _complete(self, request: SummaryRequest) -> SummaryResponse:
+        result = self._create(self.sdk_for(request))(**self._params(request))
+        if not self.stream:
+            return self._reply(result)
+        drain = self._drain()
+        for event in result:
+            drain.add(event)
+        response: SummaryResponse = drain.response()
+        return response
+
+    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
+        sdk = self.sdk_for(request, asynchronous=True)
+        result = await self._create(sdk)(**self._params(request))
+        if not self.stream:
+            return self._reply(result)
+        drain = self._drain()
+        async for event in result:
+            drain.add(event)
+        response: SummaryResponse = drain.response()
+        return response
 
     def _sdk_options(self) -> dict[str, Any]:
         """Constructor options for an SDK client this adapter makes."""

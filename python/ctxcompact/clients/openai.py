@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse
 from ctxcompact.errors import SummaryClientError
 
 
 def _sdk() -> Any:
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise SummaryClientError(
-            "the OpenAI client needs the openai SDK: pip install 'ctxcompact[openai]'"
-        ) from None
-    return openai
+    return from_extra("openai", "openai", "the OpenAI client needs the openai SDK",
+                      SummaryClientError)  # fmt: skip
 
 
 class OpenAIChatClient(SdkClient):
@@ -51,25 +47,14 @@ class OpenAIChatClient(SdkClient):
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def _complete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request)
-        result = sdk.chat.completions.create(**self._params(request))
-        if not self.stream:
-            return _from_completion(result)
-        drain = _Drain()
-        for chunk in result:
-            drain.add(chunk)
-        return drain.response()
+    def _create(self, sdk: Any) -> Any:
+        return sdk.chat.completions.create
 
-    async def _acomplete(self, request: SummaryRequest) -> SummaryResponse:
-        sdk = self.sdk_for(request, asynchronous=True)
-        result = await sdk.chat.completions.create(**self._params(request))
-        if not self.stream:
-            return _from_completion(result)
-        drain = _Drain()
-        async for chunk in result:
-            drain.add(chunk)
-        return drain.response()
+    def _reply(self, result: Any) -> SummaryResponse:
+        return _from_completion(result)
+
+    def _drain(self) -> _Drain:
+        return _Drain()
 
 
 def _from_completion(completion: Any) -> SummaryResponse:

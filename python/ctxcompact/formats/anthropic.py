@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ctxcompact.errors import FormatError
@@ -427,14 +426,6 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
     return events
 
 
-def read_claude_code(path: str | Path) -> list[Session]:
-    """A Claude Code ``.jsonl`` file; a bad line raises ``FormatError`` with its number
-    (``formats.read(path, "claude-code")``, kept under this name)."""
-    from ctxcompact.formats import read
-
-    return read(path, "claude-code")
-
-
 # Lines Claude Code writes outside the conversation, never model input: a title
 # (for /resume) and a file-history snapshot. Without a ``sessionId`` at the top
 # of a file they wait for the session of the first other line.
@@ -476,7 +467,6 @@ __all__ = [
     "claude_code_sessions",
     "from_anthropic",
     "from_claude_code",
-    "read_claude_code",
     "to_anthropic",
     "to_claude_code",
 ]

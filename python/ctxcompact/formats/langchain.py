@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.chat import from_openai_chat, to_openai_chat
 from ctxcompact.formats.views import View, to_model_chat
@@ -23,13 +24,8 @@ _KEPT = ("id", "additional_kwargs", "response_metadata", "usage_metadata")
 
 
 def _lc() -> Any:
-    try:
-        import langchain_core.messages as messages
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise FormatError(
-            "LangChain messages need langchain-core: pip install 'ctxcompact[langchain]'"
-        ) from None
-    return messages
+    return from_extra("langchain_core.messages", "langchain",
+                      "LangChain messages need langchain-core", FormatError)  # fmt: skip
 
 
 def from_langchain(messages: Sequence[Any], session_id: str = "session") -> Session:

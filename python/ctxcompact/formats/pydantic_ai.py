@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxcompact._extras import from_extra
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import source_of, split_data_url
 from ctxcompact.formats.views import View, to_model_chat
@@ -38,13 +39,9 @@ from ctxcompact.scans.chat import content_text
 
 
 def _adapter() -> Any:
-    try:
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise FormatError(
-            "pydantic-ai messages need pydantic-ai: pip install 'ctxcompact[pydantic-ai]'"
-        ) from None
-    return ModelMessagesTypeAdapter
+    messages = from_extra("pydantic_ai.messages", "pydantic-ai",
+                          "pydantic-ai messages need pydantic-ai", FormatError)  # fmt: skip
+    return messages.ModelMessagesTypeAdapter
 
 
 def _text(value: Any) -> str:

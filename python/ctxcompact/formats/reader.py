@@ -38,8 +38,9 @@ import pyarrow.compute as pc
 import ctxcompact._core as _core
 from ctxcompact._atomic import replacing
 from ctxcompact._json import loads
+from ctxcompact._sources import DOCUMENT_SUFFIXES, JSONL_SUFFIXES, SESSION_SUFFIXES
 from ctxcompact.errors import ConfigError, FormatError, InputTypeError, TranscriptError
-from ctxcompact.formats import FORMATS, jsonl_format
+from ctxcompact.formats.detect import FORMATS, jsonl_format
 from ctxcompact.formats.jsonl import UTF16, UTF16_BOMS
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import SCHEMA, Transcript, targets_as_dictionary
@@ -121,11 +122,6 @@ class IngestResult:
     def skipped(self) -> list[FileReport]:
         """Files not read: skipped for their extension, or rejected whole."""
         return [f for f in self.files if f.status in ("skipped", "rejected")]
-
-
-#: Extensions read as sessions: JSONL (natively), JSON documents (``formats.read``).
-JSONL_SUFFIXES = (".jsonl",)
-DOCUMENT_SUFFIXES = (".json", ".traj")
 
 
 @dataclass(frozen=True)
@@ -227,7 +223,12 @@ def read_once(paths: Iterable[Path]) -> None:
 
 def jsonl_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The files to read: each path, with a directory expanded to its ``*.jsonl`` (sorted)."""
-    return [i.path for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    return [i.path for i in _jsonl_inputs(paths)]
+
+
+def _jsonl_inputs(paths: str | Path | Iterable[str | Path]) -> list[_Input]:
+    """The JSONL files ``paths`` name, as inputs: each path, a folder's ``*.jsonl``."""
+    return [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
 
 
 def _first_record(path: Path) -> tuple[int, Any] | None:
@@ -287,6 +288,18 @@ def _listed(paths: str | Path | Iterable[str | Path]) -> str | Path | Iterable[s
     return list(paths)
 
 
+def _checked(
+    on_error: str, chunk_bytes: int, threads: int | None, reject_path: str | Path | None,
+    paths: str | Path | Iterable[str | Path],
+) -> tuple[int | None, str | Path | Iterable[str | Path]]:  # fmt: skip
+    """A reader's arguments checked before any work (``_check``, then
+    ``_check_rejects``): the thread count, and ``paths`` listed once."""
+    threads = _check(on_error, chunk_bytes, threads)
+    paths = _listed(paths)
+    _check_rejects(reject_path, paths)
+    return threads, paths
+
+
 def _check_rejects(
     reject_path: str | Path | None, paths: str | Path | Iterable[str | Path]
 ) -> None:
@@ -324,10 +337,8 @@ def read_jsonl(
     (whole lines). With ``reject_path`` the rejected lines are written there
     (JSONL, written atomically, also when empty) so a rerun can pick them up.
     """
-    threads = _check(on_error, chunk_bytes, threads)
-    paths = _listed(paths)
-    _check_rejects(reject_path, paths)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    threads, paths = _checked(on_error, chunk_bytes, threads, reject_path, paths)
+    inputs = _jsonl_inputs(paths)
     result = _read_jsonl(inputs, format, on_error, threads, chunk_bytes)
     if reject_path is not None:
         write_rejects(result.rejected, reject_path)
@@ -426,7 +437,7 @@ def iter_jsonl(
     """
     threads = _check(on_error, chunk_bytes, threads)
     _check_window(window_bytes)
-    inputs = [i for i in _inputs(paths, JSONL_SUFFIXES) if _reads(i, JSONL_SUFFIXES)]
+    inputs = _jsonl_inputs(paths)
     yield from _iter_jsonl(inputs, format, on_error, threads, chunk_bytes, window_bytes)
 
 
@@ -485,9 +496,7 @@ def read_sessions(
     as one ``RejectedLine`` with ``line=0`` holding the file's bytes.
     ``iter_sessions`` reads the same in bounded memory.
     """
-    threads = _check(on_error, chunk_bytes, threads)
-    paths = _listed(paths)
-    _check_rejects(reject_path, paths)
+    threads, paths = _checked(on_error, chunk_bytes, threads, reject_path, paths)
     order, reports, jsonl, documents = _plan(paths)
     result = _read_jsonl(jsonl, format, on_error, threads, chunk_bytes)
     reports += result.files
@@ -578,7 +587,7 @@ def _plan(
 ) -> tuple[dict[str, int], list[FileReport], list[_Input], list[_Input]]:
     """The inputs in the order given (path -> position), the files skipped for
     their extension, and the JSONL files and documents to read."""
-    supported = JSONL_SUFFIXES + DOCUMENT_SUFFIXES
+    supported = SESSION_SUFFIXES
     inputs = _inputs(paths, supported)
     order = {str(i.path): k for k, i in enumerate(inputs)}
     reports: list[FileReport] = []
@@ -652,14 +661,14 @@ def _read_documents(
 ) -> Iterator[_Document]:  # fmt: skip
     """Each document's rows (cast to ``schema``); ``seen`` (session ids read
     before) grows by each document's sessions."""
-    from ctxcompact import formats
     from ctxcompact.errors import DuplicateSessionError
+    from ctxcompact.formats.documents import read_document
 
     for i in documents:
         where = str(i.path)
         fmt: str | None = None  # known once the document parses
         try:
-            fmt, read = formats.read_document(i.path, format, name=i.id_base)
+            fmt, read = read_document(i.path, format, name=i.id_base)
             ids = [s.id for s in read]
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip

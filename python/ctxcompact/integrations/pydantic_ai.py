@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from pydantic_ai import direct
@@ -230,13 +230,7 @@ class CompactionProcessor(Integration):
     def _restored(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history with the returns masked put back (from this processor's
         memory, or from their metadata: a history resumed elsewhere)."""
-        out: list[ModelMessage] = []
-        for m in messages:
-            if isinstance(m, ModelRequest) and any(self._masked(p) for p in m.parts):
-                parts: list[Any] = [self._original(p) if self._masked(p) else p for p in m.parts]
-                m = dataclasses.replace(m, parts=parts)
-            out.append(m)
-        return out
+        return _replacing(messages, self._masked, self._original)
 
     def _original(self, part: Any) -> Any:
         meta = part.metadata if isinstance(part.metadata, Mapping) else {}
@@ -257,13 +251,7 @@ class CompactionProcessor(Integration):
         """Each masked return with its text in ``metadata[ORIGINAL_KEY]`` (never
         sent): the history pydantic-ai keeps, and a caller persists, can be
         resumed in another process with nothing lost."""
-        out: list[ModelMessage] = []
-        for m in messages:
-            if isinstance(m, ModelRequest) and any(self._keeps(p) for p in m.parts):
-                parts: list[Any] = [self._kept(p) if self._keeps(p) else p for p in m.parts]
-                m = dataclasses.replace(m, parts=parts)
-            out.append(m)
-        return out
+        return _replacing(messages, self._keeps, self._kept)
 
     def _keeps(self, part: Any) -> bool:
         """A masked return whose text this processor holds and can put in its metadata."""
@@ -341,6 +329,20 @@ class CompactionProcessor(Integration):
     async def acall(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         messages, chat, origins = self._prepared(messages)
         return self._finish(messages, chat, origins, await self.compaction.acompact(chat))
+
+
+def _replacing(
+    messages: list[ModelMessage], which: Callable[[Any], bool], new: Callable[[Any], Any]
+) -> list[ModelMessage]:
+    """``messages`` with each request part ``which`` picks replaced by ``new(part)``
+    (a request with none of them is kept as it is)."""
+    out: list[ModelMessage] = []
+    for m in messages:
+        if isinstance(m, ModelRequest) and any(which(p) for p in m.parts):
+            parts: list[Any] = [new(p) if which(p) else p for p in m.parts]
+            m = dataclasses.replace(m, parts=parts)
+        out.append(m)
+    return out
 
 
 __all__ = [

@@ -197,16 +197,29 @@ def _chat_from_chunks(chunks: Iterable[Any]) -> dict[str, Any]:
     return out
 
 
-def _chat_usage(usage: Any) -> TokenUsage | None:
+#: The keys of an OpenAI usage object, by API: input and output tokens, and
+#: the objects holding the cache counts and the reasoning tokens.
+_USAGE_KEYS = {
+    "chat": ("prompt_tokens", "completion_tokens", "prompt_tokens_details",
+             "completion_tokens_details"),
+    "responses": ("input_tokens", "output_tokens", "input_tokens_details",
+                  "output_tokens_details"),
+}  # fmt: skip
+
+
+def _openai_usage(usage: Any, api: str) -> TokenUsage | None:
+    """An OpenAI reply's ``usage`` (``api``: ``chat`` or ``responses``) as
+    ``TokenUsage``: the input without the tokens read from or written to the cache."""
     if not isinstance(usage, Mapping):
         return None
-    cached = _int(_get(usage, "prompt_tokens_details", "cached_tokens"))
-    written = _int(_get(usage, "prompt_tokens_details", "cache_write_tokens"))
+    input_key, output_key, input_details, output_details = _USAGE_KEYS[api]
+    cached = _int(_get(usage, input_details, "cached_tokens"))
+    written = _int(_get(usage, input_details, "cache_write_tokens"))
     return TokenUsage.model_validate(
         {
-            "input": max(_int(usage.get("prompt_tokens")) - cached - written, 0),
-            "output": _int(usage.get("completion_tokens")),
-            "reasoning": _int(_get(usage, "completion_tokens_details", "reasoning_tokens")),
+            "input": max(_int(usage.get(input_key)) - cached - written, 0),
+            "output": _int(usage.get(output_key)),
+            "reasoning": _int(_get(usage, output_details, "reasoning_tokens")),
             "cache": {"read": cached, "write": written},
         }
     )
@@ -255,9 +268,9 @@ def from_openai_chat(
         parts.append(_tool_part(call.get("id"), fn.get("name"), fn.get("arguments"),
                                 f"tool call {i} of the chat completion"))  # fmt: skip
     return _message(
-        parts, finish=choice.get("finish_reason"), tokens=_chat_usage(completion.get("usage")),
-        model=completion.get("model"), provider="openai", session_id=session_id,
-        message_id=message_id, parent_id=parent_id,
+        parts, finish=choice.get("finish_reason"),
+        tokens=_openai_usage(completion.get("usage"), "chat"), model=completion.get("model"),
+        provider="openai", session_id=session_id, message_id=message_id, parent_id=parent_id,
     )  # fmt: skip
 
 
@@ -287,21 +300,6 @@ def _response_from_events(events: Iterable[Any]) -> dict[str, Any]:
     if response.get("status") in (None, "in_progress", "queued"):
         response["status"] = "incomplete"  # the stream ended before a terminal event
     return response
-
-
-def _responses_usage(usage: Any) -> TokenUsage | None:
-    if not isinstance(usage, Mapping):
-        return None
-    cached = _int(_get(usage, "input_tokens_details", "cached_tokens"))
-    written = _int(_get(usage, "input_tokens_details", "cache_write_tokens"))
-    return TokenUsage.model_validate(
-        {
-            "input": max(_int(usage.get("input_tokens")) - cached - written, 0),
-            "output": _int(usage.get("output_tokens")),
-            "reasoning": _int(_get(usage, "output_tokens_details", "reasoning_tokens")),
-            "cache": {"read": cached, "write": written},
-        }
-    )
 
 
 def from_openai_response(
@@ -384,7 +382,7 @@ def from_openai_response(
     else:
         finish = "stop"
     return _message(
-        parts, finish=finish, tokens=_responses_usage(data.get("usage")),
+        parts, finish=finish, tokens=_openai_usage(data.get("usage"), "responses"),
         model=data.get("model"), provider="openai", session_id=session_id,
         message_id=message_id, parent_id=parent_id,
     )  # fmt: skip
