@@ -183,19 +183,27 @@ def engine_calls(
         raise _named(e, table) from None
     n = len(ids)
     message_ids = plain_strings(table.column("message_id")).take(rows)
-    scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
-    changed_at = pc.indices_nonzero(changed).to_pylist()
+    changed_at = pc.indices_nonzero(changed)
     fallback = fallback_ids.to_pylist()
-    core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(), "offsets": offsets.to_pylist(),
-            "cleared": cleared.to_pylist(), "changed": changed.to_pylist()}  # fmt: skip
-    needed = sorted({core["ids"][i] for i in changed_at} | set(fallback))
+    needed = sorted(set(ids.take(changed_at).to_pylist()) | set(fallback))
     sessions: dict[str, Session] = {}
     if needed:
         sid = plain_strings(table.column("session_id"))
         subset = table.filter(pc.is_in(sid, pa.array(needed, pa.string())))
         sessions = {s.id: s for s in Transcript(subset).to_sessions()}
-    if changed_at:
+    if len(changed_at):
+        scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
+        core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(),
+                "offsets": offsets.to_pylist(), "cleared": cleared.to_pylist(),
+                "changed": changed.to_pylist()}  # fmt: skip
         _score(table, starts, sessions, core, config, system, scores)
+        removed = pa.array([r for r, _, _ in scores], pa.int64())
+        kept = pa.array([k for _, k, _ in scores], pa.int64())
+        lost = pa.array([lost for _, _, lost in scores], pa.list_(pa.string()))
+    else:  # nothing removed: no call to score
+        removed = kept = pa.repeat(pa.scalar(0, pa.int64()), n)
+        lost = pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1),
+                                        pa.array([], pa.string()))  # fmt: skip
     engine = pa.table({
         "session_id": ids.cast(pa.string()),
         "call": calls.cast(pa.int64()),
@@ -204,15 +212,15 @@ def engine_calls(
         "cached_tokens": cached.cast(pa.int64()),
         "written_tokens": pc.subtract(prompt, cached).cast(pa.int64()),
         "output_tokens": out.cast(pa.int64()),
-        "compacted": pa.array([False] * n),
+        "compacted": pa.repeat(pa.scalar(False), n),
         "reason": pa.nulls(n, pa.string()),
-        "summary_input_tokens": pa.array([0] * n, pa.int64()),
-        "summary_output_tokens": pa.array([0] * n, pa.int64()),
+        "summary_input_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "summary_output_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
         "baseline_prompt_tokens": base_prompt.cast(pa.int64()),
         "baseline_cached_tokens": base_cached.cast(pa.int64()),
-        "removed_facts": pa.array([r for r, _, _ in scores], pa.int64()),
-        "kept_facts": pa.array([k for _, k, _ in scores], pa.int64()),
-        "lost": pa.array([lost for _, _, lost in scores], pa.list_(pa.string())),
+        "removed_facts": removed,
+        "kept_facts": kept,
+        "lost": lost,
         "over_window": over,
         "since_previous_s": since,
     }, schema=schema)  # fmt: skip
