@@ -146,7 +146,6 @@ def replay(
     threshold: int | None,
     available: int,
     usable: int | None,
-    cache_ttl_s: float,
     threads: int | None = None,
 ) -> list[Any]: ...
 def compact_batch(

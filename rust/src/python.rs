@@ -626,13 +626,13 @@ fn estimate_messages(
 /// view and the mask are policy dicts (as `prune` takes), the message facts
 /// one entry per message in table order. Returns the per-call columns
 /// (session id, call, row, prompt, cached, output, baseline prompt and
-/// cached, over_window, changed), the cleared rows of every call (offsets
+/// cached, over_window, changed, seconds since the previous call), the cleared rows of every call (offsets
 /// into them, one more than the calls) and the sessions left to the live
 /// walk with the call where a summary fires (-1: the run compacted itself).
 #[pyfunction]
 #[pyo3(signature = (
     table, view, mask, created, output, call, *, system_tokens, threshold, available,
-    usable, cache_ttl_s, threads = None,
+    usable, threads = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn replay(
@@ -647,7 +647,6 @@ fn replay(
     threshold: Option<u64>,
     available: u64,
     usable: Option<u64>,
-    cache_ttl_s: f64,
     threads: Option<usize>,
 ) -> PyResult<Vec<PyArray>> {
     let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
@@ -658,7 +657,6 @@ fn replay(
         threshold,
         available,
         usable,
-        cache_ttl_s,
     };
     let facts = MessageFacts {
         created,
@@ -710,6 +708,12 @@ fn replay(
         column(&|c| c.baseline_cached),
         flag(&|c| c.over_window),
         flag(&|c| c.changed),
+        PyArray::from_array_ref(Arc::new(
+            calls
+                .iter()
+                .map(|c| c.since_previous_ms.map(|ms| ms as f64 / 1000.0))
+                .collect::<arrow_array::Float64Array>(),
+        )),
         u64_array(offsets),
         u64_array(cleared),
         PyArray::from_array_ref(Arc::new(fallback.0)),

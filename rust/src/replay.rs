@@ -49,8 +49,6 @@ pub struct ReplayConfig {
     /// The usable input window (`None`: unlimited): a prompt over it is
     /// `over_window`, and pinned and system messages over it stop no call.
     pub usable: Option<u64>,
-    /// Calls further apart than this (by their messages' created times) read nothing cached.
-    pub cache_ttl_s: f64,
 }
 
 /// What the caller knows of each message (one entry per message, in table
@@ -77,6 +75,10 @@ pub struct Call {
     pub baseline_prompt: u64,
     pub baseline_cached: u64,
     pub over_window: bool,
+    /// Milliseconds since the session's previous call with a created time
+    /// (`None`: this call or every earlier one has none). Whether a cache
+    /// still held the previous prompt is the caller's rule (at pricing).
+    pub since_previous_ms: Option<i64>,
     /// The prompt does not start with the previous prompt followed by the
     /// new messages as they were sent (masks, reasoning dropped, cut
     /// outputs): the caller scores what it removed (`tuning.retention`).
@@ -334,17 +336,15 @@ impl<'a> Walk<'_, '_, 'a> {
                     }
                 }
                 let created = facts.created[m];
-                let fresh_cache = match (last_time, created) {
-                    (Some(last), Some(now)) => ((now - last) as f64) / 1000.0 <= config.cache_ttl_s,
-                    _ => true,
-                };
+                let since_previous_ms = created.zip(last_time).map(|(now, last)| now - last);
                 if created.is_some() {
                     last_time = created;
                 }
-                let cached = match (fresh_cache, previous, changed) {
-                    (false, _, _) | (true, None, _) => 0,
-                    (true, Some(_), None) => previous_prompt,
-                    (true, Some(_), Some((k, p))) => {
+                // The raw common prefix: a cache's lifetime is applied at pricing.
+                let cached = match (previous, changed) {
+                    (None, _) => 0,
+                    (Some(_), None) => previous_prompt,
+                    (Some(_), Some((k, p))) => {
                         config.system_tokens
                             + shown[..k].iter().map(|x| x.total).sum::<u64>()
                             + shown[k].sent[..p.min(shown[k].sent.len())]
@@ -371,8 +371,9 @@ impl<'a> Walk<'_, '_, 'a> {
                     cached,
                     output,
                     baseline_prompt: baseline,
-                    baseline_cached: if fresh_cache { baseline_previous } else { 0 },
+                    baseline_cached: baseline_previous,
                     over_window: config.usable.is_some_and(|u| prompt > u),
+                    since_previous_ms,
                     changed: rescore,
                     cleared,
                 });
@@ -539,11 +540,19 @@ mod tests {
             threshold: None,
             available: 0,
             usable: None,
-            cache_ttl_s: 300.0,
         }
     }
 
     fn run(sessions: &[(&str, Vec<M>)], config: &ReplayConfig) -> Vec<SessionReplay> {
+        run_at(sessions, config, |_| None)
+    }
+
+    /// `run` with each message created at `created(its index)`.
+    fn run_at(
+        sessions: &[(&str, Vec<M>)],
+        config: &ReplayConfig,
+        created: impl Fn(usize) -> Option<i64>,
+    ) -> Vec<SessionReplay> {
         let batches = [batch(sessions)];
         let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
         let table = PartTable::new(&cols).unwrap();
@@ -551,7 +560,7 @@ mod tests {
             .map(|s| table.messages(s).unwrap().len())
             .sum();
         let facts = MessageFacts {
-            created: vec![None; n],
+            created: (0..n).map(created).collect(),
             output: vec![0; n],
             call: vec![None; n],
         };
@@ -604,6 +613,24 @@ mod tests {
         }
         assert_eq!(got[0].calls[0].cached, 0);
         assert!(got[0].calls.iter().all(|c| c.prompt == c.baseline_prompt));
+    }
+
+    #[test]
+    fn each_call_has_the_gap_since_the_last_call_with_a_time_and_its_raw_cached_prefix() {
+        // Calls are messages 1, 3, 5 and 7: the second has no time, the
+        // fourth comes an hour after the third.
+        let mut times = [None; 9];
+        times[1] = Some(1_000);
+        times[5] = Some(2_500);
+        times[7] = Some(3_602_500);
+        let got = run_at(&[("s", long_run(4))], &config(false), |m| times[m]);
+        let gaps: Vec<Option<i64>> = got[0].calls.iter().map(|c| c.since_previous_ms).collect();
+        assert_eq!(gaps, [None, None, Some(1_500), Some(3_600_000)]);
+        // However long the gap, the cached part is the common prefix (a
+        // cache's lifetime is applied at pricing).
+        let last = &got[0].calls[3];
+        assert_eq!(last.cached, got[0].calls[2].prompt);
+        assert_eq!(last.baseline_cached, got[0].calls[2].baseline_prompt);
     }
 
     #[test]

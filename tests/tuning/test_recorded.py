@@ -166,3 +166,20 @@ def test_a_replay_reports_recorded_usage_beside_its_baseline() -> None:
     nothing = replay(formats.read(silent), limits=WIDE).summary
     assert nothing["recorded_sessions"] == 0
     assert all(nothing[k] is None for k in (*NONE, "prompt_gap", "prompt_gap_ratio"))
+
+
+def test_the_table_reader_gives_what_each_session_records() -> None:
+    """``recorded_usage_table`` reads the message records parsed once for the
+    engine's facts: the same as ``recorded_usage`` of each session built."""
+    from ctxcompact.transcript import Transcript
+    from ctxcompact.tuning.engine import message_facts
+    from ctxcompact.tuning.recorded import recorded_usage_table
+
+    paths = [p for p in [*SWE[:4], *CLAUDE] if p.name != "edge_cases.jsonl"]
+    if not paths:
+        pytest.skip("needs ../shared/data")
+    for path in paths:
+        table = formats.read_sessions(path, on_error="skip").table
+        want = [recorded_usage(s) for s in Transcript(table).to_sessions() if s.messages]
+        assert recorded_usage_table(table, message_facts(table)) == want, path
+        assert recorded_usage_table(table) == want, path

@@ -627,7 +627,7 @@ def tune(
     models: ModelsOption = None,
     cache: CacheOption = "5m",
     workers: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="Worker processes (default: CPUs).")
+        int | None, typer.Option(min=1, metavar="N", help="Engine threads (default: CPUs).")
     ] = None,
     fmt: FormatOption = None,
     config: ConfigOption = None,

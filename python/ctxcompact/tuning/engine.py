@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,20 +69,29 @@ def message_starts(table: pa.Table) -> list[int]:
     return pc.indices_nonzero(starts).to_pylist()  # type: ignore[no-any-return]
 
 
-#: Every message's first row, created time, recorded output and call id.
-Facts = tuple[list[int], list[int | None], list[int], list[str | None]]
+class Facts(NamedTuple):
+    """Per message (``message_starts``), what its ``message_json`` says, read
+    once: its first row, created time (ms), recorded output tokens, call id,
+    and the JSON object itself (``None``: no JSON) for the other readers of
+    the record (``tuning.recorded``)."""
+
+    starts: list[int]
+    created: list[int | None]
+    output: list[int]
+    call: list[str | None]
+    infos: list[dict[str, Any] | None]
 
 
 def message_facts(table: pa.Table) -> Facts:
-    """Per message (``message_starts``): its first row, created time (ms),
-    recorded output tokens and call id, read from its ``message_json``."""
+    """Every message's ``Facts``, each ``message_json`` parsed once."""
     starts = message_starts(table)
     n = len(starts)
     created: list[int | None] = [None] * n
     output = [0] * n
     call: list[str | None] = [None] * n
+    infos: list[dict[str, Any] | None] = [None] * n
     if "message_json" not in table.column_names or not n:
-        return starts, created, output, call
+        return Facts(starts, created, output, call, infos)
     index = pa.array(starts, pa.int64())
     texts = table.column("message_json").take(index).to_pylist()
     roles = plain_strings(table.column("role")).take(index).to_pylist()
@@ -98,6 +106,7 @@ def message_facts(table: pa.Table) -> Facts:
         if not isinstance(info, dict):
             raise FormatError("message_json is not a JSON object", row=starts[i],
                               column="message_json")  # fmt: skip
+        infos[i] = info
         time = info.get("time")
         if isinstance(time, dict):
             created[i] = _whole(time.get("created"), starts[i], "time.created")
@@ -110,7 +119,7 @@ def message_facts(table: pa.Table) -> Facts:
         source = info.get("source")
         if roles[i] in ("assistant", 1) and source is not None:
             call[i] = claude_code_call_id(source)
-    return starts, created, output, call
+    return Facts(starts, created, output, call, infos)
 
 
 def _whole(value: Any, row: int, key: str) -> int | None:
@@ -148,7 +157,6 @@ def engine_calls(
     summarizer: Summarizer | None,
     system: str | None,
     schema: pa.Schema,
-    cache_ttl_s: float | None = None,
     threads: int | None = None,
     facts: Facts | None = None,
 ) -> pa.Table:
@@ -156,7 +164,7 @@ def engine_calls(
     ``table``, in table order: the core's calls, the live walk's for the
     sessions it leaves. ``facts``: ``message_facts(table)``, when the caller
     replays the table under several policies."""
-    starts, created, output, call = facts if facts is not None else message_facts(table)
+    starts, created, output, call, _ = facts if facts is not None else message_facts(table)
     method, overhead = config.estimate_method, config.message_overhead
     view = config.policy.scan_options(method=method, overhead=overhead)
     mask = _prune_options(config) if config.mask_first and config.prune else None
@@ -166,30 +174,36 @@ def engine_calls(
         if system else 0
     )  # fmt: skip
     try:
-        (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, offsets,
-         cleared, fallback_ids, _fallback_calls) = _core.replay(
+        (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, since,
+         offsets, cleared, fallback_ids, _fallback_calls) = _core.replay(
             table, view, mask, created, output, call, system_tokens=system_tokens,
-            threshold=threshold, available=available, usable=usable,
-            cache_ttl_s=math.inf if cache_ttl_s is None else float(cache_ttl_s),
-            threads=threads,
+            threshold=threshold, available=available, usable=usable, threads=threads,
         )  # fmt: skip
     except CompactionError as e:
         raise _named(e, table) from None
     n = len(ids)
     message_ids = plain_strings(table.column("message_id")).take(rows)
-    scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
-    changed_at = pc.indices_nonzero(changed).to_pylist()
+    changed_at = pc.indices_nonzero(changed)
     fallback = fallback_ids.to_pylist()
-    core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(), "offsets": offsets.to_pylist(),
-            "cleared": cleared.to_pylist(), "changed": changed.to_pylist()}  # fmt: skip
-    needed = sorted({core["ids"][i] for i in changed_at} | set(fallback))
+    needed = sorted(set(ids.take(changed_at).to_pylist()) | set(fallback))
     sessions: dict[str, Session] = {}
     if needed:
         sid = plain_strings(table.column("session_id"))
         subset = table.filter(pc.is_in(sid, pa.array(needed, pa.string())))
         sessions = {s.id: s for s in Transcript(subset).to_sessions()}
-    if changed_at:
+    if len(changed_at):
+        scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
+        core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(),
+                "offsets": offsets.to_pylist(), "cleared": cleared.to_pylist(),
+                "changed": changed.to_pylist()}  # fmt: skip
         _score(table, starts, sessions, core, config, system, scores)
+        removed = pa.array([r for r, _, _ in scores], pa.int64())
+        kept = pa.array([k for _, k, _ in scores], pa.int64())
+        lost = pa.array([lost for _, _, lost in scores], pa.list_(pa.string()))
+    else:  # nothing removed: no call to score
+        removed = kept = pa.repeat(pa.scalar(0, pa.int64()), n)
+        lost = pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1),
+                                        pa.array([], pa.string()))  # fmt: skip
     engine = pa.table({
         "session_id": ids.cast(pa.string()),
         "call": calls.cast(pa.int64()),
@@ -198,24 +212,24 @@ def engine_calls(
         "cached_tokens": cached.cast(pa.int64()),
         "written_tokens": pc.subtract(prompt, cached).cast(pa.int64()),
         "output_tokens": out.cast(pa.int64()),
-        "compacted": pa.array([False] * n),
+        "compacted": pa.repeat(pa.scalar(False), n),
         "reason": pa.nulls(n, pa.string()),
-        "summary_input_tokens": pa.array([0] * n, pa.int64()),
-        "summary_output_tokens": pa.array([0] * n, pa.int64()),
+        "summary_input_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "summary_output_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
         "baseline_prompt_tokens": base_prompt.cast(pa.int64()),
         "baseline_cached_tokens": base_cached.cast(pa.int64()),
-        "removed_facts": pa.array([r for r, _, _ in scores], pa.int64()),
-        "kept_facts": pa.array([k for _, k, _ in scores], pa.int64()),
-        "lost": pa.array([lost for _, _, lost in scores], pa.list_(pa.string())),
+        "removed_facts": removed,
+        "kept_facts": kept,
+        "lost": lost,
         "over_window": over,
-        "since_previous_s": _since_previous(ids.to_pylist(), rows.to_pylist(), starts, created),
+        "since_previous_s": since,
     }, schema=schema)  # fmt: skip
     if not fallback:
         return engine
     walked: list[dict[str, Any]] = []
     for s in fallback:
         walked += replay_session(sessions[s], config, limits, summarizer=summarizer,
-                                 system=system, cache_ttl_s=cache_ttl_s)  # fmt: skip
+                                 system=system)  # fmt: skip
     both = pa.concat_tables([engine, pa.Table.from_pylist(walked, schema=schema)])
     # Back in table order: sessions as the table holds them, calls in order.
     order = {s: i for i, s in enumerate(_session_order(table))}
@@ -223,22 +237,6 @@ def engine_calls(
     indices = pc.sort_indices(pa.table({"s": rank, "c": both.column("call")}),
                               sort_keys=[("s", "ascending"), ("c", "ascending")])  # fmt: skip
     return both.take(indices)
-
-
-def _since_previous(ids: list[str], rows: list[int], starts: list[int],
-                    created: list[int | None]) -> pa.Array:  # fmt: skip
-    """Per call, the seconds since the session's previous call with a created
-    time (null without one), as ``replay_session`` reports them."""
-    at = dict(zip(starts, created, strict=True))
-    out: list[float | None] = []
-    session, last = None, None
-    for sid, row in zip(ids, rows, strict=True):
-        if sid != session:
-            session, last = sid, None
-        now = at.get(row)
-        out.append((now - last) / 1000 if now is not None and last is not None else None)
-        last = now if now is not None else last
-    return pa.array(out, pa.float64())
 
 
 def _named(error: CompactionError, table: pa.Table) -> CompactionError:

@@ -4,7 +4,9 @@
 of the grid (the cartesian product of its lists) and returns one row per call
 and one per point. A corpus is sessions, a ``Transcript``/Arrow table, or
 Parquet files of part rows streamed in batches of whole sessions (bounded
-memory: one batch per worker in flight); the batches run in worker processes.
+memory: one batch in flight). The batches run one after another in this
+process, each replayed by the engine (``tuning.engine``) with its sessions
+in parallel on the core's threads (the GIL released): nothing is pickled.
 ``tune_dataset`` does the same on a Ray ``Dataset`` through ``map_batches``.
 
 Grid keys: any ``Policy`` field (``preset`` included), ``mask_first``, and the
@@ -21,7 +23,6 @@ import itertools
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -240,18 +241,22 @@ def points(grid: Mapping[str, Any] | str | os.PathLike[str], *,
 
 
 def _replay_table(
-    table: pa.Table, grid_points: list[Point], locate: Locate | None = None
+    table: pa.Table,
+    grid_points: list[Point],
+    locate: Locate | None = None,
+    threads: int | None = None,
 ) -> pa.Table:
     """Every session of ``table`` under every point: the per-call rows (priced
     on the driver, from the totals). ``locate``: the file and row in it of a
-    row of ``table`` (a piece of a corpus), which an error about a row names."""
+    row of ``table`` (a piece of a corpus), which an error about a row names;
+    ``threads``: the engine's (default: the CPUs)."""
     try:
         # The message facts once, every point over them in the engine.
         facts = message_facts(table)
         tables = [
             _with_policy(point.name, engine_calls(table, point.config, point.limits,
                                                   summarizer=None, system=None,
-                                                  schema=CALL_SCHEMA,
+                                                  schema=CALL_SCHEMA, threads=threads,
                                                   facts=facts))
             for point in grid_points
         ]  # fmt: skip
@@ -275,8 +280,11 @@ def _shifted(start: int, row: int) -> tuple[None, int]:
     return None, start + row
 
 
-def _replay_sessions(sessions: list[Session], grid_points: list[Point]) -> pa.Table:
-    return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points)
+def _replay_sessions(
+    sessions: list[Session], grid_points: list[Point], threads: int | None = None
+) -> pa.Table:
+    return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points,
+                         threads=threads)  # fmt: skip
 
 
 def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[tuple[pa.Table, Locate]]:
@@ -347,7 +355,8 @@ def tune(
 ) -> Tuning:
     """Replay ``corpus`` under every point of ``grid`` (see the module doc).
 
-    ``workers``: processes (default: the CPUs; 1 runs in this process).
+    ``workers``: the engine's threads (default: the CPUs); the sessions a
+    summary leaves to the live walk run one at a time, in this process.
     ``model``: price the calls (a list: under each, the first weighed on the
     front; ``cache`` as in ``replay``); without it the front is prompt tokens
     vs retention (``Tuning.axis``). The front holds only the points whose every
@@ -360,7 +369,6 @@ def tune(
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
-    n = workers if workers is not None else (os.cpu_count() or 1)
     tables: list[pa.Table] = []
     done = 0
 
@@ -371,44 +379,17 @@ def tune(
         if progress is not None:
             progress(done, None)
 
-    if n == 1:
-        for chunk in _chunks(corpus, batch_rows):
-            collect(_run(chunk, grid_points))
-    else:
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            running: set[Future[pa.Table]] = set()
-            for chunk in _chunks(corpus, batch_rows):
-                if len(running) >= n:  # bounded: at most one batch per worker in flight
-                    finished, running = _wait(running)
-                    for f in finished:
-                        collect(f.result())
-                running.add(pool.submit(_run, _own_buffers(chunk), grid_points))
-            for f in running:
-                collect(f.result())
+    for chunk in _chunks(corpus, batch_rows):
+        collect(_run(chunk, grid_points, threads=workers))
     return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                    grid_points, price)  # fmt: skip
 
 
-def _own_buffers(chunk: tuple[pa.Table, Locate] | list[Session]) -> Any:
-    """A piece of a table as a worker gets it: a copy of its own rows. A
-    zero-copy slice is pickled with the whole table's buffers (pyarrow sends
-    every buffer a slice points into): each piece of a 1M-row corpus was
-    sent to a worker whole."""
+def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point],
+         threads: int | None = None) -> pa.Table:  # fmt: skip
     if isinstance(chunk, tuple):
-        table = chunk[0]
-        return table.take(pa.array(range(table.num_rows), pa.int64())), chunk[1]
-    return chunk
-
-
-def _wait(running: set[Future[pa.Table]]) -> tuple[set[Future[pa.Table]], set[Future[pa.Table]]]:
-    finished, pending = wait(running, return_when=FIRST_COMPLETED)
-    return set(finished), set(pending)
-
-
-def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point]) -> pa.Table:
-    if isinstance(chunk, tuple):
-        return _replay_table(chunk[0], grid_points, chunk[1])
-    return _replay_sessions(chunk, grid_points)
+        return _replay_table(chunk[0], grid_points, chunk[1], threads=threads)
+    return _replay_sessions(chunk, grid_points, threads=threads)
 
 
 def results(calls: pa.Table, grid_points: Iterable[Point],

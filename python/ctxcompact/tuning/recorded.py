@@ -20,6 +20,7 @@ zeros (a runtime that did not fill it) is no record either.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +33,7 @@ from ctxcompact.formats.source import (
 )
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.tuning.engine import Facts, message_facts, plain_strings
 
 #: What ``recorded_usage`` returns per session, in order (null: not recorded).
 RECORDED_SCHEMA = pa.schema([
@@ -103,30 +105,30 @@ def recorded_usage(session: Session) -> dict[str, Any]:
     return out
 
 
-def recorded_usage_table(table: pa.Table) -> list[dict[str, Any]]:
+def recorded_usage_table(table: pa.Table, facts: Facts | None = None) -> list[dict[str, Any]]:
     """``recorded_usage`` of every session of a part-row table that holds a
     message, in table order, read from the session and assistant message
-    records alone (the usage is on the message: no part is built)."""
-    import json
-
-    from ctxcompact.tuning.engine import message_starts, plain_strings
-
-    starts = message_starts(table)
-    if not starts or "message_json" not in table.column_names:
+    records alone (the usage is on the message: no part is built).
+    ``facts``: ``tuning.engine.message_facts(table)``, the message records
+    already read (each ``message_json`` is parsed once)."""
+    if "message_json" not in table.column_names:
+        return []
+    facts = facts if facts is not None else message_facts(table)
+    starts = facts.starts
+    if not starts:
         return []
     index = pa.array(starts, pa.int64())
     sids = plain_strings(table.column("session_id")).take(index).to_pylist()
     roles = plain_strings(table.column("role")).take(index).to_pylist()
-    infos = table.column("message_json").take(index).to_pylist()
     heads = (table.column("session_json").take(index).to_pylist()
              if "session_json" in table.column_names else [None] * len(starts))  # fmt: skip
     sessions: list[dict[str, Any]] = []
-    for sid, role, info, head in zip(sids, roles, infos, heads, strict=True):
+    for sid, role, info, head in zip(sids, roles, facts.infos, heads, strict=True):
         if not sessions or sessions[-1]["info"]["id"] != sid:
             session_info = json.loads(head) if head else {}
             sessions.append({"info": {**session_info, "id": sid}, "messages": []})
-        if role in ("assistant", 1) and info:
-            sessions[-1]["messages"].append({"info": json.loads(info), "parts": []})
+        if role in ("assistant", 1) and info is not None:
+            sessions[-1]["messages"].append({"info": info, "parts": []})
     return [recorded_usage(Session.model_validate(s)) for s in sessions]
 
 

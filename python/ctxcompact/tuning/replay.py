@@ -56,7 +56,7 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
-from ctxcompact.tuning.engine import engine_calls
+from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
 from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage_table
 from ctxcompact.tuning.retention import ranked
@@ -223,8 +223,9 @@ def replay(
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
     # lifetime is applied at pricing (since_previous_s).
+    facts = message_facts(table)  # each message's record read once, for both
     calls = engine_calls(table, cfg, window, summarizer=summarizer, system=system,
-                         schema=CALL_SCHEMA)  # fmt: skip
+                         schema=CALL_SCHEMA, facts=facts)  # fmt: skip
     if calls.num_rows == 0:
         sessions = Transcript(table).session_ids()
         ids = ", ".join(repr(s) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
@@ -232,7 +233,7 @@ def replay(
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
-    recorded = recorded_usage_table(table)
+    recorded = recorded_usage_table(table, facts)
     per_session = per_session_table(calls, recorded)
     ids = per_session["session_id"].to_pylist()
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))

@@ -73,12 +73,11 @@ def replay_session(
     *,
     summarizer: Summarizer | None = None,
     system: str | None = None,
-    cache_ttl_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """The per-call rows of one run (see the module doc). ``cached_tokens`` is
-    the raw common prefix with the previous prompt (``cache_ttl_s``: zero it
-    after that many idle seconds; the price sheets apply each provider's
-    lifetime from ``since_previous_s``)."""
+    the raw common prefix with the previous prompt, however long ago it was
+    sent: the price sheets apply each provider's cache lifetime from
+    ``since_previous_s`` (``tuning.cache``)."""
     store = MemoryStore()
     sid = store.create_session(session.id)
     compactor = Compactor(store, summarizer or Summarizer(None, config), config=config,
@@ -128,10 +127,9 @@ def replay_session(
                 if created is not None and last_time is not None
                 else None
             )
-            fresh_cache = cache_ttl_s is None or since is None or since <= cache_ttl_s
             last_time = created if created is not None else last_time
             prompt = tokens(sent)
-            common = common_prefix(previous, sent) if fresh_cache else 0
+            common = common_prefix(previous, sent)
             cached = tokens(sent[:common])
             reply = to_model_messages(session.model_copy(update={"messages": [message]}))
             usage = info.tokens.output if info.tokens else 0
@@ -165,7 +163,7 @@ def replay_session(
                 "summary_input_tokens": sum(r.tokens_before for r in model_summaries),
                 "summary_output_tokens": written_by_model,
                 "baseline_prompt_tokens": baseline,
-                "baseline_cached_tokens": baseline_previous if fresh_cache else 0,
+                "baseline_cached_tokens": baseline_previous,
                 "removed_facts": len(removed.removed) if removed else 0,
                 "kept_facts": removed.kept if removed else 0,
                 "lost": [f.label() for f in removed.lost] if removed else [],
