@@ -345,6 +345,10 @@ class CountingStore(MemoryStore):
         self.loads += 1
         return super().load(session_id)
 
+    def load_since(self, session_id: str, since: Any = None) -> Any:
+        self.loads += 1
+        return super().load_since(session_id, since)
+
 
 def counting_loop() -> tuple[CountingStore, str, CompactionLoop]:
     store = CountingStore()

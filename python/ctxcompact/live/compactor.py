@@ -108,10 +108,11 @@ def model_name(message: MessageWithParts) -> str | None:
     return f"{provider}/{model}" if provider else str(model)
 
 
-def validate_session(session: Session) -> None:
-    """The lifecycle's invariants, with a specific error for each."""
+def validate_session(session: Session, start: int = 0) -> None:
+    """The lifecycle's invariants, with a specific error for each
+    (``start``: the messages before it were checked already)."""
     ids = {m.id for m in session.messages}
-    for i, message in enumerate(session.messages):
+    for i, message in enumerate(session.messages[start:], start):
         info = message.info
         if isinstance(info, AssistantMessage):
             if compaction_part(message) is not None:
