@@ -374,7 +374,7 @@ class CompactionLoop:
         stop = context_stop(finish_reason)
         if stop is not None:
             if self.config.auto:
-                session = self.compactor.store.load(session_id)
+                session = self._load(session_id)
                 self.compactor.refuse_unremovable(session_id, session, self.system)
                 if self.compactor.stalled(session_id):
                     self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
@@ -389,7 +389,11 @@ class CompactionLoop:
             # off the runtime decides (the reason given and counted, nothing queued).
             self.compactor.metrics.record_reactive_overflow()
             return StepDecision(False, stop, False)
-        check = self.compactor.check_step(session_id, usage, system=self.system)
+        # What was appended since the last step read, added to the session
+        # kept. Parts the hybrid masks here are marked in it too, and the
+        # store's marks make the next step read the session whole.
+        kept = None if self.compactor.limits is None else self._load(session_id)
+        check = self.compactor.check_step(session_id, usage, system=self.system, session=kept)
         # "overflow" with nothing queued: auto compaction is off, the window is full all the same
         told = check.queued or check.reason == "overflow"
         if finish_reason == INCOMPLETE:
