@@ -160,6 +160,21 @@ def test_keep_thinking_follows_the_newest_steps(stores: tuple[Any, Any]) -> None
         ]
 
 
+def test_a_loop_keeps_a_bounded_number_of_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One loop serving many sessions keeps only the most recently stepped
+    (each kept session holds its messages and views); the others are read
+    whole at their next step, and still sent right."""
+    import ctxcompact.live.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "KEPT_SESSIONS", 2)
+    store = MemoryStore()
+    loop = _loop(store)
+    sids = [_session(store, turns=1)[0] for _ in range(3)]
+    for sid in sids + sids:
+        assert loop.before_call(sid) == _whole(loop, store, sid)
+    assert list(loop._kept) == sids[1:]
+
+
 def test_a_store_without_load_since_is_loaded_whole() -> None:
     """A store of the runtime's own (the protocol's core only) still works."""
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,10 @@ from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import TokenBudget
 from ctxcompact.scans.parts import filter_pivot
 from ctxcompact.scans.view import ViewCache, system_message
+
+#: Sessions a loop keeps between steps (``_Kept``): one loop may serve many;
+#: the least recently stepped is read whole again at its next step.
+KEPT_SESSIONS = 64
 
 #: Finish reasons that mean the answer was cut off: at ``max_tokens``, or where
 #: the context window ran out (Anthropic's ``model_context_window_exceeded``).
@@ -130,7 +136,8 @@ class CompactionLoop:
         # Per session: the estimate of the last call's messages and its model,
         # set against the usage the step reports (``compactor.calibrator``).
         self._sent: dict[str, tuple[int, str]] = {}
-        self._kept: dict[str, _Kept] = {}
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept_lock = threading.Lock()
 
     @property
     def config(self) -> Any:
@@ -306,7 +313,11 @@ class CompactionLoop:
             session = extended(kept.session, changes.session)
             validate_session(session, len(kept.session.messages))
             views = kept.views
-        self._kept[session_id] = _Kept(changes.cursor, session, views)
+        with self._kept_lock:
+            self._kept[session_id] = _Kept(changes.cursor, session, views)
+            self._kept.move_to_end(session_id)
+            while len(self._kept) > KEPT_SESSIONS:  # the least recently stepped goes
+                self._kept.popitem(last=False)
         return session
 
     def _view(self, session_id: str, session: Session) -> tuple[list[dict[str, Any]], int]:
