@@ -7,6 +7,12 @@ stores. Run before and after a change with the same command and compare:
 
     pytest benches/test_live.py --benchmark-enable --benchmark-json=live.json
 
+The issue-38 group sets ``before_call`` (memory, SQLite) beside ``json.dumps``
+of the messages it returns (the step's budget: within 1.5x):
+
+    pytest benches/test_live.py --benchmark-enable -k vs_dumps \
+        --benchmark-timer=time.process_time --benchmark-min-rounds=20
+
 The ``stored-counts`` groups set side by side the same step on a 500-part
 session whose outputs were counted on append (``output_utf16`` in the
 store) and on the same rows without the counts (as a file of the previous
