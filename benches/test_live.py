@@ -7,6 +7,12 @@ stores. Run before and after a change with the same command and compare:
 
     pytest benches/test_live.py --benchmark-enable --benchmark-json=live.json
 
+The issue-38 group sets ``before_call`` (memory, SQLite) beside ``json.dumps``
+of the messages it returns (the step's budget: within 1.5x):
+
+    pytest benches/test_live.py --benchmark-enable -k vs_dumps \
+        --benchmark-timer=time.process_time --benchmark-min-rounds=20
+
 The ``stored-counts`` groups set side by side the same step on a 500-part
 session whose outputs were counted on append (``output_utf16`` in the
 store) and on the same rows without the counts (as a file of the previous
@@ -18,6 +24,7 @@ release holds them), so the session's table counts every output:
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -93,6 +100,24 @@ def test_before_call(benchmark: Any, loop: tuple[cc.CompactionLoop, str]) -> Non
     runner, sid = loop
     messages = benchmark(runner.before_call, sid)
     assert messages[0]["role"] == "system" and len(messages) > 10
+
+
+@pytest.mark.benchmark(group="before_call against json.dumps of its output")
+@pytest.mark.parametrize("what", ["memory", "sqlite", "json.dumps"])
+def test_before_call_vs_dumps(
+    benchmark: Any, session: cc.Session, tmp_path: Path, what: str
+) -> None:
+    """The issue's budget: a step within 1.5x of serialising what it returns
+    (``json.dumps`` of the messages, as a client sends them)."""
+    store: Any = cc.SQLiteStore(tmp_path / "s.db") if what == "sqlite" else cc.MemoryStore()
+    runner, sid = _loop(store, session)
+    messages = runner.before_call(sid)
+    if what == "json.dumps":
+        assert len(benchmark(json.dumps, messages)) > 100_000
+    else:
+        assert benchmark(runner.before_call, sid) == messages
+    if what == "sqlite":
+        store.close()
 
 
 def test_filter_pivot_session(benchmark: Any, session: cc.Session) -> None:

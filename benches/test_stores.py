@@ -1,4 +1,5 @@
-"""Compactions per second on the SQLite and PostgreSQL stores, 1, 4 and 16 workers.
+"""Compactions per second on the SQLite and PostgreSQL stores, 1, 4 and 16
+worker threads; and on PostgreSQL, 1 and 2 worker processes.
 
 A worker is a thread with its own store instance (its own connections, as a
 worker process has) compacting sessions of its own: request a compaction,
@@ -9,12 +10,18 @@ workers on different sessions commit side by side.
 
     pytest benches/test_stores.py --benchmark-enable
 
+A worker process (``test_compactions_per_second_processes``) is what a
+platform runs: its own interpreter (no GIL shared with the others), its own
+store and connections; the wall time runs from the first worker's start to
+the last one's end, as each process reports them.
+
 The PostgreSQL server is a throwaway cluster of the machine's ``postgresql``
 binaries (``tests/support/postgres.py``), fsync off like the tests'.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
@@ -146,3 +153,76 @@ def test_compactions_per_second(
     # every pending task was completed exactly once
     with open_store(backend, where) as store:
         assert sum(len(store.records(s)) for s in store.session_ids()) == len(walls) * COMPACTIONS
+
+
+def _process_worker(where: Any, share: list[str], barrier: Any, times: Any) -> None:
+    """Compacts ``share``; with ``where`` None, the control: pure Python work
+    (no I/O) of about the same length, what the machine's cores give two
+    CPU-bound processes in this run."""
+    store = compactor = None
+    if where is not None:
+        store = open_store("postgres", where)
+        compactor = Compactor(store, Summarizer(Instant()), limits=LIMITS)
+        store.records(share[0])  # connected before the clock starts, as a long-lived worker is
+    barrier.wait()
+    start = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process
+    try:
+        for sid in share:
+            if compactor is None:
+                sum(range(300_000))
+            else:
+                assert compactor.process_pending(sid) is not None
+    finally:
+        times.put((start, time.perf_counter()))
+        if store is not None:
+            store.close()
+
+
+def run_processes(where: Any, shares: list[list[str]]) -> float:
+    """Every worker process compacts its share; returns the wall time."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(len(shares))
+    times = context.Queue()
+    workers = [context.Process(target=_process_worker, args=(where, share, barrier, times))
+               for share in shares]  # fmt: skip
+    for w in workers:
+        w.start()
+    spans = [times.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join()
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    assert not failed, f"a worker process failed (exit codes {failed})"
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
+@pytest.mark.benchmark(group="store-compactions-processes")
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("work", ["postgres", "cpu-bound control"])
+def test_compactions_per_second_processes(
+    benchmark: Any, request: pytest.FixtureRequest, processes: int, work: str
+) -> None:
+    """Compactions per second with 1 and 2 worker processes on PostgreSQL;
+    beside them the same split of pure Python work, the scaling this machine
+    gives CPU-bound processes in the same run (on a shared machine, less
+    than 2x)."""
+    where = None
+    if work == "postgres":
+        server = request.getfixturevalue("postgres")
+        where = (server.conninfo, f"p_{uuid.uuid4().hex[:12]}")
+    walls: list[float] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if where is None:
+            return ([[str(i) for i in range(COMPACTIONS)][w::processes]
+                     for w in range(processes)],), {}  # fmt: skip
+        return (prepare("postgres", where, processes),), {}
+
+    def timed(shares: list[list[str]]) -> None:
+        walls.append(run_processes(where, shares))
+
+    benchmark.pedantic(timed, setup=setup, rounds=3)
+    benchmark.extra_info["per_s"] = round(COMPACTIONS / min(walls), 1)
+    if where is not None:
+        with open_store("postgres", where) as store:
+            done = sum(len(store.records(s)) for s in store.session_ids())
+            assert done == len(walls) * COMPACTIONS

@@ -340,9 +340,17 @@ class CountingStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.loads = 0
+        self.whole = 0  # reads of the whole session (``load`` and whole ``load_since``)
+
+    def load_since(self, session_id: str, since: Any = None) -> Any:
+        self.loads += 1
+        changes = super().load_since(session_id, since)
+        self.whole += changes.whole
+        return changes
 
     def load(self, session_id: str) -> Any:
         self.loads += 1
+        self.whole += 1
         return super().load(session_id)
 
 
@@ -364,6 +372,19 @@ def test_before_call_with_nothing_to_compact_loads_the_session_once() -> None:
     store.loads = 0
     asyncio.run(loop.abefore_call(sid))
     assert store.loads == 1
+
+
+def test_a_step_reads_only_what_was_appended() -> None:
+    """After the first call, a step (after_step, then before_call) reads the
+    session once each, never whole: what was appended since."""
+    store, sid, loop = counting_loop()
+    fill(store, sid, 3, chars=2_000)
+    loop.before_call(sid)
+    store.loads = store.whole = 0
+    asked = loop.add_user(sid, "next")
+    loop.after_step(sid, tool_reply(asked, "out", tokens={"input": 900, "output": 10}))
+    asyncio.run(loop.abefore_call(sid))
+    assert (store.loads, store.whole) == (3, 0)
 
 
 def test_before_call_with_a_pending_task_loads_before_and_after_it() -> None:

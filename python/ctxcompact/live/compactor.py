@@ -108,10 +108,11 @@ def model_name(message: MessageWithParts) -> str | None:
     return f"{provider}/{model}" if provider else str(model)
 
 
-def validate_session(session: Session) -> None:
-    """The lifecycle's invariants, with a specific error for each."""
+def validate_session(session: Session, start: int = 0) -> None:
+    """The lifecycle's invariants, with a specific error for each
+    (``start``: the messages before it were checked already)."""
     ids = {m.id for m in session.messages}
-    for i, message in enumerate(session.messages):
+    for i, message in enumerate(session.messages[start:], start):
         info = message.info
         if isinstance(info, AssistantMessage):
             if compaction_part(message) is not None:
@@ -382,7 +383,12 @@ class Compactor:
         return result.pruned
 
     def check_step(
-        self, session_id: str, usage: Any = None, *, system: str | None = None
+        self,
+        session_id: str,
+        usage: Any = None,
+        *,
+        system: str | None = None,
+        session: Session | None = None,
     ) -> StepCheck:
         """After a finished step: queue a compaction when the context overflowed.
 
@@ -391,6 +397,7 @@ class Compactor:
         history instead. Raises ``CompactionLoopError`` when compactions keep
         failing to bring the session under its limit, or when the pinned and
         system messages (with ``system``, the runtime's prompt) alone are over it.
+        ``session``: the session as just loaded from the store (saves a load).
         """
         check_session_id(session_id)
         if system is not None and not isinstance(system, str):
@@ -401,7 +408,7 @@ class Compactor:
         if not self.config.auto:
             # Nothing is queued, but the runtime is told the window is full
             # (reason "overflow", counted and announced as with auto on).
-            given = usage if usage is not None else self._step_usage(session_id)
+            given = usage if usage is not None else self._step_usage(session_id, session)
             # the overflow check itself says no overflow when auto is off (OpenCode's rule)
             measure = replace(OverflowOptions.from_config(self.config), auto=True)
             report = check_overflow(given, self.limits, measure)
@@ -411,7 +418,8 @@ class Compactor:
             self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
                              usable=report.usable)  # fmt: skip
             return StepCheck(False, "overflow", report.count, report.usable)
-        session = self.store.load(session_id)
+        if session is None:
+            session = self.store.load(session_id)
         if self.pending_task(session) is not None:
             return StepCheck(False, "a compaction is already pending", 0, 0)
         if usage is None:
@@ -444,10 +452,11 @@ class Compactor:
         marker = self.request_compaction(session_id, auto=True, reason="overflow")
         return StepCheck(True, "overflow", report.count, report.usable, marker)
 
-    def _step_usage(self, session_id: str) -> Any:
+    def _step_usage(self, session_id: str, session: Session | None = None) -> Any:
         """The usage ``check_step`` reads when none is given: the last step's,
         else the estimated history."""
-        session = self.store.load(session_id)
+        if session is None:
+            session = self.store.load(session_id)
         usage = self._last_usage(session)
         if usage is None:
             return {"input": self.history_tokens(session), "output": 0}

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +38,18 @@ from ctxcompact.errors import (
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
 from ctxcompact.live.markers import compaction_part
+from ctxcompact.live.sqlstore import extended
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import TokenBudget
+from ctxcompact.scans.parts import filter_pivot
+from ctxcompact.scans.view import ViewCache, system_message
+
+#: Sessions a loop keeps between steps (``_Kept``): one loop may serve many;
+#: the least recently stepped is read whole again at its next step.
+KEPT_SESSIONS = 64
 
 #: Finish reasons that mean the answer was cut off: at ``max_tokens``, or where
 #: the context window ran out (Anthropic's ``model_context_window_exceeded``).
@@ -98,8 +107,25 @@ class StepDecision:
     done: bool
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """What the loop keeps of a session between steps: the store's cursor,
+    the session as loaded (validated) and its messages' views and estimates."""
+
+    cursor: tuple[int, ...]
+    session: Session
+    views: ViewCache
+
+
 class CompactionLoop:
-    """Proactive and reactive compaction around each model call of one runtime."""
+    """Proactive and reactive compaction around each model call of one runtime.
+
+    Between steps it keeps each session as last loaded, its model view and
+    estimates: a step reads from the store only what was appended since
+    (``load_since``; a store without it is loaded whole) and renders and
+    estimates only the new messages. Any other change to the stored session
+    (prune marks, a compaction, a cancelled marker) is read whole again.
+    """
 
     def __init__(self, compactor: Compactor, *, system: str | None = None) -> None:
         if not isinstance(compactor, Compactor):
@@ -110,6 +136,8 @@ class CompactionLoop:
         # Per session: the estimate of the last call's messages and its model,
         # set against the usage the step reports (``compactor.calibrator``).
         self._sent: dict[str, tuple[int, str]] = {}
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept_lock = threading.Lock()
 
     @property
     def config(self) -> Any:
@@ -170,18 +198,11 @@ class CompactionLoop:
 
     # --- before the call ----------------------------------------------------------------
 
-    def _proactive_reason(
-        self, session_id: str, messages: list[dict[str, Any]], session: Session
-    ) -> str | None:
+    def _proactive_reason(self, session_id: str, tokens: int, session: Session) -> str | None:
+        """``tokens``: the history's estimate (the loop's own system prompt is
+        in the budget already; a system message the session stores is history)."""
         if not self.config.auto:
             return None
-        # The loop's own system prompt (the view's first message) is in the
-        # budget already; a system message the session stores is history.
-        tokens = chat_tokens(
-            messages[1:] if self.system else messages,
-            method=self.config.estimate_method,
-            overhead=self.config.message_overhead,
-        )
         model = self.compactor.model_of(session)
         budget = self.budget(self.compactor.calibrated(tokens, model), model)
         if budget is None or not budget.should_compact:
@@ -210,24 +231,31 @@ class CompactionLoop:
 
         With nothing to compact, the session is loaded from the store once.
         """
-        messages, model = flow.run(self._before_call(session_id))
-        return self._sending(session_id, messages, model)
+        messages, tokens, model = flow.run(self._before_call(session_id))
+        return self._sending(session_id, messages, tokens, model)
 
     async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
         """``before_call`` from an event loop (store work and scans in worker threads)."""
-        messages, model = await flow.arun(self._before_call(session_id))
-        return self._sending(session_id, messages, model)
+        messages, tokens, model = await flow.arun(self._before_call(session_id))
+        return self._sending(session_id, messages, tokens, model)
 
     def _sending(
-        self, session_id: str, messages: list[dict[str, Any]], model: str
+        self, session_id: str, messages: list[dict[str, Any]], tokens: int | None, model: str
     ) -> list[dict[str, Any]]:
+        """``tokens``: the history's estimate (None: count ``messages``)."""
         if self.compactor.calibrator is not None:
-            estimated = chat_tokens(messages, method=self.config.estimate_method,
-                                               overhead=self.config.message_overhead)  # fmt: skip
+            method, overhead = self.config.estimate_method, self.config.message_overhead
+            if tokens is None:
+                estimated = chat_tokens(messages, method=method, overhead=overhead)
+            else:
+                shown = [system_message(self.system)] if self.system else []
+                estimated = tokens + chat_tokens(shown, method=method, overhead=overhead)
             self._sent[session_id] = (estimated, model)
         return messages
 
-    def _before_call(self, session_id: str) -> flow.Flow[tuple[list[dict[str, Any]], str]]:
+    def _before_call(
+        self, session_id: str
+    ) -> flow.Flow[tuple[list[dict[str, Any]], int | None, str]]:
         check_session_id(session_id)
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
@@ -240,36 +268,81 @@ class CompactionLoop:
                 messages: list[dict[str, Any]] = yield flow.blocking(
                     compactor.model_messages, session_id, system=self.system, session=session
                 )
-                return messages, compactor.model_of(session)
+                return messages, None, compactor.model_of(session)
         if self.config.mask_first:
             # Hybrid: mask every step; the proactive check below then sees the
             # masked history and asks for a summary only if that is not enough.
-            yield flow.blocking(compactor.mask, session_id, session)
-        messages = yield flow.blocking(
-            compactor.model_messages, session_id, system=self.system, session=session
+            yield flow.blocking(self._mask, session_id, session)
+        shown: tuple[list[dict[str, Any]], int] = yield flow.blocking(
+            self._view, session_id, session
         )
+        messages, tokens = shown
         model = compactor.model_of(session)
         if pending is not None:
             # One compaction per call: a summary of the summary just written
             # would add nothing. Still over budget, the next call compacts again
             # (and the max_attempts guard stops a series that never fits).
-            return messages, model
-        reason = yield flow.blocking(self._proactive_reason, session_id, messages, session)
+            return messages, tokens, model
+        reason = yield flow.blocking(self._proactive_reason, session_id, tokens, session)
         if reason is None:
-            return messages, model
+            return messages, tokens, model
         yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
-        yield from self._process(session_id)
-        after: list[dict[str, Any]] = yield flow.blocking(
-            compactor.model_messages, session_id, system=self.system
-        )
-        return after, model
+        session = yield flow.blocking(self._load, session_id)  # the marker appended
+        yield from self._process(session_id, session)
+        session = yield flow.blocking(self._load, session_id)
+        messages, tokens = yield flow.blocking(self._view, session_id, session)
+        return messages, tokens, model
 
     def _load(self, session_id: str) -> Session:
-        session = self.compactor.store.load(session_id)
-        validate_session(session)
+        """The session, validated: what was appended since the last step read
+        and added to the session kept from it (``load_since``), or read whole."""
+        store = self.compactor.store
+        load_since = getattr(store, "load_since", None)
+        if load_since is None:
+            session = store.load(session_id)
+            validate_session(session)
+            return session
+        kept = self._kept.get(session_id)
+        changes = load_since(session_id, None if kept is None else kept.cursor)
+        if changes.whole or kept is None:
+            session = changes.session
+            validate_session(session)
+            views = ViewCache(self.config.policy, self.config.estimate_method,
+                              self.config.message_overhead)  # fmt: skip
+        else:
+            session = extended(kept.session, changes.session)
+            validate_session(session, len(kept.session.messages))
+            views = kept.views
+        with self._kept_lock:
+            self._kept[session_id] = _Kept(changes.cursor, session, views)
+            self._kept.move_to_end(session_id)
+            while len(self._kept) > KEPT_SESSIONS:  # the least recently stepped goes
+                self._kept.popitem(last=False)
         return session
 
+    def _view(self, session_id: str, session: Session) -> tuple[list[dict[str, Any]], int]:
+        """The messages to send (``Compactor.model_messages``) and the
+        history's estimate, rendering only messages not seen before."""
+        kept = self._kept.get(session_id)
+        if kept is not None and kept.session is session:
+            views = kept.views
+        else:  # a store without load_since, or the session changed since
+            views = ViewCache(self.config.policy, self.config.estimate_method,
+                              self.config.message_overhead)  # fmt: skip
+        messages, tokens = views.view(filter_pivot(session))
+        if self.system:
+            messages.insert(0, system_message(self.system))
+        return messages, tokens
+
+    def _mask(self, session_id: str, session: Session) -> None:
+        if self.compactor.mask(session_id, session):
+            # parts marked in ``session``: its views so far are stale
+            self._kept.pop(session_id, None)
+
     def _process(self, session_id: str, session: Session | None = None) -> flow.Flow[None]:
+        # The compaction marks parts of ``session`` before it commits them:
+        # whatever it does, the next step reads the session whole.
+        self._kept.pop(session_id, None)
         # Another runner may complete it first: its summary is then in the store.
         with contextlib.suppress(CompactionConflictError):
             yield from self.compactor.pending_flow(session_id, session)
@@ -312,7 +385,7 @@ class CompactionLoop:
         stop = context_stop(finish_reason)
         if stop is not None:
             if self.config.auto:
-                session = self.compactor.store.load(session_id)
+                session = self._load(session_id)
                 self.compactor.refuse_unremovable(session_id, session, self.system)
                 if self.compactor.stalled(session_id):
                     self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
@@ -327,7 +400,11 @@ class CompactionLoop:
             # off the runtime decides (the reason given and counted, nothing queued).
             self.compactor.metrics.record_reactive_overflow()
             return StepDecision(False, stop, False)
-        check = self.compactor.check_step(session_id, usage, system=self.system)
+        # What was appended since the last step read, added to the session
+        # kept. Parts the hybrid masks here are marked in it too, and the
+        # store's marks make the next step read the session whole.
+        kept = None if self.compactor.limits is None else self._load(session_id)
+        check = self.compactor.check_step(session_id, usage, system=self.system, session=kept)
         # "overflow" with nothing queued: auto compaction is off, the window is full all the same
         told = check.queued or check.reason == "overflow"
         if finish_reason == INCOMPLETE:

@@ -73,6 +73,19 @@ class Commit:
         return cls(**fields)
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What ``load_since`` read: the whole session, or only the messages
+    appended since the cursor it was given (``whole`` False: the session's
+    info with those messages, in stored order). ``cursor`` is passed back to
+    the next ``load_since``. Any write other than an append (prune marks, a
+    committed compaction, a cancelled marker) makes the next read whole."""
+
+    cursor: tuple[int, ...]
+    session: Session
+    whole: bool
+
+
 # --- what every store checks ------------------------------------------------------
 
 
@@ -170,6 +183,18 @@ def keep_counts(session: Session, counts: StoredCounts) -> Session:
     return session
 
 
+def extended(session: Session, appended: Session) -> Session:
+    """``session`` with the messages of ``appended`` (a ``load_since`` that
+    was not whole) after its own, and the info and counts of both."""
+    grown = session.model_copy(
+        update={"info": appended.info, "messages": [*session.messages, *appended.messages]}
+    )
+    old, new = session._stored, appended._stored
+    if old is not None and new is not None:
+        keep_counts(grown, StoredCounts(by_id={**old.by_id(), **new.by_id()}))
+    return grown
+
+
 def mark_part(part: dict[str, Any], now_ms: int) -> None:
     """Set a tool part's ``state.time.compacted`` (its output is kept)."""
     state = part.get("state")
@@ -215,6 +240,11 @@ _COLUMNS = {
     "parts": {"seq", "session_id", "message_id", "id", "data"},
     "compactions": {"seq", "session_id", "marker_id", "record"},
 }
+#: Columns a store of an earlier release lacks, added by the setup:
+#: ``parts.output_utf16`` (NULL: counted when loaded) and ``sessions.rev``
+#: (bumped by every write that changes stored rows rather than appending:
+#: ``load_since`` reads only the appended rows while it stays the same).
+_ADDED = (("parts", "output_utf16"), ("sessions", "rev"))
 
 
 class Dialect:
@@ -226,7 +256,8 @@ class Dialect:
     the transaction's end; empty where the write transaction locks the whole
     database), ``session_order`` (the column sessions were made in),
     ``schema`` (the tables, ``;``-separated statements), ``count_type`` (of
-    ``parts.output_utf16``, added to a schema that lacks it), ``taken`` (the
+    ``parts.output_utf16`` and ``sessions.rev``, added to a schema that lacks
+    them), ``taken`` (the
     error a unique key already stored raises). Steps: the methods below.
     """
 
@@ -295,9 +326,11 @@ class SQLStore:
                 for statement in self._dialect.schema.split(";"):
                     if statement.strip():
                         db.execute(statement)
-                if "output_utf16" not in self._dialect.columns(db, "parts"):
-                    count = self._dialect.count_type
-                    db.execute(f"ALTER TABLE parts ADD COLUMN output_utf16 {count}")
+                count = self._dialect.count_type
+                for table, column in _ADDED:
+                    if column not in self._dialect.columns(db, table):
+                        default = " NOT NULL DEFAULT 0" if column == "rev" else ""
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {count}{default}")
 
     def _ready(self, db: Any) -> bool:
         """Whether every table is there with every column; a ``StoreError``
@@ -309,7 +342,7 @@ class SQLStore:
                 missing = ", ".join(sorted(columns - have))
                 raise StoreError(f"{d.where}: not a ctxcompact {d.name} store (its table "
                                  f"{table!r} has no column {missing})")  # fmt: skip
-            ready = ready and bool(have) and (table != "parts" or "output_utf16" in have)
+            ready = ready and bool(have) and all(c in have for t, c in _ADDED if t == table)
         return ready
 
     # --- connections -------------------------------------------------------------
@@ -408,6 +441,31 @@ class SQLStore:
         sql = "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = ? ORDER BY seq"
         return session_of_rows(info, rows, self._run(db, sql, session_id))
 
+    def load_since(self, session_id: str, since: tuple[int, ...] | None = None) -> Changes:
+        """The messages appended since ``since`` (a ``Changes.cursor`` of this
+        session), or the whole session when ``since`` is None or another
+        write changed stored rows since (``sessions.rev``). One snapshot, as
+        ``load``. A session's writers hold its row lock (or the file's) to
+        their commit, so its rows commit in ``seq`` order: none is skipped."""
+        with self._read_only(session_id) as db:
+            row = self._run(db, "SELECT info, rev FROM sessions WHERE id = ?",
+                            session_id).fetchone()  # fmt: skip
+            if row is None:
+                raise SessionNotFoundError(f"no session {session_id!r}", session_id=session_id)
+            info, rev = str(row[0]), int(row[1])
+            whole, after_message, after_part = True, 0, 0
+            if since is not None and len(since) == 3 and since[0] == rev:
+                whole, after_message, after_part = False, since[1], since[2]
+            sql = "SELECT seq, id, info FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
+            messages = self._run(db, sql, session_id, after_message).fetchall()
+            sql = ("SELECT seq, message_id, data, output_utf16 FROM parts "
+                   "WHERE session_id = ? AND seq > ? ORDER BY seq")  # fmt: skip
+            parts = self._run(db, sql, session_id, after_part).fetchall()
+        cursor = (rev, messages[-1][0] if messages else after_message,
+                  parts[-1][0] if parts else after_part)  # fmt: skip
+        session = session_of_rows(info, [r[1:] for r in messages], [r[1:] for r in parts])
+        return Changes(cursor, session, whole)
+
     def queue_compaction(self, session_id: str, marker: MessageWithParts) -> str:
         with self._write() as db:  # the session locked: no writer between check and insert
             pending = pending_marker(self._read(db, session_id, lock=True))
@@ -424,6 +482,12 @@ class SQLStore:
             part = cancel_marker([json.loads(r[0]) for r in rows], session_id, marker_id)
             sql = "UPDATE parts SET data = ? WHERE session_id = ? AND id = ?"
             self._run(db, sql, _dumps(part), session_id, part["id"])
+            self._changed(db, session_id)
+
+    def _changed(self, db: Any, session_id: str) -> None:
+        """A stored row was changed, not appended: ``load_since`` reads the
+        session whole next time."""
+        self._run(db, "UPDATE sessions SET rev = rev + 1 WHERE id = ?", session_id)
 
     def _insert(self, db: Any, session_id: str, message: MessageWithParts) -> None:
         """Store ``message`` and its parts, or raise ``TranscriptError`` naming
@@ -479,6 +543,8 @@ class SQLStore:
             mark_part(part, now)
             updates.append((_dumps(part), session_id, part_id))
         self._many(db, "UPDATE parts SET data = ? WHERE session_id = ? AND id = ?", updates)
+        if updates:
+            self._changed(db, session_id)
 
     def mark_parts(self, session_id: str, marks: Mapping[str, int]) -> None:
         with self._write() as db:
@@ -532,11 +598,13 @@ class SQLStore:
 
 
 __all__ = [
+    "Changes",
     "Commit",
     "Dialect",
     "SQLStore",
     "cancel_marker",
     "check_ids",
+    "extended",
     "keep_counts",
     "mark_part",
     "new_id",

@@ -30,6 +30,7 @@ from ctxcompact.errors import (
 from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
 from ctxcompact.live.sqlstore import (
+    Changes,
     Commit,
     Dialect,
     SQLStore,
@@ -51,6 +52,13 @@ class SessionStore(Protocol):
     def create_session(self, session_id: str | None = None, **info: Any) -> str: ...
 
     def load(self, session_id: str) -> Session: ...
+
+    def load_since(self, session_id: str, since: tuple[int, ...] | None = None) -> Changes:
+        """The messages appended since ``since`` (the ``cursor`` of an earlier
+        ``Changes`` of this session), or the whole session when ``since`` is
+        None or another write changed stored rows since. Optional: a
+        ``CompactionLoop`` on a store without it loads the whole session."""
+        ...
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str: ...
 
@@ -116,6 +124,9 @@ class MemoryStore:
         self._records: dict[str, list[CompactionRecord]] = {}
         #: Per session, each stored part's count by part id, with the text it counts.
         self._counted: dict[str, dict[str, tuple[str, int]]] = {}
+        #: Per session, bumped by every write that changes stored messages
+        #: rather than appending (``load_since``).
+        self._revs: dict[str, int] = {}
 
     def _get(self, session_id: str) -> list[dict[str, Any]]:
         if session_id not in self._messages:
@@ -130,6 +141,7 @@ class MemoryStore:
                 self._messages[sid] = []
                 self._records[sid] = []
                 self._counted[sid] = {}
+                self._revs[sid] = 0
         return sid
 
     def load(self, session_id: str) -> Session:
@@ -139,6 +151,21 @@ class MemoryStore:
             counted = dict(self._counted[session_id])
         session = Session.model_validate({"info": info, "messages": messages})
         return keep_counts(session, StoredCounts(by_id=counted))
+
+    def load_since(self, session_id: str, since: tuple[int, ...] | None = None) -> Changes:
+        with self._lock:
+            stored = self._get(session_id)
+            rev, count = self._revs[session_id], len(stored)
+            whole = not (since is not None and len(since) == 2 and since[0] == rev
+                         and since[1] <= count)  # fmt: skip
+            start = 0 if whole or since is None else since[1]
+            messages = _json_copy(stored[start:])  # shares the stored strings
+            info = dict(self._sessions[session_id])
+            counted = self._counted[session_id]
+            counts = {p["id"]: counted[p["id"]] for m in messages for p in m.get("parts", [])
+                      if p.get("id") in counted}  # fmt: skip
+        session = Session.model_validate({"info": info, "messages": messages})
+        return Changes((rev, count), keep_counts(session, StoredCounts(by_id=counts)), whole)
 
     def _count(self, session_id: str, data: dict[str, Any]) -> None:
         parts = data.get("parts", [])
@@ -172,6 +199,7 @@ class MemoryStore:
             marker = next((m for m in self._get(session_id) if m["info"].get("id") == marker_id),
                           {})  # fmt: skip
             cancel_marker(marker.get("parts", []), session_id, marker_id)
+            self._revs[session_id] += 1
 
     def _apply_marks(self, messages: list[dict[str, Any]], marks: Mapping[str, int]) -> None:
         found = set()
@@ -188,6 +216,7 @@ class MemoryStore:
             staged = _json_copy(self._get(session_id))  # all or nothing
             self._apply_marks(staged, marks)
             self._messages[session_id] = staged
+            self._revs[session_id] += 1
 
     def commit_compaction(
         self, session_id: str, commit: Commit | None = None, **fields: Any
@@ -218,6 +247,7 @@ class MemoryStore:
             for data in staged[len(messages) :]:
                 self._count(session_id, data)
             self._records[session_id].append(record)
+            self._revs[session_id] += 1
 
     def records(self, session_id: str) -> list[CompactionRecord]:
         with self._lock:
@@ -238,7 +268,8 @@ class MemoryStore:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
-    info TEXT NOT NULL
+    info TEXT NOT NULL,
+    rev INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -8,6 +8,7 @@ input agree.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import ctxcompact._core as _core
@@ -130,28 +131,100 @@ def to_model_messages(
             f"to_model_messages takes a Session, got {type(session).__name__}"
             + (" (Session.model_validate(it) first)" if isinstance(session, dict) else "")
         )
-    if policy is not None:
-        from ctxcompact.policy import Policy as _Policy
-
-        if not isinstance(policy, _Policy):
-            policy = _Policy.load(policy)  # a preset name, policy file or dict
+    policy = _policy(policy)
     messages: list[dict[str, Any]] = []
     if system:
-        messages.append({"role": "system", "content": system})
+        messages.append(system_message(system))
+    for message, thinking in _rendered(session, policy):
+        messages.extend(message_view(message, policy, thinking=thinking))
+    return messages
+
+
+def _policy(policy: Policy | str | Any) -> Policy | None:
+    if policy is None:
+        return None
+    from ctxcompact.policy import Policy as _Policy
+
+    return policy if isinstance(policy, _Policy) else _Policy.load(policy)
+
+
+def system_message(system: str) -> dict[str, Any]:
+    """The runtime's own system prompt as the view's first message."""
+    return {"role": "system", "content": system}
+
+
+def _rendered(session: Session, policy: Policy | None) -> Iterator[tuple[MessageWithParts, bool]]:
+    """Each message with whether it sends its reasoning (the newest
+    ``policy.keep_thinking`` assistant messages do)."""
     keep = 0 if policy is None else policy.keep_thinking
     steps = sum(isinstance(m.info, AssistantMessage) for m in session.messages)
     for message in session.messages:
         if isinstance(message.info, AssistantMessage):
             steps -= 1  # newer assistant messages than this one
-            messages.extend(_assistant(message, policy, thinking=steps < keep))
-        elif isinstance(message.info, SystemMessage):
-            text = "\n\n".join(
-                p.text for p in message.parts if p.type == "text" and p.text and not p.ignored
-            )
-            if text:
-                messages.append({"role": "system", "content": text})
+            yield message, steps < keep
         else:
-            content = _user_content(message)
-            if content:
-                messages.append({"role": "user", "content": content})
-    return messages
+            yield message, False
+
+
+def message_view(
+    message: MessageWithParts, policy: Policy | None, *, thinking: bool = False
+) -> list[dict[str, Any]]:
+    """The model messages of one stored message (none, one, or an assistant
+    step with its tool results): what ``to_model_messages`` sends for it."""
+    if isinstance(message.info, AssistantMessage):
+        return _assistant(message, policy, thinking=thinking)
+    if isinstance(message.info, SystemMessage):
+        text = "\n\n".join(
+            p.text for p in message.parts if p.type == "text" and p.text and not p.ignored
+        )
+        return [{"role": "system", "content": text}] if text else []
+    content = _user_content(message)
+    return [{"role": "user", "content": content}] if content else []
+
+
+class ViewCache:
+    """Each message's model messages and their estimate, kept between calls
+    on one session: valid while its stored messages only grow (a new cache
+    after any other change: prune marks, a compaction, a cancelled marker).
+    ``view`` gives what ``to_model_messages`` gives, and its estimate
+    (``chat_tokens``), rendering and estimating only the messages it has
+    not seen. The messages it returns are copies: a caller may change them."""
+
+    def __init__(self, policy: Policy | str | Any, method: Any, overhead: int) -> None:
+        self.policy = _policy(policy)
+        self.method, self.overhead = method, overhead
+        self._views: dict[tuple[str, bool], tuple[list[dict[str, Any]], int]] = {}
+
+    def view(self, session: Session) -> tuple[list[dict[str, Any]], int]:
+        """``to_model_messages(session, policy=...)`` and its ``chat_tokens``."""
+        from ctxcompact.scans.chat import chat_tokens
+
+        out: list[dict[str, Any]] = []
+        tokens = 0
+        views = self._views
+        for message, thinking in _rendered(session, self.policy):
+            key = (message.id, thinking)
+            got = views.get(key)
+            if got is None:
+                shown = message_view(message, self.policy, thinking=thinking)
+                got = views[key] = (shown, chat_tokens(shown, method=self.method,
+                                                       overhead=self.overhead))  # fmt: skip
+            out += got[0]
+            tokens += got[1]
+        return [_fresh(m) for m in out], tokens
+
+
+def _fresh(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a view message (its blocks and calls too: nothing shared)."""
+    copied = dict(message)
+    content = copied.get("content")
+    if isinstance(content, list):
+        copied["content"] = [_copy_block(b) for b in content]
+    calls = copied.get("tool_calls")
+    if calls is not None:
+        copied["tool_calls"] = [{**c, "function": dict(c["function"])} for c in calls]
+    return copied
+
+
+def _copy_block(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in block.items()}
