@@ -34,7 +34,11 @@ client they are real, and their input and output are counted.
 Every call whose prompt no longer holds, as they were, messages the previous
 prompt held (a summary, a masked output) is scored by
 ``tuning.retention``: the facts of what it removed, and which of them the
-prompt still carries (``removed_facts``, ``kept_facts``, ``lost``).
+prompt still carries (``removed_facts``, ``kept_facts``, ``lost``; over the
+calls, ``compaction_retention``). Every call gets ``retention``: the share of
+the facts the run stated so far that its prompt still shows
+(``tuning.retention.RunRetention``); ``summary["retention"]`` is its mean
+over each session's calls, averaged over the sessions.
 """
 
 from __future__ import annotations

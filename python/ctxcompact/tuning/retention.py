@@ -1,4 +1,11 @@
-"""What a compaction kept of what it removed, measured without a model.
+"""What the prompts still show of what a run stated, measured without a model.
+
+Two scores share the facts below. ``RunRetention`` (the ``retention`` of a
+replay): per call, the share of the facts the run stated so far that the
+prompt still shows, kept incrementally; comparable between policies (no
+compaction scores 1.0, a policy clearing more never scores higher).
+``score_compaction`` (``compaction_retention``): per compaction, what it kept
+of what it removed.
 
 Facts are extracted deterministically from the messages a compaction took out
 of the model input (the ones the next call no longer sees as they were) and
@@ -20,13 +27,15 @@ the messages that stayed. Six kinds:
   tool reported none; kept when its signature appears verbatim.
 
 The score of a compaction is kept / removed facts (1.0 when it removed none);
-a policy's is the same ratio over all its compactions. A heuristic, and a
-stable one: it tells policies apart on the same runs, it does not grade a
-summary's prose.
+a policy's ``compaction_retention`` is the same ratio over all its
+compactions: pooled over each policy's own removals, it does not compare
+policies that remove different amounts. A heuristic, and a stable one: it
+does not grade a summary's prose.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -356,6 +365,26 @@ def score_compaction(
 FactKey = tuple[Kind, str]
 
 
+#: The facts each message states, by its content: several policies replayed
+#: in one process (``replay`` of several, a grid's points) read each once.
+_STATED: dict[tuple[bytes, bool], tuple[Fact, ...]] = {}
+#: Messages whose facts are kept (the cache is emptied past it).
+STATED_CACHED = 50_000
+
+
+def stated_facts(key: str, message: Mapping[str, Any], *, task: bool) -> tuple[Fact, ...]:
+    """``extract_facts`` of ``message`` alone (``key``: its ``_key``; ``task``:
+    it is the run's first request), remembered by its content."""
+    digest = (hashlib.blake2b(key.encode(), digest_size=16).digest(), task)
+    facts = _STATED.get(digest)
+    if facts is None:
+        facts = tuple(extract_facts([message], task_index=0 if task else -1))
+        if len(_STATED) >= STATED_CACHED:
+            _STATED.clear()
+        _STATED[digest] = facts
+    return facts
+
+
 class RunRetention:
     """The comparable retention of one run, call by call, kept incrementally.
 
@@ -417,7 +446,7 @@ class RunRetention:
             if key not in self._states:
                 first = not self._task_seen and is_request(m)
                 self._task_seen = self._task_seen or first
-                facts = extract_facts([m], task_index=0 if first else -1)
+                facts = stated_facts(key, m, task=first)
                 for f in facts:
                     self._facts.setdefault((f.kind, f.text), f)
                 self._states[key] = tuple((f.kind, f.text) for f in facts)
