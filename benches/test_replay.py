@@ -125,7 +125,7 @@ def test_replay_corpus_plain_loop(benchmark: Any, table: Any) -> None:
 
 @pytest.mark.benchmark(group="replay-corpus")
 def test_replay_corpus_tune(benchmark: Any, table: Any) -> None:
-    """``cc.tune`` on the table: cut between sessions, replayed on 2 worker processes."""
+    """``cc.tune`` on the table: cut between sessions, the engine on 2 threads in process."""
     grid = {"preset": ["opencode"], "context": [LIMITS["context"]]}
     result = benchmark.pedantic(
         cc.tune, (table, grid), {"limits": LIMITS, "workers": 2, "batch_rows": 16_384}, rounds=1

@@ -309,6 +309,7 @@ def handmade(points_: list[Any], rows: dict[str, tuple[int, int, int, bool]]) ->
                     "summary_input_tokens": 0, "summary_output_tokens": 0,
                     "baseline_prompt_tokens": 5_000, "baseline_cached_tokens": 0,
                     "removed_facts": removed, "kept_facts": kept, "lost": [],
+                    "retention": kept / removed if removed else 1.0,
                     "over_window": over})  # fmt: skip
     return pa.Table.from_pylist(out, schema=GRID_CALL_SCHEMA)
 

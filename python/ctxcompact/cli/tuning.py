@@ -66,7 +66,7 @@ commands = typer.Typer()
 #: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
 POLICY_KEYS = ("name", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
                "cached_tokens", "cost", "baseline_cost", "compactions", "over_window",
-               "retention")  # fmt: skip
+               "retention", "compaction_retention")  # fmt: skip
 
 
 #: Per policy in ``replay``: the baseline's cache reads and writes, and the
@@ -90,7 +90,7 @@ def _cell(key: str, v: Any) -> str:
     if isinstance(v, float):
         if key.endswith("_ratio"):
             return f"{v:+.1%}"
-        return f"{v:.3f}" if key == "retention" else f"${v:,.4f}"
+        return f"{v:.3f}" if key.endswith("retention") else f"${v:,.4f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
@@ -98,7 +98,7 @@ def _cell(key: str, v: Any) -> str:
 
 #: Per policy: equal values mean the policies sent the same prompts.
 _SAME_KEYS = ("sessions", "calls", "prompt_tokens", "cached_tokens", "compactions",
-              "over_window", "retention")  # fmt: skip
+              "over_window", "retention", "compaction_retention")  # fmt: skip
 
 
 class _Bigger(logging.Handler):
@@ -582,12 +582,13 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
     typer.echo(f"searched: {method}, {len(result.trials)} replays on {len(result.train_ids)} "
                f"training sessions; held out: {len(result.held_out_ids)} sessions")  # fmt: skip
     table = Table(title=f"held-out split: {key} at retention >= {min_retention:g}")
-    for col in ("policy", key, "retention", "over window", "feasible"):
+    for col in ("policy", key, "retention", "compaction retention", "over window", "feasible"):
         table.add_column(col, justify="left" if col == "policy" else "right")
 
     def add(name: str, f: dict[str, Any]) -> None:
         value = f"${f[key]:,.4f}" if key == "cost" else f"{f[key]:,}"
-        table.add_row(name, value, f"{f['retention']:.3f}", str(f["over_window"]),
+        table.add_row(name, value, f"{f['retention']:.3f}", f"{f['compaction_retention']:.3f}",
+                      str(f["over_window"]),
                       "yes" if result.feasible(f) else "no")  # fmt: skip
 
     add("chosen (train)", result.train)

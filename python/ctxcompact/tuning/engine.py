@@ -36,7 +36,7 @@ from ctxcompact.scans.overflow import Limits, TokenBudget
 from ctxcompact.scans.parts import _prune_options
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
-from ctxcompact.tuning.retention import content_text, score_compaction
+from ctxcompact.tuning.retention import RunRetention, content_text, score_compaction
 from ctxcompact.tuning.walk import (
     common_prefix,
     is_original_compaction,
@@ -184,6 +184,7 @@ def engine_calls(
     n = len(ids)
     message_ids = plain_strings(table.column("message_id")).take(rows)
     changed_at = pc.indices_nonzero(changed)
+    shown = [1.0] * n  # a session no call changed shows every fact it stated
     fallback = fallback_ids.to_pylist()
     needed = sorted(set(ids.take(changed_at).to_pylist()) | set(fallback))
     sessions: dict[str, Session] = {}
@@ -196,7 +197,7 @@ def engine_calls(
         core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(),
                 "offsets": offsets.to_pylist(), "cleared": cleared.to_pylist(),
                 "changed": changed.to_pylist()}  # fmt: skip
-        _score(table, starts, sessions, core, config, system, scores)
+        _score(table, starts, sessions, core, config, system, scores, shown)
         removed = pa.array([r for r, _, _ in scores], pa.int64())
         kept = pa.array([k for _, k, _ in scores], pa.int64())
         lost = pa.array([lost for _, _, lost in scores], pa.list_(pa.string()))
@@ -221,6 +222,7 @@ def engine_calls(
         "removed_facts": removed,
         "kept_facts": kept,
         "lost": lost,
+        "retention": pa.array(shown, pa.float64()),
         "over_window": over,
         "since_previous_s": since,
     }, schema=schema)  # fmt: skip
@@ -264,9 +266,11 @@ def _session_order(table: pa.Table) -> list[str]:
 
 def _score(table: pa.Table, starts: list[int], sessions: dict[str, Session],
            core: dict[str, list[Any]], config: CompactionConfig, system: str | None,
-           scores: list[tuple[int, int, list[str]]]) -> None:  # fmt: skip
+           scores: list[tuple[int, int, list[str]]], shown: list[float]) -> None:  # fmt: skip
     """Retention of the calls the core says changed what the previous prompt
-    held (and only those), into ``scores`` by call: see ``_score_session``."""
+    held (and only those), into ``scores`` by call, and the comparable
+    retention of every call of their sessions into ``shown``: see
+    ``_score_session``."""
     part_ids = table.column("part_id") if "part_id" in table.column_names else None
     # Each session's first message (its index among every message's first row).
     first: dict[str, int] = {}
@@ -281,14 +285,16 @@ def _score(table: pa.Table, starts: list[int], sessions: dict[str, Session],
             j += 1
         if any(changed[i:j]):
             _score_session(sessions[ids[i]], first[ids[i]], starts, core, part_ids, range(i, j),
-                           config, system, scores)  # fmt: skip
+                           config, system, scores, shown)  # fmt: skip
         i = j
 
 
 def _score_session(session: Session, base: int, starts: list[int], core: dict[str, list[Any]],
                    part_ids: Any, calls: range, config: CompactionConfig, system: str | None,
-                   scores: list[tuple[int, int, list[str]]]) -> None:  # fmt: skip
-    """``replay_session``'s retention for the changed calls of one session:
+                   scores: list[tuple[int, int, list[str]]],
+                   shown: list[float]) -> None:  # fmt: skip
+    """``replay_session``'s retention for the changed calls of one session
+    (and the comparable retention of each of its calls, into ``shown``):
     the previous prompt and the messages since as they were appended, against
     this prompt, each rendered with the marks the core made up to its call."""
     # The run's own summaries and markers are left out, as the core leaves them.
@@ -307,22 +313,23 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
     previous: list[dict[str, Any]] = []
     last = 0  # messages in the previous prompt
     task: str | None = None
+    facts = RunRetention()
     for c in calls:
         # the call's message among the session's messages replayed
         at = kept_before[bisect.bisect_left(starts, rows[c]) - base]
-        before: list[dict[str, Any]] = []
-        if changed[c]:
-            # The messages since the previous call as they were appended,
-            # before this call's mask.
-            before = list(previous)
-            for m in messages[last:at]:
-                before += to_model_messages(session.model_copy(update={"messages": [m]}))
+        # The messages since the previous call as they were appended,
+        # before this call's mask.
+        appended: list[dict[str, Any]] = []
+        for m in messages[last:at]:
+            appended += to_model_messages(session.model_copy(update={"messages": [m]}))
+        facts.append(appended)
+        before = previous + appended if changed[c] else []
         for r in cleared[offsets[c] : offsets[c + 1]]:
             part = parts.get(part_ids[r].as_py() if part_ids is not None else "")
             if part is not None:
                 part.mark_compacted(1)
         if not (changed[c] or (c + 1 < calls.stop and changed[c + 1])):
-            previous, last = [], at
+            previous, last, shown[c] = [], at, facts.score
             continue
         prefix = Session(info=session.info, messages=messages[:at])
         sent = to_model_messages(prefix, system=system, policy=config.policy)
@@ -331,7 +338,8 @@ def _score_session(session: Session, base: int, starts: list[int], core: dict[st
             if common_prefix(before, sent) < len(before):
                 result = score_compaction(before, sent, task=task)
                 scores[c] = (len(result.removed), result.kept, [f.label() for f in result.lost])
-        previous, last = sent, at
+            facts.resend(before, sent)
+        previous, last, shown[c] = sent, at, facts.score
 
 
 def _task(session: Session, messages: list[MessageWithParts]) -> str | None:

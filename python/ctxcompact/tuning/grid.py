@@ -71,7 +71,11 @@ POINT_SCHEMA = pa.schema([
     ("cached_tokens", pa.int64()),
     ("compactions", pa.int64()),
     ("over_window", pa.int64()),
+    # The share of the facts stated so far that a call still shows (the
+    # front's), and kept / removed facts over the compactions (not comparable
+    # between policies that remove different amounts).
     ("retention", pa.float64()),
+    ("compaction_retention", pa.float64()),
     ("cost", pa.float64()),
     ("baseline_cost", pa.float64()),
     # Every prompt fit the input window (over_window == 0): a point the model
@@ -418,7 +422,8 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
             "prompt_tokens": s["prompt_tokens"],
             "baseline_prompt_tokens": s["baseline_prompt_tokens"],
             "cached_tokens": s["cached_tokens"], "compactions": s["compactions"],
-            "over_window": s["over_window"], "retention": s["retention"], "cost": s.get("cost"),
+            "over_window": s["over_window"], "retention": s["retention"],
+            "compaction_retention": s["compaction_retention"], "cost": s.get("cost"),
             "baseline_cost": s.get("baseline_cost"), "feasible": not s["over_window"],
             "pareto": False,
         })  # fmt: skip

@@ -34,7 +34,11 @@ client they are real, and their input and output are counted.
 Every call whose prompt no longer holds, as they were, messages the previous
 prompt held (a summary, a masked output) is scored by
 ``tuning.retention``: the facts of what it removed, and which of them the
-prompt still carries (``removed_facts``, ``kept_facts``, ``lost``).
+prompt still carries (``removed_facts``, ``kept_facts``, ``lost``; over the
+calls, ``compaction_retention``). Every call gets ``retention``: the share of
+the facts the run stated so far that its prompt still shows
+(``tuning.retention.RunRetention``); ``summary["retention"]`` is its mean
+over each session's calls, averaged over the sessions.
 """
 
 from __future__ import annotations
@@ -80,6 +84,9 @@ CALL_SCHEMA = pa.schema([
     ("removed_facts", pa.int64()),
     ("kept_facts", pa.int64()),
     ("lost", pa.list_(pa.string())),
+    # The share of the facts the run stated so far that this prompt still
+    # shows (tuning.retention.RunRetention): comparable between policies.
+    ("retention", pa.float64()),
     # The prompt is over the input window (context less the answer's reserve):
     # the model would have refused it (the compactions could not keep up).
     ("over_window", pa.bool_()),
@@ -252,10 +259,11 @@ def per_session_table(calls: pa.Table, recorded: list[dict[str, Any]] | None = N
     ``prompt_gap``, the baseline's prompt tokens less the recorded ones."""
     per_session = calls.group_by("session_id", use_threads=False).aggregate(
         [(k, "sum") for k in [*_TOKENS, "removed_facts", "kept_facts"]]
-        + [("compacted", "sum"), ("over_window", "sum"), ("call", "count")]
+        + [("compacted", "sum"), ("over_window", "sum"), ("call", "count"), ("retention", "mean")]
     )
+    names = {"call_count": "calls", "retention_mean": "retention"}
     per_session = per_session.rename_columns(
-        [n.removesuffix("_sum") if n != "call_count" else "calls" for n in per_session.column_names]
+        [names.get(n, n.removesuffix("_sum")) for n in per_session.column_names]
     )
     per_session = per_session.append_column("baseline_written_tokens", pc.subtract(
         per_session["baseline_prompt_tokens"], per_session["baseline_cached_tokens"]))  # fmt: skip
@@ -300,6 +308,25 @@ def sheets_for(model: str | Sequence[str] | None, config: CompactionConfig,
     return sheets
 
 
+def session_retention(calls: pa.Table) -> pa.ChunkedArray:
+    """Per session, in order of first appearance (as ``group_by`` gives
+    them), the mean of its calls' ``retention``."""
+    means = calls.group_by("session_id", use_threads=False).aggregate([("retention", "mean")])
+    return means["retention_mean"]
+
+
+def mean_retention(calls: pa.Table) -> float:
+    """The comparable retention of a per-call table: each session's mean over
+    its calls, averaged over the sessions (1.0 for no call)."""
+    if calls.num_rows == 0:
+        return 1.0
+    missing = calls["retention"].null_count
+    if missing:
+        raise DatasetError(f"the per-call table has no retention for {missing} of its "
+                           f"{calls.num_rows} calls", column="retention")  # fmt: skip
+    return float(pc.mean(session_retention(calls)).as_py())
+
+
 def summarize_calls(calls: pa.Table,
                     price: Sequence[Sheet] | Price | PriceRow | None = None,
                     model: str | None = None) -> dict[str, Any]:  # fmt: skip
@@ -324,10 +351,13 @@ def summarize_calls(calls: pa.Table,
         # Calls whose prompt the model would have refused (over its input window).
         "over_window": int(pc.sum(calls["over_window"]).as_py() or 0),
         **totals,
+        # The share of the facts stated so far that a call still shows, averaged
+        # over each session's calls, then over the sessions (each weighs the same).
+        "retention": mean_retention(calls),
         # Kept / removed facts over every call that removed something (1.0: none did).
         "removed_facts": removed,
         "kept_facts": kept,
-        "retention": kept / removed if removed else 1.0,
+        "compaction_retention": kept / removed if removed else 1.0,
         "most_lost": ranked(Counter(pc.list_flatten(calls["lost"]).to_pylist())),
     }
     summary["baseline_written_tokens"] = (
@@ -346,10 +376,12 @@ __all__ = [
     "CACHE_TTL_S",
     "CALL_SCHEMA",
     "Replay",
+    "mean_retention",
     "per_session_table",
     "price_row_for",
     "replay",
     "replay_session",
+    "session_retention",
     "sheets_for",
     "summarize_calls",
 ]

@@ -87,7 +87,7 @@ def front_plot(points: pa.Table, axis: str | None = None) -> str:
         text = names[0] + (f" (+{len(names) - 1} same)" if len(names) > 1 else "")
         ax.annotate(text, (x, y), fontsize=7, xytext=(4, -10), textcoords="offset points")
     ax.set_xlabel(label)
-    ax.set_ylabel("retention (kept / removed facts)")
+    ax.set_ylabel("retention (facts stated so far still shown)")
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -186,8 +186,9 @@ def _table(points: pa.Table, summaries: dict[str, dict[str, Any]] | None = None)
     (``summaries``: each point's ``costs``)."""
     sheets = [m for m in (next(iter((summaries or {}).values()), {}).get("costs") or {})][1:]
     columns = ["policy", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
-               "cached_tokens", "compactions", "over_window", "retention", "cost", "baseline_cost",
-               *(f"cost {m}" for m in sheets), "feasible", "pareto"]  # fmt: skip
+               "cached_tokens", "compactions", "over_window", "retention", "compaction_retention",
+               "cost", "baseline_cost", *(f"cost {m}" for m in sheets), "feasible",
+               "pareto"]  # fmt: skip
     heads = {"feasible": "fits the window", "pareto": "front"}
     head = "".join(f"<th>{html.escape(heads.get(c, c.replace('_', ' ')))}</th>" for c in columns)
     rows = []
@@ -204,7 +205,7 @@ def _table(points: pa.Table, summaries: dict[str, dict[str, Any]] | None = None)
             elif isinstance(v, bool):
                 shown = "yes" if v else ""
             elif isinstance(v, float):
-                shown = f"{v:.3f}" if c == "retention" else f"{v:,.4f}"
+                shown = f"{v:.3f}" if c.endswith("retention") else f"{v:,.4f}"
             elif isinstance(v, int):
                 shown = f"{v:,}"
             else:

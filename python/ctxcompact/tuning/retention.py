@@ -1,4 +1,11 @@
-"""What a compaction kept of what it removed, measured without a model.
+"""What the prompts still show of what a run stated, measured without a model.
+
+Two scores share the facts below. ``RunRetention`` (the ``retention`` of a
+replay): per call, the share of the facts the run stated so far that the
+prompt still shows, kept incrementally; comparable between policies (no
+compaction scores 1.0, a policy clearing more never scores higher).
+``score_compaction`` (``compaction_retention``): per compaction, what it kept
+of what it removed.
 
 Facts are extracted deterministically from the messages a compaction took out
 of the model input (the ones the next call no longer sees as they were) and
@@ -20,13 +27,15 @@ the messages that stayed. Six kinds:
   tool reported none; kept when its signature appears verbatim.
 
 The score of a compaction is kept / removed facts (1.0 when it removed none);
-a policy's is the same ratio over all its compactions. A heuristic, and a
-stable one: it tells policies apart on the same runs, it does not grade a
-summary's prose.
+a policy's ``compaction_retention`` is the same ratio over all its
+compactions: pooled over each policy's own removals, it does not compare
+policies that remove different amounts. A heuristic, and a stable one: it
+does not grade a summary's prose.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -144,8 +153,13 @@ def _words(text: str) -> frozenset[str]:
 
 
 def _prose(kind: Kind, text: str) -> Fact | None:
-    ordered = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
-    words = frozenset(list(dict.fromkeys(ordered))[:PROSE_WORDS])
+    first: dict[str, None] = {}
+    for match in _WORD.finditer(text.lower()):  # the opening words only
+        if match.group() not in _STOP:
+            first.setdefault(match.group())
+            if len(first) == PROSE_WORDS:
+                break
+    words = frozenset(first)
     if not words:
         return None
     shown = " ".join(text.split())
@@ -347,6 +361,175 @@ def score_compaction(
     return Retention(tuple(removed), lost)
 
 
+#: A fact's identity: its kind and text (an error's resolution is only shown).
+FactKey = tuple[Kind, str]
+
+
+#: The facts each message states, by its content: several policies replayed
+#: in one process (``replay`` of several, a grid's points) read each once.
+_STATED: dict[tuple[bytes, bool], tuple[Fact, ...]] = {}
+#: Messages whose facts are kept (the cache is emptied past it).
+STATED_CACHED = 50_000
+
+
+def stated_facts(key: str, message: Mapping[str, Any], *, task: bool) -> tuple[Fact, ...]:
+    """``extract_facts`` of ``message`` alone (``key``: its ``_key``; ``task``:
+    it is the run's first request), remembered by its content."""
+    digest = (hashlib.blake2b(key.encode(), digest_size=16).digest(), task)
+    facts = _STATED.get(digest)
+    if facts is None:
+        facts = tuple(extract_facts([message], task_index=0 if task else -1))
+        if len(_STATED) >= STATED_CACHED:
+            _STATED.clear()
+        _STATED[digest] = facts
+    return facts
+
+
+class RunRetention:
+    """The comparable retention of one run, call by call, kept incrementally.
+
+    A fact is *stated* when a message of the run states it (``extract_facts``
+    of the message alone: the first request is the ``task``; a message
+    appended again as it was states nothing new), as the run appended it:
+    the stated facts so far are the same for every policy. A
+    call *shows* a fact when a message of its prompt holds it: states it, or
+    holds its text verbatim (paths, identifiers, errors) or half its content
+    words (task, directives, plans), the test ``score_compaction`` applies,
+    here message by message. So a placeholder shows what it still says (the
+    ``describe`` one names the tool's target, OpenCode's constant nothing), a
+    summary what its text holds. ``score``: shown / stated facts (1.0 while
+    none are stated).
+
+    Incremental: each message is read once as it enters the prompt; a fact
+    keeps one known holder, is looked for again in the prompt only when that
+    holder leaves, and a fact no message holds is looked for only in the
+    messages entering the prompt. Feed it ``append`` (the run's messages as
+    it wrote them, rendered alone) and ``resend`` (the prompt the previous
+    call held plus those messages, against the prompt sent).
+    """
+
+    def __init__(self) -> None:
+        self._facts: dict[FactKey, Fact] = {}
+        #: Messages in the prompt: key -> [how many times, text, its words
+        #: (read when a prose fact is first looked for in it)].
+        self._prompt: dict[str, list[Any]] = {}
+        #: Facts each original message states (its key as the run wrote it).
+        self._states: dict[str, tuple[FactKey, ...]] = {}
+        #: A fact's known holder in the prompt, and the facts each holder holds.
+        self._holder: dict[FactKey, str] = {}
+        self._holds: dict[str, set[FactKey]] = {}
+        #: Stated facts no message of the prompt holds.
+        self._lost: set[FactKey] = set()
+        self._task_seen = False
+
+    @property
+    def stated(self) -> int:
+        return len(self._facts)
+
+    @property
+    def shown(self) -> int:
+        return len(self._facts) - len(self._lost)
+
+    @property
+    def score(self) -> float:
+        return 1.0 if not self._facts else self.shown / len(self._facts)
+
+    def lost(self) -> list[Fact]:
+        """The stated facts the prompt no longer shows, in order of statement."""
+        return [f for k, f in self._facts.items() if k in self._lost]
+
+    def append(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """The run's ``messages`` (chat dicts, as it wrote them), appended to
+        the prompt: their facts are stated, and shown by them."""
+        for m in messages:
+            key = _key(m)
+            if key not in self._states:
+                first = not self._task_seen and is_request(m)
+                self._task_seen = self._task_seen or first
+                facts = stated_facts(key, m, task=first)
+                for f in facts:
+                    self._facts.setdefault((f.kind, f.text), f)
+                self._states[key] = tuple((f.kind, f.text) for f in facts)
+            self._enter(key, m)
+
+    def resend(self, before: Sequence[Mapping[str, Any]],
+               sent: Sequence[Mapping[str, Any]]) -> None:  # fmt: skip
+        """The prompt held ``before`` (the previous prompt and the messages
+        appended since) and ``sent`` is what the call sends: the messages
+        gone leave, the new ones (placeholders, a summary) enter."""
+        n = 0
+        for x, y in zip(before, sent, strict=False):
+            if x != y:
+                break
+            n += 1
+        if n == len(before) == len(sent):
+            return
+        gone = Counter(_key(m) for m in before[n:])
+        new: list[tuple[str, Mapping[str, Any]]] = []
+        for m in sent[n:]:
+            key = _key(m)
+            if gone[key] > 0:
+                gone[key] -= 1
+            else:
+                new.append((key, m))
+        orphans: set[FactKey] = set()
+        for key, times in gone.items():
+            for _ in range(times):
+                orphans |= self._leave(key)
+        for key, m in new:
+            self._enter(key, m)
+        for fact in orphans:
+            if fact not in self._holder:
+                self._find(fact)
+
+    def _enter(self, key: str, message: Mapping[str, Any]) -> None:
+        slot = self._prompt.get(key)
+        if slot is not None:
+            slot[0] += 1
+            return
+        text = "\n".join([message_text(message), _written(message)])
+        slot = self._prompt[key] = [1, text, None]
+        holds = self._holds.setdefault(key, set())
+        for fact in self._states.get(key, ()):
+            if fact not in self._holder:
+                self._holder[fact] = key
+                holds.add(fact)
+                self._lost.discard(fact)
+        for fact in [f for f in self._lost if self._check(f, slot)]:
+            self._holder[fact] = key
+            holds.add(fact)
+            self._lost.discard(fact)
+
+    def _leave(self, key: str) -> set[FactKey]:
+        """One copy of message ``key`` leaves; the facts it was the holder of
+        when it was the last copy."""
+        slot = self._prompt[key]
+        slot[0] -= 1
+        if slot[0]:
+            return set()
+        del self._prompt[key]
+        orphans = self._holds.pop(key, set())
+        for fact in orphans:
+            del self._holder[fact]
+        return orphans
+
+    def _check(self, fact: FactKey, slot: list[Any]) -> bool:
+        f = self._facts[fact]
+        if not f.words:
+            return f.text in slot[1]
+        if slot[2] is None:
+            slot[2] = _words(slot[1])
+        return f.kept_in(slot[1], slot[2])
+
+    def _find(self, fact: FactKey) -> None:
+        for key, slot in self._prompt.items():
+            if fact in self._states.get(key, ()) or self._check(fact, slot):
+                self._holder[fact] = key
+                self._holds.setdefault(key, set()).add(fact)
+                return
+        self._lost.add(fact)
+
+
 def ranked(counts: Mapping[str, int], n: int | None = 20) -> list[tuple[str, int]]:
     """(label, count) most often first, ties by label; the first ``n`` (all: None)."""
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -363,6 +546,7 @@ __all__ = [
     "PROSE_WORDS",
     "Fact",
     "Retention",
+    "RunRetention",
     "content_text",
     "extract_facts",
     "message_text",

@@ -214,7 +214,8 @@ def _unit(seed: int, sid: str) -> float:
 
 #: What a search reports of one replay.
 FIGURES = ("sessions", "calls", "cost", "baseline_cost", "prompt_tokens",
-           "baseline_prompt_tokens", "retention", "compactions", "over_window")  # fmt: skip
+           "baseline_prompt_tokens", "retention", "compaction_retention", "compactions",
+           "over_window")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ctxcompact.models import AssistantMessage, MessageWithParts, Session, UserM
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.view import to_model_messages
-from ctxcompact.tuning.retention import content_text, score_compaction
+from ctxcompact.tuning.retention import RunRetention, content_text, score_compaction
 
 
 def common_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
@@ -95,6 +95,7 @@ def replay_session(
     # the previous prompt plus these is what this call sends if nothing is removed.
     pending: list[dict[str, Any]] = []
     task: str | None = None
+    facts = RunRetention()  # the comparable retention, call by call
     # The run without compaction: every message as sent, appended (estimates add
     # up message by message, so the total grows by each message's own).
     baseline = tokens(to_model_messages(Session(info=session.info), system=system))
@@ -140,6 +141,7 @@ def replay_session(
                 if common_prefix(before, sent) < len(before)
                 else None
             )
+            facts.resend(before, sent)
             model_summaries = [r for r in made if r.summary_source == "model"]
             written_by_model = 0
             if model_summaries:
@@ -167,6 +169,7 @@ def replay_session(
                 "removed_facts": len(removed.removed) if removed else 0,
                 "kept_facts": removed.kept if removed else 0,
                 "lost": [f.label() for f in removed.lost] if removed else [],
+                "retention": facts.score,
                 "over_window": usable is not None and prompt > usable,
                 "since_previous_s": since,
             })  # fmt: skip
@@ -176,6 +179,7 @@ def replay_session(
         if task is None and isinstance(info, UserMessage):
             task = next((content_text(m) for m in alone if m.get("role") == "user"), None)
         pending.extend(alone)
+        facts.append(alone)
         baseline += tokens(alone)
     return rows
 
