@@ -13,7 +13,7 @@ use super::export::{
 use super::observations;
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
-use super::Problem;
+use super::types::Problem;
 
 /// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).

@@ -30,7 +30,7 @@
 //! session the lines without one join whether the mapper keeps its event or
 //! not, and a line that is not JSON names one only if this scan reads it as
 //! an event (`line_event`, which the mapper asks). Aside lines (titles,
-//! file-history snapshots: `claude_code::is_aside`) without a session id
+//! file-history snapshots: `claude_file::is_aside`) without a session id
 //! before the file's first other event join that event's session: no cut
 //! between them and it. So a cut found here is
 //! safe whichever lines the mapper keeps. A line the scan cannot vouch for
@@ -38,13 +38,12 @@
 //! plan `None`: the file is read whole.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::io::Read;
 
 use rayon::prelude::*;
 
-use super::claude_code::is_aside;
-use super::lines::{lines_of, split_from};
+use super::claude_file::{hash, is_aside};
+use super::lines::{lines_of, open_input, split_from};
 use super::spill::{by_hash, Record, Spill};
 use crate::error::{CoreError, Result};
 
@@ -68,12 +67,6 @@ enum Facts {
         /// has the form of a positional id (`-e` and six or more digits).
         uuid: Option<(u64, bool)>,
     },
-}
-
-pub(super) fn hash(bytes: &[u8]) -> u64 {
-    // SipHash with fixed keys: the same id hashes alike in every run. A
-    // collision only merges two ids' spans, which makes cuts rarer.
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(bytes)
 }
 
 /// `py_str(None)`: what a null or absent call id becomes.
@@ -467,7 +460,7 @@ impl Plan {
         };
         // Only the first `size` bytes: what is appended later (a session
         // being written) is not read by the second pass either.
-        let mut file = super::open_input(path)?.0.take(size);
+        let mut file = open_input(path)?.0.take(size);
         // a few points a window: windows stay within a few percent of `window`
         let cell = (window as u64 / 64).max(1);
         let mut builder = Builder::new(stem, size, cell).map_err(spill)?;

@@ -13,8 +13,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use super::anthropic::Known;
-use super::claude_code::{is_aside, At, Carried, Carry, FileOut, Kept};
+use super::claude_file::{is_aside, At, Carried, Carry, FileOut, Kept, Known};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;

@@ -15,7 +15,7 @@ use super::export::{
 };
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{py_str, truthy};
-use super::Problem;
+use super::types::Problem;
 
 /// A line: a resolver record `{"history": [...], ...}` or a bare event list.
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
