@@ -216,7 +216,6 @@ KNOWN_LONG = {
     ("ingest/chat.rs", "from_messages"),
     ("ingest/claude_code.rs", "read_slow"),
     ("ingest/claude_plan.rs", "scan_line"),
-    ("ingest/fast_claude.rs", "read_file"),
     ("ingest/openhands.rs", "from_events"),
     ("messages.rs", "tokens_within"),
     ("prune.rs", "prune_session"),
