@@ -2,12 +2,30 @@
 //! the borrowed tree of `fast`, mapped by the rules of `chat::from_messages`
 //! and `opencode::session`, and written straight into the row builders.
 //!
-//! Only the common shapes are read here: string (or null) content, tool
-//! calls with a function name and arguments, tool results with string
-//! content that answer a pending call. Anything else (content parts, an
-//! orphaned result, an id that is not a string, any line the mapping
-//! rejects) gives `None`, and the caller reads the line with serde_json and
-//! `chat::line` as before, so rows and error messages are theirs.
+//! When it applies (`lines::read_chunk`): every line of an `openai-chat`
+//! file that is valid UTF-8 goes to `chat_line` first (SWE-agent,
+//! mini-swe-agent and tau-bench lines, read by `chat.rs` too, never do). It
+//! answers, and its rows are the line's, exactly when
+//! - the line is one JSON value `fast::parse` is sure of (see `fast.rs`);
+//! - it is an array of messages, or an object with `messages` an array, no
+//!   `system` key, and `id` and `session_id` absent, null or strings;
+//! - every message is an object with `role` one of `system`, `developer`,
+//!   `user`, `assistant`, `tool`, `id` absent, null or a string, and
+//!   `content` absent, null or a string (content parts: not here);
+//! - an assistant's `tool_calls` is absent, null or an array of objects
+//!   without a top-level `arguments`, each with `id` absent, null or a
+//!   string and `function` absent, null or an object whose `name` is absent,
+//!   null or a string and whose `arguments` is absent, null, an object, or
+//!   a string `fast::parse` reads as an object;
+//! - a `tool` message's `tool_call_id` (absent or null: `"None"`, as Python's
+//!   `str`) names a call of an earlier message still pending (the latest
+//!   call of that id), and its `content` is a string.
+//!
+//! Otherwise (an orphaned or second result, content parts, an id that is not
+//! a string, any line the mapping rejects) it returns `None` with nothing
+//! appended, and the line is read by serde_json and `chat::line`: its rows,
+//! or its error, are that path's. `differential.rs` checks that both give
+//! the same rows on every line this path answers for.
 
 use std::borrow::Cow;
 

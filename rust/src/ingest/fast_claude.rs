@@ -1,13 +1,38 @@
 //! The fast path of Claude Code files: every line parsed into the borrowed
-//! tree of `fast`, grouped and mapped by the rules of `claude_code::read_file`,
+//! tree of `fast`, grouped and mapped by the rules of `claude_code::read_slow`,
 //! `anthropic::Events` and `opencode::message`, and written straight into the
 //! row builders.
 //!
 //! A file's events interact (grouping, results completing earlier calls,
-//! positional ids), so the decision is per file: `None` (nothing built) when
-//! any line is of a shape this mapping is not sure of (bad JSON, an error the
-//! slow path would report, an unusual block or field), and the caller reads
-//! the whole file with serde_json as before, so rows and errors are theirs.
+//! positional ids), so the decision is per window of a file (the file
+//! whole, or a window `claude_plan` cut): `claude_code::read_file` asks
+//! `claude_code::read_fast` first. It answers, and its rows and lines are
+//! the window's, exactly when
+//! - every line of the window (blank ones aside) is valid UTF-8 and one JSON
+//!   value `fast::parse` is sure of (see `fast.rs`);
+//! - every event is an object with a string `type`, its `sessionId` and
+//!   `uuid` absent, null or strings, and the message id it gets (its `uuid`,
+//!   or the positional `<session>-e<n>`) not given before in its session;
+//! - an event's `message`, when an object, has `content` absent, null, a
+//!   string or an array of blocks, each an object whose `type` is `text`
+//!   (`text` absent or a string), `thinking` or `redacted_thinking`
+//!   (`thinking` absent or a string), `tool_use` (string `id` and `name`,
+//!   `input` absent, null or an object) or `tool_result` (string
+//!   `tool_use_id`, `is_error` absent, null or a bool, `content` absent,
+//!   null, a string or an array of objects whose `text` is absent or a
+//!   string); an assistant's `parentUuid`, `stop_reason` and `model` are
+//!   absent, null or strings, its `usage` absent, null, or an object whose
+//!   counts are absent, null, bools or integers of up to 18 digits;
+//! - an event without a `message` object has `summary` and `content` absent,
+//!   null or strings;
+//! - no call gets a second result.
+//!
+//! Otherwise `read_file` here returns `None` with nothing built and the
+//! file's `Carry` unchanged, and `read_slow` (serde_json) reads the window:
+//! its rows, and its errors, are that path's. `differential.rs` checks that
+//! both give the same rows and line outcomes on every window this path
+//! answers for, the sample files of `../shared/data` cut into one to three
+//! windows among them.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

@@ -12,6 +12,8 @@ mod chat;
 mod claude_code;
 mod claude_file;
 mod claude_plan;
+#[cfg(test)]
+mod differential;
 mod export;
 mod fast;
 mod fast_chat;
