@@ -213,10 +213,6 @@ KNOWN_LONG = {
     # split there.
     ("replay.rs", "run"),
     # being split (issue 41, part 5)
-    ("ingest/chat.rs", "from_messages"),
-    ("ingest/claude_code.rs", "read_slow"),
-    ("ingest/claude_plan.rs", "scan_line"),
-    ("ingest/openhands.rs", "from_events"),
     ("messages.rs", "tokens_within"),
     ("prune.rs", "prune_session"),
 }

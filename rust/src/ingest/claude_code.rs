@@ -76,6 +76,32 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
                 .collect()
         })
         .collect();
+    let (sessions, outcomes) = group(source, parsed, carry);
+    let (rows, placed) = rows_of(sessions, carry);
+    // A line that added its blocks to an earlier line's message (one model
+    // call) has that message's rows; only the line that made it opens the session.
+    let lines = outcomes
+        .into_iter()
+        .map(|At { line, raw, outcome }| Line {
+            line,
+            raw,
+            outcome: outcome.and_then(|at| {
+                let mut kept = placed[at.session][at.message].clone()?;
+                kept.first &= at.opens;
+                Ok(kept)
+            }),
+        })
+        .collect();
+    FileOut { rows, lines }
+}
+
+/// The parsed lines' events grouped into sessions (those `carry` continues
+/// first), in line order; per line, the error or where its event went.
+fn group(
+    source: &Source<'_>,
+    parsed: Vec<Vec<At<Value>>>,
+    carry: &mut Carry,
+) -> (Vec<Events>, Vec<At<Placed>>) {
     let mut sessions: Vec<Events> = std::mem::take(&mut carry.sessions)
         .into_iter()
         .map(|c| Events::resume(c.id, c.messages, c.ids))
@@ -181,9 +207,19 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         &mut by_id,
         &mut outcomes,
     );
+    carry.current = current;
+    (sessions, outcomes)
+}
+
+/// The sessions' messages as rows, session by session (the JSON text is
+/// most of the work: made in parallel), and what each message became; what
+/// the next window needs goes to `carry`.
+fn rows_of(
+    sessions: Vec<Events>,
+    carry: &mut Carry,
+) -> (Rows, Vec<Vec<std::result::Result<Kept, Problem>>>) {
     // Every message is final now: turn them into rows in parallel (the JSON
     // text is most of the work), then append session by session.
-    carry.current = current;
     let mut bases = Vec::with_capacity(sessions.len());
     let converted: Vec<(String, Vec<std::result::Result<Message, Problem>>)> = sessions
         .into_iter()
@@ -236,21 +272,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         }
         placed.push(out);
     }
-    // A line that added its blocks to an earlier line's message (one model
-    // call) has that message's rows; only the line that made it opens the session.
-    let lines = outcomes
-        .into_iter()
-        .map(|At { line, raw, outcome }| Line {
-            line,
-            raw,
-            outcome: outcome.and_then(|at| {
-                let mut kept = placed[at.session][at.message].clone()?;
-                kept.first &= at.opens;
-                Ok(kept)
-            }),
-        })
-        .collect();
-    FileOut { rows, lines }
+    (rows, placed)
 }
 
 /// Push the `held` summary lines into session `sid` (made if new, dropped
