@@ -212,9 +212,6 @@ KNOWN_LONG = {
     # rust/src/replay.rs is being changed on the replay-fast branch (issue 38):
     # split there.
     ("replay.rs", "run"),
-    # being split (issue 41, part 5)
-    ("messages.rs", "tokens_within"),
-    ("prune.rs", "prune_session"),
 }
 
 
