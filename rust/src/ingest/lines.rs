@@ -1,5 +1,6 @@
-//! The line pipeline: files cut into chunks of whole lines, each line
-//! parsed and mapped to rows by its format's mapper.
+//! The line pipeline: input files opened (`open_input`), cut into chunks
+//! of whole lines, each line parsed and mapped to rows by its format's
+//! mapper (`read_chunk`: the fast path first where one applies).
 
 use std::ops::Range;
 
