@@ -208,29 +208,25 @@ pub fn tokens_within(
     config: MessageEstimateConfig,
     known: &[(usize, u64)],
     only: Option<&Visible>,
-    mut outputs: Option<&mut Vec<(usize, u64)>>,
+    outputs: Option<&mut Vec<(usize, u64)>>,
 ) -> Option<Within> {
     let method = config.method;
     if !method.additive() || config.render.truncate_output.is_some() {
         return None;
     }
-    let constant = |text: &str| Span::exact(estimate(text, method));
-    // A text of the output column: its length counted once, or its bytes.
-    let output = |row: usize| match (method, table.output_utf16.as_ref()) {
-        (Method::Opencode, Some(lengths)) if lengths.get(row) != crate::columns::NO_LENGTH => {
-            Span::exact(lengths.get(row))
-        }
-        _ => Span::of_bytes(table.output_text(row).len(), method),
-    };
-    let bytes = |n: usize| Span::of_bytes(n, method).tokens(method);
+    let output = |row: usize| output_span(table, row, method);
     // Content of `units` in `blocks` blocks joined by "\n\n", as `Content::tokens`.
     let joined = |mut units: Span, blocks: u64| {
         units.add(Span::exact(2 * blocks.saturating_sub(1)));
         units.tokens(method)
     };
     let mut total = Span::default();
-    let mut outputs_bounded = false;
-    let mut k = 0;
+    let mut tools = ToolBounds {
+        known,
+        k: 0,
+        outputs,
+        bounded: false,
+    };
     // Text parts marked ignored are rare: one search rules them out.
     let may_ignore = match (messages.first(), messages.last()) {
         (Some(first), Some(last)) => may_ignore(table, first.rows.start..last.rows.end),
@@ -285,50 +281,7 @@ pub fn tokens_within(
                             thoughts += u64::from(n.hi > 0);
                         }
                         part_type::TOOL => {
-                            let cleared = table.flags[row] & flag::COMPACTED != 0;
-                            while k < known.len() && known[k].0 < row {
-                                k += 1;
-                            }
-                            let result = match (finished(table, row), cleared) {
-                                (false, _) => constant(INTERRUPTED_TOOL),
-                                (true, true) if config.render.describe => return None,
-                                (true, true) => constant(CLEARED_TOOL_OUTPUT),
-                                _ => match (known.get(k), outputs.as_deref_mut()) {
-                                    (Some(&(r, tokens)), outputs) if r == row => {
-                                        if let Some(outputs) = outputs {
-                                            outputs.push((row, tokens));
-                                        }
-                                        Span::exact(tokens)
-                                    }
-                                    (_, Some(outputs)) => {
-                                        let tokens = table.output_tokens(row, method);
-                                        outputs.push((row, tokens));
-                                        Span::exact(tokens)
-                                    }
-                                    (_, None) => {
-                                        let n = output(row);
-                                        outputs_bounded |= n.lo != n.hi;
-                                        n.tokens(method)
-                                    }
-                                },
-                            };
-                            // A text-protocol step's result is a user message
-                            // (none when empty: its overhead in the upper
-                            // bound only, unless it costs a token); no call.
-                            if may_observe && observed(table, row).unwrap_or(false) {
-                                calls.hi += config.overhead + result.hi;
-                                if result.lo > 0 {
-                                    calls.lo += config.overhead + result.lo;
-                                }
-                                continue;
-                            }
-                            calls.add(Span::exact(config.overhead));
-                            calls.add(result);
-                            // Lengths only: no string is read.
-                            let tool = table.tool.as_ref().and_then(|c| c.byte_len(row));
-                            calls.add(bytes(tool.unwrap_or(0)));
-                            calls.add(bytes(sent_input_len(table, row, config)));
-                            sent += 1;
+                            sent += tools.add(table, row, config, may_observe, &mut calls)?;
                         }
                         _ => {}
                     }
@@ -392,8 +345,90 @@ pub fn tokens_within(
     }
     Some(Within {
         span: total,
-        outputs_bounded,
+        outputs_bounded: tools.bounded,
     })
+}
+
+/// What `tokens_within` reads of the tool parts: the outputs `known` (a
+/// cursor over them by row), those it reads and hands on (`outputs`), and
+/// whether an output's bounds were left apart (`bounded`).
+struct ToolBounds<'k, 'o> {
+    known: &'k [(usize, u64)],
+    k: usize,
+    outputs: Option<&'o mut Vec<(usize, u64)>>,
+    bounded: bool,
+}
+
+impl ToolBounds<'_, '_> {
+    /// A tool part's call and result, added to its message's `calls`: 1 if
+    /// the call is sent, 0 for a text-protocol step (its result a user
+    /// message); `None` when the rendering needs the text.
+    fn add(
+        &mut self,
+        table: &PartTable<'_>,
+        row: usize,
+        config: MessageEstimateConfig,
+        may_observe: bool,
+        calls: &mut Span,
+    ) -> Option<u64> {
+        let method = config.method;
+        let constant = |text: &str| Span::exact(estimate(text, method));
+        let bytes = |n: usize| Span::of_bytes(n, method).tokens(method);
+        let cleared = table.flags[row] & flag::COMPACTED != 0;
+        let known = self.known;
+        while self.k < known.len() && known[self.k].0 < row {
+            self.k += 1;
+        }
+        let result = match (finished(table, row), cleared) {
+            (false, _) => constant(INTERRUPTED_TOOL),
+            (true, true) if config.render.describe => return None,
+            (true, true) => constant(CLEARED_TOOL_OUTPUT),
+            _ => match (known.get(self.k), self.outputs.as_deref_mut()) {
+                (Some(&(r, tokens)), outputs) if r == row => {
+                    if let Some(outputs) = outputs {
+                        outputs.push((row, tokens));
+                    }
+                    Span::exact(tokens)
+                }
+                (_, Some(outputs)) => {
+                    let tokens = table.output_tokens(row, method);
+                    outputs.push((row, tokens));
+                    Span::exact(tokens)
+                }
+                (_, None) => {
+                    let n = output_span(table, row, method);
+                    self.bounded |= n.lo != n.hi;
+                    n.tokens(method)
+                }
+            },
+        };
+        // A text-protocol step's result is a user message (none when empty:
+        // its overhead in the upper bound only, unless it costs a token); no call.
+        if may_observe && observed(table, row).unwrap_or(false) {
+            calls.hi += config.overhead + result.hi;
+            if result.lo > 0 {
+                calls.lo += config.overhead + result.lo;
+            }
+            return Some(0);
+        }
+        calls.add(Span::exact(config.overhead));
+        calls.add(result);
+        // Lengths only: no string is read.
+        let tool = table.tool.as_ref().and_then(|c| c.byte_len(row));
+        calls.add(bytes(tool.unwrap_or(0)));
+        calls.add(bytes(sent_input_len(table, row, config)));
+        Some(1)
+    }
+}
+
+/// A text of the output column: its length counted once, or its bytes.
+fn output_span(table: &PartTable<'_>, row: usize, method: Method) -> Span {
+    match (method, table.output_utf16.as_ref()) {
+        (Method::Opencode, Some(lengths)) if lengths.get(row) != crate::columns::NO_LENGTH => {
+            Span::exact(lengths.get(row))
+        }
+        _ => Span::of_bytes(table.output_text(row).len(), method),
+    }
 }
 
 /// Coarse bounds of what `estimates_of` sums over the messages `only`

@@ -720,7 +720,35 @@ struct StaleIds<'s> {
     epoch: u32,
 }
 
-impl StaleIds<'_> {
+impl<'s> StaleIds<'s> {
+    /// The session over `rows` (`tools`: its tool rows, newest first), under
+    /// a new `epoch`: the stamps of earlier sessions are never cleared (but
+    /// when the epoch wraps).
+    fn new(
+        ids: &'s TargetIds<'s, 's>,
+        tools: &'s [usize],
+        stamp: &'s mut Vec<u32>,
+        epoch: &mut u32,
+        rows: std::ops::Range<usize>,
+    ) -> Self {
+        if stamp.len() < ids.count {
+            stamp.resize(ids.count, 0);
+        }
+        if *epoch == u32::MAX {
+            stamp.fill(0);
+            *epoch = 0;
+        }
+        *epoch += 1;
+        StaleIds {
+            ids,
+            view: key_view(ids.column, &ids.per_key, rows),
+            tools,
+            next: 0,
+            stamp,
+            epoch: *epoch,
+        }
+    }
+
     #[inline(always)]
     fn id(&self, row: usize) -> u32 {
         match &self.view {
@@ -816,46 +844,19 @@ impl<'a> Superseded<'_, 'a> {
     }
 }
 
-/// The policy's selection in a session (its `messages`). `known`: outputs
-/// already estimated, (row, tokens) by row, which are not read again.
-fn prune_session<'a>(
-    table: &PartTable<'a>,
+/// Where the walk of a session's messages (newest first) works: the
+/// session's rows, the first row of its protected turns (the newest
+/// `protect_turns` turns), and the end of the newest summary before them,
+/// where the walk stops (the session's first row when there is none).
+fn walk_bounds(
+    table: &PartTable<'_>,
     messages: &[Message],
     config: &PruneConfig,
-    by: &By<'_, 'a>,
-    known: &[(usize, u64)],
-    scratch: &mut Scratch<'a>,
-) -> Result<SessionPrune> {
-    let (protected, ids) = (by.protected, by.targets);
-    let status_col = table
-        .status
-        .as_ref()
-        .expect("prune gathers the status column");
-    let tool = table.tool.as_ref().expect("prune gathers the tool column");
-    let input = if config.supersede {
-        Some(
-            table
-                .input
-                .as_ref()
-                .expect("supersession gathers the input column"),
-        )
-    } else {
-        None
-    };
+) -> (std::ops::Range<usize>, usize, usize) {
     let turn_role = match config.turn {
         TurnUnit::User => role::USER,
         TurnUnit::Step => role::ASSISTANT,
     };
-    // Targets of the newer tool calls, protected turns included (filled on
-    // demand by `Superseded`).
-    let seen = &mut scratch.seen;
-    seen.clear();
-    // Pass 1, newest to oldest without reading any output: the rows the walk
-    // counts, in walk order. Only these are estimated (skipped turns, text and
-    // everything behind a stop point never are).
-    //
-    // First per message: rows from `protected_from` on are in protected
-    // turns, and the walk ends at the newest summary before them.
     let session_rows = match (messages.first(), messages.last()) {
         (Some(first), Some(last)) => first.rows.start..last.rows.end,
         _ => 0..0,
@@ -877,29 +878,38 @@ fn prune_session<'a>(
             break;
         }
     }
-    // Then per row: the tool rows, gathered without a branch per row (part
-    // types alternate unpredictably). A protected turn's parts matter only
-    // as newer calls for supersession.
-    let scan_to = match input {
-        Some(_) => session_rows.end,
-        None => protected_from,
-    };
-    let tools = &mut scratch.tools;
+    (session_rows, protected_from, stop)
+}
+
+/// The tool rows among `rows`, newest first, gathered without a branch per
+/// row (part types alternate unpredictably).
+fn tool_rows(table: &PartTable<'_>, rows: std::ops::Range<usize>, tools: &mut Vec<usize>) {
     tools.clear();
-    tools.resize(scan_to.saturating_sub(stop), 0);
+    tools.resize(rows.len(), 0);
     let mut n = 0;
-    for row in (stop..scan_to).rev() {
+    for row in rows.rev() {
         tools[n] = row;
         n += usize::from(table.part_type[row] == part_type::TOOL);
     }
     tools.truncate(n);
-    let counted = &mut scratch.counted;
-    counted.clear();
-    let may_pin = pins_possible(table, stop..protected_from);
-    // The tool rows of the protected turns (newest first) are read only as
-    // newer calls, by supersession.
-    let walked = tools.partition_point(|&row| row >= protected_from);
-    for &row in &tools[walked..] {
+}
+
+/// The walked tool rows (newest first) the walk counts, into `counted`:
+/// completed, not protected or pinned, up to the first compacted one
+/// (past it with `continue_past_compacted`).
+fn count(
+    table: &PartTable<'_>,
+    config: &PruneConfig,
+    protected: &Members<'_, '_>,
+    may_pin: bool,
+    walked: &[usize],
+    counted: &mut Vec<usize>,
+) -> Result<()> {
+    let status_col = table
+        .status
+        .as_ref()
+        .expect("prune gathers the status column");
+    for &row in walked {
         match status_col[row] {
             status::COMPLETED => {}
             crate::columns::NULL_CODE => {
@@ -924,9 +934,18 @@ fn prune_session<'a>(
         }
         counted.push(row);
     }
-    // Pass 2: estimate them oldest first (forward memory order, which the
-    // prefetcher follows on large outputs), then select newest first.
-    let estimates = &mut scratch.estimates;
+    Ok(())
+}
+
+/// The counted outputs' estimates, oldest first (forward memory order,
+/// which the prefetcher follows on large outputs); `known` ones are not read again.
+fn estimate(
+    table: &PartTable<'_>,
+    config: &PruneConfig,
+    counted: &[usize],
+    known: &[(usize, u64)],
+    estimates: &mut Vec<u64>,
+) {
     estimates.clear();
     let mut k = 0;
     estimates.extend(counted.iter().rev().map(|&c| {
@@ -939,6 +958,114 @@ fn prune_session<'a>(
             _ => table.output_tokens(c, config.method),
         }
     }));
+}
+
+/// The per-tool `keep_recent` counts by tool id, where the names have ids
+/// (no name read per output): the ids, the session's view of them, and the
+/// counts, each stamped with the session's number `session` (so none is
+/// cleared between sessions).
+#[allow(clippy::type_complexity)]
+fn tool_ranks<'s, 'b, 'a>(
+    tools: &'b ToolIds<'b, 'a>,
+    ranks: &'s mut Vec<(u32, u32)>,
+    session: &mut u32,
+    rows: std::ops::Range<usize>,
+) -> (
+    &'b ToolIds<'b, 'a>,
+    Option<KeyView<'b>>,
+    &'s mut Vec<(u32, u32)>,
+    u32,
+) {
+    if ranks.len() < tools.count {
+        ranks.resize(tools.count, (0, 0));
+    }
+    if *session == u32::MAX {
+        ranks.fill((0, 0));
+        *session = 0;
+    }
+    *session += 1;
+    let view = key_view(tools.column, &tools.per_key, rows);
+    (tools, view, ranks, *session)
+}
+
+/// The count of newer kept outputs of `row`'s tool that it ranks behind:
+/// by tool id (`tool_ranks`), else by name (a session uses a handful of
+/// tools: a scan beats hashing).
+#[allow(clippy::type_complexity)]
+fn tool_rank<'r, 'a>(
+    row: usize,
+    ranks: &'r mut Option<(
+        &ToolIds<'_, '_>,
+        Option<KeyView<'_>>,
+        &mut Vec<(u32, u32)>,
+        u32,
+    )>,
+    tool: &StrCol<'a>,
+    by_name: &'r mut Vec<(&'a str, u32)>,
+) -> &'r mut u32 {
+    if let Some((tools, view, ranks, session)) = ranks {
+        let id = match view {
+            Some(view) => view.id(row, 0),
+            None => tools.id(row),
+        };
+        let slot = &mut ranks[id as usize];
+        if slot.0 != *session {
+            *slot = (*session, 0);
+        }
+        return &mut slot.1;
+    }
+    let name = tool.get(row).unwrap_or("");
+    match by_name.iter_mut().position(|(t, _)| same_str(t, name)) {
+        Some(i) => &mut by_name[i].1,
+        None => {
+            by_name.push((name, 0));
+            &mut by_name.last_mut().expect("pushed").1
+        }
+    }
+}
+
+/// The policy's selection in a session (its `messages`). `known`: outputs
+/// already estimated, (row, tokens) by row, which are not read again.
+fn prune_session<'a>(
+    table: &PartTable<'a>,
+    messages: &[Message],
+    config: &PruneConfig,
+    by: &By<'_, 'a>,
+    known: &[(usize, u64)],
+    scratch: &mut Scratch<'a>,
+) -> Result<SessionPrune> {
+    let (protected, ids) = (by.protected, by.targets);
+    let tool = table.tool.as_ref().expect("prune gathers the tool column");
+    let input = (config.supersede)
+        .then(|| (table.input.as_ref()).expect("supersession gathers the input column"));
+    // Targets of the newer tool calls, protected turns included (filled on
+    // demand by `Superseded`).
+    let seen = &mut scratch.seen;
+    seen.clear();
+    // Pass 1, newest to oldest without reading any output: the rows the walk
+    // counts, in walk order. Only these are estimated (skipped turns, text and
+    // everything behind a stop point never are).
+    let (session_rows, protected_from, stop) = walk_bounds(table, messages, config);
+    // Then per row: the tool rows, gathered without a branch per row (part
+    // types alternate unpredictably). A protected turn's parts matter only
+    // as newer calls for supersession.
+    let scan_to = match input {
+        Some(_) => session_rows.end,
+        None => protected_from,
+    };
+    let tools = &mut scratch.tools;
+    tool_rows(table, stop..scan_to, tools);
+    let counted = &mut scratch.counted;
+    counted.clear();
+    let may_pin = pins_possible(table, stop..protected_from);
+    // The tool rows of the protected turns (newest first) are read only as
+    // newer calls, by supersession.
+    let walked = tools.partition_point(|&row| row >= protected_from);
+    count(table, config, protected, may_pin, &tools[walked..], counted)?;
+    // Pass 2: estimate them oldest first (forward memory order, which the
+    // prefetcher follows on large outputs), then select newest first.
+    let estimates = &mut scratch.estimates;
+    estimate(table, config, counted, known, estimates);
     // What is selected is part of the total: a session whose total cannot
     // pass the gates selects nothing, and no target is read for it.
     let all: u64 = estimates.iter().sum();
@@ -956,42 +1083,25 @@ fn prune_session<'a>(
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
     // By tool id, where the names have ids: no name read per output.
     let ranks = match by.tools {
-        Some(tools) if config.keep_recent_per_tool => {
-            if scratch.ranks.len() < tools.count {
-                scratch.ranks.resize(tools.count, (0, 0));
-            }
-            if scratch.session == u32::MAX {
-                scratch.ranks.fill((0, 0));
-                scratch.session = 0;
-            }
-            scratch.session += 1;
-            let view = key_view(tools.column, &tools.per_key, session_rows.clone());
-            Some((tools, view, &mut scratch.ranks, scratch.session))
-        }
+        Some(tools) if config.keep_recent_per_tool => Some(tool_ranks(
+            tools,
+            &mut scratch.ranks,
+            &mut scratch.session,
+            session_rows.clone(),
+        )),
         _ => None,
     };
     let mut ranks = ranks;
     // Supersession, on demand: by target id where the table has them, else
     // (or from a target the ids cannot decide on) by the target strings.
     let mut by_id = match (input, ids) {
-        (Some(_), Some(ids)) => {
-            if scratch.stamp.len() < ids.count {
-                scratch.stamp.resize(ids.count, 0);
-            }
-            if scratch.epoch == u32::MAX {
-                scratch.stamp.fill(0);
-                scratch.epoch = 0;
-            }
-            scratch.epoch += 1;
-            Some(StaleIds {
-                ids,
-                view: key_view(ids.column, &ids.per_key, session_rows.clone()),
-                tools,
-                next: 0,
-                stamp: &mut scratch.stamp,
-                epoch: scratch.epoch,
-            })
-        }
+        (Some(_), Some(ids)) => Some(StaleIds::new(
+            ids,
+            tools,
+            &mut scratch.stamp,
+            &mut scratch.epoch,
+            session_rows.clone(),
+        )),
         _ => None,
     };
     let mut seen = Some(seen);
@@ -1013,30 +1123,9 @@ fn prune_session<'a>(
         total += tokens;
         let small = tokens < config.min_output_tokens;
         // The count of newer kept outputs (of this tool) this one ranks behind.
-        let rank = if let Some((tools, view, ranks, session)) = &mut ranks {
-            let id = match view {
-                Some(view) => view.id(row, 0),
-                None => tools.id(row),
-            };
-            let slot = &mut ranks[id as usize];
-            if slot.0 != *session {
-                *slot = (*session, 0);
-            }
-            &mut slot.1
-        } else if config.keep_recent_per_tool {
-            let name = tool.get(row).unwrap_or("");
-            match recent_by_tool
-                .iter_mut()
-                .position(|(t, _)| same_str(t, name))
-            {
-                Some(i) => &mut recent_by_tool[i].1,
-                None => {
-                    recent_by_tool.push((name, 0));
-                    &mut recent_by_tool.last_mut().expect("pushed").1
-                }
-            }
-        } else {
-            &mut recent_all
+        let rank = match config.keep_recent_per_tool {
+            true => tool_rank(row, &mut ranks, tool, &mut recent_by_tool),
+            false => &mut recent_all,
         };
         let recent = config.keep_recent.is_some_and(|n| *rank < n);
         // Staleness decides only a large output that the windows would keep:

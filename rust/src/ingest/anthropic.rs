@@ -8,13 +8,13 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::claude_plan::hash as plan_hash;
+use super::claude_file::Known;
 use super::export::{
     self, complete, info, object, str, str_or_null, text_part, tool_part, without,
 };
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
-use super::Problem;
+use super::types::Problem;
 
 /// What a block does to the tool parts of its session, applied in block
 /// order once the whole message has been read (so a bad message changes nothing).
@@ -309,43 +309,6 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         ("info", Value::Object(session_info)),
         ("messages", Value::Array(turns.messages)),
     ]))
-}
-
-/// The message ids of a session's earlier windows that a later one may ask
-/// for, kept as 128-bit hashes rather than text (16 bytes an id). Two ids
-/// of a session of `n` messages share a hash with odds of about n² / 2^129
-/// (1e-25 for ten million). The high half is the first pass's hash of the
-/// id (`claude_plan::hash`), by which `retain` drops the ids it rules out.
-#[derive(Default)]
-pub struct Known(HashSet<u128>);
-
-impl Known {
-    fn hash(id: &str) -> u128 {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let sip = BuildHasherDefault::<DefaultHasher>::default();
-        // two independent 64-bit hashes: the first pass's, and of the id after a tag
-        let (a, b) = (plan_hash(id.as_bytes()), sip.hash_one((0x5eed_u16, id)));
-        (u128::from(a) << 64) | u128::from(b)
-    }
-
-    pub fn contains(&self, id: &str) -> bool {
-        !self.0.is_empty() && self.0.contains(&Known::hash(id))
-    }
-
-    pub fn extend(&mut self, ids: impl IntoIterator<Item = String>) {
-        self.0.extend(ids.into_iter().map(|id| Known::hash(&id)));
-    }
-
-    /// Keep the ids whose first-pass hash `keep` accepts.
-    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
-        self.0.retain(|&h| keep((h >> 64) as u64));
-        self.0.shrink_to_fit();
-    }
-
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
 }
 
 /// Claude Code events of one session, one message each (`from_claude_code`).

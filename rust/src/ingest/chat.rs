@@ -13,7 +13,7 @@ use super::export::{
 use super::observations;
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
-use super::Problem;
+use super::types::Problem;
 
 /// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).
@@ -349,165 +349,201 @@ fn from_messages(
     for (i, raw) in messages.into_iter().enumerate() {
         let at = format!("messages[{i}]");
         let fail = |p: Problem| p.session(&sid);
-        let role = match &raw {
-            Value::Object(msg) => msg.get("role").map(|r| r.as_str().unwrap_or("").to_owned()),
-            _ => None,
-        };
-        let (Some(role), Value::Object(mut msg)) = (role, raw) else {
-            return Err(fail(Problem::new(format!(
-                "{at} is not a chat message (no role)"
-            ))));
-        };
-        if !matches!(
-            role.as_str(),
-            "system" | "developer" | "user" | "assistant" | "tool"
-        ) {
-            let raw = msg.get("role").unwrap_or(&Value::Null);
-            return Err(fail(Problem::new(format!(
-                "{at} has an unknown role {}",
-                dumps(raw, DEFAULT)
-            ))));
-        }
+        let (role, msg) = role_of(raw, &at).map_err(fail)?;
         let mid = match msg.get("id") {
             Some(id) if truthy(id) => py_str(id),
             _ => format!("{sid}-m{i:06}"),
         };
         if role == "tool" {
-            let key = py_str(msg.get("tool_call_id").unwrap_or(&Value::Null));
-            let pending = calls
-                .get(&key)
-                .copied()
-                .filter(|&(m, p)| out[m]["parts"][p]["state"]["status"] == json!("pending"));
-            let Some((m, p)) = pending else {
-                // An orphaned (or second) result: kept as its own message, never dropped.
-                let content = msg.get("content").filter(|c| truthy(c));
-                let text = content.map(py_str).unwrap_or_default();
-                let mut head = info(&mid, &sid, "user");
-                head.insert("source".into(), Value::Object(msg));
-                let part = object([
-                    ("id", str(format!("{mid}-p00"))),
-                    ("type", str("text")),
-                    ("text", str(text)),
-                    ("synthetic", Value::Bool(true)),
-                ]);
-                out.push(message(head, Some(vec![part])));
-                continue;
-            };
-            msg.shift_remove("role");
-            msg.shift_remove("tool_call_id");
-            // What stays in `msg` is kept to write the result back exactly
-            // (a content that is not text stays, in its place).
-            let output = match msg.get("content") {
-                Some(Value::String(_)) => match msg.shift_remove("content") {
-                    Some(Value::String(text)) => text,
-                    _ => unreachable!("checked above"),
-                },
-                Some(content) => dumps(content, DEFAULT),
-                None => {
-                    msg.insert("content".into(), Value::Null);
-                    "null".to_owned()
-                }
-            };
-            let part = &mut out[m]["parts"][p];
-            part["state"]["status"] = json!("completed");
-            part["state"]["output"] = Value::String(output);
-            if !msg.is_empty() {
-                part["result_source"] = Value::Object(msg);
-            }
+            result(msg, &mid, &sid, &mut out, &calls);
             continue;
         }
-        let content = msg.shift_remove("content");
-        let tool_calls = msg.shift_remove("tool_calls");
-        let had_content = !matches!(content, None | Some(Value::Null));
-        msg.shift_remove("role");
-        msg.shift_remove("tool_call_id");
-        let mut extra = msg;
-        let canonical = match role.as_str() {
-            "user" | "assistant" => role.as_str(),
-            _ => "system",
-        };
-        let mut head = info(&mid, &sid, canonical);
-        let mut parts = content_parts(&mid, content, &at).map_err(fail)?;
-        match role.as_str() {
-            "system" | "developer" | "user" => {
-                if role == "developer" {
-                    extra.insert("role".into(), str("developer"));
-                }
-                if !extra.is_empty() {
-                    head.insert("source".into(), Value::Object(extra));
-                }
-            }
-            "assistant" => {
-                if !had_content {
-                    extra.insert("content".into(), Value::Null);
-                }
-                if !extra.is_empty() {
-                    head.insert("source".into(), Value::Object(extra));
-                }
-                let tool_calls = match tool_calls {
-                    Some(Value::Array(calls)) => calls,
-                    Some(v) if truthy(&v) => {
-                        return Err(fail(Problem::new(format!(
-                            "{at}.tool_calls must be a list, got {}",
-                            kind(&v)
-                        ))))
-                    }
-                    _ => Vec::new(),
-                };
-                for (j, call) in tool_calls.into_iter().enumerate() {
-                    let Value::Object(c) = call else {
-                        return Err(fail(Problem::new(format!(
-                            "{at}.tool_calls[{j}] must be an object"
-                        ))));
-                    };
-                    let function = c.get("function").filter(|f| truthy(f));
-                    if function.is_some_and(|f| !f.is_object()) {
-                        return Err(fail(Problem::new(format!(
-                            "{at}.tool_calls[{j}].function must be an object"
-                        ))));
-                    }
-                    let name = function
-                        .and_then(|f| f.get("name"))
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    let call_id = c.get("id").cloned().unwrap_or(Value::Null);
-                    for (field, value) in [("function.name", &name), ("id", &call_id)] {
-                        if !(value.is_null() || value.is_string()) {
-                            return Err(fail(Problem::new(format!(
-                                "{at}.tool_calls[{j}].{field} must be a string"
-                            ))));
-                        }
-                    }
-                    let (input, metadata, keep) =
-                        arguments(function.and_then(|f| f.get("arguments")));
-                    let mut rest = without(&c, &["id", "function", "type"]);
-                    match c.get("type") {
-                        None => {}
-                        Some(t) if t == "function" => {}
-                        Some(t) => {
-                            rest.insert("type".into(), t.clone());
-                        }
-                    }
-                    rest.extend(keep);
-                    calls.insert(py_str(&call_id), (out.len(), parts.len()));
-                    let source = (!rest.is_empty()).then_some(Value::Object(rest));
-                    let id = format!("{mid}-t{j:02}");
-                    let mut part = tool_part(id, call_id, name, input, source);
-                    if let Some(metadata) = metadata {
-                        part["state"]["metadata"] = metadata;
-                    }
-                    parts.push(part);
-                }
-            }
-            _ => unreachable!("roles were checked above"),
-        }
-        out.push(message(head, Some(parts)));
+        let turn = turn(msg, &role, &mid, &sid, &at, out.len(), &mut calls).map_err(fail)?;
+        out.push(turn);
     }
     let session_info = with_source([("id", str(sid))], source);
     Ok(object([
         ("info", session_info),
         ("messages", Value::Array(out)),
     ]))
+}
+
+/// A chat message's role (one of the five) and its keys.
+fn role_of(raw: Value, at: &str) -> Result<(String, Map<String, Value>), Problem> {
+    let role = match &raw {
+        Value::Object(msg) => msg.get("role").map(|r| r.as_str().unwrap_or("").to_owned()),
+        _ => None,
+    };
+    let (Some(role), Value::Object(msg)) = (role, raw) else {
+        return Err(Problem::new(format!(
+            "{at} is not a chat message (no role)"
+        )));
+    };
+    if !matches!(
+        role.as_str(),
+        "system" | "developer" | "user" | "assistant" | "tool"
+    ) {
+        let raw = msg.get("role").unwrap_or(&Value::Null);
+        return Err(Problem::new(format!(
+            "{at} has an unknown role {}",
+            dumps(raw, DEFAULT)
+        )));
+    }
+    Ok((role, msg))
+}
+
+/// A `tool` message: its result completes the pending tool part of its
+/// call; an orphaned (or second) result is kept as its own message.
+fn result(
+    mut msg: Map<String, Value>,
+    mid: &str,
+    sid: &str,
+    out: &mut Vec<Value>,
+    calls: &HashMap<String, (usize, usize)>,
+) {
+    let key = py_str(msg.get("tool_call_id").unwrap_or(&Value::Null));
+    let pending = calls
+        .get(&key)
+        .copied()
+        .filter(|&(m, p)| out[m]["parts"][p]["state"]["status"] == json!("pending"));
+    let Some((m, p)) = pending else {
+        // An orphaned (or second) result: kept as its own message, never dropped.
+        let content = msg.get("content").filter(|c| truthy(c));
+        let text = content.map(py_str).unwrap_or_default();
+        let mut head = info(mid, sid, "user");
+        head.insert("source".into(), Value::Object(msg));
+        let part = object([
+            ("id", str(format!("{mid}-p00"))),
+            ("type", str("text")),
+            ("text", str(text)),
+            ("synthetic", Value::Bool(true)),
+        ]);
+        out.push(message(head, Some(vec![part])));
+        return;
+    };
+    msg.shift_remove("role");
+    msg.shift_remove("tool_call_id");
+    // What stays in `msg` is kept to write the result back exactly
+    // (a content that is not text stays, in its place).
+    let output = match msg.get("content") {
+        Some(Value::String(_)) => match msg.shift_remove("content") {
+            Some(Value::String(text)) => text,
+            _ => unreachable!("checked above"),
+        },
+        Some(content) => dumps(content, DEFAULT),
+        None => {
+            msg.insert("content".into(), Value::Null);
+            "null".to_owned()
+        }
+    };
+    let part = &mut out[m]["parts"][p];
+    part["state"]["status"] = json!("completed");
+    part["state"]["output"] = Value::String(output);
+    if !msg.is_empty() {
+        part["result_source"] = Value::Object(msg);
+    }
+}
+
+/// Any other message (`at`, the `index`th of the session): its content's
+/// parts and an assistant's tool calls, each noted in `calls`.
+fn turn(
+    mut msg: Map<String, Value>,
+    role: &str,
+    mid: &str,
+    sid: &str,
+    at: &str,
+    index: usize,
+    calls: &mut HashMap<String, (usize, usize)>,
+) -> Result<Value, Problem> {
+    let content = msg.shift_remove("content");
+    let tool_calls = msg.shift_remove("tool_calls");
+    let had_content = !matches!(content, None | Some(Value::Null));
+    msg.shift_remove("role");
+    msg.shift_remove("tool_call_id");
+    let mut extra = msg;
+    let canonical = match role {
+        "user" | "assistant" => role,
+        _ => "system",
+    };
+    let mut head = info(mid, sid, canonical);
+    let mut parts = content_parts(mid, content, at)?;
+    match role {
+        "system" | "developer" | "user" => {
+            if role == "developer" {
+                extra.insert("role".into(), str("developer"));
+            }
+            if !extra.is_empty() {
+                head.insert("source".into(), Value::Object(extra));
+            }
+        }
+        "assistant" => {
+            if !had_content {
+                extra.insert("content".into(), Value::Null);
+            }
+            if !extra.is_empty() {
+                head.insert("source".into(), Value::Object(extra));
+            }
+            let tool_calls = match tool_calls {
+                Some(Value::Array(calls)) => calls,
+                Some(v) if truthy(&v) => {
+                    return Err(Problem::new(format!(
+                        "{at}.tool_calls must be a list, got {}",
+                        kind(&v)
+                    )))
+                }
+                _ => Vec::new(),
+            };
+            for (j, call) in tool_calls.into_iter().enumerate() {
+                let (key, part) = tool_call(
+                    call,
+                    &format!("{at}.tool_calls[{j}]"),
+                    format!("{mid}-t{j:02}"),
+                )?;
+                calls.insert(key, (index, parts.len()));
+                parts.push(part);
+            }
+        }
+        _ => unreachable!("roles were checked above"),
+    }
+    Ok(message(head, Some(parts)))
+}
+
+/// A tool call (`at`) as the tool part `id`, and the call id its result gives.
+fn tool_call(call: Value, at: &str, id: String) -> Result<(String, Value), Problem> {
+    let Value::Object(c) = call else {
+        return Err(Problem::new(format!("{at} must be an object")));
+    };
+    let function = c.get("function").filter(|f| truthy(f));
+    if function.is_some_and(|f| !f.is_object()) {
+        return Err(Problem::new(format!("{at}.function must be an object")));
+    }
+    let name = function
+        .and_then(|f| f.get("name"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let call_id = c.get("id").cloned().unwrap_or(Value::Null);
+    for (field, value) in [("function.name", &name), ("id", &call_id)] {
+        if !(value.is_null() || value.is_string()) {
+            return Err(Problem::new(format!("{at}.{field} must be a string")));
+        }
+    }
+    let (input, metadata, keep) = arguments(function.and_then(|f| f.get("arguments")));
+    let mut rest = without(&c, &["id", "function", "type"]);
+    match c.get("type") {
+        None => {}
+        Some(t) if t == "function" => {}
+        Some(t) => {
+            rest.insert("type".into(), t.clone());
+        }
+    }
+    rest.extend(keep);
+    let key = py_str(&call_id);
+    let source = (!rest.is_empty()).then_some(Value::Object(rest));
+    let mut part = tool_part(id, call_id, name, input, source);
+    if let Some(metadata) = metadata {
+        part["state"]["metadata"] = metadata;
+    }
+    Ok((key, part))
 }
 
 #[cfg(test)]

@@ -11,33 +11,20 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::anthropic::{Events, Known};
+use super::anthropic::Events;
+use super::claude_file::{is_aside, At, Carried, Carry, FileOut, Kept, Known, Line};
 use super::fast::{self, J};
-use super::lines::Chunk;
+use super::lines::{lines_of, parse, split_from, Chunk};
 use super::pyjson::{py_str, truthy};
 use super::rows::{MessageRow, PartRow, Rows};
-use super::{claude_plan, fast_claude, lines_of, opencode, parse, split_from, Problem, Source};
+use super::types::{Problem, Source};
+use super::{claude_plan, fast_claude, opencode};
 
-/// Whether an event `type` is one Claude Code writes beside the conversation,
-/// never model input: a title (`summary`, for /resume) or a file-history
-/// snapshot. Without a `sessionId` before the file's first other event such
-/// lines wait and join that event's session (never a session of their own).
-pub(super) fn is_aside(kind: &[u8]) -> bool {
-    matches!(kind, b"summary" | b"file-history-snapshot")
-}
-
-/// What a line became: its session and rows, and whether it opens the session.
-#[derive(Clone)]
-pub(super) struct Kept {
-    pub session: String,
-    pub rows: Range<usize>,
-    pub first: bool,
-}
+type Message = (MessageRow, Vec<PartRow>);
 
 /// Where a kept event went: its session, its message among the session's
 /// in this window, and whether it made that message (not a later line of
@@ -56,66 +43,6 @@ impl Placed {
         message: usize::MAX,
         opens: true,
     };
-}
-
-/// A line of the file and what became of it.
-pub(super) struct At<T> {
-    pub line: usize,
-    pub raw: Range<usize>,
-    pub outcome: std::result::Result<T, Problem>,
-}
-
-type Line = At<Kept>;
-
-type Message = (MessageRow, Vec<PartRow>);
-
-pub(super) struct FileOut {
-    pub rows: Rows,
-    pub lines: Vec<Line>,
-}
-
-/// What a file's later windows need of its earlier ones (a file read whole
-/// is one window): the sessions that may go on, in the order they were
-/// first read, and the session a line without a `sessionId` joins.
-pub(super) struct Carry {
-    pub sessions: Vec<Carried>,
-    pub current: String,
-    /// An event other than an aside (`is_aside`) without a `sessionId` was read:
-    /// such lines no longer wait for the session of the next one.
-    pub started: bool,
-    /// More windows follow: keep the message ids (a file read whole does not).
-    pub windowed: bool,
-}
-
-/// A session of earlier windows: its id, how many messages it has, and their ids.
-pub(super) struct Carried {
-    pub id: String,
-    pub messages: usize,
-    pub ids: Known,
-}
-
-impl Carry {
-    /// Nothing read yet: lines before any `sessionId` join the `stem` session.
-    pub fn new(stem: String) -> Carry {
-        Carry {
-            sessions: Vec::new(),
-            current: stem,
-            started: false,
-            windowed: false,
-        }
-    }
-
-    /// What the first window of the file `name` starts from (`id_base`:
-    /// the name its sessions without an id take, as the caller gives it).
-    pub fn of(name: &str, id_base: Option<&str>) -> Carry {
-        // Path.stem: the name without its last suffix (or the base the caller gives).
-        Carry::new(match id_base {
-            Some(base) => base.to_owned(),
-            None => Path::new(name)
-                .file_stem()
-                .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-        })
-    }
 }
 
 /// Map a window of whole lines of a Claude Code file (its first line numbered
@@ -149,6 +76,32 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
                 .collect()
         })
         .collect();
+    let (sessions, outcomes) = group(source, parsed, carry);
+    let (rows, placed) = rows_of(sessions, carry);
+    // A line that added its blocks to an earlier line's message (one model
+    // call) has that message's rows; only the line that made it opens the session.
+    let lines = outcomes
+        .into_iter()
+        .map(|At { line, raw, outcome }| Line {
+            line,
+            raw,
+            outcome: outcome.and_then(|at| {
+                let mut kept = placed[at.session][at.message].clone()?;
+                kept.first &= at.opens;
+                Ok(kept)
+            }),
+        })
+        .collect();
+    FileOut { rows, lines }
+}
+
+/// The parsed lines' events grouped into sessions (those `carry` continues
+/// first), in line order; per line, the error or where its event went.
+fn group(
+    source: &Source<'_>,
+    parsed: Vec<Vec<At<Value>>>,
+    carry: &mut Carry,
+) -> (Vec<Events>, Vec<At<Placed>>) {
     let mut sessions: Vec<Events> = std::mem::take(&mut carry.sessions)
         .into_iter()
         .map(|c| Events::resume(c.id, c.messages, c.ids))
@@ -254,9 +207,19 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         &mut by_id,
         &mut outcomes,
     );
+    carry.current = current;
+    (sessions, outcomes)
+}
+
+/// The sessions' messages as rows, session by session (the JSON text is
+/// most of the work: made in parallel), and what each message became; what
+/// the next window needs goes to `carry`.
+fn rows_of(
+    sessions: Vec<Events>,
+    carry: &mut Carry,
+) -> (Rows, Vec<Vec<std::result::Result<Kept, Problem>>>) {
     // Every message is final now: turn them into rows in parallel (the JSON
     // text is most of the work), then append session by session.
-    carry.current = current;
     let mut bases = Vec::with_capacity(sessions.len());
     let converted: Vec<(String, Vec<std::result::Result<Message, Problem>>)> = sessions
         .into_iter()
@@ -309,21 +272,7 @@ pub(super) fn read_slow(source: &Source<'_>, chunks: &[Chunk], carry: &mut Carry
         }
         placed.push(out);
     }
-    // A line that added its blocks to an earlier line's message (one model
-    // call) has that message's rows; only the line that made it opens the session.
-    let lines = outcomes
-        .into_iter()
-        .map(|At { line, raw, outcome }| Line {
-            line,
-            raw,
-            outcome: outcome.and_then(|at| {
-                let mut kept = placed[at.session][at.message].clone()?;
-                kept.first &= at.opens;
-                Ok(kept)
-            }),
-        })
-        .collect();
-    FileOut { rows, lines }
+    (rows, placed)
 }
 
 /// Push the `held` summary lines into session `sid` (made if new, dropped

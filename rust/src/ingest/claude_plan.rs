@@ -30,7 +30,7 @@
 //! session the lines without one join whether the mapper keeps its event or
 //! not, and a line that is not JSON names one only if this scan reads it as
 //! an event (`line_event`, which the mapper asks). Aside lines (titles,
-//! file-history snapshots: `claude_code::is_aside`) without a session id
+//! file-history snapshots: `claude_file::is_aside`) without a session id
 //! before the file's first other event join that event's session: no cut
 //! between them and it. So a cut found here is
 //! safe whichever lines the mapper keeps. A line the scan cannot vouch for
@@ -38,13 +38,12 @@
 //! plan `None`: the file is read whole.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::io::Read;
 
 use rayon::prelude::*;
 
-use super::claude_code::is_aside;
-use super::lines::{lines_of, split_from};
+use super::claude_file::{hash, is_aside};
+use super::lines::{lines_of, open_input, split_from};
 use super::spill::{by_hash, Record, Spill};
 use crate::error::{CoreError, Result};
 
@@ -68,12 +67,6 @@ enum Facts {
         /// has the form of a positional id (`-e` and six or more digits).
         uuid: Option<(u64, bool)>,
     },
-}
-
-pub(super) fn hash(bytes: &[u8]) -> u64 {
-    // SipHash with fixed keys: the same id hashes alike in every run. A
-    // collision only merges two ids' spans, which makes cuts rarer.
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(bytes)
 }
 
 /// `py_str(None)`: what a null or absent call id becomes.
@@ -169,212 +162,263 @@ fn scalar_truthy(text: &[u8]) -> Option<bool> {
 
 /// The facts of one line (without its line break).
 fn scan_line(line: &[u8]) -> Facts {
-    let mut stack: Vec<Frame> = Vec::new();
-    let (mut calls, mut results) = (Vec::new(), Vec::new());
-    let mut top: Option<Frame> = None;
-    let n = line.len();
-    let mut i = 0;
-    while i < n {
-        let b = line[i];
-        match b {
-            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
-            b'{' | b'[' => {
-                if let Some(f) = stack.last_mut() {
-                    if matches!(f.key, Key::SessionId | Key::Uuid) {
-                        f.unsure = true; // an object or list as the session id or uuid
+    let mut scan = Scan::default();
+    match scan.tokens(line) {
+        Ok(()) => scan.facts(),
+        Err(stop) => stop,
+    }
+}
+
+/// The scan of one line: the objects and arrays open, the ids of the calls
+/// and results read, the top-level value once closed. A line that stops the
+/// scan early is `Err(Facts::Ignore)` or `Err(Facts::Unsure)`.
+#[derive(Default)]
+struct Scan {
+    stack: Vec<Frame>,
+    calls: Vec<u64>,
+    results: Vec<u64>,
+    top: Option<Frame>,
+}
+
+impl Scan {
+    fn tokens(&mut self, line: &[u8]) -> std::result::Result<(), Facts> {
+        let n = line.len();
+        let mut i = 0;
+        while i < n {
+            let b = line[i];
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' => i += 1,
+                b'{' | b'[' => {
+                    self.open(b)?;
+                    i += 1;
+                }
+                b'}' | b']' => {
+                    self.close(b)?;
+                    i += 1;
+                }
+                b'"' => {
+                    let (j, escaped) = string_end(line, i).ok_or(Facts::Ignore)?;
+                    let raw = &line[i..=j];
+                    i = j + 1;
+                    self.string(raw, escaped)?;
+                }
+                b':' => {
+                    match self.stack.last_mut() {
+                        Some(f) if f.object => f.expect_key = false,
+                        _ => return Err(Facts::Ignore),
                     }
-                    match f.key {
-                        Key::Id => f.id = Slot::Other,
-                        Key::ToolUseId => f.tool_use_id = Slot::Other,
-                        _ => {}
-                    }
-                } else if b == b'[' || top.is_some() {
-                    return Facts::Ignore; // not one object: not an event
+                    i += 1;
                 }
-                let body = b == b'{'
-                    && stack.len() == 1
-                    && stack.last().is_some_and(|f| f.key == Key::Message);
-                stack.push(Frame::new(b == b'{'));
-                if let Some(f) = stack.last_mut() {
-                    f.body = body;
-                }
-                i += 1;
-            }
-            b'}' | b']' => {
-                let Some(f) = stack.pop() else {
-                    return Facts::Ignore;
-                };
-                if f.object != (b == b'}') {
-                    return Facts::Ignore;
-                }
-                if f.unsure {
-                    return Facts::Unsure;
-                }
-                let slot = match f.kind {
-                    1 => Some((f.id, &mut calls)),
-                    2 => Some((f.tool_use_id, &mut results)),
-                    _ => None,
-                };
-                if let Some((slot, into)) = slot {
-                    match slot {
-                        Slot::Absent | Slot::Null => into.push(none_id()),
-                        Slot::Str(h) => into.push(h),
-                        Slot::Other => {} // the mapper rejects the line
-                    }
-                }
-                if let (true, Slot::Str(h)) = (f.body, f.id) {
-                    // each line of a model call both opens and closes it
-                    calls.push(model_call(h));
-                    results.push(model_call(h));
-                }
-                if stack.is_empty() {
-                    top = Some(f);
-                }
-                i += 1;
-            }
-            b'"' => {
-                // the closing quote: the next unescaped one
-                let mut j = i + 1;
-                let mut escaped = false;
-                loop {
-                    match memchr::memchr2(b'"', b'\\', &line[j..]) {
-                        None => return Facts::Ignore, // unterminated: not JSON
-                        Some(p) if line[j + p] == b'\\' => {
-                            escaped = true;
-                            j += p + 2;
-                            if j > n {
-                                return Facts::Ignore;
-                            }
-                        }
-                        Some(p) => {
-                            j += p;
-                            break;
+                b',' => {
+                    if let Some(f) = self.stack.last_mut() {
+                        if f.object {
+                            f.expect_key = true;
+                            f.key = Key::Other;
                         }
                     }
+                    i += 1;
                 }
-                let raw = &line[i..=j];
-                i = j + 1;
-                let depth = stack.len();
-                let Some(f) = stack.last_mut() else {
-                    return Facts::Ignore; // a bare string
+                _ => {
+                    // a number or literal, up to the next delimiter
+                    let end = line[i..]
+                        .iter()
+                        .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\r'))
+                        .map_or(n, |p| i + p);
+                    let text = &line[i..end];
+                    i = end;
+                    self.scalar(text)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `{` or `[`.
+    fn open(&mut self, b: u8) -> std::result::Result<(), Facts> {
+        if let Some(f) = self.stack.last_mut() {
+            if matches!(f.key, Key::SessionId | Key::Uuid) {
+                f.unsure = true; // an object or list as the session id or uuid
+            }
+            match f.key {
+                Key::Id => f.id = Slot::Other,
+                Key::ToolUseId => f.tool_use_id = Slot::Other,
+                _ => {}
+            }
+        } else if b == b'[' || self.top.is_some() {
+            return Err(Facts::Ignore); // not one object: not an event
+        }
+        let body = b == b'{'
+            && self.stack.len() == 1
+            && self.stack.last().is_some_and(|f| f.key == Key::Message);
+        self.stack.push(Frame::new(b == b'{'));
+        if let Some(f) = self.stack.last_mut() {
+            f.body = body;
+        }
+        Ok(())
+    }
+
+    /// `}` or `]`: a closed call or result gives its id.
+    fn close(&mut self, b: u8) -> std::result::Result<(), Facts> {
+        let Some(f) = self.stack.pop() else {
+            return Err(Facts::Ignore);
+        };
+        if f.object != (b == b'}') {
+            return Err(Facts::Ignore);
+        }
+        if f.unsure {
+            return Err(Facts::Unsure);
+        }
+        let slot = match f.kind {
+            1 => Some((f.id, &mut self.calls)),
+            2 => Some((f.tool_use_id, &mut self.results)),
+            _ => None,
+        };
+        if let Some((slot, into)) = slot {
+            match slot {
+                Slot::Absent | Slot::Null => into.push(none_id()),
+                Slot::Str(h) => into.push(h),
+                Slot::Other => {} // the mapper rejects the line
+            }
+        }
+        if let (true, Slot::Str(h)) = (f.body, f.id) {
+            // each line of a model call both opens and closes it
+            self.calls.push(model_call(h));
+            self.results.push(model_call(h));
+        }
+        if self.stack.is_empty() {
+            self.top = Some(f);
+        }
+        Ok(())
+    }
+
+    /// A string, quotes included: a key, or the value of the key before.
+    fn string(&mut self, raw: &[u8], escaped: bool) -> std::result::Result<(), Facts> {
+        let depth = self.stack.len();
+        let Some(f) = self.stack.last_mut() else {
+            return Err(Facts::Ignore); // a bare string
+        };
+        if f.object && f.expect_key {
+            let key = match unescaped(raw, escaped) {
+                Some(k) => k,
+                None => return Err(Facts::Ignore),
+            };
+            f.key = match key.as_slice() {
+                b"sessionId" if depth == 1 => Key::SessionId,
+                b"uuid" if depth == 1 => Key::Uuid,
+                b"message" if depth == 1 => Key::Message,
+                b"type" => Key::Type,
+                b"id" => Key::Id,
+                b"tool_use_id" => Key::ToolUseId,
+                _ => Key::Other,
+            };
+            // a repeated key: which value wins is the parser's call
+            let repeated = match f.key {
+                Key::SessionId => f.session.is_some(),
+                Key::Uuid => f.uuid.is_some(),
+                Key::Type => f.type_is_str.is_some(),
+                Key::Id => f.id != Slot::Absent,
+                Key::ToolUseId => f.tool_use_id != Slot::Absent,
+                Key::Other | Key::Message => false,
+            };
+            if repeated {
+                return Err(Facts::Unsure);
+            }
+            return Ok(());
+        }
+        if !f.object {
+            return Ok(());
+        }
+        let Some(value) = unescaped(raw, escaped) else {
+            return Err(Facts::Ignore);
+        };
+        match f.key {
+            Key::SessionId => {
+                f.session = Some((!value.is_empty()).then_some(value));
+            }
+            Key::Type => {
+                f.type_is_str = Some(true);
+                f.kind = match value.as_slice() {
+                    b"tool_use" => 1,
+                    b"tool_result" => 2,
+                    v if is_aside(v) => 3,
+                    _ => 0,
                 };
-                if f.object && f.expect_key {
-                    let key = match unescaped(raw, escaped) {
-                        Some(k) => k,
-                        None => return Facts::Ignore,
-                    };
-                    f.key = match key.as_slice() {
-                        b"sessionId" if depth == 1 => Key::SessionId,
-                        b"uuid" if depth == 1 => Key::Uuid,
-                        b"message" if depth == 1 => Key::Message,
-                        b"type" => Key::Type,
-                        b"id" => Key::Id,
-                        b"tool_use_id" => Key::ToolUseId,
-                        _ => Key::Other,
-                    };
-                    // a repeated key: which value wins is the parser's call
-                    let repeated = match f.key {
-                        Key::SessionId => f.session.is_some(),
-                        Key::Uuid => f.uuid.is_some(),
-                        Key::Type => f.type_is_str.is_some(),
-                        Key::Id => f.id != Slot::Absent,
-                        Key::ToolUseId => f.tool_use_id != Slot::Absent,
-                        Key::Other | Key::Message => false,
-                    };
-                    if repeated {
-                        return Facts::Unsure;
-                    }
-                    continue;
-                }
-                if !f.object {
-                    continue;
-                }
-                let Some(value) = unescaped(raw, escaped) else {
-                    return Facts::Ignore;
-                };
-                match f.key {
-                    Key::SessionId => {
-                        f.session = Some((!value.is_empty()).then_some(value));
-                    }
-                    Key::Type => {
-                        f.type_is_str = Some(true);
-                        f.kind = match value.as_slice() {
-                            b"tool_use" => 1,
-                            b"tool_result" => 2,
-                            v if is_aside(v) => 3,
-                            _ => 0,
-                        };
-                    }
-                    Key::Uuid => {
-                        f.uuid =
-                            Some((!value.is_empty()).then(|| (hash(&value), positional(&value))));
-                    }
-                    Key::Id => f.id = Slot::Str(hash(&value)),
-                    Key::ToolUseId => f.tool_use_id = Slot::Str(hash(&value)),
-                    Key::Other | Key::Message => {}
+            }
+            Key::Uuid => {
+                f.uuid = Some((!value.is_empty()).then(|| (hash(&value), positional(&value))));
+            }
+            Key::Id => f.id = Slot::Str(hash(&value)),
+            Key::ToolUseId => f.tool_use_id = Slot::Str(hash(&value)),
+            Key::Other | Key::Message => {}
+        }
+        Ok(())
+    }
+
+    /// A number or a literal (`null`, `true`, `false`).
+    fn scalar(&mut self, text: &[u8]) -> std::result::Result<(), Facts> {
+        let Some(f) = self.stack.last_mut() else {
+            return Err(Facts::Ignore);
+        };
+        if !f.object {
+            return Ok(());
+        }
+        let null = text == b"null";
+        match f.key {
+            Key::SessionId => match scalar_truthy(text) {
+                Some(false) => f.session = Some(None),
+                Some(true) => return Err(Facts::Unsure), // py_str of a number or true
+                None => return Err(Facts::Ignore),
+            },
+            Key::Uuid => match scalar_truthy(text) {
+                Some(false) => f.uuid = Some(None),
+                Some(true) => return Err(Facts::Unsure), // py_str of a number or true
+                None => return Err(Facts::Ignore),
+            },
+            Key::Type => f.type_is_str = Some(false),
+            Key::Id => f.id = if null { Slot::Null } else { Slot::Other },
+            Key::ToolUseId => f.tool_use_id = if null { Slot::Null } else { Slot::Other },
+            Key::Other | Key::Message => {}
+        }
+        Ok(())
+    }
+
+    /// The line read to its end: an event if it was one object with a `type` string.
+    fn facts(self) -> Facts {
+        match self.top {
+            Some(event)
+                if self.stack.is_empty() && event.object && event.type_is_str == Some(true) =>
+            {
+                Facts::Event {
+                    session: event.session.flatten(),
+                    aside: event.kind == 3,
+                    calls: self.calls,
+                    results: self.results,
+                    uuid: event.uuid.flatten(),
                 }
             }
-            b':' => {
-                match stack.last_mut() {
-                    Some(f) if f.object => f.expect_key = false,
-                    _ => return Facts::Ignore,
-                }
-                i += 1;
-            }
-            b',' => {
-                if let Some(f) = stack.last_mut() {
-                    if f.object {
-                        f.expect_key = true;
-                        f.key = Key::Other;
-                    }
-                }
-                i += 1;
-            }
-            _ => {
-                // a number or literal, up to the next delimiter
-                let end = line[i..]
-                    .iter()
-                    .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\r'))
-                    .map_or(n, |p| i + p);
-                let text = &line[i..end];
-                i = end;
-                let Some(f) = stack.last_mut() else {
-                    return Facts::Ignore;
-                };
-                if !f.object {
-                    continue;
-                }
-                let null = text == b"null";
-                match f.key {
-                    Key::SessionId => match scalar_truthy(text) {
-                        Some(false) => f.session = Some(None),
-                        Some(true) => return Facts::Unsure, // py_str of a number or true
-                        None => return Facts::Ignore,
-                    },
-                    Key::Uuid => match scalar_truthy(text) {
-                        Some(false) => f.uuid = Some(None),
-                        Some(true) => return Facts::Unsure, // py_str of a number or true
-                        None => return Facts::Ignore,
-                    },
-                    Key::Type => f.type_is_str = Some(false),
-                    Key::Id => f.id = if null { Slot::Null } else { Slot::Other },
-                    Key::ToolUseId => f.tool_use_id = if null { Slot::Null } else { Slot::Other },
-                    Key::Other | Key::Message => {}
-                }
-            }
+            _ => Facts::Ignore,
         }
     }
-    match top {
-        Some(event) if stack.is_empty() && event.object && event.type_is_str == Some(true) => {
-            Facts::Event {
-                session: event.session.flatten(),
-                aside: event.kind == 3,
-                calls,
-                results,
-                uuid: event.uuid.flatten(),
+}
+
+/// The closing quote of the string opening at `i` (the next unescaped one)
+/// and whether the string has escapes; `None` when it is not terminated.
+fn string_end(line: &[u8], i: usize) -> Option<(usize, bool)> {
+    let n = line.len();
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        match memchr::memchr2(b'"', b'\\', &line[j..]) {
+            None => return None, // unterminated: not JSON
+            Some(p) if line[j + p] == b'\\' => {
+                escaped = true;
+                j += p + 2;
+                if j > n {
+                    return None;
+                }
             }
+            Some(p) => return Some((j + p, escaped)),
         }
-        _ => Facts::Ignore,
     }
 }
 
@@ -467,7 +511,7 @@ impl Plan {
         };
         // Only the first `size` bytes: what is appended later (a session
         // being written) is not read by the second pass either.
-        let mut file = super::open_input(path)?.0.take(size);
+        let mut file = open_input(path)?.0.take(size);
         // a few points a window: windows stay within a few percent of `window`
         let cell = (window as u64 / 64).max(1);
         let mut builder = Builder::new(stem, size, cell).map_err(spill)?;

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::opencode::kind;
-use super::Problem;
+use super::types::Problem;
 
 /// A message's `info`: `{"id", "sessionID", "role"}` (the first declared fields).
 pub fn info(id: &str, session_id: &str, role: &str) -> Map<String, Value> {

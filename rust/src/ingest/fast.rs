@@ -1,12 +1,32 @@
 //! The fast path of OpenCode session lines: the line parsed into a tree of
 //! borrowed text (no per-key `String`, no hashed maps, numbers as slices of
 //! the line), mapped by the rules of `opencode::session`, and written
-//! straight into the row builders.
+//! straight into the row builders. `parse` and the tree also serve the
+//! chat (`fast_chat`) and Claude Code (`fast_claude`) fast paths.
 //!
-//! It only ever answers for lines it is sure of: anything unusual (bad JSON,
-//! a repeated key, a lone surrogate, deep nesting, a line the mapping
-//! rejects) gives `None`, and the caller reads the line with serde_json and
-//! `opencode::session` as before, so rows and error messages are theirs.
+//! When it applies (`lines::read_chunk`): every line of an `opencode` file
+//! that is valid UTF-8 goes to `opencode_line` first. It answers, and its
+//! rows are the line's, exactly when
+//! - the line is one JSON value `parse` is sure of: no key given twice in an
+//!   object, no lone surrogate escape, no control character in a string,
+//!   nesting under 100 deep;
+//! - it is an object whose `info` is an object with a string `id`, and whose
+//!   `messages` is an array;
+//! - every message is an object whose `info` is an object with a string `id`,
+//!   `role` one of `user`, `assistant`, `system`, and `parentID` absent, null
+//!   or a string; its `parts` absent or an array;
+//! - every part is an object with a string `id` and `type`, `text` and `tool`
+//!   absent, null or strings, `auto` absent, null or a bool; a tool part's
+//!   `state` absent, null, or an object with `status` one of `pending`,
+//!   `running`, `completed`, `error`, `output` and `error` absent, null or
+//!   strings, `input` absent, null or an object, and `time` absent, null or
+//!   an object whose `compacted` is absent, null or an integer.
+//!
+//! Otherwise it returns `None` with nothing appended, and the line is read
+//! by serde_json (`lines::parse`, `opencode::session`): its rows, or its
+//! error, are that path's. No other format takes this path (`opencode-messages`
+//! lines neither). `differential.rs` checks that both give the same rows on
+//! every line this path answers for.
 
 use std::borrow::Cow;
 

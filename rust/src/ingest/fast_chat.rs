@@ -2,12 +2,30 @@
 //! the borrowed tree of `fast`, mapped by the rules of `chat::from_messages`
 //! and `opencode::session`, and written straight into the row builders.
 //!
-//! Only the common shapes are read here: string (or null) content, tool
-//! calls with a function name and arguments, tool results with string
-//! content that answer a pending call. Anything else (content parts, an
-//! orphaned result, an id that is not a string, any line the mapping
-//! rejects) gives `None`, and the caller reads the line with serde_json and
-//! `chat::line` as before, so rows and error messages are theirs.
+//! When it applies (`lines::read_chunk`): every line of an `openai-chat`
+//! file that is valid UTF-8 goes to `chat_line` first (SWE-agent,
+//! mini-swe-agent and tau-bench lines, read by `chat.rs` too, never do). It
+//! answers, and its rows are the line's, exactly when
+//! - the line is one JSON value `fast::parse` is sure of (see `fast.rs`);
+//! - it is an array of messages, or an object with `messages` an array, no
+//!   `system` key, and `id` and `session_id` absent, null or strings;
+//! - every message is an object with `role` one of `system`, `developer`,
+//!   `user`, `assistant`, `tool`, `id` absent, null or a string, and
+//!   `content` absent, null or a string (content parts: not here);
+//! - an assistant's `tool_calls` is absent, null or an array of objects
+//!   without a top-level `arguments`, each with `id` absent, null or a
+//!   string and `function` absent, null or an object whose `name` is absent,
+//!   null or a string and whose `arguments` is absent, null, an object, or
+//!   a string `fast::parse` reads as an object;
+//! - a `tool` message's `tool_call_id` (absent or null: `"None"`, as Python's
+//!   `str`) names a call of an earlier message still pending (the latest
+//!   call of that id), and its `content` is a string.
+//!
+//! Otherwise (an orphaned or second result, content parts, an id that is not
+//! a string, any line the mapping rejects) it returns `None` with nothing
+//! appended, and the line is read by serde_json and `chat::line`: its rows,
+//! or its error, are that path's. `differential.rs` checks that both give
+//! the same rows on every line this path answers for.
 
 use std::borrow::Cow;
 
@@ -75,8 +93,49 @@ pub fn chat_line(
     buf: &mut String,
 ) -> Option<(String, Vec<String>)> {
     buf.clear();
-    let (messages, sid, source) = match parse(text)? {
-        J::Arr(items) => (items, format!("{stem}:{number}"), None),
+    let (messages, sid, source) = session_of(parse(text)?, stem, number)?;
+    let session_json = write_span(buf, |b| {
+        b.push_str("{\"id\":");
+        write_str(b, &sid, false);
+        if let Some(source) = &source {
+            b.push_str(",\"source\":");
+            write_object(b, source);
+        }
+        b.push('}');
+    });
+    let mut read = Read {
+        out: Vec::with_capacity(messages.len()),
+        calls: Vec::new(),
+        scratch: String::new(),
+    };
+    for (i, raw) in messages.into_iter().enumerate() {
+        let J::Obj(msg) = raw else {
+            return None;
+        };
+        match role_of(&msg)? {
+            "tool" => read.result(msg)?,
+            role => read.message(msg, role, i, &sid, buf)?,
+        }
+    }
+    // Everything checked: the tool parts' JSON (their results are in), then the rows.
+    let mut out = read.out;
+    for p in out.iter_mut().flat_map(|m| &mut m.parts).filter(|p| p.tool) {
+        p.json = write_span(buf, |b| write_tool_json(b, p));
+    }
+    emit(rows, &sid, &buf[session_json], &out, buf);
+    let ids = out.into_iter().map(|m| m.id).collect();
+    Some((sid, ids))
+}
+
+/// The line's messages, its session id (`<stem>:<number>` without one) and
+/// its other keys (`None` when it has none); `None` for the serde_json path.
+fn session_of<'a>(
+    line: J<'a>,
+    stem: &str,
+    number: usize,
+) -> Option<(Vec<J<'a>>, String, Option<Obj<'a>>)> {
+    match line {
+        J::Arr(items) => Some((items, format!("{stem}:{number}"), None)),
         J::Obj(mut obj) => {
             // a truthy "id" names the session, else "session_id" (kept when "id" does)
             let own_id = truthy_str(&obj, "id").ok()?;
@@ -96,60 +155,71 @@ pub fn chat_line(
             if !by_id {
                 remove(&mut obj, "session_id");
             }
-            (items, sid, (!obj.is_empty()).then_some(obj))
+            Some((items, sid, (!obj.is_empty()).then_some(obj)))
         }
-        _ => return None,
-    };
-    let session_json = write_span(buf, |b| {
-        b.push_str("{\"id\":");
-        write_str(b, &sid, false);
-        if let Some(source) = &source {
-            b.push_str(",\"source\":");
-            write_object(b, source);
+        _ => None,
+    }
+}
+
+/// A message's role, or `None` for one this path does not take.
+fn role_of(msg: &Obj<'_>) -> Option<&'static str> {
+    match get(msg, "role") {
+        Some(J::Str(role)) => match &**role {
+            "system" => Some("system"),
+            "developer" => Some("developer"),
+            "user" => Some("user"),
+            "assistant" => Some("assistant"),
+            "tool" => Some("tool"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A line's messages as they are read.
+struct Read<'a> {
+    out: Vec<Message<'a>>,
+    /// call id (`None` for null, as Python's str) -> (message, part), latest last
+    calls: Vec<(Cow<'a, str>, usize, usize)>,
+    /// A call's arguments written again, to compare with their text.
+    scratch: String,
+}
+
+impl<'a> Read<'a> {
+    /// A tool message: its result completes the latest call of its id.
+    fn result(&mut self, mut msg: Obj<'a>) -> Option<()> {
+        let key = match get(&msg, "tool_call_id") {
+            None | Some(J::Null) => "None",
+            Some(J::Str(s)) => s,
+            Some(_) => return None,
+        };
+        // The latest call of that id, if it still waits for its result;
+        // an orphaned (or second) result is left to the serde_json path.
+        let &(_, m, p) = self.calls.iter().rev().find(|(k, _, _)| k == key)?;
+        if self.out[m].parts[p].output.is_some() {
+            return None;
         }
-        b.push('}');
-    });
-    let mut out: Vec<Message<'_>> = Vec::with_capacity(messages.len());
-    // call id (`None` for null, as Python's str) -> (message, part), latest last
-    let mut calls: Vec<(Cow<'_, str>, usize, usize)> = Vec::new();
-    let mut scratch = String::new();
-    for (i, raw) in messages.into_iter().enumerate() {
-        let J::Obj(mut msg) = raw else {
+        remove(&mut msg, "role");
+        remove(&mut msg, "tool_call_id");
+        let Some(J::Str(output)) = remove(&mut msg, "content") else {
             return None;
         };
-        let role = match get(&msg, "role") {
-            Some(J::Str(role)) => match &**role {
-                "system" => "system",
-                "developer" => "developer",
-                "user" => "user",
-                "assistant" => "assistant",
-                "tool" => "tool",
-                _ => return None,
-            },
-            _ => return None,
-        };
-        if role == "tool" {
-            let key = match get(&msg, "tool_call_id") {
-                None | Some(J::Null) => "None",
-                Some(J::Str(s)) => s,
-                Some(_) => return None,
-            };
-            // The latest call of that id, if it still waits for its result;
-            // an orphaned (or second) result is left to the serde_json path.
-            let &(_, m, p) = calls.iter().rev().find(|(k, _, _)| k == key)?;
-            if out[m].parts[p].output.is_some() {
-                return None;
-            }
-            remove(&mut msg, "role");
-            remove(&mut msg, "tool_call_id");
-            let Some(J::Str(output)) = remove(&mut msg, "content") else {
-                return None;
-            };
-            let part = &mut out[m].parts[p];
-            part.output = Some(output);
-            part.result_source = (!msg.is_empty()).then_some(msg);
-            continue;
-        }
+        let part = &mut self.out[m].parts[p];
+        part.output = Some(output);
+        part.result_source = (!msg.is_empty()).then_some(msg);
+        Some(())
+    }
+
+    /// Any other message, the `i`th of the line: its text part, and an
+    /// assistant's tool calls (pending until their results are read).
+    fn message(
+        &mut self,
+        mut msg: Obj<'a>,
+        role: &'static str,
+        i: usize,
+        sid: &str,
+        buf: &mut String,
+    ) -> Option<()> {
         let mid = match truthy_str(&msg, "id").ok()? {
             Some(id) => id.to_owned(),
             None => format!("{sid}-m{i:06}"),
@@ -186,78 +256,20 @@ pub fn chat_line(
                 Some(_) => return None,
             };
             for (j, call) in tool_calls.into_iter().enumerate() {
-                let J::Obj(mut c) = call else {
+                let J::Obj(call) = call else {
                     return None;
                 };
-                // the kept raw arguments would replace it in place
-                if get(&c, "arguments").is_some() {
-                    return None;
-                }
-                let mut function = match remove(&mut c, "function") {
-                    None | Some(J::Null) => Vec::new(),
-                    Some(J::Obj(f)) => f,
-                    Some(_) => return None,
-                };
-                let name = match remove(&mut function, "name") {
-                    None | Some(J::Null) => None,
-                    Some(J::Str(s)) => Some(s),
-                    Some(_) => return None,
-                };
-                let call_id = match remove(&mut c, "id") {
-                    None | Some(J::Null) => None,
-                    Some(J::Str(s)) => Some(s),
-                    Some(_) => return None,
-                };
-                let (input, keep) = match remove(&mut function, "arguments") {
-                    Some(J::Str(raw)) => {
-                        let (input, exact) = match parse(&raw)? {
-                            J::Obj(parsed) => {
-                                let input = write_span(buf, |b| write_object(b, &parsed));
-                                scratch.clear();
-                                write_entries(&mut scratch, &parsed, DEFAULT);
-                                (input, scratch == *raw)
-                            }
-                            // not an object: the serde_json path keeps it with why (metadata)
-                            _ => return None,
-                        };
-                        (input, (!exact).then_some(J::Str(raw)))
-                    }
-                    Some(J::Obj(raw)) => {
-                        let input = write_span(buf, |b| write_object(b, &raw));
-                        (input, Some(J::Obj(raw)))
-                    }
-                    None => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
-                    Some(J::Null) => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
-                    Some(_) => return None,
-                };
-                match remove(&mut c, "type") {
-                    None => {}
-                    Some(J::Str(t)) if t == "function" => {}
-                    Some(t) => c.push((Cow::Borrowed("type"), t)),
-                }
-                if let Some(keep) = keep {
-                    c.push((Cow::Borrowed("arguments"), keep));
-                }
-                let key = call_id.clone().unwrap_or(Cow::Borrowed("None"));
-                calls.push((key, out.len(), parts.len()));
-                parts.push(Part {
-                    id: format!("{mid}-t{j:02}"),
-                    tool: true,
-                    output: None,
-                    name,
-                    call_id,
-                    input,
-                    source: (!c.is_empty()).then_some(c),
-                    result_source: None,
-                    json: 0..0,
-                });
+                let part = tool_call(call, format!("{mid}-t{j:02}"), buf, &mut self.scratch)?;
+                let key = part.call_id.clone().unwrap_or(Cow::Borrowed("None"));
+                self.calls.push((key, self.out.len(), parts.len()));
+                parts.push(part);
             }
         }
         let json = write_span(buf, |b| {
             b.push_str("{\"id\":");
             write_str(b, &mid, false);
             b.push_str(",\"sessionID\":");
-            write_str(b, &sid, false);
+            write_str(b, sid, false);
             b.push_str(",\"role\":\"");
             b.push_str(canonical);
             b.push('"');
@@ -267,43 +279,125 @@ pub fn chat_line(
             }
             b.push('}');
         });
-        out.push(Message {
+        self.out.push(Message {
             id: mid,
             role: canonical,
             json,
             parts,
         });
+        Some(())
     }
-    // Everything checked: the tool parts' JSON (their results are in), then the rows.
-    for m in &mut out {
-        for p in m.parts.iter_mut().filter(|p| p.tool) {
-            p.json = write_span(buf, |b| {
-                b.push_str("{\"callID\":");
-                match &p.call_id {
-                    Some(id) => write_str(b, id, false),
-                    None => b.push_str("null"),
+}
+
+/// A tool call of an assistant message: its pending tool part `id`.
+fn tool_call<'a>(
+    mut c: Obj<'a>,
+    id: String,
+    buf: &mut String,
+    scratch: &mut String,
+) -> Option<Part<'a>> {
+    // the kept raw arguments would replace it in place
+    if get(&c, "arguments").is_some() {
+        return None;
+    }
+    let mut function = match remove(&mut c, "function") {
+        None | Some(J::Null) => Vec::new(),
+        Some(J::Obj(f)) => f,
+        Some(_) => return None,
+    };
+    let name = match remove(&mut function, "name") {
+        None | Some(J::Null) => None,
+        Some(J::Str(s)) => Some(s),
+        Some(_) => return None,
+    };
+    let call_id = match remove(&mut c, "id") {
+        None | Some(J::Null) => None,
+        Some(J::Str(s)) => Some(s),
+        Some(_) => return None,
+    };
+    let (input, keep) = arguments(remove(&mut function, "arguments"), buf, scratch)?;
+    match remove(&mut c, "type") {
+        None => {}
+        Some(J::Str(t)) if t == "function" => {}
+        Some(t) => c.push((Cow::Borrowed("type"), t)),
+    }
+    if let Some(keep) = keep {
+        c.push((Cow::Borrowed("arguments"), keep));
+    }
+    Some(Part {
+        id,
+        tool: true,
+        output: None,
+        name,
+        call_id,
+        input,
+        source: (!c.is_empty()).then_some(c),
+        result_source: None,
+        json: 0..0,
+    })
+}
+
+/// A call's `arguments`: its input (an object's JSON in `buf`) and what
+/// the part keeps of them (`None`: their text is the input's, exactly).
+fn arguments<'a>(
+    arguments: Option<J<'a>>,
+    buf: &mut String,
+    scratch: &mut String,
+) -> Option<(Span, Option<J<'a>>)> {
+    Some(match arguments {
+        Some(J::Str(raw)) => {
+            let (input, exact) = match parse(&raw)? {
+                J::Obj(parsed) => {
+                    let input = write_span(buf, |b| write_object(b, &parsed));
+                    scratch.clear();
+                    write_entries(scratch, &parsed, DEFAULT);
+                    (input, *scratch == *raw)
                 }
-                if p.name.is_none() {
-                    b.push_str(",\"tool\":null");
-                }
-                b.push_str(",\"state\":{}");
-                if let Some(source) = &p.source {
-                    b.push_str(",\"source\":");
-                    write_object(b, source);
-                }
-                if let Some(result) = &p.result_source {
-                    b.push_str(",\"result_source\":");
-                    write_object(b, result);
-                }
-                b.push('}');
-            });
+                // not an object: the serde_json path keeps it with why (metadata)
+                _ => return None,
+            };
+            (input, (!exact).then_some(J::Str(raw)))
         }
+        Some(J::Obj(raw)) => {
+            let input = write_span(buf, |b| write_object(b, &raw));
+            (input, Some(J::Obj(raw)))
+        }
+        None => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
+        Some(J::Null) => (write_span(buf, |b| b.push_str("{}")), Some(J::Null)),
+        Some(_) => return None,
+    })
+}
+
+/// A tool part's `*_json`: its call id, a null tool, what its call and result kept.
+fn write_tool_json(b: &mut String, p: &Part<'_>) {
+    b.push_str("{\"callID\":");
+    match &p.call_id {
+        Some(id) => write_str(b, id, false),
+        None => b.push_str("null"),
     }
-    let mut json = Some(&buf[session_json]);
+    if p.name.is_none() {
+        b.push_str(",\"tool\":null");
+    }
+    b.push_str(",\"state\":{}");
+    if let Some(source) = &p.source {
+        b.push_str(",\"source\":");
+        write_object(b, source);
+    }
+    if let Some(result) = &p.result_source {
+        b.push_str(",\"result_source\":");
+        write_object(b, result);
+    }
+    b.push('}');
+}
+
+/// The session's rows: one per part (a message without parts, a session
+/// without messages: one row), the session's JSON on its first.
+fn emit(rows: &mut Rows, sid: &str, session_json: &str, out: &[Message<'_>], buf: &str) {
+    let mut json = Some(session_json);
     if out.is_empty() {
-        rows.push_ref(&sid, json, None, None);
+        rows.push_ref(sid, json, None, None);
     }
-    for m in &out {
+    for m in out {
         let head = MessageRef {
             id: &m.id,
             role: m.role,
@@ -315,7 +409,7 @@ pub fn chat_line(
         };
         let mut head = (head, true);
         if m.parts.is_empty() {
-            rows.push_ref(&sid, json.take(), Some(&head), None);
+            rows.push_ref(sid, json.take(), Some(&head), None);
             continue;
         }
         for p in &m.parts {
@@ -348,12 +442,10 @@ pub fn chat_line(
                     json: "{}",
                 }
             };
-            rows.push_ref(&sid, json.take(), Some(&head), Some(&part));
+            rows.push_ref(sid, json.take(), Some(&head), Some(&part));
             head.1 = false;
         }
     }
-    let ids = out.into_iter().map(|m| m.id).collect();
-    Some((sid, ids))
 }
 
 #[cfg(test)]

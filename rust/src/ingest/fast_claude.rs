@@ -1,20 +1,44 @@
 //! The fast path of Claude Code files: every line parsed into the borrowed
-//! tree of `fast`, grouped and mapped by the rules of `claude_code::read_file`,
+//! tree of `fast`, grouped and mapped by the rules of `claude_code::read_slow`,
 //! `anthropic::Events` and `opencode::message`, and written straight into the
 //! row builders.
 //!
 //! A file's events interact (grouping, results completing earlier calls,
-//! positional ids), so the decision is per file: `None` (nothing built) when
-//! any line is of a shape this mapping is not sure of (bad JSON, an error the
-//! slow path would report, an unusual block or field), and the caller reads
-//! the whole file with serde_json as before, so rows and errors are theirs.
+//! positional ids), so the decision is per window of a file (the file
+//! whole, or a window `claude_plan` cut): `claude_code::read_file` asks
+//! `claude_code::read_fast` first. It answers, and its rows and lines are
+//! the window's, exactly when
+//! - every line of the window (blank ones aside) is valid UTF-8 and one JSON
+//!   value `fast::parse` is sure of (see `fast.rs`);
+//! - every event is an object with a string `type`, its `sessionId` and
+//!   `uuid` absent, null or strings, and the message id it gets (its `uuid`,
+//!   or the positional `<session>-e<n>`) not given before in its session;
+//! - an event's `message`, when an object, has `content` absent, null, a
+//!   string or an array of blocks, each an object whose `type` is `text`
+//!   (`text` absent or a string), `thinking` or `redacted_thinking`
+//!   (`thinking` absent or a string), `tool_use` (string `id` and `name`,
+//!   `input` absent, null or an object) or `tool_result` (string
+//!   `tool_use_id`, `is_error` absent, null or a bool, `content` absent,
+//!   null, a string or an array of objects whose `text` is absent or a
+//!   string); an assistant's `parentUuid`, `stop_reason` and `model` are
+//!   absent, null or strings, its `usage` absent, null, or an object whose
+//!   counts are absent, null, bools or integers of up to 18 digits;
+//! - an event without a `message` object has `summary` and `content` absent,
+//!   null or strings;
+//! - no call gets a second result.
+//!
+//! Otherwise `read_file` here returns `None` with nothing built and the
+//! file's `Carry` unchanged, and `read_slow` (serde_json) reads the window:
+//! its rows, and its errors, are that path's. `differential.rs` checks that
+//! both give the same rows and line outcomes on every window this path
+//! answers for, the sample files of `../shared/data` cut into one to three
+//! windows among them.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use super::anthropic::Known;
-use super::claude_code::{is_aside, At, Carried, Carry, FileOut, Kept};
+use super::claude_file::{is_aside, At, Carried, Carry, FileOut, Kept, Known};
 use super::fast::{get, write_entries, write_json, Obj, J};
 use super::opencode::session_json;
 use super::pyjson::write_str;
@@ -298,7 +322,20 @@ struct Session<'m> {
     models: HashMap<&'m str, usize>,
 }
 
-impl Session<'_> {
+impl<'m> Session<'m> {
+    /// A session read `base` messages into (their ids `known`).
+    fn new(id: &'m str, base: usize, known: Option<&'m Known>) -> Self {
+        Session {
+            id,
+            base,
+            known,
+            messages: base,
+            ids: HashSet::new(),
+            calls: HashMap::new(),
+            models: HashMap::new(),
+        }
+    }
+
     fn has(&self, id: &str) -> bool {
         self.ids.contains(id) || self.known.is_some_and(|k| k.contains(id))
     }
@@ -374,27 +411,71 @@ pub fn read_file<'t>(
     trees: &'t [J<'t>],
     carry: &'t Carry,
 ) -> Option<(FileOut, Update)> {
-    let mut sessions: Vec<Session<'_>> = carry
-        .sessions
-        .iter()
-        .map(|c| Session {
-            id: &c.id,
-            base: c.messages,
-            known: Some(&c.ids),
-            messages: c.messages,
-            ids: HashSet::new(),
-            calls: HashMap::new(),
-            models: HashMap::new(),
-        })
-        .collect();
-    let mut by_id: HashMap<&str, usize> = (sessions.iter().enumerate())
+    let carried = carry.sessions.iter();
+    let mut window = Window {
+        sessions: carried
+            .map(|c| Session::new(&c.id, c.messages, Some(&c.ids)))
+            .collect(),
+        by_id: HashMap::new(),
+        messages: Vec::with_capacity(trees.len()),
+        placed: Vec::with_capacity(trees.len()),
+        ops: Vec::new(),
+    };
+    window.by_id = (window.sessions.iter().enumerate())
         .map(|(i, s)| (s.id, i))
         .collect();
-    let mut messages: Vec<Message<'_>> = Vec::with_capacity(trees.len());
     let mut current: &str = &carry.current;
-    // Aside lines (titles, file snapshots) without a session id before the
-    // file's first other event (the first `held` lines) join its session, `target`.
-    let (mut held, mut target, mut started) = (0, current, carry.started);
+    let (held, target, started) = held_asides(trees, current, carry.started)?;
+    for (k, tree) in trees.iter().enumerate() {
+        let J::Obj(event) = tree else { return None };
+        let Some(J::Str(_)) = get(event, "type") else {
+            return None;
+        };
+        let given = truthy_str(event, "sessionId")?;
+        let sid = if k < held {
+            target
+        } else {
+            given.unwrap_or(current)
+        };
+        let index = window.session(sid);
+        current = sid;
+        window.event(event, index)?;
+    }
+    // Everything checked: the rows, session by session.
+    let (rows, kept) = window.rows();
+    let lines = lines
+        .iter()
+        .zip(window.placed)
+        .map(|((line, raw), (at, opens))| {
+            let mut kept = kept[at].clone().expect("every message is placed");
+            kept.first &= opens;
+            At {
+                line: *line,
+                raw: raw.clone(),
+                outcome: Ok(kept),
+            }
+        })
+        .collect();
+    let update = Update {
+        started,
+        current: current.to_owned(),
+        sessions: (window.sessions.into_iter())
+            .map(|s| (s.id.to_owned(), s.messages, s.ids))
+            .collect(),
+    };
+    Some((FileOut { rows, lines }, update))
+}
+
+/// Aside lines (titles, file snapshots) without a session id before the
+/// file's first other event join that event's session: how many lines lead
+/// the window so (`held`), the session they join, and whether an event other
+/// than an aside has been read (`Carry::started`).
+fn held_asides<'t>(
+    trees: &'t [J<'t>],
+    current: &'t str,
+    started: bool,
+) -> Option<(usize, &'t str, bool)> {
+    let (mut held, mut target, mut started) = (0, current, started);
     for tree in trees {
         if started {
             break;
@@ -411,64 +492,67 @@ pub fn read_file<'t>(
             }
         }
     }
-    let mut ops = Vec::new();
-    // per line: its message, and whether the line made it
-    let mut placed: Vec<(usize, bool)> = Vec::with_capacity(trees.len());
-    for (k, tree) in trees.iter().enumerate() {
-        let J::Obj(event) = tree else { return None };
-        let Some(J::Str(_)) = get(event, "type") else {
-            return None;
-        };
-        let given = truthy_str(event, "sessionId")?;
-        let sid = if k < held {
-            target
-        } else {
-            given.unwrap_or(current)
-        };
-        let index = match by_id.get(sid) {
+    Some((held, target, started))
+}
+
+/// The API message id of an assistant event and its content (`anthropic::call_id`).
+fn model_call<'m, 'a>(event: &'m Obj<'a>) -> Option<(&'m str, Option<&'m J<'a>>)> {
+    match get(event, "message") {
+        Some(J::Obj(body)) if matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant") => {
+            match get(body, "id") {
+                Some(J::Str(id)) if !id.is_empty() => Some((&**id, get(body, "content"))),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The sessions and messages of a window as its lines are read.
+struct Window<'m> {
+    sessions: Vec<Session<'m>>,
+    by_id: HashMap<&'m str, usize>,
+    messages: Vec<Message<'m>>,
+    /// per line: its message, and whether the line made it
+    placed: Vec<(usize, bool)>,
+    ops: Vec<Op<'m>>,
+}
+
+impl<'m> Window<'m> {
+    /// The index of session `sid`, made if new.
+    fn session(&mut self, sid: &'m str) -> usize {
+        match self.by_id.get(sid) {
             Some(&i) => i,
             None => {
-                sessions.push(Session {
-                    id: sid,
-                    base: 0,
-                    known: None,
-                    messages: 0,
-                    ids: HashSet::new(),
-                    calls: HashMap::new(),
-                    models: HashMap::new(),
-                });
-                by_id.insert(sid, sessions.len() - 1);
-                sessions.len() - 1
+                self.sessions.push(Session::new(sid, 0, None));
+                self.by_id.insert(sid, self.sessions.len() - 1);
+                self.sessions.len() - 1
             }
-        };
-        current = sid;
-        let session = &mut sessions[index];
-        ops.clear();
-        let call = match get(event, "message") {
-            Some(J::Obj(body)) if matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant") => {
-                match get(body, "id") {
-                    Some(J::Str(id)) if !id.is_empty() => Some((&**id, get(body, "content"))),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
+        }
+    }
+
+    /// One event of session `index`: a later line of a model call adds its
+    /// blocks to the call's message, any other makes a message.
+    fn event(&mut self, event: &'m Obj<'m>, index: usize) -> Option<()> {
+        self.ops.clear();
+        let call = model_call(event);
+        let session = &mut self.sessions[index];
         if let Some(&at) = call.and_then(|(id, _)| session.models.get(id)) {
-            // a later line of a model call: its blocks join the call's message
-            let message = &mut messages[at];
+            let message = &mut self.messages[at];
             match call.and_then(|(_, content)| content) {
                 None | Some(J::Null) => {}
                 Some(J::Str(text)) => {
                     let pid = format!("{}-p{:02}", message.id, message.parts.len());
                     message.parts.push(text_row(pid, Cow::Borrowed(&**text)));
                 }
-                Some(J::Arr(items)) => blocks(&message.id, items, &mut message.parts, &mut ops)?,
+                Some(J::Arr(items)) => {
+                    blocks(&message.id, items, &mut message.parts, &mut self.ops)?
+                }
                 _ => return None,
             }
             session.messages += 1;
-            placed.push((at, false));
-            apply(session, &mut messages, at, &mut ops)?;
-            continue;
+            self.placed.push((at, false));
+            return apply(session, &mut self.messages, at, &mut self.ops);
         }
         let mut mid = format!("{}-e{:06}", session.id, session.messages);
         if let Some(uuid) = truthy_str(event, "uuid")? {
@@ -479,176 +563,180 @@ pub fn read_file<'t>(
         if session.has(&mid) {
             return None;
         }
-        let mut json = String::with_capacity(256);
-        json.push_str("{\"id\":");
-        write_str(&mut json, &mid, false);
-        json.push_str(",\"sessionID\":");
-        write_str(&mut json, session.id, false);
-        let mut parts = Vec::new();
-        let message = match get(event, "message") {
-            Some(J::Obj(body)) => {
-                let assistant = matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant");
-                let mut parent_id = None;
-                let mut finished = false;
-                if assistant {
-                    json.push_str(",\"role\":\"assistant\",\"parentID\":");
-                    parent_id = str_or_null(event, "parentUuid")?;
-                    write_opt_str(&mut json, parent_id);
-                    json.push_str(",\"finish\":");
-                    let finish = str_or_null(body, "stop_reason")?;
-                    finished = finish.is_some();
-                    write_opt_str(&mut json, finish);
-                    json.push_str(",\"tokens\":");
-                    write_usage(&mut json, get(body, "usage"))?;
-                    json.push_str(",\"modelID\":");
-                    write_opt_str(&mut json, str_or_null(body, "model")?);
-                } else {
-                    json.push_str(",\"role\":\"user\"");
-                }
-                let content = get(body, "content");
-                match content {
-                    None | Some(J::Null) => {}
-                    Some(J::Str(text)) => {
-                        parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(&**text)))
-                    }
-                    Some(J::Arr(items)) => blocks(&mid, items, &mut parts, &mut ops)?,
-                    _ => return None,
-                }
-                json.push_str(",\"source\":{\"event\":");
-                write_without(&mut json, event, &["message"]);
-                json.push_str(",\"message\":");
-                write_without(&mut json, body, &["content"]);
-                json.push_str(",\"content_is_text\":");
-                json.push_str(if matches!(content, Some(J::Str(_))) {
-                    "true"
-                } else {
-                    "false"
-                });
-                json.push_str(",\"has_content\":");
-                json.push_str(if content.is_some() { "true" } else { "false" });
-                json.push_str("}}");
-                Message {
-                    session: index,
-                    id: String::new(),
-                    role: if assistant { "assistant" } else { "user" },
-                    parent_id,
-                    finished,
-                    json,
-                    parts,
-                }
-            }
-            _ if matches!(get(event, "type"), Some(J::Str(t)) if t == "summary") => {
-                // a conversation's title, never model input: the event whole, no part
-                json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
-                write_without(&mut json, event, &[]);
-                json.push_str(",\"text_key\":null}}");
-                Message::system(index, json, parts)
-            }
-            _ => {
-                // system and other events without a message body
-                let summary = truthy_str(event, "summary")?;
-                let text = summary.or(truthy_str(event, "content")?);
-                json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
-                write_without(&mut json, event, &["summary"]);
-                json.push_str(",\"text_key\":");
-                json.push_str(if get(event, "summary").is_some() {
-                    "\"summary\""
-                } else {
-                    "null"
-                });
-                json.push_str("}}");
-                if let Some(text) = text {
-                    let mut part = text_row(format!("{mid}-p00"), Cow::Borrowed(text));
-                    if matches!(get(event, "type"), Some(J::Str(t)) if t == "system") {
-                        // shown to the user (hooks, local commands, retries), never sent
-                        part.json = "{\"ignored\":true}".to_owned();
-                    }
-                    parts.push(part);
-                }
-                Message::system(index, json, parts)
-            }
-        };
-        let at = messages.len();
-        messages.push(Message { id: mid, ..message });
-        let session = &mut sessions[index];
+        let message = event_message(event, &mid, session.id, index, &mut self.ops)?;
+        let at = self.messages.len();
+        self.messages.push(Message { id: mid, ..message });
         session.messages += 1;
-        session.ids.insert(messages[at].id.clone());
+        session.ids.insert(self.messages[at].id.clone());
         if let Some((id, _)) = call {
             session.models.insert(id, at);
         }
-        placed.push((at, true));
-        apply(session, &mut messages, at, &mut ops)?;
+        self.placed.push((at, true));
+        apply(session, &mut self.messages, at, &mut self.ops)
     }
-    // Everything checked: the rows, session by session.
-    let mut order: Vec<Vec<usize>> = vec![Vec::new(); sessions.len()];
-    for (i, m) in messages.iter().enumerate() {
-        order[m.session].push(i);
-    }
-    let mut rows = Rows::default();
-    let mut kept: Vec<Option<Kept>> = (0..messages.len()).map(|_| None).collect();
-    for (s, session) in sessions.iter().enumerate() {
-        let json = session_json(session.id);
-        let mut session_json = (session.base == 0).then_some(json.as_str());
-        for (k, &i) in order[s].iter().enumerate() {
-            let m = &messages[i];
-            let start = rows.len();
-            let head = MessageRef {
-                id: &m.id,
-                role: m.role,
-                parent_id: m.parent_id,
-                summary: false,
-                finished: m.finished,
-                error: false,
-                json: &m.json,
-            };
-            let mut head = (head, true);
-            if m.parts.is_empty() {
-                rows.push_ref(session.id, session_json.take(), Some(&head), None);
-            }
-            for p in &m.parts {
-                let part = PartRef {
-                    id: &p.id,
-                    kind: p.kind,
-                    tool: p.tool,
-                    status: (!p.status.is_empty()).then_some(p.status),
-                    input: p.input.as_deref(),
-                    output: p.output.as_deref(),
-                    compacted_at: None,
-                    auto: None,
-                    json: &p.json,
-                };
-                rows.push_ref(session.id, session_json.take(), Some(&head), Some(&part));
-                head.1 = false;
-            }
-            kept[i] = Some(Kept {
-                session: session.id.to_owned(),
-                rows: start..rows.len(),
-                first: k == 0 && session.base == 0,
-            });
+
+    /// The rows, session by session, and what each message became.
+    fn rows(&self) -> (Rows, Vec<Option<Kept>>) {
+        let mut order: Vec<Vec<usize>> = vec![Vec::new(); self.sessions.len()];
+        for (i, m) in self.messages.iter().enumerate() {
+            order[m.session].push(i);
         }
-    }
-    let lines = lines
-        .iter()
-        .zip(placed)
-        .map(|((line, raw), (at, opens))| {
-            let mut kept = kept[at].clone().expect("every message is placed");
-            kept.first &= opens;
-            At {
-                line: *line,
-                raw: raw.clone(),
-                outcome: Ok(kept),
+        let mut rows = Rows::default();
+        let mut kept: Vec<Option<Kept>> = (0..self.messages.len()).map(|_| None).collect();
+        for (s, session) in self.sessions.iter().enumerate() {
+            let json = session_json(session.id);
+            let mut session_json = (session.base == 0).then_some(json.as_str());
+            for (k, &i) in order[s].iter().enumerate() {
+                let m = &self.messages[i];
+                let start = rows.len();
+                let head = MessageRef {
+                    id: &m.id,
+                    role: m.role,
+                    parent_id: m.parent_id,
+                    summary: false,
+                    finished: m.finished,
+                    error: false,
+                    json: &m.json,
+                };
+                let mut head = (head, true);
+                if m.parts.is_empty() {
+                    rows.push_ref(session.id, session_json.take(), Some(&head), None);
+                }
+                for p in &m.parts {
+                    let part = PartRef {
+                        id: &p.id,
+                        kind: p.kind,
+                        tool: p.tool,
+                        status: (!p.status.is_empty()).then_some(p.status),
+                        input: p.input.as_deref(),
+                        output: p.output.as_deref(),
+                        compacted_at: None,
+                        auto: None,
+                        json: &p.json,
+                    };
+                    rows.push_ref(session.id, session_json.take(), Some(&head), Some(&part));
+                    head.1 = false;
+                }
+                kept[i] = Some(Kept {
+                    session: session.id.to_owned(),
+                    rows: start..rows.len(),
+                    first: k == 0 && session.base == 0,
+                });
             }
-        })
-        .collect();
-    let update = Update {
-        started,
-        current: current.to_owned(),
-        sessions: sessions
-            .into_iter()
-            .map(|s| (s.id.to_owned(), s.messages, s.ids))
-            .collect(),
-    };
-    Some((FileOut { rows, lines }, update))
+        }
+        (rows, kept)
+    }
+}
+
+/// The message an event makes (`mid` of session `sid`, the `index`th of the
+/// window): an assistant's or user's message body, a title, or another
+/// event's text; its blocks' calls and results go to `ops`.
+fn event_message<'m>(
+    event: &'m Obj<'m>,
+    mid: &str,
+    sid: &str,
+    index: usize,
+    ops: &mut Vec<Op<'m>>,
+) -> Option<Message<'m>> {
+    let mut json = String::with_capacity(256);
+    json.push_str("{\"id\":");
+    write_str(&mut json, mid, false);
+    json.push_str(",\"sessionID\":");
+    write_str(&mut json, sid, false);
+    let mut parts = Vec::new();
+    Some(match get(event, "message") {
+        Some(J::Obj(body)) => body_message(event, body, mid, index, json, ops)?,
+        _ if matches!(get(event, "type"), Some(J::Str(t)) if t == "summary") => {
+            // a conversation's title, never model input: the event whole, no part
+            json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
+            write_without(&mut json, event, &[]);
+            json.push_str(",\"text_key\":null}}");
+            Message::system(index, json, parts)
+        }
+        _ => {
+            // system and other events without a message body
+            let summary = truthy_str(event, "summary")?;
+            let text = summary.or(truthy_str(event, "content")?);
+            json.push_str(",\"role\":\"system\",\"source\":{\"event\":");
+            write_without(&mut json, event, &["summary"]);
+            json.push_str(",\"text_key\":");
+            json.push_str(if get(event, "summary").is_some() {
+                "\"summary\""
+            } else {
+                "null"
+            });
+            json.push_str("}}");
+            if let Some(text) = text {
+                let mut part = text_row(format!("{mid}-p00"), Cow::Borrowed(text));
+                if matches!(get(event, "type"), Some(J::Str(t)) if t == "system") {
+                    // shown to the user (hooks, local commands, retries), never sent
+                    part.json = "{\"ignored\":true}".to_owned();
+                }
+                parts.push(part);
+            }
+            Message::system(index, json, parts)
+        }
+    })
+}
+
+/// The message of an event with a message `body` (an assistant's or a
+/// user's), its JSON begun in `json`.
+fn body_message<'m>(
+    event: &'m Obj<'m>,
+    body: &'m Obj<'m>,
+    mid: &str,
+    index: usize,
+    mut json: String,
+    ops: &mut Vec<Op<'m>>,
+) -> Option<Message<'m>> {
+    let mut parts = Vec::new();
+    let assistant = matches!(get(body, "role"), Some(J::Str(r)) if r == "assistant");
+    let mut parent_id = None;
+    let mut finished = false;
+    if assistant {
+        json.push_str(",\"role\":\"assistant\",\"parentID\":");
+        parent_id = str_or_null(event, "parentUuid")?;
+        write_opt_str(&mut json, parent_id);
+        json.push_str(",\"finish\":");
+        let finish = str_or_null(body, "stop_reason")?;
+        finished = finish.is_some();
+        write_opt_str(&mut json, finish);
+        json.push_str(",\"tokens\":");
+        write_usage(&mut json, get(body, "usage"))?;
+        json.push_str(",\"modelID\":");
+        write_opt_str(&mut json, str_or_null(body, "model")?);
+    } else {
+        json.push_str(",\"role\":\"user\"");
+    }
+    let content = get(body, "content");
+    match content {
+        None | Some(J::Null) => {}
+        Some(J::Str(text)) => parts.push(text_row(format!("{mid}-p00"), Cow::Borrowed(&**text))),
+        Some(J::Arr(items)) => blocks(mid, items, &mut parts, ops)?,
+        _ => return None,
+    }
+    json.push_str(",\"source\":{\"event\":");
+    write_without(&mut json, event, &["message"]);
+    json.push_str(",\"message\":");
+    write_without(&mut json, body, &["content"]);
+    json.push_str(",\"content_is_text\":");
+    json.push_str(if matches!(content, Some(J::Str(_))) {
+        "true"
+    } else {
+        "false"
+    });
+    json.push_str(",\"has_content\":");
+    json.push_str(if content.is_some() { "true" } else { "false" });
+    json.push_str("}}");
+    Some(Message {
+        session: index,
+        id: String::new(),
+        role: if assistant { "assistant" } else { "user" },
+        parent_id,
+        finished,
+        json,
+        parts,
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,17 @@
-//! The line pipeline: files cut into chunks of whole lines, each line
-//! parsed and mapped to rows by its format's mapper.
+//! The line pipeline: input files opened (`open_input`), cut into chunks
+//! of whole lines, each line parsed and mapped to rows by its format's
+//! mapper (`read_chunk`: the fast path first where one applies).
 
-use super::*;
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::opencode::SessionRows;
+use super::rows::Rows;
+use super::types::{Format, Problem, Source};
+use super::{anthropic, chat, fast, fast_chat, opencode, openhands, responses};
+use crate::error::{CoreError, Result};
+use crate::jsontext::json_error;
 
 pub(super) struct Chunk {
     pub(super) source: usize,
@@ -26,6 +36,21 @@ pub(super) struct Mapped {
 pub(super) struct ChunkOut {
     pub(super) rows: Rows,
     pub(super) lines: Vec<Line>,
+}
+
+/// The input file at `path` opened for reading, and its size; what cannot
+/// be opened (missing, not a regular file, no permission) is the `Os` error
+/// naming it. The path is looked at before it is opened: opening a named
+/// pipe would wait until something writes to it.
+pub(super) fn open_input(path: &str) -> Result<(std::fs::File, u64)> {
+    let io = |e: std::io::Error| CoreError::unreadable(&e, path);
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(CoreError::not_regular(&meta, path));
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    Ok((file, size))
 }
 
 /// Cut a source into chunks of whole lines, numbering lines from 1.

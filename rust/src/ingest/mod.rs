@@ -10,38 +10,31 @@
 mod anthropic;
 mod chat;
 mod claude_code;
+mod claude_file;
 mod claude_plan;
+#[cfg(test)]
+mod differential;
 mod export;
 mod fast;
 mod fast_chat;
 mod fast_claude;
+mod lines;
 mod observations;
 mod opencode;
 mod openhands;
 pub mod pyjson;
 mod responses;
 pub mod rows;
-mod spill;
-
-use std::collections::{HashMap, HashSet};
-use std::ops::Range;
-use std::sync::Arc;
-
-use arrow_array::{Array, LargeStringArray, RecordBatch};
-use arrow_buffer::NullBuffer;
-use rayon::prelude::*;
-use serde_json::Value;
-
-use crate::error::{CoreError, Location, Result};
-use opencode::SessionRows;
-use rows::Rows;
-mod lines;
 mod settle;
+mod spill;
 mod types;
 
-pub(crate) use crate::jsontext::json_error;
-use lines::*;
-use settle::*;
+use rayon::prelude::*;
+
+use crate::error::{CoreError, Result};
+use claude_file::Carry;
+use lines::{open_input, read_chunk, split, split_from, ChunkOut};
+use settle::{Carried, Settle};
 pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
 
 /// Read `files` (one format and optional id base each) and ingest them as
@@ -82,7 +75,7 @@ pub struct Stream {
     /// A Claude Code file read in windows: where it can be cut, and what
     /// its next window continues.
     plan: Option<claude_plan::Plan>,
-    claude: Option<claude_code::Carry>,
+    claude: Option<claude_file::Carry>,
     carried: Option<Carried>,
     failed: bool,
 }
@@ -140,7 +133,7 @@ impl Stream {
             if self.reader.is_none() {
                 let (opened, size) = open_input(&file.path)?;
                 if file.format == Format::ClaudeCode {
-                    let mut carry = claude_code::Carry::of(&file.path, file.id_base.as_deref());
+                    let mut carry = Carry::of(&file.path, file.id_base.as_deref());
                     self.plan = match size > self.window_bytes as u64 {
                         true => claude_plan::Plan::scan(
                             &file.path,
@@ -325,21 +318,6 @@ impl Stream {
     }
 }
 
-/// The input file at `path` opened for reading, and its size; what cannot
-/// be opened (missing, not a regular file, no permission) is the `Os` error
-/// naming it. The path is looked at before it is opened: opening a named
-/// pipe would wait until something writes to it.
-fn open_input(path: &str) -> Result<(std::fs::File, u64)> {
-    let io = |e: std::io::Error| CoreError::unreadable(&e, path);
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(CoreError::not_regular(&meta, path));
-    }
-    let file = std::fs::File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
-    Ok((file, size))
-}
-
 /// Parse `sources` in parallel on the current rayon pool.
 pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
     let target = options.chunk_bytes.max(1);
@@ -362,7 +340,7 @@ pub fn ingest(sources: &[Source<'_>], options: &Options) -> Result<Ingested> {
             whole
                 .par_iter()
                 .map(|&i| {
-                    let mut carry = claude_code::Carry::of(sources[i].name, sources[i].id_base);
+                    let mut carry = Carry::of(sources[i].name, sources[i].id_base);
                     claude_code::read_file(&sources[i], target, 1, &mut carry)
                 })
                 .collect::<Vec<_>>()

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::pyjson::{dumps, is_integer, COMPACT};
 use super::rows::{MessageRow, PartRow, Rows};
-use super::Problem;
+use super::types::Problem;
 
 /// One session's rows, checked and ready to append.
 pub struct SessionRows {

@@ -6,16 +6,16 @@
 //! events) pair by event: `cause`, else the oldest unanswered action of the
 //! observation's name; an answered one is a tool part after its `thought`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::export::{
     self, complete, info, object, str, str_or_null, text_part, tool_part, with_source,
 };
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{py_str, truthy};
-use super::Problem;
+use super::types::Problem;
 
 /// A line: a resolver record `{"history": [...], ...}` or a bare event list.
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
@@ -240,34 +240,19 @@ fn response_usage(
 }
 
 fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
-    let mut out: Vec<Value> = Vec::with_capacity(events.len());
-    // the tool part (message index) of each tool call id and of each action id
-    let mut by_call: HashMap<String, usize> = HashMap::new();
-    let mut by_action: HashMap<String, usize> = HashMap::new();
     let answers = answered_actions(&events);
-    let answered: std::collections::HashSet<usize> = answers.values().copied().collect();
-    // flat action index -> (message index, part index) of its tool part
-    let mut flat_parts: HashMap<usize, (usize, usize)> = HashMap::new();
-    let mut responses = std::collections::HashSet::new();
+    let mut read = Read {
+        out: Vec::with_capacity(events.len()),
+        by_call: HashMap::new(),
+        by_action: HashMap::new(),
+        answered: answers.values().copied().collect(),
+        answers,
+        flat_parts: HashMap::new(),
+        responses: HashSet::new(),
+    };
     let mut agent_seen = false;
     for (i, event) in events.into_iter().enumerate() {
-        let Value::Object(event) = event else {
-            return Err(Problem::new(format!("event {i} is not an object")));
-        };
-        // what tells an event from a chat message or another format's record
-        if !["source", "action", "observation"]
-            .iter()
-            .any(|k| event.contains_key(*k))
-        {
-            return Err(Problem::new(format!(
-                "not an openhands event: event {i} has no 'source', 'action' or 'observation' key"
-            )));
-        }
-        if event.contains_key("role") {
-            return Err(Problem::new(format!(
-                "not an openhands event: event {i} has a 'role' (a chat message?)"
-            )));
-        }
+        let event = event_of(i, event)?;
         let mid = format!("{sid}-e{i:06}");
         let meta = event
             .get("tool_call_metadata")
@@ -278,39 +263,13 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             .cloned()
             .unwrap_or(Value::Null);
         if event.contains_key("observation") {
-            let call = str_or_null(
-                Some(&call_id),
-                &format!("event {i}: tool_call_metadata.tool_call_id"),
-            )
-            .map_err(|p| p.message(&mid))?;
-            let by_event = by_call
-                .get(&py_str(&call))
-                .or_else(|| by_action.get(&py_str(event.get("cause").unwrap_or(&Value::Null))))
-                .map(|&m| (m, 0));
-            let target = match answers.get(&i) {
-                Some(action) => Some(flat_parts[action]),
-                None => by_event,
-            };
-            if let Some((m, p)) = target {
-                let failed = event.get("success") == Some(&Value::Bool(false))
-                    || event.get("observation").and_then(Value::as_str) == Some("error");
-                complete(
-                    &mut out[m]["parts"][p],
-                    failed,
-                    text_of(event.get("content")),
-                );
-            }
-            let part = object([
-                ("id", str(format!("{mid}-p00"))),
-                ("type", str("tool-result")),
-                ("callID", call),
-            ]);
-            out.push(event_message(&mid, sid, "user", event, Some(vec![part])));
+            read.observation(i, &mid, sid, event, &call_id)?;
             continue;
         }
+        let out = &mut read.out;
         let sourceless = !event.contains_key("source");
         let is_message = event.get("action").and_then(Value::as_str) == Some("message");
-        if answered.contains(&i) {
+        if read.answered.contains(&i) {
             agent_seen = true;
             let mut parts = Vec::new();
             if let Some(Value::String(thought)) = event.get("thought") {
@@ -324,7 +283,7 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 .filter(|v| truthy(v))
                 .map_or_else(|| "tool".to_owned(), py_str);
             let input = flat_input(&event);
-            flat_parts.insert(i, (out.len(), parts.len()));
+            read.flat_parts.insert(i, (out.len(), parts.len()));
             let call = str(format!("{mid}-call"));
             parts.push(tool_part(
                 format!("{mid}-t00"),
@@ -366,63 +325,170 @@ fn from_events(events: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             }
             Some("agent") => {
                 agent_seen = true;
-                let at = format!("event {i}: tool_call_metadata");
-                let (tokens, model) =
-                    response_usage(meta, &mut responses, &at).map_err(|p| p.message(&mid))?;
-                let mut parts = Vec::new();
-                if !call_id.is_null() {
-                    let call = str_or_null(
-                        Some(&call_id),
-                        &format!("event {i}: tool_call_metadata.tool_call_id"),
-                    )
-                    .map_err(|p| p.message(&mid))?;
-                    let name = [
-                        meta.and_then(|m| m.get("function_name")),
-                        event.get("action"),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .find(|v| truthy(v))
-                    .map_or_else(|| "tool".to_owned(), py_str);
-                    let input = match event.get("args") {
-                        Some(args @ Value::Object(_)) => args.clone(),
-                        _ => json!({}),
-                    };
-                    by_call.insert(py_str(&call), out.len());
-                    by_action.insert(py_str(event.get("id").unwrap_or(&Value::Null)), out.len());
-                    parts.push(tool_part(
-                        format!("{mid}-t00"),
-                        call,
-                        str(name),
-                        input,
-                        None,
-                    ));
-                } else {
-                    let text = event_text(&event);
-                    if !text.is_empty() {
-                        parts.push(text_part(format!("{mid}-p00"), Value::String(text), None));
-                    }
-                }
-                let mut message = event_message(&mid, sid, "assistant", event, Some(parts));
-                if let Some(Value::Object(info)) = message.get_mut("info") {
-                    // after `finish`, before `source`, as the Python adapter orders them
-                    let source = info.shift_remove("source");
-                    if !tokens.is_null() {
-                        info.insert("tokens".into(), tokens);
-                    }
-                    if !model.is_null() {
-                        info.insert("modelID".into(), model);
-                    }
-                    if let Some(source) = source {
-                        info.insert("source".into(), source);
-                    }
-                }
-                out.push(message);
+                let message = read.agent(i, &mid, sid, event, &call_id)?;
+                read.out.push(message);
             }
             _ => {
                 out.push(event_message(&mid, sid, "system", event, None));
             }
         }
     }
-    Ok(out)
+    Ok(read.out)
+}
+
+/// Event `i` as an object, if it is an OpenHands event: one with a
+/// `source`, `action` or `observation` and no `role`.
+fn event_of(i: usize, event: Value) -> Result<Map<String, Value>, Problem> {
+    let Value::Object(event) = event else {
+        return Err(Problem::new(format!("event {i} is not an object")));
+    };
+    // what tells an event from a chat message or another format's record
+    if !["source", "action", "observation"]
+        .iter()
+        .any(|k| event.contains_key(*k))
+    {
+        return Err(Problem::new(format!(
+            "not an openhands event: event {i} has no 'source', 'action' or 'observation' key"
+        )));
+    }
+    if event.contains_key("role") {
+        return Err(Problem::new(format!(
+            "not an openhands event: event {i} has a 'role' (a chat message?)"
+        )));
+    }
+    Ok(event)
+}
+
+/// A session's messages as its events are read, and what later events look
+/// up: the tool part (message index) of each call id and action id, the
+/// actions answered by observations (`answered_actions`) and their tool
+/// parts, the model responses whose usage was counted.
+struct Read {
+    out: Vec<Value>,
+    by_call: HashMap<String, usize>,
+    by_action: HashMap<String, usize>,
+    answers: HashMap<usize, usize>,
+    answered: HashSet<usize>,
+    /// flat action index -> (message index, part index) of its tool part
+    flat_parts: HashMap<usize, (usize, usize)>,
+    responses: HashSet<String>,
+}
+
+impl Read {
+    /// An observation: it completes the tool part of its action or call,
+    /// and stays as a `tool-result` message of its own.
+    fn observation(
+        &mut self,
+        i: usize,
+        mid: &str,
+        sid: &str,
+        event: Map<String, Value>,
+        call_id: &Value,
+    ) -> Result<(), Problem> {
+        let call = str_or_null(
+            Some(call_id),
+            &format!("event {i}: tool_call_metadata.tool_call_id"),
+        )
+        .map_err(|p| p.message(mid))?;
+        let by_event = self
+            .by_call
+            .get(&py_str(&call))
+            .or_else(|| {
+                self.by_action
+                    .get(&py_str(event.get("cause").unwrap_or(&Value::Null)))
+            })
+            .map(|&m| (m, 0));
+        let target = match self.answers.get(&i) {
+            Some(action) => Some(self.flat_parts[action]),
+            None => by_event,
+        };
+        if let Some((m, p)) = target {
+            let failed = event.get("success") == Some(&Value::Bool(false))
+                || event.get("observation").and_then(Value::as_str) == Some("error");
+            complete(
+                &mut self.out[m]["parts"][p],
+                failed,
+                text_of(event.get("content")),
+            );
+        }
+        let part = object([
+            ("id", str(format!("{mid}-p00"))),
+            ("type", str("tool-result")),
+            ("callID", call),
+        ]);
+        self.out
+            .push(event_message(mid, sid, "user", event, Some(vec![part])));
+        Ok(())
+    }
+
+    /// An event the agent wrote: a tool call (with the usage of its model
+    /// response), or a text.
+    fn agent(
+        &mut self,
+        i: usize,
+        mid: &str,
+        sid: &str,
+        event: Map<String, Value>,
+        call_id: &Value,
+    ) -> Result<Value, Problem> {
+        let meta = event
+            .get("tool_call_metadata")
+            .filter(|m| truthy(m))
+            .and_then(Value::as_object);
+        let at = format!("event {i}: tool_call_metadata");
+        let (tokens, model) =
+            response_usage(meta, &mut self.responses, &at).map_err(|p| p.message(mid))?;
+        let mut parts = Vec::new();
+        if !call_id.is_null() {
+            let call = str_or_null(
+                Some(call_id),
+                &format!("event {i}: tool_call_metadata.tool_call_id"),
+            )
+            .map_err(|p| p.message(mid))?;
+            let name = [
+                meta.and_then(|m| m.get("function_name")),
+                event.get("action"),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|v| truthy(v))
+            .map_or_else(|| "tool".to_owned(), py_str);
+            let input = match event.get("args") {
+                Some(args @ Value::Object(_)) => args.clone(),
+                _ => json!({}),
+            };
+            self.by_call.insert(py_str(&call), self.out.len());
+            self.by_action.insert(
+                py_str(event.get("id").unwrap_or(&Value::Null)),
+                self.out.len(),
+            );
+            parts.push(tool_part(
+                format!("{mid}-t00"),
+                call,
+                str(name),
+                input,
+                None,
+            ));
+        } else {
+            let text = event_text(&event);
+            if !text.is_empty() {
+                parts.push(text_part(format!("{mid}-p00"), Value::String(text), None));
+            }
+        }
+        let mut message = event_message(mid, sid, "assistant", event, Some(parts));
+        if let Some(Value::Object(info)) = message.get_mut("info") {
+            // after `finish`, before `source`, as the Python adapter orders them
+            let source = info.shift_remove("source");
+            if !tokens.is_null() {
+                info.insert("tokens".into(), tokens);
+            }
+            if !model.is_null() {
+                info.insert("modelID".into(), model);
+            }
+            if let Some(source) = source {
+                info.insert("source".into(), source);
+            }
+        }
+        Ok(message)
+    }
 }

@@ -12,7 +12,7 @@ use super::chat::call_state;
 use super::export::{self, complete, info, object, str, str_or_null, text_part, tool_part};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
-use super::Problem;
+use super::types::Problem;
 
 /// A line: the item list, or a request body `{"input": [...], ...}`.
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {

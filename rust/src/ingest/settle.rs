@@ -1,7 +1,18 @@
 //! The settle pass, in file and line order: what spans lines (a session's
 //! lines contiguous, an id read twice), `on_error`, and the final batches.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_array::{Array, LargeStringArray, RecordBatch};
+use arrow_buffer::NullBuffer;
+
+use super::claude_file;
+use super::lines::{Chunk, ChunkOut};
+use super::rows::Rows;
+use super::types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
+use crate::error::{CoreError, Location, Result};
 
 /// The pass in file and line order: cross-line checks, `on_error`, and the batches.
 pub(super) struct Settle<'s, 'a> {
@@ -194,7 +205,7 @@ impl<'s, 'a> Settle<'s, 'a> {
     pub(super) fn file(
         &mut self,
         index: usize,
-        file: claude_code::FileOut,
+        file: claude_file::FileOut,
         continued: bool,
     ) -> Result<()> {
         self.current = None;
