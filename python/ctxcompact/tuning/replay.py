@@ -219,6 +219,8 @@ def replay(
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
+    if sheets and cfg.prune_policy().cache_aware:  # the first sheet's prices drive it
+        cfg = cfg.with_policy(cfg.prune_policy().with_cache_prices(*sheets[0].cache_ratios()))
     table = _table(data)
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
