@@ -212,3 +212,18 @@ def test_the_first_sheet_drives_a_cache_aware_replay() -> None:
     # The order of the sheets decides which prices the policy used.
     openai = run("cache-aware", ["gpt-4o", "claude-sonnet-4"])
     assert openai["policy"]["cache_read"] == 0.5
+
+
+def test_tune_gives_a_cache_aware_point_its_first_sheet_s_prices() -> None:
+    grid = {"preset": ["cache-aware"], "mask_first": [True], "context": [12_000]}
+
+    def tuned(model: str, cache: str = "5m") -> dict[str, Any]:
+        result = tune([RUN], grid, limits={"context": 0, "output": 1_000}, model=model,
+                      cache=cache, workers=1)  # fmt: skip
+        return next(iter(result.summaries.values()))
+
+    off = tuned("claude-sonnet-4", "off")
+    want = replay(RUN, "cache-aware", limits=LIMITS, config=MASKED, model="claude-sonnet-4",
+                  cache="off").summary  # fmt: skip
+    assert off["prompt_tokens"] == want["prompt_tokens"]
+    assert off["prompt_tokens"] < tuned("claude-sonnet-4")["prompt_tokens"]

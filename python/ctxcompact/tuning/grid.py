@@ -22,7 +22,7 @@ import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
+    priced_policy,
     sheets_for,
     summarize_calls,
 )
@@ -360,6 +361,7 @@ def tune(
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
+    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
     n = workers if workers is not None else (os.cpu_count() or 1)
     tables: list[pa.Table] = []
     done = 0
@@ -491,6 +493,7 @@ def tune_dataset(
     config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
+    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
