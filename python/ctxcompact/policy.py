@@ -37,7 +37,9 @@ class Policy(BaseModel):
     tool when ``keep_recent_per_tool``); a superseded output (``supersede``)
     is cleared first. The result stands only if it frees more than
     ``minimum`` and at least ``clear_at_least`` tokens, and only in a session
-    whose visible context is above ``trigger`` tokens. Outputs of fewer than
+    whose visible context is above ``trigger`` tokens, and with ``cache_aware``
+    only when it pays under the prompt cache's prices (``cache_read``,
+    ``cache_write``, ``expected_calls``: docs/policies.md). Outputs of fewer than
     ``min_output_tokens`` tokens, and parts marked ``pinned``, are never cleared.
 
     The last four options say how the model input shows old parts
@@ -146,8 +148,8 @@ class Policy(BaseModel):
         le=1_000,
         allow_inf_nan=False,
         description="cache_aware: a cache read's price as a multiple of the input price "
-        "(Anthropic 0.1, gpt-4o 0.5, gpt-4.1 0.25, no cache 1). Replay sets it from its "
-        "first price sheet.",
+        "(Anthropic 0.1, gpt-4o 0.5, gpt-4.1 0.25, no cache 1). Replay and tune set it "
+        "from their first price sheet.",
     )
     cache_write: float = Field(
         1.25,
@@ -156,7 +158,7 @@ class Policy(BaseModel):
         allow_inf_nan=False,
         description="cache_aware: a prompt token not read from the cache, as a multiple of "
         "the input price (Anthropic's 5-minute cache 1.25, OpenAI 1, no cache 1); at least "
-        "cache_read. Replay sets it from its first price sheet.",
+        "cache_read. Replay and tune set it from their first price sheet.",
     )
     expected_calls: int = Field(
         0,
