@@ -260,3 +260,78 @@ def test_describe_names_a_preset_or_what_differs_from_the_nearest() -> None:
     assert Policy(protect=1000, minimum=500, exclude_tools=[]).describe() == (
         "opencode+protect=1000,minimum=500,exclude_tools=[]"
     )
+
+
+def test_the_cache_aware_preset_is_swe_agents_selection_behind_the_cache_gate() -> None:
+    policy = Policy.preset("cache-aware")
+    assert policy.cache_aware and policy.name() == "cache-aware"
+    assert (policy.cache_read, policy.cache_write, policy.expected_calls) == (0.1, 1.25, 12)
+    plain = policy.model_copy(update={"cache_aware": False, "expected_calls": 0})
+    assert plain == Policy.preset("swe-agent")
+    # With a price sheet's ratios it is no preset any more, and says so.
+    gpt4o = policy.with_cache_prices(0.5, 1.0)
+    assert (gpt4o.cache_read, gpt4o.cache_write) == (0.5, 1.0)
+    assert gpt4o.describe() == "cache-aware+cache_read=0.5,cache_write=1.0"
+    assert Policy.preset("swe-agent").with_cache_prices(0.5, 1.0) == Policy.preset("swe-agent")
+
+
+def _break_even_write(run: Session, read: float, saving: int, calls: int) -> float:
+    """The cache-write price at which clearing ``saving`` tokens from the first
+    step on exactly pays over ``calls`` calls: read x S x n = (w - read) x (A - S)."""
+    from ctxcompact.scans import estimate_messages
+
+    tokens = estimate_messages(run).messages
+    ids, counts = tokens["message_id"].to_pylist(), tokens["tokens"].to_pylist()
+    after = sum(t for m, t in zip(ids, counts, strict=True) if m != "task")
+    return read + read * saving * calls / (after - saving)
+
+
+@pytest.mark.parametrize("expected_calls, remaining", [(0, 30), (40, 10), (20, 1)])
+def test_the_cache_gate_acts_just_below_its_break_even_and_not_above(
+    expected_calls: int, remaining: int
+) -> None:
+    run = autonomous_run(30)  # swe-agent's selection: 25 outputs, 25 000 tokens
+    write = _break_even_write(run, 0.1, 25_000, remaining)
+
+    def pruned(w: float) -> int:
+        policy = Policy.load({"preset": "cache-aware", "cache_read": 0.1, "cache_write": w,
+                              "expected_calls": expected_calls})  # fmt: skip
+        return cc.prune(run, policy).pruned
+
+    assert pruned(write * 0.999) == 25_000
+    assert pruned(write * 1.001) == 0
+    # A live loop's view is the same rule.
+    policy = Policy.load({"preset": "cache-aware", "cache_write": write * 1.001,
+                          "expected_calls": expected_calls})  # fmt: skip
+    assert cc.to_model_messages(run, policy=policy) == cc.to_model_messages(run)
+
+
+def test_without_a_cache_the_gate_clears_what_swe_agent_clears() -> None:
+    run = autonomous_run(7)
+    free = Policy.load({"preset": "cache-aware", "cache_read": 1, "cache_write": 1})
+    assert cc.prune(run, free).part_ids == cc.prune(run, "swe-agent").part_ids
+    assert cc.prune(run, "cache-aware").pruned == 0  # 2 outputs, 7 calls: not at 0.1 / 1.25
+
+
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        ({"cache_read": -0.1}, "cache_read"),
+        ({"cache_read": float("nan")}, "cache_read"),
+        ({"cache_write": float("inf")}, "cache_write"),
+        ({"cache_read": 0.5, "cache_write": 0.4}, "cache_write"),
+        ({"expected_calls": -1}, "expected_calls"),
+        ({"expected_calls": 2**32}, "expected_calls"),
+        ({"cache_aware": "sometimes"}, "cache_aware"),
+    ],
+)
+def test_a_bad_cache_option_is_a_config_error_naming_it(
+    options: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=field) as caught:
+        Policy.load({"preset": "cache-aware", **options})
+    assert caught.value.column == field
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"preset": "cache-aware", **options}).replace("NaN", '"nan"'))
+    with pytest.raises(ConfigError, match=str(path)):
+        Policy.load(path)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ctxcompact.errors import ConfigError
 
@@ -37,7 +37,9 @@ class Policy(BaseModel):
     tool when ``keep_recent_per_tool``); a superseded output (``supersede``)
     is cleared first. The result stands only if it frees more than
     ``minimum`` and at least ``clear_at_least`` tokens, and only in a session
-    whose visible context is above ``trigger`` tokens. Outputs of fewer than
+    whose visible context is above ``trigger`` tokens, and with ``cache_aware``
+    only when it pays under the prompt cache's prices (``cache_read``,
+    ``cache_write``, ``expected_calls``: docs/policies.md). Outputs of fewer than
     ``min_output_tokens`` tokens, and parts marked ``pinned``, are never cleared.
 
     The last four options say how the model input shows old parts
@@ -132,6 +134,57 @@ class Policy(BaseModel):
         description="A cleared output's placeholder: OpenCode's constant, or 'describe' "
         "(names the tool, its target, the size, and the part id to recall).",
     )
+
+    # --- whether a clear is worth the prompt cache it breaks ---
+    cache_aware: bool = Field(
+        False,
+        description="Clear only when the tokens saved over the calls still to come, at the "
+        "cache-read price, are worth more than writing again the prompt after the first "
+        "cleared output (docs/policies.md); the selection grows until then.",
+    )
+    cache_read: float = Field(
+        0.1,
+        ge=0,
+        le=1_000,
+        allow_inf_nan=False,
+        description="cache_aware: a cache read's price as a multiple of the input price "
+        "(Anthropic 0.1, gpt-4o 0.5, gpt-4.1 0.25, no cache 1). Replay and tune set it "
+        "from their first price sheet.",
+    )
+    cache_write: float = Field(
+        1.25,
+        ge=0,
+        le=1_000,
+        allow_inf_nan=False,
+        description="cache_aware: a prompt token not read from the cache, as a multiple of "
+        "the input price (Anthropic's 5-minute cache 1.25, OpenAI 1, no cache 1); at least "
+        "cache_read. Replay and tune set it from their first price sheet.",
+    )
+    expected_calls: int = Field(
+        0,
+        ge=0,
+        le=U32,
+        description="cache_aware: the model calls of a whole run (a corpus statistic); the "
+        "calls still to come are that less the calls so far (at least 1). 0: as many more "
+        "as so far.",
+    )
+
+    @field_validator("cache_write")
+    @classmethod
+    def _write_at_least_read(cls, value: float, info: ValidationInfo) -> float:
+        read = info.data.get("cache_read")
+        if read is not None and value < read:
+            raise ValueError(f"a cache write ({value:g}) costs at least a cache read ({read:g})")
+        return value
+
+    def with_cache_prices(self, read: float, write: float) -> Policy:
+        """This policy with the cache gate's prices set (a price sheet's, as
+        ``tuning.cache.Sheet.cache_ratios`` gives them); unchanged when the
+        gate is off."""
+        if not self.cache_aware:
+            return self
+        return Policy.from_mapping({**self.model_dump(), "cache_read": read,
+                                    "cache_write": write}, where="cache prices")  # fmt: skip
 
     @classmethod
     def preset(cls, name: str) -> Policy:
@@ -299,6 +352,20 @@ PRESETS: dict[str, Policy] = {
         exclude_tools=["skill"],
         min_output_tokens=16,
         continue_past_compacted=True,
+    ),
+    # Ours: SWE-agent's selection, acted on only when it pays under the prompt
+    # cache's prices (Anthropic's 5-minute cache unless a sheet sets them;
+    # replay sets them from its first --price). docs/policies.md derives the
+    # rule; 12 calls a run is the mean of the shared corpora (docs/tuning.md).
+    "cache-aware": Policy(
+        turn="step",
+        protect_turns=0,
+        protect=0,
+        minimum=0,
+        keep_recent=5,
+        exclude_tools=[],
+        cache_aware=True,
+        expected_calls=12,
     ),
 }
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use arrow_array::Array;
 use rayon::prelude::*;
 
+use crate::cache_aware::{selection_pays, CacheAware};
 use crate::codes::{flag, part_type, role, status};
 use crate::columns::{same_str, Keys, Members, Plain, StrChunk, StrCol};
 use crate::error::{CoreError, Location, Result};
@@ -96,6 +97,8 @@ pub struct PruneConfig {
     pub min_output_tokens: u64,
     /// How the model input shows tool parts (the `trigger` estimate uses it).
     pub render: Render,
+    /// Clear only when it pays under the prompt cache's prices (`cache_aware`).
+    pub cache_aware: Option<CacheAware>,
 }
 
 impl Default for PruneConfig {
@@ -117,6 +120,7 @@ impl Default for PruneConfig {
             supersede: false,
             min_output_tokens: 0,
             render: Render::default(),
+            cache_aware: None,
         }
     }
 }
@@ -131,10 +135,15 @@ impl PruneConfig {
         }
     }
 
+    /// Whether the policy estimates whole messages (a trigger, the cache gate).
+    pub fn reads_messages(&self) -> bool {
+        self.trigger > 0 || self.cache_aware.is_some()
+    }
+
     /// The columns this policy reads: the message estimate's (and the
     /// pivot's) for a trigger, tool inputs for supersession.
     pub fn scan(&self) -> Scan {
-        if self.trigger > 0 {
+        if self.reads_messages() {
             Scan::Compact
         } else if self.supersede {
             Scan::PruneInputs
@@ -156,7 +165,7 @@ pub struct SessionPrune {
 }
 
 pub fn prune(table: &PartTable<'_>, config: &PruneConfig) -> Result<Vec<SessionPrune>> {
-    table.check_lengths(config.method, config.trigger > 0)?;
+    table.check_lengths(config.method, config.reads_messages())?;
     if !config.enabled {
         return Ok(vec![SessionPrune::default(); table.sessions.len()]);
     }
@@ -209,7 +218,7 @@ impl<'b, 'a> PrefixPrune<'b, 'a> {
     /// tool ids) is done; the prunes may read another `PartTable` over the
     /// same columns (one with its own flags).
     pub fn new(table: &'b PartTable<'a>, config: &'b PruneConfig) -> Result<Self> {
-        table.check_lengths(config.method, config.trigger > 0)?;
+        table.check_lengths(config.method, config.reads_messages())?;
         let tool = table.tool.as_ref().ok_or(CoreError::MissingColumn {
             column: "tool",
             needed_by: "prune",
@@ -1164,7 +1173,10 @@ fn prune_session<'a>(
             rows.push(row);
         }
     }
-    if pruned <= config.minimum || pruned < config.clear_at_least {
+    if pruned <= config.minimum
+        || pruned < config.clear_at_least
+        || !selection_pays(table, messages, config, &rows, pruned)?
+    {
         (pruned, rows) = (0, Vec::new());
     }
     Ok(SessionPrune {

@@ -17,6 +17,7 @@ use pyo3::types::PyDict;
 mod arrow;
 use arrow::{AnyArray, AnyRecordBatch, PyArray, PyChunkedArray, PyTable};
 
+use crate::cache_aware::CacheAware;
 use crate::compact::{compact, SessionCompaction};
 use crate::error::CoreError;
 use crate::estimate::{estimate, estimate_array, Method};
@@ -372,6 +373,8 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
     let Some(policy) = policy else {
         return Ok(config);
     };
+    // The cache gate's options, put together once all are read.
+    let (mut cache_aware, mut rule) = (false, CacheAware::default());
     for (key, value) in policy.iter() {
         let key: String = key.extract()?;
         let wrong = |e: PyErr| {
@@ -412,6 +415,10 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
                 config.render.describe =
                     parse_placeholder(py, &value.extract::<String>().map_err(wrong)?)?
             }
+            "cache_aware" => cache_aware = value.extract().map_err(wrong)?,
+            "cache_read" => rule.read = value.extract().map_err(wrong)?,
+            "cache_write" => rule.write = value.extract().map_err(wrong)?,
+            "expected_calls" => rule.expected_calls = value.extract().map_err(wrong)?,
             _ => {
                 return Err(to_pyerr(
                     py,
@@ -420,6 +427,25 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
             }
         }
     }
+    if !(rule.read.is_finite() && rule.read >= 0.0) {
+        return Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "policy option \"cache_read\": a price ratio of at least 0, got {}",
+                rule.read
+            )),
+        ));
+    }
+    if !(rule.write.is_finite() && rule.write >= rule.read) {
+        return Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "policy option \"cache_write\": a price ratio of at least cache_read ({}), got {}",
+                rule.read, rule.write
+            )),
+        ));
+    }
+    config.cache_aware = cache_aware.then_some(rule);
     Ok(config)
 }
 

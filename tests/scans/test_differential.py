@@ -227,6 +227,11 @@ POLICY_OPTIONS = st.fixed_dictionaries({
     "exclude_tools": st.sampled_from([[], ["skill"], ["read", "bash"]]),
     "enabled": st.sampled_from([True, True, True, False]),
     "min_output_tokens": st.sampled_from([0, 0, 1, 20]),
+    # The cache gate: a selection stands only when it pays under these prices.
+    "cache_aware": st.booleans(),
+    "cache_read": st.sampled_from([0.0, 0.1, 0.5, 1.0]),
+    "cache_write": st.sampled_from([1.0, 1.25, 2.0]),
+    "expected_calls": st.sampled_from([0, 0, 2, 6, 10**6]),
     **RENDER_OPTIONS,
 })  # fmt: skip
 
@@ -274,6 +279,33 @@ def test_prune_policies_match_reference(
     one_pass = compact_pass(table, config)
     assert one_pass.pruned == [w.pruned for w in want]
     assert one_pass.rows.to_pylist() == [r for w in want for r in w.rows]
+
+
+@settings(max_examples=sweep(300), deadline=None)
+@given(
+    transcripts(),
+    st.fixed_dictionaries({
+        "protect_turns": st.integers(0, 2),
+        "keep_recent": st.sampled_from([None, 0, 1, 2]),
+        "cache_read": st.floats(0, 1),
+        "cache_write": st.floats(1, 30),
+        "expected_calls": st.sampled_from([0, 1, 3, 10**6]),
+        **RENDER_OPTIONS,
+    }),
+    st.sampled_from(METHODS),
+)  # fmt: skip
+def test_the_cache_gate_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], options: dict[str, Any], method: str
+) -> None:
+    """A policy that selects much (step turns, no window, no minimum) behind
+    the cache gate, under prices either side of its break-even."""
+    rows, table = data
+    options = {"turn": "step", "protect": 0, "minimum": 0, "cache_aware": True, **options}
+    config = CompactionConfig(policy=Policy(**options), estimate_method=method)
+    got = cc.prune(table, config)
+    want = ref.prune(rows, **options, protected_tools=["skill"], method=method)
+    assert got.sessions["pruned"].to_pylist() == [w.pruned for w in want]
+    assert got.rows.to_pylist() == [r for w in want for r in w.rows]
 
 
 def _settled(row: dict[str, Any]) -> dict[str, Any]:

@@ -179,3 +179,51 @@ def test_the_report_shows_a_cost_column_per_sheet() -> None:
     page = render_report(result)
     assert "<th>cost claude-sonnet-4</th>" in page
     assert "claude-sonnet-4: priced by the price table's row &#x27;claude-sonnet-4" in page
+
+
+def test_a_sheet_gives_the_cache_gate_its_price_ratios() -> None:
+    def ratios(model: str, cache: str = "5m") -> tuple[float, float]:
+        return Sheet(model, price_row(model), cache).cache_ratios()
+
+    assert ratios("claude-sonnet-4") == pytest.approx((0.1, 1.25))
+    assert ratios("claude-sonnet-4", "1h") == pytest.approx((0.1, 2.0))
+    assert ratios("gpt-4o-2024-08-06") == pytest.approx((0.5, 1.0))
+    assert ratios("gpt-4.1") == pytest.approx((0.25, 1.0))
+    assert ratios("gpt-4o-2024-05-13") == ratios("claude-sonnet-4", "off") == (1.0, 1.0)
+
+
+def test_the_first_sheet_drives_a_cache_aware_replay() -> None:
+    """Replay hands its first price sheet to the cache gate: without a cache
+    it masks as swe-agent does; under Anthropic's cache it masks less, and
+    costs no more than masking every step."""
+
+    def run(policy: str, model: list[str], cache: str = "5m") -> dict[str, Any]:
+        return replay(RUN, policy, limits=LIMITS, config=MASKED, model=model,
+                      cache=cache).summary  # fmt: skip
+
+    off = run("cache-aware", ["claude-sonnet-4"], "off")
+    assert off["prompt_tokens"] == run("swe-agent", ["claude-sonnet-4"], "off")["prompt_tokens"]
+    assert off["policy"]["cache_read"] == off["policy"]["cache_write"] == 1.0
+    swe = run("swe-agent", ["claude-sonnet-4"])
+    anthropic = run("cache-aware", ["claude-sonnet-4", "gpt-4o"])
+    assert anthropic["policy"] == "cache-aware"  # the preset's own prices
+    assert anthropic["prompt_tokens"] > swe["prompt_tokens"]
+    assert anthropic["cost"] <= min(swe["cost"], swe["baseline_cost"])
+    # The order of the sheets decides which prices the policy used.
+    openai = run("cache-aware", ["gpt-4o", "claude-sonnet-4"])
+    assert openai["policy"]["cache_read"] == 0.5
+
+
+def test_tune_gives_a_cache_aware_point_its_first_sheet_s_prices() -> None:
+    grid = {"preset": ["cache-aware"], "mask_first": [True], "context": [12_000]}
+
+    def tuned(model: str, cache: str = "5m") -> dict[str, Any]:
+        result = tune([RUN], grid, limits={"context": 0, "output": 1_000}, model=model,
+                      cache=cache, workers=1)  # fmt: skip
+        return next(iter(result.summaries.values()))
+
+    off = tuned("claude-sonnet-4", "off")
+    want = replay(RUN, "cache-aware", limits=LIMITS, config=MASKED, model="claude-sonnet-4",
+                  cache="off").summary  # fmt: skip
+    assert off["prompt_tokens"] == want["prompt_tokens"]
+    assert off["prompt_tokens"] < tuned("claude-sonnet-4")["prompt_tokens"]

@@ -35,7 +35,7 @@ CORPORA = {
     "tau-bench": DATA / "transcripts" / "tau-bench",
     "claude-code": DATA / "formats" / "claude-code",
 }
-PRESETS = ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive"]
+PRESETS = ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive", "cache-aware"]
 #: Masks happen, summaries rarely; and summaries fire (the fallback).
 MASKS = {"context": 32_000, "output": 4_000}
 SUMMARIES = {"context": 12_000, "output": 2_000}

@@ -243,6 +243,10 @@ def prune(
     supersede: bool = False,
     min_output_tokens: int = 0,
     enabled: bool = True,
+    cache_aware: bool = False,
+    cache_read: float = 0.1,
+    cache_write: float = 1.25,
+    expected_calls: int = 0,
     **render: Any,
 ) -> list[PruneOutcome]:
     """The prune policy (docs/policies.md); the defaults are OpenCode's rule.
@@ -254,6 +258,9 @@ def prune(
     visible: dict[str, int] = {}
     if trigger:
         visible = visible_tokens(rows, method=method, overhead=overhead, **render)
+    message_tokens: dict[int, int] = {}
+    if cache_aware:
+        message_tokens = dict(estimate_messages(rows, method=method, overhead=overhead, **render))
     outcomes = []
     for session in group(rows):
         if not enabled or (trigger and visible[session.id] <= trigger):
@@ -313,11 +320,29 @@ def prune(
             if window > protect and (keep_recent is None or rank >= keep_recent) and not small:
                 pruned += tokens
                 selected.append(r)
-        if pruned > minimum and pruned >= clear_at_least:
+        pays = True
+        if cache_aware and selected:
+            first = min(selected)
+            after = sum(
+                message_tokens[m.first_row] for m in session.messages if max(m.rows) >= first
+            )
+            calls = sum(m.role == "assistant" for m in session.messages)
+            remaining = max(calls if expected_calls == 0 else max(expected_calls - calls, 0), 1)
+            pays = cache_pays(cache_read, cache_write, pruned, after, remaining)
+        if pruned > minimum and pruned >= clear_at_least and pays:
             outcomes.append(PruneOutcome(session.id, total, pruned, selected))
         else:
             outcomes.append(PruneOutcome(session.id, total, 0, []))
     return outcomes
+
+
+def cache_pays(read: float, write: float, saving: int, after: int, remaining: int) -> bool:
+    """The cache-aware gate (docs/policies.md): clearing ``saving`` tokens per
+    call, with ``after`` tokens from the first cleared output on, pays over
+    ``remaining`` calls when read x saving x remaining > (write - read) x
+    (after - saving); the prices are multiples of the input price."""
+    rewrite = float(max(after - saving, 0))
+    return read * float(saving) * float(remaining) > max(write - read, 0.0) * rewrite
 
 
 def visible_tokens(

@@ -161,6 +161,18 @@ class Sheet:
             return float(price.input * rule.write_1h)
         return float(price.cache_write)
 
+    def cache_ratios(self) -> tuple[float, float]:
+        """(read, write): what a prompt token read from the cache and one not
+        read cost under this sheet, as multiples of the input price (the
+        cache-aware policy's ``cache_read`` / ``cache_write``); (1, 1) without
+        a cache (``cache="off"``, a ``none`` rule, a free input)."""
+        price, rule = self.row.price, self.row.cache
+        if self.cache == "off" or rule.provider == "none" or price.input <= 0:
+            return 1.0, 1.0
+        # Rounded: $0.30 / $3.00 is 0.1, not 0.09999999999999999.
+        write = round((self.write_price() if rule.writes else price.input) / price.input, 9)
+        return min(round(price.cached_input / price.input, 9), write), write
+
 
 def _column(calls: pa.Table, name: str) -> list[Any]:
     return calls.column(name).to_pylist() if name in calls.column_names else [None] * len(calls)

@@ -23,7 +23,7 @@ import itertools
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
     check_number,
+    priced_policy,
     sheets_for,
     summarize_calls,
 )
@@ -373,6 +374,7 @@ def tune(
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
+    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
     tables: list[pa.Table] = []
     done = 0
 
@@ -477,6 +479,7 @@ def tune_dataset(
     config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
+    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip

@@ -226,6 +226,7 @@ def replay(
         raise InputTypeError(f"summarizer must be a Summarizer (Summarizer(client, config)), "
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
+    cfg = priced_policy(cfg, sheets)
     table = _table(data)
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
@@ -289,6 +290,15 @@ def price_row_for(model: str | None, config: CompactionConfig,
     where = config.sources().get("prices", "default")
     return row_for(model, (config.prices, f"the config's prices, from {where}"),
                    (prices, "prices="))  # fmt: skip
+
+
+def priced_policy(config: CompactionConfig, sheets: Sequence[Sheet]) -> CompactionConfig:
+    """``config`` with a cache-aware policy's prices set from the first sheet
+    (``Sheet.cache_ratios``); unchanged without a sheet or a cache gate."""
+    policy = config.prune_policy()
+    if not sheets or not policy.cache_aware:
+        return config
+    return config.with_policy(policy.with_cache_prices(*sheets[0].cache_ratios()))
 
 
 def sheets_for(model: str | Sequence[str] | None, config: CompactionConfig,
@@ -379,6 +389,7 @@ __all__ = [
     "mean_retention",
     "per_session_table",
     "price_row_for",
+    "priced_policy",
     "replay",
     "replay_session",
     "session_retention",
