@@ -58,6 +58,36 @@ impl FromStr for TurnUnit {
     }
 }
 
+/// When a policy prunes without a summary asking (docs/policies.md): its
+/// source's timing. The prune itself never reads it; the replay engine does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acts {
+    /// Only as a summary runs.
+    Summary,
+    /// When a user turn ends, over the history before the next user message
+    /// (OpenCode prunes as its agent loop exits).
+    #[default]
+    Turn,
+    /// Before every model call (SWE-agent's history processor, Anthropic's
+    /// context editing checking its trigger at each call; `mask_first`).
+    Call,
+}
+
+impl FromStr for Acts {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "summary" => Ok(Acts::Summary),
+            "turn" => Ok(Acts::Turn),
+            "call" => Ok(Acts::Call),
+            other => Err(CoreError::Config(format!(
+                "unknown policy timing acts={other:?}; expected \"summary\", \"turn\" or \"call\""
+            ))),
+        }
+    }
+}
+
 /// The prune policy: OpenCode's rule by default, and the options peers use
 /// (docs/policies.md). Every field is data the facade's `Policy` sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +126,8 @@ pub struct PruneConfig {
     pub min_output_tokens: u64,
     /// How the model input shows tool parts (the `trigger` estimate uses it).
     pub render: Render,
+    /// When it prunes unasked (the replay engine reads it; a prune scan does not).
+    pub acts: Acts,
 }
 
 impl Default for PruneConfig {
@@ -117,6 +149,7 @@ impl Default for PruneConfig {
             supersede: false,
             min_output_tokens: 0,
             render: Render::default(),
+            acts: Acts::Turn,
         }
     }
 }

@@ -34,7 +34,13 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live.calibration import prompt_tokens
-from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
+from ctxcompact.live.compactor import (
+    Compactor,
+    check_session_id,
+    model_name,
+    turn_end,
+    validate_session,
+)
 from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
@@ -241,10 +247,15 @@ class CompactionLoop:
                     compactor.model_messages, session_id, system=self.system, session=session
                 )
                 return messages, compactor.model_of(session)
-        if self.config.mask_first:
+        masks_at = self.config.masks_at()
+        if masks_at == "call":
             # Hybrid: mask every step; the proactive check below then sees the
             # masked history and asks for a summary only if that is not enough.
             yield flow.blocking(compactor.mask, session_id, session)
+        elif masks_at == "turn" and (end := turn_end(session)) is not None:
+            # A user turn ended since the last call: prune the history before
+            # the new user message, as OpenCode does when its agent loop exits.
+            yield flow.blocking(compactor.mask, session_id, session, upto=end)
         messages = yield flow.blocking(
             compactor.model_messages, session_id, system=self.system, session=session
         )
