@@ -417,7 +417,8 @@ def replay(
             metavar="NAME|FILE",
             help="A policy to replay under (repeat for several): a preset or a "
             "TOML/JSON policy file. Default: the config's. It prunes when a compaction "
-            "runs, and at every step with --mask-first.",
+            "runs and when its acts says (opencode: a user turn ends; swe-agent, "
+            "anthropic-clear-tool-uses: every call), at every call with --mask-first.",
         ),
     ] = None,
     method: MethodOption = None,
