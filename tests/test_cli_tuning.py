@@ -68,25 +68,34 @@ def test_policies_that_replay_identically_are_named_with_why(
     for byte the same (the offline digest does not read what pruning
     cleared), and nothing said so."""
     args = ["replay", str(runs), "--context", "12000", "--output-limit", "1000",
-            "--policy", "opencode", "--policy", "swe-agent", "--json"]  # fmt: skip
+            "--policy", "opencode", "--policy", "aggressive", "--json"]  # fmt: skip
     code, out, err = invoke(monkeypatch, capsys, *args)
     a, b = json.loads(out)["policies"]
     assert code == 0 and a["compactions"] > 0
     assert a["prompt_tokens"] == b["prompt_tokens"] and a["retention"] == b["retention"]
-    assert "note: 2 policies replay identically (opencode, swe-agent): without mask_first" in err
+    assert (
+        "note: 2 policies replay identically (opencode, aggressive): a policy that does "
+        "not act at every call (without mask_first)"
+    ) in err
     assert "offline digest summary" in err and "use --mask-first" in err
     # pruning off: that is why, whatever the policy
     monkeypatch.setenv("CTXCOMPACT_PRUNE", "0")
     code, _, err = invoke(monkeypatch, capsys, *args)
     assert (
         code == 0
-        and "2 policies replay identically (opencode, swe-agent): pruning is "
+        and "2 policies replay identically (opencode, aggressive): pruning is "
         "disabled (prune = false, from environment CTXCOMPACT_PRUNE)"
         in err
     )
     assert "offline digest" not in err
     monkeypatch.delenv("CTXCOMPACT_PRUNE")
-    # with mask_first swe-agent masks: the two differ, no note
+    # swe-agent acts at every call (issue 39): it differs from opencode, mask_first or not
+    code, out, err = invoke(monkeypatch, capsys, "replay", str(runs), "--context", "12000",
+                            "--output-limit", "1000", "--policy", "opencode", "--policy",
+                            "swe-agent", "--json")  # fmt: skip
+    a, b = json.loads(out)["policies"]
+    assert code == 0 and a["prompt_tokens"] != b["prompt_tokens"] and b["masks_at"] == "call"
+    # with mask_first aggressive masks: the two differ, no note
     code, out, err = invoke(monkeypatch, capsys, *args, "--mask-first")
     a, b = json.loads(out)["policies"]
     assert code == 0 and a["prompt_tokens"] != b["prompt_tokens"]
@@ -101,9 +110,9 @@ def test_policies_that_replay_identically_are_named_with_why(
     assert (
         "policies replay identically (preset=opencode,mask_first=False,context=12000, "
         "preset=opencode,mask_first=True,context=12000, "
-        "preset=swe-agent,mask_first=False,context=12000, "
-        "preset=aggressive,mask_first=False,context=12000): without mask_first"
+        "preset=aggressive,mask_first=False,context=12000): a policy that does not act"
     ) in err
+    assert "preset=swe-agent,mask_first=False" not in err.split("replay identically")[1]
 
 
 def test_the_mask_first_hint_is_not_given_when_mask_first_was(

@@ -332,6 +332,19 @@ class CompactionConfig(BaseSettings):
             Price.coerce(price, model=model)
         return value
 
+    def masks_at(self) -> Literal["call", "turn"] | None:
+        """When the lifecycle prunes without a summary: before every model call
+        (``mask_first``, or a policy that acts per call), when a user turn ends
+        (a policy that acts on turns: over the history before the next user
+        message), or never (``None``: pruning is off, or the policy acts only
+        as a summary runs). The live loop, the replay engine and the walk read it."""
+        if not self.prune:
+            return None
+        if self.mask_first:
+            return "call"
+        acts = self.policy.acts
+        return None if acts == "summary" else acts
+
     def prune_policy(self) -> Policy:
         """The policy prune runs: ``policy``, with OpenCode's prune fields
         (``prune``, ``prune_protect``, ...) applied where they were set."""

@@ -53,6 +53,14 @@ class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(True, description="Prune at all.")
+    acts: Literal["turn", "call", "summary"] = Field(
+        "turn",
+        description="When it prunes without a summary asking: 'turn' when a user turn ends "
+        "(OpenCode prunes as its agent loop exits; the prune reads the history before the "
+        "next user message), 'call' before every model call (SWE-agent's history "
+        "processor; Anthropic's context editing, whose trigger is checked at each call), "
+        "'summary' only as a summary runs. mask_first makes any policy act at every call.",
+    )
     turn: Literal["user", "step"] = Field(
         "user",
         description="Turn unit of protect_turns: a 'user' message (OpenCode) or an "
@@ -272,6 +280,7 @@ class Policy(BaseModel):
         """The options of the native scans (``_core.prune`` / ``compact_batch``)."""
         options = self.model_dump()
         options["protected_tools"] = options.pop("exclude_tools")
+        options.pop("acts")  # when it runs is the caller's (the engine is told apart)
         return {**options, "method": method, "overhead": overhead}
 
     def render_options(self) -> dict[str, Any]:
@@ -316,16 +325,25 @@ class Policy(BaseModel):
 #: Named presets; docs/policies.md gives the source of every number.
 PRESETS: dict[str, Policy] = {
     # OpenCode's session/compaction.ts: PRUNE_PROTECT 40k, PRUNE_MINIMUM 20k,
-    # the skill tool protected, the newest two user turns skipped.
+    # the skill tool protected, the newest two user turns skipped; pruned as
+    # the agent loop exits, when a user turn ends (acts="turn").
     "opencode": Policy(),
     # SWE-agent's default history processor: the last 5 observations are kept,
     # every older one is elided, at every step.
     "swe-agent": Policy(
-        turn="step", protect_turns=0, protect=0, minimum=0, keep_recent=5, exclude_tools=[]
+        acts="call",
+        turn="step",
+        protect_turns=0,
+        protect=0,
+        minimum=0,
+        keep_recent=5,
+        exclude_tools=[],
     ),
     # Anthropic's clear_tool_uses_20250919 defaults: trigger at 100k input
-    # tokens, keep the 3 newest tool uses, no clear_at_least, no exclusions.
+    # tokens, keep the 3 newest tool uses, no clear_at_least, no exclusions;
+    # the API checks the trigger on every request.
     "anthropic-clear-tool-uses": Policy(
+        acts="call",
         turn="step",
         protect_turns=0,
         protect=0,
@@ -342,6 +360,7 @@ PRESETS: dict[str, Policy] = {
     # superseded, can sit behind one cleared since, and stopping there would
     # keep it forever (the result would depend on when earlier rounds ran).
     "aggressive": Policy(
+        acts="summary",
         turn="step",
         protect_turns=3,
         protect=0,
@@ -358,6 +377,7 @@ PRESETS: dict[str, Policy] = {
     # replay sets them from its first --price). docs/policies.md derives the
     # rule; 12 calls a run is the mean of the shared corpora (docs/tuning.md).
     "cache-aware": Policy(
+        acts="call",
         turn="step",
         protect_turns=0,
         protect=0,

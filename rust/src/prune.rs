@@ -59,6 +59,36 @@ impl FromStr for TurnUnit {
     }
 }
 
+/// When a policy prunes without a summary asking (docs/policies.md): its
+/// source's timing. The prune itself never reads it; the replay engine does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acts {
+    /// Only as a summary runs.
+    Summary,
+    /// When a user turn ends, over the history before the next user message
+    /// (OpenCode prunes as its agent loop exits).
+    #[default]
+    Turn,
+    /// Before every model call (SWE-agent's history processor, Anthropic's
+    /// context editing checking its trigger at each call; `mask_first`).
+    Call,
+}
+
+impl FromStr for Acts {
+    type Err = CoreError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "summary" => Ok(Acts::Summary),
+            "turn" => Ok(Acts::Turn),
+            "call" => Ok(Acts::Call),
+            other => Err(CoreError::Config(format!(
+                "unknown policy timing acts={other:?}; expected \"summary\", \"turn\" or \"call\""
+            ))),
+        }
+    }
+}
+
 /// The prune policy: OpenCode's rule by default, and the options peers use
 /// (docs/policies.md). Every field is data the facade's `Policy` sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +129,8 @@ pub struct PruneConfig {
     pub render: Render,
     /// Clear only when it pays under the prompt cache's prices (`cache_aware`).
     pub cache_aware: Option<CacheAware>,
+    /// When it prunes unasked (the replay engine reads it; a prune scan does not).
+    pub acts: Acts,
 }
 
 impl Default for PruneConfig {
@@ -121,6 +153,7 @@ impl Default for PruneConfig {
             min_output_tokens: 0,
             render: Render::default(),
             cache_aware: None,
+            acts: Acts::Turn,
         }
     }
 }

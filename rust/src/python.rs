@@ -398,6 +398,10 @@ fn prune_config(py: Python<'_>, policy: Option<&Bound<'_, PyDict>>) -> PyResult<
                 let turn: String = value.extract().map_err(wrong)?;
                 config.turn = turn.parse().map_err(|e| to_pyerr(py, e))?;
             }
+            "acts" => {
+                let acts: String = value.extract().map_err(wrong)?;
+                config.acts = acts.parse().map_err(|e| to_pyerr(py, e))?;
+            }
             "protect_turns" => config.protect_turns = value.extract().map_err(wrong)?,
             "keep_recent" => config.keep_recent = value.extract().map_err(wrong)?,
             "keep_recent_per_tool" => {

@@ -27,7 +27,7 @@ use crate::error::{CoreError, Result};
 use crate::estimate::Method;
 use crate::messages::{model_messages, MessageEstimateConfig, Sent, SentKind};
 use crate::part_json::pinned;
-use crate::prune::{PrefixPrune, PruneConfig, PruneScratch};
+use crate::prune::{Acts, PrefixPrune, PruneConfig, PruneScratch};
 use crate::render::{self, Render};
 use crate::table::{Message, PartTable};
 
@@ -36,7 +36,9 @@ use crate::table::{Message, PartTable};
 pub struct ReplayConfig {
     /// How the prompt is rendered and estimated (the config's policy).
     pub view: MessageEstimateConfig,
-    /// The policy's prune at every call (`mask_first` with pruning on), or none.
+    /// The policy's prune without a summary, when its `acts` says (at every
+    /// call: `mask_first` or a policy that acts per call; when a user turn
+    /// ends: over the history before the next user message), or none.
     pub mask: Option<PruneConfig>,
     /// Tokens of the system prompt as the first chat message (0: none).
     pub system_tokens: u64,
@@ -251,6 +253,11 @@ impl<'a> Walk<'_, '_, 'a> {
         // the one they were appended with (`pending` in the live walk).
         let mut pending_differs = false;
         let mut pending_any = false;
+        // A policy that acts when a user turn ends: the first user message
+        // (one with text) after the newest assistant message, if any.
+        let acts = config.mask.as_ref().map(|m| m.acts);
+        let mut turn_end: Option<usize> = None;
+        let mut answered = false;
         // Re-render message `j` and note where it first differs.
         let rerender = |table: &PartTable<'a>,
                         j: usize,
@@ -285,6 +292,15 @@ impl<'a> Walk<'_, '_, 'a> {
             let same_call = call_id.is_some() && call_id == last_call;
             if assistant {
                 last_call = call_id;
+            } else if msg.role == role::USER
+                && answered
+                && turn_end.is_none()
+                && msg
+                    .rows
+                    .clone()
+                    .any(|r| table.part_type[r] == part_type::TEXT)
+            {
+                turn_end = Some(j);
             }
             // The message alone, as OpenCode's view sends it (the baseline's
             // message, and the reply's estimate when no usage is recorded).
@@ -294,8 +310,13 @@ impl<'a> Walk<'_, '_, 'a> {
             let reply = buffer.first().map_or(0, |x| x.tokens);
             if assistant && !same_call {
                 let mut cleared = Vec::new();
-                if let Some(prefix) = prefix {
-                    let result = prefix.prune(table, &messages[..j], scratch)?;
+                let upto = match acts {
+                    Some(Acts::Call) => Some(j),
+                    Some(Acts::Turn) => turn_end,
+                    _ => None,
+                };
+                if let (Some(prefix), Some(upto)) = (prefix, upto) {
+                    let result = prefix.prune(table, &messages[..upto], scratch)?;
                     for &row in &result.rows {
                         table.flags[row] |= flag::COMPACTED;
                     }
@@ -393,6 +414,8 @@ impl<'a> Walk<'_, '_, 'a> {
             history += entry.total;
             shown.push(entry);
             if assistant {
+                answered = true;
+                turn_end = None;
                 assistants.push(j);
                 if keep > 0 && assistants.len() > keep {
                     let k = assistants[assistants.len() - 1 - keep];
@@ -534,6 +557,7 @@ mod tests {
             mask: mask.then(|| PruneConfig {
                 protect: 100,
                 minimum: 0,
+                acts: Acts::Call,
                 ..PruneConfig::default()
             }),
             system_tokens: 0,
@@ -675,5 +699,51 @@ mod tests {
         };
         assert_eq!(compacted[0].fallback, None);
         assert_eq!(strip(&compacted[0]), strip(&plain[0]));
+    }
+
+    #[test]
+    fn a_policy_that_acts_on_turns_masks_only_when_a_user_turn_ends() {
+        // Two user turns of three steps each, then a third turn.
+        let mut msgs = vec![user("u0", vec![text("task")])];
+        for t in 0..3 {
+            if t > 0 {
+                msgs.push(user(&format!("u{t}"), vec![text("next")]));
+            }
+            for i in 0..3 {
+                msgs.push(assistant(
+                    &format!("a{t}{i}"),
+                    "u0",
+                    vec![tool("read", 4_000)],
+                ));
+            }
+        }
+        let mut c = config(true);
+        c.mask.as_mut().unwrap().acts = Acts::Turn;
+        c.mask.as_mut().unwrap().turn = crate::prune::TurnUnit::Step;
+        c.mask.as_mut().unwrap().protect_turns = 0;
+        let got = run(&[("s", msgs.clone())], &c);
+        let masked: Vec<usize> = got[0]
+            .calls
+            .iter()
+            .filter(|c| !c.cleared.is_empty())
+            .map(|c| c.call)
+            .collect();
+        // Only the first call of the second and third turns (calls 3 and 6).
+        assert_eq!(masked, vec![3, 6]);
+        // At every call, the same policy masks more often.
+        let every = run(&[("s", msgs)], &config_steps());
+        let each: usize = every[0]
+            .calls
+            .iter()
+            .filter(|c| !c.cleared.is_empty())
+            .count();
+        assert!(each > masked.len());
+    }
+
+    fn config_steps() -> ReplayConfig {
+        let mut c = config(true);
+        c.mask.as_mut().unwrap().turn = crate::prune::TurnUnit::Step;
+        c.mask.as_mut().unwrap().protect_turns = 0;
+        c
     }
 }

@@ -66,10 +66,24 @@ def test_masking_every_step_keeps_a_long_run_without_a_summary() -> None:
     assert sum(p.compacted for m in stored.messages for p in m.parts) == 7
 
 
-def test_without_mask_first_the_same_run_is_summarized() -> None:
+def test_the_swe_agent_preset_masks_every_step_without_mask_first() -> None:
+    # SWE-agent's history processor acts at every call, so its preset does.
     store, client = MemoryStore(), Client()
     sid = store.create_session("s")
     config = CompactionConfig(policy="swe-agent")
+    loop = CompactionLoop(Compactor(store, Summarizer(client, config), config=config,
+                                    limits=LIMITS), system="sys")  # fmt: skip
+    single_task(store, sid, steps=12, chars=40_000)
+    messages = loop.before_call(sid)
+    tools = [m["content"] for m in messages if m["role"] == "tool"]
+    assert tools[:7] == [CLEARED_TOOL_OUTPUT] * 7
+    assert not store.records(sid) and not client.requests
+
+
+def test_without_masking_the_same_run_is_summarized() -> None:
+    store, client = MemoryStore(), Client()
+    sid = store.create_session("s")
+    config = CompactionConfig(policy={"preset": "swe-agent", "acts": "summary"})
     loop = CompactionLoop(Compactor(store, Summarizer(client, config), config=config,
                                     limits=LIMITS), system="sys")  # fmt: skip
     single_task(store, sid, steps=12, chars=40_000)
@@ -235,3 +249,35 @@ def test_chat_lists_record_counts_the_input_as_sent_before_and_after() -> None:
     sent = mask_chat_messages(held, config.policy).messages
     assert result.messages == sent
     assert record.tokens_after == estimate_chat_messages(sent)
+
+
+def test_opencode_prunes_when_a_user_turn_ends_not_at_every_call() -> None:
+    # OpenCode prunes as its agent loop exits: the history before the next user
+    # message, its newest two user turns protected (docs/policies.md).
+    store, client = MemoryStore(), Client()
+    sid = store.create_session("s")
+    config = CompactionConfig()  # the opencode preset: acts="turn"
+    wide = {"context": 1_000_000, "output": 8_000}
+    loop = CompactionLoop(Compactor(store, Summarizer(client, config), config=config,
+                                    limits=wide), system="sys")  # fmt: skip
+
+    def cleared() -> int:
+        return sum(p.compacted for m in store.load(sid).messages for p in m.parts)
+
+    single_task(store, sid, steps=8, chars=40_000)  # turn 1: 80k tokens of outputs
+    for turn in (2, 3):
+        loop.before_call(sid)
+        assert cleared() == 0  # the turn ended holds one of the newest two turns
+        asked = user(f"turn {turn}")
+        store.append_message(sid, asked)
+        loop.before_call(sid)
+        store.append_message(sid, tool_reply(asked.id, "ok", path=f"g{turn}.py"))
+    assert cleared() == 0  # turn 1 is still the second newest turn before turn 3
+    store.append_message(sid, user("turn 4"))
+    loop.before_call(sid)
+    # Turn 1's outputs beyond the 40k protect window are cleared, once.
+    assert cleared() > 0 and not store.records(sid)
+    before = cleared()
+    store.append_message(sid, tool_reply("x", "ok", path="h.py"))
+    loop.before_call(sid)  # a later call of the same turn: no new prune
+    assert cleared() == before

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from ctxcompact import formats
@@ -267,11 +268,30 @@ def test_arguments_of_the_wrong_kind_are_named(
 
 def test_config_takes_a_dict_of_its_fields() -> None:
     session = run(12, 4_000)
-    as_dict = replay(session, "swe-agent", limits=NARROW, config={"mask_first": True})
-    as_config = replay(session, "swe-agent", limits=NARROW,
+    # A policy that acts only as a summary runs: mask_first is what masks it.
+    policy = {"preset": "swe-agent", "acts": "summary"}
+    as_dict = replay(session, policy, limits=NARROW, config={"mask_first": True})
+    as_config = replay(session, policy, limits=NARROW,
                        config=cc.CompactionConfig(mask_first=True))  # fmt: skip
-    plain = replay(session, "swe-agent", limits=NARROW)
+    plain = replay(session, policy, limits=NARROW)
     assert as_dict.calls.equals(as_config.calls) and not as_dict.calls.equals(plain.calls)
+
+
+@pytest.mark.parametrize("preset", ["swe-agent", "anthropic-clear-tool-uses"])
+def test_a_preset_that_acts_at_every_call_masks_without_mask_first(preset: str) -> None:
+    # Issue 39 part 4: SWE-agent's processor and Anthropic's context editing act
+    # at every call, so their presets do, with --mask-first or without.
+    session = run(60, 10_000)  # about 150k tokens: over Anthropic's 100k trigger
+    wide = {"context": 1_000_000, "output": 1_000}  # no summary: masking alone
+    plain = replay(session, preset, limits=wide)
+    forced = replay(session, preset, limits=wide, config={"mask_first": True})
+    assert plain.calls.equals(forced.calls)
+    assert plain.summary["prompt_tokens"] < plain.summary["baseline_prompt_tokens"]
+    masked = plain.calls.filter(pc.less(plain.calls["prompt_tokens"],
+                                        plain.calls["baseline_prompt_tokens"]))  # fmt: skip
+    assert masked.num_rows > 0
+    waiting = replay(session, {"preset": preset, "acts": "summary"}, limits=wide)
+    assert waiting.summary["prompt_tokens"] == waiting.summary["baseline_prompt_tokens"]
 
 
 @pytest.mark.skipif(not SWE.is_dir(), reason="needs ../shared/data")

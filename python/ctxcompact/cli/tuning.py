@@ -59,8 +59,19 @@ from ctxcompact.cli.outputs import (
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
 from ctxcompact.policy import Policy
+from ctxcompact.tuning.as_sent import parse_as_sent
 
 commands = typer.Typer()
+
+
+AsSentOption = Annotated[
+    str | None,
+    typer.Option("--as-sent", metavar="auto|POLICY",
+                 help="Replay each run's baseline under the policy it was sent with, not its "
+                 "history sent whole: 'auto' picks per run the nearest to its recorded usage "
+                 "(none, last-N for N 1..10, every preset); 'none', 'last-N', a preset or a "
+                 "policy file forces one. The choice per run is reported."),
+]  # fmt: skip
 
 
 #: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
@@ -144,13 +155,18 @@ class _Bigger(logging.Handler):
                    "tokens)", err=True)  # fmt: skip
 
 
+def _every_call(row: dict[str, Any]) -> bool:
+    """The row's policy pruned before every call (its ``acts``, or mask_first)."""
+    return bool(row.get("masks_at", "call" if row.get("mask_first") else None) == "call")
+
+
 def _note_unchanged(rows: list[dict[str, Any]], cfg: CompactionConfig) -> bool:
     """When no policy changed a prompt, say why on stderr (equal columns look
     like a broken replay); whether it did."""
     if not rows or not all(not r.get("compactions") and r.get("prompt_tokens") == r.get(
         "baseline_prompt_tokens") for r in rows):  # fmt: skip
         return False
-    masking = sum(bool(r.get("mask_first")) for r in rows)
+    masking = sum(_every_call(r) for r in rows)
     if not cfg.prune:
         typer.echo("note: no policy changed a prompt: pruning is disabled "
                    f"(prune = false, from {cfg.sources()['prune']}), so no policy masks, "
@@ -203,7 +219,7 @@ def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
         same += [g for g in split.values() if len(g) > 1]
     for group in same[:shown]:
         first, why = group[0], []
-        plain = any(not r.get("mask_first") for r in group)
+        plain = any(not _every_call(r) for r in group)
         if not cfg.prune:
             typer.echo(f"note: {len(group)} policies replay identically "
                        f"({_some([str(r['name']) for r in group])}): pruning is disabled "
@@ -211,14 +227,15 @@ def _note_equal(rows: list[dict[str, Any]], cfg: CompactionConfig,
                        "or masks", err=True)  # fmt: skip
             continue
         if plain and first.get("compactions"):
-            why.append("without mask_first a policy prunes only as a summary runs, and the "
+            why.append("a policy that does not act at every call (without mask_first) prunes "
+                       "only as a summary runs or a user turn ends, and the "
                        "offline digest summary reads the task, requests, paths and errors, "
                        "not the tool outputs pruning cleared, so the policy leaves no trace "
                        "in what is sent")  # fmt: skip
         elif plain:
-            why.append("no session overflowed this context, so without mask_first no policy "
-                       "acted")  # fmt: skip
-        if any(r.get("mask_first") for r in group):
+            why.append("no session overflowed this context or ended a turn, so without "
+                       "mask_first no policy acted")  # fmt: skip
+        if any(_every_call(r) for r in group):
             why.append("with mask_first they cleared the same outputs" if first.get(
                 "prompt_tokens") != first.get("baseline_prompt_tokens") or first.get(
                 "compactions") else "with mask_first no output was outside what the "
@@ -297,9 +314,27 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
             continue
         elif key == "models":
             continue
+        elif key == "as_sent" and isinstance(value, list):
+            _show_as_sent(value)
+            continue
         elif key == "front" and isinstance(value, list):
             value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
+
+
+def _show_as_sent(choices: list[dict[str, Any]]) -> None:
+    """The as-sent baseline per run: the policy chosen, why, its prompt
+    tokens beside the recorded ones and the gap."""
+    table = Table(title="as sent (the baseline of each run)")
+    for name in ("run", "as sent", "why", "prompt tokens", "recorded", "gap"):
+        table.add_column(name, justify="left" if name in ("run", "as sent", "why") else "right")
+    for c in choices:
+        sent, recorded = c["as_sent_prompt_tokens"], c["recorded_prompt_tokens"]
+        gap = (sent - recorded) / recorded if recorded else None
+        table.add_row(str(c["session_id"]), str(c["as_sent"]), str(c["as_sent_reason"]),
+                      f"{sent:,}", _cell("recorded", recorded),
+                      _cell("gap_ratio", gap))  # fmt: skip
+    _print_wide(table)
 
 
 def _labels(rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -382,12 +417,14 @@ def replay(
             metavar="NAME|FILE",
             help="A policy to replay under (repeat for several): a preset or a "
             "TOML/JSON policy file. Default: the config's. It prunes when a compaction "
-            "runs, and at every step with --mask-first.",
+            "runs and when its acts says (opencode: a user turn ends; swe-agent, "
+            "anthropic-clear-tool-uses: every call), at every call with --mask-first.",
         ),
     ] = None,
     method: MethodOption = None,
     on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
+    as_sent: AsSentOption = None,
 ) -> None:
     """Replay every run call by call under each policy (offline digest summaries):
     prompt tokens, cache reads and writes, compactions, retention, and the cost
@@ -404,6 +441,7 @@ def replay(
         overrides["mask_first"] = True
     cfg = _config(config, **overrides)
     _check_sheets(models, cfg, cache)
+    sent_as = parse_as_sent(as_sent, "--as-sent")  # before any input is read
     # Each --policy is replayed as given; without one, the config's policy with
     # its prune_* fields applied (what prune runs), labelled by what it is.
     # A run that masks at every step says so in its label (and in --out's rows).
@@ -422,17 +460,21 @@ def replay(
         sessions = _to_sessions(_load_many(inputs, fmt, on_error, segments), segments)
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
+    choices: list[dict[str, Any]] | None = None
     bigger = _Bigger()
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
     price_rows: dict[str, Any] = {}  # every sheet's row, by model
     for label, policy in runs:
         with _status(f"replaying under {label}", as_json), bigger.collecting(label):
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
-                                model=models, cache=cache)  # fmt: skip
+                                model=models, cache=cache, as_sent=sent_as)  # fmt: skip
         s = result.summary
+        choices = s.get("as_sent", choices)  # per run: the same under every policy
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
-                     "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
+                     "mask_first": cfg.mask_first,
+                     "masks_at": (cfg if policy is None else cfg.with_policy(policy)).masks_at(),
+                     "removed_facts": s["removed_facts"],
                      "kept_facts": s["kept_facts"], "most_lost": s["most_lost"][:5],
                      **{k: s.get(k) for k in RECORDED_KEYS}, **_sheet_columns(s)})  # fmt: skip
         calls = result.calls
@@ -441,11 +483,14 @@ def replay(
     if out is not None:
         _write_parquet(pa.concat_tables(tables).cast(GRID_CALL_SCHEMA), out, "--out")
     # What the numbers depend on, so two results can be told apart.
-    extra = {"model": models[0] if models else None, "models": models or [],
-             "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
-             "context": context, "output_limit": output_limit,
-             "output_reserved": context - (usable or 0),
-             "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+    extra: dict[str, Any] = {
+        "model": models[0] if models else None, "models": models or [],
+        "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
+        "context": context, "output_limit": output_limit,
+        "output_reserved": context - (usable or 0),
+        "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+    if choices is not None:
+        extra["as_sent"] = choices
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
     bigger.note()
 

@@ -129,6 +129,23 @@ def validate_session(session: Session, start: int = 0) -> None:
                 )  # fmt: skip
 
 
+def turn_end(session: Session) -> int | None:
+    """Where a user turn ended since the last model call: the index of the
+    first user message with text after the newest assistant message (the
+    history before it is the turn that ended), or ``None`` (no assistant
+    message yet, or none since). A policy that acts on turns prunes there
+    (``Policy.acts``); the replay engine reads the same rule (rust/src/replay.rs)."""
+    answered = False
+    end: int | None = None
+    for i, message in enumerate(session.messages):
+        if isinstance(message.info, AssistantMessage):
+            answered, end = True, None
+        elif (answered and end is None and isinstance(message.info, UserMessage)
+              and any(p.type == "text" for p in message.parts)):  # fmt: skip
+            end = i
+    return end
+
+
 def _stays(message: MessageWithParts) -> bool:
     """A message every compaction keeps in the model input (``filter_pivot``)."""
     return message.info.role == "system" or any(p.pinned for p in message.parts)
@@ -359,15 +376,20 @@ class Compactor:
                          auto=auto, reason=reason)  # fmt: skip
         return marker
 
-    def mask(self, session_id: str, session: Session | None = None) -> int:
+    def mask(self, session_id: str, session: Session | None = None, *,
+             upto: int | None = None) -> int:  # fmt: skip
         """Prune by the policy now, without a summary (the hybrid's every-step
-        masking, ``config.mask_first``). The marks are stored, and set on
-        ``session`` too when given. Returns the tokens freed."""
+        masking, ``config.masks_at()``); ``upto``: over the first ``upto``
+        messages only (a user turn that ended, ``turn_end``). The marks are
+        stored, and set on ``session`` too when given. Returns the tokens freed."""
         if session is None:
             session = self.store.load(session_id)
         if not self.config.prune or self.pending_task(session) is not None:
             return 0
-        result = prune(session, self.config)
+        scope = session
+        if upto is not None:
+            scope = session.model_copy(update={"messages": session.messages[:upto]})
+        result = prune(scope, self.config)
         if not result.part_ids:
             return 0
         now = _now_ms()
@@ -431,7 +453,7 @@ class Compactor:
         report = check_overflow(usage, self.limits, options)
         if not report.overflow:
             return StepCheck(False, "within limits", report.count, report.usable)
-        if self.config.mask_first and self.mask(session_id, session):
+        if self.config.masks_at() == "call" and self.mask(session_id, session):
             # Hybrid: a summary only when masking cannot bring the history under.
             masked = check_overflow({"input": self.history_tokens(session), "output": 0},
                                     self.limits, options)  # fmt: skip
@@ -497,7 +519,7 @@ class Compactor:
                     if p.id in marks:
                         p.mark_compacted(now)
         visible = filter_pivot(upto)
-        if self.config.mask_first:
+        if self.config.masks_at() == "call":
             history = self._recall_view(visible)
         else:
             history = to_model_messages(visible, policy=self.config.policy)

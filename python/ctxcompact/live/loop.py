@@ -36,7 +36,13 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live.calibration import prompt_tokens
-from ctxcompact.live.compactor import Compactor, check_session_id, model_name, validate_session
+from ctxcompact.live.compactor import (
+    Compactor,
+    check_session_id,
+    model_name,
+    turn_end,
+    validate_session,
+)
 from ctxcompact.live.markers import compaction_part
 from ctxcompact.live.sqlstore import extended
 from ctxcompact.live.store import new_id
@@ -269,10 +275,15 @@ class CompactionLoop:
                     compactor.model_messages, session_id, system=self.system, session=session
                 )
                 return messages, None, compactor.model_of(session)
-        if self.config.mask_first:
+        masks_at = self.config.masks_at()
+        if masks_at == "call":
             # Hybrid: mask every step; the proactive check below then sees the
             # masked history and asks for a summary only if that is not enough.
             yield flow.blocking(self._mask, session_id, session)
+        elif masks_at == "turn" and (end := turn_end(session)) is not None:
+            # A user turn ended since the last call: prune the history before
+            # the new user message, as OpenCode does when its agent loop exits.
+            yield flow.blocking(self._mask, session_id, session, end)
         shown: tuple[list[dict[str, Any]], int] = yield flow.blocking(
             self._view, session_id, session
         )
@@ -334,8 +345,8 @@ class CompactionLoop:
             messages.insert(0, system_message(self.system))
         return messages, tokens
 
-    def _mask(self, session_id: str, session: Session) -> None:
-        if self.compactor.mask(session_id, session):
+    def _mask(self, session_id: str, session: Session, upto: int | None = None) -> None:
+        if self.compactor.mask(session_id, session, upto=upto):
             # parts marked in ``session``: its views so far are stale
             self._kept.pop(session_id, None)
 

@@ -260,7 +260,7 @@ class _Run:
         policy's masking (as the integrations mask every call), else the list.
         Both sizes a record gives are of this."""
         cfg = self.config
-        if not (cfg.mask_first and cfg.prune):
+        if cfg.masks_at() != "call":
             return messages
         return mask_chat_messages(messages, cfg.policy, method=cfg.estimate_method,
                                   overhead=cfg.message_overhead).messages  # fmt: skip

@@ -159,15 +159,19 @@ def engine_calls(
     schema: pa.Schema,
     threads: int | None = None,
     facts: Facts | None = None,
+    retention: bool = True,
 ) -> pa.Table:
     """The per-call table (``schema``: ``CALL_SCHEMA``) of every session of
     ``table``, in table order: the core's calls, the live walk's for the
     sessions it leaves. ``facts``: ``message_facts(table)``, when the caller
-    replays the table under several policies."""
+    replays the table under several policies. ``retention=False``: no call
+    is scored (the as-sent baseline reads the prompts only)."""
     starts, created, output, call, _ = facts if facts is not None else message_facts(table)
     method, overhead = config.estimate_method, config.message_overhead
     view = config.policy.scan_options(method=method, overhead=overhead)
-    mask = _prune_options(config) if config.mask_first and config.prune else None
+    # The policy's prune without a summary, when it acts (config.masks_at()).
+    masks_at = config.masks_at()
+    mask = {**_prune_options(config), "acts": masks_at} if masks_at else None
     threshold, available, usable = budget_numbers(config, limits, system)
     system_tokens = (
         chat_tokens([{"role": "system", "content": system}], method=method, overhead=overhead)
@@ -183,7 +187,7 @@ def engine_calls(
         raise _named(e, table) from None
     n = len(ids)
     message_ids = plain_strings(table.column("message_id")).take(rows)
-    changed_at = pc.indices_nonzero(changed)
+    changed_at = pc.indices_nonzero(changed) if retention else pa.array([], pa.uint64())
     shown = [1.0] * n  # a session no call changed shows every fact it stated
     fallback = fallback_ids.to_pylist()
     needed = sorted(set(ids.take(changed_at).to_pylist()) | set(fallback))

@@ -59,6 +59,7 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
+from ctxcompact.tuning.as_sent import AsSent, as_sent_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
@@ -192,6 +193,7 @@ def replay(
     system: str | None = None,
     cache: str = "5m",
     cache_ttl_s: float | None = None,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | None = None,
 ) -> Replay:
     """Replay every run of ``data`` under ``policy`` (default: the config's).
 
@@ -211,8 +213,15 @@ def replay(
     1-hour cache) or ``"off"`` (every prompt token at the input price).
     ``cache_ttl_s``: the cache's lifetime in seconds (default: the
     provider's). ``summarizer``: real summaries (default: the offline digest).
+    ``as_sent``: the baseline of each run replayed under the policy it was
+    sent with (``tuning.as_sent``): ``"auto"`` picks per run the candidate
+    nearest its recorded prompt total, ``"none"``, ``"last-N"`` or a policy
+    forces one; the choice per run is in ``sessions`` (``as_sent``,
+    ``as_sent_reason``) and ``summary["as_sent"]``. Default: the stored
+    history sent whole.
     """
     cfg = check_config(config, "replay")
+    sent_as = parse_as_sent(as_sent, "as_sent")
     if policy is not None:
         # Replayed as given: the config's prune_protect etc. adjust its own policy only.
         cfg = cfg.with_policy(Policy.load(policy))
@@ -239,10 +248,20 @@ def replay(
         ids = ", ".join(repr(s) for s in sessions[:3]) + (", ..." if len(sessions) > 3 else "")
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
+    recorded = recorded_usage_table(table, facts)
+    choices: list[dict[str, Any]] | None = None
+    if sent_as is not None:
+        calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
-    recorded = recorded_usage_table(table, facts)
     per_session = per_session_table(calls, recorded)
+    if choices is not None:
+        by_id = {c["session_id"]: c for c in choices}
+        mine = [by_id.get(s, {}) for s in per_session["session_id"].to_pylist()]
+        for key in ("as_sent", "as_sent_reason"):
+            per_session = per_session.append_column(
+                key, pa.array([c.get(key) for c in mine], pa.string()))  # fmt: skip
+        summary["as_sent"] = choices
     ids = per_session["session_id"].to_pylist()
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
     summary |= recorded_totals(recorded, baseline)
