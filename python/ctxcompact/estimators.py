@@ -7,7 +7,7 @@ from typing import Literal, get_args
 #: ``opencode`` (the default: OpenCode's ``round(utf16_length / 4)``),
 #: ``ceil-bytes``, or a tokenizer family's fitted byte-bigram estimate
 #: (docs/estimators.md), optionally ``-conservative`` (rarely under-counts).
-EstimateMethod = Literal[
+Estimate = Literal[
     "opencode",
     "ceil-bytes",
     "o200k",
@@ -24,10 +24,36 @@ EstimateMethod = Literal[
     "deepseek-conservative",
 ]
 
+#: Exact counts of a tokenizer family (``scans.vocabularies``), each text
+#: counted on its own (a message is its parts' sum): read from the
+#: ``output_tokens_<family>`` column where ``Transcript.count`` kept it.
+ExactMethod = Literal[
+    "o200k-exact",
+    "cl100k-exact",
+    "llama3-exact",
+    "qwen-exact",
+    "tekken-exact",
+    "deepseek-exact",
+]
+
+#: What a scan counts with: an estimate, or a family's exact counts.
+EstimateMethod = Literal[Estimate, ExactMethod]
+
 #: Tokenizer families with a fitted estimator (``method="<family>"``).
 FAMILIES = ("o200k", "cl100k", "llama3", "qwen", "tekken", "deepseek")
 
 #: Every estimate method, in the order above.
-METHODS: tuple[str, ...] = get_args(EstimateMethod)
+METHODS: tuple[str, ...] = get_args(Estimate)
+#: Every exact method.
+EXACT_METHODS: tuple[str, ...] = get_args(ExactMethod)
 
-__all__ = ["FAMILIES", "METHODS", "EstimateMethod"]
+
+def count_label(method: str) -> str:
+    """What a report says it counted with: ``"o200k exact"`` for an exact
+    method, ``"estimate <method>"`` for an estimate (``estimate opencode``)."""
+    if method in EXACT_METHODS:
+        return f"{method.removesuffix('-exact')} exact"
+    return f"estimate {method}"
+
+
+__all__ = ["EXACT_METHODS", "FAMILIES", "METHODS", "EstimateMethod", "ExactMethod", "count_label"]
