@@ -56,4 +56,31 @@ def count_label(method: str) -> str:
     return f"estimate {method}"
 
 
-__all__ = ["EXACT_METHODS", "FAMILIES", "METHODS", "EstimateMethod", "ExactMethod", "count_label"]
+#: The tokens OpenAI adds to every prompt priming the reply
+#: (``<|start|>assistant<|message|>``), on top of each message's 3 and its
+#: role's token (``message_overhead``'s default 4 is those): OpenAI's
+#: cookbook, "How to count tokens with tiktoken" (``num_tokens_from_messages``:
+#: ``tokens_per_message = 3``, ``num_tokens += 3``); what
+#: ``count_chat_tokens`` adds. Only an exact OpenAI count adds it: another
+#: family's chat template frames messages otherwise, and an estimate is not
+#: that close.
+OPENAI_REPLY_PRIMING = 3
+REPLY_PRIMING = {"o200k-exact": OPENAI_REPLY_PRIMING, "cl100k-exact": OPENAI_REPLY_PRIMING}
+
+
+def reply_priming(method: str) -> int:
+    """The tokens each call's prompt adds priming the reply under ``method``."""
+    return REPLY_PRIMING.get(method, 0)
+
+
+__all__ = [
+    "EXACT_METHODS",
+    "FAMILIES",
+    "METHODS",
+    "OPENAI_REPLY_PRIMING",
+    "REPLY_PRIMING",
+    "EstimateMethod",
+    "ExactMethod",
+    "count_label",
+    "reply_priming",
+]

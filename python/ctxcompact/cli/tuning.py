@@ -423,6 +423,7 @@ def replay(
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     bigger = _Bigger()
+    counted: str | None = None
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
     price_rows: dict[str, Any] = {}  # every sheet's row, by model
     for label, policy in runs:
@@ -430,6 +431,7 @@ def replay(
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
                                 model=models, cache=cache)  # fmt: skip
         s = result.summary
+        counted = s.get("count")  # which count the run got (tuning/counts.py)
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first, "removed_facts": s["removed_facts"],
@@ -445,7 +447,8 @@ def replay(
              "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
              "context": context, "output_limit": output_limit,
              "output_reserved": context - (usable or 0),
-             "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+             "method": cfg.estimate_method, "count": counted,
+             "mask_first": cfg.mask_first}  # fmt: skip
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
     bigger.note()
 

@@ -56,6 +56,7 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
+from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
 from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage_table
@@ -220,6 +221,8 @@ def replay(
                              f"got {type(summarizer).__name__}", column="summarizer")  # fmt: skip
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
     table = _table(data)
+    # exact where the model's family is known, unless a method was set (tuning/counts.py)
+    cfg = with_run_method(cfg, model_names(model), table)
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
     # lifetime is applied at pricing (since_previous_s).
@@ -231,9 +234,13 @@ def replay(
         raise DatasetError(f"nothing to replay: no assistant message (model call) in "
                            f"{len(sessions)} session(s) [{ids}]", column="role")  # fmt: skip
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
-    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
+    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets),
+               "count": count_label(cfg.estimate_method)}  # fmt: skip
     recorded = recorded_usage_table(table)
     per_session = per_session_table(calls, recorded)
+    per_session = per_session.append_column(
+        "count", pa.array([summary["count"]] * per_session.num_rows, pa.string())
+    )
     ids = per_session["session_id"].to_pylist()
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
     summary |= recorded_totals(recorded, baseline)
