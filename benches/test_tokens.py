@@ -150,3 +150,28 @@ def test_byte_level_estimate(benchmark: Any, column: pa.Array, method: str, thre
     result = benchmark.pedantic(estimate_tokens_array, (column, method), {"threads": threads},
                                 rounds=5, warmup_rounds=1)  # fmt: skip
     assert result.null_count == 0
+
+
+@pytest.fixture(scope="module")
+def part_table() -> Any:
+    """A synthetic part table (~10 MB of outputs), and the same with its
+    exact o200k counts kept (``Transcript.count``)."""
+    from ctxcompact.batch.synthetic import generate_table
+    from ctxcompact.transcript import Transcript
+
+    table = Transcript(generate_table(100, 200, seed=1, mean_output_chars=500))
+    return table, table.count("o200k")
+
+
+@pytest.mark.benchmark(group="exact-columns")
+@pytest.mark.parametrize("counted", [False, True], ids=["on-the-fly", "counted-column"])
+def test_exact_estimate_counted_column(benchmark: Any, part_table: Any, counted: bool) -> None:
+    """estimate_messages under o200k-exact: every part counted on the fly vs
+    read from the kept column (its text hashed to prove it unchanged)."""
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.scans import estimate_messages
+
+    table = part_table[1] if counted else part_table[0]
+    config = CompactionConfig(estimate_method="o200k-exact")
+    result = benchmark(estimate_messages, table, config)
+    assert result.total == estimate_messages(part_table[0], config).total

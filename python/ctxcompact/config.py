@@ -121,7 +121,8 @@ class CompactionConfig(BaseSettings):
         description="Token estimate: 'opencode' (UTF-16 length / 4, rounded), "
         "'ceil-bytes' (UTF-8 bytes / 4, rounded up), or a tokenizer family's fitted "
         "estimate: o200k, cl100k, llama3, qwen, tekken, deepseek, each also "
-        "'<family>-conservative' (docs/estimators.md).",
+        "'<family>-conservative' (docs/estimators.md); or '<family>-exact', the "
+        "family's exact counts (read from Transcript.count / ingest --count's columns).",
     )
     message_overhead: int = Field(
         4, ge=0, description="Tokens added per message for the role and framing."

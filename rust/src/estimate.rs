@@ -26,6 +26,11 @@ pub enum Method {
     CeilBytes,
     /// The family's fitted byte-bigram table; `conservative` rarely under-counts.
     Bigram { family: Family, conservative: bool },
+    /// The family's exact tokens (`tokens.rs`), each text counted on its own
+    /// (a message is the sum of its parts' counts): its units are tokens.
+    /// Parsed as `<family>-exact`; a family outside the core needs its
+    /// vocabulary loaded first.
+    Exact { family: Family },
 }
 
 impl Method {
@@ -51,6 +56,28 @@ impl Method {
             Method::Bigram { family, .. } => {
                 Some((family.counted_column(), Some(family.fingerprint())))
             }
+            Method::Exact { family } => Some((
+                crate::tokens::exact_column(family),
+                Some(crate::tokens::exact_stamp(family)),
+            )),
+        }
+    }
+
+    /// What a report says it counted with: `opencode`, `ceil-bytes`,
+    /// `<family>` / `<family>-conservative` (estimates), `<family>-exact`.
+    pub fn name(self) -> String {
+        match self {
+            Method::Opencode => "opencode".into(),
+            Method::CeilBytes => "ceil-bytes".into(),
+            Method::Bigram {
+                family,
+                conservative: false,
+            } => family.name().into(),
+            Method::Bigram {
+                family,
+                conservative: true,
+            } => format!("{}-conservative", family.name()),
+            Method::Exact { family } => format!("{}-exact", family.name()),
         }
     }
 }
@@ -63,6 +90,13 @@ impl FromStr for Method {
             "opencode" => return Ok(Method::Opencode),
             "ceil-bytes" => return Ok(Method::CeilBytes),
             _ => {}
+        }
+        if let Some(name) = s.strip_suffix("-exact") {
+            if let Ok(family) = name.parse::<Family>() {
+                // counted with its vocabulary: built in, or loaded before
+                crate::tokens::exact_tokenizer(family)?;
+                return Ok(Method::Exact { family });
+            }
         }
         let (name, conservative) = match s.strip_suffix("-conservative") {
             Some(name) => (name, true),
@@ -77,7 +111,8 @@ impl FromStr for Method {
                 let families: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
                 Err(CoreError::Config(format!(
                     "unknown estimate method {s:?}; expected \"opencode\", \"ceil-bytes\", \
-                     or a tokenizer family ({}), optionally with \"-conservative\"",
+                     or a tokenizer family ({}), optionally with \"-conservative\" \
+                     (an estimate) or \"-exact\" (exact counts)",
                     families.join(", ")
                 )))
             }
@@ -147,6 +182,7 @@ pub fn text_units(bytes: &[u8], method: Method) -> u64 {
         Method::Opencode => utf16_len(bytes) as u64,
         Method::CeilBytes => bytes.len() as u64,
         Method::Bigram { family, .. } => family.table().units_after([None, None], bytes),
+        Method::Exact { family } => crate::tokens::count_exact(family, bytes),
     }
 }
 
@@ -170,6 +206,7 @@ pub fn estimate_units(units: u64, method: Method) -> u64 {
             };
             (units + SCALE / 2) / SCALE
         }
+        Method::Exact { .. } => units,
     }
 }
 
@@ -239,7 +276,11 @@ pub fn estimate_array(
     array: &arrow_array::ArrayRef,
     method: Method,
 ) -> crate::error::Result<arrow_array::Int64Array> {
-    crate::columns::map_strings(array, 16 * 1024, |s| estimate(s, method) as i64)
+    let block = match method {
+        Method::Exact { .. } => 64,
+        _ => 16 * 1024,
+    };
+    crate::columns::map_strings(array, block, |s| estimate(s, method) as i64)
 }
 
 /// The length units under `method` (`text_units`) of every string of an Arrow
@@ -249,9 +290,12 @@ pub fn units_array(
     array: &arrow_array::ArrayRef,
     method: Method,
 ) -> crate::error::Result<arrow_array::Int64Array> {
-    crate::columns::map_strings(array, 16 * 1024, |s| {
-        text_units(s.as_bytes(), method) as i64
-    })
+    // exact counts are slow per byte: small blocks keep every thread busy
+    let block = match method {
+        Method::Exact { .. } => 64,
+        _ => 16 * 1024,
+    };
+    crate::columns::map_strings(array, block, |s| text_units(s.as_bytes(), method) as i64)
 }
 
 #[cfg(test)]

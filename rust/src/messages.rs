@@ -174,6 +174,8 @@ impl Span {
                 lo: hi.div_ceil(3),
                 hi,
             },
+            // a token is at least one byte (and a text of bytes at least one token)
+            Method::Exact { .. } => Span { lo: hi.min(1), hi },
             _ => Span::exact(hi),
         }
     }
@@ -217,7 +219,9 @@ pub fn tokens_within(
     let output = |row: usize| output_span(table, row, method);
     // Content of `units` in `blocks` blocks joined by "\n\n", as `Content::tokens`.
     let joined = |mut units: Span, blocks: u64| {
-        units.add(Span::exact(2 * blocks.saturating_sub(1)));
+        units.add(Span::exact(
+            text_units(b"\n\n", method) * blocks.saturating_sub(1),
+        ));
         units.tokens(method)
     };
     let mut total = Span::default();

@@ -194,6 +194,25 @@ fn count_units(
     })
 }
 
+/// Each string's `tokens::text_hash` (what `output_hash` holds beside the
+/// exact counts; nulls hash as the empty text, 0).
+#[pyfunction]
+#[pyo3(signature = (values, threads = None))]
+fn text_hashes(
+    py: Python<'_>,
+    values: AnyArray,
+    threads: Option<usize>,
+) -> PyResult<PyChunkedArray> {
+    map_chunks(py, values, threads, crate::tokens::hash_array)
+}
+
+/// The name of the method `method` parses as (`Method::name`): what a report
+/// says it counted with.
+#[pyfunction]
+fn method_name(py: Python<'_>, method: &str) -> PyResult<String> {
+    Ok(parse_method(py, method)?.name())
+}
+
 /// Each row's `tool_target` (supersession's target, `target::tool_target`)
 /// from a table's `tool` and `input` columns: one large-string chunk per
 /// batch, worked out on the thread pool without the GIL.
@@ -958,6 +977,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vocabulary_loaded, m)?)?;
     m.add_function(wrap_pyfunction!(count_units, m)?)?;
     m.add_function(wrap_pyfunction!(counted_column, m)?)?;
+    m.add_function(wrap_pyfunction!(text_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(method_name, m)?)?;
     m.add_function(wrap_pyfunction!(tool_targets, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;

@@ -123,7 +123,11 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
             (matches!(dt, DataType::Boolean | DataType::Null), "bool")
         }
         // a timestamp, and the counted columns (`counted_columns`)
-        _ if name == "compacted_at" || name.starts_with("output_u") => {
+        _ if name == "compacted_at"
+            || name.starts_with("output_u")
+            || name.starts_with("output_tokens_")
+            || name == crate::tokens::OUTPUT_HASH =>
+        {
             (matches!(dt, DataType::Int64 | DataType::Null), "int64")
         }
         _ => (is_string(dt), crate::columns::STRING_TYPES),
@@ -146,6 +150,7 @@ fn counted_columns() -> impl Iterator<Item = (&'static str, Option<&'static str>
             family,
             conservative: false,
         }))
+        .chain(Family::ALL.map(|family| Method::Exact { family }))
         .filter_map(Method::counted_column)
 }
 
@@ -164,6 +169,7 @@ impl Columns {
         // estimate needs only its length. A family's counts are read only if
         // they were made with this very table (its fingerprint).
         let mut counted = false;
+        let mut exact = false;
         // (the sessions are rebuilt from the text: counts are not read)
         if !matches!(scan, Scan::Pivot | Scan::Sessions) {
             for (name, fingerprint) in counted_columns() {
@@ -182,6 +188,15 @@ impl Columns {
                     batches.iter().map(|b| b.column(index).clone()).collect(),
                 );
                 counted = true;
+                exact |= name.starts_with("output_tokens_");
+            }
+            // the hashes that tell which exact counts still hold
+            if let (true, Ok(index)) = (exact, schema.index_of(crate::tokens::OUTPUT_HASH)) {
+                check_type(crate::tokens::OUTPUT_HASH, schema.field(index).data_type())?;
+                by_name.insert(
+                    crate::tokens::OUTPUT_HASH,
+                    batches.iter().map(|b| b.column(index).clone()).collect(),
+                );
             }
         }
         // With the lengths counted the text is needed only to cut or describe

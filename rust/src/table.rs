@@ -74,6 +74,12 @@ pub struct PartTable<'a> {
     /// Each output's units under a family's table, counted once
     /// (`output_units_<family>`), for the families whose counts are present.
     pub output_bigram: Vec<(Family, Lengths<'a>)>,
+    /// Each output's exact tokens under a family, counted once
+    /// (`output_tokens_<family>`), for the families whose counts are present.
+    pub output_exact: Vec<(Family, Lengths<'a>)>,
+    /// Each output's `tokens::text_hash` when it was counted exactly
+    /// (`output_hash`): an exact count is read only where the text still has it.
+    pub output_hash: Option<Lengths<'a>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -142,9 +148,22 @@ impl<'a> PartTable<'a> {
                 output_bigram.push((family, decode_lengths(name, arrays, rows)?));
             }
         }
+        let mut output_exact = Vec::new();
+        for family in Family::ALL {
+            let name = crate::tokens::exact_column(family);
+            if let Some(arrays) = columns.get(name) {
+                output_exact.push((family, decode_lengths(name, arrays, rows)?));
+            }
+        }
+        let output_hash = match columns.get(crate::tokens::OUTPUT_HASH) {
+            Some(arrays) => Some(decode_lengths(crate::tokens::OUTPUT_HASH, arrays, rows)?),
+            None => None,
+        };
         let table = PartTable {
             output_utf16,
             output_bigram,
+            output_exact,
+            output_hash,
             parent_id: opt_str("parent_id")?,
             tool: opt_str("tool")?,
             input: opt_str("input")?,
@@ -209,6 +228,30 @@ impl<'a> PartTable<'a> {
                 .iter()
                 .find(|(f, _)| *f == family)
                 .map(|(_, lengths)| lengths),
+            Method::Exact { family } => self
+                .output_exact
+                .iter()
+                .find(|(f, _)| *f == family)
+                .map(|(_, lengths)| lengths),
+        }
+    }
+
+    /// Whether a count of the output at `row` still stands for its text: an
+    /// exact count only where the text hashes as it did when counted (a
+    /// table of counts without its texts has nothing to be stale against).
+    #[inline]
+    fn fresh(&self, row: usize, method: Method) -> bool {
+        if !matches!(method, Method::Exact { .. }) {
+            return true;
+        }
+        let Some(output) = self.output.as_ref() else {
+            return true;
+        };
+        match self.output_hash.as_ref().map(|h| h.get(row)) {
+            Some(hash) if hash != NO_LENGTH => {
+                hash == crate::tokens::text_hash(output.get(row).unwrap_or("").as_bytes())
+            }
+            _ => false,
         }
     }
 
@@ -218,7 +261,7 @@ impl<'a> PartTable<'a> {
     #[inline]
     pub fn output_units(&self, row: usize, method: Method) -> u64 {
         if let Some(len) = self.counted(method).map(|l| l.get(row)) {
-            if len != NO_LENGTH {
+            if len != NO_LENGTH && self.fresh(row, method) {
                 return len;
             }
         }

@@ -504,6 +504,106 @@ pub fn count_array(array: &ArrayRef, family: Family) -> Result<Int64Array> {
     crate::columns::map_strings(array, 1024, |s| count(s, family) as i64)
 }
 
+/// The column holding each output's exact tokens under `family`, counted
+/// once (`count_parts`): texts, reasoning and tool outputs alike.
+pub fn exact_column(family: crate::bigram::Family) -> &'static str {
+    use crate::bigram::Family as F;
+    match family {
+        F::O200k => "output_tokens_o200k",
+        F::Cl100k => "output_tokens_cl100k",
+        F::Llama3 => "output_tokens_llama3",
+        F::Qwen => "output_tokens_qwen",
+        F::Tekken => "output_tokens_tekken",
+        F::Deepseek => "output_tokens_deepseek",
+    }
+}
+
+/// The `ctxcompact.units` metadata an exact column carries: its family and
+/// that the counts are exact (a column of another family, or an estimate's
+/// units under the same name, is never read as these counts).
+pub fn exact_stamp(family: crate::bigram::Family) -> &'static str {
+    use crate::bigram::Family as F;
+    match family {
+        F::O200k => "o200k-exact",
+        F::Cl100k => "cl100k-exact",
+        F::Llama3 => "llama3-exact",
+        F::Qwen => "qwen-exact",
+        F::Tekken => "tekken-exact",
+        F::Deepseek => "deepseek-exact",
+    }
+}
+
+/// The column of each output's `text_hash`, written with the exact counts:
+/// a count is read only where the row's text still has the hash it was
+/// counted with (a text changed after counting is counted again).
+pub const OUTPUT_HASH: &str = "output_hash";
+
+/// A 63-bit hash of a text (0 for the empty text, as for a null one, never 0
+/// otherwise): word at a time, each step a bijection of the state, so a text
+/// that differs in one word always hashes differently.
+pub fn text_hash(bytes: &[u8]) -> u64 {
+    if bytes.is_empty() {
+        return 0;
+    }
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    // murmur3's finalizer
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h >> 1).max(1)
+}
+
+/// `text_hash` of every string of an Arrow string array; nulls hash as "".
+pub fn hash_array(array: &ArrayRef) -> Result<Int64Array> {
+    crate::columns::map_strings(array, 16 * 1024, |s| text_hash(s.as_bytes()) as i64)
+}
+
+/// The tokenizer of a family's exact counts: o200k and cl100k built in, the
+/// others loaded under the family's name (`scans/vocabularies.py`).
+pub fn exact_tokenizer(family: crate::bigram::Family) -> Result<Tokenizer> {
+    use crate::bigram::Family as F;
+    match family {
+        F::O200k => Ok(Tokenizer::Builtin(Family::O200k)),
+        F::Cl100k => Ok(Tokenizer::Builtin(Family::Cl100k)),
+        other => Tokenizer::named(other.name()).map_err(|_| {
+            CoreError::Config(format!(
+                "{0}-exact: the {0} vocabulary is not loaded; load it first \
+                 (count_tokens(text, \"{0}\") or scans.vocabularies)",
+                other.name()
+            ))
+        }),
+    }
+}
+
+/// Exact tokens of UTF-8 `bytes` under `family` (`Method::Exact`'s units).
+pub fn count_exact(family: crate::bigram::Family, bytes: &[u8]) -> u64 {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    };
+    use crate::bigram::Family as F;
+    match family {
+        F::O200k => count(&text, Family::O200k),
+        F::Cl100k => count(&text, Family::Cl100k),
+        // Parsing `<family>-exact` checked the vocabulary is loaded, and a
+        // loaded vocabulary is only ever replaced, never removed.
+        other => exact_tokenizer(other)
+            .expect("an exact method's vocabulary is loaded when it is parsed")
+            .count(&text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,6 +705,39 @@ mod tests {
         assert_eq!(base64_decode("").unwrap(), b"");
         assert!(base64_decode("a=bc").is_none());
         assert!(base64_decode("abc").is_none());
+    }
+
+    #[test]
+    fn text_hashes_tell_changed_texts_apart() {
+        assert_eq!(text_hash(b""), 0);
+        let base = "the output of a tool call, long enough for words".repeat(3);
+        let h = text_hash(base.as_bytes());
+        assert!(h > 0 && h <= i64::MAX as u64);
+        for at in 0..base.len() {
+            let mut changed = base.clone().into_bytes();
+            changed[at] ^= 1;
+            assert_ne!(text_hash(&changed), h, "byte {at}");
+        }
+        assert_ne!(text_hash(&base.as_bytes()[1..]), h);
+        assert_ne!(text_hash(format!("{base}\0").as_bytes()), h);
+    }
+
+    #[test]
+    fn exact_counts_are_the_tokenizers() {
+        use crate::bigram::Family as F;
+        let text = "fn main() {\n    println!(\"hello\");\n}";
+        assert_eq!(
+            count_exact(F::O200k, text.as_bytes()),
+            count(text, Family::O200k)
+        );
+        assert_eq!(
+            count_exact(F::Cl100k, text.as_bytes()),
+            count(text, Family::Cl100k)
+        );
+        assert!(
+            matches!(exact_tokenizer(F::Tekken).err(), Some(CoreError::Config(_)))
+                || loaded("tekken")
+        );
     }
 
     #[test]

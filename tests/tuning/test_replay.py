@@ -123,9 +123,9 @@ def test_costs_follow_the_price_table() -> None:
     assert s["cost"] == pytest.approx(want) and s["cost"] == pytest.approx(s["baseline_cost"])
     custom = replay(run(3, 400), limits=WIDE, model="mine",
                     prices={"mine": {"input": 1, "output": 2}})  # fmt: skip
-    assert custom.summary["cost"] == pytest.approx(
-        (s["prompt_tokens"] * 1 + s["output_tokens"] * 2) / 1e6
-    )
+    # (its own tokens: gpt-4o's run counts o200k exactly, an unknown model's estimates)
+    c = custom.summary
+    assert c["cost"] == pytest.approx((c["prompt_tokens"] * 1 + c["output_tokens"] * 2) / 1e6)
 
 
 def test_calls_beyond_the_cache_lifetime_read_nothing_from_it() -> None:

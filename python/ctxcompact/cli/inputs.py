@@ -42,6 +42,7 @@ from ctxcompact.transcript import (
     OUTPUT_UNITS,
     TOOL_TARGET,
     code_names,
+    count_exact_parts,
     mixed_codes,
     relocate,
     targets_as_dictionary,
@@ -189,7 +190,8 @@ class _Streamed:
 def _ingest_to_parquet(
     inputs: list[Path], fmt: str | None, out: Path, option: str = "--output", *,
     on_error: str = "raise", threads: int | None = None, count_units: bool = True,
-    count_methods: tuple[str, ...] = (), rejects: Path | None = None,
+    count_methods: tuple[str, ...] = (), count_exact: tuple[str, ...] = (),
+    rejects: Path | None = None,
     window_bytes: int = 64 << 20,
 ) -> _Streamed:  # fmt: skip
     """Stream session files into the Parquet file ``out`` (and the skipped
@@ -226,6 +228,8 @@ def _ingest_to_parquet(
                 table = table.drop_columns([OUTPUT_UNITS, TOOL_TARGET])
             for method in count_methods:
                 table = with_output_units(table, method=method, threads=threads).to_arrow()
+            for family in count_exact:
+                table = count_exact_parts(table, family, threads)
             with _output_errors(out, option):
                 if writer is None:
                     writer = pq.ParquetWriter(out_tmp, table.schema)

@@ -17,7 +17,7 @@ import typer
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
-from ctxcompact.estimators import FAMILIES, METHODS
+from ctxcompact.estimators import EXACT_METHODS, FAMILIES, METHODS
 from ctxcompact.formats import FORMATS
 from ctxcompact.scans import Limits
 
@@ -99,10 +99,11 @@ OnErrorOption = Annotated[
 ]
 MethodOption = Annotated[
     str | None,
-    typer.Option("--method", metavar="METHOD", callback=_choice(METHODS),
+    typer.Option("--method", metavar="METHOD", callback=_choice(METHODS + EXACT_METHODS),
                  help="Token estimate (config estimate_method): opencode (default), ceil-bytes, "
                  "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
-                 "deepseek, each also as <family>-conservative."),
+                 "deepseek, each also as <family>-conservative; or <family>-exact, the "
+                 "family's exact counts (read from ingest --count's columns when there)."),
 ]  # fmt: skip
 VerifyOption = Annotated[
     bool,

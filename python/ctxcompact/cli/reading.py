@@ -232,6 +232,18 @@ def convert(
                       "written": str(output)}, as_json)  # fmt: skip
 
 
+def _check_count_family(family: str) -> None:
+    """--count: a family the core counts exactly, its vocabulary at hand (a
+    ``ConfigError`` naming --count otherwise, before any file is read)."""
+    from ctxcompact.errors import ConfigError
+    from ctxcompact.scans.vocabularies import core_name
+
+    try:
+        core_name(family)
+    except ConfigError as e:
+        raise ConfigError(f"--count {family}: {e}", column="--count") from None
+
+
 @commands.command(short_help="Read JSONL session files into Parquet part rows.")
 def ingest(
     inputs: SessionInputsArgument,
@@ -265,6 +277,17 @@ def ingest(
             f"<family>-conservative); repeatable. One of: {', '.join(FAMILIES)}.",
         ),
     ] = None,
+    count_exact: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--count",
+            metavar="FAMILY",
+            help=f"Count each part's exact tokens under a tokenizer family once "
+            f"(output_tokens_<family> and output_hash), in parallel: every scan, "
+            f"estimate and replay under <family>-exact (the family a run's model "
+            f"counts in) reads them; repeatable. One of: {', '.join(FAMILIES)}.",
+        ),
+    ] = None,
     window_mb: Annotated[
         int,
         typer.Option(
@@ -291,11 +314,15 @@ def ingest(
                                  param_hint="--rejects")  # fmt: skip
     _check_outputs({"--output": output, "--rejects": rejects}, inputs)
     families = tuple(dict.fromkeys(count_methods or ()))  # checked by _count_methods
+    exact = tuple(dict.fromkeys(count_exact or ()))
+    for family in exact:
+        _check_count_family(family)
     start = time.perf_counter()
     with _status("reading session files", as_json):
         streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,
                                       threads=threads, count_units=count_units,
-                                      count_methods=families, rejects=rejects,
+                                      count_methods=families, count_exact=exact,
+                                      rejects=rejects,
                                       window_bytes=window_mb << 20)  # fmt: skip
     result = streamed.last
     seconds = time.perf_counter() - start

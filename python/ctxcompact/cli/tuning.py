@@ -462,6 +462,7 @@ def replay(
     tables: list[pa.Table] = []
     choices: list[dict[str, Any]] | None = None
     bigger = _Bigger()
+    counted: str | None = None
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
     price_rows: dict[str, Any] = {}  # every sheet's row, by model
     for label, policy in runs:
@@ -470,6 +471,7 @@ def replay(
                                 model=models, cache=cache, as_sent=sent_as)  # fmt: skip
         s = result.summary
         choices = s.get("as_sent", choices)  # per run: the same under every policy
+        counted = s.get("count")  # which count the run got (tuning/counts.py)
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first,
@@ -488,7 +490,8 @@ def replay(
         "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
         "context": context, "output_limit": output_limit,
         "output_reserved": context - (usable or 0),
-        "method": cfg.estimate_method, "mask_first": cfg.mask_first}  # fmt: skip
+        "method": cfg.estimate_method, "count": counted,
+        "mask_first": cfg.mask_first}  # fmt: skip
     if choices is not None:
         extra["as_sent"] = choices
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)

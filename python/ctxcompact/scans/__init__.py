@@ -25,6 +25,7 @@ from ctxcompact.scans.overflow import (
     TokenBudget,
     Usage,
     check_overflow,
+    family_for,
     is_overflow,
 )
 from ctxcompact.scans.parts import (
@@ -72,6 +73,7 @@ __all__ = [
     "estimate_messages",
     "estimate_tokens",
     "estimate_tokens_array",
+    "family_for",
     "filter_pivot",
     "is_overflow",
     "mark_pruned",

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 import ctxcompact._core as _core
 from ctxcompact.errors import ColumnTypeError, ConfigError, InputTypeError
-from ctxcompact.estimators import FAMILIES
+from ctxcompact.estimators import FAMILIES, OPENAI_REPLY_PRIMING
 from ctxcompact.estimators import EstimateMethod as EstimateMethod  # re-exported
 from ctxcompact.scans.content import (
     IMAGE_TOKENS,
@@ -104,7 +104,7 @@ def estimate_tokens_array(
 
 #: OpenAI's chat accounting: every message adds 3 tokens (its role and
 #: separators), a ``name`` 1 more, and the reply is primed with 3.
-_PER_MESSAGE, _PER_NAME, _REPLY_PRIMING = 3, 1, 3
+_PER_MESSAGE, _PER_NAME, _REPLY_PRIMING = 3, 1, OPENAI_REPLY_PRIMING
 
 
 def count_tokens(

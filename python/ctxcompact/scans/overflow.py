@@ -532,3 +532,56 @@ class ModelRegistry:
 
     def __len__(self) -> int:
         return len(self._limits)
+
+
+#: The tokenizer family each model counts its prompt in, by name prefix (the
+#: first prefix that matches wins, so the longer ones come first); ``None``:
+#: no public tokenizer, the prompt is estimated. Sources: tiktoken's
+#: ``model.py`` ``MODEL_PREFIX_TO_ENCODING`` / ``MODEL_TO_ENCODING`` (gpt-4o,
+#: gpt-4.1, gpt-5, o1/o3/o4 -> o200k_base; gpt-4, gpt-3.5 -> cl100k_base);
+#: Meta's llama-models (Llama 3.x: the tiktoken ``tokenizer.model``); Qwen's
+#: ``qwen.tiktoken`` (Qwen 1-2.5, dashscope); mistral-common's tekken files
+#: (Mistral NeMo and later, Codestral); DeepSeek's ``tokenizer.json`` (V3/R1).
+#: Anthropic and Google publish no tokenizer for Claude 3+ or Gemini: estimate.
+TOKENIZER_FAMILIES: tuple[tuple[str, str | None], ...] = (
+    ("gpt-4o", "o200k"),
+    ("gpt-4.1", "o200k"),
+    ("gpt-4.5", "o200k"),
+    ("gpt-5", "o200k"),
+    ("chatgpt-4o", "o200k"),
+    ("o1", "o200k"),
+    ("o3", "o200k"),
+    ("o4", "o200k"),
+    ("gpt-4", "cl100k"),
+    ("gpt-3.5", "cl100k"),
+    ("llama-3", "llama3"),
+    ("llama3", "llama3"),
+    ("meta-llama-3", "llama3"),
+    ("qwen", "qwen"),
+    ("mistral", "tekken"),
+    ("codestral", "tekken"),
+    ("open-mistral", "tekken"),
+    ("deepseek", "deepseek"),
+    ("claude", None),
+    ("gemini", None),
+)
+
+
+def family_for(model: str | None) -> str | None:
+    """The tokenizer family ``model`` is counted in exactly (``"o200k"``, ...),
+    or ``None`` where it is not known (Claude, Gemini, an unknown or missing
+    model): the prompt is then estimated. A provider prefix (``openai/``,
+    ``azure/``) and the case are ignored: ``openai/GPT-4o-2024-08-06`` is o200k."""
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        raise InputTypeError(f"a model name must be a string, got {type(model).__name__}")
+    name = model.rsplit("/", 1)[-1].strip().lower()
+    for prefix, family in TOKENIZER_FAMILIES:
+        if name.startswith(prefix):
+            # ``o1``/``o3``/``o4`` only as a whole name part (``o1-mini``, not ``o100``)
+            rest = name[len(prefix) :]
+            if prefix[0] == "o" and prefix[1:].isdigit() and rest[:1] not in ("", "-"):
+                continue
+            return family
+    return None

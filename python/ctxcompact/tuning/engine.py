@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import ctxcompact._core as _core
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionError, FormatError
+from ctxcompact.estimators import reply_priming
 from ctxcompact.formats.source import claude_code_call_id
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.models import MessageWithParts, Session, UserMessage
@@ -176,7 +177,7 @@ def engine_calls(
     system_tokens = (
         chat_tokens([{"role": "system", "content": system}], method=method, overhead=overhead)
         if system else 0
-    )  # fmt: skip
+    ) + reply_priming(method)  # fmt: skip
     try:
         (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, since,
          offsets, cleared, fallback_ids, _fallback_calls) = _core.replay(

@@ -43,7 +43,8 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
-from ctxcompact.tuning.cache import Sheet
+from ctxcompact.tuning.cache import Sheet, model_names
+from ctxcompact.tuning.counts import with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.replay import (
@@ -369,6 +370,8 @@ def tune(
     None)`` after each batch.
     """
     config = check_config(config, "tune")
+    # exact where the priced model's family is known, unless a method was set
+    config = with_run_method(config, model_names(model), None)
     if workers is not None:
         check_number(workers, "workers", least=1, integer=True)
     check_number(batch_rows, "batch_rows", least=1, integer=True)

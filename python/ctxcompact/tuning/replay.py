@@ -61,6 +61,7 @@ from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.as_sent import AsSent, as_sent_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
+from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
 from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage_table
@@ -237,6 +238,8 @@ def replay(
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
     cfg = priced_policy(cfg, sheets)
     table = _table(data)
+    # exact where the model's family is known, unless a method was set (tuning/counts.py)
+    cfg = with_run_method(cfg, model_names(model), table)
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
     # lifetime is applied at pricing (since_previous_s).
@@ -253,8 +256,12 @@ def replay(
     if sent_as is not None:
         calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system)
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
-    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets)}
+    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets),
+               "count": count_label(cfg.estimate_method)}  # fmt: skip
     per_session = per_session_table(calls, recorded)
+    per_session = per_session.append_column(
+        "count", pa.array([summary["count"]] * per_session.num_rows, pa.string())
+    )
     if choices is not None:
         by_id = {c["session_id"]: c for c in choices}
         mine = [by_id.get(s, {}) for s in per_session["session_id"].to_pylist()]
