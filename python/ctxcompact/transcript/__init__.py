@@ -15,11 +15,14 @@ counted output lengths), ``targets`` (the ``tool_target`` column), ``rows``
 from __future__ import annotations
 
 from ctxcompact.transcript.counts import (
+    OUTPUT_HASH,
     OUTPUT_TYPES,
+    count_exact_parts,
     count_output_units,
     count_texts,
     counted_columns,
     counted_field,
+    exact_families,
 )
 from ctxcompact.transcript.rows import sessions_to_table
 from ctxcompact.transcript.schema import (
@@ -47,6 +50,7 @@ from ctxcompact.transcript.targets import (
 __all__ = [
     "CODES",
     "DERIVED",
+    "OUTPUT_HASH",
     "OUTPUT_TYPES",
     "OUTPUT_UNITS",
     "REQUIRED",
@@ -58,11 +62,13 @@ __all__ = [
     "UNITS_KEY",
     "Transcript",
     "code_names",
+    "count_exact_parts",
     "count_output_units",
     "count_texts",
     "counted_columns",
     "counted_field",
     "encode_targets",
+    "exact_families",
     "mixed_codes",
     "relocate",
     "sessions_to_table",

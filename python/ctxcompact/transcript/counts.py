@@ -105,3 +105,60 @@ def counted_columns(schema: pa.Schema, *, current: bool = True) -> dict[str, str
 
 
 _FAMILY_PREFIX = "output_units_"
+
+#: Each output's text hash beside its exact counts (``count_exact_parts``).
+OUTPUT_HASH = "output_hash"
+_EXACT_PREFIX = "output_tokens_"
+
+
+def count_exact_parts(table: pa.Table, family: str, threads: int | None = None) -> pa.Table:
+    """``table`` with each output's exact tokens under ``family`` (texts,
+    reasoning and tool outputs: ``output_tokens_<family>``, its field stamped
+    ``<family>-exact``) and each output's text hash (``output_hash``), counted
+    in Rust on the thread pool. The scans read a count only under that
+    family's exact method and only where the row's text still hashes as it
+    did when counted: a text changed since is counted again, never read
+    stale. Counting again keeps every count whose text is unchanged and
+    counts only the others."""
+    import ctxcompact._core as _core
+    from ctxcompact.scans.vocabularies import core_name
+
+    core_name(family)  # ConfigError for an unknown family; loads a vocabulary not built in
+    field = counted_field(f"{family}-exact")
+    output = table.column("output")
+    hashes = pc.fill_null(pa.chunked_array(_core.text_hashes(output, threads), type=pa.int64()), 0)
+    stale = None
+    if field.name in table.column_names and OUTPUT_HASH in table.column_names:
+        old = table.column(field.name)
+        if table.schema.field(field.name).metadata == field.metadata and old.type == pa.int64():
+            same = pc.fill_null(pc.equal(table.column(OUTPUT_HASH).cast(pa.int64()), hashes), False)
+            stale = pc.or_(pc.invert(same), pc.is_null(old)).combine_chunks()
+    if stale is None:
+        counts = count_output_units(table, f"{family}-exact", threads)
+    else:
+        fresh = count_output_units(table.select(["output"]).filter(stale), f"{family}-exact",
+                                   threads)  # fmt: skip
+        counts = pc.replace_with_mask(table.column(field.name).combine_chunks(), stale,
+                                      fresh.combine_chunks())  # fmt: skip
+    hash_field = pa.field(OUTPUT_HASH, pa.int64())
+    for name, field_, values in ((field.name, field, counts), (OUTPUT_HASH, hash_field, hashes)):
+        index = table.schema.get_field_index(name)
+        if index < 0:
+            table = table.append_column(field_, values)
+        else:
+            table = table.set_column(index, field_, values)
+    return table
+
+
+def exact_families(schema: pa.Schema) -> list[str]:
+    """The families whose exact counts ``schema`` holds, stamped as this
+    release writes them (with ``output_hash``, without which none is read)."""
+    if OUTPUT_HASH not in schema.names:
+        return []
+    found = []
+    for field in schema:
+        if field.name.startswith(_EXACT_PREFIX):
+            family = field.name.removeprefix(_EXACT_PREFIX)
+            if field.metadata == {UNITS_KEY.encode(): f"{family}-exact".encode()}:
+                found.append(family)
+    return found

@@ -22,6 +22,7 @@ from ctxcompact.errors import (
 from ctxcompact.models import Session
 from ctxcompact.transcript.counts import (
     OUTPUT_TYPES,
+    count_exact_parts,
     count_output_units,
     counted_columns,
     counted_field,
@@ -229,6 +230,14 @@ class Transcript:
                     ) from e
                 table = table.set_column(index, field, units)
         return Transcript(table)
+
+    def count(self, family: str, *, threads: int | None = None) -> Transcript:
+        """A new transcript with each part's exact tokens under ``family``
+        (``o200k``, ``cl100k``, ``llama3``, ``qwen``, ``tekken``,
+        ``deepseek``), counted once in Rust on the thread pool
+        (``count_exact_parts``): every scan under the ``<family>-exact``
+        method reads them instead of counting the text again."""
+        return Transcript(count_exact_parts(self._table, family, threads))
 
     def __repr__(self) -> str:
         return f"Transcript(rows={self.num_rows}, columns={self._table.column_names})"
