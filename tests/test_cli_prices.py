@@ -151,7 +151,8 @@ def test_estimate_per_session(runs: Path, monkeypatch: Any, capsys: Any) -> None
 def test_price_sheets_on_the_command_line(runs: Path, monkeypatch: Any, capsys: Any) -> None:
     """Issue 39, part 6: --price repeated prices one replay under each sheet
     (a cost column each, ``costs`` in --json); the first is the ``cost``."""
-    args = (*REPLAY, str(runs), "--mask-first", "--policy", "swe-agent")
+    # one count for every sheet (else each replay counts in its first model's family)
+    args = (*REPLAY, str(runs), "--mask-first", "--policy", "swe-agent", "--method", "opencode")
     code, out, _ = invoke(monkeypatch, capsys, *args, "--price", "gpt-4o", "--price",
                           "claude-sonnet-4", "--json")  # fmt: skip
     both = json.loads(out)

@@ -20,9 +20,8 @@
 
 use crate::codes::role;
 use crate::error::Result;
-use crate::messages::estimates_of;
+use crate::messages::{estimates_of, MessageEstimateConfig};
 use crate::pivot::Visible;
-use crate::prune::PruneConfig;
 use crate::table::{Message, PartTable};
 
 /// The price ratios of the sheet in use and the expected length of a run.
@@ -80,16 +79,17 @@ impl CacheAware {
 }
 
 /// Whether the selection `rows` (freeing `saving` tokens) of a session whose
-/// history is `messages` stands under `config.cache_aware` (always without it).
+/// history is `messages` stands under the policy's `cache_aware` rule
+/// (always without one); `estimate`: how the policy estimates a message.
 pub fn selection_pays(
     table: &PartTable<'_>,
     messages: &[Message],
-    config: &PruneConfig,
+    gate: Option<(CacheAware, MessageEstimateConfig)>,
     rows: &[usize],
     saving: u64,
 ) -> Result<bool> {
-    let (Some(rule), Some(&first), Some(last)) =
-        (config.cache_aware, rows.iter().min(), messages.last())
+    let (Some((rule, estimate)), Some(&first), Some(last)) =
+        (gate, rows.iter().min(), messages.last())
     else {
         return Ok(true);
     };
@@ -99,7 +99,7 @@ pub fn selection_pays(
         end: last.rows.end,
         pinned: Vec::new(),
     };
-    let estimates = estimates_of(table, messages, config.estimate_config(), &[], Some(&only))?;
+    let estimates = estimates_of(table, messages, estimate, &[], Some(&only))?;
     let after: u64 = estimates
         .iter()
         .filter(|m| m.row >= only.start)

@@ -1066,6 +1066,25 @@ fn tool_rank<'r, 'a>(
     }
 }
 
+/// Whether a selection (`rows`, freeing `pruned` tokens) stands: it frees
+/// more than `minimum`, at least `clear_at_least`, and pays under the
+/// prompt cache's prices where the policy is `cache_aware`.
+fn selection_stands(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: &PruneConfig,
+    rows: &[usize],
+    pruned: u64,
+) -> Result<bool> {
+    if pruned <= config.minimum || pruned < config.clear_at_least {
+        return Ok(false);
+    }
+    let gate = config
+        .cache_aware
+        .map(|rule| (rule, config.estimate_config()));
+    selection_pays(table, messages, gate, rows, pruned)
+}
+
 /// The policy's selection in a session (its `messages`). `known`: outputs
 /// already estimated, (row, tokens) by row, which are not read again.
 fn prune_session<'a>(
@@ -1124,7 +1143,7 @@ fn prune_session<'a>(
     // Per-tool counts: a session uses a handful of tools, a scan beats hashing.
     let mut recent_by_tool: Vec<(&str, u32)> = Vec::new();
     // By tool id, where the names have ids: no name read per output.
-    let ranks = match by.tools {
+    let mut ranks = match by.tools {
         Some(tools) if config.keep_recent_per_tool => Some(tool_ranks(
             tools,
             &mut scratch.ranks,
@@ -1133,7 +1152,6 @@ fn prune_session<'a>(
         )),
         _ => None,
     };
-    let mut ranks = ranks;
     // Supersession, on demand: by target id where the table has them, else
     // (or from a target the ids cannot decide on) by the target strings.
     let mut by_id = match (input, ids) {
@@ -1206,10 +1224,7 @@ fn prune_session<'a>(
             rows.push(row);
         }
     }
-    if pruned <= config.minimum
-        || pruned < config.clear_at_least
-        || !selection_pays(table, messages, config, &rows, pruned)?
-    {
+    if !selection_stands(table, messages, config, &rows, pruned)? {
         (pruned, rows) = (0, Vec::new());
     }
     Ok(SessionPrune {

@@ -107,11 +107,13 @@ MASKED = cc.CompactionConfig(mask_first=True)
 
 
 def test_a_replay_under_two_sheets_equals_pricing_it_twice() -> None:
-    both = replay(RUN, "swe-agent", limits=LIMITS, config=MASKED,
+    # one count for every sheet (else each replay counts in its first model's family)
+    counted = cc.CompactionConfig(mask_first=True, estimate_method="opencode")
+    both = replay(RUN, "swe-agent", limits=LIMITS, config=counted,
                   model=["gpt-4o", "claude-sonnet-4"]).summary  # fmt: skip
     assert both["model"] == "gpt-4o" and list(both["costs"]) == ["gpt-4o", "claude-sonnet-4"]
     for model in ("gpt-4o", "claude-sonnet-4"):
-        alone = replay(RUN, "swe-agent", limits=LIMITS, config=MASKED, model=model).summary
+        alone = replay(RUN, "swe-agent", limits=LIMITS, config=counted, model=model).summary
         assert both["costs"][model] == alone["costs"][model]
         if model == "gpt-4o":  # the first sheet is the cost shown
             assert (both["cost"], both["baseline_cost"]) == (alone["cost"], alone["baseline_cost"])

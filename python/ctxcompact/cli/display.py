@@ -87,3 +87,32 @@ def _show(title: str, rows: dict[str, Any], as_json: bool) -> None:
             shown = str(value)
         table.add_row(key.replace("_", " "), shown)
     Console().print(table)
+
+
+def _cell(key: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        if key.endswith("_ratio"):
+            return f"{v:+.1%}"
+        return f"{v:.3f}" if key.endswith("retention") else f"${v:,.4f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _show_as_sent(choices: list[dict[str, Any]]) -> None:
+    """The as-sent baseline per run: the policy chosen, why, its prompt
+    tokens beside the recorded ones and the gap."""
+    table = Table(title="as sent (the baseline of each run)")
+    for name in ("run", "as sent", "why", "prompt tokens", "recorded", "gap"):
+        table.add_column(name, justify="left" if name in ("run", "as sent", "why") else "right")
+    for c in choices:
+        sent, recorded = c["as_sent_prompt_tokens"], c["recorded_prompt_tokens"]
+        gap = (sent - recorded) / recorded if recorded else None
+        table.add_row(str(c["session_id"]), str(c["as_sent"]), str(c["as_sent_reason"]),
+                      f"{sent:,}", _cell("recorded", recorded),
+                      _cell("gap_ratio", gap))  # fmt: skip
+    _print_wide(table)

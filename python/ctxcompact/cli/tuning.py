@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 from ctxcompact import config as config_module
-from ctxcompact.cli.display import _print_wide, _progress, _status
+from ctxcompact.cli.display import _cell, _print_wide, _progress, _show_as_sent, _status
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.cli.inputs import (
     Segments,
@@ -91,20 +91,6 @@ def _some(names: list[str], n: int = 4) -> str:
     """Up to ``n`` names, then how many more."""
     shown = ", ".join(names[:n])
     return shown + (f" and {len(names) - n} more" if len(names) > n else "")
-
-
-def _cell(key: str, v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else ""
-    if isinstance(v, float):
-        if key.endswith("_ratio"):
-            return f"{v:+.1%}"
-        return f"{v:.3f}" if key.endswith("retention") else f"${v:,.4f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
 
 
 #: Per policy: equal values mean the policies sent the same prompts.
@@ -320,21 +306,6 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         elif key == "front" and isinstance(value, list):
             value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
-
-
-def _show_as_sent(choices: list[dict[str, Any]]) -> None:
-    """The as-sent baseline per run: the policy chosen, why, its prompt
-    tokens beside the recorded ones and the gap."""
-    table = Table(title="as sent (the baseline of each run)")
-    for name in ("run", "as sent", "why", "prompt tokens", "recorded", "gap"):
-        table.add_column(name, justify="left" if name in ("run", "as sent", "why") else "right")
-    for c in choices:
-        sent, recorded = c["as_sent_prompt_tokens"], c["recorded_prompt_tokens"]
-        gap = (sent - recorded) / recorded if recorded else None
-        table.add_row(str(c["session_id"]), str(c["as_sent"]), str(c["as_sent_reason"]),
-                      f"{sent:,}", _cell("recorded", recorded),
-                      _cell("gap_ratio", gap))  # fmt: skip
-    _print_wide(table)
 
 
 def _labels(rows: list[dict[str, Any]]) -> dict[str, str]:

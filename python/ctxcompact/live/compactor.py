@@ -32,10 +32,10 @@ from ctxcompact.errors import (
     CompactionPendingError,
     ConfigError,
     InputTypeError,
-    TranscriptError,
 )
 from ctxcompact.live.calibration import UsageCalibrator
 from ctxcompact.live.markers import compaction_part, pending_marker
+from ctxcompact.live.sessions import check_session_id, model_name, validate_session
 from ctxcompact.live.store import Commit, SessionStore, new_id
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.models import (
@@ -89,61 +89,6 @@ def _check_extras(hooks: Any, events: Any, metrics: Any, calibrator: Any, model:
                                  f"{type(value).__name__}")  # fmt: skip
     if model is not None and not (isinstance(model, str) and model):
         raise InputTypeError(f"model must be a non-empty str (the calibrator's key), got {model!r}")
-
-
-def check_session_id(session_id: Any) -> None:
-    """A session id is a str: anything else is a wrong argument, not a missing session."""
-    if not isinstance(session_id, str):
-        raise InputTypeError(f"a session id must be a str (store.create_session()), got "
-                             f"{type(session_id).__name__}")  # fmt: skip
-
-
-def model_name(message: MessageWithParts) -> str | None:
-    """``providerID/modelID`` of an assistant message (``None`` when it names none)."""
-    info = message.info
-    model = getattr(info, "modelID", None) if info.role == "assistant" else None
-    if not model:
-        return None
-    provider = getattr(info, "providerID", None)
-    return f"{provider}/{model}" if provider else str(model)
-
-
-def validate_session(session: Session, start: int = 0) -> None:
-    """The lifecycle's invariants, with a specific error for each
-    (``start``: the messages before it were checked already)."""
-    ids = {m.id for m in session.messages}
-    for i, message in enumerate(session.messages[start:], start):
-        info = message.info
-        if isinstance(info, AssistantMessage):
-            if compaction_part(message) is not None:
-                raise TranscriptError(
-                    "a compaction part belongs in a user message, not an assistant one",
-                    session_id=session.id,
-                    message_id=message.id,
-                    row=i,
-                )
-            if info.summary is True and info.parentID not in ids:
-                raise TranscriptError(
-                    f"summary message has no parent marker (parentID={info.parentID!r})",
-                    column="parentID", session_id=session.id, message_id=message.id, row=i,
-                )  # fmt: skip
-
-
-def turn_end(session: Session) -> int | None:
-    """Where a user turn ended since the last model call: the index of the
-    first user message with text after the newest assistant message (the
-    history before it is the turn that ended), or ``None`` (no assistant
-    message yet, or none since). A policy that acts on turns prunes there
-    (``Policy.acts``); the replay engine reads the same rule (rust/src/replay.rs)."""
-    answered = False
-    end: int | None = None
-    for i, message in enumerate(session.messages):
-        if isinstance(message.info, AssistantMessage):
-            answered, end = True, None
-        elif (answered and end is None and isinstance(message.info, UserMessage)
-              and any(p.type == "text" for p in message.parts)):  # fmt: skip
-            end = i
-    return end
 
 
 def _stays(message: MessageWithParts) -> bool:

@@ -36,14 +36,9 @@ from ctxcompact.errors import (
     TranscriptError,
 )
 from ctxcompact.live.calibration import prompt_tokens
-from ctxcompact.live.compactor import (
-    Compactor,
-    check_session_id,
-    model_name,
-    turn_end,
-    validate_session,
-)
+from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.markers import compaction_part
+from ctxcompact.live.sessions import check_session_id, model_name, turn_end, validate_session
 from ctxcompact.live.sqlstore import extended
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageTime, MessageWithParts, Part, Session, UserMessage
