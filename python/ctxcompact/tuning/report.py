@@ -152,8 +152,46 @@ def preset_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
     }
 
 
-_MARK_STYLE = {"preset": {"marker": "D", "color": "#0f766e", "s": 46},
-               "tuned": {"marker": "*", "color": "#7c3aed", "s": 190}}  # fmt: skip
+def grid_marks(corpus: Any, grid: Mapping[str, Any] | str | os.PathLike[str],
+               **options: Any) -> list[Mark]:  # fmt: skip
+    """Every preset replayed over ``corpus`` at each window a grid lists
+    (``preset_grid``; ``options``: ``tune``'s, as the grid's were), as marks
+    labelled by their point's name without ``preset=``."""
+    from ctxcompact.tuning.grid import load_grid, tune
+
+    presets = tune(corpus, preset_grid(load_grid(grid)), **options)
+    names = presets.points["policy"].to_pylist()
+    return marks_of(presets, "preset", {n: n.removeprefix("preset=") for n in names})
+
+
+#: The name (and mark label) of the searched policy in ``search_tuning``.
+TUNED = "tuned"
+
+
+def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
+                  **options: Any) -> tuple[Tuning, list[Mark]]:  # fmt: skip
+    """A ``tune.search`` result's held-out split replayed under every preset
+    and the tuned policy (``result.policy``), and each marked: what the
+    report of a search draws (``limits``, ``config``, ``options``: the
+    search's, ``model``, ``prices``, ``cache``, as ``tune_points`` takes them)."""
+    from ctxcompact.tuning.grid import policy_point, tune_points
+    from ctxcompact.tuning.replay import _sessions
+
+    held = set(result.held_out_ids)
+    sessions = [s for s in _sessions(corpus) if s.id in held]
+    pts = [policy_point(f"preset={n}", p, limits=limits, config=config)
+           for n, p in PRESETS.items()]  # fmt: skip
+    pts.append(policy_point(TUNED, result.policy, limits=limits, config=config))
+    tuning = tune_points(sessions, pts, config=config, **options)
+    labels = {p.name: p.name.removeprefix("preset=") for p in pts}
+    marks = [m if m.label != TUNED else Mark(TUNED, "tuned", m.figures)
+             for m in marks_of(tuning, "preset", labels)]  # fmt: skip
+    return tuning, marks
+
+
+#: Marks are hollow (a grid point under one shows through) and apart in shape.
+_MARK_STYLE = {"preset": {"marker": "D", "color": "#0f766e", "s": 70},
+               "tuned": {"marker": "*", "color": "#7c3aed", "s": 260}}  # fmt: skip
 
 
 def front_plot(points: pa.Table, axis: str | None = None, *, line: Series | None = None,
@@ -196,12 +234,20 @@ def front_plot(points: pa.Table, axis: str | None = None, *, line: Series | None
             continue
         mx = [m.x(sheet) for m in mine]
         my = [float(m.figures["retention"]) for m in mine]
-        ax.scatter(mx, my, edgecolors="black", linewidths=0.6, zorder=3, label=legend,
-                   **_MARK_STYLE[kind])  # fmt: skip
+        style = _MARK_STYLE[kind]
+        ax.scatter(mx, my, marker=style["marker"], s=style["s"], facecolors="none",
+                   edgecolors=style["color"], linewidths=1.6, zorder=3, label=legend)  # fmt: skip
+        # Marks at the same place share one label, as the front's points do.
+        together: dict[tuple[float, float], list[Mark]] = {}
         for m, x, y in zip(mine, mx, my, strict=True):
-            text = m.label + (" (over the window)" if m.figures["over_window"] else "")
-            ax.annotate(text, (x, y), fontsize=7, xytext=(5, 5), textcoords="offset points",
-                        color=_MARK_STYLE[kind]["color"], weight="bold")  # fmt: skip
+            together.setdefault((x, y), []).append(m)
+        for j, ((x, y), same) in enumerate(sorted(together.items(), key=lambda t: t[0])):
+            text = same[0].label + (" (over the window)" if same[0].figures["over_window"] else "")
+            text += f" (+{len(same) - 1} same)" if len(same) > 1 else ""
+            # staggered: neighbours' labels do not print over each other
+            ax.annotate(text, (x, y), fontsize=7, xytext=(5, 5 + 10 * (j % 3)),
+                        textcoords="offset points", color=style["color"],
+                        weight="bold")  # fmt: skip
     ax.set_xlabel(label)
     ax.set_ylabel("retention (kept / removed facts)")
     ax.set_ylim(-0.05, 1.05)
