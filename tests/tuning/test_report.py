@@ -6,6 +6,7 @@ the screenshot is kept in ``CTXCOMPACT_ARTIFACTS`` (default: the test's tmp dir)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import ctxcompact as cc
 import pyarrow.compute as pc
 import pytest
 from builders import read_run
+from cli_run import invoke
 from ctxcompact.policy import PRESETS
 from ctxcompact.tuning import search, tune
 from ctxcompact.tuning.grid import points, results
@@ -202,6 +204,32 @@ def test_the_tuned_policy_is_marked_with_its_held_out_figures() -> None:
     assert "<!-- tuned policy (search) -->" in front and f"<!-- {TUNED} -->" in front
     ids = set(result.held_out_ids)
     assert set(pc.unique(held.calls["session_id"]).to_pylist()) == ids
+
+
+def test_tune_report_from_the_command(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    from ctxcompact import formats
+
+    runs, grid, report = tmp_path / "runs.jsonl", tmp_path / "grid.toml", tmp_path / "r.html"
+    formats.write(BILLED, runs, "opencode")
+    grid.write_text('preset = ["swe-agent"]\nmask_first = [true]\ncontext = [12000, 40000]\n')
+    code, text, err = invoke(monkeypatch, capsys, "tune", str(runs), "--grid", str(grid),
+                             "--output-limit", "1000", "--price", SHEETS[0], "--price",
+                             SHEETS[1], "--workers", "1", "--report", str(report),
+                             "--json")  # fmt: skip
+    assert code == 0, err
+    shown = json.loads(text)
+    page = report.read_text()
+    ids = re.findall(r'<figure class="plot" id="([^"]+)"', page)
+    assert ids[:2] == ["front", "front-1"]
+    marks = _rows(page.split('<table class="marks">', 1)[1].split("</table>", 1)[0])
+    assert sorted(r[0] for r in marks) == sorted(
+        f"{p},mask_first=True,context={c}" for p in PRESETS for c in (12000, 40000))  # fmt: skip
+    # the marked swe-agent is the grid's own swe-agent point
+    for policy in shown["policies"]:
+        mark = next(r for r in marks if f"preset={r[0]}" == policy["name"])
+        assert mark[2] == f"{policy['prompt_tokens']:,}"
+        assert mark[5:] == [f"{policy['costs'][m]['cost']:,.4f}" for m in SHEETS]
+    assert "2 of 3 sessions record the usage" in _section(page, '<section id="recorded">')
 
 
 def test_the_page_is_self_contained(tuning: Any) -> None:
