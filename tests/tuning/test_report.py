@@ -39,7 +39,8 @@ pytest.importorskip("matplotlib", reason="the report extra is not installed")
 def tuning() -> Any:
     grid = {"preset": ["opencode", "swe-agent", "aggressive"], "mask_first": [False, True],
             "context": [12_000, 40_000]}  # fmt: skip
-    return tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1)
+    return tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1,
+                recorded=True)  # fmt: skip
 
 
 GRID = {"preset": ["opencode", "swe-agent", "aggressive"], "mask_first": [True],
@@ -67,7 +68,7 @@ BILLED = [billed(sid, 6 + 2 * i, 3_000 + 400 * i, u) for i, (sid, u) in enumerat
 def full() -> Any:
     """A grid priced under two sheets over runs that record usage, the presets marked."""
     options = {"limits": LIMITS, "model": SHEETS, "workers": 1}
-    return tune(BILLED, GRID, **options), grid_marks(BILLED, GRID, **options)
+    return tune(BILLED, GRID, recorded=True, **options), grid_marks(BILLED, GRID, **options)
 
 
 def _section(page: str, start: str, end: str = "</section>") -> str:
@@ -123,6 +124,11 @@ def test_runs_that_record_nothing_say_so(tuning: Any) -> None:
     section = _section(render_report(tuning), '<section id="recorded">')
     assert f"no recorded usage: none of the {len(SESSIONS)} sessions records" in section
     assert "<table" not in section
+    # not read (a tune without recorded=True): said so, not "none recorded"
+    unread = tune(BILLED, {"preset": ["opencode"]}, limits={"context": 40_000, "output": 1_000})
+    assert unread.recorded is None
+    section = _section(render_report(unread), '<section id="recorded">')
+    assert "no recorded usage: the runs' own usage was not read" in section
 
 
 def test_a_cost_column_and_a_front_per_price_sheet(full: Any) -> None:

@@ -722,7 +722,8 @@ def tune(
             bar.update(task, completed=done)
 
         result = run_tune(corpus, grid, limits=window, config=cfg, model=models, cache=cache,
-                          workers=workers, progress=tick)  # fmt: skip
+                          workers=workers, progress=tick,
+                          recorded=report is not None)  # fmt: skip
     page = None
     if report is not None:
         from ctxcompact.tuning.report import grid_marks, render_report

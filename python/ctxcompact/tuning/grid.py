@@ -107,7 +107,8 @@ class Tuning:
     model named); ``price_row``: the price table's row that priced the calls
     (its name, source and date), ``None`` when not priced; ``recorded``: the
     usage each session recorded (``tuning.recorded.recorded_usage``, null
-    where it recorded none), ``None`` when it was not read (``tune_dataset``)."""
+    where it recorded none), ``None`` when it was not read (``tune(...,
+    recorded=True)`` reads it; ``tune_dataset`` does not)."""
 
     calls: pa.Table
     points: pa.Table
@@ -364,6 +365,7 @@ def tune(
     workers: int | None = None,
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
+    recorded: bool = False,
 ) -> Tuning:
     """Replay ``corpus`` under every point of ``grid`` (see the module doc).
 
@@ -373,13 +375,14 @@ def tune(
     front; ``cache`` as in ``replay``); without it the front is prompt tokens
     vs retention (``Tuning.axis``). The front holds only the points whose every
     prompt fit the window (``feasible``). ``progress(sessions_done, total or
-    None)`` after each batch.
+    None)`` after each batch. ``recorded``: read the usage each session
+    recorded too (``Tuning.recorded``, the report's recorded vs replayed).
     """
     config = check_config(config, "tune")
     grid_points = points(grid, config=config, limits=limits)
     return tune_points(corpus, grid_points, config=config, model=model, prices=prices,
                        cache=cache, workers=workers, batch_rows=batch_rows,
-                       progress=progress)  # fmt: skip
+                       progress=progress, recorded=recorded)  # fmt: skip
 
 
 def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
@@ -401,6 +404,7 @@ def tune_points(
     workers: int | None = None,
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
+    recorded: bool = False,
 ) -> Tuning:
     """``tune`` over points already made (``points``, ``policy_point``)."""
     config = check_config(config, "tune")
@@ -410,7 +414,7 @@ def tune_points(
     grid_points = list(grid_points)
     price = sheets_for(model, config, prices, cache)
     tables: list[pa.Table] = []
-    recorded: list[dict[str, Any]] = []
+    usage: list[dict[str, Any]] | None = [] if recorded else None
     done = 0
 
     def collect(calls: pa.Table) -> None:
@@ -421,10 +425,10 @@ def tune_points(
             progress(done, None)
 
     for chunk in _chunks(corpus, batch_rows):
-        collect(_run(chunk, grid_points, threads=workers, recorded=recorded))
+        collect(_run(chunk, grid_points, threads=workers, recorded=usage))
     out = results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                   grid_points, price)  # fmt: skip
-    return dataclasses.replace(out, recorded=recorded)
+    return dataclasses.replace(out, recorded=usage)
 
 
 def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point],

@@ -182,7 +182,7 @@ def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
     pts = [policy_point(f"preset={n}", p, limits=limits, config=config)
            for n, p in PRESETS.items()]  # fmt: skip
     pts.append(policy_point(TUNED, result.policy, limits=limits, config=config))
-    tuning = tune_points(sessions, pts, config=config, **options)
+    tuning = tune_points(sessions, pts, config=config, recorded=True, **options)
     labels = {p.name: p.name.removeprefix("preset=") for p in pts}
     marks = [m if m.label != TUNED else Mark(TUNED, "tuned", m.figures)
              for m in marks_of(tuning, "preset", labels)]  # fmt: skip
@@ -443,7 +443,7 @@ def _recorded_section(tuning: Tuning) -> str:
     head = '<section id="recorded"><h2>Recorded vs replayed</h2>'
     if tuning.recorded is None:
         return (f'{head}<p class="no-recorded">no recorded usage: the runs\' own usage was '
-                "not read (tune_dataset)</p></section>")  # fmt: skip
+                "not read (tune(..., recorded=True) reads it)</p></section>")  # fmt: skip
     data = recorded_vs_replayed(tuning)
     t = data["totals"]
     if not t["recorded_sessions"]:
