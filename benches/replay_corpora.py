@@ -20,7 +20,7 @@ from pathlib import Path
 
 import ctxcompact as cc
 from ctxcompact.tuning import tune
-from ctxcompact.tuning.report import write_report
+from ctxcompact.tuning.report import grid_marks, write_report
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPORA = {
@@ -82,9 +82,12 @@ def main() -> None:
         if corpus == "swe-agent" and args.report is not None:
             grid = {**GRID, "context": [16_000, args.context, 64_000]}
             window = {"context": 0, "output": args.output_limit}
-            swept = tune(transcript, grid, limits=window, model=args.model, workers=args.workers)
+            swept = tune(transcript, grid, limits=window, model=args.model, workers=args.workers,
+                         recorded=True)  # fmt: skip
+            marks = grid_marks(transcript, grid, limits=window, model=args.model,
+                               workers=args.workers)  # fmt: skip
             title = "ctxcompact: SWE-agent runs under 24 policies"
-            page = write_report(swept, args.report, title=title)
+            page = write_report(swept, args.report, title=title, marks=marks)
             if args.screenshot is not None:
                 screenshot(page, args.screenshot)
 

@@ -220,6 +220,8 @@ def test_tune_search_writes_a_policy_every_command_takes(
         (["--out", "/nonexistent-dir/policy.toml"], 5, "--out"),
         (["--space", "EMPTY"], 4, "the search space is empty"),
         (["--grid", "grid.toml"], 2, "--grid"),
+        (["--report", "/nonexistent-dir/r.html"], 5, "--report"),
+        (["--report", "p.toml"], 2, "is also the --out output"),
     ],
 )
 def test_tune_search_refuses_bad_options_before_any_work(
@@ -236,6 +238,29 @@ def test_tune_search_refuses_bad_options_before_any_work(
                          "64000", "--output-limit", "1000", *args)  # fmt: skip
     assert got == code and said in " ".join(err.split()), err
     assert not (tmp_path / "p.toml").exists() and not (tmp_path / "policy.parquet").exists()
+
+
+def test_tune_search_reports_the_tuned_policy_beside_every_preset(
+    runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    out, report = tmp_path / "policy.toml", tmp_path / "search.html"
+    code, text, err = invoke(monkeypatch, capsys, "tune", str(runs), "--search", "--space",
+                             str(_space(tmp_path)), "--context", "64000", "--output-limit",
+                             "1000", "--mask-first", "--model", "gpt-4o", "--budget", "8",
+                             "--out", str(out), "--report", str(report), "--json")  # fmt: skip
+    assert code == 0, err
+    shown = json.loads(text)
+    assert shown["report"] == str(report) and out.exists()
+    page = report.read_text()
+    marks = page.split('<table class="marks">', 1)[1].split("</table>", 1)[0]
+    assert marks.count('<tr class="preset">') == len(PRESETS)
+    tuned = marks.split('<tr class="tuned">', 1)[1].split("</tr>", 1)[0]
+    # the report's tuned row is the held-out figures the command printed
+    held = shown["held_out"]
+    assert f"<td>{held['prompt_tokens']:,}</td><td>{held['retention']:.3f}</td>" in tuned
+    assert f"<td>{held['cost']:,.4f}</td>" in tuned
+    assert "<!-- tuned policy (search) -->" in page
+    assert f"over {shown['held_out_sessions']} sessions" in page
 
 
 def test_search_options_without_search_are_refused(

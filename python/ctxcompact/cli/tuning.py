@@ -49,7 +49,6 @@ from ctxcompact.cli.options import (
 from ctxcompact.cli.outputs import (
     _check_output,
     _check_outputs,
-    _output_errors,
     _parquet_name,
     _parquet_to,
     _text_to,
@@ -535,7 +534,8 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
                  min_retention: float, budget: int, method: str, seed: int, mask_first: bool,
                  context: int | None, output_limit: int | None, out: Path | None,
                  models: list[str] | None, cache: str, fmt: str | None, config: Path | None,
-                 method_estimate: str | None, on_error: str, as_json: bool) -> None:  # fmt: skip
+                 method_estimate: str | None, on_error: str, as_json: bool,
+                 report: Path | None = None) -> None:  # fmt: skip
     """`tune --search`: every option checked, then --out, before any replay."""
     from ctxcompact.tuning.search import check_search_options, load_space
     from ctxcompact.tuning.search import search as run_search
@@ -566,7 +566,11 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
         raise typer.BadParameter(f"{out}: with --search, --out writes the policy as TOML; "
                                  f"name it {out.with_suffix('.toml').name}",
                                  param_hint="--out")  # fmt: skip
-    _check_output(out, "--out", inputs)
+    _check_outputs({"--out": out, "--report": report}, inputs)
+    if report is not None:
+        from ctxcompact.tuning.report import pyplot
+
+        pyplot()  # the report's dependency, checked before the work
     segments: Segments = []
     sessions = _to_sessions(_load_many(inputs, fmt, on_error, segments), segments)
     with _progress(as_json) as bar:
@@ -579,9 +583,21 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
                             objective=objective, min_retention=min_retention, budget=budget,
                             model=models[0] if models else None, config=cfg, cache=cache,
                             method=method, seed=seed, progress=tick)  # fmt: skip
-    if out is not None:
-        with _output_errors(out, "--out"):
-            result.write(out)
+    page = None
+    if report is not None:  # the held-out split under every preset and the tuned policy
+        from ctxcompact.tuning.report import render_report, search_tuning
+
+        held, marks = search_tuning(result, sessions, limits=limits or {"context": context},
+                                    config=cfg, model=models, cache=cache)  # fmt: skip
+        page = render_report(held, title="ctxcompact policy search: the held-out split",
+                             marks=marks)  # fmt: skip
+
+    def policy_to(tmp: Path) -> None:
+        result.write(tmp)
+
+    # both files or neither
+    _write_together([(policy_to, out, "--out"),
+                     (functools.partial(_text_to, page or ""), report, "--report")])  # fmt: skip
     key = result.key()
     verdict = _search_verdict(result)
     info = {"policy": result.policy.describe(), "options": result.policy.model_dump(),
@@ -593,7 +609,8 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
             "goal": verdict, "model": models[0] if models else None,
             "cache": cache if models else None, "context": context,
             "output_limit": output_limit, "method_estimate": cfg.estimate_method,
-            "mask_first": cfg.mask_first, "out": str(out) if out else None}  # fmt: skip
+            "mask_first": cfg.mask_first, "out": str(out) if out else None,
+            "report": str(report) if report else None}  # fmt: skip
     if as_json:
         typer.echo(json.dumps(info, default=str))
         return
@@ -671,14 +688,14 @@ def tune(
     from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, load_grid
 
     if search:
-        if grid is not None or report is not None or workers is not None:
-            bad = "--grid" if grid is not None else "--report" if report else "--workers"
+        if grid is not None or workers is not None:
+            bad = "--grid" if grid is not None else "--workers"
             raise typer.BadParameter("not with --search", param_hint=bad)
         _tune_search(inputs, space=space, objective=objective, min_retention=min_retention,
                      budget=budget, method=search_method, seed=seed, mask_first=mask_first,
                      context=context, output_limit=output_limit, out=out, models=models,
                      cache=cache, fmt=fmt, config=config, method_estimate=method,
-                     on_error=on_error, as_json=as_json)  # fmt: skip
+                     on_error=on_error, as_json=as_json, report=report)  # fmt: skip
         return
     search_only = {"--space": space is not None, "--objective": objective is not None,
                    "--min-retention": min_retention != 0.0, "--budget": budget != 64,
@@ -725,12 +742,16 @@ def tune(
             bar.update(task, completed=done)
 
         result = run_tune(corpus, grid, limits=window, config=cfg, model=models, cache=cache,
-                          workers=workers, progress=tick)  # fmt: skip
+                          workers=workers, progress=tick,
+                          recorded=report is not None)  # fmt: skip
     page = None
     if report is not None:
-        from ctxcompact.tuning.report import render_report
+        from ctxcompact.tuning.report import grid_marks, render_report
 
-        page = render_report(result)
+        marks = grid_marks(
+            corpus, grid, limits=window, config=cfg, model=models, cache=cache, workers=workers
+        )  # every preset marked beside the grid's points
+        page = render_report(result, marks=marks)
     # both files or neither (a failed second rename puts the first one back)
     _write_together([(functools.partial(_parquet_to, result.calls), out, "--out"),
                      (functools.partial(_text_to, page or ""), report, "--report")])  # fmt: skip

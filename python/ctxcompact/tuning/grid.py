@@ -19,6 +19,7 @@ and ``limits``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import tomllib
@@ -47,6 +48,7 @@ from ctxcompact.tuning.cache import Sheet, model_names
 from ctxcompact.tuning.counts import with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
+from ctxcompact.tuning.recorded import recorded_usage, recorded_usage_table
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
@@ -109,13 +111,17 @@ class Tuning:
     ``summaries``: per point, ``replay``'s totals; ``axis``: what the front
     weighs against retention, ``"cost"`` (priced) or ``"prompt_tokens"`` (no
     model named); ``price_row``: the price table's row that priced the calls
-    (its name, source and date), ``None`` when not priced."""
+    (its name, source and date), ``None`` when not priced; ``recorded``: the
+    usage each session recorded (``tuning.recorded.recorded_usage``, null
+    where it recorded none), ``None`` when it was not read (``tune(...,
+    recorded=True)`` reads it; ``tune_dataset`` does not)."""
 
     calls: pa.Table
     points: pa.Table
     summaries: dict[str, dict[str, Any]]
     axis: str = "cost"
     price_row: PriceRow | None = None
+    recorded: list[dict[str, Any]] | None = None
 
     def front(self) -> pa.Table:
         """The feasible points (every prompt within the window) no other
@@ -251,14 +257,18 @@ def _replay_table(
     grid_points: list[Point],
     locate: Locate | None = None,
     threads: int | None = None,
+    recorded: list[dict[str, Any]] | None = None,
 ) -> pa.Table:
     """Every session of ``table`` under every point: the per-call rows (priced
     on the driver, from the totals). ``locate``: the file and row in it of a
     row of ``table`` (a piece of a corpus), which an error about a row names;
-    ``threads``: the engine's (default: the CPUs)."""
+    ``threads``: the engine's (default: the CPUs); ``recorded``: extended by
+    the usage each session recorded."""
     try:
         # The message facts once, every point over them in the engine.
         facts = message_facts(table)
+        if recorded is not None:
+            recorded.extend(recorded_usage_table(table, facts))
         tables = [
             _with_policy(point.name, engine_calls(table, point.config, point.limits,
                                                   summarizer=None, system=None,
@@ -287,8 +297,11 @@ def _shifted(start: int, row: int) -> tuple[None, int]:
 
 
 def _replay_sessions(
-    sessions: list[Session], grid_points: list[Point], threads: int | None = None
-) -> pa.Table:
+    sessions: list[Session], grid_points: list[Point], threads: int | None = None,
+    recorded: list[dict[str, Any]] | None = None,
+) -> pa.Table:  # fmt: skip
+    if recorded is not None:
+        recorded.extend(recorded_usage(s) for s in sessions)
     return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points,
                          threads=threads)  # fmt: skip
 
@@ -358,6 +371,7 @@ def tune(
     workers: int | None = None,
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
+    recorded: bool = False,
 ) -> Tuning:
     """Replay ``corpus`` under every point of ``grid`` (see the module doc).
 
@@ -367,18 +381,51 @@ def tune(
     front; ``cache`` as in ``replay``); without it the front is prompt tokens
     vs retention (``Tuning.axis``). The front holds only the points whose every
     prompt fit the window (``feasible``). ``progress(sessions_done, total or
-    None)`` after each batch.
+    None)`` after each batch. ``recorded``: read the usage each session
+    recorded too (``Tuning.recorded``, the report's recorded vs replayed).
     """
+    config = check_config(config, "tune")
+    grid_points = points(grid, config=config, limits=limits)
+    return tune_points(corpus, grid_points, config=config, model=model, prices=prices,
+                       cache=cache, workers=workers, batch_rows=batch_rows,
+                       progress=progress, recorded=recorded)  # fmt: skip
+
+
+def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
+                 config: CompactionConfig | Mapping[str, Any] | None = None) -> Point:  # fmt: skip
+    """A point of one policy, replayed as given (a preset, a searched policy)
+    in ``limits``, the rest from ``config``."""
+    cfg = check_config(config, "tune").with_policy(policy)
+    return Point(name, {}, cfg, check_window(Limits.coerce(limits), cfg))
+
+
+def tune_points(
+    corpus: Any,
+    grid_points: Sequence[Point],
+    *,
+    config: CompactionConfig | Mapping[str, Any] | None = None,
+    model: str | Sequence[str] | None = None,
+    prices: Mapping[str, Any] | None = None,
+    cache: str = "5m",
+    workers: int | None = None,
+    batch_rows: int = 65_536,
+    progress: Callable[[int, int | None], None] | None = None,
+    recorded: bool = False,
+) -> Tuning:
+    """``tune`` over points already made (``points``, ``policy_point``)."""
     config = check_config(config, "tune")
     # exact where the priced model's family is known, unless a method was set
     config = with_run_method(config, model_names(model), None)
     if workers is not None:
         check_number(workers, "workers", least=1, integer=True)
     check_number(batch_rows, "batch_rows", least=1, integer=True)
-    grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
-    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
+    # each point counts exactly in the priced model's family unless it set a method
+    names = model_names(model)
+    grid_points = [replace(p, config=priced_policy(with_run_method(p.config, names, None), price))
+                   for p in grid_points]  # fmt: skip
     tables: list[pa.Table] = []
+    usage: list[dict[str, Any]] | None = [] if recorded else None
     done = 0
 
     def collect(calls: pa.Table) -> None:
@@ -389,16 +436,19 @@ def tune(
             progress(done, None)
 
     for chunk in _chunks(corpus, batch_rows):
-        collect(_run(chunk, grid_points, threads=workers))
-    return results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
-                   grid_points, price)  # fmt: skip
+        collect(_run(chunk, grid_points, threads=workers, recorded=usage))
+    out = results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
+                  grid_points, price)  # fmt: skip
+    return dataclasses.replace(out, recorded=usage)
 
 
 def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point],
-         threads: int | None = None) -> pa.Table:  # fmt: skip
+         threads: int | None = None,
+         recorded: list[dict[str, Any]] | None = None) -> pa.Table:  # fmt: skip
     if isinstance(chunk, tuple):
-        return _replay_table(chunk[0], grid_points, chunk[1], threads=threads)
-    return _replay_sessions(chunk, grid_points, threads=threads)
+        return _replay_table(chunk[0], grid_points, chunk[1], threads=threads,
+                             recorded=recorded)  # fmt: skip
+    return _replay_sessions(chunk, grid_points, threads=threads, recorded=recorded)
 
 
 def results(calls: pa.Table, grid_points: Iterable[Point],
@@ -442,17 +492,27 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
     def axis(r: dict[str, Any]) -> float:
         return float(r[key])
 
-    feasible = [r for r in rows if r["feasible"]]
-    for r in feasible:
-        r["pareto"] = not any(
-            axis(o) <= axis(r) and o["retention"] >= r["retention"]
-            and (axis(o) < axis(r) or o["retention"] > r["retention"])
-            for o in feasible
-        )  # fmt: skip
+    marks = pareto([axis(r) for r in rows], [r["retention"] for r in rows],
+                   [r["feasible"] for r in rows])  # fmt: skip
+    for r, on in zip(rows, marks, strict=True):
+        r["pareto"] = on
     first = price[0].row if isinstance(price, Sequence) and price else price
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
                   summaries=summaries, axis=key,
                   price_row=first if isinstance(first, PriceRow) else None)  # fmt: skip
+
+
+def pareto(xs: Sequence[float], ys: Sequence[float], feasible: Sequence[bool]) -> list[bool]:
+    """Which points are on the front of ``xs`` (less is better) against ``ys``
+    (more is better): feasible, and no other feasible point at least as good
+    on both and better on one."""
+    ok = [i for i, f in enumerate(feasible) if f]
+    return [
+        bool(feasible[i]) and not any(
+            xs[o] <= xs[i] and ys[o] >= ys[i] and (xs[o] < xs[i] or ys[o] > ys[i]) for o in ok
+        )
+        for i in range(len(xs))
+    ]  # fmt: skip
 
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
@@ -499,8 +559,11 @@ __all__ = [
     "Point",
     "Tuning",
     "load_grid",
+    "pareto",
     "points",
+    "policy_point",
     "results",
     "tune",
     "tune_dataset",
+    "tune_points",
 ]

@@ -2,9 +2,12 @@
 
 The page needs no network to open: the plots are SVG drawn by matplotlib and
 inlined, the styles are inline, there is no script. It shows the per-point
-table, the cost-vs-retention front, prompt tokens per call over the steps of
-a typical and the worst session (with and without each policy on the front),
-where compactions fire along the runs, and the facts lost most often.
+table (a cost column per price sheet), the cost-vs-retention front (one plot
+per price sheet) with the presets and a searched policy marked (``Mark``),
+the usage the runs recorded beside the replay's baseline, prompt tokens per
+call over the steps of a typical and the worst session (with and without
+each policy on the front), where compactions fire along the runs, and the
+facts lost most often.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ import io
 import os
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxcompact._atomic import replacing
 from ctxcompact.errors import ConfigError
-from ctxcompact.tuning.grid import Tuning
+from ctxcompact.policy import PRESETS
+from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, Tuning, pareto
+from ctxcompact.tuning.recorded import recorded_totals
+from ctxcompact.tuning.replay import per_session_table
 from ctxcompact.tuning.retention import ranked
 
 
@@ -51,6 +58,29 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]  # drop the XML prolog: inlined in HTML
 
 
+def retention_of(points: pa.Table) -> list[float]:
+    """Each point's retention: the ``retention`` column, else the pooled
+    ``compaction_retention``."""
+    name = "retention" if "retention" in points.column_names else "compaction_retention"
+    return [float(v) for v in points[name].to_pylist()]
+
+
+def sheets_of(tuning: Tuning) -> list[str]:
+    """The price sheets' models, the first (weighed on the front) first."""
+    return list(next(iter(tuning.summaries.values()), {}).get("costs") or {})
+
+
+@dataclass(frozen=True)
+class Series:
+    """What one front plot weighs: the x axis's label, each point's x, and
+    which points are on that front."""
+
+    label: str
+    xs: list[float]
+    front: list[bool]
+    sheet: str | None = None
+
+
 def _cost_axis(points: pa.Table, axis: str | None = None) -> tuple[str, list[float]]:
     costs = points["cost"].to_pylist()
     if axis == "cost" or (axis is None and all(c is not None for c in costs)):
@@ -58,14 +88,125 @@ def _cost_axis(points: pa.Table, axis: str | None = None) -> tuple[str, list[flo
     return "prompt tokens", [float(t) for t in points["prompt_tokens"].to_pylist()]
 
 
-def front_plot(points: pa.Table, axis: str | None = None) -> str:
+def series(tuning: Tuning) -> list[Series]:
+    """A front per price sheet: the first the tuning's own (``pareto``), each
+    other sheet's over its costs; one on prompt tokens when not priced."""
+    points = tuning.points
+    sheets = sheets_of(tuning)
+    label, xs = _cost_axis(points, tuning.axis)
+    first = Series(label if not sheets else f"cost under {sheets[0]} (USD)", xs,
+                   [bool(v) for v in points["pareto"].to_pylist()],
+                   sheets[0] if sheets else None)  # fmt: skip
+    out = [first]
+    names = points["policy"].to_pylist()
+    fits = [bool(v) for v in points["feasible"].to_pylist()]
+    ys = retention_of(points)
+    for sheet in sheets[1:]:
+        costs = [float(tuning.summaries[n]["costs"][sheet]["cost"]) for n in names]
+        out.append(Series(f"cost under {sheet} (USD)", costs, pareto(costs, ys, fits), sheet))
+    return out
+
+
+MarkKind = Literal["preset", "tuned"]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A policy marked on the fronts: a preset or the searched (tuned) one,
+    with its figures (``prompt_tokens``, ``retention``, ``over_window``,
+    ``cost`` and ``costs``: the cost per price sheet)."""
+
+    label: str
+    kind: MarkKind
+    figures: Mapping[str, Any]
+
+    def x(self, sheet: str | None) -> float:
+        """Its prompt tokens (``sheet`` None), else its cost under ``sheet``
+        (a sheet it was not priced under: its first cost)."""
+        if sheet is None:
+            return float(self.figures["prompt_tokens"])
+        return float(self.figures["costs"].get(sheet, self.figures["cost"]))
+
+
+def marks_of(tuning: Tuning, kind: MarkKind = "preset",
+             labels: Mapping[str, str] | None = None) -> list[Mark]:  # fmt: skip
+    """A mark per point of ``tuning`` (a replay of the presets, or of a
+    searched policy), labelled by ``labels`` (default: the point's name)."""
+    ys = retention_of(tuning.points)
+    out = []
+    for r, y in zip(tuning.points.to_pylist(), ys, strict=True):
+        costs = tuning.summaries[r["policy"]].get("costs") or {}
+        figures = {"prompt_tokens": r["prompt_tokens"], "retention": y,
+                   "over_window": r["over_window"], "cost": r["cost"],
+                   "costs": {m: c["cost"] for m, c in costs.items()}}  # fmt: skip
+        out.append(Mark((labels or {}).get(r["policy"], r["policy"]), kind, figures))
+    return out
+
+
+def preset_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """Every preset (``policy.PRESETS``) at each window and ``mask_first`` a
+    grid lists: what the report marks beside the grid's points."""
+    return {
+        "preset": list(PRESETS),
+        **{k: list(v) for k, v in grid.items() if k in (*WINDOW_KEYS, *CONFIG_KEYS)},
+    }
+
+
+def grid_marks(corpus: Any, grid: Mapping[str, Any] | str | os.PathLike[str],
+               **options: Any) -> list[Mark]:  # fmt: skip
+    """Every preset replayed over ``corpus`` at each window a grid lists
+    (``preset_grid``; ``options``: ``tune``'s, as the grid's were), as marks
+    labelled by their point's name without ``preset=``."""
+    from ctxcompact.tuning.grid import load_grid, tune
+
+    presets = tune(corpus, preset_grid(load_grid(grid)), **options)
+    names = presets.points["policy"].to_pylist()
+    return marks_of(presets, "preset", {n: n.removeprefix("preset=") for n in names})
+
+
+#: The name (and mark label) of the searched policy in ``search_tuning``.
+TUNED = "tuned"
+
+
+def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
+                  **options: Any) -> tuple[Tuning, list[Mark]]:  # fmt: skip
+    """A ``tune.search`` result's held-out split replayed under every preset
+    and the tuned policy (``result.policy``), and each marked: what the
+    report of a search draws (``limits``, ``config``, ``options``: the
+    search's, ``model``, ``prices``, ``cache``, as ``tune_points`` takes them)."""
+    from ctxcompact.tuning.grid import policy_point, tune_points
+    from ctxcompact.tuning.replay import _sessions
+
+    held = set(result.held_out_ids)
+    sessions = [s for s in _sessions(corpus) if s.id in held]
+    pts = [policy_point(f"preset={n}", p, limits=limits, config=config)
+           for n, p in PRESETS.items()]  # fmt: skip
+    pts.append(policy_point(TUNED, result.policy, limits=limits, config=config))
+    tuning = tune_points(sessions, pts, config=config, recorded=True, **options)
+    labels = {p.name: p.name.removeprefix("preset=") for p in pts}
+    marks = [m if m.label != TUNED else Mark(TUNED, "tuned", m.figures)
+             for m in marks_of(tuning, "preset", labels)]  # fmt: skip
+    return tuning, marks
+
+
+#: Marks are hollow (a grid point under one shows through) and apart in shape.
+_MARK_STYLE = {"preset": {"marker": "D", "color": "#0f766e", "s": 70},
+               "tuned": {"marker": "*", "color": "#7c3aed", "s": 260}}  # fmt: skip
+
+
+def front_plot(points: pa.Table, axis: str | None = None, *, line: Series | None = None,
+               marks: Sequence[Mark] = ()) -> str:  # fmt: skip
     """Cost (or prompt tokens: ``axis``, default the cost when every point
-    has one) against retention, the front highlighted; points whose prompts
-    went over the window are crosses, off the front."""
+    has one; ``line``: another price sheet's) against retention, the front
+    highlighted; points whose prompts went over the window are crosses, off
+    the front; ``marks`` (presets, the tuned policy) drawn apart, labelled."""
     plt = pyplot()
-    label, xs = _cost_axis(points, axis)
-    ys = points["retention"].to_pylist()
-    front = points["pareto"].to_pylist()
+    if line is None:
+        label, xs = _cost_axis(points, axis)
+        front = [bool(v) for v in points["pareto"].to_pylist()]
+    else:
+        label, xs, front = line.label, line.xs, line.front
+    ys = retention_of(points)
     fits = points["feasible"].to_pylist()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     dominated = [i for i in range(len(xs)) if fits[i] and not front[i]]
@@ -86,6 +227,27 @@ def front_plot(points: pa.Table, axis: str | None = None) -> str:
     for (x, y), names in at.items():
         text = names[0] + (f" (+{len(names) - 1} same)" if len(names) > 1 else "")
         ax.annotate(text, (x, y), fontsize=7, xytext=(4, -10), textcoords="offset points")
+    sheet = line.sheet if line is not None else None if label == "prompt tokens" else ""
+    for kind, legend in (("preset", "preset"), ("tuned", "tuned policy (search)")):
+        mine = [m for m in marks if m.kind == kind]
+        if not mine:
+            continue
+        mx = [m.x(sheet) for m in mine]
+        my = [float(m.figures["retention"]) for m in mine]
+        style = _MARK_STYLE[kind]
+        ax.scatter(mx, my, marker=style["marker"], s=style["s"], facecolors="none",
+                   edgecolors=style["color"], linewidths=1.6, zorder=3, label=legend)  # fmt: skip
+        # Marks at the same place share one label, as the front's points do.
+        together: dict[tuple[float, float], list[Mark]] = {}
+        for m, x, y in zip(mine, mx, my, strict=True):
+            together.setdefault((x, y), []).append(m)
+        for j, ((x, y), same) in enumerate(sorted(together.items(), key=lambda t: t[0])):
+            text = same[0].label + (" (over the window)" if same[0].figures["over_window"] else "")
+            text += f" (+{len(same) - 1} same)" if len(same) > 1 else ""
+            # staggered: neighbours' labels do not print over each other
+            ax.annotate(text, (x, y), fontsize=7, xytext=(5, 5 + 10 * (j % 3)),
+                        textcoords="offset points", color=style["color"],
+                        weight="bold")  # fmt: skip
     ax.set_xlabel(label)
     ax.set_ylabel("retention (facts stated so far still shown)")
     ax.set_ylim(-0.05, 1.05)
@@ -181,39 +343,137 @@ def lost_plot(lost: Sequence[tuple[str, int]]) -> str:
     return _svg(fig)
 
 
+def _shown(c: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if c == "feasible":
+        return "yes" if v else "no"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        if c.endswith("_ratio"):
+            return f"{v:+.1%}"
+        return f"{v:.3f}" if "retention" in c else f"{v:,.4f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _cells(row: Mapping[str, Any], columns: Sequence[str]) -> str:
+    return "".join(f"<td>{html.escape(_shown(c, row.get(c)))}</td>" for c in columns)
+
+
+def _head(columns: Sequence[str], heads: Mapping[str, str] | None = None) -> str:
+    return "".join(f"<th>{html.escape((heads or {}).get(c, c.replace('_', ' ')))}</th>"
+                   for c in columns)  # fmt: skip
+
+
 def _table(points: pa.Table, summaries: dict[str, dict[str, Any]] | None = None) -> str:
     """The per-point table, with a cost column per price sheet after the first
     (``summaries``: each point's ``costs``)."""
-    sheets = [m for m in (next(iter((summaries or {}).values()), {}).get("costs") or {})][1:]
+    every = [m for m in (next(iter((summaries or {}).values()), {}).get("costs") or {})]
+    sheets = every[1:]
     columns = ["policy", "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
-               "cached_tokens", "compactions", "over_window", "retention", "compaction_retention",
-               "cost", "baseline_cost", *(f"cost {m}" for m in sheets), "feasible",
-               "pareto"]  # fmt: skip
+               "cached_tokens", "compactions", "over_window", "retention",
+               "compaction_retention", "cost", "baseline_cost",
+               *(f"cost {m}" for m in sheets), "feasible", "pareto"]  # fmt: skip
+    columns = [c for c in columns if c in points.column_names or c.startswith("cost ")]
     heads = {"feasible": "fits the window", "pareto": "front"}
-    head = "".join(f"<th>{html.escape(heads.get(c, c.replace('_', ' ')))}</th>" for c in columns)
+    if every:  # the first sheet's model names its columns too
+        heads |= {"cost": f"cost {every[0]}", "baseline_cost": f"baseline cost {every[0]}"}
     rows = []
     for r in points.to_pylist():
         costs = (summaries or {}).get(r["policy"], {}).get("costs") or {}
         r |= {f"cost {m}": costs[m]["cost"] for m in sheets if m in costs}
-        cells = []
-        for c in columns:
-            v = r.get(c)
-            if v is None:
-                shown = "-"
-            elif c == "feasible":
-                shown = "yes" if v else "no"
-            elif isinstance(v, bool):
-                shown = "yes" if v else ""
-            elif isinstance(v, float):
-                shown = f"{v:.3f}" if c.endswith("retention") else f"{v:,.4f}"
-            elif isinstance(v, int):
-                shown = f"{v:,}"
-            else:
-                shown = str(v)
-            cells.append(f"<td>{html.escape(shown)}</td>")
         cls = ' class="front"' if r["pareto"] else "" if r["feasible"] else ' class="over"'
-        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        rows.append(f"<tr{cls}>{_cells(r, columns)}</tr>")
+    return (f'<table class="points"><thead><tr>{_head(columns, heads)}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+
+
+def _marks_table(marks: Sequence[Mark], sheets: Sequence[str]) -> str:
+    """The marked policies (presets, the tuned one) with their figures."""
+    columns = ["policy", "kind", "prompt_tokens", "retention", "over_window",
+               *(f"cost {m}" for m in sheets)]  # fmt: skip
+    rows = []
+    for m in marks:
+        row = {"policy": m.label, "kind": "tuned (search)" if m.kind == "tuned" else "preset",
+               **{k: m.figures[k] for k in ("prompt_tokens", "retention", "over_window")},
+               **{f"cost {s}": m.figures["costs"].get(s) for s in sheets}}  # fmt: skip
+        rows.append(f'<tr class="{m.kind}">{_cells(row, columns)}</tr>')
+    return (f'<table class="marks"><thead><tr>{_head(columns)}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+
+
+#: Shown per session in the recorded-vs-replayed table: (recorded, replayed).
+RECORDED_PAIRS = (("recorded_calls", "calls"),
+                  ("recorded_prompt_tokens", "baseline_prompt_tokens"),
+                  ("recorded_cached_tokens", "baseline_cached_tokens"),
+                  ("recorded_written_tokens", "baseline_written_tokens"))  # fmt: skip
+
+#: Sessions shown in the recorded-vs-replayed table (those of the largest gap).
+RECORDED_SHOWN = 50
+
+
+def recorded_vs_replayed(tuning: Tuning) -> dict[str, Any]:
+    """The usage the runs recorded beside the replay's baseline (the run
+    without compaction, which every point shares): ``sessions`` (per session,
+    ``tuning.replay.per_session_table`` of the first point with the recorded
+    usage and ``gap_ratio``: the gap over the recorded prompt tokens), the
+    ``totals`` over the sessions that recorded usage
+    (``tuning.recorded.recorded_totals`` and the baseline's beside them)."""
+    calls = tuning.calls
+    first = calls.filter(pc.equal(calls["policy"], calls["policy"][0]))
+    per = per_session_table(first, tuning.recorded or []).to_pylist()
+    for r in per:
+        sent = r["recorded_prompt_tokens"]
+        r["gap_ratio"] = r["prompt_gap"] / sent if sent else None
+    baseline = {r["session_id"]: r["baseline_prompt_tokens"] for r in per}
+    totals = recorded_totals([r for r in per if r["recorded_prompt_tokens"] is not None],
+                             baseline)  # fmt: skip
+    recorded = [r for r in per if r["recorded_prompt_tokens"] is not None]
+    for _, replayed in RECORDED_PAIRS:
+        totals[replayed] = sum(r[replayed] for r in recorded) if recorded else None
+    totals["sessions"] = len(per)
+    return {"sessions": per, "totals": totals}
+
+
+def _recorded_section(tuning: Tuning) -> str:
+    """Recorded vs replayed: the corpus's total, then a row per session."""
+    head = '<section id="recorded"><h2>Recorded vs replayed</h2>'
+    if tuning.recorded is None:
+        return (f'{head}<p class="no-recorded">no recorded usage: the runs\' own usage was '
+                "not read (tune(..., recorded=True) reads it)</p></section>")  # fmt: skip
+    data = recorded_vs_replayed(tuning)
+    t = data["totals"]
+    if not t["recorded_sessions"]:
+        return (f'{head}<p class="no-recorded">no recorded usage: none of the '
+                f"{t['sessions']:,} sessions records what it sent (the replay's baseline "
+                "stands alone)</p></section>")  # fmt: skip
+    intro = (f"<p>{t['recorded_sessions']:,} of {t['sessions']:,} sessions record the usage "
+             "they were billed for. Beside it, the replay's baseline (the run without "
+             "compaction, re-estimated); the gap is the baseline's prompt tokens less the "
+             "recorded ones, over the recorded. A null (-) is a figure the run does not "
+             "record (SWE-agent records no cache reads or writes).</p>")  # fmt: skip
+    columns = ["session_id"]
+    heads = {"session_id": "session", "gap_ratio": "prompt gap %"}
+    for rec, rep in RECORDED_PAIRS:
+        columns += [rec, rep]
+        heads |= {rec: rec.replace("_", " "), rep: f"replayed {rep.replace('_', ' ')}"}
+    columns.append("gap_ratio")
+    total = {**t, "session_id": "all recording sessions", "gap_ratio": t["prompt_gap_ratio"]}
+    rows = [f'<tr class="total">{_cells(total, columns)}</tr>']
+    per = sorted((r for r in data["sessions"] if r["recorded_prompt_tokens"] is not None),
+                 key=lambda r: -abs(r["gap_ratio"] or 0))  # fmt: skip
+    rows += [f"<tr>{_cells(r, columns)}</tr>" for r in per[:RECORDED_SHOWN]]
+    more = ""
+    if len(per) > RECORDED_SHOWN:
+        more = (f"<p>The {RECORDED_SHOWN} sessions of the largest gap are shown, of "
+                f"{len(per):,} that record usage.</p>")  # fmt: skip
+    return (
+        f'{head}{intro}<table class="recorded"><thead><tr>{_head(columns, heads)}</tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table>{more}</section>"
+    )
 
 
 _STYLE = """
@@ -223,6 +483,8 @@ th, td { border: 1px solid #d1d5db; padding: 0.25rem 0.5rem; text-align: right; 
 th:first-child, td:first-child { text-align: left; }
 tr.front { background: #fff7ed; font-weight: 600; }
 tr.over { color: #b91c1c; }
+tr.total { font-weight: 600; background: #f3f4f6; }
+tr.tuned { background: #f5f3ff; font-weight: 600; }
 figure { margin: 1.5rem 0; }
 figcaption { font-size: 0.85rem; color: #4b5563; }
 .plot svg { max-width: 100%; height: auto; }
@@ -279,14 +541,37 @@ def _priced_by(tuning: Tuning) -> str:
     return f'<p class="priced">Costs priced by the price table\'s {html.escape(text)}.</p>{more}'
 
 
-def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> str:
-    """The report as one HTML string."""
+def _front_caption(tuning: Tuning, s: Series, first: bool, marks: Sequence[Mark]) -> str:
+    text = front_caption(tuning) if first else (
+        f"Cost under {s.sheet} against retention over the grid; the front under this "
+        "price sheet: the points no other point beats on both.")  # fmt: skip
+    kinds = {m.kind for m in marks}
+    if kinds:
+        which = " and ".join(
+            w
+            for k, w in (("preset", "the presets (diamonds)"), ("tuned", "the tuned policy (star)"))
+            if k in kinds
+        )
+        text += f" Marked apart from the grid's points: {which}."  # fmt: skip
+    return text
+
+
+def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid",
+                  marks: Sequence[Mark] = ()) -> str:  # fmt: skip
+    """The report as one HTML string. ``marks``: policies drawn apart on
+    each front and listed under it (``marks_of`` a replay of the presets,
+    ``preset_grid``, or of a searched policy)."""
     points, calls = tuning.points, tuning.calls
     shown = _distinct(points)
     lost: Counter[str] = Counter()
     for s in tuning.summaries.values():
         lost.update(dict(s.get("most_lost", [])))
-    figures = [("front", front_caption(tuning), front_plot(points, tuning.axis))]
+    figures = []
+    lines = series(tuning)
+    for i, line in enumerate(lines):
+        key = "front" if i == 0 else f"front-{i}"
+        figures.append((key, _front_caption(tuning, line, i == 0, marks),
+                        front_plot(points, tuning.axis, line=line, marks=marks)))  # fmt: skip
     for caption, sid in _pick_sessions(calls):
         figures.append((
             f"steps-{len(figures)}",
@@ -298,10 +583,17 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
     figures.append(("firing", "Where in the runs compactions fire.", firing_plot(calls, shown)))
     figures.append(("lost", "Facts lost most often, over every point of the grid.",
                     lost_plot(ranked(lost, None))))  # fmt: skip
+    fronts = len(lines)
     body = "".join(
         f'<figure class="plot" id="{key}">{svg}<figcaption>{html.escape(caption)}</figcaption>'
         "</figure>"
-        for key, caption, svg in figures
+        for key, caption, svg in figures[:fronts]
+    )
+    marked = _marks_table(marks, sheets_of(tuning)) if marks else ""
+    rest = "".join(
+        f'<figure class="plot" id="{key}">{svg}<figcaption>{html.escape(caption)}</figcaption>'
+        "</figure>"
+        for key, caption, svg in figures[fronts:]
     )
     sessions = len(pc.unique(calls["session_id"]))
     return (
@@ -312,7 +604,8 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid") -> s
         f"({calls.num_rows:,} model calls in all). Replay fixes the runs' own actions: it "
         "shows what each call would have been sent, not what the agent would then have "
         f"done.</p>{_priced_by(tuning)}"
-        f"{_table(points, tuning.summaries)}{body}</body></html>"
+        f"{_table(points, tuning.summaries)}{body}{marked}{_recorded_section(tuning)}{rest}"
+        "</body></html>"
     )
 
 
@@ -325,4 +618,16 @@ def write_report(tuning: Tuning, path: str | os.PathLike[str], **kwargs: Any) ->
     return out
 
 
-__all__ = ["front_caption", "pyplot", "render_report", "write_report"]
+__all__ = [
+    "Mark",
+    "Series",
+    "front_caption",
+    "marks_of",
+    "preset_grid",
+    "pyplot",
+    "recorded_vs_replayed",
+    "render_report",
+    "retention_of",
+    "series",
+    "write_report",
+]
