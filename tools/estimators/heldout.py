@@ -461,9 +461,9 @@ def messages(
     (kept in the cache folder once built, as it takes minutes)."""
     saved = root.parent / f"messages-{budget}-{seed}-{'+'.join(kinds)}.pickle"
     if saved.exists():
-        return pickle.loads(saved.read_bytes())
+        return [Message(*row) for row in pickle.loads(saved.read_bytes())]
     out = _build(root, budget, seed, kinds)
-    saved.write_bytes(pickle.dumps(out))
+    saved.write_bytes(pickle.dumps([(m.text, m.kind, m.session) for m in out]))
     return out
 
 
