@@ -135,7 +135,9 @@ class Features:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", default="o200k", choices=("o200k", "cl100k"))
-    parser.add_argument("--hold", action="append", choices=(*heldout.TYPES, "all"))
+    parser.add_argument(
+        "--hold", action="append", help="a type, types joined by + (left out together), or all"
+    )
     parser.add_argument("--maxiter", type=int, default=3000)
     parser.add_argument("--json", type=Path)
     parser.add_argument(
@@ -163,13 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     rows_out = []
     for hold in args.hold or [*heldout.TYPES, "all"]:
         t0 = time.perf_counter()
-        keep = [k for k in feats.occ if not k.endswith("#eval") and k != hold]
+        held = hold.split("+")
+        keep = [k for k in feats.occ if not k.endswith("#eval") and k not in held]
         fit_rows = np.isin(np.array(keys), keep) & (feats.exact > 0)
         w0, occ = feats.start_frequencies(keep)
         weights = fit.refine(feats.x[fit_rows], feats.exact[fit_rows], w0, occ, args.maxiter)
         est = fit.estimate(feats.x[:n], weights)
         base_est = fit.estimate(feats.x[:n], w0)
-        sel = ~train_half[:n] if hold == "all" else kinds[:n] == hold
+        sel = ~train_half[:n] if hold == "all" else np.isin(kinds[:n], held)
         picked = [m for m, s in zip(msgs, sel) if s]
         report = heldout.evaluate(picked, est[sel], feats.exact[:n][sel])
         first = heldout.evaluate(picked, base_est[sel], feats.exact[:n][sel])
