@@ -4,6 +4,7 @@ for a type comes from a table that never saw that type.
 
     python tools/estimators/loto.py --family o200k              # every fold
     python tools/estimators/loto.py --family o200k --hold log   # one fold
+    python tools/estimators/loto.py --hold code-java+diff+stack-trace  # types left out together
 
 For each held-out type X: start frequencies and the bounded refinement of
 fit.py (the same functions) on the training half of the sessions of every
