@@ -147,7 +147,9 @@ def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray
     return w0, occ
 
 
-def refine(x: sp.csr_matrix, y: np.ndarray, w0: np.ndarray, occ: np.ndarray) -> np.ndarray:
+def refine(
+    x: sp.csr_matrix, y: np.ndarray, w0: np.ndarray, occ: np.ndarray, maxiter: int = 3000
+) -> np.ndarray:
     """Bounded ridge on relative errors of the totals."""
     inv = 1.0 / y
     xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
@@ -166,7 +168,7 @@ def refine(x: sp.csr_matrix, y: np.ndarray, w0: np.ndarray, occ: np.ndarray) -> 
 
     bounds = [(0.0, 1.0 - 1.0 / SCALE)] * (ROWS * COLS)
     result = scipy.optimize.minimize(
-        loss, w0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 3000}
+        loss, w0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": maxiter}
     )
     return np.asarray(result.x)
 

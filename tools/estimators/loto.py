@@ -1,0 +1,209 @@
+"""Leave-one-type-out refits of the byte-bigram table on the wider corpus
+(heldout.py's content types plus corpus.py's kinds), so the error reported
+for a type comes from a table that never saw that type.
+
+    python tools/estimators/loto.py --family o200k              # every fold
+    python tools/estimators/loto.py --family o200k --hold log   # one fold
+    python tools/estimators/loto.py --hold code-java+diff+stack-trace  # types left out together
+
+For each held-out type X: start frequencies and the bounded refinement of
+fit.py (the same functions) on the training half of the sessions of every
+type but X, then the error on all of X's messages and sessions
+(heldout.evaluate); then a correction by the shares of byte classes in a
+text's first KB (``exact ~ estimate * (shares @ beta)``), fitted on the same
+training texts. With ``--with-corpus`` corpus.py's training texts are fitted
+on too, its kinds mapped onto the types they are (its code by file suffix,
+its diff, log, prose, JSON), so holding X out drops them too; its transcript
+kind is the same runs as the ``transcript`` type and is left out. The ``all`` fold fits
+on half of each type's sessions and reports on the other half (in sample by
+type, out of sample by session). Nothing is written: the shipped tables are
+refitted only by fit.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus
+import fit
+import heldout
+
+#: How corpus.py's kinds map onto heldout.py's types (None: no heldout type;
+#: always in the fit). Its code is split by the file's suffix.
+KIND_TYPE = {
+    "code": None,
+    "diff": "diff",
+    "log": "log",
+    "prose": "prose",
+    "json": "json",
+    "transcript": "drop",
+}
+CODE_SUFFIX = {".py": "code-python", ".rs": "code-rust", ".h": "code-c"}
+#: Texts per encoding chunk (bounds the memory of fit.Encoded).
+CHUNK = 4000
+
+
+def _type_of(unit: corpus.Unit) -> str | None:
+    if unit.kind == "code":
+        return CODE_SUFFIX.get(Path(unit.group).suffix)
+    return KIND_TYPE.get(unit.kind)
+
+
+#: Byte classes whose shares in a text's first KB the correction reads.
+CLASSES = (
+    b"abcdefghijklmnopqrstuvwxyz",
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    b"0123456789",
+    b" ",
+    b"\t\n\r",
+    bytes(range(0x80, 0x100)),
+)
+SNIFF = 1024
+
+
+def shares(texts: list[str]) -> np.ndarray:
+    """Each text's share of every class (and of the rest) in its first KB."""
+    lut = np.full(256, len(CLASSES), dtype=np.int64)
+    for i, members in enumerate(CLASSES):
+        lut[np.frombuffer(members, dtype=np.uint8)] = i
+    out = np.zeros((len(texts), len(CLASSES) + 1))
+    for row, t in enumerate(texts):
+        head = np.frombuffer(t.encode()[:SNIFF], dtype=np.uint8)
+        out[row] = np.bincount(lut[head], minlength=len(CLASSES) + 1) / max(len(head), 1)
+    return out
+
+
+def fit_correction(est: np.ndarray, exact: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """beta of ``exact ~ est * (f @ beta)`` in relative least squares (f holds
+    every class share, so a constant factor is in its span)."""
+    a = (est / exact)[:, None] * f
+    beta, *_ = np.linalg.lstsq(a, np.ones(len(est)), rcond=None)
+    return beta
+
+
+def _half(session: str) -> bool:
+    return hashlib.sha256(session.encode()).digest()[0] < 128
+
+
+class Features:
+    """Bigram counts per text, exact counts, and start statistics per type."""
+
+    def __init__(self, texts: list[str], types: list[str | None], family: str) -> None:
+        xs, exact = [], []
+        keys = sorted({str(t) for t in types})
+        self.occ = {k: np.zeros(fit.ROWS * fit.COLS) for k in keys}
+        self.hits = {k: np.zeros(fit.ROWS * fit.COLS) for k in keys}
+        for lo in range(0, len(texts), CHUNK):
+            chunk = [
+                corpus.Unit(t, "x", str(i), "train") for i, t in enumerate(texts[lo : lo + CHUNK])
+            ]
+            enc = fit.Encoded(chunk, family)
+            xs.append(enc.x)
+            exact.append(enc.exact)
+            kinds = np.array([str(t) for t in types[lo : lo + CHUNK]])[enc.unit_of_byte]
+            for k in set(kinds):
+                sel = kinds == k
+                self.occ[k] += np.bincount(enc.feature[sel], minlength=fit.ROWS * fit.COLS)
+                self.hits[k] += np.bincount(
+                    enc.feature[sel], weights=enc.starts[sel], minlength=fit.ROWS * fit.COLS
+                )
+        self.x = sp.vstack(xs).tocsr()
+        self.exact = np.concatenate(exact)
+
+    def start_frequencies(self, keep: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """fit.start_frequencies over the texts of the kept types."""
+        occ = sum(self.occ[k] for k in keep)
+        hits = sum(self.hits[k] for k in keep)
+        byte = np.arange(fit.ROWS * fit.COLS) % fit.COLS
+        rate = np.bincount(byte, weights=hits, minlength=fit.COLS) / np.maximum(
+            np.bincount(byte, weights=occ, minlength=fit.COLS), 1
+        )
+        w0 = (hits + fit.SMOOTHING * rate[byte]) / (occ + fit.SMOOTHING)
+        w0[fit.START * fit.COLS : (fit.START + 1) * fit.COLS] = 1.0 - 1.0 / fit.SCALE
+        return w0, occ
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", default="o200k", choices=("o200k", "cl100k"))
+    parser.add_argument(
+        "--hold", action="append", help="a type, types joined by + (left out together), or all"
+    )
+    parser.add_argument("--maxiter", type=int, default=3000)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--with-corpus", action="store_true", help="fit on corpus.py's training texts too"
+    )
+    args = parser.parse_args(argv)
+    msgs = heldout.messages(heldout.fetch())
+    base = (
+        [u for u in corpus.units() if u.split == "train" and _type_of(u) != "drop"]
+        if args.with_corpus
+        else []
+    )
+    texts = [m.text for m in msgs] + [u.text for u in base]
+    types: list[str | None] = [m.kind for m in msgs] + [_type_of(u) for u in base]
+    train_half = np.array([_half(m.session) for m in msgs] + [True] * len(base))
+    t0 = time.perf_counter()
+    # Start statistics are kept per type and per half: "<type>" is the
+    # training half of the heldout sessions plus corpus.py's texts.
+    keys = [f"{t}" if h else f"{t}#eval" for t, h in zip(types, train_half)]
+    feats = Features(texts, keys, args.family)
+    f = shares(texts)
+    print(f"{len(texts):,} texts encoded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    n = len(msgs)
+    kinds = np.array([str(t) for t in types])
+    rows_out = []
+    for hold in args.hold or [*heldout.TYPES, "all"]:
+        t0 = time.perf_counter()
+        held = hold.split("+")
+        keep = [k for k in feats.occ if not k.endswith("#eval") and k not in held]
+        fit_rows = np.isin(np.array(keys), keep) & (feats.exact > 0)
+        w0, occ = feats.start_frequencies(keep)
+        weights = fit.refine(feats.x[fit_rows], feats.exact[fit_rows], w0, occ, args.maxiter)
+        est = fit.estimate(feats.x[:n], weights)
+        base_est = fit.estimate(feats.x[:n], w0)
+        sel = ~train_half[:n] if hold == "all" else np.isin(kinds[:n], held)
+        picked = [m for m, s in zip(msgs, sel) if s]
+        report = heldout.evaluate(picked, est[sel], feats.exact[:n][sel])
+        first = heldout.evaluate(picked, base_est[sel], feats.exact[:n][sel])
+        # the class-share correction, fitted on the fold's training texts
+        train_est = fit.estimate(feats.x[fit_rows], weights)
+        big = feats.exact[fit_rows] >= fit.MIN_TOKENS
+        beta = fit_correction(train_est[big], feats.exact[fit_rows][big], f[fit_rows][big])
+        corrected = np.floor(est * (f[:n] @ beta) + 0.5)
+        fixed = heldout.evaluate(picked, corrected[sel], feats.exact[:n][sel])
+        rows_out.append((hold, report, first, fixed, beta.tolist()))
+        for kind, s in report.items():
+            c = fixed[kind]
+            print(
+                f"hold {hold}: {kind} corrected p50/p95/p99 {heldout._pct(c['p50'])} / "
+                f"{heldout._pct(c['p95'])} / {heldout._pct(c['p99'])} bias {100 * c['bias']:+.1f}% "
+                f"session p95 {heldout._pct(c['session_p95'])}",
+                flush=True,
+            )
+            print(
+                f"hold {hold}: {kind} p50/p95/p99 {heldout._pct(s['p50'])} / "
+                f"{heldout._pct(s['p95'])} / {heldout._pct(s['p99'])} bias {100 * s['bias']:+.1f}% "
+                f"session p95 {heldout._pct(s['session_p95'])} (start frequencies only: p95 "
+                f"{heldout._pct(first[kind]['p95'])}, bias {100 * first[kind]['bias']:+.1f}%) "
+                f"[{time.perf_counter() - t0:.0f} s]",
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text(json.dumps(rows_out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
