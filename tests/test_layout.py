@@ -217,11 +217,7 @@ def test_the_rust_core_has_no_import_circles() -> None:
 #: Functions of the Rust core over 150 lines, each with why it is still here.
 #: The test fails on any other, and on one of these once it is shorter
 #: (delete it here then).
-KNOWN_LONG = {
-    # rust/src/replay.rs is being changed on the replay-fast branch (issue 38):
-    # split there.
-    ("replay.rs", "run"),
-}
+KNOWN_LONG: set[tuple[str, str]] = set()
 
 
 def test_no_rust_function_is_over_150_lines() -> None:

@@ -198,248 +198,359 @@ impl<'a> Walk<'_, '_, 'a> {
             prefix,
         } = self;
         let rows = table.sessions[s].clone();
-        // The run's own summaries and compaction markers are not replayed
-        // (the policy decides compactions): the walk leaves them out, as the
-        // live walk does. One holding a tool part (no reader writes one) is
-        // left to the live walk.
-        let own = |m: &Message| {
-            (m.role == role::ASSISTANT && table.flags[m.rows.start] & flag::SUMMARY != 0)
-                || m.rows
-                    .clone()
-                    .any(|r| table.part_type[r] == part_type::COMPACTION)
+        let Some((kept, index)) = replayed(table, messages, first) else {
+            return Ok(SessionReplay {
+                calls: Vec::new(),
+                fallback: Some(Fallback::Compacted),
+            });
         };
-        let (mut kept, mut index) = (Vec::with_capacity(messages.len()), Vec::new());
-        for (j, m) in messages.iter().enumerate() {
-            if !own(m) {
-                kept.push(m.clone());
-                index.push(first + j);
-            } else if m
-                .rows
-                .clone()
-                .any(|r| table.part_type[r] == part_type::TOOL)
-            {
-                return Ok(SessionReplay {
-                    calls: Vec::new(),
-                    fallback: Some(Fallback::Compacted),
-                });
-            }
-        }
-        let messages = &kept[..];
         // The run's stored prune marks are not replayed: the policy decides.
         for f in &mut table.flags[rows] {
             *f &= !flag::COMPACTED;
         }
-        let view = config.view;
+        let mut session = Session {
+            table,
+            messages: &kept,
+            index: &index,
+            facts,
+            config,
+            prefix,
+            scratch,
+            session: s,
+            shown: Vec::with_capacity(kept.len()),
+            assistants: Vec::new(),
+            buffer: Vec::new(),
+            calls: Vec::new(),
+            history: 0,
+            previous: None,
+            previous_prompt: 0,
+            changed: None,
+            baseline: config.system_tokens,
+            baseline_previous: 0,
+            last_time: None,
+            last_call: None,
+            pending_differs: false,
+            pending_any: false,
+            turn_end: None,
+            answered: false,
+        };
+        for j in 0..kept.len() {
+            if let Some(fallback) = session.step(j)? {
+                return Ok(SessionReplay {
+                    calls: Vec::new(),
+                    fallback: Some(fallback),
+                });
+            }
+        }
+        Ok(SessionReplay {
+            calls: session.calls,
+            fallback: None,
+        })
+    }
+}
+
+/// The messages of a session the walk replays, each with its index in the
+/// facts: the run's own summaries and compaction markers are not replayed
+/// (the policy decides compactions), as the live walk leaves them out.
+/// `None`: one of them holds a tool part (no reader writes one), left to the
+/// live walk.
+fn replayed(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    first: usize,
+) -> Option<(Vec<Message>, Vec<usize>)> {
+    let own = |m: &Message| {
+        (m.role == role::ASSISTANT && table.flags[m.rows.start] & flag::SUMMARY != 0)
+            || m.rows
+                .clone()
+                .any(|r| table.part_type[r] == part_type::COMPACTION)
+    };
+    let (mut kept, mut index) = (Vec::with_capacity(messages.len()), Vec::new());
+    for (j, m) in messages.iter().enumerate() {
+        if !own(m) {
+            kept.push(m.clone());
+            index.push(first + j);
+        } else if m
+            .rows
+            .clone()
+            .any(|r| table.part_type[r] == part_type::TOOL)
+        {
+            return None;
+        }
+    }
+    Some((kept, index))
+}
+
+/// One session's walk, message by message: the prompt each model call sends.
+struct Session<'r, 't, 'a> {
+    table: &'r mut PartTable<'a>,
+    /// The messages replayed (see `replayed`) and each one's index in `facts`.
+    messages: &'r [Message],
+    index: &'r [usize],
+    facts: &'r MessageFacts,
+    config: &'r ReplayConfig,
+    prefix: Option<&'r PrefixPrune<'t, 'a>>,
+    scratch: &'r mut PruneScratch<'a>,
+    session: usize,
+    /// Each message appended so far, as the prompt holds it.
+    shown: Vec<Shown>,
+    /// The assistant messages appended (the `keep_thinking` window).
+    assistants: Vec<usize>,
+    buffer: Vec<Sent>,
+    calls: Vec<Call>,
+    /// The history's tokens (system message apart).
+    history: u64,
+    /// The previous call's state: the messages in its prompt, its tokens.
+    previous: Option<usize>,
+    previous_prompt: u64,
+    /// The first model message (message, position) changed since the previous call.
+    changed: Option<(usize, usize)>,
+    /// The prompt and the previous prompt without compaction, as OpenCode's view sends it.
+    baseline: u64,
+    baseline_previous: u64,
+    last_time: Option<i64>,
+    last_call: Option<&'r str>,
+    /// Messages appended since the previous call whose rendering is not
+    /// the one they were appended with (`pending` in the live walk).
+    pending_differs: bool,
+    pending_any: bool,
+    /// A policy that acts when a user turn ends: the first user message
+    /// (one with text) after the newest assistant message, if any.
+    turn_end: Option<usize>,
+    answered: bool,
+}
+
+impl Session<'_, '_, '_> {
+    /// Walk message `j`: the call it makes (an assistant message starting a
+    /// new API call), then its appending. `Some`: the engine stops here.
+    fn step(&mut self, j: usize) -> Result<Option<Fallback>> {
+        let msg = &self.messages[j];
+        let same_call = self.continues_call(j);
+        // The message alone, as OpenCode's view sends it (the baseline's
+        // message, and the reply's estimate when no usage is recorded).
         let default = MessageEstimateConfig {
             render: Render::default(),
-            ..view
+            ..self.config.view
         };
-        let keep = view.render.keep_thinking as usize;
-        let mut shown: Vec<Shown> = Vec::with_capacity(messages.len());
-        let mut assistants: Vec<usize> = Vec::new();
-        let mut buffer: Vec<Sent> = Vec::new();
-        let mut calls = Vec::new();
-        // The history's tokens (system message apart), and the previous call's state.
-        let mut history = 0u64;
-        let mut previous: Option<usize> = None; // messages in the previous prompt
-        let mut previous_prompt = 0u64;
-        // The first model message (message, position) changed since the previous call.
-        let mut changed: Option<(usize, usize)> = None;
-        let mut baseline = config.system_tokens;
-        let mut baseline_previous = 0u64;
-        let mut last_time: Option<i64> = None;
-        let mut last_call: Option<&str> = None;
-        // Messages appended since the previous call whose rendering is not
-        // the one they were appended with (`pending` in the live walk).
-        let mut pending_differs = false;
-        let mut pending_any = false;
-        // A policy that acts when a user turn ends: the first user message
-        // (one with text) after the newest assistant message, if any.
-        let acts = config.mask.as_ref().map(|m| m.acts);
-        let mut turn_end: Option<usize> = None;
-        let mut answered = false;
-        // Re-render message `j` and note where it first differs.
-        let rerender = |table: &PartTable<'a>,
-                        j: usize,
-                        shown: &mut Vec<Shown>,
-                        buffer: &mut Vec<Sent>,
-                        history: &mut u64,
-                        changed: &mut Option<(usize, usize)>,
-                        previous: Option<usize>|
-         -> Result<()> {
-            let fresh = render_keys(table, &messages[j], view, shown[j].thinking, buffer)?;
-            let old = &shown[j];
-            let at = old
-                .sent
-                .iter()
-                .zip(&fresh.sent)
-                .position(|(a, b)| a != b)
-                .or((old.sent.len() != fresh.sent.len())
-                    .then(|| old.sent.len().min(fresh.sent.len())));
-            if let (Some(p), Some(n)) = (at, previous) {
-                if j < n && changed.is_none_or(|c| (j, p) < c) {
-                    *changed = Some((j, p));
-                }
+        let buffer = &mut self.buffer;
+        buffer.clear();
+        model_messages(self.table, msg, default, false, &[], &mut |x| {
+            buffer.push(x)
+        })?;
+        let alone: u64 = buffer.iter().map(|x| x.tokens).sum();
+        let reply = buffer.first().map_or(0, |x| x.tokens);
+        if msg.role == role::ASSISTANT && !same_call {
+            if let Some(fallback) = self.call(j, reply)? {
+                return Ok(Some(fallback));
             }
-            *history = *history - old.total + fresh.total;
-            shown[j] = fresh;
-            Ok(())
+        }
+        self.append(j, alone)?;
+        Ok(None)
+    }
+
+    /// Whether message `j` is an assistant message of the previous
+    /// assistant message's API call; notes where a user turn ends.
+    fn continues_call(&mut self, j: usize) -> bool {
+        let (msg, facts) = (&self.messages[j], self.facts);
+        let assistant = msg.role == role::ASSISTANT;
+        let call_id = facts.call[self.index[j]].as_deref().filter(|_| assistant);
+        let same_call = call_id.is_some() && call_id == self.last_call;
+        if assistant {
+            self.last_call = call_id;
+        } else if msg.role == role::USER
+            && self.answered
+            && self.turn_end.is_none()
+            && msg
+                .rows
+                .clone()
+                .any(|r| self.table.part_type[r] == part_type::TEXT)
+        {
+            self.turn_end = Some(j);
+        }
+        same_call
+    }
+
+    /// The model call assistant message `j` makes (`reply`: its estimate
+    /// without recorded usage): the mask, then the call, unless a proactive
+    /// summary would fire first.
+    fn call(&mut self, j: usize, reply: u64) -> Result<Option<Fallback>> {
+        let cleared = self.mask(j)?;
+        self.note_pending(j);
+        let config = self.config;
+        let prompt = config.system_tokens + self.history;
+        if self.summary_due(j)? {
+            return Ok(Some(Fallback::Summary(self.calls.len())));
+        }
+        let m = self.index[j];
+        let created = self.facts.created[m];
+        let since_previous_ms = created.zip(self.last_time).map(|(now, last)| now - last);
+        if created.is_some() {
+            self.last_time = created;
+        }
+        let output = match self.facts.output[m] {
+            0 => reply,
+            n => n,
         };
-        for (j, msg) in messages.iter().enumerate() {
-            let m = index[j];
-            let assistant = msg.role == role::ASSISTANT;
-            let call_id = facts.call[m].as_deref().filter(|_| assistant);
-            let same_call = call_id.is_some() && call_id == last_call;
-            if assistant {
-                last_call = call_id;
-            } else if msg.role == role::USER
-                && answered
-                && turn_end.is_none()
-                && msg
-                    .rows
-                    .clone()
-                    .any(|r| table.part_type[r] == part_type::TEXT)
-            {
-                turn_end = Some(j);
+        self.calls.push(Call {
+            session: self.session,
+            call: self.calls.len(),
+            row: self.messages[j].rows.start,
+            prompt,
+            cached: self.cached(),
+            output,
+            baseline_prompt: self.baseline,
+            baseline_cached: self.baseline_previous,
+            over_window: config.usable.is_some_and(|u| prompt > u),
+            since_previous_ms,
+            changed: self.rescore(),
+            cleared,
+        });
+        self.previous = Some(j);
+        self.previous_prompt = prompt;
+        self.baseline_previous = self.baseline;
+        self.changed = None;
+        self.pending_differs = false;
+        self.pending_any = false;
+        Ok(None)
+    }
+
+    /// The policy's prune before the call of message `j`, when its `acts`
+    /// says (every call: the history so far; a user turn ended: the history
+    /// before its user message): marks what it clears and re-renders those
+    /// messages. The rows cleared (newest first).
+    fn mask(&mut self, j: usize) -> Result<Vec<usize>> {
+        let upto = match self.config.mask.as_ref().map(|m| m.acts) {
+            Some(Acts::Call) => Some(j),
+            Some(Acts::Turn) => self.turn_end,
+            _ => None,
+        };
+        let (Some(prefix), Some(upto)) = (self.prefix, upto) else {
+            return Ok(Vec::new());
+        };
+        let messages = self.messages;
+        let result = prefix.prune(self.table, &messages[..upto], self.scratch)?;
+        for &row in &result.rows {
+            self.table.flags[row] |= flag::COMPACTED;
+        }
+        let mut touched: Vec<usize> = result
+            .rows
+            .iter()
+            .map(|&row| messages.partition_point(|m| m.rows.end <= row))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        for k in touched {
+            self.rerender(k)?;
+        }
+        Ok(result.rows)
+    }
+
+    /// Re-render message `j` and note where it first differs.
+    fn rerender(&mut self, j: usize) -> Result<()> {
+        let (msg, view) = (&self.messages[j], self.config.view);
+        let fresh = render_keys(
+            self.table,
+            msg,
+            view,
+            self.shown[j].thinking,
+            &mut self.buffer,
+        )?;
+        let old = &self.shown[j];
+        let at = old
+            .sent
+            .iter()
+            .zip(&fresh.sent)
+            .position(|(a, b)| a != b)
+            .or((old.sent.len() != fresh.sent.len()).then(|| old.sent.len().min(fresh.sent.len())));
+        if let (Some(p), Some(n)) = (at, self.previous) {
+            if j < n && self.changed.is_none_or(|c| (j, p) < c) {
+                self.changed = Some((j, p));
             }
-            // The message alone, as OpenCode's view sends it (the baseline's
-            // message, and the reply's estimate when no usage is recorded).
-            buffer.clear();
-            model_messages(table, msg, default, false, &[], &mut |x| buffer.push(x))?;
-            let alone: u64 = buffer.iter().map(|x| x.tokens).sum();
-            let reply = buffer.first().map_or(0, |x| x.tokens);
-            if assistant && !same_call {
-                let mut cleared = Vec::new();
-                let upto = match acts {
-                    Some(Acts::Call) => Some(j),
-                    Some(Acts::Turn) => turn_end,
-                    _ => None,
-                };
-                if let (Some(prefix), Some(upto)) = (prefix, upto) {
-                    let result = prefix.prune(table, &messages[..upto], scratch)?;
-                    for &row in &result.rows {
-                        table.flags[row] |= flag::COMPACTED;
-                    }
-                    let mut touched: Vec<usize> = result
-                        .rows
+        }
+        self.history = self.history - old.total + fresh.total;
+        self.shown[j] = fresh;
+        Ok(())
+    }
+
+    /// The new messages' own renderings (since the previous call, up to
+    /// message `j`) count as changed too.
+    fn note_pending(&mut self, j: usize) {
+        for entry in &self.shown[self.previous.unwrap_or(0)..j] {
+            self.pending_any |= !entry.sent.is_empty();
+            self.pending_differs |= entry.sent.iter().any(|(key, _)| key & STATE != 0);
+        }
+    }
+
+    /// The live loop would summarize before the call of message `j`: the
+    /// history reaches the threshold and no guard (`spared`) holds.
+    fn summary_due(&self, j: usize) -> Result<bool> {
+        match self.config.threshold {
+            Some(threshold) if self.history >= threshold => Ok(!spared(
+                self.table,
+                self.messages,
+                &self.shown[..j],
+                self.config,
+                self.history,
+            )?),
+            _ => Ok(false),
+        }
+    }
+
+    /// The raw common prefix with the previous prompt: a cache's lifetime
+    /// is applied at pricing.
+    fn cached(&self) -> u64 {
+        match (self.previous, self.changed) {
+            (None, _) => 0,
+            (Some(_), None) => self.previous_prompt,
+            (Some(_), Some((k, p))) => {
+                let shown = &self.shown;
+                self.config.system_tokens
+                    + shown[..k].iter().map(|x| x.total).sum::<u64>()
+                    + shown[k].sent[..p.min(shown[k].sent.len())]
                         .iter()
-                        .map(|&row| messages.partition_point(|m| m.rows.end <= row))
-                        .collect();
-                    touched.sort_unstable();
-                    touched.dedup();
-                    for k in touched {
-                        rerender(
-                            table,
-                            k,
-                            &mut shown,
-                            &mut buffer,
-                            &mut history,
-                            &mut changed,
-                            previous,
-                        )?;
-                    }
-                    cleared = result.rows;
-                }
-                // The new messages' own renderings count as changed too.
-                for entry in &shown[previous.unwrap_or(0)..j] {
-                    pending_any |= !entry.sent.is_empty();
-                    pending_differs |= entry.sent.iter().any(|(key, _)| key & STATE != 0);
-                }
-                let prompt = config.system_tokens + history;
-                if let Some(threshold) = config.threshold {
-                    if history >= threshold
-                        && !spared(table, messages, &shown[..j], config, history)?
-                    {
-                        return Ok(SessionReplay {
-                            calls: Vec::new(),
-                            fallback: Some(Fallback::Summary(calls.len())),
-                        });
-                    }
-                }
-                let created = facts.created[m];
-                let since_previous_ms = created.zip(last_time).map(|(now, last)| now - last);
-                if created.is_some() {
-                    last_time = created;
-                }
-                // The raw common prefix: a cache's lifetime is applied at pricing.
-                let cached = match (previous, changed) {
-                    (None, _) => 0,
-                    (Some(_), None) => previous_prompt,
-                    (Some(_), Some((k, p))) => {
-                        config.system_tokens
-                            + shown[..k].iter().map(|x| x.total).sum::<u64>()
-                            + shown[k].sent[..p.min(shown[k].sent.len())]
-                                .iter()
-                                .map(|x| x.1)
-                                .sum::<u64>()
-                    }
-                };
-                // The live walk scores a call whose prompt does not start with
-                // the previous prompt and the new messages as appended (the
-                // first call: the system message is not among them).
-                let first_call_with_system = previous.is_none() && config.system_tokens > 0;
-                let rescore =
-                    changed.is_some() || pending_differs || (first_call_with_system && pending_any);
-                let output = match facts.output[m] {
-                    0 => reply,
-                    n => n,
-                };
-                calls.push(Call {
-                    session: s,
-                    call: calls.len(),
-                    row: msg.rows.start,
-                    prompt,
-                    cached,
-                    output,
-                    baseline_prompt: baseline,
-                    baseline_cached: baseline_previous,
-                    over_window: config.usable.is_some_and(|u| prompt > u),
-                    since_previous_ms,
-                    changed: rescore,
-                    cleared,
-                });
-                previous = Some(j);
-                previous_prompt = prompt;
-                baseline_previous = baseline;
-                changed = None;
-                pending_differs = false;
-                pending_any = false;
+                        .map(|x| x.1)
+                        .sum::<u64>()
             }
-            // Appended: the newest step sends its reasoning; the step
-            // `keep_thinking` back no longer does.
-            baseline += alone;
-            let thinking = assistant && keep > 0;
-            let mut entry = render_keys(table, msg, view, thinking, &mut buffer)?;
-            entry.thinking = thinking;
-            history += entry.total;
-            shown.push(entry);
-            if assistant {
-                answered = true;
-                turn_end = None;
-                assistants.push(j);
-                if keep > 0 && assistants.len() > keep {
-                    let k = assistants[assistants.len() - 1 - keep];
-                    if shown[k].thinking {
-                        shown[k].thinking = false;
-                        if has_reasoning(table, &messages[k], view.method) {
-                            rerender(
-                                table,
-                                k,
-                                &mut shown,
-                                &mut buffer,
-                                &mut history,
-                                &mut changed,
-                                previous,
-                            )?;
-                        }
+        }
+    }
+
+    /// The live walk scores a call whose prompt does not start with the
+    /// previous prompt and the new messages as appended (the first call:
+    /// the system message is not among them).
+    fn rescore(&self) -> bool {
+        let first_call_with_system = self.previous.is_none() && self.config.system_tokens > 0;
+        self.changed.is_some()
+            || self.pending_differs
+            || (first_call_with_system && self.pending_any)
+    }
+
+    /// Append message `j` (`alone`: its baseline tokens). The newest step
+    /// sends its reasoning; the step `keep_thinking` back no longer does.
+    fn append(&mut self, j: usize, alone: u64) -> Result<()> {
+        let (msg, view) = (&self.messages[j], self.config.view);
+        let assistant = msg.role == role::ASSISTANT;
+        let keep = view.render.keep_thinking as usize;
+        self.baseline += alone;
+        let thinking = assistant && keep > 0;
+        let mut entry = render_keys(self.table, msg, view, thinking, &mut self.buffer)?;
+        entry.thinking = thinking;
+        self.history += entry.total;
+        self.shown.push(entry);
+        if assistant {
+            self.answered = true;
+            self.turn_end = None;
+            self.assistants.push(j);
+            if keep > 0 && self.assistants.len() > keep {
+                let k = self.assistants[self.assistants.len() - 1 - keep];
+                if self.shown[k].thinking {
+                    self.shown[k].thinking = false;
+                    if has_reasoning(self.table, &self.messages[k], view.method) {
+                        self.rerender(k)?;
                     }
                 }
             }
         }
-        Ok(SessionReplay {
-            calls,
-            fallback: None,
-        })
+        Ok(())
     }
 }
 
