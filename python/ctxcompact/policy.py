@@ -330,14 +330,16 @@ PRESETS: dict[str, Policy] = {
     "opencode": Policy(),
     # SWE-agent's default history processor: the last 5 observations are kept,
     # every older one is elided, at every step.
-    "swe-agent": Policy(
-        acts="call",
-        turn="step",
-        protect_turns=0,
-        protect=0,
-        minimum=0,
-        keep_recent=5,
-        exclude_tools=[],
+    "swe-agent": (
+        _SWE_AGENT := Policy(
+            acts="call",
+            turn="step",
+            protect_turns=0,
+            protect=0,
+            minimum=0,
+            keep_recent=5,
+            exclude_tools=[],
+        )
     ),
     # Anthropic's clear_tool_uses_20250919 defaults: trigger at 100k input
     # tokens, keep the 3 newest tool uses, no clear_at_least, no exclusions;
@@ -376,17 +378,7 @@ PRESETS: dict[str, Policy] = {
     # cache's prices (Anthropic's 5-minute cache unless a sheet sets them;
     # replay sets them from its first --price). docs/policies.md derives the
     # rule; 12 calls a run is the mean of the shared corpora (docs/tuning.md).
-    "cache-aware": Policy(
-        acts="call",
-        turn="step",
-        protect_turns=0,
-        protect=0,
-        minimum=0,
-        keep_recent=5,
-        exclude_tools=[],
-        cache_aware=True,
-        expected_calls=12,
-    ),
+    "cache-aware": Policy(**{**_SWE_AGENT.model_dump(), "cache_aware": True, "expected_calls": 12}),
 }
 
 __all__ = ["PRESETS", "Policy"]
