@@ -621,11 +621,15 @@ def test_replay_labels_what_ran_and_runs_a_policy_as_given(
 
 @pytest.mark.slow  # replays the real runs several times: `pytest -m slow`
 def test_replay_says_why_every_policy_gave_the_same_prompts(
-    data: Path, monkeypatch: Any, capsys: Any
+    data: Path, monkeypatch: Any, capsys: Any, tmp_path: Path
 ) -> None:
     args = ["replay", str(data), "--context", "10000000", "--output-limit", "4000",
             "--policy", "swe-agent", "--policy", "opencode", "--json"]  # fmt: skip
-    code, _, err = run_err(monkeypatch, capsys, *args)
+    # policies that act only as a summary runs (none fires in this window)
+    summary_only = tmp_path / "swe-agent-in-summaries.toml"
+    summary_only.write_text('preset = "swe-agent"\nacts = "summary"\n')
+    plain = [*args[:6], "--policy", "aggressive", "--policy", str(summary_only), "--json"]
+    code, _, err = run_err(monkeypatch, capsys, *plain)
     assert code == 0 and "no policy changed a prompt" in err
     code, _, err = run_err(monkeypatch, capsys, *args, "--mask-first")
     assert code == 0 and "no policy changed a prompt" not in err

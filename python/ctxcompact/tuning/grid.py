@@ -399,6 +399,16 @@ def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int
     return Point(name, {}, cfg, check_window(Limits.coerce(limits), cfg))
 
 
+def counted_and_priced(grid_points: Sequence[Point], model: str | Sequence[str] | None,
+                       price: list[Sheet]) -> list[Point]:  # fmt: skip
+    """Each point counting exactly in the priced model's family unless it set
+    a method (``with_run_method``), a cache-aware policy priced by the first
+    sheet (``priced_policy``): what ``tune`` and ``tune_dataset`` replay."""
+    names = model_names(model)
+    return [replace(p, config=priced_policy(with_run_method(p.config, names, None), price))
+            for p in grid_points]  # fmt: skip
+
+
 def tune_points(
     corpus: Any,
     grid_points: Sequence[Point],
@@ -420,10 +430,7 @@ def tune_points(
         check_number(workers, "workers", least=1, integer=True)
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     price = sheets_for(model, config, prices, cache)
-    # each point counts exactly in the priced model's family unless it set a method
-    names = model_names(model)
-    grid_points = [replace(p, config=priced_policy(with_run_method(p.config, names, None), price))
-                   for p in grid_points]  # fmt: skip
+    grid_points = counted_and_priced(grid_points, model, price)
     tables: list[pa.Table] = []
     usage: list[dict[str, Any]] | None = [] if recorded else None
     done = 0
@@ -542,7 +549,7 @@ def tune_dataset(
     config = check_config(config, "tune_dataset")
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
-    grid_points = [replace(p, config=priced_policy(p.config, price)) for p in grid_points]
+    grid_points = counted_and_priced(grid_points, model, price)
     out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
