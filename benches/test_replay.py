@@ -81,9 +81,14 @@ def test_replay_plain_loop(benchmark: Any, runs: list[Session]) -> None:
     assert total > 0
 
 
+#: OpenCode's options pruning only as a summary runs (none fires here; the
+#: preset prunes at turn ends): every prompt is then the plain loop's.
+IN_SUMMARIES = Policy.load("opencode").model_copy(update={"acts": "summary"})
+
+
 def live_walk(sessions: list[Session]) -> int:
     """Today's replay before the engine: every run through the live lifecycle."""
-    config = cc.CompactionConfig().with_policy(Policy.load("opencode"))
+    config = cc.CompactionConfig().with_policy(IN_SUMMARIES)
     window = check_window(Limits.coerce(LIMITS), config)
     return sum(row["prompt_tokens"] for session in sessions
                for row in replay_session(session, config, window))  # fmt: skip
@@ -98,7 +103,7 @@ def test_replay_live_walk(benchmark: Any, runs: list[Session]) -> None:
 
 @pytest.mark.benchmark(group="replay")
 def test_replay_ctxcompact(benchmark: Any, runs: list[Session]) -> None:
-    result = benchmark.pedantic(cc.replay, (runs, "opencode"), {"limits": LIMITS}, rounds=3)
+    result = benchmark.pedantic(cc.replay, (runs, IN_SUMMARIES), {"limits": LIMITS}, rounds=3)
     _rate(benchmark, result.summary["calls"])
     # the same walk: with nothing compacted, every prompt is the plain loop's
     assert result.summary["compactions"] == 0
