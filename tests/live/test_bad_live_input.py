@@ -174,3 +174,37 @@ def test_reason_calibrate_and_budget_refuse_arguments_of_the_wrong_kind() -> Non
     with pytest.raises(InputTypeError, match="history_tokens"):
         loop.budget("x")  # type: ignore[arg-type]  # a bare TypeError from `<`
     assert loop.budget(100) is not None
+
+
+def test_a_sqlite_write_lock_held_past_the_timeout_is_a_store_error(tmp_path: Path) -> None:
+    """Another connection holding the file's write lock past the timeout is
+    a ``StoreError`` naming the store (not sqlite3's own error), and nothing
+    of the refused write is stored."""
+    import sqlite3
+
+    from ctxcompact.errors import StoreError
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, timeout=0.05)
+    store.create_session("s1")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    try:
+        with pytest.raises(StoreError, match=r"s\.db.*locked.*0\.05 s timeout"):
+            store.create_session("s2")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert store.session_ids() == ["s1"]
+    store.create_session("s2")  # the lock released, the store works on
+    assert store.session_ids() == ["s1", "s2"]
+    store.close()
+
+
+@pytest.mark.parametrize("timeout", [-1, "30", True, float("nan")])
+def test_a_sqlite_timeout_that_is_not_seconds_is_refused(tmp_path: Path, timeout: Any) -> None:
+    from ctxcompact.errors import InputTypeError
+
+    with pytest.raises(InputTypeError, match="timeout"):
+        SQLiteStore(tmp_path / "s.db", timeout=timeout)
+    assert not (tmp_path / "s.db").exists()

@@ -323,14 +323,16 @@ class _SQLite(Dialect):
     count_type = "INTEGER"
     taken = sqlite3.IntegrityError
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
         self.where = str(path)
+        self.timeout = timeout
 
     def connect(self) -> sqlite3.Connection:
         # Each connection is used by its own thread only; check_same_thread
         # is off so close() may close every thread's connection from one.
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                             check_same_thread=False)  # fmt: skip
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -338,21 +340,40 @@ class _SQLite(Dialect):
 
     @contextmanager
     def write(self, db: sqlite3.Connection) -> Iterator[None]:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._failures("write to"):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     @contextmanager
     def read(self, db: sqlite3.Connection, session_id: str | None) -> Iterator[None]:
-        db.execute("BEGIN")
+        what = "read from" if session_id is None else f"read session {session_id!r} from"
+        with self._failures(what, session_id):
+            db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")
+
+    @contextmanager
+    def _failures(self, what: str, session_id: str | None = None) -> Iterator[None]:
+        """SQLite's own failures (a lock held past the timeout, a read-only
+        or full disk) as a ``StoreError`` naming the store, as PostgreSQL's
+        are; the transaction is rolled back, nothing half-written."""
         try:
             yield
-        finally:
-            db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            why = str(e)
+            if "locked" in why or "busy" in why:
+                held = f"another connection held its write lock past the {self.timeout:g} s timeout"
+                why += f" ({held})"
+            raise StoreError(f"cannot {what} {self.where}: {why}", session_id=session_id) from None
 
     def columns(self, db: sqlite3.Connection, table: str) -> set[str]:
         return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
@@ -361,14 +382,18 @@ class _SQLite(Dialect):
 class SQLiteStore(SQLStore):
     """The embedded default store: one SQLite file, WAL, one connection per thread."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        """``timeout``: how long (seconds) a write waits for another
+        connection's write lock before a ``StoreError``."""
         if not isinstance(path, str | os.PathLike):
             raise InputTypeError(f"SQLiteStore takes a file path, got {type(path).__name__}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+            raise InputTypeError(f"SQLiteStore: timeout must be seconds >= 0, got {timeout!r}")
         self.path = Path(path)
         _check_path(self.path)
         try:
             # Another program's file is checked before anything is created: it stays as it was.
-            super().__init__(_SQLite(self.path))
+            super().__init__(_SQLite(self.path, float(timeout)))
         except sqlite3.OperationalError as e:
             if "unable to open" in str(e):  # what the checks above could not see
                 why = f"cannot open the store ({e})"
