@@ -67,6 +67,9 @@ def test_openai_style_cached_tokens_are_cache_reads(tmp_path: Path) -> None:
         ({"prompt_tokens": -3}, "usage.prompt_tokens"),
         ({"prompt_tokens": "many"}, "usage.prompt_tokens"),
         ({"completion_tokens": 2.5}, "usage.completion_tokens"),
+        # past the 64-bit counts every store and column holds: refused by
+        # both readers (the adapter accepted it, the native reader did not)
+        ({"prompt_tokens": 2**64}, "usage.prompt_tokens"),
     ],
 )
 def test_bad_usage_is_a_format_error_naming_the_event(
