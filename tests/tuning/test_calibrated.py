@@ -122,3 +122,23 @@ def test_the_residual_is_the_relative_error_after_the_fit() -> None:
     assert calls == 5 and (a50, b50) == (errors[2], raw[2])
     assert a95 == pytest.approx(errors[3] + 0.8 * (errors[4] - errors[3]))
     assert b95 == pytest.approx(raw[3] + 0.8 * (raw[4] - raw[3]))
+
+
+def test_the_cli_reports_each_calibrated_run(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from cli_run import invoke
+
+    run = chat_run("cli-run", 5)
+    estimated = replay(formats.read(run, "openai-chat"), limits=WIDE).calls.to_pylist()
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(with_usage(run, estimated, 1.5, 1_000)) + "\n")
+    args = ("replay", str(path), "--context", "1000000", "--calibrate")
+    code, out, _ = invoke(monkeypatch, capsys, *args, "--json")
+    assert code == 0
+    (fit,) = json.loads(out)["calibration"]
+    assert fit["session_id"] == "cli-run" and fit["calibration_slope"] == pytest.approx(1.5, 0.01)
+    code, text, _ = invoke(monkeypatch, capsys, *args)
+    assert code == 0 and "calibrated runs: 1" in text and "cli-run: 6 calls" in text
