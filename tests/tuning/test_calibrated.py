@@ -86,6 +86,23 @@ def test_a_run_is_replayed_in_its_provider_tokens() -> None:
     assert entry["session_id"] == "r1" and entry["calibration_slope"] == got[0]
 
 
+def test_a_call_is_over_the_window_when_its_calibrated_prompt_is() -> None:
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.scans.overflow import Limits
+
+    run = chat_run("tight", 6)
+    estimated = replay(formats.read(run, "openai-chat"), limits=WIDE).calls.to_pylist()
+    session = formats.read(with_usage(run, estimated, 3.0, 0), "openai-chat")
+    limits = {"context": 2 * max(c["prompt_tokens"] for c in estimated), "output": 1_000}
+    usable = Limits.coerce(limits).usable(CompactionConfig())
+    assert usable is not None
+    plain = replay(session, limits=limits)
+    assert not any(plain.calls["over_window"].to_pylist())
+    calls = replay(session, limits=limits, calibrate=True).calls.to_pylist()
+    assert any(c["over_window"] for c in calls)
+    assert all(c["over_window"] == (c["prompt_tokens"] > usable) for c in calls)
+
+
 def test_a_run_without_per_call_records_is_left_as_estimated() -> None:
     plain_run, run = chat_run("plain", 3), chat_run("used", 3)
     estimated = replay(formats.read(run, "openai-chat"), limits=WIDE).calls.to_pylist()

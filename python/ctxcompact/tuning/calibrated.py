@@ -10,7 +10,9 @@ estimate + intercept`` from those pairs (``_core.calibration_fit``, the rule
 the live ``UsageCalibrator`` uses) and gives the per-call relative error
 before and after; the run's prompt estimates, baseline and replayed (prompt,
 cached, written), are then the calibrated ones (``Calibration.apply``), so
-costs and savings are in the provider's tokens. A run without per-call
+costs and savings are in the provider's tokens, and a call is over the
+window when its calibrated prompt is. The replay itself (what the policy
+removed, when it compacted) ran on the estimates. A run without per-call
 records (SWE-agent's totals only, or nothing) is left as estimated, its fit
 null.
 """
@@ -59,11 +61,13 @@ def _calibrated(fit: Calibration, prompt: int, cached: int) -> tuple[int, int]:
     return whole, min(fit.apply(cached), whole) if cached else 0
 
 
-def calibrate_calls(table: pa.Table, calls: pa.Table,
-                    facts: Facts) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
+def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
+                    usable: int | None) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
     """``calls`` with each run's prompt estimates calibrated from its recorded
-    usage, and per session id its fit (``CALIBRATION_SCHEMA``; every run of
-    ``calls`` has an entry, null where it recorded no call)."""
+    usage (``over_window`` of the calibrated prompt against ``usable``, the
+    input window: ``Limits.usable``), and per session id its fit
+    (``CALIBRATION_SCHEMA``; every run of ``calls`` has an entry, null where
+    it recorded no call)."""
     recorded = recorded_prompts(table, facts)
     rows = calls.to_pylist()
     by_session: dict[str, list[dict[str, Any]]] = {}
@@ -85,6 +89,7 @@ def calibrate_calls(table: pa.Table, calls: pa.Table,
             r["prompt_tokens"], r["cached_tokens"] = _calibrated(
                 fit, r["prompt_tokens"], r["cached_tokens"])  # fmt: skip
             r["written_tokens"] = r["prompt_tokens"] - r["cached_tokens"]
+            r["over_window"] = usable is not None and r["prompt_tokens"] > usable
             r["baseline_prompt_tokens"], r["baseline_cached_tokens"] = _calibrated(
                 fit, r["baseline_prompt_tokens"], r["baseline_cached_tokens"])  # fmt: skip
     return pa.Table.from_pylist(rows, schema=calls.schema), fits

@@ -265,7 +265,7 @@ def replay(
         calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system)
     fits: dict[str, dict[str, Any]] | None = None
     if calibrate:
-        calls, fits = calibrate_calls(table, calls, facts)
+        calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg))
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets),
                "count": count_label(cfg.estimate_method)}  # fmt: skip
