@@ -6,6 +6,7 @@
 
 pub mod bigram;
 pub mod cache_aware;
+pub mod calibrate;
 pub mod codes;
 pub mod columns;
 pub mod compact;

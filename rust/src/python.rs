@@ -213,6 +213,36 @@ fn method_name(py: Python<'_>, method: &str) -> PyResult<String> {
     Ok(parse_method(py, method)?.name())
 }
 
+/// `calibration_fit`'s answer: slope, intercept, calls, then the residual's
+/// p50 and p95 before and after.
+type FitTuple = (f64, f64, usize, f64, f64, f64, f64);
+
+/// The calibration of estimates from recorded usage (`calibrate::fit`):
+/// `(slope, intercept, calls, before_p50, before_p95, after_p50, after_p95)`
+/// of the (estimated, reported) pairs, or `None` when no pair has both.
+#[pyfunction]
+fn calibration_fit(estimated: Vec<u64>, reported: Vec<u64>) -> PyResult<Option<FitTuple>> {
+    if estimated.len() != reported.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "calibration_fit: {} estimates for {} reported counts",
+            estimated.len(),
+            reported.len()
+        )));
+    }
+    let points: Vec<(u64, u64)> = estimated.into_iter().zip(reported).collect();
+    Ok(crate::calibrate::fit(&points).map(|f| {
+        (
+            f.slope,
+            f.intercept,
+            f.calls,
+            f.before_p50,
+            f.before_p95,
+            f.after_p50,
+            f.after_p95,
+        )
+    }))
+}
+
 /// Each row's `tool_target` (supersession's target, `target::tool_target`)
 /// from a table's `tool` and `input` columns: one large-string chunk per
 /// batch, worked out on the thread pool without the GIL.
@@ -979,6 +1009,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(counted_column, m)?)?;
     m.add_function(wrap_pyfunction!(text_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(method_name, m)?)?;
+    m.add_function(wrap_pyfunction!(calibration_fit, m)?)?;
     m.add_function(wrap_pyfunction!(tool_targets, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens_array, m)?)?;
     m.add_function(wrap_pyfunction!(overflow_check, m)?)?;

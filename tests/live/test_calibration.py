@@ -239,3 +239,34 @@ def test_stored_runs_with_usage_are_predicted_from_earlier_calls() -> None:
     assert len(calibrated) >= 6
     assert statistics.median(raw) > 0.5
     assert statistics.median(calibrated) < 0.05 and max(calibrated) < 0.15
+
+
+def test_the_fit_is_the_core_rule_the_reference_states() -> None:
+    """``UsageCalibrator`` fits by ``_core.calibration_fit`` (one rule with
+    ``replay --calibrate``), which gives what the pure-Python reference (the
+    calibrator's own rule before it moved to the core) gives, on random
+    calls: factors, amounts, odd calls, estimates too close for a slope."""
+    import random
+
+    from ctxcompact._core import calibration_fit
+    from ctxcompact.scans import reference
+
+    rng = random.Random(39)
+    for _ in range(300):
+        n = rng.randint(1, 40)
+        factor, amount = rng.uniform(0.2, 5.0), rng.randint(-500, 20_000)
+        estimated = [rng.choice((rng.randint(1, 200_000), rng.randint(1_000, 1_010), 0))
+                     for _ in range(n)]  # fmt: skip
+        reported = [max(0, int(factor * e + amount + rng.gauss(0, 300))) for e in estimated]
+        got = calibration_fit(estimated, reported)
+        assert got == reference.calibration_fit(estimated, reported), (estimated, reported)
+        cal = UsageCalibrator(min_calls=1, window=64)
+        for e, r in zip(estimated, reported, strict=True):
+            cal.observe("m", estimated=e, reported=r)
+        fit = cal.fit("m")
+        if got is None:
+            assert fit is None
+        else:
+            assert fit is not None
+            assert (fit.slope, fit.intercept, fit.calls, fit.residual_p50, fit.residual_p95) == (
+                got[0], got[1], got[2], got[5], got[6])  # fmt: skip

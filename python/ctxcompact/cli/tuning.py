@@ -302,6 +302,17 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
         elif key == "as_sent" and isinstance(value, list):
             _show_as_sent(value)
             continue
+        elif key == "calibration" and isinstance(value, list):
+            typer.echo(f"calibrated runs: {len(value)} (per-call error p50 / p95)")
+            for fit in value:
+                typer.echo(
+                    f"  {fit['session_id']}: {fit['calibration_calls']} calls, reported ~ "
+                    f"{fit['calibration_slope']:.3f} x estimate + "
+                    f"{fit['calibration_intercept']:.0f}; error "
+                    f"{fit['residual_before_p50']:.1%} / {fit['residual_before_p95']:.1%} "
+                    f"-> {fit['residual_p50']:.1%} / {fit['residual_p95']:.1%}"
+                )
+            continue
         elif key == "front" and isinstance(value, list):
             value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
@@ -395,6 +406,15 @@ def replay(
     on_error: OnErrorOption = "raise",
     as_json: JsonOption = False,
     as_sent: AsSentOption = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="Fit each run's prompt estimates to the usage its "
+            "calls recorded (slope and amount, Theil-Sen) and replay with the "
+            "calibrated ones; report the fit and the per-call error before and after.",
+        ),
+    ] = False,
 ) -> None:
     """Replay every run call by call under each policy (offline digest summaries):
     prompt tokens, cache reads and writes, compactions, retention, and the cost
@@ -431,6 +451,7 @@ def replay(
     rows: list[dict[str, Any]] = []
     tables: list[pa.Table] = []
     choices: list[dict[str, Any]] | None = None
+    fits: list[dict[str, Any]] | None = None
     bigger = _Bigger()
     counted: str | None = None
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
@@ -438,9 +459,11 @@ def replay(
     for label, policy in runs:
         with _status(f"replaying under {label}", as_json), bigger.collecting(label):
             result = run_replay(sessions, policy, limits=limits or {"context": 0}, config=cfg,
-                                model=models, cache=cache, as_sent=sent_as)  # fmt: skip
+                                model=models, cache=cache, as_sent=sent_as,
+                                calibrate=calibrate)  # fmt: skip
         s = result.summary
         choices = s.get("as_sent", choices)  # per run: the same under every policy
+        fits = s.get("calibration", fits)  # per run: the same under every policy
         counted = s.get("count")  # which count the run got (tuning/counts.py)
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
@@ -464,6 +487,8 @@ def replay(
         "mask_first": cfg.mask_first}  # fmt: skip
     if choices is not None:
         extra["as_sent"] = choices
+    if fits is not None:
+        extra["calibration"] = fits
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
     bigger.note()
 

@@ -30,6 +30,7 @@ from ctxcompact.formats.source import (
     source_of,
     text_record,
 )
+from ctxcompact.formats.usage import openai_usage
 from ctxcompact.models import (
     AssistantMessage,
     MessageWithParts,
@@ -213,8 +214,16 @@ def from_openai_chat(
                                 **source)  # fmt: skip
                     calls[str(call.get("id"))] = part
                     parts.append(part)
+                # a logged reply's usage: read, and kept in the source to write back
+                try:
+                    tokens = openai_usage(raw.get("usage"), "usage")
+                except FormatError as e:
+                    raise FormatError(f"message {i}: {e}", row=i, session_id=session_id,
+                                      message_id=mid) from None  # fmt: skip
                 out.append(MessageWithParts(
-                    info=AssistantMessage(id=mid, sessionID=session_id, **src), parts=parts
+                    info=AssistantMessage(id=mid, sessionID=session_id, **src,
+                                          **({"tokens": tokens} if tokens else {})),
+                    parts=parts,
                 ))  # fmt: skip
             else:
                 raise FormatError(f"message {i} has an unknown role {role!r}", row=i, column="role",

@@ -24,9 +24,9 @@ from typing import Any
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import openhands_event, source_dict, source_of
+from ctxcompact.formats.usage import openai_usage
 from ctxcompact.models import (
     AssistantMessage,
-    CacheUsage,
     MessageWithParts,
     Part,
     Session,
@@ -99,20 +99,10 @@ def _flat_input(event: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in ACTION_META}
 
 
-def _count(usage: Mapping[str, Any], key: str, where: str) -> int:
-    value = usage.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FormatError(f"{where}.{key} must be a non-negative integer, got {value!r}")
-    return value
-
-
 def _response_usage(meta: Any, seen: set[str], where: str) -> tuple[TokenUsage | None, str | None]:
     """The usage and model of the response an agent action came from, once per
-    response (its tool calls are separate events that repeat it): prompt
-    tokens split into uncached input and cache reads and writes, as OpenCode
-    records them."""
+    response (its tool calls are separate events that repeat it): a Chat
+    Completions usage (``formats.usage.openai_usage``)."""
     response = meta.get("model_response") if isinstance(meta, Mapping) else None
     if not isinstance(response, Mapping):
         return None, None
@@ -122,21 +112,7 @@ def _response_usage(meta: Any, seen: set[str], where: str) -> tuple[TokenUsage |
             return None, None
         seen.add(str(rid))
     model = response.get("model")
-    usage = response.get("usage")
-    if not isinstance(usage, Mapping):
-        return None, model if isinstance(model, str) else None
-    where = f"{where}.model_response.usage"
-    details = usage.get("prompt_tokens_details")
-    cached = _count(details, "cached_tokens", f"{where}.prompt_tokens_details") if isinstance(
-        details, Mapping) else 0  # fmt: skip
-    read = _count(usage, "cache_read_input_tokens", where) or cached
-    write = _count(usage, "cache_creation_input_tokens", where)
-    prompt = _count(usage, "prompt_tokens", where)
-    tokens = TokenUsage(
-        input=max(0, prompt - read - write),
-        output=_count(usage, "completion_tokens", where),
-        cache=CacheUsage(read=read, write=write),
-    )
+    tokens = openai_usage(response.get("usage"), f"{where}.model_response.usage")
     return tokens, model if isinstance(model, str) else None
 
 

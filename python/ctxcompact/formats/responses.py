@@ -24,6 +24,7 @@ from ctxcompact.formats.source import (
     pydantic_ai_record,
     source_dict,
 )
+from ctxcompact.formats.usage import openai_usage
 from ctxcompact.formats.views import View, viewed
 from ctxcompact.models import (
     AssistantMessage,
@@ -96,6 +97,11 @@ def from_openai_responses(
     for i, item in enumerate(items):
         mid = f"{session_id}-i{i:06d}"
         kind = item.get("type", "message" if "role" in item else None)
+        try:  # a logged reply's usage on an item of it, kept in the item too
+            usage = openai_usage(item.get("usage"), f"item {i}: usage", "responses")
+        except FormatError as e:
+            raise FormatError(str(e), row=i, session_id=session_id, message_id=mid) from None
+        tokens = {"tokens": usage} if usage else {}  # unset when none (not set to null)
         if kind == "message":
             role = item.get("role")
             if role not in _ROLES:
@@ -104,6 +110,8 @@ def from_openai_responses(
             rest = {k: v for k, v in item.items() if k != "content"}
             rest["content_is_text"] = isinstance(item.get("content"), str)
             info = _ROLES[role](id=mid, sessionID=session_id, source=rest)
+            if role == "assistant" and usage:
+                info.tokens = usage
             try:
                 parts = _blocks(mid, item.get("content"))
             except (TypeError, AttributeError):
@@ -118,8 +126,9 @@ def from_openai_responses(
             call = Part(id=f"{mid}-t00", type="tool", tool=item.get("name"),
                         callID=item.get("call_id"), state=state, source=dict(item))  # fmt: skip
             calls[str(item.get("call_id"))] = call
-            out.append(MessageWithParts(info=AssistantMessage(id=mid, sessionID=session_id),
-                                        parts=[call]))  # fmt: skip
+            out.append(MessageWithParts(
+                info=AssistantMessage(id=mid, sessionID=session_id, **tokens), parts=[call]
+            ))  # fmt: skip
         elif kind == "function_call_output":
             done = calls.get(str(item.get("call_id")))
             output = item.get("output")
@@ -134,7 +143,7 @@ def from_openai_responses(
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
             out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id),
+                info=AssistantMessage(id=mid, sessionID=session_id, **tokens),
                 parts=[Part(id=f"{mid}-p00", type="reasoning", text=summary, source=dict(item))],
             ))  # fmt: skip
         else:

@@ -25,28 +25,32 @@ from __future__ import annotations
 
 import math
 import numbers
-import statistics
 import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctxcompact._core import calibration_fit
 from ctxcompact.errors import ConfigError, InputTypeError
 
-#: The slope is kept in this range (a fit outside it is noise, not a tokenizer).
+#: The slope is kept in this range (a fit outside it is noise, not a tokenizer):
+#: ``calibrate::SLOPES`` of the core.
 SLOPES = (0.25, 4.0)
-#: Pairs whose estimates differ by less than this share say nothing about the slope.
-_MIN_SPREAD = 0.02
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """``reported ~ slope x estimate + intercept`` for one model, from ``calls`` calls."""
+    """``reported ~ slope x estimate + intercept`` for one model, from ``calls``
+    calls (``ctxcompact._core.calibration_fit``, the rule ``replay
+    --calibrate`` uses too)."""
 
     slope: float
     intercept: float
     calls: int
+    #: The median and 95th percentile of the calls' relative error after the fit.
+    residual_p50: float = 0.0
+    residual_p95: float = 0.0
 
     def apply(self, estimate: int) -> int:
         return max(0, math.ceil(self.slope * estimate + self.intercept))
@@ -193,18 +197,15 @@ def _is_pair(p: Any) -> bool:
 
 
 def _theil_sen(points: list[tuple[int, int]]) -> Calibration:
-    """Median pairwise slope (over pairs whose estimates differ enough), kept in
-    ``SLOPES``, then the median intercept. Without such pairs: slope 1 and the
-    median difference (what is added to every call)."""
-    slopes = [
-        (r2 - r1) / (e2 - e1)
-        for i, (e1, r1) in enumerate(points)
-        for e2, r2 in points[i + 1 :]
-        if abs(e2 - e1) > _MIN_SPREAD * max(e1, e2)
-    ]
-    slope = min(max(statistics.median(slopes), SLOPES[0]), SLOPES[1]) if slopes else 1.0
-    intercept = statistics.median(r - slope * e for e, r in points)
-    return Calibration(slope, intercept, len(points))
+    """The core's fit (``calibrate::fit``, one rule with the batch replay):
+    the median pairwise slope (over pairs whose estimates differ by more than
+    2%), kept in ``SLOPES``, then the median intercept; without such pairs
+    slope 1 and the median difference (what is added to every call)."""
+    got = calibration_fit([e for e, _ in points], [r for _, r in points])
+    if got is None:  # never: the kept pairs are positive
+        raise ValueError("no calibration of calls with nothing estimated or reported")
+    slope, intercept, calls, _, _, p50, p95 = got
+    return Calibration(slope, intercept, calls, p50, p95)
 
 
 def prompt_tokens(usage: Any) -> int:

@@ -566,3 +566,43 @@ def estimate_messages(
             )
             out.append((message.first_row, tokens))
     return out
+
+
+# --- calibration from recorded usage (rust/src/calibrate.rs) --------------------------
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def _quantile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    at = q * (len(values) - 1)
+    lo, hi = math.floor(at), math.ceil(at)
+    return values[lo] + (values[hi] - values[lo]) * (at - lo)
+
+
+def calibration_fit(
+    estimated: Sequence[int], reported: Sequence[int]
+) -> tuple[float, float, int, float, float, float, float] | None:
+    """``reported ~ slope x estimate + intercept`` by Theil-Sen: the median
+    slope over pairs of calls whose estimates differ by more than 2%, kept in
+    [0.25, 4] (slope 1 without such pairs), then the median of ``reported -
+    slope x estimate``; and the relative error ``|ceil(slope x e + intercept)
+    - r| / r`` per call, its median and 95th percentile before (slope 1,
+    intercept 0) and after. Calls with 0 on either side are left out."""
+    points = [(e, r) for e, r in zip(estimated, reported, strict=True) if e > 0 and r > 0]
+    if not points:
+        return None
+    slopes = [(r2 - r1) / (e2 - e1) for i, (e1, r1) in enumerate(points)
+              for e2, r2 in points[i + 1:] if abs(e2 - e1) > 0.02 * max(e1, e2)]  # fmt: skip
+    slope = min(max(_median(slopes), 0.25), 4.0) if slopes else 1.0
+    intercept = _median([r - slope * e for e, r in points])
+
+    def residual(s: float, b: float) -> tuple[float, float]:
+        errors = [abs(max(0, math.ceil(s * e + b)) - r) / r for e, r in points]
+        return _quantile(errors, 0.5), _quantile(errors, 0.95)
+
+    return (slope, intercept, len(points), *residual(1.0, 0.0), *residual(slope, intercept))

@@ -61,6 +61,7 @@ from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
 from ctxcompact.tuning.as_sent import AsSent, as_sent_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
+from ctxcompact.tuning.calibrated import CALIBRATION_SCHEMA, calibrate_calls
 from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
@@ -195,6 +196,7 @@ def replay(
     cache: str = "5m",
     cache_ttl_s: float | None = None,
     as_sent: str | Policy | Mapping[str, Any] | AsSent | None = None,
+    calibrate: bool = False,
 ) -> Replay:
     """Replay every run of ``data`` under ``policy`` (default: the config's).
 
@@ -219,8 +221,14 @@ def replay(
     nearest its recorded prompt total, ``"none"``, ``"last-N"`` or a policy
     forces one; the choice per run is in ``sessions`` (``as_sent``,
     ``as_sent_reason``) and ``summary["as_sent"]``. Default: the stored
-    history sent whole.
+    history sent whole. ``calibrate``: each run's prompt estimates (baseline
+    and replayed) fitted to the usage its calls recorded
+    (``tuning.calibrated``); the fit and the residual per run are in
+    ``sessions`` and ``summary["calibration"]``.
     """
+    if not isinstance(calibrate, bool):
+        raise InputTypeError(f"calibrate must be a bool, got {type(calibrate).__name__}",
+                             column="calibrate")  # fmt: skip
     cfg = check_config(config, "replay")
     sent_as = parse_as_sent(as_sent, "as_sent")
     if policy is not None:
@@ -255,6 +263,9 @@ def replay(
     choices: list[dict[str, Any]] | None = None
     if sent_as is not None:
         calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system)
+    fits: dict[str, dict[str, Any]] | None = None
+    if calibrate:
+        calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg))
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets),
                "count": count_label(cfg.estimate_method)}  # fmt: skip
@@ -270,6 +281,12 @@ def replay(
                 key, pa.array([c.get(key) for c in mine], pa.string()))  # fmt: skip
         summary["as_sent"] = choices
     ids = per_session["session_id"].to_pylist()
+    if fits is not None:
+        for key, kind in zip(CALIBRATION_SCHEMA.names, CALIBRATION_SCHEMA.types, strict=True):
+            per_session = per_session.append_column(
+                key, pa.array([fits[s][key] for s in ids], kind))  # fmt: skip
+        summary["calibration"] = [{"session_id": s, **fits[s]} for s in ids
+                                  if fits[s]["calibration_calls"] is not None]  # fmt: skip
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
     summary |= recorded_totals(recorded, baseline)
     return Replay(calls=calls, sessions=per_session, summary=summary)

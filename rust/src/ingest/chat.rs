@@ -14,6 +14,7 @@ use super::observations;
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::types::Problem;
+use super::usage::{openai_usage, Api};
 
 /// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).
@@ -477,6 +478,12 @@ fn turn(
             }
         }
         "assistant" => {
+            // a logged reply's usage: read, and kept in the source to write back
+            let tokens = openai_usage(extra.get("usage"), &format!("{at}.usage"), Api::Chat)
+                .map_err(|p| p.message(mid))?;
+            if !tokens.is_null() {
+                head.insert("tokens".into(), tokens);
+            }
             if !had_content {
                 extra.insert("content".into(), Value::Null);
             }

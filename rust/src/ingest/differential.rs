@@ -240,19 +240,21 @@ fn chat_line(rng: &mut Rng, messages: Vec<Value>) -> String {
 }
 
 /// A chat line changed in one place: content as parts, a numeric id, an
-/// unknown role, a result dropped, repeated or orphaned, a `system` key.
+/// unknown role, a result dropped, repeated or orphaned, a `system` key, a
+/// logged reply's `usage`.
 fn mutate_chat(rng: &mut Rng, mut messages: Vec<Value>) -> Vec<Value> {
     if messages.is_empty() {
         return messages;
     }
     let i = rng.below(messages.len());
-    match rng.below(7) {
+    match rng.below(8) {
         0 => messages[i]["content"] = json!([{"type": "text", "text": "parts"}]),
         1 => messages[i]["id"] = json!(3),
         2 => messages[i]["role"] = json!("robot"),
         3 => drop(messages.remove(i)),
         4 => messages.push(messages[i].clone()),
         5 => messages[i]["tool_call_id"] = json!("nope"),
+        6 => messages[i]["usage"] = json!({"prompt_tokens": 12, "completion_tokens": 3}),
         _ => messages[i]["content"] = Value::Null,
     }
     messages

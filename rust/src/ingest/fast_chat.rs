@@ -12,6 +12,8 @@
 //! - every message is an object with `role` one of `system`, `developer`,
 //!   `user`, `assistant`, `tool`, `id` absent, null or a string, and
 //!   `content` absent, null or a string (content parts: not here);
+//! - an assistant message has no `usage` (a logged reply's, which
+//!   `chat::turn` reads as its tokens);
 //! - an assistant's `tool_calls` is absent, null or an array of objects
 //!   without a top-level `arguments`, each with `id` absent, null or a
 //!   string and `function` absent, null or an object whose `name` is absent,
@@ -247,6 +249,9 @@ impl<'a> Read<'a> {
             extra.push((Cow::Borrowed("role"), J::Str(Cow::Borrowed("developer"))));
         }
         if role == "assistant" {
+            if extra.iter().any(|(k, _)| k == "usage") {
+                return None; // a logged reply's usage: read by `chat::turn`
+            }
             if !had_content {
                 extra.push((Cow::Borrowed("content"), J::Null));
             }
@@ -514,6 +519,7 @@ mod tests {
             r#""text""#,
             r#"[{"role":"user","content":"a","content":"b"}]"#,
             r#"[{"role":"assistant","tool_calls":[{"id":"c","arguments":"x","function":{"name":"a"}}]}]"#,
+            r#"[{"role":"assistant","content":"ok","usage":{"prompt_tokens":9,"completion_tokens":2}}]"#,
         ] {
             let mut rows = Rows::default();
             let mut buf = String::new();

@@ -28,6 +28,7 @@ pub mod rows;
 mod settle;
 mod spill;
 mod types;
+mod usage;
 
 use rayon::prelude::*;
 

@@ -16,6 +16,7 @@ use super::export::{
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{py_str, truthy};
 use super::types::Problem;
+use super::usage::{openai_usage, Api};
 
 /// A line: a resolver record `{"history": [...], ...}` or a bare event list.
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
@@ -167,26 +168,9 @@ fn event_message(
     export::message(head, parts)
 }
 
-/// A non-negative integer count of a usage object (0 when missing or null).
-fn count(usage: &serde_json::Map<String, Value>, key: &str, at: &str) -> Result<u64, Problem> {
-    match usage.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(v) => v.as_u64().ok_or_else(|| {
-            let shown = match v {
-                Value::Number(n) => n.to_string(),
-                Value::String(s) => format!("{s:?}"),
-                other => kind(other).to_owned(),
-            };
-            Problem::new(format!(
-                "{at}.{key} must be a non-negative integer, got {shown}"
-            ))
-        }),
-    }
-}
-
 /// The usage and model of the response an agent action came from, once per
-/// response (its tool calls are separate events repeating it), as OpenCode
-/// records usage: uncached input, output, cache reads and writes.
+/// response (its tool calls are separate events repeating it): a Chat
+/// Completions usage (`usage::openai_usage`).
 fn response_usage(
     meta: Option<&serde_json::Map<String, Value>>,
     seen: &mut std::collections::HashSet<String>,
@@ -204,38 +188,8 @@ fn response_usage(
         Some(Value::String(m)) => str(m.clone()),
         _ => Value::Null,
     };
-    let Some(Value::Object(usage)) = response.get("usage") else {
-        return Ok((Value::Null, model));
-    };
     let at = format!("{at}.model_response.usage");
-    let cached = match usage.get("prompt_tokens_details") {
-        Some(Value::Object(details)) => count(
-            details,
-            "cached_tokens",
-            &format!("{at}.prompt_tokens_details"),
-        )?,
-        _ => 0,
-    };
-    let read = match count(usage, "cache_read_input_tokens", &at)? {
-        0 => cached,
-        n => n,
-    };
-    let write = count(usage, "cache_creation_input_tokens", &at)?;
-    let prompt = count(usage, "prompt_tokens", &at)?;
-    let tokens = object([
-        (
-            "input",
-            Value::from(prompt.saturating_sub(read.saturating_add(write))),
-        ),
-        (
-            "output",
-            Value::from(count(usage, "completion_tokens", &at)?),
-        ),
-        (
-            "cache",
-            object([("read", Value::from(read)), ("write", Value::from(write))]),
-        ),
-    ]);
+    let tokens = openai_usage(response.get("usage"), &at, Api::Chat)?;
     Ok((tokens, model))
 }
 

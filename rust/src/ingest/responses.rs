@@ -6,13 +6,14 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::chat::call_state;
 use super::export::{self, complete, info, object, str, str_or_null, text_part, tool_part};
 use super::opencode::{kind, session, SessionRows};
 use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::types::Problem;
+use super::usage::{openai_usage, Api};
 
 /// A line: the item list, or a request body `{"input": [...], ...}`.
 pub fn line(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
@@ -78,6 +79,15 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
             return Err(Problem::new(format!("item {i} is not an object")));
         };
         let mid = format!("{sid}-i{i:06}");
+        // a logged reply's usage on an item of it, kept in the item too
+        let tokens = openai_usage(item.get("usage"), &at("usage"), Api::Responses)
+            .map_err(|p| p.message(&mid))?;
+        let assistant = |mut head: Map<String, Value>| {
+            if !tokens.is_null() {
+                head.insert("tokens".into(), tokens.clone());
+            }
+            head
+        };
         let kind_ = match item.get("type") {
             Some(Value::String(t)) => Some(t.as_str()),
             Some(_) => None,
@@ -103,6 +113,9 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                 rest.insert("content_is_text".into(), Value::Bool(is_text));
                 let parts = blocks(&mid, content, i).map_err(|p| p.message(&mid))?;
                 let mut head = info(&mid, sid, role);
+                if role == "assistant" {
+                    head = assistant(head);
+                }
                 head.insert("source".into(), Value::Object(rest));
                 out.push(export::message(head, Some(parts)));
             }
@@ -126,7 +139,7 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     part["state"]["metadata"] = metadata;
                 }
                 out.push(export::message(
-                    info(&mid, sid, "assistant"),
+                    assistant(info(&mid, sid, "assistant")),
                     Some(vec![part]),
                 ));
             }
@@ -180,7 +193,7 @@ fn from_items(items: Vec<Value>, sid: &str) -> Result<Vec<Value>, Problem> {
                     ("source", Value::Object(item)),
                 ]);
                 out.push(export::message(
-                    info(&mid, sid, "assistant"),
+                    assistant(info(&mid, sid, "assistant")),
                     Some(vec![part]),
                 ));
             }
