@@ -33,7 +33,8 @@ def usage_count(usage: Mapping[str, Any], key: str, where: str) -> int:
     value = usage.get(key)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    # below 2**64, as the native reader (and every count column) holds them
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
         raise FormatError(f"{where}.{key} must be a non-negative integer, got {value!r}")
     return value
 
