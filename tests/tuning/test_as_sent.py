@@ -200,6 +200,15 @@ def test_search_chooses_once_over_every_run_and_every_replay_shares_it(monkeypat
     assert got.presets["opencode"]["baseline_prompt_tokens"] == (
         alone.summary["baseline_prompt_tokens"])  # fmt: skip
     assert got.count == "o200k exact" == got.held_out["count"]
+    # The report of the search replays the held-out split against the same baseline.
+    from ctxcompact.tuning.report import search_tuning
+
+    before = len(chosen)  # the search's, and the replay of the held-out split above
+    tuned, _ = search_tuning(got, runs, limits=WIDE, config={"mask_first": True}, model="gpt-4o")
+    assert len(chosen) == before and tuned.count == "o200k exact"
+    assert tuned.as_sent == [c for c in got.as_sent if c["session_id"] in set(got.held_out_ids)]
+    row = tuned.points.filter(pc.equal(tuned.points["policy"], "preset=opencode")).to_pylist()[0]
+    assert row["baseline_prompt_tokens"] == alone.summary["baseline_prompt_tokens"]
 
 
 def test_a_baseline_chosen_under_one_count_is_refused_under_another() -> None:
