@@ -40,6 +40,31 @@ def test_the_count_follows_the_model_and_the_report_says_which(
     assert set(result.sessions.column("count").to_pylist()) == {count}
 
 
+@pytest.mark.parametrize(
+    ("model", "config", "count"),
+    [
+        ("gpt-4o-2024-08-06", None, "o200k exact"),
+        (None, None, "estimate opencode"),
+        ("gpt-4o-2024-08-06", {"estimate_method": "opencode"}, "estimate opencode"),
+    ],
+)
+def test_tune_says_which_count_its_figures_use_as_replay_does(
+    model: str | None, config: dict | None, count: str
+) -> None:
+    from ctxcompact.tuning import tune
+
+    sessions = _sessions()
+    got = tune(sessions, {"preset": ["opencode", "swe-agent"]}, limits=LIMITS, model=model,
+               config=config, workers=1)  # fmt: skip
+    assert got.count == count
+    assert {s["count"] for s in got.summaries.values()} == {count}
+    # The same count as a replay of a point: its prompt tokens are the point's.
+    alone = replay(sessions, "swe-agent", limits=LIMITS, model=model, config=config)
+    assert alone.summary["count"] == count
+    point = got.summaries["preset=swe-agent"]
+    assert point["prompt_tokens"] == alone.summary["prompt_tokens"]
+
+
 def test_following_the_model_is_its_exact_count() -> None:
     sessions = _sessions()
     followed = replay(sessions, limits=LIMITS, model="gpt-4o-2024-08-06")

@@ -560,7 +560,7 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
                  context: int | None, output_limit: int | None, out: Path | None,
                  models: list[str] | None, cache: str, fmt: str | None, config: Path | None,
                  method_estimate: str | None, on_error: str, as_json: bool,
-                 report: Path | None = None) -> None:  # fmt: skip
+                 report: Path | None = None, as_sent: str | None = None) -> None:  # fmt: skip
     """`tune --search`: every option checked, then --out, before any replay."""
     from ctxcompact.tuning.search import check_search_options, load_space
     from ctxcompact.tuning.search import search as run_search
@@ -584,6 +584,7 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
         if not space.is_file() or not os.access(space, os.R_OK):
             raise InputNotFound(f"{space}: cannot read the search space file (--space)")
     load_space(space, cfg.policy)  # a bad space fails before any input is read
+    sent_as = parse_as_sent(as_sent, "--as-sent")
     if context is None:
         raise typer.BadParameter("--search needs the context window", param_hint="--context")
     limits, _ = _limits(context, output_limit, cfg)
@@ -607,7 +608,8 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
         result = run_search(sessions, limits=limits or {"context": context}, space=space,
                             objective=objective, min_retention=min_retention, budget=budget,
                             model=models[0] if models else None, config=cfg, cache=cache,
-                            method=method, seed=seed, progress=tick)  # fmt: skip
+                            method=method, seed=seed, progress=tick,
+                            as_sent=sent_as)  # fmt: skip
     page = None
     if report is not None:  # the held-out split under every preset and the tuned policy
         from ctxcompact.tuning.report import render_report, search_tuning
@@ -634,8 +636,11 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
             "goal": verdict, "model": models[0] if models else None,
             "cache": cache if models else None, "context": context,
             "output_limit": output_limit, "method_estimate": cfg.estimate_method,
-            "mask_first": cfg.mask_first, "out": str(out) if out else None,
+            "count": result.count, "mask_first": cfg.mask_first,
+            "out": str(out) if out else None,
             "report": str(report) if report else None}  # fmt: skip
+    if result.as_sent is not None:
+        info["as_sent"] = result.as_sent
     if as_json:
         typer.echo(json.dumps(info, default=str))
         return
@@ -657,6 +662,9 @@ def _tune_search(inputs: list[Path], *, space: Path | None, objective: str | Non
     for name, f in result.presets.items():
         add(name, f)
     _print_wide(table)
+    typer.echo(f"count: {result.count}")
+    if result.as_sent is not None:
+        _show_as_sent(result.as_sent)
     typer.echo(f"goal {verdict}")
     if out is not None:
         typer.echo(f"wrote {out} (use it with --policy {out})")
@@ -704,6 +712,7 @@ def tune(
     search_method: MethodSearchOption = "random",
     seed: SeedOption = 0,
     mask_first: MaskFirstSearchOption = False,
+    as_sent: AsSentOption = None,
 ) -> None:
     """Replay every run under every point of a grid of policies (in parallel;
     Parquet is streamed in bounded memory) and show the points, the front of
@@ -720,7 +729,8 @@ def tune(
                      budget=budget, method=search_method, seed=seed, mask_first=mask_first,
                      context=context, output_limit=output_limit, out=out, models=models,
                      cache=cache, fmt=fmt, config=config, method_estimate=method,
-                     on_error=on_error, as_json=as_json, report=report)  # fmt: skip
+                     on_error=on_error, as_json=as_json, report=report,
+                     as_sent=as_sent)  # fmt: skip
         return
     search_only = {"--space": space is not None, "--objective": objective is not None,
                    "--min-retention": min_retention != 0.0, "--budget": budget != 64,
@@ -732,6 +742,7 @@ def tune(
         raise typer.BadParameter("give a --grid FILE, or --search", param_hint="--grid")
     cfg = _config(config, **_overrides(method=method))
     _check_sheets(models, cfg, cache)
+    sent_as = parse_as_sent(as_sent, "--as-sent")  # before any input is read
     if not grid.exists():
         raise InputNotFound(f"{grid}: no such grid file (--grid)")
     if not grid.is_file() or not os.access(grid, os.R_OK):  # an unreadable input: exit 3
@@ -768,7 +779,7 @@ def tune(
 
         result = run_tune(corpus, grid, limits=window, config=cfg, model=models, cache=cache,
                           workers=workers, progress=tick,
-                          recorded=report is not None)  # fmt: skip
+                          recorded=report is not None, as_sent=sent_as)  # fmt: skip
     page = None
     if report is not None:
         from ctxcompact.tuning.report import grid_marks, render_report
@@ -797,6 +808,7 @@ def tune(
                              "cache": cache if models else None, "points": len(rows),
                              "front": [r["name"] for r in rows if r["front"]],
                              "front_axis": result.axis, "method": cfg.estimate_method,
+                             "count": result.count,
                              "context": points.get("context", context),
                              "output_limit": points.get("output", output_limit),
                              "mask_first": points.get("mask_first", cfg.mask_first)}  # fmt: skip
@@ -812,6 +824,8 @@ def tune(
                    "tokens against retention, not cost", err=True)  # fmt: skip
     if report is not None:
         extra["report"] = str(report)
+    if result.as_sent is not None:
+        extra["as_sent"] = result.as_sent
 
     def point_calls(i: int) -> pa.Table:
         return result.calls.filter(pyarrow.compute.equal(result.calls["policy"], rows[i]["name"]))

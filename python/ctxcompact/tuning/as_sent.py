@@ -67,11 +67,11 @@ class AsSent:
     policy: Policy | None = None
 
 
-def parse_as_sent(spec: Any, option: str = "as_sent") -> AsSent | None:
+def parse_as_sent(spec: Any, option: str = "as_sent") -> AsSent | SentBaseline | None:
     """``spec`` as an ``AsSent`` (``None``: no as-sent baseline, the history
     sent whole as before); a ``ConfigError`` naming ``option`` for one that
     does not parse."""
-    if spec is None or isinstance(spec, AsSent):
+    if spec is None or isinstance(spec, (AsSent, SentBaseline)):
         return spec
     if isinstance(spec, Policy):
         return AsSent(False, spec.describe(), spec)
@@ -119,7 +119,68 @@ def _totals(calls: pa.Table, column: str) -> dict[str, int]:
                     strict=True))  # fmt: skip
 
 
-def as_sent_baseline(
+@dataclass(frozen=True)
+class SentBaseline:
+    """Each run's as-sent choice, made once (``choose_baseline``), and the
+    baseline it gives every call of the runs not sent whole: what a replay
+    of any policy over those runs takes as its baseline (``apply``), so a
+    grid's points and a search's candidates share one choice per run.
+    ``choices``: per run, as ``as_sent_baseline`` reports them; ``tokens``:
+    per (session, call), the baseline's prompt and cached tokens;
+    ``method``: the estimate method they were counted with."""
+
+    choices: tuple[dict[str, Any], ...]
+    tokens: Mapping[tuple[str, int], tuple[int, int]]
+    method: str
+
+    def counted(self, config: CompactionConfig) -> CompactionConfig:
+        """``config`` counting as the baseline was counted (a replay's
+        prompts and its baseline in one count); a method set otherwise
+        (``--method``, the config's) is a ``ConfigError`` naming ``as_sent``."""
+        if config.estimate_method == self.method:
+            return config
+        if config.sources().get("estimate_method", "default") != "default":
+            raise ConfigError(f"as_sent: the baseline was counted with {self.method}, the "
+                              f"config sets estimate_method {config.estimate_method}: "
+                              "choose it under this config", column="as_sent")  # fmt: skip
+        return config.model_copy(update={"estimate_method": self.method})
+
+    def apply(self, calls: pa.Table) -> tuple[pa.Table, list[dict[str, Any]]]:
+        """``calls`` (``CALL_SCHEMA``) with each call's baseline the as-sent
+        one, and the choices of the runs in ``calls``. A run the choice was
+        not made for, or whose calls are not the ones it was made over, is a
+        ``CompactionError`` (the walk is the same: its calls are one for one)."""
+        by_id = {c["session_id"]: c for c in self.choices}
+        sessions = calls["session_id"].to_pylist()
+        every = Counter(sessions)
+        if missing := [s for s in every if s not in by_id]:
+            raise CompactionError(f"as-sent baseline: no choice was made for session "
+                                  f"{missing[0]!r} ({len(missing)} such run(s))",
+                                  session_id=str(missing[0]),
+                                  column="as_sent")  # fmt: skip
+        swapped = Counter(s for s, _ in self.tokens)
+        want = {s: every[s] for s in every if by_id[s]["as_sent"] != "none"}
+        have = {s: swapped[s] for s in want}
+        if want != have:  # the same walk: its calls are the replay's one for one
+            raise CompactionError(f"as-sent replay: the calls differ from the replay's "
+                                  f"({have} against {want})")  # fmt: skip
+        base_prompt: list[int] = []
+        base_cached: list[int] = []
+        for s, c, p, k in zip(sessions, calls["call"].to_pylist(),
+                              calls["baseline_prompt_tokens"].to_pylist(),
+                              calls["baseline_cached_tokens"].to_pylist(),
+                              strict=True):  # fmt: skip
+            p, k = self.tokens.get((s, c), (p, k))
+            base_prompt.append(p)
+            base_cached.append(k)
+        for name, values in (("baseline_prompt_tokens", base_prompt),
+                             ("baseline_cached_tokens", base_cached)):  # fmt: skip
+            i = calls.schema.get_field_index(name)
+            calls = calls.set_column(i, calls.schema.field(i), pa.array(values, pa.int64()))
+        return calls, [by_id[s] for s in every]
+
+
+def choose_baseline(
     table: pa.Table,
     calls: pa.Table,
     recorded: list[dict[str, Any]],
@@ -127,9 +188,9 @@ def as_sent_baseline(
     config: CompactionConfig,
     limits: Limits,
     system: str | None,
-) -> tuple[pa.Table, list[dict[str, Any]]]:
-    """``calls`` (``CALL_SCHEMA``) with each run's baseline replayed under
-    its as-sent policy, and per run what was chosen and why:
+) -> SentBaseline:
+    """Each run of ``calls`` (a replay of ``table``, ``CALL_SCHEMA``): the
+    policy it was sent with and the baseline of its calls under it. Per run:
     ``session_id``, ``as_sent`` (the label), ``as_sent_reason`` (``auto``:
     nearest the recorded prompt total; ``auto, nothing recorded``; ``given``),
     ``as_sent_prompt_tokens`` and ``recorded_prompt_tokens``."""
@@ -170,34 +231,40 @@ def as_sent_baseline(
                         "as_sent_prompt_tokens": prompt,
                         "recorded_prompt_tokens": recorded_prompt})  # fmt: skip
     # Each call's baseline: the chosen replay's prompt and cached tokens.
-    replaced: dict[tuple[str, int], tuple[int, int]] = {}
+    tokens: dict[tuple[str, int], tuple[int, int]] = {}
     for label, got in per_call.items():
         for s, c, p, k in zip(got["session_id"].to_pylist(), got["call"].to_pylist(),
                               got["prompt_tokens"].to_pylist(), got["cached_tokens"].to_pylist(),
                               strict=True):  # fmt: skip
             if chosen.get(s) == label:
-                replaced[(s, c)] = (p, k)
-    sessions = calls["session_id"].to_pylist()
-    mine = {s for s in ids if chosen[s] in per_call}
-    every, swapped = Counter(sessions), Counter(k[0] for k in replaced)
-    want = {s: every[s] for s in mine}
-    have = {s: swapped[s] for s in mine}
-    if want != have:  # the same walk: its calls are the replay's one for one
-        raise CompactionError(f"as-sent replay: the calls differ from the replay's "
-                              f"({have} against {want})")  # fmt: skip
-    keys = zip(sessions, calls["call"].to_pylist(), strict=True)
-    base_prompt: list[int] = []
-    base_cached: list[int] = []
-    for (s, c), p, k in zip(keys, calls["baseline_prompt_tokens"].to_pylist(),
-                            calls["baseline_cached_tokens"].to_pylist(), strict=True):  # fmt: skip
-        p, k = replaced.get((s, c), (p, k))
-        base_prompt.append(p)
-        base_cached.append(k)
-    for name, values in (("baseline_prompt_tokens", base_prompt),
-                         ("baseline_cached_tokens", base_cached)):  # fmt: skip
-        i = calls.schema.get_field_index(name)
-        calls = calls.set_column(i, calls.schema.field(i), pa.array(values, pa.int64()))
-    return calls, choices
+                tokens[(s, c)] = (p, k)
+    return SentBaseline(tuple(choices), tokens, config.estimate_method)
 
 
-__all__ = ["KEEP", "AsSent", "as_sent_baseline", "candidates", "last_n", "parse_as_sent"]
+def as_sent_baseline(
+    table: pa.Table,
+    calls: pa.Table,
+    recorded: list[dict[str, Any]],
+    as_sent: AsSent | SentBaseline,
+    config: CompactionConfig,
+    limits: Limits,
+    system: str | None,
+) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """``calls`` (``CALL_SCHEMA``) with each run's baseline replayed under
+    its as-sent policy, and per run what was chosen and why
+    (``choose_baseline``); a ``SentBaseline`` already chosen is applied as it is."""
+    if not isinstance(as_sent, SentBaseline):
+        as_sent = choose_baseline(table, calls, recorded, as_sent, config, limits, system)
+    return as_sent.apply(calls)
+
+
+__all__ = [
+    "KEEP",
+    "AsSent",
+    "SentBaseline",
+    "as_sent_baseline",
+    "candidates",
+    "choose_baseline",
+    "last_n",
+    "parse_as_sent",
+]

@@ -44,8 +44,9 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
+from ctxcompact.tuning.as_sent import AsSent, SentBaseline, choose_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, model_names
-from ctxcompact.tuning.counts import with_run_method
+from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.recorded import recorded_usage, recorded_usage_table
@@ -114,7 +115,11 @@ class Tuning:
     (its name, source and date), ``None`` when not priced; ``recorded``: the
     usage each session recorded (``tuning.recorded.recorded_usage``, null
     where it recorded none), ``None`` when it was not read (``tune(...,
-    recorded=True)`` reads it; ``tune_dataset`` does not)."""
+    recorded=True)`` reads it; ``tune_dataset`` does not); ``count``: which
+    count the figures use (``"o200k exact"``, ``"estimate opencode"``:
+    ``tuning.counts``); ``as_sent``: per run, the policy its baseline was
+    replayed under and why (``tune(..., as_sent=...)``; ``None``: the stored
+    history sent whole)."""
 
     calls: pa.Table
     points: pa.Table
@@ -122,6 +127,8 @@ class Tuning:
     axis: str = "cost"
     price_row: PriceRow | None = None
     recorded: list[dict[str, Any]] | None = None
+    count: str | None = None
+    as_sent: list[dict[str, Any]] | None = None
 
     def front(self) -> pa.Table:
         """The feasible points (every prompt within the window) no other
@@ -258,28 +265,43 @@ def _replay_table(
     locate: Locate | None = None,
     threads: int | None = None,
     recorded: list[dict[str, Any]] | None = None,
+    as_sent: AsSent | SentBaseline | None = None,
+    choices: list[dict[str, Any]] | None = None,
 ) -> pa.Table:
     """Every session of ``table`` under every point: the per-call rows (priced
     on the driver, from the totals). ``locate``: the file and row in it of a
     row of ``table`` (a piece of a corpus), which an error about a row names;
     ``threads``: the engine's (default: the CPUs); ``recorded``: extended by
-    the usage each session recorded."""
+    the usage each session recorded; ``as_sent``: each run's baseline
+    replayed as it was sent (``tuning.as_sent``), chosen once per run for
+    every point, ``choices`` extended by the choice per run."""
     try:
         # The message facts once, every point over them in the engine.
         facts = message_facts(table)
+        usage = recorded_usage_table(table, facts) if (
+            recorded is not None or as_sent is not None) else []  # fmt: skip
         if recorded is not None:
-            recorded.extend(recorded_usage_table(table, facts))
-        tables = [
-            _with_policy(point.name, engine_calls(table, point.config, point.limits,
-                                                  summarizer=None, system=None,
-                                                  schema=CALL_SCHEMA, threads=threads,
-                                                  facts=facts))
-            for point in grid_points
-        ]  # fmt: skip
+            recorded.extend(usage)
+        tables = [engine_calls(table, point.config, point.limits, summarizer=None, system=None,
+                               schema=CALL_SCHEMA, threads=threads, facts=facts)
+                  for point in grid_points]  # fmt: skip
+        if as_sent is not None and tables:
+            # The baseline does not depend on the point (not its policy, nor
+            # its window: pruning never reads it): one choice per run.
+            first = grid_points[0]
+            if not isinstance(as_sent, SentBaseline):
+                as_sent = choose_baseline(table, tables[0], usage, as_sent, first.config,
+                                          first.limits, None)  # fmt: skip
+            applied = [as_sent.apply(calls) for calls in tables]
+            tables = [calls for calls, _ in applied]
+            if choices is not None:
+                choices.extend(applied[0][1])
     except CompactionError as e:
         if locate is None or e.row is None:
             raise
         raise relocate(e, *locate(e.row)) from None
+    tables = [_with_policy(point.name, calls)
+              for point, calls in zip(grid_points, tables, strict=True)]  # fmt: skip
     return pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table()
 
 
@@ -299,11 +321,13 @@ def _shifted(start: int, row: int) -> tuple[None, int]:
 def _replay_sessions(
     sessions: list[Session], grid_points: list[Point], threads: int | None = None,
     recorded: list[dict[str, Any]] | None = None,
+    as_sent: AsSent | SentBaseline | None = None,
+    choices: list[dict[str, Any]] | None = None,
 ) -> pa.Table:  # fmt: skip
     if recorded is not None:
         recorded.extend(recorded_usage(s) for s in sessions)
     return _replay_table(Transcript.from_sessions(sessions).to_arrow(), grid_points,
-                         threads=threads)  # fmt: skip
+                         threads=threads, as_sent=as_sent, choices=choices)  # fmt: skip
 
 
 def _table_chunks(table: pa.Table, batch_rows: int) -> Iterator[tuple[pa.Table, Locate]]:
@@ -372,6 +396,7 @@ def tune(
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
     recorded: bool = False,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> Tuning:
     """Replay ``corpus`` under every point of ``grid`` (see the module doc).
 
@@ -383,12 +408,16 @@ def tune(
     prompt fit the window (``feasible``). ``progress(sessions_done, total or
     None)`` after each batch. ``recorded``: read the usage each session
     recorded too (``Tuning.recorded``, the report's recorded vs replayed).
+    ``as_sent``: each run's baseline replayed under the policy it was sent
+    with, as ``replay`` takes it (``"auto"``, ``"none"``, ``"last-N"``, a
+    policy), chosen once per run for every point (``Tuning.as_sent``).
     """
     config = check_config(config, "tune")
+    sent_as = parse_as_sent(as_sent, "as_sent")
     grid_points = points(grid, config=config, limits=limits)
     return tune_points(corpus, grid_points, config=config, model=model, prices=prices,
                        cache=cache, workers=workers, batch_rows=batch_rows,
-                       progress=progress, recorded=recorded)  # fmt: skip
+                       progress=progress, recorded=recorded, as_sent=sent_as)  # fmt: skip
 
 
 def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
@@ -421,9 +450,11 @@ def tune_points(
     batch_rows: int = 65_536,
     progress: Callable[[int, int | None], None] | None = None,
     recorded: bool = False,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> Tuning:
     """``tune`` over points already made (``points``, ``policy_point``)."""
     config = check_config(config, "tune")
+    sent_as = parse_as_sent(as_sent, "as_sent")
     # exact where the priced model's family is known, unless a method was set
     config = with_run_method(config, model_names(model), None)
     if workers is not None:
@@ -431,8 +462,11 @@ def tune_points(
     check_number(batch_rows, "batch_rows", least=1, integer=True)
     price = sheets_for(model, config, prices, cache)
     grid_points = counted_and_priced(grid_points, model, price)
+    if isinstance(sent_as, SentBaseline):  # chosen already: its count is every point's
+        grid_points = [replace(p, config=sent_as.counted(p.config)) for p in grid_points]
     tables: list[pa.Table] = []
     usage: list[dict[str, Any]] | None = [] if recorded else None
+    choices: list[dict[str, Any]] | None = [] if sent_as is not None else None
     done = 0
 
     def collect(calls: pa.Table) -> None:
@@ -443,19 +477,22 @@ def tune_points(
             progress(done, None)
 
     for chunk in _chunks(corpus, batch_rows):
-        collect(_run(chunk, grid_points, threads=workers, recorded=usage))
+        collect(_run(chunk, grid_points, threads=workers, recorded=usage, as_sent=sent_as,
+                     choices=choices))  # fmt: skip
     out = results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                   grid_points, price)  # fmt: skip
-    return dataclasses.replace(out, recorded=usage)
+    return dataclasses.replace(out, recorded=usage, as_sent=choices)
 
 
 def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point],
-         threads: int | None = None,
-         recorded: list[dict[str, Any]] | None = None) -> pa.Table:  # fmt: skip
+         threads: int | None = None, recorded: list[dict[str, Any]] | None = None,
+         as_sent: AsSent | SentBaseline | None = None,
+         choices: list[dict[str, Any]] | None = None) -> pa.Table:  # fmt: skip
     if isinstance(chunk, tuple):
         return _replay_table(chunk[0], grid_points, chunk[1], threads=threads,
-                             recorded=recorded)  # fmt: skip
-    return _replay_sessions(chunk, grid_points, threads=threads, recorded=recorded)
+                             recorded=recorded, as_sent=as_sent, choices=choices)  # fmt: skip
+    return _replay_sessions(chunk, grid_points, threads=threads, recorded=recorded,
+                            as_sent=as_sent, choices=choices)  # fmt: skip
 
 
 def results(calls: pa.Table, grid_points: Iterable[Point],
@@ -476,7 +513,9 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
     for point in grid_points:
         mine = calls.filter(pc.equal(calls["policy"], point.name))
         summaries[point.name] = {"policy": point.name, **point.options,
-                                 **summarize_calls(mine, price, model)}  # fmt: skip
+                                 **summarize_calls(mine, price, model),
+                                 "count": count_label(point.config.estimate_method)}  # fmt: skip
+    counts = sorted({s["count"] for s in summaries.values()})
     rows = []
     for name, s in summaries.items():
         rows.append({
@@ -506,7 +545,8 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
     first = price[0].row if isinstance(price, Sequence) and price else price
     return Tuning(calls=calls, points=pa.Table.from_pylist(rows, schema=POINT_SCHEMA),
                   summaries=summaries, axis=key,
-                  price_row=first if isinstance(first, PriceRow) else None)  # fmt: skip
+                  price_row=first if isinstance(first, PriceRow) else None,
+                  count=", ".join(counts))  # fmt: skip
 
 
 def pareto(xs: Sequence[float], ys: Sequence[float], feasible: Sequence[bool]) -> list[bool]:

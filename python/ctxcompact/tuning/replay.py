@@ -59,7 +59,13 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
-from ctxcompact.tuning.as_sent import AsSent, as_sent_baseline, parse_as_sent
+from ctxcompact.tuning.as_sent import (
+    AsSent,
+    SentBaseline,
+    as_sent_baseline,
+    choose_baseline,
+    parse_as_sent,
+)
 from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
 from ctxcompact.tuning.calibrated import CALIBRATION_SCHEMA, calibrate_calls
 from ctxcompact.tuning.counts import count_label, with_run_method
@@ -195,7 +201,7 @@ def replay(
     system: str | None = None,
     cache: str = "5m",
     cache_ttl_s: float | None = None,
-    as_sent: str | Policy | Mapping[str, Any] | AsSent | None = None,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
     calibrate: bool = False,
 ) -> Replay:
     """Replay every run of ``data`` under ``policy`` (default: the config's).
@@ -220,9 +226,10 @@ def replay(
     sent with (``tuning.as_sent``): ``"auto"`` picks per run the candidate
     nearest its recorded prompt total, ``"none"``, ``"last-N"`` or a policy
     forces one; the choice per run is in ``sessions`` (``as_sent``,
-    ``as_sent_reason``) and ``summary["as_sent"]``. Default: the stored
-    history sent whole. ``calibrate``: each run's prompt estimates (baseline
-    and replayed) fitted to the usage its calls recorded
+    ``as_sent_reason``) and ``summary["as_sent"]``; a ``SentBaseline``
+    (``sent_baseline``) is a choice already made, applied as it is. Default:
+    the stored history sent whole. ``calibrate``: each run's prompt estimates
+    (baseline and replayed) fitted to the usage its calls recorded
     (``tuning.calibrated``); the fit and the residual per run are in
     ``sessions`` and ``summary["calibration"]``.
     """
@@ -246,8 +253,12 @@ def replay(
     sheets = sheets_for(model, cfg, prices, cache, cache_ttl_s)
     cfg = priced_policy(cfg, sheets)
     table = _table(data)
-    # exact where the model's family is known, unless a method was set (tuning/counts.py)
-    cfg = with_run_method(cfg, model_names(model), table)
+    # exact where the model's family is known, unless a method was set
+    # (tuning/counts.py); a baseline chosen already says how it was counted
+    if isinstance(sent_as, SentBaseline):
+        cfg = sent_as.counted(cfg)
+    else:
+        cfg = with_run_method(cfg, model_names(model), table)
     # The engine walks every session; those it leaves (a summary) go through
     # replay_session. cached_tokens is the raw common prefix: the cache's
     # lifetime is applied at pricing (since_previous_s).
@@ -290,6 +301,35 @@ def replay(
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
     summary |= recorded_totals(recorded, baseline)
     return Replay(calls=calls, sessions=per_session, summary=summary)
+
+
+def sent_baseline(
+    data: Session | Transcript | Iterable[Session],
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline,
+    *,
+    limits: Limits | Mapping[str, int],
+    config: CompactionConfig | Mapping[str, Any] | None = None,
+    model: str | Sequence[str] | None = None,
+    system: str | None = None,
+) -> SentBaseline:
+    """Each run's as-sent choice, made once (``tuning.as_sent``), counted as
+    ``replay`` would count it under ``model``: a ``replay(..., as_sent=...)``
+    of any policy over these runs (or some of them) applies it as it is, so
+    the candidates of a search share one baseline per run."""
+    sent_as = parse_as_sent(as_sent, "as_sent")
+    if isinstance(sent_as, SentBaseline):
+        return sent_as
+    assert sent_as is not None
+    table = _table(data)
+    cfg = with_run_method(check_config(config, "replay"), model_names(model), table)
+    window = check_window(Limits.coerce(limits), cfg)
+    facts = message_facts(table)
+    # The baseline only: nothing pruned, nothing summarized, nothing scored.
+    plain = cfg.model_copy(update={"auto": False, "mask_first": False, "prune": False})
+    calls = engine_calls(table, plain, window, summarizer=None, system=system,
+                         schema=CALL_SCHEMA, facts=facts, retention=False)  # fmt: skip
+    recorded = recorded_usage_table(table, facts)
+    return choose_baseline(table, calls, recorded, sent_as, cfg, window, system)
 
 
 _TOKENS = [n for n in CALL_SCHEMA.names if n.endswith("_tokens")]
@@ -435,6 +475,7 @@ __all__ = [
     "priced_policy",
     "replay",
     "replay_session",
+    "sent_baseline",
     "session_retention",
     "sheets_for",
     "summarize_calls",

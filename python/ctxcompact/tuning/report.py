@@ -182,7 +182,8 @@ def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
     pts = [policy_point(f"preset={n}", p, limits=limits, config=config)
            for n, p in PRESETS.items()]  # fmt: skip
     pts.append(policy_point(TUNED, result.policy, limits=limits, config=config))
-    tuning = tune_points(sessions, pts, config=config, recorded=True, **options)
+    tuning = tune_points(sessions, pts, config=config, recorded=True,
+                         as_sent=getattr(result, "baseline", None), **options)  # fmt: skip
     labels = {p.name: p.name.removeprefix("preset=") for p in pts}
     marks = [m if m.label != TUNED else Mark(TUNED, "tuned", m.figures)
              for m in marks_of(tuning, "preset", labels)]  # fmt: skip
@@ -541,6 +542,36 @@ def _priced_by(tuning: Tuning) -> str:
     return f'<p class="priced">Costs priced by the price table\'s {html.escape(text)}.</p>{more}'
 
 
+def _counted(tuning: Tuning) -> str:
+    """Which count the figures use, and the baseline each run was replayed
+    against (the stored history sent whole, or as sent: ``tune(...,
+    as_sent=...)``), with the choice per run."""
+    text = ""
+    if tuning.count:
+        text += (f'<p class="count">Prompt tokens counted as: {html.escape(tuning.count)} '
+                 "(exact in the priced model's tokenizer family where it is known, else "
+                 "the estimate).</p>")  # fmt: skip
+    if tuning.as_sent is None:
+        return text + ('<p class="as-sent">Baseline: each run\'s stored history sent '
+                       "whole.</p>")  # fmt: skip
+    picked = Counter(str(c["as_sent"]) for c in tuning.as_sent)
+    said = ", ".join(f"{html.escape(k)} ({n:,})" for k, n in picked.most_common())
+    rows = "".join(
+        f"<tr><td>{html.escape(str(c['session_id']))}</td><td>{html.escape(str(c['as_sent']))}"
+        f"</td><td>{html.escape(str(c['as_sent_reason']))}</td>"
+        f"<td>{_shown('as_sent_prompt_tokens', c['as_sent_prompt_tokens'])}</td>"
+        f"<td>{_shown('recorded_prompt_tokens', c['recorded_prompt_tokens'])}</td></tr>"
+        for c in tuning.as_sent[:RECORDED_SHOWN]
+    )
+    more = (f"<p>The first {RECORDED_SHOWN} of {len(tuning.as_sent):,} runs are listed.</p>"
+            if len(tuning.as_sent) > RECORDED_SHOWN else "")  # fmt: skip
+    return (f'{text}<section id="as-sent"><p class="as-sent">Baseline: each run replayed as it '
+            f"was sent, under the policy chosen per run: {said}.</p>"
+            '<table class="as-sent"><thead><tr><th>session</th><th>as sent</th><th>why</th>'
+            "<th>prompt tokens</th><th>recorded</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>{more}</section>")  # fmt: skip
+
+
 def _front_caption(tuning: Tuning, s: Series, first: bool, marks: Sequence[Mark]) -> str:
     text = front_caption(tuning) if first else (
         f"Cost under {s.sheet} against retention over the grid; the front under this "
@@ -603,7 +634,7 @@ def render_report(tuning: Tuning, *, title: str = "ctxcompact policy grid",
         f"<p>{points.num_rows} policies replayed over {sessions:,} sessions "
         f"({calls.num_rows:,} model calls in all). Replay fixes the runs' own actions: it "
         "shows what each call would have been sent, not what the agent would then have "
-        f"done.</p>{_priced_by(tuning)}"
+        f"done.</p>{_priced_by(tuning)}{_counted(tuning)}"
         f"{_table(points, tuning.summaries)}{body}{marked}{_recorded_section(tuning)}{rest}"
         "</body></html>"
     )

@@ -49,8 +49,16 @@ from ctxcompact.models import Session
 from ctxcompact.policy import PRESETS, Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.as_sent import AsSent, SentBaseline, parse_as_sent
 from ctxcompact.tuning.cache import model_names
-from ctxcompact.tuning.replay import _sessions, check_config, check_number, replay, sheets_for
+from ctxcompact.tuning.replay import (
+    _sessions,
+    check_config,
+    check_number,
+    replay,
+    sent_baseline,
+    sheets_for,
+)
 
 Objective = Literal["cost", "tokens"]
 OBJECTIVES: tuple[str, ...] = ("cost", "tokens")
@@ -215,7 +223,7 @@ def _unit(seed: int, sid: str) -> float:
 #: What a search reports of one replay.
 FIGURES = ("sessions", "calls", "cost", "baseline_cost", "prompt_tokens",
            "baseline_prompt_tokens", "retention", "compaction_retention", "compactions",
-           "over_window")  # fmt: skip
+           "over_window", "count")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -236,7 +244,9 @@ class SearchResult:
     held-out split; ``goal_met``: the policy is feasible on the held-out split
     (retention at least ``min_retention``, no prompt over the window) and no
     preset feasible there is cheaper (on ``objective``); ``trials``: every
-    replay the search ran (``len(trials) <= budget``)."""
+    replay the search ran (``len(trials) <= budget``); ``baseline``: each
+    run's as-sent baseline (``search(..., as_sent=...)``), chosen once for
+    every replay (``None``: the stored history sent whole)."""
 
     policy: Policy
     objective: str
@@ -249,6 +259,17 @@ class SearchResult:
     train_ids: list[str]
     held_out_ids: list[str]
     trials: list[Trial] = field(default_factory=list)
+    baseline: SentBaseline | None = None
+
+    @property
+    def as_sent(self) -> list[dict[str, Any]] | None:
+        """Per run, the policy its baseline was replayed under and why."""
+        return list(self.baseline.choices) if self.baseline is not None else None
+
+    @property
+    def count(self) -> str:
+        """Which count the figures use (``tuning.counts``)."""
+        return str(self.held_out["count"])
 
     def feasible(self, figures: Mapping[str, Any]) -> bool:
         return _feasible(figures, self.min_retention)
@@ -477,13 +498,18 @@ def search(
     holdout: float = 0.3,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> SearchResult:
     """Search ``space`` for the policy of least ``objective`` at retention at
     least ``min_retention`` on a training split, and report it and every
     preset on the held-out split (see the module doc). ``budget``: replays
     (a candidate on a subset of the training split is one). ``progress(done,
-    budget)`` after each replay. Every option is checked before any replay."""
+    budget)`` after each replay. ``as_sent``: each run's baseline replayed as
+    it was sent (``replay``'s), chosen once per run over the whole corpus and
+    shared by every replay (``SearchResult.baseline``). Every option is
+    checked before any replay."""
     cfg = check_config(config, "search")
+    sent_as = parse_as_sent(as_sent, "as_sent")
     models = model_names(model)
     objective = check_search_options(objective, min_retention, budget, method, models)
     dims = load_space(space, cfg.policy)
@@ -491,6 +517,8 @@ def search(
     sheets_for(model, cfg, prices, cache)  # an unknown model fails before any replay
     sessions = {s.id: s for s in _sessions(corpus)}
     train, held = split(sessions, holdout, seed)
+    baseline = None if sent_as is None else sent_baseline(
+        list(sessions.values()), sent_as, limits=window, config=cfg, model=model)  # fmt: skip
     rng = random.Random(seed)
     order = sorted(train, key=lambda s: _unit(seed + 1, s))  # the rungs' subsets
     done = 0
@@ -498,7 +526,7 @@ def search(
     def run(chosen: list[Session], policy: Policy) -> dict[str, Any]:
         nonlocal done
         s = replay(chosen, policy, limits=window, config=cfg, model=model, prices=prices,
-                   cache=cache).summary  # fmt: skip
+                   cache=cache, as_sent=baseline).summary  # fmt: skip
         done += 1
         if progress is not None:
             progress(done, budget)
@@ -526,7 +554,7 @@ def search(
     return SearchResult(policy=best.policy, objective=objective, min_retention=min_retention,
                         method=method, train=best.figures, held_out=held_out, presets=presets,
                         goal_met=goal, train_ids=train, held_out_ids=held,
-                        trials=trials)  # fmt: skip
+                        trials=trials, baseline=baseline)  # fmt: skip
 
 
 __all__ = [
