@@ -28,6 +28,7 @@ __all__ = [
     "estimate_tokens",
     "estimate_tokens_array",
     "estimator_table",
+    "ingest_bytes",
     "ingest_jsonl",
     "load_vocabulary",
     "mark_rows",
@@ -37,6 +38,7 @@ __all__ = [
     "pivot_ranges",
     "prune",
     "replay",
+    "sent_messages",
     "take_strings",
     "text_hashes",
     "tool_targets",
@@ -106,6 +108,17 @@ def estimate_messages(
     keep_thinking: int = 0,
     threads: int | None = None,
 ) -> tuple[Any, Any, Any]: ...
+def sent_messages(
+    table: Any,
+    *,
+    method: str = "opencode",
+    overhead: int = 4,
+    clear_inputs: bool = False,
+    truncate_output: int | None = None,
+    placeholder: str = "opencode",
+    keep_thinking: int = 0,
+    threads: int | None = None,
+) -> tuple[Any, Any, Any, Any]: ...
 def cleared_placeholder(
     tool: str, input: str | None, output: str, part_id: str, *, describe: bool = True
 ) -> str: ...
@@ -120,6 +133,9 @@ def ingest_jsonl(
     threads: int | None = None,
     chunk_bytes: int = 1048576,
     id_bases: list[str | None] | None = None,
+) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+def ingest_bytes(
+    data: bytes, format: str, name: str = "<memory>", on_error: str = "raise"
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
 
 @final

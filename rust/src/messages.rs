@@ -118,21 +118,14 @@ pub fn estimates_of(
     known: &[(usize, u64)],
     only: Option<&Visible>,
 ) -> Result<Vec<MessageTokens>> {
-    // Only the newest `keep_thinking` assistant messages send their reasoning.
-    let mut steps = messages
-        .iter()
-        .filter(|m| m.role == role::ASSISTANT)
-        .count();
+    let thinking = sends_thinking(messages, config.render.keep_thinking);
     // `known` is sorted by row, as are the messages: each message gets its
     // own slice of it, found by a cursor instead of a search per part.
     let mut k = 0;
     messages
         .iter()
-        .map(|msg| {
-            if msg.role == role::ASSISTANT {
-                steps -= 1;
-            }
-            let thinking = (steps as u64) < u64::from(config.render.keep_thinking);
+        .zip(thinking)
+        .map(|(msg, thinking)| {
             while k < known.len() && known[k].0 < msg.rows.start {
                 k += 1;
             }
@@ -149,6 +142,49 @@ pub fn estimates_of(
                 row: msg.rows.start,
                 tokens,
             })
+        })
+        .collect()
+}
+
+/// Per message, whether it sends its reasoning: only the newest `keep`
+/// assistant messages do (`reasoning_content`).
+fn sends_thinking(messages: &[Message], keep: u32) -> Vec<bool> {
+    let mut steps = messages
+        .iter()
+        .filter(|m| m.role == role::ASSISTANT)
+        .count();
+    messages
+        .iter()
+        .map(|msg| {
+            if msg.role == role::ASSISTANT {
+                steps -= 1;
+            }
+            (steps as u64) < u64::from(keep)
+        })
+        .collect()
+}
+
+/// Per session, every model message its stored messages are sent as
+/// (`model_messages`), oldest first: `estimate_messages` split by model
+/// message (an assistant's call message and each of its results), so a
+/// chat list read as a session gets one count per chat message.
+pub fn sent_messages(
+    table: &PartTable<'_>,
+    config: MessageEstimateConfig,
+) -> Result<Vec<Vec<Sent>>> {
+    table.check_lengths(config.method, true)?;
+    (0..table.sessions.len())
+        .into_par_iter()
+        .map(|s| {
+            let messages = table.messages(s)?;
+            let thinking = sends_thinking(&messages, config.render.keep_thinking);
+            let mut out = Vec::new();
+            for (msg, thinking) in messages.iter().zip(thinking) {
+                model_messages(table, msg, config, thinking, &[], &mut |sent| {
+                    out.push(sent)
+                })?;
+            }
+            Ok(out)
         })
         .collect()
 }
@@ -1443,6 +1479,51 @@ mod tests {
             user("c", vec![compaction()]),
         ]);
         assert_eq!(got, vec![4 + 2, 4 + 1 + 1 + 4 + 25, 0, 4 + 6]);
+    }
+
+    #[test]
+    fn sent_messages_split_each_message_estimate_by_model_message() {
+        let reasoning = P {
+            kind: "reasoning",
+            output: Some("thinking".into()),
+            ..Default::default()
+        };
+        let msgs = vec![
+            user("u", vec![text("ab"), text("cd")]),
+            assistant(
+                "a",
+                "u",
+                vec![reasoning.clone(), tool("read", 100), tool("ls", 8)],
+            ),
+            assistant("b", "u", vec![reasoning, text("done")]),
+        ];
+        let config = render(Render {
+            keep_thinking: 1,
+            ..Render::default()
+        });
+        let batches = [batch(&[("s", msgs.clone())])];
+        let cols = Columns::from_batches(&batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let sent = sent_messages(&table, config).unwrap().remove(0);
+        let kinds: Vec<SentKind> = sent.iter().map(|s| s.kind).collect();
+        use SentKind::{Message as M, Result as R};
+        assert_eq!(kinds, vec![M, M, R, R, M]);
+        // per stored message, the model messages sum to its estimate
+        let per_message = run_with(msgs, config);
+        let starts = table.messages(0).unwrap();
+        let summed: Vec<u64> = starts
+            .iter()
+            .map(|m| {
+                sent.iter()
+                    .filter(|s| m.rows.contains(&s.row))
+                    .map(|s| s.tokens)
+                    .sum()
+            })
+            .collect();
+        assert_eq!(summed, per_message);
+        // a result's row is its tool part's; only the newest step's reasoning is sent
+        assert_eq!(sent[3].tokens, 4 + 2);
+        assert!(sent[4].tokens > 4 + 1);
     }
 
     #[test]

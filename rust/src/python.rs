@@ -22,7 +22,10 @@ use crate::compact::{compact, SessionCompaction};
 use crate::error::CoreError;
 use crate::estimate::{estimate, estimate_array, Method};
 use crate::ingest::{self, OnError, Options};
-use crate::messages::{estimate_messages as estimate_messages_core, MessageEstimateConfig};
+use crate::messages::{
+    estimate_messages as estimate_messages_core, sent_messages as sent_messages_core,
+    MessageEstimateConfig, SentKind,
+};
 use crate::overflow::{self, ModelLimits, OverflowConfig, TokenUsage};
 use crate::parallel;
 use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
@@ -701,6 +704,61 @@ fn estimate_messages(
     Ok((u64_array(rows), u64_array(tokens), u64_array(sessions)))
 }
 
+/// Returns, per model message (`messages::sent_messages`: an assistant's
+/// call message, each result), its row (the message's first row, or the
+/// tool part's for a result), its tokens, its kind (0: the message, 1: a
+/// `tool` result, 2: a text-protocol step's result) and its session index.
+#[pyfunction]
+#[pyo3(signature = (
+    table, *, method = "opencode", overhead = 4, clear_inputs = false,
+    truncate_output = None, placeholder = "opencode", keep_thinking = 0, threads = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn sent_messages(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    method: &str,
+    overhead: u64,
+    clear_inputs: bool,
+    truncate_output: Option<u64>,
+    placeholder: &str,
+    keep_thinking: u32,
+    threads: Option<usize>,
+) -> PyResult<(PyArray, PyArray, PyArray, PyArray)> {
+    let config = MessageEstimateConfig {
+        method: parse_method(py, method)?,
+        overhead,
+        render: Render {
+            clear_inputs,
+            truncate_output,
+            describe: parse_placeholder(py, placeholder)?,
+            keep_thinking,
+        },
+    };
+    let columns = scan(py, table, Scan::Estimate, threads, |t| {
+        let mut columns: [Vec<u64>; 4] = Default::default();
+        for (s, sent) in sent_messages_core(t, config)?.into_iter().enumerate() {
+            for m in sent {
+                let kind = match m.kind {
+                    SentKind::Message => 0,
+                    SentKind::Result => 1,
+                    SentKind::Observation => 2,
+                };
+                for (column, value) in
+                    columns
+                        .iter_mut()
+                        .zip([m.row as u64, m.tokens, kind, s as u64])
+                {
+                    column.push(value);
+                }
+            }
+        }
+        Ok(columns)
+    })?;
+    let [rows, tokens, kinds, sessions] = columns.map(u64_array);
+    Ok((rows, tokens, kinds, sessions))
+}
+
 /// Replay every session of `table` call by call (`replay::replay`): the
 /// view and the mask are policy dicts (as `prune` takes), the message facts
 /// one entry per message in table order. Returns the per-call columns
@@ -942,6 +1000,26 @@ fn ingest_jsonl(
     ingest_out(py, out)
 }
 
+/// JSONL lines in memory (`data`, read as the file `name` would be) to part
+/// rows: `ingest_jsonl` without a file (a chat list a runtime holds).
+#[pyfunction]
+#[pyo3(signature = (data, format, name = "<memory>", on_error = "raise"))]
+fn ingest_bytes(
+    py: Python<'_>,
+    data: &[u8],
+    format: &str,
+    name: &str,
+    on_error: &str,
+) -> PyResult<IngestOut> {
+    let read = || -> Result<ingest::Ingested, CoreError> {
+        let source = ingest::Source::new(name, data, format.parse::<ingest::Format>()?);
+        let options = Options::new(on_error.parse::<OnError>()?);
+        parallel::run(None, || ingest::ingest(&[source], &options))
+    };
+    let out = read().map_err(|e| to_pyerr(py, e))?;
+    ingest_out(py, out)
+}
+
 /// JSONL files read window by window (`ingest::Stream`): each `next` maps
 /// about `window_bytes` of whole lines with the GIL released and returns
 /// `(table, rejected, lines, sessions)`, the counts of everything so far.
@@ -1023,6 +1101,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(take_strings, m)?)?;
     m.add_function(wrap_pyfunction!(pivot_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(sent_messages, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;

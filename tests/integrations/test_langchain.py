@@ -291,11 +291,12 @@ def replay(allow: int) -> tuple[Agent, CompactionMiddleware, list[tuple[int, int
 
 
 def sent_tokens(messages: list[BaseMessage]) -> int:
-    """The estimate of what a model call received, from LangChain's own OpenAI form."""
-    from ctxcompact.scans.chat import estimate_chat_messages
+    """The engine's estimate of what a model call received, from LangChain's
+    own OpenAI form (counted as a stored session of it is: ``chat_counts``)."""
+    from ctxcompact.scans.chatrows import chat_counts
     from langchain_core.messages import convert_to_openai_messages
 
-    return estimate_chat_messages(convert_to_openai_messages(messages))
+    return sum(chat_counts(convert_to_openai_messages(messages)))
 
 
 def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:

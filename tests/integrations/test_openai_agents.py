@@ -231,12 +231,13 @@ def replay(allow: int) -> tuple[list[Any], CompactingSession, list[tuple[int, in
 
 def session_part(sent: list[dict[str, Any]]) -> int:
     """The estimate of what the session gave a turn's first call: the messages
-    between the agent's instructions and the turn's new input, as sent."""
-    from ctxcompact.scans.chat import estimate_chat_messages
+    between the agent's instructions and the turn's new input, as sent
+    (counted as a stored session of it is: ``chat_counts``)."""
+    from ctxcompact.scans.chatrows import chat_counts
 
     assert sent[0] == {"role": "system", "content": "You read files."}
     assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("please read f")
-    return estimate_chat_messages(sent[1:-1])
+    return sum(chat_counts(sent[1:-1]))
 
 
 def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:

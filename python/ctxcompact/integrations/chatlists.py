@@ -6,7 +6,11 @@ family on it: the pairing check (or its repair, reported), the policy's
 masking for what the model sees at every step, and a split-point summary
 (``compact_messages`` with ``mask_first``) when even the masked history
 fills the window's threshold. Tool calls and their results are never split;
-the records, events, hooks and metrics are the live lifecycle's.
+the records, events, hooks and metrics are the live lifecycle's. The fates
+(which results are cleared or cut) and every count come from the engine: the
+chat list is read by the core's chat mapper and run through prune and the
+per-message estimates (``scans/chatrows.py``), so a history gets the fates
+and counts of the same history stored as a session.
 """
 
 from __future__ import annotations

@@ -36,12 +36,11 @@ from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.live.prompts import SUMMARY_HEADING
 from ctxcompact.live.summary import Summarizer, SummaryOutcome
 from ctxcompact.scans.chat import (
-    chat_tokens,
     content_text,
-    estimate_chat_message,
     tool_blocks_as_chat,
     validate_chat_messages,
 )
+from ctxcompact.scans.chatrows import chat_counts
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.masking import mask_chat_messages
 from ctxcompact.scans.overflow import Limits, TokenBudget, check_window
@@ -127,8 +126,17 @@ def select_split(
     keep_messages: int = 10,
     method: EstimateMethod = "opencode",
     overhead: int = 4,
+    counts: Sequence[int] | None = None,
 ) -> Split:
-    """Divide ``messages`` into system, previous summary, head and tail."""
+    """Divide ``messages`` into system, previous summary, head and tail.
+
+    ``counts``: each message's estimate (``chat_counts``, the engine's);
+    ``None``: counted here with ``method`` and ``overhead``."""
+    if counts is None:
+        counts = chat_counts(messages, method=method, overhead=overhead)
+    if len(counts) != len(messages):
+        raise ConfigError(f"{len(counts)} counts given for {len(messages)} messages",
+                          column="counts")  # fmt: skip
     start = lead = leading_system(messages)
     system = messages[0] if lead else None
     previous, previous_round = None, 0
@@ -142,7 +150,7 @@ def select_split(
             raise ConfigError("keep_policy='tokens' needs keep_tokens", column="keep_tokens")
         boundary, used = len(messages), 0
         while boundary > start:
-            cost = estimate_chat_message(messages[boundary - 1], method=method, overhead=overhead)
+            cost = counts[boundary - 1]
             if used + cost > keep_tokens:
                 break
             used += cost
@@ -178,25 +186,23 @@ def keep_tokens_for(config: CompactionConfig, context: int, output: int = 0) -> 
 
 def should_compact(
     messages: Sequence[Message], *, context: int, config: CompactionConfig | None = None,
-    output: int = 0,
+    output: int = 0, counts: Sequence[int] | None = None,
 ) -> bool:  # fmt: skip
     """Proactive check: the history fills ``proactive_threshold`` of the usable window.
 
-    A window the output reserve leaves no input room in is a ``ConfigError``
-    (``check_window``), as the ``Compactor`` refuses it."""
+    ``counts``: each message's estimate (``chat_counts``; ``None``: counted
+    here). A window the output reserve leaves no input room in is a
+    ``ConfigError`` (``check_window``), as the ``Compactor`` refuses it."""
     cfg = config or CompactionConfig()
     if context:
         check_window(Limits.coerce({"context": context, "output": output}), cfg)
+    if counts is None:
+        counts = chat_counts(messages, method=cfg.estimate_method, overhead=cfg.message_overhead)
     # What a split can remove: everything after the leading system messages.
     lead = leading_system(messages)
-    system, rest = messages[:lead], messages[lead:]
     budget = TokenBudget.for_limits(
         Limits(context=context, output=output),
-        history_tokens=chat_tokens(rest, method=cfg.estimate_method,
-                                              overhead=cfg.message_overhead),
-        system_tokens=chat_tokens(system, method=cfg.estimate_method,
-                                             overhead=cfg.message_overhead),
-        config=cfg,
+        history_tokens=sum(counts[lead:]), system_tokens=sum(counts[:lead]), config=cfg,
     )  # fmt: skip
     return budget is not None and budget.should_compact
 
@@ -229,22 +235,20 @@ class _Run:
         self.instructions = instructions
         originals = messages
         #: What the model is sent of the input (with mask_first: the policy's
-        #: masked list), its size (the record's and the hook's ``tokens_before``)
-        #: and the input's own size before masking.
-        messages = self.sent(messages)
-        self.tokens_before = self._tokens(messages)
-        self.unmasked_tokens_before = (self.tokens_before if messages is originals
-                                       else self._tokens(originals))  # fmt: skip
+        #: masked list), each message's count (the engine's), their sum (the
+        #: record's and the hook's ``tokens_before``) and the input's own size
+        #: before masking.
+        messages, self.counts, self.unmasked_tokens_before = self.sent(messages)
+        self.tokens_before = sum(self.counts)
         #: With mask_first: whether the masked list fits without a summary.
         self.masked_enough = messages is not originals and not should_compact(
-            messages, context=context, config=config, output=output
+            messages, context=context, config=config, output=output, counts=self.counts
         )
         self.messages = messages
         self.split = select_split(
             messages, keep_policy=config.keep_policy,
             keep_tokens=self.keep_tokens,
-            keep_messages=config.keep_messages, method=config.estimate_method,
-            overhead=config.message_overhead,
+            keep_messages=config.keep_messages, counts=self.counts,
         )  # fmt: skip
         #: What the summarizer reads: the head as it was before masking (outputs
         #: cut to summary_recall_tokens), so the summary integrates what was masked.
@@ -255,20 +259,22 @@ class _Run:
             head = originals[self.split.head_start : self.split.boundary]
             self.head = [_cut_result(m, config.summary_recall_tokens) for m in head]
 
-    def sent(self, messages: Sequence[Message]) -> Sequence[Message]:
+    def sent(self, messages: Sequence[Message]) -> tuple[Sequence[Message], list[int], int]:
         """What the model is sent of ``messages``: with ``mask_first`` the
-        policy's masking (as the integrations mask every call), else the list.
-        Both sizes a record gives are of this."""
+        policy's masking (as the integrations mask every call), else the list;
+        each of its messages' counts, and the size of ``messages`` before
+        masking. Both sizes a record gives are of this."""
         cfg = self.config
         if cfg.masks_at() != "call":
-            return messages
-        return mask_chat_messages(messages, cfg.policy, method=cfg.estimate_method,
-                                  overhead=cfg.message_overhead).messages  # fmt: skip
+            counts = self._counts(messages)
+            return messages, counts, sum(counts)
+        mask = mask_chat_messages(messages, cfg.policy, method=cfg.estimate_method,
+                                  overhead=cfg.message_overhead)  # fmt: skip
+        return mask.messages, mask.counts_after, mask.tokens_before
 
-    def _tokens(self, messages: Sequence[Message]) -> int:
+    def _counts(self, messages: Sequence[Message]) -> list[int]:
         cfg = self.config
-        return chat_tokens(messages, method=cfg.estimate_method,
-                                      overhead=cfg.message_overhead)  # fmt: skip
+        return chat_counts(messages, method=cfg.estimate_method, overhead=cfg.message_overhead)
 
     def event(self) -> ev.PreCompactEvent:
         return ev.PreCompactEvent(self.session_id, self.trigger, self.reason, self.tokens_before,
@@ -286,10 +292,11 @@ class _Run:
         # the new list (the tail as the input held it) as the next call is sent
         # it: measured as tokens_before was (an integration keeps the tail whole
         # and masks every call; the policy masks the new list as it does here)
-        out = [dict(m) for m in self.sent([*lead, *self.originals[split.boundary :]])]
+        sent, counts, _ = self.sent([*lead, *self.originals[split.boundary :]])
+        out = [dict(m) for m in sent]
         record = ev.CompactionRecord(
             session_id=self.session_id, family="split", trigger=self.trigger, reason=self.reason,
-            round=round, tokens_before=self.tokens_before, tokens_after=self._tokens(out),
+            round=round, tokens_before=self.tokens_before, tokens_after=sum(counts),
             unmasked_tokens_before=self.unmasked_tokens_before,
             summary_source=outcome.source,
             summarized_message_ids=tuple(str(m["id"]) for m in split.head if "id" in m),
@@ -307,9 +314,9 @@ class _Run:
         if index is None:
             return None, False
         message = dict(self.originals[index])
-        left = self.keep_tokens - self._tokens(self.split.tail)
+        left = self.keep_tokens - sum(self.counts[self.split.boundary :])
         budget = max(left, self.keep_tokens // 4, 64)
-        if self._tokens([message]) <= budget:
+        if sum(self._counts([message])) <= budget:
             return message, False
         text = content_text(message.get("content"))
         if index == self.split.head_start and self.split.previous_summary is not None:

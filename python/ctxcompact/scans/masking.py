@@ -1,48 +1,51 @@
 """A prune policy over an OpenAI chat message list (what runtimes hold in memory).
 
-The list is read as a session (``from_openai_chat``), the policy's prune scan
-chooses the tool results to clear, and a new list comes back with those
-results replaced by the policy's placeholder (and their call arguments by
-``{}`` with ``clear_inputs``), oversized results cut by ``truncate_output``.
-Everything else is the input's own dicts, copied. The caller keeps the
-original list: that is where the cleared text stays.
+The list is read by the core as a session is (``scans/chatrows.py``: the
+native chat mapper, once), the policy's prune chooses the tool results to
+clear, and a new list comes back with those results replaced by the policy's
+placeholder (and their call arguments by ``{}`` with ``clear_inputs``),
+oversized results cut by ``truncate_output``. The sizes before and after are
+the core's per-message estimates of the same rows: a chat list gets the fates
+and counts of the same history stored as a session. Everything else is the
+input's own dicts, copied. The caller keeps the original list: that is where
+the cleared text stays.
 
 A result already cleared by an earlier round (its text starts with
 OpenCode's placeholder) counts as compacted, so a second round is idempotent.
 A tool message with ``"pinned": true`` is never cleared or cut. Reasoning
 sent back (``reasoning_content``) is kept on the newest ``keep_thinking``
-assistant messages only.
+assistant messages only (the mapper keeps it as the message's own key, not a
+reasoning part: the counts leave it out, as a stored session's do).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ctxcompact._core as _core
 from ctxcompact.errors import ConfigError
-from ctxcompact.models import AssistantMessage, Part, Session
 from ctxcompact.policy import Policy
-from ctxcompact.scans.chat import chat_tokens, validate_chat_messages
+from ctxcompact.scans.chat import validate_chat_messages
+from ctxcompact.scans.chatrows import chat_counts, is_cleared, read_chat, unmapped
 from ctxcompact.scans.content import check_chat_messages, content_text
 from ctxcompact.scans.estimate import EstimateMethod
-from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
-
-#: What every placeholder starts with (OpenCode's, and the described one).
-_CLEARED_PREFIX = CLEARED_TOOL_OUTPUT[:-1]
 
 
 @dataclass(frozen=True)
 class ChatMask:
     """The masked list, the tool call ids whose results were cleared, and the
-    estimated size of the list before and after."""
+    estimated size of the list before and after (the core's, per message in
+    ``counts_before`` / ``counts_after``: what the split-point family sizes
+    its tail by)."""
 
     messages: list[dict[str, Any]]
     cleared: list[str]
     tokens_before: int
     tokens_after: int
+    counts_before: list[int] = field(default_factory=list)
+    counts_after: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,6 @@ class _Options:
     policy: Policy
     estimate_method: str
     message_overhead: int
-
-
-def is_cleared(text: str) -> bool:
-    """The text is a placeholder a policy left (OpenCode's or the described one)."""
-    return text.startswith(_CLEARED_PREFIX)
 
 
 def mask_chat_messages(
@@ -72,23 +70,21 @@ def mask_chat_messages(
     (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
     without an earlier call, ``UnknownValueError`` for an unknown role, a
     ``TranscriptError`` for a message without content or a call without an
-    id); a message ``from_openai_chat`` cannot read (an Anthropic block) its
+    id); a message the chat mapper cannot read (an Anthropic block) its
     ``FormatError``. Each names the message index; the input is never changed.
     """
-    from ctxcompact.formats.chat import from_openai_chat
-    from ctxcompact.scans.parts import prune
-
     policy = Policy.load(policy)
     validate_chat_messages(check_chat_messages(messages))
-    session = from_openai_chat(messages, session_id="chat")
-    calls, results = _pairs(messages, session)
-    for i, part in results.items():
-        if messages[i].get("pinned") is True:
-            part.pinned = True
-        if is_cleared(content_text(messages[i].get("content"))):
-            part.mark_compacted(1)  # cleared by an earlier round: not cleared again
-    result = prune(session, _Options(policy, method, overhead))
-    chosen = set(result.part_ids)
+    if isinstance(overhead, bool) or not isinstance(overhead, int) or overhead < 0:
+        raise ConfigError(f"overhead must be a non-negative integer, got {overhead!r}",
+                          column="message_overhead")  # fmt: skip
+    rows = read_chat(messages)
+    chosen = rows.pruned(_Options(policy, method, overhead))
+    cleared_at = {rows.result_at[r]: r for r in chosen}
+    calls_cleared = {rows.message_at[r] for r in chosen}
+    answered = set(rows.result_at.values())
+    tool = rows.table.column("tool").to_pylist()
+    inputs = rows.table.column("input").to_pylist()
     out: list[dict[str, Any]] = []
     cleared: list[str] = []
     steps = sum(1 for m in messages if m.get("role") == "assistant")
@@ -98,65 +94,38 @@ def mask_chat_messages(
             steps -= 1  # newer assistant messages than this one
             if steps >= policy.keep_thinking:
                 message.pop("reasoning_content", None)  # older thinking is cleared
-        if i in calls and policy.clear_inputs:
+        if i in calls_cleared and policy.clear_inputs:
+            ids = {str(messages[at].get("tool_call_id")) for at, r in cleared_at.items()
+                   if rows.message_at[r] == i}  # fmt: skip
             message["tool_calls"] = [
                 {**call, "function": {**call.get("function", {}), "arguments": "{}"}}
-                if made is not None and made.id in chosen else call
-                for call, made in zip(raw["tool_calls"], calls[i], strict=True)
+                if str(call.get("id")) in ids else call for call in raw["tool_calls"]
             ]  # fmt: skip
-        if (result_part := results.get(i)) is not None:
+        if message.get("role") == "tool" and i in answered:
             text = content_text(raw.get("content"))
             call_id = str(raw.get("tool_call_id"))
-            if result_part.id in chosen:
+            if (row := cleared_at.get(i)) is not None:
                 cleared.append(call_id)
                 message["content"] = _core.cleared_placeholder(
-                    result_part.tool or "", _arguments(result_part), text, call_id,
+                    tool[row] or "", inputs[row], text, call_id,
                     describe=policy.placeholder == "describe",
                 )  # fmt: skip
-            elif policy.truncate_output is not None and not (
-                result_part.pinned or result_part.compacted
+            elif (
+                policy.truncate_output is not None
+                and raw.get("pinned") is not True
+                and not is_cleared(text)
             ):
                 cut = _core.truncate_output(text, policy.truncate_output)
                 if cut != text:
                     message["content"] = cut
         out.append(message)
-    estimate = {"method": method, "overhead": overhead}
-    return ChatMask(
-        messages=out,
-        cleared=cleared,
-        tokens_before=chat_tokens(messages, **estimate),  # type: ignore[arg-type]
-        tokens_after=chat_tokens(out, **estimate),  # type: ignore[arg-type]
-    )
-
-
-def _pairs(
-    messages: Sequence[Mapping[str, Any]], session: Session
-) -> tuple[dict[int, list[Part | None]], dict[int, Part]]:
-    """By list index: the tool part of each call of an assistant message, and
-    the part a tool result completed. Pairs as ``from_openai_chat`` does: a
-    result answers the newest pending call with its id (runs reuse ids), and
-    a second result for one call is its own message, not a result."""
-    assistants = iter([m for m in session.messages if isinstance(m.info, AssistantMessage)])
-    calls: dict[int, list[Part | None]] = {}
-    results: dict[int, Part] = {}
-    pending: dict[str, Part] = {}
-    for i, raw in enumerate(messages):
-        if raw.get("role") == "assistant":
-            parts = [p for p in next(assistants).parts if p.type == "tool"]
-            if raw.get("tool_calls"):
-                calls[i] = list(parts)
-            for part in parts:
-                pending[str(part.callID)] = part
-        elif raw.get("role") == "tool":
-            answered = pending.pop(str(raw.get("tool_call_id")), None)
-            if answered is not None:
-                results[i] = answered
-    return calls, results
-
-
-def _arguments(part: Any) -> str | None:
-    given = part.state.input if part.state else None
-    return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+    if unmapped(messages):  # custom calls: counted by the chat estimate
+        before = chat_counts(messages, method=method, overhead=overhead)
+        after = chat_counts(out, method=method, overhead=overhead)
+    else:
+        before = rows.counts(method=method, overhead=overhead)
+        after = rows.counts(chosen, policy.render_options(), method=method, overhead=overhead)
+    return ChatMask(out, cleared, sum(before), sum(after), before, after)
 
 
 #: What replaces the middle of a long old tool result in ``prune_tool_results``.

@@ -1,0 +1,186 @@
+"""A chat list as the engine reads it: its fates and counts from the core.
+
+An OpenAI chat list (what a runtime or a framework integration holds) is
+read once by the core's chat mapper (the ``openai-chat`` format,
+rust/src/ingest/chat.rs) into a one-session part-row table, the table a
+stored session of the same history gives. The policy's prune (prune.rs)
+chooses the tool results to clear, and the per-message estimates
+(messages.rs, ``sent_messages``: one count per model message, so one per
+chat message) size the list before and after: a chat list gets the fates
+and counts the same history gets stored as a session. Python only maps the
+answers back to the chat list's indices.
+
+Two marks the chat list carries and a stored session holds in its columns
+are set on the table: a tool message with ``"pinned": true`` is a pinned
+part, and a result already cleared by an earlier round (its text starts with
+the placeholder's prefix) a compacted one, so a second round is idempotent.
+A tool part's id is its call id (what a described placeholder names: the
+chat list knows calls by it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+import ctxcompact._core as _core
+from ctxcompact.scans.chat import estimate_chat_message
+from ctxcompact.scans.content import check_chat_messages, content_text
+from ctxcompact.scans.estimate import EstimateMethod
+from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
+
+#: What every placeholder starts with (OpenCode's, and the described one).
+_CLEARED_PREFIX = CLEARED_TOOL_OUTPUT[:-1]
+#: The key a tool message is tagged with on its way to the mapper: the
+#: mapper keeps it with the result (``result_source``), naming the chat
+#: index of the result its own pairing chose.
+_AT = "ctxcompact_at"
+_SESSION = "chat"
+#: ``sent_messages``' kinds: the message itself, a ``tool`` result.
+_MESSAGE, _RESULT = 0, 1
+
+
+def is_cleared(text: str) -> bool:
+    """The text is a placeholder a policy left (OpenCode's or the described one)."""
+    return text.startswith(_CLEARED_PREFIX)
+
+
+@dataclass(frozen=True)
+class ChatRows:
+    """A chat list read by the core's chat mapper, with where each row came from."""
+
+    #: The part rows (one session), pinned parts marked, ids the call ids.
+    table: pa.Table
+    #: How many chat messages the list holds.
+    size: int
+    #: The chat index of each row's message (a tool part: its call's message).
+    message_at: list[int]
+    #: Tool part row -> the chat index of the ``tool`` message it holds.
+    result_at: dict[int, int]
+    #: Tool part rows whose result an earlier round cleared.
+    cleared_before: list[int]
+
+    def counts(self, marked: Sequence[int] = (), render: Mapping[str, Any] | None = None, *,
+               method: str, overhead: int) -> list[int]:  # fmt: skip
+        """Per chat message, its estimate as sent (``sent_messages``) with the
+        tool parts at ``marked`` rows compacted and the policy's ``render``
+        options (placeholders, cut outputs, cleared inputs). A message the
+        model is not sent (nothing to send) counts 0, as in a stored session."""
+        table = self.table
+        if marked:
+            column = _core.mark_rows(table.column("compacted_at"),
+                                     pa.array(sorted(marked), pa.uint64()), 1)  # fmt: skip
+            table = table.set_column(table.schema.get_field_index("compacted_at"),
+                                     "compacted_at", column)  # fmt: skip
+        rows, tokens, kinds, _ = _core.sent_messages(
+            table, method=method, overhead=overhead, **(render or {})
+        )
+        out = [0] * self.size
+        for row, count, kind in zip(rows.to_pylist(), tokens.to_pylist(), kinds.to_pylist(),
+                                    strict=True):  # fmt: skip
+            at = self.message_at[row] if kind == _MESSAGE else self.result_at.get(row)
+            if at is not None:  # an unanswered call's interrupted result is not in the list
+                out[at] += count
+        return out
+
+    def pruned(self, config: Any) -> list[int]:
+        """The rows of the tool parts the policy clears (``prune`` over the
+        table, the results earlier rounds cleared counted as compacted)."""
+        from ctxcompact.scans.parts import prune
+
+        table = self.table
+        if self.cleared_before:
+            column = _core.mark_rows(table.column("compacted_at"),
+                                     pa.array(self.cleared_before, pa.uint64()), 1)  # fmt: skip
+            table = table.set_column(table.schema.get_field_index("compacted_at"),
+                                     "compacted_at", column)  # fmt: skip
+        return [int(r) for r in prune(table, config).rows.to_pylist()]
+
+
+#: Content blocks only Anthropic has (``ANTHROPIC_BLOCKS`` in formats/chat.py).
+_ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def unmapped(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """The list holds what the chat mapper does not read into rows: an
+    Anthropic block (the mapper refuses it) or an OpenAI custom (freeform)
+    tool call (read as a call without a name or input: a stored session of
+    the list loses them, docs/formats.md)."""
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, (list, tuple)) and any(
+            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC for b in content
+        ):
+            return True
+        if any(c.get("type") == "custom" or ("custom" in c and "function" not in c)
+               for c in m.get("tool_calls") or ()):  # fmt: skip
+            return True
+    return False
+
+
+def chat_counts(
+    messages: Sequence[Mapping[str, Any]], *, method: EstimateMethod = "opencode",
+    overhead: int = 4,
+) -> list[int]:  # fmt: skip
+    """Per message, its estimate as the engine counts it: the list read by
+    the chat mapper as a stored session is, each chat message its model
+    message's count (``ChatRows.counts``). A list the mapper does not read
+    whole (``unmapped``) is counted by the chat estimate
+    (``estimate_chat_message``: a tool block as its chat twin, a custom call
+    its name and input)."""
+    check_chat_messages(messages)
+    if unmapped(messages):
+        return [estimate_chat_message(m, method=method, overhead=overhead) for m in messages]
+    return read_chat(messages).counts(method=method, overhead=overhead)
+
+
+def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
+    """``messages`` (a checked OpenAI chat list) read by the core's chat mapper.
+
+    A message the mapper cannot read (an Anthropic block) is its
+    ``FormatError``. A message's own ``id`` is left out (the rows name each
+    message by its index, so ids given twice cannot merge two messages)."""
+    tagged = []
+    for i, message in enumerate(messages):
+        copy = {k: v for k, v in message.items() if k != "id"}
+        if copy.get("role") == "tool":
+            copy[_AT] = i
+        tagged.append(copy)
+    # a key the rows do not read may hold what JSON cannot: its str() is kept
+    data = json.dumps({"id": _SESSION, "messages": tagged}, ensure_ascii=False,
+                      default=str).encode()  # fmt: skip
+    raw, _rejected, _lines, _sessions = _core.ingest_bytes(data, "openai-chat", name="chat list")
+    table = pa.table(raw)
+    prefix = len(_SESSION) + 2  # "chat-m000012" -> 12
+    message_at = [-1 if m is None else int(m[prefix:])
+                  for m in table.column("message_id").to_pylist()]  # fmt: skip
+    result_at: dict[int, int] = {}
+    cleared: list[int] = []
+    types = table.column("part_type").to_pylist()
+    part_json = table.column("part_json").to_pylist()
+    part_ids = table.column("part_id").to_pylist()
+    for row, kind in enumerate(types):
+        if kind != "tool":
+            continue
+        part = json.loads(part_json[row])
+        part_ids[row] = str(part.get("callID"))
+        at = (part.get("result_source") or {}).get(_AT)
+        if not isinstance(at, int):
+            continue  # no result answered this call
+        result_at[row] = at
+        if messages[at].get("pinned") is True:
+            part_json[row] = json.dumps({**part, "pinned": True}, ensure_ascii=False)
+        if is_cleared(content_text(messages[at].get("content"))):
+            cleared.append(row)
+    for name, values in (("part_json", part_json), ("part_id", part_ids)):
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, table.schema.field(index),
+                                 pa.array(values, table.schema.field(index).type))  # fmt: skip
+    return ChatRows(table, len(messages), message_at, result_at, cleared)
+
+
+__all__ = ["ChatRows", "chat_counts", "is_cleared", "read_chat", "unmapped"]

@@ -1,0 +1,216 @@
+"""A framework history gets the fates and counts of the same history stored.
+
+Each integration converts its history (LangChain messages, pydantic-ai
+``ModelMessage``s, Agents SDK items) to a chat list and masks it
+(``ChatCompaction.view``: ``mask_chat_messages``); the same chat list
+written as an ``openai-chat`` session file, read by the native reader and
+run through the stored-session scans (``prune``, ``mark_pruned``,
+``estimate_messages``) must clear the same tool results and count every
+message the same. Random histories (hypothesis) under the presets.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact.integrations.chatlists import ChatCompaction
+from ctxcompact.live.summary import Summarizer
+from ctxcompact.policy import Policy
+from ctxcompact.scans.chatrows import chat_counts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+#: A history: steps, each a user turn (its text) or an agent step (its text
+#: and its calls: tool, argument, output size).
+Step = tuple[str, str, list[tuple[str, int, int]]]
+
+TOOLS = ("read", "bash", "grep", "skill")
+user_turns = st.tuples(st.just("user"), st.text("abc xyz", min_size=1, max_size=40), st.just([]))
+agent_steps = st.tuples(
+    st.just("agent"),
+    st.text("ok fine", max_size=20),
+    st.lists(
+        st.tuples(st.sampled_from(TOOLS), st.integers(0, 5), st.integers(0, 40_000)),
+        min_size=1, max_size=3,
+    ),
+)  # fmt: skip
+#: Mostly agent steps, so the presets' protections are passed and results cleared.
+steps = st.lists(st.one_of(user_turns, agent_steps, agent_steps, agent_steps),
+                 min_size=8, max_size=30).map(lambda s: [("user", "start", []), *s])  # fmt: skip
+CUTTING = {"keep_recent": 2, "clear_inputs": True, "truncate_output": 300}
+policies = st.sampled_from(
+    ["opencode", "swe-agent", "aggressive", "anthropic-clear-tool-uses", CUTTING]
+)
+
+
+def _output(n: int, seed: int) -> str:
+    return f"line {seed} of the output\n" * (n // 20) + "e" * (n % 20)
+
+
+def langchain_history(history: list[Step]) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Any] = []
+    for k, (kind, text, calls) in enumerate(history):
+        if kind == "user":
+            out.append(HumanMessage(text))
+            continue
+        ids = [f"call_{k}_{j}" for j in range(len(calls))]
+        out.append(AIMessage(text, tool_calls=[
+            {"name": tool, "args": {"path": f"f{arg}.py"}, "id": i, "type": "tool_call"}
+            for (tool, arg, _), i in zip(calls, ids, strict=True)]))  # fmt: skip
+        out += [ToolMessage(_output(n, k), tool_call_id=i)
+                for (_, _, n), i in zip(calls, ids, strict=True)]  # fmt: skip
+    return out
+
+
+def pydantic_ai_history(history: list[Step]) -> list[Any]:
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    out: list[Any] = []
+    for k, (kind, text, calls) in enumerate(history):
+        if kind == "user":
+            out.append(ModelRequest(parts=[UserPromptPart(text)]))
+            continue
+        ids = [f"call_{k}_{j}" for j in range(len(calls))]
+        parts: list[Any] = [TextPart(text)] if text else []
+        parts += [ToolCallPart(tool, {"path": f"f{arg}.py"}, i)
+                  for (tool, arg, _), i in zip(calls, ids, strict=True)]  # fmt: skip
+        out.append(ModelResponse(parts=parts))
+        returns = [ToolReturnPart(tool, _output(n, k), i)
+                   for (tool, _, n), i in zip(calls, ids, strict=True)]  # fmt: skip
+        out.append(ModelRequest(parts=returns))
+    return out
+
+
+def agents_history(history: list[Step]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for k, (kind, text, calls) in enumerate(history):
+        if kind == "user":
+            out.append({"role": "user", "content": text})
+            continue
+        if text:
+            out.append({"role": "assistant", "content": text})
+        ids = [f"call_{k}_{j}" for j in range(len(calls))]
+        out += [{"type": "function_call", "call_id": i, "name": tool,
+                 "arguments": json.dumps({"path": f"f{arg}.py"})}
+                for (tool, arg, _), i in zip(calls, ids, strict=True)]  # fmt: skip
+        out += [{"type": "function_call_output", "call_id": i, "output": _output(n, k)}
+                for (_, _, n), i in zip(calls, ids, strict=True)]  # fmt: skip
+    return out
+
+
+def to_chat(framework: str, history: list[Step]) -> list[dict[str, Any]]:
+    if framework == "langchain":
+        from ctxcompact.integrations.langchain import to_chat as lc_chat
+
+        return lc_chat(langchain_history(history))
+    if framework == "pydantic-ai":
+        from ctxcompact.integrations.pydantic_ai import to_chat as pa_chat
+
+        return pa_chat(pydantic_ai_history(history))[0]
+    from ctxcompact.integrations.openai_agents import to_chat as agents_chat
+
+    return agents_chat(agents_history(history))[0]
+
+
+def stored(chat: list[dict[str, Any]], policy: Policy) -> tuple[set[str], list[int], list[int]]:
+    """The chat list stored as a session file and run through the stored-session
+    scans: the call ids of the results prune clears, and each stored message's
+    estimate before (as read) and after (marked, the policy's rendering)."""
+    from ctxcompact.formats.reader import read_jsonl
+    from ctxcompact.scans.parts import estimate_messages, mark_pruned, prune
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "history.jsonl"
+        path.write_text(json.dumps({"id": "s", "messages": chat}) + "\n")
+        transcript = read_jsonl(path, "openai-chat").transcript
+    result = prune(transcript, policy)
+    rows = result.rows.to_pylist()
+    part_json = transcript.to_arrow().column("part_json").to_pylist()
+    cleared = {json.loads(part_json[r])["callID"] for r in rows}
+    before = estimate_messages(transcript, Policy()).messages.column("tokens").to_pylist()
+    after = estimate_messages(mark_pruned(transcript, result), policy)
+    return cleared, before, after.messages.column("tokens").to_pylist()
+
+
+def per_stored_message(chat: list[dict[str, Any]], counts: list[int]) -> list[int]:
+    """Chat counts summed per stored message: a tool result is part of its call's message."""
+    out: list[int] = []
+    for message, count in zip(chat, counts, strict=True):
+        if message["role"] == "tool":
+            out[-1] += count  # the histories send each call's results right after it
+        else:
+            out.append(count)
+    return out
+
+
+@pytest.mark.parametrize("framework", ["langchain", "pydantic-ai", "openai-agents"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=steps, name=policies)
+def test_a_framework_history_gets_the_fates_and_counts_of_the_stored_session(
+    framework: str, history: list[Step], name: Any
+) -> None:
+    chat = to_chat(framework, history)
+    policy = Policy.load(name)
+    compaction = ChatCompaction.build(Summarizer(None), context=1_000_000, model=None,
+                                      output=8_000, policy=policy, config=None)  # fmt: skip
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    cfg = compaction.config
+    mask = mask_chat_messages(chat, cfg.policy, method=cfg.estimate_method,
+                              overhead=cfg.message_overhead)  # fmt: skip
+    assert compaction.view(chat) == mask.messages  # what the integration sends
+    cleared, before, after = stored(chat, cfg.policy)
+    assert set(mask.cleared) == cleared
+    assert per_stored_message(chat, mask.counts_before) == before
+    assert per_stored_message(chat, mask.counts_after) == after
+    # the list sent, read again, counts what the mask said it would
+    assert chat_counts(mask.messages) == mask.counts_after
+
+
+@settings(max_examples=25, deadline=None)
+@given(history=steps)
+def test_a_described_placeholder_counts_as_the_list_sent(history: list[Step]) -> None:
+    """With the described placeholder (it names the call) the masked list, read
+    again, counts what the mask said: the engine renders what is applied."""
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    chat = to_chat("langchain", history)
+    policy = {"keep_recent": 1, "placeholder": "describe", "clear_inputs": True}
+    mask = mask_chat_messages(chat, policy)
+    assert chat_counts(mask.messages) == mask.counts_after
+    assert sum(mask.counts_after) == mask.tokens_after
+
+
+def test_arguments_count_as_a_stored_session_counts_them() -> None:
+    """Deliberate: a call's arguments count as the compact JSON a stored
+    session of the list holds (the Python chat estimate counted the text as
+    given, so the integrations' records counted `{"path": "a.py"}` one token
+    more than the same history stored)."""
+    from ctxcompact.scans.chat import estimate_chat_message
+    from ctxcompact.scans.estimate import estimate_tokens
+
+    spaced = '{"path": "f15.py"}'  # 18 characters: 5 tokens; compact, 17: 4
+    chat = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c", "type": "function",
+                 "function": {"name": "read_file", "arguments": spaced}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "body"}]  # fmt: skip
+    counts = chat_counts(chat)
+    name = estimate_tokens("read_file")
+    assert counts[1] == 4 + name + estimate_tokens('{"path":"f15.py"}')
+    assert estimate_chat_message(chat[1]) == 4 + name + estimate_tokens(spaced) == counts[1] + 1
+    _, before, _ = stored(chat, Policy())
+    assert per_stored_message(chat, counts) == before
