@@ -90,8 +90,12 @@ class Policy(BaseModel):
         description="Act only in a session whose visible context (estimated model input "
         "from the pivot on) is above this many tokens; 0 = always.",
     )
-    keep_recent: Count | None = Field(
+    # Optional counts keep their bounds here: ``int | None`` is what the
+    # search takes a range of (``tuning.search.load_space``).
+    keep_recent: int | None = Field(
         None,
+        ge=0,
+        le=U32,
         description="Keep the N newest counted tool outputs whatever their size.",
     )
     keep_recent_per_tool: bool = Field(
@@ -118,8 +122,10 @@ class Policy(BaseModel):
         False,
         description="Send a cleared call's arguments as {} too (Anthropic's clear_tool_inputs).",
     )
-    truncate_output: Tokens | None = Field(
+    truncate_output: int | None = Field(
         None,
+        ge=0,
+        le=U64,
         description="Send an output longer than 4 x N characters (about N tokens) as its first "
         "and last 2 x N characters around a marker saying how many were cut; pinned parts "
         "are never cut.",
