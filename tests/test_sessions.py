@@ -58,6 +58,23 @@ def test_unknown_role_is_rejected(export: dict[str, Any]) -> None:
         cc.Session.model_validate(export)
 
 
+def test_a_message_of_a_role_sets_only_what_is_given() -> None:
+    from ctxcompact.errors import InvalidUsageError
+    from ctxcompact.models import MessageWithParts, Part, SystemMessage
+
+    kept = MessageWithParts.of("system", "m1", "s1", source={"raw": 1})
+    assert isinstance(kept.info, SystemMessage)
+    # no parts given: none exported, as a reader keeps a record it cannot show
+    assert kept.to_export() == {
+        "info": {"id": "m1", "sessionID": "s1", "role": "system", "source": {"raw": 1}}
+    }
+    said = MessageWithParts.of("user", "m2", None, [Part(id="p", type="text", text="hi")])
+    assert said.role == "user" and [p.text for p in said.parts] == ["hi"]
+    assert said.to_export()["parts"] == [{"id": "p", "type": "text", "text": "hi"}]
+    with pytest.raises(InvalidUsageError, match="no message role 'tool'"):
+        MessageWithParts.of("tool", "m3", "s1")
+
+
 def test_columnar_round_trip_is_lossless(export: dict[str, Any]) -> None:
     other = copy.deepcopy(export)
     other["info"]["id"] = "ses_other"

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     Field,
+    NonNegativeInt,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
@@ -51,6 +52,8 @@ def _switched_on(env: str) -> bool:
 
 
 _POLICY_DEFAULTS = Policy()
+#: A share of the available window (a threshold).
+Share = Annotated[float, Field(gt=0, le=1)]
 #: OpenCode's prune fields and the policy options they set.
 PRUNE_FIELDS = {
     "prune_protect": "protect",
@@ -79,9 +82,8 @@ class CompactionConfig(BaseSettings):
         "when that cannot bring the context under the threshold; the summary then reads the "
         "outputs masked since the last round (cut to summary_recall_tokens each).",
     )
-    summary_recall_tokens: int = Field(
+    summary_recall_tokens: NonNegativeInt = Field(
         1000,
-        ge=0,
         description="With mask_first, how much of each masked output (about N tokens, head "
         "and tail) the summarizer reads in place of its placeholder.",
     )
@@ -95,14 +97,12 @@ class CompactionConfig(BaseSettings):
         "anthropic-clear-tool-uses, aggressive), a TOML/JSON file, JSON, or a table "
         "of options (docs/policies.md).",
     )
-    prune_protect: int = Field(
+    prune_protect: NonNegativeInt = Field(
         _POLICY_DEFAULTS.protect,
-        ge=0,
         description="Tokens of the newest tool outputs that prune never touches.",
     )
-    prune_minimum: int = Field(
+    prune_minimum: NonNegativeInt = Field(
         _POLICY_DEFAULTS.minimum,
-        ge=0,
         description="Prune only when more than this many tokens would be freed.",
     )
     prune_protected_tools: list[str] = Field(
@@ -124,14 +124,13 @@ class CompactionConfig(BaseSettings):
         "'<family>-conservative' (docs/estimators.md); or '<family>-exact', the "
         "family's exact counts (read from Transcript.count / ingest --count's columns).",
     )
-    message_overhead: int = Field(
-        4, ge=0, description="Tokens added per message for the role and framing."
+    message_overhead: NonNegativeInt = Field(
+        4, description="Tokens added per message for the role and framing."
     )
 
     # --- overflow (mirrors overflow.OverflowOptions)
-    output_token_max: int = Field(
+    output_token_max: NonNegativeInt = Field(
         32_000,
-        ge=0,
         description="Most tokens reserved for the answer: usable input is "
         "context - min(model output limit or this, this).",
     )
@@ -150,24 +149,20 @@ class CompactionConfig(BaseSettings):
     clamp_usable: bool = Field(False, description="Clamp a negative usable window to 0.")
 
     # --- proactive budget (seeds 001/004)
-    proactive_threshold: float = Field(
+    proactive_threshold: Share = Field(
         0.80,
-        gt=0,
-        le=1,
         description="Share of the available window at which compaction starts "
         "(below critical_threshold).",
     )
-    critical_threshold: float = Field(
+    critical_threshold: Share = Field(
         0.95,
-        gt=0,
-        le=1,
         description="Share of the available window at which compaction is urgent, even mid-turn.",
     )
-    system_reserve: int = Field(
-        0, ge=0, description="Tokens kept for the system prompt and tool definitions."
+    system_reserve: NonNegativeInt = Field(
+        0, description="Tokens kept for the system prompt and tool definitions."
     )
-    safety_buffer: int = Field(
-        0, ge=0, description="Extra tokens kept free when computing the available window."
+    safety_buffer: NonNegativeInt = Field(
+        0, description="Extra tokens kept free when computing the available window."
     )
 
     # --- split-point family: the recent tail kept verbatim
@@ -233,9 +228,8 @@ class CompactionConfig(BaseSettings):
         description="Seconds a summary call may take, retries included (sync and async); "
         "also the SDK timeout of the built-in clients unless given to the client.",
     )
-    max_retries: int = Field(
+    max_retries: NonNegativeInt = Field(
         2,
-        ge=0,
         description="Retries of a failed summary call by the built-in clients' SDKs "
         "(a max_retries= given to the client itself wins).",
     )

@@ -170,9 +170,33 @@ class SystemMessage(_Message):
 MessageInfo = Annotated[UserMessage | AssistantMessage | SystemMessage, Field(discriminator="role")]
 
 
+#: The info model of each role.
+_INFO_TYPES: dict[str, type[UserMessage] | type[AssistantMessage] | type[SystemMessage]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "system": SystemMessage,
+}
+
+
 class MessageWithParts(_Model):
     info: MessageInfo
     parts: list[Part] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        role: str,
+        id: str,
+        session_id: str | None,
+        parts: list[Part] | None = None,
+        **info: Any,
+    ) -> MessageWithParts:
+        """A ``role`` message (user, assistant or system) of ``session_id`` with
+        these info fields; ``parts`` unset when None (exported without them)."""
+        if role not in _INFO_TYPES:
+            raise InvalidUsageError(f"no message role {role!r}: one of {', '.join(_INFO_TYPES)}")
+        message = _INFO_TYPES[role](id=id, sessionID=session_id, **info)
+        return cls(info=message) if parts is None else cls(info=message, parts=parts)
 
     @property
     def id(self) -> str:

@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -24,6 +24,11 @@ from ctxcompact.errors import ConfigError
 #: where it came from, not an overflow when a scan starts.
 U64 = 2**64 - 1
 U32 = 2**32 - 1
+#: An option's type by what it counts: tokens (u64), or turns, messages
+#: and calls (u32); a price as a multiple of the input price.
+Tokens = Annotated[int, Field(ge=0, le=U64)]
+Count = Annotated[int, Field(ge=0, le=U32)]
+Ratio = Annotated[float, Field(ge=0, le=1_000, allow_inf_nan=False)]
 
 
 class Policy(BaseModel):
@@ -66,29 +71,27 @@ class Policy(BaseModel):
         description="Turn unit of protect_turns: a 'user' message (OpenCode) or an "
         "assistant 'step' (one model call of an autonomous run).",
     )
-    protect_turns: int = Field(
+    protect_turns: Count = Field(
         2,
-        ge=0,
-        le=U32,
         description="Messages newer than the N-th newest turn are never touched "
         "(OpenCode: 2 user turns, the newest exchange).",
     )
-    protect: int = Field(
-        40_000, ge=0, le=U64, description="Tokens of the newest counted tool outputs never cleared."
+    protect: Tokens = Field(
+        40_000, description="Tokens of the newest counted tool outputs never cleared."
     )
-    minimum: int = Field(
-        20_000, ge=0, le=U64, description="Act only when more than this many tokens are freed."
+    minimum: Tokens = Field(
+        20_000, description="Act only when more than this many tokens are freed."
     )
-    clear_at_least: int = Field(
-        0, ge=0, le=U64, description="Act only when at least this many tokens are freed."
+    clear_at_least: Tokens = Field(
+        0, description="Act only when at least this many tokens are freed."
     )
-    trigger: int = Field(
+    trigger: Tokens = Field(
         0,
-        ge=0,
-        le=U64,
         description="Act only in a session whose visible context (estimated model input "
         "from the pivot on) is above this many tokens; 0 = always.",
     )
+    # Optional counts keep their bounds here: ``int | None`` is what the
+    # search takes a range of (``tuning.search.load_space``).
     keep_recent: int | None = Field(
         None,
         ge=0,
@@ -110,10 +113,8 @@ class Policy(BaseModel):
         False,
         description="Walk past an output that is already cleared (OpenCode stops there).",
     )
-    min_output_tokens: int = Field(
+    min_output_tokens: Tokens = Field(
         0,
-        ge=0,
-        le=U64,
         description="Never clear an output of fewer tokens (its placeholder costs about 8).",
     )
     # --- how cleared and oversized tool parts are sent (the store keeps them whole) ---
@@ -129,10 +130,8 @@ class Policy(BaseModel):
         "and last 2 x N characters around a marker saying how many were cut; pinned parts "
         "are never cut.",
     )
-    keep_thinking: int = Field(
+    keep_thinking: Count = Field(
         0,
-        ge=0,
-        le=U32,
         description="Send the reasoning of the newest N assistant messages (as "
         "reasoning_content, which DeepSeek, vLLM and OpenRouter read); older reasoning is "
         "cleared. 0: reasoning is never sent (OpenCode's chat view).",
@@ -150,28 +149,20 @@ class Policy(BaseModel):
         "cache-read price, are worth more than writing again the prompt after the first "
         "cleared output (docs/policies.md); the selection grows until then.",
     )
-    cache_read: float = Field(
+    cache_read: Ratio = Field(
         0.1,
-        ge=0,
-        le=1_000,
-        allow_inf_nan=False,
         description="cache_aware: a cache read's price as a multiple of the input price "
         "(Anthropic 0.1, gpt-4o 0.5, gpt-4.1 0.25, no cache 1). Replay and tune set it "
         "from their first price sheet.",
     )
-    cache_write: float = Field(
+    cache_write: Ratio = Field(
         1.25,
-        ge=0,
-        le=1_000,
-        allow_inf_nan=False,
         description="cache_aware: a prompt token not read from the cache, as a multiple of "
         "the input price (Anthropic's 5-minute cache 1.25, OpenAI 1, no cache 1); at least "
         "cache_read. Replay and tune set it from their first price sheet.",
     )
-    expected_calls: int = Field(
+    expected_calls: Count = Field(
         0,
-        ge=0,
-        le=U32,
         description="cache_aware: the model calls of a whole run (a corpus statistic); the "
         "calls still to come are that less the calls so far (at least 1). 0: as many more "
         "as so far.",
@@ -322,6 +313,18 @@ class Policy(BaseModel):
         return preset + "+" + ",".join(f"{k}={json.dumps(v)}" for k, v in changes[preset].items())
 
 
+#: What the history processors that act before every model call share
+#: (SWE-agent's, Anthropic's context editing): each step is a turn, and no
+#: turn, token window, minimum or tool is protected beyond ``keep_recent``.
+_EVERY_CALL: dict[str, Any] = {
+    "acts": "call",
+    "turn": "step",
+    "protect_turns": 0,
+    "protect": 0,
+    "minimum": 0,
+    "exclude_tools": [],
+}
+
 #: Named presets; docs/policies.md gives the source of every number.
 PRESETS: dict[str, Policy] = {
     # OpenCode's session/compaction.ts: PRUNE_PROTECT 40k, PRUNE_MINIMUM 20k,
@@ -330,30 +333,11 @@ PRESETS: dict[str, Policy] = {
     "opencode": Policy(),
     # SWE-agent's default history processor: the last 5 observations are kept,
     # every older one is elided, at every step.
-    "swe-agent": (
-        _SWE_AGENT := Policy(
-            acts="call",
-            turn="step",
-            protect_turns=0,
-            protect=0,
-            minimum=0,
-            keep_recent=5,
-            exclude_tools=[],
-        )
-    ),
+    "swe-agent": (_SWE_AGENT := Policy(**_EVERY_CALL, keep_recent=5)),
     # Anthropic's clear_tool_uses_20250919 defaults: trigger at 100k input
     # tokens, keep the 3 newest tool uses, no clear_at_least, no exclusions;
     # the API checks the trigger on every request.
-    "anthropic-clear-tool-uses": Policy(
-        acts="call",
-        turn="step",
-        protect_turns=0,
-        protect=0,
-        minimum=0,
-        trigger=100_000,
-        keep_recent=3,
-        exclude_tools=[],
-    ),
+    "anthropic-clear-tool-uses": Policy(**_EVERY_CALL, trigger=100_000, keep_recent=3),
     # Ours, for small windows: stale outputs first, then everything but the two
     # newest steps (protect_turns=3: what is newer than the third newest step)
     # and the 2 newest outputs of each tool; outputs under 16

@@ -151,6 +151,16 @@ def test_a_bad_option_is_a_config_error_naming_it(options: dict[str, Any], colum
     assert e.value.column == column and column in str(e.value)
 
 
+@pytest.mark.parametrize("name", ["keep_recent", "truncate_output", "protect_turns", "protect"])
+def test_every_integer_option_takes_a_range(name: str) -> None:
+    # keep_recent and truncate_output may be None too: still integer options
+    (dim,) = load_space({name: {"low": 1, "high": 9}})
+    assert (dim.name, dim.low, dim.high) == (name, 1, 9)
+    with pytest.raises(ConfigError, match="integer option") as e:
+        load_space({"cache_read": {"low": 0, "high": 1}})
+    assert e.value.column == "cache_read"
+
+
 def test_the_space_is_read_from_toml_with_none(tmp_path: Path) -> None:
     path = tmp_path / "space.toml"
     path.write_text('[space]\nkeep_recent = ["none", 2]\nprotect = {low = 0, high = 9, log = '

@@ -22,6 +22,7 @@ from ctxcompact.errors import ConfigError
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.scans.parts import compact_pass
 from ctxcompact.transcript import Transcript
+from ctxcompact.transcript.schema import typed_columns
 
 #: Columns of the per-session report, in order. ``tokens_before`` /
 #: ``tokens_after_prune`` / ``tokens_after``: the estimated model input as the
@@ -31,20 +32,12 @@ from ctxcompact.transcript import Transcript
 #: the policy's ``minimum`` / ``clear_at_least`` compare against; so
 #: ``before - after_prune`` is less than it by the placeholders' cost (and by
 #: what ``truncate_output`` had already cut).
-REPORT_SCHEMA = pa.schema(
-    [
-        ("session_id", pa.large_string()),
-        ("parts", pa.int64()),
-        ("tokens_before", pa.int64()),
-        ("tokens_pruned", pa.int64()),
-        ("pruned_parts", pa.int64()),
-        ("tokens_after_prune", pa.int64()),
-        ("tokens_after", pa.int64()),
-        ("visible_parts", pa.int64()),
-        ("overflow_before", pa.bool_()),
-        ("overflow_after", pa.bool_()),
-    ]
-)
+REPORT_SCHEMA = pa.schema([
+    ("session_id", pa.large_string()),
+    *typed_columns(pa.int64(), "parts", "tokens_before", "tokens_pruned", "pruned_parts",
+                   "tokens_after_prune", "tokens_after", "visible_parts"),
+    *typed_columns(pa.bool_(), "overflow_before", "overflow_after"),
+])  # fmt: skip
 
 
 def compact_batch(

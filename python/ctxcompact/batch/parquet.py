@@ -299,12 +299,11 @@ def check_file_joins(files: list[Path]) -> None:
             if again:
                 (sid, mid), pid = first.message, again[0]
                 row, earlier = first.parts[pid], previous[1].parts[pid]
-                raise DuplicateSessionError(
+                raise part_read_twice(
                     f"{path}: row {row} repeats row {earlier} of {previous[0]} (session "
                     f"{sid!r}, message {mid!r}, part {pid!r}): the same part read twice "
                     "(overlapping or re-exported files?); read each row once",
-                    session_id=None if sid is None else str(sid),
-                    message_id=None if mid is None else str(mid), row=row, column="part_id",
+                    sid, mid, row,
                 )  # fmt: skip
         previous = (path, last)
 
@@ -371,13 +370,26 @@ def check_parts_once(
     (path, row), (first_path, first) = where(later), where(earlier)
     at = f"row {row}" if path is None else f"{path}: row {row}"
     of = "" if first_path == path else f" of {first_path}"
-    raise DuplicateSessionError(
+    raise part_read_twice(
         f"{at} repeats row {first}{of} (session {sid!r}, message {mid!r}, part {pid!r}): "
         "the same part twice in one message (part ids are unique within a message); "
         "read each row once",
-        session_id=None if sid is None else str(sid),
-        message_id=None if mid is None else str(mid), row=row, column="part_id",
+        sid, mid, row,
     )  # fmt: skip
+
+
+def part_read_twice(
+    message: str, session_id: Any, message_id: Any, row: int
+) -> DuplicateSessionError:
+    """The error for a part read twice (``check_file_joins``, ``check_parts_once``,
+    a Ray block's check): the ids as strings where known, ``row`` the later one's."""
+    return DuplicateSessionError(
+        message,
+        session_id=None if session_id is None else str(session_id),
+        message_id=None if message_id is None else str(message_id),
+        row=row,
+        column="part_id",
+    )
 
 
 def _tail_start(session_ids: pa.ChunkedArray | pa.Array) -> int:

@@ -40,7 +40,7 @@ from ctxcompact._atomic import ReadOnlyFileError, keep_mode, read_only
 from ctxcompact._extras import from_extra
 from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import compact_batch
-from ctxcompact.batch.parquet import _PART_KEY, _plain, repeated_part
+from ctxcompact.batch.parquet import _PART_KEY, _plain, part_read_twice, repeated_part
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionError,
@@ -143,12 +143,11 @@ def _no_part_twice(batch: pa.Table, files: Any) -> None:
     if files is not None:
         first, then = files[earlier].as_py(), files[row].as_py()
         where = f" in {first}" if first == then else f" (in {first} and {then})"
-    raise DuplicateSessionError(
+    raise part_read_twice(
         f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{where}, rows "
         f"{earlier} and {row} of a block: overlapping or re-exported files, or a row "
         "written twice? read each row once",
-        session_id=None if sid is None else str(sid),
-        message_id=None if mid is None else str(mid), row=row, column="part_id",
+        sid, mid, row,
     )  # fmt: skip
 
 

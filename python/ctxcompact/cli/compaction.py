@@ -113,10 +113,7 @@ def compact(
     as_json: JsonOption = False,
 ) -> None:
     """Prune, mark and pivot-filter every session; report what each one keeps."""
-    cfg = settings.load()
-    limits, usable = _limits(context, output_limit, cfg)
-    _check_outputs({"--output": output, "--report": report}, inputs)
-    _note_prune_off(cfg)
+    cfg, limits, usable = _settings(settings, context, output_limit, output, report, inputs)
     transcript = _load_verified(inputs, reading, as_json, verify)
     with _status(f"compacting {transcript.num_rows:,} rows", as_json):
         stats, parts = compact_batch(transcript, cfg, limits=limits, parts=True)
@@ -130,6 +127,23 @@ def compact(
         "usable_context": usable if limits is None or usable is not None else "unlimited",
         "sessions_still_over_limit": None if usable is None else len(over),
     }, as_json)  # fmt: skip
+
+
+def _settings(
+    settings: Compaction,
+    context: int | None,
+    output_limit: int | None,
+    output: Path | None,
+    report: Path | None,
+    inputs: list[Path],
+) -> tuple[CompactionConfig, dict[str, int] | None, int | None]:
+    """A compaction's config and window (``_limits``), its --output and
+    --report checked, the note when pruning is off (compact and batch)."""
+    cfg = settings.load()
+    limits, usable = _limits(context, output_limit, cfg)
+    _check_outputs({"--output": output, "--report": report}, inputs)
+    _note_prune_off(cfg)
+    return cfg, limits, usable
 
 
 def _note_prune_off(cfg: CompactionConfig) -> None:
@@ -175,10 +189,7 @@ def batch(
     _no_stdio(output, "--output", "stdout")
     if output is None and report is None:
         raise typer.BadParameter("nothing to write: give an --output (-o), a --report, or both")
-    cfg = settings.load()
-    limits, usable = _limits(context, output_limit, cfg)
-    _check_outputs({"--output": output, "--report": report}, inputs)
-    _note_prune_off(cfg)
+    cfg, limits, usable = _settings(settings, context, output_limit, output, report, inputs)
     # session files: a Parquet first
     sources, read_as, found, rejected = _parquet_sources(inputs, on_error)
     ingested = [f for f in found if f.status == "read"]

@@ -81,38 +81,6 @@ def to_anthropic_messages(
     return "\n\n".join(system), out
 
 
-class AnthropicClient(SdkClient):
-    """``complete`` / ``acomplete`` through ``messages.create`` (streamed by default)."""
-
-    def _make(self, asynchronous: bool) -> Any:
-        sdk = _sdk()
-        return (sdk.AsyncAnthropic if asynchronous else sdk.Anthropic)(**self._sdk_options())
-
-    def _params(self, request: SummaryRequest) -> dict[str, Any]:
-        # The compaction agent defines no tools: calls and results go as text.
-        system, messages = to_anthropic_messages(tools_as_text(request.messages))
-        params: dict[str, Any] = {
-            "model": request.model or self.model,
-            "system": "\n\n".join(s for s in (request.system, system) if s),
-            "messages": messages,
-            "max_tokens": request.max_tokens,
-        }
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if self.stream:
-            params["stream"] = True
-        return params
-
-    def _create(self, sdk: Any) -> Any:
-        return sdk.messages.create
-
-    def _reply(self, result: Any) -> SummaryResponse:
-        return _from_message(result)
-
-    def _drain(self) -> _Drain:
-        return _Drain()
-
-
 def _from_message(message: Any) -> SummaryResponse:
     if not hasattr(message, "content"):
         # The SDK hands back the body as it came when it is not JSON (a proxy's page).
@@ -160,6 +128,35 @@ class _Drain:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
         )
+
+
+class AnthropicClient(SdkClient):
+    """``complete`` / ``acomplete`` through ``messages.create`` (streamed by default)."""
+
+    def _make(self, asynchronous: bool) -> Any:
+        sdk = _sdk()
+        return (sdk.AsyncAnthropic if asynchronous else sdk.Anthropic)(**self._sdk_options())
+
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
+        # The compaction agent defines no tools: calls and results go as text.
+        system, messages = to_anthropic_messages(tools_as_text(request.messages))
+        params: dict[str, Any] = {
+            "model": request.model or self.model,
+            "system": "\n\n".join(s for s in (request.system, system) if s),
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.stream:
+            params["stream"] = True
+        return params
+
+    def _create(self, sdk: Any) -> Any:
+        return sdk.messages.create
+
+    _reply = staticmethod(_from_message)
+    _drain = _Drain
 
 
 __all__ = ["AnthropicClient", "to_anthropic_messages"]

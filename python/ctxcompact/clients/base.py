@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -139,18 +140,16 @@ class SdkClient:
         return await self._acomplete(request)
 
     # What a subclass names: the SDK's call, its parameters, and how a reply
-    # (whole, or streamed events drained) becomes a ``SummaryResponse``.
+    # becomes a ``SummaryResponse``: whole (``_reply``), or its streamed
+    # events drained (``_drain()``: a new accumulator, ``add(event)``,
+    # ``response()``).
+    _reply: Callable[[Any], SummaryResponse]
+    _drain: Callable[[], Any]
+
     def _create(self, sdk: Any) -> Any:
         raise NotImplementedError
 
     def _params(self, request: SummaryRequest) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _reply(self, result: Any) -> SummaryResponse:
-        raise NotImplementedError
-
-    def _drain(self) -> Any:
-        """A new accumulator of stream events (``add(event)``, ``response()``)."""
         raise NotImplementedError
 
     def _complete(self, request: SummaryRequest) -> SummaryResponse:

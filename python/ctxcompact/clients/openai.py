@@ -18,45 +18,6 @@ def _sdk() -> Any:
                       SummaryClientError)  # fmt: skip
 
 
-class OpenAIChatClient(SdkClient):
-    """``complete`` / ``acomplete`` through ``chat.completions.create``.
-
-    ``stream=True`` (default) drains the streamed deltas into text, the way a
-    long summary is best received; ``max_tokens_param`` may be set to
-    ``"max_completion_tokens"`` for models that require it.
-    """
-
-    def __init__(self, model: str, *, max_tokens_param: str = "max_tokens", **options: Any) -> None:
-        super().__init__(model, **options)
-        self.max_tokens_param = max_tokens_param
-
-    def _make(self, asynchronous: bool) -> Any:
-        sdk = _sdk()
-        return (sdk.AsyncOpenAI if asynchronous else sdk.OpenAI)(**self._sdk_options())
-
-    def _params(self, request: SummaryRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": [{"role": "system", "content": request.system}, *request.messages],
-            self.max_tokens_param: request.max_tokens,
-        }
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if self.stream:
-            params["stream"] = True
-            params["stream_options"] = {"include_usage": True}
-        return params
-
-    def _create(self, sdk: Any) -> Any:
-        return sdk.chat.completions.create
-
-    def _reply(self, result: Any) -> SummaryResponse:
-        return _from_completion(result)
-
-    def _drain(self) -> _Drain:
-        return _Drain()
-
-
 def _from_completion(completion: Any) -> SummaryResponse:
     if not hasattr(completion, "choices"):
         # The SDK hands back the body as it came when it is not JSON (a proxy's page).
@@ -105,6 +66,42 @@ class _Drain:
             input_tokens=self.usage.prompt_tokens if self.usage else None,
             output_tokens=self.usage.completion_tokens if self.usage else None,
         )
+
+
+class OpenAIChatClient(SdkClient):
+    """``complete`` / ``acomplete`` through ``chat.completions.create``.
+
+    ``stream=True`` (default) drains the streamed deltas into text, the way a
+    long summary is best received; ``max_tokens_param`` may be set to
+    ``"max_completion_tokens"`` for models that require it.
+    """
+
+    def __init__(self, model: str, *, max_tokens_param: str = "max_tokens", **options: Any) -> None:
+        super().__init__(model, **options)
+        self.max_tokens_param = max_tokens_param
+
+    def _make(self, asynchronous: bool) -> Any:
+        sdk = _sdk()
+        return (sdk.AsyncOpenAI if asynchronous else sdk.OpenAI)(**self._sdk_options())
+
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": [{"role": "system", "content": request.system}, *request.messages],
+            self.max_tokens_param: request.max_tokens,
+        }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    def _create(self, sdk: Any) -> Any:
+        return sdk.chat.completions.create
+
+    _reply = staticmethod(_from_completion)
+    _drain = _Drain
 
 
 __all__ = ["OpenAIChatClient"]

@@ -20,8 +20,7 @@ from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.responses import SERVER_ITEMS
 from ctxcompact.formats.source import (
     data_url,
-    image_of,
-    image_placeholder,
+    image_block,
     message_owner,
     session_record,
     source_dict,
@@ -30,17 +29,7 @@ from ctxcompact.formats.source import (
     text_record,
 )
 from ctxcompact.formats.views import View, viewed
-from ctxcompact.models import (
-    AssistantMessage,
-    MessageWithParts,
-    Part,
-    Session,
-    SessionInfo,
-    SystemMessage,
-    TokenUsage,
-    ToolState,
-    UserMessage,
-)
+from ctxcompact.models import MessageWithParts, Part, Session, SessionInfo, TokenUsage, ToolState
 from ctxcompact.policy import Policy
 
 
@@ -160,8 +149,7 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
     if system is not None:
         sid = f"{session_id}-system"
         parts = _parts(sid, system, calls)
-        out.append(MessageWithParts(info=SystemMessage(id=sid, sessionID=session_id),
-                                    parts=parts))  # fmt: skip
+        out.append(MessageWithParts.of("system", sid, session_id, parts))
     for i, m in enumerate(messages):
         mid = f"{session_id}-m{i:06d}"
         if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant"):
@@ -174,10 +162,9 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
         rest = {k: v for k, v in m.items() if k not in ("role", "content")}
         if isinstance(m.get("content"), str):
             rest["content_is_text"] = True
-        info: Any = (UserMessage if m["role"] == "user" else AssistantMessage)(
-            id=mid, sessionID=session_id, **({"source": rest} if rest else {})
-        )
-        out.append(MessageWithParts(info=info, parts=_parts(mid, m.get("content"), calls)))
+        parts = _parts(mid, m.get("content"), calls)
+        out.append(MessageWithParts.of(m["role"], mid, session_id, parts,
+                                       **({"source": rest} if rest else {})))  # fmt: skip
     rest = {k: v for k, v in request.items() if k not in ("system", "messages")}
     return Session(info=SessionInfo(id=session_id, **({"source": rest} if rest else {})),
                    messages=out)  # fmt: skip
@@ -208,15 +195,16 @@ def _joined(first: Any, second: Any) -> Any:
 def _image(part: Part) -> dict[str, Any]:
     """An Anthropic image block for an image read from another format: a ``data:``
     URL as base64 data, another URL by reference, else a text naming it."""
-    url, media, size = image_of(part)
-    inline = split_data_url(url) if url else None
+    return image_block(part, _image_at)
+
+
+def _image_at(url: str) -> dict[str, Any]:
+    inline = split_data_url(url)
     if inline is not None:
         media_type, data = inline
         return {"type": "image",
                 "source": {"type": "base64", "media_type": media_type, "data": data}}  # fmt: skip
-    if url:
-        return {"type": "image", "source": {"type": "url", "url": url}}
-    return {"type": "text", "text": image_placeholder(media, size)}
+    return {"type": "image", "source": {"type": "url", "url": url}}
 
 
 def _from_anthropic(part: Part) -> bool:
@@ -273,7 +261,7 @@ def to_anthropic(
     body: dict[str, Any] = session_record(session.info, "anthropic")
     messages = []
     for message in session.messages:
-        if isinstance(message.info, SystemMessage):
+        if message.role == "system":
             system = _content(message, True)
             if system in ("", []):
                 continue  # nothing the model reads (a Claude Code title or file snapshot)
@@ -338,8 +326,7 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
             continue
         if not isinstance(event, Mapping):
             # A line that is JSON but not an event: kept as it is, never dropped.
-            out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=sid,
-                                                           source={"raw": event})))  # fmt: skip
+            out.append(MessageWithParts.of("system", mid, sid, source={"raw": event}))
             continue
         if event.get("uuid") and str(event["uuid"]) not in used:
             mid = str(event["uuid"])  # a repeated uuid keeps the positional id instead
@@ -349,15 +336,14 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
             # a conversation's title for /resume, never sent to the model: kept
             # whole in the event, with no part (as a file-history snapshot)
             kept = {"event": dict(event), "text_key": None}
-            out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=sid, source=kept)))
+            out.append(MessageWithParts.of("system", mid, sid, source=kept))
             continue
         if not isinstance(message, Mapping):
             text = str(event.get("summary") or event.get("content") or "")
             rest = {k: v for k, v in event.items() if k not in ("summary",)}
-            out.append(MessageWithParts(
-                info=SystemMessage(id=mid, sessionID=sid, source={"event": rest,
-                                   "text_key": "summary" if "summary" in event else None}),
-                parts=[_aside_text(f"{mid}-p00", text, event)] if text else [],
+            out.append(MessageWithParts.of(
+                "system", mid, sid, [_aside_text(f"{mid}-p00", text, event)] if text else [],
+                source={"event": rest, "text_key": "summary" if "summary" in event else None},
             ))  # fmt: skip
             continue
         source = {"event": {k: v for k, v in event.items() if k != "message"},
@@ -366,14 +352,13 @@ def from_claude_code(events: Sequence[Any], session_id: str | None = None) -> Se
                   "has_content": "content" in message}  # fmt: skip
         parts = _parts(mid, message.get("content"), calls)
         if message.get("role") == "assistant":
-            info: Any = AssistantMessage(
-                id=mid, sessionID=sid, parentID=event.get("parentUuid"),
+            out.append(MessageWithParts.of(
+                "assistant", mid, sid, parts, parentID=event.get("parentUuid"),
                 modelID=message.get("model"), finish=message.get("stop_reason"),
                 tokens=_usage(message.get("usage")), source=source,
-            )  # fmt: skip
+            ))  # fmt: skip
         else:
-            info = UserMessage(id=mid, sessionID=sid, source=source)
-        out.append(MessageWithParts(info=info, parts=parts))
+            out.append(MessageWithParts.of("user", mid, sid, parts, source=source))
         if call_id is not None:
             by_call[call_id] = out[-1]
     return Session(info=SessionInfo(id=sid), messages=out)
@@ -406,7 +391,7 @@ def to_claude_code(session: Session) -> list[dict[str, Any]]:
             # another format's source (SWE-agent's "agent", chat's "name"...) says
             # nothing about a Claude Code event: the event is made from scratch
             event, source = made, {}
-        if isinstance(message.info, SystemMessage):
+        if message.role == "system":
             # a Claude Code event read keeps its text where it was ("summary", or
             # in the event itself: no text_key); a made one holds it as "content"
             key = source.get("text_key") if source else "content"

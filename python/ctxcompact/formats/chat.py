@@ -22,8 +22,7 @@ from ctxcompact.errors import FormatError
 from ctxcompact.formats.jsonl import iterable, json_kind
 from ctxcompact.formats.source import (
     claude_code_record,
-    image_of,
-    image_placeholder,
+    image_block,
     message_owner,
     session_record,
     source_dict,
@@ -31,16 +30,7 @@ from ctxcompact.formats.source import (
     text_record,
 )
 from ctxcompact.formats.usage import openai_usage
-from ctxcompact.models import (
-    AssistantMessage,
-    MessageWithParts,
-    Part,
-    Session,
-    SessionInfo,
-    SystemMessage,
-    ToolState,
-    UserMessage,
-)
+from ctxcompact.models import MessageWithParts, Part, Session, SessionInfo, ToolState
 
 _MAPPED = {"role", "content", "tool_calls", "tool_call_id"}
 #: The keys of an OpenAI chat message. A SWE-agent history message's other keys
@@ -159,11 +149,9 @@ def from_openai_chat(
                 part = calls.get(str(raw.get("tool_call_id")))
                 if part is None or part.state is None or part.state.status != "pending":
                     # orphaned (or second) result: kept as its own message, never dropped
-                    out.append(MessageWithParts(
-                        info=UserMessage(id=mid, sessionID=session_id, source={**raw}),
-                        parts=[Part(id=f"{mid}-p00", type="text",
-                                    text=str(raw.get("content") or ""), synthetic=True)],
-                    ))  # fmt: skip
+                    text = Part(id=f"{mid}-p00", type="text",
+                                text=str(raw.get("content") or ""), synthetic=True)  # fmt: skip
+                    out.append(MessageWithParts.of("user", mid, session_id, [text], source={**raw}))
                     continue
                 content = raw.get("content")
                 part.state.status = "completed"
@@ -180,14 +168,11 @@ def from_openai_chat(
             if role in ("system", "developer"):
                 if role == "developer":
                     src = {"source": {**extra, "role": "developer"}}
-                info_ = SystemMessage(id=mid, sessionID=session_id, **src)
                 parts = _content_parts(mid, raw.get("content"))
-                out.append(MessageWithParts(info=info_, parts=parts))
+                out.append(MessageWithParts.of("system", mid, session_id, parts, **src))
             elif role == "user":
-                out.append(MessageWithParts(
-                    info=UserMessage(id=mid, sessionID=session_id, **src),
-                    parts=_content_parts(mid, raw.get("content")),
-                ))  # fmt: skip
+                parts = _content_parts(mid, raw.get("content"))
+                out.append(MessageWithParts.of("user", mid, session_id, parts, **src))
             elif role == "assistant":
                 content = raw.get("content")
                 parts = _content_parts(mid, content)
@@ -220,11 +205,8 @@ def from_openai_chat(
                 except FormatError as e:
                     raise FormatError(f"message {i}: {e}", row=i, session_id=session_id,
                                       message_id=mid) from None  # fmt: skip
-                out.append(MessageWithParts(
-                    info=AssistantMessage(id=mid, sessionID=session_id, **src,
-                                          **({"tokens": tokens} if tokens else {})),
-                    parts=parts,
-                ))  # fmt: skip
+                usage = {"tokens": tokens} if tokens else {}
+                out.append(MessageWithParts.of("assistant", mid, session_id, parts, **src, **usage))
             else:
                 raise FormatError(f"message {i} has an unknown role {role!r}", row=i, column="role",
                                   session_id=session_id)  # fmt: skip
@@ -303,10 +285,7 @@ def _image_block(part: Part, source: dict[str, Any] | None) -> dict[str, Any]:
     naming the image (never a block of another format, never empty)."""
     if source is not None and source.get("type") == "image_url":
         return source
-    url, media, size = image_of(part)
-    if url:
-        return {"type": "image_url", "image_url": {"url": url}}
-    return {"type": "text", "text": image_placeholder(media, size)}
+    return image_block(part, lambda url: {"type": "image_url", "image_url": {"url": url}})
 
 
 def to_openai_chat(session: Session) -> list[dict[str, Any]]:
@@ -347,13 +326,13 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
         foreign = message_owner(source) not in (None, "openai-chat")
         if foreign:
             source = {k: v for k, v in source.items() if k in ("role", "name")}
-        if (isinstance(info, SystemMessage) and not message.parts
+        if (info.role == "system" and not message.parts
                 and claude_code_record(source_of(info, claude_code=True))):  # fmt: skip
             continue  # nothing the model reads (a Claude Code title or file snapshot)
-        if isinstance(info, SystemMessage):
+        if info.role == "system":
             role = source.pop("role", "system")
             out.append({"role": role, "content": _content_out(message, foreign=foreign), **source})
-        elif isinstance(info, UserMessage):
+        elif info.role == "user":
             if source.get("role") == "tool":  # an orphaned result, as it was
                 out.append(source)
                 continue
@@ -437,7 +416,7 @@ def mini_swe_agent_command(message: MessageWithParts) -> tuple[str, str] | None:
 def _observation(message: MessageWithParts) -> str | None:
     """The text of a user turn that can be a step's observation (one plain text
     part, not an orphaned tool result), else ``None``."""
-    if not isinstance(message.info, UserMessage) or len(message.parts) != 1:
+    if message.role != "user" or len(message.parts) != 1:
         return None
     part = message.parts[0]
     if part.type != "text" or part.model_extra or "role" in source_dict(message.info):
@@ -458,7 +437,7 @@ def pair_observations(session: Session, command: Any) -> Session:
         message = messages[i]
         answer = messages[i + 1] if i + 1 < len(messages) else None
         found = None
-        if isinstance(message.info, AssistantMessage) and all(p.type != "tool" for p in
+        if message.role == "assistant" and all(p.type != "tool" for p in
                                                               message.parts):  # fmt: skip
             found = command(message)
         output = _observation(answer) if found is not None and answer is not None else None

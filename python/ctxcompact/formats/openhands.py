@@ -26,15 +26,12 @@ from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import openhands_event, source_dict, source_of
 from ctxcompact.formats.usage import openai_usage
 from ctxcompact.models import (
-    AssistantMessage,
     MessageWithParts,
     Part,
     Session,
     SessionInfo,
-    SystemMessage,
     TokenUsage,
     ToolState,
-    UserMessage,
 )
 
 
@@ -150,17 +147,13 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
                     part.state.status, part.state.error = "error", body
                 else:
                     part.state.status, part.state.output = "completed", body
-            out.append(MessageWithParts(
-                info=UserMessage(id=mid, sessionID=session_id, source=source),
-                parts=[Part(id=f"{mid}-p00", type="tool-result", callID=call_id)],
-            ))  # fmt: skip
+            result = Part(id=f"{mid}-p00", type="tool-result", callID=call_id)
+            out.append(MessageWithParts.of("user", mid, session_id, [result], source=source))
         elif event.get("source") == "user" or (
             "source" not in event and event.get("action") == "message" and not agent_seen
         ):
-            out.append(MessageWithParts(
-                info=UserMessage(id=mid, sessionID=session_id, source=source),
-                parts=[Part(id=f"{mid}-p00", type="text", text=_text(event))],
-            ))  # fmt: skip
+            said = Part(id=f"{mid}-p00", type="text", text=_text(event))
+            out.append(MessageWithParts.of("user", mid, session_id, [said], source=source))
         elif i in answered:
             agent_seen = True
             thought = event.get("thought")
@@ -172,18 +165,15 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
             part = Part(id=f"{mid}-t00", type="tool", callID=f"{mid}-call", tool=name, state=state)
             flat_parts[i] = part
             parts.append(part)
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source),
-                parts=[*parts],
-            ))  # fmt: skip
+            out.append(MessageWithParts.of("assistant", mid, session_id, [*parts],
+                                           finish="stop", source=source))  # fmt: skip
         elif "source" not in event and "action" in event:
             agent_seen = True
             thought = event.get("thought")
             text = _text(event) or (thought if isinstance(thought, str) else "")
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source),
-                parts=[Part(id=f"{mid}-p00", type="text", text=text)] if text else [],
-            ))  # fmt: skip
+            shown = [Part(id=f"{mid}-p00", type="text", text=text)] if text else []
+            out.append(MessageWithParts.of("assistant", mid, session_id, shown,
+                                           finish="stop", source=source))  # fmt: skip
         elif event.get("source") == "agent":
             agent_seen = True
             try:
@@ -203,15 +193,11 @@ def from_openhands(events: Sequence[Mapping[str, Any]], session_id: str = "openh
                 parts.append(part)
             elif _text(event):
                 parts.append(Part(id=f"{mid}-p00", type="text", text=_text(event)))
-            info = AssistantMessage(id=mid, sessionID=session_id, finish="stop", source=source)
-            if tokens is not None:
-                info.tokens = tokens
-            if model is not None:
-                info.modelID = model
-            out.append(MessageWithParts(info=info, parts=parts))
+            known = {k: v for k, v in (("tokens", tokens), ("modelID", model)) if v is not None}
+            out.append(MessageWithParts.of("assistant", mid, session_id, parts,
+                                           finish="stop", source=source, **known))  # fmt: skip
         else:
-            out.append(MessageWithParts(info=SystemMessage(id=mid, sessionID=session_id,
-                                                           source=source)))  # fmt: skip
+            out.append(MessageWithParts.of("system", mid, session_id, source=source))
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 

@@ -24,16 +24,7 @@ from ctxcompact._extras import from_extra
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.source import source_of, split_data_url
 from ctxcompact.formats.views import View, to_model_chat
-from ctxcompact.models import (
-    AssistantMessage,
-    MessageWithParts,
-    Part,
-    Session,
-    SessionInfo,
-    SystemMessage,
-    ToolState,
-    UserMessage,
-)
+from ctxcompact.models import MessageWithParts, Part, Session, SessionInfo, ToolState
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import content_text
 
@@ -100,15 +91,14 @@ def from_pydantic_ai(messages: Sequence[Any], session_id: str = "session") -> Se
                 parts.append(Part(id=pid, type=str(pk or "unknown"), source=raw))
         if kind == "response":
             model = message.get("model_name")
-            info: Any = AssistantMessage(id=mid, sessionID=session_id, modelID=model, source=rest)
-        elif system_only:
-            info = SystemMessage(id=mid, sessionID=session_id, source=rest)
+            out.append(MessageWithParts.of("assistant", mid, session_id, parts, modelID=model,
+                                           source=rest))  # fmt: skip
         elif kind == "request":
-            info = UserMessage(id=mid, sessionID=session_id, source=rest)
+            role = "system" if system_only else "user"
+            out.append(MessageWithParts.of(role, mid, session_id, parts, source=rest))
         else:
             raise FormatError(f"message {i} has an unknown kind {kind!r}", row=i,
                               session_id=session_id)  # fmt: skip
-        out.append(MessageWithParts(info=info, parts=parts))
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 

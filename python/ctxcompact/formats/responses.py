@@ -18,31 +18,18 @@ from ctxcompact.errors import FormatError
 from ctxcompact.formats.chat import SWE_AGENT_KEY, call_state
 from ctxcompact.formats.jsonl import json_kind
 from ctxcompact.formats.source import (
-    image_of,
-    image_placeholder,
+    image_block,
     message_owner,
     pydantic_ai_record,
     source_dict,
 )
 from ctxcompact.formats.usage import openai_usage
 from ctxcompact.formats.views import View, viewed
-from ctxcompact.models import (
-    AssistantMessage,
-    MessageWithParts,
-    Part,
-    Session,
-    SessionInfo,
-    SystemMessage,
-    UserMessage,
-)
+from ctxcompact.models import MessageWithParts, Part, Session, SessionInfo
 from ctxcompact.policy import Policy
 
-_ROLES: dict[str, Any] = {
-    "user": UserMessage,
-    "assistant": AssistantMessage,
-    "system": SystemMessage,
-    "developer": SystemMessage,
-}
+#: The message role of each item role (a developer message is a system one).
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
 def _blocks(mid: str, content: Any) -> list[Part]:
@@ -109,9 +96,6 @@ def from_openai_responses(
                                   column="role", session_id=session_id)  # fmt: skip
             rest = {k: v for k, v in item.items() if k != "content"}
             rest["content_is_text"] = isinstance(item.get("content"), str)
-            info = _ROLES[role](id=mid, sessionID=session_id, source=rest)
-            if role == "assistant" and usage:
-                info.tokens = usage
             try:
                 parts = _blocks(mid, item.get("content"))
             except (TypeError, AttributeError):
@@ -119,37 +103,32 @@ def from_openai_responses(
                 raise FormatError(f"item {i}: content must be a string or a list of blocks "
                                   f"(objects), got {got}", row=i,
                                   session_id=session_id) from None  # fmt: skip
-            out.append(MessageWithParts(info=info, parts=parts))
+            mine = tokens if _ROLES[role] == "assistant" else {}
+            out.append(MessageWithParts.of(_ROLES[role], mid, session_id, parts, source=rest,
+                                           **mine))  # fmt: skip
         elif kind == "function_call":
             # a falsy value is no arguments, as in the native reader
             state = call_state(item.get("arguments") or None)
             call = Part(id=f"{mid}-t00", type="tool", tool=item.get("name"),
                         callID=item.get("call_id"), state=state, source=dict(item))  # fmt: skip
             calls[str(item.get("call_id"))] = call
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, **tokens), parts=[call]
-            ))  # fmt: skip
+            out.append(MessageWithParts.of("assistant", mid, session_id, [call], **tokens))
         elif kind == "function_call_output":
             done = calls.get(str(item.get("call_id")))
             output = item.get("output")
             text = output if isinstance(output, str) else json.dumps(output)
             if done is not None and done.state is not None:
                 done.state.status, done.state.output = "completed", text
-            out.append(MessageWithParts(
-                info=UserMessage(id=mid, sessionID=session_id),
-                parts=[Part(id=f"{mid}-p00", type="tool-result", callID=item.get("call_id"),
-                            source=dict(item))],
-            ))  # fmt: skip
+            result = Part(id=f"{mid}-p00", type="tool-result", callID=item.get("call_id"),
+                          source=dict(item))  # fmt: skip
+            out.append(MessageWithParts.of("user", mid, session_id, [result]))
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in item.get("summary") or [])
-            out.append(MessageWithParts(
-                info=AssistantMessage(id=mid, sessionID=session_id, **tokens),
-                parts=[Part(id=f"{mid}-p00", type="reasoning", text=summary, source=dict(item))],
-            ))  # fmt: skip
+            thought = Part(id=f"{mid}-p00", type="reasoning", text=summary, source=dict(item))
+            out.append(MessageWithParts.of("assistant", mid, session_id, [thought], **tokens))
         else:
             # An item type this version does not know: kept, not sent to models.
-            kept = SystemMessage(id=mid, sessionID=session_id, source={"raw": dict(item)})
-            out.append(MessageWithParts(info=kept))
+            out.append(MessageWithParts.of("system", mid, session_id, source={"raw": dict(item)}))
     return Session(info=SessionInfo(id=session_id), messages=out)
 
 
@@ -168,7 +147,7 @@ def to_openai_responses(
         source.pop(SWE_AGENT_KEY, None)  # SWE-agent's own record, no key of an item
         if message_owner(source) == "pydantic-ai":
             source = {}  # a pydantic-ai message's kind, timestamp, usage... are no item keys
-        if isinstance(message.info, UserMessage) and source.get("role") == "tool":
+        if message.role == "user" and source.get("role") == "tool":
             # a chat tool result with no call before it: Responses has no tool
             # role, so it is the output item of its call id (read back as one)
             content = source.get("content")
@@ -220,10 +199,9 @@ def _block(part: Part, role: str) -> dict[str, Any]:
         own = "type" in source and not pydantic_ai_record(source)
         return {**(source if own else {"type": kind}), "text": part.text}
     if source.get("type") in ("image_url", "image"):  # a chat or an Anthropic image
-        url, media, size = image_of(part)
-        if url:
-            return {"type": "input_image", "image_url": url}
-        return {"type": "input_text", "text": image_placeholder(media, size)}
+        return image_block(
+            part, lambda url: {"type": "input_image", "image_url": url}, "input_text"
+        )
     if source:
         return source
     if part.url and (part.mime or "").startswith("image/"):  # an image built elsewhere

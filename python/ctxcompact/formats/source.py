@@ -8,6 +8,7 @@ round trip lossless. These two accessors are the only readers of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -245,6 +246,17 @@ def image_of(part: Any) -> tuple[str | None, str | None, int | None]:
     if url and url.startswith("data:") and media is None:
         media = url[5:].split(";", 1)[0].split(",", 1)[0] or None
     return url, media, size
+
+
+def image_block(
+    part: Any, by_url: Callable[[str], dict[str, Any]], text: str = "text"
+) -> dict[str, Any]:
+    """A file part as a target format's image: ``by_url(url)`` when it has a
+    URL (``image_of``), else a ``text`` block naming the image."""
+    url, media, size = image_of(part)
+    if url:
+        return by_url(url)
+    return {"type": text, "text": image_placeholder(media, size)}
 
 
 def image_placeholder(media: str | None, size: int | None) -> str:

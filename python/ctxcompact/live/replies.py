@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ctxcompact.errors import FormatError
@@ -66,6 +66,25 @@ def _mapping(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise FormatError(f"{what} is a {type(value).__name__}, not an object")
     return value
+
+
+def _whole(
+    reply: Any, from_events: Callable[[Iterable[Any]], dict[str, Any]], what: str
+) -> dict[str, Any]:
+    """A reply as one object: its stream's events gathered, else the reply itself."""
+    return from_events(reply) if _is_stream(reply) else _mapping(reply, what)
+
+
+def _items(
+    data: dict[str, Any], key: str, what: str, item: str
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each object of the list ``data[key]`` with its index: a ``FormatError``
+    when ``what`` has no such list or an ``item`` is no object."""
+    items = data.get(key)
+    if not isinstance(items, list):
+        raise FormatError(f"{what} has no {key} list", column=key)
+    for i, raw in enumerate(items):
+        yield i, _mapping(raw, f"{item} {i}")
 
 
 def _int(value: Any) -> int:
@@ -234,7 +253,7 @@ def from_openai_chat(
 ) -> MessageWithParts:
     """The assistant message of a Chat Completions reply (``ChatCompletion``, a
     dict, or the stream's chunks). Only the first choice is read."""
-    completion = _chat_from_chunks(reply) if _is_stream(reply) else _mapping(reply, "the reply")
+    completion = _whole(reply, _chat_from_chunks, "the reply")
     choices = completion.get("choices")
     if not choices:
         raise FormatError("the chat completion has no choices", column="choices")
@@ -322,15 +341,9 @@ def from_openai_response(
     ``computer_call``, ``mcp_approval_request``, a type this version does not
     know) waits for an answer the loop cannot give: a ``FormatError`` naming
     it and its index, never a silently ended turn."""
-    data = _response_from_events(response) if _is_stream(response) else _mapping(
-        response, "the response"
-    )  # fmt: skip
-    output = data.get("output")
-    if not isinstance(output, list):
-        raise FormatError("the response has no output list", column="output")
+    data = _whole(response, _response_from_events, "the response")
     parts: list[Part] = []
-    for i, raw in enumerate(output):
-        item = _mapping(raw, f"output item {i}")
+    for i, item in _items(data, "output", "the response", "output item"):
         kind = item.get("type")
         if kind == "message":
             for block in item.get("content") or []:
@@ -473,15 +486,9 @@ def from_anthropic_message(
     keeps them: ``formats.to_anthropic`` writes them back; the chat view
     (``before_call``) has no place for them. The API ran them: the stop
     reason says what is left to do."""
-    data = _anthropic_from_events(message) if _is_stream(message) else _mapping(
-        message, "the message"
-    )  # fmt: skip
-    content = data.get("content")
-    if not isinstance(content, list):
-        raise FormatError("the message has no content list", column="content")
+    data = _whole(message, _anthropic_from_events, "the message")
     parts: list[Part] = []
-    for i, raw in enumerate(content):
-        block = _mapping(raw, f"content block {i}")
+    for i, block in _items(data, "content", "the message", "content block"):
         kind = block.get("type")
         if kind == "text" and block.get("text"):
             parts.append(_text_part(str(block["text"])))

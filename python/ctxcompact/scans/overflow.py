@@ -25,8 +25,13 @@ from ctxcompact.errors import ConfigError, InputTypeError, InvalidUsageError, Un
 _INT64_MAX = 2**63 - 1
 
 
+def _read(source: Any, key: str) -> Any:
+    """A key of a mapping, or an attribute of a model object (None: not there)."""
+    return source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
+
+
 def _count(source: Any, key: str, *, required: bool) -> int:
-    value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
+    value = _read(source, key)
     if value is None:
         if required:
             raise InvalidUsageError(f"usage has no {key!r} count")
@@ -79,7 +84,7 @@ class Usage:
             raise InvalidUsageError("usage is missing")
         if isinstance(usage, Mapping):
             _known_keys(usage, _USAGE_KEYS, "usage")
-        cache = usage.get("cache") if isinstance(usage, Mapping) else getattr(usage, "cache", None)
+        cache = _read(usage, "cache")
         cache = cache if cache is not None else {}
         if isinstance(cache, Mapping):
             _known_keys(cache, ("read", "write"), "usage 'cache'")
@@ -118,18 +123,12 @@ class Limits:
                 f"ModelLimits, got {type(limits).__name__} {limits!r}{hint}",
                 column="limits",
             )
-
-        def get(key: str) -> Any:
-            if isinstance(limits, Mapping):
-                return limits.get(key)
-            return getattr(limits, key, None)
-
         if isinstance(limits, Mapping):
             _known_keys(limits, ("context", "input", "output"), "model limits", ConfigError)
 
         values: dict[str, int] = {}
         for key in ("context", "input", "output"):
-            v = get(key)
+            v = _read(limits, key)
             if v is None:
                 if key == "context":
                     raise ConfigError("model limits have no 'context'", column="limits")

@@ -517,6 +517,14 @@ class Compaction:
     marked: pa.ChunkedArray | None
 
 
+#: The per-session counts ``_core.compact_batch`` returns after the sessions'
+#: first rows, in its order.
+_PASS_COUNTS = (
+    "parts", "total", "pruned", "pruned_parts", "tokens_after_prune", "tokens_after",
+    "visible_parts", "tokens_before",
+)  # fmt: skip
+
+
 def compact_pass(
     table: pa.Table, config: Any, *, now_ms: int | None = None, threads: int | None = None
 ) -> Compaction:
@@ -527,20 +535,11 @@ def compact_pass(
     columns, rows, (starts, lengths), marked = _core.compact_batch(
         table, _prune_options(config), now_ms=now_ms, threads=check_threads(threads)
     )
-    first, parts, total, pruned, pruned_parts, after_prune, after, visible, before = (
-        pa.array(c).to_pylist() for c in columns
-    )
+    first, *counts = (pa.array(c).to_pylist() for c in columns)
     ids = _take(table, "session_id", pa.array(first, pa.uint64())).to_pylist()
     return Compaction(
         session_ids=[str(i) for i in ids],
-        parts=parts,
-        total=total,
-        pruned=pruned,
-        pruned_parts=pruned_parts,
-        tokens_before=before,
-        tokens_after_prune=after_prune,
-        tokens_after=after,
-        visible_parts=visible,
+        **dict(zip(_PASS_COUNTS, counts, strict=True)),
         rows=pa.array(rows),
         visible=list(zip(pa.array(starts).to_pylist(), pa.array(lengths).to_pylist())),
         marked=None if marked is None else pa.chunked_array(marked),

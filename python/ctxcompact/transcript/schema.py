@@ -13,6 +13,12 @@ import pyarrow.compute as pc
 
 from ctxcompact.errors import UnknownValueError
 
+
+def typed_columns(kind: pa.DataType, *names: str) -> list[pa.Field]:
+    """Columns of one type, in order: a run of a schema's like columns."""
+    return [pa.field(name, kind) for name in names]
+
+
 SCHEMA = pa.schema(
     [
         ("session_id", pa.string()),

@@ -44,6 +44,7 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, relocate, unique_sessions
+from ctxcompact.transcript.schema import typed_columns
 from ctxcompact.tuning.as_sent import AsSent, SentBaseline, choose_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, model_names
 from ctxcompact.tuning.counts import count_label, with_run_method
@@ -69,24 +70,15 @@ GRID_CALL_SCHEMA = pa.schema([pa.field("policy", pa.string()), *CALL_SCHEMA])
 #: Columns of the per-point table.
 POINT_SCHEMA = pa.schema([
     ("policy", pa.string()),
-    ("sessions", pa.int64()),
-    ("calls", pa.int64()),
-    ("prompt_tokens", pa.int64()),
-    ("baseline_prompt_tokens", pa.int64()),
-    ("cached_tokens", pa.int64()),
-    ("compactions", pa.int64()),
-    ("over_window", pa.int64()),
+    *typed_columns(pa.int64(), "sessions", "calls", "prompt_tokens", "baseline_prompt_tokens",
+                   "cached_tokens", "compactions", "over_window"),
     # The share of the facts stated so far that a call still shows (the
     # front's), and kept / removed facts over the compactions (not comparable
     # between policies that remove different amounts).
-    ("retention", pa.float64()),
-    ("compaction_retention", pa.float64()),
-    ("cost", pa.float64()),
-    ("baseline_cost", pa.float64()),
+    *typed_columns(pa.float64(), "retention", "compaction_retention", "cost", "baseline_cost"),
     # Every prompt fit the input window (over_window == 0): a point the model
     # would have refused prompts of is never on the front.
-    ("feasible", pa.bool_()),
-    ("pareto", pa.bool_()),
+    *typed_columns(pa.bool_(), "feasible", "pareto"),
 ])  # fmt: skip
 
 #: What the front weighs against retention: the cost when the calls are
@@ -136,30 +128,37 @@ class Tuning:
         return self.points.filter(self.points["pareto"])
 
 
+def read_toml_table(path: Path, table: str, what: str) -> Any:
+    """The TOML file at ``path``: its ``[table]`` when it has one (no key may
+    stand beside it), else its top level. A ``ConfigError`` (column ``table``)
+    names the file, ``what`` it holds ("grid", "search space") and the fault."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the {what} ({e.strerror or e})",
+                          column=table) from None  # fmt: skip
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not a TOML {what} ({e})", column=table) from None
+    if not isinstance(data.get(table), Mapping):
+        return data
+    # Keys beside the table would be dropped: the table is what is read.
+    if stray := sorted(k for k in data if k != table):
+        raise ConfigError(
+            f"{path}: {stray[0]} is outside the [{table}] table, which is what is read: "
+            "move it into the table (or put every key at the top)",
+            column=str(stray[0]),
+        )  # fmt: skip
+    return data[table]
+
+
 def load_grid(grid: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, list[Any]]:
     """A grid from a dict or a TOML file, checked: every key known, every list non-empty."""
     where = ""
+    data: Any = grid
     if isinstance(grid, (str, os.PathLike)):
         path = Path(grid)
         where = f"{path}: "
-        try:
-            data: Mapping[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read the grid ({e.strerror or e})",
-                              column="grid") from None  # fmt: skip
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: not a TOML grid ({e})", column="grid") from None
-        if isinstance(data.get("grid"), Mapping):
-            # Keys beside the table would be dropped: the table is what is read.
-            if stray := sorted(k for k in data if k != "grid"):
-                raise ConfigError(
-                    f"{path}: {stray[0]} is outside the [grid] table, which is what is read: "
-                    "move it into the table (or put every key at the top)",
-                    column=str(stray[0]),
-                )  # fmt: skip
-            data = data["grid"]
-    else:
-        data = grid
+        data = read_toml_table(path, "grid", "grid")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}a grid is a dict of option -> list of values, or the path of "
                           f"a TOML file, got {type(data).__name__}", column="grid")  # fmt: skip

@@ -33,16 +33,15 @@ from ctxcompact.formats.source import (
 )
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.models import AssistantMessage, Session
+from ctxcompact.transcript.schema import typed_columns
 from ctxcompact.tuning.engine import Facts, message_facts, plain_strings
 
 #: What ``recorded_usage`` returns per session, in order (null: not recorded).
 RECORDED_SCHEMA = pa.schema([
     ("session_id", pa.string()),
-    ("recorded_prompt_tokens", pa.int64()),
-    ("recorded_calls", pa.int64()),
-    ("recorded_cached_tokens", pa.int64()),
-    ("recorded_written_tokens", pa.int64()),
-    ("recorded_written_1h_tokens", pa.int64()),
+    *typed_columns(pa.int64(), "recorded_prompt_tokens", "recorded_calls",
+                   "recorded_cached_tokens", "recorded_written_tokens",
+                   "recorded_written_1h_tokens"),
 ])  # fmt: skip
 
 RECORDED_KEYS = tuple(n for n in RECORDED_SCHEMA.names if n != "session_id")

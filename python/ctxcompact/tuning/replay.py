@@ -59,6 +59,7 @@ from ctxcompact.models import Session
 from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript, unique_sessions
+from ctxcompact.transcript.schema import typed_columns
 from ctxcompact.tuning.as_sent import (
     AsSent,
     SentBaseline,
@@ -80,18 +81,13 @@ CALL_SCHEMA = pa.schema([
     ("session_id", pa.string()),
     ("call", pa.int64()),
     ("message_id", pa.string()),
-    ("prompt_tokens", pa.int64()),
-    ("cached_tokens", pa.int64()),
-    ("written_tokens", pa.int64()),
-    ("output_tokens", pa.int64()),
+    *typed_columns(pa.int64(), "prompt_tokens", "cached_tokens", "written_tokens",
+                   "output_tokens"),
     ("compacted", pa.bool_()),
     ("reason", pa.string()),
-    ("summary_input_tokens", pa.int64()),
-    ("summary_output_tokens", pa.int64()),
-    ("baseline_prompt_tokens", pa.int64()),
-    ("baseline_cached_tokens", pa.int64()),
-    ("removed_facts", pa.int64()),
-    ("kept_facts", pa.int64()),
+    *typed_columns(pa.int64(), "summary_input_tokens", "summary_output_tokens",
+                   "baseline_prompt_tokens", "baseline_cached_tokens", "removed_facts",
+                   "kept_facts"),
     ("lost", pa.list_(pa.string())),
     # The share of the facts the run stated so far that this prompt still
     # shows (tuning.retention.RunRetention): comparable between policies.

@@ -114,6 +114,11 @@ class Fact:
         return f"{self.kind}: {self.text}{suffix}"
 
 
+def _share(kept: int, of: int) -> float:
+    """A retention score: the share of ``of`` facts that is kept (1.0 of none)."""
+    return 1.0 if not of else kept / of
+
+
 @dataclass(frozen=True)
 class Retention:
     """What one compaction removed and which of it is gone."""
@@ -127,7 +132,7 @@ class Retention:
 
     @property
     def score(self) -> float:
-        return 1.0 if not self.removed else self.kept / len(self.removed)
+        return _share(self.kept, len(self.removed))
 
 
 def _arguments(message: Mapping[str, Any]) -> str:
@@ -432,7 +437,7 @@ class RunRetention:
 
     @property
     def score(self) -> float:
-        return 1.0 if not self._facts else self.shown / len(self._facts)
+        return _share(self.shown, self.stated)
 
     def lost(self) -> list[Fact]:
         """The stated facts the prompt no longer shows, in order of statement."""

@@ -36,7 +36,6 @@ import hashlib
 import math
 import os
 import random
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.as_sent import AsSent, SentBaseline, parse_as_sent
 from ctxcompact.tuning.cache import model_names
+from ctxcompact.tuning.grid import read_toml_table
 from ctxcompact.tuning.replay import (
     _sessions,
     check_config,
@@ -121,19 +121,7 @@ def load_space(space: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     if space is None:
         data = DEFAULT_SPACE
     elif isinstance(space, (str, os.PathLike)):
-        path = Path(space)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read the search space ({e.strerror or e})",
-                              column="space") from None  # fmt: skip
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: not a TOML search space ({e})", column="space") from None
-        if isinstance(data.get("space"), Mapping):
-            if stray := sorted(k for k in data if k != "space"):
-                raise ConfigError(f"{where}{stray[0]} is outside the [space] table, which is "
-                                  "what is read", column=str(stray[0]))  # fmt: skip
-            data = data["space"]
+        data = read_toml_table(Path(space), "space", "search space")
     else:
         data = space
     if not isinstance(data, Mapping):
