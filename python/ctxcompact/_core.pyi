@@ -36,6 +36,7 @@ __all__ = [
     "pivot_ranges",
     "prune",
     "replay",
+    "session_rows",
     "take_strings",
     "text_hashes",
     "tool_targets",
@@ -117,6 +118,9 @@ def ingest_jsonl(
     chunk_bytes: int = 1048576,
     id_bases: list[str | None] | None = None,
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+def session_rows(data: bytes, *, threads: int | None = None, chunk_bytes: int = 1048576) -> Any:
+    """Part rows (an Arrow table, ``tool_target`` as plain strings) of session
+    exports, one JSON object per line (``transcript.sessions_to_table``)."""
 
 @final
 class JsonlStream:
