@@ -23,8 +23,9 @@ from ctxcompact.transcript.schema import DERIVED, OUTPUT_UNITS, SCHEMA, holds_na
 from ctxcompact.transcript.targets import targets_as_dictionary
 
 
-def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
+def sessions_to_table(sessions: Sequence[Session], *, threads: int | None = None) -> pa.Table:
     """One row per part (docs/schema.md); empty messages/sessions get one placeholder row.
+    Mapped on ``threads`` threads (all cores by default).
 
     ``output_utf16`` is taken from the counts a store kept with a loaded
     session (``Session._stored``) for each part that still holds the text
@@ -42,7 +43,7 @@ def sessions_to_table(sessions: Sequence[Session]) -> pa.Table:
             failed.append(i)
     if failed:
         _unencodable(sessions, lines, failed)  # raises, or mends `lines`
-    table = targets_as_dictionary(pa.table(_core.session_rows(b"\n".join(lines))))
+    table = targets_as_dictionary(pa.table(_core.session_rows(b"\n".join(lines), threads=threads)))
     stored = _stored_counts(sessions)
     if stored:
         units: list[int | None] = [None] * table.num_rows
