@@ -39,6 +39,7 @@ __all__ = [
     "prune",
     "replay",
     "sent_messages",
+    "session_rows",
     "take_strings",
     "text_hashes",
     "tool_targets",
@@ -137,6 +138,9 @@ def ingest_jsonl(
 def ingest_bytes(
     data: bytes, format: str, name: str = "<memory>", on_error: str = "raise"
 ) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]: ...
+def session_rows(data: bytes, *, threads: int | None = None, chunk_bytes: int = 1048576) -> Any:
+    """Part rows (an Arrow table, ``tool_target`` as plain strings) of session
+    exports, one JSON object per line (``transcript.sessions_to_table``)."""
 
 @final
 class JsonlStream:

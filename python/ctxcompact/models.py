@@ -226,6 +226,18 @@ def part_output(part: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def model_output(part: Part) -> str | None:
+    """``part_output`` of a ``Part`` model, read from its fields (the very
+    ``str`` objects ``to_export`` gives), without dumping it."""
+    kind = part.type
+    if kind in ("text", "reasoning"):
+        return part.text
+    state = part.state
+    if kind == "tool" and state is not None:
+        return state.output if state.status == "completed" else state.error
+    return None
+
+
 class StoredCounts:
     """The ``output_utf16`` a store counted when it wrote a loaded session's
     parts, by part id, each with the very ``str`` object it counts: the

@@ -1020,6 +1020,24 @@ fn ingest_bytes(
     ingest_out(py, out)
 }
 
+/// The part rows of session exports, one JSON object per line as a
+/// pydantic `Session` serializes itself (`transcript.sessions_to_table`),
+/// mapped by the OpenCode rules in chunks of about `chunk_bytes` on
+/// `threads` threads; `tool_target` as plain strings.
+#[pyfunction]
+#[pyo3(signature = (data, *, threads = None, chunk_bytes = 1_048_576))]
+fn session_rows(
+    py: Python<'_>,
+    data: &[u8],
+    threads: Option<usize>,
+    chunk_bytes: usize,
+) -> PyResult<PyTable> {
+    let batches = py
+        .detach(|| parallel::run(threads, || ingest::exports_to_rows(data, chunk_bytes)))
+        .map_err(|e| to_pyerr(py, e))?;
+    PyTable::try_new(batches, ingest::rows::schema())
+}
+
 /// JSONL files read window by window (`ingest::Stream`): each `next` maps
 /// about `window_bytes` of whole lines with the GIL released and returns
 /// `(table, rejected, lines, sessions)`, the counts of everything so far.
@@ -1103,6 +1121,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(ingest_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(sent_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(session_rows, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;

@@ -28,10 +28,11 @@ from ctxcompact.models import (
     Part,
     Session,
     StoredCounts,
+    model_output,
     part_output,
 )
+from ctxcompact.scans.reference import part_row
 from ctxcompact.transcript import count_texts, sessions_to_table
-from ctxcompact.transcript.rows import _part_row
 from test_store import record, summary_for
 
 #: The stores under test: test_store's fixture (SQLite, PostgreSQL, memory).
@@ -209,10 +210,15 @@ def column(session: Session) -> dict[str, int]:
 
 
 def test_part_output_is_the_rows_output() -> None:
-    for message in mixed():
-        for part in message.parts:
-            data = part.to_export()
-            assert part_output(data) is _part_row(data).get("output")
+    session = Session.model_validate({"info": {"id": "s"}, "messages": mixed()})
+    outputs = sessions_to_table([session]).column("output").to_pylist()
+    parts = [p for m in session.messages for p in m.parts]
+    assert len(parts) == len(outputs)
+    for part, output in zip(parts, outputs, strict=True):
+        data = part.to_export()
+        assert part_output(data) is part_row(data).get("output")
+        assert model_output(part) is part_output(data)  # the same str object
+        assert output == part_output(data)
 
 
 def test_a_text_utf8_cannot_hold_is_left_uncounted() -> None:

@@ -22,6 +22,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import ctxcompact._core as _core
 import ctxcompact.live.events as ev
 import ctxcompact.live.flow as flow
 from ctxcompact.config import CompactionConfig
@@ -51,7 +55,8 @@ from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow, check_window
 from ctxcompact.scans.parts import filter_pivot, prune
-from ctxcompact.scans.view import to_model_messages
+from ctxcompact.scans.view import system_message, to_model_messages
+from ctxcompact.transcript import Transcript, sessions_to_table
 
 
 def _now_ms() -> int:
@@ -166,11 +171,32 @@ class Compactor:
     ) -> int:
         """Estimated tokens of what the next model call would receive; with a
         calibrator, scaled by the model's reported/estimated ratio once known."""
-        visible = to_model_messages(filter_pivot(session), system=system, policy=self.config.policy)
-        tokens = chat_tokens(
-            visible, method=self.config.estimate_method, overhead=self.config.message_overhead
-        )
+        tokens = self.view_tokens(session) + self._system_tokens(system)
         return self.calibrated(tokens, self.model_of(session)) if calibrate else tokens
+
+    def view_tokens(self, session: Session, *, pivot: bool = True) -> int:
+        """Estimated tokens of the messages ``to_model_messages(filter_pivot(session),
+        policy=...)`` gives (``pivot=False``: of ``session`` as it is), without
+        the runtime's system prompt: the core's pivot and ``estimate_messages``
+        over the session's table (one definition with ``chat_tokens`` of
+        those messages)."""
+        table = sessions_to_table([session], threads=1)
+        if pivot:
+            table = filter_pivot(Transcript(table), threads=1).to_arrow()
+        cfg = self.config
+        _, tokens, _ = _core.estimate_messages(
+            table, method=cfg.estimate_method, overhead=cfg.message_overhead,
+            **cfg.policy.render_options(), threads=1,
+        )  # fmt: skip
+        return int(pc.sum(pa.array(tokens)).as_py() or 0)
+
+    def _system_tokens(self, system: str | None) -> int:
+        """The runtime's own system prompt as the view's first message costs it."""
+        if not system:
+            return 0
+        cfg = self.config
+        return chat_tokens([system_message(system)], method=cfg.estimate_method,
+                           overhead=cfg.message_overhead)  # fmt: skip
 
     def model_of(self, session: Session | None) -> str:
         """The calibrator's key for ``session``: the newest assistant message's
@@ -225,12 +251,8 @@ class Compactor:
         runtime's own prompt), estimated and calibrated as ``history_tokens``."""
         visible = filter_pivot(session)
         fixed = [m for m in visible.messages if _stays(m)]
-        shown = to_model_messages(visible.model_copy(update={"messages": fixed}), system=system,
-                                  policy=self.config.policy)  # fmt: skip
-        tokens = chat_tokens(
-            shown, method=self.config.estimate_method, overhead=self.config.message_overhead
-        )
-        return self.calibrated(tokens, self.model_of(session))
+        tokens = self.view_tokens(visible.model_copy(update={"messages": fixed}), pivot=False)
+        return self.calibrated(tokens + self._system_tokens(system), self.model_of(session))
 
     def refuse_unremovable(
         self, session_id: str, session: Session, system: str | None = None

@@ -606,3 +606,74 @@ def calibration_fit(
         return _quantile(errors, 0.5), _quantile(errors, 0.95)
 
     return (slope, intercept, len(points), *residual(1.0, 0.0), *residual(slope, intercept))
+
+
+# --- sessions to part rows ------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def part_row(part: Mapping[str, Any]) -> dict[str, Any]:
+    """Scan columns of one part (an export's dict), and the rest of it as JSON."""
+    rest = dict(part)
+    row: dict[str, Any] = {"part_id": rest.pop("id"), "part_type": rest.pop("type")}
+    kind = row["part_type"]
+    if kind in ("text", "reasoning") and isinstance(rest.get("text"), str):
+        row["output"] = rest.pop("text")
+    if kind == "compaction" and isinstance(rest.get("auto"), bool):
+        row["auto"] = rest.pop("auto")
+    if kind == "tool" and isinstance(rest.get("tool"), str):
+        row["tool"] = rest.pop("tool")
+    state = rest.get("state")
+    if kind == "tool" and isinstance(state, dict):
+        state = rest["state"] = dict(state)
+        row["status"] = state.pop("status", None)
+        if "input" in state and state["input"] is not None:
+            row["input"] = _dumps(state.pop("input"))
+        # The model sees the output of a completed tool and the error of a failed one.
+        field = "output" if row["status"] == "completed" else "error"
+        if isinstance(state.get(field), str):
+            row["output"] = state.pop(field)
+        time = state.get("time")
+        if isinstance(time, dict) and time.get("compacted") is not None:
+            state["time"] = {k: v for k, v in time.items() if k != "compacted"}
+            row["compacted_at"] = time["compacted"]
+    row["part_json"] = _dumps(rest)
+    return row
+
+
+def session_rows(export: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The part rows (docs/schema.md, without the derived ``output_utf16`` and
+    ``tool_target``; an absent value left out) of one OpenCode session export:
+    one row per part, one for a message without parts, one for a session
+    without messages; ``session_json`` on the session's first row and
+    ``message_json`` on each message's. What ``sessions_to_table`` makes in
+    the core (``ingest/opencode.rs``)."""
+    base: dict[str, Any] = {"session_id": export["info"]["id"],
+                            "session_json": _dumps(export["info"])}  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    if not export.get("messages"):
+        rows.append(base)
+    for message in export.get("messages", []):
+        info = message["info"]
+        head = {
+            **base,
+            "message_id": info["id"],
+            "role": info["role"],
+            "parent_id": info.get("parentID"),
+            "summary": info.get("summary") is True,
+            "finished": info.get("finish") is not None,
+            "error": info.get("error") is not None,
+            "message_json": _dumps(info),
+        }
+        parts = message.get("parts", [])
+        if not parts:
+            rows.append(head)
+        for i, part in enumerate(parts):
+            first = head if i == 0 else {k: v for k, v in head.items()
+                                         if k not in ("session_json", "message_json")}  # fmt: skip
+            rows.append({**first, **part_row(part)})
+        base = {"session_id": export["info"]["id"]}  # session_json only on the first row
+    return rows

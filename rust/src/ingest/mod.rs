@@ -25,6 +25,7 @@ mod openhands;
 pub mod pyjson;
 mod responses;
 pub mod rows;
+mod sessions;
 mod settle;
 mod spill;
 mod types;
@@ -35,6 +36,7 @@ use rayon::prelude::*;
 use crate::error::{CoreError, Result};
 use claude_file::Carry;
 use lines::{open_input, read_chunk, split, split_from, ChunkOut};
+pub use sessions::exports_to_rows;
 use settle::{Carried, Settle};
 pub use types::{Format, Ingested, OnError, Options, Problem, Rejected, Source};
 

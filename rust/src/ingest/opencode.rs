@@ -1,5 +1,6 @@
 //! OpenCode session exports (`{"info", "messages": [{"info", "parts"}]}`) to
-//! part rows, by the same rules as `ctxcompact.columnar.sessions_to_table`:
+//! part rows (also `transcript.sessions_to_table`'s, through `sessions.rs`;
+//! `scans/reference.py`'s `session_rows` states them in Python):
 //! the scan columns are taken out of each object and the rest is kept as
 //! JSON. Fields the scans read are type-checked like the pydantic models
 //! check them; everything else passes through untouched.
