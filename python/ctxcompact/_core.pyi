@@ -5,6 +5,7 @@ Arrow arguments accept any object exporting ``__arrow_c_array__`` or
 tables over the core's own buffers (the C Data Interface, no copy either way).
 """
 
+from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
@@ -37,13 +38,17 @@ __all__ = [
     "pivot",
     "pivot_ranges",
     "prune",
+    "render_chat",
     "replay",
     "sent_messages",
+    "session_pivot",
     "session_rows",
     "take_strings",
     "text_hashes",
+    "thinking_flags",
     "tool_targets",
     "truncate_output",
+    "turn_end",
     "vocabulary_loaded",
 ]
 __version__: str
@@ -124,6 +129,21 @@ def cleared_placeholder(
     tool: str, input: str | None, output: str, part_id: str, *, describe: bool = True
 ) -> str: ...
 def truncate_output(output: str, budget: int) -> str: ...
+def render_chat(
+    table: Any,
+    *,
+    clear_inputs: bool = False,
+    truncate_output: int | None = None,
+    placeholder: str = "opencode",
+    keep_thinking: int = 0,
+    thinking: list[bool] | None = None,
+    threads: int | None = None,
+) -> list[bytes]: ...
+def thinking_flags(assistant: Sequence[bool], keep_thinking: int) -> list[bool]: ...
+def session_pivot(
+    messages: Sequence[tuple[str, str | None, bool, bool, bool, bool, str | None]],
+) -> int | None: ...
+def turn_end(messages: Sequence[tuple[str, bool]]) -> int | None: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...
 def pivot_ranges(table: Any, *, threads: int | None = None) -> tuple[Any, Any]: ...

@@ -28,6 +28,7 @@ pub mod select;
 pub mod table;
 pub mod target;
 pub mod tokens;
+pub mod view;
 
 #[cfg(feature = "python")]
 mod python;

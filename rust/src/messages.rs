@@ -982,26 +982,13 @@ pub fn model_messages(
                     // A marker a hook cancelled (ignored) is not sent.
                     part_type::COMPACTION if ignored(table, row)? => {}
                     part_type::COMPACTION => content.push(Cow::Borrowed(COMPACTION_QUESTION)),
-                    FILE => {
-                        let file = FilePart::read(table, row)?;
-                        let url = file.url.as_deref().filter(|u| !u.is_empty());
-                        match url {
-                            Some(_) if file.mime.as_deref().unwrap_or("").starts_with("image/") => {
-                                image = true;
-                                content.push_image();
-                            }
-                            _ => {
-                                let name = [file.filename.as_deref(), url]
-                                    .into_iter()
-                                    .flatten()
-                                    .find(|s| !s.is_empty())
-                                    .unwrap_or("file");
-                                // As Python formats it: a missing mime reads "None".
-                                let mime = file.mime.as_deref().unwrap_or("None");
-                                content.push(Cow::Owned(format!("[file: {name} ({mime})]")));
-                            }
+                    FILE => match FilePart::read(table, row)?.shown() {
+                        FileShown::Image(_) => {
+                            image = true;
+                            content.push_image();
                         }
-                    }
+                        FileShown::Text(text) => content.push(Cow::Owned(text)),
+                    },
                     _ => {}
                 }
             }
@@ -1021,7 +1008,11 @@ pub fn model_messages(
 
 /// A tool part's arguments as its call sends them: `{}` when there are none,
 /// the cleared marker when the policy clears the inputs of cleared calls.
-fn sent_input<'a>(table: &PartTable<'a>, row: usize, config: MessageEstimateConfig) -> &'a str {
+pub(crate) fn sent_input<'a>(
+    table: &PartTable<'a>,
+    row: usize,
+    config: MessageEstimateConfig,
+) -> &'a str {
     let cleared = table.flags[row] & flag::COMPACTED != 0;
     match value(&table.input, row) {
         _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
@@ -1053,7 +1044,7 @@ fn empty_result(table: &PartTable<'_>, row: usize, config: MessageEstimateConfig
 }
 
 /// The tool at `row` ran to an end (its result is its output or error text).
-fn finished(table: &PartTable<'_>, row: usize) -> bool {
+pub(crate) fn finished(table: &PartTable<'_>, row: usize) -> bool {
     matches!(
         table.status.as_ref().map(|s| s[row]),
         Some(status::COMPLETED) | Some(status::ERROR)
@@ -1061,7 +1052,7 @@ fn finished(table: &PartTable<'_>, row: usize) -> bool {
 }
 
 /// The string of an optional column at `row`.
-fn value<'a>(column: &Option<StrCol<'a>>, row: usize) -> Option<&'a str> {
+pub(crate) fn value<'a>(column: &Option<StrCol<'a>>, row: usize) -> Option<&'a str> {
     column.as_ref().and_then(|c| c.get(row))
 }
 
@@ -1135,7 +1126,11 @@ fn tool_result_tokens(
 
 /// The output text at `row`, for a rendering that needs the text itself (a
 /// table read without its outputs, lengths counted once, cannot do it).
-fn output_text<'a>(table: &PartTable<'a>, row: usize, needed_by: &'static str) -> Result<&'a str> {
+pub(crate) fn output_text<'a>(
+    table: &PartTable<'a>,
+    row: usize,
+    needed_by: &'static str,
+) -> Result<&'a str> {
     let column = table.output.as_ref().ok_or(CoreError::MissingColumn {
         column: "output",
         needed_by,
@@ -1144,14 +1139,37 @@ fn output_text<'a>(table: &PartTable<'a>, row: usize, needed_by: &'static str) -
 }
 
 /// The fields of a file part the model input shows.
-struct FilePart {
-    mime: Option<String>,
-    filename: Option<String>,
-    url: Option<String>,
+pub(crate) struct FilePart {
+    pub(crate) mime: Option<String>,
+    pub(crate) filename: Option<String>,
+    pub(crate) url: Option<String>,
+}
+
+/// How a file part is sent: an image block (an image with a URL), else a line naming it.
+pub(crate) enum FileShown {
+    Image(String),
+    Text(String),
 }
 
 impl FilePart {
-    fn read(table: &PartTable<'_>, row: usize) -> Result<Self> {
+    pub(crate) fn shown(self) -> FileShown {
+        let url = self.url.filter(|u| !u.is_empty());
+        if let Some(url) = url.as_ref() {
+            if self.mime.as_deref().unwrap_or("").starts_with("image/") {
+                return FileShown::Image(url.clone());
+            }
+        }
+        let name = [self.filename.as_deref(), url.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|s| !s.is_empty())
+            .unwrap_or("file");
+        // As Python formats it: a missing mime reads "None".
+        let mime = self.mime.as_deref().unwrap_or("None");
+        FileShown::Text(format!("[file: {name} ({mime})]"))
+    }
+
+    pub(crate) fn read(table: &PartTable<'_>, row: usize) -> Result<Self> {
         let map = part_json(table, row)?.unwrap_or_default();
         let get = |key: &str| map.get(key).and_then(|v| v.as_str()).map(str::to_owned);
         Ok(FilePart {

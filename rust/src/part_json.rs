@@ -108,6 +108,19 @@ pub fn may_observe(table: &PartTable<'_>, rows: std::ops::Range<usize>) -> bool 
     may_mention(table, rows, &OBSERVATION)
 }
 
+static CALL_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("\"callID\""));
+
+/// The provider's id of a tool call (`callID`), when its JSON gives a non-empty one.
+pub fn call_id(table: &PartTable<'_>, row: usize) -> Result<Option<String>> {
+    if !mentions(table, row, &CALL_ID) {
+        return Ok(None);
+    }
+    Ok(part_json(table, row)?.and_then(|m| match m.get("callID") {
+        Some(serde_json::Value::String(id)) if !id.is_empty() => Some(id.clone()),
+        _ => None,
+    }))
+}
+
 /// A part marked `pinned: true` is never cleared or cut by a policy.
 #[inline]
 pub fn pinned(table: &PartTable<'_>, row: usize) -> Result<bool> {

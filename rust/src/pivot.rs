@@ -150,31 +150,63 @@ pub fn pivot_start_in(table: &PartTable<'_>, s: usize, messages: &[Message]) -> 
         .parent_id
         .as_ref()
         .expect("pivot gathers the parent_id column");
-    let mut completed: HashSet<&str> = HashSet::new();
-    for msg in messages.iter().rev() {
-        let first = msg.rows.start;
-        if msg.role == role::USER
-            && !completed.is_empty()
-            && table
-                .message_id
-                .get(first)
-                .is_some_and(|id| completed.contains(id))
-            && msg
-                .rows
-                .clone()
-                .any(|r| table.part_type[r] == part_type::COMPACTION)
-        {
-            return Ok(first);
-        }
+    let found = pivot_index(messages.len(), |i| {
+        let (msg, first) = (&messages[i], messages[i].rows.start);
         let f = table.flags[first];
-        let done = f & flag::SUMMARY != 0 && f & flag::FINISHED != 0 && f & flag::ERROR == 0;
-        if msg.role == role::ASSISTANT && done {
-            if let Some(p) = parent.get(first) {
+        PivotFacts {
+            role: msg.role,
+            id: table.message_id.get(first),
+            compaction: || {
+                msg.rows
+                    .clone()
+                    .any(|r| table.part_type[r] == part_type::COMPACTION)
+            },
+            summary: f & flag::SUMMARY != 0,
+            finished: f & flag::FINISHED != 0,
+            error: f & flag::ERROR != 0,
+            parent: parent.get(first),
+        }
+    });
+    Ok(found.map_or(table.sessions[s].start, |i| messages[i].rows.start))
+}
+
+/// What the pivot reads of one message.
+pub struct PivotFacts<'a, C: FnOnce() -> bool> {
+    pub role: u8,
+    pub id: Option<&'a str>,
+    /// Does it hold a compaction part (asked of a user message only)?
+    pub compaction: C,
+    pub summary: bool,
+    pub finished: bool,
+    pub error: bool,
+    pub parent: Option<&'a str>,
+}
+
+/// The pivot rule over `n` messages (oldest first, `facts(i)` of message
+/// `i`): the newest user message holding a compaction part whose summary (a
+/// finished, error-free summary assistant message naming it as its parent)
+/// exists. `None`: no pivot, the whole session is shown.
+pub fn pivot_index<'a, C: FnOnce() -> bool>(
+    n: usize,
+    facts: impl Fn(usize) -> PivotFacts<'a, C>,
+) -> Option<usize> {
+    let mut completed: HashSet<&str> = HashSet::new();
+    for i in (0..n).rev() {
+        let m = facts(i);
+        if m.role == role::USER
+            && !completed.is_empty()
+            && m.id.is_some_and(|id| completed.contains(id))
+            && (m.compaction)()
+        {
+            return Some(i);
+        }
+        if m.role == role::ASSISTANT && m.summary && m.finished && !m.error {
+            if let Some(p) = m.parent {
                 completed.insert(p);
             }
         }
     }
-    Ok(table.sessions[s].start)
+    None
 }
 
 #[cfg(test)]

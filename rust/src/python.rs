@@ -560,6 +560,123 @@ fn check_table(py: Python<'_>, table: AnyRecordBatch, threads: Option<usize>) ->
     })
 }
 
+/// The rendering options of a policy (`Policy.render_options()`).
+fn render_options(
+    py: Python<'_>,
+    clear_inputs: bool,
+    truncate_output: Option<u64>,
+    placeholder: &str,
+    keep_thinking: u32,
+) -> PyResult<Render> {
+    Ok(Render {
+        clear_inputs,
+        truncate_output,
+        describe: parse_placeholder(py, placeholder)?,
+        keep_thinking,
+    })
+}
+
+/// The model input of every message of `table` (`view::render_chat`), in
+/// table order: per message the JSON array of its OpenAI chat messages.
+/// `thinking`: per message, whether it sends its reasoning (default: the
+/// newest `keep_thinking` assistant messages of each session).
+#[pyfunction]
+#[pyo3(signature = (
+    table, *, clear_inputs = false, truncate_output = None, placeholder = "opencode",
+    keep_thinking = 0, thinking = None, threads = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn render_chat(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    clear_inputs: bool,
+    truncate_output: Option<u64>,
+    placeholder: &str,
+    keep_thinking: u32,
+    thinking: Option<Vec<bool>>,
+    threads: Option<usize>,
+) -> PyResult<Vec<Py<pyo3::types::PyBytes>>> {
+    let render = render_options(
+        py,
+        clear_inputs,
+        truncate_output,
+        placeholder,
+        keep_thinking,
+    )?;
+    let rendered = scan(py, table, Scan::Render, threads, |t| {
+        crate::view::render_chat(t, render, thinking.as_deref())
+    })?;
+    Ok(rendered
+        .iter()
+        .map(|b| pyo3::types::PyBytes::new(py, b).unbind())
+        .collect())
+}
+
+/// Per message (is it an assistant message), whether it sends its
+/// reasoning under `keep_thinking` (`Render::thinking`).
+#[pyfunction]
+fn thinking_flags(assistant: Vec<bool>, keep_thinking: u32) -> Vec<bool> {
+    Render {
+        keep_thinking,
+        ..Default::default()
+    }
+    .thinking(&assistant)
+}
+
+fn role_code(py: Python<'_>, name: &str) -> PyResult<u8> {
+    crate::codes::role::parse(name).ok_or_else(|| {
+        to_pyerr(
+            py,
+            CoreError::InvalidUsage(format!("unknown message role {name:?}")),
+        )
+    })
+}
+
+/// One message as the pivot reads it: (role, id, holds a compaction part,
+/// summary, finished, error, parent id).
+type PivotRow = (
+    String,
+    Option<String>,
+    bool,
+    bool,
+    bool,
+    bool,
+    Option<String>,
+);
+
+/// The index of the first message later calls see (`pivot::pivot_index`),
+/// `None` when the session has no completed pivot.
+#[pyfunction]
+fn session_pivot(py: Python<'_>, messages: Vec<PivotRow>) -> PyResult<Option<usize>> {
+    let roles = messages
+        .iter()
+        .map(|m| role_code(py, &m.0))
+        .collect::<PyResult<Vec<u8>>>()?;
+    Ok(crate::pivot::pivot_index(messages.len(), |i| {
+        let m = &messages[i];
+        crate::pivot::PivotFacts {
+            role: roles[i],
+            id: m.1.as_deref(),
+            compaction: || m.2,
+            summary: m.3,
+            finished: m.4,
+            error: m.5,
+            parent: m.6.as_deref(),
+        }
+    }))
+}
+
+/// Where a user turn ended since the last model call (`replay::turn_end`):
+/// per message (role, holds a text part), oldest first.
+#[pyfunction]
+fn turn_end(py: Python<'_>, messages: Vec<(String, bool)>) -> PyResult<Option<usize>> {
+    let facts = messages
+        .iter()
+        .map(|(r, text)| Ok((role_code(py, r)?, *text)))
+        .collect::<PyResult<Vec<(u8, bool)>>>()?;
+    Ok(crate::replay::turn_end(facts))
+}
+
 /// Row mask of what later model calls see (rows at or after their session's pivot).
 #[pyfunction]
 #[pyo3(signature = (table, *, threads = None))]
@@ -1126,5 +1243,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
+    m.add_function(wrap_pyfunction!(render_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(thinking_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(session_pivot, m)?)?;
+    m.add_function(wrap_pyfunction!(turn_end, m)?)?;
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! the call again or recall it), a cleared call's arguments, and an oversized
 //! output cut to its head and tail.
 //!
-//! `python/ctxcompact/scans/view.py` calls these same functions, so the model
-//! input and the batch estimate (`messages.rs`) cannot drift apart.
+//! The model input (`view.rs`) and the estimates (`messages.rs`) call these
+//! same functions, so what is sent and what is estimated cannot drift apart.
 
 use crate::target::Target;
 
@@ -33,6 +33,22 @@ pub struct Render {
     /// The newest N assistant messages send their reasoning
     /// (`reasoning_content`); older reasoning is cleared. 0: never sent.
     pub keep_thinking: u32,
+}
+
+impl Render {
+    /// Per message (`assistant`: is it an assistant message, oldest first),
+    /// whether it sends its reasoning: the newest `keep_thinking` assistant
+    /// messages do.
+    pub fn thinking(&self, assistant: &[bool]) -> Vec<bool> {
+        let mut newer = assistant.iter().filter(|&&a| a).count();
+        assistant
+            .iter()
+            .map(|&a| {
+                newer -= usize::from(a);
+                a && (newer as u64) < u64::from(self.keep_thinking)
+            })
+            .collect()
+    }
 }
 
 /// The target as a placeholder shows it: its first line, at most 80 characters.

@@ -231,8 +231,7 @@ impl<'a> Walk<'_, '_, 'a> {
             last_call: None,
             pending_differs: false,
             pending_any: false,
-            turn_end: None,
-            answered: false,
+            turns: TurnEnd::default(),
         };
         for j in 0..kept.len() {
             if let Some(fallback) = session.step(j)? {
@@ -314,10 +313,51 @@ struct Session<'r, 't, 'a> {
     /// the one they were appended with (`pending` in the live walk).
     pending_differs: bool,
     pending_any: bool,
-    /// A policy that acts when a user turn ends: the first user message
-    /// (one with text) after the newest assistant message, if any.
-    turn_end: Option<usize>,
+    /// A policy that acts when a user turn ends: where one ended.
+    turns: TurnEnd,
+}
+
+/// Where a user turn ended since the last model call: the first user
+/// message with text after the newest assistant message (the history before
+/// it is the turn that ended), or none (no assistant message yet, or none
+/// since). A policy that acts on turns prunes there (`Acts::Turn`); the live
+/// loop asks the same rule (`turn_end`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurnEnd {
     answered: bool,
+    end: Option<usize>,
+}
+
+impl TurnEnd {
+    /// Message `j` is a user message; `has_text`: does it hold a text part.
+    pub fn user(&mut self, j: usize, has_text: impl FnOnce() -> bool) {
+        if self.answered && self.end.is_none() && has_text() {
+            self.end = Some(j);
+        }
+    }
+
+    /// An assistant message: a turn ends only after it.
+    pub fn answered(&mut self) {
+        self.answered = true;
+        self.end = None;
+    }
+
+    pub fn end(&self) -> Option<usize> {
+        self.end
+    }
+}
+
+/// `TurnEnd` over a whole session: (role, has a text part) per message, oldest first.
+pub fn turn_end(messages: impl IntoIterator<Item = (u8, bool)>) -> Option<usize> {
+    let mut turns = TurnEnd::default();
+    for (j, (r, has_text)) in messages.into_iter().enumerate() {
+        match r {
+            role::ASSISTANT => turns.answered(),
+            role::USER => turns.user(j, || has_text),
+            _ => {}
+        }
+    }
+    turns.end()
 }
 
 impl Session<'_, '_, '_> {
@@ -357,15 +397,13 @@ impl Session<'_, '_, '_> {
         let same_call = call_id.is_some() && call_id == self.last_call;
         if assistant {
             self.last_call = call_id;
-        } else if msg.role == role::USER
-            && self.answered
-            && self.turn_end.is_none()
-            && msg
-                .rows
-                .clone()
-                .any(|r| self.table.part_type[r] == part_type::TEXT)
-        {
-            self.turn_end = Some(j);
+        } else if msg.role == role::USER {
+            let rows = msg.rows.clone();
+            let table = &*self.table;
+            self.turns.user(j, || {
+                rows.into_iter()
+                    .any(|r| table.part_type[r] == part_type::TEXT)
+            });
         }
         same_call
     }
@@ -421,7 +459,7 @@ impl Session<'_, '_, '_> {
     fn mask(&mut self, j: usize) -> Result<Vec<usize>> {
         let upto = match self.config.mask.as_ref().map(|m| m.acts) {
             Some(Acts::Call) => Some(j),
-            Some(Acts::Turn) => self.turn_end,
+            Some(Acts::Turn) => self.turns.end(),
             _ => None,
         };
         let (Some(prefix), Some(upto)) = (self.prefix, upto) else {
@@ -537,8 +575,7 @@ impl Session<'_, '_, '_> {
         self.history += entry.total;
         self.shown.push(entry);
         if assistant {
-            self.answered = true;
-            self.turn_end = None;
+            self.turns.answered();
             self.assistants.push(j);
             if keep > 0 && self.assistants.len() > keep {
                 let k = self.assistants[self.assistants.len() - 1 - keep];

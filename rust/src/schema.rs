@@ -18,6 +18,8 @@ pub enum Scan {
     PruneInputs,
     Pivot,
     Estimate,
+    /// The model input rendered (`view::render_chat`): what the estimate reads.
+    Render,
     /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
     Compact,
     /// The table turned back into sessions (`Transcript.to_sessions`): every
@@ -31,6 +33,7 @@ impl Scan {
             Scan::Prune | Scan::PruneInputs => "prune",
             Scan::Pivot => "filter_pivot",
             Scan::Estimate => "estimate_messages",
+            Scan::Render => "to_model_messages",
             Scan::Compact => "compact_batch",
             Scan::Sessions => "to_sessions",
         }
@@ -48,7 +51,7 @@ impl Scan {
                 "compacted_at",
             ],
             Scan::Pivot => &["parent_id", "summary", "finished", "error"],
-            Scan::Estimate => &["tool", "status", "input", "output", "compacted_at"],
+            Scan::Estimate | Scan::Render => &["tool", "status", "input", "output", "compacted_at"],
             Scan::Compact => &[
                 "parent_id",
                 "summary",
@@ -71,7 +74,7 @@ impl Scan {
             // a described placeholder names the part id.
             // and supersession reads the calls' targets worked out once
             Scan::Compact => &["part_json", "part_id", "tool_target"],
-            Scan::Estimate => &["part_json", "part_id"],
+            Scan::Estimate | Scan::Render => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
             Scan::Prune => &["part_json"],
             Scan::PruneInputs => &["part_json", "tool_target"],

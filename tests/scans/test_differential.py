@@ -80,7 +80,8 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
                 '{"source":{"observation":{}}}', '{"source":{"observation":{"agent":"a"}}}',
                 '{"pinned":true,"source":{"observation":{}}}', '{"observation":{}}',
                 '{"source":{"x":"observation"}}',
-                '{"source":{"observation":{},"history":[],"instruction":""}}']  # fmt: skip
+                '{"source":{"observation":{},"history":[],"instruction":""}}',
+                '{"callID":"call_1"}', '{"callID":""}']  # fmt: skip
         row["part_json"] = draw(st.sampled_from(pins))
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
         size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
@@ -641,3 +642,38 @@ def test_rendered_tool_parts_match_reference(
     got = _core.cleared_placeholder(tool, input_json, output, "prt_1")
     assert got == ref.cleared_placeholder(tool, input_json, output, "prt_1")
     assert _core.truncate_output(output, budget) == ref.truncate_output(output, budget)
+
+
+@settings(max_examples=sweep(300), deadline=None)
+@given(transcripts(), st.fixed_dictionaries(RENDER_OPTIONS))
+def test_the_model_input_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], render: dict[str, Any]
+) -> None:
+    """The core's render (``_core.render_chat``, what ``to_model_messages``
+    sends) against the reference's, message by message: cleared and cut
+    outputs, cleared inputs, pins, reasoning, images, system messages."""
+    from ctxcompact import _core
+
+    rows, table = data
+    got = [json.loads(b) for b in _core.render_chat(table, **render)]
+    assert got == ref.render_chat(rows, **render)
+
+
+@settings(max_examples=sweep(200), deadline=None)
+@given(transcripts(), st.fixed_dictionaries(RENDER_OPTIONS))
+def test_to_model_messages_of_a_session_matches_reference(
+    data: tuple[list[dict[str, Any]], pa.Table], render: dict[str, Any]
+) -> None:
+    """The Session path (the live loop's: a session's rows rendered by the
+    core) sends what the reference renders from the same rows."""
+    _, table = data
+    # A session keeps a call's input as a JSON object: the others are not sessions.
+    inputs = [i if i and i.startswith("{") else None for i in table.column("input").to_pylist()]
+    table = table.set_column(
+        table.schema.get_field_index("input"), "input", pa.array(inputs, pa.string())
+    )
+    policy = Policy(**render)
+    for session in cc.Transcript(table).to_sessions():
+        rows = cc.Transcript.from_sessions([session]).to_arrow().to_pylist()
+        want = [m for shown in ref.render_chat(rows, **render) for m in shown]
+        assert cc.to_model_messages(session, policy=policy) == want

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import ctxcompact._core as _core
 from ctxcompact.errors import InputTypeError, TranscriptError
 from ctxcompact.live.markers import compaction_part
-from ctxcompact.models import AssistantMessage, MessageWithParts, Session, UserMessage
+from ctxcompact.models import AssistantMessage, MessageWithParts, Session
 
 
 def check_session_id(session_id: Any) -> None:
@@ -54,13 +55,10 @@ def turn_end(session: Session) -> int | None:
     first user message with text after the newest assistant message (the
     history before it is the turn that ended), or ``None`` (no assistant
     message yet, or none since). A policy that acts on turns prunes there
-    (``Policy.acts``); the replay engine reads the same rule (rust/src/replay.rs)."""
-    answered = False
-    end: int | None = None
-    for i, message in enumerate(session.messages):
-        if isinstance(message.info, AssistantMessage):
-            answered, end = True, None
-        elif (answered and end is None and isinstance(message.info, UserMessage)
-              and any(p.type == "text" for p in message.parts)):  # fmt: skip
-            end = i
-    return end
+    (``Policy.acts``). The rule is the core's (``_core.turn_end``, the one the
+    replay engine reads in rust/src/replay.rs)."""
+    found: int | None = _core.turn_end([
+        (m.info.role, m.info.role == "user" and any(p.type == "text" for p in m.parts))
+        for m in session.messages
+    ])  # fmt: skip
+    return found

@@ -404,37 +404,32 @@ def _shown(messages: list[Any], start: int) -> list[Any]:
 
 
 def _session_pivot(session: Session) -> int | None:
-    """Index of the first message later calls see, read off the session's own objects.
-
-    The rule of ``rust/src/pivot.rs`` (hypothesis checks the two agree): the
-    newest user message holding a compaction part whose completed summary
-    exists. A live session is filtered on every model call, and the table
-    round trip (a ``json.dumps`` per part) cost more than the scan. ``None``
-    when message ids repeat: the core then decides, and reports, as before.
+    """Index of the first message later calls see, read off the session's own
+    objects and decided by the core's rule (``_core.session_pivot``,
+    rust/src/pivot.rs). A live session is filtered on every model call, and
+    the table round trip (a ``json.dumps`` per part) cost more than the scan:
+    only what the rule reads of each message is passed. ``None`` when message
+    ids repeat: the table scan then decides, and reports, as before.
     """
-    from ctxcompact.models import AssistantMessage, UserMessage
-
-    if len({m.id for m in session.messages}) != len(session.messages):
+    messages = session.messages
+    if len({m.id for m in messages}) != len(messages):
         return None
-    completed: set[str] = set()
-    for i in range(len(session.messages) - 1, -1, -1):
-        message = session.messages[i]
-        info = message.info
-        if (
-            isinstance(info, UserMessage)
-            and info.id in completed
-            and any(p.type == "compaction" for p in message.parts)
-        ):
-            return i
-        if (
-            isinstance(info, AssistantMessage)
-            and info.summary is True
-            and info.finish is not None
-            and info.error is None
-            and info.parentID is not None
-        ):
-            completed.add(info.parentID)
-    return 0
+    from ctxcompact.models import AssistantMessage
+
+    # (role, id, holds a compaction part, summary, finished, error, parent):
+    # the fields a message lacks are not asked for (a missing attribute of a
+    # pydantic model costs an exception).
+    facts: list[tuple[str, str, bool, bool, bool, bool, str | None]] = []
+    for m in messages:
+        info = m.info
+        if isinstance(info, AssistantMessage):
+            done = (info.summary is True, info.finish is not None, info.error is not None)
+            facts.append((info.role, info.id, False, *done, info.parentID))
+        else:
+            compaction = any(p.type == "compaction" for p in m.parts)
+            facts.append((info.role, info.id, compaction, False, False, False, None))
+    found: int | None = _core.session_pivot(facts)
+    return 0 if found is None else found
 
 
 @dataclass(frozen=True)

@@ -543,6 +543,93 @@ def model_messages(
     return [("\n".join(blocks) if images else "\n\n".join(blocks), [], images)]
 
 
+def chat_messages(
+    rows: Sequence[Row],
+    message: Message,
+    *,
+    clear_inputs: bool = False,
+    truncate_output: int | None = None,
+    placeholder: str = "opencode",
+    thinking: bool = False,
+) -> list[dict[str, Any]]:
+    """The OpenAI chat messages one stored message is sent as (what
+    ``to_model_messages`` gives for it): the message itself, each call's
+    ``tool`` result, each text-protocol step's non-empty result as a user turn."""
+    rows = named(rows)
+    parts = [rows[r] for r in message.rows]
+
+    def sent(p: Row) -> bool:  # a text part every role sends
+        return bool(p["part_type"] == "text" and p.get("output")
+                    and _part_info(p).get("ignored") is not True)  # fmt: skip
+
+    def result(p: Row) -> str:
+        return _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
+
+    if message.role == "assistant":
+        tools = [p for p in parts if p["part_type"] == "tool"]
+        calls = [p for p in tools if not _observed(p)]
+        content = "\n\n".join(p["output"] for p in parts if sent(p)) or None
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        reasoning = [p["output"] for p in parts
+                     if p["part_type"] == "reasoning" and p.get("output")]  # fmt: skip
+        if thinking and reasoning:
+            out["reasoning_content"] = "\n\n".join(reasoning)
+
+        def call_id(p: Row) -> str:
+            return _part_info(p).get("callID") or p.get("part_id") or ""
+
+        if calls:
+            out["tool_calls"] = [
+                {"id": call_id(p), "type": "function", "function": {
+                    "name": p.get("tool") or "",
+                    "arguments": "{}" if clear_inputs and p.get("compacted_at")
+                    else p.get("input") or "{}"}}
+                for p in calls
+            ]  # fmt: skip
+        shown = [] if out["content"] is None and not calls else [out]
+        shown += [{"role": "tool", "tool_call_id": call_id(p), "content": result(p)} for p in calls]
+        return shown + [{"role": "user", "content": r}
+                        for p in tools if _observed(p) and (r := result(p))]  # fmt: skip
+    if message.role == "system":
+        content = "\n\n".join(p["output"] for p in parts if sent(p))
+        return [{"role": "system", "content": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for p in parts:
+        kind = p["part_type"]
+        if sent(p):
+            blocks.append({"type": "text", "text": p["output"]})
+        elif kind == "compaction" and _part_info(p).get("ignored") is not True:
+            blocks.append({"type": "text", "text": COMPACTION_QUESTION})
+        elif kind == "file":
+            info = _part_info(p)
+            mime, url = info.get("mime"), info.get("url")
+            if (mime or "").startswith("image/") and url:
+                blocks.append({"type": "image_url", "image_url": {"url": url}})
+            else:
+                name = info.get("filename") or url or "file"
+                blocks.append({"type": "text", "text": f"[file: {name} ({mime})]"})
+    if not blocks:
+        return []
+    if all(b["type"] == "text" for b in blocks):
+        return [{"role": "user", "content": "\n\n".join(b["text"] for b in blocks)}]
+    return [{"role": "user", "content": blocks}]
+
+
+def render_chat(rows: Sequence[Row], *, keep_thinking: int = 0, **render: Any) -> list[Any]:
+    """``chat_messages`` of every message, in table order; the newest
+    ``keep_thinking`` assistant messages of each session send their reasoning."""
+    rows = named(rows)
+    out = []
+    for session in group(rows):
+        steps = [m for m in session.messages if m.role == "assistant"]
+        recent = (
+            {id(m) for m in steps[max(0, len(steps) - keep_thinking) :]} if keep_thinking else set()
+        )
+        for message in session.messages:
+            out.append(chat_messages(rows, message, thinking=id(message) in recent, **render))
+    return out
+
+
 def estimate_messages(
     rows: Sequence[Row], *, method: str = "opencode", overhead: int = 4, **render: Any
 ) -> list[tuple[int, int]]:

@@ -1,20 +1,19 @@
 """A (pivot-filtered, pruned) session as the messages a model receives.
 
-The placeholder strings are protocol constants that other runtimes read,
-shared with the Rust estimator (``_core``) so estimates and the real model
-input agree.
+The core renders them (``_core.render_chat``, rust/src/view.rs) from the
+session's part rows, by the rules its estimates read, so estimates and the
+real model input agree; this module orchestrates (and caches, ``ViewCache``).
+The placeholder strings are protocol constants that other runtimes read.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import ctxcompact._core as _core
 from ctxcompact.errors import InputTypeError
-from ctxcompact.formats.chat import is_observed
-from ctxcompact.models import AssistantMessage, MessageWithParts, Part, Session, SystemMessage
+from ctxcompact.models import AssistantMessage, MessageWithParts, Session, SessionInfo
 
 if TYPE_CHECKING:
     from ctxcompact.policy import Policy
@@ -22,96 +21,6 @@ if TYPE_CHECKING:
 CLEARED_TOOL_OUTPUT = _core.CLEARED_TOOL_OUTPUT  # "[Old tool result content cleared]"
 INTERRUPTED_TOOL = _core.INTERRUPTED_TOOL  # "[Tool execution was interrupted]"
 COMPACTION_QUESTION = _core.COMPACTION_QUESTION  # "What did we do so far?"
-
-
-def tool_result_text(part: Part, policy: Policy | None = None) -> str:
-    """What the model sees as the result of a tool part: its output or error
-    text (cut to head and tail by ``policy.truncate_output`` unless pinned),
-    a placeholder when it was cleared, the interrupted error when unfinished."""
-    state = part.state
-    if state is None or state.status in ("pending", "running"):
-        return INTERRUPTED_TOOL
-    text = (state.error if state.status == "error" else state.output) or ""
-    if part.compacted:
-        if policy is None or policy.placeholder == "opencode":
-            return CLEARED_TOOL_OUTPUT
-        return _core.cleared_placeholder(part.tool or "", _input_json(part), text, part.id)
-    if policy is not None and policy.truncate_output is not None and not part.pinned:
-        return _core.truncate_output(text, policy.truncate_output)
-    return text
-
-
-def _input_json(part: Part) -> str | None:
-    """The call's arguments as the part-row table stores them (None when unset)."""
-    given = part.state.input if part.state else None
-    return None if given is None else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
-
-
-def tool_arguments(part: Part, policy: Policy | None = None) -> str:
-    """A tool call's arguments as sent: compact JSON, non-ASCII kept (the ``input``
-    column of the part-row table holds the same string, so the batch estimate reads it
-    as stored); ``{}`` for a cleared call when ``policy.clear_inputs``."""
-    if part.compacted and policy is not None and policy.clear_inputs:
-        return "{}"
-    return _input_json(part) or "{}"
-
-
-def _user_content(message: MessageWithParts) -> str | list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for part in message.parts:
-        if part.type == "text" and not part.ignored and part.text:
-            blocks.append({"type": "text", "text": part.text})
-        elif part.type == "compaction" and not part.ignored:  # ignored: cancelled by a hook
-            blocks.append({"type": "text", "text": COMPACTION_QUESTION})
-        elif part.type == "file":
-            if (part.mime or "").startswith("image/") and part.url:
-                blocks.append({"type": "image_url", "image_url": {"url": part.url}})
-            else:
-                name = part.filename or part.url or "file"
-                blocks.append({"type": "text", "text": f"[file: {name} ({part.mime})]"})
-    if all(b["type"] == "text" for b in blocks):
-        return "\n\n".join(b["text"] for b in blocks)
-    return blocks
-
-
-def _assistant(
-    message: MessageWithParts, policy: Policy | None, thinking: bool = False
-) -> list[dict[str, Any]]:
-    """The model messages of one assistant message: itself (its text, its calls)
-    unless it has neither, then each call's result as a ``tool`` message. A
-    text-protocol step's tool part (``is_observed``: SWE-agent, mini-swe-agent)
-    is sent as the agent sent it: its command is already in the text, so it
-    adds no call, and its result (or placeholder) is the next user message
-    (none when empty, as no empty user turn is sent)."""
-    texts = [p.text for p in message.parts if p.type == "text" and not p.ignored and p.text]
-    tools = [p for p in message.parts if p.type == "tool"]
-    calls = [p for p in tools if not is_observed(p)]
-    out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
-    reasoning = [p.text for p in message.parts if p.type == "reasoning" and p.text]
-    if thinking and reasoning:
-        out["reasoning_content"] = "\n\n".join(reasoning)
-    if calls:
-        out["tool_calls"] = [
-            {
-                "id": p.callID or p.id,
-                "type": "function",
-                "function": {
-                    "name": p.tool or "",
-                    "arguments": tool_arguments(p, policy),
-                },
-            }
-            for p in calls
-        ]
-    sent = [] if out["content"] is None and not calls else [out]
-    # Every call is followed by its result, so no call is ever left without one.
-    results = [
-        {"role": "tool", "tool_call_id": p.callID or p.id, "content": tool_result_text(p, policy)}
-        for p in calls
-    ]
-    # an empty observation is not sent, as no empty user turn is
-    observed = [{"role": "user", "content": text} for p in tools
-                if is_observed(p) and (text := tool_result_text(p, policy))]  # fmt: skip
-    return [*sent, *results, *observed]
 
 
 def to_model_messages(
@@ -135,9 +44,29 @@ def to_model_messages(
     messages: list[dict[str, Any]] = []
     if system:
         messages.append(system_message(system))
-    for message, thinking in _rendered(session, policy):
-        messages.extend(message_view(message, policy, thinking=thinking))
+    for shown in _render(session, policy):
+        messages.extend(shown)
     return messages
+
+
+#: The rendering options of OpenCode's view (no policy).
+_OPENCODE: dict[str, Any] = {"clear_inputs": False, "truncate_output": None,
+                             "placeholder": "opencode", "keep_thinking": 0}  # fmt: skip
+
+
+def _render(
+    session: Session, policy: Policy | None, thinking: list[bool] | None = None
+) -> list[list[dict[str, Any]]]:
+    """Each message's model messages, rendered by the core (``_core.render_chat``,
+    rust/src/view.rs) from the session's part rows. ``thinking``: per message,
+    whether it sends its reasoning (default: the newest ``policy.keep_thinking``
+    assistant messages)."""
+    from ctxcompact.transcript import Transcript
+
+    table = Transcript.from_sessions([session]).to_arrow()
+    options = _OPENCODE if policy is None else policy.render_options()
+    rendered = _core.render_chat(table, **options, thinking=thinking, threads=1)
+    return [json.loads(b) for b in rendered]
 
 
 def _policy(policy: Policy | str | Any) -> Policy | None:
@@ -153,17 +82,12 @@ def system_message(system: str) -> dict[str, Any]:
     return {"role": "system", "content": system}
 
 
-def _rendered(session: Session, policy: Policy | None) -> Iterator[tuple[MessageWithParts, bool]]:
-    """Each message with whether it sends its reasoning (the newest
-    ``policy.keep_thinking`` assistant messages do)."""
+def _thinking(session: Session, policy: Policy | None) -> list[bool]:
+    """Per message, whether it sends its reasoning (the newest
+    ``policy.keep_thinking`` assistant messages do: ``_core.thinking_flags``)."""
     keep = 0 if policy is None else policy.keep_thinking
-    steps = sum(isinstance(m.info, AssistantMessage) for m in session.messages)
-    for message in session.messages:
-        if isinstance(message.info, AssistantMessage):
-            steps -= 1  # newer assistant messages than this one
-            yield message, steps < keep
-        else:
-            yield message, False
+    steps = [isinstance(m.info, AssistantMessage) for m in session.messages]
+    return list(_core.thinking_flags(steps, keep)) if keep else [False] * len(steps)
 
 
 def message_view(
@@ -171,15 +95,9 @@ def message_view(
 ) -> list[dict[str, Any]]:
     """The model messages of one stored message (none, one, or an assistant
     step with its tool results): what ``to_model_messages`` sends for it."""
-    if isinstance(message.info, AssistantMessage):
-        return _assistant(message, policy, thinking=thinking)
-    if isinstance(message.info, SystemMessage):
-        text = "\n\n".join(
-            p.text for p in message.parts if p.type == "text" and p.text and not p.ignored
-        )
-        return [{"role": "system", "content": text}] if text else []
-    content = _user_content(message)
-    return [{"role": "user", "content": content}] if content else []
+    alone = Session(info=SessionInfo(id=message.info.sessionID or "s"), messages=[message])
+    (shown,) = _render(alone, policy, [thinking])
+    return shown
 
 
 class ViewCache:
@@ -199,18 +117,25 @@ class ViewCache:
         """``to_model_messages(session, policy=...)`` and its ``chat_tokens``."""
         from ctxcompact.scans.chat import chat_tokens
 
+        views = self._views
+        messages = session.messages
+        keys = [(m.id, t) for m, t in zip(messages, _thinking(session, self.policy))]
+        missing: dict[tuple[str, bool], int] = {}
+        for i, key in enumerate(keys):
+            if key not in views:
+                missing.setdefault(key, i)
+        if missing:
+            new = [messages[i] for i in missing.values()]
+            shown = _render(session.model_copy(update={"messages": new}), self.policy,
+                            [thinking for _, thinking in missing])  # fmt: skip
+            for key, one in zip(missing, shown):
+                views[key] = (one, chat_tokens(one, method=self.method, overhead=self.overhead))
         out: list[dict[str, Any]] = []
         tokens = 0
-        views = self._views
-        for message, thinking in _rendered(session, self.policy):
-            key = (message.id, thinking)
-            got = views.get(key)
-            if got is None:
-                shown = message_view(message, self.policy, thinking=thinking)
-                got = views[key] = (shown, chat_tokens(shown, method=self.method,
-                                                       overhead=self.overhead))  # fmt: skip
-            out += got[0]
-            tokens += got[1]
+        for key in keys:
+            sent, estimate = views[key]
+            out += sent
+            tokens += estimate
         return [_fresh(m) for m in out], tokens
 
 
