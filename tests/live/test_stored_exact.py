@@ -55,8 +55,7 @@ def tokens(table: Any) -> list[int]:
 
 
 def filled(session: Session) -> int:
-    sid = session.id
-    assert sid
+    """The rows of the session's table that hold a stored o200k count."""
     table = sessions_to_table([session])
     return table.num_rows - table.column("output_tokens_o200k").null_count
 
@@ -75,9 +74,7 @@ def test_every_part_loads_with_its_exact_counts(store: Any) -> None:
             assert [g for g in got if g is not None] == [
                 w for g, w in zip(got, want.column(name).to_pylist(), strict=True) if g is not None
             ], name
-        assert filled(loaded) == sum(
-            1 for o in table.column("output").to_pylist() if o is not None
-        )
+        assert filled(loaded) == sum(1 for o in table.column("output").to_pylist() if o is not None)
         assert tokens(table) == tokens(want)
     # appended after a read: load_since keeps both reads' counts
     first = store.load_since(sid)
