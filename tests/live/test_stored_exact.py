@@ -134,6 +134,25 @@ def _rewrite(store: Any, sid: str, part: str, output: str) -> None:
     db.close()
 
 
+@pytest.mark.parametrize("bad", ["not json", '["a list"]', '{"o200k": "x"}',
+                                 '{"o200k": [1, 2, 3]}', '{"o200k": [-1, 2, 3, 4]}'])  # fmt: skip
+def test_a_stored_value_the_store_did_not_make_is_counted_from_the_text(
+    tmp_path: Path, bad: str
+) -> None:
+    with SQLiteStore(tmp_path / "s.db", count=["o200k"]) as s:
+        sid = s.create_session()
+        u = user("find it")
+        reply = tool_reply(u.id, "some output")
+        for m in (u, reply):
+            s.append_message(sid, m)
+        _forge(s, sid, reply.parts[0].id, lambda c: None)
+        db = sqlite3.connect(s.path, isolation_level=None)
+        db.execute("UPDATE parts SET exact_counts = ? WHERE id = ?", (bad, reply.parts[0].id))
+        db.close()
+        loaded = s.load(sid)
+        assert tokens(sessions_to_table([loaded])) == tokens(fresh(loaded))
+
+
 def test_a_store_without_count_keeps_no_exact_column(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "s.db") as s:
         sid = s.create_session()

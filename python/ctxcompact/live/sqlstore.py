@@ -175,6 +175,23 @@ def output_counts(parts: list[dict[str, Any]]) -> list[int | None]:
     return count_texts(texts) if any(t is not None for t in texts) else [None] * len(texts)
 
 
+def _exact_counts(text: str | None) -> dict[str, list[int | None]] | None:
+    """A part's ``exact_counts`` as the store wrote it; anything else (a
+    value another program wrote) is None: that part is counted from its
+    text, never read from a value the store did not make."""
+    try:
+        counts = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(counts, dict):
+        return None
+    for value in counts.values():
+        if not (isinstance(value, list) and len(value) == 4 and all(
+                v is None or (type(v) is int and 0 <= v < 2**63) for v in value)):  # fmt: skip
+            return None
+    return counts
+
+
 def exact_families_to_count(count: Sequence[str]) -> tuple[str, ...]:
     """A store's ``count`` option: the families it counts every part in
     exactly as it stores it (``ConfigError`` for one the core cannot
@@ -236,7 +253,7 @@ def session_of_rows(
         by_message.setdefault(message_id, []).append(part)
         loaded.append(part)
         units.append(n)
-        exact.append(json.loads(counts) if counts is not None else None)
+        exact.append(_exact_counts(counts))
     rows = [{"info": json.loads(i), "parts": by_message.get(mid, [])} for mid, i in messages]
     session = Session.model_validate({"info": json.loads(info), "messages": rows})
     # The model holds the loaded JSON's own str objects, which the counts name.
