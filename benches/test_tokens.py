@@ -1,4 +1,5 @@
-"""Exact token counts over a column, side by side with tiktoken in one run.
+"""Exact token counts over a column, side by side with tiktoken and
+``tokenizers`` in one run, with the estimates and the counted columns.
 
 The texts are every message of the shared runs (tau-bench dialogues and
 SWE-agent trajectories: prose, JSON arguments, tool output, code), repeated
@@ -164,10 +165,27 @@ def part_table() -> Any:
 
 
 @pytest.mark.benchmark(group="exact-columns")
+def test_count_columns_once(benchmark: Any, part_table: Any) -> None:
+    """Counting the columns once (``Transcript.count``: every output and
+    call's arguments, hashed), all cores; MB counts both text columns."""
+    import pyarrow.compute as pc
+
+    table = part_table[0]
+    arrow = table.to_arrow()
+    benchmark.extra_info["rows"] = arrow.num_rows
+    benchmark.extra_info["mb"] = round(sum(
+        pc.sum(pc.binary_length(arrow.column(c))).as_py() or 0 for c in ("output", "input")
+    ) / 1e6, 1)  # fmt: skip
+    counted = benchmark.pedantic(table.count, ("o200k",), rounds=3, warmup_rounds=1)
+    assert counted.to_arrow().column("input_tokens_o200k").null_count == 0
+
+
+@pytest.mark.benchmark(group="exact-columns")
 @pytest.mark.parametrize("counted", [False, True], ids=["on-the-fly", "counted-column"])
 def test_exact_estimate_counted_column(benchmark: Any, part_table: Any, counted: bool) -> None:
     """estimate_messages under o200k-exact: every part counted on the fly vs
-    read from the kept column (its text hashed to prove it unchanged)."""
+    read from the kept columns (outputs and call arguments, each text
+    hashed to prove it unchanged)."""
     from ctxcompact.config import CompactionConfig
     from ctxcompact.scans import estimate_messages
 

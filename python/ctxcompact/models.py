@@ -245,9 +245,14 @@ class StoredCounts:
     object (an edited or replaced text is counted again, never given the old
     count). Made on first use from the loaded JSON parts, so a load that no
     table follows pays nothing. A cache: equal to any other (or to none), so
-    a session's equality ignores it."""
+    a session's equality ignores it.
 
-    __slots__ = ("_by_id", "_parts", "_units")
+    ``exact`` (a store counting exactly, ``count=``): each part's exact
+    counts by family, ``{family: [output tokens, output hash, input tokens,
+    input hash]}`` (``transcript.rows.exact_part_counts``), or None; the
+    table reads a count only where its text still has the hash beside it."""
+
+    __slots__ = ("_by_id", "_exact", "_exact_by_id", "_parts", "_units")
 
     def __init__(
         self,
@@ -255,8 +260,11 @@ class StoredCounts:
         units: list[int | None] | None = None,
         *,
         by_id: dict[str, tuple[str, int]] | None = None,
+        exact: list[dict[str, list[int | None]] | None] | None = None,
+        exact_by_id: dict[str, dict[str, list[int | None]]] | None = None,
     ) -> None:
         self._parts, self._units, self._by_id = parts, units, by_id
+        self._exact, self._exact_by_id = exact, exact_by_id
 
     def by_id(self) -> dict[str, tuple[str, int]]:
         """``{part id: (its counted text, output_utf16)}``."""
@@ -265,8 +273,27 @@ class StoredCounts:
             for raw, n in zip(self._parts or (), self._units or (), strict=True):
                 if n is not None and (text := part_output(raw)) is not None:
                     found[raw["id"]] = (text, n)
-            self._by_id, self._parts, self._units = found, None, None
+            self._by_id = found
+            self._release()
         return self._by_id
+
+    def exact_by_id(self) -> dict[str, dict[str, list[int | None]]]:
+        """``{part id: {family: [output tokens, output hash, input tokens,
+        input hash]}}`` for the parts counted exactly."""
+        if self._exact_by_id is None:
+            found = {}
+            if self._exact is not None:
+                for raw, counts in zip(self._parts or (), self._exact, strict=True):
+                    if counts:
+                        found[raw["id"]] = counts
+            self._exact_by_id = found
+            self._release()
+        return self._exact_by_id
+
+    def _release(self) -> None:
+        """The loaded parts are let go once both views are made."""
+        if self._by_id is not None and self._exact_by_id is not None:
+            self._parts = self._units = self._exact = None
 
     def __eq__(self, other: object) -> bool:
         return other is None or isinstance(other, StoredCounts)

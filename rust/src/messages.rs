@@ -906,9 +906,8 @@ pub fn model_messages(
                     }
                     // A text-protocol step's command is in the text: no call.
                     part_type::TOOL if !is_observed(row)? => {
-                        let input = sent_input(table, row, config);
                         calls += estimate(value(&table.tool, row).unwrap_or(""), method)
-                            + estimate(input, method);
+                            + input_tokens(table, row, config);
                         sent += 1;
                     }
                     _ => {}
@@ -1018,6 +1017,18 @@ pub(crate) fn sent_input<'a>(
         _ if cleared && config.render.clear_inputs => CLEARED_INPUT,
         Some(input) => input,
         None => "{}",
+    }
+}
+
+/// Tokens of the arguments the call at `row` sends (`sent_input`): its
+/// exact count kept in the table when the stored input is what is sent and
+/// still the text counted, else counted now.
+fn input_tokens(table: &PartTable<'_>, row: usize, config: MessageEstimateConfig) -> u64 {
+    let input = sent_input(table, row, config);
+    let stored = value(&table.input, row).is_some_and(|text| std::ptr::eq(text, input));
+    match stored.then(|| table.input_counted(row, config.method)) {
+        Some(Some(n)) => n,
+        _ => estimate(input, config.method),
     }
 }
 

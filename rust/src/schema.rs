@@ -129,7 +129,9 @@ fn check_type(name: &'static str, dt: &DataType) -> Result<()> {
         _ if name == "compacted_at"
             || name.starts_with("output_u")
             || name.starts_with("output_tokens_")
-            || name == crate::tokens::OUTPUT_HASH =>
+            || name == crate::tokens::OUTPUT_HASH
+            || name.starts_with("input_tokens_")
+            || name == crate::tokens::INPUT_HASH =>
         {
             (matches!(dt, DataType::Int64 | DataType::Null), "int64")
         }
@@ -200,6 +202,32 @@ impl Columns {
                     crate::tokens::OUTPUT_HASH,
                     batches.iter().map(|b| b.column(index).clone()).collect(),
                 );
+            }
+            // the call arguments' exact counts (`input_tokens_<family>`), each
+            // read only beside the hashes of the inputs they counted
+            if let Ok(index) = schema.index_of(crate::tokens::INPUT_HASH) {
+                let mut any = false;
+                for family in Family::ALL {
+                    let name = crate::tokens::input_exact_column(family);
+                    let Ok(field) = schema.field_with_name(name) else {
+                        continue;
+                    };
+                    check_type(name, field.data_type())?;
+                    let stamp = field.metadata().get(UNITS_KEY).map(String::as_str);
+                    if stamp != Some(crate::tokens::exact_stamp(family)) {
+                        continue;
+                    }
+                    let at = schema.index_of(name).expect("field exists");
+                    by_name.insert(name, batches.iter().map(|b| b.column(at).clone()).collect());
+                    any = true;
+                }
+                if any {
+                    check_type(crate::tokens::INPUT_HASH, schema.field(index).data_type())?;
+                    by_name.insert(
+                        crate::tokens::INPUT_HASH,
+                        batches.iter().map(|b| b.column(index).clone()).collect(),
+                    );
+                }
             }
         }
         // With the lengths counted the text is needed only to cut or describe

@@ -80,6 +80,11 @@ pub struct PartTable<'a> {
     /// Each output's `tokens::text_hash` when it was counted exactly
     /// (`output_hash`): an exact count is read only where the text still has it.
     pub output_hash: Option<Lengths<'a>>,
+    /// Each tool call's arguments counted exactly under a family, once
+    /// (`input_tokens_<family>`), for the families whose counts are present.
+    pub input_exact: Vec<(Family, Lengths<'a>)>,
+    /// Each input's `tokens::text_hash` when it was counted (`input_hash`).
+    pub input_hash: Option<Lengths<'a>>,
     pub role: Vec<u8>,
     pub part_type: Vec<u8>,
     pub status: Option<Vec<u8>>,
@@ -159,7 +164,20 @@ impl<'a> PartTable<'a> {
             Some(arrays) => Some(decode_lengths(crate::tokens::OUTPUT_HASH, arrays, rows)?),
             None => None,
         };
+        let mut input_exact = Vec::new();
+        for family in Family::ALL {
+            let name = crate::tokens::input_exact_column(family);
+            if let Some(arrays) = columns.get(name) {
+                input_exact.push((family, decode_lengths(name, arrays, rows)?));
+            }
+        }
+        let input_hash = match columns.get(crate::tokens::INPUT_HASH) {
+            Some(arrays) => Some(decode_lengths(crate::tokens::INPUT_HASH, arrays, rows)?),
+            None => None,
+        };
         let table = PartTable {
+            input_exact,
+            input_hash,
             output_utf16,
             output_bigram,
             output_exact,
@@ -267,6 +285,23 @@ impl<'a> PartTable<'a> {
         }
         let text = self.output.as_ref().and_then(|c| c.get(row)).unwrap_or("");
         text_units(text.as_bytes(), method)
+    }
+
+    /// The exact tokens of the call arguments at `row` under `method`, when
+    /// the table counted them (`input_tokens_<family>`) and the input still
+    /// hashes as it did then; `None`: count the text.
+    #[inline]
+    pub fn input_counted(&self, row: usize, method: Method) -> Option<u64> {
+        let Method::Exact { family } = method else {
+            return None;
+        };
+        let counts = self.input_exact.iter().find(|(f, _)| *f == family)?;
+        let (n, hash) = (counts.1.get(row), self.input_hash.as_ref()?.get(row));
+        let text = self.input.as_ref()?.get(row)?;
+        let fresh = n != NO_LENGTH
+            && hash != NO_LENGTH
+            && hash == crate::tokens::text_hash(text.as_bytes());
+        fresh.then_some(n)
     }
 
     /// The output column's text at `row` ("" when null or not read).

@@ -518,6 +518,24 @@ pub fn exact_column(family: crate::bigram::Family) -> &'static str {
     }
 }
 
+/// The column holding each tool call's arguments (`input`) counted exactly
+/// under `family`, once (`count_parts`), beside `INPUT_HASH`.
+pub fn input_exact_column(family: crate::bigram::Family) -> &'static str {
+    use crate::bigram::Family as F;
+    match family {
+        F::O200k => "input_tokens_o200k",
+        F::Cl100k => "input_tokens_cl100k",
+        F::Llama3 => "input_tokens_llama3",
+        F::Qwen => "input_tokens_qwen",
+        F::Tekken => "input_tokens_tekken",
+        F::Deepseek => "input_tokens_deepseek",
+    }
+}
+
+/// The column of each input's `text_hash`, written with the inputs' exact
+/// counts: a count is read only where the input still has it.
+pub const INPUT_HASH: &str = "input_hash";
+
 /// The `ctxcompact.units` metadata an exact column carries: its family and
 /// that the counts are exact (a column of another family, or an estimate's
 /// units under the same name, is never read as these counts).

@@ -32,6 +32,7 @@ from ctxcompact.batch.ray_data import (  # noqa: E402
     compact_dataset,
     compact_parquet_on_ray,
     compact_ray_dataset,
+    count_dataset,
 )
 
 
@@ -264,3 +265,34 @@ def test_an_output_the_source_folder_would_read_next_time_is_refused(
     compact_parquet_on_ray(str(folder), str(folder / "_parts"), now_ms=5)
     assert pq.read_table(folder / "_parts").num_rows > 0
     shutil.rmtree(folder / "_parts")
+
+
+def test_counting_on_ray_gives_transcript_counts(
+    local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.errors import ConfigError
+    from ctxcompact.scans import estimate_messages
+    from ctxcompact.transcript import count_exact_parts, exact_columns
+
+    folder, _ = files
+    small = tmp_path / "small"
+    small.mkdir()
+    for path in sorted(folder.glob("*.parquet"))[:2]:  # exact counting is slow: two files
+        pq.write_table(pq.read_table(path), small / path.name)
+    count_dataset(ray.data.read_parquet(str(small)), "o200k").write_parquet(str(tmp_path / "out"))
+    counted = pq.read_table(tmp_path / "out")
+    assert set(exact_columns(counted.schema)) == {"output_tokens_o200k", "input_tokens_o200k"}
+    local = count_exact_parts(pq.read_table(small), "o200k")
+    names = ["session_id", "message_id", "part_id", "output_tokens_o200k", "output_hash",
+             "input_tokens_o200k", "input_hash"]  # fmt: skip
+
+    def rows(t: pa.Table) -> list[tuple[object, ...]]:
+        return sorted(zip(*(t.column(n).to_pylist() for n in names), strict=True))
+
+    assert rows(counted) == rows(local)
+    exact = CompactionConfig(estimate_method="o200k-exact")
+    on_ray = estimate_messages(counted, exact).sessions.sort_by("session_id")
+    assert on_ray.equals(estimate_messages(local, exact).sessions.sort_by("session_id"))
+    with pytest.raises(ConfigError, match="gpt4"):
+        count_dataset(ray.data.read_parquet(str(small)), "gpt4")

@@ -269,10 +269,10 @@ def check_migrated(store: Any) -> None:
 def test_a_sqlite_file_of_the_previous_schema_gains_the_count_column(tmp_path: Path) -> None:
     from ctxcompact.live.store import _SCHEMA
 
-    old = _SCHEMA.replace("    output_utf16 INTEGER,\n", "").replace(
+    old = _SCHEMA.replace("    output_utf16 INTEGER,\n    exact_counts TEXT,\n", "").replace(
         "info TEXT NOT NULL,\n    rev INTEGER NOT NULL DEFAULT 0\n", "info TEXT NOT NULL\n"
     )
-    assert "output_utf16" not in old and "rev" not in old
+    assert "output_utf16" not in old and "rev" not in old and "exact_counts" not in old
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:
         db.executescript(old)
@@ -289,10 +289,10 @@ def test_a_postgres_schema_of_the_previous_release_gains_the_count_column(
     import psycopg
     from ctxcompact.live.postgres import _SCHEMA, PostgresStore
 
-    old = _SCHEMA.replace("    output_utf16 BIGINT,\n", "").replace(
+    old = _SCHEMA.replace("    output_utf16 BIGINT,\n    exact_counts TEXT,\n", "").replace(
         "info TEXT NOT NULL,\n    rev BIGINT NOT NULL DEFAULT 0\n", "info TEXT NOT NULL\n"
     )
-    assert "output_utf16" not in old and "rev" not in old
+    assert "output_utf16" not in old and "rev" not in old and "exact_counts" not in old
     conninfo, schema = pg_schema
     with psycopg.connect(conninfo, autocommit=True) as db:
         db.execute(f'CREATE SCHEMA "{schema}"')

@@ -444,4 +444,32 @@ def compact_ray_dataset(
     return compact_dataset(ds_or_path, config, **options)
 
 
-__all__ = ["compact_dataset", "compact_parquet_on_ray", "compact_ray_dataset"]
+def _count(batch: pa.Table, *, family: str, threads: int) -> pa.Table:
+    from ctxcompact.transcript import count_exact_parts
+
+    return count_exact_parts(batch, family, threads)
+
+
+def count_dataset(dataset: Any, family: str, *, num_cpus: float = 1) -> Any:
+    """A Ray ``Dataset`` of part rows with each part's exact tokens under
+    ``family`` (``Transcript.count``'s columns: ``output_tokens_<family>``,
+    ``input_tokens_<family>`` and their texts' hashes), counted block by
+    block across the cluster, each block in Rust on the ``num_cpus`` cores
+    its task has. A row is counted alone, so blocks need not hold whole
+    sessions, and counts already there whose text is unchanged are kept.
+    Write it (``write_parquet``) to make a folder every scan, estimate and
+    replay under ``<family>-exact`` reads at column speed. An unknown family
+    is a ``ConfigError`` before any work."""
+    from ctxcompact.scans.vocabularies import core_name
+
+    core_name(family)  # ConfigError for an unknown family, on the driver
+    fn = partial(_count, family=family, threads=max(1, int(num_cpus)))
+    out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
+                              num_cpus=num_cpus)  # fmt: skip
+    context = getattr(out, "context", None)
+    if context is not None and hasattr(context, "raise_original_map_exception"):
+        context.raise_original_map_exception = True
+    return out
+
+
+__all__ = ["compact_dataset", "compact_parquet_on_ray", "compact_ray_dataset", "count_dataset"]

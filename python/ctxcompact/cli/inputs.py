@@ -398,24 +398,39 @@ def _verify_read(transcript: cc.Transcript, inputs: list[Path], segments: Segmen
         raise
 
 
+#: ``--verify``: the rows of each exact count column (``Transcript.count``)
+#: counted again, at random, per table or batch read (the other counted
+#: columns are checked at every row: counting them again is cheap).
+EXACT_VERIFY_SAMPLE = 1000
+
+
 def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
     """``--verify``: every counted column of ``table`` matches its text, and
     every ``tool_target`` its tool and input (all rows, not a sample: one
-    stale row gives wrong numbers). ``offset``: the table's first row in
-    ``path``."""
+    stale row gives wrong numbers); the exact counts at a sample of
+    ``EXACT_VERIFY_SAMPLE`` rows (a changed text's count is never read; a
+    count wrong for its text is an error naming its column and row).
+    ``offset``: the table's first row in ``path``."""
     from ctxcompact.scans import verify_output_units
-    from ctxcompact.transcript import counted_columns
+    from ctxcompact.transcript import counted_columns, exact_columns
 
     counted = counted_columns(table.schema)
-    if not counted and TOOL_TARGET not in table.column_names:
+    exact = exact_columns(table.schema)
+    if not counted and not exact and TOOL_TARGET not in table.column_names:
         return
+    for name, (_family, text, _hashes) in exact.items():
+        if text not in table.column_names:
+            raise MissingColumnError(
+                f"{path}: --verify needs the {text} text (no column {text!r}) to check {name}",
+                column=text,
+            )
     if counted and "output" not in table.column_names:
         raise MissingColumnError(
             f"{path}: --verify needs the output text (no column 'output') to check "
             f"{', '.join(counted)}", column="output",
         )  # fmt: skip
     try:
-        verify_output_units(table, sample=table.num_rows)
+        verify_output_units(table, sample=table.num_rows, exact_sample=EXACT_VERIFY_SAMPLE)
     except TranscriptError as e:
         if offset and e.row is not None:
             e.args = (re.sub(rf"\brow {e.row}\b", f"row {e.row + offset}", str(e), count=1),)
@@ -426,7 +441,7 @@ def _verify(table: pa.Table, path: Path, offset: int = 0) -> None:
 def _verify_parquet(source: list[Path], batch_rows: int) -> None:
     """``_verify`` over Parquet files a batch at a time (bounded memory)."""
     from ctxcompact.batch.parquet import parquet_files
-    from ctxcompact.transcript import counted_columns
+    from ctxcompact.transcript import counted_columns, exact_columns
 
     for path in parquet_files(source):
         try:
@@ -435,10 +450,12 @@ def _verify_parquet(source: list[Path], batch_rows: int) -> None:
             return  # left to the reader, which names it
         counted = counted_columns(file.schema_arrow)
         targets = [TOOL_TARGET, "tool", "input"] if TOOL_TARGET in file.schema_arrow.names else []
-        if not counted and not targets:
+        exact = [c for name, (_, text, hashes) in exact_columns(file.schema_arrow).items()
+                 for c in (name, text, hashes)]  # fmt: skip
+        if not counted and not targets and not exact:
             continue
-        names = [c for c in ("session_id", "message_id", "output", *counted, *targets)
-                 if c in file.schema_arrow.names]  # fmt: skip
+        wanted = ("session_id", "message_id", "output", *counted, *targets, *exact)
+        names = [c for c in dict.fromkeys(wanted) if c in file.schema_arrow.names]
         offset = 0
         with _naming(path):
             for batch in file.iter_batches(batch_size=batch_rows, columns=names):

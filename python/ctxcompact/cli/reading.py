@@ -283,7 +283,8 @@ def ingest(
             "--count",
             metavar="FAMILY",
             help=f"Count each part's exact tokens under a tokenizer family once "
-            f"(output_tokens_<family> and output_hash), in parallel: every scan, "
+            f"(output_tokens_<family>, input_tokens_<family> for call arguments, "
+            f"and their texts' hashes), in parallel: every scan, "
             f"estimate and replay under <family>-exact (the family a run's model "
             f"counts in) reads them; repeatable. One of: {', '.join(FAMILIES)}.",
         ),

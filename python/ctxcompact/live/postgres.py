@@ -16,7 +16,7 @@ Install with the ``postgres`` extra (``psycopg[binary]``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS parts (
     id TEXT NOT NULL,
     data TEXT NOT NULL,
     output_utf16 BIGINT,
+    exact_counts TEXT,
     UNIQUE (session_id, id),
     FOREIGN KEY (session_id, message_id) REFERENCES messages (session_id, id) ON DELETE CASCADE
 );
@@ -160,13 +161,15 @@ class PostgresStore(SQLStore):
     connection's search path (``public``).
     """
 
-    def __init__(self, conninfo: str, *, schema: str | None = None) -> None:
+    def __init__(
+        self, conninfo: str, *, schema: str | None = None, count: Sequence[str] = ()
+    ) -> None:
         if schema is not None and not _NAME.fullmatch(schema):
             raise StoreError(f"PostgresStore: {schema!r} is not a plain schema name "
                              "(letters, digits, underscores)")  # fmt: skip
         self.conninfo = conninfo
         self.schema = schema
-        super().__init__(_Postgres(conninfo, schema))
+        super().__init__(_Postgres(conninfo, schema), count)
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"

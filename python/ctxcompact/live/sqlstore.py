@@ -20,7 +20,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Self
@@ -36,6 +36,7 @@ from ctxcompact.live.events import CompactionRecord
 from ctxcompact.live.markers import pending_marker
 from ctxcompact.models import MessageWithParts, Session, StoredCounts, part_output
 from ctxcompact.transcript import count_texts
+from ctxcompact.transcript.rows import exact_part_counts
 
 _id_lock = threading.Lock()
 _last_id: tuple[int, int] = (0, 0)
@@ -174,6 +175,37 @@ def output_counts(parts: list[dict[str, Any]]) -> list[int | None]:
     return count_texts(texts) if any(t is not None for t in texts) else [None] * len(texts)
 
 
+def _exact_counts(text: str | None) -> dict[str, list[int | None]] | None:
+    """A part's ``exact_counts`` as the store wrote it; anything else (a
+    value another program wrote) is None: that part is counted from its
+    text, never read from a value the store did not make."""
+    try:
+        counts = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(counts, dict):
+        return None
+    for value in counts.values():
+        if not (isinstance(value, list) and len(value) == 4 and all(
+                v is None or (type(v) is int and 0 <= v < 2**63) for v in value)):  # fmt: skip
+            return None
+    return counts
+
+
+def exact_families_to_count(count: Sequence[str]) -> tuple[str, ...]:
+    """A store's ``count`` option: the families it counts every part in
+    exactly as it stores it (``ConfigError`` for one the core cannot
+    count, ``InputTypeError`` for a single string or another kind)."""
+    from ctxcompact.errors import InputTypeError
+    from ctxcompact.scans.vocabularies import core_name
+
+    if isinstance(count, str) or not all(isinstance(f, str) for f in count):
+        raise InputTypeError(f"count takes a list of tokenizer families, got {count!r}")
+    for family in count:
+        core_name(family)  # ConfigError naming an unknown family
+    return tuple(dict.fromkeys(count))
+
+
 def keep_counts(session: Session, counts: StoredCounts) -> Session:
     """``session`` with the counts its store kept (``Session._stored``, which
     its table reads instead of counting)."""
@@ -191,7 +223,8 @@ def extended(session: Session, appended: Session) -> Session:
     )
     old, new = session._stored, appended._stored
     if old is not None and new is not None:
-        keep_counts(grown, StoredCounts(by_id={**old.by_id(), **new.by_id()}))
+        exact = {**old.exact_by_id(), **new.exact_by_id()}
+        keep_counts(grown, StoredCounts(by_id={**old.by_id(), **new.by_id()}, exact_by_id=exact))
     return grown
 
 
@@ -207,22 +240,24 @@ def mark_part(part: dict[str, Any], now_ms: int) -> None:
 def session_of_rows(
     info: str,
     messages: Iterable[tuple[str, str]],
-    parts: Iterable[tuple[str, str, int | None]],
+    parts: Iterable[tuple[str, str, int | None, str | None]],
 ) -> Session:
     """A session from a SQL store's rows: its info JSON, its messages
-    ``(id, info JSON)`` and its parts ``(message id, part JSON, output_utf16)``,
-    each in stored order; the parts' stored counts given back with it."""
+    ``(id, info JSON)`` and its parts ``(message id, part JSON, output_utf16,
+    exact counts JSON)``, each in stored order; the parts' stored counts
+    given back with it."""
     by_message: dict[str, list[Any]] = {}
-    loaded, units = [], []
-    for message_id, data, n in parts:
+    loaded, units, exact = [], [], []
+    for message_id, data, n, counts in parts:
         part = json.loads(data)
         by_message.setdefault(message_id, []).append(part)
         loaded.append(part)
         units.append(n)
+        exact.append(_exact_counts(counts))
     rows = [{"info": json.loads(i), "parts": by_message.get(mid, [])} for mid, i in messages]
     session = Session.model_validate({"info": json.loads(info), "messages": rows})
     # The model holds the loaded JSON's own str objects, which the counts name.
-    return keep_counts(session, StoredCounts(loaded, units))
+    return keep_counts(session, StoredCounts(loaded, units, exact=exact))
 
 
 # --- SQL ----------------------------------------------------------------------------
@@ -241,10 +276,12 @@ _COLUMNS = {
     "compactions": {"seq", "session_id", "marker_id", "record"},
 }
 #: Columns a store of an earlier release lacks, added by the setup:
-#: ``parts.output_utf16`` (NULL: counted when loaded) and ``sessions.rev``
+#: ``parts.output_utf16`` (NULL: counted when loaded), ``parts.exact_counts``
+#: (each part's exact counts by family as JSON, ``exact_part_counts``; NULL:
+#: counted when estimated) and ``sessions.rev``
 #: (bumped by every write that changes stored rows rather than appending:
 #: ``load_since`` reads only the appended rows while it stays the same).
-_ADDED = (("parts", "output_utf16"), ("sessions", "rev"))
+_ADDED = (("parts", "output_utf16"), ("parts", "exact_counts"), ("sessions", "rev"))
 
 
 class Dialect:
@@ -299,8 +336,9 @@ class SQLStore:
     database before it checks anything, so a check-then-write cannot race
     another writer; a compaction committed whole or not at all."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, count: Sequence[str] = ()) -> None:
         self._dialect = dialect
+        self._count = exact_families_to_count(count)
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
@@ -330,7 +368,8 @@ class SQLStore:
                 for table, column in _ADDED:
                     if column not in self._dialect.columns(db, table):
                         default = " NOT NULL DEFAULT 0" if column == "rev" else ""
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {count}{default}")
+                        kind = "TEXT" if column == "exact_counts" else count
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}{default}")
 
     def _ready(self, db: Any) -> bool:
         """Whether every table is there with every column; a ``StoreError``
@@ -438,7 +477,8 @@ class SQLStore:
         info = self._require(db, session_id, lock=lock)
         sql = "SELECT id, info FROM messages WHERE session_id = ? ORDER BY seq"
         rows = self._run(db, sql, session_id).fetchall()
-        sql = "SELECT message_id, data, output_utf16 FROM parts WHERE session_id = ? ORDER BY seq"
+        sql = ("SELECT message_id, data, output_utf16, exact_counts FROM parts "
+               "WHERE session_id = ? ORDER BY seq")  # fmt: skip
         return session_of_rows(info, rows, self._run(db, sql, session_id))
 
     def load_since(self, session_id: str, since: tuple[int, ...] | None = None) -> Changes:
@@ -458,7 +498,7 @@ class SQLStore:
                 whole, after_message, after_part = False, since[1], since[2]
             sql = "SELECT seq, id, info FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq"
             messages = self._run(db, sql, session_id, after_message).fetchall()
-            sql = ("SELECT seq, message_id, data, output_utf16 FROM parts "
+            sql = ("SELECT seq, message_id, data, output_utf16, exact_counts FROM parts "
                    "WHERE session_id = ? AND seq > ? ORDER BY seq")  # fmt: skip
             parts = self._run(db, sql, session_id, after_part).fetchall()
         cursor = (rev, messages[-1][0] if messages else after_message,
@@ -503,10 +543,12 @@ class SQLStore:
             self._run(db, "INSERT INTO messages (session_id, id, role, parent_id, summary, info) "
                           "VALUES (?, ?, ?, ?, ?, ?)", session_id, mid, info["role"],
                       info.get("parentID"), info.get("summary") is True, _dumps(info))  # fmt: skip
-            self._many(db, "INSERT INTO parts (session_id, message_id, id, data, output_utf16) "
-                           "VALUES (?, ?, ?, ?, ?)",
-                       [(session_id, mid, p["id"], _dumps(p), n)
-                        for p, n in zip(parts, output_counts(parts), strict=True)])  # fmt: skip
+            exact = [None if c is None else _dumps(c)
+                     for c in exact_part_counts(parts, self._count)]  # fmt: skip
+            counts = zip(parts, output_counts(parts), exact, strict=True)
+            rows = [(session_id, mid, p["id"], _dumps(p), n, c) for p, n, c in counts]
+            self._many(db, "INSERT INTO parts (session_id, message_id, id, data, output_utf16, "
+                           "exact_counts) VALUES (?, ?, ?, ?, ?, ?)", rows)  # fmt: skip
         except self._dialect.taken as e:
             self._run(db, "ROLLBACK TO SAVEPOINT ctxcompact_insert")
             what = self._taken(db, session_id, mid, parts, e)
@@ -604,6 +646,7 @@ __all__ = [
     "SQLStore",
     "cancel_marker",
     "check_ids",
+    "exact_families_to_count",
     "extended",
     "keep_counts",
     "mark_part",

@@ -15,7 +15,7 @@ import errno
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from ctxcompact.live.sqlstore import (
     SQLStore,
     cancel_marker,
     check_ids,
+    exact_families_to_count,
     keep_counts,
     mark_part,
     new_id,
@@ -44,6 +45,7 @@ from ctxcompact.live.sqlstore import (
     session_info,
 )
 from ctxcompact.models import MessageWithParts, Session, StoredCounts, part_output
+from ctxcompact.transcript.rows import exact_part_counts
 
 
 class SessionStore(Protocol):
@@ -115,15 +117,23 @@ def _json_copy(value: Any) -> Any:
 
 
 class MemoryStore:
-    """A ``SessionStore`` in process memory, for tests and short-lived sessions."""
+    """A ``SessionStore`` in process memory, for tests and short-lived sessions.
 
-    def __init__(self) -> None:
+    ``count``: tokenizer families (``"o200k"``...) every part is counted in
+    exactly as it is stored, which a loaded session's table carries
+    (``Transcript.count``'s columns, each beside its text's hash), so an
+    estimate under ``<family>-exact`` reads them (the SQL stores take it too)."""
+
+    def __init__(self, *, count: Sequence[str] = ()) -> None:
+        self._count_families = exact_families_to_count(count)
         self._lock = threading.RLock()
         self._sessions: dict[str, dict[str, Any]] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._records: dict[str, list[CompactionRecord]] = {}
         #: Per session, each stored part's count by part id, with the text it counts.
         self._counted: dict[str, dict[str, tuple[str, int]]] = {}
+        #: Per session, each part's exact counts by family (``exact_part_counts``).
+        self._exact: dict[str, dict[str, dict[str, list[int | None]]]] = {}
         #: Per session, bumped by every write that changes stored messages
         #: rather than appending (``load_since``).
         self._revs: dict[str, int] = {}
@@ -141,6 +151,7 @@ class MemoryStore:
                 self._messages[sid] = []
                 self._records[sid] = []
                 self._counted[sid] = {}
+                self._exact[sid] = {}
                 self._revs[sid] = 0
         return sid
 
@@ -149,8 +160,9 @@ class MemoryStore:
             messages = _json_copy(self._get(session_id))  # shares the stored strings
             info = dict(self._sessions[session_id])
             counted = dict(self._counted[session_id])
+            exact = dict(self._exact[session_id])
         session = Session.model_validate({"info": info, "messages": messages})
-        return keep_counts(session, StoredCounts(by_id=counted))
+        return keep_counts(session, StoredCounts(by_id=counted, exact_by_id=exact))
 
     def load_since(self, session_id: str, since: tuple[int, ...] | None = None) -> Changes:
         with self._lock:
@@ -164,8 +176,12 @@ class MemoryStore:
             counted = self._counted[session_id]
             counts = {p["id"]: counted[p["id"]] for m in messages for p in m.get("parts", [])
                       if p.get("id") in counted}  # fmt: skip
+            stored_exact = self._exact[session_id]
+            exact = {p["id"]: stored_exact[p["id"]] for m in messages for p in m.get("parts", [])
+                     if p.get("id") in stored_exact}  # fmt: skip
         session = Session.model_validate({"info": info, "messages": messages})
-        return Changes((rev, count), keep_counts(session, StoredCounts(by_id=counts)), whole)
+        kept = StoredCounts(by_id=counts, exact_by_id=exact)
+        return Changes((rev, count), keep_counts(session, kept), whole)
 
     def _count(self, session_id: str, data: dict[str, Any]) -> None:
         parts = data.get("parts", [])
@@ -174,6 +190,10 @@ class MemoryStore:
             text = part_output(part)
             if n is not None and text is not None:
                 counted[part["id"]] = (text, n)
+        exact = self._exact[session_id]
+        for part, counts in zip(parts, exact_part_counts(parts, self._count_families), strict=True):
+            if counts is not None:
+                exact[part["id"]] = counts
 
     def append_message(self, session_id: str, message: MessageWithParts) -> str:
         check_ids(session_id, message)
@@ -289,6 +309,7 @@ CREATE TABLE IF NOT EXISTS parts (
     id TEXT NOT NULL,
     data TEXT NOT NULL,
     output_utf16 INTEGER,
+    exact_counts TEXT,
     UNIQUE (session_id, id),
     FOREIGN KEY (session_id, message_id) REFERENCES messages(session_id, id) ON DELETE CASCADE
 );
@@ -382,9 +403,12 @@ class _SQLite(Dialect):
 class SQLiteStore(SQLStore):
     """The embedded default store: one SQLite file, WAL, one connection per thread."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
-        """``timeout``: how long (seconds) a write waits for another
-        connection's write lock before a ``StoreError``."""
+    def __init__(
+        self, path: str | os.PathLike[str], *, count: Sequence[str] = (), timeout: float = 30.0
+    ) -> None:
+        """``count``: tokenizer families every part is counted in exactly as
+        it is stored (``MemoryStore``); ``timeout``: how long (seconds) a
+        write waits for another connection's write lock before a ``StoreError``."""
         if not isinstance(path, str | os.PathLike):
             raise InputTypeError(f"SQLiteStore takes a file path, got {type(path).__name__}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
@@ -393,7 +417,7 @@ class SQLiteStore(SQLStore):
         _check_path(self.path)
         try:
             # Another program's file is checked before anything is created: it stays as it was.
-            super().__init__(_SQLite(self.path, float(timeout)))
+            super().__init__(_SQLite(self.path, float(timeout)), count)
         except sqlite3.OperationalError as e:
             if "unable to open" in str(e):  # what the checks above could not see
                 why = f"cannot open the store ({e})"

@@ -29,6 +29,7 @@ from ctxcompact.transcript import (
     counted_columns,
     counted_field,
     encode_targets,
+    exact_columns,
     tool_targets,
 )
 
@@ -212,12 +213,21 @@ def with_tool_targets(data: Any, *, threads: int | None = None) -> Transcript:
     return Transcript(table.append_column(TARGETS_DICTIONARY, values))
 
 
-def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None:
+def verify_output_units(
+    data: Any, *, sample: int = 1000, seed: int = 0, exact_sample: int | None = None
+) -> None:
     """Re-count every counted column the scans read (``output_utf16``,
     ``output_units_<family>``) at ``sample`` random rows (every row when the
     table is smaller) against the text, and work out ``tool_target`` there
     again from ``tool`` and ``input``; ``TranscriptError`` naming the first
-    row, session and message that disagree. Nothing to check without one."""
+    row, session and message that disagree. Nothing to check without one.
+
+    The exact counts (``output_tokens_<family>``, ``input_tokens_<family>``,
+    ``Transcript.count``) are counted again at ``exact_sample`` random rows
+    (``sample`` when None) where the text still has the hash it was counted
+    with: a count that disagrees there would be read, and is an error
+    naming its column and row. A row whose text changed since is not (its
+    count is never read)."""
     import random
 
     from ctxcompact.errors import TranscriptError
@@ -225,9 +235,12 @@ def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None
     table, _ = _as_table(data)
     counted = counted_columns(table.schema)
     targets = TOOL_TARGET in table.column_names
-    if not (counted or targets) or table.num_rows == 0:
+    exact = exact_columns(table.schema)
+    if not (counted or targets or exact) or table.num_rows == 0:
         return
     n = table.num_rows
+    if exact:
+        _verify_exact(table, exact, exact_sample if exact_sample is not None else sample, seed)
     rows = sorted(random.Random(seed).sample(range(n), min(sample, n)))
     if targets:
         for name in ("tool", "input"):
@@ -259,6 +272,41 @@ def verify_output_units(data: Any, *, sample: int = 1000, seed: int = 0) -> None
                 raise TranscriptError(
                     f"{name} of row {rows[i]} is {got}, but its output is {want} {units}: "
                     "the column is stale (recount it with with_output_units)",
+                    row=rows[i], column=name,
+                    session_id=str(taken.column("session_id")[i].as_py()),
+                    message_id=str(taken.column("message_id")[i].as_py()),
+                )  # fmt: skip
+
+
+def _verify_exact(
+    table: pa.Table, exact: dict[str, tuple[str, str, str]], sample: int, seed: int
+) -> None:
+    """``verify_output_units`` of the exact count columns ``exact``
+    (``exact_columns``): ``sample`` random rows of each, recounted where
+    the text is the one counted (its hash holds)."""
+    import random
+
+    from ctxcompact.errors import TranscriptError
+
+    n = table.num_rows
+    rows = sorted(random.Random(seed).sample(range(n), max(0, min(sample, n))))
+    for name, (family, text, hashes) in exact.items():
+        if text not in table.column_names:
+            raise MissingColumnError(
+                f"missing column {text!r}: {name} is checked against it", column=text
+            )
+        taken = table.select(["session_id", "message_id", text, name, hashes])
+        taken = taken.take(pa.array(rows, pa.int64()))
+        now = pa.chunked_array(_core.text_hashes(taken.column(text), None), type=pa.int64())
+        held = pc.fill_null(pc.equal(pc.fill_null(now, 0), taken.column(hashes)), False)
+        fresh = count_output_units(taken.select([text]).rename_columns(["output"]),
+                                   f"{family}-exact").to_pylist()  # fmt: skip
+        stored = taken.column(name).to_pylist()
+        for i, (want, got, ok) in enumerate(zip(fresh, stored, held.to_pylist(), strict=True)):
+            if ok and got is not None and got != want:
+                raise TranscriptError(
+                    f"{name} of row {rows[i]} is {got}, but its {text} is {want} {family} "
+                    f"tokens: the column is wrong (count it again with Transcript.count)",
                     row=rows[i], column=name,
                     session_id=str(taken.column("session_id")[i].as_py()),
                     message_id=str(taken.column("message_id")[i].as_py()),

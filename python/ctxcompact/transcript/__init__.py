@@ -15,6 +15,7 @@ counted output lengths), ``targets`` (the ``tool_target`` column), ``rows``
 from __future__ import annotations
 
 from ctxcompact.transcript.counts import (
+    INPUT_HASH,
     OUTPUT_HASH,
     OUTPUT_TYPES,
     count_exact_parts,
@@ -22,6 +23,7 @@ from ctxcompact.transcript.counts import (
     count_texts,
     counted_columns,
     counted_field,
+    exact_columns,
     exact_families,
 )
 from ctxcompact.transcript.rows import sessions_to_table
@@ -50,6 +52,7 @@ from ctxcompact.transcript.targets import (
 __all__ = [
     "CODES",
     "DERIVED",
+    "INPUT_HASH",
     "OUTPUT_HASH",
     "OUTPUT_TYPES",
     "OUTPUT_UNITS",
@@ -68,6 +71,7 @@ __all__ = [
     "counted_columns",
     "counted_field",
     "encode_targets",
+    "exact_columns",
     "exact_families",
     "mixed_codes",
     "relocate",

@@ -60,12 +60,7 @@ def count_output_units(
     (``output_utf16``), for a tokenizer family its table's sum. Counted in Rust
     on the thread pool (all cores by default). A count column the library
     writes has no null, so its statistics prove every row counted."""
-    import ctxcompact._core as _core
-
-    counts = pa.chunked_array(
-        _core.count_units(table.column("output"), method, threads), type=pa.int64()
-    )
-    return pc.fill_null(counts, 0)
+    return _count_column(table.column("output"), method, threads)
 
 
 def counted_field(method: str) -> pa.Field:
@@ -109,45 +104,75 @@ _FAMILY_PREFIX = "output_units_"
 #: Each output's text hash beside its exact counts (``count_exact_parts``).
 OUTPUT_HASH = "output_hash"
 _EXACT_PREFIX = "output_tokens_"
+#: Each tool call's arguments (``input``) hashed beside their exact counts.
+INPUT_HASH = "input_hash"
+_INPUT_EXACT_PREFIX = "input_tokens_"
 
 
 def count_exact_parts(table: pa.Table, family: str, threads: int | None = None) -> pa.Table:
-    """``table`` with each output's exact tokens under ``family`` (texts,
-    reasoning and tool outputs: ``output_tokens_<family>``, its field stamped
-    ``<family>-exact``) and each output's text hash (``output_hash``), counted
-    in Rust on the thread pool. The scans read a count only under that
-    family's exact method and only where the row's text still hashes as it
-    did when counted: a text changed since is counted again, never read
-    stale. Counting again keeps every count whose text is unchanged and
-    counts only the others."""
-    import ctxcompact._core as _core
+    """``table`` with each part's exact tokens under ``family``, counted in
+    Rust on the thread pool: each output (texts, reasoning and tool outputs:
+    ``output_tokens_<family>``) beside its text hash (``output_hash``), and
+    each tool call's arguments (``input_tokens_<family>`` beside
+    ``input_hash``, when the table has ``input``), every count field stamped
+    ``<family>-exact``. The scans read a count only under that family's exact
+    method and only where the row's text still hashes as it did when
+    counted: a text changed since is counted again, never read stale.
+    Counting again keeps every count whose text is unchanged and counts only
+    the others."""
     from ctxcompact.scans.vocabularies import core_name
 
     core_name(family)  # ConfigError for an unknown family; loads a vocabulary not built in
     field = counted_field(f"{family}-exact")
-    output = table.column("output")
-    hashes = pc.fill_null(pa.chunked_array(_core.text_hashes(output, threads), type=pa.int64()), 0)
+    table = _count_exact(table, "output", field, OUTPUT_HASH, family, threads)
+    if "input" in table.column_names:
+        field = pa.field(_INPUT_EXACT_PREFIX + family, pa.int64(), metadata=field.metadata)
+        table = _count_exact(table, "input", field, INPUT_HASH, family, threads)
+    return table
+
+
+def _count_exact(
+    table: pa.Table, text: str, field: pa.Field, hash_name: str, family: str, threads: int | None
+) -> pa.Table:
+    """``count_exact_parts`` for one text column: ``field`` (its counts) and
+    ``hash_name`` (its texts' hashes) set, the unchanged rows' counts kept."""
+    import ctxcompact._core as _core
+
+    method = f"{family}-exact"
+    column = table.column(text)
+    hashes = pc.fill_null(pa.chunked_array(_core.text_hashes(column, threads), type=pa.int64()), 0)
     stale = None
-    if field.name in table.column_names and OUTPUT_HASH in table.column_names:
+    if field.name in table.column_names and hash_name in table.column_names:
         old = table.column(field.name)
-        if table.schema.field(field.name).metadata == field.metadata and old.type == pa.int64():
-            same = pc.fill_null(pc.equal(table.column(OUTPUT_HASH).cast(pa.int64()), hashes), False)
+        same_type = table.schema.field(hash_name).type == pa.int64()
+        if table.schema.field(field.name).metadata == field.metadata and old.type == pa.int64() \
+                and same_type:  # fmt: skip
+            same = pc.fill_null(pc.equal(table.column(hash_name), hashes), False)
             stale = pc.or_(pc.invert(same), pc.is_null(old)).combine_chunks()
     if stale is None:
-        counts = count_output_units(table, f"{family}-exact", threads)
+        counts = _count_column(column, method, threads)
     else:
-        fresh = count_output_units(table.select(["output"]).filter(stale), f"{family}-exact",
-                                   threads)  # fmt: skip
+        fresh = _count_column(column.filter(stale), method, threads)
         counts = pc.replace_with_mask(table.column(field.name).combine_chunks(), stale,
                                       fresh.combine_chunks())  # fmt: skip
-    hash_field = pa.field(OUTPUT_HASH, pa.int64())
-    for name, field_, values in ((field.name, field, counts), (OUTPUT_HASH, hash_field, hashes)):
+    hash_field = pa.field(hash_name, pa.int64())
+    for name, field_, values in ((field.name, field, counts), (hash_name, hash_field, hashes)):
         index = table.schema.get_field_index(name)
         if index < 0:
             table = table.append_column(field_, values)
         else:
             table = table.set_column(index, field_, values)
     return table
+
+
+def _count_column(
+    column: pa.ChunkedArray | pa.Array, method: str, threads: int | None
+) -> pa.ChunkedArray:
+    """Each string's length units under ``method`` (0 where null), in Rust."""
+    import ctxcompact._core as _core
+
+    counts = pa.chunked_array(_core.count_units(column, method, threads), type=pa.int64())
+    return pc.fill_null(counts, 0)
 
 
 def exact_families(schema: pa.Schema) -> list[str]:
@@ -161,4 +186,23 @@ def exact_families(schema: pa.Schema) -> list[str]:
             family = field.name.removeprefix(_EXACT_PREFIX)
             if field.metadata == {UNITS_KEY.encode(): f"{family}-exact".encode()}:
                 found.append(family)
+    return found
+
+
+def exact_columns(schema: pa.Schema) -> dict[str, tuple[str, str, str]]:
+    """Every exact count column of ``schema`` the scans read, by name, with
+    its family, the text column it counts and that text's hash column:
+    ``output_tokens_<family>`` (``output``, ``output_hash``) and
+    ``input_tokens_<family>`` (``input``, ``input_hash``), each stamped
+    ``<family>-exact`` and beside its hash column."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for prefix, text, hashes in ((_EXACT_PREFIX, "output", OUTPUT_HASH),
+                                 (_INPUT_EXACT_PREFIX, "input", INPUT_HASH)):  # fmt: skip
+        if hashes not in schema.names:
+            continue
+        for field in schema:
+            if field.name.startswith(prefix):
+                family = field.name.removeprefix(prefix)
+                if field.metadata == {UNITS_KEY.encode(): f"{family}-exact".encode()}:
+                    found[field.name] = (family, text, hashes)
     return found

@@ -12,13 +12,15 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic_core import PydanticSerializationError
 
 from ctxcompact.errors import TranscriptError
-from ctxcompact.models import AssistantMessage, Session, model_output
+from ctxcompact.models import AssistantMessage, Session, model_output, part_output
+from ctxcompact.transcript.counts import INPUT_HASH, OUTPUT_HASH, count_exact_parts, counted_field
 from ctxcompact.transcript.schema import DERIVED, OUTPUT_UNITS, SCHEMA, holds_names
 from ctxcompact.transcript.targets import targets_as_dictionary
 
@@ -44,7 +46,7 @@ def sessions_to_table(sessions: Sequence[Session], *, threads: int | None = None
     if failed:
         _unencodable(sessions, lines, failed)  # raises, or mends `lines`
     table = targets_as_dictionary(pa.table(_core.session_rows(b"\n".join(lines), threads=threads)))
-    stored = _stored_counts(sessions)
+    stored, exact = _stored_counts(sessions)
     if stored:
         units: list[int | None] = [None] * table.num_rows
         for row, n in stored.items():
@@ -53,7 +55,7 @@ def sessions_to_table(sessions: Sequence[Session], *, threads: int | None = None
         counted = table.column(index).combine_chunks()
         table = table.set_column(index, SCHEMA.field(OUTPUT_UNITS),
                                  pc.coalesce(pa.array(units, pa.int64()), counted))  # fmt: skip
-    return table
+    return _with_stored_exact(table, exact) if exact else table
 
 
 def _export_json(session: Session) -> bytes:
@@ -86,35 +88,106 @@ def _check_costs(session: Session) -> None:
             )
 
 
-def _stored_counts(sessions: Sequence[Session]) -> dict[int, int]:
+def _stored_counts(
+    sessions: Sequence[Session],
+) -> tuple[dict[int, int], dict[int, dict[str, list[int | None]]]]:
     """``{row: stored output_utf16}`` for each part of a store-loaded session
-    that still holds the very ``str`` object its store counted."""
+    that still holds the very ``str`` object its store counted, and ``{row:
+    its exact counts}`` the store kept (read only while the text still hashes
+    as counted: the scans check)."""
     kept = []
     for i, session in enumerate(sessions):
         private = session.__pydantic_private__  # not ``session._stored``: 40x slower
         counts = private.get("_stored") if private else None
-        known = counts.by_id() if counts is not None else None
-        if known:
-            kept.append((i, known))
+        if counts is not None and ((known := counts.by_id()) or counts.exact_by_id()):
+            kept.append((i, (known, counts.exact_by_id())))
     stored: dict[int, int] = {}
+    exact: dict[int, dict[str, list[int | None]]] = {}
     if not kept:
-        return stored
+        return stored, exact
     row, last = 0, kept[-1][0]
     by_session = dict(kept)
     for i, session in enumerate(sessions[: last + 1]):
-        known = by_session.get(i)
+        mine = by_session.get(i)
         if not session.messages:
             row += 1
         for message in session.messages:
-            if known is None or not message.parts:
+            if mine is None or not message.parts:
                 row += max(1, len(message.parts))
                 continue
+            known, known_exact = mine
             for part in message.parts:
                 hit = known.get(part.id)
                 if hit is not None and hit[0] is model_output(part):
                     stored[row] = hit[1]
+                if known_exact and (got := known_exact.get(part.id)):
+                    exact[row] = got
                 row += 1
-    return stored
+    return stored, exact
+
+
+def _with_stored_exact(table: pa.Table, exact: dict[int, dict[str, list[int | None]]]) -> pa.Table:
+    """``table`` with the exact counts a store kept (``exact``, by row):
+    ``Transcript.count``'s columns for each family, null (counted as the
+    scan goes) for the rows without one; each count beside the hash of the
+    text it counted, so a text changed since is counted again."""
+    families = sorted({f for counts in exact.values() for f in counts})
+    n = table.num_rows
+    hashes: list[list[int | None]] = [[None] * n, [None] * n]
+    for family in families:
+        field = counted_field(f"{family}-exact")
+        tokens: list[list[int | None]] = [[None] * n, [None] * n]
+        for row, counts in exact.items():
+            got = counts.get(family)
+            if got is None:
+                continue
+            for k in (0, 1):  # output, input
+                if got[2 * k] is not None and got[2 * k + 1] is not None:
+                    tokens[k][row], hashes[k][row] = got[2 * k], got[2 * k + 1]
+        for k, prefix in enumerate(("output_tokens_", "input_tokens_")):
+            name = prefix + family
+            table = table.append_column(field.with_name(name), pa.array(tokens[k], pa.int64()))
+    table = table.append_column(OUTPUT_HASH, pa.array(hashes[0], pa.int64()))
+    return table.append_column(INPUT_HASH, pa.array(hashes[1], pa.int64()))
+
+
+def _input(part: dict[str, Any]) -> str | None:
+    """What a part's row holds in ``input``: a tool call's arguments as
+    compact JSON (the mapper's rule, ``ingest/opencode.rs``)."""
+    state = part.get("state") if part.get("type") == "tool" else None
+    if not isinstance(state, dict) or state.get("input") is None:
+        return None
+    return _dumps(state["input"])
+
+
+def exact_part_counts(
+    parts: Sequence[dict[str, Any]], families: Sequence[str]
+) -> list[dict[str, list[int | None]] | None]:
+    """Each part's exact counts under ``families`` as a store keeps them
+    (``StoredCounts``): ``{family: [output tokens, output hash, input tokens,
+    input hash]}`` of the ``output`` and ``input`` its row holds (None for
+    a text it has not), counted in the core as ``Transcript.count`` counts
+    them; None for a part with neither."""
+    if not families or not parts:
+        return [None] * len(parts)
+    columns = {"output": [part_output(p) for p in parts], "input": [_input(p) for p in parts]}
+    try:
+        table = pa.table({c: pa.array(v, pa.large_string()) for c, v in columns.items()})
+    except UnicodeEncodeError:  # a lone surrogate: left uncounted, as output_utf16 leaves it
+        return [None] * len(parts)
+    out: list[dict[str, list[int | None]] | None] = [None] * len(parts)
+    for family in families:
+        counted = count_exact_parts(table, family)
+        names = (f"output_tokens_{family}", OUTPUT_HASH, f"input_tokens_{family}", INPUT_HASH)
+        values = [counted.column(c).to_pylist() for c in names]
+        for i in range(len(parts)):
+            got = [v[i] for v in values]
+            for k, text in enumerate(("output", "input")):
+                if columns[text][i] is None:
+                    got[2 * k] = got[2 * k + 1] = None
+            if any(v is not None for v in got):
+                out[i] = {**(out[i] or {}), family: got}
+    return out
 
 
 #: A code point UTF-8 cannot hold: half of a surrogate pair, alone.
