@@ -340,3 +340,42 @@ def test_a_front_with_every_point_over_the_window_is_empty() -> None:
                            "context=4000": (1_200, 10, 8, True)})  # fmt: skip
     result = results(calls, pts, None, None)
     assert result.front().num_rows == 0 and result.points["feasible"].to_pylist() == [False] * 2
+
+
+def test_a_ray_task_replays_on_the_cpus_it_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune_dataset``'s tasks ask Ray for ``num_cpus`` and their engine runs
+    on that many threads (not on every core of the node, which tasks side by
+    side would oversubscribe). Ray itself is stood in for: the map runs here."""
+    from types import SimpleNamespace
+
+    import ctxcompact.batch.ray_data as ray_data
+    import ctxcompact.tuning.grid as grid_module
+    from ctxcompact.tuning import tune_dataset
+
+    table = cc.Transcript.from_sessions(SESSIONS).to_arrow()
+    asked: dict[str, Any] = {}
+    used: list[int | None] = []
+
+    class Dataset:  # what tune_dataset uses of a Ray Dataset
+        def map_batches(self, fn: Any, **options: Any) -> Any:
+            asked.update(options)
+            self.out = fn(table)
+            return self
+
+        def to_arrow_refs(self) -> list[pa.Table]:
+            return [self.out]
+
+    engine = grid_module.engine_calls
+
+    def recording(*args: Any, threads: int | None = None, **kw: Any) -> pa.Table:
+        used.append(threads)
+        return engine(*args, threads=threads, **kw)
+
+    monkeypatch.setattr(ray_data, "_ray", lambda: SimpleNamespace(get=lambda refs: refs))
+    monkeypatch.setattr(grid_module, "engine_calls", recording)
+    grid = {"preset": ["opencode", "swe-agent"], "context": [12_000]}
+    got = tune_dataset(Dataset(), grid, limits=LIMITS, model="claude-sonnet-4", num_cpus=3)
+    assert asked["num_cpus"] == 3
+    assert used == [3, 3]  # one engine call per point, each on the task's 3 CPUs
+    local = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1)
+    assert got.points.equals(local.points)

@@ -522,10 +522,10 @@ def pareto(xs: Sequence[float], ys: Sequence[float], feasible: Sequence[bool]) -
     ]  # fmt: skip
 
 
-def _ray_replay(batch: pa.Table, *, grid_points: list[Point]) -> pa.Table:
+def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int) -> pa.Table:
     from ctxcompact.batch.ray_data import _regroup
 
-    return _replay_table(_regroup(batch), grid_points)
+    return _replay_table(_regroup(batch), grid_points, threads=threads)
 
 
 def tune_dataset(
@@ -540,7 +540,10 @@ def tune_dataset(
     num_cpus: float = 1,
 ) -> Tuning:
     """``tune`` on a Ray ``Dataset`` of part rows (``map_batches``; blocks
-    hold whole sessions, as for ``batch.compact_dataset``)."""
+    hold whole sessions, as for ``batch.compact_dataset``). Each task asks
+    Ray for ``num_cpus`` CPUs and its engine runs on that many threads
+    (``int(num_cpus)``, at least 1), not on every core of the node: tasks
+    side by side on a node do not oversubscribe it."""
     from functools import partial
 
     from ctxcompact.batch.ray_data import _ray
@@ -550,7 +553,8 @@ def tune_dataset(
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
     grid_points = counted_and_priced(grid_points, model, price)
-    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points),
+    threads = max(1, int(num_cpus))  # the CPUs the task asks for, as compact_dataset's
+    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points, threads=threads),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
     parts = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
