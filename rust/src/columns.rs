@@ -932,6 +932,12 @@ where
 
     let chunk = StrChunk::new("values", array)?;
     let one = |v: Option<&str>| v.map_or(0, &f);
+    if rayon::current_thread_index().is_none() {
+        // Outside a pool (`parallel::run_small`): on this thread, never
+        // rayon's global pool.
+        let values: Vec<i64> = (0..chunk.len()).map(|i| one(chunk.value(i))).collect();
+        return Ok(Int64Array::new(values.into(), array.logical_nulls()));
+    }
     let values: Vec<i64> = match &chunk {
         StrChunk::Dict { keys, values } => {
             let per_key: Vec<i64> = (0..values.len())
@@ -984,6 +990,30 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn map_strings_gives_the_same_on_the_calling_thread_as_in_a_pool() {
+        let plain: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![
+            Some("ab"),
+            None,
+            Some("é😀"),
+        ]));
+        let dict: ArrayRef = Arc::new(
+            vec![Some("x"), None, Some("yy"), Some("x")]
+                .into_iter()
+                .collect::<arrow_array::DictionaryArray<arrow_array::types::Int32Type>>(),
+        );
+        for array in [plain, dict] {
+            let len = |s: &str| s.chars().count() as i64;
+            let here = map_strings(&array, 2, len).unwrap();
+            let pooled = crate::parallel::run(Some(2), || map_strings(&array, 2, len)).unwrap();
+            assert_eq!(here, pooled);
+            assert_eq!(
+                here.null_count(),
+                array.logical_nulls().map_or(0, |n| n.null_count())
+            );
+        }
+    }
 
     #[test]
     fn may_hold_is_exact_when_false_and_searches_only_the_rows_asked() {

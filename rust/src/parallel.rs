@@ -37,16 +37,7 @@ fn default_threads() -> usize {
 /// A panic inside `f` (a bug, never bad input) comes back as `CoreError::Internal`
 /// instead of unwinding into the caller.
 pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
-    let guarded = || {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(CoreError::Internal(msg))
-        })
-    };
+    let guarded = || guard(f);
     let n = threads.unwrap_or_else(default_threads);
     if n == 0 {
         return Err(CoreError::Config("threads must be at least 1".into()));
@@ -74,4 +65,51 @@ pub fn run<R: Send>(threads: Option<usize>, f: impl FnOnce() -> Result<R> + Send
         }
     };
     pool.install(guarded)
+}
+
+/// `f`, a panic inside it (a bug, never bad input) as `CoreError::Internal`.
+fn guard<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(CoreError::Internal(msg))
+    })
+}
+
+/// `run` for work that is one thread's: with `threads` 1, `f` runs on the
+/// calling thread, not handed to a pool thread. A pool thread that went to
+/// sleep between two small calls (the live store counting each message it
+/// appends) takes milliseconds to wake on a loaded machine, far more than
+/// the work. `f` must reach rayon only through functions that run
+/// sequentially outside a pool (`columns::map_strings`).
+pub fn run_small<R: Send>(
+    threads: Option<usize>,
+    f: impl FnOnce() -> Result<R> + Send,
+) -> Result<R> {
+    match threads {
+        Some(1) => guard(f),
+        _ => run(threads, f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_of_small_work_runs_on_the_calling_thread() {
+        let here = std::thread::current().id();
+        let on = |threads| run_small(threads, || Ok(std::thread::current().id())).unwrap();
+        assert_eq!(on(Some(1)), here);
+        assert_ne!(on(Some(2)), here); // a pool's thread, as `run`'s
+        assert_ne!(
+            run(Some(1), || Ok(std::thread::current().id())).unwrap(),
+            here
+        );
+        let panics = run_small(Some(1), || -> Result<()> { panic!("a bug") });
+        assert!(matches!(panics, Err(CoreError::Internal(m)) if m == "a bug"));
+    }
 }

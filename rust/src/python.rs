@@ -147,7 +147,8 @@ fn estimator_table(py: Python<'_>, family: &str) -> PyResult<Py<pyo3::types::PyB
     Ok(pyo3::types::PyBytes::new(py, family.raw()).unbind())
 }
 
-/// `f` over every chunk of a string column on the thread pool, the GIL
+/// `f` over every chunk of a string column on the thread pool (on the
+/// calling thread with `threads` 1: `parallel::run_small`), the GIL
 /// released: one int64 chunk per input chunk, named as the input.
 fn map_chunks(
     py: Python<'_>,
@@ -158,7 +159,8 @@ fn map_chunks(
     let (chunks, field) = values.into_chunks();
     let out = py
         .detach(|| {
-            parallel::run(threads, || {
+            // one thread: on this one (a small column, the live store's)
+            parallel::run_small(threads, || {
                 chunks
                     .iter()
                     .map(|c| f(c).map(|a| Arc::new(a) as ArrayRef))

@@ -346,10 +346,10 @@ def test_a_ray_task_replays_on_the_cpus_it_asks_for(monkeypatch: pytest.MonkeyPa
     """``tune_dataset``'s tasks ask Ray for ``num_cpus`` and their engine runs
     on that many threads (not on every core of the node, which tasks side by
     side would oversubscribe). Ray itself is stood in for: the map runs here."""
-    import ctxcompact.batch.ray_data as ray_data
-    import ctxcompact.tuning.grid as grid_module
     from types import SimpleNamespace
 
+    import ctxcompact.batch.ray_data as ray_data
+    import ctxcompact.tuning.grid as grid_module
     from ctxcompact.tuning import tune_dataset
 
     table = cc.Transcript.from_sessions(SESSIONS).to_arrow()
