@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import ctxcompact._core as _core
-from ctxcompact.errors import ConfigError, InputTypeError, MissingColumnError, NullValueError
+from ctxcompact.errors import (
+    ConfigError,
+    InputTypeError,
+    MissingColumnError,
+    NullValueError,
+    TranscriptError,
+)
 from ctxcompact.scans.estimate import check_threads
 from ctxcompact.transcript import (
     OUTPUT_UNITS,
@@ -213,6 +219,14 @@ def with_tool_targets(data: Any, *, threads: int | None = None) -> Transcript:
     return Transcript(table.append_column(TARGETS_DICTIONARY, values))
 
 
+def _wrong_row(taken: pa.Table, rows: Any, i: int, column: str, why: str) -> TranscriptError:
+    """A checked column's value at ``rows[i]`` (``taken``'s row ``i``) that
+    its text contradicts: names the row, session and message."""
+    return TranscriptError(f"{column} of row {rows[i]} {why}", row=rows[i], column=column,
+                           session_id=str(taken.column("session_id")[i].as_py()),
+                           message_id=str(taken.column("message_id")[i].as_py()))  # fmt: skip
+
+
 def verify_output_units(
     data: Any, *, sample: int = 1000, seed: int = 0, exact_sample: int | None = None
 ) -> None:
@@ -229,8 +243,6 @@ def verify_output_units(
     naming its column and row. A row whose text changed since is not (its
     count is never read)."""
     import random
-
-    from ctxcompact.errors import TranscriptError
 
     table, _ = _as_table(data)
     counted = counted_columns(table.schema)
@@ -253,13 +265,9 @@ def verify_output_units(
         fresh = tool_targets(taken).to_pylist()
         for i, (want, got) in enumerate(zip(fresh, taken[TOOL_TARGET].to_pylist(), strict=True)):
             if got is not None and got != want:
-                raise TranscriptError(
-                    f"{TOOL_TARGET} of row {rows[i]} is {got!r}, but its tool and input give "
-                    f"{want!r}: the column is stale (work it out again with with_tool_targets)",
-                    row=rows[i], column=TOOL_TARGET,
-                    session_id=str(taken.column("session_id")[i].as_py()),
-                    message_id=str(taken.column("message_id")[i].as_py()),
-                )  # fmt: skip
+                raise _wrong_row(taken, rows, i, TOOL_TARGET,
+                                 f"is {got!r}, but its tool and input give {want!r}: the column "
+                                 "is stale (work it out again with with_tool_targets)")  # fmt: skip
     if not counted:
         return
     taken = table.select(["session_id", "message_id", "output", *counted]).take(rows)
@@ -286,8 +294,6 @@ def _verify_exact(
     the text is the one counted (its hash holds)."""
     import random
 
-    from ctxcompact.errors import TranscriptError
-
     n = table.num_rows
     rows = sorted(random.Random(seed).sample(range(n), max(0, min(sample, n))))
     for name, (family, text, hashes) in exact.items():
@@ -304,13 +310,9 @@ def _verify_exact(
         stored = taken.column(name).to_pylist()
         for i, (want, got, ok) in enumerate(zip(fresh, stored, held.to_pylist(), strict=True)):
             if ok and got is not None and got != want:
-                raise TranscriptError(
-                    f"{name} of row {rows[i]} is {got}, but its {text} is {want} {family} "
-                    f"tokens: the column is wrong (count it again with Transcript.count)",
-                    row=rows[i], column=name,
-                    session_id=str(taken.column("session_id")[i].as_py()),
-                    message_id=str(taken.column("message_id")[i].as_py()),
-                )  # fmt: skip
+                why = (f"is {got}, but its {text} is {want} {family} tokens: the column is "
+                       "wrong (count it again with Transcript.count)")  # fmt: skip
+                raise _wrong_row(taken, rows, i, name, why)
 
 
 def prune(
