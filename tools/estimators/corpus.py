@@ -29,8 +29,10 @@ Unseen kinds (never fitted on, evaluated only):
     other-lang   man pages in languages never fitted on (pl, it, pt_BR, ko,
                  cs, tr)
 
-Everything is read from this machine and ../shared/data; nothing is
-downloaded. The man pages come from Debian packages (``apt-get install
+Everything is read from this machine and ../shared/data, except the
+heldout-* kinds: heldout.py's messages of the types in ``HELDOUT_FITTED``
+(half of their sessions fitted), whose Debian packages heldout.py downloads
+into /tmp/ctxcompact-heldout once. The man pages come from Debian packages (``apt-get install
 manpages-de manpages-fr manpages-es manpages-ru manpages-zh manpages-ja
 manpages-pl manpages-it manpages-pt-br``; ko, cs and tr come with
 manpages-l10n's other languages where installed).
