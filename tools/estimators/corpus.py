@@ -29,8 +29,10 @@ Unseen kinds (never fitted on, evaluated only):
     other-lang   man pages in languages never fitted on (pl, it, pt_BR, ko,
                  cs, tr)
 
-Everything is read from this machine and ../shared/data; nothing is
-downloaded. The man pages come from Debian packages (``apt-get install
+Everything is read from this machine and ../shared/data, except the
+heldout-* kinds: heldout.py's messages of the types in ``HELDOUT_FITTED``
+(half of their sessions fitted), whose Debian packages heldout.py downloads
+into /tmp/ctxcompact-heldout once. The man pages come from Debian packages (``apt-get install
 manpages-de manpages-fr manpages-es manpages-ru manpages-zh manpages-ja
 manpages-pl manpages-it manpages-pt-br``; ko, cs and tr come with
 manpages-l10n's other languages where installed).
@@ -57,6 +59,11 @@ CARGO = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo")) / "registry" 
 SITE = Path(sysconfig.get_paths()["purelib"])
 
 IN_DOMAIN = ("transcript", "code", "shell", "json", "prose", "non-english")
+#: heldout.py's types fitted on (the training half of their sessions, the
+#: other half held out): the languages agents work in and their prose and
+#: JSON. Its logs, stack traces and diffs stay out of the fit, so the report
+#: has whole content types no fit has seen.
+HELDOUT_FITTED = ("code-java", "code-go", "code-rust", "code-c", "code-python", "prose", "json")
 UNSEEN = ("diff", "config", "markup", "log", "other-lang")
 
 #: Bytes read per kind at most (before slicing), so no kind dominates the fit.
@@ -244,8 +251,21 @@ def _man(kind: str, languages: tuple[str, ...], rng: random.Random) -> Iterator[
         yield from _from_files(kind, files, rng, clean=_man_text, budget=BUDGET // 6)
 
 
-def units(seed: int = 0) -> list[Unit]:
-    """The whole corpus, deterministic for a seed and this machine's files."""
+def _heldout() -> Iterator[Unit]:
+    """heldout.py's messages of the types in ``HELDOUT_FITTED``, split by
+    session as loto.py splits them (``heldout.train_half``); its transcripts
+    are the runs read above, and are not read twice."""
+    import heldout
+
+    for m in heldout.messages(heldout.fetch()):
+        if m.kind in HELDOUT_FITTED:
+            split = "train" if heldout.train_half(m.session) else "eval"
+            yield Unit(m.text, f"heldout-{m.kind}", m.session, split)
+
+
+def units(seed: int = 0, wide: bool = True) -> list[Unit]:
+    """The whole corpus, deterministic for a seed and this machine's files
+    (and heldout.py's packages, unless ``wide`` is false)."""
     rng = random.Random(seed)
     out: list[Unit] = []
     out.extend(_transcripts())
@@ -273,4 +293,6 @@ def units(seed: int = 0) -> list[Unit]:
     out.extend(_from_files("markup", _files([SITE, CARGO], ("*.html", "*.xml", "*.svg"), rng), rng))
     logs = _files([Path("/var/log")], ("*.log", "history.log", "term.log"), rng)
     out.extend(_from_files("log", logs, rng))
+    if wide:
+        out.extend(_heldout())
     return [u for u in out if u.text.strip()]

@@ -229,14 +229,14 @@ def opencode(units: list[corpus.Unit]) -> np.ndarray:
     return np.array([np.floor(len(u.text.encode("utf-16-le")) / 2 / 4 + 0.5) for u in units])
 
 
-def fit_family(units: list[corpus.Unit], family: str, write: bool) -> dict:
+def fit_family(units: list[corpus.Unit], family: str, write: bool, maxiter: int = 3000) -> dict:
     t0 = time.perf_counter()
     enc = Encoded(units, family)
     train = np.array([u.split == "train" for u in units])
     if write:
         w0, occ = start_frequencies(enc, train)
         rows = train & (enc.exact > 0)
-        weights = refine(enc.x[rows], enc.exact[rows], w0, occ)
+        weights = refine(enc.x[rows], enc.exact[rows], w0, occ, maxiter)
         fit_rows = rows & (enc.exact >= MIN_TOKENS)
         ratio = enc.exact[fit_rows] / np.maximum(estimate(enc.x[fit_rows], weights), 1)
         factor = max(1.0, float(np.quantile(ratio, CONSERVATIVE_QUANTILE)))
@@ -285,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", action="append", choices=vocab.FAMILIES)
     parser.add_argument("--check", action="store_true", help="evaluate the shipped tables only")
     parser.add_argument("--json", type=Path, help="write the full report here")
+    parser.add_argument("--maxiter", type=int, default=3000, help="refinement iterations")
     args = parser.parse_args(argv)
     units = corpus.units()
     digest = hashlib.sha256()
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus: {len(units):,} texts, sha256 {digest.hexdigest()[:16]}", file=sys.stderr)
     reports = []
     for family in args.family or vocab.FAMILIES:
-        report = fit_family(units, family, write=not args.check)
+        report = fit_family(units, family, write=not args.check, maxiter=args.maxiter)
         reports.append(report)
         ev = report["fitted"]
         print(
