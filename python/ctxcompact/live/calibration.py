@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxcompact._core import calibration_fit
-from ctxcompact.errors import ConfigError, InputTypeError
+from ctxcompact.errors import ConfigError, InputTypeError, InternalError
 
 #: The slope is kept in this range (a fit outside it is noise, not a tokenizer):
 #: ``calibrate::SLOPES`` of the core.
@@ -203,7 +203,7 @@ def _theil_sen(points: list[tuple[int, int]]) -> Calibration:
     slope 1 and the median difference (what is added to every call)."""
     got = calibration_fit([e for e, _ in points], [r for _, r in points])
     if got is None:  # never: the kept pairs are positive
-        raise ValueError("no calibration of calls with nothing estimated or reported")
+        raise InternalError("no calibration of calls with nothing estimated or reported")
     slope, intercept, calls, _, _, p50, p95 = got
     return Calibration(slope, intercept, calls, p50, p95)
 
