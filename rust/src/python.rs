@@ -780,6 +780,27 @@ fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
         .collect()
 }
 
+/// What `estimate_messages` and `sent_messages` count with; `render`:
+/// (clear_inputs, truncate_output, placeholder, keep_thinking).
+fn message_config(
+    py: Python<'_>,
+    method: &str,
+    overhead: u64,
+    render: (bool, Option<u64>, &str, u32),
+) -> PyResult<MessageEstimateConfig> {
+    let (clear_inputs, truncate_output, placeholder, keep_thinking) = render;
+    Ok(MessageEstimateConfig {
+        method: parse_method(py, method)?,
+        overhead,
+        render: Render {
+            clear_inputs,
+            truncate_output,
+            describe: parse_placeholder(py, placeholder)?,
+            keep_thinking,
+        },
+    })
+}
+
 /// Returns (first row of each message, its tokens, its session index).
 #[pyfunction]
 #[pyo3(signature = (
@@ -798,16 +819,8 @@ fn estimate_messages(
     keep_thinking: u32,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray)> {
-    let config = MessageEstimateConfig {
-        method: parse_method(py, method)?,
-        overhead,
-        render: Render {
-            clear_inputs,
-            truncate_output,
-            describe: parse_placeholder(py, placeholder)?,
-            keep_thinking,
-        },
-    };
+    let render = (clear_inputs, truncate_output, placeholder, keep_thinking);
+    let config = message_config(py, method, overhead, render)?;
     let (rows, tokens, sessions) = scan(py, table, Scan::Estimate, threads, |t| {
         let per_session = estimate_messages_core(t, config)?;
         let (mut rows, mut tokens, mut sessions) = (Vec::new(), Vec::new(), Vec::new());
@@ -844,16 +857,8 @@ fn sent_messages(
     keep_thinking: u32,
     threads: Option<usize>,
 ) -> PyResult<(PyArray, PyArray, PyArray, PyArray)> {
-    let config = MessageEstimateConfig {
-        method: parse_method(py, method)?,
-        overhead,
-        render: Render {
-            clear_inputs,
-            truncate_output,
-            describe: parse_placeholder(py, placeholder)?,
-            keep_thinking,
-        },
-    };
+    let render = (clear_inputs, truncate_output, placeholder, keep_thinking);
+    let config = message_config(py, method, overhead, render)?;
     let columns = scan(py, table, Scan::Estimate, threads, |t| {
         let mut columns: [Vec<u64>; 4] = Default::default();
         for (s, sent) in sent_messages_core(t, config)?.into_iter().enumerate() {

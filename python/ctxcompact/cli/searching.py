@@ -7,7 +7,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -32,21 +32,6 @@ from ctxcompact.cli.outputs import (
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
 from ctxcompact.tuning.as_sent import parse_as_sent
-
-commands = typer.Typer()
-
-
-AsSentOption = Annotated[
-    str | None,
-    typer.Option("--as-sent", metavar="auto|POLICY",
-                 help="Replay each run's baseline under the policy it was sent with, not its "
-                 "history sent whole: 'auto' picks per run the nearest to its recorded usage "
-                 "(none, last-N for N 1..10, every preset); 'none', 'last-N', a preset or a "
-                 "policy file forces one. The choice per run is reported."),
-]  # fmt: skip
-
-
-#: Per policy in ``replay --json`` and ``tune --json`` (and the table's columns).
 
 
 def check_sheets(models: list[str] | None, cfg: CompactionConfig, cache: str) -> None:
