@@ -79,19 +79,68 @@ fn guard<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     })
 }
 
+/// Inputs below these sizes are small: `run_sized` runs them on the calling
+/// thread. A scan of a few thousand rows (a chat list, a live session)
+/// takes well under a millisecond; a pool thread that went to sleep between
+/// two such calls takes milliseconds to wake on a loaded machine. An input
+/// under one ingest chunk (`chunk_bytes`' default) is one task anyway.
+pub const SMALL_ROWS: usize = 4096;
+pub const SMALL_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// A pool of one thread, the calling thread itself (rayon's
+    /// `use_current_thread`): inside it rayon's joins and parallel
+    /// iterators run in order on this thread, and never reach the global
+    /// pool. It has no thread of its own, so a forked child (whose only
+    /// thread is the one that forked) keeps all of it. Built once per
+    /// thread and leaked (rayon leaks such a registry anyway); `None` when
+    /// this thread is already another pool's.
+    static HERE: Option<&'static ThreadPool> = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .use_current_thread()
+        .build()
+        .ok()
+        .map(|pool| &*Box::leak(Box::new(pool)));
+}
+
+/// `f` on the calling thread, in its one-thread pool (a thread already in
+/// another pool: on a one-thread pool of `run`'s).
+fn on_this_thread<R: Send>(f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    match HERE.with(|pool| *pool) {
+        Some(pool) => pool.install(|| guard(f)),
+        None => run(Some(1), f),
+    }
+}
+
 /// `run` for work that is one thread's: with `threads` 1, `f` runs on the
-/// calling thread, not handed to a pool thread. A pool thread that went to
-/// sleep between two small calls (the live store counting each message it
-/// appends) takes milliseconds to wake on a loaded machine, far more than
-/// the work. `f` must reach rayon only through functions that run
-/// sequentially outside a pool (`columns::map_strings`).
+/// calling thread (`on_this_thread`), not handed to a pool thread. A pool
+/// thread that went to sleep between two small calls (the live store
+/// counting each message it appends) takes milliseconds to wake on a loaded
+/// machine, far more than the work.
 pub fn run_small<R: Send>(
     threads: Option<usize>,
     f: impl FnOnce() -> Result<R> + Send,
 ) -> Result<R> {
     match threads {
-        Some(1) => guard(f),
+        Some(1) => on_this_thread(f),
         _ => run(threads, f),
+    }
+}
+
+/// `run` for work of `size` (rows, or bytes when `bytes`): a small input
+/// (`SMALL_ROWS`, `SMALL_BYTES`) with no thread count asked for runs on the
+/// calling thread, as does any input with `threads` 1. The answer is the
+/// same on any number of threads.
+pub fn run_sized<R: Send>(
+    threads: Option<usize>,
+    size: usize,
+    bytes: bool,
+    f: impl FnOnce() -> Result<R> + Send,
+) -> Result<R> {
+    let small = size < if bytes { SMALL_BYTES } else { SMALL_ROWS };
+    match threads {
+        None if small => on_this_thread(f),
+        _ => run_small(threads, f),
     }
 }
 
@@ -110,6 +159,45 @@ mod tests {
             here
         );
         let panics = run_small(Some(1), || -> Result<()> { panic!("a bug") });
+        assert!(matches!(panics, Err(CoreError::Internal(m)) if m == "a bug"));
+    }
+
+    #[test]
+    fn small_inputs_run_on_the_calling_thread_and_their_joins_stay_there() {
+        use rayon::prelude::*;
+        let here = std::thread::current().id();
+        // every item of a parallel iterator, and both sides of a join, run here
+        let threads = |size, bytes| {
+            run_sized(None, size, bytes, || {
+                let mut seen: Vec<_> = (0..64)
+                    .into_par_iter()
+                    .map(|_| std::thread::current().id())
+                    .collect();
+                let (a, b) = rayon::join(
+                    || std::thread::current().id(),
+                    || std::thread::current().id(),
+                );
+                seen.extend([a, b]);
+                Ok(seen)
+            })
+            .unwrap()
+        };
+        assert!(threads(SMALL_ROWS - 1, false).iter().all(|t| *t == here));
+        assert!(threads(SMALL_BYTES - 1, true).iter().all(|t| *t == here));
+        // a large input, or a thread count asked for, goes to a pool
+        assert!(threads(SMALL_ROWS, false).iter().all(|t| *t != here));
+        let two = run_sized(Some(2), 1, false, || Ok(std::thread::current().id()));
+        assert_ne!(two.unwrap(), here);
+        let one = run_sized(Some(1), SMALL_ROWS, false, || {
+            Ok(std::thread::current().id())
+        });
+        assert_eq!(one.unwrap(), here);
+        // nested: already inside this thread's pool
+        let nested = run_sized(None, 1, false, || {
+            run_sized(None, 1, false, || Ok(std::thread::current().id()))
+        });
+        assert_eq!(nested.unwrap(), here);
+        let panics = run_sized(None, 1, false, || -> Result<()> { panic!("a bug") });
         assert!(matches!(panics, Err(CoreError::Internal(m)) if m == "a bug"));
     }
 }

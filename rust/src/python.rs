@@ -114,7 +114,13 @@ fn u64_array(values: Vec<u64>) -> PyArray {
     PyArray::from_array_ref(Arc::new(UInt64Array::from(values)) as ArrayRef)
 }
 
-/// Run a scan over a table without the GIL, on `threads` threads.
+/// The rows of `batches`, for `parallel::run_sized`.
+fn rows_of(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+/// Run a scan over a table without the GIL, on `threads` threads (a small
+/// table: on the calling thread, `parallel::run_sized`).
 fn scan<R: Send>(
     py: Python<'_>,
     table: AnyRecordBatch,
@@ -123,8 +129,9 @@ fn scan<R: Send>(
     f: impl FnOnce(&PartTable<'_>) -> crate::Result<R> + Send,
 ) -> PyResult<R> {
     let (schema, batches) = batches(py, table)?;
+    let rows = rows_of(&batches);
     py.detach(|| {
-        parallel::run(threads, || {
+        parallel::run_sized(threads, rows, false, || {
             let columns = Columns::new(&schema, &batches, kind)?;
             let table = PartTable::new(&columns)?;
             f(&table)
@@ -271,9 +278,10 @@ fn tool_targets(
         })
     };
     let (tool, input) = (column("tool")?, column("input")?);
+    let rows = rows_of(&batches);
     let out = py
         .detach(|| {
-            parallel::run(threads, || {
+            parallel::run_sized(threads, rows, false, || {
                 batches
                     .iter()
                     .map(|b| {
@@ -1013,7 +1021,12 @@ fn mark_rows(
     let (chunks, _field) = compacted_at.into_chunks();
     let field = Arc::new(Field::new("compacted_at", DataType::Int64, true));
     let out = py
-        .detach(|| parallel::run(None, || crate::mark::mark_rows(&chunks, &rows, now_ms)))
+        .detach(|| {
+            let size = chunks.iter().map(|c| c.len()).sum();
+            parallel::run_sized(None, size, false, || {
+                crate::mark::mark_rows(&chunks, &rows, now_ms)
+            })
+        })
         .map_err(|e| to_pyerr(py, e))?;
     chunked(out, field)
 }
@@ -1024,7 +1037,12 @@ fn take_strings(py: Python<'_>, column: AnyArray, rows: PyArray) -> PyResult<PyA
     let rows = row_indices(py, rows)?;
     let (chunks, _field) = column.into_chunks();
     let out = py
-        .detach(|| parallel::run(None, || crate::columns::take_strings(&chunks, &rows)))
+        .detach(|| {
+            let size = chunks.iter().map(|c| c.len()).sum();
+            parallel::run_sized(None, size, false, || {
+                crate::columns::take_strings(&chunks, &rows)
+            })
+        })
         .map_err(|e| to_pyerr(py, e))?;
     Ok(PyArray::from_array_ref(Arc::new(out)))
 }
@@ -1138,7 +1156,10 @@ fn ingest_bytes(
     let read = || -> Result<ingest::Ingested, CoreError> {
         let source = ingest::Source::new(name, data, format.parse::<ingest::Format>()?);
         let options = Options::new(on_error.parse::<OnError>()?);
-        parallel::run(None, || ingest::ingest(&[source], &options))
+        // under one chunk: one task, on the calling thread
+        parallel::run_sized(None, data.len(), true, || {
+            ingest::ingest(&[source], &options)
+        })
     };
     let out = read().map_err(|e| to_pyerr(py, e))?;
     ingest_out(py, out)
