@@ -144,8 +144,11 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
     A message the mapper cannot read (an Anthropic block) is its
     ``FormatError``. A message's own ``id`` is left out (the rows name each
     message by its index, so ids given twice cannot merge two messages)."""
-    tagged = []
+    tagged: list[Mapping[str, Any]] = []
     for i, message in enumerate(messages):
+        if type(message) is dict and "id" not in message and message.get("role") != "tool":
+            tagged.append(message)  # serialized as it is: no copy
+            continue
         copy = {k: v for k, v in message.items() if k != "id"}
         if copy.get("role") == "tool":
             copy[_AT] = i
@@ -163,6 +166,7 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
     types = table.column("part_type").to_pylist()
     part_json = table.column("part_json").to_pylist()
     part_ids = table.column("part_id").to_pylist()
+    rewritten = {"part_id": part_ids}  # and part_json when a result is pinned
     for row, kind in enumerate(types):
         if kind != "tool":
             continue
@@ -174,9 +178,10 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
         result_at[row] = at
         if messages[at].get("pinned") is True:
             part_json[row] = json.dumps({**part, "pinned": True}, ensure_ascii=False)
+            rewritten["part_json"] = part_json
         if is_cleared(content_text(messages[at].get("content"))):
             cleared.append(row)
-    for name, values in (("part_json", part_json), ("part_id", part_ids)):
+    for name, values in rewritten.items():
         index = table.schema.get_field_index(name)
         table = table.set_column(index, table.schema.field(index),
                                  pa.array(values, table.schema.field(index).type))  # fmt: skip
