@@ -1,0 +1,56 @@
+"""Small, frequent calls: what an agent runtime pays once per step.
+
+``select_split`` over each of the 200 tau-bench chats (5,308 messages; the
+split counts every message the engine's way: the list read by the core's
+chat mapper, ``sent_messages`` over its rows), and the live prune's
+``tool_targets`` and ``prune`` on one chat's table. Small tables run on the
+calling thread (``parallel::run_sized``): no pool thread to wake per call.
+docs/benchmarks.md ("Small calls per step") has the figures and the run
+they are compared with:
+
+    pytest benches/test_small_calls.py --benchmark-enable --benchmark-min-rounds=10
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxcompact.live.split import select_split
+from ctxcompact.scans.chatrows import read_chat
+from ctxcompact.scans.parts import prune
+from ctxcompact.transcript.targets import tool_targets
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+
+
+@pytest.fixture(scope="module")
+def chats() -> list[list[dict[str, Any]]]:
+    path = DATA / "tau-bench" / "gpt-4o-airline.json"
+    if not path.exists():
+        pytest.skip("../shared/data is not beside this checkout")
+    return [run["traj"] for run in json.loads(path.read_text())]
+
+
+@pytest.mark.benchmark(group="small-calls")
+def test_select_split_tau_bench(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    benchmark.extra_info["messages"] = sum(len(c) for c in chats)
+    splits = benchmark(lambda: [select_split(c, keep_tokens=2000) for c in chats])
+    assert len(splits) == len(chats)
+    assert all(s.boundary <= len(c) for s, c in zip(splits, chats, strict=True))
+
+
+@pytest.mark.benchmark(group="small-calls")
+def test_tool_targets_one_chat(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    table = read_chat(max(chats, key=len)).table
+    targets = benchmark(tool_targets, table)
+    assert len(targets) == table.num_rows
+
+
+@pytest.mark.benchmark(group="small-calls")
+def test_prune_one_chat(benchmark: Any, chats: list[list[dict[str, Any]]]) -> None:
+    table = read_chat(max(chats, key=len)).table
+    policy = {"protect_turns": 0, "protect": 0, "minimum": 0}
+    assert benchmark(prune, table, policy).rows is not None
