@@ -138,6 +138,7 @@ def render_chat(
     keep_thinking: int = 0,
     thinking: list[bool] | None = None,
     threads: int | None = None,
+    shape: str = "chat",
 ) -> list[bytes]: ...
 def thinking_flags(assistant: Sequence[bool], keep_thinking: int) -> list[bool]: ...
 def session_pivot(

@@ -25,6 +25,7 @@ pub mod render;
 pub mod replay;
 pub mod schema;
 pub mod select;
+pub mod shapes;
 pub mod table;
 pub mod target;
 pub mod tokens;

@@ -589,11 +589,12 @@ fn render_options(
 /// The model input of every message of `table` (`view::render_chat`), in
 /// table order: per message the JSON array of its OpenAI chat messages.
 /// `thinking`: per message, whether it sends its reasoning (default: the
-/// newest `keep_thinking` assistant messages of each session).
+/// newest `keep_thinking` assistant messages of each session). `shape`:
+/// "chat", "anthropic" or "responses" (`shapes::Shape`).
 #[pyfunction]
 #[pyo3(signature = (
     table, *, clear_inputs = false, truncate_output = None, placeholder = "opencode",
-    keep_thinking = 0, thinking = None, threads = None,
+    keep_thinking = 0, thinking = None, threads = None, shape = "chat",
 ))]
 #[allow(clippy::too_many_arguments)]
 fn render_chat(
@@ -605,7 +606,9 @@ fn render_chat(
     keep_thinking: u32,
     thinking: Option<Vec<bool>>,
     threads: Option<usize>,
+    shape: &str,
 ) -> PyResult<Vec<Py<pyo3::types::PyBytes>>> {
+    let shape = crate::shapes::Shape::parse(shape).map_err(|e| to_pyerr(py, e))?;
     let render = render_options(
         py,
         clear_inputs,
@@ -614,7 +617,7 @@ fn render_chat(
         keep_thinking,
     )?;
     let rendered = scan(py, table, Scan::Render, threads, |t| {
-        crate::view::render_chat(t, render, thinking.as_deref())
+        crate::view::render_shape(t, render, thinking.as_deref(), shape)
     })?;
     Ok(rendered
         .iter()

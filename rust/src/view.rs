@@ -19,6 +19,7 @@ use crate::messages::MessageEstimateConfig;
 use crate::messages::{finished, output_text, sent_input, value, FilePart, FileShown};
 use crate::part_json::{call_id, ignored, may_observe, observed, pinned};
 use crate::render::{self, Render, COMPACTION_QUESTION, INTERRUPTED_TOOL};
+use crate::shapes::{reshape, Shape};
 use crate::table::{Message, PartTable};
 
 /// Part type code of a file part (docs/schema.md).
@@ -32,6 +33,17 @@ pub fn render_chat(
     table: &PartTable<'_>,
     render: Render,
     thinking: Option<&[bool]>,
+) -> Result<Vec<Vec<u8>>> {
+    render_shape(table, render, thinking, Shape::Chat)
+}
+
+/// `render_chat` in `shape` (`shapes::reshape` of each message's chat
+/// render: the same decisions, another envelope).
+pub fn render_shape(
+    table: &PartTable<'_>,
+    render: Render,
+    thinking: Option<&[bool]>,
+    shape: Shape,
 ) -> Result<Vec<Vec<u8>>> {
     let messages: Vec<Vec<Message>> = (0..table.sessions.len())
         .into_par_iter()
@@ -71,7 +83,7 @@ pub fn render_chat(
                 .map(|(msg, thinks)| {
                     let mut out = Vec::new();
                     message_json(table, msg, render, thinks, &mut out)?;
-                    Ok(out)
+                    reshape(out, shape)
                 })
                 .collect::<Result<Vec<_>>>()
         })

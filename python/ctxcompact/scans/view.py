@@ -9,10 +9,10 @@ The placeholder strings are protocol constants that other runtimes read.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import ctxcompact._core as _core
-from ctxcompact.errors import InputTypeError
+from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.models import AssistantMessage, MessageWithParts, Session, SessionInfo
 
 if TYPE_CHECKING:
@@ -23,10 +23,36 @@ INTERRUPTED_TOOL = _core.INTERRUPTED_TOOL  # "[Tool execution was interrupted]"
 COMPACTION_QUESTION = _core.COMPACTION_QUESTION  # "What did we do so far?"
 
 
+@overload
 def to_model_messages(
-    session: Session, *, system: str | None = None, policy: Policy | str | Any = None
-) -> list[dict[str, Any]]:
+    session: Session,
+    *,
+    system: str | None = None,
+    policy: Policy | str | Any = None,
+    shape: Literal["chat", "responses"] = "chat",
+) -> list[dict[str, Any]]: ...
+@overload
+def to_model_messages(
+    session: Session,
+    *,
+    system: str | None = None,
+    policy: Policy | str | Any = None,
+    shape: Literal["anthropic"],
+) -> dict[str, Any]: ...
+def to_model_messages(
+    session: Session,
+    *,
+    system: str | None = None,
+    policy: Policy | str | Any = None,
+    shape: str = "chat",
+) -> list[dict[str, Any]] | dict[str, Any]:
     """OpenAI Chat Completions messages for ``session`` with the placeholder rules applied.
+
+    ``shape``: ``"chat"`` (default), ``"responses"`` (OpenAI Responses input
+    items) or ``"anthropic"`` (``{"system": [text blocks], "messages": [...]}``
+    for the Messages API, ``system`` left out when there is none): the same
+    texts, calls and results in the same order (rust/src/shapes.rs). Reasoning
+    is sent only in the chat shape (no provider signature or id is stored).
 
     Pass the output of ``filter_pivot`` to send only what follows the latest
     compaction. Step markers and ignored text are not sent; reasoning only
@@ -40,13 +66,23 @@ def to_model_messages(
             f"to_model_messages takes a Session, got {type(session).__name__}"
             + (" (Session.model_validate(it) first)" if isinstance(session, dict) else "")
         )
+    if not isinstance(shape, str):
+        raise ConfigError(f"shape must be a string, got {type(shape).__name__}")
     policy = _policy(policy)
     messages: list[dict[str, Any]] = []
     if system:
-        messages.append(system_message(system))
-    for shown in _render(session, policy):
+        messages.append(system_message(system, shape))
+    for shown in _render(session, policy, shape=shape):
         messages.extend(shown)
-    return messages
+    if shape != "anthropic":
+        return messages
+    # The Messages API takes the system prompt apart from the messages.
+    body: dict[str, Any] = {}
+    lifted = [{"type": "text", "text": m["content"]} for m in messages if m["role"] == "system"]
+    if lifted:
+        body["system"] = lifted
+    body["messages"] = [m for m in messages if m["role"] != "system"]
+    return body
 
 
 #: The rendering options of OpenCode's view (no policy).
@@ -55,7 +91,11 @@ _OPENCODE: dict[str, Any] = {"clear_inputs": False, "truncate_output": None,
 
 
 def _render(
-    session: Session, policy: Policy | None, thinking: list[bool] | None = None
+    session: Session,
+    policy: Policy | None,
+    thinking: list[bool] | None = None,
+    *,
+    shape: str = "chat",
 ) -> list[list[dict[str, Any]]]:
     """Each message's model messages, rendered by the core (``_core.render_chat``,
     rust/src/view.rs) from the session's part rows. ``thinking``: per message,
@@ -65,7 +105,7 @@ def _render(
 
     table = Transcript.from_sessions([session]).to_arrow()
     options = _OPENCODE if policy is None else policy.render_options()
-    rendered = _core.render_chat(table, **options, thinking=thinking, threads=1)
+    rendered = _core.render_chat(table, **options, thinking=thinking, threads=1, shape=shape)
     return [json.loads(b) for b in rendered]
 
 
@@ -77,8 +117,10 @@ def _policy(policy: Policy | str | Any) -> Policy | None:
     return policy if isinstance(policy, _Policy) else _Policy.load(policy)
 
 
-def system_message(system: str) -> dict[str, Any]:
+def system_message(system: str, shape: str = "chat") -> dict[str, Any]:
     """The runtime's own system prompt as the view's first message."""
+    if shape == "responses":
+        return {"type": "message", "role": "system", "content": system}
     return {"role": "system", "content": system}
 
 
