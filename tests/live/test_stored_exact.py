@@ -44,6 +44,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         s.close()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The SQL stores only: a test that forges their rows."""
+    s = open_counting(request.param, tmp_path, request)
+    yield s
+    s.close()
+
+
 def fresh(session: Session) -> Any:
     """The session's table counted from its texts (a copy without stored counts)."""
     copy = Session.model_validate(session.to_export())
@@ -84,9 +92,8 @@ def test_every_part_loads_with_its_exact_counts(store: Any) -> None:
     assert filled(later.session) == 1
 
 
-def test_the_live_estimate_reads_the_stored_counts(store: Any, tmp_path: Path) -> None:
-    if isinstance(store, MemoryStore):
-        pytest.skip("the SQL rows are forged below")
+def test_the_live_estimate_reads_the_stored_counts(sql_store: Any, tmp_path: Path) -> None:
+    store = sql_store  # its rows are forged below
     sid = store.create_session()
     u = user("find it")
     reply = tool_reply(u.id, "line 🚀\n" * 40)
