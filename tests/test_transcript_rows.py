@@ -210,3 +210,24 @@ def test_a_table_of_many_sessions_spans_chunks_in_order() -> None:
     assert made.num_rows == table.num_rows and pa.concat_tables([made]).equals(made)
     names = [n for n in SCHEMA.names if n not in DERIVED]
     assert made.select(names).to_pylist() == expected(sessions)
+
+
+@pytest.mark.parametrize("value", [8796093022208.562, 0.5 + 2**-11, 2.5, 1e22, 5e-324])
+def test_a_float_halfway_between_two_shortest_forms_is_written_as_python_writes_it(
+    value: float, tmp_path: Any
+) -> None:
+    # 8796093022208.562 is exactly ...5625: .562 and .563 are both shortest;
+    # repr takes the even one, Rust's shortest formatting took .563 (found by
+    # the hypothesis sweep above): a silent change of the stored JSON.
+    from ctxcompact.formats.reader import read_jsonl
+
+    export = {"info": {"id": "s0", "extra": value}, "messages": []}
+    want = json.dumps({"id": "s0", "extra": value}, separators=(",", ":"))
+    table = sessions_to_table([cc.Session.model_validate(export)])
+    assert table.column("session_json").to_pylist() == [want]
+    path = tmp_path / "s.jsonl"
+    message = {"info": {"id": "m", "role": "user", "sessionID": "s0"},
+               "parts": [{"id": "p", "type": "text", "text": "x"}]}  # fmt: skip
+    path.write_text(json.dumps({**export, "messages": [message]}) + "\n")
+    read = read_jsonl(path, "opencode").transcript.to_arrow()
+    assert read.column("session_json").to_pylist()[0] == want

@@ -89,6 +89,43 @@ pub(super) fn write_number_text(out: &mut String, text: &str) {
     }
 }
 
+/// Python's choice where two shortest digit strings are equally near the
+/// value (it lies exactly halfway, e.g. 8796093022208.5625 between .562 and
+/// .563): the one whose last digit is even, as repr (David Gay's dtoa)
+/// rounds; Rust's shortest formatting may pick the other.
+fn half_even(value: f64, digits: String, exp: i32) -> String {
+    let n = digits.len();
+    if n == 0 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return digits;
+    }
+    // The value's exact decimal digits (Rust formats with a precision exactly).
+    let exact = format!("{:.*e}", n + 30, value);
+    let Some((mantissa, _)) = exact.split_once('e') else {
+        return digits;
+    };
+    let exact: Vec<u8> = mantissa.bytes().filter(|b| *b != b'.').collect();
+    // Halfway: the next digit is 5 and every digit after it is 0.
+    if exact.len() <= n || exact[n] != b'5' || exact[n + 1..].iter().any(|&b| b != b'0') {
+        return digits;
+    }
+    let lower = &exact[..n];
+    let pick: Vec<u8> = if (lower[n - 1] - b'0') % 2 == 0 {
+        lower.to_vec()
+    } else {
+        let mut up = lower.to_vec(); // the last digit is odd: no carry
+        up[n - 1] += 1;
+        up
+    };
+    let pick = String::from_utf8(pick).unwrap_or_default();
+    // Kept only when it reads back as the same value (it does at a tie).
+    let text = format!("{}.{}e{}", &pick[..1], &pick[1..], exp);
+    if pick.len() == n && text.parse::<f64>() == Ok(value) {
+        pick
+    } else {
+        digits
+    }
+}
+
 /// `json.dumps(float)`: `float.__repr__`, with JavaScript names for the specials.
 pub fn float_repr(value: f64) -> String {
     if value.is_nan() {
@@ -102,6 +139,7 @@ pub fn float_repr(value: f64) -> String {
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = half_even(value.abs(), digits, exp);
     let point = exp + 1; // digits are 0.d1d2... * 10^point
     let mut out = String::new();
     if value.is_sign_negative() {
