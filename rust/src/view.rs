@@ -137,16 +137,21 @@ fn message_json(
     Ok(())
 }
 
-/// The text parts every message sends: non-empty and not ignored.
+/// The text the part at `row` sends: a text part's, when it is non-empty
+/// and not ignored (the one rule every role's texts follow).
+fn sent_text<'a>(table: &PartTable<'a>, row: usize) -> Result<Option<Cow<'a, str>>> {
+    if table.part_type[row] != part_type::TEXT {
+        return Ok(None);
+    }
+    let text = table.output_text(row);
+    Ok((!text.is_empty() && !ignored(table, row)?).then_some(Cow::Borrowed(text)))
+}
+
+/// The text parts a system or assistant message sends (`sent_text`).
 fn sent_texts<'a>(table: &PartTable<'a>, msg: &Message) -> Result<Vec<Cow<'a, str>>> {
     let mut texts = Vec::new();
     for row in msg.rows.clone() {
-        if table.part_type[row] == part_type::TEXT {
-            let text = table.output_text(row);
-            if !text.is_empty() && !ignored(table, row)? {
-                texts.push(Cow::Borrowed(text));
-            }
-        }
+        texts.extend(sent_text(table, row)?);
     }
     Ok(texts)
 }
@@ -161,12 +166,7 @@ fn user_json(table: &PartTable<'_>, msg: &Message, out: &mut Vec<u8>) -> Result<
     let mut blocks = Vec::new();
     for row in msg.rows.clone() {
         match table.part_type[row] {
-            part_type::TEXT => {
-                let text = table.output_text(row);
-                if !text.is_empty() && !ignored(table, row)? {
-                    blocks.push(Block::Text(Cow::Borrowed(text)));
-                }
-            }
+            part_type::TEXT => blocks.extend(sent_text(table, row)?.map(Block::Text)),
             // A marker a hook cancelled (ignored) is not sent.
             part_type::COMPACTION if !ignored(table, row)? => {
                 blocks.push(Block::Text(Cow::Borrowed(COMPACTION_QUESTION)));
