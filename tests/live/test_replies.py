@@ -387,3 +387,94 @@ def test_a_custom_tool_call_is_refused_by_name() -> None:
     ]  # fmt: skip
     with pytest.raises(FormatError, match=why):
         from_openai_chat(stream)
+
+
+#: Usage objects as the Chat Completions API and its proxies report them:
+#: cache reads and writes in the details (OpenAI, OpenRouter), LiteLLM's
+#: Anthropic-style counts, reasoning, and a reply that lacks fields.
+CHAT_USAGES: list[dict[str, Any]] = [
+    {"prompt_tokens": 1030, "completion_tokens": 40,
+     "prompt_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 30},
+     "completion_tokens_details": {"reasoning_tokens": 12}},
+    {"prompt_tokens": 1030, "completion_tokens": 40, "cache_read_input_tokens": 100,
+     "cache_creation_input_tokens": 30, "prompt_tokens_details": {"cached_tokens": 7}},
+    {"prompt_tokens": 5, "completion_tokens": None, "prompt_tokens_details": None},
+    {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 9}},
+    {},
+]  # fmt: skip
+#: A count that is no non-negative integer below 2**64, where it can be.
+BAD_COUNTS = [-1, 2**64, 1.5, "12", True, [1]]
+BAD_PLACES = [("prompt_tokens",), ("completion_tokens",), ("cache_creation_input_tokens",),
+              ("prompt_tokens_details", "cached_tokens"),
+              ("prompt_tokens_details", "cache_write_tokens"),
+              ("completion_tokens_details", "reasoning_tokens")]  # fmt: skip
+
+
+def _chat_reply(usage: Any) -> dict[str, Any]:
+    message = {"role": "assistant", "content": "done"}
+    return {"model": "gpt-x", "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+
+
+def _stored_tokens(usage: Any, tmp_path: Any) -> list[dict[str, Any] | None]:
+    """The usage as the stored-log readers keep it: the core's (a JSONL
+    file) and the Python reader's (``formats.chat.from_openai_chat``)."""
+    from ctxcompact.formats.chat import from_openai_chat as read_chat
+
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "done", "usage": usage}]  # fmt: skip
+    path = tmp_path / "log.jsonl"
+    path.write_text(json.dumps({"id": "s", "messages": messages}) + "\n")
+    out = []
+    for session in (cc.formats.read(path, "openai-chat")[0], read_chat(messages, "s")):
+        info = session.messages[1].info
+        assert isinstance(info, AssistantMessage)
+        out.append(info.tokens.model_dump() if info.tokens else None)
+    return out
+
+
+@pytest.mark.parametrize("usage", CHAT_USAGES)
+def test_a_usage_gives_the_same_counts_live_and_stored(
+    usage: dict[str, Any], tmp_path: Any
+) -> None:
+    """One rule (formats.usage, rust/src/ingest/usage.rs): the live reader
+    kept its own, which read cache writes only from the details and
+    reasoning, where the stored reader read LiteLLM's counts and no
+    reasoning; the same reply gave other counts live than logged."""
+    live = shape(from_openai_chat(_chat_reply(usage)))["tokens"]
+    assert _stored_tokens(usage, tmp_path) == [live, live]
+    response = from_openai_response({"status": "completed", "output": [], "usage": {
+        "input_tokens": 1030, "output_tokens": 40,
+        "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 30},
+        "output_tokens_details": {"reasoning_tokens": 12}}})  # fmt: skip
+    assert shape(response)["tokens"] == OPENAI_TOKENS
+
+
+def test_the_counts_of_the_one_rule() -> None:
+    first, litellm, lacking, no_prompt, empty = (
+        shape(from_openai_chat(_chat_reply(u)))["tokens"] for u in CHAT_USAGES)  # fmt: skip
+    assert first == OPENAI_TOKENS  # cache writes from the details, reasoning
+    assert litellm == OPENAI_TOKENS | {"reasoning": 0}  # LiteLLM's counts first
+    assert lacking == {"input": 5, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+    assert no_prompt["input"] == 0 and no_prompt["cache"]["read"] == 9  # never negative
+    assert empty == {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+    # a reply without usage (a stream read without include_usage) records none
+    assert shape(from_openai_chat(_chat_reply(None)))["tokens"] is None
+
+
+@pytest.mark.parametrize("place", BAD_PLACES, ids="-".join)
+@pytest.mark.parametrize("bad", BAD_COUNTS, ids=repr)
+def test_a_bad_count_is_the_same_format_error_live_and_stored(
+    place: tuple[str, ...], bad: Any, tmp_path: Any
+) -> None:
+    usage: dict[str, Any] = {"prompt_tokens": 10, "completion_tokens": 2}
+    if len(place) == 1:
+        usage[place[0]] = bad
+    else:
+        usage[place[0]] = {place[1]: bad}
+    key = ".".join(place)
+    with pytest.raises(FormatError, match=rf"usage\.{key} must be a non-negative integer") as live:
+        from_openai_chat(_chat_reply(usage))
+    with pytest.raises(FormatError, match=rf"usage\.{key} must be a non-negative integer"):
+        _stored_tokens(usage, tmp_path)
+    assert type(live.value) is FormatError

@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.responses import SERVER_ITEMS
+from ctxcompact.formats.usage import openai_usage
 from ctxcompact.live.store import new_id
 from ctxcompact.models import (
     AssistantMessage,
@@ -216,32 +217,18 @@ def _chat_from_chunks(chunks: Iterable[Any]) -> dict[str, Any]:
     return out
 
 
-#: The keys of an OpenAI usage object, by API: input and output tokens, and
-#: the objects holding the cache counts and the reasoning tokens.
-_USAGE_KEYS = {
-    "chat": ("prompt_tokens", "completion_tokens", "prompt_tokens_details",
-             "completion_tokens_details"),
-    "responses": ("input_tokens", "output_tokens", "input_tokens_details",
-                  "output_tokens_details"),
-}  # fmt: skip
-
-
-def _openai_usage(usage: Any, api: str) -> TokenUsage | None:
-    """An OpenAI reply's ``usage`` (``api``: ``chat`` or ``responses``) as
-    ``TokenUsage``: the input without the tokens read from or written to the cache."""
-    if not isinstance(usage, Mapping):
-        return None
-    input_key, output_key, input_details, output_details = _USAGE_KEYS[api]
-    cached = _int(_get(usage, input_details, "cached_tokens"))
-    written = _int(_get(usage, input_details, "cache_write_tokens"))
-    return TokenUsage.model_validate(
-        {
-            "input": max(_int(usage.get(input_key)) - cached - written, 0),
-            "output": _int(usage.get(output_key)),
-            "reasoning": _int(_get(usage, output_details, "reasoning_tokens")),
-            "cache": {"read": cached, "write": written},
-        }
-    )
+def _openai_usage(usage: Any, api: Literal["chat", "responses"]) -> TokenUsage | None:
+    """An OpenAI reply's ``usage`` as ``TokenUsage``, by the one rule a stored
+    log's usage is read by (``formats.usage.openai_usage``, and
+    rust/src/ingest/usage.rs): the same object gives the same counts live and
+    stored, cache reads and writes and reasoning included, and a count that
+    is no non-negative integer below 2**64 is the same ``FormatError``
+    (``usage.<key> must be a non-negative integer``). What a live reply may
+    legitimately lack is no error: a stream read without
+    ``stream_options={"include_usage": True}`` has no usage (``None``: no
+    record), and a count or details object that is absent or null is 0 (a
+    provider that reports no cache or no reasoning)."""
+    return openai_usage(_plain(usage), "usage", api)
 
 
 def from_openai_chat(

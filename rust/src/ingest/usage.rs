@@ -2,7 +2,8 @@
 //! for every reader that keeps one (an OpenAI chat log's assistant message,
 //! a Responses item, OpenHands' `model_response.usage`), as
 //! `ctxcompact.formats.usage.openai_usage` (its doc has the rule): the
-//! prompt split into uncached input and cache reads and writes.
+//! prompt split into uncached input and cache reads and writes, and the
+//! output's reasoning tokens.
 
 use serde_json::{Map, Value};
 
@@ -40,32 +41,45 @@ pub fn openai_usage(usage: Option<&Value>, at: &str, api: Api) -> Result<Value, 
     let Some(Value::Object(usage)) = usage else {
         return Ok(Value::Null);
     };
-    let (input_key, output_key, details_key) = match api {
+    let (input_key, output_key, details_key, output_details_key) = match api {
         Api::Chat => (
             "prompt_tokens",
             "completion_tokens",
             "prompt_tokens_details",
+            "completion_tokens_details",
         ),
-        Api::Responses => ("input_tokens", "output_tokens", "input_tokens_details"),
+        Api::Responses => (
+            "input_tokens",
+            "output_tokens",
+            "input_tokens_details",
+            "output_tokens_details",
+        ),
     };
-    let cached = match usage.get(details_key) {
-        Some(Value::Object(details)) => {
-            count(details, "cached_tokens", &format!("{at}.{details_key}"))?
-        }
-        _ => 0,
+    // a details object that is absent, null or no object counts 0
+    let detail = |key: &str, name: &str| match usage.get(key) {
+        Some(Value::Object(details)) => count(details, name, &format!("{at}.{key}")),
+        _ => Ok(0),
     };
+    let cached = detail(details_key, "cached_tokens")?;
+    let written = detail(details_key, "cache_write_tokens")?;
     let read = match count(usage, "cache_read_input_tokens", at)? {
         0 => cached,
         n => n,
     };
-    let write = count(usage, "cache_creation_input_tokens", at)?;
+    let write = match count(usage, "cache_creation_input_tokens", at)? {
+        0 => written,
+        n => n,
+    };
     let prompt = count(usage, input_key, at)?;
+    let output = count(usage, output_key, at)?;
+    let reasoning = detail(output_details_key, "reasoning_tokens")?;
     Ok(object([
         (
             "input",
             Value::from(prompt.saturating_sub(read.saturating_add(write))),
         ),
-        ("output", Value::from(count(usage, output_key, at)?)),
+        ("output", Value::from(output)),
+        ("reasoning", Value::from(reasoning)),
         (
             "cache",
             object([("read", Value::from(read)), ("write", Value::from(write))]),
