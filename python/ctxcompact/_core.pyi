@@ -17,6 +17,7 @@ __all__ = [
     "INTERRUPTED_TOOL",
     "JsonlStream",
     "__version__",
+    "anthropic_body",
     "calibration_fit",
     "check_table",
     "cleared_placeholder",
@@ -141,6 +142,7 @@ def render_chat(
     shape: str = "chat",
 ) -> list[bytes]: ...
 def thinking_flags(assistant: Sequence[bool], keep_thinking: int) -> list[bool]: ...
+def anthropic_body(chat: bytes) -> bytes: ...
 def session_pivot(
     messages: Sequence[tuple[str, str | None, bool, bool, bool, bool, str | None]],
 ) -> int | None: ...

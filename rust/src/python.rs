@@ -625,6 +625,23 @@ fn render_chat(
         .collect())
 }
 
+/// A chat list (JSON bytes of an array of OpenAI chat messages) as an
+/// Anthropic Messages request body, JSON bytes of `{"system"?, "messages"}`
+/// (`shapes::anthropic_body`): the one conversion of `to_model_messages(...,
+/// shape="anthropic")` and `clients.anthropic.to_anthropic_messages`.
+#[pyfunction]
+fn anthropic_body(py: Python<'_>, chat: &[u8]) -> PyResult<Py<pyo3::types::PyBytes>> {
+    let messages: Vec<serde_json::Value> = serde_json::from_slice(chat).map_err(|e| {
+        to_pyerr(
+            py,
+            CoreError::InvalidUsage(format!("the chat list is no JSON array of messages: {e}")),
+        )
+    })?;
+    let body = crate::shapes::anthropic_body(messages);
+    let bytes = serde_json::to_vec(&body).expect("a JSON value serializes");
+    Ok(pyo3::types::PyBytes::new(py, &bytes).unbind())
+}
+
 /// Per message (is it an assistant message), whether it sends its
 /// reasoning under `keep_thinking` (`Render::thinking`).
 #[pyfunction]
@@ -1276,6 +1293,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     m.add_function(wrap_pyfunction!(render_chat, m)?)?;
     m.add_function(wrap_pyfunction!(thinking_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(anthropic_body, m)?)?;
     m.add_function(wrap_pyfunction!(session_pivot, m)?)?;
     m.add_function(wrap_pyfunction!(turn_end, m)?)?;
     Ok(())

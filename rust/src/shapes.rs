@@ -6,12 +6,16 @@
 //!
 //! Per stored message, one JSON array, as in the chat shape:
 //! - Anthropic: a `system` message stays `{"role":"system","content":..}`
-//!   (the caller lifts it into the request's `system`); a user message is
-//!   `user` with a string or `text`/`image` blocks (a `data:` URL as a
+//!   (`anthropic_body` lifts it into the request's `system`); a user message
+//!   is `user` with a string or `text`/`image` blocks (a `data:` URL as a
 //!   base64 `source`, any other as a `url` source); an assistant step is
-//!   `assistant` with `text` then `tool_use` {id,name,input} blocks, then
-//!   ONE `user` message gathering its `tool_result` {tool_use_id,content}
-//!   blocks and its text-protocol results as `text` blocks.
+//!   `assistant` with `text` then `tool_use` {id,name,input} blocks; each
+//!   result a `tool_result` {tool_use_id,content} block in a `user` turn.
+//!   Consecutive turns of one role are merged into one message, so a step's
+//!   results and its text-protocol results are ONE `user` message (and so
+//!   are a step's results and the next stored user message, in the whole
+//!   list `anthropic_body` converts). The same rule converts a runtime's
+//!   chat list (`clients.anthropic.to_anthropic_messages`).
 //! - Responses: `message` items (roles system/user/assistant), each call a
 //!   `function_call` {call_id,name,arguments}, each result a
 //!   `function_call_output` {call_id,output}, images `input_image`.
@@ -90,65 +94,159 @@ fn image_url(block: &Value) -> &str {
     block["image_url"]["url"].as_str().unwrap_or("")
 }
 
-fn anthropic(messages: Vec<Value>) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut results: Vec<Value> = Vec::new();
-    let mut after_step = false;
-    for message in messages {
-        match message["role"].as_str().unwrap_or("") {
-            "system" => out.push(message),
-            "assistant" => {
-                after_step = true;
-                let mut blocks = Vec::new();
-                if let Some(text) = text_of(&message) {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for call in message["tool_calls"].as_array().into_iter().flatten() {
-                    let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["function"]["name"],
-                        "input": input_object(arguments),
-                    }));
-                }
-                out.push(json!({"role": "assistant", "content": blocks}));
+/// Anthropic's own block types: a chat list a runtime holds may carry them
+/// as they are (kept as they are).
+const ANTHROPIC_BLOCKS: &[&str] = &[
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+];
+
+/// A chat content block as an Anthropic block: an `image_url` as an `image`,
+/// an Anthropic block as it is, any other with a non-empty `text` as a
+/// `text` block; an empty text (which the API refuses) or a block with no
+/// text is left out.
+fn anthropic_block(block: &Value) -> Option<Value> {
+    match block["type"].as_str() {
+        Some("image_url") => {
+            Some(json!({"type": "image", "source": image_source(image_url(block))}))
+        }
+        Some(kind) if ANTHROPIC_BLOCKS.contains(&kind) => Some(block.clone()),
+        _ => match block["text"].as_str() {
+            Some(text) if !text.is_empty() => Some(json!({"type": "text", "text": text})),
+            _ => None,
+        },
+    }
+}
+
+/// A message's content as Anthropic content: a non-empty string as it is,
+/// a list as its blocks (`anthropic_block`); `None` when nothing is left.
+fn anthropic_content(content: &Value) -> Option<Value> {
+    match content {
+        Value::String(text) if !text.is_empty() => Some(content.clone()),
+        Value::Array(blocks) => {
+            let blocks: Vec<Value> = blocks.iter().filter_map(anthropic_block).collect();
+            (!blocks.is_empty()).then_some(Value::Array(blocks))
+        }
+        _ => None,
+    }
+}
+
+/// Content as a list of blocks (a string as one `text` block).
+fn into_blocks(content: Value) -> Vec<Value> {
+    match content {
+        Value::Array(blocks) => blocks,
+        Value::String(text) => vec![json!({"type": "text", "text": text})],
+        _ => Vec::new(),
+    }
+}
+
+/// A call's arguments as the Anthropic `input` object (`input_object`; an
+/// object given as is, none as `{}`).
+fn call_input(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::String(text) => input_object(text),
+        Value::Null => json!({}),
+        other => json!({ "value": other }),
+    }
+}
+
+/// A chat message's Anthropic turn: its role and content (`None`: nothing
+/// to send). An assistant message: its text, then a `tool_use` block per
+/// call; a `tool` message: a user turn holding its `tool_result`.
+fn turn(message: &Value) -> (&'static str, Option<Value>) {
+    match message["role"].as_str().unwrap_or("") {
+        "assistant" => {
+            let mut blocks = anthropic_content(&message["content"])
+                .map(into_blocks)
+                .unwrap_or_default();
+            for call in message["tool_calls"].as_array().into_iter().flatten() {
+                blocks.push(json!({
+                    "type": "tool_use",
+                    "id": call["id"],
+                    "name": call["function"]["name"],
+                    "input": call_input(&call["function"]["arguments"]),
+                }));
             }
-            "tool" => {
-                after_step = true;
-                results.push(json!({
+            (
+                "assistant",
+                (!blocks.is_empty()).then_some(Value::Array(blocks)),
+            )
+        }
+        "tool" => {
+            let content = match &message["content"] {
+                Value::String(_) => message["content"].clone(),
+                other => anthropic_content(other).unwrap_or_else(|| json!("")),
+            };
+            let result = json!({
                 "type": "tool_result",
                 "tool_use_id": message["tool_call_id"],
-                "content": message["content"],
-                }))
+                "content": content,
+            });
+            ("user", Some(json!([result])))
+        }
+        // user, and anything else sent in the user's place
+        _ => ("user", anthropic_content(&message["content"])),
+    }
+}
+
+fn is_system(message: &Value) -> bool {
+    matches!(message["role"].as_str(), Some("system" | "developer"))
+}
+
+/// Chat messages as Anthropic messages, the one rule of both the model
+/// input's shape (`reshape`, `anthropic_body`) and a runtime's list
+/// (`clients.anthropic.to_anthropic_messages`): each message's turn
+/// (`turn`), consecutive turns of one role merged into one message (so a
+/// step's `tool_result` blocks and its text-protocol results are one user
+/// message, and the API is never sent two turns of one role in a row). A
+/// system message stays where it is (`anthropic_body` lifts it), a turn
+/// with nothing to send is left out.
+fn anthropic(messages: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for message in messages {
+        if is_system(&message) {
+            out.push(message);
+            continue;
+        }
+        let (role, Some(content)) = turn(&message) else {
+            continue;
+        };
+        match out.last_mut() {
+            Some(last) if !is_system(last) && last["role"] == role => {
+                let mut blocks = into_blocks(last["content"].take());
+                blocks.extend(into_blocks(content));
+                last["content"] = Value::Array(blocks);
             }
-            // user: after an assistant step, a text-protocol result
-            _ if after_step => {
-                if let Some(text) = text_of(&message) {
-                    results.push(json!({"type": "text", "text": text}));
-                }
-            }
-            _ => out.push(match &message["content"] {
-                Value::Array(blocks) => {
-                    let blocks: Vec<Value> = blocks
-                        .iter()
-                        .map(|b| match b["type"].as_str() {
-                            Some("image_url") => {
-                                json!({"type": "image", "source": image_source(image_url(b))})
-                            }
-                            _ => json!({"type": "text", "text": b["text"]}),
-                        })
-                        .collect();
-                    json!({"role": "user", "content": blocks})
-                }
-                _ => message,
-            }),
+            _ => out.push(json!({"role": role, "content": content})),
         }
     }
-    if !results.is_empty() {
-        out.push(json!({"role": "user", "content": results}));
-    }
     out
+}
+
+/// A whole chat list as an Anthropic Messages request body:
+/// `{"system": [text blocks], "messages": [...]}` (`system` left out when
+/// there is none). Every system (or developer) message is lifted into
+/// `system`, a text block per text, and the rest is `anthropic`'s messages,
+/// merged across the lifted system messages.
+pub fn anthropic_body(chat: Vec<Value>) -> Value {
+    let (system, rest): (Vec<Value>, Vec<Value>) = chat.into_iter().partition(is_system);
+    let lifted: Vec<Value> = system
+        .iter()
+        .filter_map(|m| anthropic_content(&m["content"]))
+        .flat_map(into_blocks)
+        .filter(|b| b["type"] == "text")
+        .collect();
+    let mut body = Map::new();
+    if !lifted.is_empty() {
+        body.insert("system".into(), Value::Array(lifted));
+    }
+    body.insert("messages".into(), Value::Array(anthropic(rest)));
+    Value::Object(body)
 }
 
 fn responses(messages: Vec<Value>) -> Vec<Value> {
@@ -229,6 +327,42 @@ mod tests {
         assert_eq!(got[0]["content"][3]["input"], json!({"value": [1]}));
         assert_eq!(got[1]["role"], "user");
         assert_eq!(got[1]["content"][1]["tool_use_id"], "c2");
+    }
+
+    #[test]
+    fn anthropic_merges_consecutive_turns_of_one_role_across_lifted_system_messages() {
+        let chat = json!([
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "ok", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read", "arguments": {"p": 2}}},
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "developer", "content": "mid"},
+            {"role": "user", "content": [{"type": "text", "text": "next"}, {"type": "text", "text": ""}]},
+            {"role": "user", "content": ""},
+            {"role": "assistant", "content": null},
+        ]);
+        let body = anthropic_body(serde_json::from_value(chat).unwrap());
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "sys"}, {"type": "text", "text": "mid"}])
+        );
+        let messages = body["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(messages[0]["content"], "task");
+        assert_eq!(messages[1]["content"][1]["input"], json!({"p": 2}));
+        assert_eq!(
+            messages[2]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "c1", "content": "one"},
+                {"type": "text", "text": "next"},
+            ])
+        );
     }
 
     #[test]

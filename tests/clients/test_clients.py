@@ -115,7 +115,8 @@ def test_anthropic_text_stop_reason_and_usage(
     assert sent.body["system"] == "be brief" and "tools" not in sent.body
     assert sent.body["messages"][0]["role"] == "user"
     # No tools defined, so no tool blocks: the real API refuses them (the fake does too).
-    kinds = {b["type"] for m in sent.body["messages"] for b in m["content"]}
+    kinds = {"text" if isinstance(m["content"], str) else b["type"]
+             for m in sent.body["messages"] for b in m["content"]}  # fmt: skip
     assert kinds == {"text"}
     assert "[tool call read" in str(sent.body) and "def f(): ..." in str(sent.body)
 

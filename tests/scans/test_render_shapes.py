@@ -7,6 +7,7 @@ the official SDKs' request types."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,120 @@ def test_the_default_shape_is_chat() -> None:
 def test_an_unknown_shape_is_a_config_error_naming_shape(shape: Any) -> None:
     with pytest.raises(ConfigError, match="shape"):
         cc.to_model_messages(_step_session(), shape=shape)
+
+
+def _alternates(messages: list[dict[str, Any]]) -> bool:
+    return all(a["role"] != b["role"] for a, b in itertools.pairwise(messages))
+
+
+@pytest.mark.skipif(not CORPUS, reason="needs /work/shared/data")
+def test_the_client_and_the_model_input_give_one_anthropic_body_on_the_corpus() -> None:
+    """One conversion (shapes::anthropic_body): the summary client's
+    ``to_anthropic_messages`` of a session's chat list is the body
+    ``to_model_messages(..., shape="anthropic")`` gives, and no body holds
+    two turns of one role in a row (the model input's shape had two user
+    messages in a row where a step's results met the next user message:
+    the client merged them, the core did not)."""
+    from anthropic.types import MessageParam
+    from ctxcompact.clients.anthropic import to_anthropic_messages
+    from pydantic import TypeAdapter
+
+    messages_type = TypeAdapter(list[MessageParam])
+    compared = 0
+    for path in CORPUS:
+        if path.name in REJECTED:
+            continue
+        for session in formats.read(path):
+            for policy in POLICIES:
+                chat = cc.to_model_messages(session, policy=policy, system="be brief")
+                body = cc.to_model_messages(session, policy=policy, system="be brief",
+                                            shape="anthropic")  # fmt: skip
+                system, messages = to_anthropic_messages(chat)
+                assert system == "\n\n".join(b["text"] for b in body.get("system", []))
+                if body["messages"] and body["messages"][0]["role"] != "user":
+                    assert messages[0]["content"] == [{"type": "text", "text": "(conversation)"}]
+                    messages = messages[1:]
+                assert messages == body["messages"]
+                assert _alternates(body["messages"]), session.info.id
+                messages_type.validate_python(body["messages"], strict=True)
+                compared += 1
+    assert compared > 400
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+@st.composite
+def _chats(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """OpenAI chat lists as a runtime holds them: every role, string and
+    block contents (empty texts, images), calls with string or object
+    arguments, each call answered."""
+    out: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 10))):
+        role = draw(st.sampled_from(["system", "developer", "user", "assistant"]))
+        content: Any = draw(st.one_of(
+            st.none(), _TEXT,
+            st.lists(st.one_of(
+                st.builds(lambda t: {"type": "text", "text": t}, _TEXT),
+                st.just({"type": "image_url",
+                         "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}),
+                st.just({"type": "image_url", "image_url": {"url": "https://x/y.png"}}),
+            ), max_size=3),
+        ))  # fmt: skip
+        if role in ("system", "developer"):
+            content = draw(_TEXT)
+        message: dict[str, Any] = {"role": role, "content": content}
+        calls = draw(st.integers(0, 2)) if role == "assistant" else 0
+        if calls:
+            message["tool_calls"] = [
+                {"id": f"c{i}-{j}", "type": "function", "function": {
+                    "name": "read", "arguments": draw(st.one_of(
+                        st.just('{"p": 1}'), _TEXT, st.just({"p": [1]}), st.none()))}}
+                for j in range(calls)
+            ]  # fmt: skip
+        out.append(message)
+        for j in range(calls):
+            out.append({"role": "tool", "tool_call_id": f"c{i}-{j}", "content": draw(_TEXT)})
+    return out
+
+
+@settings(max_examples=sweep(200), deadline=None)
+@given(_chats())
+def test_a_runtimes_chat_list_becomes_one_valid_anthropic_body(chat: list[dict[str, Any]]) -> None:
+    """Generated chat lists: the client's conversion is the core's body, the
+    SDK's request types take it, no two turns of one role follow each other,
+    and every non-empty text, call and result is carried in order."""
+    from anthropic.types import MessageParam
+    from ctxcompact.clients.anthropic import to_anthropic_messages
+    from pydantic import TypeAdapter
+
+    body = json.loads(_core.anthropic_body(json.dumps(chat).encode()))
+    system, messages = to_anthropic_messages(chat)
+    lead = 1 if body["messages"] and body["messages"][0]["role"] != "user" else 0
+    assert messages[lead:] == body["messages"]
+    assert system == "\n\n".join(
+        m["content"] for m in chat if m["role"] in ("system", "developer") and m["content"]
+    )
+    assert _alternates(messages)
+    TypeAdapter(list[MessageParam]).validate_python(messages, strict=True)
+    rest = [m for m in chat if m["role"] not in ("system", "developer")]
+    want = [c for c in _carried("chat", _without_empty(rest)) if c != ("text", "")]
+    got = _carried("anthropic", body["messages"])
+    for kind in ("text", "image", "result"):
+        assert [c for c in got if c[0] == kind] == [c for c in want if c[0] == kind]
+    assert [c[1][0] for c in got if c[0] == "call"] == [c[1][0] for c in want if c[0] == "call"]
+
+
+def _without_empty(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat list as ``_carried`` reads it, a call's arguments as text."""
+    out = []
+    for m in chat:
+        m = dict(m)
+        if m.get("content") is None:
+            m["content"] = ""
+        for c in m.get("tool_calls") or []:
+            args = c["function"]["arguments"]
+            c["function"] = {**c["function"], "arguments": args if isinstance(args, str)
+                             else json.dumps(args if args is not None else {})}  # fmt: skip
+        out.append(m)
+    return out

@@ -1,16 +1,19 @@
 """Summary client on the official ``anthropic`` SDK (Messages API).
 
 The history arrives in the OpenAI chat format; it is converted to Anthropic
-messages here: system apart, tool calls as ``tool_use`` blocks, tool results
-as ``tool_result`` blocks in a user turn, consecutive turns of one role merged.
+messages by the core's conversion (``to_anthropic_messages``), the one the
+model input's Anthropic shape uses: system apart, tool calls as ``tool_use``
+blocks, tool results as ``tool_result`` blocks in a user turn, consecutive
+turns of one role merged.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import ctxcompact._core as _core
 from ctxcompact._extras import from_extra
 from ctxcompact.clients.base import SdkClient, SummaryRequest, SummaryResponse, tools_as_text
 from ctxcompact.errors import SummaryClientError
@@ -23,62 +26,25 @@ def _sdk() -> Any:
                       SummaryClientError)  # fmt: skip
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    blocks = []
-    for block in content:
-        if block.get("type") == "text" and block.get("text"):
-            blocks.append({"type": "text", "text": block["text"]})
-        elif block.get("type") == "image_url":
-            url = block.get("image_url", {}).get("url", "")
-            blocks.append({"type": "text", "text": f"[image: {url[:100]}]"})
-    return blocks
-
-
 def to_anthropic_messages(
-    messages: Sequence[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(system text, Anthropic messages) for OpenAI chat-format ``messages``."""
-    system: list[str] = []
-    out: list[dict[str, Any]] = []
+    """(system text, Anthropic messages) for OpenAI chat-format ``messages``.
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
-    for message in messages:
-        role = message.get("role")
-        if role in ("system", "developer"):
-            system.extend(b["text"] for b in _blocks(message.get("content")))
-        elif role == "user":
-            add("user", _blocks(message.get("content")))
-        elif role == "assistant":
-            blocks = _blocks(message.get("content"))
-            for call in message.get("tool_calls") or []:
-                fn = call.get("function", {})
-                try:
-                    args = json.loads(fn.get("arguments") or "{}")
-                except ValueError:
-                    args = {"arguments": fn.get("arguments")}
-                blocks.append(
-                    {"type": "tool_use", "id": call["id"], "name": fn.get("name", ""),
-                     "input": args if isinstance(args, dict) else {"value": args}}
-                )  # fmt: skip
-            add("assistant", blocks)
-        elif role == "tool":
-            text = "\n".join(b["text"] for b in _blocks(message.get("content")))
-            add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
-                          "content": text}])  # fmt: skip
-    if out and out[0]["role"] != "user":  # the API wants a user turn first
+    The core's conversion (``_core.anthropic_body``, rust/src/shapes.rs), the
+    one ``to_model_messages(..., shape="anthropic")`` uses, so the two never
+    disagree: system and developer texts lifted (joined by a blank line),
+    tool calls as ``tool_use`` blocks, results as ``tool_result`` blocks,
+    images as ``image`` blocks, consecutive turns of one role merged into one
+    message, empty texts left out. One thing is the request's own: the API
+    wants a user turn first, so a history that starts with the model's turn
+    gets a ``(conversation)`` user turn before it."""
+    body = json.loads(_core.anthropic_body(json.dumps(list(messages), default=str).encode()))
+    system = "\n\n".join(block["text"] for block in body.get("system", []))
+    out: list[dict[str, Any]] = body["messages"]
+    if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation)"}]})
-    return "\n\n".join(system), out
+    return system, out
 
 
 def _from_message(message: Any) -> SummaryResponse:

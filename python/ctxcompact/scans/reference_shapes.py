@@ -29,34 +29,40 @@ def _anthropic_block(block: dict[str, Any]) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
 def to_anthropic(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One stored message's chat render in the Anthropic Messages shape
-    (rust/src/shapes.rs): a step's results gathered into one user message."""
+    (rust/src/shapes.rs): each message's turn, consecutive turns of one role
+    merged (a step's results and text-protocol results: one user message)."""
     out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    step = False
     for m in chat:
         if m["role"] == "system":
             out.append(m)
-        elif m["role"] == "assistant":
-            step = True
-            blocks = [{"type": "text", "text": m["content"]}] if m["content"] is not None else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
-                        "input": _anthropic_input(c["function"]["arguments"])}
-                       for c in m.get("tool_calls", [])]  # fmt: skip
-            out.append({"role": "assistant", "content": blocks})
+            continue
+        if m["role"] == "assistant":
+            role = "assistant"
+            content: Any = [{"type": "text", "text": m["content"]}] if m["content"] else []
+            content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                         "input": _anthropic_input(c["function"]["arguments"])}
+                        for c in m.get("tool_calls", [])]  # fmt: skip
         elif m["role"] == "tool":
-            step = True
-            results.append({"type": "tool_result", "tool_use_id": m["tool_call_id"],
-                            "content": m["content"]})  # fmt: skip
-        elif step:
-            results.append({"type": "text", "text": m["content"]})
-        elif isinstance(m["content"], list):
-            out.append({"role": "user", "content": [_anthropic_block(b) for b in m["content"]]})
+            role = "user"
+            content = [{"type": "tool_result", "tool_use_id": m["tool_call_id"],
+                        "content": m["content"]}]  # fmt: skip
         else:
-            out.append(m)
-    if results:
-        out.append({"role": "user", "content": results})
+            role = "user"
+            content = m["content"]
+            if isinstance(content, list):
+                content = [_anthropic_block(b) for b in content]
+        if not content:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1] = {"role": role, "content": _blocks(out[-1]["content"]) + _blocks(content)}
+        else:
+            out.append({"role": role, "content": content})
     return out
 
 

@@ -69,20 +69,19 @@ def to_model_messages(
     if not isinstance(shape, str):
         raise ConfigError(f"shape must be a string, got {type(shape).__name__}")
     policy = _policy(policy)
+    if shape == "anthropic":
+        # The whole chat list converted by the core (shapes::anthropic_body):
+        # the system prompt lifted, consecutive turns of one role merged, as
+        # clients.anthropic.to_anthropic_messages converts a runtime's list.
+        chat = to_model_messages(session, system=system, policy=policy)
+        body: dict[str, Any] = json.loads(_core.anthropic_body(json.dumps(chat).encode()))
+        return body
     messages: list[dict[str, Any]] = []
     if system:
         messages.append(system_message(system, shape))
     for shown in _render(session, policy, shape=shape):
         messages.extend(shown)
-    if shape != "anthropic":
-        return messages
-    # The Messages API takes the system prompt apart from the messages.
-    body: dict[str, Any] = {}
-    lifted = [{"type": "text", "text": m["content"]} for m in messages if m["role"] == "system"]
-    if lifted:
-        body["system"] = lifted
-    body["messages"] = [m for m in messages if m["role"] != "system"]
-    return body
+    return messages
 
 
 #: The rendering options of OpenCode's view (no policy).
