@@ -430,17 +430,9 @@ class CompactionLoop:
         named = model_name(message) if message is not None else None
         calibrator.observe(named or model, estimated=estimated, reported=prompt_tokens(usage))
 
-    async def aafter_step(
-        self,
-        session_id: str,
-        message: MessageWithParts | None = None,
-        *,
-        usage: Any = None,
-        finish_reason: str | None = None,
-    ) -> StepDecision:
-        return await asyncio.to_thread(
-            self.after_step, session_id, message, usage=usage, finish_reason=finish_reason
-        )
+    aafter_step = flow.threaded(
+        after_step, "aafter_step", "The async twin of ``after_step`` (run in a worker thread)."
+    )
 
 
 def _cancelled(session: Session, marker_id: str) -> bool:
