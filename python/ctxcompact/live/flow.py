@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ctxcompact.live.events as ev
 from ctxcompact.errors import InputTypeError
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from ctxcompact.live.summary import Summarizer
 
 T = TypeVar("T")
-S = TypeVar("S")
-P = ParamSpec("P")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -212,58 +209,6 @@ async def arun(flow: Flow[T]) -> T:
         raise
 
 
-def driven(steps: Callable[P, Flow[T]], name: str, doc: str | None = None) -> Callable[P, T]:
-    """The sync twin of a flow function: ``steps``' signature (mypy, IDEs and
-    ``inspect`` see it), its flow run in the calling thread (``run``); ``doc``:
-    the docstring (None: ``steps``')."""
-
-    def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run(steps(*args, **kwargs))
-
-    return _named(call, steps, name, doc)
-
-
-def adriven(
-    steps: Callable[P, Flow[T]], name: str, doc: str
-) -> Callable[P, Coroutine[Any, Any, T]]:
-    """The async twin of a flow function: ``steps``' signature, its flow run by ``arun``."""
-
-    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await arun(steps(*args, **kwargs))
-
-    return _named(call, steps, name, doc)
-
-
-def threaded(
-    method: Callable[Concatenate[S, P], T], name: str, doc: str
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
-    """The async twin of a blocking method: the same signature, the call made
-    in a worker thread. It calls the instance's ``method`` by name, so a
-    subclass's override is the one that runs."""
-    sync_name = method.__name__
-
-    async def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        bound: Callable[P, T] = getattr(self, sync_name)
-        return await asyncio.to_thread(bound, *args, **kwargs)
-
-    return _named(call, method, name, doc)
-
-
-def _named(fn: F, like: Callable[..., Any], name: str, doc: str | None) -> F:
-    """``fn`` as a public function named ``name``: ``like``'s module, place and
-    parameters (no return annotation: ``like``'s is not the twin's)."""
-    fn.__name__ = name
-    place, dot, _ = like.__qualname__.rpartition(".")
-    fn.__qualname__ = place + dot + name
-    fn.__module__ = like.__module__
-    fn.__doc__ = like.__doc__ if doc is None else doc
-    signature = inspect.signature(like)
-    fn.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        return_annotation=inspect.Signature.empty
-    )
-    return fn
-
-
 async def _settled(work: asyncio.Future[Any]) -> Any:
     """``work``'s result, waited for through further cancellations."""
     while True:
@@ -281,11 +226,8 @@ __all__ = [
     "PostCompact",
     "PreCompact",
     "Summarize",
-    "adriven",
     "arun",
     "blocking",
-    "driven",
     "run",
     "settling",
-    "threaded",
 ]

@@ -29,6 +29,7 @@ from typing import Any
 
 import ctxcompact.live.events as ev
 import ctxcompact.live.flow as flow
+import ctxcompact.live.twins as twins
 from ctxcompact.errors import (
     CompactionConflictError,
     CompactionLoopError,
@@ -430,7 +431,7 @@ class CompactionLoop:
         named = model_name(message) if message is not None else None
         calibrator.observe(named or model, estimated=estimated, reported=prompt_tokens(usage))
 
-    aafter_step = flow.threaded(
+    aafter_step = twins.threaded(
         after_step, "aafter_step", "The async twin of ``after_step`` (run in a worker thread)."
     )
 

@@ -31,6 +31,7 @@ from typing import Any
 import ctxcompact._core as _core
 import ctxcompact.live.events as ev
 import ctxcompact.live.flow as flow
+import ctxcompact.live.twins as twins
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.live.prompts import SUMMARY_HEADING
@@ -410,10 +411,11 @@ def _compact_flow(
                                    instructions=instructions))  # fmt: skip
 
 
-compact_messages = flow.driven(_compact_flow, "compact_messages")
-acompact_messages = flow.adriven(
+compact_messages = twins.driven(_compact_flow, "compact_messages", flow.run)
+acompact_messages = twins.adriven(
     _compact_flow,
     "acompact_messages",
+    flow.arun,
     "The async twin of ``compact_messages`` (estimates run in a worker thread).",
 )
 
