@@ -51,18 +51,24 @@ def _count_methods(values: list[str] | None) -> list[str] | None:
     return values
 
 
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", metavar="FILE",
-                 help="A CompactionConfig TOML/JSON file (see `ctxcompact config`)."),
-]  # fmt: skip
-FormatOption = Annotated[
-    str | None,
-    typer.Option("--format", metavar="FORMAT", callback=_choice(READ_FORMATS),
-                 help=f"Input session format, one of: {', '.join(READ_FORMATS)} "
-                 "(default: detect)."),
-]  # fmt: skip
+def value_option(name: str, metavar: str, help: str, **checks: Any) -> Any:
+    """An option taking a value named ``metavar`` (``checks``: typer's
+    ``callback``, ``min``...): ``Annotated[str | None, value_option(...)]``."""
+    return typer.Option(name, metavar=metavar, help=help, **checks)
+
+
+ConfigOption = Annotated[Path | None, value_option(
+    "--config", "FILE",
+    "A CompactionConfig TOML/JSON file (see `ctxcompact config`).")]  # fmt: skip
+FormatOption = Annotated[str | None, value_option(
+    "--format", "FORMAT", f"Input session format, one of: {', '.join(READ_FORMATS)} "
+    "(default: detect).", callback=_choice(READ_FORMATS))]  # fmt: skip
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def flag_option(name: str, help: str) -> Any:
+    """An on/off option (``Annotated[bool, flag_option(...)] = False``)."""
+    return typer.Option(name, help=help)
 
 
 def tokens_option(name: str, help: str, minimum: int = 0) -> Any:
@@ -77,18 +83,13 @@ ProtectOption = Annotated[int | None, tokens_option(
 MinimumOption = Annotated[int | None, tokens_option(
     "--prune-minimum", "Prune only when more than this many tokens would be freed "
     "(config prune_minimum).")]  # fmt: skip
-ToolsOption = Annotated[
-    str | None,
-    typer.Option("--prune-protected-tools", metavar="TOOLS",
-                 help="Comma-separated tools whose outputs are never pruned, '' for none "
-                 "(config prune_protected_tools)."),
-]  # fmt: skip
-PolicyOption = Annotated[
-    str | None,
-    typer.Option("--policy", metavar="NAME|FILE",
-                 help="Prune policy: a preset (opencode, swe-agent, anthropic-clear-tool-uses, "
-                 "aggressive) or a TOML/JSON policy file (config policy; docs/policies.md)."),
-]  # fmt: skip
+ToolsOption = Annotated[str | None, value_option(
+    "--prune-protected-tools", "TOOLS", "Comma-separated tools whose outputs are never "
+    "pruned, '' for none (config prune_protected_tools).")]  # fmt: skip
+PolicyOption = Annotated[str | None, value_option(
+    "--policy", "NAME|FILE", "Prune policy: a preset (opencode, swe-agent, "
+    "anthropic-clear-tool-uses, aggressive) or a TOML/JSON policy file (config policy; "
+    "docs/policies.md).")]  # fmt: skip
 OnErrorOption = Annotated[
     str,
     typer.Option(
@@ -97,14 +98,12 @@ OnErrorOption = Annotated[
         help="raise: stop at the first bad line; skip: reject it and go on.",
     ),
 ]
-MethodOption = Annotated[
-    str | None,
-    typer.Option("--method", metavar="METHOD", callback=_choice(METHODS + EXACT_METHODS),
-                 help="Token estimate (config estimate_method): opencode (default), ceil-bytes, "
-                 "or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, tekken, "
-                 "deepseek, each also as <family>-conservative; or <family>-exact, the "
-                 "family's exact counts (read from ingest --count's columns when there)."),
-]  # fmt: skip
+MethodOption = Annotated[str | None, value_option(
+    "--method", "METHOD", "Token estimate (config estimate_method): opencode (default), "
+    "ceil-bytes, or a tokenizer family's fitted estimate: o200k, cl100k, llama3, qwen, "
+    "tekken, deepseek, each also as <family>-conservative; or <family>-exact, the family's "
+    "exact counts (read from ingest --count's columns when there).",
+    callback=_choice(METHODS + EXACT_METHODS))]  # fmt: skip
 VerifyOption = Annotated[
     bool,
     typer.Option("--verify",
@@ -288,18 +287,10 @@ def _limits(
 #: The inputs of every command that reads part rows: several files and
 #: folders, read as one (``_load_many``'s rules: each folder one kind, each
 #: file read once, a session in one input only).
-InputsArgument = Annotated[
-    list[Path],
-    typer.Argument(metavar="INPUT",
-                   help="Parquet files or folders of part rows, and session files (.jsonl, "
-                   ".json, .traj) or folders of them; several are read as one."),
-]  # fmt: skip
-
-
+InputsArgument = Annotated[list[Path], typer.Argument(
+    metavar="INPUT", help="Parquet files or folders of part rows, and session files (.jsonl, "
+    ".json, .traj) or folders of them; several are read as one.")]  # fmt: skip
 #: ``ingest``'s inputs: session files only (it makes the Parquet).
-SessionInputsArgument = Annotated[
-    list[Path],
-    typer.Argument(metavar="INPUT",
-                   help="Session files (.jsonl, .json, .traj) or folders of them; several are "
-                   "read as one."),
-]  # fmt: skip
+SessionInputsArgument = Annotated[list[Path], typer.Argument(
+    metavar="INPUT", help="Session files (.jsonl, .json, .traj) or folders of them; several "
+    "are read as one.")]  # fmt: skip

@@ -45,12 +45,25 @@ from ctxcompact.cli.options import (
     _config,
     _count_methods,
     _overrides,
+    flag_option,
+    value_option,
 )
 from ctxcompact.cli.outputs import _check_output, _check_outputs, _no_stdio, _writing
 from ctxcompact.errors import DatasetError, FormatError
 from ctxcompact.estimators import FAMILIES
 
 commands = typer.Typer()
+
+CountMethodsOption = Annotated[list[str] | None, value_option(
+    "--count-method", "FAMILY", "Also count each output under a tokenizer family's estimate "
+    "(output_units_<family>), for prune with that --method (or <family>-conservative); "
+    f"repeatable. One of: {', '.join(FAMILIES)}.", callback=_count_methods)]  # fmt: skip
+CountOption = Annotated[list[str] | None, value_option(
+    "--count", "FAMILY", "Count each part's exact tokens under a tokenizer family once "
+    "(output_tokens_<family>, input_tokens_<family> for call arguments, and their texts' "
+    "hashes), in parallel: every scan, estimate and replay under <family>-exact (the family "
+    "a run's model counts in) reads them; repeatable. "
+    f"One of: {', '.join(FAMILIES)}.")]  # fmt: skip
 
 
 @commands.command(short_help="Estimate the model-input tokens of every session.")
@@ -64,10 +77,7 @@ def estimate(
     verify: VerifyOption = False,
     per_session: Annotated[
         bool,
-        typer.Option(
-            "--per-session",
-            help="Also a row per session (with --json: a per_session list).",
-        ),
+        flag_option("--per-session", "Also a row per session (with --json: a per_session list)."),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -266,29 +276,8 @@ def ingest(
             "report-only runs) need not read the text or parse the inputs.",
         ),
     ] = True,
-    count_methods: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--count-method",
-            metavar="FAMILY",
-            callback=_count_methods,
-            help=f"Also count each output under a tokenizer family's estimate "
-            f"(output_units_<family>), for prune with that --method (or "
-            f"<family>-conservative); repeatable. One of: {', '.join(FAMILIES)}.",
-        ),
-    ] = None,
-    count_exact: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--count",
-            metavar="FAMILY",
-            help=f"Count each part's exact tokens under a tokenizer family once "
-            f"(output_tokens_<family>, input_tokens_<family> for call arguments, "
-            f"and their texts' hashes), in parallel: every scan, "
-            f"estimate and replay under <family>-exact (the family a run's model "
-            f"counts in) reads them; repeatable. One of: {', '.join(FAMILIES)}.",
-        ),
-    ] = None,
+    count_methods: CountMethodsOption = None,
+    count_exact: CountOption = None,
     window_mb: Annotated[
         int,
         typer.Option(

@@ -29,6 +29,7 @@ from typing import Any
 
 import ctxcompact.live.events as ev
 import ctxcompact.live.flow as flow
+import ctxcompact.live.twins as twins
 from ctxcompact.errors import (
     CompactionConflictError,
     CompactionLoopError,
@@ -430,17 +431,9 @@ class CompactionLoop:
         named = model_name(message) if message is not None else None
         calibrator.observe(named or model, estimated=estimated, reported=prompt_tokens(usage))
 
-    async def aafter_step(
-        self,
-        session_id: str,
-        message: MessageWithParts | None = None,
-        *,
-        usage: Any = None,
-        finish_reason: str | None = None,
-    ) -> StepDecision:
-        return await asyncio.to_thread(
-            self.after_step, session_id, message, usage=usage, finish_reason=finish_reason
-        )
+    aafter_step = twins.threaded(
+        after_step, "aafter_step", "The async twin of ``after_step`` (run in a worker thread)."
+    )
 
 
 def _cancelled(session: Session, marker_id: str) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from ctxcompact.errors import FormatError
 from ctxcompact.formats.responses import SERVER_ITEMS
@@ -128,6 +128,15 @@ def _tool_part(call_id: Any, name: Any, raw_arguments: Any, where: str, **extra:
                 **extra)  # fmt: skip
 
 
+class MessageIds(TypedDict, total=False):
+    """The keywords of every ``from_*`` reader: the session the message (and
+    each part) belongs to, its id (None: a new one) and its parent's id."""
+
+    session_id: str | None
+    message_id: str | None
+    parent_id: str | None
+
+
 def _message(
     parts: list[Part],
     *,
@@ -135,9 +144,9 @@ def _message(
     tokens: TokenUsage | None,
     model: Any,
     provider: str,
-    session_id: str | None,
-    message_id: str | None,
-    parent_id: str | None,
+    session_id: str | None = None,
+    message_id: str | None = None,
+    parent_id: str | None = None,
 ) -> MessageWithParts:
     mid = message_id or new_id("msg")
     now = int(time.time() * 1000)
@@ -233,10 +242,7 @@ def _openai_usage(usage: Any, api: Literal["chat", "responses"]) -> TokenUsage |
 
 def from_openai_chat(
     reply: Any,
-    *,
-    session_id: str | None = None,
-    message_id: str | None = None,
-    parent_id: str | None = None,
+    **ids: Unpack[MessageIds],
 ) -> MessageWithParts:
     """The assistant message of a Chat Completions reply (``ChatCompletion``, a
     dict, or the stream's chunks). Only the first choice is read."""
@@ -276,7 +282,7 @@ def from_openai_chat(
     return _message(
         parts, finish=choice.get("finish_reason"),
         tokens=_openai_usage(completion.get("usage"), "chat"), model=completion.get("model"),
-        provider="openai", session_id=session_id, message_id=message_id, parent_id=parent_id,
+        provider="openai", **ids,
     )  # fmt: skip
 
 
@@ -310,10 +316,7 @@ def _response_from_events(events: Iterable[Any]) -> dict[str, Any]:
 
 def from_openai_response(
     response: Any,
-    *,
-    session_id: str | None = None,
-    message_id: str | None = None,
-    parent_id: str | None = None,
+    **ids: Unpack[MessageIds],
 ) -> MessageWithParts:
     """The assistant message of a Responses API ``Response`` (a dict, or the
     stream's events). ``finish``: ``"tool_calls"`` when it calls functions,
@@ -383,8 +386,7 @@ def from_openai_response(
         finish = "stop"
     return _message(
         parts, finish=finish, tokens=_openai_usage(data.get("usage"), "responses"),
-        model=data.get("model"), provider="openai", session_id=session_id,
-        message_id=message_id, parent_id=parent_id,
+        model=data.get("model"), provider="openai", **ids,
     )  # fmt: skip
 
 
@@ -459,10 +461,7 @@ def _anthropic_usage(usage: Any) -> TokenUsage | None:
 
 def from_anthropic_message(
     message: Any,
-    *,
-    session_id: str | None = None,
-    message_id: str | None = None,
-    parent_id: str | None = None,
+    **ids: Unpack[MessageIds],
 ) -> MessageWithParts:
     """The assistant message of a Messages API reply (``Message``, a dict, or the
     stream's events). Anthropic's ``input_tokens`` already exclude the cache.
@@ -497,8 +496,7 @@ def from_anthropic_message(
             parts.append(Part(id=new_id("prt"), type=str(kind or "unknown"), source=block))
     return _message(
         parts, finish=data.get("stop_reason"), tokens=_anthropic_usage(data.get("usage")),
-        model=data.get("model"), provider="anthropic", session_id=session_id,
-        message_id=message_id, parent_id=parent_id,
+        model=data.get("model"), provider="anthropic", **ids,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import ctxcompact._core as _core
 import ctxcompact.live.events as ev
 import ctxcompact.live.flow as flow
+import ctxcompact.live.twins as twins
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError, InputTypeError
 from ctxcompact.live.prompts import SUMMARY_HEADING
@@ -366,7 +367,7 @@ def _emit_done(result: SplitResult, events: ev.EventBus | None, metrics: ev.Metr
         events.emit(ev.COMPACTED, session_id=record.session_id, record=record)
 
 
-def compact_messages(
+def _compact_flow(
     messages: Sequence[Message],
     summarizer: Summarizer,
     *,
@@ -380,7 +381,7 @@ def compact_messages(
     events: ev.EventBus | None = None,
     metrics: ev.Metrics | None = None,
     instructions: str | None = None,
-) -> SplitResult:
+) -> flow.Flow[SplitResult]:
     """Summarize the head of ``messages``; returns ``[system..., summary, request?, *tail]``.
 
     ``context`` / ``output``: the model's window and output limit (the tail
@@ -400,37 +401,23 @@ def compact_messages(
     API would take (a tool result without its call, an unknown role) raises
     its specific error (``validate_chat_messages``).
     """
+    # compact_messages and acompact_messages, written once (below)
     _check_args(summarizer, context, output, config)
     validate_chat_messages(messages)
-    return flow.run(_split_flow(messages, summarizer, config or summarizer.config, context=context,
-                                output=output, trigger=trigger, reason=reason,
-                                session_id=session_id, hooks=hooks, events=events,
-                                metrics=metrics, instructions=instructions))  # fmt: skip
+    return (yield from _split_flow(messages, summarizer, config or summarizer.config,
+                                   context=context, output=output, trigger=trigger,
+                                   reason=reason, session_id=session_id, hooks=hooks,
+                                   events=events, metrics=metrics,
+                                   instructions=instructions))  # fmt: skip
 
 
-async def acompact_messages(
-    messages: Sequence[Message],
-    summarizer: Summarizer,
-    *,
-    context: int,
-    output: int = 0,
-    config: CompactionConfig | None = None,
-    trigger: ev.Trigger = "auto",
-    reason: str = "proactive",
-    session_id: str = "",
-    hooks: ev.Hooks | None = None,
-    events: ev.EventBus | None = None,
-    metrics: ev.Metrics | None = None,
-    instructions: str | None = None,
-) -> SplitResult:
-    """The async twin of ``compact_messages`` (estimates run in a worker thread)."""
-    _check_args(summarizer, context, output, config)
-    validate_chat_messages(messages)
-    return await flow.arun(_split_flow(messages, summarizer, config or summarizer.config,
-                                       context=context, output=output, trigger=trigger,
-                                       reason=reason, session_id=session_id, hooks=hooks,
-                                       events=events, metrics=metrics,
-                                       instructions=instructions))  # fmt: skip
+compact_messages = twins.driven(_compact_flow, "compact_messages", flow.run)
+acompact_messages = twins.adriven(
+    _compact_flow,
+    "acompact_messages",
+    flow.arun,
+    "The async twin of ``compact_messages`` (estimates run in a worker thread).",
+)
 
 
 def _check_args(summarizer: Any, context: Any, output: Any, config: Any) -> None:

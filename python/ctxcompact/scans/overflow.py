@@ -13,14 +13,21 @@ import difflib
 import json
 import numbers
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import ctxcompact._core as _core
 from ctxcompact.config import default
-from ctxcompact.errors import ConfigError, InputTypeError, InvalidUsageError, UnknownModelError
+from ctxcompact.errors import (
+    CompactionError,
+    ConfigError,
+    InputTypeError,
+    InvalidUsageError,
+    UnknownModelError,
+)
 
 _INT64_MAX = 2**63 - 1
 
@@ -66,8 +73,28 @@ def _known_keys(
             )
 
 
+class _Coerced:
+    """What ``Usage`` and ``Limits`` share: ``coerce`` takes one as it is,
+    refuses None with the class's ``_missing`` error, and reads anything else
+    with the class's ``_parse``."""
+
+    _missing: ClassVar[Callable[[], CompactionError]]
+
+    @classmethod
+    def coerce(cls, value: Any) -> Self:
+        if isinstance(value, cls):
+            return value
+        if value is None:
+            raise cls._missing()
+        return cls._parse(value)
+
+    @classmethod
+    def _parse(cls, value: Any) -> Self:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Usage:
+class Usage(_Coerced):
     """Token usage of one model step, normalised from a dict or a model object."""
 
     input: int
@@ -75,13 +102,10 @@ class Usage:
     reasoning: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    _missing = partial(InvalidUsageError, "usage is missing")
 
     @classmethod
-    def coerce(cls, usage: Any) -> Usage:
-        if isinstance(usage, Usage):
-            return usage
-        if usage is None:
-            raise InvalidUsageError("usage is missing")
+    def _parse(cls, usage: Any) -> Self:
         if isinstance(usage, Mapping):
             _known_keys(usage, _USAGE_KEYS, "usage")
         cache = _read(usage, "cache")
@@ -102,19 +126,16 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class Limits:
+class Limits(_Coerced):
     """Model limits normalised from a dict or a model object (0 = unset)."""
 
     context: int
     input: int = 0
     output: int = 0
+    _missing = partial(ConfigError, "model limits are missing", column="limits")
 
     @classmethod
-    def coerce(cls, limits: Any) -> Limits:
-        if isinstance(limits, Limits):
-            return limits
-        if limits is None:
-            raise ConfigError("model limits are missing", column="limits")
+    def _parse(cls, limits: Any) -> Self:
         if isinstance(limits, (str, bytes, int, float)):
             hint = (" (ModelRegistry().get(name) looks a model's limits up)"
                     if isinstance(limits, str) else "")  # fmt: skip

@@ -469,14 +469,30 @@ def _tool_result(
     return output
 
 
+@dataclass(frozen=True)
+class Sending:
+    """How a stored message is sent (``model_messages``, ``chat_messages``):
+    ``clear_inputs``, ``truncate_output``, ``placeholder`` as in a Policy;
+    ``thinking``: the message sends its reasoning."""
+
+    clear_inputs: bool = False
+    truncate_output: int | None = None
+    placeholder: str = "opencode"
+    thinking: bool = False
+
+    def result(self, part: Row) -> str:
+        """What a tool part's result is sent as."""
+        return _tool_result(part, placeholder=self.placeholder,
+                            truncate_output_at=self.truncate_output)  # fmt: skip
+
+    def arguments(self, part: Row) -> str:
+        """What a tool call's arguments are sent as (``{}`` once cleared)."""
+        cleared = self.clear_inputs and bool(part.get("compacted_at"))
+        return "{}" if cleared else part.get("input") or "{}"
+
+
 def model_messages(
-    rows: Sequence[Row],
-    message: Message,
-    *,
-    clear_inputs: bool = False,
-    truncate_output: int | None = None,
-    placeholder: str = "opencode",
-    thinking: bool = False,
+    rows: Sequence[Row], message: Message, how: Sending
 ) -> list[tuple[str, list[str], int]]:
     """What the model is sent for one stored message: (content text, tool call
     texts, images) per model message, as ``to_model_messages`` builds it."""
@@ -498,26 +514,17 @@ def model_messages(
         observed = [p for p in tools if _observed(p)]
         tools = [p for p in tools if not _observed(p)]
         content = "\n\n".join(texts(True))
-        said = [_tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
-                for p in observed]  # fmt: skip
+        said = [how.result(p) for p in observed]
         shown: list[tuple[str, list[str], int]] = [(r, [], 0) for r in said if r]  # not empty
         if not content and not tools:
             return shown
-
-        def arguments(p: Row) -> str:
-            cleared = clear_inputs and bool(p.get("compacted_at"))
-            return "{}" if cleared else p.get("input") or "{}"
-
         reasoning = "\n\n".join(
             p["output"] for p in parts if p["part_type"] == "reasoning" and p.get("output")
         )
         # sent as reasoning_content: estimated on its own, like a call's text
-        calls_head = [reasoning] if thinking and reasoning else []
-        calls = [*calls_head, *(t for p in tools for t in (p.get("tool") or "", arguments(p)))]
-        results = [
-            _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
-            for p in tools
-        ]
+        calls_head = [reasoning] if how.thinking and reasoning else []
+        calls = [*calls_head, *(t for p in tools for t in (p.get("tool") or "", how.arguments(p)))]
+        results = [how.result(p) for p in tools]
         return [(content, calls, 0), *((r, [], 0) for r in results), *shown]
     if message.role == "system":
         content = "\n\n".join(texts(True))
@@ -543,15 +550,7 @@ def model_messages(
     return [("\n".join(blocks) if images else "\n\n".join(blocks), [], images)]
 
 
-def chat_messages(
-    rows: Sequence[Row],
-    message: Message,
-    *,
-    clear_inputs: bool = False,
-    truncate_output: int | None = None,
-    placeholder: str = "opencode",
-    thinking: bool = False,
-) -> list[dict[str, Any]]:
+def chat_messages(rows: Sequence[Row], message: Message, how: Sending) -> list[dict[str, Any]]:
     """The OpenAI chat messages one stored message is sent as (what
     ``to_model_messages`` gives for it): the message itself, each call's
     ``tool`` result, each text-protocol step's non-empty result as a user turn."""
@@ -562,9 +561,6 @@ def chat_messages(
         return bool(p["part_type"] == "text" and p.get("output")
                     and _part_info(p).get("ignored") is not True)  # fmt: skip
 
-    def result(p: Row) -> str:
-        return _tool_result(p, placeholder=placeholder, truncate_output_at=truncate_output)
-
     if message.role == "assistant":
         tools = [p for p in parts if p["part_type"] == "tool"]
         calls = [p for p in tools if not _observed(p)]
@@ -572,7 +568,7 @@ def chat_messages(
         out: dict[str, Any] = {"role": "assistant", "content": content}
         reasoning = [p["output"] for p in parts
                      if p["part_type"] == "reasoning" and p.get("output")]  # fmt: skip
-        if thinking and reasoning:
+        if how.thinking and reasoning:
             out["reasoning_content"] = "\n\n".join(reasoning)
 
         def call_id(p: Row) -> str:
@@ -582,14 +578,14 @@ def chat_messages(
             out["tool_calls"] = [
                 {"id": call_id(p), "type": "function", "function": {
                     "name": p.get("tool") or "",
-                    "arguments": "{}" if clear_inputs and p.get("compacted_at")
-                    else p.get("input") or "{}"}}
+                    "arguments": how.arguments(p)}}
                 for p in calls
             ]  # fmt: skip
         shown = [] if out["content"] is None and not calls else [out]
-        shown += [{"role": "tool", "tool_call_id": call_id(p), "content": result(p)} for p in calls]
+        shown += [{"role": "tool", "tool_call_id": call_id(p), "content": how.result(p)}
+                  for p in calls]  # fmt: skip
         return shown + [{"role": "user", "content": r}
-                        for p in tools if _observed(p) and (r := result(p))]  # fmt: skip
+                        for p in tools if _observed(p) and (r := how.result(p))]  # fmt: skip
     if message.role == "system":
         content = "\n\n".join(p["output"] for p in parts if sent(p))
         return [{"role": "system", "content": content}] if content else []
@@ -626,7 +622,8 @@ def render_chat(rows: Sequence[Row], *, keep_thinking: int = 0, **render: Any) -
             {id(m) for m in steps[max(0, len(steps) - keep_thinking) :]} if keep_thinking else set()
         )
         for message in session.messages:
-            out.append(chat_messages(rows, message, thinking=id(message) in recent, **render))
+            how = Sending(thinking=id(message) in recent, **render)
+            out.append(chat_messages(rows, message, how))
     return out
 
 
@@ -643,7 +640,7 @@ def estimate_messages(
         steps = [m for m in session.messages if m.role == "assistant"]
         recent = {id(m) for m in steps[max(0, len(steps) - keep) :]} if keep else set()
         for message in session.messages:
-            sent = model_messages(rows, message, thinking=id(message) in recent, **render)
+            sent = model_messages(rows, message, Sending(thinking=id(message) in recent, **render))
             tokens = sum(
                 overhead
                 + estimate(content, method)

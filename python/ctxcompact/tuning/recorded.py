@@ -25,12 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ctxcompact.formats.source import (
-    claude_code_call_id,
-    claude_code_record,
-    session_record,
-    source_of,
-)
+import ctxcompact.formats.source as sources
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.models import AssistantMessage, Session
 from ctxcompact.transcript.schema import typed_columns
@@ -53,8 +48,8 @@ def _int(value: Any) -> int | None:
 
 def _written_1h(info: AssistantMessage) -> int | None:
     """Claude Code's 1-hour cache writes of a call (``None``: not split)."""
-    record = source_of(info, claude_code=True)
-    if not claude_code_record(record):
+    record = sources.source_of(info, claude_code=True)
+    if not sources.claude_code_record(record):
         return None
     usage = (record.get("message") or {}).get("usage") if isinstance(record, dict) else None
     split = usage.get("cache_creation") if isinstance(usage, dict) else None
@@ -62,7 +57,7 @@ def _written_1h(info: AssistantMessage) -> int | None:
 
 
 def _swe_agent_stats(session: Session) -> dict[str, Any] | None:
-    info = session_record(session.info, "swe-agent").get("info")
+    info = sources.session_record(session.info, "swe-agent").get("info")
     stats = info.get("model_stats") if isinstance(info, dict) else None
     if not isinstance(stats, dict):
         return None
@@ -82,7 +77,7 @@ def recorded_usage(session: Session) -> dict[str, Any]:
         info = message.info
         if not isinstance(info, AssistantMessage) or info.tokens is None:
             continue
-        call = claude_code_call_id(source_of(info, claude_code=True))
+        call = sources.claude_code_call_id(sources.source_of(info, claude_code=True))
         if call is not None:
             if call in seen:  # another line of a call already counted
                 continue
