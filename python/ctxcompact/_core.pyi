@@ -37,6 +37,7 @@ __all__ = [
     "overflow_check",
     "pivot",
     "pivot_ranges",
+    "plan",
     "prune",
     "render_chat",
     "replay",
@@ -103,6 +104,20 @@ def prune(
 ) -> tuple[Any, Any, Any, Any, Any]: ...
 def pivot(table: Any, *, threads: int | None = None) -> Any: ...
 def check_table(table: Any, *, threads: int | None = None) -> None: ...
+def plan(
+    table: Any,
+    policy: dict[str, Any] | None = None,
+    *,
+    shape: str | None = None,
+    output: str = "json",
+    threads: int | None = None,
+) -> tuple[list[Any], list[Any], list[bytes] | tuple[Any, Any, Any, Any, Any] | None]:
+    """A policy's plan (rust/src/plan.rs): (per part: session index, message
+    index, hidden code, fate code, pruned now, tokens; per session: first row,
+    rows, total, pruned, pruned parts; the model input: None without a shape,
+    per session one JSON array (``output="json"``), or the columns session
+    index, index, stored message index, role, JSON (``output="arrow"``))."""
+
 def estimate_messages(
     table: Any,
     *,

@@ -20,6 +20,7 @@ pub mod overflow;
 pub mod parallel;
 pub mod part_json;
 pub mod pivot;
+pub mod plan;
 pub mod prune;
 pub mod render;
 pub mod replay;

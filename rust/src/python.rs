@@ -784,6 +784,174 @@ fn compact_batch(
     Ok((report, rows, ranges_arrays(ranges), marked))
 }
 
+/// A policy's plan (`plan::plan`): (per part columns: session index,
+/// message index in its session (null for a session without messages),
+/// hidden (0 shown, 1 before the pivot), fate (0 kept, 1 cleared, 2 cut),
+/// pruned now, tokens; per session columns: first row, rows, total, pruned,
+/// pruned parts; the model input: `None` without a shape, else per session
+/// the JSON array of its visible model messages (`output="json"`), or the
+/// columns session index, message index, stored message index, role, JSON
+/// of one model message per row (`output="arrow"`)).
+type PlanOutput = (Vec<PyArray>, Vec<PyArray>, Option<Py<PyAny>>);
+
+#[pyfunction]
+#[pyo3(signature = (table, policy = None, *, shape = None, output = "json", threads = None))]
+fn plan(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    policy: Option<&Bound<'_, PyDict>>,
+    shape: Option<&str>,
+    output: &str,
+    threads: Option<usize>,
+) -> PyResult<PlanOutput> {
+    use crate::plan::{plan as plan_core, PlanConfig};
+    use arrow_array::{BooleanArray, UInt32Array, UInt8Array};
+    let arrow = match output {
+        "json" => false,
+        "arrow" => true,
+        other => {
+            let why = format!("unknown output {other:?}; expected \"json\" or \"arrow\"");
+            return Err(to_pyerr(py, CoreError::Config(why)));
+        }
+    };
+    let shape = shape
+        .map(crate::shapes::Shape::parse)
+        .transpose()
+        .map_err(|e| to_pyerr(py, e))?;
+    let config = PlanConfig {
+        prune: prune_config(py, policy)?,
+        shape,
+    };
+    let (schema, batches) = batches(py, table)?;
+    let rows = rows_of(&batches);
+    let sessions = py
+        .detach(|| {
+            parallel::run_sized(threads, rows, false, || {
+                let columns = Columns::new(&schema, &batches, Scan::Plan)?;
+                let mut table = PartTable::new(&columns)?;
+                plan_core(&mut table, &config)
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let (mut session, mut message, mut hidden, mut fate, mut pruned, mut tokens) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        vec![false; rows],
+        Vec::with_capacity(rows),
+    );
+    for (s, p) in sessions.iter().enumerate() {
+        session.extend(std::iter::repeat_n(s as u64, p.tokens.len()));
+        message.extend(p.message.iter().copied());
+        hidden.extend(p.hidden.iter().map(|&h| h as u8));
+        fate.extend(p.fate.iter().map(|&f| f as u8));
+        tokens.extend(p.tokens.iter().copied());
+        for &row in &p.prune.rows {
+            pruned[row] = true;
+        }
+    }
+    let parts = vec![
+        u64_array(session),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(message))),
+        PyArray::from_array_ref(Arc::new(UInt8Array::from(hidden))),
+        PyArray::from_array_ref(Arc::new(UInt8Array::from(fate))),
+        PyArray::from_array_ref(Arc::new(BooleanArray::from(pruned))),
+        u64_array(tokens),
+    ];
+    let column =
+        |f: &dyn Fn(&crate::plan::SessionPlan) -> u64| u64_array(sessions.iter().map(f).collect());
+    let per_session = vec![
+        column(&|p| p.start as u64),
+        column(&|p| p.tokens.len() as u64),
+        column(&|p| p.prune.total),
+        column(&|p| p.prune.pruned),
+        column(&|p| p.prune.rows.len() as u64),
+    ];
+    let model = match shape {
+        None => None,
+        Some(_) if arrow => Some(model_columns(py, &sessions)?),
+        Some(_) => {
+            let list = sessions.iter().map(|p| {
+                let joined = joined_arrays(p.model.as_deref().unwrap_or(&[]));
+                pyo3::types::PyBytes::new(py, &joined)
+            });
+            Some(pyo3::types::PyList::new(py, list)?.into_any().unbind())
+        }
+    };
+    Ok((parts, per_session, model))
+}
+
+/// The JSON arrays of `arrays` as one array of their elements.
+fn joined_arrays(arrays: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arrays.iter().map(Vec::len).sum::<usize>() + 2);
+    out.push(b'[');
+    for array in arrays {
+        let inner = &array[1..array.len() - 1];
+        if inner.is_empty() {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(inner);
+    }
+    out.push(b']');
+    out
+}
+
+/// The model input as columns, one row per model message: session index,
+/// index in the session's input, its stored message's index, role (null
+/// for a Responses item without one), its JSON.
+fn model_columns(py: Python<'_>, sessions: &[crate::plan::SessionPlan]) -> PyResult<Py<PyAny>> {
+    use arrow_array::UInt32Array;
+    let (mut session, mut index, mut stored) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut roles, mut texts): (Vec<Option<String>>, Vec<String>) = (Vec::new(), Vec::new());
+    for (s, p) in sessions.iter().enumerate() {
+        let mut i = 0u32;
+        let visible = p
+            .message
+            .iter()
+            .zip(&p.hidden)
+            .filter_map(|(m, h)| (*h == crate::plan::Hidden::Shown).then_some(*m).flatten());
+        let mut owners: Vec<u32> = visible.collect();
+        owners.dedup();
+        for (array, owner) in p.model.as_deref().unwrap_or(&[]).iter().zip(owners) {
+            let values: Vec<serde_json::Value> = serde_json::from_slice(array).map_err(|e| {
+                to_pyerr(
+                    py,
+                    CoreError::Internal(format!("the render is not JSON: {e}")),
+                )
+            })?;
+            for value in values {
+                session.push(s as u64);
+                index.push(i);
+                stored.push(owner);
+                roles.push(
+                    value
+                        .get("role")
+                        .and_then(|r| r.as_str())
+                        .map(str::to_owned),
+                );
+                texts.push(serde_json::to_string(&value).expect("a JSON value serializes"));
+                i += 1;
+            }
+        }
+    }
+    let columns = vec![
+        u64_array(session),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(index))),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(stored))),
+        PyArray::from_array_ref(Arc::new(StringArray::from(roles))),
+        PyArray::from_array_ref(Arc::new(StringArray::from(texts))),
+    ];
+    let list = columns
+        .into_iter()
+        .map(|c| c.into_pyobject(py).map(|o| o.into_any().unbind()))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(pyo3::types::PyTuple::new(py, list)?.into_any().unbind())
+}
+
 fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
     sessions
         .iter()
@@ -1271,6 +1439,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sent_messages, m)?)?;
     m.add_function(wrap_pyfunction!(session_rows, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
