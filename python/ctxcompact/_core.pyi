@@ -18,6 +18,7 @@ __all__ = [
     "JsonlStream",
     "__version__",
     "calibration_fit",
+    "chat_counts",
     "check_table",
     "cleared_placeholder",
     "compact_batch",
@@ -156,9 +157,14 @@ def render_chat(
     shape: str = "chat",
 ) -> list[bytes]: ...
 def thinking_flags(assistant: Sequence[bool], keep_thinking: int) -> list[bool]: ...
-def session_pivot(
-    messages: Sequence[tuple[str, str | None, bool, bool, bool, bool, str | None]],
-) -> int | None: ...
+def session_pivot(messages: Sequence[Any]) -> tuple[int, list[int]] | None:
+    """A live Session's messages (pydantic objects): None when ids repeat,
+    else (the pivot's index, 0 without one; the indices of the messages
+    before it that stay: system, pinned)."""
+
+def chat_counts(
+    data: bytes, size: int, *, session: str, tag: str, method: str = "opencode", overhead: int = 4
+) -> list[int]: ...
 def turn_end(messages: Sequence[tuple[str, bool]]) -> int | None: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...

@@ -7,6 +7,7 @@
 pub mod bigram;
 pub mod cache_aware;
 pub mod calibrate;
+pub mod chatlist;
 pub mod codes;
 pub mod columns;
 pub mod compact;

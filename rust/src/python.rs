@@ -645,38 +645,110 @@ fn role_code(py: Python<'_>, name: &str) -> PyResult<u8> {
     })
 }
 
-/// One message as the pivot reads it: (role, id, holds a compaction part,
-/// summary, finished, error, parent id).
-type PivotRow = (
-    String,
-    Option<String>,
-    bool,
-    bool,
-    bool,
-    bool,
-    Option<String>,
-);
+/// What the pivot reads of one message of a live `Session` (its pydantic
+/// `info`): role, id, and for an assistant message whether it is a
+/// summary (`summary is True`), finished, errored, and its parent.
+struct SessionFacts {
+    role: u8,
+    id: String,
+    done: Option<(bool, bool, bool, Option<String>)>,
+}
 
-/// The index of the first message later calls see (`pivot::pivot_index`),
-/// `None` when the session has no completed pivot.
-#[pyfunction]
-fn session_pivot(py: Python<'_>, messages: Vec<PivotRow>) -> PyResult<Option<usize>> {
-    let roles = messages
-        .iter()
-        .map(|m| role_code(py, &m.0))
-        .collect::<PyResult<Vec<u8>>>()?;
-    Ok(crate::pivot::pivot_index(messages.len(), |i| {
-        let m = &messages[i];
-        crate::pivot::PivotFacts {
-            role: roles[i],
-            id: m.1.as_deref(),
-            compaction: || m.2,
-            summary: m.3,
-            finished: m.4,
-            error: m.5,
-            parent: m.6.as_deref(),
+fn session_facts(py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<SessionFacts> {
+    use pyo3::intern;
+    let info = message.getattr(intern!(py, "info"))?;
+    let role = role_code(py, &info.getattr(intern!(py, "role"))?.extract::<String>()?)?;
+    let id: String = info.getattr(intern!(py, "id"))?.extract()?;
+    let done = match role {
+        crate::codes::role::ASSISTANT => Some((
+            // `summary is True`
+            info.getattr(intern!(py, "summary"))?
+                .is(pyo3::types::PyBool::new(py, true)),
+            !info.getattr(intern!(py, "finish"))?.is_none(),
+            !info.getattr(intern!(py, "error"))?.is_none(),
+            info.getattr(intern!(py, "parentID"))?.extract()?,
+        )),
+        _ => None,
+    };
+    Ok(SessionFacts { role, id, done })
+}
+
+/// Does any part of `message` satisfy `test` on its attribute `name`?
+fn any_part(
+    py: Python<'_>,
+    message: &Bound<'_, PyAny>,
+    name: &Bound<'_, pyo3::types::PyString>,
+    test: impl Fn(&Bound<'_, PyAny>) -> PyResult<bool>,
+) -> PyResult<bool> {
+    for part in message.getattr(pyo3::intern!(py, "parts"))?.try_iter()? {
+        if test(&part?.getattr(name)?)? {
+            return Ok(true);
         }
-    }))
+    }
+    Ok(false)
+}
+
+/// What later calls see of a live `Session`'s messages (pydantic objects,
+/// oldest first), by the core's rules read off the objects themselves:
+/// `None` when message ids repeat (the table scan then decides and
+/// reports), else the pivot's index (`pivot::pivot_index`; 0 without one)
+/// and the indices of the messages before it that stay
+/// (`pivot::kept_before_pivot`: system messages, pinned parts). The walk
+/// goes back from the newest message and stops at the pivot; a message's
+/// parts are read only when the rule asks.
+#[pyfunction]
+fn session_pivot(
+    py: Python<'_>,
+    messages: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Option<(usize, Vec<usize>)>> {
+    let facts = messages
+        .iter()
+        .map(|m| session_facts(py, m))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut ids = std::collections::HashSet::with_capacity(facts.len());
+    if !facts.iter().all(|f| ids.insert(f.id.as_str())) {
+        return Ok(None);
+    }
+    let failed: std::cell::RefCell<Option<PyErr>> = std::cell::RefCell::new(None);
+    let kind = pyo3::intern!(py, "type");
+    let all = &messages;
+    let found = crate::pivot::pivot_index(facts.len(), |i| {
+        let (f, failed) = (&facts[i], &failed);
+        let (summary, finished, error, parent) = match &f.done {
+            Some((s, fin, e, p)) => (*s, *fin, *e, p.as_deref()),
+            None => (false, false, false, None),
+        };
+        crate::pivot::PivotFacts {
+            role: f.role,
+            id: Some(f.id.as_str()),
+            compaction: move || {
+                let holds = any_part(py, &all[i], kind, |t| {
+                    Ok(t.extract::<&str>().is_ok_and(|t| t == "compaction"))
+                });
+                holds.unwrap_or_else(|e| {
+                    failed.borrow_mut().get_or_insert(e);
+                    false
+                })
+            },
+            summary,
+            finished,
+            error,
+            parent,
+        }
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    let start = found.unwrap_or(0);
+    let pinned = pyo3::intern!(py, "pinned");
+    let mut kept = Vec::new();
+    for (i, (message, f)) in messages.iter().zip(&facts).take(start).enumerate() {
+        let holds_pin = || any_part(py, message, pinned, |p| p.is_truthy());
+        if crate::pivot::kept_before_pivot(f.role, holds_pin)? {
+            kept.push(i);
+        }
+    }
+    Ok(Some((start, kept)))
 }
 
 /// Where a user turn ended since the last model call (`replay::turn_end`):
@@ -1336,6 +1408,30 @@ fn ingest_bytes(
     ingest_out(py, out)
 }
 
+/// Per chat message of a chat list (`chatlist::chat_counts`): `data` the
+/// list as one `openai-chat` session named `session`, each `tool` message
+/// tagged with its own index under `tag`; `size` messages.
+#[pyfunction]
+#[pyo3(signature = (data, size, *, session, tag, method = "opencode", overhead = 4))]
+fn chat_counts(
+    py: Python<'_>,
+    data: &[u8],
+    size: usize,
+    session: &str,
+    tag: &str,
+    method: &str,
+    overhead: u64,
+) -> PyResult<Vec<u64>> {
+    let config = message_config(py, method, overhead, (false, None, "opencode", 0))?;
+    let tags = crate::chatlist::Tags { session, at: tag };
+    py.detach(|| {
+        parallel::run_sized(None, data.len(), true, || {
+            crate::chatlist::chat_counts(data, size, tags, config)
+        })
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
 /// The part rows of session exports, one JSON object per line as a
 /// pydantic `Session` serializes itself (`transcript.sessions_to_table`),
 /// mapped by the OpenCode rules in chunks of about `chunk_bytes` on
@@ -1440,6 +1536,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(session_rows, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
