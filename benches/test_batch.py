@@ -210,3 +210,27 @@ def test_compact_batch_one_pass(benchmark: Any, table: pa.Table) -> None:
     benchmark.extra_info["rows"] = table.num_rows
     report = benchmark.pedantic(cc.compact_batch, (table,), {"now_ms": 1}, rounds=3)
     assert report.num_rows == len(cc.Transcript(table).session_ids())
+
+
+def _plan_separately(table: pa.Table) -> None:
+    """What ``plan(table, shape="chat")`` answers, by the separate calls."""
+    from ctxcompact import _core
+
+    result = cc.prune(table)
+    marked = cc.mark_pruned(table, result, now_ms=1).to_arrow()
+    cc.scans.pivot_mask(marked)
+    _core.sent_messages(marked)
+    _core.render_chat(cc.filter_pivot(marked).to_arrow())
+
+
+@pytest.mark.benchmark(group="plan")
+def test_plan_separate_calls(benchmark: Any, table: pa.Table) -> None:
+    benchmark.extra_info["rows"] = table.num_rows
+    benchmark.pedantic(_plan_separately, (table,), rounds=3)
+
+
+@pytest.mark.benchmark(group="plan")
+def test_plan_one_call(benchmark: Any, table: pa.Table) -> None:
+    benchmark.extra_info["rows"] = table.num_rows
+    plan = benchmark.pedantic(cc.plan, (table,), {"shape": "chat"}, rounds=3)
+    assert plan.parts.num_rows == table.num_rows

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from ctxcompact.live.split import select_split
 from ctxcompact.scans.chatrows import read_chat
+from ctxcompact.scans.content import check_chat_messages
 from ctxcompact.scans.parts import prune
 from ctxcompact.transcript.targets import tool_targets
 
@@ -40,6 +41,27 @@ def test_select_split_tau_bench(benchmark: Any, chats: list[list[dict[str, Any]]
     splits = benchmark(lambda: [select_split(c, keep_tokens=2000) for c in chats])
     assert len(splits) == len(chats)
     assert all(s.boundary <= len(c) for s, c in zip(splits, chats, strict=True))
+
+
+def _table_counts(chat: list[dict[str, Any]]) -> list[int]:
+    """The counts as ``chat_counts`` took them before ``_core.chat_counts``:
+    the mapper's rows as a pyarrow table, then ``sent_messages`` over it."""
+    check_chat_messages(chat)
+    return read_chat(chat).counts(method="opencode", overhead=4)
+
+
+@pytest.mark.benchmark(group="small-calls")
+def test_select_split_tau_bench_table_counts(
+    benchmark: Any, chats: list[list[dict[str, Any]]]
+) -> None:
+    """The same split with its counts through the table (before): the
+    counts are equal."""
+    splits = benchmark(
+        lambda: [select_split(c, keep_tokens=2000, counts=_table_counts(c)) for c in chats]
+    )
+    assert [s.boundary for s in splits] == [
+        select_split(c, keep_tokens=2000).boundary for c in chats
+    ]
 
 
 @pytest.mark.benchmark(group="small-calls")

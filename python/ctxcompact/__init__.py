@@ -37,6 +37,7 @@ from ctxcompact.scans import (
     estimate_tokens,
     filter_pivot,
     mark_pruned,
+    plan,
     prune,
     to_model_messages,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "estimate_tokens",
     "filter_pivot",
     "mark_pruned",
+    "plan",
     "prune",
     "read_sessions",
     "replay",

@@ -19,6 +19,7 @@ __all__ = [
     "__version__",
     "anthropic_body",
     "calibration_fit",
+    "chat_counts",
     "check_table",
     "cleared_placeholder",
     "compact_batch",
@@ -38,6 +39,7 @@ __all__ = [
     "overflow_check",
     "pivot",
     "pivot_ranges",
+    "plan",
     "prune",
     "render_chat",
     "replay",
@@ -104,6 +106,20 @@ def prune(
 ) -> tuple[Any, Any, Any, Any, Any]: ...
 def pivot(table: Any, *, threads: int | None = None) -> Any: ...
 def check_table(table: Any, *, threads: int | None = None) -> None: ...
+def plan(
+    table: Any,
+    policy: dict[str, Any] | None = None,
+    *,
+    shape: str | None = None,
+    output: str = "json",
+    threads: int | None = None,
+) -> tuple[list[Any], list[Any], list[bytes] | tuple[Any, Any, Any, Any, Any] | None]:
+    """A policy's plan (rust/src/plan.rs): (per part: session index, message
+    index, hidden code, fate code, pruned now, tokens; per session: first row,
+    rows, total, pruned, pruned parts; the model input: None without a shape,
+    per session one JSON array (``output="json"``), or the columns session
+    index, index, stored message index, role, JSON (``output="arrow"``))."""
+
 def estimate_messages(
     table: Any,
     *,
@@ -143,9 +159,14 @@ def render_chat(
 ) -> list[bytes]: ...
 def thinking_flags(assistant: Sequence[bool], keep_thinking: int) -> list[bool]: ...
 def anthropic_body(chat: bytes) -> bytes: ...
-def session_pivot(
-    messages: Sequence[tuple[str, str | None, bool, bool, bool, bool, str | None]],
-) -> int | None: ...
+def session_pivot(messages: Sequence[Any]) -> tuple[int, list[int]] | None:
+    """A live Session's messages (pydantic objects): None when ids repeat,
+    else (the pivot's index, 0 without one; the indices of the messages
+    before it that stay: system, pinned)."""
+
+def chat_counts(
+    data: bytes, size: int, *, session: str, tag: str, method: str = "opencode", overhead: int = 4
+) -> list[int]: ...
 def turn_end(messages: Sequence[tuple[str, bool]]) -> int | None: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...

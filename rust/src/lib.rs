@@ -7,6 +7,7 @@
 pub mod bigram;
 pub mod cache_aware;
 pub mod calibrate;
+pub mod chatlist;
 pub mod codes;
 pub mod columns;
 pub mod compact;
@@ -20,6 +21,7 @@ pub mod overflow;
 pub mod parallel;
 pub mod part_json;
 pub mod pivot;
+pub mod plan;
 pub mod prune;
 pub mod render;
 pub mod replay;

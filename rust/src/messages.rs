@@ -175,18 +175,24 @@ pub fn sent_messages(
     table.check_lengths(config.method, true)?;
     (0..table.sessions.len())
         .into_par_iter()
-        .map(|s| {
-            let messages = table.messages(s)?;
-            let thinking = sends_thinking(&messages, config.render.keep_thinking);
-            let mut out = Vec::new();
-            for (msg, thinking) in messages.iter().zip(thinking) {
-                model_messages(table, msg, config, thinking, &[], &mut |sent| {
-                    out.push(sent)
-                })?;
-            }
-            Ok(out)
-        })
+        .map(|s| session_sent(table, &table.messages(s)?, config))
         .collect()
+}
+
+/// `sent_messages` of one session's messages, already split.
+pub fn session_sent(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    config: MessageEstimateConfig,
+) -> Result<Vec<Sent>> {
+    let thinking = sends_thinking(messages, config.render.keep_thinking);
+    let mut out = Vec::new();
+    for (msg, thinking) in messages.iter().zip(thinking) {
+        model_messages(table, msg, config, thinking, &[], &mut |sent| {
+            out.push(sent)
+        })?;
+    }
+    Ok(out)
 }
 
 /// Lower and upper bounds of a length in an additive method's units.

@@ -85,14 +85,15 @@ pub fn visible_in(
                 break;
             }
             let mut rows = msg.rows.clone();
-            if msg.role == role::SYSTEM
-                || (may_pin
+            let holds_pin = || {
+                Ok(may_pin
                     && rows.try_fold(false, |any, r| {
                         Ok::<bool, crate::error::CoreError>(
                             any || crate::part_json::pinned(table, r)?,
                         )
                     })?)
-            {
+            };
+            if kept_before_pivot(msg.role, holds_pin)? {
                 pinned.push(msg.rows.clone());
             }
         }
@@ -102,6 +103,16 @@ pub fn visible_in(
         end: table.sessions[s].end,
         pinned,
     })
+}
+
+/// Does a message before the pivot stay in the model input? A system
+/// message (the agent's instructions) and one holding a pinned part
+/// (`holds_pin`, asked only of the others) do.
+pub fn kept_before_pivot<E>(
+    role: u8,
+    holds_pin: impl FnOnce() -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    Ok(role == role::SYSTEM || holds_pin()?)
 }
 
 /// Per row: does later model input include it (at or after its session's

@@ -662,38 +662,110 @@ fn role_code(py: Python<'_>, name: &str) -> PyResult<u8> {
     })
 }
 
-/// One message as the pivot reads it: (role, id, holds a compaction part,
-/// summary, finished, error, parent id).
-type PivotRow = (
-    String,
-    Option<String>,
-    bool,
-    bool,
-    bool,
-    bool,
-    Option<String>,
-);
+/// What the pivot reads of one message of a live `Session` (its pydantic
+/// `info`): role, id, and for an assistant message whether it is a
+/// summary (`summary is True`), finished, errored, and its parent.
+struct SessionFacts {
+    role: u8,
+    id: String,
+    done: Option<(bool, bool, bool, Option<String>)>,
+}
 
-/// The index of the first message later calls see (`pivot::pivot_index`),
-/// `None` when the session has no completed pivot.
-#[pyfunction]
-fn session_pivot(py: Python<'_>, messages: Vec<PivotRow>) -> PyResult<Option<usize>> {
-    let roles = messages
-        .iter()
-        .map(|m| role_code(py, &m.0))
-        .collect::<PyResult<Vec<u8>>>()?;
-    Ok(crate::pivot::pivot_index(messages.len(), |i| {
-        let m = &messages[i];
-        crate::pivot::PivotFacts {
-            role: roles[i],
-            id: m.1.as_deref(),
-            compaction: || m.2,
-            summary: m.3,
-            finished: m.4,
-            error: m.5,
-            parent: m.6.as_deref(),
+fn session_facts(py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<SessionFacts> {
+    use pyo3::intern;
+    let info = message.getattr(intern!(py, "info"))?;
+    let role = role_code(py, &info.getattr(intern!(py, "role"))?.extract::<String>()?)?;
+    let id: String = info.getattr(intern!(py, "id"))?.extract()?;
+    let done = match role {
+        crate::codes::role::ASSISTANT => Some((
+            // `summary is True`
+            info.getattr(intern!(py, "summary"))?
+                .is(pyo3::types::PyBool::new(py, true)),
+            !info.getattr(intern!(py, "finish"))?.is_none(),
+            !info.getattr(intern!(py, "error"))?.is_none(),
+            info.getattr(intern!(py, "parentID"))?.extract()?,
+        )),
+        _ => None,
+    };
+    Ok(SessionFacts { role, id, done })
+}
+
+/// Does any part of `message` satisfy `test` on its attribute `name`?
+fn any_part(
+    py: Python<'_>,
+    message: &Bound<'_, PyAny>,
+    name: &Bound<'_, pyo3::types::PyString>,
+    test: impl Fn(&Bound<'_, PyAny>) -> PyResult<bool>,
+) -> PyResult<bool> {
+    for part in message.getattr(pyo3::intern!(py, "parts"))?.try_iter()? {
+        if test(&part?.getattr(name)?)? {
+            return Ok(true);
         }
-    }))
+    }
+    Ok(false)
+}
+
+/// What later calls see of a live `Session`'s messages (pydantic objects,
+/// oldest first), by the core's rules read off the objects themselves:
+/// `None` when message ids repeat (the table scan then decides and
+/// reports), else the pivot's index (`pivot::pivot_index`; 0 without one)
+/// and the indices of the messages before it that stay
+/// (`pivot::kept_before_pivot`: system messages, pinned parts). The walk
+/// goes back from the newest message and stops at the pivot; a message's
+/// parts are read only when the rule asks.
+#[pyfunction]
+fn session_pivot(
+    py: Python<'_>,
+    messages: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Option<(usize, Vec<usize>)>> {
+    let facts = messages
+        .iter()
+        .map(|m| session_facts(py, m))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut ids = std::collections::HashSet::with_capacity(facts.len());
+    if !facts.iter().all(|f| ids.insert(f.id.as_str())) {
+        return Ok(None);
+    }
+    let failed: std::cell::RefCell<Option<PyErr>> = std::cell::RefCell::new(None);
+    let kind = pyo3::intern!(py, "type");
+    let all = &messages;
+    let found = crate::pivot::pivot_index(facts.len(), |i| {
+        let (f, failed) = (&facts[i], &failed);
+        let (summary, finished, error, parent) = match &f.done {
+            Some((s, fin, e, p)) => (*s, *fin, *e, p.as_deref()),
+            None => (false, false, false, None),
+        };
+        crate::pivot::PivotFacts {
+            role: f.role,
+            id: Some(f.id.as_str()),
+            compaction: move || {
+                let holds = any_part(py, &all[i], kind, |t| {
+                    Ok(t.extract::<&str>().is_ok_and(|t| t == "compaction"))
+                });
+                holds.unwrap_or_else(|e| {
+                    failed.borrow_mut().get_or_insert(e);
+                    false
+                })
+            },
+            summary,
+            finished,
+            error,
+            parent,
+        }
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
+    }
+    let start = found.unwrap_or(0);
+    let pinned = pyo3::intern!(py, "pinned");
+    let mut kept = Vec::new();
+    for (i, (message, f)) in messages.iter().zip(&facts).take(start).enumerate() {
+        let holds_pin = || any_part(py, message, pinned, |p| p.is_truthy());
+        if crate::pivot::kept_before_pivot(f.role, holds_pin)? {
+            kept.push(i);
+        }
+    }
+    Ok(Some((start, kept)))
 }
 
 /// Where a user turn ended since the last model call (`replay::turn_end`):
@@ -799,6 +871,174 @@ fn compact_batch(
         })
         .transpose()?;
     Ok((report, rows, ranges_arrays(ranges), marked))
+}
+
+/// A policy's plan (`plan::plan`): (per part columns: session index,
+/// message index in its session (null for a session without messages),
+/// hidden (0 shown, 1 before the pivot), fate (0 kept, 1 cleared, 2 cut),
+/// pruned now, tokens; per session columns: first row, rows, total, pruned,
+/// pruned parts; the model input: `None` without a shape, else per session
+/// the JSON array of its visible model messages (`output="json"`), or the
+/// columns session index, message index, stored message index, role, JSON
+/// of one model message per row (`output="arrow"`)).
+type PlanOutput = (Vec<PyArray>, Vec<PyArray>, Option<Py<PyAny>>);
+
+#[pyfunction]
+#[pyo3(signature = (table, policy = None, *, shape = None, output = "json", threads = None))]
+fn plan(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    policy: Option<&Bound<'_, PyDict>>,
+    shape: Option<&str>,
+    output: &str,
+    threads: Option<usize>,
+) -> PyResult<PlanOutput> {
+    use crate::plan::{plan as plan_core, PlanConfig};
+    use arrow_array::{BooleanArray, UInt32Array, UInt8Array};
+    let arrow = match output {
+        "json" => false,
+        "arrow" => true,
+        other => {
+            let why = format!("unknown output {other:?}; expected \"json\" or \"arrow\"");
+            return Err(to_pyerr(py, CoreError::Config(why)));
+        }
+    };
+    let shape = shape
+        .map(crate::shapes::Shape::parse)
+        .transpose()
+        .map_err(|e| to_pyerr(py, e))?;
+    let config = PlanConfig {
+        prune: prune_config(py, policy)?,
+        shape,
+    };
+    let (schema, batches) = batches(py, table)?;
+    let rows = rows_of(&batches);
+    let sessions = py
+        .detach(|| {
+            parallel::run_sized(threads, rows, false, || {
+                let columns = Columns::new(&schema, &batches, Scan::Plan)?;
+                let mut table = PartTable::new(&columns)?;
+                plan_core(&mut table, &config)
+            })
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let (mut session, mut message, mut hidden, mut fate, mut pruned, mut tokens) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        vec![false; rows],
+        Vec::with_capacity(rows),
+    );
+    for (s, p) in sessions.iter().enumerate() {
+        session.extend(std::iter::repeat_n(s as u64, p.tokens.len()));
+        message.extend(p.message.iter().copied());
+        hidden.extend(p.hidden.iter().map(|&h| h as u8));
+        fate.extend(p.fate.iter().map(|&f| f as u8));
+        tokens.extend(p.tokens.iter().copied());
+        for &row in &p.prune.rows {
+            pruned[row] = true;
+        }
+    }
+    let parts = vec![
+        u64_array(session),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(message))),
+        PyArray::from_array_ref(Arc::new(UInt8Array::from(hidden))),
+        PyArray::from_array_ref(Arc::new(UInt8Array::from(fate))),
+        PyArray::from_array_ref(Arc::new(BooleanArray::from(pruned))),
+        u64_array(tokens),
+    ];
+    let column =
+        |f: &dyn Fn(&crate::plan::SessionPlan) -> u64| u64_array(sessions.iter().map(f).collect());
+    let per_session = vec![
+        column(&|p| p.start as u64),
+        column(&|p| p.tokens.len() as u64),
+        column(&|p| p.prune.total),
+        column(&|p| p.prune.pruned),
+        column(&|p| p.prune.rows.len() as u64),
+    ];
+    let model = match shape {
+        None => None,
+        Some(_) if arrow => Some(model_columns(py, &sessions)?),
+        Some(_) => {
+            let list = sessions.iter().map(|p| {
+                let joined = joined_arrays(p.model.as_deref().unwrap_or(&[]));
+                pyo3::types::PyBytes::new(py, &joined)
+            });
+            Some(pyo3::types::PyList::new(py, list)?.into_any().unbind())
+        }
+    };
+    Ok((parts, per_session, model))
+}
+
+/// The JSON arrays of `arrays` as one array of their elements.
+fn joined_arrays(arrays: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arrays.iter().map(Vec::len).sum::<usize>() + 2);
+    out.push(b'[');
+    for array in arrays {
+        let inner = &array[1..array.len() - 1];
+        if inner.is_empty() {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(inner);
+    }
+    out.push(b']');
+    out
+}
+
+/// The model input as columns, one row per model message: session index,
+/// index in the session's input, its stored message's index, role (null
+/// for a Responses item without one), its JSON.
+fn model_columns(py: Python<'_>, sessions: &[crate::plan::SessionPlan]) -> PyResult<Py<PyAny>> {
+    use arrow_array::UInt32Array;
+    let (mut session, mut index, mut stored) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut roles, mut texts): (Vec<Option<String>>, Vec<String>) = (Vec::new(), Vec::new());
+    for (s, p) in sessions.iter().enumerate() {
+        let mut i = 0u32;
+        let visible = p
+            .message
+            .iter()
+            .zip(&p.hidden)
+            .filter_map(|(m, h)| (*h == crate::plan::Hidden::Shown).then_some(*m).flatten());
+        let mut owners: Vec<u32> = visible.collect();
+        owners.dedup();
+        for (array, owner) in p.model.as_deref().unwrap_or(&[]).iter().zip(owners) {
+            let values: Vec<serde_json::Value> = serde_json::from_slice(array).map_err(|e| {
+                to_pyerr(
+                    py,
+                    CoreError::Internal(format!("the render is not JSON: {e}")),
+                )
+            })?;
+            for value in values {
+                session.push(s as u64);
+                index.push(i);
+                stored.push(owner);
+                roles.push(
+                    value
+                        .get("role")
+                        .and_then(|r| r.as_str())
+                        .map(str::to_owned),
+                );
+                texts.push(serde_json::to_string(&value).expect("a JSON value serializes"));
+                i += 1;
+            }
+        }
+    }
+    let columns = vec![
+        u64_array(session),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(index))),
+        PyArray::from_array_ref(Arc::new(UInt32Array::from(stored))),
+        PyArray::from_array_ref(Arc::new(StringArray::from(roles))),
+        PyArray::from_array_ref(Arc::new(StringArray::from(texts))),
+    ];
+    let list = columns
+        .into_iter()
+        .map(|c| c.into_pyobject(py).map(|o| o.into_any().unbind()))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(pyo3::types::PyTuple::new(py, list)?.into_any().unbind())
 }
 
 fn pruned_rows(sessions: &[SessionCompaction]) -> Vec<u64> {
@@ -1185,6 +1425,30 @@ fn ingest_bytes(
     ingest_out(py, out)
 }
 
+/// Per chat message of a chat list (`chatlist::chat_counts`): `data` the
+/// list as one `openai-chat` session named `session`, each `tool` message
+/// tagged with its own index under `tag`; `size` messages.
+#[pyfunction]
+#[pyo3(signature = (data, size, *, session, tag, method = "opencode", overhead = 4))]
+fn chat_counts(
+    py: Python<'_>,
+    data: &[u8],
+    size: usize,
+    session: &str,
+    tag: &str,
+    method: &str,
+    overhead: u64,
+) -> PyResult<Vec<u64>> {
+    let config = message_config(py, method, overhead, (false, None, "opencode", 0))?;
+    let tags = crate::chatlist::Tags { session, at: tag };
+    py.detach(|| {
+        parallel::run_sized(None, data.len(), true, || {
+            crate::chatlist::chat_counts(data, size, tags, config)
+        })
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
 /// The part rows of session exports, one JSON object per line as a
 /// pydantic `Session` serializes itself (`transcript.sessions_to_table`),
 /// mapped by the OpenCode rules in chunks of about `chunk_bytes` on
@@ -1288,6 +1552,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sent_messages, m)?)?;
     m.add_function(wrap_pyfunction!(session_rows, m)?)?;
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;

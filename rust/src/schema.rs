@@ -22,6 +22,8 @@ pub enum Scan {
     Render,
     /// Prune, mark, pivot and estimate in one pass (`compact::compact`).
     Compact,
+    /// A policy's whole plan (`plan::plan`): what `Compact` reads.
+    Plan,
     /// The table turned back into sessions (`Transcript.to_sessions`): every
     /// column it reads is checked when present, none but the base needed.
     Sessions,
@@ -35,6 +37,7 @@ impl Scan {
             Scan::Estimate => "estimate_messages",
             Scan::Render => "to_model_messages",
             Scan::Compact => "compact_batch",
+            Scan::Plan => "plan",
             Scan::Sessions => "to_sessions",
         }
     }
@@ -52,7 +55,7 @@ impl Scan {
             ],
             Scan::Pivot => &["parent_id", "summary", "finished", "error"],
             Scan::Estimate | Scan::Render => &["tool", "status", "input", "output", "compacted_at"],
-            Scan::Compact => &[
+            Scan::Compact | Scan::Plan => &[
                 "parent_id",
                 "summary",
                 "finished",
@@ -73,7 +76,7 @@ impl Scan {
             // `ignored` text and file parts (name, mime, url) live in part_json;
             // a described placeholder names the part id.
             // and supersession reads the calls' targets worked out once
-            Scan::Compact => &["part_json", "part_id", "tool_target"],
+            Scan::Compact | Scan::Plan => &["part_json", "part_id", "tool_target"],
             Scan::Estimate | Scan::Render => &["part_json", "part_id"],
             // a part marked `pinned` in its part_json is never cleared
             Scan::Prune => &["part_json"],

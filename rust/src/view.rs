@@ -80,15 +80,25 @@ pub fn render_shape(
             };
             msgs.iter()
                 .zip(flags)
-                .map(|(msg, thinks)| {
-                    let mut out = Vec::new();
-                    message_json(table, msg, render, thinks, &mut out)?;
-                    reshape(out, shape)
-                })
+                .map(|(msg, thinks)| render_message(table, msg, render, thinks, shape))
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<_>>()?;
     Ok(rendered.into_iter().flatten().collect())
+}
+
+/// The JSON array of the model messages one stored message is sent as, in
+/// `shape` (`thinking`: it sends its reasoning).
+pub fn render_message(
+    table: &PartTable<'_>,
+    msg: &Message,
+    render: Render,
+    thinking: bool,
+    shape: Shape,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    message_json(table, msg, render, thinking, &mut out)?;
+    reshape(out, shape)
 }
 
 /// A JSON string (serde_json's escaping: what `json.loads` reads back).
@@ -321,7 +331,8 @@ pub fn tool_result<'a>(table: &PartTable<'a>, row: usize, render: Render) -> Res
     }
     let needed_by = "the model input (to_model_messages)";
     let text = output_text(table, row, needed_by)?;
-    if table.flags[row] & flag::COMPACTED != 0 {
+    let fate = fate(table, row, render)?;
+    if fate == Fate::Cleared {
         let part_id = match render.describe {
             true => table
                 .part_id
@@ -344,9 +355,43 @@ pub fn tool_result<'a>(table: &PartTable<'a>, row: usize, render: Render) -> Res
             part_id,
         )));
     }
-    match render.truncate_output {
-        Some(budget) if !pinned(table, row)? => Ok(Cow::Owned(render::truncate(text, budget))),
+    match (fate, render.truncate_output) {
+        (Fate::Cut, Some(budget)) => Ok(Cow::Owned(render::truncate(text, budget))),
         _ => Ok(Cow::Borrowed(text)),
+    }
+}
+
+/// What the model input does with a part's output (`tool_result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Sent as it is (every part but a finished tool's cleared or cut
+    /// output; an unfinished tool is sent as the interrupted error).
+    Kept = 0,
+    /// A placeholder stands for it (the part is marked compacted).
+    Cleared = 1,
+    /// Sent as its head and tail around a marker (`truncate_output`).
+    Cut = 2,
+}
+
+/// The fate of the part at `row` under `render`: a finished tool part
+/// marked compacted is cleared; one whose output `truncate_output` cuts
+/// (`render::truncated`; a pinned part is never cut) is cut.
+pub fn fate(table: &PartTable<'_>, row: usize, render: Render) -> Result<Fate> {
+    if table.part_type[row] != part_type::TOOL || !finished(table, row) {
+        return Ok(Fate::Kept);
+    }
+    if table.flags[row] & flag::COMPACTED != 0 {
+        return Ok(Fate::Cleared);
+    }
+    match render.truncate_output {
+        Some(budget) if !pinned(table, row)? => {
+            let text = output_text(table, row, "truncate_output")?;
+            Ok(match render::truncated(text, budget) {
+                Some(_) => Fate::Cut,
+                None => Fate::Kept,
+            })
+        }
+        _ => Ok(Fate::Kept),
     }
 }
 

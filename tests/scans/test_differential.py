@@ -549,7 +549,10 @@ def live_sessions(draw: st.DrawFn) -> cc.Session:
         if role == "user":
             users.append(mid)
             kinds = draw(st.lists(st.sampled_from(["text", "compaction"]), max_size=2))
-            parts = [{"id": f"{mid}-{k}", "type": kind} for k, kind in enumerate(kinds)]
+            # a pinned text stays ahead of the pivot (the Session path reads `pinned`)
+            parts = [{"id": f"{mid}-{k}", "type": kind,
+                      **({"pinned": True} if kind == "text" and draw(st.booleans()) else {})}
+                     for k, kind in enumerate(kinds)]  # fmt: skip
         elif role == "assistant":
             parent = draw(st.sampled_from([*users[-3:], None, "elsewhere"]))
             summary = draw(st.sampled_from([True, True, False, None]))

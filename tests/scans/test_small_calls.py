@@ -103,3 +103,27 @@ def test_a_small_table_from_another_thread() -> None:
     worker.join(timeout=60)
     assert got == [want]
     assert isinstance(read_chat(CHAT).table, pa.Table)
+
+
+def test_chat_counts_are_one_core_call_from_the_lists_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A split's counts go from the chat list's bytes to the counts in one
+    core call (``_core.chat_counts``): no table of rows crosses into Python
+    (the table path cost 2x the CPU over the tau-bench chats), and the
+    counts are the table path's."""
+    import ctxcompact._core as _core
+    from ctxcompact.scans import chatrows
+
+    pinned = [*CHAT[:-1], {**CHAT[-1], "pinned": True}]
+    want = {id(c): read_chat(c).counts(method="opencode", overhead=4) for c in (CHAT, pinned)}
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("chat_counts read the list into a table")
+
+    monkeypatch.setattr(chatrows._core, "ingest_bytes", refused)
+    monkeypatch.setattr(chatrows._core, "sent_messages", refused)
+    for chat in (CHAT, pinned):
+        assert chat_counts(chat) == want[id(chat)]
+    assert _core.chat_counts(b'{"id":"chat","messages":[]}', 0, session="chat",
+                             tag="ctxcompact_at") == []  # fmt: skip

@@ -40,6 +40,7 @@ from ctxcompact.scans.parts import (
     with_output_units,
     with_tool_targets,
 )
+from ctxcompact.scans.plan import Plan, plan
 from ctxcompact.scans.repair import RepairReport, repair_chat_messages, repair_tool_pairs
 from ctxcompact.scans.view import (
     CLEARED_TOOL_OUTPUT,
@@ -60,6 +61,7 @@ __all__ = [
     "ModelRegistry",
     "OverflowOptions",
     "OverflowReport",
+    "Plan",
     "PruneResult",
     "RepairReport",
     "TokenBudget",
@@ -79,6 +81,7 @@ __all__ = [
     "mark_pruned",
     "mask_chat_messages",
     "pivot_mask",
+    "plan",
     "prune",
     "prune_tool_results",
     "repair_chat_messages",

@@ -135,15 +135,17 @@ def chat_counts(
     check_chat_messages(messages)
     if unmapped(messages):
         return [estimate_chat_message(m, method=method, overhead=overhead) for m in messages]
-    return read_chat(messages).counts(method=method, overhead=overhead)
+    # One core call from the list's bytes to its counts (rust/src/chatlist.rs):
+    # ``read_chat(messages).counts(...)`` without the table crossing over.
+    return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION, tag=_AT,
+                             method=str(method), overhead=overhead)  # fmt: skip
 
 
-def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
-    """``messages`` (a checked OpenAI chat list) read by the core's chat mapper.
-
-    A message the mapper cannot read (an Anthropic block) is its
-    ``FormatError``. A message's own ``id`` is left out (the rows name each
-    message by its index, so ids given twice cannot merge two messages)."""
+def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
+    """The list as the chat mapper reads it: one ``openai-chat`` session,
+    each ``tool`` message tagged with its index (``_AT``), no message's own
+    ``id`` (the rows name each message by its index, so ids given twice
+    cannot merge two messages)."""
     tagged: list[Mapping[str, Any]] = []
     for i, message in enumerate(messages):
         if type(message) is dict and "id" not in message and message.get("role") != "tool":
@@ -154,8 +156,16 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
             copy[_AT] = i
         tagged.append(copy)
     # a key the rows do not read may hold what JSON cannot: its str() is kept
-    data = json.dumps({"id": _SESSION, "messages": tagged}, ensure_ascii=False,
+    return json.dumps({"id": _SESSION, "messages": tagged}, ensure_ascii=False,
                       default=str).encode()  # fmt: skip
+
+
+def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
+    """``messages`` (a checked OpenAI chat list) read by the core's chat mapper.
+
+    A message the mapper cannot read (an Anthropic block) is its
+    ``FormatError``."""
+    data = _chat_json(messages)
     raw, _rejected, _lines, _sessions = _core.ingest_bytes(data, "openai-chat", name="chat list")
     table = pa.table(raw)
     prefix = len(_SESSION) + 2  # "chat-m000012" -> 12

@@ -424,9 +424,14 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
     from ctxcompact.models import Session
 
     if isinstance(data, Session):
-        keep_from = _session_pivot(data)
-        if keep_from is not None:
-            return data.model_copy(update={"messages": _shown(data.messages, keep_from)})
+        # A live session is filtered on every model call: the core reads
+        # what the rule needs off the session's own objects (no table).
+        shown = _core.session_pivot(data.messages)
+        if shown is not None:
+            start, before = shown
+            messages = data.messages
+            return data.model_copy(update={"messages": [messages[i] for i in before]
+                                           + messages[start:]})  # fmt: skip
     table, session = _as_table(data)
     if session is None:
         ranges = _core.pivot_ranges(table, threads=check_threads(threads))
@@ -443,43 +448,6 @@ def filter_pivot(data: Any, *, threads: int | None = None) -> Any:
             kept.append(message)
         row += max(1, len(message.parts))
     return session.model_copy(update={"messages": kept})
-
-
-def _shown(messages: list[Any], start: int) -> list[Any]:
-    """The messages from ``start`` on, after the system and pinned ones before it."""
-    kept = [
-        m for m in messages[:start] if m.info.role == "system" or any(p.pinned for p in m.parts)
-    ]
-    return kept + messages[start:]
-
-
-def _session_pivot(session: Session) -> int | None:
-    """Index of the first message later calls see, read off the session's own
-    objects and decided by the core's rule (``_core.session_pivot``,
-    rust/src/pivot.rs). A live session is filtered on every model call, and
-    the table round trip (a ``json.dumps`` per part) cost more than the scan:
-    only what the rule reads of each message is passed. ``None`` when message
-    ids repeat: the table scan then decides, and reports, as before.
-    """
-    messages = session.messages
-    if len({m.id for m in messages}) != len(messages):
-        return None
-    from ctxcompact.models import AssistantMessage
-
-    # (role, id, holds a compaction part, summary, finished, error, parent):
-    # the fields a message lacks are not asked for (a missing attribute of a
-    # pydantic model costs an exception).
-    facts: list[tuple[str, str, bool, bool, bool, bool, str | None]] = []
-    for m in messages:
-        info = m.info
-        if isinstance(info, AssistantMessage):
-            done = (info.summary is True, info.finish is not None, info.error is not None)
-            facts.append((info.role, info.id, False, *done, info.parentID))
-        else:
-            compaction = any(p.type == "compaction" for p in m.parts)
-            facts.append((info.role, info.id, compaction, False, False, False, None))
-    found: int | None = _core.session_pivot(facts)
-    return 0 if found is None else found
 
 
 @dataclass(frozen=True)
