@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::messages::{session_sent, MessageEstimateConfig};
 use crate::pivot::{pivot_starts, visible_in};
 use crate::prune::{prune, PruneConfig, SessionPrune};
-use crate::shapes::Shape;
+use crate::shapes::{merge_turns, Shape};
 use crate::table::PartTable;
 use crate::view::{fate, render_message, Fate};
 
@@ -59,7 +59,9 @@ pub struct SessionPlan {
     pub prune: SessionPrune,
     /// The model input of the visible messages: per message, the JSON array
     /// of its model messages in the shape asked (`view::render_message`;
-    /// reasoning for the newest `keep_thinking` visible assistant messages).
+    /// reasoning for the newest `keep_thinking` visible assistant messages;
+    /// in the Anthropic shape a turn continuing the previous turn's role is
+    /// merged into it, `shapes::merge_turns`).
     pub model: Option<Vec<Vec<u8>>>,
 }
 
@@ -127,13 +129,15 @@ fn session_plan(
             .collect();
         let assistant: Vec<bool> = visible.iter().map(|m| m.role == role::ASSISTANT).collect();
         let thinking = estimate.render.thinking(&assistant);
-        plan.model = Some(
-            visible
-                .iter()
-                .zip(thinking)
-                .map(|(msg, thinks)| render_message(table, msg, estimate.render, thinks, shape))
-                .collect::<Result<_>>()?,
-        );
+        let rendered: Vec<Vec<u8>> = visible
+            .iter()
+            .zip(thinking)
+            .map(|(msg, thinks)| render_message(table, msg, estimate.render, thinks, shape))
+            .collect::<Result<_>>()?;
+        plan.model = Some(match shape {
+            Shape::Anthropic => merge_turns(rendered)?,
+            _ => rendered,
+        });
     }
     Ok(plan)
 }

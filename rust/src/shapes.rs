@@ -228,6 +228,47 @@ fn anthropic(messages: Vec<Value>) -> Vec<Value> {
     out
 }
 
+/// A session's Anthropic messages rendered one stored message at a time
+/// (`reshape`), with `anthropic_body`'s merge applied across the messages: a
+/// turn of the role of the last non-system turn before it is merged into
+/// that turn (so into the stored message it began in; a message whose every
+/// turn merged keeps an empty array). System messages stay where they are,
+/// so lifting them gives `anthropic_body`'s request (`plan::plan`).
+pub fn merge_turns(per_message: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
+    let mut owned: Vec<Vec<Value>> = Vec::with_capacity(per_message.len());
+    let mut last: Option<(usize, usize)> = None; // the last non-system turn
+    for bytes in per_message {
+        let turns: Vec<Value> = serde_json::from_slice(&bytes)
+            .map_err(|e| CoreError::Internal(format!("the Anthropic render is not JSON: {e}")))?;
+        let mut mine: Vec<Value> = Vec::with_capacity(turns.len());
+        for turn in turns {
+            if is_system(&turn) {
+                mine.push(turn);
+                continue;
+            }
+            if let Some((owner, at)) = last {
+                let prev = match owner == owned.len() {
+                    true => &mut mine[at],
+                    false => &mut owned[owner][at],
+                };
+                if prev["role"] == turn["role"] {
+                    let mut blocks = into_blocks(prev["content"].take());
+                    blocks.extend(into_blocks(turn["content"].clone()));
+                    prev["content"] = Value::Array(blocks);
+                    continue;
+                }
+            }
+            mine.push(turn);
+            last = Some((owned.len(), mine.len() - 1));
+        }
+        owned.push(mine);
+    }
+    Ok(owned
+        .iter()
+        .map(|turns| serde_json::to_vec(turns).expect("a JSON value serializes"))
+        .collect())
+}
+
 /// A whole chat list as an Anthropic Messages request body:
 /// `{"system": [text blocks], "messages": [...]}` (`system` left out when
 /// there is none). Every system (or developer) message is lifted into
