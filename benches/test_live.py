@@ -13,6 +13,10 @@ of the messages it returns (the step's budget: within 1.5x):
     pytest benches/test_live.py --benchmark-enable -k vs_dumps \
         --benchmark-timer=time.process_time --benchmark-min-rounds=20
 
+``test_before_call`` and ``test_step`` (a ~6 KB tool reply stored, then
+``before_call``) also run on stores counting o200k exactly (``count=``)
+for a gpt-4o loop, whose budget reads the stored counts.
+
 The ``stored-counts`` groups set side by side the same step on a 500-part
 session whose outputs were counted on append (``output_utf16`` in the
 store) and on the same rows without the counts (as a file of the previous
@@ -35,6 +39,8 @@ import ctxcompact as cc
 import pytest
 from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+from ctxcompact.live.store import new_id
+from ctxcompact.models import MessageWithParts
 
 LIMITS = {"context": 1_000_000, "output": 32_000}  # never compacts: the step itself is timed
 
@@ -75,23 +81,34 @@ def test_the_session_is_about_200k_tokens(session: cc.Session) -> None:
     assert 150_000 < tokens < 300_000, tokens
 
 
-def _loop(store: Any, session: cc.Session) -> tuple[cc.CompactionLoop, str]:
+def _loop(
+    store: Any, session: cc.Session, model: str | None = None
+) -> tuple[cc.CompactionLoop, str]:
     sid = store.create_session(session.id)  # its messages name it
     for message in session.messages:
         store.append_message(sid, message)
     config = cc.CompactionConfig()
     compactor = cc.Compactor(store, cc.Summarizer(NoModel(), config), config=config,
-                             limits=LIMITS)  # fmt: skip
+                             limits=LIMITS, model=model)  # fmt: skip
     return cc.CompactionLoop(compactor, system="You are a coding agent."), sid
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+#: The stores a step is timed on; ``o200k``: counting every part exactly on
+#: append (``count=["o200k"]``) for a loop whose model (gpt-4o) counts in
+#: o200k, so its budget reads the stored counts (``Compactor.count_method``).
+STORES = ["memory", "sqlite", "memory-o200k", "sqlite-o200k"]
+
+
+@pytest.fixture(params=STORES)
 def loop(
     request: pytest.FixtureRequest, session: cc.Session, tmp_path: Path
 ) -> Iterator[tuple[cc.CompactionLoop, str]]:
-    sqlite = request.param == "sqlite"
-    store: Any = cc.SQLiteStore(tmp_path / "s.db") if sqlite else cc.MemoryStore()
-    yield _loop(store, session)
+    kind, _, family = request.param.partition("-")
+    count = [family] if family else []
+    sqlite = kind == "sqlite"
+    store: Any = cc.SQLiteStore(tmp_path / "s.db", count=count) if sqlite else \
+        cc.MemoryStore(count=count)  # fmt: skip
+    yield _loop(store, session, "gpt-4o" if family else None)
     if sqlite:
         store.close()
 
@@ -100,6 +117,29 @@ def test_before_call(benchmark: Any, loop: tuple[cc.CompactionLoop, str]) -> Non
     runner, sid = loop
     messages = benchmark(runner.before_call, sid)
     assert messages[0]["role"] == "system" and len(messages) > 10
+
+
+def test_step(benchmark: Any, loop: tuple[cc.CompactionLoop, str]) -> None:
+    """A step with something new: a tool reply of ~6 KB stored, then
+    ``before_call`` (the new message read, rendered and counted)."""
+    runner, sid = loop
+    runner.before_call(sid)
+    store = runner.compactor.store
+
+    def step() -> list[dict[str, Any]]:
+        mid = new_id("msg")
+        reply = MessageWithParts.model_validate({
+            "info": {"id": mid, "role": "assistant", "finish": "tool-calls"},
+            "parts": [{"id": new_id("prt"), "type": "tool", "tool": "read",
+                       "callID": new_id("call"), "state": {"status": "completed",
+                       "input": {"path": "src/app.py"},
+                       "output": "def handler(event):\n    return event  # ok\n" * 140}}],
+        })  # fmt: skip
+        store.append_message(sid, reply)
+        return runner.before_call(sid)
+
+    messages = benchmark(step)
+    assert messages[-1]["role"] == "tool"
 
 
 @pytest.mark.benchmark(group="before_call against json.dumps of its output")

@@ -20,6 +20,7 @@ from ctxcompact.live.store import MemoryStore, SQLiteStore
 from ctxcompact.models import Session
 from ctxcompact.scans import estimate_messages
 from ctxcompact.transcript import Transcript, sessions_to_table
+from ctxcompact.transcript.rows import exact_part_counts
 from test_stored_counts import mixed
 
 EXACT = CompactionConfig(estimate_method="o200k-exact")
@@ -174,3 +175,35 @@ def test_a_bad_count_option_is_a_typed_error(tmp_path: Path) -> None:
         SQLiteStore(tmp_path / "s.db", count=["gpt4"])
     with pytest.raises(InputTypeError):
         MemoryStore(count="o200k")
+
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+def test_a_store_counts_each_part_as_the_table_does_on_every_shared_session() -> None:
+    """The texts a store counts (``countable_texts``: the core mapper's
+    ``output`` and ``input``, arguments as its compact JSON) are the session
+    table's, part by part, on every shared run read as sessions."""
+    import ctxcompact as cc
+
+    parts_seen = inputs_seen = 0
+    for folder in sorted(p for p in DATA.iterdir() if p.is_dir()):
+        for session in cc.read_sessions(folder).transcript.to_sessions():
+            table = Transcript(sessions_to_table([session])).count("o200k").to_arrow()
+            names = ("output_tokens_o200k", "output_hash", "input_tokens_o200k", "input_hash")
+            columns = {n: table.column(n).to_pylist() for n in (*names, "output", "input")}
+            row = 0
+            for message in session.messages:
+                parts = message.to_export().get("parts", [])
+                for i, counts in enumerate(exact_part_counts(parts, ["o200k"])):
+                    want = [columns[n][row + i] for n in names]
+                    for k, text in enumerate(("output", "input")):
+                        if columns[text][row + i] is None:
+                            want[2 * k] = want[2 * k + 1] = None
+                    got = (counts or {}).get("o200k", [None] * 4)
+                    assert got == want, (folder.name, session.id, message.id, i)
+                    parts_seen += 1
+                    inputs_seen += want[2] is not None
+                row += max(1, len(parts))
+    assert parts_seen > 1000 and inputs_seen > 100, (parts_seen, inputs_seen)

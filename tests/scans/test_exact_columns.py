@@ -135,3 +135,79 @@ def test_text_hashes_are_what_count_exact_parts_stores() -> None:
     counted = Transcript(_table()).count("o200k").to_arrow()
     hashes = pa.chunked_array(_core.text_hashes(counted.column("input"), None))
     assert pc.fill_null(hashes, 0).to_pylist() == counted.column(INPUT_HASH).to_pylist()
+
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "opencode_session.json"
+
+
+def test_ingest_verify_recounts_the_written_exact_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ingest --count F --verify`` reads the file back before it replaces
+    the output: a count wrong for its text is an error naming the file, the
+    column and the row, and nothing is written."""
+    import json
+
+    import ctxcompact.cli.inputs as inputs
+
+    out = tmp_path / "parts.parquet"
+    code, text, err = invoke(monkeypatch, capsys, "ingest", str(FIXTURE), "-o", str(out),
+                             "--count", "o200k", "--verify", "--json")  # fmt: skip
+    assert code == 0, err
+    report = json.loads(text)
+    assert report["verified"] is True and report["count"] == ["o200k exact"]
+    written = pq.read_table(out)
+    row = max(range(written.num_rows), key=lambda i: len(written.column("output")[i].as_py() or ""))
+    out.unlink()
+    counted = inputs.count_exact_parts
+
+    def miscounted(table: pa.Table, family: str, threads: int | None = None) -> pa.Table:
+        table = counted(table, family, threads)
+        values = table.column(f"output_tokens_{family}").to_pylist()
+        if len(values) != written.num_rows:  # a window of no rows
+            return table
+        values[row] += 1
+        return _set(table, f"output_tokens_{family}", pa.array(values, pa.int64()))
+
+    monkeypatch.setattr(inputs, "count_exact_parts", miscounted)
+    # without --verify the wrong count is written as it was made
+    code, _, err = invoke(monkeypatch, capsys, "ingest", str(FIXTURE), "-o", str(out),
+                          "--count", "o200k")  # fmt: skip
+    assert code == 0, err
+    out.unlink()
+    code, text, err = invoke(monkeypatch, capsys, "ingest", str(FIXTURE), "-o", str(out),
+                             "--count", "o200k", "--verify")  # fmt: skip
+    assert code == 1, (text, err)
+    assert f"{out}: output_tokens_o200k of row {row} is " in err and "TranscriptError" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary file left
+
+
+def test_ingest_verify_without_count_checks_the_counted_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    out = tmp_path / "parts.parquet"
+    code, text, err = invoke(monkeypatch, capsys, "ingest", str(FIXTURE), "-o", str(out),
+                             "--verify", "--json")  # fmt: skip
+    assert code == 0, err
+    report = json.loads(text)
+    assert report["verified"] is True and report["count"] == []
+    assert "output_utf16" in pq.read_table(out).column_names
+
+
+@pytest.mark.parametrize(("method", "said"), [(None, "estimate opencode"),
+                                              ("o200k-exact", "o200k exact"),
+                                              ("o200k", "estimate o200k")])  # fmt: skip
+def test_estimate_says_which_count_it_used(
+    method: str | None, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import json
+
+    counted = tmp_path / "counted.parquet"
+    pq.write_table(Transcript(_table()).count("o200k").to_arrow(), counted)
+    given = [] if method is None else ["--method", method]
+    code, text, err = invoke(monkeypatch, capsys, "estimate", str(counted), *given, "--json")
+    assert code == 0, err
+    assert json.loads(text)["count"] == said

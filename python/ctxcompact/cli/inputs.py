@@ -192,13 +192,17 @@ def _ingest_to_parquet(
     on_error: str = "raise", threads: int | None = None, count_units: bool = True,
     count_methods: tuple[str, ...] = (), count_exact: tuple[str, ...] = (),
     rejects: Path | None = None,
-    window_bytes: int = 64 << 20,
+    window_bytes: int = 64 << 20, verify: bool = False,
 ) -> _Streamed:  # fmt: skip
     """Stream session files into the Parquet file ``out`` (and the skipped
     lines into ``rejects``) a window of lines at a time, so memory is bounded
     by a window, not by the files. Both files appear whole at the end or not
     at all; a write error names its option, a read error its input; every
-    file left out is named on stderr."""
+    file left out is named on stderr. ``verify``: the file written is read
+    back and every counted column checked (``_verify_parquet``: the exact
+    ones at a sample of rows) before it replaces ``out``; a count wrong for
+    its text is a ``TranscriptError`` naming ``out``, its column and row,
+    and nothing is written."""
     from ctxcompact.formats.reader import iter_sessions
 
     _check_inputs(inputs)
@@ -255,6 +259,8 @@ def _ingest_to_parquet(
             if pending:
                 writer.write_table(pa.concat_tables(pending))
             writer.close()
+        if verify:
+            _verify_written(out_tmp, out)
         moves = [(out_tmp, out, option)]
         if reject_file is not None and rejects is not None and rejects_tmp is not None:
             with _output_errors(rejects, "--rejects"):
@@ -462,6 +468,16 @@ def _verify_parquet(source: list[Path], batch_rows: int) -> None:
                 table = pa.Table.from_batches([batch])
                 _verify(table, path, offset)
                 offset += table.num_rows
+
+
+def _verify_written(written: Path, out: Path) -> None:
+    """``_verify_parquet`` of the temporary file ``written``, its errors
+    naming the file it becomes (``out``)."""
+    try:
+        _verify_parquet([written], ROW_GROUP_ROWS)
+    except (TranscriptError, DatasetError, SchemaError) as e:
+        e.args = (str(e).replace(str(written), str(out)), *e.args[1:])
+        raise
 
 
 def _names(param: str) -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -50,7 +50,7 @@ from ctxcompact.cli.options import (
 )
 from ctxcompact.cli.outputs import _check_output, _check_outputs, _no_stdio, _writing
 from ctxcompact.errors import DatasetError, FormatError
-from ctxcompact.estimators import FAMILIES
+from ctxcompact.estimators import FAMILIES, count_label
 
 commands = typer.Typer()
 
@@ -100,7 +100,7 @@ def estimate(
         "sessions": len(transcript.session_ids()), "parts": transcript.num_rows,
         "messages": est.messages.num_rows, "tokens": est.total,
         "tokens_after_pivot": visible.total, "method": cfg.estimate_method,
-        "format": ", ".join(read_as),
+        "count": count_label(cfg.estimate_method), "format": ", ".join(read_as),
     }  # fmt: skip
     if not per_session:
         _show("token estimate", totals, as_json)
@@ -286,6 +286,16 @@ def ingest(
             help="JSONL read this many MB of lines at a time: memory is bounded by it.",
         ),
     ] = 64,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Read the written file back before it replaces --output and check its "
+            "counted columns against their texts (output_utf16, tool_target; the exact "
+            "--count columns at a sample of rows): a count wrong for its text is an error "
+            "naming the file, column and row, and nothing is written.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Read session files into a Parquet file of part rows (JSONL natively, all cores).
@@ -312,7 +322,7 @@ def ingest(
         streamed = _ingest_to_parquet(inputs, source_format, output, on_error=on_error,
                                       threads=threads, count_units=count_units,
                                       count_methods=families, count_exact=exact,
-                                      rejects=rejects,
+                                      rejects=rejects, verify=verify,
                                       window_bytes=window_mb << 20)  # fmt: skip
     result = streamed.last
     seconds = time.perf_counter() - start
@@ -325,7 +335,10 @@ def ingest(
         "format": result.format, "files": len(result.files),
         **{f"files_{k}": v for k, v in by_format.items()},
         "lines": result.lines, "sessions": result.sessions, "rows": streamed.rows,
-        "rejected": streamed.rejected, "seconds": round(seconds, 3),
+        "rejected": streamed.rejected,
+        "count": [count_label(f"{f}-exact") for f in exact] + [count_label(m) for m in families],
+        "verified": verify,
+        "seconds": round(seconds, 3),
         "mb_per_second": round(size / 1e6 / seconds, 1) if seconds else 0,
         "written": str(output),
     }  # fmt: skip

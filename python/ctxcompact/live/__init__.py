@@ -16,7 +16,13 @@ from ctxcompact.live.events import (
     PostCompactEvent,
     PreCompactEvent,
 )
-from ctxcompact.live.loop import CompactionLoop, StepDecision, context_stop, is_context_stop
+from ctxcompact.live.loop import (
+    CallCount,
+    CompactionLoop,
+    StepDecision,
+    context_stop,
+    is_context_stop,
+)
 from ctxcompact.live.postgres import PostgresStore
 from ctxcompact.live.replies import (
     from_anthropic_message,
@@ -35,6 +41,7 @@ from ctxcompact.live.store import Commit, MemoryStore, SessionStore, SQLiteStore
 from ctxcompact.live.summary import Summarizer, SummaryOutcome, build_digest
 
 __all__ = [
+    "CallCount",
     "Commit",
     "CompactionLoop",
     "CompactionRecord",

@@ -20,7 +20,7 @@ import asyncio
 import copy
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,7 +37,9 @@ from ctxcompact.errors import (
     ConfigError,
     InputTypeError,
 )
+from ctxcompact.estimators import EstimateMethod, count_label
 from ctxcompact.live.calibration import UsageCalibrator
+from ctxcompact.live.events import REPORTED, StepCheck
 from ctxcompact.live.markers import compaction_part, pending_marker
 from ctxcompact.live.sessions import check_session_id, model_name, validate_session
 from ctxcompact.live.store import Commit, SessionStore, new_id
@@ -53,7 +55,13 @@ from ctxcompact.models import (
 )
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
-from ctxcompact.scans.overflow import Limits, OverflowOptions, check_overflow, check_window
+from ctxcompact.scans.overflow import (
+    Limits,
+    OverflowOptions,
+    check_overflow,
+    check_window,
+    method_for,
+)
 from ctxcompact.scans.parts import filter_pivot, prune
 from ctxcompact.scans.view import system_message, to_model_messages
 from ctxcompact.transcript import Transcript, sessions_to_table
@@ -99,17 +107,6 @@ def _check_extras(hooks: Any, events: Any, metrics: Any, calibrator: Any, model:
 def _stays(message: MessageWithParts) -> bool:
     """A message every compaction keeps in the model input (``filter_pivot``)."""
     return message.info.role == "system" or any(p.pinned for p in message.parts)
-
-
-@dataclass(frozen=True)
-class StepCheck:
-    """What ``check_step`` decided, and the numbers behind it."""
-
-    queued: bool
-    reason: str
-    count: int
-    usable: int
-    marker_id: str | None = None
 
 
 class Compactor:
@@ -167,35 +164,53 @@ class Compactor:
     # --- reading the session ------------------------------------------------------------
 
     def history_tokens(
-        self, session: Session, system: str | None = None, *, calibrate: bool = True
+        self,
+        session: Session,
+        system: str | None = None,
+        *,
+        calibrate: bool = True,
+        method: EstimateMethod | None = None,
     ) -> int:
-        """Estimated tokens of what the next model call would receive; with a
-        calibrator, scaled by the model's reported/estimated ratio once known."""
-        tokens = self.view_tokens(session) + self._system_tokens(system)
+        """Tokens of what the next model call would receive, under ``method``
+        (``count_method`` when None); with a calibrator, scaled by the
+        model's reported/estimated ratio once known."""
+        method = method or self.count_method(session)
+        tokens = self.view_tokens(session, method=method) + self._system_tokens(system, method)
         return self.calibrated(tokens, self.model_of(session)) if calibrate else tokens
 
-    def view_tokens(self, session: Session, *, pivot: bool = True) -> int:
-        """Estimated tokens of the messages ``to_model_messages(filter_pivot(session),
+    def count_method(self, session: Session | None) -> EstimateMethod:
+        """What the budgets count ``session`` with (``method_for``): exact in
+        the family of its model (``model_of``) when the store counts every
+        part in it (``count=``), its kept counts read (a text changed since
+        counted again); else the config's estimate (``count_label`` says which)."""
+        counted = getattr(self.store, "counted_families", ())
+        return cast("EstimateMethod", method_for(self.config, self.model_of(session), counted))
+
+    def view_tokens(
+        self, session: Session, *, pivot: bool = True, method: EstimateMethod | None = None
+    ) -> int:
+        """Tokens of the messages ``to_model_messages(filter_pivot(session),
         policy=...)`` gives (``pivot=False``: of ``session`` as it is), without
-        the runtime's system prompt: the core's pivot and ``estimate_messages``
-        over the session's table (one definition with ``chat_tokens`` of
-        those messages)."""
+        the runtime's system prompt, under ``method`` (``count_method`` when
+        None; exact, the store's counts read): the core's pivot and
+        ``estimate_messages`` over the session's table (one definition with
+        ``chat_tokens`` of those messages)."""
         table = sessions_to_table([session], threads=1)
         if pivot:
             table = filter_pivot(Transcript(table), threads=1).to_arrow()
         cfg = self.config
         _, tokens, _ = _core.estimate_messages(
-            table, method=cfg.estimate_method, overhead=cfg.message_overhead,
+            table, method=method or self.count_method(session), overhead=cfg.message_overhead,
             **cfg.policy.render_options(), threads=1,
         )  # fmt: skip
         return int(pc.sum(pa.array(tokens)).as_py() or 0)
 
-    def _system_tokens(self, system: str | None) -> int:
+    def _system_tokens(self, system: str | None, method: EstimateMethod | None = None) -> int:
         """The runtime's own system prompt as the view's first message costs it."""
         if not system:
             return 0
         cfg = self.config
-        return chat_tokens([system_message(system)], method=cfg.estimate_method,
+        return chat_tokens([system_message(system)], method=method or cfg.estimate_method,
                            overhead=cfg.message_overhead)  # fmt: skip
 
     def model_of(self, session: Session | None) -> str:
@@ -251,8 +266,10 @@ class Compactor:
         runtime's own prompt), estimated and calibrated as ``history_tokens``."""
         visible = filter_pivot(session)
         fixed = [m for m in visible.messages if _stays(m)]
-        tokens = self.view_tokens(visible.model_copy(update={"messages": fixed}), pivot=False)
-        return self.calibrated(tokens + self._system_tokens(system), self.model_of(session))
+        method = self.count_method(session)
+        tokens = self.view_tokens(visible.model_copy(update={"messages": fixed}), pivot=False,
+                                  method=method)  # fmt: skip
+        return self.calibrated(tokens + self._system_tokens(system, method), self.model_of(session))
 
     def refuse_unremovable(
         self, session_id: str, session: Session, system: str | None = None
@@ -266,7 +283,8 @@ class Compactor:
         if fixed <= usable:
             return
         self.events.emit(ev.COMPACTION_STALLED, session_id=session_id, attempts=0,
-                         reason="unremovable", tokens=fixed, usable=usable)  # fmt: skip
+                         reason="unremovable", tokens=fixed, usable=usable,
+                         counted=count_label(self.count_method(session)))  # fmt: skip
         raise CompactionLoopError(
             f"the pinned and system messages alone are {fixed} tokens, over the usable "
             f"{usable} (the window less the output reserve): no compaction can bring the "
@@ -397,38 +415,45 @@ class Compactor:
         if not self.config.auto:
             # Nothing is queued, but the runtime is told the window is full
             # (reason "overflow", counted and announced as with auto on).
-            given = usage if usage is not None else self._step_usage(session_id, session)
+            given, counted = (usage, REPORTED) if usage is not None else \
+                self._step_usage(session_id, session)  # fmt: skip
             # the overflow check itself says no overflow when auto is off (OpenCode's rule)
             measure = replace(OverflowOptions.from_config(self.config), auto=True)
             report = check_overflow(given, self.limits, measure)
             if not report.overflow:
-                return StepCheck(False, "auto compaction off", report.count, report.usable)
+                return StepCheck(False, "auto compaction off", report.count, report.usable,
+                                 counted=counted)  # fmt: skip
             self.metrics.record_reactive_overflow()
             self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
-                             usable=report.usable)  # fmt: skip
-            return StepCheck(False, "overflow", report.count, report.usable)
+                             usable=report.usable, counted=counted)  # fmt: skip
+            return StepCheck(False, "overflow", report.count, report.usable, counted=counted)
         if session is None:
             session = self.store.load(session_id)
         if self.pending_task(session) is not None:
             return StepCheck(False, "a compaction is already pending", 0, 0)
+        counted = REPORTED
         if usage is None:
             usage = self._last_usage(session)
         if usage is None:
-            tokens = self.history_tokens(session)
-            usage = {"input": tokens, "output": 0}
+            method = self.count_method(session)
+            usage = {"input": self.history_tokens(session, method=method), "output": 0}
+            counted = count_label(method)
         options = OverflowOptions.from_config(self.config)
         report = check_overflow(usage, self.limits, options)
         if not report.overflow:
-            return StepCheck(False, "within limits", report.count, report.usable)
+            return StepCheck(False, "within limits", report.count, report.usable,
+                             counted=counted)  # fmt: skip
         if self.config.masks_at() == "call" and self.mask(session_id, session):
             # Hybrid: a summary only when masking cannot bring the history under.
-            masked = check_overflow({"input": self.history_tokens(session), "output": 0},
-                                    self.limits, options)  # fmt: skip
+            method = self.count_method(session)
+            masked = check_overflow({"input": self.history_tokens(session, method=method),
+                                     "output": 0}, self.limits, options)  # fmt: skip
             if not masked.overflow:
-                return StepCheck(False, "masked", masked.count, masked.usable)
+                return StepCheck(False, "masked", masked.count, masked.usable,
+                                 counted=count_label(method))  # fmt: skip
         self.metrics.record_reactive_overflow()
         self.events.emit(ev.OVERFLOW_DETECTED, session_id=session_id, count=report.count,
-                         usable=report.usable)  # fmt: skip
+                         usable=report.usable, counted=counted)  # fmt: skip
         self.refuse_unremovable(session_id, session, system)
         if self.stalled(session_id):
             self.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
@@ -439,17 +464,19 @@ class Compactor:
                 session_id=session_id,
             )
         marker = self.request_compaction(session_id, auto=True, reason="overflow")
-        return StepCheck(True, "overflow", report.count, report.usable, marker)
+        return StepCheck(True, "overflow", report.count, report.usable, marker, counted)
 
-    def _step_usage(self, session_id: str, session: Session | None = None) -> Any:
-        """The usage ``check_step`` reads when none is given: the last step's,
-        else the estimated history."""
+    def _step_usage(self, session_id: str, session: Session | None = None) -> tuple[Any, str]:
+        """The usage ``check_step`` reads when none is given (the last step's,
+        else the history counted) and which it is (``StepCheck.counted``)."""
         if session is None:
             session = self.store.load(session_id)
         usage = self._last_usage(session)
         if usage is None:
-            return {"input": self.history_tokens(session), "output": 0}
-        return usage
+            method = self.count_method(session)
+            tokens = self.history_tokens(session, method=method)
+            return {"input": tokens, "output": 0}, count_label(method)
+        return usage, REPORTED
 
     @staticmethod
     def _last_usage(session: Session) -> TokenUsage | None:
@@ -473,7 +500,8 @@ class Compactor:
         upto = session.model_copy(
             update={"messages": session.messages[: session.messages.index(marker) + 1]}
         )
-        tokens_before = self.history_tokens(upto)
+        method = self.count_method(session)
+        tokens_before = self.history_tokens(upto, method=method)
         marks: dict[str, int] = {}
         pruned = 0
         if self.config.prune:
@@ -514,6 +542,7 @@ class Compactor:
             tokens_before=tokens_before,
             kept=[m for m in visible.messages[:-1] if _stays(m)],
             model=self.model_of(session),
+            method=method,
             marks=marks,
             pruned_tokens=pruned,
             request=self._open_request(visible.messages[:-1]) if part.auto else None,
@@ -594,13 +623,14 @@ class Compactor:
         record = ev.CompactionRecord(
             session_id=job.session_id, family="pivot", trigger="auto" if job.auto else "manual",
             reason=job.reason, round=job.round, tokens_before=job.tokens_before,
-            tokens_after=self.calibrated(self.history_tokens(after, calibrate=False), job.model),
+            tokens_after=self.calibrated(self.history_tokens(after, calibrate=False,
+                                                             method=job.method), job.model),
             summary_source=outcome.source,
             summarized_message_ids=job.summarized_ids,
             kept_message_ids=tuple(m.id for m in job.kept),
             pruned_tokens=job.pruned_tokens, pruned_parts=len(job.marks),
             marker_message_id=job.marker.id, summary_message_id=summary.id, created_ms=now,
-            error=outcome.error,
+            error=outcome.error, counted=count_label(job.method),
         )  # fmt: skip
         return record, [summary, follow]
 
@@ -749,6 +779,8 @@ class _Job:
     kept: list[MessageWithParts]
     #: The calibrator's key for the session.
     model: str
+    #: What its tokens are counted with (``Compactor.count_method``).
+    method: EstimateMethod
     marks: dict[str, int]
     pruned_tokens: int
     #: The user's request the summarized history ends with, not yet answered:

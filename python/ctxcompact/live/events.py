@@ -98,6 +98,10 @@ class CompactionRecord:
     #: the caller holds; ``tokens_before`` when nothing is masked). None: not
     #: measured (the pivot family, whose sent view is ``tokens_before``).
     unmasked_tokens_before: int | None = None
+    #: What the token figures were counted with (``count_label``: ``"o200k
+    #: exact"``, the store's counts read, or ``"estimate opencode"``); None
+    #: in a record written before it was said.
+    counted: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -111,6 +115,25 @@ class CompactionRecord:
         for key in ("summarized_message_ids", "kept_message_ids"):
             values[key] = tuple(values.get(key) or ())
         return cls(**values)
+
+
+#: ``StepCheck.counted`` (and the events') of a check on the step's reported usage.
+REPORTED = "reported usage"
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """What ``check_step`` decided, and the numbers behind it."""
+
+    queued: bool
+    reason: str
+    count: int
+    usable: int
+    marker_id: str | None = None
+    #: What ``count`` is: ``"reported usage"`` (the step's, as the provider
+    #: counted it), or the history counted as ``Compactor.count_method``
+    #: says (``count_label``: ``"o200k exact"``, ``"estimate opencode"``).
+    counted: str = REPORTED
 
 
 @dataclass(frozen=True)

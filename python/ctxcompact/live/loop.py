@@ -36,6 +36,7 @@ from ctxcompact.errors import (
     InputTypeError,
     TranscriptError,
 )
+from ctxcompact.estimators import EstimateMethod, count_label
 from ctxcompact.live.calibration import prompt_tokens
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.markers import compaction_part
@@ -110,6 +111,21 @@ class StepDecision:
 
 
 @dataclass(frozen=True)
+class CallCount:
+    """How a ``before_call`` counted the history it returned (``last_count``)."""
+
+    #: The history's tokens (without the loop's own ``system``), uncalibrated:
+    #: what the proactive budget read.
+    tokens: int
+    #: The method (``Compactor.count_method``): ``<family>-exact`` when the
+    #: store keeps exact counts in the family of the session's model (read,
+    #: not counted again), else the config's estimate.
+    method: str
+    #: ``count_label(method)``: ``"o200k exact"``, ``"estimate opencode"``.
+    counted: str
+
+
+@dataclass(frozen=True)
 class _Kept:
     """What the loop keeps of a session between steps: the store's cursor,
     the session as loaded (validated) and its messages' views and estimates."""
@@ -139,18 +155,26 @@ class CompactionLoop:
         # set against the usage the step reports (``compactor.calibrator``).
         self._sent: dict[str, tuple[int, str]] = {}
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._counts: OrderedDict[str, CallCount] = OrderedDict()
         self._kept_lock = threading.Lock()
 
     @property
     def config(self) -> Any:
         return self.compactor.config
 
-    def budget(self, history_tokens: int, model: str | None = None) -> TokenBudget | None:
+    def budget(
+        self,
+        history_tokens: int,
+        model: str | None = None,
+        method: EstimateMethod | None = None,
+    ) -> TokenBudget | None:
         """The proactive budget with ``history_tokens`` of history; the system
-        prompt is estimated (and calibrated for ``model``) here."""
+        prompt is counted under ``method`` (the config's estimate when None;
+        the history's ``Compactor.count_method``) and calibrated for
+        ``model`` here."""
         if self.compactor.limits is None:
             return None
-        system = estimate_tokens(self.system or "", self.config.estimate_method)
+        system = estimate_tokens(self.system or "", method or self.config.estimate_method)
         system = self.compactor.calibrated(system, model or self.compactor.model_of(None))
         return TokenBudget.for_limits(self.compactor.limits, history_tokens=history_tokens,
                                       system_tokens=system, config=self.config)  # fmt: skip
@@ -200,13 +224,16 @@ class CompactionLoop:
 
     # --- before the call ----------------------------------------------------------------
 
-    def _proactive_reason(self, session_id: str, tokens: int, session: Session) -> str | None:
-        """``tokens``: the history's estimate (the loop's own system prompt is
-        in the budget already; a system message the session stores is history)."""
+    def _proactive_reason(
+        self, session_id: str, tokens: int, session: Session, method: EstimateMethod
+    ) -> str | None:
+        """``tokens``: the history's count under ``method`` (the loop's own
+        system prompt is in the budget already; a system message the session
+        stores is history)."""
         if not self.config.auto:
             return None
         model = self.compactor.model_of(session)
-        budget = self.budget(self.compactor.calibrated(tokens, model), model)
+        budget = self.budget(self.compactor.calibrated(tokens, model), model, method)
         if budget is None or not budget.should_compact:
             return None
         # Pinned and system content over the window: no summary can help.
@@ -217,7 +244,8 @@ class CompactionLoop:
             # bring it under, and every call would pay for one.
             self.compactor.events.emit(ev.COMPACTION_STALLED, session_id=session_id,
                                        attempts=0, reason="unremovable", tokens=fixed,
-                                       usable=budget.available)  # fmt: skip
+                                       usable=budget.available,
+                                       counted=count_label(method))  # fmt: skip
             return None
         if self.compactor.stalled(session_id):
             # Every recent compaction left it above the limit: let the call go
@@ -233,31 +261,48 @@ class CompactionLoop:
 
         With nothing to compact, the session is loaded from the store once.
         """
-        messages, tokens, model = flow.run(self._before_call(session_id))
-        return self._sending(session_id, messages, tokens, model)
+        messages, tokens, model, method = flow.run(self._before_call(session_id))
+        return self._sending(session_id, messages, tokens, model, method)
 
     async def abefore_call(self, session_id: str) -> list[dict[str, Any]]:
         """``before_call`` from an event loop (store work and scans in worker threads)."""
-        messages, tokens, model = await flow.arun(self._before_call(session_id))
-        return self._sending(session_id, messages, tokens, model)
+        messages, tokens, model, method = await flow.arun(self._before_call(session_id))
+        return self._sending(session_id, messages, tokens, model, method)
 
     def _sending(
-        self, session_id: str, messages: list[dict[str, Any]], tokens: int | None, model: str
+        self,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        tokens: int | None,
+        model: str,
+        method: EstimateMethod,
     ) -> list[dict[str, Any]]:
-        """``tokens``: the history's estimate (None: count ``messages``)."""
+        """``tokens``: the history's count under ``method`` (None: count ``messages``)."""
+        overhead = self.config.message_overhead
+        if tokens is None:
+            history = messages[1:] if self.system else messages
+            tokens = chat_tokens(history, method=method, overhead=overhead)
+        with self._kept_lock:  # the sessions stepped last, as the kept ones
+            self._counts[session_id] = CallCount(tokens, method, count_label(method))
+            self._counts.move_to_end(session_id)
+            while len(self._counts) > KEPT_SESSIONS:
+                self._counts.popitem(last=False)
         if self.compactor.calibrator is not None:
-            method, overhead = self.config.estimate_method, self.config.message_overhead
-            if tokens is None:
-                estimated = chat_tokens(messages, method=method, overhead=overhead)
-            else:
-                shown = [system_message(self.system)] if self.system else []
-                estimated = tokens + chat_tokens(shown, method=method, overhead=overhead)
+            shown = [system_message(self.system)] if self.system else []
+            estimated = tokens + chat_tokens(shown, method=method, overhead=overhead)
             self._sent[session_id] = (estimated, model)
         return messages
 
+    def last_count(self, session_id: str) -> CallCount | None:
+        """How the last ``before_call`` of ``session_id`` counted the history
+        it returned (the loop's ``system`` left out): the tokens its budget
+        read and which count they are (None before a call, or for a session
+        not among the ``KEPT_SESSIONS`` stepped last)."""
+        return self._counts.get(session_id)
+
     def _before_call(
         self, session_id: str
-    ) -> flow.Flow[tuple[list[dict[str, Any]], int | None, str]]:
+    ) -> flow.Flow[tuple[list[dict[str, Any]], int | None, str, EstimateMethod]]:
         check_session_id(session_id)
         compactor = self.compactor
         session: Session = yield flow.blocking(self._load, session_id)
@@ -270,7 +315,7 @@ class CompactionLoop:
                 messages: list[dict[str, Any]] = yield flow.blocking(
                     compactor.model_messages, session_id, system=self.system, session=session
                 )
-                return messages, None, compactor.model_of(session)
+                return messages, None, compactor.model_of(session), compactor.count_method(session)
         masks_at = self.config.masks_at()
         if masks_at == "call":
             # Hybrid: mask every step; the proactive check below then sees the
@@ -280,25 +325,25 @@ class CompactionLoop:
             # A user turn ended since the last call: prune the history before
             # the new user message, as OpenCode does when its agent loop exits.
             yield flow.blocking(self._mask, session_id, session, end)
-        shown: tuple[list[dict[str, Any]], int] = yield flow.blocking(
+        shown: tuple[list[dict[str, Any]], int, EstimateMethod] = yield flow.blocking(
             self._view, session_id, session
         )
-        messages, tokens = shown
+        messages, tokens, method = shown
         model = compactor.model_of(session)
         if pending is not None:
             # One compaction per call: a summary of the summary just written
             # would add nothing. Still over budget, the next call compacts again
             # (and the max_attempts guard stops a series that never fits).
-            return messages, tokens, model
-        reason = yield flow.blocking(self._proactive_reason, session_id, tokens, session)
+            return messages, tokens, model, method
+        reason = yield flow.blocking(self._proactive_reason, session_id, tokens, session, method)
         if reason is None:
-            return messages, tokens, model
+            return messages, tokens, model, method
         yield flow.blocking(compactor.request_compaction, session_id, auto=True, reason=reason)
         session = yield flow.blocking(self._load, session_id)  # the marker appended
         yield from self._process(session_id, session)
         session = yield flow.blocking(self._load, session_id)
-        messages, tokens = yield flow.blocking(self._view, session_id, session)
-        return messages, tokens, model
+        messages, tokens, method = yield flow.blocking(self._view, session_id, session)
+        return messages, tokens, model, method
 
     def _load(self, session_id: str) -> Session:
         """The session, validated: what was appended since the last step read
@@ -314,12 +359,13 @@ class CompactionLoop:
         if changes.whole or kept is None:
             session = changes.session
             validate_session(session)
-            views = ViewCache(self.config.policy, self.config.estimate_method,
-                              self.config.message_overhead)  # fmt: skip
+            views = self._views(session)
         else:
             session = extended(kept.session, changes.session)
             validate_session(session, len(kept.session.messages))
             views = kept.views
+            if views.method != self.compactor.count_method(session):
+                views = self._views(session)  # the model named since counts in another family
         with self._kept_lock:
             self._kept[session_id] = _Kept(changes.cursor, session, views)
             self._kept.move_to_end(session_id)
@@ -327,19 +373,26 @@ class CompactionLoop:
                 self._kept.popitem(last=False)
         return session
 
-    def _view(self, session_id: str, session: Session) -> tuple[list[dict[str, Any]], int]:
-        """The messages to send (``Compactor.model_messages``) and the
-        history's estimate, rendering only messages not seen before."""
+    def _views(self, session: Session) -> ViewCache:
+        """A view cache counting as ``Compactor.count_method`` says for ``session``."""
+        method = self.compactor.count_method(session)
+        return ViewCache(self.config.policy, method, self.config.message_overhead)
+
+    def _view(
+        self, session_id: str, session: Session
+    ) -> tuple[list[dict[str, Any]], int, EstimateMethod]:
+        """The messages to send (``Compactor.model_messages``), the history's
+        count and its method (``Compactor.count_method``: the store's exact
+        counts read when it keeps them for the model's family), rendering
+        and counting only messages not seen before."""
         kept = self._kept.get(session_id)
-        if kept is not None and kept.session is session:
-            views = kept.views
-        else:  # a store without load_since, or the session changed since
-            views = ViewCache(self.config.policy, self.config.estimate_method,
-                              self.config.message_overhead)  # fmt: skip
+        # a store without load_since, or the session changed since: a new cache
+        views = kept.views if kept is not None and kept.session is session else \
+            self._views(session)  # fmt: skip
         messages, tokens = views.view(filter_pivot(session))
         if self.system:
             messages.insert(0, system_message(self.system))
-        return messages, tokens
+        return messages, tokens, views.method
 
     def _mask(self, session_id: str, session: Session, upto: int | None = None) -> None:
         if self.compactor.mask(session_id, session, upto=upto):
@@ -449,6 +502,7 @@ __all__ = [
     "CONTEXT_STOPS",
     "OUTPUT_STOPS",
     "PROMPT_STOPS",
+    "CallCount",
     "CompactionLoop",
     "StepDecision",
     "context_stop",

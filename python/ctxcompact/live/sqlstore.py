@@ -339,6 +339,10 @@ class SQLStore:
     def __init__(self, dialect: Dialect, count: Sequence[str] = ()) -> None:
         self._dialect = dialect
         self._count = exact_families_to_count(count)
+        #: The families every part is counted in exactly as it is stored
+        #: (``count=``): a loop whose model counts in one of them budgets
+        #: with the stored counts (``Compactor.count_method``).
+        self.counted_families: tuple[str, ...] = self._count
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()

@@ -126,6 +126,8 @@ class MemoryStore:
 
     def __init__(self, *, count: Sequence[str] = ()) -> None:
         self._count_families = exact_families_to_count(count)
+        #: The families counted exactly (``count=``; ``SQLStore.counted_families``).
+        self.counted_families: tuple[str, ...] = self._count_families
         self._lock = threading.RLock()
         self._sessions: dict[str, dict[str, Any]] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}

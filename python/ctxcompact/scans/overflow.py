@@ -605,3 +605,18 @@ def family_for(model: str | None) -> str | None:
                 continue
             return family
     return None
+
+
+def method_for(config: Any, model: str | None, counted: Iterable[str] | None = None) -> Any:
+    """Which count a run gets (the one rule): the config's ``estimate_method``
+    when set explicitly (``--method``, a file, the environment, an argument);
+    else ``<family>-exact`` for the family ``model`` counts in
+    (``family_for``), where ``counted`` is None or holds it (a live store's
+    ``counted_families``: only what it keeps counted is read exactly); else
+    the config's estimate."""
+    if config.sources().get("estimate_method", "default") != "default":
+        return config.estimate_method
+    family = family_for(model)
+    if family is None or (counted is not None and family not in counted):
+        return config.estimate_method
+    return f"{family}-exact"

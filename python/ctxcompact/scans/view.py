@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import pyarrow as pa
+
 import ctxcompact._core as _core
 from ctxcompact.errors import ConfigError, InputTypeError
+from ctxcompact.estimators import EXACT_METHODS
 from ctxcompact.models import AssistantMessage, MessageWithParts, Session, SessionInfo
 
 if TYPE_CHECKING:
@@ -102,7 +105,14 @@ def _render(
     assistant messages)."""
     from ctxcompact.transcript import Transcript
 
-    table = Transcript.from_sessions([session]).to_arrow()
+    return _render_rows(Transcript.from_sessions([session]).to_arrow(), policy, thinking,
+                        shape=shape)  # fmt: skip
+
+
+def _render_rows(
+    table: Any, policy: Policy | None, thinking: list[bool] | None, *, shape: str = "chat"
+) -> list[list[dict[str, Any]]]:
+    """``_render`` of a session's part rows (``sessions_to_table``)."""
     options = _OPENCODE if policy is None else policy.render_options()
     rendered = _core.render_chat(table, **options, thinking=thinking, threads=1, shape=shape)
     return [json.loads(b) for b in rendered]
@@ -166,11 +176,17 @@ class ViewCache:
             if key not in views:
                 missing.setdefault(key, i)
         if missing:
-            new = [messages[i] for i in missing.values()]
-            shown = _render(session.model_copy(update={"messages": new}), self.policy,
-                            [thinking for _, thinking in missing])  # fmt: skip
-            for key, one in zip(missing, shown):
-                views[key] = (one, chat_tokens(one, method=self.method, overhead=self.overhead))
+            new = session.model_copy(update={"messages": [messages[i] for i in missing.values()]})
+            flags = [thinking for _, thinking in missing]
+            table = _rows(new)
+            shown = _render_rows(table, self.policy, flags)
+            if self.method in EXACT_METHODS:
+                counts = _stored_tokens(new, table, self.policy, flags, self.method, self.overhead)
+            else:
+                counts = [chat_tokens(one, method=self.method, overhead=self.overhead)
+                          for one in shown]  # fmt: skip
+            for key, one, n in zip(missing, shown, counts, strict=True):
+                views[key] = (one, n)
         out: list[dict[str, Any]] = []
         tokens = 0
         for key in keys:
@@ -178,6 +194,52 @@ class ViewCache:
             out += sent
             tokens += estimate
         return [_fresh(m) for m in out], tokens
+
+
+def _rows(session: Session) -> Any:
+    """The part rows of one session (with the counts its store kept)."""
+    from ctxcompact.transcript import sessions_to_table
+
+    return sessions_to_table([session], threads=1)
+
+
+def _stored_tokens(
+    session: Session,
+    table: Any,
+    policy: Policy | None,
+    thinking: list[bool],
+    method: str,
+    overhead: int,
+) -> list[int]:
+    """Each message's tokens under the exact ``method`` as the core's
+    ``estimate_messages`` gives them over the session's table: the counts a
+    store kept (``count=``) read where the text sent is still the one
+    counted (its hash holds), the rest counted now; ``chat_tokens`` of its
+    view by definition (rust/src/messages.rs). ``table``: its part rows
+    (``_rows``); ``thinking``: per message, whether its reasoning is sent."""
+    options = _OPENCODE if policy is None else policy.render_options()
+    # the first row of each message (an empty message is one row)
+    starts, row = [], 0
+    for message in session.messages:
+        starts.append(row)
+        row += max(1, len(message.parts))
+    out = [0] * len(session.messages)
+    at = {start: i for i, start in enumerate(starts)}
+    for sends in (False, True):
+        if sends not in thinking:
+            continue
+        # every assistant message sends its reasoning, or none does; the
+        # other flag's messages are counted by the other pass
+        keep = len(session.messages) if sends else 0
+        rows, tokens, _ = _core.estimate_messages(
+            table, method=method, overhead=overhead, **{**options, "keep_thinking": keep},
+            threads=1,
+        )  # fmt: skip
+        for r, n in zip(pa.array(rows).to_pylist(), pa.array(tokens).to_pylist(), strict=True):
+            i = at[r]
+            if thinking[i] == sends:
+                out[i] = n
+    return out
 
 
 def _fresh(message: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pydantic_core import PydanticSerializationError
 
 from ctxcompact.errors import TranscriptError
-from ctxcompact.models import AssistantMessage, Session, model_output, part_output
+from ctxcompact.models import AssistantMessage, Session, model_output
 from ctxcompact.transcript.counts import INPUT_HASH, OUTPUT_HASH, count_exact_parts, counted_field
 from ctxcompact.transcript.schema import DERIVED, OUTPUT_UNITS, SCHEMA, holds_names
 from ctxcompact.transcript.targets import targets_as_dictionary
@@ -151,13 +151,27 @@ def _with_stored_exact(table: pa.Table, exact: dict[int, dict[str, list[int | No
     return table.append_column(INPUT_HASH, pa.array(hashes[1], pa.int64()))
 
 
-def _input(part: dict[str, Any]) -> str | None:
-    """What a part's row holds in ``input``: a tool call's arguments as
-    compact JSON (the mapper's rule, ``ingest/opencode.rs``)."""
-    state = part.get("state") if part.get("type") == "tool" else None
-    if not isinstance(state, dict) or state.get("input") is None:
+def countable_texts(
+    parts: Sequence[dict[str, Any]],
+) -> tuple[list[str | None], list[str | None]] | None:
+    """Each part's ``output`` and ``input`` as its row holds them: the text,
+    reasoning or tool output/error the model reads, and a tool call's
+    arguments as compact JSON, made by the core's OpenCode mapper itself
+    (``_core.session_rows``, ``ingest/opencode.rs``: the parts as one
+    message of one session), so a store counts exactly what a session's
+    table counts. None when a text is not UTF-8 (a lone surrogate: left
+    uncounted, as ``output_utf16`` leaves it; the table names it)."""
+    import ctxcompact._core as _core
+
+    message = {"info": {"id": "m", "role": "assistant"}, "parts": list(parts)}
+    try:
+        line = _dumps({"info": {"id": "s"}, "messages": [message]}).encode("utf-8")
+    except UnicodeEncodeError:
         return None
-    return _dumps(state["input"])
+    table = pa.table(_core.session_rows(line, threads=1))
+    outputs: list[str | None] = table.column("output").to_pylist()
+    inputs: list[str | None] = table.column("input").to_pylist()
+    return outputs, inputs
 
 
 def exact_part_counts(
@@ -165,16 +179,16 @@ def exact_part_counts(
 ) -> list[dict[str, list[int | None]] | None]:
     """Each part's exact counts under ``families`` as a store keeps them
     (``StoredCounts``): ``{family: [output tokens, output hash, input tokens,
-    input hash]}`` of the ``output`` and ``input`` its row holds (None for
-    a text it has not), counted in the core as ``Transcript.count`` counts
-    them; None for a part with neither."""
+    input hash]}`` of the ``output`` and ``input`` its row holds
+    (``countable_texts``; None for a text it has not), counted in the core
+    as ``Transcript.count`` counts them; None for a part with neither."""
     if not families or not parts:
         return [None] * len(parts)
-    columns = {"output": [part_output(p) for p in parts], "input": [_input(p) for p in parts]}
-    try:
-        table = pa.table({c: pa.array(v, pa.large_string()) for c, v in columns.items()})
-    except UnicodeEncodeError:  # a lone surrogate: left uncounted, as output_utf16 leaves it
+    texts = countable_texts(parts)
+    if texts is None:
         return [None] * len(parts)
+    columns = dict(zip(("output", "input"), texts, strict=True))
+    table = pa.table({c: pa.array(v, pa.large_string()) for c, v in columns.items()})
     out: list[dict[str, list[int | None]] | None] = [None] * len(parts)
     for family in families:
         counted = count_exact_parts(table, family)

@@ -1,5 +1,5 @@
 """Which count a replay gets: the exact counts of the family its model is
-counted in (``scans.overflow.family_for``) where the model is known, the
+counted in (``scans.overflow.method_for``, ``family_for``) where the model is known, the
 config's estimate where it is not; an estimate method set explicitly (the
 config's ``estimate_method``: ``--method``, a file, the environment) wins.
 The parts are counted once: an exact method reads ``Transcript.count``'s
@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.estimators import EXACT_METHODS, count_label
-from ctxcompact.scans.overflow import family_for
+from ctxcompact.scans.overflow import method_for
 
 #: A model as OpenCode records it in a message's JSON.
 _MODEL_ID = r'"modelID":"(?P<model>[^"\\]+)"'
@@ -34,11 +34,8 @@ def run_method(config: CompactionConfig, models: Sequence[str], table: pa.Table 
     """The method a replay of ``table`` counts with (see the module doc):
     ``models`` are the models it is priced under (the first decides), else
     the model the runs record."""
-    if config.sources().get("estimate_method", "default") != "default":
-        return config.estimate_method
     model = models[0] if models else recorded_model(table)
-    family = family_for(model)
-    return f"{family}-exact" if family is not None else config.estimate_method
+    return str(method_for(config, model))
 
 
 def with_run_method(config: CompactionConfig, models: Sequence[str],
