@@ -176,6 +176,33 @@ def test_a_policy_grid_on_ray_equals_the_local_one(
     assert on_ray.points.equals(local.points)
 
 
+@pytest.mark.parametrize("as_sent", ["last-3", "auto"])
+def test_a_grid_on_ray_with_an_as_sent_baseline_equals_the_local_one(
+    local_ray: None, files: tuple[Path, pa.Table], as_sent: str
+) -> None:
+    """``tune_dataset(..., as_sent=...)`` as ``tune``: the same baseline per
+    call and the same choice per run (each task chooses for its own runs)."""
+    from ctxcompact.tuning import tune, tune_dataset
+
+    folder, table = files
+    grid = {"preset": ["swe-agent", "aggressive"], "mask_first": [True], "context": [60_000]}
+    limits = {"context": 0, "output": 4_000}
+    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits,
+                          model="gpt-4o", as_sent=as_sent)  # fmt: skip
+    local = tune(table, grid, limits=limits, model="gpt-4o", workers=1, as_sent=as_sent)
+    order = [(k, "ascending") for k in ("policy", "session_id", "call")]
+    assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
+    assert on_ray.points.equals(local.points)
+    assert on_ray.as_sent is not None and local.as_sent is not None
+    key = lambda c: c["session_id"]  # noqa: E731
+    assert sorted(on_ray.as_sent, key=key) == sorted(local.as_sent, key=key)
+    assert len(on_ray.as_sent) == len(set(table["session_id"].to_pylist()))
+    plain = tune(table, grid, limits=limits, model="gpt-4o", workers=1)
+    if as_sent == "last-3":  # the baseline is the as-sent one, not the history whole
+        got, whole = (pc.sum(t.calls["baseline_prompt_tokens"]).as_py() for t in (on_ray, plain))
+        assert got < whole
+
+
 def test_a_failed_rerun_leaves_the_outputs_as_they_were(
     local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
 ) -> None:

@@ -84,7 +84,7 @@ def test_the_candidates_are_none_the_presets_and_last_n() -> None:
     [
         ("bogus", "as_sent: unknown policy preset 'bogus'"),
         ("last-0", "as_sent: 'last-0': N of last-N is at least 1"),
-        (3, "as_sent: takes 'auto', 'none', 'last-N'"),
+        (3, "as_sent: takes 'auto', 'none', 'own', 'last-N'"),
         ({"keep_recent": -1}, "as_sent: policy: invalid policy option keep_recent"),
         ("nowhere/p.toml", "as_sent: "),
     ],

@@ -379,3 +379,41 @@ def test_a_ray_task_replays_on_the_cpus_it_asks_for(monkeypatch: pytest.MonkeyPa
     assert used == [3, 3]  # one engine call per point, each on the task's 3 CPUs
     local = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1)
     assert got.points.equals(local.points)
+
+
+@pytest.mark.parametrize("as_sent", ["last-2", "auto"])
+def test_tune_dataset_takes_as_sent_as_tune_does(monkeypatch: pytest.MonkeyPatch,
+                                                 as_sent: str) -> None:  # fmt: skip
+    """``tune_dataset(..., as_sent=...)``: the same baseline per call and the
+    same choice per run as ``tune``; the choices come back beside the calls,
+    two blocks of whole sessions each choosing for its own runs (Ray stood
+    in for; tests/batch/test_ray.py runs it on Ray)."""
+    from types import SimpleNamespace
+
+    import ctxcompact.batch.ray_data as ray_data
+    from ctxcompact.tuning import tune_dataset
+
+    halves = [cc.Transcript.from_sessions(SESSIONS[:1]).to_arrow(),
+              cc.Transcript.from_sessions(SESSIONS[1:]).to_arrow()]  # fmt: skip
+
+    class Dataset:  # what tune_dataset uses of a Ray Dataset, in two blocks
+        def map_batches(self, fn: Any, **options: Any) -> Any:
+            self.out = [fn(t) for t in halves]
+            return self
+
+        def to_arrow_refs(self) -> list[pa.Table]:
+            return self.out
+
+    monkeypatch.setattr(ray_data, "_ray", lambda: SimpleNamespace(get=lambda refs: refs))
+    grid = {"preset": ["opencode", "swe-agent"], "context": [12_000]}
+    got = tune_dataset(Dataset(), grid, limits=LIMITS, model="claude-sonnet-4", as_sent=as_sent)
+    local = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1,
+                 as_sent=as_sent)  # fmt: skip
+    order = [(k, "ascending") for k in ("policy", "session_id", "call")]
+    assert got.calls.sort_by(order).equals(local.calls.sort_by(order))
+    assert got.points.equals(local.points)
+    assert got.as_sent == local.as_sent and len(got.as_sent or []) == len(SESSIONS)
+    plain = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1)
+    assert plain.as_sent is None
+    if as_sent == "last-2":
+        assert {c["as_sent"] for c in got.as_sent or []} == {"last-2"}

@@ -68,8 +68,10 @@ AsSentOption = Annotated[
     typer.Option("--as-sent", metavar="auto|POLICY",
                  help="Replay each run's baseline under the policy it was sent with, not its "
                  "history sent whole: 'auto' picks per run the nearest to its recorded usage "
-                 "(none, last-N for N 1..10, every preset); 'none', 'last-N', a preset or a "
-                 "policy file forces one. The choice per run is reported."),
+                 "(none, last-N for N 1..10, every preset, own; with --calibrate the best "
+                 "fit per call); 'none', 'last-N', 'own' (the run's own Claude Code "
+                 "compactions), a preset or a policy file forces one. The choice per run is "
+                 "reported."),
 ]  # fmt: skip
 
 

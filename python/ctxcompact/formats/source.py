@@ -194,6 +194,20 @@ def claude_code_call_id(source: Any) -> str | None:
     return call if isinstance(call, str) and call else None
 
 
+def claude_code_compact_boundary(source: Any) -> bool:
+    """A Claude Code ``compact_boundary`` event (``{"type": "system", "subtype":
+    "compact_boundary"}``, written where Claude Code compacted the session):
+    the calls after it were sent its summary and what follows, not the history
+    before it."""
+    event = source.get("event") if isinstance(source, dict) else None
+    return (
+        isinstance(event, dict)
+        and event.get("type") == "system"
+        and event.get("subtype") == "compact_boundary"
+        and isinstance(event.get("sessionId", ""), str)
+    )
+
+
 def openhands_event(value: Any) -> bool:
     """A message's source as the OpenHands reader keeps it: ``{"event": {...}}``
     and nothing else (a Claude Code message keeps an ``event`` too, beside its

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -561,10 +562,40 @@ def pareto(xs: Sequence[float], ys: Sequence[float], feasible: Sequence[bool]) -
     ]  # fmt: skip
 
 
-def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int) -> pa.Table:
+#: The column a Ray task adds to its calls: its run's as-sent choice (JSON).
+_CHOICE = "as_sent_choice"
+
+
+def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int,
+                as_sent: AsSent | SentBaseline | None = None) -> pa.Table:  # fmt: skip
     from ctxcompact.batch.ray_data import _regroup
 
-    return _replay_table(_regroup(batch), grid_points, threads=threads)
+    if as_sent is None:
+        return _replay_table(_regroup(batch), grid_points, threads=threads)
+    # A block holds whole sessions and the choice is per run: each task
+    # chooses for its own runs and hands the choices back beside the calls.
+    choices: list[dict[str, Any]] = []
+    calls = _replay_table(_regroup(batch), grid_points, threads=threads, as_sent=as_sent,
+                          choices=choices)  # fmt: skip
+    by_id = {c["session_id"]: json.dumps(c) for c in choices}
+    return calls.append_column(_CHOICE, pa.array(
+        [by_id[s] for s in calls["session_id"].to_pylist()], pa.string()))  # fmt: skip
+
+
+def _split_choices(parts: list[pa.Table]) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    """The Ray tasks' calls without their ``_CHOICE`` column, and each run's
+    choice once, in the order the tasks' calls give them."""
+    seen: dict[str, dict[str, Any]] = {}
+    out = []
+    for t in parts:
+        if _CHOICE not in t.column_names:
+            out.append(t)
+            continue
+        for text in pc.unique(t[_CHOICE]).to_pylist():
+            choice = json.loads(text)
+            seen.setdefault(choice["session_id"], choice)
+        out.append(t.drop_columns([_CHOICE]))
+    return out, list(seen.values())
 
 
 def tune_dataset(
@@ -577,29 +608,37 @@ def tune_dataset(
     prices: Mapping[str, Any] | None = None,
     cache: str = "5m",
     num_cpus: float = 1,
+    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> Tuning:
     """``tune`` on a Ray ``Dataset`` of part rows (``map_batches``; blocks
     hold whole sessions, as for ``batch.compact_dataset``). Each task asks
     Ray for ``num_cpus`` CPUs and its engine runs on that many threads
     (``int(num_cpus)``, at least 1), not on every core of the node: tasks
-    side by side on a node do not oversubscribe it."""
+    side by side on a node do not oversubscribe it. ``as_sent``: as ``tune``
+    takes it, each run's choice made in the task that holds the run (the
+    choice is per run), all of them in ``Tuning.as_sent``."""
     from functools import partial
 
     from ctxcompact.batch.ray_data import _ray
 
     ray = _ray()
     config = check_config(config, "tune_dataset")
+    sent_as = parse_as_sent(as_sent, "as_sent")
     grid_points = points(grid, config=config, limits=limits)
     price = sheets_for(model, config, prices, cache)
     grid_points = counted_and_priced(grid_points, model, price)
+    if isinstance(sent_as, SentBaseline):  # chosen already: its count is every point's
+        grid_points = [replace(p, config=sent_as.counted(p.config)) for p in grid_points]
     threads = max(1, int(num_cpus))  # the cores the task is given, as compact_dataset's
-    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points, threads=threads),
+    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points, threads=threads,
+                                      as_sent=sent_as),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
-    parts = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
+    parts, choices = _split_choices([t for t in ray.get(out.to_arrow_refs()) if t.num_rows])
     calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
         GRID_CALL_SCHEMA.empty_table())  # fmt: skip
-    return results(calls, grid_points, price)
+    tuned = results(calls, grid_points, price)
+    return dataclasses.replace(tuned, as_sent=choices) if sent_as is not None else tuned
 
 
 __all__ = [

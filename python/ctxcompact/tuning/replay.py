@@ -269,7 +269,8 @@ def replay(
     recorded = recorded_usage_table(table, facts)
     choices: list[dict[str, Any]] | None = None
     if sent_as is not None:
-        calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system)
+        calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system,
+                                          calibrate)  # fmt: skip
     fits: dict[str, dict[str, Any]] | None = None
     if calibrate:
         calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg))
