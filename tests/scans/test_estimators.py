@@ -67,13 +67,16 @@ def test_a_run_of_spaces_is_about_one_token() -> None:
     assert count_tokens(indented, "o200k") <= 6
 
 
-#: Texts across the fused loop's 64-byte blocks: long runs of spaces and tabs
-#: (alone and mixed), CRLF, non-ASCII, code, any character.
+#: Texts across the fused loop's 64-byte blocks: long runs of spaces, tabs
+#: and digits (alone and mixed), CRLF, non-ASCII, code, timestamps, any
+#: character.
 _RUNNY = st.lists(
     st.one_of(
         st.integers(0, 150).map(lambda n: " " * n),
         st.integers(0, 150).map(lambda n: "\t" * n),
+        st.integers(0, 150).map(lambda n: "7" * n),
         st.sampled_from(["\r\n", "\r\n    \t\t  ", " \t", "é", "中", "😀", "def f(x):", "aa"]),
+        st.sampled_from(["0", "12", "345", "2024-11-29 19:08:37.123456", "١٢٣"]),
         st.text(max_size=8),
     ),
     max_size=30,
