@@ -417,3 +417,18 @@ def test_tune_dataset_takes_as_sent_as_tune_does(monkeypatch: pytest.MonkeyPatch
     assert plain.as_sent is None
     if as_sent == "last-2":
         assert {c["as_sent"] for c in got.as_sent or []} == {"last-2"}
+
+
+def test_tune_takes_points_already_made() -> None:
+    grid = {"preset": ["opencode", "swe-agent"], "context": [20_000]}
+    made = points(grid, limits=LIMITS)
+    from_points = tune(SESSIONS, made, model="claude-sonnet-4", workers=1)
+    from_grid = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1)
+    assert from_points.points.equals(from_grid.points)
+    assert from_points.calls.equals(from_grid.calls)
+    # a point holds its own window: limits beside points would be ignored
+    with pytest.raises(ConfigError, match="limits") as e:
+        tune(SESSIONS, made, limits=LIMITS, workers=1)
+    assert e.value.column == "limits"
+    with pytest.raises(ConfigError, match="grid"):  # an empty list is no grid
+        tune(SESSIONS, [], workers=1)

@@ -385,7 +385,7 @@ def _chunks(corpus: Any, batch_rows: int) -> Iterator[tuple[pa.Table, Locate] | 
 
 def tune(
     corpus: Any,
-    grid: Mapping[str, Any] | str | os.PathLike[str],
+    grid: Mapping[str, Any] | str | os.PathLike[str] | Sequence[Point],
     *,
     limits: Limits | Mapping[str, int] | None = None,
     config: CompactionConfig | Mapping[str, Any] | None = None,
@@ -398,7 +398,9 @@ def tune(
     recorded: bool = False,
     as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> Tuning:
-    """Replay ``corpus`` under every point of ``grid`` (see the module doc).
+    """Replay ``corpus`` under every point of ``grid`` (see the module doc):
+    a grid (a mapping or a grid file), or points already made (``points``,
+    ``policy_point``; ``limits`` is then each point's own, so leave it out).
 
     ``workers``: the engine's threads (default: the CPUs); the sessions a
     summary leaves to the live walk run one at a time, in this process.
@@ -414,47 +416,13 @@ def tune(
     """
     config = check_config(config, "tune")
     sent_as = parse_as_sent(as_sent, "as_sent")
-    grid_points = points(grid, config=config, limits=limits)
-    return tune_points(corpus, grid_points, config=config, model=model, prices=prices,
-                       cache=cache, workers=workers, batch_rows=batch_rows,
-                       progress=progress, recorded=recorded, as_sent=sent_as)  # fmt: skip
-
-
-def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
-                 config: CompactionConfig | Mapping[str, Any] | None = None) -> Point:  # fmt: skip
-    """A point of one policy, replayed as given (a preset, a searched policy)
-    in ``limits``, the rest from ``config``."""
-    cfg = check_config(config, "tune").with_policy(policy)
-    return Point(name, {}, cfg, check_window(Limits.coerce(limits), cfg))
-
-
-def counted_and_priced(grid_points: Sequence[Point], model: str | Sequence[str] | None,
-                       price: list[Sheet]) -> list[Point]:  # fmt: skip
-    """Each point counting exactly in the priced model's family unless it set
-    a method (``with_run_method``), a cache-aware policy priced by the first
-    sheet (``priced_policy``): what ``tune`` and ``tune_dataset`` replay."""
-    names = model_names(model)
-    return [replace(p, config=priced_policy(with_run_method(p.config, names, None), price))
-            for p in grid_points]  # fmt: skip
-
-
-def tune_points(
-    corpus: Any,
-    grid_points: Sequence[Point],
-    *,
-    config: CompactionConfig | Mapping[str, Any] | None = None,
-    model: str | Sequence[str] | None = None,
-    prices: Mapping[str, Any] | None = None,
-    cache: str = "5m",
-    workers: int | None = None,
-    batch_rows: int = 65_536,
-    progress: Callable[[int, int | None], None] | None = None,
-    recorded: bool = False,
-    as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
-) -> Tuning:
-    """``tune`` over points already made (``points``, ``policy_point``)."""
-    config = check_config(config, "tune")
-    sent_as = parse_as_sent(as_sent, "as_sent")
+    if isinstance(grid, Sequence) and grid and all(isinstance(p, Point) for p in grid):
+        if limits is not None:
+            raise ConfigError("limits: each point made by points/policy_point holds its own "
+                              "window; leave limits out", column="limits")  # fmt: skip
+        grid_points = list(grid)
+    else:
+        grid_points = points(grid, config=config, limits=limits)
     # exact where the priced model's family is known, unless a method was set
     config = with_run_method(config, model_names(model), None)
     if workers is not None:
@@ -482,6 +450,24 @@ def tune_points(
     out = results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
                   grid_points, price)  # fmt: skip
     return dataclasses.replace(out, recorded=usage, as_sent=choices)
+
+
+def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
+                 config: CompactionConfig | Mapping[str, Any] | None = None) -> Point:  # fmt: skip
+    """A point of one policy, replayed as given (a preset, a searched policy)
+    in ``limits``, the rest from ``config``."""
+    cfg = check_config(config, "tune").with_policy(policy)
+    return Point(name, {}, cfg, check_window(Limits.coerce(limits), cfg))
+
+
+def counted_and_priced(grid_points: Sequence[Point], model: str | Sequence[str] | None,
+                       price: list[Sheet]) -> list[Point]:  # fmt: skip
+    """Each point counting exactly in the priced model's family unless it set
+    a method (``with_run_method``), a cache-aware policy priced by the first
+    sheet (``priced_policy``): what ``tune`` and ``tune_dataset`` replay."""
+    names = model_names(model)
+    return [replace(p, config=priced_policy(with_run_method(p.config, names, None), price))
+            for p in grid_points]  # fmt: skip
 
 
 def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point],
@@ -654,5 +640,4 @@ __all__ = [
     "results",
     "tune",
     "tune_dataset",
-    "tune_points",
 ]

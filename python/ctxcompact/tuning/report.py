@@ -173,8 +173,8 @@ def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
     """A ``tune.search`` result's held-out split replayed under every preset
     and the tuned policy (``result.policy``), and each marked: what the
     report of a search draws (``limits``, ``config``, ``options``: the
-    search's, ``model``, ``prices``, ``cache``, as ``tune_points`` takes them)."""
-    from ctxcompact.tuning.grid import policy_point, tune_points
+    search's, ``model``, ``prices``, ``cache``, as ``tune`` takes them)."""
+    from ctxcompact.tuning.grid import policy_point, tune
     from ctxcompact.tuning.replay import _sessions
 
     held = set(result.held_out_ids)
@@ -182,8 +182,8 @@ def search_tuning(result: Any, corpus: Any, *, limits: Any, config: Any = None,
     pts = [policy_point(f"preset={n}", p, limits=limits, config=config)
            for n, p in PRESETS.items()]  # fmt: skip
     pts.append(policy_point(TUNED, result.policy, limits=limits, config=config))
-    tuning = tune_points(sessions, pts, config=config, recorded=True,
-                         as_sent=getattr(result, "baseline", None), **options)  # fmt: skip
+    tuning = tune(sessions, pts, config=config, recorded=True,
+                  as_sent=getattr(result, "baseline", None), **options)  # fmt: skip
     labels = {p.name: p.name.removeprefix("preset=") for p in pts}
     marks = [m if m.label != TUNED else Mark(TUNED, "tuned", m.figures)
              for m in marks_of(tuning, "preset", labels)]  # fmt: skip
