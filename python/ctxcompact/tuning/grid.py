@@ -383,6 +383,20 @@ def _chunks(corpus: Any, batch_rows: int) -> Iterator[tuple[pa.Table, Locate] | 
             yield sessions[i : i + 64]
 
 
+def _grid_points(grid: Any, config: CompactionConfig,
+                 limits: Limits | Mapping[str, int] | None) -> list[Point]:  # fmt: skip
+    """``tune``'s grid as points: points already made as they are (each holds
+    its window, so ``limits`` beside them is refused), else ``points``."""
+    if isinstance(grid, Sequence) and not isinstance(grid, str):
+        made = [p for p in grid if isinstance(p, Point)]
+        if made and len(made) == len(grid):
+            if limits is not None:
+                raise ConfigError("limits: each point made by points/policy_point holds its own "
+                                  "window; leave limits out", column="limits")  # fmt: skip
+            return made
+    return points(grid, config=config, limits=limits)  # anything else is refused there
+
+
 def tune(
     corpus: Any,
     grid: Mapping[str, Any] | str | os.PathLike[str] | Sequence[Point],
@@ -416,13 +430,7 @@ def tune(
     """
     config = check_config(config, "tune")
     sent_as = parse_as_sent(as_sent, "as_sent")
-    if isinstance(grid, Sequence) and grid and all(isinstance(p, Point) for p in grid):
-        if limits is not None:
-            raise ConfigError("limits: each point made by points/policy_point holds its own "
-                              "window; leave limits out", column="limits")  # fmt: skip
-        grid_points = list(grid)
-    else:
-        grid_points = points(grid, config=config, limits=limits)
+    grid_points = _grid_points(grid, config, limits)
     # exact where the priced model's family is known, unless a method was set
     config = with_run_method(config, model_names(model), None)
     if workers is not None:
