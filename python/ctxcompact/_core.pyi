@@ -220,6 +220,26 @@ def replay(
     usable: int | None,
     threads: int | None = None,
 ) -> list[Any]: ...
+def replay_resume(
+    table: Any,
+    view: dict[str, Any],
+    mask: dict[str, Any] | None,
+    created: list[int | None],
+    output: list[int],
+    call: list[str | None],
+    heads: list[int],
+    hidden: list[list[bool]],
+    first_calls: list[int],
+    baselines: list[int],
+    last_times: list[int | None],
+    stalled: list[bool],
+    *,
+    system_tokens: int,
+    threshold: int | None,
+    available: int,
+    usable: int | None,
+    threads: int | None = None,
+) -> list[Any]: ...
 def compact_batch(
     table: Any,
     policy: dict[str, Any] | None = None,

@@ -31,7 +31,10 @@ use crate::parallel;
 use crate::pivot::{merge_ranges, pivot_mask, visible_ranges};
 use crate::prune::{prune as prune_core, PruneConfig};
 use crate::render::Render;
-use crate::replay::{replay as replay_core, Call, Fallback, MessageFacts, ReplayConfig};
+use crate::replay::{
+    replay as replay_core, resume as resume_core, Call, Fallback, MessageFacts, ReplayConfig,
+    Resume,
+};
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
@@ -1214,6 +1217,18 @@ fn replay(
         Ok(((ids, out), (fallback_ids, fallback.1)))
     })?;
     let (ids, calls) = calls;
+    let mut out = call_columns(ids, &calls);
+    out.extend([
+        PyArray::from_array_ref(Arc::new(fallback.0)),
+        PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(fallback.1))),
+    ]);
+    Ok(out)
+}
+
+/// The per-call columns `replay` returns: session id, call, row, prompt,
+/// cached, output, baseline prompt and cached, over_window, changed,
+/// seconds since the previous call, then the cleared rows' offsets and rows.
+fn call_columns(ids: StringArray, calls: &[Call]) -> Vec<PyArray> {
     let column = |f: &dyn Fn(&Call) -> u64| u64_array(calls.iter().map(f).collect());
     let flag = |f: &dyn Fn(&Call) -> bool| {
         PyArray::from_array_ref(Arc::new(
@@ -1222,11 +1237,11 @@ fn replay(
     };
     let mut offsets = vec![0u64];
     let mut cleared = Vec::new();
-    for c in &calls {
+    for c in calls {
         cleared.extend(c.cleared.iter().map(|&r| r as u64));
         offsets.push(cleared.len() as u64);
     }
-    Ok(vec![
+    vec![
         PyArray::from_array_ref(Arc::new(ids)),
         column(&|c| c.call as u64),
         column(&|c| c.row as u64),
@@ -1245,9 +1260,135 @@ fn replay(
         )),
         u64_array(offsets),
         u64_array(cleared),
-        PyArray::from_array_ref(Arc::new(fallback.0)),
-        PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(fallback.1))),
-    ])
+    ]
+}
+
+/// `replay` of sessions the caller resumes after a summary (`replay::resume`;
+/// a session with `heads` 0, `first_calls` 0, `baselines` 0 and no last
+/// time is walked from its start). `table` holds each session as the live
+/// flow left it: its first `heads` messages are the stored session at the
+/// summary's call (call `first_calls`; those not `hidden` its prompt), then
+/// the run's messages from the one that made it. Returns `replay`'s per-call columns (the calls before
+/// a stop included), then per session stopped for a summary: its id, the
+/// call, its message's first row, the baseline before it and the created
+/// time (ms) of the latest call with one (`replay::Stop`).
+#[pyfunction]
+#[pyo3(signature = (
+    table, view, mask, created, output, call, heads, hidden, first_calls, baselines,
+    last_times, stalled, *, system_tokens, threshold, available, usable, threads = None,
+))]
+#[allow(clippy::too_many_arguments)]
+fn replay_resume(
+    py: Python<'_>,
+    table: AnyRecordBatch,
+    view: &Bound<'_, PyDict>,
+    mask: Option<&Bound<'_, PyDict>>,
+    created: Vec<Option<i64>>,
+    output: Vec<u64>,
+    call: Vec<Option<String>>,
+    heads: Vec<usize>,
+    hidden: Vec<Vec<bool>>,
+    first_calls: Vec<usize>,
+    baselines: Vec<u64>,
+    last_times: Vec<Option<i64>>,
+    stalled: Vec<bool>,
+    system_tokens: u64,
+    threshold: Option<u64>,
+    available: u64,
+    usable: Option<u64>,
+    threads: Option<usize>,
+) -> PyResult<Vec<PyArray>> {
+    let n = heads.len();
+    let lengths = [
+        hidden.len(),
+        first_calls.len(),
+        baselines.len(),
+        last_times.len(),
+        stalled.len(),
+    ];
+    if lengths != [n; 5] {
+        return Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "replay_resume: heads, hidden, first_calls, baselines, last_times and stalled \
+                 have {n}, {}, {}, {}, {} and {} entries",
+                hidden.len(),
+                first_calls.len(),
+                baselines.len(),
+                last_times.len(),
+                stalled.len()
+            )),
+        ));
+    }
+    let states: Vec<Resume> = (0..n)
+        .zip(hidden)
+        .map(|(s, hidden)| Resume {
+            head: heads[s],
+            hidden,
+            first_call: first_calls[s],
+            baseline: baselines[s],
+            last_time: last_times[s],
+            stalled: stalled[s],
+        })
+        .collect();
+    let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
+    let config = ReplayConfig {
+        view: prune_config(py, Some(view))?.estimate_config(),
+        mask,
+        system_tokens,
+        threshold,
+        available,
+        usable,
+    };
+    let facts = MessageFacts {
+        created,
+        output,
+        call,
+    };
+    type Stops<'t> = (
+        Vec<Option<&'t str>>,
+        Vec<i64>,
+        Vec<u64>,
+        Vec<u64>,
+        Vec<Option<i64>>,
+    );
+    let (calls, stops) = scan(py, table, Scan::Compact, threads, |t| {
+        let sessions = resume_core(t, &facts, &config, &states)?;
+        let id = |s: usize| t.session_id.get(t.sessions[s].start);
+        let mut stops: Stops<'_> = Default::default();
+        let mut out: Vec<Call> = Vec::new();
+        for (s, session) in sessions.into_iter().enumerate() {
+            out.extend(session.calls);
+            let (call, row, baseline, last) = match (session.fallback, session.stop) {
+                (Some(Fallback::Summary(_)), Some(stop)) => (
+                    stop.call as i64,
+                    stop.row as u64,
+                    stop.baseline,
+                    stop.last_time,
+                ),
+                (Some(_), _) => (-1, 0, 0, None),
+                (None, _) => continue,
+            };
+            stops.0.push(id(s));
+            stops.1.push(call);
+            stops.2.push(row);
+            stops.3.push(baseline);
+            stops.4.push(last);
+        }
+        let ids: StringArray = out.iter().map(|c| id(c.session)).collect();
+        let stop_ids: StringArray = stops.0.iter().copied().collect();
+        Ok(((ids, out), (stop_ids, stops.1, stops.2, stops.3, stops.4)))
+    })?;
+    let (ids, calls) = calls;
+    let mut out = call_columns(ids, &calls);
+    out.extend([
+        PyArray::from_array_ref(Arc::new(stops.0)),
+        PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(stops.1))),
+        u64_array(stops.2),
+        u64_array(stops.3),
+        PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(stops.4))),
+    ]);
+    Ok(out)
 }
 
 /// The placeholder of a cleared tool output (`placeholder = "describe"`).
@@ -1555,6 +1696,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_resume, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     m.add_function(wrap_pyfunction!(render_chat, m)?)?;

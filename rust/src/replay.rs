@@ -3,14 +3,15 @@
 //! sessions in parallel), as `replay_session` in
 //! python/ctxcompact/tuning/replay.py walks the live lifecycle.
 //!
-//! This is the first step of issue 38's part 3: masking (`mask_first`, the
-//! policy's prune at every call, the marks accumulating) runs here; a
-//! proactive summary does not. At the first call where the live loop would
-//! summarize (`CompactionLoop._proactive_reason`), the engine stops that
-//! session and says so (`Fallback::Summary`), and the caller replays the
-//! session with the live walk. A later step makes summaries resumable. The
-//! run's own summaries and compaction markers are left out and its stored
-//! prune marks ignored, as the live walk does.
+//! Issue 38's part 3: masking (`mask_first`, the policy's prune at every
+//! call, the marks accumulating) runs here; a proactive summary does not.
+//! At the call where the live loop would summarize
+//! (`CompactionLoop._proactive_reason`), the engine stops that session and
+//! says where, with its state (`Fallback::Summary`, `Stop`): the caller makes
+//! that call (the summary written offline or by a model) and resumes the
+//! session here (`resume`) from what the summary left visible. The run's own
+//! summaries and compaction markers are left out and its stored prune marks
+//! ignored, as the live walk does.
 //!
 //! Incremental: every stored message keeps the estimates of the model
 //! messages it is sent as (`messages::model_messages`), and only the
@@ -99,11 +100,56 @@ pub enum Fallback {
     Compacted,
 }
 
-/// The calls of one session, or why the engine left it.
+/// The calls of one session, or why the engine left it. A session
+/// stopped for a summary keeps the calls before it, and `stop` says where
+/// it stopped: the caller summarizes there and resumes (`resume`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionReplay {
     pub calls: Vec<Call>,
     pub fallback: Option<Fallback>,
+    pub stop: Option<Stop>,
+}
+
+/// Where a session stopped for a summary (`Fallback::Summary`): the walk's
+/// state before that call, for the caller to make the call (summary
+/// included) and resume after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// The call's index in the session.
+    pub call: usize,
+    /// First row of the assistant message that makes the call. Its mask is
+    /// the caller's to make again (the live loop masks before it summarizes).
+    pub row: usize,
+    /// The prompt without compaction before the call (`baseline_prompt`).
+    pub baseline: u64,
+    /// The created time of the session's latest call with one.
+    pub last_time: Option<i64>,
+}
+
+/// Where a session resumes after the caller made a summary's call: the
+/// session (a table of its own) starts with the `head` messages the live
+/// flow stores by then (the run's messages so far, each compaction marker,
+/// summary and continue message; their marks kept, none left out as the
+/// run's own), then the run's messages from the one that made the call
+/// (appended, no call) on. The head messages not `hidden` are that call's
+/// prompt (what the summaries left visible); the hidden ones are not sent,
+/// but the policy's prune reads them as the live loop's does (the whole
+/// stored session: the calls it counts, where its walk stops).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    pub head: usize,
+    /// Per head message: not sent (before the newest summary's marker, not
+    /// a system or pinned message). Empty: none hidden.
+    pub hidden: Vec<bool>,
+    /// The index of the summary's call: the next call is `first_call + 1`.
+    pub first_call: usize,
+    /// The prompt without compaction at the summary's call.
+    pub baseline: u64,
+    /// The created time of the session's latest call with one.
+    pub last_time: Option<i64>,
+    /// No summary fires any more (the live loop's guard after
+    /// `max_attempts` compactions that all left the history too big).
+    pub stalled: bool,
 }
 
 /// Replay every session of `table` (the sessions in parallel).
@@ -111,6 +157,33 @@ pub fn replay(
     table: &PartTable<'_>,
     facts: &MessageFacts,
     config: &ReplayConfig,
+) -> Result<Vec<SessionReplay>> {
+    replay_from(table, facts, config, &[])
+}
+
+/// `replay`, each session resumed after a summary (`Resume`, one per
+/// session of `table`, in order; one with `head` 0 is walked from its start).
+pub fn resume(
+    table: &PartTable<'_>,
+    facts: &MessageFacts,
+    config: &ReplayConfig,
+    states: &[Resume],
+) -> Result<Vec<SessionReplay>> {
+    if states.len() != table.sessions.len() {
+        return Err(CoreError::Config(format!(
+            "replay: {} resume states for {} sessions",
+            states.len(),
+            table.sessions.len()
+        )));
+    }
+    replay_from(table, facts, config, states)
+}
+
+fn replay_from(
+    table: &PartTable<'_>,
+    facts: &MessageFacts,
+    config: &ReplayConfig,
+    states: &[Resume],
 ) -> Result<Vec<SessionReplay>> {
     table.check_lengths(config.view.method, true)?;
     let prefix = config
@@ -150,7 +223,8 @@ pub fn replay(
                     config,
                     prefix: prefix.as_ref(),
                 };
-                walk.run(s, scratch)
+                // head 0: nothing before, the session is walked from its start
+                walk.run(s, states.get(s).filter(|r| r.head > 0), scratch)
             },
         )
         .collect()
@@ -188,7 +262,12 @@ fn key(sent: &Sent, state: u64) -> u64 {
 }
 
 impl<'a> Walk<'_, '_, 'a> {
-    fn run(self, s: usize, scratch: &mut PruneScratch<'a>) -> Result<SessionReplay> {
+    fn run(
+        self,
+        s: usize,
+        resume: Option<&Resume>,
+        scratch: &mut PruneScratch<'a>,
+    ) -> Result<SessionReplay> {
         let Walk {
             table,
             messages,
@@ -197,14 +276,20 @@ impl<'a> Walk<'_, '_, 'a> {
             config,
             prefix,
         } = self;
-        let rows = table.sessions[s].clone();
-        let Some((kept, index)) = replayed(table, messages, first) else {
+        let head = resume.map_or(0, |r| r.head.min(messages.len()));
+        let Some((kept, index)) = replayed(table, messages, first, head) else {
             return Ok(SessionReplay {
                 calls: Vec::new(),
                 fallback: Some(Fallback::Compacted),
+                stop: None,
             });
         };
-        // The run's stored prune marks are not replayed: the policy decides.
+        // The run's stored prune marks are not replayed: the policy decides
+        // (the marks of a resumed session's head are the live flow's).
+        let rows = messages
+            .get(head)
+            .map_or(table.sessions[s].end, |m| m.rows.start)
+            ..table.sessions[s].end;
         for f in &mut table.flags[rows] {
             *f &= !flag::COMPACTED;
         }
@@ -232,18 +317,29 @@ impl<'a> Walk<'_, '_, 'a> {
             pending_differs: false,
             pending_any: false,
             turns: TurnEnd::default(),
+            first_call: 0,
+            stalled: false,
+            stop: None,
+            hidden: Vec::new(),
         };
-        for j in 0..kept.len() {
+        let mut from = 0;
+        if let Some(r) = resume {
+            session.restore(r)?;
+            from = head + 1;
+        }
+        for j in from..kept.len() {
             if let Some(fallback) = session.step(j)? {
                 return Ok(SessionReplay {
-                    calls: Vec::new(),
+                    calls: session.calls,
                     fallback: Some(fallback),
+                    stop: session.stop,
                 });
             }
         }
         Ok(SessionReplay {
             calls: session.calls,
             fallback: None,
+            stop: None,
         })
     }
 }
@@ -257,6 +353,7 @@ fn replayed(
     table: &PartTable<'_>,
     messages: &[Message],
     first: usize,
+    head: usize,
 ) -> Option<(Vec<Message>, Vec<usize>)> {
     let own = |m: &Message| {
         (m.role == role::ASSISTANT && table.flags[m.rows.start] & flag::SUMMARY != 0)
@@ -266,7 +363,7 @@ fn replayed(
     };
     let (mut kept, mut index) = (Vec::with_capacity(messages.len()), Vec::new());
     for (j, m) in messages.iter().enumerate() {
-        if !own(m) {
+        if j < head || !own(m) {
             kept.push(m.clone());
             index.push(first + j);
         } else if m
@@ -315,6 +412,14 @@ struct Session<'r, 't, 'a> {
     pending_any: bool,
     /// A policy that acts when a user turn ends: where one ended.
     turns: TurnEnd,
+    /// The index of the session's first call made here (`Resume`).
+    first_call: usize,
+    /// No summary fires (`Resume::stalled`).
+    stalled: bool,
+    /// Where the walk stopped for a summary.
+    stop: Option<Stop>,
+    /// The head messages not sent (`Resume::hidden`).
+    hidden: Vec<bool>,
 }
 
 /// Where a user turn ended since the last model call: the first user
@@ -361,25 +466,74 @@ pub fn turn_end(messages: impl IntoIterator<Item = (u8, bool)>) -> Option<usize>
 }
 
 impl Session<'_, '_, '_> {
-    /// Walk message `j`: the call it makes (an assistant message starting a
-    /// new API call), then its appending. `Some`: the engine stops here.
-    fn step(&mut self, j: usize) -> Result<Option<Fallback>> {
-        let msg = &self.messages[j];
-        let same_call = self.continues_call(j);
-        // The message alone, as OpenCode's view sends it (the baseline's
-        // message, and the reply's estimate when no usage is recorded).
+    /// The state after the summary's call of `r`: the head appended (in
+    /// that call's prompt, as the live view renders it), then the message
+    /// that made the call appended.
+    fn restore(&mut self, r: &Resume) -> Result<()> {
+        let head = r.head.min(self.messages.len());
+        self.hidden = r.hidden.clone();
+        for j in 0..head {
+            self.continues_call(j);
+            if self.hidden(j) {
+                // Not sent: nothing in the prompt, still a turn's answer.
+                self.shown.push(Shown::default());
+                if self.messages[j].role == role::ASSISTANT {
+                    self.turns.answered();
+                }
+            } else {
+                self.append(j, 0)?;
+            }
+        }
+        self.first_call = r.first_call + 1;
+        self.stalled = r.stalled;
+        self.baseline = r.baseline;
+        self.baseline_previous = r.baseline;
+        self.last_time = r.last_time;
+        self.previous = Some(head);
+        self.previous_prompt = self.config.system_tokens + self.history;
+        if head < self.messages.len() {
+            // The summary's call is made: its message is appended.
+            self.continues_call(head);
+            let alone = self.alone(head)?.0;
+            self.append(head, alone)?;
+        }
+        Ok(())
+    }
+
+    /// Message `j` is not sent (`Resume::hidden`).
+    fn hidden(&self, j: usize) -> bool {
+        self.hidden.get(j).copied().unwrap_or(false)
+    }
+
+    /// The tokens of message `j` alone as OpenCode's view sends it (the
+    /// baseline's message), and of its first model message (the reply's
+    /// estimate when no usage is recorded).
+    fn alone(&mut self, j: usize) -> Result<(u64, u64)> {
         let default = MessageEstimateConfig {
             render: Render::default(),
             ..self.config.view
         };
         let buffer = &mut self.buffer;
         buffer.clear();
-        model_messages(self.table, msg, default, false, &[], &mut |x| {
-            buffer.push(x)
-        })?;
+        model_messages(
+            self.table,
+            &self.messages[j],
+            default,
+            false,
+            &[],
+            &mut |x| buffer.push(x),
+        )?;
         let alone: u64 = buffer.iter().map(|x| x.tokens).sum();
-        let reply = buffer.first().map_or(0, |x| x.tokens);
-        if msg.role == role::ASSISTANT && !same_call {
+        Ok((alone, buffer.first().map_or(0, |x| x.tokens)))
+    }
+
+    /// Walk message `j`: the call it makes (an assistant message starting a
+    /// new API call), then its appending. `Some`: the engine stops here.
+    fn step(&mut self, j: usize) -> Result<Option<Fallback>> {
+        let assistant = self.messages[j].role == role::ASSISTANT;
+        let same_call = self.continues_call(j);
+        let (alone, reply) = self.alone(j)?;
+        if assistant && !same_call {
             if let Some(fallback) = self.call(j, reply)? {
                 return Ok(Some(fallback));
             }
@@ -417,7 +571,14 @@ impl Session<'_, '_, '_> {
         let config = self.config;
         let prompt = config.system_tokens + self.history;
         if self.summary_due(j)? {
-            return Ok(Some(Fallback::Summary(self.calls.len())));
+            let call = self.first_call + self.calls.len();
+            self.stop = Some(Stop {
+                call,
+                row: self.messages[j].rows.start,
+                baseline: self.baseline,
+                last_time: self.last_time,
+            });
+            return Ok(Some(Fallback::Summary(call)));
         }
         let m = self.index[j];
         let created = self.facts.created[m];
@@ -431,7 +592,7 @@ impl Session<'_, '_, '_> {
         };
         self.calls.push(Call {
             session: self.session,
-            call: self.calls.len(),
+            call: self.first_call + self.calls.len(),
             row: self.messages[j].rows.start,
             prompt,
             cached: self.cached(),
@@ -483,8 +644,12 @@ impl Session<'_, '_, '_> {
         Ok(result.rows)
     }
 
-    /// Re-render message `j` and note where it first differs.
+    /// Re-render message `j` and note where it first differs (a hidden
+    /// one stays unsent).
     fn rerender(&mut self, j: usize) -> Result<()> {
+        if self.hidden(j) {
+            return Ok(());
+        }
         let (msg, view) = (&self.messages[j], self.config.view);
         let fresh = render_keys(
             self.table,
@@ -522,6 +687,9 @@ impl Session<'_, '_, '_> {
     /// The live loop would summarize before the call of message `j`: the
     /// history reaches the threshold and no guard (`spared`) holds.
     fn summary_due(&self, j: usize) -> Result<bool> {
+        if self.stalled {
+            return Ok(false);
+        }
         match self.config.threshold {
             Some(threshold) if self.history >= threshold => Ok(!spared(
                 self.table,
@@ -831,8 +999,16 @@ mod tests {
         c.available = 10_000;
         c.usable = Some(10_000);
         let got = run(&[("s", long_run(6))], &c);
-        assert!(matches!(got[0].fallback, Some(Fallback::Summary(k)) if k > 0));
-        assert!(got[0].calls.is_empty());
+        let Some(Fallback::Summary(k)) = got[0].fallback else {
+            panic!("no summary: {:?}", got[0].fallback)
+        };
+        assert!(k > 0);
+        // The calls before the summary are kept, and where it stopped said.
+        assert_eq!(got[0].calls.len(), k);
+        let stop = got[0].stop.as_ref().unwrap();
+        assert_eq!(stop.call, k);
+        assert_eq!(stop.row, got[0].calls[k - 1].row + 2);
+        assert!(stop.baseline > got[0].calls[k - 1].baseline_prompt);
         // The same run, compacted by itself halfway: the same calls.
         let mut own = long_run(6);
         own.insert(5, user("c1", vec![compaction()]));
@@ -886,6 +1062,85 @@ mod tests {
             .filter(|c| !c.cleared.is_empty())
             .count();
         assert!(each > masked.len());
+    }
+
+    /// `sessions` resumed with `states` (one per session).
+    fn resumed(
+        sessions: &[(&str, Vec<M>)],
+        config: &ReplayConfig,
+        states: &[Resume],
+    ) -> Vec<SessionReplay> {
+        let batches = [batch(sessions)];
+        let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
+        let table = PartTable::new(&cols).unwrap();
+        let n: usize = (0..table.sessions.len())
+            .map(|s| table.messages(s).unwrap().len())
+            .sum();
+        let facts = MessageFacts {
+            created: vec![None; n],
+            output: vec![0; n],
+            call: vec![None; n],
+        };
+        resume(&table, &facts, config, states).unwrap()
+    }
+
+    #[test]
+    fn a_resumed_session_starts_from_its_head_as_the_previous_prompt() {
+        // What a summary left visible (the task, the marker, the summary, the
+        // continue turn), then the step that made the summary's call and two more.
+        let head = vec![
+            user("u0", vec![text("task")]),
+            user("c1", vec![compaction()]),
+            summary("c2", "c1"),
+            user("c3", vec![text("continue")]),
+        ];
+        let mut session = head.clone();
+        for i in 0..3 {
+            session.push(assistant(&format!("a{i}"), "u0", vec![tool("read", 4_000)]));
+            session.push(user(&format!("n{i}"), vec![text("next")]));
+        }
+        let state = Resume {
+            head: head.len(),
+            hidden: Vec::new(),
+            first_call: 7,
+            baseline: 50_000,
+            last_time: None,
+            stalled: false,
+        };
+        let got = resumed(
+            &[("s", session.clone())],
+            &config(false),
+            std::slice::from_ref(&state),
+        );
+        let calls = &got[0].calls;
+        // The summary's call (7) was the caller's: the two after it are made here.
+        assert_eq!(calls.iter().map(|c| c.call).collect::<Vec<_>>(), [8, 9]);
+        // Its prompt is the whole head (the run's own marker and summary are
+        // not left out), cached whole by the next call; nothing changed.
+        // (from_scratch: a prompt per assistant message, the summary's first.)
+        let prompts = from_scratch(&[("s", session.clone())]);
+        assert_eq!(calls[0].prompt, prompts[2]);
+        assert_eq!(calls[1].prompt, prompts[3]);
+        assert_eq!(calls[1].cached, calls[0].prompt);
+        assert_eq!(calls[0].cached, prompts[1]);
+        assert!(calls.iter().all(|c| !c.changed));
+        // The baseline goes on from the caller's.
+        assert!(calls[0].baseline_prompt > state.baseline);
+        assert_eq!(calls[0].baseline_cached, state.baseline);
+        // A summary fires again at the first call where it is due, unless stalled.
+        let mut c = config(false);
+        c.threshold = Some(1);
+        c.available = 1_000_000;
+        c.usable = Some(1_000_000);
+        let again = resumed(&[("s", session.clone())], &c, std::slice::from_ref(&state));
+        assert_eq!(again[0].fallback, Some(Fallback::Summary(8)));
+        assert!(again[0].calls.is_empty());
+        let stalled = Resume {
+            stalled: true,
+            ..state
+        };
+        let on = resumed(&[("s", session)], &c, &[stalled]);
+        assert_eq!((on[0].fallback.as_ref(), on[0].calls.len()), (None, 2));
     }
 
     fn config_steps() -> ReplayConfig {

@@ -24,7 +24,7 @@ from ctxcompact.policy import Policy
 from ctxcompact.scans.overflow import Limits, check_window
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.replay import CALL_SCHEMA, check_config, replay, replay_session
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -136,3 +136,83 @@ def test_the_messages_a_call_masks_are_scored_as_they_were_appended() -> None:
     want = walked(table, "swe-agent", limits, True)
     assert_same(got, want)
     assert pc.sum(want["removed_facts"]).as_py() > 0
+
+
+def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live walk of whole sessions fails the test: the engine resumes
+    summaries in the core (``tuning.resume``)."""
+    import ctxcompact.tuning.engine as engine
+
+    def walk(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a session was walked whole")
+
+    monkeypatch.setattr(engine, "replay_session", walk)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("mask_first", [False, True])
+@pytest.mark.parametrize("name", list(CORPORA))
+def test_summaries_are_resumed_in_the_core_as_the_walk_makes_them(
+        name: str, mask_first: bool, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """No session where a summary fires is walked whole, and its calls are
+    the walk's, call for call (summaries, their cache prefix, the retention
+    across them)."""
+    table = corpus(name)
+    want = {p: walked(table, p, SUMMARIES, mask_first) for p in ("opencode", "swe-agent")}
+    no_walk(monkeypatch)
+    for preset in ("opencode", "swe-agent"):
+        got = replay(table, preset, limits=SUMMARIES, config={"mask_first": mask_first}).calls
+        assert_same(got, want[preset])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# cache-aware counts the calls of the whole stored session, before the summary too
+@example(seed=945, preset="cache-aware", mask_first=False, context=9_000, render={})
+@given(
+    seed=st.integers(0, 10_000),
+    preset=st.sampled_from(PRESETS),
+    mask_first=st.booleans(),
+    context=st.sampled_from([4_000, 6_000, 9_000]),
+    render=st.sampled_from([{}, {"keep_thinking": 2, "clear_inputs": True},
+                            {"truncate_output": 200, "placeholder": "describe"}]),
+)  # fmt: skip
+def test_runs_that_summarize_again_and_again_resume_as_the_walk(
+    seed: int, preset: str, mask_first: bool, context: int, render: dict[str, Any]
+) -> None:
+    """Small windows: several summaries a session (the stalled guard too),
+    each resumed in the core, equal to the walk call for call."""
+    table = generate_table(3, 60, seed=seed, mean_output_chars=2_500)
+    policy = {"preset": preset, **render}
+    limits = {"context": context, "output": context // 8}
+    want = walked(table, policy, limits, mask_first, "Be brief.")
+    got = replay(table, policy, limits=limits, config={"mask_first": mask_first},
+                 system="Be brief.").calls  # fmt: skip
+    assert_same(got, want)
+
+
+def test_model_summaries_resume_as_the_walk_counts_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary written by a model (the summarizer's client) resumes in the
+    core too: its tokens in and out, and the calls after it, as the walk's."""
+    from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.live.summary import Summarizer
+    from ctxcompact.tuning.replay import replay_session
+
+    class Client:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            return SummaryResponse("## Session Summary\n" + "notes " * 80, "stop")
+
+    table = generate_table(2, 50, seed=11, mean_output_chars=2_500)
+    limits = {"context": 8_000, "output": 1_000}
+    config = check_config({}, "replay").with_policy(Policy.load("opencode"))
+    summarizer = Summarizer(Client(), config)
+    window = check_window(Limits.coerce(limits), config)
+    want = pa.Table.from_pylist([row for s in Transcript(table).to_sessions()
+                                 for row in replay_session(s, config, window,
+                                                           summarizer=summarizer)],
+                                schema=CALL_SCHEMA)  # fmt: skip
+    no_walk(monkeypatch)
+    got = replay(table, "opencode", limits=limits, config=CompactionConfig(),
+                 summarizer=summarizer).calls  # fmt: skip
+    assert pc.sum(want["summary_input_tokens"]).as_py() > 0
+    assert_same(got, want)

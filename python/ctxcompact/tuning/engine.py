@@ -5,10 +5,12 @@ The first step of issue 38's part 3. The core walks each session call by
 call, masking as the live loop does (``mask_first``), and keeps every
 message's estimate, re-estimating only what a mask or the ``keep_thinking``
 window changes; a run's own summaries and markers are left out and its
-stored prune marks ignored, as the live walk does. It leaves two kinds of
-session to the live walk (``replay_session``), whole: one where the loop
-would write a proactive summary (the core stops there and says so), and a
-run whose own summary or marker holds a tool part (no reader writes one).
+stored prune marks ignored, as the live walk does. Where the loop would
+write a proactive summary, the core stops the session and says so: those
+sessions are resumed in the core after each summary (``tuning.resume``, the
+summary's call made by the live lifecycle). A run whose own summary or
+marker holds a tool part (no reader writes one) is left to the live walk
+(``replay_session``), whole.
 Python adds what the core does not know: each message's facts from its
 ``message_json`` (created time, recorded output, Claude Code call id), and
 the retention of the calls whose prompt is not the previous one with the new
@@ -37,6 +39,7 @@ from ctxcompact.scans.overflow import Limits, TokenBudget
 from ctxcompact.scans.parts import _prune_options
 from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
+from ctxcompact.tuning.resume import resume_summaries
 from ctxcompact.tuning.retention import RunRetention, content_text, score_compaction
 from ctxcompact.tuning.walk import (
     common_prefix,
@@ -180,7 +183,7 @@ def engine_calls(
     ) + reply_priming(method)  # fmt: skip
     try:
         (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, since,
-         offsets, cleared, fallback_ids, _fallback_calls) = _core.replay(
+         offsets, cleared, fallback_ids, fallback_calls) = _core.replay(
             table, view, mask, created, output, call, system_tokens=system_tokens,
             threshold=threshold, available=available, usable=usable, threads=threads,
         )  # fmt: skip
@@ -234,9 +237,21 @@ def engine_calls(
     if not fallback:
         return engine
     walked: list[dict[str, Any]] = []
+    # A summary's sessions: resumed in the core after each summary
+    # (``tuning.resume``); a run that compacted itself with a tool part: walked.
+    summary = [s for s, at in zip(fallback, fallback_calls.to_pylist(), strict=True) if at >= 0]
+    if summary:
+        core = {"view": view, "mask": mask, "system_tokens": system_tokens,
+                "threshold": threshold, "available": available, "usable": usable,
+                "threads": threads}  # fmt: skip
+        walked += resume_summaries([sessions[s] for s in summary], config, limits,
+                                   summarizer=summarizer, system=system, core=core,
+                                   facts=message_facts)  # fmt: skip
+    resumed = set(summary)
     for s in fallback:
-        walked += replay_session(sessions[s], config, limits, summarizer=summarizer,
-                                 system=system)  # fmt: skip
+        if s not in resumed:
+            walked += replay_session(sessions[s], config, limits, summarizer=summarizer,
+                                     system=system)  # fmt: skip
     both = pa.concat_tables([engine, pa.Table.from_pylist(walked, schema=schema)])
     # Back in table order: sessions as the table holds them, calls in order.
     order = {s: i for i, s in enumerate(_session_order(table))}

@@ -1,8 +1,9 @@
 """Replay stored runs under a policy: what each model call would have been sent.
 
 ``replay`` (and ``tune``) run in the engine (``tuning.engine``, the core's
-``replay``), which gives the rows described here without the lifecycle, and
-hands the sessions a summary needs to ``replay_session``: the live walk, the
+``replay``), which gives the rows described here without the lifecycle; a
+summary's call alone is made by the live lifecycle, and the core resumes
+after it (``tuning.resume``). ``replay_session`` is the live walk, the
 definition the engine is tested equal to (tests/tuning/test_engine_replay.py).
 
 ``replay_session`` re-walks a run call by call through the live lifecycle
@@ -255,8 +256,8 @@ def replay(
         cfg = sent_as.counted(cfg)
     else:
         cfg = with_run_method(cfg, model_names(model), table)
-    # The engine walks every session; those it leaves (a summary) go through
-    # replay_session. cached_tokens is the raw common prefix: the cache's
+    # The engine walks every session, stopping at each summary's call for the
+    # live lifecycle to make it. cached_tokens is the raw common prefix: the cache's
     # lifetime is applied at pricing (since_previous_s).
     facts = message_facts(table)  # each message's record read once, for both
     calls = engine_calls(table, cfg, window, summarizer=summarizer, system=system,

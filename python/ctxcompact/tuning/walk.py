@@ -1,9 +1,10 @@
 """The live walk of a stored run: each model call prepared by the live
 lifecycle (``Compactor`` and ``CompactionLoop`` over an in-memory store), the
 run's own message appended after it. The engine (``tuning.engine``) gives the
-same rows without the lifecycle and hands this walk the sessions a summary
-needs; the tests hold the engine to it call for call (the rows are described
-in ``tuning.replay``).
+same rows without the lifecycle but for each summary's call, which it makes
+here (``LiveRun``, from the core's state: ``tuning.resume``); the tests hold
+the engine to the whole walk call for call (the rows are described in
+``tuning.replay``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,141 @@ def _call_id(message: MessageWithParts) -> str | None:
     return claude_code_call_id(source_of(message.info, claude_code=True))
 
 
+class LiveRun:
+    """One run walked through the live lifecycle: ``call`` prepares the model
+    call an assistant message makes (``CompactionLoop.before_call``) and
+    gives its row, ``append`` stores the run's message after it. The row's
+    state (the previous prompt, the messages since, the retention, the
+    baseline, the last call's time) is kept here: the engine
+    (``tuning.resume``) sets it from the core's walk to make one summary's
+    call here and hands the rest back to the core."""
+
+    def __init__(
+        self,
+        session: Session,
+        config: CompactionConfig,
+        limits: Limits,
+        *,
+        summarizer: Summarizer | None = None,
+        system: str | None = None,
+    ) -> None:
+        self.session, self.config, self.system = session, config, system
+        self.store = MemoryStore()
+        self.sid = self.store.create_session(session.id)
+        self.compactor = Compactor(self.store, summarizer or Summarizer(None, config),
+                                   config=config, limits=limits)  # fmt: skip
+        self.loop = CompactionLoop(self.compactor, system=system)
+        self.usable = limits.usable(config)
+        self.rows: list[dict[str, Any]] = []
+        self.previous: list[dict[str, Any]] = []
+        # The run's messages since the previous call, as the model would read them:
+        # the previous prompt plus these is what this call sends if nothing is removed.
+        self.pending: list[dict[str, Any]] = []
+        self.task: str | None = None
+        self.facts = RunRetention()  # the comparable retention, call by call
+        # The run without compaction: every message as sent, appended (estimates add
+        # up message by message, so the total grows by each message's own).
+        self.baseline = self.tokens(to_model_messages(Session(info=session.info), system=system))
+        self.baseline_previous = 0
+        self.last_time: int | None = None
+        # One model call per API message id: an assistant message of the call
+        # before (a Claude Code line of it, the results between) is no new call.
+        self.last_call: str | None = None
+
+    def tokens(self, messages: list[dict[str, Any]]) -> int:
+        return chat_tokens(messages, method=self.config.estimate_method,
+                           overhead=self.config.message_overhead)  # fmt: skip
+
+    def alone(self, message: MessageWithParts) -> list[dict[str, Any]]:
+        """``message`` as the model reads it, alone."""
+        return to_model_messages(self.session.model_copy(update={"messages": [message]}))
+
+    def makes_call(self, message: MessageWithParts) -> bool:
+        """Whether ``message`` (the run's next) is an assistant message starting a new call."""
+        info = message.info
+        if not isinstance(info, AssistantMessage):
+            return False
+        call_id = _call_id(message)
+        same_call = call_id is not None and call_id == self.last_call
+        self.last_call = call_id
+        return not same_call
+
+    def call(self, message: MessageWithParts) -> dict[str, Any]:
+        """The call assistant message ``message`` makes: its row (also in ``rows``)."""
+        store, sid, compactor, tokens = self.store, self.sid, self.compactor, self.tokens
+        info = message.info
+        assert isinstance(info, AssistantMessage)
+        records = len(store.records(sid))
+        try:
+            sent = self.loop.before_call(sid)
+        except CompactionLoopError:
+            # What no compaction removes is over the window: the call is
+            # sent as it is (flagged over_window), as a runtime could not.
+            sent = compactor.model_messages(sid, system=self.system)
+        made = store.records(sid)[records:]
+        created = info.time.created if info.time else None
+        last = self.last_time
+        since = (created - last) / 1000 if created is not None and last is not None else None
+        self.last_time = created if created is not None else last
+        prompt = tokens(sent)
+        common = common_prefix(self.previous, sent)
+        cached = tokens(sent[:common])
+        reply = self.alone(message)
+        usage = info.tokens.output if info.tokens else 0
+        output = usage or tokens(reply[:1])
+        before = self.previous + self.pending
+        removed = (
+            score_compaction(before, sent, task=self.task)
+            if common_prefix(before, sent) < len(before)
+            else None
+        )
+        self.facts.resend(before, sent)
+        model_summaries = [r for r in made if r.summary_source == "model"]
+        written_by_model = 0
+        if model_summaries:
+            stored = {m.id: m for m in store.load(sid).messages}
+            for r in model_summaries:
+                summary = stored.get(r.summary_message_id or "")
+                if summary is not None:
+                    one = self.session.model_copy(update={"messages": [summary]})
+                    written_by_model += tokens(to_model_messages(one))
+        row = {
+            "session_id": self.session.id,
+            "call": len(self.rows),
+            "message_id": message.id,
+            "prompt_tokens": prompt,
+            "cached_tokens": cached,
+            "written_tokens": prompt - cached,
+            "output_tokens": output,
+            "compacted": bool(made),
+            "reason": made[-1].reason if made else None,
+            # A model summary read the history it replaced and wrote the summary.
+            "summary_input_tokens": sum(r.tokens_before for r in model_summaries),
+            "summary_output_tokens": written_by_model,
+            "baseline_prompt_tokens": self.baseline,
+            "baseline_cached_tokens": self.baseline_previous,
+            "removed_facts": len(removed.removed) if removed else 0,
+            "kept_facts": removed.kept if removed else 0,
+            "lost": [f.label() for f in removed.lost] if removed else [],
+            "retention": self.facts.score,
+            "over_window": self.usable is not None and prompt > self.usable,
+            "since_previous_s": since,
+        }  # fmt: skip
+        self.rows.append(row)
+        self.previous, self.baseline_previous, self.pending = sent, self.baseline, []
+        return row
+
+    def append(self, message: MessageWithParts) -> None:
+        """Store the run's ``message`` after the calls before it."""
+        self.store.append_message(self.sid, message)
+        alone = self.alone(message)
+        if self.task is None and isinstance(message.info, UserMessage):
+            self.task = next((content_text(m) for m in alone if m.get("role") == "user"), None)
+        self.pending.extend(alone)
+        self.facts.append(alone)
+        self.baseline += self.tokens(alone)
+
+
 def replay_session(
     session: Session,
     config: CompactionConfig,
@@ -78,110 +214,25 @@ def replay_session(
     the raw common prefix with the previous prompt, however long ago it was
     sent: the price sheets apply each provider's cache lifetime from
     ``since_previous_s`` (``tuning.cache``)."""
-    store = MemoryStore()
-    sid = store.create_session(session.id)
-    compactor = Compactor(store, summarizer or Summarizer(None, config), config=config,
-                          limits=limits)  # fmt: skip
-    loop = CompactionLoop(compactor, system=system)
-
-    def tokens(messages: list[dict[str, Any]]) -> int:
-        return chat_tokens(messages, method=config.estimate_method,
-                                      overhead=config.message_overhead)  # fmt: skip
-
-    usable = limits.usable(config)
-    rows: list[dict[str, Any]] = []
-    previous: list[dict[str, Any]] = []
-    # The run's messages since the previous call, as the model would read them:
-    # the previous prompt plus these is what this call sends if nothing is removed.
-    pending: list[dict[str, Any]] = []
-    task: str | None = None
-    facts = RunRetention()  # the comparable retention, call by call
-    # The run without compaction: every message as sent, appended (estimates add
-    # up message by message, so the total grows by each message's own).
-    baseline = tokens(to_model_messages(Session(info=session.info), system=system))
-    baseline_previous = 0
-    last_time: int | None = None
-    # One model call per API message id: an assistant message of the call
-    # before (a Claude Code line of it, the results between) is no new call.
-    last_call: str | None = None
-    for original in session.messages:
-        if is_original_compaction(original):
-            continue
-        message = without_prune_marks(original)
-        info = message.info
-        call_id = _call_id(message) if isinstance(info, AssistantMessage) else None
-        same_call = call_id is not None and call_id == last_call
-        if isinstance(info, AssistantMessage):
-            last_call = call_id
-        if isinstance(info, AssistantMessage) and not same_call:
-            records = len(store.records(sid))
-            try:
-                sent = loop.before_call(sid)
-            except CompactionLoopError:
-                # What no compaction removes is over the window: the call is
-                # sent as it is (flagged over_window), as a runtime could not.
-                sent = compactor.model_messages(sid, system=system)
-            made = store.records(sid)[records:]
-            created = info.time.created if info.time else None
-            since = (
-                (created - last_time) / 1000
-                if created is not None and last_time is not None
-                else None
-            )
-            last_time = created if created is not None else last_time
-            prompt = tokens(sent)
-            common = common_prefix(previous, sent)
-            cached = tokens(sent[:common])
-            reply = to_model_messages(session.model_copy(update={"messages": [message]}))
-            usage = info.tokens.output if info.tokens else 0
-            output = usage or tokens(reply[:1])
-            before = previous + pending
-            removed = (
-                score_compaction(before, sent, task=task)
-                if common_prefix(before, sent) < len(before)
-                else None
-            )
-            facts.resend(before, sent)
-            model_summaries = [r for r in made if r.summary_source == "model"]
-            written_by_model = 0
-            if model_summaries:
-                stored = {m.id: m for m in store.load(sid).messages}
-                for r in model_summaries:
-                    summary = stored.get(r.summary_message_id or "")
-                    if summary is not None:
-                        one = session.model_copy(update={"messages": [summary]})
-                        written_by_model += tokens(to_model_messages(one))
-            rows.append({
-                "session_id": session.id,
-                "call": len(rows),
-                "message_id": message.id,
-                "prompt_tokens": prompt,
-                "cached_tokens": cached,
-                "written_tokens": prompt - cached,
-                "output_tokens": output,
-                "compacted": bool(made),
-                "reason": made[-1].reason if made else None,
-                # A model summary read the history it replaced and wrote the summary.
-                "summary_input_tokens": sum(r.tokens_before for r in model_summaries),
-                "summary_output_tokens": written_by_model,
-                "baseline_prompt_tokens": baseline,
-                "baseline_cached_tokens": baseline_previous,
-                "removed_facts": len(removed.removed) if removed else 0,
-                "kept_facts": removed.kept if removed else 0,
-                "lost": [f.label() for f in removed.lost] if removed else [],
-                "retention": facts.score,
-                "over_window": usable is not None and prompt > usable,
-                "since_previous_s": since,
-            })  # fmt: skip
-            previous, baseline_previous, pending = sent, baseline, []
-        store.append_message(sid, message)
-        alone = to_model_messages(session.model_copy(update={"messages": [message]}))
-        if task is None and isinstance(info, UserMessage):
-            task = next((content_text(m) for m in alone if m.get("role") == "user"), None)
-        pending.extend(alone)
-        facts.append(alone)
-        baseline += tokens(alone)
-    return rows
+    run = LiveRun(session, config, limits, summarizer=summarizer, system=system)
+    for message in replayed_messages(session):
+        if run.makes_call(message):
+            run.call(message)
+        run.append(message)
+    return run.rows
 
 
-__all__ = ["common_prefix", "is_original_compaction", "replay_session", "without_prune_marks"]
+def replayed_messages(session: Session) -> list[MessageWithParts]:
+    """The run's messages as the walk replays them: its own summaries and
+    markers left out, its stored prune marks removed."""
+    return [without_prune_marks(m) for m in session.messages if not is_original_compaction(m)]
+
+
+__all__ = [
+    "LiveRun",
+    "common_prefix",
+    "is_original_compaction",
+    "replay_session",
+    "replayed_messages",
+    "without_prune_marks",
+]
