@@ -43,6 +43,7 @@ __all__ = [
     "prune",
     "render_chat",
     "replay",
+    "replay_resume",
     "sent_messages",
     "session_pivot",
     "session_rows",
