@@ -23,6 +23,7 @@ pub mod pivot;
 pub mod prune;
 pub mod render;
 pub mod replay;
+pub mod retention;
 pub mod schema;
 pub mod select;
 pub mod shapes;
