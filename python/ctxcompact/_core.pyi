@@ -220,6 +220,8 @@ def replay(
     available: int,
     usable: int | None,
     threads: int | None = None,
+    retention: bool = False,
+    system: str | None = None,
 ) -> list[Any]: ...
 def replay_resume(
     table: Any,
@@ -241,6 +243,13 @@ def replay_resume(
     usable: int | None,
     threads: int | None = None,
 ) -> list[Any]: ...
+def retention_facts(
+    messages: str, task_index: int | None = None
+) -> list[tuple[str, str, bool, list[str]]]: ...
+def retention_compaction(
+    before: str, after: str, task: str | None = None
+) -> tuple[int, int, list[str]]: ...
+def retention_run(steps: list[list[str]]) -> tuple[list[float], list[str]]: ...
 def compact_batch(
     table: Any,
     policy: dict[str, Any] | None = None,

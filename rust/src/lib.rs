@@ -25,6 +25,7 @@ pub mod plan;
 pub mod prune;
 pub mod render;
 pub mod replay;
+pub mod retention;
 pub mod schema;
 pub mod select;
 pub mod shapes;

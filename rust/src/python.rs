@@ -35,6 +35,7 @@ use crate::replay::{
     replay as replay_core, resume as resume_core, Call, Fallback, MessageFacts, ReplayConfig,
     Resume,
 };
+use crate::retention::{score_replays, Scored};
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
@@ -1164,7 +1165,7 @@ fn sent_messages(
 #[pyfunction]
 #[pyo3(signature = (
     table, view, mask, created, output, call, *, system_tokens, threshold, available,
-    usable, threads = None,
+    usable, threads = None, retention = false, system = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn replay(
@@ -1180,6 +1181,8 @@ fn replay(
     available: u64,
     usable: Option<u64>,
     threads: Option<usize>,
+    retention: bool,
+    system: Option<String>,
 ) -> PyResult<Vec<PyArray>> {
     let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
     let config = ReplayConfig {
@@ -1197,6 +1200,17 @@ fn replay(
     };
     let (calls, fallback) = scan(py, table, Scan::Compact, threads, |t| {
         let sessions = replay_core(t, &facts, &config)?;
+        // Retention of every call, scored here (`retention` module) when asked.
+        let scores = match retention {
+            true => Some(score_replays(
+                t,
+                &sessions,
+                config.view.render,
+                system.as_deref(),
+            )?),
+            false => None,
+        };
+        let mut scored: Vec<Scored> = Vec::new();
         let id = |s: usize| t.session_id.get(t.sessions[s].start);
         let mut fallback: (Vec<Option<&str>>, Vec<i64>) = Default::default();
         let mut out: Vec<Call> = Vec::new();
@@ -1209,18 +1223,31 @@ fn replay(
                         Fallback::Compacted => -1,
                     });
                 }
-                None => out.extend(session.calls),
+                None => {
+                    if let Some(scores) = &scores {
+                        scored.extend(scores[s].iter().cloned());
+                    }
+                    out.extend(session.calls)
+                }
             }
         }
         let ids: StringArray = out.iter().map(|c| id(c.session)).collect();
         let fallback_ids: StringArray = fallback.0.into_iter().collect();
-        Ok(((ids, out), (fallback_ids, fallback.1)))
+        Ok(((ids, out, scored), (fallback_ids, fallback.1)))
     })?;
-    let (ids, calls) = calls;
+    let (ids, calls, scored) = calls;
     let mut out = call_columns(ids, &calls);
     out.extend([
         PyArray::from_array_ref(Arc::new(fallback.0)),
         PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(fallback.1))),
+        // Retention (empty unless asked): removed and kept facts, the labels
+        // of the lost ones, the share of the stated facts the prompt shows.
+        u64_array(scored.iter().map(|x| x.removed.removed).collect()),
+        u64_array(scored.iter().map(|x| x.removed.kept).collect()),
+        lost_labels(&scored),
+        PyArray::from_array_ref(Arc::new(arrow_array::Float64Array::from(
+            scored.iter().map(|x| x.retention).collect::<Vec<f64>>(),
+        ))),
     ]);
     Ok(out)
 }
@@ -1389,6 +1416,109 @@ fn replay_resume(
         PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(stops.4))),
     ]);
     Ok(out)
+}
+
+/// Chat messages (a JSON array) as the retention rule reads them.
+fn chats(py: Python<'_>, messages: &str) -> PyResult<Vec<std::rc::Rc<crate::retention::Chat>>> {
+    let values: Vec<serde_json::Value> = serde_json::from_str(messages).map_err(|e| {
+        to_pyerr(
+            py,
+            CoreError::InvalidUsage(format!("messages are not a JSON array of objects: {e}")),
+        )
+    })?;
+    Ok(values
+        .iter()
+        .map(|v| std::rc::Rc::new(crate::retention::Chat::new(v)))
+        .collect())
+}
+
+/// A fact as (kind, text, resolved, its content words).
+type FactTuple = (String, String, bool, Vec<String>);
+
+fn fact_tuple(f: &crate::retention::Fact) -> FactTuple {
+    (
+        crate::retention::KINDS[f.kind as usize].to_string(),
+        f.text.clone(),
+        f.resolved,
+        f.words.clone(),
+    )
+}
+
+/// `tuning.retention.extract_facts` of chat `messages` (a JSON array), in
+/// the core: `task_index` as there (`None`: the first request; negative: none).
+#[pyfunction]
+#[pyo3(signature = (messages, task_index = None))]
+fn retention_facts(
+    py: Python<'_>,
+    messages: &str,
+    task_index: Option<i64>,
+) -> PyResult<Vec<FactTuple>> {
+    let chats = chats(py, messages)?;
+    let refs: Vec<&crate::retention::Chat> = chats.iter().map(|c| &**c).collect();
+    let task = match task_index {
+        None => refs.iter().position(|m| m.request),
+        Some(i) if i < 0 => None,
+        Some(i) => Some(i as usize),
+    };
+    let facts = crate::retention::extract_facts(&refs, task, None);
+    Ok(facts.iter().map(fact_tuple).collect())
+}
+
+/// `tuning.retention.score_compaction(before, after, task=task)` in the
+/// core: (removed facts, kept facts, the lost facts' labels).
+#[pyfunction]
+#[pyo3(signature = (before, after, task = None))]
+fn retention_compaction(
+    py: Python<'_>,
+    before: &str,
+    after: &str,
+    task: Option<&str>,
+) -> PyResult<(u64, u64, Vec<String>)> {
+    let r = crate::retention::score_compaction(&chats(py, before)?, &chats(py, after)?, task);
+    Ok((r.removed, r.kept, r.lost))
+}
+
+/// `tuning.retention.RunRetention` in the core, fed `steps`: `("append",
+/// messages)` or `("resend", before, sent)` (JSON arrays); its score after
+/// each step, and the labels of the facts lost at the end.
+#[pyfunction]
+fn retention_run(py: Python<'_>, steps: Vec<Vec<String>>) -> PyResult<(Vec<f64>, Vec<String>)> {
+    let mut run = crate::retention::RunRetention::default();
+    let mut scores = Vec::with_capacity(steps.len());
+    for step in &steps {
+        match step
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["append", messages] => run.append(&chats(py, messages)?),
+            ["resend", before, sent] => run.resend(&chats(py, before)?, &chats(py, sent)?),
+            _ => {
+                let why = "a step is (\"append\", messages) or (\"resend\", before, sent)";
+                return Err(to_pyerr(py, CoreError::InvalidUsage(why.into())));
+            }
+        }
+        scores.push(run.score());
+    }
+    Ok((scores, run.lost().iter().map(|f| f.label()).collect()))
+}
+
+/// Each call's lost facts' labels, as a list array.
+fn lost_labels(scored: &[Scored]) -> PyArray {
+    let values: StringArray = scored
+        .iter()
+        .flat_map(|x| x.removed.lost.iter().map(|l| Some(l.as_str())))
+        .collect();
+    let offsets =
+        arrow_buffer::OffsetBuffer::from_lengths(scored.iter().map(|x| x.removed.lost.len()));
+    let field = Arc::new(Field::new("item", DataType::Utf8, true));
+    PyArray::from_array_ref(Arc::new(arrow_array::ListArray::new(
+        field,
+        offsets,
+        Arc::new(values),
+        None,
+    )))
 }
 
 /// The placeholder of a cleared tool output (`placeholder = "describe"`).
@@ -1697,6 +1827,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay_resume, m)?)?;
+    m.add_function(wrap_pyfunction!(retention_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(retention_compaction, m)?)?;
+    m.add_function(wrap_pyfunction!(retention_run, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     m.add_function(wrap_pyfunction!(render_chat, m)?)?;

@@ -349,7 +349,7 @@ impl<'a> Walk<'_, '_, 'a> {
 /// (the policy decides compactions), as the live walk leaves them out.
 /// `None`: one of them holds a tool part (no reader writes one), left to the
 /// live walk.
-fn replayed(
+pub(crate) fn replayed(
     table: &PartTable<'_>,
     messages: &[Message],
     first: usize,

@@ -124,7 +124,7 @@ fn joined(texts: &[Cow<'_, str>]) -> String {
 }
 
 /// The JSON array of the model messages of `msg`.
-fn message_json(
+pub(crate) fn message_json(
     table: &PartTable<'_>,
     msg: &Message,
     render: Render,

@@ -12,14 +12,14 @@ summary's call made by the live lifecycle). A run whose own summary or
 marker holds a tool part (no reader writes one) is left to the live walk
 (``replay_session``), whole.
 Python adds what the core does not know: each message's facts from its
-``message_json`` (created time, recorded output, Claude Code call id), and
-the retention of the calls whose prompt is not the previous one with the new
-messages appended (scored as the live walk scores them, only for those calls).
+``message_json`` (created time, recorded output, Claude Code call id). The
+core scores retention too (rust/src/retention, the rule of
+``tuning.retention``): the calls whose prompt is not the previous one with
+the new messages appended, as the live walk scores them.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 from typing import Any, NamedTuple
 
@@ -32,20 +32,15 @@ from ctxcompact.errors import CompactionError, FormatError
 from ctxcompact.estimators import reply_priming
 from ctxcompact.formats.source import claude_code_call_id
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.models import MessageWithParts, Session, UserMessage
+from ctxcompact.models import Session
 from ctxcompact.scans.chat import chat_tokens
 from ctxcompact.scans.estimate import estimate_tokens
 from ctxcompact.scans.overflow import Limits, TokenBudget
 from ctxcompact.scans.parts import _prune_options
-from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import Transcript
 from ctxcompact.tuning.resume import resume_summaries
-from ctxcompact.tuning.retention import RunRetention, content_text, score_compaction
 from ctxcompact.tuning.walk import (
-    common_prefix,
-    is_original_compaction,
     replay_session,
-    without_prune_marks,
 )
 
 
@@ -170,7 +165,7 @@ def engine_calls(
     sessions it leaves. ``facts``: ``message_facts(table)``, when the caller
     replays the table under several policies. ``retention=False``: no call
     is scored (the as-sent baseline reads the prompts only)."""
-    starts, created, output, call, _ = facts if facts is not None else message_facts(table)
+    _, created, output, call, _ = facts if facts is not None else message_facts(table)
     method, overhead = config.estimate_method, config.message_overhead
     view = config.policy.scan_options(method=method, overhead=overhead)
     # The policy's prune without a summary, when it acts (config.masks_at()).
@@ -182,37 +177,28 @@ def engine_calls(
         if system else 0
     ) + reply_priming(method)  # fmt: skip
     try:
-        (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, since,
-         offsets, cleared, fallback_ids, fallback_calls) = _core.replay(
+        (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, _changed, since,
+         _offsets, _cleared, fallback_ids, fallback_calls, removed, kept, lost,
+         shown) = _core.replay(
             table, view, mask, created, output, call, system_tokens=system_tokens,
             threshold=threshold, available=available, usable=usable, threads=threads,
+            retention=retention, system=system,
         )  # fmt: skip
     except CompactionError as e:
         raise _named(e, table) from None
     n = len(ids)
     message_ids = plain_strings(table.column("message_id")).take(rows)
-    changed_at = pc.indices_nonzero(changed) if retention else pa.array([], pa.uint64())
-    shown = [1.0] * n  # a session no call changed shows every fact it stated
-    fallback = fallback_ids.to_pylist()
-    needed = sorted(set(ids.take(changed_at).to_pylist()) | set(fallback))
-    sessions: dict[str, Session] = {}
-    if needed:
-        sid = plain_strings(table.column("session_id"))
-        subset = table.filter(pc.is_in(sid, pa.array(needed, pa.string())))
-        sessions = {s.id: s for s in Transcript(subset).to_sessions()}
-    if len(changed_at):
-        scores: list[tuple[int, int, list[str]]] = [(0, 0, [])] * n
-        core = {"ids": ids.to_pylist(), "rows": rows.to_pylist(),
-                "offsets": offsets.to_pylist(), "cleared": cleared.to_pylist(),
-                "changed": changed.to_pylist()}  # fmt: skip
-        _score(table, starts, sessions, core, config, system, scores, shown)
-        removed = pa.array([r for r, _, _ in scores], pa.int64())
-        kept = pa.array([k for _, k, _ in scores], pa.int64())
-        lost = pa.array([lost for _, _, lost in scores], pa.list_(pa.string()))
-    else:  # nothing removed: no call to score
+    if not retention:  # no call scored: every fact shown, none removed
         removed = kept = pa.repeat(pa.scalar(0, pa.int64()), n)
         lost = pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1),
                                         pa.array([], pa.string()))  # fmt: skip
+        shown = pa.repeat(pa.scalar(1.0), n)
+    fallback = fallback_ids.to_pylist()
+    sessions: dict[str, Session] = {}
+    if fallback:
+        sid = plain_strings(table.column("session_id"))
+        subset = table.filter(pc.is_in(sid, pa.array(fallback, pa.string())))
+        sessions = {s.id: s for s in Transcript(subset).to_sessions()}
     engine = pa.table({
         "session_id": ids.cast(pa.string()),
         "call": calls.cast(pa.int64()),
@@ -227,10 +213,10 @@ def engine_calls(
         "summary_output_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
         "baseline_prompt_tokens": base_prompt.cast(pa.int64()),
         "baseline_cached_tokens": base_cached.cast(pa.int64()),
-        "removed_facts": removed,
-        "kept_facts": kept,
+        "removed_facts": removed.cast(pa.int64()),
+        "kept_facts": kept.cast(pa.int64()),
         "lost": lost,
-        "retention": pa.array(shown, pa.float64()),
+        "retention": shown,
         "over_window": over,
         "since_previous_s": since,
     }, schema=schema)  # fmt: skip
@@ -282,92 +268,3 @@ def _named(error: CompactionError, table: pa.Table) -> CompactionError:
 def _session_order(table: pa.Table) -> list[str]:
     sid = plain_strings(table.column("session_id"))
     return pc.unique(sid).to_pylist()  # type: ignore[no-any-return]
-
-
-def _score(table: pa.Table, starts: list[int], sessions: dict[str, Session],
-           core: dict[str, list[Any]], config: CompactionConfig, system: str | None,
-           scores: list[tuple[int, int, list[str]]], shown: list[float]) -> None:  # fmt: skip
-    """Retention of the calls the core says changed what the previous prompt
-    held (and only those), into ``scores`` by call, and the comparable
-    retention of every call of their sessions into ``shown``: see
-    ``_score_session``."""
-    part_ids = table.column("part_id") if "part_id" in table.column_names else None
-    # Each session's first message (its index among every message's first row).
-    first: dict[str, int] = {}
-    at_starts = plain_strings(table.column("session_id")).take(pa.array(starts, pa.int64()))
-    for k, sid in enumerate(at_starts.to_pylist()):
-        first.setdefault(sid, k)
-    ids, changed = core["ids"], core["changed"]
-    i, n = 0, len(ids)
-    while i < n:
-        j = i
-        while j < n and ids[j] == ids[i]:
-            j += 1
-        if any(changed[i:j]):
-            _score_session(sessions[ids[i]], first[ids[i]], starts, core, part_ids, range(i, j),
-                           config, system, scores, shown)  # fmt: skip
-        i = j
-
-
-def _score_session(session: Session, base: int, starts: list[int], core: dict[str, list[Any]],
-                   part_ids: Any, calls: range, config: CompactionConfig, system: str | None,
-                   scores: list[tuple[int, int, list[str]]],
-                   shown: list[float]) -> None:  # fmt: skip
-    """``replay_session``'s retention for the changed calls of one session
-    (and the comparable retention of each of its calls, into ``shown``):
-    the previous prompt and the messages since as they were appended, against
-    this prompt, each rendered with the marks the core made up to its call."""
-    # The run's own summaries and markers are left out, as the core leaves them.
-    kept_before = [0]
-    for m in session.messages:
-        kept_before.append(kept_before[-1] + (not is_original_compaction(m)))
-    messages = [without_prune_marks(m) for m in session.messages
-                if not is_original_compaction(m)]  # fmt: skip
-    parts = {p.id: p for m in messages for p in m.parts}
-    rows, offsets, cleared, changed = (
-        core["rows"],
-        core["offsets"],
-        core["cleared"],
-        core["changed"],
-    )
-    previous: list[dict[str, Any]] = []
-    last = 0  # messages in the previous prompt
-    task: str | None = None
-    facts = RunRetention()
-    for c in calls:
-        # the call's message among the session's messages replayed
-        at = kept_before[bisect.bisect_left(starts, rows[c]) - base]
-        # The messages since the previous call as they were appended,
-        # before this call's mask.
-        appended: list[dict[str, Any]] = []
-        for m in messages[last:at]:
-            appended += to_model_messages(session.model_copy(update={"messages": [m]}))
-        facts.append(appended)
-        before = previous + appended if changed[c] else []
-        for r in cleared[offsets[c] : offsets[c + 1]]:
-            part = parts.get(part_ids[r].as_py() if part_ids is not None else "")
-            if part is not None:
-                part.mark_compacted(1)
-        if not (changed[c] or (c + 1 < calls.stop and changed[c + 1])):
-            previous, last, shown[c] = [], at, facts.score
-            continue
-        prefix = Session(info=session.info, messages=messages[:at])
-        sent = to_model_messages(prefix, system=system, policy=config.policy)
-        if changed[c]:
-            task = task if task is not None else _task(session, messages[:at])
-            if common_prefix(before, sent) < len(before):
-                result = score_compaction(before, sent, task=task)
-                scores[c] = (len(result.removed), result.kept, [f.label() for f in result.lost])
-            facts.resend(before, sent)
-        previous, last, shown[c] = sent, at, facts.score
-
-
-def _task(session: Session, messages: list[MessageWithParts]) -> str | None:
-    """The run's first request: the first user message's text, as the live walk reads it."""
-    for m in messages:
-        if isinstance(m.info, UserMessage):
-            alone = to_model_messages(session.model_copy(update={"messages": [m]}))
-            text = next((content_text(x) for x in alone if x.get("role") == "user"), None)
-            if text is not None:
-                return text
-    return None

@@ -1,0 +1,876 @@
+//! Retention of a replay, scored in the core: the rule of
+//! python/ctxcompact/tuning/retention.py (the pure-Python reference, and the
+//! oracle of tests/tuning/test_retention_core.py), over the chat messages the
+//! core renders (`view`), so no call is rendered again in Python.
+//!
+//! Two scores, as docs/tuning.md describes them: per call, the share of the
+//! facts the run stated so far that the prompt still shows (`RunRetention`,
+//! the `retention` column), and per call whose prompt dropped messages, what
+//! it kept of the facts they held (`score_compaction`: `removed_facts`,
+//! `kept_facts`, `lost`). `score_session` walks one replayed session's calls
+//! as `tuning.engine` walked them in Python: the messages appended since the
+//! previous call as they were written, against the prompt the call sends.
+//!
+//! A summary's text (the digest, written in Python) is a chat message like
+//! any other here: `Chat::new` of `{"role": "user", "content": <it>}` (or the
+//! shape the caller sends) enters the prompt through `RunRetention::resend`.
+
+mod classes;
+pub mod scan;
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::codes::{flag, role};
+use crate::error::{CoreError, Result};
+use crate::render::{Render, COMPACTION_QUESTION};
+use crate::replay::{replayed, SessionReplay};
+use crate::table::{Message, PartTable};
+
+/// A prose fact is kept when this share of its content words is still there
+/// (`PROSE_KEPT`, as a ratio: kept * 2 >= words).
+const PROSE_WORDS: usize = 40;
+const SHOWN_CHARS: usize = 160;
+const SPAN_CHARS: (usize, usize) = (3, 80);
+const CONTINUE: &str = "continue if you have next steps";
+const STOP_WORDS: &str = "that this with from have will would should could there their them then \
+than what when which where while into about after before been being also only just very more \
+most some such each other your yours please thanks need make sure like does done using used \
+file files code line lines here were they these those";
+
+fn stop(word: &str) -> bool {
+    STOP_WORDS.split(' ').any(|w| w == word)
+}
+
+/// The kinds of fact, in the reference's order (`KINDS`).
+pub const KINDS: [&str; 6] = ["task", "directive", "plan", "path", "identifier", "error"];
+const TASK: u8 = 0;
+const DIRECTIVE: u8 = 1;
+const PLAN: u8 = 2;
+const PATH: u8 = 3;
+const IDENTIFIER: u8 = 4;
+const ERROR: u8 = 5;
+
+/// One piece of information (`Fact`): kind, what is shown and looked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub kind: u8,
+    pub text: String,
+    pub resolved: bool,
+    /// Prose: the content words checked (empty: the text is looked for verbatim).
+    pub words: Vec<String>,
+}
+
+impl Fact {
+    fn verbatim(kind: u8, text: String) -> Fact {
+        Fact {
+            kind,
+            text,
+            resolved: false,
+            words: Vec::new(),
+        }
+    }
+
+    /// `Fact.label()`.
+    pub fn label(&self) -> String {
+        let suffix = if self.resolved {
+            " (resolved later)"
+        } else {
+            ""
+        };
+        format!("{}: {}{suffix}", KINDS[self.kind as usize], self.text)
+    }
+
+    /// `Fact.kept_in`: held by a message (its `Chat::text` and words).
+    fn kept_in(&self, chat: &Chat) -> bool {
+        if self.words.is_empty() {
+            return chat.text.contains(&self.text);
+        }
+        let words = chat.words();
+        let kept = self.words.iter().filter(|w| words.contains(*w)).count();
+        kept * 2 >= self.words.len()
+    }
+}
+
+/// Python's `str()` of a JSON value where text is expected.
+fn py_str(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        other => other.to_string(),
+    }
+}
+
+/// `x or ""` of a JSON value, as text.
+fn or_empty(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) if a.is_empty() => String::new(),
+        Some(Value::Object(o)) if o.is_empty() => String::new(),
+        Some(v) => py_str(v),
+    }
+}
+
+/// One chat message as retention reads it, worked out once.
+#[derive(Debug)]
+pub struct Chat {
+    /// Its identity (equal keys, equal messages): the JSON as rendered.
+    pub key: String,
+    pub role: String,
+    /// `content_text`.
+    pub content: String,
+    /// `_written`: what the user or the agent wrote (texts, call arguments).
+    pub written: String,
+    /// `"\n".join([message_text, _written])`: where a fact is looked for.
+    pub text: String,
+    /// `is_request`.
+    pub request: bool,
+    /// (id, name) of each tool call, as `_error_facts` reads them.
+    pub calls: Vec<(String, String)>,
+    pub tool_call_id: String,
+    words: std::cell::OnceCell<HashSet<String>>,
+}
+
+impl Chat {
+    /// A chat message (a JSON object) as retention reads it.
+    pub fn new(value: &Value) -> Chat {
+        let key = value.to_string();
+        let get = |k: &str| value.get(k);
+        let role = get("role").map(py_str).unwrap_or_default();
+        let content = match get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|b| b.as_object().and_then(|o| o.get("text")))
+                .map(py_str)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        let calls: Vec<&serde_json::Map<String, Value>> = match get("tool_calls") {
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_object).collect(),
+            _ => Vec::new(),
+        };
+        let function = |c: &serde_json::Map<String, Value>, k: &str| {
+            or_empty(
+                c.get("function")
+                    .and_then(Value::as_object)
+                    .and_then(|f| f.get(k)),
+            )
+        };
+        let arguments: Vec<String> = calls.iter().map(|c| function(c, "arguments")).collect();
+        let mut parts = vec![content.clone(), arguments.join("\n")];
+        parts.extend(calls.iter().map(|c| function(c, "name")));
+        let message_text = parts
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let written = if role == "user" || role == "assistant" {
+            let mut w = vec![content.clone()];
+            w.extend(arguments.iter().map(|a| plain(a)));
+            w.join("\n")
+        } else {
+            String::new()
+        };
+        let text = format!("{message_text}\n{written}");
+        let stripped = scan::strip(&content);
+        let request = role == "user"
+            && !stripped.is_empty()
+            && stripped != COMPACTION_QUESTION
+            && stripped.to_lowercase() != CONTINUE;
+        let calls = calls
+            .iter()
+            .map(|c| {
+                let id = c.get("id").map_or_else(|| "None".into(), py_str);
+                let name = match c.get("function").and_then(Value::as_object) {
+                    Some(f) => f.get("name").map_or_else(|| "tool".into(), py_str),
+                    None => "tool".into(),
+                };
+                (id, name)
+            })
+            .collect();
+        let tool_call_id = get("tool_call_id").map_or_else(|| "None".into(), py_str);
+        Chat {
+            key,
+            role,
+            content,
+            written,
+            text,
+            request,
+            calls,
+            tool_call_id,
+            words: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// `_words` of `text`.
+    fn words(&self) -> &HashSet<String> {
+        self.words.get_or_init(|| {
+            let mut out = HashSet::new();
+            scan::words(&self.text.to_lowercase(), |w| {
+                if !stop(w) {
+                    out.insert(w.to_string());
+                }
+            });
+            out
+        })
+    }
+}
+
+/// `_plain`: call arguments as their string values.
+fn plain(args: &str) -> String {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<Value>(args) {
+        Ok(v) => {
+            let mut out = Vec::new();
+            walk(&v, &mut out);
+            out.join("\n")
+        }
+        Err(_) => args.to_string(),
+    }
+}
+
+/// `_prose`: a task, directive or plan, by its first content words.
+fn prose(kind: u8, text: &str) -> Option<Fact> {
+    let mut first: Vec<String> = Vec::new();
+    let lowered = text.to_lowercase();
+    let mut seen = HashSet::new();
+    scan::words(&lowered, |w| {
+        if first.len() < PROSE_WORDS && !stop(w) && seen.insert(w.to_string()) {
+            first.push(w.to_string());
+        }
+    });
+    if first.is_empty() {
+        return None;
+    }
+    Some(Fact {
+        kind,
+        text: scan::squeeze(text).chars().take(SHOWN_CHARS).collect(),
+        resolved: false,
+        words: first,
+    })
+}
+
+/// `_error_signatures`.
+fn error_signatures(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut found: Vec<String> = Vec::new();
+    scan::error_names(&chars, |name| {
+        let name: String = name.iter().collect();
+        if !found.contains(&name) {
+            found.push(name);
+        }
+    });
+    if found.is_empty() {
+        for line in scan::splitlines(text) {
+            let chars: Vec<char> = line.chars().collect();
+            if scan::is_error_line(&chars) {
+                found.push(scan::squeeze(line).chars().take(60).collect());
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// `_spans`: the backquoted code names of `text` and the text without them.
+fn spans(text: &str) -> (Vec<String>, Vec<char>) {
+    let chars: Vec<char> = text.chars().collect();
+    let text = scan::without_fences(&chars);
+    let (mut names, mut kept) = (Vec::new(), Vec::with_capacity(text.len()));
+    let mut pos = 0;
+    while let Some((start, end)) = scan::span(&text, pos) {
+        let name = &text[start + 1..end - 1];
+        let is_path = scan::is_path(name);
+        let code = if is_path { Some(true) } else { code_span(name) };
+        if code == Some(true) {
+            if !is_path {
+                names.push(name.iter().collect());
+            }
+            kept.extend_from_slice(&text[pos..start]);
+            kept.push(' ');
+            pos = end;
+        } else if code.is_none() {
+            kept.extend_from_slice(&text[pos..end - 1]);
+            pos = end - 1;
+        } else {
+            kept.extend_from_slice(&text[pos..end]);
+            pos = end;
+        }
+    }
+    kept.extend_from_slice(&text[pos..]);
+    (names, kept)
+}
+
+/// `_code_span`.
+fn code_span(name: &[char]) -> Option<bool> {
+    let text: String = name.iter().collect();
+    let words = scan::split(&text);
+    if text != scan::strip(&text)
+        || scan::has_sentence(name)
+        || (words.len() >= 4 && words.iter().all(|w| scan::is_prose_word(w)))
+    {
+        return None;
+    }
+    Some((SPAN_CHARS.0..=SPAN_CHARS.1).contains(&name.len()))
+}
+
+/// Facts in order of appearance, each (kind, text) once.
+#[derive(Default)]
+struct Facts {
+    list: Vec<Fact>,
+    seen: HashSet<(u8, String)>,
+}
+
+impl Facts {
+    fn add(&mut self, fact: Option<Fact>) {
+        if let Some(f) = fact {
+            if self.seen.insert((f.kind, f.text.clone())) {
+                self.list.push(f);
+            }
+        }
+    }
+}
+
+/// `extract_facts(messages, task_index=task, context=...)`: `context` is the
+/// history they are taken from (`messages` are its entries at `wanted`,
+/// where an error's resolution is looked for); `None`: `messages` alone.
+pub fn extract_facts(
+    messages: &[&Chat],
+    task: Option<usize>,
+    context: Option<(&[Rc<Chat>], &[usize])>,
+) -> Vec<Fact> {
+    let mut facts = Facts::default();
+    let requests: Vec<usize> = (0..messages.len())
+        .filter(|&i| messages[i].request)
+        .collect();
+    for &i in &requests {
+        let kind = if Some(i) == task { TASK } else { DIRECTIVE };
+        facts.add(prose(kind, &messages[i].content));
+    }
+    let plan = messages.iter().rev().find(|m| {
+        m.role == "assistant"
+            && !m.content.is_empty()
+            && scan::has_plan(&m.content.chars().collect::<Vec<_>>())
+    });
+    if let Some(m) = plan {
+        facts.add(prose(PLAN, &m.content));
+    }
+    for m in messages {
+        if m.written.is_empty() {
+            continue;
+        }
+        let written: Vec<char> = m.written.chars().collect();
+        for (a, b) in scan::paths(&written) {
+            facts.add(Some(Fact::verbatim(PATH, written[a..b].iter().collect())));
+        }
+        let (names, rest) = spans(&m.written);
+        for name in names {
+            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+        }
+        let rest = scan::without_paths(&rest);
+        let mut found = Vec::new();
+        scan::identifiers(&rest, |name| {
+            if !scan::is_path(name) {
+                found.push(name.iter().collect::<String>());
+            }
+        });
+        for name in found {
+            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+        }
+    }
+    let errors = match context {
+        Some((history, wanted)) => error_facts(history.iter().map(|m| &**m), Some(wanted)),
+        None => error_facts(messages.iter().copied(), None),
+    };
+    for f in errors {
+        facts.add(Some(f));
+    }
+    facts.list
+}
+
+/// `_error_facts`: errors in the tool results (of `wanted` positions, else
+/// all), resolved when a later result of the same tool had none.
+fn error_facts<'c>(history: impl Iterator<Item = &'c Chat>, wanted: Option<&[usize]>) -> Vec<Fact> {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut results: Vec<(&str, &str, bool)> = Vec::new();
+    let wanted: Option<HashSet<usize>> = wanted.map(|w| w.iter().copied().collect());
+    for (i, m) in history.enumerate() {
+        for (id, name) in &m.calls {
+            names.insert(id, name);
+        }
+        if m.role == "tool" {
+            let tool = names
+                .get(m.tool_call_id.as_str())
+                .copied()
+                .unwrap_or("tool");
+            let asked = wanted.as_ref().is_none_or(|w| w.contains(&i));
+            results.push((tool, &m.content, asked));
+        }
+    }
+    let mut facts = Vec::new();
+    for (i, &(tool, text, asked)) in results.iter().enumerate() {
+        if !asked {
+            continue;
+        }
+        let signatures = error_signatures(text);
+        if signatures.is_empty() {
+            continue;
+        }
+        let resolved = results[i + 1..]
+            .iter()
+            .any(|&(t, x, _)| t == tool && error_signatures(x).is_empty());
+        facts.extend(signatures.into_iter().map(|s| Fact {
+            kind: ERROR,
+            text: s,
+            resolved,
+            words: Vec::new(),
+        }));
+    }
+    facts
+}
+
+/// What one compaction removed and what of it is gone (`Retention`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Removed {
+    pub removed: u64,
+    pub kept: u64,
+    /// `Fact.label()` of each fact lost.
+    pub lost: Vec<String>,
+}
+
+/// `score_compaction(before, after, task=task)`.
+pub fn score_compaction(before: &[Rc<Chat>], after: &[Rc<Chat>], task: Option<&str>) -> Removed {
+    let kept_keys: HashSet<&str> = after.iter().map(|m| m.key.as_str()).collect();
+    let gone: Vec<usize> = (0..before.len())
+        .filter(|&i| !kept_keys.contains(before[i].key.as_str()))
+        .collect();
+    if gone.is_empty() {
+        return Removed::default();
+    }
+    let messages: Vec<&Chat> = gone.iter().map(|&i| &*before[i]).collect();
+    let task_index = task.and_then(|t| messages.iter().position(|m| m.request && m.content == t));
+    let removed = extract_facts(&messages, task_index, Some((before, &gone)));
+    let lost: Vec<String> = removed
+        .iter()
+        .filter(|f| !kept_in_all(f, after))
+        .map(Fact::label)
+        .collect();
+    Removed {
+        removed: removed.len() as u64,
+        kept: (removed.len() - lost.len()) as u64,
+        lost,
+    }
+}
+
+/// A fact kept in the whole of `after` (prose: its words over all of it).
+fn kept_in_all(fact: &Fact, after: &[Rc<Chat>]) -> bool {
+    if fact.words.is_empty() {
+        return after.iter().any(|m| m.text.contains(&fact.text));
+    }
+    let kept = fact
+        .words
+        .iter()
+        .filter(|w| after.iter().any(|m| m.words().contains(*w)))
+        .count();
+    kept * 2 >= fact.words.len()
+}
+
+/// The comparable retention of one run, call by call, kept incrementally
+/// (`RunRetention`: the same structure, so the same facts are found lost).
+#[derive(Default)]
+pub struct RunRetention {
+    facts: Vec<Fact>,
+    index: HashMap<(u8, String), usize>,
+    /// Messages in the prompt: key -> (copies, the message).
+    prompt: HashMap<String, (usize, Rc<Chat>)>,
+    /// Prompt keys in the order they entered (where a fact is looked for first).
+    order: Vec<String>,
+    states: HashMap<String, Vec<usize>>,
+    holder: HashMap<usize, String>,
+    holds: HashMap<String, HashSet<usize>>,
+    lost: HashSet<usize>,
+    task_seen: bool,
+}
+
+impl RunRetention {
+    pub fn stated(&self) -> usize {
+        self.facts.len()
+    }
+
+    pub fn shown(&self) -> usize {
+        self.facts.len() - self.lost.len()
+    }
+
+    /// shown / stated facts (1.0 while none are stated).
+    pub fn score(&self) -> f64 {
+        match self.stated() {
+            0 => 1.0,
+            n => self.shown() as f64 / n as f64,
+        }
+    }
+
+    /// The stated facts the prompt no longer shows, in order of statement.
+    pub fn lost(&self) -> Vec<&Fact> {
+        (0..self.facts.len())
+            .filter(|i| self.lost.contains(i))
+            .map(|i| &self.facts[i])
+            .collect()
+    }
+
+    /// The run's messages as it wrote them, appended to the prompt.
+    pub fn append(&mut self, messages: &[Rc<Chat>]) {
+        for m in messages {
+            if !self.states.contains_key(&m.key) {
+                let first = !self.task_seen && m.request;
+                self.task_seen |= first;
+                let stated = extract_facts(&[&**m], if first { Some(0) } else { None }, None);
+                let mut keys = Vec::with_capacity(stated.len());
+                for f in stated {
+                    let k = (f.kind, f.text.clone());
+                    let at = match self.index.get(&k) {
+                        Some(&at) => at,
+                        None => {
+                            self.facts.push(f);
+                            self.index.insert(k, self.facts.len() - 1);
+                            self.facts.len() - 1
+                        }
+                    };
+                    keys.push(at);
+                }
+                self.states.insert(m.key.clone(), keys);
+            }
+            self.enter(m);
+        }
+    }
+
+    /// The prompt held `before` and the call sends `sent`: what is gone
+    /// leaves, what is new (placeholders, a summary) enters.
+    pub fn resend(&mut self, before: &[Rc<Chat>], sent: &[Rc<Chat>]) {
+        let n = before
+            .iter()
+            .zip(sent)
+            .take_while(|(x, y)| x.key == y.key)
+            .count();
+        if n == before.len() && n == sent.len() {
+            return;
+        }
+        let mut gone: HashMap<&str, usize> = HashMap::new();
+        let mut gone_order: Vec<&str> = Vec::new();
+        for m in &before[n..] {
+            let e = gone.entry(m.key.as_str()).or_insert(0);
+            if *e == 0 && !gone_order.contains(&m.key.as_str()) {
+                gone_order.push(m.key.as_str());
+            }
+            *e += 1;
+        }
+        let mut new = Vec::new();
+        for m in &sent[n..] {
+            match gone.get_mut(m.key.as_str()) {
+                Some(times) if *times > 0 => *times -= 1,
+                _ => new.push(m.clone()),
+            }
+        }
+        let mut orphans: Vec<usize> = Vec::new();
+        for key in gone_order {
+            for _ in 0..gone[key] {
+                orphans.extend(self.leave(key));
+            }
+        }
+        for m in &new {
+            self.enter(m);
+        }
+        for fact in orphans {
+            if !self.holder.contains_key(&fact) {
+                self.find(fact);
+            }
+        }
+    }
+
+    fn enter(&mut self, m: &Rc<Chat>) {
+        if let Some(slot) = self.prompt.get_mut(&m.key) {
+            slot.0 += 1;
+            return;
+        }
+        self.prompt.insert(m.key.clone(), (1, m.clone()));
+        self.order.push(m.key.clone());
+        let mut holds = self.holds.remove(&m.key).unwrap_or_default();
+        for &fact in self.states.get(&m.key).map_or(&[][..], Vec::as_slice) {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.holder.entry(fact) {
+                e.insert(m.key.clone());
+                holds.insert(fact);
+                self.lost.remove(&fact);
+            }
+        }
+        let mut found: Vec<usize> = self
+            .lost
+            .iter()
+            .copied()
+            .filter(|&f| self.facts[f].kept_in(m))
+            .collect();
+        found.sort_unstable();
+        for fact in found {
+            self.holder.insert(fact, m.key.clone());
+            holds.insert(fact);
+            self.lost.remove(&fact);
+        }
+        self.holds.insert(m.key.clone(), holds);
+    }
+
+    /// One copy of `key` leaves; the facts it held when it was the last.
+    fn leave(&mut self, key: &str) -> Vec<usize> {
+        let slot = self.prompt.get_mut(key).expect("a message in the prompt");
+        slot.0 -= 1;
+        if slot.0 > 0 {
+            return Vec::new();
+        }
+        self.prompt.remove(key);
+        self.order.retain(|k| k != key);
+        let mut orphans: Vec<usize> = self
+            .holds
+            .remove(key)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        orphans.sort_unstable();
+        for fact in &orphans {
+            self.holder.remove(fact);
+        }
+        orphans
+    }
+
+    fn find(&mut self, fact: usize) {
+        for key in &self.order {
+            let (_, m) = &self.prompt[key];
+            let states = self.states.get(key).is_some_and(|s| s.contains(&fact));
+            if states || self.facts[fact].kept_in(m) {
+                self.holder.insert(fact, key.clone());
+                self.holds.entry(key.clone()).or_default().insert(fact);
+                return;
+            }
+        }
+        self.lost.insert(fact);
+    }
+}
+
+/// Each call's retention (`RETENTION` columns of the per-call table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    pub removed: Removed,
+    pub retention: f64,
+}
+
+/// What a session's calls are scored from: per call, the message that
+/// makes it (its index among `messages`), whether its prompt is not the
+/// previous one plus the new messages as appended, and the rows its mask
+/// cleared.
+pub struct CallMarks<'c> {
+    pub at: usize,
+    pub changed: bool,
+    pub cleared: &'c [usize],
+}
+
+/// Chat messages interned by key in one session (a message rendered alike
+/// twice is read once).
+#[derive(Default)]
+struct Interned(HashMap<String, Rc<Chat>>);
+
+impl Interned {
+    fn render(
+        &mut self,
+        table: &PartTable<'_>,
+        msg: &Message,
+        render: Render,
+        thinking: bool,
+    ) -> Result<Vec<Rc<Chat>>> {
+        let mut out = Vec::new();
+        crate::view::message_json(table, msg, render, thinking, &mut out)?;
+        let values: Vec<Value> = serde_json::from_slice(&out)
+            .map_err(|e| CoreError::Config(format!("retention: a rendered message: {e}")))?;
+        Ok(values.iter().map(|v| self.chat(v)).collect())
+    }
+
+    fn chat(&mut self, value: &Value) -> Rc<Chat> {
+        let key = value.to_string();
+        if let Some(c) = self.0.get(&key) {
+            return c.clone();
+        }
+        let c = Rc::new(Chat::new(value));
+        self.0.insert(key, c.clone());
+        c
+    }
+}
+
+/// `tuning.engine._score_session` in the core: the retention of every call
+/// of one replayed session (`messages`: the messages replayed; the table's
+/// flags as the walk started, no row marked), marking `table`'s flags call
+/// by call as the mask did. `view`: the policy's rendering; `keep_thinking`
+/// assistant messages send their reasoning. `system`: the system prompt.
+pub fn score_session(
+    table: &mut PartTable<'_>,
+    messages: &[Message],
+    calls: &[CallMarks<'_>],
+    view: Render,
+    system: Option<&str>,
+) -> Result<Vec<Scored>> {
+    let whole = Scored {
+        removed: Removed::default(),
+        retention: 1.0,
+    };
+    if !calls.iter().any(|c| c.changed) {
+        return Ok(vec![whole; calls.len()]);
+    }
+    let mut chats = Interned::default();
+    let system = system.filter(|s| !s.is_empty()).map(|s| {
+        let value = serde_json::json!({"role": "system", "content": s});
+        chats.chat(&value)
+    });
+    // Each message as the policy sends it: (whether its reasoning is sent, its chat messages).
+    let mut shown: Vec<Option<(bool, Vec<Rc<Chat>>)>> = vec![None; messages.len()];
+    let assistant: Vec<bool> = messages.iter().map(|m| m.role == role::ASSISTANT).collect();
+    // Assistant messages before each message (where the keep_thinking window is).
+    let mut before_count = Vec::with_capacity(messages.len() + 1);
+    before_count.push(0usize);
+    for &a in &assistant {
+        before_count.push(before_count.last().unwrap() + usize::from(a));
+    }
+    let keep = view.keep_thinking as usize;
+    let mut out = Vec::with_capacity(calls.len());
+    let mut previous: Vec<Rc<Chat>> = Vec::new();
+    let mut last = 0;
+    let mut task: Option<String> = None;
+    let mut facts = RunRetention::default();
+    for (c, call) in calls.iter().enumerate() {
+        let at = call.at;
+        let mut appended = Vec::new();
+        for msg in &messages[last..at] {
+            appended.extend(chats.render(table, msg, Render::default(), false)?);
+        }
+        facts.append(&appended);
+        let before: Vec<Rc<Chat>> = match call.changed {
+            true => previous.iter().chain(&appended).cloned().collect(),
+            false => Vec::new(),
+        };
+        for &row in call.cleared {
+            table.flags[row] |= flag::COMPACTED;
+            let k = messages.partition_point(|m| m.rows.end <= row);
+            if k < shown.len() {
+                shown[k] = None;
+            }
+        }
+        let next_changed = calls.get(c + 1).is_some_and(|n| n.changed);
+        if !(call.changed || next_changed) {
+            previous = Vec::new();
+            last = at;
+            out.push(Scored {
+                removed: Removed::default(),
+                retention: facts.score(),
+            });
+            continue;
+        }
+        let mut sent: Vec<Rc<Chat>> = system.iter().cloned().collect();
+        for k in 0..at {
+            let thinking = assistant[k] && before_count[at] - before_count[k + 1] < keep;
+            if shown[k].as_ref().is_none_or(|(t, _)| *t != thinking) {
+                shown[k] = Some((thinking, chats.render(table, &messages[k], view, thinking)?));
+            }
+            sent.extend(shown[k].as_ref().unwrap().1.iter().cloned());
+        }
+        let mut removed = Removed::default();
+        if call.changed {
+            if task.is_none() {
+                task = first_task(table, &messages[..at], &mut chats)?;
+            }
+            let common = before
+                .iter()
+                .zip(&sent)
+                .take_while(|(x, y)| x.key == y.key)
+                .count();
+            if common < before.len() {
+                removed = score_compaction(&before, &sent, task.as_deref());
+            }
+            facts.resend(&before, &sent);
+        }
+        previous = sent;
+        last = at;
+        out.push(Scored {
+            removed,
+            retention: facts.score(),
+        });
+    }
+    Ok(out)
+}
+
+/// `tuning.engine._task`: the first user message's text as it is sent alone.
+fn first_task(
+    table: &PartTable<'_>,
+    messages: &[Message],
+    chats: &mut Interned,
+) -> Result<Option<String>> {
+    for msg in messages.iter().filter(|m| m.role == role::USER) {
+        let alone = chats.render(table, msg, Render::default(), false)?;
+        if let Some(m) = alone.iter().find(|m| m.role == "user") {
+            return Ok(Some(m.content.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// The retention of every call of every session `replay` walked (sessions
+/// left to the live walk, and those no call changed, score 1.0 throughout
+/// and remove nothing), the sessions in parallel.
+pub fn score_replays(
+    table: &PartTable<'_>,
+    sessions: &[SessionReplay],
+    view: Render,
+    system: Option<&str>,
+) -> Result<Vec<Vec<Scored>>> {
+    (0..sessions.len())
+        .into_par_iter()
+        .map_init(
+            || table.clone(),
+            |own, s| {
+                let replay = &sessions[s];
+                let whole = Scored {
+                    removed: Removed::default(),
+                    retention: 1.0,
+                };
+                if replay.fallback.is_some() || !replay.calls.iter().any(|c| c.changed) {
+                    return Ok(vec![whole; replay.calls.len()]);
+                }
+                let messages = own.messages(s)?;
+                let Some((kept, _)) = replayed(own, &messages, 0, 0) else {
+                    return Ok(vec![whole; replay.calls.len()]);
+                };
+                let rows = own.sessions[s].clone();
+                // The walk's marks, undone: they are made again call by call.
+                for f in &mut own.flags[rows] {
+                    *f &= !flag::COMPACTED;
+                }
+                let marks: Vec<CallMarks<'_>> = replay
+                    .calls
+                    .iter()
+                    .map(|c| CallMarks {
+                        at: kept.partition_point(|m| m.rows.start < c.row),
+                        changed: c.changed,
+                        cleared: &c.cleared,
+                    })
+                    .collect();
+                score_session(own, &kept, &marks, view, system)
+            },
+        )
+        .collect()
+}

@@ -1,0 +1,465 @@
+//! The regular expressions of python/ctxcompact/tuning/retention.py, each
+//! matched as Python's backtracking `re` matches it (the same leftmost match,
+//! the same alternative, Python's Unicode classes from `classes`), written
+//! out by hand: the lookarounds they use are not in the `regex` crates. Each
+//! function names the Python pattern it stands for; the hypothesis test of
+//! tests/tuning/test_retention_core.py holds them to Python on random texts.
+//!
+//! Texts are slices of `char` (positions are code points, as in Python).
+
+use super::classes::{DIGIT, FOLDS, SPACE, WORD};
+
+fn within(table: &[(u32, u32)], c: char) -> bool {
+    let c = c as u32;
+    table
+        .binary_search_by(|&(a, b)| {
+            if b < c {
+                std::cmp::Ordering::Less
+            } else if a > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+/// Python's `\w`.
+pub fn is_word(c: char) -> bool {
+    if c.is_ascii() {
+        c.is_ascii_alphanumeric() || c == '_'
+    } else {
+        within(WORD, c)
+    }
+}
+
+/// Python's `\d`.
+pub fn is_digit(c: char) -> bool {
+    if c.is_ascii() {
+        c.is_ascii_digit()
+    } else {
+        within(DIGIT, c)
+    }
+}
+
+/// Python's `\s` (`str.isspace`).
+pub fn is_space(c: char) -> bool {
+    if c.is_ascii() {
+        matches!(c, '\t'..='\r' | '\x1c'..='\x1f' | ' ')
+    } else {
+        within(SPACE, c)
+    }
+}
+
+/// `c` matches the ASCII letter `letter` under `re.IGNORECASE`.
+fn ci(c: char, letter: char) -> bool {
+    c.to_ascii_lowercase() == letter || FOLDS.iter().any(|&(l, x)| l == letter && x == c)
+}
+
+/// `word` (lowercase ASCII) at `at`, case-insensitively.
+fn ci_at(s: &[char], at: usize, word: &str) -> bool {
+    let mut i = at;
+    for l in word.chars() {
+        match s.get(i) {
+            Some(&c) if ci(c, l) => i += 1,
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn at(s: &[char], i: usize, word: &str) -> bool {
+    (i..).zip(word.chars()).all(|(k, l)| s.get(k) == Some(&l))
+}
+
+fn run(s: &[char], from: usize, class: impl Fn(char) -> bool) -> usize {
+    s.get(from..)
+        .map_or(0, |rest| rest.iter().take_while(|&&c| class(c)).count())
+}
+
+fn word_at(s: &[char], i: usize) -> bool {
+    s.get(i).is_some_and(|&c| is_word(c))
+}
+
+/// Python's `str.split()`.
+pub fn split(s: &str) -> Vec<&str> {
+    s.split(is_space).filter(|w| !w.is_empty()).collect()
+}
+
+/// Python's `" ".join(s.split())`.
+pub fn squeeze(s: &str) -> String {
+    split(s).join(" ")
+}
+
+/// Python's `s.strip()`.
+pub fn strip(s: &str) -> &str {
+    s.trim_matches(is_space)
+}
+
+/// Python's `str.splitlines()` (without the line ends).
+pub fn splitlines(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end = match c {
+            '\r' => match chars.peek() {
+                Some(&(_, '\n')) => {
+                    chars.next();
+                    i + 2
+                }
+                _ => i + 1,
+            },
+            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' => i + 1,
+            '\u{85}' | '\u{2028}' | '\u{2029}' => i + c.len_utf8(),
+            _ => continue,
+        };
+        out.push(&s[start..i]);
+        start = end;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// `_WORD.findall(lowered)`: `[a-z0-9][a-z0-9_'-]{3,}` (the text already lowercased).
+pub fn words(lowered: &str, mut each: impl FnMut(&str)) {
+    let b = lowered.as_bytes();
+    let head = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let tail = |c: u8| head(c) || c == b'_' || c == b'\'' || c == b'-';
+    let mut i = 0;
+    while i < b.len() {
+        if head(b[i]) {
+            let n = b[i + 1..].iter().take_while(|&&c| tail(c)).count();
+            if n >= 3 {
+                each(&lowered[i..i + 1 + n]);
+                i += 1 + n;
+                continue;
+            }
+        }
+        i += 1;
+    }
+}
+
+fn in_path(c: char) -> bool {
+    is_word(c) || c == '.' || c == '-'
+}
+
+const EXTENSIONS: &[&str] = &[
+    "py", "pyi", "js", "jsx", "ts", "tsx", "java", "go", "rs", "c", "cc", "cpp", "h", "hpp", "rb",
+    "php", "cs", "kt", "swift", "scala", "md", "rst", "json", "yaml", "yml", "toml", "ini", "cfg",
+    "txt", "sh", "sql", "html", "css", "xml",
+];
+
+/// `_PATH` matched at `i` (its lookbehind apart): the end of the first
+/// match, in Python's order of trying, whose end `accept` takes.
+fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize> {
+    // (?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])
+    let mut heads = Vec::with_capacity(3);
+    match s.get(i) {
+        Some('~') => heads.push(i + 1),
+        Some('.') => {
+            if s.get(i + 1) == Some(&'.') {
+                heads.push(i + 2);
+            }
+            heads.push(i + 1);
+        }
+        _ => {}
+    }
+    heads.push(i);
+    for p0 in heads {
+        let slashes: &[usize] = if s.get(p0) == Some(&'/') {
+            &[p0 + 1, p0]
+        } else {
+            &[p0]
+        };
+        for &p1 in slashes {
+            let mut dirs = Vec::new();
+            let mut p = p1;
+            loop {
+                let r = run(s, p, in_path);
+                if r >= 1 && s.get(p + r) == Some(&'/') {
+                    p += r + 1;
+                    dirs.push(p);
+                } else {
+                    break;
+                }
+            }
+            for &q in dirs.iter().rev() {
+                let l = run(s, q, in_path);
+                for k in (0..=l).rev() {
+                    let a = q + k;
+                    if !(word_at(s, a) && s.get(a + 1) == Some(&'.')) {
+                        continue;
+                    }
+                    let t = run(s, a + 2, |c| c.is_ascii_alphanumeric()).min(8);
+                    for t in (1..=t).rev() {
+                        if accept(a + 2 + t) {
+                            return Some(a + 2 + t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // [\w-]+\.(?:py|...)(?![\w/])
+    let l = run(s, i, |c| is_word(c) || c == '-');
+    if l >= 1 && s.get(i + l) == Some(&'.') {
+        for ext in EXTENSIONS {
+            if at(s, i + l + 1, ext) {
+                let e = i + l + 1 + ext.len();
+                if accept(e) {
+                    return Some(e);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn path_start(s: &[char], i: usize) -> bool {
+    i == 0 || !(in_path(s[i - 1]) || s[i - 1] == '/')
+}
+
+fn path_end(s: &[char], e: usize) -> bool {
+    s.get(e).is_none_or(|&c| !(is_word(c) || c == '/'))
+}
+
+/// `_PATH.finditer(s)`: the (start, end) of each match.
+pub fn paths(s: &[char]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let accept = |e: usize| path_end(s, e);
+    let mut i = 0;
+    while i < s.len() {
+        if path_start(s, i) {
+            if let Some(e) = path_at(s, i, &accept) {
+                out.push((i, e));
+                i = e;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `_PATH.fullmatch(s)`.
+pub fn is_path(s: &[char]) -> bool {
+    !s.is_empty() && path_at(s, 0, &|e| e == s.len()).is_some()
+}
+
+/// `_PATH.sub(" ", s)`.
+pub fn without_paths(s: &[char]) -> Vec<char> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut pos = 0;
+    for (a, b) in paths(s) {
+        out.extend_from_slice(&s[pos..a]);
+        out.push(' ');
+        pos = b;
+    }
+    out.extend_from_slice(&s[pos..]);
+    out
+}
+
+/// `_FENCE.sub("\n", s)`: runs of two backticks or more made a line break.
+pub fn without_fences(s: &[char]) -> Vec<char> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let n = run(s, i, |c| c == '`');
+        if n >= 2 {
+            out.push('\n');
+            i += n;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `_SPAN.search(s, pos)`: (start, end) of `` `name` `` (the name inside).
+pub fn span(s: &[char], pos: usize) -> Option<(usize, usize)> {
+    let mut p = pos;
+    while p < s.len() {
+        if s[p] == '`' {
+            let l = run(s, p + 1, |c| c != '`' && c != '\n');
+            if l >= 1 && s.get(p + 1 + l) == Some(&'`') {
+                return Some((p, p + l + 2));
+            }
+        }
+        p += 1;
+    }
+    None
+}
+
+/// `_SENTENCE.search(s)`: `[.!?;] +[A-Z]`.
+pub fn has_sentence(s: &[char]) -> bool {
+    (0..s.len()).any(|i| {
+        matches!(s[i], '.' | '!' | '?' | ';') && {
+            let n = run(s, i + 1, |c| c == ' ');
+            n >= 1 && s.get(i + 1 + n).is_some_and(|c| c.is_ascii_uppercase())
+        }
+    })
+}
+
+/// `_PROSE_WORD.fullmatch(w)`: `[A-Za-z]+[,;:.!?]?`.
+pub fn is_prose_word(w: &str) -> bool {
+    let body = match w.chars().last() {
+        Some(',' | ';' | ':' | '.' | '!' | '?') => &w[..w.len() - 1],
+        _ => w,
+    };
+    !body.is_empty() && body.bytes().all(|c| c.is_ascii_alphabetic())
+}
+
+/// `_IDENT.finditer(s)`: each code name (the group that matched).
+pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
+    let upper = |c: char| c.is_ascii_uppercase();
+    let lower_digit = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let ends = |e: usize| !word_at(s, e);
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        if !(is_word(c) && (i == 0 || !is_word(s[i - 1]))) {
+            i += 1;
+            continue;
+        }
+        let letter_ = c.is_ascii_alphabetic() || c == '_';
+        // [A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+ then \b
+        if letter_ {
+            let a = i + 1 + run(s, i + 1, alnum);
+            if s.get(a) == Some(&'_') {
+                let m = run(s, a + 1, |c| c.is_ascii_alphanumeric() || c == '_');
+                if m >= 1 && ends(a + 1 + m) {
+                    each(&s[i..a + 1 + m]);
+                    i = a + 1 + m;
+                    continue;
+                }
+            }
+        }
+        // [a-z][a-z0-9]*[A-Z][A-Za-z0-9]* then \b, and [A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*
+        if c.is_ascii_lowercase() || c.is_ascii_uppercase() {
+            let l = run(s, i + 1, lower_digit);
+            let a = i + 1 + l;
+            if (c.is_ascii_lowercase() || l >= 1) && s.get(a).is_some_and(|&x| upper(x)) {
+                let e = a + 1 + run(s, a + 1, alnum);
+                if ends(e) {
+                    each(&s[i..e]);
+                    i = e;
+                    continue;
+                }
+            }
+        }
+        // [A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(
+        if letter_ {
+            let mut p = i + 1 + run(s, i + 1, is_word);
+            let mut parts = 0;
+            while s.get(p) == Some(&'.')
+                && s.get(p + 1)
+                    .is_some_and(|&x| x.is_ascii_alphabetic() || x == '_')
+            {
+                p += 2 + run(s, p + 2, is_word);
+                parts += 1;
+            }
+            if parts >= 1 && s.get(p) == Some(&'(') {
+                each(&s[i..p]);
+                i = p + 1;
+                continue;
+            }
+        }
+        i += 1;
+    }
+}
+
+/// `_ERROR_NAME.finditer(s)`: `\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b`.
+pub fn error_names(s: &[char], mut each: impl FnMut(&[char])) {
+    let mut i = 0;
+    while i < s.len() {
+        if !(is_word(s[i]) && (i == 0 || !is_word(s[i - 1]))) {
+            i += 1;
+            continue;
+        }
+        let mut end = None;
+        if s[i].is_ascii_uppercase() {
+            let l = run(s, i + 1, is_word);
+            let e = i + 1 + l;
+            if (l >= 5 && at(s, e - 5, "Error")) || (l >= 9 && at(s, e - 9, "Exception")) {
+                end = Some(e);
+            }
+        }
+        if end.is_none() {
+            for literal in ["panicked", "Segmentation fault"] {
+                let e = i + literal.chars().count();
+                if at(s, i, literal) && !word_at(s, e) {
+                    end = Some(e);
+                    break;
+                }
+            }
+        }
+        match end {
+            Some(e) => {
+                each(&s[i..e]);
+                i = e;
+            }
+            None => i += 1,
+        }
+    }
+}
+
+/// `_ERROR_LINE.match(line)`: `^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]`, ignoring case.
+pub fn is_error_line(s: &[char]) -> bool {
+    let k = run(s, 0, is_space);
+    ["error", "fatal", "failed", "failure", "traceback"]
+        .iter()
+        .any(|w| {
+            ci_at(s, k, w)
+                && s.get(k + w.len())
+                    .is_some_and(|&c| c == ':' || c == '(' || is_space(c))
+        })
+}
+
+/// `_PLAN.search(s)`, ignoring case, `^` at each line:
+/// `^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b`.
+pub fn has_plan(s: &[char]) -> bool {
+    let n = s.len();
+    let rest = |p: usize| {
+        let w = run(s, p, is_space);
+        w >= 1 && p + w < n
+    };
+    for i in 0..=n {
+        if i == 0 || s[i - 1] == '\n' {
+            let k = i + run(s, i, is_space);
+            let d = run(s, k, is_digit);
+            if d >= 1 && matches!(s.get(k + d), Some('.' | ')')) && rest(k + d + 1) {
+                return true;
+            }
+            if at(s, k, "- [")
+                && s.get(k + 3).is_some_and(|&c| c == ' ' || ci(c, 'x'))
+                && s.get(k + 4) == Some(&']')
+                && rest(k + 5)
+            {
+                return true;
+            }
+            if ci_at(s, k, "step") && s.get(k + 4) == Some(&' ') {
+                let d = run(s, k + 5, is_digit);
+                if d >= 1 && rest(k + 5 + d) {
+                    return true;
+                }
+            }
+        }
+        if i < n && is_word(s[i]) && (i == 0 || !is_word(s[i - 1])) {
+            if ci_at(s, i, "plan") && !word_at(s, i + 4) {
+                return true;
+            }
+            if ci_at(s, i, "next") && s.get(i + 4) == Some(&' ') && ci_at(s, i + 5, "step") {
+                let e = i + 9;
+                if (s.get(e).is_some_and(|&c| ci(c, 's')) && !word_at(s, e + 1)) || !word_at(s, e) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
