@@ -537,6 +537,10 @@ def test_the_claude_code_samples_with_a_summary_line(tmp_path: Path) -> None:
         assert back == [json.loads(line) for line in [json.dumps(SNAPSHOT), *base] if line.strip()]
 
 
+#: A custom tool call whose text is not a string.
+BAD_CUSTOM = {"id": "c", "type": "custom", "custom": {"name": "p", "input": 5}}
+
+
 @pytest.mark.parametrize(
     ("fmt", "line", "error"),
     [
@@ -552,6 +556,11 @@ def test_the_claude_code_samples_with_a_summary_line(tmp_path: Path) -> None:
         ("openai-responses", {"input": "hi"}, "input must be a list of items"),
         ("openai-responses", [{"role": "robot", "content": "x"}], "unknown role"),
         ("openai-responses", [{"type": "function_call", "call_id": 5}], "call_id must be a string"),
+        (
+            "openai-chat",
+            {"messages": [{"role": "assistant", "tool_calls": [BAD_CUSTOM]}]},
+            r"tool_calls\[0\]\.custom\.input must be a string",
+        ),
         ("openhands", {"instruction": "x"}, "no 'history' list"),
         ("openhands", [1], "event 0 is not an object"),
         ("swe-agent", {"trajectory": []}, "needs a 'history' list"),
@@ -582,6 +591,18 @@ def test_lines_that_do_not_fit_the_format_are_typed_errors(
         # what Python iterates: an empty object, an empty string
         ("openai-chat", [{"id": "e", "messages": {}}, {"id": "f", "messages": [
             {"role": "user", "content": {}}]}]),
+        # custom (freeform) tool calls: read with their name and text; a
+        # "custom" key that is not one is kept as an extra key
+        ("openai-chat", [{"id": "u", "messages": [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t1", "type": "custom", "custom": {"name": "apply_patch", "input": "*** é"}},
+                {"id": "t2", "type": "custom", "custom": {"name": "x", "input": ""}, "k": 1},
+                {"id": "t3", "type": "custom", "custom": {}},
+                {"id": "t4", "type": "custom", "custom": 5},
+                {"id": "t5", "type": "custom", "custom": {"input": "y"},
+                 "function": {"name": "f", "arguments": "{}"}},
+                {"id": "t6", "custom": {"name": "z", "input": "w"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": "done"}]}]),
         ("openhands", ["", []]),
         ("tau-bench", [[{"task_id": 1, "traj": ""}]]),
         # usage counts as pydantic reads them

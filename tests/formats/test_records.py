@@ -248,3 +248,21 @@ def test_responses_item_keys_are_no_keys_of_anthropic_turns() -> None:
     assert formats.to_openai_responses(session) == RESPONSES_RUN
     # nor of chat messages (the chat writer kept them out already)
     assert all(set(m) <= CHAT_KEYS for m in formats.to_openai_chat(session))
+
+
+def test_a_custom_tool_call_goes_back_into_openai_chat_as_it_was() -> None:
+    """A custom (freeform) tool call was read without its name and input and
+    written back with a ``function`` beside its ``custom``; it is read as a
+    call of its name with the input ``{"input": text}`` and written back as
+    it was, its result after it."""
+    chat = [{"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "custom",
+                 "custom": {"name": "apply_patch", "input": "*** Begin Patch\n"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Done!"}]  # fmt: skip
+    session = formats.from_openai_chat(chat)
+    call = session.messages[1].parts[0]
+    assert call.tool == "apply_patch" and call.state is not None
+    assert call.state.input == {"input": "*** Begin Patch\n"}
+    assert call.state.output == "Done!"
+    assert formats.to_openai_chat(session) == chat

@@ -214,3 +214,68 @@ def test_arguments_count_as_a_stored_session_counts_them() -> None:
     assert estimate_chat_message(chat[1]) == 4 + name + estimate_tokens(spaced) == counts[1] + 1
     _, before, _ = stored(chat, Policy())
     assert per_stored_message(chat, counts) == before
+
+
+def custom_chat(history: list[Step]) -> list[dict[str, Any]]:
+    """The history as a chat list whose calls of ``skill`` are OpenAI custom
+    (freeform) tool calls: a patch's text, not JSON arguments."""
+    out: list[dict[str, Any]] = []
+    for k, (kind, text, calls) in enumerate(history):
+        if kind == "user":
+            out.append({"role": "user", "content": text})
+            continue
+        ids = [f"call_{k}_{j}" for j in range(len(calls))]
+        out.append({"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": i, "type": "custom", "custom": {"name": "apply_patch",
+                                                   "input": f"*** Update f{arg}.py\n+\"x\"\n"}}
+            if tool == "skill" else
+            {"id": i, "type": "function",
+             "function": {"name": tool, "arguments": json.dumps({"path": f"f{arg}.py"})}}
+            for (tool, arg, _), i in zip(calls, ids, strict=True)]})  # fmt: skip
+        out += [{"role": "tool", "tool_call_id": i, "content": _output(n, k)}
+                for (_, _, n), i in zip(calls, ids, strict=True)]  # fmt: skip
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=steps, name=policies)
+def test_custom_tool_calls_get_the_fates_and_counts_of_the_stored_session(
+    history: list[Step], name: Any
+) -> None:
+    """A list with custom tool calls was counted by the Python chat estimate
+    (the mapper read them as calls without a name or input): its counts were
+    not the stored session's, and a cleared input wrote a ``function`` into
+    the custom call. Now the mapper reads a custom call (its name, its text
+    as the input ``{"input": text}``) and the list gets the stored fates and
+    counts; a cleared custom call keeps its shape, its text emptied."""
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    chat = custom_chat(history)
+    policy = Policy.load(name)
+    mask = mask_chat_messages(chat, policy)
+    cleared, before, after = stored(chat, policy)
+    assert set(mask.cleared) == cleared
+    assert per_stored_message(chat, mask.counts_before) == before
+    assert per_stored_message(chat, mask.counts_after) == after
+    assert chat_counts(mask.messages) == mask.counts_after
+    for message in mask.messages:
+        for call in message.get("tool_calls") or ():
+            assert ("custom" in call) != ("function" in call)
+
+
+def test_a_custom_call_counts_its_name_and_text_as_stored() -> None:
+    """Deliberate, as for arguments: a custom call counts its name and its
+    text as the compact JSON ``{"input": text}`` the stored session holds."""
+    from ctxcompact.scans.estimate import estimate_tokens
+
+    patch = "*** Begin Patch\n" + "+line\n" * 500
+    chat = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c", "type": "custom",
+                 "custom": {"name": "apply_patch", "input": patch}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "done"}]  # fmt: skip
+    counts = chat_counts(chat)
+    stored_input = json.dumps({"input": patch}, separators=(",", ":"))
+    assert counts[1] == 4 + estimate_tokens("apply_patch") + estimate_tokens(stored_input)
+    _, before, _ = stored(chat, Policy())
+    assert per_stored_message(chat, counts) == before

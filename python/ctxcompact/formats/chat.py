@@ -31,6 +31,7 @@ from ctxcompact.formats.source import (
 )
 from ctxcompact.formats.usage import openai_usage
 from ctxcompact.models import MessageWithParts, Part, Session, SessionInfo, ToolState
+from ctxcompact.scans.content import custom_call
 
 _MAPPED = {"role", "content", "tool_calls", "tool_call_id"}
 #: The keys of an OpenAI chat message. A SWE-agent history message's other keys
@@ -128,6 +129,22 @@ def _arguments(raw: Any) -> tuple[ToolState, dict[str, Any]]:
     return state, ({} if exact else {"arguments": raw})
 
 
+def _custom_part(call: Mapping[str, Any], custom: Mapping[str, Any], pid: str, j: int) -> Part:
+    """A custom tool call as a tool part: its name, its text as the input
+    ``{"input": text}`` (what ``from_openai_response`` makes of a
+    ``custom_tool_call``; no text or "" is ``{}``), the call kept whole in the
+    source to write back."""
+    for field, value in (("custom.name", custom.get("name")), ("id", call.get("id")),
+                         ("custom.input", custom.get("input"))):  # fmt: skip
+        if not (value is None or isinstance(value, str)):
+            raise FormatError(f"tool_calls[{j}].{field} must be a string, got {json_kind(value)}")
+    text = custom.get("input")
+    state = ToolState(status="pending", input={"input": text} if text else {})
+    rest = {k: v for k, v in call.items() if k != "id"}
+    return Part(id=pid, type="tool", tool=custom.get("name"), callID=call.get("id"),
+                state=state, source=rest)  # fmt: skip
+
+
 def from_openai_chat(
     messages: Sequence[Mapping[str, Any]], session_id: str = "session", **info: Any
 ) -> Session:
@@ -189,6 +206,10 @@ def from_openai_chat(
                     if not isinstance(fn, Mapping):
                         raise FormatError(f"tool_calls[{j}].function must be an object, "
                                           f"got {json_kind(fn)}")  # fmt: skip
+                    if (custom := custom_call(call)) is not None:
+                        parts.append(part := _custom_part(call, custom, f"{mid}-t{j:02d}", j))
+                        calls[str(call.get("id"))] = part
+                        continue
                     state, keep = _arguments(fn.get("arguments"))
                     rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
                     if call.get("type", "function") != "function":
@@ -359,9 +380,12 @@ def _chat_messages(session: Session) -> list[dict[str, Any]]:
                         arguments = json.dumps((p.state.input if p.state else None) or {})
                     call_type = keep.pop("type", "function")
                     function = {"name": p.tool or "", "arguments": arguments}
+                    if call_type == "custom" and isinstance(keep.get("custom"), Mapping):
+                        function = {}  # a custom call read from chat: written back as it was
                     entry["tool_calls"].append(
-                        {"id": p.callID or p.id, "type": call_type, "function": function, **keep}
-                    )
+                        {"id": p.callID or p.id, "type": call_type,
+                         **({"function": function} if function else {}), **keep}
+                    )  # fmt: skip
                     if p.state is not None and p.state.status in ("completed", "error"):
                         result = source_dict(p, "result_source")
                         body = result.pop("content", None)

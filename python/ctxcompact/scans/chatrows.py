@@ -29,7 +29,7 @@ import pyarrow as pa
 
 import ctxcompact._core as _core
 from ctxcompact.scans.chat import estimate_chat_message
-from ctxcompact.scans.content import check_chat_messages, content_text
+from ctxcompact.scans.content import check_chat_messages, content_text, custom_call
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 
@@ -107,16 +107,19 @@ _ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinkin
 
 def unmapped(messages: Sequence[Mapping[str, Any]]) -> bool:
     """The list holds what the chat mapper does not read into rows: an
-    Anthropic block (the mapper refuses it) or an OpenAI custom (freeform)
-    tool call (read as a call without a name or input: a stored session of
-    the list loses them, docs/formats.md)."""
+    Anthropic block (the mapper refuses it), or a call the estimate counts as
+    a custom one that the mapper does not read as one (a ``custom`` key
+    without ``"type": "custom"``, as a streamed delta holds). A custom call
+    (``{"type": "custom", "custom": {...}}``) is read by the mapper: its name,
+    its text as the input ``{"input": text}``."""
     for m in messages:
         content = m.get("content")
         if isinstance(content, (list, tuple)) and any(
             isinstance(b, Mapping) and b.get("type") in _ANTHROPIC for b in content
         ):
             return True
-        if any(c.get("type") == "custom" or ("custom" in c and "function" not in c)
+        if any((c.get("type") == "custom" or ("custom" in c and "function" not in c))
+               and custom_call(c) is None
                for c in m.get("tool_calls") or ()):  # fmt: skip
             return True
     return False
@@ -128,10 +131,10 @@ def chat_counts(
 ) -> list[int]:  # fmt: skip
     """Per message, its estimate as the engine counts it: the list read by
     the chat mapper as a stored session is, each chat message its model
-    message's count (``ChatRows.counts``). A list the mapper does not read
-    whole (``unmapped``) is counted by the chat estimate
-    (``estimate_chat_message``: a tool block as its chat twin, a custom call
-    its name and input)."""
+    message's count (``ChatRows.counts``; a custom call its name and its
+    input ``{"input": text}`` as compact JSON, as stored). A list the mapper
+    does not read whole (``unmapped``: Anthropic blocks) is counted by the
+    chat estimate (``estimate_chat_message``: a tool block as its chat twin)."""
     check_chat_messages(messages)
     if unmapped(messages):
         return [estimate_chat_message(m, method=method, overhead=overhead) for m in messages]

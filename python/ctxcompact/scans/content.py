@@ -96,6 +96,16 @@ def compact_json(value: Any) -> str:
     return json.dumps(value or {}, ensure_ascii=False, separators=(",", ":"))
 
 
+def custom_call(call: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``custom`` object of an OpenAI custom (freeform) tool call as the
+    chat mapper reads one (``{"type": "custom", "custom": {"name", "input"}}``,
+    no ``function``: rust/src/ingest/chat.rs ``custom_call``), else None."""
+    custom = call.get("custom")
+    if call.get("type") == "custom" and isinstance(custom, Mapping) and not call.get("function"):
+        return custom
+    return None
+
+
 def call_texts(call: Mapping[str, Any]) -> tuple[str, str]:
     """(name, arguments) of an OpenAI chat tool call, as the model reads them: a
     function call's ``function.name`` and ``function.arguments`` (compact JSON

@@ -29,7 +29,7 @@ from ctxcompact.errors import ConfigError
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import validate_chat_messages
 from ctxcompact.scans.chatrows import chat_counts, is_cleared, read_chat, unmapped
-from ctxcompact.scans.content import check_chat_messages, content_text
+from ctxcompact.scans.content import check_chat_messages, content_text, custom_call
 from ctxcompact.scans.estimate import EstimateMethod
 
 
@@ -55,6 +55,15 @@ class _Options:
     policy: Policy
     estimate_method: str
     message_overhead: int
+
+
+def _cleared_input(call: Mapping[str, Any]) -> dict[str, Any]:
+    """``call`` with its input cleared: a function call's arguments ``{}``, a
+    custom call's text "" (read by the chat mapper as the input ``{}``)."""
+    custom = custom_call(call)
+    if custom is not None:
+        return {**call, "custom": {**custom, "input": ""}}
+    return {**call, "function": {**call.get("function", {}), "arguments": "{}"}}
 
 
 def mask_chat_messages(
@@ -98,8 +107,8 @@ def mask_chat_messages(
             ids = {str(messages[at].get("tool_call_id")) for at, r in cleared_at.items()
                    if rows.message_at[r] == i}  # fmt: skip
             message["tool_calls"] = [
-                {**call, "function": {**call.get("function", {}), "arguments": "{}"}}
-                if str(call.get("id")) in ids else call for call in raw["tool_calls"]
+                _cleared_input(call) if str(call.get("id")) in ids else call
+                for call in raw["tool_calls"]
             ]  # fmt: skip
         if message.get("role") == "tool" and i in answered:
             text = content_text(raw.get("content"))
@@ -119,7 +128,7 @@ def mask_chat_messages(
                 if cut != text:
                     message["content"] = cut
         out.append(message)
-    if unmapped(messages):  # custom calls: counted by the chat estimate
+    if unmapped(messages):  # a custom key without its type: the chat estimate
         before = chat_counts(messages, method=method, overhead=overhead)
         after = chat_counts(out, method=method, overhead=overhead)
     else:

@@ -524,6 +524,9 @@ fn tool_call(call: Value, at: &str, id: String) -> Result<(String, Value), Probl
     if function.is_some_and(|f| !f.is_object()) {
         return Err(Problem::new(format!("{at}.function must be an object")));
     }
+    if let Some(custom) = custom_call(&c) {
+        return custom_tool_call(&c, custom, at, id);
+    }
     let name = function
         .and_then(|f| f.get("name"))
         .cloned()
@@ -551,6 +554,49 @@ fn tool_call(call: Value, at: &str, id: String) -> Result<(String, Value), Probl
         part["state"]["metadata"] = metadata;
     }
     Ok((key, part))
+}
+
+/// The `custom` object of an OpenAI custom (freeform) tool call
+/// (`{"type": "custom", "custom": {"name", "input"}}`, no `function`).
+fn custom_call(c: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    let custom = c.get("custom")?.as_object()?;
+    let function = c.get("function").is_some_and(truthy);
+    (c.get("type").and_then(Value::as_str) == Some("custom") && !function).then_some(custom)
+}
+
+/// A custom tool call (`at`) as the tool part `id`: its name, and its text
+/// as the input `{"input": text}` (what the Responses reader makes of a
+/// `custom_tool_call`; no text or "" is `{}`); the call is kept whole in the
+/// source, to be written back as it was.
+fn custom_tool_call(
+    c: &Map<String, Value>,
+    custom: &Map<String, Value>,
+    at: &str,
+    id: String,
+) -> Result<(String, Value), Problem> {
+    let name = custom.get("name").cloned().unwrap_or(Value::Null);
+    let call_id = c.get("id").cloned().unwrap_or(Value::Null);
+    let text = custom.get("input").cloned().unwrap_or(Value::Null);
+    for (field, value) in [
+        ("custom.name", &name),
+        ("id", &call_id),
+        ("custom.input", &text),
+    ] {
+        if !(value.is_null() || value.is_string()) {
+            return Err(Problem::new(format!("{at}.{field} must be a string")));
+        }
+    }
+    // no text (a cleared input: masking writes "") is no input, as `{}` is
+    let input = match text {
+        Value::String(t) if !t.is_empty() => object([("input", Value::String(t))]),
+        _ => json!({}),
+    };
+    let rest = without(c, &["id"]);
+    let key = py_str(&call_id);
+    Ok((
+        key,
+        tool_part(id, call_id, name, input, Some(Value::Object(rest))),
+    ))
 }
 
 #[cfg(test)]
@@ -591,5 +637,25 @@ mod tests {
         ] {
             assert_eq!(call_state(raw.as_ref()), (want, None));
         }
+    }
+
+    #[test]
+    fn a_custom_call_is_read_with_its_name_and_text() {
+        let call = json!({"id": "c", "type": "custom",
+                          "custom": {"name": "apply_patch", "input": "*** x"}});
+        let (key, part) = tool_call(call.clone(), "m.tool_calls[0]", "p".into()).unwrap();
+        assert_eq!(key, "c");
+        assert_eq!(part["tool"], json!("apply_patch"));
+        assert_eq!(part["state"]["input"], json!({"input": "*** x"}));
+        assert_eq!(
+            part["source"],
+            json!({"type": "custom", "custom": call["custom"]})
+        );
+        let empty = json!({"id": "c", "type": "custom", "custom": {"name": "p", "input": ""}});
+        let (_, part) = tool_call(empty, "m", "p".into()).unwrap();
+        assert_eq!(part["state"]["input"], json!({}));
+        let bad = json!({"id": "c", "type": "custom", "custom": {"input": 5}});
+        let why = tool_call(bad, "m.tool_calls[0]", "p".into()).unwrap_err();
+        assert_eq!(why.what, "m.tool_calls[0].custom.input must be a string");
     }
 }

@@ -301,8 +301,9 @@ fn tool_call<'a>(
     buf: &mut String,
     scratch: &mut String,
 ) -> Option<Part<'a>> {
-    // the kept raw arguments would replace it in place
-    if get(&c, "arguments").is_some() {
+    // the kept raw arguments would replace it in place; a custom call is
+    // read by `chat::tool_call`
+    if get(&c, "arguments").is_some() || get(&c, "custom").is_some() {
         return None;
     }
     let mut function = match remove(&mut c, "function") {
