@@ -101,30 +101,6 @@ mod tests {
     use crate::testutil::*;
     use arrow_array::RecordBatch;
 
-    fn sessions() -> Vec<(&'static str, Vec<M>)> {
-        let mut long = vec![user("u0", vec![text("task")])];
-        for i in 0..6 {
-            long.push(assistant(
-                &format!("a{i}"),
-                "u0",
-                vec![tool("read", 90_000)],
-            ));
-            long.push(user(&format!("u{}", i + 1), vec![text("next")]));
-        }
-        let compacted = vec![
-            user("u1", vec![text("task")]),
-            assistant("a1", "u1", vec![tool("read", 10)]),
-            user("u2", vec![compaction()]),
-            summary("a2", "u2"),
-            user("u3", vec![text("Continue if you have next steps")]),
-        ];
-        vec![
-            ("long", long),
-            ("short", compacted),
-            ("quiet", vec![user("q", vec![])]),
-        ]
-    }
-
     /// The separate scans, one after another, as the batch path used to run them.
     fn separately(batch: &RecordBatch, p: &PruneConfig, e: MessageEstimateConfig) -> Vec<u64> {
         let batches = [batch.clone()];
@@ -160,7 +136,7 @@ mod tests {
 
     #[test]
     fn one_pass_equals_the_separate_scans() {
-        let batch = batch(&sessions());
+        let batch = batch(&long_short_quiet());
         for (protect, minimum) in [(40_000, 20_000), (0, 0), (1_000_000, 0)] {
             let p = PruneConfig {
                 protect,
@@ -190,7 +166,7 @@ mod tests {
 
     #[test]
     fn the_default_policy_prunes_the_long_session_and_hides_before_the_pivot() {
-        let batches = [batch(&sessions())];
+        let batches = [batch(&long_short_quiet())];
         let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
         let mut table = PartTable::new(&cols).unwrap();
         let got = compact(&mut table, &PruneConfig::default(), Default::default()).unwrap();
@@ -203,7 +179,7 @@ mod tests {
 
     #[test]
     fn tokens_before_is_the_estimate_before_the_marks() {
-        let batches = [batch(&sessions())];
+        let batches = [batch(&long_short_quiet())];
         let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
         let other = Render {
             clear_inputs: true,

@@ -152,33 +152,9 @@ mod tests {
     use crate::testutil::*;
     use crate::view::render_shape;
 
-    fn sessions() -> Vec<(&'static str, Vec<M>)> {
-        let mut long = vec![user("u0", vec![text("task")])];
-        for i in 0..6 {
-            long.push(assistant(
-                &format!("a{i}"),
-                "u0",
-                vec![tool("read", 90_000)],
-            ));
-            long.push(user(&format!("u{}", i + 1), vec![text("next")]));
-        }
-        let compacted = vec![
-            user("u1", vec![text("task")]),
-            assistant("a1", "u1", vec![tool("read", 10)]),
-            user("u2", vec![compaction()]),
-            summary("a2", "u2"),
-            user("u3", vec![text("Continue if you have next steps")]),
-        ];
-        vec![
-            ("long", long),
-            ("short", compacted),
-            ("quiet", vec![user("q", vec![])]),
-        ]
-    }
-
     #[test]
     fn the_plan_is_the_separate_scans() {
-        let batches = [batch(&sessions())];
+        let batches = [batch(&long_short_quiet())];
         let render = Render {
             truncate_output: Some(1_000),
             ..Render::default()

@@ -1155,6 +1155,35 @@ fn sent_messages(
     Ok((rows, tokens, kinds, sessions))
 }
 
+/// `replay`'s and `replay_resume`'s config (the view and mask policy dicts,
+/// the budget numbers) and message facts.
+type Budget = (u64, Option<u64>, u64, Option<u64>);
+type Facts = (Vec<Option<i64>>, Vec<u64>, Vec<Option<String>>);
+fn replay_inputs(
+    py: Python<'_>,
+    (view, mask): (&Bound<'_, PyDict>, Option<&Bound<'_, PyDict>>),
+    (created, output, call): Facts,
+    (system_tokens, threshold, available, usable): Budget,
+) -> PyResult<(ReplayConfig, MessageFacts)> {
+    let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
+    let config = ReplayConfig {
+        view: prune_config(py, Some(view))?.estimate_config(),
+        mask,
+        system_tokens,
+        threshold,
+        available,
+        usable,
+    };
+    Ok((
+        config,
+        MessageFacts {
+            created,
+            output,
+            call,
+        },
+    ))
+}
+
 /// Replay every session of `table` call by call (`replay::replay`): the
 /// view and the mask are policy dicts (as `prune` takes), the message facts
 /// one entry per message in table order. Returns the per-call columns
@@ -1184,20 +1213,12 @@ fn replay(
     retention: bool,
     system: Option<String>,
 ) -> PyResult<Vec<PyArray>> {
-    let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
-    let config = ReplayConfig {
-        view: prune_config(py, Some(view))?.estimate_config(),
-        mask,
-        system_tokens,
-        threshold,
-        available,
-        usable,
-    };
-    let facts = MessageFacts {
-        created,
-        output,
-        call,
-    };
+    let (config, facts) = replay_inputs(
+        py,
+        (view, mask),
+        (created, output, call),
+        (system_tokens, threshold, available, usable),
+    )?;
     let (calls, fallback) = scan(py, table, Scan::Compact, threads, |t| {
         let sessions = replay_core(t, &facts, &config)?;
         // Retention of every call, scored here (`retention` module) when asked.
@@ -1358,20 +1379,12 @@ fn replay_resume(
             stalled: stalled[s],
         })
         .collect();
-    let mask = mask.map(|m| prune_config(py, Some(m))).transpose()?;
-    let config = ReplayConfig {
-        view: prune_config(py, Some(view))?.estimate_config(),
-        mask,
-        system_tokens,
-        threshold,
-        available,
-        usable,
-    };
-    let facts = MessageFacts {
-        created,
-        output,
-        call,
-    };
+    let (config, facts) = replay_inputs(
+        py,
+        (view, mask),
+        (created, output, call),
+        (system_tokens, threshold, available, usable),
+    )?;
     type Stops<'t> = (
         Vec<Option<&'t str>>,
         Vec<i64>,

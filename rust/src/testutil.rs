@@ -408,3 +408,29 @@ pub fn random_session(rng: &mut Rng, ascii: bool) -> Vec<M> {
     }
     msgs
 }
+
+/// Three sessions the compaction tests share: a long one whose outputs the
+/// prune clears, one already compacted (marker, summary, continue), one quiet.
+pub fn long_short_quiet() -> Vec<(&'static str, Vec<M>)> {
+    let mut long = vec![user("u0", vec![text("task")])];
+    for i in 0..6 {
+        long.push(assistant(
+            &format!("a{i}"),
+            "u0",
+            vec![tool("read", 90_000)],
+        ));
+        long.push(user(&format!("u{}", i + 1), vec![text("next")]));
+    }
+    let compacted = vec![
+        user("u1", vec![text("task")]),
+        assistant("a1", "u1", vec![tool("read", 10)]),
+        user("u2", vec![compaction()]),
+        summary("a2", "u2"),
+        user("u3", vec![text("Continue if you have next steps")]),
+    ];
+    vec![
+        ("long", long),
+        ("short", compacted),
+        ("quiet", vec![user("q", vec![])]),
+    ]
+}
