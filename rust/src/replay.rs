@@ -893,6 +893,18 @@ mod tests {
         config: &ReplayConfig,
         created: impl Fn(usize) -> Option<i64>,
     ) -> Vec<SessionReplay> {
+        with_facts(sessions, created, |table, facts| {
+            replay(table, facts, config).unwrap()
+        })
+    }
+
+    /// `walk` over the sessions' table and their message facts (each
+    /// message created at `created(its index)`, no output, no call).
+    fn with_facts<R>(
+        sessions: &[(&str, Vec<M>)],
+        created: impl Fn(usize) -> Option<i64>,
+        walk: impl FnOnce(&PartTable<'_>, &MessageFacts) -> R,
+    ) -> R {
         let batches = [batch(sessions)];
         let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
         let table = PartTable::new(&cols).unwrap();
@@ -904,7 +916,7 @@ mod tests {
             output: vec![0; n],
             call: vec![None; n],
         };
-        replay(&table, &facts, config).unwrap()
+        walk(&table, &facts)
     }
 
     /// Each step reads a big output; users ask between steps.
@@ -1070,18 +1082,11 @@ mod tests {
         config: &ReplayConfig,
         states: &[Resume],
     ) -> Vec<SessionReplay> {
-        let batches = [batch(sessions)];
-        let cols = Columns::from_batches(&batches, Scan::Compact).unwrap();
-        let table = PartTable::new(&cols).unwrap();
-        let n: usize = (0..table.sessions.len())
-            .map(|s| table.messages(s).unwrap().len())
-            .sum();
-        let facts = MessageFacts {
-            created: vec![None; n],
-            output: vec![0; n],
-            call: vec![None; n],
-        };
-        resume(&table, &facts, config, states).unwrap()
+        with_facts(
+            sessions,
+            |_| None,
+            |table, facts| resume(table, facts, config, states).unwrap(),
+        )
     }
 
     #[test]
