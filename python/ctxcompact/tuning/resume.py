@@ -144,7 +144,7 @@ def _score(run: _Run, span: list[int], c: dict[str, list[Any]], starts: list[int
            part_ids: list[Any], config: CompactionConfig, system: str | None,
            stop: tuple[int, int, int, int | None] | None) -> int:  # fmt: skip
     """The rows of the core's calls ``span`` of ``run``'s segment, scored as
-    the live walk scores them (``tuning.engine._score_session``), and the
+    the live walk scores them (``tuning.walk.LiveRun.call``), and the
     segment's messages marked as the core's masks marked them. Leaves the
     run's previous prompt and the messages since as the walk has them before
     the next call. Returns the segment index of the message that makes the
