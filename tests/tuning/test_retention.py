@@ -195,3 +195,20 @@ def test_prose_between_backquoted_paths_is_no_identifier() -> None:
 )  # fmt: skip
 def test_backquoted_spans_are_paired_as_written(text: str, expected: list[str]) -> None:
     assert identifiers(text) == expected
+
+
+def test_a_score_below_one_never_reads_as_one() -> None:
+    """Three decimals would print 0.99987 (a swe-agent mask on tau-bench) as
+    1.000, the score of no loss at all: the tables show more places instead."""
+    from ctxcompact.cli.display import _cell
+    from ctxcompact.tuning.report import _shown
+    from ctxcompact.tuning.retention import shown_score
+
+    assert shown_score(1.0) == "1.000"
+    assert shown_score(0.81249) == "0.812"
+    assert shown_score(0.99987) == "0.9999"
+    assert shown_score(0.9995) == "0.9995"
+    assert shown_score(1 - 1e-12) == "0.999999999"
+    for value in (0.99987, 0.9999999, 1 - 1e-15, 0.99951):
+        for text in (shown_score(value), _cell("retention", value), _shown("retention", value)):
+            assert float(text) < 1.0, text

@@ -22,6 +22,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ctxcompact.tuning.retention import shown_score
+
 T = TypeVar("T")
 
 
@@ -97,7 +99,7 @@ def _cell(key: str, v: Any) -> str:
     if isinstance(v, float):
         if key.endswith("_ratio"):
             return f"{v:+.1%}"
-        return f"{v:.3f}" if key.endswith("retention") else f"${v:,.4f}"
+        return shown_score(v) if key.endswith("retention") else f"${v:,.4f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)

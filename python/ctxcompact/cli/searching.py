@@ -32,6 +32,7 @@ from ctxcompact.cli.outputs import (
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import ConfigError
 from ctxcompact.tuning.as_sent import parse_as_sent
+from ctxcompact.tuning.retention import shown_score
 
 
 def check_sheets(models: list[str] | None, cfg: CompactionConfig, cache: str) -> None:
@@ -164,8 +165,8 @@ def tune_search(inputs: list[Path], *, space: Path | None, objective: str | None
 
     def add(name: str, f: dict[str, Any]) -> None:
         value = f"${f[key]:,.4f}" if key == "cost" else f"{f[key]:,}"
-        table.add_row(name, value, f"{f['retention']:.3f}", f"{f['compaction_retention']:.3f}",
-                      str(f["over_window"]),
+        table.add_row(name, value, shown_score(f["retention"]),
+                      shown_score(f["compaction_retention"]), str(f["over_window"]),
                       "yes" if result.feasible(f) else "no")  # fmt: skip
 
     add("chosen (train)", result.train)

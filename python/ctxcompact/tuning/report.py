@@ -31,7 +31,7 @@ from ctxcompact.policy import PRESETS
 from ctxcompact.tuning.grid import CONFIG_KEYS, WINDOW_KEYS, Tuning, pareto
 from ctxcompact.tuning.recorded import recorded_totals
 from ctxcompact.tuning.replay import per_session_table
-from ctxcompact.tuning.retention import ranked
+from ctxcompact.tuning.retention import ranked, shown_score
 
 
 def pyplot() -> Any:
@@ -354,7 +354,7 @@ def _shown(c: str, v: Any) -> str:
     if isinstance(v, float):
         if c.endswith("_ratio"):
             return f"{v:+.1%}"
-        return f"{v:.3f}" if "retention" in c else f"{v:,.4f}"
+        return shown_score(v) if "retention" in c else f"{v:,.4f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)

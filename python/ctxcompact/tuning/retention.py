@@ -535,6 +535,18 @@ class RunRetention:
         self._lost.add(fact)
 
 
+def shown_score(value: float) -> str:
+    """A retention as text: three decimals, more where three would round a
+    loss away (0.99987 is "0.9999"; only a score of 1.0 reads "1.000")."""
+    if value >= 1.0:
+        return f"{value:.3f}"
+    for places in range(3, 10):
+        text = f"{value:.{places}f}"
+        if float(text) < 1.0:
+            return text
+    return "0.999999999"
+
+
 def ranked(counts: Mapping[str, int], n: int | None = 20) -> list[tuple[str, int]]:
     """(label, count) most often first, ties by label; the first ``n`` (all: None)."""
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -559,4 +571,5 @@ __all__ = [
     "ranked",
     "removed_messages",
     "score_compaction",
+    "shown_score",
 ]
