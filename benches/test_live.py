@@ -17,6 +17,15 @@ of the messages it returns (the step's budget: within 1.5x):
 ``before_call``) also run on stores counting o200k exactly (``count=``)
 for a gpt-4o loop, whose budget reads the stored counts.
 
+The two ``to_model_messages`` groups set the engine's view of the whole
+session beside the Python renderer it replaced (``view_d61f093.py``, a
+copy of its module) and time its steps (pydantic's dump, the core's
+mapper, the render, ``json.loads``); ``python benches/test_live.py``
+alternates the two renderers call by call (docs/benchmarks.md):
+
+    pytest benches/test_live.py --benchmark-enable -k to_model_messages \
+        --benchmark-timer=time.process_time --benchmark-min-rounds=20
+
 The ``stored-counts`` groups set side by side the same step on a 500-part
 session whose outputs were counted on append (``output_utf16`` in the
 store) and on the same rows without the counts (as a file of the previous
@@ -31,16 +40,21 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import statistics
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import ctxcompact._core as _core
 import pytest
+import view_d61f093
 from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.clients.base import SummaryRequest, SummaryResponse
 from ctxcompact.live.store import new_id
 from ctxcompact.models import MessageWithParts
+from ctxcompact.transcript.rows import _export_json, sessions_to_table
 
 LIMITS = {"context": 1_000_000, "output": 32_000}  # never compacts: the step itself is timed
 
@@ -52,6 +66,10 @@ class NoModel:
 
 @pytest.fixture(scope="module")
 def session() -> cc.Session:
+    return _session()
+
+
+def _session() -> cc.Session:
     """One generated coding-agent session with a completed compaction a quarter in."""
     (generated,) = cc.Transcript(
         generate_table(1, 1300, seed=3, mean_output_chars=1400)
@@ -171,6 +189,52 @@ def test_to_model_messages_session(benchmark: Any, session: cc.Session) -> None:
     assert len(messages) >= len(visible.messages)
 
 
+@pytest.mark.benchmark(group="to_model_messages of the whole session against the Python renderer")
+@pytest.mark.parametrize("renderer", ["engine", "python-d61f093^"])
+def test_to_model_messages_vs_python(benchmark: Any, session: cc.Session, renderer: str) -> None:
+    """The engine's view (``_core.render_chat``) beside the Python renderer
+    it replaced (a copy of its module, ``view_d61f093.py``): the same
+    messages."""
+    render = cc.to_model_messages if renderer == "engine" else view_d61f093.to_model_messages
+    assert benchmark(render, session) == view_d61f093.to_model_messages(session)
+
+
+@pytest.mark.benchmark(group="to_model_messages of the whole session, step by step")
+@pytest.mark.parametrize("step", ["pydantic-dump", "mapper", "render", "json.loads"])
+def test_to_model_messages_steps(benchmark: Any, session: cc.Session, step: str) -> None:
+    """Where the engine's view spends its time: the session serialized by
+    pydantic (``sessions_to_table``'s ``_export_json``), mapped to part rows
+    by the core (``_core.session_rows``), rendered (``_core.render_chat``)
+    and parsed back into Python objects."""
+    line = _export_json(session)
+    table = sessions_to_table([session], threads=1)
+    rendered = _core.render_chat(table, threads=1)
+    run: dict[str, Any] = {
+        "pydantic-dump": lambda: _export_json(session),
+        "mapper": lambda: _core.session_rows(line, threads=1),
+        "render": lambda: _core.render_chat(table, threads=1),
+        "json.loads": lambda: [json.loads(b) for b in rendered],
+    }
+    benchmark(run[step])
+
+
+def alternated(rounds: int = 30) -> None:
+    """``to_model_messages(session)`` and the Python renderer it replaced,
+    alternated call by call in one process, CPU time (``time.process_time``):
+    ``python benches/test_live.py``."""
+    session = _session()
+    assert cc.to_model_messages(session) == view_d61f093.to_model_messages(session)
+    sides = {"engine": cc.to_model_messages, "python-d61f093^": view_d61f093.to_model_messages}
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, render in sides.items():
+            start = time.process_time()
+            render(session)
+            times[name].append((time.process_time() - start) * 1000)
+    for name, got in times.items():
+        print(f"{name}: min {min(got):.2f}, median {statistics.median(got):.2f} ms")
+
+
 def test_prune_session(benchmark: Any, session: cc.Session) -> None:
     result = benchmark(cc.prune, session)
     assert result.total > 0
@@ -228,3 +292,7 @@ def test_stored_counts_tables(
         session = store.load(sid)
     totals = benchmark(_prune_and_estimate, session)
     assert totals[0] > 0 and totals[1] > 0
+
+
+if __name__ == "__main__":
+    alternated()

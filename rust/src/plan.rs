@@ -65,6 +65,19 @@ pub struct SessionPlan {
     pub model: Option<Vec<Vec<u8>>>,
 }
 
+impl SessionPlan {
+    /// The tokens of the parts the next model call is sent (the visible
+    /// ones), before any system prompt of the runtime's own.
+    pub fn visible_tokens(&self) -> u64 {
+        self.tokens
+            .iter()
+            .zip(&self.hidden)
+            .filter(|(_, h)| **h == Hidden::Shown)
+            .map(|(t, _)| t)
+            .sum()
+    }
+}
+
 /// The plan of every session of `table` under `config`. The prune's
 /// selection is marked into the table's flags, so the table reads as the
 /// marked transcript afterwards (as after `compact::compact`).

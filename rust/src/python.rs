@@ -612,7 +612,7 @@ fn render_chat(
     threads: Option<usize>,
     shape: &str,
 ) -> PyResult<Vec<Py<pyo3::types::PyBytes>>> {
-    let shape = crate::shapes::Shape::parse(shape).map_err(|e| to_pyerr(py, e))?;
+    let shape = parse_shape(py, shape)?;
     let render = render_options(
         py,
         clear_inputs,
@@ -627,6 +627,19 @@ fn render_chat(
         .iter()
         .map(|b| pyo3::types::PyBytes::new(py, b).unbind())
         .collect())
+}
+
+/// A model-input shape argument (`shapes::Shape::parse`), its error naming
+/// the argument (`column="shape"`).
+fn parse_shape(py: Python<'_>, shape: &str) -> PyResult<crate::shapes::Shape> {
+    crate::shapes::Shape::parse(shape).map_err(|e| {
+        let err = to_pyerr(py, e);
+        // the ConfigError names the argument, as a column names the input's value
+        match err.value(py).setattr("column", "shape") {
+            Ok(()) => err,
+            Err(failed) => failed,
+        }
+    })
 }
 
 /// A chat list (JSON bytes of an array of OpenAI chat messages) as an
@@ -881,7 +894,8 @@ fn compact_batch(
 /// message index in its session (null for a session without messages),
 /// hidden (0 shown, 1 before the pivot), fate (0 kept, 1 cleared, 2 cut),
 /// pruned now, tokens; per session columns: first row, rows, total, pruned,
-/// pruned parts; the model input: `None` without a shape, else per session
+/// pruned parts, tokens, visible tokens (`SessionPlan::visible_tokens`);
+/// the model input: `None` without a shape, else per session
 /// the JSON array of its visible model messages (`output="json"`), or the
 /// columns session index, message index, stored message index, role, JSON
 /// of one model message per row (`output="arrow"`)).
@@ -907,10 +921,7 @@ fn plan(
             return Err(to_pyerr(py, CoreError::Config(why)));
         }
     };
-    let shape = shape
-        .map(crate::shapes::Shape::parse)
-        .transpose()
-        .map_err(|e| to_pyerr(py, e))?;
+    let shape = shape.map(|s| parse_shape(py, s)).transpose()?;
     let config = PlanConfig {
         prune: prune_config(py, policy)?,
         shape,
@@ -960,6 +971,8 @@ fn plan(
         column(&|p| p.prune.total),
         column(&|p| p.prune.pruned),
         column(&|p| p.prune.rows.len() as u64),
+        column(&|p| p.tokens.iter().sum()),
+        column(&crate::plan::SessionPlan::visible_tokens),
     ];
     let model = match shape {
         None => None,

@@ -196,8 +196,10 @@ def test_the_default_shape_is_chat() -> None:
 
 @pytest.mark.parametrize("shape", ["gemini", "", None, 3])
 def test_an_unknown_shape_is_a_config_error_naming_shape(shape: Any) -> None:
-    with pytest.raises(ConfigError, match="shape"):
+    with pytest.raises(ConfigError, match="shape") as caught:
         cc.to_model_messages(_step_session(), shape=shape)
+    if isinstance(shape, str):  # the core's check (shapes::Shape::parse) names the argument
+        assert caught.value.column == "shape"
 
 
 def _alternates(messages: list[dict[str, Any]]) -> bool:

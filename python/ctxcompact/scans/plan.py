@@ -26,8 +26,6 @@ from ctxcompact.scans.parts import _as_table, _prune_options, _take
 FATES = ("kept", "cleared", "cut")
 #: Why a part is not in the model input, by the core's codes after 0 (shown).
 HIDDEN = ("before_pivot",)
-#: The model-input shapes (``shapes::Shape``).
-SHAPES = ("chat", "anthropic", "responses")
 
 
 @dataclass(frozen=True)
@@ -98,10 +96,9 @@ def plan(
     by the other scans). ``shape``: ``"chat"``, ``"anthropic"`` or
     ``"responses"`` (``to_model_messages``' shapes). See ``Plan``.
     """
-    if shape is not None and shape not in SHAPES:
-        raise ConfigError(
-            f"unknown shape {shape!r}; expected one of {', '.join(SHAPES)}", column="shape"
-        )
+    if shape is not None and not isinstance(shape, str):
+        # its value is the core's to check (shapes::Shape::parse)
+        raise ConfigError(f"shape must be a string, got {type(shape).__name__}", column="shape")
     if output not in ("json", "arrow"):
         raise ConfigError(f"unknown output {output!r}; expected json or arrow", column="output")
     table, _ = _as_table(data)
@@ -111,12 +108,11 @@ def plan(
     parts, sessions, model = _core.plan(
         table, options, shape=shape, output=output, threads=check_threads(threads)
     )
-    session, message, hidden, fate, pruned, tokens = (pa.array(c) for c in parts)
-    first, rows, total, cut, pruned_parts = (pa.array(c) for c in sessions)
+    _, message, hidden, fate, pruned, tokens = (pa.array(c) for c in parts)
+    first, rows, total, cut, pruned_parts, tokens_sum, visible_sum = (pa.array(c) for c in sessions)
     visible = pc.equal(hidden, 0)
     none = pa.scalar(None, pa.int8())
     hidden_codes = pc.if_else(visible, none, pc.subtract(hidden.cast(pa.int8()), 1)).cast(pa.int8())
-    shown_tokens = pc.if_else(visible, tokens, 0)
     ids = _take(table, "session_id", first)
     per_session = pa.table(
         {
@@ -126,8 +122,8 @@ def plan(
             "total": total,
             "pruned": cut,
             "pruned_parts": pruned_parts,
-            "tokens": _per_session(session, tokens, len(first)),
-            "visible_tokens": _per_session(session, shown_tokens, len(first)),
+            "tokens": tokens_sum,
+            "visible_tokens": visible_sum,
         }
     )
     part_table = pa.table(
@@ -153,12 +149,3 @@ def plan(
     elif model is not None:
         model_input = list(model)
     return Plan(parts=part_table, sessions=per_session, model_input=model_input)
-
-
-def _per_session(session: pa.Array, values: pa.Array, n: int) -> pa.Array:
-    """The sums of ``values`` by session index (``n`` sessions, in order)."""
-    if n == 0:
-        return pa.array([], pa.uint64())
-    sums = pa.table({"s": session, "v": values}).group_by("s", use_threads=False)
-    got = sums.aggregate([("v", "sum")]).sort_by("s")
-    return got.column("v_sum").combine_chunks().cast(pa.uint64())
