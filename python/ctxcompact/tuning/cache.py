@@ -22,8 +22,9 @@ cache, and at what price, is the provider's rule, applied here at pricing
   minimum (what replay priced before these rules).
 
 An entry expires when the next call comes after the cache's lifetime (5
-minutes; Anthropic's 1-hour cache with ``cache="1h"``); calls without
-timestamps are taken as within it. ``cache="off"`` prices every prompt token
+minutes; Anthropic's 1-hour cache with ``cache="1h"``, and under the
+default for a run that recorded writing 1-hour entries: ``price_calls``'
+``lifetimes``); calls without timestamps are taken as within it. ``cache="off"`` prices every prompt token
 at the input price, as if the provider had no cache.
 
 The reads are an upper bound where a policy rewrites the prompt's middle
