@@ -283,3 +283,16 @@ def test_real_claude_code_corpus() -> None:
     assert s["baseline_prompt_tokens"] == pytest.approx(s["recorded_prompt_tokens"], rel=0.05)
     assert c["baseline_cached_tokens"] == pytest.approx(s["recorded_cached_tokens"], rel=0.05)
     assert c["baseline_written_tokens"] == pytest.approx(s["recorded_written_tokens"], rel=0.15)
+
+
+def test_tune_prices_a_runs_cache_lifetime_as_replay_does(tmp_path: Path) -> None:
+    """A run that wrote 1-hour entries keeps them an hour in a grid's prices too."""
+    from ctxcompact.tuning import tune
+
+    table = cc.read_sessions(claude_code_folder(tmp_path)).table
+    point, model = {"preset": ["opencode"]}, "claude-sonnet-4-5"  # reads from 1,024 tokens
+    alone = replay(table, limits=WIDE, model=model, policy="opencode").summary
+    (summary,) = tune(table, point, limits=WIDE, model=model,
+                      workers=1).summaries.values()  # fmt: skip
+    assert summary["baseline_cost"] == pytest.approx(alone["baseline_cost"])
+    assert summary["cost"] == pytest.approx(alone["cost"])
