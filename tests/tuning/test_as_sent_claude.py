@@ -11,15 +11,16 @@ real-corpus measurement (docs/tuning.md) runs in
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
+import pyarrow.compute as pc
 import pytest
 from ctxcompact.errors import ConfigError
+from ctxcompact.transcript import Transcript
 from ctxcompact.tuning import replay
 from ctxcompact.tuning.as_sent import parse_as_sent
 
@@ -31,9 +32,21 @@ def _event(kind: str, uuid: str, **more: Any) -> dict[str, Any]:
     return {"type": kind, "uuid": uuid, "sessionId": SID, "isSidechain": False, **more}
 
 
-def session_lines(steps: int, compact_at: int, usage: list[dict[str, int]] | None) -> list[str]:
+def _stamp(seconds: float) -> str:
+    """An event's ``timestamp`` as Claude Code writes it, ``seconds`` into the day."""
+    whole = int(seconds)
+    return (f"2026-02-11T{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}."
+            f"{round(seconds % 1 * 1000):03d}Z")  # fmt: skip
+
+
+def session_lines(steps: int, compact_at: int, usage: list[dict[str, int]] | None,
+                  times: list[float] | None = None,
+                  agent: str | None = None) -> list[str]:  # fmt: skip
     """A task, ``steps`` calls each reading a file, Claude Code compacting
-    before call ``compact_at``; ``usage``: each call's recorded usage."""
+    before call ``compact_at``; ``usage``: each call's recorded usage;
+    ``times``: when each call's response began (seconds; its lines and the
+    tool result a second apart); ``agent``: a subagent's ``agentId`` (its
+    lines a sidechain of session ``SID``, as in ``<SID>/subagents/``)."""
     lines = [_event("user", "u0", message={"role": "user", "content": "fix the bug " * 40})]
     for i in range(steps):
         if i == compact_at:
@@ -53,6 +66,12 @@ def session_lines(steps: int, compact_at: int, usage: list[dict[str, int]] | Non
         lines.append(_event("user", f"r{i}", message={"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"t{i}",
              "content": f"<{i}>" + "code line\n" * (150 + 13 * i)}]}))  # fmt: skip
+        if times is not None:
+            for k, line in enumerate(lines[-3:]):
+                line["timestamp"] = _stamp(times[i] + k)
+    if agent is not None:
+        for line in lines:
+            line |= {"agentId": agent, "isSidechain": True}
     return [json.dumps(x) for x in lines]
 
 
@@ -135,27 +154,145 @@ def test_own_parses_and_a_typo_is_refused() -> None:
         parse_as_sent("ownn")
 
 
+SYSTEM, SLOPE = 9_000, 1.3  # the fixture's system prompt and tools; provider tokens per estimate
+
+
+def _usage(prompt: int, read: int, hour: bool) -> dict[str, Any]:
+    """A call's usage as Claude Code records it: ``prompt`` tokens sent, ``read``
+    of them from the cache, the rest (less 3 uncached) written for 5 minutes or 1 hour."""
+    write = prompt - read - 3
+    return {"input_tokens": 3, "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": write, "output_tokens": 40,
+            "cache_creation": {"ephemeral_5m_input_tokens": 0 if hour else write,
+                               "ephemeral_1h_input_tokens": write if hour else 0}}  # fmt: skip
+
+
+def _as_sent(path: Path) -> tuple[list[int], list[int]]:
+    """Each call's estimated prompt as sent (cut at the compaction) and its
+    common prefix with the previous one."""
+    calls = replay(cc.read_sessions(path).table, limits=WIDE, as_sent="own").calls
+    return calls["baseline_prompt_tokens"].to_pylist(), calls["baseline_cached_tokens"].to_pylist()
+
+
+def claude_code_folder(tmp_path: Path) -> Path:
+    """A Claude Code project folder as ``~/.claude/projects`` holds it,
+    modelled on real sessions (docs/tuning.md): the session ``<SID>.jsonl``
+    (1-hour writes; its first call reads the system prompt and tools cached
+    by an earlier session; a 20-minute pause, which the 1-hour cache
+    outlives; compacted before call 8, after which Claude Code still reads
+    the system prompt), and in ``<SID>/subagents/`` a Task agent (5-minute
+    writes; a 10-minute pause, after which it writes its whole prompt again)
+    and the compaction agent, whose one call is sent the parent's history
+    read from the cache; each call streamed over two lines."""
+    root = tmp_path / "project"
+    agents = root / SID / "subagents"
+    agents.mkdir(parents=True)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    runs = {  # name: (steps, compact_at, times, agent, 1-hour writes)
+        f"{SID}.jsonl": (14, 8, [60.0 * i + 1200 * (i >= 5) for i in range(14)], None, True),
+        f"{SID}/subagents/agent-a1b2.jsonl": (4, 99, [30.0 * i + 600 * (i >= 2) for i in range(4)],
+                                              "a1b2", False),
+        f"{SID}/subagents/agent-acompact-7f3e.jsonl": (1, 99, [2500.0], "acompact-7f3e", True),
+    }  # fmt: skip
+    last_prompt = 0
+    for name, (steps, compact_at, times, agent, hour) in runs.items():
+        est = _as_sent(write(plain / name.replace("/", "_"),
+                             session_lines(steps, compact_at, None, times, agent)))  # fmt: skip
+        ttl = 3600 if hour else 300
+        usage = []
+        for i, (p, c) in enumerate(zip(*est, strict=True)):
+            prompt = round(SLOPE * p) + SYSTEM
+            if agent == "acompact-7f3e":  # the parent's last prompt, from the cache
+                prompt, read = last_prompt + round(SLOPE * p), last_prompt
+            elif i == 0:
+                read = SYSTEM if agent is None else 0
+            elif times[i] - times[i - 1] > ttl:
+                read = 0
+            else:
+                read = round(SLOPE * c) + SYSTEM if c else SYSTEM
+            usage.append(_usage(prompt, read, hour))
+            last_prompt = prompt if agent is None else last_prompt
+        write(root / name, session_lines(steps, compact_at, usage, times, agent))
+    return root
+
+
+def test_a_claude_code_folder_with_subagents_reads_as_one_input(tmp_path: Path) -> None:
+    from ctxcompact.formats import read
+    from ctxcompact.formats.source import compaction_agent, subagent_parent
+
+    root = claude_code_folder(tmp_path)
+    table = cc.read_sessions(root).table
+    ids = set(Transcript(table).session_ids())
+    task, summary = f"{SID}/subagents/agent-a1b2", f"{SID}/subagents/agent-acompact-7f3e"
+    assert ids == {SID, task, summary}
+    assert subagent_parent(task) == (SID, "a1b2") and subagent_parent(SID) is None
+    assert compaction_agent(summary) == SID and compaction_agent(task) is None
+    # the pure-Python reader names them alike
+    assert [s.id for s in read(root / f"{summary}.jsonl")] == [summary]
+    got = replay(table, limits=WIDE, model="claude-opus-4-6", as_sent="auto", calibrate=True)
+    calls = dict(zip(got.sessions["session_id"].to_pylist(), got.sessions["calls"].to_pylist(),
+                     strict=True))  # fmt: skip
+    recorded = got.sessions["recorded_calls"].to_pylist()
+    assert calls == {SID: 14, task: 4, summary: 1}  # one call per message id
+    assert list(calls.values()) == recorded
+
+
+def test_claude_codes_cache_reads_and_writes_are_replayed_as_it_wrote_them(
+        tmp_path: Path) -> None:  # fmt: skip
+    """The compaction agent reads its parent's prefix, a run's first call and
+    the first after a compaction read the system prompt as the first call
+    recorded, a pause past a run's cache lifetime (5 minutes, or 1 hour for a
+    run that wrote 1-hour entries) writes the prompt again."""
+    table = cc.read_sessions(claude_code_folder(tmp_path)).table
+    got = replay(table, limits=WIDE, model="claude-opus-4-6", as_sent="auto", calibrate=True)
+    s = got.summary
+    c = s["costs"]["claude-opus-4-6"]
+    assert s["baseline_prompt_tokens"] == pytest.approx(s["recorded_prompt_tokens"], rel=0.005)
+    assert c["baseline_cached_tokens"] == pytest.approx(s["recorded_cached_tokens"], rel=0.005)
+    assert c["baseline_written_tokens"] == pytest.approx(s["recorded_written_tokens"], rel=0.01)
+    rows = {r["session_id"]: r for r in got.sessions.to_pylist()}
+    summary = rows[f"{SID}/subagents/agent-acompact-7f3e"]
+    assert summary["baseline_written_tokens"] == pytest.approx(
+        summary["recorded_written_tokens"], abs=5)  # fmt: skip
+    # the pauses are seen: each call's time is its event's timestamp
+    since = got.calls.filter(pc.equal(got.calls["session_id"], SID))["since_previous_s"]
+    assert since.to_pylist()[5] == pytest.approx(1260.0)
+
+
 CORPUS = os.environ.get("CLAUDE_CODE_CORPUS")
 
 
 @pytest.mark.skipif(CORPUS is None, reason="CLAUDE_CODE_CORPUS does not name a folder of real "
                     "Claude Code sessions (docs/tuning.md says where to fetch one)")  # fmt: skip
 def test_real_claude_code_corpus() -> None:
-    """Each file of the corpus replayed on its own (a subagent file shares its
-    parent's session id): exactly the recorded calls; prompt and cache reads
-    within 5% in total (docs/tuning.md has the per-session table)."""
-    files = sorted(glob.glob(f"{CORPUS}/**/*.jsonl", recursive=True))
-    assert files
-    totals = dict.fromkeys(("calls", "recorded_calls", "baseline_prompt_tokens",
-                            "recorded_prompt_tokens", "baseline_cached_tokens",
-                            "recorded_cached_tokens"), 0)  # fmt: skip
-    for f in files:
-        s = replay(cc.read_sessions(f).table, limits={"context": 200_000, "output": 32_000},
-                   model="claude-opus-4-6", as_sent="auto", calibrate=True).summary  # fmt: skip
-        assert s["calls"] == s["recorded_calls"], f
-        for k in totals:
-            totals[k] += s[k] or 0
-    assert totals["calls"] == totals["recorded_calls"]
-    for mine, theirs in (("baseline_prompt_tokens", "recorded_prompt_tokens"),
-                         ("baseline_cached_tokens", "recorded_cached_tokens")):  # fmt: skip
-        assert totals[mine] == pytest.approx(totals[theirs], rel=0.05), mine
+    """The corpus folder read as one input (each subagent a session of its
+    own) and replayed once: exactly the recorded calls per session; prompt
+    and cache reads within 5% in total, cache writes within 15% (measured
+    -14.1%, docs/tuning.md has the per-session table: Claude Code re-read
+    from the system prompt on most calls after a background task's
+    notification, which the replay does not model)."""
+    assert CORPUS is not None
+    got = replay(cc.read_sessions(CORPUS).table, limits={"context": 200_000, "output": 32_000},
+                 model="claude-opus-4-6", as_sent="auto", calibrate=True)  # fmt: skip
+    for row in got.sessions.to_pylist():
+        assert row["calls"] == row["recorded_calls"], row["session_id"]
+    s = got.summary
+    c = s["costs"]["claude-opus-4-6"]
+    assert s["calls"] == s["recorded_calls"]
+    assert s["baseline_prompt_tokens"] == pytest.approx(s["recorded_prompt_tokens"], rel=0.05)
+    assert c["baseline_cached_tokens"] == pytest.approx(s["recorded_cached_tokens"], rel=0.05)
+    assert c["baseline_written_tokens"] == pytest.approx(s["recorded_written_tokens"], rel=0.15)
+
+
+def test_tune_prices_a_runs_cache_lifetime_as_replay_does(tmp_path: Path) -> None:
+    """A run that wrote 1-hour entries keeps them an hour in a grid's prices too."""
+    from ctxcompact.tuning import tune
+
+    table = cc.read_sessions(claude_code_folder(tmp_path)).table
+    point, model = {"preset": ["opencode"]}, "claude-sonnet-4-5"  # reads from 1,024 tokens
+    alone = replay(table, limits=WIDE, model=model, policy="opencode").summary
+    (summary,) = tune(table, point, limits=WIDE, model=model,
+                      workers=1).summaries.values()  # fmt: skip
+    assert summary["baseline_cost"] == pytest.approx(alone["baseline_cost"])
+    assert summary["cost"] == pytest.approx(alone["cost"])

@@ -423,11 +423,13 @@ def _is_title(event: Any) -> bool:
             and not isinstance(event.get("message"), Mapping))  # fmt: skip
 
 
-def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session]:
+def claude_code_sessions(events: Iterable[Any], default_id: str, suffix: str = "") -> list[Session]:
     """Events of a Claude Code file, grouped by the last ``sessionId`` seen
     (``default_id`` before the first one), one session each. ``summary`` and
     ``file-history-snapshot`` lines without a ``sessionId`` before the file's
-    first other event join that event's session (never a session of their own)."""
+    first other event join that event's session (never a session of their own).
+    ``suffix``: what each ``sessionId`` is suffixed with (a subagent's file:
+    ``formats.source.subagent_suffix``)."""
     by_session: dict[str, list[Any]] = {}
     current = default_id
     held: list[Any] | None = []  # None once the first other event is read
@@ -438,7 +440,7 @@ def claude_code_sessions(events: Iterable[Any], default_id: str) -> list[Session
             held.append(event)
             continue
         if given:
-            current = str(event["sessionId"])
+            current = str(event["sessionId"]) + suffix
         if held is not None:
             by_session.setdefault(current, []).extend(held)
             held = None

@@ -24,6 +24,7 @@ from ctxcompact.formats.detect import FORMATS, RESPONSES_ITEMS, detect_format, j
 from ctxcompact.formats.jsonl import iterable, json_kind, parse_line
 from ctxcompact.formats.openhands import from_openhands, from_openhands_output
 from ctxcompact.formats.responses import from_openai_responses
+from ctxcompact.formats.source import subagent_suffix
 from ctxcompact.models import Session
 
 
@@ -225,7 +226,7 @@ def _claude_code(path: Path, records: list[tuple[int, Any]], default_id: str) ->
             raise FormatError(f'{path}:{n}: not a Claude Code event: it has no "type" string '
                               "(is this file in another format?)", row=n)  # fmt: skip
     try:
-        return claude_code_sessions([e for _, e in records], default_id)
+        return claude_code_sessions([e for _, e in records], default_id, subagent_suffix(path))
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

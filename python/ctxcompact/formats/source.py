@@ -8,7 +8,10 @@ round trip lossless. These two accessors are the only readers of it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -192,6 +195,59 @@ def claude_code_call_id(source: Any) -> str | None:
     body = source.get("message") if claude_code_record(source) else None
     call = body.get("id") if isinstance(body, dict) else None
     return call if isinstance(call, str) and call else None
+
+
+def claude_code_created_ms(source: Any) -> int | None:
+    """When a Claude Code record's event was written: its ``timestamp`` (ISO
+    8601, e.g. ``2026-02-11T20:51:16.246Z``) in Unix milliseconds, else None
+    (absent or not a time). A call's is when its response began streaming:
+    the replay's ``since_previous_s``, which the cache's lifetime is priced
+    against (``tuning.cache``)."""
+    event = source.get("event") if claude_code_record(source) else None
+    stamp = event.get("timestamp") if isinstance(event, dict) else None
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(
+            stamp.replace("Z", "+00:00", 1) if stamp.endswith("Z") else stamp
+        )
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return round(when.timestamp() * 1000)
+
+
+#: Where Claude Code keeps a subagent's file: ``<session>/subagents/agent-<agent>.jsonl``.
+SUBAGENTS = "/subagents/agent-"
+
+
+def subagent_suffix(path: str | os.PathLike[str]) -> str:
+    """What the session ids of a Claude Code subagent's file are suffixed
+    with: ``/subagents/agent-<agent>`` for ``.../subagents/agent-<agent>.jsonl``
+    (its lines name the parent's ``sessionId``; so read, the agent is a
+    session of its own, ``<parent>/subagents/agent-<agent>``), else ``""``.
+    The native reader's rule is ``claude_file::subagent_suffix``."""
+    p = Path(path)
+    stem = p.stem
+    if p.parent.name == "subagents" and stem.startswith("agent-") and len(stem) > len("agent-"):
+        return f"/subagents/{stem}"
+    return ""
+
+
+def subagent_parent(session_id: str) -> tuple[str, str] | None:
+    """The parent session and the agent of a subagent's session id
+    (``subagent_suffix``), else None."""
+    parent, found, agent = session_id.rpartition(SUBAGENTS)
+    return (parent, agent) if found and parent and agent and "/" not in agent else None
+
+
+def compaction_agent(session_id: str) -> str | None:
+    """The parent of a Claude Code compaction agent's session (its file is
+    ``agent-acompact-*``: the one call that writes the summary, sent the
+    parent's history), else None."""
+    got = subagent_parent(session_id)
+    return got[0] if got is not None and got[1].startswith("acompact-") else None
 
 
 def claude_code_compact_boundary(source: Any) -> bool:

@@ -22,8 +22,9 @@ cache, and at what price, is the provider's rule, applied here at pricing
   minimum (what replay priced before these rules).
 
 An entry expires when the next call comes after the cache's lifetime (5
-minutes; Anthropic's 1-hour cache with ``cache="1h"``); calls without
-timestamps are taken as within it. ``cache="off"`` prices every prompt token
+minutes; Anthropic's 1-hour cache with ``cache="1h"``, and under the
+default for a run that recorded writing 1-hour entries: ``price_calls``'
+``lifetimes``); calls without timestamps are taken as within it. ``cache="off"`` prices every prompt token
 at the input price, as if the provider had no cache.
 
 The reads are an upper bound where a policy rewrites the prompt's middle
@@ -178,14 +179,22 @@ def _column(calls: pa.Table, name: str) -> list[Any]:
     return calls.column(name).to_pylist() if name in calls.column_names else [None] * len(calls)
 
 
-def price_calls(calls: pa.Table, sheet: Sheet) -> dict[str, Any]:
+def price_calls(calls: pa.Table, sheet: Sheet,
+                lifetimes: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """The calls of a per-call table (``CALL_SCHEMA``) priced under ``sheet``,
     call by call, with the baseline (the run without compaction) beside them:
     ``cost``, ``baseline_cost``, ``saved``, and the tokens billed as cache
-    reads and writes under the provider's rules."""
+    reads and writes under the provider's rules. ``lifetimes``: per session
+    id, how long its cache entries live (``recorded.recorded_lifetimes``: a
+    Claude Code run that wrote to Anthropic's 1-hour cache), under the
+    default 5-minute cache when no lifetime was given (``cache_ttl_s``); the
+    write price stays the sheet's."""
     price, rule = sheet.row.price, sheet.row.cache
     write = sheet.write_price()
     gaps = _column(calls, "since_previous_s")
+    ttls: list[float | None] = [sheet.ttl_s] * calls.num_rows
+    if lifetimes and sheet.ttl_s is None and sheet.cache == "5m":
+        ttls = [lifetimes.get(s) for s in _column(calls, "session_id")]
     totals = dict.fromkeys(("cached_tokens", "written_tokens", "input_tokens",
                             "baseline_cached_tokens", "baseline_written_tokens",
                             "baseline_input_tokens"), 0)  # fmt: skip
@@ -200,16 +209,14 @@ def price_calls(calls: pa.Table, sheet: Sheet) -> dict[str, Any]:
     columns = [calls.column(n).to_pylist() for n in (
         "prompt_tokens", "cached_tokens", "baseline_prompt_tokens", "baseline_cached_tokens",
         "output_tokens", "summary_input_tokens", "summary_output_tokens")]  # fmt: skip
-    for gap, (prompt, cached, b_prompt, b_cached, output, s_in, s_out) in zip(
-        gaps, zip(*columns, strict=True), strict=True
+    for gap, ttl, (prompt, cached, b_prompt, b_cached, output, s_in, s_out) in zip(
+        gaps, ttls, zip(*columns, strict=True), strict=True
     ):
-        cost += add("", *bill_prompt(prompt, cached, gap, rule, sheet.cache, sheet.ttl_s))
+        cost += add("", *bill_prompt(prompt, cached, gap, rule, sheet.cache, ttl))
         # A model summary is a call of its own, on the history it replaces.
         cost += add("", *bill_prompt(s_in, 0, None, rule, sheet.cache))
         cost += (output + s_out) * price.output
-        baseline += add(
-            "baseline_", *bill_prompt(b_prompt, b_cached, gap, rule, sheet.cache, sheet.ttl_s)
-        )
+        baseline += add("baseline_", *bill_prompt(b_prompt, b_cached, gap, rule, sheet.cache, ttl))
         baseline += output * price.output
     cost, baseline = cost / 1e6, baseline / 1e6
     return {"model": sheet.model, "cache": sheet.cache, "cost": cost, "baseline_cost": baseline,

@@ -40,25 +40,45 @@ CALIBRATION_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 
-def recorded_prompts(table: pa.Table, facts: Facts) -> dict[tuple[str, str], int]:
-    """(session id, message id) -> the prompt tokens its call recorded, for
-    each assistant message with a usage that is not all zeros."""
+def recorded_calls(table: pa.Table, facts: Facts) -> dict[tuple[str, str], tuple[int, int]]:
+    """(session id, message id) -> the prompt tokens its call recorded and
+    how many of them it read from the cache, for each assistant message with a
+    usage that is not all zeros."""
     if not facts.starts:
         return {}
     sids = plain_strings(table.column("session_id")).take(pa.array(facts.starts)).to_pylist()
-    out: dict[tuple[str, str], int] = {}
+    out: dict[tuple[str, str], tuple[int, int]] = {}
     for sid, info in zip(sids, facts.infos, strict=True):
         if not info or info.get("role") != "assistant" or not info.get("tokens"):
             continue
-        sent = prompt_tokens(TokenUsage.model_validate(info["tokens"]))
-        if sent:
-            out[(sid, info["id"])] = sent
+        usage = TokenUsage.model_validate(info["tokens"])
+        if sent := prompt_tokens(usage):
+            out[(sid, info["id"])] = (sent, usage.cache.read)
     return out
 
 
-def _calibrated(fit: Calibration, prompt: int, cached: int) -> tuple[int, int]:
+def recorded_prompts(table: pa.Table, facts: Facts) -> dict[tuple[str, str], int]:
+    """(session id, message id) -> the prompt tokens its call recorded, for
+    each assistant message with a usage that is not all zeros."""
+    return {k: sent for k, (sent, _) in recorded_calls(table, facts).items()}
+
+
+def _calibrated(fit: Calibration, prompt: int, cached: int, prefix: int) -> tuple[int, int]:
+    """A call's prompt and cached tokens calibrated. A prompt that shares
+    nothing with the previous one (the run's first call, the first after a
+    compaction) still reads the cached prefix the transcript does not hold
+    (the system prompt and tools, in the fit's intercept): ``prefix``, what
+    the run's first call read from the cache (``CACHED_PREFIX``)."""
     whole = fit.apply(prompt)
-    return whole, min(fit.apply(cached), whole) if cached else 0
+    return whole, min(fit.apply(cached) if cached else prefix, whole)
+
+
+#: The rule ``_calibrated`` applies to a prompt the previous call did not start.
+CACHED_PREFIX = (
+    "the prompt a call sends that its transcript does not hold (the system prompt and "
+    "tools) is the calibration's intercept; a call that shares no message with the "
+    "previous prompt reads as much of it from the cache as the run's first call read"
+)
 
 
 def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
@@ -67,15 +87,17 @@ def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
     usage (``over_window`` of the calibrated prompt against ``usable``, the
     input window: ``Limits.usable``), and per session id its fit
     (``CALIBRATION_SCHEMA``; every run of ``calls`` has an entry, null where
-    it recorded no call)."""
-    recorded = recorded_prompts(table, facts)
+    it recorded no call). A call whose prompt shares nothing with the
+    previous one reads the prefix the run's first call read
+    (``CACHED_PREFIX``)."""
+    recorded = recorded_calls(table, facts)
     rows = calls.to_pylist()
     by_session: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_session.setdefault(row["session_id"], []).append(row)
     fits: dict[str, dict[str, Any]] = {}
     for sid, mine in by_session.items():
-        pairs = [(r["baseline_prompt_tokens"], recorded[(sid, r["message_id"])])
+        pairs = [(r["baseline_prompt_tokens"], recorded[(sid, r["message_id"])][0])
                  for r in mine if (sid, r["message_id"]) in recorded]  # fmt: skip
         got = calibration_fit([e for e, _ in pairs], [r for _, r in pairs]) if pairs else None
         fits[sid] = dict.fromkeys(CALIBRATION_SCHEMA.names)
@@ -85,14 +107,22 @@ def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
         values = (n, slope, intercept, before50, before95, after50, after95)
         fits[sid] = dict(zip(CALIBRATION_SCHEMA.names, values, strict=True))
         fit = Calibration(slope, intercept, n, after50, after95)
+        first = recorded.get((sid, mine[0]["message_id"]))
+        prefix = first[1] if first is not None else 0
         for r in mine:
             r["prompt_tokens"], r["cached_tokens"] = _calibrated(
-                fit, r["prompt_tokens"], r["cached_tokens"])  # fmt: skip
+                fit, r["prompt_tokens"], r["cached_tokens"], prefix)  # fmt: skip
             r["written_tokens"] = r["prompt_tokens"] - r["cached_tokens"]
             r["over_window"] = usable is not None and r["prompt_tokens"] > usable
             r["baseline_prompt_tokens"], r["baseline_cached_tokens"] = _calibrated(
-                fit, r["baseline_prompt_tokens"], r["baseline_cached_tokens"])  # fmt: skip
+                fit, r["baseline_prompt_tokens"], r["baseline_cached_tokens"], prefix)  # fmt: skip
     return pa.Table.from_pylist(rows, schema=calls.schema), fits
 
 
-__all__ = ["CALIBRATION_SCHEMA", "calibrate_calls", "recorded_prompts"]
+__all__ = [
+    "CACHED_PREFIX",
+    "CALIBRATION_SCHEMA",
+    "calibrate_calls",
+    "recorded_calls",
+    "recorded_prompts",
+]

@@ -30,7 +30,7 @@ import ctxcompact._core as _core
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionError, FormatError
 from ctxcompact.estimators import reply_priming
-from ctxcompact.formats.source import claude_code_call_id
+from ctxcompact.formats.source import claude_code_call_id, claude_code_created_ms
 from ctxcompact.live.summary import Summarizer
 from ctxcompact.models import Session
 from ctxcompact.scans.chat import chat_tokens
@@ -109,6 +109,8 @@ def message_facts(table: pa.Table) -> Facts:
         time = info.get("time")
         if isinstance(time, dict):
             created[i] = _whole(time.get("created"), starts[i], "time.created")
+        elif (source := info.get("source")) is not None:  # Claude Code: the event's time
+            created[i] = claude_code_created_ms(source)
         tokens = info.get("tokens")
         if roles[i] in ("assistant", 1) and isinstance(tokens, dict):
             output[i] = _whole(tokens.get("output"), starts[i], "tokens.output") or 0

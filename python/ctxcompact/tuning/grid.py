@@ -51,7 +51,7 @@ from ctxcompact.tuning.cache import Sheet, model_names
 from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
-from ctxcompact.tuning.recorded import recorded_usage, recorded_usage_table
+from ctxcompact.tuning.recorded import recorded_lifetimes, recorded_usage, recorded_usage_table
 from ctxcompact.tuning.replay import (
     CALL_SCHEMA,
     check_config,
@@ -441,7 +441,7 @@ def tune(
     if isinstance(sent_as, SentBaseline):  # chosen already: its count is every point's
         grid_points = [replace(p, config=sent_as.counted(p.config)) for p in grid_points]
     tables: list[pa.Table] = []
-    usage: list[dict[str, Any]] | None = [] if recorded else None
+    usage: list[dict[str, Any]] = []  # returned when ``recorded``; its lifetimes priced
     choices: list[dict[str, Any]] | None = [] if sent_as is not None else None
     done = 0
 
@@ -456,8 +456,8 @@ def tune(
         collect(_run(chunk, grid_points, threads=workers, recorded=usage, as_sent=sent_as,
                      choices=choices))  # fmt: skip
     out = results(pa.concat_tables(tables) if tables else GRID_CALL_SCHEMA.empty_table(),
-                  grid_points, price)  # fmt: skip
-    return dataclasses.replace(out, recorded=usage, as_sent=choices)
+                  grid_points, price, lifetimes=recorded_lifetimes(usage))  # fmt: skip
+    return dataclasses.replace(out, recorded=usage if recorded else None, as_sent=choices)
 
 
 def policy_point(name: str, policy: Policy, *, limits: Limits | Mapping[str, int],
@@ -491,10 +491,12 @@ def _run(chunk: tuple[pa.Table, Locate] | list[Session], grid_points: list[Point
 
 def results(calls: pa.Table, grid_points: Iterable[Point],
             price: Sequence[Sheet] | Price | PriceRow | None,
-            model: str | None = None) -> Tuning:  # fmt: skip
+            model: str | None = None,
+            lifetimes: Mapping[str, float] | None = None) -> Tuning:  # fmt: skip
     """The per-point table and the front from a grid's per-call table
     (``price``: the price sheets, the first weighed on the front and its row
-    named in ``Tuning.price_row``; a ``Price`` or ``PriceRow`` is one)."""
+    named in ``Tuning.price_row``; a ``Price`` or ``PriceRow`` is one;
+    ``lifetimes``: per run, its cache's lifetime, ``tuning.cache.price_calls``)."""
     if calls.num_rows == 0:
         raise DatasetError("nothing to replay: the corpus has no assistant message (model call)",
                            column="role")  # fmt: skip
@@ -507,7 +509,7 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
     for point in grid_points:
         mine = calls.filter(pc.equal(calls["policy"], point.name))
         summaries[point.name] = {"policy": point.name, **point.options,
-                                 **summarize_calls(mine, price, model),
+                                 **summarize_calls(mine, price, model, lifetimes),
                                  "count": count_label(point.config.estimate_method)}  # fmt: skip
     counts = sorted({s["count"] for s in summaries.values()})
     rows = []

@@ -99,6 +99,20 @@ def recorded_usage(session: Session) -> dict[str, Any]:
     return out
 
 
+def recorded_lifetimes(recorded: list[dict[str, Any]]) -> dict[str, float]:
+    """Per run of ``recorded`` (``recorded_usage``) that wrote most of its
+    cache writes to Anthropic's 1-hour cache (Claude Code's
+    ``ephemeral_1h_input_tokens``): 3,600 s, the lifetime its entries had
+    (``tuning.cache.price_calls``); the others are not listed (the 5-minute
+    default)."""
+    out: dict[str, float] = {}
+    for r in recorded:
+        hour, written = r.get("recorded_written_1h_tokens"), r.get("recorded_written_tokens")
+        if hour and written and 2 * hour >= written:
+            out[r["session_id"]] = 3600.0
+    return out
+
+
 def recorded_usage_table(table: pa.Table, facts: Facts | None = None) -> list[dict[str, Any]]:
     """``recorded_usage`` of every session of a part-row table that holds a
     message, in table order, read from the session and assistant message
@@ -146,6 +160,7 @@ def recorded_totals(rows: list[dict[str, Any]], baseline: dict[str, int]) -> dic
 __all__ = [
     "RECORDED_KEYS",
     "RECORDED_SCHEMA",
+    "recorded_lifetimes",
     "recorded_totals",
     "recorded_usage",
     "recorded_usage_table",

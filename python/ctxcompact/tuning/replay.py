@@ -73,7 +73,12 @@ from ctxcompact.tuning.calibrated import CALIBRATION_SCHEMA, calibrate_calls
 from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
-from ctxcompact.tuning.recorded import RECORDED_KEYS, recorded_totals, recorded_usage_table
+from ctxcompact.tuning.recorded import (
+    RECORDED_KEYS,
+    recorded_lifetimes,
+    recorded_totals,
+    recorded_usage_table,
+)
 from ctxcompact.tuning.retention import ranked
 from ctxcompact.tuning.walk import replay_session
 
@@ -276,7 +281,8 @@ def replay(
     if calibrate:
         calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg))
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
-    summary = {"policy": ran.name() or ran.model_dump(), **summarize_calls(calls, sheets),
+    summary = {"policy": ran.name() or ran.model_dump(),
+               **summarize_calls(calls, sheets, lifetimes=recorded_lifetimes(recorded)),
                "count": count_label(cfg.estimate_method)}  # fmt: skip
     per_session = per_session_table(calls, recorded)
     per_session = per_session.append_column(
@@ -420,13 +426,15 @@ def mean_retention(calls: pa.Table) -> float:
 
 def summarize_calls(calls: pa.Table,
                     price: Sequence[Sheet] | Price | PriceRow | None = None,
-                    model: str | None = None) -> dict[str, Any]:  # fmt: skip
+                    model: str | None = None,
+                    lifetimes: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """Totals of a per-call table (``CALL_SCHEMA``): tokens, compactions,
     retention, the facts lost most often, and costs when price sheets are
     given (``tuning.cache.price_calls``, per call under each sheet's provider
     rules): ``costs`` holds one per model, and the first sheet's ``cost``,
     ``baseline_cost``, ``saved`` and ``price_row`` (the row that priced it)
-    are at the top. A bare ``Price`` or ``PriceRow`` is one sheet."""
+    are at the top. A bare ``Price`` or ``PriceRow`` is one sheet.
+    ``lifetimes``: per run, its cache's lifetime (``price_calls``)."""
     if isinstance(price, Price):
         price = PriceRow(model or "", price, "given", "given")
     if isinstance(price, PriceRow):
@@ -455,7 +463,7 @@ def summarize_calls(calls: pa.Table,
         totals["baseline_prompt_tokens"] - totals["baseline_cached_tokens"]
     )
     if sheets:
-        costs = {sheet.model: price_calls(calls, sheet) for sheet in sheets}
+        costs = {sheet.model: price_calls(calls, sheet, lifetimes) for sheet in sheets}
         first = costs[sheets[0].model]
         summary |= {"model": sheets[0].model, "cache": sheets[0].cache, "cost": first["cost"],
                     "baseline_cost": first["baseline_cost"], "saved": first["saved"],

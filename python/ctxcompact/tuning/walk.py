@@ -13,7 +13,7 @@ from typing import Any
 
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import CompactionLoopError
-from ctxcompact.formats.source import claude_code_call_id, source_of
+from ctxcompact.formats.source import claude_code_call_id, claude_code_created_ms, source_of
 from ctxcompact.live.compactor import Compactor
 from ctxcompact.live.loop import CompactionLoop
 from ctxcompact.live.store import MemoryStore
@@ -139,7 +139,11 @@ class LiveRun:
             # sent as it is (flagged over_window), as a runtime could not.
             sent = compactor.model_messages(sid, system=self.system)
         made = store.records(sid)[records:]
-        created = info.time.created if info.time else None
+        created = (
+            info.time.created
+            if info.time  # else Claude Code's event time
+            else claude_code_created_ms(source_of(info, claude_code=True))
+        )
         last = self.last_time
         since = (created - last) / 1000 if created is not None and last is not None else None
         self.last_time = created if created is not None else last

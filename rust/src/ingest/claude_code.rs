@@ -128,7 +128,7 @@ fn group(
                 if let Some((sid, aside)) = claude_plan::line_event(&source.data[raw.clone()]) {
                     let holds = aside && sid.is_none();
                     if let Some(sid) = sid {
-                        current = sid;
+                        current = carry.named(sid);
                     }
                     if !carry.started && !holds {
                         carry.started = true;
@@ -150,7 +150,7 @@ fn group(
             }
         };
         let sid = match event.get("sessionId") {
-            Some(id) if truthy(id) => py_str(id),
+            Some(id) if truthy(id) => carry.named(py_str(id)),
             _ if !carry.started
                 && (event.get("type").and_then(Value::as_str))
                     .is_some_and(|t| is_aside(t.as_bytes())) =>
@@ -319,6 +319,9 @@ fn release(
 /// The file by `fast_claude` when every line is of a shape it is sure of;
 /// `carry` changes only then.
 pub(super) fn read_fast(data: &[u8], chunks: &[Chunk], carry: &mut Carry) -> Option<FileOut> {
+    if carry.agent.is_some() {
+        return None; // a subagent's ids are renamed: the general reader does it
+    }
     type Lines = Vec<(usize, Range<usize>)>;
     let parsed: Vec<(Lines, Vec<J<'_>>)> = chunks
         .par_iter()

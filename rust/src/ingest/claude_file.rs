@@ -97,6 +97,9 @@ pub(super) struct Carry {
     pub started: bool,
     /// More windows follow: keep the message ids (a file read whole does not).
     pub windowed: bool,
+    /// A subagent's file (`subagent_suffix`): what every `sessionId` it
+    /// names is suffixed with, so the agent is a session of its own.
+    pub agent: Option<String>,
 }
 
 /// A session of earlier windows: its id, how many messages it has, and their ids.
@@ -114,6 +117,15 @@ impl Carry {
             current: stem,
             started: false,
             windowed: false,
+            agent: None,
+        }
+    }
+
+    /// The session a line naming `sid` joins: `sid`, suffixed in a subagent's file.
+    pub fn named(&self, sid: String) -> String {
+        match &self.agent {
+            Some(suffix) => sid + suffix,
+            None => sid,
         }
     }
 
@@ -121,11 +133,28 @@ impl Carry {
     /// the name its sessions without an id take, as the caller gives it).
     pub fn of(name: &str, id_base: Option<&str>) -> Carry {
         // Path.stem: the name without its last suffix (or the base the caller gives).
-        Carry::new(match id_base {
+        let mut carry = Carry::new(match id_base {
             Some(base) => base.to_owned(),
             None => Path::new(name)
                 .file_stem()
                 .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-        })
+        });
+        carry.agent = subagent_suffix(name);
+        carry
     }
+}
+
+/// Claude Code keeps each subagent of session `<id>` (a Task agent, the
+/// compaction agent `agent-acompact-*`) in `<id>/subagents/agent-<agent>.jsonl`,
+/// its lines naming the parent's `sessionId`. Read from there, its sessions
+/// are `<sessionId>/subagents/agent-<agent>`: the agent is a session of its
+/// own, named by its parent and itself, so a folder holding both reads as
+/// one input (`ctxcompact.formats.source.subagent_parent` reads the parent
+/// back). `None` for any other file.
+pub fn subagent_suffix(name: &str) -> Option<String> {
+    let path = Path::new(name);
+    let stem = path.file_stem()?.to_str()?;
+    let folder = path.parent()?.file_name()?.to_str()?;
+    (folder == "subagents" && stem.len() > "agent-".len() && stem.starts_with("agent-"))
+        .then(|| format!("/subagents/{stem}"))
 }

@@ -773,6 +773,55 @@ mod tests {
     }
 
     #[test]
+    fn a_claude_code_subagent_file_is_a_session_of_its_own_named_by_its_parent() {
+        let parent = r#"{"type":"user","uuid":"u1","sessionId":"p","message":{"role":"user","content":"hi"}}"#;
+        let agent = r#"{"type":"user","uuid":"u1","sessionId":"p","agentId":"acompact-7f","isSidechain":true,"message":{"role":"user","content":"sum up"}}
+{"type":"assistant","uuid":"a1","sessionId":"p","agentId":"acompact-7f","isSidechain":true,"message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"done"}]}}"#;
+        let sources = [
+            Source::new("proj/p.jsonl", parent.as_bytes(), Format::ClaudeCode),
+            Source::new(
+                "proj/p/subagents/agent-acompact-7f.jsonl",
+                agent.as_bytes(),
+                Format::ClaudeCode,
+            ),
+        ];
+        let out = ingest(&sources, &Options::new(OnError::Raise)).unwrap();
+        assert_eq!(out.sessions, 2);
+        let ids = column(&out, "session_id");
+        let ids: Vec<_> = ids.iter().flatten().map(String::as_str).collect();
+        let agent_id = "p/subagents/agent-acompact-7f";
+        assert_eq!(ids, ["p", agent_id, agent_id]);
+        // anywhere else, the same lines are the parent's session, read twice
+        let elsewhere = [
+            Source::new("proj/p.jsonl", parent.as_bytes(), Format::ClaudeCode),
+            Source::new(
+                "proj/agent-acompact-7f.jsonl",
+                agent.as_bytes(),
+                Format::ClaudeCode,
+            ),
+        ];
+        let err = ingest(&elsewhere, &Options::new(OnError::Raise))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("session \"p\" was already read"),
+            "{err}"
+        );
+        for (name, suffix) in [
+            ("a/s/subagents/agent-x1.jsonl", Some("/subagents/agent-x1")),
+            ("subagents/agent-.jsonl", None),
+            ("a/s/agents/agent-x1.jsonl", None),
+            ("a/s/subagents/x1.jsonl", None),
+        ] {
+            assert_eq!(
+                claude_file::subagent_suffix(name).as_deref(),
+                suffix,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn each_file_is_read_in_its_own_format_in_one_run() {
         let chat = r#"{"id":"c1","messages":[{"role":"user","content":"go"}]}"#;
         let claude = r#"{"type":"user","uuid":"u1","sessionId":"k","message":{"role":"user","content":"hi"}}"#;
