@@ -67,3 +67,21 @@ def test_every_error_class_is_a_compaction_error() -> None:
         obj = getattr(errors, name)
         if isinstance(obj, type) and issubclass(obj, BaseException):
             assert issubclass(obj, errors.CompactionError), name
+
+
+def test_a_lone_surrogate_in_a_chat_list_is_a_format_error_naming_the_message() -> None:
+    """Found by tests/test_fuzz.py: the chat counts behind ``select_split`` wrote the
+    list as UTF-8 and a lone surrogate (a str decoded from JSON) raised
+    ``UnicodeEncodeError``; and a list longer than the size given to the core was
+    an internal error."""
+    import pytest
+    from ctxcompact import _core
+    from ctxcompact.scans.chatrows import chat_counts
+
+    messages = [{"role": "user", "content": "a"}, {"role": "user", "\ud800x": 1, "content": "b"}]
+    with pytest.raises(errors.FormatError, match="chat message 1 holds a lone surrogate") as e:
+        chat_counts(messages)
+    assert e.value.row == 1
+    data = b'{"id":"chat","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}'
+    with pytest.raises(errors.InvalidUsageError, match="index 1, past the 1 messages"):
+        _core.chat_counts(data, 1, session="chat", tag="ctxcompact_at")

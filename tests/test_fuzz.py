@@ -1,6 +1,8 @@
 """Bad bytes never crash the core (issue 41, part 6): hypothesis over raw bytes at
 the Python boundary, for the native readers (``read_jsonl``, ``iter_jsonl``) and for
-the scans over tables of arbitrary strings and codes. A panic in the core comes back
+the scans over tables of arbitrary strings and codes, and for the engine's entry
+points (the plan, the chat-list counts, replay and its resume with the retention
+scorer). A panic in the core comes back
 as ``InternalError`` (a bug); bad input must get a typed error instead.
 
 Marked ``fuzz``: deselected by default, run by ``tools/fuzz/run.sh`` (with
@@ -16,11 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ctxcompact as cc
 import pyarrow as pa
 import pytest
 from ctxcompact import _core
 from ctxcompact.errors import CompactionError, InternalError
 from ctxcompact.formats.reader import iter_jsonl, read_jsonl
+from ctxcompact.scans.chatrows import chat_counts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,3 +205,201 @@ def test_scans_answer_bad_tables_with_typed_errors(
         _typed(_core.count_tokens_array, column, "o200k", threads=1)
         _typed(_core.take_strings, column, indices)
     _typed(_core.mark_rows, table.column("compacted_at"), indices, 5)
+
+
+# The engine's newest entry points: the plan, the chat-list counts, replay and its
+# resume (and the retention scorer behind replay's ``retention=True``).
+
+SHAPES = [None, "chat", "anthropic", "responses"]
+
+
+@FUZZ
+@given(
+    table=tables(),
+    policy=POLICIES,
+    shape=st.sampled_from(SHAPES),
+    output=st.sampled_from(["json", "arrow"]),
+)
+def test_the_plan_answers_bad_tables_with_typed_errors(
+    table: pa.Table, policy: dict | None, shape: Any, output: Any
+) -> None:
+    _typed(_core.plan, table, policy, shape=shape, output=output, threads=1)
+    _typed(cc.plan, table, policy, shape=shape, output=output, threads=1)
+
+
+@FUZZ
+@given(
+    data=bad_bytes(),
+    fmt=st.sampled_from(FORMATS),
+    policy=POLICIES,
+    shape=st.sampled_from(SHAPES),
+)
+def test_the_plan_answers_bad_bytes_with_typed_errors(
+    tmp_path: Path, data: bytes, fmt: str | None, policy: dict | None, shape: Any
+) -> None:
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(data)
+    try:
+        read = read_jsonl(path, fmt, on_error="skip")
+    except InternalError:
+        raise
+    except CompactionError:
+        return
+    _typed(cc.plan, read.table, policy, shape=shape)
+
+
+CHAT_TAG = "ctxcompact_at"
+
+
+def _chat_lists() -> list[bytes]:
+    """The messages of the seeds' chat lists as ``scans/chatrows.py`` hands them to
+    the core: one ``openai-chat`` session, each ``tool`` message tagged with its
+    index."""
+    lists = []
+    for seed in SEEDS:
+        try:
+            value = json.loads(seed.split(b"\n", 1)[0])
+        except ValueError:
+            continue
+        messages = value.get("messages") if isinstance(value, dict) else value
+        if not isinstance(messages, list) or not messages:
+            continue
+        tagged = []
+        for i, m in enumerate(messages):
+            if isinstance(m, dict):
+                m = {k: v for k, v in m.items() if k != "id"}
+                if m.get("role") == "tool":
+                    m[CHAT_TAG] = i
+            tagged.append(m)
+        lists.append(json.dumps({"id": "chat", "messages": tagged}).encode())
+    return lists
+
+
+CHAT_LISTS = _chat_lists()
+
+
+@st.composite
+def bad_chat_lists(draw: st.DrawFn) -> bytes:
+    """A chat list with a few bytes changed, or any seed changed."""
+    if not CHAT_LISTS or draw(st.integers(0, 4)) == 0:
+        return draw(bad_bytes())
+    data = bytearray(draw(st.sampled_from(CHAT_LISTS)))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(data)))
+        match draw(st.integers(0, 2)):
+            case 0:
+                data[at:at] = draw(st.sampled_from([*TOKENS, b"99999999999999999999", b"-1"]))
+            case 1:
+                data[at:at] = draw(st.binary(min_size=1, max_size=8))
+            case _:
+                del data[at : at + draw(st.integers(1, 64))]
+    return bytes(data)
+
+
+@FUZZ
+@given(
+    data=bad_chat_lists(),
+    extra=st.integers(-3, 3),
+    method=st.sampled_from(["opencode", "o200k", "cl100k-exact", "bogus"]),
+)
+def test_the_chat_counts_answer_bad_bytes_with_typed_errors(
+    data: bytes, extra: int, method: str
+) -> None:
+    try:
+        size = len(json.loads(data)["messages"])
+    except (ValueError, TypeError, KeyError):
+        size = 4
+    size = max(0, size + extra)
+    _typed(_core.chat_counts, data, size, session="chat", tag=CHAT_TAG, method=method)
+    try:
+        messages = json.loads(data)["messages"]
+    except (ValueError, TypeError, KeyError):
+        return
+    if isinstance(messages, list):
+        # select_split and the integrations count through this (scans/chatrows.py)
+        _typed(chat_counts, messages)
+
+
+LIMITS = {"context": 2_000, "output": 200}
+
+
+@FUZZ
+@given(
+    data=bad_bytes(),
+    fmt=st.sampled_from(FORMATS),
+    policy=st.sampled_from([None, "opencode", "mask-first", {"protect": 0, "minimum": 0}]),
+    as_sent=st.sampled_from([None, "auto"]),
+)
+def test_replay_answers_bad_bytes_with_typed_errors(
+    tmp_path: Path, data: bytes, fmt: str | None, policy: Any, as_sent: Any
+) -> None:
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(data)
+    try:
+        read = read_jsonl(path, fmt, on_error="skip")
+    except InternalError:
+        raise
+    except CompactionError:
+        return
+    _typed(cc.replay, read.transcript, policy, limits=LIMITS, as_sent=as_sent)
+
+
+BIG = st.sampled_from([0, 1, 100, 5_000, 2**40, 2**64 - 1])
+TIMES = st.none() | st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1_700_000_000_000])
+
+
+@st.composite
+def replay_inputs(draw: st.DrawFn) -> tuple[list[Any], dict[str, Any]]:
+    """The message facts (created, output, call: of any length) and the budgets
+    ``_core.replay`` takes."""
+    n = draw(st.integers(0, 14))
+    facts = [
+        draw(st.lists(TIMES, min_size=n, max_size=n)),
+        draw(st.lists(BIG, min_size=n, max_size=n)),
+        draw(st.lists(st.none() | st.sampled_from(["a", "b", ""]), min_size=n, max_size=n)),
+    ]
+    budget = {
+        "system_tokens": draw(BIG),
+        "threshold": draw(st.none() | BIG),
+        "available": draw(BIG),
+        "usable": draw(st.none() | BIG),
+    }
+    return facts, budget
+
+
+MASKS = st.sampled_from([
+    None,
+    {"protect": 0, "minimum": 0, "acts": "call"},
+    {"protect": 1, "minimum": 0, "keep_recent": 1, "acts": "turn"},
+])  # fmt: skip
+
+
+@FUZZ
+@given(table=tables(), view=POLICIES, mask=MASKS, inputs=replay_inputs(), retention=st.booleans())
+def test_the_core_replay_answers_bad_tables_with_typed_errors(
+    table: pa.Table, view: dict | None, mask: dict | None, inputs: tuple, retention: bool
+) -> None:
+    facts, budget = inputs
+    _typed(_core.replay, table, view or {}, mask, *facts, **budget, threads=1,
+           retention=retention, system="be brief")  # fmt: skip
+
+
+#: Resume states: (head, hidden, first call, baseline, last time, stalled).
+STATE = st.tuples(st.integers(0, 20) | st.just(2**64 - 1), st.lists(st.booleans(), max_size=8),
+                  st.integers(0, 6) | st.just(2**64 - 1), BIG, TIMES, st.booleans())  # fmt: skip
+
+
+@FUZZ
+@given(
+    table=tables(),
+    view=POLICIES,
+    mask=MASKS,
+    inputs=replay_inputs(),
+    states=st.lists(STATE, max_size=4),
+)
+def test_the_core_resume_answers_bad_states_with_typed_errors(
+    table: pa.Table, view: dict | None, mask: dict | None, inputs: tuple, states: list
+) -> None:
+    facts, budget = inputs
+    columns = [list(x) for x in zip(*states, strict=True)] if states else [[]] * 6
+    _typed(_core.replay_resume, table, view or {}, mask, *facts, *columns, **budget, threads=1)

@@ -54,9 +54,12 @@ pub fn chat_counts(
         };
         match at {
             Some(at) if at < size => counts[at] += sent.tokens,
+            // The list holds more messages than the caller said (or a tool
+            // message tagged past them): the caller's `size` is wrong.
             Some(at) => {
-                return Err(CoreError::Internal(format!(
-                    "a chat index {at} past the list's {size} messages"
+                return Err(CoreError::InvalidUsage(format!(
+                    "chat_counts: the list has a message at index {at}, past the {size} \
+                     messages given as its size"
                 )))
             }
             None => {}
@@ -83,6 +86,27 @@ fn result_at(table: &PartTable<'_>, row: usize, key: &str) -> Result<Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_longer_than_its_size_is_the_callers_error() {
+        let data = br#"{"id":"chat","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}"#;
+        let tags = Tags {
+            session: "chat",
+            at: "ctxcompact_at",
+        };
+        let got = chat_counts(data, 1, tags, MessageEstimateConfig::default());
+        assert!(
+            matches!(&got, Err(CoreError::InvalidUsage(why)) if why.contains("index 1, past the 1")),
+            "{got:?}"
+        );
+        // a tool message tagged past the list
+        let data = br#"{"id":"chat","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"read","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x","ctxcompact_at":7}]}"#;
+        let got = chat_counts(data, 2, tags, MessageEstimateConfig::default());
+        assert!(
+            matches!(&got, Err(CoreError::InvalidUsage(why)) if why.contains("index 7")),
+            "{got:?}"
+        );
+    }
 
     #[test]
     fn each_count_goes_back_to_its_chat_message() {

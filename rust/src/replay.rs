@@ -179,6 +179,30 @@ pub fn resume(
     replay_from(table, facts, config, states)
 }
 
+/// Token counts and call indices the walk adds to: none is a count past
+/// 2^53 (no transcript holds that many tokens), so no sum overflows.
+const MAX_COUNT: u64 = 1 << 53;
+
+/// The caller's counts are counts (`MAX_COUNT`), else a config error naming
+/// the one at fault.
+fn check_counts(config: &ReplayConfig, states: &[Resume]) -> Result<()> {
+    let over = |what: String, n: u64| match n > MAX_COUNT {
+        true => Err(CoreError::Config(format!(
+            "replay: {what} is {n}, over 2^53: not a count"
+        ))),
+        false => Ok(()),
+    };
+    over("system_tokens".into(), config.system_tokens)?;
+    for (s, r) in states.iter().enumerate() {
+        over(format!("session {s}'s resume baseline"), r.baseline)?;
+        over(
+            format!("session {s}'s resume first_call"),
+            r.first_call as u64,
+        )?;
+    }
+    Ok(())
+}
+
 fn replay_from(
     table: &PartTable<'_>,
     facts: &MessageFacts,
@@ -186,6 +210,7 @@ fn replay_from(
     states: &[Resume],
 ) -> Result<Vec<SessionReplay>> {
     table.check_lengths(config.view.method, true)?;
+    check_counts(config, states)?;
     let prefix = config
         .mask
         .as_ref()
@@ -582,7 +607,15 @@ impl Session<'_, '_, '_> {
         }
         let m = self.index[j];
         let created = self.facts.created[m];
-        let since_previous_ms = created.zip(self.last_time).map(|(now, last)| now - last);
+        let since_previous_ms = match created.zip(self.last_time) {
+            Some((now, last)) => Some(now.checked_sub(last).ok_or_else(|| {
+                CoreError::InvalidUsage(format!(
+                    "replay: message {m} was created at {now} ms, too far from the previous \
+                     call's {last} ms for a gap in milliseconds"
+                ))
+            })?),
+            None => None,
+        };
         if created.is_some() {
             self.last_time = created;
         }
@@ -1087,6 +1120,46 @@ mod tests {
             |_| None,
             |table, facts| resume(table, facts, config, states).unwrap(),
         )
+    }
+
+    #[test]
+    fn counts_past_2_53_and_times_too_far_apart_are_typed_errors() {
+        // Found by tools/fuzz/fuzz.rs: each overflowed (a panic, an internal error in Python).
+        let sessions = [("s", long_run(2))];
+        let mut big = config(false);
+        big.system_tokens = u64::MAX;
+        let got = with_facts(&sessions, |_| None, |t, f| replay(t, f, &big));
+        assert!(
+            matches!(&got, Err(CoreError::Config(w)) if w.contains("system_tokens")),
+            "{got:?}"
+        );
+        // the calls' messages (1 and 3) created at the two ends of time
+        let got = with_facts(
+            &sessions,
+            |i| Some(if i == 1 { i64::MIN } else { i64::MAX }),
+            |t, f| replay(t, f, &config(false)),
+        );
+        assert!(
+            matches!(&got, Err(CoreError::InvalidUsage(w)) if w.contains("too far")),
+            "{got:?}"
+        );
+        for (baseline, first_call) in [(u64::MAX, 0), (0, usize::MAX)] {
+            let state = Resume {
+                head: 1,
+                baseline,
+                first_call,
+                ..Resume::default()
+            };
+            let got = with_facts(
+                &sessions,
+                |_| None,
+                |t, f| resume(t, f, &config(false), &[state]),
+            );
+            assert!(
+                matches!(&got, Err(CoreError::Config(w)) if w.contains("resume")),
+                "{got:?}"
+            );
+        }
     }
 
     #[test]

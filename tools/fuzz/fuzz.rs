@@ -11,7 +11,18 @@
 //! a file, small windows: the Claude Code plan and the window carries),
 //! `scans` (every scan over what the ingest made) and `table` (the scans
 //! over that table with columns replaced: arbitrary strings, bad codes,
-//! wrong counted lengths, nulls).
+//! wrong counted lengths, nulls). The engine's entry points over the same
+//! tables: `plan` (`plan::plan`, each shape or none, random policies),
+//! `replay` (`replay::replay`, message facts of the right or a wrong
+//! length, masks acting per call or per turn, budgets), `resume`
+//! (`replay::resume` with random resume states: heads past the end,
+//! hidden flags of any length, huge baselines), `retention`
+//! (`retention::score_replays` over what the replay made, and the chat
+//! rules, `extract_facts`, `score_compaction`, `RunRetention`, over the
+//! messages of a mutated chat list) and `chatlist` (`chatlist::chat_counts`
+//! over a mutated `openai-chat` input with any size). For these an
+//! internal error (`CoreError::Internal`, an `InternalError` in Python)
+//! counts as a panic: it is a bug, not an answer to bad input.
 //!
 //! Run: `tools/fuzz/run.sh [seconds] [seed dirs...]` (see there), or
 //! `cargo run --profile fuzz --example fuzz -- --seconds 60 --out DIR SEED_DIR...`.
@@ -20,6 +31,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,14 +42,19 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value;
 
+use ctxcompact::chatlist::{chat_counts, Tags};
 use ctxcompact::compact::compact;
 use ctxcompact::ingest::{self, Format, OnError, Options, Source, Stream, StreamFile};
 use ctxcompact::messages::{estimate_messages, MessageEstimateConfig};
 use ctxcompact::pivot::{pivot_mask, visible_ranges};
-use ctxcompact::prune::{prune, PruneConfig, TurnUnit};
+use ctxcompact::plan::{plan, PlanConfig};
+use ctxcompact::prune::{prune, Acts, PruneConfig, TurnUnit};
 use ctxcompact::render::Render;
+use ctxcompact::replay::{replay, resume, MessageFacts, ReplayConfig, Resume};
+use ctxcompact::retention::{extract_facts, score_compaction, score_replays, Chat, RunRetention};
+use ctxcompact::shapes::Shape;
 use ctxcompact::target::tool_target_array;
-use ctxcompact::{Columns, Method, PartTable, Scan};
+use ctxcompact::{Columns, CoreError, Method, PartTable, Scan};
 
 /// Inputs larger than this are cut (mutations that duplicate would grow them).
 const MAX_INPUT: usize = 1 << 20;
@@ -961,12 +978,142 @@ fn random_ints(rng: &mut Rng, n: usize) -> Int64Array {
         .collect()
 }
 
+/// `f` over the part table of `batches` as `scan` reads it.
+fn with_table<T>(
+    schema: &Schema,
+    batches: &[RecordBatch],
+    scan: Scan,
+    f: impl FnOnce(&mut PartTable<'_>) -> ctxcompact::Result<T>,
+) -> ctxcompact::Result<T> {
+    let columns = Columns::new(schema, batches, scan)?;
+    let mut table = PartTable::new(&columns)?;
+    f(&mut table)
+}
+
+/// An engine target's outcome: an internal error is a bug.
+fn engine<T>(result: &ctxcompact::Result<T>, rows: impl Fn(&T) -> bool) -> Outcome {
+    match result {
+        Err(CoreError::Internal(why)) => Outcome::Bug(format!("internal error: {why}")),
+        result => outcome(result, rows),
+    }
+}
+
+/// A number of tokens: small, large, or at the type's end.
+fn random_tokens(rng: &mut Rng) -> u64 {
+    *rng.pick(&[0, 1, 100, 5_000, 200_000, 1 << 40, u64::MAX])
+}
+
+/// A replay's config: a policy's view, a mask acting at any time, budgets.
+fn replay_config(rng: &mut Rng) -> ReplayConfig {
+    let policy = prune_config(rng);
+    let mask = rng.chance(2).then(|| {
+        let mut mask = prune_config(rng);
+        mask.acts = *rng.pick(&[Acts::Call, Acts::Turn, Acts::Summary]);
+        mask
+    });
+    ReplayConfig {
+        view: MessageEstimateConfig {
+            overhead: rng.below(8) as u64,
+            ..policy.estimate_config()
+        },
+        mask,
+        system_tokens: random_tokens(rng),
+        threshold: rng.chance(2).then(|| random_tokens(rng)),
+        available: random_tokens(rng),
+        usable: rng.chance(2).then(|| random_tokens(rng)),
+    }
+}
+
+/// Message facts for `table` (mostly one per message, sometimes a wrong
+/// number), and each session's number of messages.
+fn message_facts(table: &PartTable<'_>, rng: &mut Rng) -> (MessageFacts, Vec<usize>) {
+    let sessions: Vec<usize> = (0..table.sessions.len())
+        .map(|s| table.messages(s).map_or(0, |m| m.len()))
+        .collect();
+    let total: usize = sessions.iter().sum();
+    let n = |rng: &mut Rng| match rng.below(8) {
+        0 => rng.below(total + 2),
+        _ => total,
+    };
+    let (a, b, c) = (n(rng), n(rng), n(rng));
+    let created = (0..a)
+        .map(|i| match rng.below(5) {
+            0 => None,
+            1 => Some(*rng.pick(&[i64::MIN, i64::MAX, -1, 0])),
+            _ => Some(1_700_000_000_000 + 1000 * i as i64),
+        })
+        .collect();
+    let output = (0..b)
+        .map(|_| match rng.below(3) {
+            0 => random_tokens(rng),
+            _ => rng.below(500) as u64,
+        })
+        .collect();
+    let call = (0..c)
+        .map(|_| rng.chance(2).then(|| rng.pick(&["a", "b", ""]).to_string()))
+        .collect();
+    let facts = MessageFacts {
+        created,
+        output,
+        call,
+    };
+    (facts, sessions)
+}
+
+/// Resume states, one per session (sometimes a wrong number): heads up to
+/// past the end, hidden flags of any length, any call and baseline.
+fn resume_states(rng: &mut Rng, sessions: &[usize]) -> Vec<Resume> {
+    let n = match rng.below(8) {
+        0 => rng.below(sessions.len() + 2),
+        _ => sessions.len(),
+    };
+    (0..n)
+        .map(|s| {
+            let messages = sessions.get(s).copied().unwrap_or(0);
+            Resume {
+                head: match rng.below(6) {
+                    0 => usize::MAX,
+                    _ => rng.below(messages + 3),
+                },
+                hidden: (0..rng.below(messages + 3))
+                    .map(|_| rng.chance(2))
+                    .collect(),
+                first_call: match rng.below(6) {
+                    0 => usize::MAX,
+                    _ => rng.below(6),
+                },
+                baseline: random_tokens(rng),
+                last_time: rng
+                    .chance(2)
+                    .then(|| *rng.pick(&[i64::MIN, i64::MAX, 0, 1_700_000_000_000])),
+                stalled: rng.chance(4),
+            }
+        })
+        .collect()
+}
+
+/// The messages of a chat list input (its first line's `messages`, or the
+/// line itself when it is a list).
+fn chat_list(data: &[u8]) -> Option<Vec<Value>> {
+    let line = data.split(|&b| b == b'\n').next()?;
+    match serde_json::from_slice::<Value>(line).ok()? {
+        Value::Array(messages) => Some(messages),
+        Value::Object(mut o) => match o.shift_remove("messages")? {
+            Value::Array(messages) => Some(messages),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// What a reader made of an input (the scans' outcome is not told apart).
 enum Outcome {
     Rows,
     NoRows,
     Error,
     Scanned,
+    /// A bug that is not a panic: an internal error of an engine target.
+    Bug(String),
 }
 
 fn outcome<T>(result: &ctxcompact::Result<T>, rows: impl Fn(&T) -> bool) -> Outcome {
@@ -1005,13 +1152,16 @@ impl Fuzzer {
             Ok(Outcome::NoRows) => tally.empty += 1,
             Ok(Outcome::Error) => tally.errors += 1,
             Ok(Outcome::Scanned) => {}
-            Err(_) => {
+            result => {
                 tally.panics += 1;
-                let message = LAST_PANIC
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()
-                    .unwrap_or_else(|| "unknown panic".into());
+                let message = match result {
+                    Ok(Outcome::Bug(why)) => why,
+                    _ => LAST_PANIC
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take()
+                        .unwrap_or_else(|| "unknown panic".into()),
+                };
                 if !self.found.contains_key(&message) {
                     let name = format!("{}-{}.bin", target.replace(':', "-"), self.found.len());
                     let path = self.out.join(name);
@@ -1045,14 +1195,139 @@ impl Fuzzer {
                 run_scans(&schema, &batches, &mut seed);
                 Outcome::Scanned
             });
+            self.engine_targets(&data, &schema, &batches, &mut seed);
             let changed = changed_table(&schema, &batches, &mut seed, &self.mutator);
             if let Some((schema, batches)) = changed {
                 self.attempt("table", &data, || {
                     run_scans(&schema, &batches, &mut seed);
                     Outcome::Scanned
                 });
+                self.engine_targets(&data, &schema, &batches, &mut seed);
             }
         }
+    }
+
+    /// The plan, the replay, its resume and the retention scorer over a table.
+    fn engine_targets(
+        &mut self,
+        data: &[u8],
+        schema: &Schema,
+        batches: &[RecordBatch],
+        rng: &mut Rng,
+    ) {
+        let config = PlanConfig {
+            prune: prune_config(rng),
+            shape: *rng.pick(&[
+                None,
+                Some(Shape::Chat),
+                Some(Shape::Anthropic),
+                Some(Shape::Responses),
+            ]),
+        };
+        self.attempt("plan", data, || {
+            let planned = with_table(schema, batches, Scan::Plan, |t| plan(t, &config));
+            engine(&planned, |p| !p.is_empty())
+        });
+        let config = replay_config(rng);
+        let facts = with_table(schema, batches, Scan::Compact, |t| {
+            Ok(message_facts(t, rng))
+        });
+        let Ok((facts, sessions)) = facts else {
+            return;
+        };
+        let mut replayed = None;
+        self.attempt("replay", data, || {
+            let out = with_table(schema, batches, Scan::Compact, |t| {
+                replay(t, &facts, &config)
+            });
+            let result = engine(&out, |r| r.iter().any(|s| !s.calls.is_empty()));
+            replayed = out.ok();
+            result
+        });
+        if let Some(replayed) = replayed {
+            let system = rng.chance(2).then(|| random_string(rng, &self.mutator));
+            self.attempt("retention", data, || {
+                let scored = with_table(schema, batches, Scan::Compact, |t| {
+                    score_replays(t, &replayed, config.view.render, system.as_deref())
+                });
+                engine(&scored, |s| !s.is_empty())
+            });
+        }
+        let states = resume_states(rng, &sessions);
+        self.attempt("resume", data, || {
+            let out = with_table(schema, batches, Scan::Compact, |t| {
+                resume(t, &facts, &config, &states)
+            });
+            engine(&out, |r| r.iter().any(|s| !s.calls.is_empty()))
+        });
+    }
+
+    /// `chat_counts` over a chat list as `scans/chatrows.py` writes one (an
+    /// `openai-chat` seed's messages, each `tool` message tagged with its
+    /// index), mutated; and the retention rules over its messages.
+    fn chat_target(&mut self, rng: &mut Rng) {
+        let mut data = self.mutator.input(rng, Some(Format::OpenAiChat));
+        let messages = chat_list(&data);
+        if let Some(messages) = &messages {
+            if rng.chance(2) {
+                let mut tagged: Vec<Value> = messages.clone();
+                for (i, m) in tagged.iter_mut().enumerate() {
+                    if let Value::Object(o) = m {
+                        o.shift_remove("id");
+                        if o.get("role").and_then(Value::as_str) == Some("tool") {
+                            o.insert("ctxcompact_at".into(), i.into());
+                        }
+                    }
+                }
+                let mut list = serde_json::json!({"id": "chat", "messages": tagged});
+                if rng.chance(2) {
+                    self.mutator.mutate_value(rng, &mut list);
+                }
+                data = serde_json::to_vec(&list).expect("a value");
+                if rng.chance(3) {
+                    self.mutator.mutate_bytes(rng, &mut data);
+                }
+            }
+        }
+        let n = messages.as_ref().map_or(0, Vec::len);
+        let size = match rng.below(4) {
+            0 => rng.below(n + 3),
+            _ => n,
+        };
+        let config = MessageEstimateConfig {
+            method: *rng.pick(&methods()),
+            overhead: rng.below(8) as u64,
+            render: Render::default(),
+        };
+        self.attempt("chatlist", &data, || {
+            let tags = Tags {
+                session: "chat",
+                at: "ctxcompact_at",
+            };
+            engine(&chat_counts(&data, size, tags, config), |c| {
+                c.iter().any(|&x| x > 0)
+            })
+        });
+        let Some(messages) = messages else {
+            return;
+        };
+        self.attempt("retention", &data, || {
+            let chats: Vec<Rc<Chat>> = messages.iter().map(|v| Rc::new(Chat::new(v))).collect();
+            let refs: Vec<&Chat> = chats.iter().map(|c| &**c).collect();
+            let task = rng.chance(2).then(|| rng.below(refs.len() + 2));
+            let facts = extract_facts(&refs, task, None);
+            let kept: Vec<Rc<Chat>> = chats.iter().filter(|_| rng.chance(2)).cloned().collect();
+            let task = chats.first().map(|c| c.content.clone());
+            let _ = score_compaction(&chats, &kept, task.as_deref());
+            let mut run = RunRetention::default();
+            run.append(&chats);
+            run.resend(&chats, &kept);
+            let _ = (run.score(), run.lost().len());
+            match facts.is_empty() {
+                true => Outcome::NoRows,
+                false => Outcome::Rows,
+            }
+        });
     }
 
     fn stream_target(&mut self, rng: &mut Rng, dir: &Path) {
@@ -1158,6 +1433,9 @@ fn main() {
         fuzzer.ingest_target(&mut rng, format);
         if round % 3 == 0 {
             fuzzer.stream_target(&mut rng, &dir);
+        }
+        if round % 3 == 1 {
+            fuzzer.chat_target(&mut rng);
         }
         round += 1;
     }

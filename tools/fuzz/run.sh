@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fuzz job (docs/architecture.md, "Fuzzing"): bad bytes never crash the core.
 #   1. tools/fuzz/fuzz.rs for SECONDS: mutation fuzzing of every native reader (in
-#      memory and windowed) and of the scans over what they read, on stable Rust,
+#      memory and windowed), of the scans over what they read and of the engine's
+#      entry points (plan, replay, resume, retention, chat counts), on stable Rust,
 #      built with overflow checks (cargo profile `fuzz`). Prints the inputs tried
 #      and the panics per target; each panicking input is kept in target/fuzz-crashes/.
 #   2. tests/test_fuzz.py (pytest -m fuzz), EXAMPLES examples per test: hypothesis

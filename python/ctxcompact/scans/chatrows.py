@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 import ctxcompact._core as _core
+from ctxcompact.errors import FormatError
 from ctxcompact.scans.chat import estimate_chat_message
 from ctxcompact.scans.content import check_chat_messages, content_text, custom_call
 from ctxcompact.scans.estimate import EstimateMethod
@@ -159,8 +160,27 @@ def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
             copy[_AT] = i
         tagged.append(copy)
     # a key the rows do not read may hold what JSON cannot: its str() is kept
-    return json.dumps({"id": _SESSION, "messages": tagged}, ensure_ascii=False,
-                      default=str).encode()  # fmt: skip
+    text = json.dumps({"id": _SESSION, "messages": tagged}, ensure_ascii=False, default=str)
+    try:
+        return text.encode()
+    except UnicodeEncodeError as e:
+        # A lone surrogate (a str decoded from JSON may hold one): no UTF-8 holds it,
+        # as the core's reader refuses one in a chat list file.
+        at = next(i for i, m in enumerate(tagged) if not _encodes(m))
+        raise FormatError(
+            f"chat message {at} holds a lone surrogate ({e.reason}), which UTF-8 cannot "
+            "hold; fix the text (e.g. decode with errors='replace')",
+            row=at,
+        ) from None
+
+
+def _encodes(message: Mapping[str, Any]) -> bool:
+    """``message`` as ``_chat_json`` writes it is UTF-8 (no lone surrogate)."""
+    try:
+        json.dumps(message, ensure_ascii=False, default=str).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
