@@ -533,8 +533,9 @@ def test_a_custom_tool_call_counts_its_name_and_input() -> None:
          r"messages\[1\]\.content\[0\]\.id must be a non-empty string"),
         ([{"type": "tool_use", "id": "t", "name": "r", "input": [1]}],
          r"messages\[1\]\.content\[0\]\.input must be an object"),
-        ([{"type": "tool_result", "tool_use_id": "t", "content": "x"}],
-         r"messages\[1\]\.content\[0\] is a 'tool_result' block in an assistant message"),
+        ([{"type": "tool_use", "id": "t", "name": "r", "input": {}},
+          {"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+         r"messages\[1\]\.content\[1\] is a 'tool_result' block in an assistant message"),
         (["text", {"type": "thinking", "thinking": "x"}],
          r"messages\[1\]\.content\[0\] must be an object"),
     ],
@@ -554,3 +555,22 @@ def test_an_anthropic_block_the_core_cannot_read_names_its_message_and_block(
         with pytest.raises(FormatError, match=why) as e:
             call()
         assert (e.value.row, e.value.session_id, e.value.message_id) == (1, None, None)
+
+
+def test_an_orphaned_tool_result_block_is_refused_not_counted_nowhere() -> None:
+    """A tool_result block no earlier tool_use called was read by the core as
+    a result of nothing (its text counted nowhere): refused by the core
+    (``FormatError``) and by the pairing check (``OrphanedToolResultError``),
+    as an orphaned ``tool`` message is."""
+    from ctxcompact.scans.chatrows import chat_counts
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    chat = [{"role": "user", "content": "go"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz",
+                                          "content": "x" * 4000}]}]  # fmt: skip
+    with pytest.raises(FormatError, match='tool_use_id "zz", which no earlier') as e:
+        chat_counts(chat)
+    assert e.value.row == 1
+    with pytest.raises(OrphanedToolResultError, match="'zz'") as o:
+        mask_chat_messages(chat, "opencode")
+    assert (o.value.row, o.value.column) == (1, "content")

@@ -412,11 +412,19 @@ fn from_messages(
                     calls.insert(call, (index, part));
                 }
                 Op::Result { call, failed, text } => {
-                    if let Some(&(m, p)) = calls.get(&call) {
-                        let part = &mut out[m]["parts"][p];
-                        complete(part, failed, text);
-                        part["result_source"] = object([(AT, Value::from(i))]);
-                    }
+                    // an orphaned result would be counted nowhere: refused
+                    let Some(&(m, p)) = calls.get(&call) else {
+                        return Err(fail(
+                            Problem::new(format!(
+                                "{at} holds the tool_result of tool_use_id {call:?}, \
+                             which no earlier message called"
+                            ))
+                            .message(&mid),
+                        ));
+                    };
+                    let part = &mut out[m]["parts"][p];
+                    complete(part, failed, text);
+                    part["result_source"] = object([(AT, Value::from(i))]);
                 }
             }
         }
