@@ -83,6 +83,52 @@ fn result_at(table: &PartTable<'_>, row: usize) -> Result<Option<usize>> {
 mod tests {
     use super::*;
 
+    /// The sum of every model message of `data` read as one `format` line.
+    fn total(data: &[u8], format: Format) -> u64 {
+        let read = ingest::ingest(
+            &[Source::new("x", data, format)],
+            &Options::new(OnError::Raise),
+        )
+        .unwrap();
+        let columns = Columns::from_batches(&read.batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&columns).unwrap();
+        sent_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
+            .iter()
+            .map(|s| s.tokens)
+            .sum()
+    }
+
+    #[test]
+    fn anthropic_blocks_count_as_the_anthropic_format_and_map_back() {
+        let messages = r#"[{"role":"user","content":"fix it"},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},
+             {"type":"text","text":"reading"},
+             {"type":"tool_use","id":"t1","name":"read","input":{"path":"a"}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",
+             "content":[{"type":"text","text":"the whole file, long enough to count"}]}]},
+            {"role":"assistant","content":"done"}]"#
+            .replace('\n', "");
+        let list = format!(r#"{{"id":"chat","messages":{messages}}}"#);
+        let got =
+            chat_counts(list.as_bytes(), 4, "chat", MessageEstimateConfig::default()).unwrap();
+        // the result counts at the turn holding its block, not with its call
+        assert!(got[2] > got[1], "{got:?}");
+        let stored = format!(r#"{{"messages":{messages}}}"#);
+        assert_eq!(
+            got.iter().sum::<u64>(),
+            total(stored.as_bytes(), Format::Anthropic)
+        );
+        // openai-chat keeps refusing them
+        let refused = ingest::ingest(
+            &[Source::new("x", list.as_bytes(), Format::OpenAiChat)],
+            &Options::new(OnError::Raise),
+        );
+        assert!(refused.is_err());
+        let bad = list.replace(r#""tool_use_id":"t1""#, r#""tool_use_id":"t9""#);
+        let err = chat_counts(bad.as_bytes(), 4, "chat", MessageEstimateConfig::default());
+        assert!(format!("{:?}", err.unwrap_err()).contains("no earlier message called"));
+    }
+
     #[test]
     fn each_count_goes_back_to_its_chat_message() {
         let text = r#"{"id":"chat","messages":[
@@ -95,18 +141,6 @@ mod tests {
         let data = text.as_bytes();
         let got = chat_counts(data, 4, "chat", MessageEstimateConfig::default()).unwrap();
         assert!(got.iter().all(|&n| n > 4), "{got:?}");
-        assert_eq!(got.iter().sum::<u64>(), {
-            let read = ingest::ingest(
-                &[Source::new("x", data, Format::OpenAiChat)],
-                &Options::new(OnError::Raise),
-            )
-            .unwrap();
-            let columns = Columns::from_batches(&read.batches, Scan::Estimate).unwrap();
-            let table = PartTable::new(&columns).unwrap();
-            sent_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
-                .iter()
-                .map(|s| s.tokens)
-                .sum::<u64>()
-        });
+        assert_eq!(got.iter().sum::<u64>(), total(data, Format::OpenAiChat));
     }
 }
