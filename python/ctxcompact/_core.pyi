@@ -20,6 +20,7 @@ __all__ = [
     "anthropic_body",
     "calibration_fit",
     "chat_counts",
+    "chat_rows",
     "check_table",
     "cleared_placeholder",
     "compact_batch",
@@ -170,8 +171,16 @@ def session_pivot(messages: Sequence[Any]) -> tuple[int, list[int]] | None:
     before it that stay: system, pinned)."""
 
 def chat_counts(
-    data: bytes, size: int, *, session: str, tag: str, method: str = "opencode", overhead: int = 4
+    data: bytes, size: int, *, session: str, method: str = "opencode", overhead: int = 4
 ) -> list[int]: ...
+def chat_rows(
+    data: bytes,
+) -> tuple[Any, list[tuple[int, int, str, str | None, str | None, bytes]], int, int]:
+    """A chat list (one ``{"id", "messages"}`` object) read in the core's
+    chat-list mode: ``ingest_bytes`` of an ``openai-chat`` line that also
+    reads Anthropic content blocks; each result's chat index in its tool
+    part's ``result_source["ctxcompact_at"]``."""
+
 def turn_end(messages: Sequence[tuple[str, bool]]) -> int | None: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...
 def take_strings(column: Any, rows: Any) -> Any: ...

@@ -1,27 +1,27 @@
-//! A chat list's counts in one call: the list (an `openai-chat` session,
-//! one JSON object) read by the chat mapper (`ingest/chat.rs`) into part
-//! rows, each model message estimated (`messages::sent_messages`) and its
-//! count given back to the chat message it came from. The chat index of a
-//! message row is in its message id (`<session>-m<index>`), that of a
-//! `tool` result in the tag the caller put on the tool message (kept by the
-//! mapper under the part's `result_source`). What
-//! `scans/chatrows.py` did with `ingest_bytes`, a table and `sent_messages`,
-//! without the table crossing into Python and back.
+//! A chat list read by the engine: the list (an `openai-chat` session, one
+//! JSON object, whose messages may also hold Anthropic content blocks) read
+//! by the chat mapper in its chat-list mode (`Format::ChatList`,
+//! `ingest/chat.rs` `chat_list`) into part rows (`read`), and its counts in
+//! one call (`chat_counts`): each model message estimated
+//! (`messages::sent_messages`) and its count given back to the chat message
+//! it came from. The chat index of a message row is in its message id
+//! (`<session>-m<index>`), that of a result in its tool part's
+//! `result_source` under `chat::AT`: the caller tags each `tool` message
+//! with its index under that key, the mapper a `tool_result` block's.
 
 use serde_json::Value;
 
 use crate::error::{CoreError, Result};
-use crate::ingest::{self, Format, OnError, Options, Source};
+use crate::ingest::{self, chat::AT, Format, Ingested, OnError, Options, Source};
 use crate::messages::{sent_messages, MessageEstimateConfig, SentKind};
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
-/// How the caller tagged the list: the session id it gave it, and the key
-/// each tool message carries with its own chat index.
-#[derive(Debug, Clone, Copy)]
-pub struct Tags<'a> {
-    pub session: &'a str,
-    pub at: &'a str,
+/// The part rows of a chat list (`data`: one `{"id", "messages"}` object),
+/// read in the chat-list mode; a message it cannot read is its error.
+pub fn read(data: &[u8]) -> Result<Ingested> {
+    let source = Source::new("chat list", data, Format::ChatList);
+    ingest::ingest(&[source], &Options::new(OnError::Raise))
 }
 
 /// Per chat message of `data` (`size` messages), its estimate as sent: a
@@ -31,18 +31,17 @@ pub struct Tags<'a> {
 pub fn chat_counts(
     data: &[u8],
     size: usize,
-    tags: Tags<'_>,
+    session: &str,
     config: MessageEstimateConfig,
 ) -> Result<Vec<u64>> {
-    let source = Source::new("chat list", data, Format::OpenAiChat);
-    let read = ingest::ingest(&[source], &Options::new(OnError::Raise))?;
+    let read = read(data)?;
     let mut counts = vec![0; size];
     if read.batches.is_empty() {
         return Ok(counts);
     }
     let columns = Columns::from_batches(&read.batches, Scan::Estimate)?;
     let table = PartTable::new(&columns)?;
-    let prefix = format!("{}-m", tags.session);
+    let prefix = format!("{session}-m");
     for sent in sent_messages(&table, config)?.into_iter().flatten() {
         let at = match sent.kind {
             SentKind::Message => table
@@ -50,7 +49,7 @@ pub fn chat_counts(
                 .get(sent.row)
                 .and_then(|id| id.strip_prefix(&prefix))
                 .and_then(|n| n.parse::<usize>().ok()),
-            SentKind::Result | SentKind::Observation => result_at(&table, sent.row, tags.at)?,
+            SentKind::Result | SentKind::Observation => result_at(&table, sent.row)?,
         };
         match at {
             Some(at) if at < size => counts[at] += sent.tokens,
@@ -68,9 +67,9 @@ pub fn chat_counts(
     Ok(counts)
 }
 
-/// The chat index of the `tool` message that answered the call at `row`
+/// The chat index of the message whose result answered the call at `row`
 /// (`None`: none did).
-fn result_at(table: &PartTable<'_>, row: usize, key: &str) -> Result<Option<usize>> {
+fn result_at(table: &PartTable<'_>, row: usize) -> Result<Option<usize>> {
     let Some(text) = table.part_json.as_ref().and_then(|c| c.get(row)) else {
         return Ok(None);
     };
@@ -78,7 +77,7 @@ fn result_at(table: &PartTable<'_>, row: usize, key: &str) -> Result<Option<usiz
         .map_err(|e| CoreError::Internal(format!("the chat mapper's part_json: {e}")))?;
     Ok(part
         .get("result_source")
-        .and_then(|s| s.get(key))
+        .and_then(|s| s.get(AT))
         .and_then(Value::as_u64)
         .map(|n| n as usize))
 }
@@ -86,6 +85,52 @@ fn result_at(table: &PartTable<'_>, row: usize, key: &str) -> Result<Option<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sum of every model message of `data` read as one `format` line.
+    fn total(data: &[u8], format: Format) -> u64 {
+        let read = ingest::ingest(
+            &[Source::new("x", data, format)],
+            &Options::new(OnError::Raise),
+        )
+        .unwrap();
+        let columns = Columns::from_batches(&read.batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&columns).unwrap();
+        sent_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
+            .iter()
+            .map(|s| s.tokens)
+            .sum()
+    }
+
+    #[test]
+    fn anthropic_blocks_count_as_the_anthropic_format_and_map_back() {
+        let messages = r#"[{"role":"user","content":"fix it"},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},
+             {"type":"text","text":"reading"},
+             {"type":"tool_use","id":"t1","name":"read","input":{"path":"a"}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",
+             "content":[{"type":"text","text":"the whole file, long enough to count"}]}]},
+            {"role":"assistant","content":"done"}]"#
+            .replace('\n', "");
+        let list = format!(r#"{{"id":"chat","messages":{messages}}}"#);
+        let got =
+            chat_counts(list.as_bytes(), 4, "chat", MessageEstimateConfig::default()).unwrap();
+        // the result counts at the turn holding its block, not with its call
+        assert!(got[2] > got[1], "{got:?}");
+        let stored = format!(r#"{{"messages":{messages}}}"#);
+        assert_eq!(
+            got.iter().sum::<u64>(),
+            total(stored.as_bytes(), Format::Anthropic)
+        );
+        // openai-chat keeps refusing them
+        let refused = ingest::ingest(
+            &[Source::new("x", list.as_bytes(), Format::OpenAiChat)],
+            &Options::new(OnError::Raise),
+        );
+        assert!(refused.is_err());
+        let bad = list.replace(r#""tool_use_id":"t1""#, r#""tool_use_id":"t9""#);
+        let err = chat_counts(bad.as_bytes(), 4, "chat", MessageEstimateConfig::default());
+        assert!(format!("{:?}", err.unwrap_err()).contains("no earlier message called"));
+    }
 
     #[test]
     fn a_list_longer_than_its_size_is_the_callers_error() {
@@ -118,24 +163,8 @@ mod tests {
             {"role":"assistant","content":"done"}]}"#
             .replace('\n', ""); // one JSON line
         let data = text.as_bytes();
-        let tags = Tags {
-            session: "chat",
-            at: "ctxcompact_at",
-        };
-        let got = chat_counts(data, 4, tags, MessageEstimateConfig::default()).unwrap();
+        let got = chat_counts(data, 4, "chat", MessageEstimateConfig::default()).unwrap();
         assert!(got.iter().all(|&n| n > 4), "{got:?}");
-        assert_eq!(got.iter().sum::<u64>(), {
-            let read = ingest::ingest(
-                &[Source::new("x", data, Format::OpenAiChat)],
-                &Options::new(OnError::Raise),
-            )
-            .unwrap();
-            let columns = Columns::from_batches(&read.batches, Scan::Estimate).unwrap();
-            let table = PartTable::new(&columns).unwrap();
-            sent_messages(&table, MessageEstimateConfig::default()).unwrap()[0]
-                .iter()
-                .map(|s| s.tokens)
-                .sum::<u64>()
-        });
+        assert_eq!(got.iter().sum::<u64>(), total(data, Format::OpenAiChat));
     }
 }

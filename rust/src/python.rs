@@ -1723,27 +1723,35 @@ fn ingest_bytes(
 }
 
 /// Per chat message of a chat list (`chatlist::chat_counts`): `data` the
-/// list as one `openai-chat` session named `session`, each `tool` message
-/// tagged with its own index under `tag`; `size` messages.
+/// list as one session named `session` (`chat_rows`); `size` messages.
 #[pyfunction]
-#[pyo3(signature = (data, size, *, session, tag, method = "opencode", overhead = 4))]
+#[pyo3(signature = (data, size, *, session, method = "opencode", overhead = 4))]
 fn chat_counts(
     py: Python<'_>,
     data: &[u8],
     size: usize,
     session: &str,
-    tag: &str,
     method: &str,
     overhead: u64,
 ) -> PyResult<Vec<u64>> {
     let config = message_config(py, method, overhead, (false, None, "opencode", 0))?;
-    let tags = crate::chatlist::Tags { session, at: tag };
     py.detach(|| {
         parallel::run_sized(None, data.len(), true, || {
-            crate::chatlist::chat_counts(data, size, tags, config)
+            crate::chatlist::chat_counts(data, size, session, config)
         })
     })
     .map_err(|e| to_pyerr(py, e))
+}
+
+/// The part rows of a chat list (`chatlist::read`): `data` one
+/// `{"id", "messages"}` object, read as `ingest_bytes` reads an
+/// `openai-chat` line, messages holding Anthropic content blocks too; each
+/// result's chat index in its tool part's `result_source["ctxcompact_at"]`.
+#[pyfunction]
+fn chat_rows(py: Python<'_>, data: &[u8]) -> PyResult<IngestOut> {
+    let read = || parallel::run_sized(None, data.len(), true, || crate::chatlist::read(data));
+    let out = read().map_err(|e| to_pyerr(py, e))?;
+    ingest_out(py, out)
 }
 
 /// The part rows of session exports, one JSON object per line as a
@@ -1851,6 +1859,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compact_batch, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_rows, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay_resume, m)?)?;
     m.add_function(wrap_pyfunction!(retention_facts, m)?)?;

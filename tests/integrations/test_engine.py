@@ -279,3 +279,124 @@ def test_a_custom_call_counts_its_name_and_text_as_stored() -> None:
     assert counts[1] == 4 + estimate_tokens("apply_patch") + estimate_tokens(stored_input)
     _, before, _ = stored(chat, Policy())
     assert per_stored_message(chat, counts) == before
+
+
+def anthropic_chat(history: list[Step]) -> list[dict[str, Any]]:
+    """The history as Anthropic turns (what a LangChain or Anthropic runtime
+    holds): an agent step an assistant turn of blocks (thinking, text,
+    tool_use), its results one user turn of tool_result blocks (a string, or
+    text blocks), a user turn text, with an image or a document now and then."""
+    out: list[dict[str, Any]] = []
+    for k, (kind, text, calls) in enumerate(history):
+        if kind == "user":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+            if k % 5 == 1:
+                image = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+                blocks.append({"type": "image", "source": image})
+            if k % 7 == 2:
+                notes = {"type": "text", "media_type": "text/plain", "data": "notes " * 40}
+                blocks.append({"type": "document", "source": notes})
+            out.append({"role": "user", "content": blocks if len(blocks) > 1 else text})
+            continue
+        ids = [f"toolu_{k}_{j}" for j in range(len(calls))]
+        turn: list[dict[str, Any]] = []
+        if k % 3 == 0:
+            turn.append({"type": "thinking", "thinking": f"step {k}: " + "why " * (k * 7),
+                         "signature": "sig"})  # fmt: skip
+        elif k % 3 == 1:
+            turn.append({"type": "redacted_thinking", "data": "opaque"})
+        if text:
+            turn.append({"type": "text", "text": text})
+        turn += [{"type": "tool_use", "id": i, "name": tool, "input": {"path": f"f{arg}.py"}}
+                 for (tool, arg, _), i in zip(calls, ids, strict=True)]  # fmt: skip
+        out.append({"role": "assistant", "content": turn})
+        results: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": i,
+             "content": _output(n, k) if j % 2 == 0 else [{"type": "text", "text": _output(n, k)}]}
+            for j, ((_, _, n), i) in enumerate(zip(calls, ids, strict=True))]  # fmt: skip
+        if k % 4 == 3:
+            results.append({"type": "text", "text": "and keep going"})
+        out.append({"role": "user", "content": results})
+    return out
+
+
+def stored_anthropic(
+    chat: list[dict[str, Any]], policy: Policy
+) -> tuple[set[str], list[int], list[int]]:
+    """``stored`` for Anthropic turns: the list stored as an ``anthropic``
+    request, one per line."""
+    from ctxcompact.formats.reader import read_jsonl
+    from ctxcompact.scans.parts import estimate_messages, mark_pruned, prune
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "history.jsonl"
+        path.write_text(json.dumps({"messages": chat}) + "\n")
+        transcript = read_jsonl(path, "anthropic").transcript
+    result = prune(transcript, policy)
+    part_json = transcript.to_arrow().column("part_json").to_pylist()
+    cleared = {json.loads(part_json[r])["callID"] for r in result.rows.to_pylist()}
+    before = estimate_messages(transcript, Policy()).messages.column("tokens").to_pylist()
+    after = estimate_messages(mark_pruned(transcript, result), policy)
+    return cleared, before, after.messages.column("tokens").to_pylist()
+
+
+def per_step(chat: list[dict[str, Any]], counts: list[int]) -> list[int]:
+    """Counts summed per step: an assistant turn with the user turn of its
+    results (a stored session counts a call's result with its call's
+    message; a chat list, at the turn holding its tool_result block)."""
+    out: list[int] = []
+    for i, count in enumerate(counts):
+        if i > 0 and chat[i - 1]["role"] == "assistant":
+            out[-1] += count
+        else:
+            out.append(count)
+    return out
+
+
+#: The presets, and a policy that sends the two newest turns' thinking.
+anthropic_policies = st.one_of(policies, st.just({**CUTTING, "keep_thinking": 2}))
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=steps, name=anthropic_policies)
+def test_anthropic_turns_get_the_fates_and_counts_of_the_stored_session(
+    history: list[Step], name: Any
+) -> None:
+    """Anthropic turns were counted by the Python chat estimate and refused by
+    a policy (``FormatError``): now read by the core as the same turns stored
+    in the ``anthropic`` format, they get its fates and counts, and the masked
+    list is still an Anthropic request (the SDK's ``MessageParam`` list):
+    a cleared result keeps its block and tool_use_id, a cleared input is
+    ``{}``, the thinking blocks stay."""
+    from anthropic.types import MessageParam
+    from ctxcompact.scans.masking import mask_chat_messages
+    from pydantic import TypeAdapter
+
+    chat = anthropic_chat(history)
+    policy = Policy.load(name)
+    mask = mask_chat_messages(chat, policy)
+    cleared, before, after = stored_anthropic(chat, policy)
+    assert set(mask.cleared) == cleared
+    assert per_step(chat, mask.counts_before) == per_step(chat, before)
+    assert per_step(chat, mask.counts_after) == per_step(chat, after)
+    assert chat_counts(chat) == mask.counts_before
+    if policy.keep_thinking == 0:  # chat_counts: the default view, no thinking sent
+        assert chat_counts(mask.messages) == mask.counts_after
+    TypeAdapter(list[MessageParam]).validate_python(mask.messages)
+    for was, now in zip(chat, mask.messages, strict=True):
+        if isinstance(was["content"], str):
+            assert now == was
+            continue
+        assert [b["type"] for b in now["content"]] == [b["type"] for b in was["content"]]
+        for a, b in zip(was["content"], now["content"], strict=True):
+            if a["type"] == "tool_result":
+                assert b["tool_use_id"] == a["tool_use_id"]
+                assert (b != a) == (a["tool_use_id"] in mask.cleared) or (
+                    policy.truncate_output is not None
+                )
+            elif a["type"] == "tool_use":
+                cleared_input = policy.clear_inputs and a["id"] in mask.cleared
+                assert b == ({**a, "input": {}} if cleared_input else a)
+            else:
+                assert b == a

@@ -163,7 +163,7 @@ def test_a_window_is_required() -> None:
 
 
 def test_messages_it_cannot_map_one_to_one_are_typed_errors() -> None:
-    from ctxcompact.errors import ConfigError, FormatError, InputTypeError
+    from ctxcompact.errors import ConfigError, InputTypeError
     from ctxcompact.integrations.langchain import CompactionMiddleware, to_chat
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -174,9 +174,46 @@ def test_messages_it_cannot_map_one_to_one_are_typed_errors() -> None:
     call = AIMessage("", tool_calls=[{"id": "t1", "name": "read", "args": {}}])
     blocks = HumanMessage([{"type": "tool_result", "tool_use_id": "t1", "content": "x"},
                            {"type": "text", "text": "and go on"}])  # fmt: skip
-    with pytest.raises(FormatError, match="message 2") as e:
-        to_chat([HumanMessage("task"), call, blocks])
-    assert e.value.row == 2
+    # tool_result blocks stay one user turn (LangChain would split it; it was refused)
+    assert to_chat([HumanMessage("task"), call, blocks])[2] == {
+        "role": "user",
+        "content": blocks.content,
+    }
+
+
+def test_tool_result_blocks_in_a_human_message_are_masked_in_place() -> None:
+    """A HumanMessage of Anthropic tool_result blocks was refused when
+    LangChain splits it (a result and text), and when it does not (a result
+    alone: read as a tool message) the model was sent it whole while the
+    records counted it cleared. Now the view clears its old results in their
+    blocks, and counts what the mask said."""
+    from ctxcompact.integrations.langchain import _viewed, to_chat
+    from ctxcompact.scans.chatrows import chat_counts
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    messages: list[BaseMessage] = [HumanMessage("task", id="h")]
+    for i in range(12):
+        messages += [
+            AIMessage("", id=f"a{i}", tool_calls=[{"id": f"t{i}", "name": "read",
+                                                   "args": {"path": f"f{i}.py"}}]),
+            HumanMessage([{"type": "tool_result", "tool_use_id": f"t{i}",
+                           "content": f"{i} " + "x" * 40_000},
+                          *([{"type": "text", "text": "go on"}] if i % 2 else [])],
+                         id=f"r{i}"),
+        ]  # fmt: skip
+    middleware = CompactionMiddleware(None, context=1_000_000, output=8_000,
+                                      policy={"keep_recent": 2})  # fmt: skip
+    lc, chat, _ = middleware._prepared(messages)
+    view = middleware.compaction.view(chat)
+    shown = [_viewed(m, b, a) for m, b, a in zip(lc, chat, view, strict=True)]
+    results = [m.content[0]["content"] for m in shown[2::2]]
+    assert results[0] == CLEARED_TOOL_OUTPUT and results[-1] == messages[-1].content[0]["content"]
+    assert all(m.content[0]["tool_use_id"] == f"t{i}" for i, m in enumerate(shown[2::2]))
+    assert messages[2].content[0]["content"].startswith("0 x")  # the state keeps it whole
+    mask = mask_chat_messages(chat, middleware.compaction.config.policy)
+    assert chat_counts(to_chat(shown)) == mask.counts_after
+    assert [m["role"] for m in chat[2:6]] == ["tool", "assistant", "user", "assistant"]
+    assert sum(mask.counts_after) < sum(mask.counts_before) // 2
 
 
 def test_the_newest_request_and_every_system_message_survive_a_summary() -> None:

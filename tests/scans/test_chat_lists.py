@@ -289,9 +289,13 @@ def test_prune_tool_results_shortens_anthropic_results_too() -> None:
     assert "2990 characters of old tool output removed" in chat[2]["content"]
     assert ANTHROPIC_TURNS[2]["content"][0]["content"] == "x" * 3000  # input unchanged
     assert prune_tool_results(ANTHROPIC_TURNS, preserve_recent=1, max_chars=10) == ANTHROPIC_TURNS
-    # a policy reads OpenAI chat lists only: refused, never skipped
-    with pytest.raises(FormatError, match="tool_use"):
-        prune_tool_results(ANTHROPIC_TURNS, policy="swe-agent")
+    # a policy masks Anthropic turns as their chat twins (it refused them):
+    # the result cut in its block, its tool_use_id kept
+    policy = {"truncate_output": 100}
+    cut = prune_tool_results(ANTHROPIC_AS_CHAT, policy=policy)[2]["content"]
+    assert len(cut) < 3000
+    assert prune_tool_results(ANTHROPIC_TURNS, policy=policy)[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": cut}]}  # fmt: skip
 
 
 @pytest.mark.parametrize("helper", LIGHT_HELPERS)
@@ -517,3 +521,56 @@ def test_a_custom_tool_call_counts_its_name_and_input() -> None:
 
     assert should_compact(custom * 10, context=12_000, output=2_000)
     assert not should_compact(custom * 10, context=40_000, output=2_000)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ([{"type": "tool_use", "id": "t", "name": "r", "input": {}},
+          {"type": "server_tool_use", "id": "s"}],
+         r"messages\[1\]\.content\[1\] is not an Anthropic content block: .*server_tool_use"),
+        ([{"type": "tool_use", "name": "r", "input": {}}],
+         r"messages\[1\]\.content\[0\]\.id must be a non-empty string"),
+        ([{"type": "tool_use", "id": "t", "name": "r", "input": [1]}],
+         r"messages\[1\]\.content\[0\]\.input must be an object"),
+        ([{"type": "tool_use", "id": "t", "name": "r", "input": {}},
+          {"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+         r"messages\[1\]\.content\[1\] is a 'tool_result' block in an assistant message"),
+        (["text", {"type": "thinking", "thinking": "x"}],
+         r"messages\[1\]\.content\[0\] must be an object"),
+    ],
+)  # fmt: skip
+def test_an_anthropic_block_the_core_cannot_read_names_its_message_and_block(
+    content: list[Any], why: str
+) -> None:
+    """Anthropic turns are read by the core (they were counted by the Python
+    estimate, and refused by a policy): an unknown or malformed block is a
+    ``FormatError`` naming the message (``row``) and the block, never a
+    count or a mask of what the core could not read."""
+    from ctxcompact.scans.chatrows import chat_counts
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    chat = [{"role": "user", "content": "go"}, {"role": "assistant", "content": content}]
+    for call in (lambda: chat_counts(chat), lambda: mask_chat_messages(chat, "opencode")):
+        with pytest.raises(FormatError, match=why) as e:
+            call()
+        assert (e.value.row, e.value.session_id, e.value.message_id) == (1, None, None)
+
+
+def test_an_orphaned_tool_result_block_is_refused_not_counted_nowhere() -> None:
+    """A tool_result block no earlier tool_use called was read by the core as
+    a result of nothing (its text counted nowhere): refused by the core
+    (``FormatError``) and by the pairing check (``OrphanedToolResultError``),
+    as an orphaned ``tool`` message is."""
+    from ctxcompact.scans.chatrows import chat_counts
+    from ctxcompact.scans.masking import mask_chat_messages
+
+    chat = [{"role": "user", "content": "go"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz",
+                                          "content": "x" * 4000}]}]  # fmt: skip
+    with pytest.raises(FormatError, match='tool_use_id "zz", which no earlier') as e:
+        chat_counts(chat)
+    assert e.value.row == 1
+    with pytest.raises(OrphanedToolResultError, match="'zz'") as o:
+        mask_chat_messages(chat, "opencode")
+    assert (o.value.row, o.value.column) == (1, "content")

@@ -121,9 +121,8 @@ def test_chat_counts_are_one_core_call_from_the_lists_bytes(
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("chat_counts read the list into a table")
 
-    monkeypatch.setattr(chatrows._core, "ingest_bytes", refused)
+    monkeypatch.setattr(chatrows._core, "chat_rows", refused)
     monkeypatch.setattr(chatrows._core, "sent_messages", refused)
     for chat in (CHAT, pinned):
         assert chat_counts(chat) == want[id(chat)]
-    assert _core.chat_counts(b'{"id":"chat","messages":[]}', 0, session="chat",
-                             tag="ctxcompact_at") == []  # fmt: skip
+    assert _core.chat_counts(b'{"id":"chat","messages":[]}', 0, session="chat") == []

@@ -45,6 +45,9 @@ def check_pairs(chat: Sequence[Mapping[str, Any]]) -> None:
 
     validate_chat_messages(chat)  # orphan results, unknown roles, calls without ids
     answered = {str(m.get("tool_call_id")) for m in chat if m.get("role") == "tool"}
+    answered |= {str(b.get("tool_use_id")) for m in chat if isinstance(m.get("content"), list)
+                 for b in m["content"]
+                 if isinstance(b, Mapping) and b.get("type") == "tool_result"}  # fmt: skip
     for i, m in enumerate(chat):
         for call in m.get("tool_calls") or []:
             if str(call["id"]) not in answered:

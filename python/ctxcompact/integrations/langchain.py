@@ -91,24 +91,39 @@ class LangChainSummaryClient:
         return self._response(await self.model.ainvoke(self._messages(request)))
 
 
+def _result_blocks(message: BaseMessage) -> bool:
+    """The message's content is Anthropic blocks holding a ``tool_result``."""
+    content = message.content
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    )
+
+
 def to_chat(messages: Sequence[BaseMessage]) -> Chat:
     """OpenAI chat dicts of LangChain messages (LangChain's own conversion),
     each with its message id; a summary message is the assistant summary the
-    split family finds by its heading."""
+    split family finds by its heading. A message holding Anthropic
+    ``tool_result`` blocks that LangChain splits into several tool messages
+    stays one user turn of its blocks (it was refused): the core reads them
+    as the ``anthropic`` format does, and its results are masked in place."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InputTypeError(f"the state's messages must be a list of LangChain messages, got "
                              f"{type(messages).__name__}")  # fmt: skip
     for i, m in enumerate(messages):
         if not isinstance(m, BaseMessage):
             raise InputTypeError(f"message {i} is a {type(m).__name__}, not a LangChain message")
-    chat = convert_to_openai_messages(list(messages))
-    if len(chat) != len(messages):
-        # LangChain splits a message holding tool_result blocks into several:
-        # each would no longer match the message it came from.
+    blocks = {i for i, m in enumerate(messages)
+              if _result_blocks(m) and len(convert_to_openai_messages([m])) != 1}  # fmt: skip
+    rest = convert_to_openai_messages([m for i, m in enumerate(messages) if i not in blocks])
+    if len(rest) != len(messages) - len(blocks):
+        # each dict must match the message it came from
         one = next((i for i, m in enumerate(messages)
-                    if len(convert_to_openai_messages([m])) != 1), None)  # fmt: skip
-        raise FormatError(f"message {one} is not one OpenAI message (tool_result content "
-                          "blocks?): send tool results as ToolMessages", row=one)  # fmt: skip
+                    if i not in blocks and len(convert_to_openai_messages([m])) != 1),
+                   None)  # fmt: skip
+        raise FormatError(f"message {one} is not one OpenAI message", row=one)
+    converted = iter(rest)
+    chat = [{"role": "user", "content": list(m.content)} if i in blocks else next(converted)
+            for i, m in enumerate(messages)]  # fmt: skip
     out = []
     for m, c in zip(messages, chat, strict=True):
         c = {**c, "id": m.id} if m.id else dict(c)
@@ -144,6 +159,13 @@ def _viewed(message: BaseMessage, before: Mapping[str, Any], after: Mapping[str,
                 for c in after.get("tool_calls") or []}  # fmt: skip
         calls = [{**c, "args": args.get(c["id"], c["args"])} for c in message.tool_calls]
         return message.model_copy(update={"tool_calls": calls})
+    if _result_blocks(message):  # its tool_result blocks, cleared or cut in place
+        if before.get("role") == "tool":  # its one block, read as a tool message
+            content = [{**b, "content": after.get("content")}
+                       if isinstance(b, Mapping) and b.get("type") == "tool_result" else b
+                       for b in message.content]  # fmt: skip
+            return message.model_copy(update={"content": content})
+        return message.model_copy(update={"content": after.get("content")})
     return message
 
 

@@ -175,6 +175,18 @@ def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
                 raise TranscriptError(f"message {i} has a tool call without an id",
                                       column="tool_calls", row=i)  # fmt: skip
             calls.add(str(call["id"]))
+        content = message.get("content")
+        for block in content if isinstance(content, (list, tuple)) else ():
+            # an Anthropic turn's calls and results pair as the chat ones do
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                calls.add(str(block.get("id")))
+            elif (isinstance(block, Mapping) and block.get("type") == "tool_result"
+                  and str(block.get("tool_use_id")) not in calls):  # fmt: skip
+                raise OrphanedToolResultError(
+                    f"message {i} holds the result of tool call {block.get('tool_use_id')!r}, "
+                    "which no earlier assistant message made",
+                    column="content", row=i,
+                )  # fmt: skip
         if role == "tool" and str(message.get("tool_call_id")) not in calls:
             raise OrphanedToolResultError(
                 f"message {i} is the result of tool call {message.get('tool_call_id')!r}, "

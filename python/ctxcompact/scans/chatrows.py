@@ -1,9 +1,12 @@
 """A chat list as the engine reads it: its fates and counts from the core.
 
-An OpenAI chat list (what a runtime or a framework integration holds) is
-read once by the core's chat mapper (the ``openai-chat`` format,
-rust/src/ingest/chat.rs) into a one-session part-row table, the table a
-stored session of the same history gives. The policy's prune (prune.rs)
+A chat list (what a runtime or a framework integration holds: OpenAI chat
+messages, whose content may also be Anthropic content blocks) is read once
+by the core's chat mapper in its chat-list mode (``_core.chat_rows``,
+rust/src/ingest/chat.rs ``chat_list``) into a one-session part-row table,
+the table a stored session of the same history gives (an Anthropic turn's
+blocks read as the ``anthropic`` format reads them: a ``tool_use`` block a
+tool part, a ``tool_result`` block its result). The policy's prune (prune.rs)
 chooses the tool results to clear, and the per-message estimates
 (messages.rs, ``sent_messages``: one count per model message, so one per
 chat message) size the list before and after: a chat list gets the fates
@@ -11,9 +14,10 @@ and counts the same history gets stored as a session. Python only maps the
 answers back to the chat list's indices.
 
 Two marks the chat list carries and a stored session holds in its columns
-are set on the table: a tool message with ``"pinned": true`` is a pinned
-part, and a result already cleared by an earlier round (its text starts with
-the placeholder's prefix) a compacted one, so a second round is idempotent.
+are set on the table: a tool message (or a ``tool_result`` block, or the
+message holding it) with ``"pinned": true`` is a pinned part, and a result
+already cleared by an earlier round (its text starts with the placeholder's
+prefix) a compacted one, so a second round is idempotent.
 A tool part's id is its call id (what a described placeholder names: the
 chat list knows calls by it).
 """
@@ -29,8 +33,7 @@ import pyarrow as pa
 
 import ctxcompact._core as _core
 from ctxcompact.errors import FormatError
-from ctxcompact.scans.chat import estimate_chat_message
-from ctxcompact.scans.content import check_chat_messages, content_text, custom_call
+from ctxcompact.scans.content import check_chat_messages, content_text
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 
@@ -38,7 +41,9 @@ from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
 _CLEARED_PREFIX = CLEARED_TOOL_OUTPUT[:-1]
 #: The key a tool message is tagged with on its way to the mapper: the
 #: mapper keeps it with the result (``result_source``), naming the chat
-#: index of the result its own pairing chose.
+#: index of the result its own pairing chose; the mapper's chat-list mode
+#: puts a ``tool_result`` block's chat index under the same key
+#: (rust/src/ingest/chat.rs ``AT``).
 _AT = "ctxcompact_at"
 _SESSION = "chat"
 #: ``sent_messages``' kinds: the message itself, a ``tool`` result.
@@ -60,7 +65,8 @@ class ChatRows:
     size: int
     #: The chat index of each row's message (a tool part: its call's message).
     message_at: list[int]
-    #: Tool part row -> the chat index of the ``tool`` message it holds.
+    #: Tool part row -> the chat index of the message holding its result (a
+    #: ``tool`` message, or a user turn with its ``tool_result`` block).
     result_at: dict[int, int]
     #: Tool part rows whose result an earlier round cleared.
     cleared_before: list[int]
@@ -102,28 +108,24 @@ class ChatRows:
         return [int(r) for r in prune(table, config).rows.to_pylist()]
 
 
-#: Content blocks only Anthropic has (``ANTHROPIC_BLOCKS`` in formats/chat.py).
-_ANTHROPIC = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+def result_block(message: Mapping[str, Any], call_id: str) -> int | None:
+    """The index of the ``tool_result`` block of ``call_id`` in an Anthropic
+    turn's content (the first, as the mapper pairs), else None (a ``tool``
+    message: its content is the result)."""
+    content = message.get("content")
+    if message.get("role") == "tool" or not isinstance(content, (list, tuple)):
+        return None
+    return next((j for j, b in enumerate(content)
+                 if isinstance(b, Mapping) and b.get("type") == "tool_result"
+                 and b.get("tool_use_id") == call_id), None)  # fmt: skip
 
 
-def unmapped(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """The list holds what the chat mapper does not read into rows: an
-    Anthropic block (the mapper refuses it), or a call the estimate counts as
-    a custom one that the mapper does not read as one (a ``custom`` key
-    without ``"type": "custom"``, as a streamed delta holds). A custom call
-    (``{"type": "custom", "custom": {...}}``) is read by the mapper: its name,
-    its text as the input ``{"input": text}``."""
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, (list, tuple)) and any(
-            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC for b in content
-        ):
-            return True
-        if any((c.get("type") == "custom" or ("custom" in c and "function" not in c))
-               and custom_call(c) is None
-               for c in m.get("tool_calls") or ()):  # fmt: skip
-            return True
-    return False
+def result_of(message: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+    """What holds the result of ``call_id`` in ``message`` (its chat index
+    is the row's ``result_at``): the ``tool`` message, or its ``tool_result``
+    block (its ``content``, its ``pinned`` mark)."""
+    j = result_block(message, call_id)
+    return message if j is None else message["content"][j]
 
 
 def chat_counts(
@@ -133,23 +135,38 @@ def chat_counts(
     """Per message, its estimate as the engine counts it: the list read by
     the chat mapper as a stored session is, each chat message its model
     message's count (``ChatRows.counts``; a custom call its name and its
-    input ``{"input": text}`` as compact JSON, as stored). A list the mapper
-    does not read whole (``unmapped``: Anthropic blocks) is counted by the
-    chat estimate (``estimate_chat_message``: a tool block as its chat twin)."""
+    input ``{"input": text}`` as compact JSON, as stored; an Anthropic
+    turn's blocks as the same turn stored in the ``anthropic`` format: a
+    ``tool_result`` block's count at the turn holding it). A message the
+    mapper cannot read is its ``FormatError``."""
     check_chat_messages(messages)
-    if unmapped(messages):
-        return [estimate_chat_message(m, method=method, overhead=overhead) for m in messages]
     # One core call from the list's bytes to its counts (rust/src/chatlist.rs):
     # ``read_chat(messages).counts(...)`` without the table crossing over.
-    return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION, tag=_AT,
-                             method=str(method), overhead=overhead)  # fmt: skip
+    try:
+        return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION,
+                                 method=str(method), overhead=overhead)  # fmt: skip
+    except FormatError as e:
+        raise _located(e) from None
+
+
+def _located(error: FormatError) -> FormatError:
+    """The core's error about a message of the list with the message's index
+    in ``row`` (the core names it ``chat-m<index>``; its line is the list's
+    one JSON line)."""
+    prefix = f"{_SESSION}-m"
+    if error.message_id and error.message_id.startswith(prefix):
+        error.row = int(error.message_id[len(prefix) :])
+        error.message_id = None
+    if error.session_id == _SESSION:  # the list's name for the core, not the caller's
+        error.session_id = None
+    return error
 
 
 def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
-    """The list as the chat mapper reads it: one ``openai-chat`` session,
-    each ``tool`` message tagged with its index (``_AT``), no message's own
-    ``id`` (the rows name each message by its index, so ids given twice
-    cannot merge two messages)."""
+    """The list as the chat mapper reads it: one session, each ``tool``
+    message tagged with its index (``_AT``), no message's own ``id`` (the
+    rows name each message by its index, so ids given twice cannot merge two
+    messages)."""
     tagged: list[Mapping[str, Any]] = []
     for i, message in enumerate(messages):
         if type(message) is dict and "id" not in message and message.get("role") != "tool":
@@ -184,12 +201,15 @@ def _encodes(message: Mapping[str, Any]) -> bool:
 
 
 def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
-    """``messages`` (a checked OpenAI chat list) read by the core's chat mapper.
+    """``messages`` (a checked chat list) read by the core's chat mapper.
 
-    A message the mapper cannot read (an Anthropic block) is its
-    ``FormatError``."""
+    A message the mapper cannot read (an unknown or malformed Anthropic
+    block...) is its ``FormatError``, naming the message and the block."""
     data = _chat_json(messages)
-    raw, _rejected, _lines, _sessions = _core.ingest_bytes(data, "openai-chat", name="chat list")
+    try:
+        raw, _rejected, _lines, _sessions = _core.chat_rows(data)
+    except FormatError as e:
+        raise _located(e) from None
     table = pa.table(raw)
     prefix = len(_SESSION) + 2  # "chat-m000012" -> 12
     message_at = [-1 if m is None else int(m[prefix:])
@@ -209,10 +229,11 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
         if not isinstance(at, int):
             continue  # no result answered this call
         result_at[row] = at
-        if messages[at].get("pinned") is True:
+        result = result_of(messages[at], part_ids[row])
+        if result.get("pinned") is True or messages[at].get("pinned") is True:
             part_json[row] = json.dumps({**part, "pinned": True}, ensure_ascii=False)
             rewritten["part_json"] = part_json
-        if is_cleared(content_text(messages[at].get("content"))):
+        if is_cleared(content_text(result.get("content"))):
             cleared.append(row)
     for name, values in rewritten.items():
         index = table.schema.get_field_index(name)
@@ -221,4 +242,4 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
     return ChatRows(table, len(messages), message_at, result_at, cleared)
 
 
-__all__ = ["ChatRows", "chat_counts", "is_cleared", "read_chat", "unmapped"]
+__all__ = ["ChatRows", "chat_counts", "is_cleared", "read_chat", "result_block", "result_of"]

@@ -1,4 +1,4 @@
-"""A prune policy over an OpenAI chat message list (what runtimes hold in memory).
+"""A prune policy over a chat message list (what runtimes hold in memory).
 
 The list is read by the core as a session is (``scans/chatrows.py``: the
 native chat mapper, once), the policy's prune chooses the tool results to
@@ -16,6 +16,15 @@ A tool message with ``"pinned": true`` is never cleared or cut. Reasoning
 sent back (``reasoning_content``) is kept on the newest ``keep_thinking``
 assistant messages only (the mapper keeps it as the message's own key, not a
 reasoning part: the counts leave it out, as a stored session's do).
+
+A list whose turns hold Anthropic content blocks is read as the same turns
+stored in the ``anthropic`` format are: a cleared result keeps its
+``tool_result`` block and ``tool_use_id``, its ``content`` the placeholder
+(a cut one, the cut text); ``clear_inputs`` empties the ``tool_use`` block's
+``input``. ``thinking`` blocks are left as they are (the API wants a tool
+loop's thinking whole and signed, and drops older turns' thinking itself):
+they count as a stored session's reasoning does, the newest
+``keep_thinking`` assistant turns' only.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import ctxcompact._core as _core
 from ctxcompact.errors import ConfigError
 from ctxcompact.policy import Policy
 from ctxcompact.scans.chat import validate_chat_messages
-from ctxcompact.scans.chatrows import chat_counts, is_cleared, read_chat, unmapped
+from ctxcompact.scans.chatrows import is_cleared, read_chat, result_block
 from ctxcompact.scans.content import check_chat_messages, content_text, custom_call
 from ctxcompact.scans.estimate import EstimateMethod
 
@@ -66,6 +75,22 @@ def _cleared_input(call: Mapping[str, Any]) -> dict[str, Any]:
     return {**call, "function": {**call.get("function", {}), "arguments": "{}"}}
 
 
+def _clear_inputs(message: dict[str, Any], ids: set[str]) -> None:
+    """``message`` (a copy) with the input of its calls ``ids`` cleared: a
+    chat tool call's (``_cleared_input``), a ``tool_use`` block's ``{}``."""
+    if message.get("tool_calls"):
+        message["tool_calls"] = [_cleared_input(call) if str(call.get("id")) in ids else call
+                                 for call in message["tool_calls"]]  # fmt: skip
+    content = message.get("content")
+    if isinstance(content, (list, tuple)):
+        message["content"] = [
+            {**b, "input": {}}
+            if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") in ids
+            else b
+            for b in content
+        ]  # fmt: skip
+
+
 def mask_chat_messages(
     messages: Sequence[Mapping[str, Any]],
     policy: Policy | str | Mapping[str, Any],
@@ -79,8 +104,9 @@ def mask_chat_messages(
     (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
     without an earlier call, ``UnknownValueError`` for an unknown role, a
     ``TranscriptError`` for a message without content or a call without an
-    id); a message the chat mapper cannot read (an Anthropic block) its
-    ``FormatError``. Each names the message index; the input is never changed.
+    id); a message the chat mapper cannot read (an unknown or malformed
+    Anthropic block) its ``FormatError``. Each names the message index; the
+    input is never changed.
     """
     policy = Policy.load(policy)
     validate_chat_messages(check_chat_messages(messages))
@@ -89,11 +115,17 @@ def mask_chat_messages(
                           column="message_overhead")  # fmt: skip
     rows = read_chat(messages)
     chosen = rows.pruned(_Options(policy, method, overhead))
-    cleared_at = {rows.result_at[r]: r for r in chosen}
-    calls_cleared = {rows.message_at[r] for r in chosen}
-    answered = set(rows.result_at.values())
     tool = rows.table.column("tool").to_pylist()
     inputs = rows.table.column("input").to_pylist()
+    call_ids = rows.table.column("part_id").to_pylist()  # a tool part's: its call id
+    results: dict[int, list[int]] = {}  # chat index -> the tool rows whose result it holds
+    for row, at in rows.result_at.items():
+        results.setdefault(at, []).append(row)
+    inputs_cleared: dict[int, set[str]] = {}  # chat index -> the calls whose input is cleared
+    if policy.clear_inputs:
+        for row in chosen:
+            inputs_cleared.setdefault(rows.message_at[row], set()).add(call_ids[row])
+    chosen_rows = set(chosen)
     out: list[dict[str, Any]] = []
     cleared: list[str] = []
     steps = sum(1 for m in messages if m.get("role") == "assistant")
@@ -103,37 +135,39 @@ def mask_chat_messages(
             steps -= 1  # newer assistant messages than this one
             if steps >= policy.keep_thinking:
                 message.pop("reasoning_content", None)  # older thinking is cleared
-        if i in calls_cleared and policy.clear_inputs:
-            ids = {str(messages[at].get("tool_call_id")) for at, r in cleared_at.items()
-                   if rows.message_at[r] == i}  # fmt: skip
-            message["tool_calls"] = [
-                _cleared_input(call) if str(call.get("id")) in ids else call
-                for call in raw["tool_calls"]
-            ]  # fmt: skip
-        if message.get("role") == "tool" and i in answered:
-            text = content_text(raw.get("content"))
-            call_id = str(raw.get("tool_call_id"))
-            if (row := cleared_at.get(i)) is not None:
+        if (ids := inputs_cleared.get(i)) is not None:
+            _clear_inputs(message, ids)
+        for row in sorted(results.get(i, ())):
+            call_id = call_ids[row]
+            j = result_block(raw, call_id)  # None: a tool message, its content the result
+            holder = raw if j is None else raw["content"][j]
+            text = content_text(holder.get("content"))
+            new: str | None = None
+            if row in chosen_rows:
                 cleared.append(call_id)
-                message["content"] = _core.cleared_placeholder(
+                new = _core.cleared_placeholder(
                     tool[row] or "", inputs[row], text, call_id,
                     describe=policy.placeholder == "describe",
                 )  # fmt: skip
             elif (
                 policy.truncate_output is not None
+                and holder.get("pinned") is not True
                 and raw.get("pinned") is not True
                 and not is_cleared(text)
             ):
                 cut = _core.truncate_output(text, policy.truncate_output)
-                if cut != text:
-                    message["content"] = cut
+                new = cut if cut != text else None
+            if new is None:
+                continue
+            if j is None:
+                message["content"] = new
+            else:  # the block rewritten in place, its tool_use_id and keys kept
+                blocks = list(message["content"])
+                blocks[j] = {**holder, "content": new}
+                message["content"] = blocks
         out.append(message)
-    if unmapped(messages):  # a custom key without its type: the chat estimate
-        before = chat_counts(messages, method=method, overhead=overhead)
-        after = chat_counts(out, method=method, overhead=overhead)
-    else:
-        before = rows.counts(method=method, overhead=overhead)
-        after = rows.counts(chosen, policy.render_options(), method=method, overhead=overhead)
+    before = rows.counts(method=method, overhead=overhead)
+    after = rows.counts(chosen, policy.render_options(), method=method, overhead=overhead)
     return ChatMask(out, cleared, sum(before), sum(after), before, after)
 
 
@@ -156,8 +190,8 @@ def prune_tool_results(
     so does every Anthropic ``tool_result`` block (in a user turn) outside
     them. With ``policy`` instead (a ``Policy``, preset name, file or dict), the
     policy's prune clears old results as it does in a stored session
-    (``mask_chat_messages``, which reads OpenAI chat lists only: an Anthropic
-    block is a ``FormatError``). Returns new message dicts; the input is not changed.
+    (``mask_chat_messages``: an Anthropic turn's blocks as the ``anthropic``
+    format reads them). Returns new message dicts; the input is not changed.
     A list no model API would take raises what ``compact_messages`` raises
     (``validate_chat_messages``: ``OrphanedToolResultError`` for a tool result
     without an earlier call, ``UnknownValueError`` for an unknown role...).

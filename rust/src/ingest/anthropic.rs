@@ -18,7 +18,7 @@ use super::types::Problem;
 
 /// What a block does to the tool parts of its session, applied in block
 /// order once the whole message has been read (so a bad message changes nothing).
-enum Op {
+pub(super) enum Op {
     /// A `tool_use` at this part index, under `str(id)`.
     Call(String, usize),
     /// A `tool_result` for `str(tool_use_id)`.
@@ -98,7 +98,7 @@ fn parts(mid: &str, content: Option<Value>, what: &str) -> Result<(Vec<Value>, V
 }
 
 /// `parts`, numbered from `first` (the parts a message already has).
-fn parts_from(
+pub(super) fn parts_from(
     mid: &str,
     first: usize,
     content: Option<Value>,

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
+use super::anthropic::{self, Op};
 use super::export::{
-    info, iterate, message, object, str, text_part, tool_part, with_source, without,
+    complete, info, iterate, message, object, str, text_part, tool_part, with_source, without,
 };
 use super::observations;
 use super::opencode::{kind, session, SessionRows};
@@ -16,13 +17,44 @@ use super::pyjson::{dumps, py_str, truthy, DEFAULT};
 use super::types::Problem;
 use super::usage::{openai_usage, Api};
 
+/// The key of a tool part's `result_source` that holds the chat index of
+/// the message its result came from, in the chat-list mode
+/// (`Format::ChatList`): the mapper puts a `tool_result` block's there; the
+/// caller tags each `tool` message with its own (a key the mapper keeps in
+/// `result_source`, so the fast path reads the message too).
+pub const AT: &str = "ctxcompact_at";
+
+/// How a chat list is read: as an `openai-chat` file (Anthropic blocks
+/// refused), or as the list a runtime holds (`chat_list`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    File,
+    List,
+}
+
 /// A JSONL line: `{"id" | "session_id", "messages": [...], ...}` or a bare message list.
 /// `fallback_id` names sessions without an id (`<file stem>:<line>`).
 pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
+    read_line(value, fallback_id, Mode::File)
+}
+
+/// A chat list as `line` reads it, and messages holding Anthropic content
+/// blocks (`text`, `tool_use`, `tool_result`, `thinking`,
+/// `redacted_thinking`, `image`, `document`) read as the `anthropic` format
+/// reads them: a `tool_use` is a tool part, a `tool_result` completes it and
+/// stays in its turn as a `tool-result` part, its chat index in the tool
+/// part's `result_source` under `AT` (as the caller tags a `tool` message),
+/// so counts and fates map back to the caller's list. Another block in such a message, or a malformed
+/// one, is refused, naming the message and the block.
+pub fn chat_list(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
+    read_line(value, fallback_id, Mode::List)
+}
+
+fn read_line(value: Value, fallback_id: &str, mode: Mode) -> Result<SessionRows, Problem> {
     match value {
         bare @ (Value::Array(_) | Value::String(_)) => {
             let messages = iterate(bare, "the line")?;
-            session(from_messages(messages, fallback_id.into(), None)?)
+            session(from_messages(messages, fallback_id.into(), None, mode)?)
         }
         Value::Object(mut obj) => {
             // a truthy "id" names the session, else "session_id"; when "id" does,
@@ -53,7 +85,7 @@ pub fn line(value: Value, fallback_id: &str) -> Result<SessionRows, Problem> {
                 obj.shift_remove("session_id");
             }
             let source = (!obj.is_empty()).then_some(Value::Object(obj));
-            session(from_messages(messages, id, source)?)
+            session(from_messages(messages, id, source, mode)?)
         }
         other => Err(Problem::new(format!(
             "an OpenAI chat line must be an object or an array, got {}",
@@ -282,7 +314,8 @@ pub fn swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Problem>
         }
         messages.push(Value::Object(nest_agent_keys(m)));
     }
-    let mut value = from_messages(messages, session_id.to_owned(), Some(Value::Object(traj)))?;
+    let traj = Some(Value::Object(traj));
+    let mut value = from_messages(messages, session_id.to_owned(), traj, Mode::File)?;
     observations::pair(&mut value, observations::swe_agent_command);
     session(value)
 }
@@ -309,7 +342,7 @@ pub fn mini_swe_agent(value: Value, session_id: &str) -> Result<SessionRows, Pro
         },
         other => (iterate(other, "a mini-swe-agent trajectory")?, None),
     };
-    let mut value = from_messages(messages, session_id.to_owned(), source)?;
+    let mut value = from_messages(messages, session_id.to_owned(), source, Mode::File)?;
     observations::pair(&mut value, observations::mini_swe_agent_command);
     session(value)
 }
@@ -334,6 +367,7 @@ pub fn tau_bench(value: Value) -> Result<Vec<SessionRows>, Problem> {
             traj,
             sid,
             Some(Value::Object(run)),
+            Mode::File,
         )?)?);
     }
     Ok(out)
@@ -343,6 +377,7 @@ fn from_messages(
     messages: Vec<Value>,
     sid: String,
     source: Option<Value>,
+    mode: Mode,
 ) -> Result<Value, Problem> {
     let mut out: Vec<Value> = Vec::with_capacity(messages.len());
     // call id -> (message, part) of its tool part, for the results that follow
@@ -359,8 +394,40 @@ fn from_messages(
             result(msg, &mid, &sid, &mut out, &calls);
             continue;
         }
-        let turn = turn(msg, &role, &mid, &sid, &at, out.len(), &mut calls).map_err(fail)?;
+        let index = out.len();
+        // a chat list's error names its message (`chat-m<index>`: the caller's index)
+        let (turn, ops) =
+            turn(msg, &role, &mid, &sid, &at, index, &mut calls, mode).map_err(|p| {
+                fail(if mode == Mode::List {
+                    p.message(&mid)
+                } else {
+                    p
+                })
+            })?;
         out.push(turn);
+        // an Anthropic message's blocks, as the `anthropic` reader applies them
+        for op in ops {
+            match op {
+                Op::Call(call, part) => {
+                    calls.insert(call, (index, part));
+                }
+                Op::Result { call, failed, text } => {
+                    // an orphaned result would be counted nowhere: refused
+                    let Some(&(m, p)) = calls.get(&call) else {
+                        return Err(fail(
+                            Problem::new(format!(
+                                "{at} holds the tool_result of tool_use_id {call:?}, \
+                             which no earlier message called"
+                            ))
+                            .message(&mid),
+                        ));
+                    };
+                    let part = &mut out[m]["parts"][p];
+                    complete(part, failed, text);
+                    part["result_source"] = object([(AT, Value::from(i))]);
+                }
+            }
+        }
     }
     let session_info = with_source([("id", str(sid))], source);
     Ok(object([
@@ -446,7 +513,9 @@ fn result(
 }
 
 /// Any other message (`at`, the `index`th of the session): its content's
-/// parts and an assistant's tool calls, each noted in `calls`.
+/// parts and an assistant's tool calls, each noted in `calls`; what its
+/// Anthropic blocks do to the session's tool parts (`Mode::List`).
+#[allow(clippy::too_many_arguments)]
 fn turn(
     mut msg: Map<String, Value>,
     role: &str,
@@ -455,7 +524,8 @@ fn turn(
     at: &str,
     index: usize,
     calls: &mut HashMap<String, (usize, usize)>,
-) -> Result<Value, Problem> {
+    mode: Mode,
+) -> Result<(Value, Vec<Op>), Problem> {
     let content = msg.shift_remove("content");
     let tool_calls = msg.shift_remove("tool_calls");
     let had_content = !matches!(content, None | Some(Value::Null));
@@ -467,7 +537,13 @@ fn turn(
         _ => "system",
     };
     let mut head = info(mid, sid, canonical);
-    let mut parts = content_parts(mid, content, at)?;
+    let (mut parts, ops) = match mode {
+        Mode::List if has_blocks(content.as_ref()) => {
+            check_blocks(content.as_ref(), role, at)?;
+            anthropic::parts_from(mid, 0, content, at)?
+        }
+        _ => (content_parts(mid, content, at)?, Vec::new()),
+    };
     match role {
         "system" | "developer" | "user" => {
             if role == "developer" {
@@ -501,6 +577,9 @@ fn turn(
                 _ => Vec::new(),
             };
             for (j, call) in tool_calls.into_iter().enumerate() {
+                if mode == Mode::List {
+                    check_custom(&call, &format!("{at}.tool_calls[{j}]"))?;
+                }
                 let (key, part) = tool_call(
                     call,
                     &format!("{at}.tool_calls[{j}]"),
@@ -512,7 +591,108 @@ fn turn(
         }
         _ => unreachable!("roles were checked above"),
     }
-    Ok(message(head, Some(parts)))
+    Ok((message(head, Some(parts)), ops))
+}
+
+/// The content blocks a chat list may hold that only Anthropic's Messages
+/// API has: a content list holding one is read as Anthropic blocks.
+const ANTHROPIC_ONLY: &[&str] = &[
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+];
+
+/// The content is a list holding an Anthropic block (`ANTHROPIC_ONLY`).
+fn has_blocks(content: Option<&Value>) -> bool {
+    let Some(Value::Array(blocks)) = content else {
+        return false;
+    };
+    blocks.iter().any(|b| {
+        b.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| ANTHROPIC_ONLY.contains(&t))
+    })
+}
+
+/// An Anthropic content list (`at`, a `role` message) the `anthropic`
+/// reader can read whole: every block an object of a known type, each in a
+/// message of the role that sends it, a call with its id and name, a result
+/// naming its call.
+fn check_blocks(content: Option<&Value>, role: &str, at: &str) -> Result<(), Problem> {
+    let Some(Value::Array(blocks)) = content else {
+        return Ok(());
+    };
+    for (j, block) in blocks.iter().enumerate() {
+        let here = format!("{at}.content[{j}]");
+        let Value::Object(b) = block else {
+            return Err(Problem::new(format!(
+                "{here} must be an object (an Anthropic content block), got {}",
+                kind(block)
+            )));
+        };
+        let t = match b.get("type") {
+            Some(Value::String(t)) if t == "text" || ANTHROPIC_ONLY.contains(&t.as_str()) => {
+                t.as_str()
+            }
+            other => {
+                return Err(Problem::new(format!(
+                    "{here} is not an Anthropic content block: its type is {} (one of text, {})",
+                    other.map_or_else(|| "missing".to_owned(), |t| dumps(t, DEFAULT)),
+                    ANTHROPIC_ONLY.join(", ")
+                )))
+            }
+        };
+        let sender = match t {
+            "tool_use" | "thinking" | "redacted_thinking" => Some("an assistant"),
+            "tool_result" => Some("a user"),
+            _ => None,
+        };
+        if let Some(sender) = sender.filter(|s| !s.ends_with(&format!(" {role}"))) {
+            let a = if role.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            return Err(Problem::new(format!(
+                "{here} is a '{t}' block in {a} {role} message (only {sender} message sends one)"
+            )));
+        }
+        let needs: &[&str] = match t {
+            "tool_use" => &["id", "name"],
+            "tool_result" => &["tool_use_id"],
+            _ => &[],
+        };
+        for key in needs {
+            if !matches!(b.get(*key), Some(Value::String(s)) if !s.is_empty()) {
+                return Err(Problem::new(format!(
+                    "{here}.{key} must be a non-empty string (a '{t}' block)"
+                )));
+            }
+        }
+        if t == "tool_result" {
+            match b.get("content") {
+                None | Some(Value::Null | Value::String(_)) => {}
+                Some(Value::Array(inner)) => {
+                    if let Some(k) = inner.iter().position(|x| !x.is_object()) {
+                        return Err(Problem::new(format!(
+                            "{here}.content[{k}] must be an object (a content block), got {}",
+                            kind(&inner[k])
+                        )));
+                    }
+                }
+                Some(other) => {
+                    return Err(Problem::new(format!(
+                        "{here}.content must be a string or a list of blocks, got {}",
+                        kind(other)
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A tool call (`at`) as the tool part `id`, and the call id its result gives.
@@ -554,6 +734,26 @@ fn tool_call(call: Value, at: &str, id: String) -> Result<(String, Value), Probl
         part["state"]["metadata"] = metadata;
     }
     Ok((key, part))
+}
+
+/// A call that says it is a custom one (`"type": "custom"`, or a `custom`
+/// key and no `function`) is one `custom_call` reads: another (no type, as
+/// a streamed delta; no `custom` object) would be read as a call without a
+/// name or input, so a chat list refuses it.
+fn check_custom(call: &Value, at: &str) -> Result<(), Problem> {
+    match call {
+        Value::Object(c)
+            if custom_call(c).is_none()
+                && (c.get("type").and_then(Value::as_str) == Some("custom")
+                    || (c.contains_key("custom") && !c.get("function").is_some_and(truthy))) =>
+        {
+            Err(Problem::new(format!(
+                "{at} has a 'custom' key but is not a custom tool call \
+                 ({{\"type\": \"custom\", \"custom\": {{\"name\", \"input\"}}}}, no 'function')"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The `custom` object of an OpenAI custom (freeform) tool call

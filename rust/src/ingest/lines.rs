@@ -135,7 +135,10 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
     // the text of the fast path's *_json values, reused line after line
     let mut buf = String::new();
     for (number, raw) in lines_of(source.data, chunk) {
-        if matches!(format, Format::OpenCode | Format::OpenAiChat) {
+        if matches!(
+            format,
+            Format::OpenCode | Format::OpenAiChat | Format::ChatList
+        ) {
             let start = rows.len();
             let text = simdutf8::basic::from_utf8(&source.data[raw.clone()]).ok();
             let fast = text.and_then(|t| match format {
@@ -201,6 +204,7 @@ pub(super) fn read_line(
     match format {
         Format::OpenCode => opencode::session(value).map(one),
         Format::OpenAiChat => chat::line(value, fallback_id).map(one),
+        Format::ChatList => chat::chat_list(value, fallback_id).map(one),
         Format::SweAgent => chat::swe_agent(value, fallback_id).map(one),
         Format::MiniSweAgent => chat::mini_swe_agent(value, fallback_id).map(one),
         Format::TauBench => chat::tau_bench(value),

@@ -8,7 +8,7 @@
 //! and raw bytes: nothing is dropped silently.
 
 mod anthropic;
-mod chat;
+pub(crate) mod chat;
 mod claude_code;
 mod claude_file;
 mod claude_plan;

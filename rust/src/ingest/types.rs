@@ -31,6 +31,11 @@ pub enum Format {
     TauBench,
     /// OpenHands per line: a resolver record `{"history", ...}` or an event list.
     OpenHands,
+    /// A chat list a runtime or integration holds (`chatlist.rs`): an
+    /// `openai-chat` session whose messages may also hold Anthropic content
+    /// blocks, each result tagged with its chat index. Internal: not in
+    /// `NAMES`, so `openai-chat` keeps refusing Anthropic blocks.
+    ChatList,
 }
 
 impl Format {
