@@ -84,4 +84,4 @@ def test_a_lone_surrogate_in_a_chat_list_is_a_format_error_naming_the_message() 
     assert e.value.row == 1
     data = b'{"id":"chat","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}'
     with pytest.raises(errors.InvalidUsageError, match="index 1, past the 1 messages"):
-        _core.chat_counts(data, 1, session="chat", tag="ctxcompact_at")
+        _core.chat_counts(data, 1, session="chat")

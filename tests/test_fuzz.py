@@ -310,7 +310,7 @@ def test_the_chat_counts_answer_bad_bytes_with_typed_errors(
     except (ValueError, TypeError, KeyError):
         size = 4
     size = max(0, size + extra)
-    _typed(_core.chat_counts, data, size, session="chat", tag=CHAT_TAG, method=method)
+    _typed(_core.chat_counts, data, size, session="chat", method=method)
     try:
         messages = json.loads(data)["messages"]
     except (ValueError, TypeError, KeyError):

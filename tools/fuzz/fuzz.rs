@@ -42,7 +42,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::Value;
 
-use ctxcompact::chatlist::{chat_counts, Tags};
+use ctxcompact::chatlist::chat_counts;
 use ctxcompact::compact::compact;
 use ctxcompact::ingest::{self, Format, OnError, Options, Source, Stream, StreamFile};
 use ctxcompact::messages::{estimate_messages, MessageEstimateConfig};
@@ -1300,11 +1300,7 @@ impl Fuzzer {
             render: Render::default(),
         };
         self.attempt("chatlist", &data, || {
-            let tags = Tags {
-                session: "chat",
-                at: "ctxcompact_at",
-            };
-            engine(&chat_counts(&data, size, tags, config), |c| {
+            engine(&chat_counts(&data, size, "chat", config), |c| {
                 c.iter().any(|&x| x > 0)
             })
         });
