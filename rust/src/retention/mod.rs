@@ -11,9 +11,12 @@
 //! as `tuning.engine` walked them in Python: the messages appended since the
 //! previous call as they were written, against the prompt the call sends.
 //!
-//! A summary's text (the digest, written in Python) is a chat message like
-//! any other here: `Chat::new` of `{"role": "user", "content": <it>}` (or the
-//! shape the caller sends) enters the prompt through `RunRetention::resend`.
+//! A replay resumed after each summary (`replay_resume`) is scored segment
+//! by segment (`score_segment`), the run's state carried across (`Carried`).
+//! The summary's text (the digest, or a model's) is in the stored session
+//! the core resumes from: the summary's call sends it, so it enters the
+//! prompt through `RunRetention::resend` and shows the facts it repeats, as
+//! in the live walk (`LiveRun.call`); it states none.
 
 mod classes;
 pub mod scan;
