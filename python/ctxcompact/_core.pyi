@@ -255,6 +255,8 @@ def replay_resume(
     available: int,
     usable: int | None,
     threads: int | None = None,
+    system: str | None = None,
+    carried: Any | None = None,
 ) -> list[Any]: ...
 def retention_facts(
     messages: str, task_index: int | None = None

@@ -1324,19 +1324,35 @@ fn call_columns(ids: StringArray, calls: &[Call]) -> Vec<PyArray> {
     ]
 }
 
+/// The retention `replay_resume` carries from each session it stopped for a
+/// summary to the segment that resumes it (`retention::Carried`, by session
+/// id): opaque to Python, passed back as `carried`.
+#[pyclass(module = "ctxcompact._core", frozen)]
+struct ResumeRetention(
+    std::sync::Mutex<std::collections::HashMap<String, crate::retention::Carried>>,
+);
+
 /// `replay` of sessions the caller resumes after a summary (`replay::resume`;
 /// a session with `heads` 0, `first_calls` 0, `baselines` 0 and no last
 /// time is walked from its start). `table` holds each session as the live
 /// flow left it: its first `heads` messages are the stored session at the
 /// summary's call (call `first_calls`; those not `hidden` its prompt), then
-/// the run's messages from the one that made it. Returns `replay`'s per-call columns (the calls before
-/// a stop included), then per session stopped for a summary: its id, the
-/// call, its message's first row, the baseline before it and the created
-/// time (ms) of the latest call with one (`replay::Stop`).
+/// the run's messages from the one that made it. `carried`: what the
+/// previous call returned last (a session with `heads` > 0 resumes from
+/// its retention; `None` in the first). Returns `replay`'s per-call columns
+/// (the calls before a stop included), then per session stopped for a
+/// summary: its id, the call, its message's first row, the baseline before
+/// it, the created time (ms) of the latest call with one (`replay::Stop`)
+/// and the prompt of its last call before the stop (a JSON array of chat
+/// messages); then the calls' retention (removed and kept facts, the lost
+/// facts' labels, the share shown), the retention of each session's
+/// summary call at its head (the same four, one entry per session; 0
+/// removed and 1.0 where `heads` is 0), and the `carried` of the next call.
 #[pyfunction]
 #[pyo3(signature = (
     table, view, mask, created, output, call, heads, hidden, first_calls, baselines,
     last_times, stalled, *, system_tokens, threshold, available, usable, threads = None,
+    system = None, carried = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn replay_resume(
@@ -1358,7 +1374,9 @@ fn replay_resume(
     available: u64,
     usable: Option<u64>,
     threads: Option<usize>,
-) -> PyResult<Vec<PyArray>> {
+    system: Option<String>,
+    carried: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<Py<PyAny>>> {
     let n = heads.len();
     let lengths = [
         hidden.len(),
@@ -1381,6 +1399,26 @@ fn replay_resume(
             )),
         ));
     }
+    let mut carried =
+        match carried {
+            None => Default::default(),
+            Some(handle) => {
+                let handle =
+                    handle
+                        .extract::<PyRef<'_, ResumeRetention>>()
+                        .map_err(|_| {
+                            to_pyerr(
+                                py,
+                                CoreError::InvalidUsage(format!(
+                        "replay_resume: carried is a {}, not what replay_resume returned",
+                        handle.get_type().name().map_or("?".into(), |n| n.to_string())
+                    )),
+                            )
+                        })?;
+                let mut map = handle.0.lock().unwrap_or_else(|e| e.into_inner());
+                std::mem::take(&mut *map)
+            }
+        };
     let states: Vec<Resume> = (0..n)
         .zip(hidden)
         .map(|(s, hidden)| Resume {
@@ -1404,14 +1442,32 @@ fn replay_resume(
         Vec<u64>,
         Vec<u64>,
         Vec<Option<i64>>,
+        Vec<String>,
     );
-    let (calls, stops) = scan(py, table, Scan::Compact, threads, |t| {
+    type Scores = (Vec<Scored>, Vec<Scored>);
+    let (calls, stops, scores, next) = scan(py, table, Scan::Compact, threads, |t| {
         let sessions = resume_core(t, &facts, &config, &states)?;
         let id = |s: usize| t.session_id.get(t.sessions[s].start);
+        let mine = (0..sessions.len())
+            .map(|s| id(s).and_then(|sid| carried.remove(sid)))
+            .collect();
+        let render = config.view.render;
+        let segments = crate::retention::score_resumed(
+            t,
+            &sessions,
+            &states,
+            mine,
+            render,
+            system.as_deref(),
+        )?;
         let mut stops: Stops<'_> = Default::default();
+        let mut scores: Scores = Default::default();
+        let mut next = std::collections::HashMap::new();
         let mut out: Vec<Call> = Vec::new();
-        for (s, session) in sessions.into_iter().enumerate() {
+        for (s, (session, segment)) in sessions.into_iter().zip(segments).enumerate() {
             out.extend(session.calls);
+            scores.0.extend(segment.calls);
+            scores.1.push(segment.summary.unwrap_or_else(Scored::whole));
             let (call, row, baseline, last) = match (session.fallback, session.stop) {
                 (Some(Fallback::Summary(_)), Some(stop)) => (
                     stop.call as i64,
@@ -1422,15 +1478,27 @@ fn replay_resume(
                 (Some(_), _) => (-1, 0, 0, None),
                 (None, _) => continue,
             };
+            if let (Some(sid), Some(state)) = (id(s), segment.carried) {
+                next.insert(sid.to_string(), state);
+            }
             stops.0.push(id(s));
             stops.1.push(call);
             stops.2.push(row);
             stops.3.push(baseline);
             stops.4.push(last);
+            stops
+                .5
+                .push(segment.previous.unwrap_or_else(|| "[]".into()));
         }
         let ids: StringArray = out.iter().map(|c| id(c.session)).collect();
         let stop_ids: StringArray = stops.0.iter().copied().collect();
-        Ok(((ids, out), (stop_ids, stops.1, stops.2, stops.3, stops.4)))
+        let previous: StringArray = stops.5.iter().map(|p| Some(p.as_str())).collect();
+        Ok((
+            (ids, out),
+            (stop_ids, stops.1, stops.2, stops.3, stops.4, previous),
+            scores,
+            next,
+        ))
     })?;
     let (ids, calls) = calls;
     let mut out = call_columns(ids, &calls);
@@ -1440,12 +1508,29 @@ fn replay_resume(
         u64_array(stops.2),
         u64_array(stops.3),
         PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(stops.4))),
+        PyArray::from_array_ref(Arc::new(stops.5)),
     ]);
-    Ok(out)
+    for scored in [&scores.0, &scores.1] {
+        out.extend([
+            u64_array(scored.iter().map(|x| x.removed.removed).collect()),
+            u64_array(scored.iter().map(|x| x.removed.kept).collect()),
+            lost_labels(scored),
+            PyArray::from_array_ref(Arc::new(arrow_array::Float64Array::from(
+                scored.iter().map(|x| x.retention).collect::<Vec<f64>>(),
+            ))),
+        ]);
+    }
+    let mut result = out
+        .into_iter()
+        .map(|a| a.into_pyobject(py).map(|o| o.unbind()))
+        .collect::<PyResult<Vec<Py<PyAny>>>>()?;
+    let handle = ResumeRetention(std::sync::Mutex::new(next));
+    result.push(Py::new(py, handle)?.into_any());
+    Ok(result)
 }
 
 /// Chat messages (a JSON array) as the retention rule reads them.
-fn chats(py: Python<'_>, messages: &str) -> PyResult<Vec<std::rc::Rc<crate::retention::Chat>>> {
+fn chats(py: Python<'_>, messages: &str) -> PyResult<Vec<Arc<crate::retention::Chat>>> {
     let values: Vec<serde_json::Value> = serde_json::from_str(messages).map_err(|e| {
         to_pyerr(
             py,
@@ -1454,7 +1539,7 @@ fn chats(py: Python<'_>, messages: &str) -> PyResult<Vec<std::rc::Rc<crate::rete
     })?;
     Ok(values
         .iter()
-        .map(|v| std::rc::Rc::new(crate::retention::Chat::new(v)))
+        .map(|v| Arc::new(crate::retention::Chat::new(v)))
         .collect())
 }
 

@@ -216,3 +216,68 @@ def test_model_summaries_resume_as_the_walk_counts_them(monkeypatch: pytest.Monk
                  summarizer=summarizer).calls  # fmt: skip
     assert pc.sum(want["summary_input_tokens"]).as_py() > 0
     assert_same(got, want)
+
+
+def test_model_summaries_that_keep_facts_resume_as_the_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Several model summaries a session, each keeping some of what it
+    replaced (the first lines of the history it read, a system prompt
+    before): the retention the core scores across them (the summary's text
+    keeps facts, the facts stated before carry on) is the walk's, float for
+    float."""
+    from ctxcompact.clients.base import SummaryRequest, SummaryResponse
+    from ctxcompact.config import CompactionConfig
+    from ctxcompact.live.summary import Summarizer
+    from ctxcompact.tuning.replay import replay_session
+
+    class Client:
+        def complete(self, request: SummaryRequest) -> SummaryResponse:
+            lines = [line for m in request.messages[:-1]
+                     for line in str(m.get("content") or "").splitlines()[:2]]  # fmt: skip
+            return SummaryResponse("## Session Summary\n" + "\n".join(lines[::2][:40]), "stop")
+
+    table = generate_table(3, 200, seed=5, mean_output_chars=2_500)
+    limits = {"context": 6_000, "output": 750}
+    config = check_config({"mask_first": True}, "replay").with_policy(Policy.load("swe-agent"))
+    summarizer = Summarizer(Client(), config)
+    window = check_window(Limits.coerce(limits), config)
+    want = pa.Table.from_pylist([row for s in Transcript(table).to_sessions()
+                                 for row in replay_session(s, config, window,
+                                                           summarizer=summarizer,
+                                                           system="Be brief.")],
+                                schema=CALL_SCHEMA)  # fmt: skip
+    no_walk(monkeypatch)
+    got = replay(table, "swe-agent", limits=limits, config=CompactionConfig(mask_first=True),
+                 summarizer=summarizer, system="Be brief.").calls  # fmt: skip
+    summaries = pc.sum(pc.greater(want["summary_input_tokens"], 0)).as_py()
+    assert summaries >= 2 * 3  # several a session
+    summarized = want.filter(pc.greater(want["summary_input_tokens"], 0))
+    assert pc.sum(summarized["kept_facts"]).as_py() > 0  # the summaries keep facts
+    assert pc.min(want["retention"]).as_py() < 1.0
+    assert_same(got, want)
+
+
+def test_resuming_without_the_retention_carried_is_refused() -> None:
+    """``replay_resume``'s carried retention: a session resumed after a
+    summary without it, or something else in its place, is a typed error
+    naming the session or the argument, not a retention scored from nothing."""
+    import ctxcompact._core as _core
+    from ctxcompact.errors import InvalidUsageError
+    from ctxcompact.tuning.engine import message_facts
+
+    table = generate_table(1, 12, seed=3)
+    sid = table.column("session_id")[0].as_py()
+    facts = message_facts(table)
+    view = Policy.load("opencode").scan_options(method="opencode", overhead=4)
+    options = {"system_tokens": 0, "threshold": None, "available": 0, "usable": None}
+    state = ([0], [[]], [0], [0], [None], [False])
+    first = _core.replay_resume(table, view, None, facts.created, facts.output, facts.call,
+                                *state, **options)  # fmt: skip
+    assert first[-1] is not None  # the handle of the next call
+    resumed = ([3], [[False] * 3], [1], [100], [None], [False])
+    with pytest.raises(InvalidUsageError, match=f'session "{sid}".*without the retention'):
+        _core.replay_resume(table, view, None, facts.created, facts.output, facts.call,
+                            *resumed, **options)  # fmt: skip
+    with pytest.raises(InvalidUsageError, match="carried is a dict"):
+        _core.replay_resume(table, view, None, facts.created, facts.output, facts.call,
+                            *state, **options, carried={})  # fmt: skip

@@ -14,15 +14,18 @@ newest marker not sent but read by the policy's prune, as the live loop
 reads them) followed by the run's messages from the call on, until the
 next summary or the end.
 
-The calls the core makes are scored for retention here, as
-``tuning.engine`` scores them: the state (the facts stated so far, what the
-previous prompt showed) carries across each summary, one ``RunRetention``
-per run, the one the live call uses.
+Retention is scored in the core too (rust/src/retention, as ``_core.replay``
+scores it): its state (the facts stated so far, what the previous prompt
+showed) is carried from each segment to the next (the ``carried`` handle),
+and the summary's call is scored when the core resumes after it, against
+what the stored session then sends (the summary's text among it). Here the
+summary's row takes those scores, and its cache prefix is counted against
+the prompt of the call before it, which the core returns.
 """
 
 from __future__ import annotations
 
-import bisect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +35,11 @@ import pyarrow as pa
 import ctxcompact._core as _core
 from ctxcompact.config import CompactionConfig
 from ctxcompact.live.summary import Summarizer
-from ctxcompact.models import MessageWithParts, Session, UserMessage
+from ctxcompact.models import MessageWithParts, Session
 from ctxcompact.scans.overflow import Limits
 from ctxcompact.scans.parts import filter_pivot
-from ctxcompact.scans.view import to_model_messages
 from ctxcompact.transcript import sessions_to_table
-from ctxcompact.tuning.retention import content_text, score_compaction
+from ctxcompact.tuning.retention import RunRetention
 from ctxcompact.tuning.walk import LiveRun, common_prefix, replayed_messages
 
 
@@ -51,7 +53,7 @@ class _Run:
     messages: list[MessageWithParts]
     #: The segment: the ``head`` messages the store holds at the summary's
     #: call (``hidden``: those it does not send), then the run's messages
-    #: from ``at`` on (copies: the scoring marks them).
+    #: from ``at`` on.
     segment: list[MessageWithParts] = field(default_factory=list)
     head: int = 0
     hidden: list[bool] = field(default_factory=list)
@@ -78,155 +80,100 @@ def resume_summaries(sessions: list[Session], config: CompactionConfig, limits: 
     for session in sessions:
         live = LiveRun(session, config, limits, summarizer=summarizer, system=system)
         messages = replayed_messages(session)
-        runs.append(_Run(live, messages, segment=[_copy(m) for m in messages]))
-    active = runs
+        runs.append(_Run(live, messages, segment=messages))
+    active, carried = runs, None
     while active:
-        active = _round(active, config, system, core, facts)
+        active, carried = _round(active, system, core, facts, carried)
     return [row for run in runs for row in run.live.rows]
 
 
-def _copy(message: MessageWithParts) -> MessageWithParts:
-    return message.model_copy(deep=True)
-
-
-def _round(runs: list[_Run], config: CompactionConfig, system: str | None,
-           core: dict[str, Any], read_facts: Callable[[pa.Table], Any]) -> list[_Run]:  # fmt: skip
+def _round(runs: list[_Run], system: str | None, core: dict[str, Any],
+           read_facts: Callable[[pa.Table], Any],
+           carried: Any) -> tuple[list[_Run], Any]:  # fmt: skip
     """One core pass over ``runs``' segments; each stopped run is brought
-    through its summary's call and given its next segment. The runs stopped."""
+    through its summary's call and given its next segment. The runs
+    stopped, and the retention the core carries to their next segments."""
     table = sessions_to_table([Session(info=r.live.session.info, messages=r.segment)
                                for r in runs], threads=core.get("threads"))  # fmt: skip
     facts = read_facts(table)
-    (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, changed, since,
-     offsets, cleared, stop_ids, stop_calls, stop_rows, stop_baselines,
-     stop_times) = _core.replay_resume(
+    (ids, calls, rows, prompt, cached, out, base_prompt, base_cached, over, _changed, since,
+     offsets, cleared, stop_ids, stop_calls, stop_rows, stop_baselines, stop_times,
+     stop_previous, removed, kept, lost, shown, head_removed, head_kept, head_lost,
+     head_shown, carried) = _core.replay_resume(
         table, core["view"], core["mask"], facts.created, facts.output, facts.call,
         [r.head for r in runs], [r.hidden for r in runs], [r.first_call for r in runs],
         [r.baseline for r in runs], [r.last_time for r in runs], [r.stalled for r in runs],
         system_tokens=core["system_tokens"], threshold=core["threshold"],
         available=core["available"], usable=core["usable"], threads=core.get("threads"),
+        system=system, carried=carried,
     )  # fmt: skip
-    columns = {
-        "ids": ids.to_pylist(), "calls": calls.to_pylist(), "rows": rows.to_pylist(),
-        "prompt": prompt.to_pylist(), "cached": cached.to_pylist(), "out": out.to_pylist(),
-        "base_prompt": base_prompt.to_pylist(), "base_cached": base_cached.to_pylist(),
-        "over": over.to_pylist(), "changed": changed.to_pylist(), "since": since.to_pylist(),
-        "offsets": offsets.to_pylist(), "cleared": cleared.to_pylist(),
-    }  # fmt: skip
+    # Each summary's call (the row its live run made at the previous stop),
+    # scored by the core now that it resumed after it.
+    for run, scores in zip(runs, zip(head_removed.to_pylist(), head_kept.to_pylist(),
+                                     head_lost.to_pylist(), head_shown.to_pylist(),
+                                     strict=True), strict=True):  # fmt: skip
+        if run.head:
+            _retention(run.live.rows[run.first_call], *scores)
+    message_ids = table.column("message_id").take(rows).to_pylist()
+    columns = zip(ids.to_pylist(), calls.to_pylist(), message_ids, prompt.to_pylist(),
+                  cached.to_pylist(), out.to_pylist(), base_prompt.to_pylist(),
+                  base_cached.to_pylist(), over.to_pylist(), since.to_pylist(),
+                  removed.to_pylist(), kept.to_pylist(), lost.to_pylist(), shown.to_pylist(),
+                  strict=True)  # fmt: skip
+    by_id = {r.live.session.id: r for r in runs}
+    for sid, c, mid, p, k, o, bp, bk, ov, dt, rm, kp, ls, sh in columns:
+        live = by_id[sid].live
+        assert c == len(live.rows), (c, len(live.rows))
+        live.rows.append({
+            "session_id": sid, "call": c, "message_id": mid,
+            "prompt_tokens": p, "cached_tokens": k, "written_tokens": p - k, "output_tokens": o,
+            "compacted": False, "reason": None,
+            "summary_input_tokens": 0, "summary_output_tokens": 0,
+            "baseline_prompt_tokens": bp, "baseline_cached_tokens": bk,
+            "removed_facts": rm, "kept_facts": kp, "lost": ls, "retention": sh,
+            "over_window": ov, "since_previous_s": dt,
+        })  # fmt: skip
+    # The parts each run's masks cleared, for its store's copies.
     part_ids = table.column("part_id").to_pylist()
-    stops = {
-        sid: (call, row, baseline, last)
-        for sid, call, row, baseline, last in zip(
-            stop_ids.to_pylist(), stop_calls.to_pylist(), stop_rows.to_pylist(),
-            stop_baselines.to_pylist(), stop_times.to_pylist(), strict=True,
-        )
-    }  # fmt: skip
-    # Each run's calls (contiguous, in table order) and first message.
-    spans: dict[str, list[int]] = {}
-    for i, sid in enumerate(columns["ids"]):
-        spans.setdefault(sid, []).append(i)
-    stopped = []
+    offsets_, cleared_ = offsets.to_pylist(), cleared.to_pylist()
+    marks: dict[str, list[str]] = {}
+    for i, sid in enumerate(ids.to_pylist()):
+        marks.setdefault(sid, []).extend(
+            part_ids[r] for r in cleared_[offsets_[i] : offsets_[i + 1]])  # fmt: skip
+    # Each run's first message among the table's rows.
+    starts = facts.starts
+    first: dict[str, int] = {}
     base = 0
     for run in runs:
-        sid = run.live.session.id
-        stop = stops.get(sid)
-        if stop is not None and stop[0] < 0:  # no reader writes such a run
-            raise AssertionError(f"session {sid}: its own compaction in a resumed segment")
-        at = _score(run, spans.get(sid, []), columns, facts.starts, base, part_ids, config,
-                    system, stop)  # fmt: skip
+        first[run.live.session.id] = base
         base += len(run.segment)
-        if stop is not None:
-            _summary_call(run, at, stop)
-            stopped.append(run)
-    return stopped
+    row_of = {row: i for i, row in enumerate(starts)}
+    stopped = []
+    for sid, call, row, baseline, last, previous in zip(
+        stop_ids.to_pylist(), stop_calls.to_pylist(), stop_rows.to_pylist(),
+        stop_baselines.to_pylist(), stop_times.to_pylist(), stop_previous.to_pylist(),
+        strict=True,
+    ):  # fmt: skip
+        if call < 0:  # no reader writes such a run
+            raise AssertionError(f"session {sid}: its own compaction in a resumed segment")
+        run = by_id[sid]
+        run.marks = marks.get(sid, [])
+        run.baseline, run.last_time = baseline, last
+        _summary_call(run, row_of[row] - first[sid], call, json.loads(previous))
+        stopped.append(run)
+    return stopped, carried
 
 
-def _score(run: _Run, span: list[int], c: dict[str, list[Any]], starts: list[int], base: int,
-           part_ids: list[Any], config: CompactionConfig, system: str | None,
-           stop: tuple[int, int, int, int | None] | None) -> int:  # fmt: skip
-    """The rows of the core's calls ``span`` of ``run``'s segment, scored as
-    the live walk scores them (``tuning.walk.LiveRun.call``), and the
-    segment's messages marked as the core's masks marked them. Leaves the
-    run's previous prompt and the messages since as the walk has them before
-    the next call. Returns the segment index of the message that makes the
-    stop's call (-1: no stop)."""
-    live, segment = run.live, run.segment
-    info = live.session.info
-    parts = {p.id: p for m in segment for p in m.parts}
-    last = run.head  # the segment's first message not yet appended
-    previous = live.previous
-    marks: list[str] = []
-    ats = [bisect.bisect_left(starts, c["rows"][i]) - base for i in span]
-    for n, i in enumerate(span):
-        at = ats[n]
-        appended = _append(live, segment[last:at])
-        for r in c["cleared"][c["offsets"][i] : c["offsets"][i + 1]]:
-            part = parts.get(part_ids[r])
-            if part is not None:
-                part.mark_compacted(1)
-                marks.append(part_ids[r])
-        changed = c["changed"][i]
-        following = c["changed"][span[n + 1]] if n + 1 < len(span) else stop is not None
-        removed: Any = None
-        if changed or following:
-            shown = filter_pivot(Session(info=info, messages=segment[:at]))
-            sent = to_model_messages(shown, system=system, policy=config.policy)
-            if changed:
-                before = previous + appended
-                if common_prefix(before, sent) < len(before):
-                    removed = score_compaction(before, sent, task=live.task)
-                live.facts.resend(before, sent)
-            previous = sent
-        else:
-            previous = []
-        last = at
-        assert c["calls"][i] == len(live.rows), (c["calls"][i], len(live.rows))
-        live.rows.append({
-            "session_id": live.session.id,
-            "call": c["calls"][i],
-            "message_id": segment[at].id,
-            "prompt_tokens": c["prompt"][i],
-            "cached_tokens": c["cached"][i],
-            "written_tokens": c["prompt"][i] - c["cached"][i],
-            "output_tokens": c["out"][i],
-            "compacted": False,
-            "reason": None,
-            "summary_input_tokens": 0,
-            "summary_output_tokens": 0,
-            "baseline_prompt_tokens": c["base_prompt"][i],
-            "baseline_cached_tokens": c["base_cached"][i],
-            "removed_facts": len(removed.removed) if removed else 0,
-            "kept_facts": removed.kept if removed else 0,
-            "lost": [f.label() for f in removed.lost] if removed else [],
-            "retention": live.facts.score,
-            "over_window": c["over"][i],
-            "since_previous_s": c["since"][i],
-        })  # fmt: skip
-    if stop is None:
-        return -1
-    at = bisect.bisect_left(starts, stop[1]) - base
-    live.previous = previous
-    live.pending = _append(live, segment[last:at])
-    run.baseline, run.last_time = stop[2], stop[3]
-    run.marks = marks
-    return at
+def _retention(row: dict[str, Any], removed: int, kept: int, lost: list[str],
+               shown: float) -> None:  # fmt: skip
+    row.update(removed_facts=removed, kept_facts=kept, lost=lost, retention=shown)
 
 
-def _append(live: LiveRun, messages: list[MessageWithParts]) -> list[dict[str, Any]]:
-    """``messages`` appended to the run's retention as the walk appends them
-    (each alone); the chat messages they are."""
-    appended: list[dict[str, Any]] = []
-    for m in messages:
-        alone = live.alone(m)
-        if live.task is None and isinstance(m.info, UserMessage):
-            live.task = next((content_text(x) for x in alone if x.get("role") == "user"), None)
-        appended += alone
-    live.facts.append(appended)
-    return appended
-
-
-def _summary_call(run: _Run, at: int, stop: tuple[int, int, int, int | None]) -> None:
+def _summary_call(run: _Run, at: int, call: int, previous: list[dict[str, Any]]) -> None:
     """The call segment message ``at`` makes, where the core stopped (the
-    live loop summarizes), made by the live run; then the next segment."""
+    live loop summarizes), made by the live run; then the next segment.
+    ``previous``: the prompt of the run's call before (the cache prefix).
+    The row's retention is the core's, when it resumes after the call."""
     live = run.live
     g = run.at + at - run.head  # the message among the run's
     for m in run.messages[run.stored : g]:
@@ -234,15 +181,20 @@ def _summary_call(run: _Run, at: int, stop: tuple[int, int, int, int | None]) ->
     run.stored = g
     if run.marks:  # the store's copies, as the core's masks marked them before the stop
         live.store.mark_parts(live.sid, dict.fromkeys(run.marks, 1))
-    live.baseline, live.last_time = stop[2], stop[3]
+    live.baseline, live.last_time = run.baseline, run.last_time
     live.baseline_previous = live.rows[-1]["baseline_prompt_tokens"] if live.rows else 0
-    assert stop[0] == len(live.rows), (stop[0], len(live.rows))
-    live.call(run.messages[g])
+    assert call == len(live.rows), (call, len(live.rows))
+    # Nothing for the walk's retention to score (the core scores the call).
+    live.previous, live.pending, live.facts = [], [], RunRetention()
+    row = live.call(run.messages[g])
+    sent = live.previous
+    row["cached_tokens"] = live.tokens(sent[: common_prefix(previous, sent)])
+    row["written_tokens"] = row["prompt_tokens"] - row["cached_tokens"]
     stored = live.store.load(live.sid)
     visible = {m.id for m in filter_pivot(stored).messages}
     run.hidden = [m.id not in visible for m in stored.messages]
-    run.segment = [*stored.messages, *(_copy(m) for m in run.messages[g:])]
-    run.head, run.at, run.first_call = len(stored.messages), g, stop[0]
+    run.segment = [*stored.messages, *run.messages[g:]]
+    run.head, run.at, run.first_call = len(stored.messages), g, call
     run.baseline, run.last_time = live.baseline, live.last_time
     run.stalled = live.compactor.stalled(live.sid)
 

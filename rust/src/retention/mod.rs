@@ -11,15 +11,18 @@
 //! as `tuning.engine` walked them in Python: the messages appended since the
 //! previous call as they were written, against the prompt the call sends.
 //!
-//! A summary's text (the digest, written in Python) is a chat message like
-//! any other here: `Chat::new` of `{"role": "user", "content": <it>}` (or the
-//! shape the caller sends) enters the prompt through `RunRetention::resend`.
+//! A replay resumed after each summary (`replay_resume`) is scored segment
+//! by segment (`score_segment`), the run's state carried across (`Carried`).
+//! The summary's text (the digest, or a model's) is in the stored session
+//! the core resumes from: the summary's call sends it, so it enters the
+//! prompt through `RunRetention::resend` and shows the facts it repeats, as
+//! in the live walk (`LiveRun.call`); it states none.
 
 mod classes;
 pub mod scan;
 
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use serde_json::Value;
@@ -27,7 +30,7 @@ use serde_json::Value;
 use crate::codes::{flag, role};
 use crate::error::{CoreError, Result};
 use crate::render::{Render, COMPACTION_QUESTION};
-use crate::replay::{replayed, SessionReplay};
+use crate::replay::{replayed, Fallback, Resume, SessionReplay};
 use crate::table::{Message, PartTable};
 
 /// A prose fact is kept when this share of its content words is still there
@@ -133,7 +136,7 @@ pub struct Chat {
     /// (id, name) of each tool call, as `_error_facts` reads them.
     pub calls: Vec<(String, String)>,
     pub tool_call_id: String,
-    words: std::cell::OnceCell<HashSet<String>>,
+    words: OnceLock<HashSet<String>>,
 }
 
 impl Chat {
@@ -205,7 +208,7 @@ impl Chat {
             request,
             calls,
             tool_call_id,
-            words: std::cell::OnceCell::new(),
+            words: OnceLock::new(),
         }
     }
 
@@ -351,7 +354,7 @@ impl Facts {
 pub fn extract_facts(
     messages: &[&Chat],
     task: Option<usize>,
-    context: Option<(&[Rc<Chat>], &[usize])>,
+    context: Option<(&[Arc<Chat>], &[usize])>,
 ) -> Vec<Fact> {
     let mut facts = Facts::default();
     let requests: Vec<usize> = (0..messages.len())
@@ -453,7 +456,7 @@ pub struct Removed {
 }
 
 /// `score_compaction(before, after, task=task)`.
-pub fn score_compaction(before: &[Rc<Chat>], after: &[Rc<Chat>], task: Option<&str>) -> Removed {
+pub fn score_compaction(before: &[Arc<Chat>], after: &[Arc<Chat>], task: Option<&str>) -> Removed {
     let kept_keys: HashSet<&str> = after.iter().map(|m| m.key.as_str()).collect();
     let gone: Vec<usize> = (0..before.len())
         .filter(|&i| !kept_keys.contains(before[i].key.as_str()))
@@ -477,7 +480,7 @@ pub fn score_compaction(before: &[Rc<Chat>], after: &[Rc<Chat>], task: Option<&s
 }
 
 /// A fact kept in the whole of `after` (prose: its words over all of it).
-fn kept_in_all(fact: &Fact, after: &[Rc<Chat>]) -> bool {
+fn kept_in_all(fact: &Fact, after: &[Arc<Chat>]) -> bool {
     if fact.words.is_empty() {
         return after.iter().any(|m| m.text.contains(&fact.text));
     }
@@ -496,7 +499,7 @@ pub struct RunRetention {
     facts: Vec<Fact>,
     index: HashMap<(u8, String), usize>,
     /// Messages in the prompt: key -> (copies, the message).
-    prompt: HashMap<String, (usize, Rc<Chat>)>,
+    prompt: HashMap<String, (usize, Arc<Chat>)>,
     /// Prompt keys in the order they entered (where a fact is looked for first).
     order: Vec<String>,
     states: HashMap<String, Vec<usize>>,
@@ -532,7 +535,7 @@ impl RunRetention {
     }
 
     /// The run's messages as it wrote them, appended to the prompt.
-    pub fn append(&mut self, messages: &[Rc<Chat>]) {
+    pub fn append(&mut self, messages: &[Arc<Chat>]) {
         for m in messages {
             if !self.states.contains_key(&m.key) {
                 let first = !self.task_seen && m.request;
@@ -559,7 +562,7 @@ impl RunRetention {
 
     /// The prompt held `before` and the call sends `sent`: what is gone
     /// leaves, what is new (placeholders, a summary) enters.
-    pub fn resend(&mut self, before: &[Rc<Chat>], sent: &[Rc<Chat>]) {
+    pub fn resend(&mut self, before: &[Arc<Chat>], sent: &[Arc<Chat>]) {
         let n = before
             .iter()
             .zip(sent)
@@ -600,7 +603,7 @@ impl RunRetention {
         }
     }
 
-    fn enter(&mut self, m: &Rc<Chat>) {
+    fn enter(&mut self, m: &Arc<Chat>) {
         if let Some(slot) = self.prompt.get_mut(&m.key) {
             slot.0 += 1;
             return;
@@ -673,6 +676,16 @@ pub struct Scored {
     pub retention: f64,
 }
 
+impl Scored {
+    /// Nothing removed, every fact shown.
+    pub fn whole() -> Scored {
+        Scored {
+            removed: Removed::default(),
+            retention: 1.0,
+        }
+    }
+}
+
 /// What a session's calls are scored from: per call, the message that
 /// makes it (its index among `messages`), whether its prompt is not the
 /// previous one plus the new messages as appended, and the rows its mask
@@ -686,7 +699,7 @@ pub struct CallMarks<'c> {
 /// Chat messages interned by key in one session (a message rendered alike
 /// twice is read once).
 #[derive(Default)]
-struct Interned(HashMap<String, Rc<Chat>>);
+struct Interned(HashMap<String, Arc<Chat>>);
 
 impl Interned {
     fn render(
@@ -695,7 +708,7 @@ impl Interned {
         msg: &Message,
         render: Render,
         thinking: bool,
-    ) -> Result<Vec<Rc<Chat>>> {
+    ) -> Result<Vec<Arc<Chat>>> {
         let mut out = Vec::new();
         crate::view::message_json(table, msg, render, thinking, &mut out)?;
         let values: Vec<Value> = serde_json::from_slice(&out)
@@ -703,15 +716,73 @@ impl Interned {
         Ok(values.iter().map(|v| self.chat(v)).collect())
     }
 
-    fn chat(&mut self, value: &Value) -> Rc<Chat> {
+    fn chat(&mut self, value: &Value) -> Arc<Chat> {
         let key = value.to_string();
         if let Some(c) = self.0.get(&key) {
             return c.clone();
         }
-        let c = Rc::new(Chat::new(value));
+        let c = Arc::new(Chat::new(value));
         self.0.insert(key, c.clone());
         c
     }
+}
+
+/// A session's retention across a summary's call, from the segment the
+/// core walked before it to the one it resumes (`replay_resume`): the run's
+/// `RunRetention`, its task, the chat messages read so far, and `before`:
+/// what the summary's call would send had nothing been removed (the
+/// previous call's prompt and the run's messages since, as appended), which
+/// the summary's prompt is scored against, as the live walk scores it
+/// (`LiveRun.call`).
+#[derive(Default)]
+pub struct Carried {
+    facts: RunRetention,
+    chats: Interned,
+    task: Option<String>,
+    before: Vec<Arc<Chat>>,
+}
+
+impl Carried {
+    /// Append the run's `messages` as the live walk does (each alone, as
+    /// written): their facts stated; the task is the first user message's
+    /// text. The chat messages they are.
+    fn append(&mut self, table: &PartTable<'_>, messages: &[Message]) -> Result<Vec<Arc<Chat>>> {
+        let mut appended = Vec::new();
+        for msg in messages {
+            let alone = self.chats.render(table, msg, Render::default(), false)?;
+            if self.task.is_none() && msg.role == role::USER {
+                self.task = alone
+                    .iter()
+                    .find(|m| m.role == "user")
+                    .map(|m| m.content.clone());
+            }
+            appended.extend(alone);
+        }
+        self.facts.append(&appended);
+        Ok(appended)
+    }
+}
+
+/// Where a segment of a session starts and stops: the first `head` messages
+/// are the stored session at a summary's call (those `hidden` not sent; 0:
+/// the run from its start, no summary before), and the walk stopped at the
+/// call of message `stop` (a summary's; `None`: the run's end).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Segment<'h> {
+    pub head: usize,
+    pub hidden: &'h [bool],
+    pub stop: Option<usize>,
+}
+
+/// A segment's retention: the summary's call at its head (`head` > 0), its
+/// calls, and at a stop, the state the next segment resumes from and the
+/// prompt of the last call before it (a JSON array of chat messages: the
+/// summary's call's cache prefix is counted against it).
+pub struct Segmented {
+    pub summary: Option<Scored>,
+    pub calls: Vec<Scored>,
+    pub carried: Option<Carried>,
+    pub previous: Option<String>,
 }
 
 /// `tuning.engine._score_session` in the core: the retention of every call
@@ -726,107 +797,192 @@ pub fn score_session(
     view: Render,
     system: Option<&str>,
 ) -> Result<Vec<Scored>> {
-    let whole = Scored {
-        removed: Removed::default(),
-        retention: 1.0,
-    };
     if !calls.iter().any(|c| c.changed) {
-        return Ok(vec![whole; calls.len()]);
+        return Ok(vec![Scored::whole(); calls.len()]);
     }
-    let mut chats = Interned::default();
+    let segment = Segment::default();
+    Ok(score_segment(table, messages, calls, view, system, segment, None)?.calls)
+}
+
+/// `score_session` of one segment of a session the caller resumes after
+/// each summary (`Segment`): the state of the segment before (`carried`;
+/// `None` for a run walked from its start) scores the summary's call at the
+/// head (what the summary left sent against what the call would have sent
+/// without it), then the segment's calls go on from it, as the live walk
+/// (`LiveRun`) scores them across its summaries.
+pub fn score_segment(
+    table: &mut PartTable<'_>,
+    messages: &[Message],
+    calls: &[CallMarks<'_>],
+    view: Render,
+    system: Option<&str>,
+    segment: Segment<'_>,
+    carried: Option<Carried>,
+) -> Result<Segmented> {
+    let mut state = carried.unwrap_or_default();
     let system = system.filter(|s| !s.is_empty()).map(|s| {
         let value = serde_json::json!({"role": "system", "content": s});
-        chats.chat(&value)
+        state.chats.chat(&value)
     });
-    // Each message as the policy sends it: (whether its reasoning is sent, its chat messages).
-    let mut shown: Vec<Option<(bool, Vec<Rc<Chat>>)>> = vec![None; messages.len()];
-    let assistant: Vec<bool> = messages.iter().map(|m| m.role == role::ASSISTANT).collect();
-    // Assistant messages before each message (where the keep_thinking window is).
+    let hidden = |k: usize| segment.hidden.get(k).copied().unwrap_or(false);
+    // Assistant messages sent before each message (where the keep_thinking window is).
     let mut before_count = Vec::with_capacity(messages.len() + 1);
     before_count.push(0usize);
-    for &a in &assistant {
-        before_count.push(before_count.last().unwrap() + usize::from(a));
+    for (k, m) in messages.iter().enumerate() {
+        let sent = m.role == role::ASSISTANT && !hidden(k);
+        before_count.push(before_count.last().unwrap() + usize::from(sent));
     }
-    let keep = view.keep_thinking as usize;
+    let mut prompt = Prompt {
+        messages,
+        view,
+        system,
+        hidden: segment.hidden,
+        before_count,
+        shown: vec![None; messages.len()],
+    };
+    let head = segment.head.min(messages.len());
+    let mut previous: Vec<Arc<Chat>> = Vec::new();
+    let mut summary = None;
+    if head > 0 {
+        // The summary's call: scored as the live walk scores every call.
+        let sent = prompt.sent(table, head, &mut state.chats)?;
+        let before = std::mem::take(&mut state.before);
+        let removed = match common(&before, &sent) < before.len() {
+            true => score_compaction(&before, &sent, state.task.as_deref()),
+            false => Removed::default(),
+        };
+        state.facts.resend(&before, &sent);
+        summary = Some(Scored {
+            removed,
+            retention: state.facts.score(),
+        });
+        previous = sent;
+    }
     let mut out = Vec::with_capacity(calls.len());
-    let mut previous: Vec<Rc<Chat>> = Vec::new();
-    let mut last = 0;
-    let mut task: Option<String> = None;
-    let mut facts = RunRetention::default();
+    let mut last = head;
     for (c, call) in calls.iter().enumerate() {
         let at = call.at;
-        let mut appended = Vec::new();
-        for msg in &messages[last..at] {
-            appended.extend(chats.render(table, msg, Render::default(), false)?);
-        }
-        facts.append(&appended);
-        let before: Vec<Rc<Chat>> = match call.changed {
+        let appended = state.append(table, &messages[last..at])?;
+        let before: Vec<Arc<Chat>> = match call.changed {
             true => previous.iter().chain(&appended).cloned().collect(),
             false => Vec::new(),
         };
         for &row in call.cleared {
             table.flags[row] |= flag::COMPACTED;
             let k = messages.partition_point(|m| m.rows.end <= row);
-            if k < shown.len() {
-                shown[k] = None;
+            if k < prompt.shown.len() {
+                prompt.shown[k] = None;
             }
         }
-        let next_changed = calls.get(c + 1).is_some_and(|n| n.changed);
+        // The prompt is read when this call or the next changed it (the
+        // summary's call at a stop is scored against it).
+        let next_changed = calls
+            .get(c + 1)
+            .map_or(segment.stop.is_some(), |n| n.changed);
+        last = at;
         if !(call.changed || next_changed) {
             previous = Vec::new();
-            last = at;
             out.push(Scored {
                 removed: Removed::default(),
-                retention: facts.score(),
+                retention: state.facts.score(),
             });
             continue;
         }
-        let mut sent: Vec<Rc<Chat>> = system.iter().cloned().collect();
-        for k in 0..at {
-            let thinking = assistant[k] && before_count[at] - before_count[k + 1] < keep;
-            if shown[k].as_ref().is_none_or(|(t, _)| *t != thinking) {
-                shown[k] = Some((thinking, chats.render(table, &messages[k], view, thinking)?));
-            }
-            sent.extend(shown[k].as_ref().unwrap().1.iter().cloned());
-        }
+        let sent = prompt.sent(table, at, &mut state.chats)?;
         let mut removed = Removed::default();
         if call.changed {
-            if task.is_none() {
-                task = first_task(table, &messages[..at], &mut chats)?;
+            if common(&before, &sent) < before.len() {
+                removed = score_compaction(&before, &sent, state.task.as_deref());
             }
-            let common = before
-                .iter()
-                .zip(&sent)
-                .take_while(|(x, y)| x.key == y.key)
-                .count();
-            if common < before.len() {
-                removed = score_compaction(&before, &sent, task.as_deref());
-            }
-            facts.resend(&before, &sent);
+            state.facts.resend(&before, &sent);
         }
         previous = sent;
-        last = at;
         out.push(Scored {
             removed,
-            retention: facts.score(),
+            retention: state.facts.score(),
         });
     }
-    Ok(out)
+    let Some(stop) = segment.stop else {
+        return Ok(Segmented {
+            summary,
+            calls: out,
+            carried: None,
+            previous: None,
+        });
+    };
+    let appended = state.append(table, &messages[last..stop.max(last)])?;
+    let keys: Vec<&str> = previous.iter().map(|m| m.key.as_str()).collect();
+    let json = format!("[{}]", keys.join(","));
+    state.before = previous.into_iter().chain(appended).collect();
+    Ok(Segmented {
+        summary,
+        calls: out,
+        carried: Some(state),
+        previous: Some(json),
+    })
 }
 
-/// `tuning.engine._task`: the first user message's text as it is sent alone.
-fn first_task(
-    table: &PartTable<'_>,
-    messages: &[Message],
-    chats: &mut Interned,
-) -> Result<Option<String>> {
-    for msg in messages.iter().filter(|m| m.role == role::USER) {
-        let alone = chats.render(table, msg, Render::default(), false)?;
-        if let Some(m) = alone.iter().find(|m| m.role == "user") {
-            return Ok(Some(m.content.clone()));
+/// How many messages `before` and `sent` start alike.
+fn common(before: &[Arc<Chat>], sent: &[Arc<Chat>]) -> usize {
+    before
+        .iter()
+        .zip(sent)
+        .take_while(|(x, y)| x.key == y.key)
+        .count()
+}
+
+/// A call's prompt as the policy sends it: the system message, then each
+/// message not hidden, rendered once until a mark or the `keep_thinking`
+/// window changes it.
+struct Prompt<'m> {
+    messages: &'m [Message],
+    view: Render,
+    system: Option<Arc<Chat>>,
+    hidden: &'m [bool],
+    before_count: Vec<usize>,
+    /// Per message: (whether its reasoning is sent, its chat messages).
+    shown: Vec<Option<(bool, Vec<Arc<Chat>>)>>,
+}
+
+impl Prompt<'_> {
+    /// The prompt of the call message `at` makes.
+    fn sent(
+        &mut self,
+        table: &PartTable<'_>,
+        at: usize,
+        chats: &mut Interned,
+    ) -> Result<Vec<Arc<Chat>>> {
+        let keep = self.view.keep_thinking as usize;
+        let mut sent: Vec<Arc<Chat>> = self.system.iter().cloned().collect();
+        for k in 0..at {
+            if self.hidden.get(k).copied().unwrap_or(false) {
+                continue;
+            }
+            let msg = &self.messages[k];
+            let thinking = msg.role == role::ASSISTANT
+                && self.before_count[at] - self.before_count[k + 1] < keep;
+            if self.shown[k].as_ref().is_none_or(|(t, _)| *t != thinking) {
+                let chats = chats.render(table, msg, self.view, thinking)?;
+                self.shown[k] = Some((thinking, chats));
+            }
+            sent.extend(self.shown[k].as_ref().unwrap().1.iter().cloned());
         }
+        Ok(sent)
     }
-    Ok(None)
+}
+
+/// The calls `replay` walked in a session as `score_session` reads them
+/// (`kept`: the messages it replayed).
+fn call_marks<'c>(kept: &[Message], replay: &'c SessionReplay) -> Vec<CallMarks<'c>> {
+    replay
+        .calls
+        .iter()
+        .map(|c| CallMarks {
+            at: kept.partition_point(|m| m.rows.start < c.row),
+            changed: c.changed,
+            cleared: &c.cleared,
+        })
+        .collect()
 }
 
 /// The retention of every call of every session `replay` walked (sessions
@@ -844,32 +1000,97 @@ pub fn score_replays(
             || table.clone(),
             |own, s| {
                 let replay = &sessions[s];
-                let whole = Scored {
-                    removed: Removed::default(),
-                    retention: 1.0,
-                };
+                let whole = vec![Scored::whole(); replay.calls.len()];
                 if replay.fallback.is_some() || !replay.calls.iter().any(|c| c.changed) {
-                    return Ok(vec![whole; replay.calls.len()]);
+                    return Ok(whole);
                 }
                 let messages = own.messages(s)?;
                 let Some((kept, _)) = replayed(own, &messages, 0, 0) else {
-                    return Ok(vec![whole; replay.calls.len()]);
+                    return Ok(whole);
                 };
                 let rows = own.sessions[s].clone();
                 // The walk's marks, undone: they are made again call by call.
                 for f in &mut own.flags[rows] {
                     *f &= !flag::COMPACTED;
                 }
-                let marks: Vec<CallMarks<'_>> = replay
-                    .calls
-                    .iter()
-                    .map(|c| CallMarks {
-                        at: kept.partition_point(|m| m.rows.start < c.row),
-                        changed: c.changed,
-                        cleared: &c.cleared,
-                    })
-                    .collect();
-                score_session(own, &kept, &marks, view, system)
+                score_session(own, &kept, &call_marks(&kept, replay), view, system)
+            },
+        )
+        .collect()
+}
+
+/// The retention of every segment `resume` walked (one per session, each
+/// resumed from its `Resume` state with the `carried` retention of its
+/// segment before: `None` where `head` is 0), the sessions in parallel.
+pub fn score_resumed(
+    table: &PartTable<'_>,
+    sessions: &[SessionReplay],
+    states: &[Resume],
+    carried: Vec<Option<Carried>>,
+    view: Render,
+    system: Option<&str>,
+) -> Result<Vec<Segmented>> {
+    if carried.len() != sessions.len() || states.len() != sessions.len() {
+        return Err(CoreError::Config(format!(
+            "retention: {} carried states and {} resume states for {} sessions",
+            carried.len(),
+            states.len(),
+            sessions.len()
+        )));
+    }
+    carried
+        .into_par_iter()
+        .enumerate()
+        .map_init(
+            || table.clone(),
+            |own, (s, carried)| {
+                let replay = &sessions[s];
+                let state = &states[s];
+                if state.head > 0 && carried.is_none() {
+                    let id = own
+                        .session_id
+                        .get(own.sessions[s].start)
+                        .unwrap_or_default();
+                    return Err(CoreError::InvalidUsage(format!(
+                        "replay_resume: session {id:?} resumes after a summary (head {}) \
+                         without the retention its previous segment carried",
+                        state.head
+                    )));
+                }
+                let messages = own.messages(s)?;
+                let head = state.head.min(messages.len());
+                let kept = match replay.fallback {
+                    Some(Fallback::Compacted) => None,
+                    _ => replayed(own, &messages, 0, head).map(|(kept, _)| kept),
+                };
+                let Some(kept) = kept else {
+                    // A run the core left (it compacted itself with a tool part).
+                    return Ok(Segmented {
+                        summary: None,
+                        calls: vec![Scored::whole(); replay.calls.len()],
+                        carried: None,
+                        previous: None,
+                    });
+                };
+                // The walk's marks after the head, undone (the head's are the
+                // live flow's): they are made again call by call.
+                let from = messages
+                    .get(head)
+                    .map_or(own.sessions[s].end, |m| m.rows.start);
+                for f in &mut own.flags[from..own.sessions[s].end] {
+                    *f &= !flag::COMPACTED;
+                }
+                let stop = replay
+                    .stop
+                    .as_ref()
+                    .map(|st| kept.partition_point(|m| m.rows.start < st.row));
+                let segment = Segment {
+                    head,
+                    hidden: &state.hidden,
+                    stop,
+                };
+                let marks = call_marks(&kept, replay);
+                score_segment(own, &kept, &marks, view, system, segment, carried)
             },
         )
         .collect()
