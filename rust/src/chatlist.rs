@@ -135,18 +135,14 @@ mod tests {
     #[test]
     fn a_list_longer_than_its_size_is_the_callers_error() {
         let data = br#"{"id":"chat","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}"#;
-        let tags = Tags {
-            session: "chat",
-            at: "ctxcompact_at",
-        };
-        let got = chat_counts(data, 1, tags, MessageEstimateConfig::default());
+        let got = chat_counts(data, 1, "chat", MessageEstimateConfig::default());
         assert!(
             matches!(&got, Err(CoreError::InvalidUsage(why)) if why.contains("index 1, past the 1")),
             "{got:?}"
         );
         // a tool message tagged past the list
         let data = br#"{"id":"chat","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"read","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x","ctxcompact_at":7}]}"#;
-        let got = chat_counts(data, 2, tags, MessageEstimateConfig::default());
+        let got = chat_counts(data, 2, "chat", MessageEstimateConfig::default());
         assert!(
             matches!(&got, Err(CoreError::InvalidUsage(why)) if why.contains("index 7")),
             "{got:?}"

@@ -31,7 +31,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1308,11 +1307,11 @@ impl Fuzzer {
             return;
         };
         self.attempt("retention", &data, || {
-            let chats: Vec<Rc<Chat>> = messages.iter().map(|v| Rc::new(Chat::new(v))).collect();
+            let chats: Vec<Arc<Chat>> = messages.iter().map(|v| Arc::new(Chat::new(v))).collect();
             let refs: Vec<&Chat> = chats.iter().map(|c| &**c).collect();
             let task = rng.chance(2).then(|| rng.below(refs.len() + 2));
             let facts = extract_facts(&refs, task, None);
-            let kept: Vec<Rc<Chat>> = chats.iter().filter(|_| rng.chance(2)).cloned().collect();
+            let kept: Vec<Arc<Chat>> = chats.iter().filter(|_| rng.chance(2)).cloned().collect();
             let task = chats.first().map(|c| c.content.clone());
             let _ = score_compaction(&chats, &kept, task.as_deref());
             let mut run = RunRetention::default();
