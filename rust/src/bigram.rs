@@ -858,18 +858,24 @@ mod tests {
     }
 
     #[test]
-    fn the_digit_weight_is_in_the_o200k_table() {
-        // The fit puts about a token on the 4th, 7th, ... digit (o200k cuts
+    fn the_digit_weight_is_in_the_o200k_and_cl100k_tables() {
+        // The fit puts about a token on the 4th, 7th, ... digit (both cut
         // digits into threes) and little on the pairs inside a group.
-        let table = Family::O200k.table();
-        assert!(table.digit > SCALE / 2, "digit weight {}", table.digit);
-        let units = |s: &str| table.units_after(Tail::NONE, s.as_bytes());
-        let (short, long) = (units("x 12 y"), units("x 123456789012 y"));
-        let tokens = (long - short + SCALE / 2) / SCALE;
-        assert!(
-            (2..=5).contains(&tokens),
-            "{tokens} more tokens for 10 more digits"
-        );
+        for family in [Family::O200k, Family::Cl100k] {
+            let table = family.table();
+            assert!(
+                table.digit > SCALE / 2,
+                "{family:?} digit weight {}",
+                table.digit
+            );
+            let units = |s: &str| table.units_after(Tail::NONE, s.as_bytes());
+            let (short, long) = (units("x 12 y"), units("x 123456789012 y"));
+            let tokens = (long - short + SCALE / 2) / SCALE;
+            assert!(
+                (2..=5).contains(&tokens),
+                "{family:?}: {tokens} more tokens for 10 more digits"
+            );
+        }
     }
 
     #[test]

@@ -157,7 +157,7 @@ def _log_lines(seed: int, n: int) -> str:
     )
 
 
-@pytest.mark.parametrize("family", ["o200k"])
+@pytest.mark.parametrize("family", ["o200k", "cl100k"])
 def test_short_numbers_are_not_over_counted(family: str) -> None:
     """Digit pairs once read one weight for short and long numbers alike, and
     log lines (timestamps, ids) came out 4.5% over; the digit group weight
