@@ -15,6 +15,7 @@
 //! the weights. Nothing here is used by the library.
 
 use criterion::{black_box, criterion_group, Criterion, Throughput};
+use ctxcompact::bigram::Tail;
 
 const HASH: u32 = 0x9E37_79B1;
 
@@ -794,8 +795,8 @@ fn cpu_time_gate(rounds: usize) {
     let o200k = ctxcompact::bigram::Family::O200k.table();
     for t in &texts {
         assert_eq!(
-            o200k.units_after([None, None], t),
-            o200k.units_after_two_pass([None, None], t)
+            o200k.units_after(Tail::NONE, t),
+            o200k.units_after_two_pass(Tail::NONE, t)
         );
     }
     type Kernel<'a> = Box<dyn Fn(&[u8]) -> i64 + 'a>;
@@ -938,11 +939,11 @@ fn cpu_time_gate(rounds: usize) {
         ),
         (
             "estimate/two-pass",
-            Box::new(|t| o200k.units_after_two_pass([None, None], t) as i64),
+            Box::new(|t| o200k.units_after_two_pass(Tail::NONE, t) as i64),
         ),
         (
             "estimate/fused",
-            Box::new(|t| o200k.units_after([None, None], t) as i64),
+            Box::new(|t| o200k.units_after(Tail::NONE, t) as i64),
         ),
     ];
     for t in texts.iter().take(3000) {

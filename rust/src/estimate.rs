@@ -14,7 +14,7 @@
 
 use std::str::FromStr;
 
-use crate::bigram::{Family, SCALE};
+use crate::bigram::{Family, Tail, SCALE};
 use crate::error::CoreError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -181,7 +181,7 @@ pub fn text_units(bytes: &[u8], method: Method) -> u64 {
     match method {
         Method::Opencode => utf16_len(bytes) as u64,
         Method::CeilBytes => bytes.len() as u64,
-        Method::Bigram { family, .. } => family.table().units_after([None, None], bytes),
+        Method::Bigram { family, .. } => family.table().units_after(Tail::NONE, bytes),
         Method::Exact { family } => crate::tokens::count_exact(family, bytes),
     }
 }
@@ -217,9 +217,9 @@ pub fn estimate_units(units: u64, method: Method) -> u64 {
 pub struct Units {
     method: Method,
     total: u64,
-    /// The last two bytes read (newest last), which the next piece's
-    /// first bytes are weighed against (`Bigram` only).
-    tail: [Option<u8>; 2],
+    /// The last two bytes read and the digits they end, which the next
+    /// piece's first bytes are weighed against (`Bigram` only).
+    tail: Tail,
 }
 
 impl Units {
@@ -227,7 +227,7 @@ impl Units {
         Units {
             method,
             total: 0,
-            tail: [None, None],
+            tail: Tail::NONE,
         }
     }
 
@@ -235,11 +235,7 @@ impl Units {
         match self.method {
             Method::Bigram { family, .. } => {
                 self.total += family.table().units_after(self.tail, bytes);
-                match bytes {
-                    [] => {}
-                    [only] => self.tail = [self.tail[1], Some(*only)],
-                    [.., a, b] => self.tail = [Some(*a), Some(*b)],
-                }
+                self.tail = self.tail.after(bytes);
             }
             method => self.total += text_units(bytes, method),
         }

@@ -9,6 +9,9 @@ byte] / 65536)`` over the text's bytes, the first byte's previous byte being a
 start marker (row 256), and a space or tab inside a run of it reading a run row
 of its own (rows 257-258, ``RUNS``), so 259 x 256 weights stored as u16 and
 summed exactly in u64. A weight is the chance that a token starts at that byte.
+An ASCII digit that starts a group of three in its run of digits (the 4th,
+7th, ... of the run) adds one more weight, ``DIGIT``, kept in the header: most
+tokenizers cut digits into threes, which no pair of digits can see.
 
 Fitting, per family, on the ``train`` groups of corpus.py:
 
@@ -55,6 +58,9 @@ TABLES = vocab.ASSETS / "estimators"
 RUNS = b" \t"
 ROWS, COLS = 257 + len(RUNS), 256
 START = 256
+#: The digit group weight's index, after the table's weights.
+DIGIT = ROWS * COLS
+FEATURES = DIGIT + 1
 SCALE = 1 << 16
 MAGIC = b"ctxbgr1\0"
 MIN_TOKENS = 20
@@ -68,16 +74,19 @@ def table_path(family: str) -> Path:
 
 
 def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
-    """Header (magic, conservative factor in 1/65536, reserved), then ROWS x 256
-    (259 x 256) little-endian u16 weights in 1/65536 tokens."""
+    """Header (magic, conservative factor in 1/65536, the digit group weight
+    in 1/65536), then ROWS x 256 (259 x 256) little-endian u16 weights in
+    1/65536 tokens."""
     q = np.clip(np.rint(weights * SCALE), 0, SCALE - 1).astype("<u2")
+    digit = int(q[DIGIT])
+    q = q[:DIGIT]
     for k, b in enumerate(RUNS):  # the core refuses a run weight above its pair's
         run, pair = q[(START + 1 + k) * COLS + b], q[b * COLS + b]
         if run > pair:
             raise ValueError(f"{family}: run weight of {bytes([b])!r} above its pair weight")
     factor = round(conservative * SCALE)
     TABLES.mkdir(parents=True, exist_ok=True)
-    header = MAGIC + struct.pack("<II", factor, 0)
+    header = MAGIC + struct.pack("<II", factor, digit)
     table_path(family).write_bytes(header + q.tobytes())
 
 
@@ -85,9 +94,20 @@ def read_table(family: str) -> tuple[np.ndarray, float]:
     raw = table_path(family).read_bytes()
     if raw[:8] != MAGIC:
         raise ValueError(f"{table_path(family)}: not an estimator table")
-    factor, _ = struct.unpack("<II", raw[8:16])
+    factor, digit = struct.unpack("<II", raw[8:16])
     weights = np.frombuffer(raw[16:], dtype="<u2").astype(np.float64) / SCALE
-    return weights, factor / SCALE
+    return np.append(weights, digit / SCALE), factor / SCALE
+
+
+def digit_groups(data: np.ndarray, unit_starts: np.ndarray) -> np.ndarray:
+    """Whether each byte is an ASCII digit that starts a group of three in its
+    run of digits (position 3, 6, ... of the run; a unit starts a new run)."""
+    digit = (data >= 48) & (data <= 57)
+    at = np.arange(len(data))
+    begin = np.where(digit, 0, at + 1)
+    begin[unit_starts] = np.maximum(begin[unit_starts], unit_starts)
+    position = at - np.maximum.accumulate(begin)
+    return digit & (position > 0) & (position % 3 == 0)
 
 
 class Encoded:
@@ -118,6 +138,7 @@ class Encoded:
             prev[mid] = START + 1 + k
         self.feature = prev * COLS + data
         self.unit_of_byte = np.repeat(np.arange(len(units)), sizes)
+        self.group = digit_groups(data, offsets[:-1][sizes > 0])
         # Where tokens start: cumulative token lengths inside each unit.
         starts = np.zeros(len(data), dtype=bool)
         for u, toks in enumerate(ids):
@@ -126,25 +147,53 @@ class Encoded:
                 starts[offsets[u]] = True
                 starts[offsets[u] + pos[pos < sizes[u]]] = True
         self.starts = starts
+        g = np.nonzero(self.group)[0]
         self.x = sp.csr_matrix(
-            (np.ones(len(data)), (self.unit_of_byte, self.feature)), shape=(len(units), ROWS * COLS)
+            (
+                np.ones(len(data) + len(g)),
+                (
+                    np.concatenate([self.unit_of_byte, self.unit_of_byte[g]]),
+                    np.concatenate([self.feature, np.full(len(g), DIGIT)]),
+                ),
+            ),
+            shape=(len(units), FEATURES),
         )
         self.x.sum_duplicates()
 
+    def start_counts(self, byte_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per feature, how often it occurs among the bytes of ``byte_mask`` and
+        how often a token starts there: pairs at the bytes that start no digit
+        group, ``DIGIT`` at those that do."""
+        pair = byte_mask & ~self.group
+        occ = np.bincount(self.feature[pair], minlength=FEATURES).astype(np.float64)
+        hits = np.bincount(self.feature[pair], weights=self.starts[pair], minlength=FEATURES)
+        group = byte_mask & self.group
+        occ[DIGIT], hits[DIGIT] = group.sum(), self.starts[group].sum()
+        return occ, hits
+
+
+def frequencies(occ: np.ndarray, hits: np.ndarray) -> np.ndarray:
+    """Start frequencies from ``Encoded.start_counts``: each pair's, smoothed
+    towards its byte's rate; the digit group weight is what a group start adds
+    to the digit pairs' mean rate."""
+    byte = np.arange(DIGIT) % COLS
+    byte_rate = np.bincount(byte, weights=hits[:DIGIT], minlength=COLS) / np.maximum(
+        np.bincount(byte, weights=occ[:DIGIT], minlength=COLS), 1
+    )
+    w0 = np.empty(FEATURES)
+    w0[:DIGIT] = (hits[:DIGIT] + SMOOTHING * byte_rate[byte]) / (occ[:DIGIT] + SMOOTHING)
+    w0[START * COLS : (START + 1) * COLS] = 1.0 - 1.0 / SCALE  # a first byte starts a token
+    digits = np.arange(48, 58)
+    pairs = (digits[:, None] * COLS + digits[None, :]).ravel()
+    pair_rate = hits[pairs].sum() / max(occ[pairs].sum(), 1)
+    group_rate = hits[DIGIT] / max(occ[DIGIT], 1)
+    w0[DIGIT] = np.clip(group_rate - pair_rate, 0.0, 1.0 - 1.0 / SCALE)
+    return w0
+
 
 def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    in_train = train_units[enc.unit_of_byte]
-    feature = enc.feature[in_train]
-    occ = np.bincount(feature, minlength=ROWS * COLS).astype(np.float64)
-    hits = np.bincount(feature, weights=enc.starts[in_train], minlength=ROWS * COLS)
-    byte = np.arange(ROWS * COLS) % COLS
-    byte_rate = np.bincount(byte, weights=hits, minlength=COLS) / np.maximum(
-        np.bincount(byte, weights=occ, minlength=COLS), 1
-    )
-    prior = byte_rate[byte]
-    w0 = (hits + SMOOTHING * prior) / (occ + SMOOTHING)
-    w0[START * COLS : (START + 1) * COLS] = 1.0 - 1.0 / SCALE  # a first byte starts a token
-    return w0, occ
+    occ, hits = enc.start_counts(train_units[enc.unit_of_byte])
+    return frequencies(occ, hits), occ
 
 
 def refine(
@@ -155,7 +204,7 @@ def refine(
     xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
     n = len(y)
     prior = RIDGE * occ / occ.sum() * 1e3
-    fixed = np.zeros(ROWS * COLS, dtype=bool)
+    fixed = np.zeros(FEATURES, dtype=bool)
     fixed[START * COLS : (START + 1) * COLS] = True
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -166,7 +215,7 @@ def refine(
         grad[fixed] = 0.0
         return value, grad
 
-    bounds = [(0.0, 1.0 - 1.0 / SCALE)] * (ROWS * COLS)
+    bounds = [(0.0, 1.0 - 1.0 / SCALE)] * FEATURES
     result = scipy.optimize.minimize(
         loss, w0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": maxiter}
     )

@@ -102,8 +102,8 @@ class Features:
     def __init__(self, texts: list[str], types: list[str | None], family: str) -> None:
         xs, exact = [], []
         keys = sorted({str(t) for t in types})
-        self.occ = {k: np.zeros(fit.ROWS * fit.COLS) for k in keys}
-        self.hits = {k: np.zeros(fit.ROWS * fit.COLS) for k in keys}
+        self.occ = {k: np.zeros(fit.FEATURES) for k in keys}
+        self.hits = {k: np.zeros(fit.FEATURES) for k in keys}
         for lo in range(0, len(texts), CHUNK):
             chunk = [
                 corpus.Unit(t, "x", str(i), "train") for i, t in enumerate(texts[lo : lo + CHUNK])
@@ -113,11 +113,9 @@ class Features:
             exact.append(enc.exact)
             kinds = np.array([str(t) for t in types[lo : lo + CHUNK]])[enc.unit_of_byte]
             for k in set(kinds):
-                sel = kinds == k
-                self.occ[k] += np.bincount(enc.feature[sel], minlength=fit.ROWS * fit.COLS)
-                self.hits[k] += np.bincount(
-                    enc.feature[sel], weights=enc.starts[sel], minlength=fit.ROWS * fit.COLS
-                )
+                occ, hits = enc.start_counts(kinds == k)
+                self.occ[k] += occ
+                self.hits[k] += hits
         self.x = sp.vstack(xs).tocsr()
         self.exact = np.concatenate(exact)
 
@@ -125,13 +123,7 @@ class Features:
         """fit.start_frequencies over the texts of the kept types."""
         occ = sum(self.occ[k] for k in keep)
         hits = sum(self.hits[k] for k in keep)
-        byte = np.arange(fit.ROWS * fit.COLS) % fit.COLS
-        rate = np.bincount(byte, weights=hits, minlength=fit.COLS) / np.maximum(
-            np.bincount(byte, weights=occ, minlength=fit.COLS), 1
-        )
-        w0 = (hits + fit.SMOOTHING * rate[byte]) / (occ + fit.SMOOTHING)
-        w0[fit.START * fit.COLS : (fit.START + 1) * fit.COLS] = 1.0 - 1.0 / fit.SCALE
-        return w0, occ
+        return fit.frequencies(occ, hits), occ
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,24 +52,35 @@ _RUNS = b" \t"
 
 
 @functools.cache
-def _bigram_table(family: str) -> tuple[list[list[int]], int]:
+def _bigram_table(family: str) -> tuple[list[list[int]], int, int]:
     """The family's weights as rows (256 previous bytes, the start row, one
-    row per run byte) and its conservative factor, both in 1/65536."""
+    row per run byte), its conservative factor and its digit group weight,
+    all in 1/65536."""
     from ctxcompact import _core
 
     raw = _core.estimator_table(family)  # ValueError-free: unknown families raise ConfigError
     factor = int.from_bytes(raw[8:12], "little")
+    digit = int.from_bytes(raw[12:16], "little")
     weights = [int.from_bytes(raw[i : i + 2], "little") for i in range(16, len(raw), 2)]
-    return [weights[r * 256 : (r + 1) * 256] for r in range(257 + len(_RUNS))], factor
+    return [weights[r * 256 : (r + 1) * 256] for r in range(257 + len(_RUNS))], factor, digit
 
 
 def bigram_estimate(data: bytes, family: str, conservative: bool = False) -> int:
     """Sum of each byte's weight: the row of its previous byte (the start row
     for the first), or its run's row when the bytes before and after it are
-    the same space or tab; rounded half up from 1/65536 tokens."""
-    rows, factor = _bigram_table(family)
+    the same space or tab; plus the digit group weight for each ASCII digit
+    that starts a group of three in its run of digits (the 4th, 7th, ...);
+    rounded half up from 1/65536 tokens."""
+    rows, factor, digit = _bigram_table(family)
     total = 0
+    run = 0  # digits in the run of ASCII digits before this byte
     for i, byte in enumerate(data):
+        if 48 <= byte <= 57:
+            if run and run % 3 == 0:
+                total += digit
+            run += 1
+        else:
+            run = 0
         if i == 0:
             row = 256
         elif byte in _RUNS and data[i - 1] == byte and i + 1 < len(data) and data[i + 1] == byte:
