@@ -5,9 +5,16 @@
 //! function names the Python pattern it stands for; the hypothesis test of
 //! tests/tuning/test_retention_core.py holds them to Python on random texts.
 //!
-//! Texts are slices of `char` (positions are code points, as in Python).
+//! Texts are slices of `char` (positions are code points, as in Python),
+//! or, where a function is generic over `C: Ch`, of the bytes of an ASCII
+//! text (one byte, one code point): the fast path, the same matches.
 
 use super::classes::{DIGIT, FOLDS, SPACE, WORD};
+
+/// A code point of a text: a `char`, or a byte of an ASCII text.
+pub trait Ch: Copy + Into<char> {}
+impl Ch for char {}
+impl Ch for u8 {}
 
 fn within(table: &[(u32, u32)], c: char) -> bool {
     let c = c as u32;
@@ -57,28 +64,31 @@ fn ci(c: char, letter: char) -> bool {
 }
 
 /// `word` (lowercase ASCII) at `at`, case-insensitively.
-fn ci_at(s: &[char], at: usize, word: &str) -> bool {
+fn ci_at<C: Ch>(s: &[C], at: usize, word: &str) -> bool {
     let mut i = at;
     for l in word.chars() {
         match s.get(i) {
-            Some(&c) if ci(c, l) => i += 1,
+            Some(&c) if ci(c.into(), l) => i += 1,
             _ => return false,
         }
     }
     true
 }
 
-fn at(s: &[char], i: usize, word: &str) -> bool {
-    (i..).zip(word.chars()).all(|(k, l)| s.get(k) == Some(&l))
+fn at<C: Ch>(s: &[C], i: usize, word: &str) -> bool {
+    (i..)
+        .zip(word.chars())
+        .all(|(k, l)| s.get(k).is_some_and(|&c| c.into() == l))
 }
 
-fn run(s: &[char], from: usize, class: impl Fn(char) -> bool) -> usize {
-    s.get(from..)
-        .map_or(0, |rest| rest.iter().take_while(|&&c| class(c)).count())
+fn run<C: Ch>(s: &[C], from: usize, class: impl Fn(char) -> bool) -> usize {
+    s.get(from..).map_or(0, |rest| {
+        rest.iter().take_while(|&&c| class(c.into())).count()
+    })
 }
 
-fn word_at(s: &[char], i: usize) -> bool {
-    s.get(i).is_some_and(|&c| is_word(c))
+fn word_at<C: Ch>(s: &[C], i: usize) -> bool {
+    s.get(i).is_some_and(|&c| is_word(c.into()))
 }
 
 /// Python's `str.split()`.
@@ -373,16 +383,26 @@ pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
     }
 }
 
+/// The texts each match of `_ERROR_NAME` holds: none of them, no match.
+const ERROR_MARKS: [&str; 4] = ["Error", "Exception", "panicked", "Segmentation fault"];
+
+/// Whether `_ERROR_NAME` may match in `s` (it holds one of `ERROR_MARKS`).
+pub fn may_name_error(s: &str) -> bool {
+    ERROR_MARKS
+        .iter()
+        .any(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes()).is_some())
+}
+
 /// `_ERROR_NAME.finditer(s)`: `\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b`.
-pub fn error_names(s: &[char], mut each: impl FnMut(&[char])) {
+pub fn error_names<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
     let mut i = 0;
     while i < s.len() {
-        if !(is_word(s[i]) && (i == 0 || !is_word(s[i - 1]))) {
+        if !(word_at(s, i) && (i == 0 || !word_at(s, i - 1))) {
             i += 1;
             continue;
         }
         let mut end = None;
-        if s[i].is_ascii_uppercase() {
+        if s[i].into().is_ascii_uppercase() {
             let l = run(s, i + 1, is_word);
             let e = i + 1 + l;
             if (l >= 5 && at(s, e - 5, "Error")) || (l >= 9 && at(s, e - 9, "Exception")) {
@@ -409,14 +429,16 @@ pub fn error_names(s: &[char], mut each: impl FnMut(&[char])) {
 }
 
 /// `_ERROR_LINE.match(line)`: `^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]`, ignoring case.
-pub fn is_error_line(s: &[char]) -> bool {
+pub fn is_error_line<C: Ch>(s: &[C]) -> bool {
     let k = run(s, 0, is_space);
     ["error", "fatal", "failed", "failure", "traceback"]
         .iter()
         .any(|w| {
             ci_at(s, k, w)
-                && s.get(k + w.len())
-                    .is_some_and(|&c| c == ':' || c == '(' || is_space(c))
+                && s.get(k + w.len()).is_some_and(|&c| {
+                    let c = c.into();
+                    c == ':' || c == '(' || is_space(c)
+                })
         })
 }
 
