@@ -330,25 +330,25 @@ fn error_signatures(text: &str) -> Vec<String> {
         }
     }
     if found.is_empty() {
-        for line in scan::splitlines(text) {
-            let error = if line.is_ascii() {
-                scan::is_error_line(line.as_bytes())
-            } else {
-                scan::is_error_line(&line.chars().collect::<Vec<_>>())
-            };
-            if error {
-                found.push(scan::squeeze(line).chars().take(60).collect());
-                break;
-            }
+        let line = if text.is_ascii() {
+            // `splitlines`' ends in ASCII; "\r\n" as two, an empty line between: not an error line.
+            text.split(|c| matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e'))
+                .find(|line| scan::is_error_line(line.as_bytes()))
+        } else {
+            scan::splitlines(text)
+                .into_iter()
+                .find(|line| scan::is_error_line(&line.chars().collect::<Vec<_>>()))
+        };
+        if let Some(line) = line {
+            found.push(scan::squeeze(line).chars().take(60).collect());
         }
     }
     found
 }
 
 /// `_spans`: the backquoted code names of `text` and the text without them.
-fn spans(text: &str) -> (Vec<String>, Vec<char>) {
-    let chars: Vec<char> = text.chars().collect();
-    let text = scan::without_fences(&chars);
+fn spans<C: scan::Ch>(text: &[C]) -> (Vec<String>, Vec<C>) {
+    let text = scan::without_fences(text);
     let (mut names, mut kept) = (Vec::new(), Vec::with_capacity(text.len()));
     let mut pos = 0;
     while let Some((start, end)) = scan::span(&text, pos) {
@@ -357,10 +357,10 @@ fn spans(text: &str) -> (Vec<String>, Vec<char>) {
         let code = if is_path { Some(true) } else { code_span(name) };
         if code == Some(true) {
             if !is_path {
-                names.push(name.iter().collect());
+                names.push(scan::text(name));
             }
             kept.extend_from_slice(&text[pos..start]);
-            kept.push(' ');
+            kept.push(C::ascii(b' '));
             pos = end;
         } else if code.is_none() {
             kept.extend_from_slice(&text[pos..end - 1]);
@@ -375,8 +375,8 @@ fn spans(text: &str) -> (Vec<String>, Vec<char>) {
 }
 
 /// `_code_span`.
-fn code_span(name: &[char]) -> Option<bool> {
-    let text: String = name.iter().collect();
+fn code_span<C: scan::Ch>(name: &[C]) -> Option<bool> {
+    let text = scan::text(name);
     let words = scan::split(&text);
     if text != scan::strip(&text)
         || scan::has_sentence(name)
@@ -423,7 +423,11 @@ pub fn extract_facts(
     let plan = messages.iter().rev().find(|m| {
         m.role == "assistant"
             && !m.content.is_empty()
-            && scan::has_plan(&m.content.chars().collect::<Vec<_>>())
+            && if m.content.is_ascii() {
+                scan::has_plan(m.content.as_bytes())
+            } else {
+                scan::has_plan(&m.content.chars().collect::<Vec<_>>())
+            }
     });
     if let Some(m) = plan {
         facts.add(prose(PLAN, &m.content));
@@ -432,23 +436,10 @@ pub fn extract_facts(
         if m.written.is_empty() {
             continue;
         }
-        let written: Vec<char> = m.written.chars().collect();
-        for (a, b) in scan::paths(&written) {
-            facts.add(Some(Fact::verbatim(PATH, written[a..b].iter().collect())));
-        }
-        let (names, rest) = spans(&m.written);
-        for name in names {
-            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
-        }
-        let rest = scan::without_paths(&rest);
-        let mut found = Vec::new();
-        scan::identifiers(&rest, |name| {
-            if !scan::is_path(name) {
-                found.push(name.iter().collect::<String>());
-            }
-        });
-        for name in found {
-            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+        if m.written.is_ascii() {
+            written_facts(m.written.as_bytes(), &mut facts);
+        } else {
+            written_facts(&m.written.chars().collect::<Vec<_>>(), &mut facts);
         }
     }
     let errors = match context {
@@ -459,6 +450,27 @@ pub fn extract_facts(
         facts.add(Some(f));
     }
     facts.list
+}
+
+/// The paths and code names of what a message wrote (`written`).
+fn written_facts<C: scan::Ch>(written: &[C], facts: &mut Facts) {
+    for (a, b) in scan::paths(written) {
+        facts.add(Some(Fact::verbatim(PATH, scan::text(&written[a..b]))));
+    }
+    let (names, rest) = spans(written);
+    for name in names {
+        facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+    }
+    let rest = scan::without_paths(&rest);
+    let mut found = Vec::new();
+    scan::identifiers(&rest, |name| {
+        if !scan::is_path(name) {
+            found.push(scan::text(name));
+        }
+    });
+    for name in found {
+        facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+    }
 }
 
 /// `_error_facts`: errors in the tool results (of `wanted` positions, else
