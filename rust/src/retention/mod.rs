@@ -332,7 +332,7 @@ fn error_signatures(text: &str) -> Vec<String> {
     if found.is_empty() {
         let line = if text.is_ascii() {
             // `splitlines`' ends in ASCII; "\r\n" as two, an empty line between: not an error line.
-            text.split(|c| matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e'))
+            text.split(['\n', '\r', '\x0b', '\x0c', '\x1c', '\x1d', '\x1e'])
                 .find(|line| scan::is_error_line(line.as_bytes()))
         } else {
             scan::splitlines(text)
