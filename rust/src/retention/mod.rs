@@ -21,7 +21,8 @@
 mod classes;
 pub mod scan;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap as StdMap, HashSet as StdSet};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
@@ -43,6 +44,48 @@ const STOP_WORDS: &str = "that this with from have will would should could there
 than what when which where while into about after before been being also only just very more \
 most some such each other your yours please thanks need make sure like does done using used \
 file files code line lines here were they these those";
+
+/// The maps and sets of retention: keys are short or hashed once
+/// (`Key`), and nothing depends on their order, so a fast fixed hasher.
+type Hashing = foldhash::fast::FixedState;
+type HashMap<K, V> = StdMap<K, V, Hashing>;
+type HashSet<K> = StdSet<K, Hashing>;
+
+/// A chat message's identity: its JSON as rendered (equal text, equal
+/// messages), hashed once. Interned messages share the text, so equal keys
+/// are mostly found equal by pointer; the text is compared otherwise.
+#[derive(Debug, Clone)]
+pub struct Key {
+    hash: u64,
+    text: Arc<str>,
+}
+
+impl Key {
+    pub fn new(text: &str) -> Key {
+        Key {
+            hash: Hashing::default().hash_one(text),
+            text: Arc::from(text),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.hash == other.hash && self.text == other.text)
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
 
 fn stop(word: &str) -> bool {
     STOP_WORDS.split(' ').any(|w| w == word)
@@ -123,7 +166,7 @@ fn or_empty(value: Option<&Value>) -> String {
 #[derive(Debug)]
 pub struct Chat {
     /// Its identity (equal keys, equal messages): the JSON as rendered.
-    pub key: String,
+    pub key: Key,
     pub role: String,
     /// `content_text`.
     pub content: String,
@@ -142,7 +185,11 @@ pub struct Chat {
 impl Chat {
     /// A chat message (a JSON object) as retention reads it.
     pub fn new(value: &Value) -> Chat {
-        let key = value.to_string();
+        Chat::keyed(value, Key::new(&value.to_string()))
+    }
+
+    /// `new`, its key (`value` as text) already made.
+    fn keyed(value: &Value, key: Key) -> Chat {
         let get = |k: &str| value.get(k);
         let role = get("role").map(py_str).unwrap_or_default();
         let content = match get("content") {
@@ -215,7 +262,7 @@ impl Chat {
     /// `_words` of `text`.
     fn words(&self) -> &HashSet<String> {
         self.words.get_or_init(|| {
-            let mut out = HashSet::new();
+            let mut out = HashSet::default();
             scan::words(&self.text.to_lowercase(), |w| {
                 if !stop(w) {
                     out.insert(w.to_string());
@@ -250,7 +297,7 @@ fn plain(args: &str) -> String {
 fn prose(kind: u8, text: &str) -> Option<Fact> {
     let mut first: Vec<String> = Vec::new();
     let lowered = text.to_lowercase();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     scan::words(&lowered, |w| {
         if first.len() < PROSE_WORDS && !stop(w) && seen.insert(w.to_string()) {
             first.push(w.to_string());
@@ -269,30 +316,42 @@ fn prose(kind: u8, text: &str) -> Option<Fact> {
 
 /// `_error_signatures`.
 fn error_signatures(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
     let mut found: Vec<String> = Vec::new();
-    scan::error_names(&chars, |name| {
-        let name: String = name.iter().collect();
-        if !found.contains(&name) {
-            found.push(name);
-        }
-    });
-    if found.is_empty() {
-        for line in scan::splitlines(text) {
-            let chars: Vec<char> = line.chars().collect();
-            if scan::is_error_line(&chars) {
-                found.push(scan::squeeze(line).chars().take(60).collect());
-                break;
+    if scan::may_name_error(text) {
+        let mut each = |name: String| {
+            if !found.contains(&name) {
+                found.push(name);
             }
+        };
+        if text.is_ascii() {
+            scan::error_names(text.as_bytes(), |n| {
+                each(n.iter().map(|&c| c as char).collect())
+            });
+        } else {
+            let chars: Vec<char> = text.chars().collect();
+            scan::error_names(&chars, |n| each(n.iter().collect()));
+        }
+    }
+    if found.is_empty() {
+        let line = if text.is_ascii() {
+            // `splitlines`' ends in ASCII; "\r\n" as two, an empty line between: not an error line.
+            text.split(['\n', '\r', '\x0b', '\x0c', '\x1c', '\x1d', '\x1e'])
+                .find(|line| scan::is_error_line(line.as_bytes()))
+        } else {
+            scan::splitlines(text)
+                .into_iter()
+                .find(|line| scan::is_error_line(&line.chars().collect::<Vec<_>>()))
+        };
+        if let Some(line) = line {
+            found.push(scan::squeeze(line).chars().take(60).collect());
         }
     }
     found
 }
 
 /// `_spans`: the backquoted code names of `text` and the text without them.
-fn spans(text: &str) -> (Vec<String>, Vec<char>) {
-    let chars: Vec<char> = text.chars().collect();
-    let text = scan::without_fences(&chars);
+fn spans<C: scan::Ch>(text: &[C]) -> (Vec<String>, Vec<C>) {
+    let text = scan::without_fences(text);
     let (mut names, mut kept) = (Vec::new(), Vec::with_capacity(text.len()));
     let mut pos = 0;
     while let Some((start, end)) = scan::span(&text, pos) {
@@ -301,10 +360,10 @@ fn spans(text: &str) -> (Vec<String>, Vec<char>) {
         let code = if is_path { Some(true) } else { code_span(name) };
         if code == Some(true) {
             if !is_path {
-                names.push(name.iter().collect());
+                names.push(scan::text(name));
             }
             kept.extend_from_slice(&text[pos..start]);
-            kept.push(' ');
+            kept.push(C::ascii(b' '));
             pos = end;
         } else if code.is_none() {
             kept.extend_from_slice(&text[pos..end - 1]);
@@ -319,8 +378,8 @@ fn spans(text: &str) -> (Vec<String>, Vec<char>) {
 }
 
 /// `_code_span`.
-fn code_span(name: &[char]) -> Option<bool> {
-    let text: String = name.iter().collect();
+fn code_span<C: scan::Ch>(name: &[C]) -> Option<bool> {
+    let text = scan::text(name);
     let words = scan::split(&text);
     if text != scan::strip(&text)
         || scan::has_sentence(name)
@@ -367,7 +426,11 @@ pub fn extract_facts(
     let plan = messages.iter().rev().find(|m| {
         m.role == "assistant"
             && !m.content.is_empty()
-            && scan::has_plan(&m.content.chars().collect::<Vec<_>>())
+            && if m.content.is_ascii() {
+                scan::has_plan(m.content.as_bytes())
+            } else {
+                scan::has_plan(&m.content.chars().collect::<Vec<_>>())
+            }
     });
     if let Some(m) = plan {
         facts.add(prose(PLAN, &m.content));
@@ -376,23 +439,10 @@ pub fn extract_facts(
         if m.written.is_empty() {
             continue;
         }
-        let written: Vec<char> = m.written.chars().collect();
-        for (a, b) in scan::paths(&written) {
-            facts.add(Some(Fact::verbatim(PATH, written[a..b].iter().collect())));
-        }
-        let (names, rest) = spans(&m.written);
-        for name in names {
-            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
-        }
-        let rest = scan::without_paths(&rest);
-        let mut found = Vec::new();
-        scan::identifiers(&rest, |name| {
-            if !scan::is_path(name) {
-                found.push(name.iter().collect::<String>());
-            }
-        });
-        for name in found {
-            facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+        if m.written.is_ascii() {
+            written_facts(m.written.as_bytes(), &mut facts);
+        } else {
+            written_facts(&m.written.chars().collect::<Vec<_>>(), &mut facts);
         }
     }
     let errors = match context {
@@ -405,10 +455,31 @@ pub fn extract_facts(
     facts.list
 }
 
+/// The paths and code names of what a message wrote (`written`).
+fn written_facts<C: scan::Ch>(written: &[C], facts: &mut Facts) {
+    for (a, b) in scan::paths(written) {
+        facts.add(Some(Fact::verbatim(PATH, scan::text(&written[a..b]))));
+    }
+    let (names, rest) = spans(written);
+    for name in names {
+        facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+    }
+    let rest = scan::without_paths(&rest);
+    let mut found = Vec::new();
+    scan::identifiers(&rest, |name| {
+        if !scan::is_path(name) {
+            found.push(scan::text(name));
+        }
+    });
+    for name in found {
+        facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
+    }
+}
+
 /// `_error_facts`: errors in the tool results (of `wanted` positions, else
 /// all), resolved when a later result of the same tool had none.
 fn error_facts<'c>(history: impl Iterator<Item = &'c Chat>, wanted: Option<&[usize]>) -> Vec<Fact> {
-    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut names: HashMap<&str, &str> = HashMap::default();
     let mut results: Vec<(&str, &str, bool)> = Vec::new();
     let wanted: Option<HashSet<usize>> = wanted.map(|w| w.iter().copied().collect());
     for (i, m) in history.enumerate() {
@@ -425,17 +496,21 @@ fn error_facts<'c>(history: impl Iterator<Item = &'c Chat>, wanted: Option<&[usi
         }
     }
     let mut facts = Vec::new();
+    // Whether each result had no error, worked out once (a later result of the same tool).
+    let mut clean: Vec<Option<bool>> = vec![None; results.len()];
     for (i, &(tool, text, asked)) in results.iter().enumerate() {
         if !asked {
             continue;
         }
         let signatures = error_signatures(text);
+        clean[i] = Some(signatures.is_empty());
         if signatures.is_empty() {
             continue;
         }
-        let resolved = results[i + 1..]
-            .iter()
-            .any(|&(t, x, _)| t == tool && error_signatures(x).is_empty());
+        let resolved = (i + 1..results.len()).any(|j| {
+            let (t, x, _) = results[j];
+            t == tool && *clean[j].get_or_insert_with(|| error_signatures(x).is_empty())
+        });
         facts.extend(signatures.into_iter().map(|s| Fact {
             kind: ERROR,
             text: s,
@@ -457,9 +532,9 @@ pub struct Removed {
 
 /// `score_compaction(before, after, task=task)`.
 pub fn score_compaction(before: &[Arc<Chat>], after: &[Arc<Chat>], task: Option<&str>) -> Removed {
-    let kept_keys: HashSet<&str> = after.iter().map(|m| m.key.as_str()).collect();
+    let kept_keys: HashSet<&Key> = after.iter().map(|m| &m.key).collect();
     let gone: Vec<usize> = (0..before.len())
-        .filter(|&i| !kept_keys.contains(before[i].key.as_str()))
+        .filter(|&i| !kept_keys.contains(&before[i].key))
         .collect();
     if gone.is_empty() {
         return Removed::default();
@@ -499,12 +574,12 @@ pub struct RunRetention {
     facts: Vec<Fact>,
     index: HashMap<(u8, String), usize>,
     /// Messages in the prompt: key -> (copies, the message).
-    prompt: HashMap<String, (usize, Arc<Chat>)>,
+    prompt: HashMap<Key, (usize, Arc<Chat>)>,
     /// Prompt keys in the order they entered (where a fact is looked for first).
-    order: Vec<String>,
-    states: HashMap<String, Vec<usize>>,
-    holder: HashMap<usize, String>,
-    holds: HashMap<String, HashSet<usize>>,
+    order: Vec<Key>,
+    states: HashMap<Key, Vec<usize>>,
+    holder: HashMap<usize, Key>,
+    holds: HashMap<Key, HashSet<usize>>,
     lost: HashSet<usize>,
     task_seen: bool,
 }
@@ -571,25 +646,25 @@ impl RunRetention {
         if n == before.len() && n == sent.len() {
             return;
         }
-        let mut gone: HashMap<&str, usize> = HashMap::new();
-        let mut gone_order: Vec<&str> = Vec::new();
+        let mut gone: HashMap<&Key, usize> = HashMap::default();
+        let mut gone_order: Vec<&Key> = Vec::new();
         for m in &before[n..] {
-            let e = gone.entry(m.key.as_str()).or_insert(0);
-            if *e == 0 && !gone_order.contains(&m.key.as_str()) {
-                gone_order.push(m.key.as_str());
+            let e = gone.entry(&m.key).or_insert(0);
+            if *e == 0 && !gone_order.contains(&&m.key) {
+                gone_order.push(&m.key);
             }
             *e += 1;
         }
         let mut new = Vec::new();
         for m in &sent[n..] {
-            match gone.get_mut(m.key.as_str()) {
+            match gone.get_mut(&m.key) {
                 Some(times) if *times > 0 => *times -= 1,
                 _ => new.push(m.clone()),
             }
         }
         let mut orphans: Vec<usize> = Vec::new();
         for key in gone_order {
-            for _ in 0..gone[key] {
+            for _ in 0..gone[&key] {
                 orphans.extend(self.leave(key));
             }
         }
@@ -634,7 +709,7 @@ impl RunRetention {
     }
 
     /// One copy of `key` leaves; the facts it held when it was the last.
-    fn leave(&mut self, key: &str) -> Vec<usize> {
+    fn leave(&mut self, key: &Key) -> Vec<usize> {
         let slot = self.prompt.get_mut(key).expect("a message in the prompt");
         slot.0 -= 1;
         if slot.0 > 0 {
@@ -697,9 +772,13 @@ pub struct CallMarks<'c> {
 }
 
 /// Chat messages interned by key in one session (a message rendered alike
-/// twice is read once).
+/// twice is read once, and is one `Arc`: its key compares by pointer).
 #[derive(Default)]
-struct Interned(HashMap<String, Arc<Chat>>);
+struct Interned {
+    chats: HashMap<Arc<str>, Arc<Chat>>,
+    /// A message's rendering (its JSON array, as written) -> its chat messages.
+    renders: HashMap<Vec<u8>, Vec<Arc<Chat>>>,
+}
 
 impl Interned {
     fn render(
@@ -711,18 +790,23 @@ impl Interned {
     ) -> Result<Vec<Arc<Chat>>> {
         let mut out = Vec::new();
         crate::view::message_json(table, msg, render, thinking, &mut out)?;
+        if let Some(chats) = self.renders.get(&out) {
+            return Ok(chats.clone());
+        }
         let values: Vec<Value> = serde_json::from_slice(&out)
             .map_err(|e| CoreError::Config(format!("retention: a rendered message: {e}")))?;
-        Ok(values.iter().map(|v| self.chat(v)).collect())
+        let chats: Vec<Arc<Chat>> = values.iter().map(|v| self.chat(v)).collect();
+        self.renders.insert(out, chats.clone());
+        Ok(chats)
     }
 
     fn chat(&mut self, value: &Value) -> Arc<Chat> {
-        let key = value.to_string();
-        if let Some(c) = self.0.get(&key) {
+        let text = value.to_string();
+        if let Some(c) = self.chats.get(text.as_str()) {
             return c.clone();
         }
-        let c = Arc::new(Chat::new(value));
-        self.0.insert(key, c.clone());
+        let c = Arc::new(Chat::keyed(value, Key::new(&text)));
+        self.chats.insert(c.key.text.clone(), c.clone());
         c
     }
 }

@@ -5,9 +5,34 @@
 //! function names the Python pattern it stands for; the hypothesis test of
 //! tests/tuning/test_retention_core.py holds them to Python on random texts.
 //!
-//! Texts are slices of `char` (positions are code points, as in Python).
+//! Texts are slices of `char` (positions are code points, as in Python),
+//! or, where a function is generic over `C: Ch`, of the bytes of an ASCII
+//! text (one byte, one code point): the fast path, the same matches.
 
 use super::classes::{DIGIT, FOLDS, SPACE, WORD};
+
+/// A code point of a text: a `char`, or a byte of an ASCII text.
+pub trait Ch: Copy + Into<char> {
+    /// The ASCII character `b`.
+    fn ascii(b: u8) -> Self;
+}
+
+impl Ch for char {
+    fn ascii(b: u8) -> char {
+        b as char
+    }
+}
+
+impl Ch for u8 {
+    fn ascii(b: u8) -> u8 {
+        b
+    }
+}
+
+/// The text of code points `s`.
+pub fn text<C: Ch>(s: &[C]) -> String {
+    s.iter().map(|&c| c.into()).collect()
+}
 
 fn within(table: &[(u32, u32)], c: char) -> bool {
     let c = c as u32;
@@ -57,28 +82,36 @@ fn ci(c: char, letter: char) -> bool {
 }
 
 /// `word` (lowercase ASCII) at `at`, case-insensitively.
-fn ci_at(s: &[char], at: usize, word: &str) -> bool {
+fn ci_at<C: Ch>(s: &[C], at: usize, word: &str) -> bool {
     let mut i = at;
     for l in word.chars() {
         match s.get(i) {
-            Some(&c) if ci(c, l) => i += 1,
+            Some(&c) if ci(c.into(), l) => i += 1,
             _ => return false,
         }
     }
     true
 }
 
-fn at(s: &[char], i: usize, word: &str) -> bool {
-    (i..).zip(word.chars()).all(|(k, l)| s.get(k) == Some(&l))
+fn at<C: Ch>(s: &[C], i: usize, word: &str) -> bool {
+    (i..)
+        .zip(word.chars())
+        .all(|(k, l)| s.get(k).is_some_and(|&c| c.into() == l))
 }
 
-fn run(s: &[char], from: usize, class: impl Fn(char) -> bool) -> usize {
-    s.get(from..)
-        .map_or(0, |rest| rest.iter().take_while(|&&c| class(c)).count())
+fn run<C: Ch>(s: &[C], from: usize, class: impl Fn(char) -> bool) -> usize {
+    s.get(from..).map_or(0, |rest| {
+        rest.iter().take_while(|&&c| class(c.into())).count()
+    })
 }
 
-fn word_at(s: &[char], i: usize) -> bool {
-    s.get(i).is_some_and(|&c| is_word(c))
+/// The code point at `i`.
+fn get<C: Ch>(s: &[C], i: usize) -> Option<char> {
+    s.get(i).map(|&c| c.into())
+}
+
+fn word_at<C: Ch>(s: &[C], i: usize) -> bool {
+    s.get(i).is_some_and(|&c| is_word(c.into()))
 }
 
 /// Python's `str.split()`.
@@ -154,13 +187,13 @@ const EXTENSIONS: &[&str] = &[
 
 /// `_PATH` matched at `i` (its lookbehind apart): the end of the first
 /// match, in Python's order of trying, whose end `accept` takes.
-fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize> {
+fn path_at<C: Ch>(s: &[C], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize> {
     // (?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])
     let mut heads = Vec::with_capacity(3);
-    match s.get(i) {
+    match get(s, i) {
         Some('~') => heads.push(i + 1),
         Some('.') => {
-            if s.get(i + 1) == Some(&'.') {
+            if get(s, i + 1) == Some('.') {
                 heads.push(i + 2);
             }
             heads.push(i + 1);
@@ -169,7 +202,7 @@ fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize
     }
     heads.push(i);
     for p0 in heads {
-        let slashes: &[usize] = if s.get(p0) == Some(&'/') {
+        let slashes: &[usize] = if get(s, p0) == Some('/') {
             &[p0 + 1, p0]
         } else {
             &[p0]
@@ -179,7 +212,7 @@ fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize
             let mut p = p1;
             loop {
                 let r = run(s, p, in_path);
-                if r >= 1 && s.get(p + r) == Some(&'/') {
+                if r >= 1 && get(s, p + r) == Some('/') {
                     p += r + 1;
                     dirs.push(p);
                 } else {
@@ -190,7 +223,7 @@ fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize
                 let l = run(s, q, in_path);
                 for k in (0..=l).rev() {
                     let a = q + k;
-                    if !(word_at(s, a) && s.get(a + 1) == Some(&'.')) {
+                    if !(word_at(s, a) && get(s, a + 1) == Some('.')) {
                         continue;
                     }
                     let t = run(s, a + 2, |c| c.is_ascii_alphanumeric()).min(8);
@@ -205,7 +238,7 @@ fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize
     }
     // [\w-]+\.(?:py|...)(?![\w/])
     let l = run(s, i, |c| is_word(c) || c == '-');
-    if l >= 1 && s.get(i + l) == Some(&'.') {
+    if l >= 1 && get(s, i + l) == Some('.') {
         for ext in EXTENSIONS {
             if at(s, i + l + 1, ext) {
                 let e = i + l + 1 + ext.len();
@@ -218,16 +251,19 @@ fn path_at(s: &[char], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize
     None
 }
 
-fn path_start(s: &[char], i: usize) -> bool {
-    i == 0 || !(in_path(s[i - 1]) || s[i - 1] == '/')
+fn path_start<C: Ch>(s: &[C], i: usize) -> bool {
+    i == 0 || {
+        let c = s[i - 1].into();
+        !(in_path(c) || c == '/')
+    }
 }
 
-fn path_end(s: &[char], e: usize) -> bool {
-    s.get(e).is_none_or(|&c| !(is_word(c) || c == '/'))
+fn path_end<C: Ch>(s: &[C], e: usize) -> bool {
+    get(s, e).is_none_or(|c| !(is_word(c) || c == '/'))
 }
 
 /// `_PATH.finditer(s)`: the (start, end) of each match.
-pub fn paths(s: &[char]) -> Vec<(usize, usize)> {
+pub fn paths<C: Ch>(s: &[C]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let accept = |e: usize| path_end(s, e);
     let mut i = 0;
@@ -245,17 +281,17 @@ pub fn paths(s: &[char]) -> Vec<(usize, usize)> {
 }
 
 /// `_PATH.fullmatch(s)`.
-pub fn is_path(s: &[char]) -> bool {
+pub fn is_path<C: Ch>(s: &[C]) -> bool {
     !s.is_empty() && path_at(s, 0, &|e| e == s.len()).is_some()
 }
 
 /// `_PATH.sub(" ", s)`.
-pub fn without_paths(s: &[char]) -> Vec<char> {
+pub fn without_paths<C: Ch>(s: &[C]) -> Vec<C> {
     let mut out = Vec::with_capacity(s.len());
     let mut pos = 0;
     for (a, b) in paths(s) {
         out.extend_from_slice(&s[pos..a]);
-        out.push(' ');
+        out.push(C::ascii(b' '));
         pos = b;
     }
     out.extend_from_slice(&s[pos..]);
@@ -263,13 +299,13 @@ pub fn without_paths(s: &[char]) -> Vec<char> {
 }
 
 /// `_FENCE.sub("\n", s)`: runs of two backticks or more made a line break.
-pub fn without_fences(s: &[char]) -> Vec<char> {
+pub fn without_fences<C: Ch>(s: &[C]) -> Vec<C> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
         let n = run(s, i, |c| c == '`');
         if n >= 2 {
-            out.push('\n');
+            out.push(C::ascii(b'\n'));
             i += n;
         } else {
             out.push(s[i]);
@@ -280,12 +316,12 @@ pub fn without_fences(s: &[char]) -> Vec<char> {
 }
 
 /// `_SPAN.search(s, pos)`: (start, end) of `` `name` `` (the name inside).
-pub fn span(s: &[char], pos: usize) -> Option<(usize, usize)> {
+pub fn span<C: Ch>(s: &[C], pos: usize) -> Option<(usize, usize)> {
     let mut p = pos;
     while p < s.len() {
-        if s[p] == '`' {
+        if s[p].into() == '`' {
             let l = run(s, p + 1, |c| c != '`' && c != '\n');
-            if l >= 1 && s.get(p + 1 + l) == Some(&'`') {
+            if l >= 1 && get(s, p + 1 + l) == Some('`') {
                 return Some((p, p + l + 2));
             }
         }
@@ -295,11 +331,11 @@ pub fn span(s: &[char], pos: usize) -> Option<(usize, usize)> {
 }
 
 /// `_SENTENCE.search(s)`: `[.!?;] +[A-Z]`.
-pub fn has_sentence(s: &[char]) -> bool {
+pub fn has_sentence<C: Ch>(s: &[C]) -> bool {
     (0..s.len()).any(|i| {
-        matches!(s[i], '.' | '!' | '?' | ';') && {
+        matches!(s[i].into(), '.' | '!' | '?' | ';') && {
             let n = run(s, i + 1, |c| c == ' ');
-            n >= 1 && s.get(i + 1 + n).is_some_and(|c| c.is_ascii_uppercase())
+            n >= 1 && get(s, i + 1 + n).is_some_and(|c| c.is_ascii_uppercase())
         }
     })
 }
@@ -314,15 +350,15 @@ pub fn is_prose_word(w: &str) -> bool {
 }
 
 /// `_IDENT.finditer(s)`: each code name (the group that matched).
-pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
+pub fn identifiers<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
     let upper = |c: char| c.is_ascii_uppercase();
     let lower_digit = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     let alnum = |c: char| c.is_ascii_alphanumeric();
     let ends = |e: usize| !word_at(s, e);
     let mut i = 0;
     while i < s.len() {
-        let c = s[i];
-        if !(is_word(c) && (i == 0 || !is_word(s[i - 1]))) {
+        let c: char = s[i].into();
+        if !(is_word(c) && (i == 0 || !word_at(s, i - 1))) {
             i += 1;
             continue;
         }
@@ -330,7 +366,7 @@ pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
         // [A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+ then \b
         if letter_ {
             let a = i + 1 + run(s, i + 1, alnum);
-            if s.get(a) == Some(&'_') {
+            if get(s, a) == Some('_') {
                 let m = run(s, a + 1, |c| c.is_ascii_alphanumeric() || c == '_');
                 if m >= 1 && ends(a + 1 + m) {
                     each(&s[i..a + 1 + m]);
@@ -343,7 +379,7 @@ pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
         if c.is_ascii_lowercase() || c.is_ascii_uppercase() {
             let l = run(s, i + 1, lower_digit);
             let a = i + 1 + l;
-            if (c.is_ascii_lowercase() || l >= 1) && s.get(a).is_some_and(|&x| upper(x)) {
+            if (c.is_ascii_lowercase() || l >= 1) && get(s, a).is_some_and(upper) {
                 let e = a + 1 + run(s, a + 1, alnum);
                 if ends(e) {
                     each(&s[i..e]);
@@ -356,14 +392,13 @@ pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
         if letter_ {
             let mut p = i + 1 + run(s, i + 1, is_word);
             let mut parts = 0;
-            while s.get(p) == Some(&'.')
-                && s.get(p + 1)
-                    .is_some_and(|&x| x.is_ascii_alphabetic() || x == '_')
+            while get(s, p) == Some('.')
+                && get(s, p + 1).is_some_and(|x| x.is_ascii_alphabetic() || x == '_')
             {
                 p += 2 + run(s, p + 2, is_word);
                 parts += 1;
             }
-            if parts >= 1 && s.get(p) == Some(&'(') {
+            if parts >= 1 && get(s, p) == Some('(') {
                 each(&s[i..p]);
                 i = p + 1;
                 continue;
@@ -373,16 +408,26 @@ pub fn identifiers(s: &[char], mut each: impl FnMut(&[char])) {
     }
 }
 
+/// The texts each match of `_ERROR_NAME` holds: none of them, no match.
+const ERROR_MARKS: [&str; 4] = ["Error", "Exception", "panicked", "Segmentation fault"];
+
+/// Whether `_ERROR_NAME` may match in `s` (it holds one of `ERROR_MARKS`).
+pub fn may_name_error(s: &str) -> bool {
+    ERROR_MARKS
+        .iter()
+        .any(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes()).is_some())
+}
+
 /// `_ERROR_NAME.finditer(s)`: `\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b`.
-pub fn error_names(s: &[char], mut each: impl FnMut(&[char])) {
+pub fn error_names<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
     let mut i = 0;
     while i < s.len() {
-        if !(is_word(s[i]) && (i == 0 || !is_word(s[i - 1]))) {
+        if !(word_at(s, i) && (i == 0 || !word_at(s, i - 1))) {
             i += 1;
             continue;
         }
         let mut end = None;
-        if s[i].is_ascii_uppercase() {
+        if s[i].into().is_ascii_uppercase() {
             let l = run(s, i + 1, is_word);
             let e = i + 1 + l;
             if (l >= 5 && at(s, e - 5, "Error")) || (l >= 9 && at(s, e - 9, "Exception")) {
@@ -409,57 +454,163 @@ pub fn error_names(s: &[char], mut each: impl FnMut(&[char])) {
 }
 
 /// `_ERROR_LINE.match(line)`: `^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]`, ignoring case.
-pub fn is_error_line(s: &[char]) -> bool {
+pub fn is_error_line<C: Ch>(s: &[C]) -> bool {
     let k = run(s, 0, is_space);
     ["error", "fatal", "failed", "failure", "traceback"]
         .iter()
         .any(|w| {
             ci_at(s, k, w)
-                && s.get(k + w.len())
-                    .is_some_and(|&c| c == ':' || c == '(' || is_space(c))
+                && s.get(k + w.len()).is_some_and(|&c| {
+                    let c = c.into();
+                    c == ':' || c == '(' || is_space(c)
+                })
         })
 }
 
 /// `_PLAN.search(s)`, ignoring case, `^` at each line:
 /// `^\s*(?:\d+[.)]|- \[[ x]\]|step \d+)\s+\S|\b(?:plan|next steps?)\b`.
-pub fn has_plan(s: &[char]) -> bool {
+pub fn has_plan<C: Ch>(s: &[C]) -> bool {
     let n = s.len();
     let rest = |p: usize| {
         let w = run(s, p, is_space);
         w >= 1 && p + w < n
     };
     for i in 0..=n {
-        if i == 0 || s[i - 1] == '\n' {
+        if i == 0 || s[i - 1].into() == '\n' {
             let k = i + run(s, i, is_space);
             let d = run(s, k, is_digit);
-            if d >= 1 && matches!(s.get(k + d), Some('.' | ')')) && rest(k + d + 1) {
+            if d >= 1 && matches!(get(s, k + d), Some('.' | ')')) && rest(k + d + 1) {
                 return true;
             }
             if at(s, k, "- [")
-                && s.get(k + 3).is_some_and(|&c| c == ' ' || ci(c, 'x'))
-                && s.get(k + 4) == Some(&']')
+                && get(s, k + 3).is_some_and(|c| c == ' ' || ci(c, 'x'))
+                && get(s, k + 4) == Some(']')
                 && rest(k + 5)
             {
                 return true;
             }
-            if ci_at(s, k, "step") && s.get(k + 4) == Some(&' ') {
+            if ci_at(s, k, "step") && get(s, k + 4) == Some(' ') {
                 let d = run(s, k + 5, is_digit);
                 if d >= 1 && rest(k + 5 + d) {
                     return true;
                 }
             }
         }
-        if i < n && is_word(s[i]) && (i == 0 || !is_word(s[i - 1])) {
+        if i < n && word_at(s, i) && (i == 0 || !word_at(s, i - 1)) {
             if ci_at(s, i, "plan") && !word_at(s, i + 4) {
                 return true;
             }
-            if ci_at(s, i, "next") && s.get(i + 4) == Some(&' ') && ci_at(s, i + 5, "step") {
+            if ci_at(s, i, "next") && get(s, i + 4) == Some(' ') && ci_at(s, i + 5, "step") {
                 let e = i + 9;
-                if (s.get(e).is_some_and(|&c| ci(c, 's')) && !word_at(s, e + 1)) || !word_at(s, e) {
+                if (get(s, e).is_some_and(|c| ci(c, 's')) && !word_at(s, e + 1)) || !word_at(s, e) {
                     return true;
                 }
             }
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ASCII texts put together from pieces each pattern reads.
+    fn texts() -> Vec<String> {
+        let pieces = [
+            "src/app/main.py",
+            "../lib/x.rs",
+            "~/.config/t.toml",
+            "./run.sh",
+            "a/b/c.d.ts",
+            "README.md",
+            "x.pyx/",
+            "snake_case_x",
+            "camelCase",
+            "HttpServerError",
+            "os.path.join(",
+            "`code_name`",
+            "`two words here now`",
+            "``",
+            "ValueError",
+            "panicked at",
+            "Segmentation fault",
+            "MyException",
+            "error: bad",
+            "Fatal( x",
+            "Traceback (x",
+            "1. first",
+            "- [x] done",
+            "Step 3 go",
+            "the plan is",
+            "next steps",
+            "Kelvin",
+            "\r\n",
+            "\x1c",
+            " ",
+            "\t",
+            "\n",
+            ".",
+            "`",
+            "x",
+            "A",
+        ];
+        let mut out = Vec::new();
+        for (i, a) in pieces.iter().enumerate() {
+            for (j, b) in pieces.iter().enumerate() {
+                let c = pieces[(i * 7 + j * 3) % pieces.len()];
+                out.push(format!("{a}{b} {c}\n{b}{a}"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn retention_scans_read_ascii_bytes_as_they_read_chars() {
+        for t in texts() {
+            let (b, c) = (t.as_bytes(), t.chars().collect::<Vec<char>>());
+            assert_eq!(paths(b), paths(&c), "{t:?}");
+            assert_eq!(is_path(b), is_path(&c), "{t:?}");
+            assert_eq!(text(&without_paths(b)), text(&without_paths(&c)), "{t:?}");
+            assert_eq!(text(&without_fences(b)), text(&without_fences(&c)), "{t:?}");
+            assert_eq!(span(b, 0), span(&c, 0), "{t:?}");
+            assert_eq!(has_sentence(b), has_sentence(&c), "{t:?}");
+            assert_eq!(has_plan(b), has_plan(&c), "{t:?}");
+            assert_eq!(is_error_line(b), is_error_line(&c), "{t:?}");
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            identifiers(b, |n| x.push(text(n)));
+            identifiers(&c, |n| y.push(text(n)));
+            assert_eq!(x, y, "{t:?}");
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            error_names(b, |n| x.push(text(n)));
+            error_names(&c, |n| y.push(text(n)));
+            assert_eq!(x, y, "{t:?}");
+            // the prefilter passes every text with a match
+            assert!(y.is_empty() || may_name_error(&t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn retention_error_names_need_their_marks() {
+        let mut found = Vec::new();
+        for t in [
+            "ValueError x",
+            "x panicked",
+            "Segmentation fault",
+            "MyException",
+            "KeyErr",
+        ] {
+            error_names(t.as_bytes(), |n| found.push(text(n)));
+            assert_eq!(may_name_error(t), t != "KeyErr", "{t:?}");
+        }
+        assert_eq!(
+            found,
+            [
+                "ValueError",
+                "panicked",
+                "Segmentation fault",
+                "MyException"
+            ]
+        );
+    }
 }
