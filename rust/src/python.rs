@@ -1332,6 +1332,79 @@ struct ResumeRetention(
     std::sync::Mutex<std::collections::HashMap<String, crate::retention::Carried>>,
 );
 
+/// The per-session resume states of `replay_resume`'s lists (each as long
+/// as `heads`, or a `ConfigError` naming their lengths).
+fn resume_states(
+    py: Python<'_>,
+    heads: Vec<usize>,
+    hidden: Vec<Vec<bool>>,
+    first_calls: Vec<usize>,
+    baselines: Vec<u64>,
+    last_times: Vec<Option<i64>>,
+    stalled: Vec<bool>,
+) -> PyResult<Vec<Resume>> {
+    let n = heads.len();
+    let lengths = [
+        hidden.len(),
+        first_calls.len(),
+        baselines.len(),
+        last_times.len(),
+        stalled.len(),
+    ];
+    if lengths != [n; 5] {
+        return Err(to_pyerr(
+            py,
+            CoreError::Config(format!(
+                "replay_resume: heads, hidden, first_calls, baselines, last_times and stalled \
+                 have {n}, {}, {}, {}, {} and {} entries",
+                hidden.len(),
+                first_calls.len(),
+                baselines.len(),
+                last_times.len(),
+                stalled.len()
+            )),
+        ));
+    }
+    Ok((0..n)
+        .zip(hidden)
+        .map(|(s, hidden)| Resume {
+            head: heads[s],
+            hidden,
+            first_call: first_calls[s],
+            baseline: baselines[s],
+            last_time: last_times[s],
+            stalled: stalled[s],
+        })
+        .collect())
+}
+
+/// The retention state `carried` holds (taken out of it: a handle resumes
+/// once), or an `InvalidUsageError` naming what was passed instead.
+fn take_carried(
+    py: Python<'_>,
+    carried: Option<&Bound<'_, PyAny>>,
+) -> PyResult<std::collections::HashMap<String, crate::retention::Carried>> {
+    let Some(handle) = carried else {
+        return Ok(Default::default());
+    };
+    let handle = handle
+        .extract::<PyRef<'_, ResumeRetention>>()
+        .map_err(|_| {
+            let kind = handle
+                .get_type()
+                .name()
+                .map_or("?".into(), |n| n.to_string());
+            to_pyerr(
+                py,
+                CoreError::InvalidUsage(format!(
+                    "replay_resume: carried is a {kind}, not what replay_resume returned"
+                )),
+            )
+        })?;
+    let mut map = handle.0.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(std::mem::take(&mut *map))
+}
+
 /// `replay` of sessions the caller resumes after a summary (`replay::resume`;
 /// a session with `heads` 0, `first_calls` 0, `baselines` 0 and no last
 /// time is walked from its start). `table` holds each session as the live
@@ -1377,59 +1450,16 @@ fn replay_resume(
     system: Option<String>,
     carried: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Py<PyAny>>> {
-    let n = heads.len();
-    let lengths = [
-        hidden.len(),
-        first_calls.len(),
-        baselines.len(),
-        last_times.len(),
-        stalled.len(),
-    ];
-    if lengths != [n; 5] {
-        return Err(to_pyerr(
-            py,
-            CoreError::Config(format!(
-                "replay_resume: heads, hidden, first_calls, baselines, last_times and stalled \
-                 have {n}, {}, {}, {}, {} and {} entries",
-                hidden.len(),
-                first_calls.len(),
-                baselines.len(),
-                last_times.len(),
-                stalled.len()
-            )),
-        ));
-    }
-    let mut carried =
-        match carried {
-            None => Default::default(),
-            Some(handle) => {
-                let handle =
-                    handle
-                        .extract::<PyRef<'_, ResumeRetention>>()
-                        .map_err(|_| {
-                            to_pyerr(
-                                py,
-                                CoreError::InvalidUsage(format!(
-                        "replay_resume: carried is a {}, not what replay_resume returned",
-                        handle.get_type().name().map_or("?".into(), |n| n.to_string())
-                    )),
-                            )
-                        })?;
-                let mut map = handle.0.lock().unwrap_or_else(|e| e.into_inner());
-                std::mem::take(&mut *map)
-            }
-        };
-    let states: Vec<Resume> = (0..n)
-        .zip(hidden)
-        .map(|(s, hidden)| Resume {
-            head: heads[s],
-            hidden,
-            first_call: first_calls[s],
-            baseline: baselines[s],
-            last_time: last_times[s],
-            stalled: stalled[s],
-        })
-        .collect();
+    let states = resume_states(
+        py,
+        heads,
+        hidden,
+        first_calls,
+        baselines,
+        last_times,
+        stalled,
+    )?;
+    let mut carried = take_carried(py, carried)?;
     let (config, facts) = replay_inputs(
         py,
         (view, mask),

@@ -24,8 +24,9 @@ cache, and at what price, is the provider's rule, applied here at pricing
 An entry expires when the next call comes after the cache's lifetime (5
 minutes; Anthropic's 1-hour cache with ``cache="1h"``, and under the
 default for a run that recorded writing 1-hour entries: ``price_calls``'
-``lifetimes``); calls without timestamps are taken as within it. ``cache="off"`` prices every prompt token
-at the input price, as if the provider had no cache.
+``lifetimes``); calls without timestamps are taken as within it.
+``cache="off"`` prices every prompt token at the input price, as if the
+provider had no cache.
 
 The reads are an upper bound where a policy rewrites the prompt's middle
 (masking an old output): Anthropic reads only up to a breakpoint written
