@@ -102,6 +102,19 @@ def _typed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> CompactionErr
     return None
 
 
+def _read_skipping(tmp_path: Path, data: bytes, fmt: str | None) -> Any:
+    """``data`` read as a file with bad lines skipped; None where the reader
+    refused it with a typed error (an internal error is raised: a bug)."""
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(data)
+    try:
+        return read_jsonl(path, fmt, on_error="skip")
+    except InternalError:
+        raise
+    except CompactionError:
+        return None
+
+
 def _names_the_file(error: CompactionError | None) -> None:
     """A reader's error names the file it was reading."""
     assert error is None or "fuzz.jsonl" in str(error), error
@@ -237,13 +250,8 @@ def test_the_plan_answers_bad_tables_with_typed_errors(
 def test_the_plan_answers_bad_bytes_with_typed_errors(
     tmp_path: Path, data: bytes, fmt: str | None, policy: dict | None, shape: Any
 ) -> None:
-    path = tmp_path / "fuzz.jsonl"
-    path.write_bytes(data)
-    try:
-        read = read_jsonl(path, fmt, on_error="skip")
-    except InternalError:
-        raise
-    except CompactionError:
+    read = _read_skipping(tmp_path, data, fmt)
+    if read is None:
         return
     _typed(cc.plan, read.table, policy, shape=shape)
 
@@ -333,13 +341,8 @@ LIMITS = {"context": 2_000, "output": 200}
 def test_replay_answers_bad_bytes_with_typed_errors(
     tmp_path: Path, data: bytes, fmt: str | None, policy: Any, as_sent: Any
 ) -> None:
-    path = tmp_path / "fuzz.jsonl"
-    path.write_bytes(data)
-    try:
-        read = read_jsonl(path, fmt, on_error="skip")
-    except InternalError:
-        raise
-    except CompactionError:
+    read = _read_skipping(tmp_path, data, fmt)
+    if read is None:
         return
     _typed(cc.replay, read.transcript, policy, limits=LIMITS, as_sent=as_sent)
 
