@@ -209,6 +209,7 @@ def test_a_score_below_one_never_reads_as_one() -> None:
     assert shown_score(0.99987) == "0.9999"
     assert shown_score(0.9995) == "0.9995"
     assert shown_score(1 - 1e-12) == "0.999999999"
+    assert shown_score(float("nan")) == "nan"
     for value in (0.99987, 0.9999999, 1 - 1e-15, 0.99951):
         for text in (shown_score(value), _cell("retention", value), _shown("retention", value)):
             assert float(text) < 1.0, text

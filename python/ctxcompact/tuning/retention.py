@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -538,7 +539,7 @@ class RunRetention:
 def shown_score(value: float) -> str:
     """A retention as text: three decimals, more where three would round a
     loss away (0.99987 is "0.9999"; only a score of 1.0 reads "1.000")."""
-    if value >= 1.0:
+    if value >= 1.0 or math.isnan(value):  # a NaN reads "nan", never a near-1 score
         return f"{value:.3f}"
     for places in range(3, 10):
         text = f"{value:.{places}f}"
