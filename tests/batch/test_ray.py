@@ -205,6 +205,87 @@ def test_a_grid_on_ray_with_an_as_sent_baseline_equals_the_local_one(
         assert got < whole
 
 
+def _claude_code_run(path: Path, sid: str, break_at: int) -> None:
+    """A Claude Code session that wrote 1-hour cache entries, its calls 10
+    minutes apart (past the 5-minute lifetime, within the hour), each
+    reading the previous prompt except call ``break_at`` (the runtime broke
+    its cache: only the system prompt read)."""
+    import json
+
+    def event(kind: str, uuid: str, seconds: int, **more: object) -> dict[str, object]:
+        stamp = f"2026-02-11T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
+        return {"type": kind, "uuid": uuid, "sessionId": sid, "isSidechain": False,
+                "timestamp": stamp, **more}  # fmt: skip
+
+    lines = [event("user", "u0", 0, message={"role": "user", "content": "fix the bug " * 300})]
+    prompt = 3_000
+    for i in range(8):
+        read = 2_000 if i in (0, break_at) else prompt
+        prompt += 900
+        usage = {"input_tokens": 3, "cache_read_input_tokens": read, "output_tokens": 40,
+                 "cache_creation_input_tokens": prompt - read,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 0,
+                                    "ephemeral_1h_input_tokens": prompt - read}}  # fmt: skip
+        message = {
+            "id": f"msg_{i}",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "usage": usage,
+            "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": "f"}}
+            ],
+        }
+        lines.append(event("assistant", f"a{i}", 600 * i + 1, requestId=f"r{i}",
+                           message=message))  # fmt: skip
+        lines.append(
+            event(
+                "user",
+                f"r{i}",
+                600 * i + 2,
+                message={
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"t{i}",
+                            "content": "code line\n" * 400,
+                        }
+                    ],
+                },
+            )
+        )
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_a_grid_on_ray_keeps_each_runs_cache_lifetime_and_breaks_as_the_local_one(
+    local_ray: None, tmp_path: Path
+) -> None:
+    """A run that wrote 1-hour entries keeps them an hour on Ray too, and its
+    recorded cache break is every point's, as in ``tune``."""
+    from ctxcompact.tuning import replay, tune, tune_dataset
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for k in range(2):
+        _claude_code_run(tmp_path / f"s{k}.jsonl", f"cc-{k}", break_at=4 + k)
+        table = cc.read_sessions(tmp_path / f"s{k}.jsonl").table
+        pq.write_table(table, folder / f"s{k}.parquet")
+    table = cc.read_sessions([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"]).table
+    grid = {"preset": ["opencode", "swe-agent"]}
+    limits = {"context": 200_000, "output": 8_000}
+    model = "claude-sonnet-4-5"
+    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits, model=model)
+    local = tune(table, grid, limits=limits, model=model, workers=1)
+    order = [(k, "ascending") for k in ("policy", "session_id", "call")]
+    assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
+    assert on_ray.points.equals(local.points)
+    # priced as replay prices each run (its lifetime, its break)
+    alone = replay(table, "swe-agent", limits=limits, model=model).summary
+    assert alone["cache_break_calls"] == 2
+    assert on_ray.summaries["preset=swe-agent"]["baseline_cost"] == pytest.approx(
+        alone["baseline_cost"])  # fmt: skip
+
+
 def test_a_failed_rerun_leaves_the_outputs_as_they_were(
     local_ray: None, files: tuple[Path, pa.Table], tmp_path: Path
 ) -> None:

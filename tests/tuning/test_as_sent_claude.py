@@ -260,6 +260,164 @@ def test_claude_codes_cache_reads_and_writes_are_replayed_as_it_wrote_them(
     assert since.to_pylist()[5] == pytest.approx(1260.0)
 
 
+def broken_file(tmp_path: Path, at: int | None, steps: int = 14, system: int = 2_000,
+                times: list[float] | None = None) -> Path:  # fmt: skip
+    """A session whose calls recorded reading the previous prompt, written
+    for 5 minutes, except call ``at`` (``None``: none), where the runtime
+    broke its cache: it read only the system prompt and tools (``system``)
+    and wrote the history again, as Claude Code did after a task
+    notification. Each call is 20 s after the previous unless ``times``."""
+    times = times if times is not None else [20.0 * i for i in range(steps)]
+    plain = write(tmp_path / "plain.jsonl", session_lines(steps, 99, None, times))
+    sent = replay(cc.read_sessions(plain).table, limits=WIDE).calls
+    prompts = [p + system for p in sent["baseline_prompt_tokens"].to_pylist()]
+    usage = []
+    for i, p in enumerate(prompts):
+        read = system if i in (0, at) else prompts[i - 1]
+        usage.append(
+            {
+                "input_tokens": 3,
+                "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": p - read - 3,
+                "output_tokens": 40,
+            }
+        )
+    name = f"broken-{at}.jsonl"
+    return write(tmp_path / name, session_lines(steps, 99, usage, times))
+
+
+def test_a_recorded_cache_break_caps_every_policys_cache_at_that_call(tmp_path: Path) -> None:
+    """The runtime's break is an event of the run: the baseline and every
+    policy write their history again at that call, and only there."""
+    broken = cc.read_sessions(broken_file(tmp_path, at=10)).table
+    intact = cc.read_sessions(broken_file(tmp_path, at=None)).table
+    model = "claude-sonnet-4-5"  # reads from 1,024 tokens
+    for policy in ("opencode", "swe-agent", "anthropic-clear-tool-uses"):
+        got = replay(broken, policy, limits=WIDE, model=model, calibrate=True)
+        was = replay(intact, policy, limits=WIDE, model=model, calibrate=True)
+        (row,) = got.sessions.to_pylist()
+        assert (row["cache_breaks"], was.sessions.to_pylist()[0]["cache_breaks"]) == (1, 0)
+        (entry,) = got.summary["cache_breaks"]
+        assert entry["cache_break_calls"] == [10] and got.summary["cache_break_calls"] == 1
+        calls, before = got.calls.to_pylist(), was.calls.to_pylist()
+        prefix = calls[0]["baseline_cached_tokens"]  # what the first call read: the system prompt
+        assert prefix == 2_000
+        for i, (c, b) in enumerate(zip(calls, before, strict=True)):
+            assert c["prompt_tokens"] == b["prompt_tokens"], i
+            if i != 10:
+                assert (c["cached_tokens"], c["baseline_cached_tokens"]) == (
+                    b["cached_tokens"], b["baseline_cached_tokens"]), i  # fmt: skip
+        # call 10 read only what precedes the history: the policy's and the baseline's alike
+        assert calls[10]["cached_tokens"] == calls[10]["baseline_cached_tokens"] == prefix
+        assert calls[10]["written_tokens"] == calls[10]["prompt_tokens"] - prefix
+        assert before[10]["baseline_cached_tokens"] > 2 * prefix
+        assert before[10]["cached_tokens"] > prefix
+        assert entry["cache_break_tokens"] == before[10]["baseline_cached_tokens"] - prefix
+        # the writes recorded are the replay's, within the calibration's noise
+        c_got = got.summary["costs"][model]
+        c_was = was.summary["costs"][model]
+        moved = before[10]["baseline_cached_tokens"] - prefix
+        assert c_got["baseline_written_tokens"] == c_was["baseline_written_tokens"] + moved
+        assert c_got["baseline_written_tokens"] == pytest.approx(
+            got.summary["recorded_written_tokens"], rel=0.02)  # fmt: skip
+        assert c_got["written_tokens"] > c_was["written_tokens"]
+
+
+def test_a_break_reaching_an_earlier_call_caps_at_that_calls_prompt(tmp_path: Path) -> None:
+    """A read that reaches an earlier call's prompt (a breakpoint written
+    before) keeps that much of each policy's prompt cached."""
+    steps, system = 14, 2_000
+    times = [20.0 * i for i in range(steps)]
+    plain = write(tmp_path / "plain.jsonl", session_lines(steps, 99, None, times))
+    prompts = [
+        p + system
+        for p in replay(cc.read_sessions(plain).table, limits=WIDE)
+        .calls["baseline_prompt_tokens"]
+        .to_pylist()
+    ]
+    reads = [system, *prompts[:-1]]
+    reads[11] = prompts[2] + 10  # call 11 read what call 2 sent, and a little more
+    usage = [{"input_tokens": 3, "cache_read_input_tokens": r,
+              "cache_creation_input_tokens": p - r - 3, "output_tokens": 40}
+             for p, r in zip(prompts, reads, strict=True)]  # fmt: skip
+    path = write(tmp_path / "early.jsonl", session_lines(steps, 99, usage, times))
+    got = replay(cc.read_sessions(path).table, "opencode", limits=WIDE, calibrate=True)
+    calls = got.calls.to_pylist()
+    assert got.summary["cache_breaks"][0]["cache_break_calls"] == [11]
+    assert calls[11]["baseline_cached_tokens"] == calls[2]["baseline_prompt_tokens"]
+    intact = write(
+        tmp_path / "intact.jsonl",
+        session_lines(
+            steps,
+            99,
+            [
+                {**u, "cache_read_input_tokens": r, "cache_creation_input_tokens": p - r - 3}
+                for u, p, r in zip(usage, prompts, [system, *prompts[:-1]], strict=True)
+            ],
+            times,
+        ),
+    )
+    was = replay(cc.read_sessions(intact).table, "opencode", limits=WIDE, calibrate=True)
+    raw = was.calls.to_pylist()[11]["cached_tokens"]
+    assert calls[11]["cached_tokens"] == min(raw, calls[2]["prompt_tokens"]) < raw
+
+
+def test_a_grid_caps_every_point_at_a_recorded_break_as_replay_does(tmp_path: Path) -> None:
+    from ctxcompact.tuning import tune
+
+    table = cc.read_sessions(broken_file(tmp_path, at=10)).table
+    model = "claude-sonnet-4-5"
+    tuned = tune(table, {"preset": ["opencode", "swe-agent"]}, limits=WIDE, model=model,
+                 workers=1)  # fmt: skip
+    for name, policy in (("preset=opencode", "opencode"), ("preset=swe-agent", "swe-agent")):
+        alone = replay(table, policy, limits=WIDE, model=model).summary
+        assert alone["cache_break_calls"] == 1
+        got = tuned.summaries[name]
+        assert (got["cost"], got["baseline_cost"]) == pytest.approx(
+            (alone["cost"], alone["baseline_cost"]))  # fmt: skip
+
+
+def test_the_cli_reports_each_runs_breaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_run import invoke
+
+    path = str(broken_file(tmp_path, at=10))
+    args = ("replay", path, "--context", "1000000", "--price", "claude-sonnet-4-5", "--calibrate")
+    code, out, _ = invoke(monkeypatch, capsys, *args, "--json")
+    assert code == 0
+    (entry,) = json.loads(out)["cache_breaks"]
+    assert (entry["session_id"], entry["cache_breaks"], entry["cache_break_calls"]) == (
+        SID,
+        1,
+        [10],
+    )
+    code, out, _ = invoke(monkeypatch, capsys, *args)
+    assert code == 0 and "cache breaks the runs recorded: 1 run(s)" in out
+    assert f"{SID}: 1 call(s) [10], {entry['cache_break_tokens']:,} tokens written again" in out
+
+
+def test_a_pause_past_the_lifetime_is_an_expiry_not_a_break(tmp_path: Path) -> None:
+    times = [20.0 * i for i in range(14)]
+    times[10:] = [t + 900 for t in times[10:]]  # 15 minutes before call 10: the entry expired
+    got = replay(cc.read_sessions(broken_file(tmp_path, at=10, times=times)).table,
+                 limits=WIDE, model="claude-sonnet-4-5", calibrate=True)  # fmt: skip
+    assert got.sessions.to_pylist()[0]["cache_breaks"] == 0
+    assert got.summary["cache_breaks"] == [] and got.summary["cache_break_tokens"] == 0
+    # priced as expired: the call writes its whole prompt (the fixture's
+    # recorded call read the system prompt: 2,000 tokens more written here)
+    c = got.summary["costs"]["claude-sonnet-4-5"]
+    assert c["baseline_written_tokens"] == pytest.approx(
+        got.summary["recorded_written_tokens"] + 2_000, rel=0.01)  # fmt: skip
+
+
+def test_a_run_without_recorded_reads_has_no_breaks(tmp_path: Path) -> None:
+    table = cc.read_sessions(write(tmp_path / "s.jsonl", session_lines(8, 99, None))).table
+    got = replay(table, limits=WIDE, calibrate=True)
+    assert got.sessions.to_pylist()[0]["cache_breaks"] is None
+    assert got.summary["cache_breaks"] == [] and got.summary["cache_break_calls"] == 0
+
+
 CORPUS = os.environ.get("CLAUDE_CODE_CORPUS")
 
 
@@ -268,10 +426,11 @@ CORPUS = os.environ.get("CLAUDE_CODE_CORPUS")
 def test_real_claude_code_corpus() -> None:
     """The corpus folder read as one input (each subagent a session of its
     own) and replayed once: exactly the recorded calls per session; prompt
-    and cache reads within 5% in total, cache writes within 15% (measured
-    -14.1%, docs/tuning.md has the per-session table: Claude Code re-read
-    from the system prompt on most calls after a background task's
-    notification, which the replay does not model)."""
+    and cache reads and writes within 5% in total (docs/tuning.md has the
+    per-session table; the writes were
+    -14.1% before the recorded cache breaks, ``tuning.cache.cache_breaks``:
+    Claude Code re-read from the system prompt on most calls after a
+    background task's notification)."""
     assert CORPUS is not None
     got = replay(cc.read_sessions(CORPUS).table, limits={"context": 200_000, "output": 32_000},
                  model="claude-opus-4-6", as_sent="auto", calibrate=True)  # fmt: skip
@@ -282,7 +441,8 @@ def test_real_claude_code_corpus() -> None:
     assert s["calls"] == s["recorded_calls"]
     assert s["baseline_prompt_tokens"] == pytest.approx(s["recorded_prompt_tokens"], rel=0.05)
     assert c["baseline_cached_tokens"] == pytest.approx(s["recorded_cached_tokens"], rel=0.05)
-    assert c["baseline_written_tokens"] == pytest.approx(s["recorded_written_tokens"], rel=0.15)
+    assert c["baseline_written_tokens"] == pytest.approx(s["recorded_written_tokens"], rel=0.05)
+    assert s["cache_break_calls"] >= 4  # the task notifications at least
 
 
 def test_tune_prices_a_runs_cache_lifetime_as_replay_does(tmp_path: Path) -> None:

@@ -159,3 +159,51 @@ def test_the_cli_reports_each_calibrated_run(
     assert fit["session_id"] == "cli-run" and fit["calibration_slope"] == pytest.approx(1.5, 0.01)
     code, text, _ = invoke(monkeypatch, capsys, *args)
     assert code == 0 and "calibrated runs: 1" in text and "cli-run: 6 calls" in text
+
+
+def with_reads(run: dict[str, Any], calls: list[dict[str, Any]], broken: int | None,
+               reads: bool = True) -> dict[str, Any]:  # fmt: skip
+    """``run`` with each call's usage as OpenAI records it: its prompt (the
+    estimate plus 2,000 tokens of system prompt and tools) and, with
+    ``reads``, ``cached_tokens``: the previous prompt, rounded down to
+    128-token steps, except call ``broken``, which read only the system
+    prompt (the provider's cache missed)."""
+    estimate = {c["message_id"]: c["baseline_prompt_tokens"] + 2_000 for c in calls}
+    out: list[dict[str, Any]] = []
+    previous, call = 0, 0
+    for i, m in enumerate(run["messages"]):
+        mid = f"{run['id']}-m{i:06d}"
+        if m["role"] == "assistant":
+            usage: dict[str, Any] = {"prompt_tokens": estimate[mid], "completion_tokens": 10}
+            read = 1_920 if call in (0, broken) else previous
+            if reads:
+                usage["prompt_tokens_details"] = {"cached_tokens": read - read % 128}
+            m = {**m, "usage": usage}
+            previous, call = estimate[mid], call + 1
+        out.append(m)
+    return {**run, "messages": out}
+
+
+def test_an_openai_log_shows_a_cache_miss_as_a_break_and_no_reads_change_nothing() -> None:
+    run = chat_run("oa", 9)
+    estimated = replay(formats.read(run, "openai-chat"), limits=WIDE).calls.to_pylist()
+    broken = replay(formats.read(with_reads(run, estimated, 6), "openai-chat"), limits=WIDE,
+                    model="gpt-4o", calibrate=True)  # fmt: skip
+    intact = replay(formats.read(with_reads(run, estimated, None), "openai-chat"), limits=WIDE,
+                    model="gpt-4o", calibrate=True)  # fmt: skip
+    (row,) = broken.sessions.to_pylist()
+    assert (row["cache_breaks"], intact.sessions.to_pylist()[0]["cache_breaks"]) == (1, 0)
+    assert broken.summary["cache_breaks"][0]["cache_break_calls"] == [6]
+    got, was = broken.calls.to_pylist(), intact.calls.to_pylist()
+    # call 6 reads only what precedes the history, as the first call read
+    assert got[6]["baseline_cached_tokens"] == got[6]["cached_tokens"] == 1_920
+    assert was[6]["baseline_cached_tokens"] > got[6]["baseline_cached_tokens"]
+    assert [c for i, c in enumerate(got) if i != 6] == [c for i, c in enumerate(was) if i != 6]
+    # the same log without cached_tokens: no reads recorded, no break, nothing changes
+    plain = replay(formats.read(with_reads(run, estimated, 6, reads=False), "openai-chat"),
+                   limits=WIDE, model="gpt-4o")  # fmt: skip
+    unbroken = replay(formats.read(with_reads(run, estimated, None, reads=False),
+                                   "openai-chat"), limits=WIDE, model="gpt-4o")  # fmt: skip
+    assert plain.sessions.to_pylist()[0]["cache_breaks"] is None
+    assert plain.summary["cache_breaks"] == [] and plain.summary["cache_break_calls"] == 0
+    assert plain.calls.equals(unbroken.calls)

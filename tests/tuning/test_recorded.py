@@ -183,3 +183,12 @@ def test_the_table_reader_gives_what_each_session_records() -> None:
         want = [recorded_usage(s) for s in Transcript(table).to_sessions() if s.messages]
         assert recorded_usage_table(table, message_facts(table)) == want, path
         assert recorded_usage_table(table) == want, path
+
+
+def test_swe_agent_runs_record_no_cache_reads_and_have_no_breaks() -> None:
+    """SWE-agent records its run's totals, not each call's reads: no break
+    is read from it (tuning.cache.cache_breaks)."""
+    sessions = [s for path in SWE[:6] for s in formats.read(path)]
+    got = replay(sessions, limits=WIDE, model="gpt-4o", calibrate=True)
+    assert got.sessions["cache_breaks"].null_count == got.sessions.num_rows
+    assert got.summary["cache_breaks"] == [] and got.summary["cache_break_calls"] == 0

@@ -315,6 +315,14 @@ def _show_policies(title: str, rows: list[dict[str, Any]], extra: dict[str, Any]
                     f"-> {fit['residual_p50']:.1%} / {fit['residual_p95']:.1%}"
                 )
             continue
+        elif key == "cache_breaks" and isinstance(value, list):
+            # tuning.cache.cache_breaks: every policy writes again at these calls
+            typer.echo(f"cache breaks the runs recorded: {len(value)} run(s)")
+            for b in value:
+                typer.echo(f"  {b['session_id']}: {b['cache_breaks']} call(s) "
+                           f"{b['cache_break_calls']}, {b['cache_break_tokens']:,} tokens "
+                           "written again")  # fmt: skip
+            continue
         elif key == "front" and isinstance(value, list):
             value = ", ".join(_labels(rows).get(str(v), str(v)) for v in value) or "-"
         typer.echo(f"{key.replace('_', ' ')}: {value}")
@@ -438,6 +446,7 @@ def replay(
     tables: list[pa.Table] = []
     choices: list[dict[str, Any]] | None = None
     fits: list[dict[str, Any]] | None = None
+    breaks: list[dict[str, Any]] | None = None
     bigger = _Bigger()
     counted: str | None = None
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
@@ -450,6 +459,7 @@ def replay(
         s = result.summary
         choices = s.get("as_sent", choices)  # per run: the same under every policy
         fits = s.get("calibration", fits)  # per run: the same under every policy
+        breaks = s.get("cache_breaks", breaks)  # per run: the same under every policy
         counted = s.get("count")  # which count the run got (tuning/counts.py)
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
@@ -475,6 +485,8 @@ def replay(
         extra["as_sent"] = choices
     if fits is not None:
         extra["calibration"] = fits
+    if breaks:
+        extra["cache_breaks"] = breaks
     _show_policies("replay", rows, extra, as_json, cfg, calls=tables.__getitem__)
     bigger.note()
 

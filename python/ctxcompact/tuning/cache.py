@@ -28,6 +28,14 @@ default for a run that recorded writing 1-hour entries: ``price_calls``'
 ``cache="off"`` prices every prompt token at the input price, as if the
 provider had no cache.
 
+A **recorded cache break** (``cache_breaks``) is the runtime invalidating
+its cache where the replay would read it: a call whose recorded cache read
+is under ``BREAK_SHARE`` of the prefix it shares with the previous call (a
+changed system prompt or tools, an expiry the timestamps do not show, a
+task notification), within the run's lifetime. It is an event of the run,
+not of the policy: every policy's cached prefix at that call (the
+baseline's too) is capped where the recorded read reaches.
+
 The reads are an upper bound where a policy rewrites the prompt's middle
 (masking an old output): Anthropic reads only up to a breakpoint written
 before, and the replay counts the common prefix with the previous prompt.
@@ -224,6 +232,83 @@ def price_calls(calls: pa.Table, sheet: Sheet,
             "saved": baseline - cost, **totals, "price_row": sheet.row.as_dict()}  # fmt: skip
 
 
+#: A call reads under this share of the prefix it shares with the previous
+#: call: a recorded cache break (``cache_breaks``). Measured on the real
+#: Claude Code corpus (docs/tuning.md): 861 of 872 calls read 99% or more of
+#: it, the partial rewrites 69-95%, the breaks 0-28%.
+BREAK_SHARE = 0.75
+
+#: A shared prefix shorter than this (recorded tokens) shows no break: no
+#: provider reads under 1,024 tokens (OpenAI's minimum, Anthropic's least).
+BREAK_MIN_TOKENS = 1_024
+
+#: The rule ``cache_breaks`` applies, as ``summary["cache_break_rule"]`` says it.
+CACHE_BREAK = (
+    "a call that recorded reading under half the prefix the replay says it shares with "
+    "the previous call (that share of the previous call's recorded prompt; at least 1,024 "
+    "tokens), sent within the run's cache lifetime, is a cache break the runtime made: at "
+    "that call every policy's cached prefix, the baseline's too, is capped at its prompt of "
+    "the newest earlier call whose recorded prompt the recorded read reaches (a breakpoint "
+    "written before), else at the prefix a call sharing nothing reads"
+)
+
+
+def cache_breaks(calls: pa.Table, recorded: Mapping[tuple[str, str], tuple[int, int]],
+                 lifetimes: Mapping[str, float], prefixes: Mapping[str, int],
+                 ttl_s: float = 300.0) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
+    """``calls`` (``CALL_SCHEMA``, calibrated or not) with the cache breaks
+    each run recorded applied (``CACHE_BREAK``), and per session id that
+    records per-call cache reads: ``cache_breaks`` (how many calls),
+    ``cache_break_tokens`` (the baseline's tokens read before, written now)
+    and ``cache_break_calls`` (their indices). ``recorded``: (session id,
+    message id) -> (recorded prompt, recorded cache read) per call
+    (``calibrated.recorded_calls``); a run none of whose calls read from the
+    cache records no reads and has no entry (nothing changes).
+    ``lifetimes``: per run, its entries' lifetime (``recorded.recorded_lifetimes``;
+    others ``ttl_s``): a call after a longer pause expired by the lifetime
+    rule, no break. ``prefixes``: per run, what a prompt sharing nothing
+    with the previous one reads (the calibrated run's first recorded read,
+    ``calibrated.CACHED_PREFIX``; else 0)."""
+    reading = {sid for (sid, _), (_, read) in recorded.items() if read > 0}
+    out: dict[str, dict[str, Any]] = {
+        sid: {"cache_breaks": 0, "cache_break_tokens": 0, "cache_break_calls": []}
+        for sid in reading}  # fmt: skip
+    if not reading:
+        return calls, out
+    rows = calls.to_pylist()
+    earlier: list[tuple[int, int, int]] = []  # (recorded prompt, prompt, baseline prompt)
+    previous: dict[str, Any] | None = None
+    for row in rows:
+        sid = row["session_id"]
+        if previous is None or previous["session_id"] != sid:
+            earlier, previous = [], None
+        record = recorded.get((sid, row["message_id"]))
+        last = recorded.get((sid, previous["message_id"])) if previous is not None else None
+        gap, lifetime = row["since_previous_s"], lifetimes.get(sid, ttl_s)
+        if (sid in reading and record is not None and last is not None
+                and previous is not None and previous["baseline_prompt_tokens"] > 0
+                and (gap is None or gap <= lifetime)):  # fmt: skip
+            share = row["baseline_cached_tokens"] / previous["baseline_prompt_tokens"]
+            shared = share * last[0]
+            read = record[1]
+            if shared >= BREAK_MIN_TOKENS and read < BREAK_SHARE * shared:
+                at = next((e for e in reversed(earlier) if e[0] <= read), None)
+                prefix = prefixes.get(sid, 0)
+                cap, base_cap = (at[1], at[2]) if at is not None else (prefix, prefix)
+                before = row["baseline_cached_tokens"]
+                row["cached_tokens"] = min(row["cached_tokens"], cap)
+                row["baseline_cached_tokens"] = min(before, base_cap)
+                row["written_tokens"] = row["prompt_tokens"] - row["cached_tokens"]
+                mine = out[sid]
+                mine["cache_breaks"] += 1
+                mine["cache_break_tokens"] += before - row["baseline_cached_tokens"]
+                mine["cache_break_calls"].append(row["call"])
+        if record is not None:
+            earlier.append((record[0], row["prompt_tokens"], row["baseline_prompt_tokens"]))
+        previous = row
+    return pa.Table.from_pylist(rows, schema=calls.schema), out
+
+
 def model_names(model: str | Sequence[str] | None) -> list[str]:
     """``model`` as a list of names (``None``: none): a name, or several (a
     sheet each; the first is the ``cost``), each once."""
@@ -249,12 +334,16 @@ def model_names(model: str | Sequence[str] | None) -> list[str]:
 
 
 __all__ = [
+    "BREAK_MIN_TOKENS",
+    "BREAK_SHARE",
+    "CACHE_BREAK",
     "CACHE_MODES",
     "DEFAULT_RULES",
     "PROVIDERS",
     "CacheRule",
     "Sheet",
     "bill_prompt",
+    "cache_breaks",
     "check_cache",
     "model_names",
     "price_calls",

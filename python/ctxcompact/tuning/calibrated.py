@@ -24,8 +24,10 @@ from typing import Any
 import pyarrow as pa
 
 from ctxcompact._core import calibration_fit
+from ctxcompact.formats.source import claude_code_compact_boundary
 from ctxcompact.live.calibration import Calibration, prompt_tokens
 from ctxcompact.models import TokenUsage
+from ctxcompact.tuning.cache import cache_breaks
 from ctxcompact.tuning.engine import Facts, plain_strings
 
 #: Per session: the fit and the residual (null: no per-call record).
@@ -57,6 +59,43 @@ def recorded_calls(table: pa.Table, facts: Facts) -> dict[tuple[str, str], tuple
     return out
 
 
+def own_compactions(table: pa.Table, facts: Facts) -> set[tuple[str, str]]:
+    """(session id, message id) of each call that follows a run's own
+    compaction (a Claude Code ``compact_boundary``): its small recorded read
+    is the run's policy (``as_sent="own"``), not a cache break."""
+    if not facts.starts:
+        return set()
+    sids = plain_strings(table.column("session_id")).take(pa.array(facts.starts)).to_pylist()
+    out: set[tuple[str, str]] = set()
+    pending: set[str] = set()
+    for sid, info in zip(sids, facts.infos, strict=True):
+        if not info:
+            continue
+        if claude_code_compact_boundary(info.get("source")):
+            pending.add(sid)
+        elif sid in pending and info.get("role") == "assistant":
+            out.add((sid, info["id"]))
+            pending.discard(sid)
+    return out
+
+
+def recorded_breaks(table: pa.Table, facts: Facts, calls: pa.Table,
+                    recorded: dict[tuple[str, str], tuple[int, int]],
+                    lifetimes: dict[str, float], calibrated: bool,
+                    ttl_s: float) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
+    """``tuning.cache.cache_breaks`` of ``calls`` (a replay's, or a grid
+    point's) from the per-call reads the runs of ``table`` recorded
+    (``recorded_calls``), leaving out the calls after a run's own compaction
+    (``own_compactions``); a call sharing nothing reads the run's first
+    recorded read when ``calibrated`` (``CACHED_PREFIX``), else nothing."""
+    if not any(read for _, read in recorded.values()):
+        return calls, {}
+    own = own_compactions(table, facts)
+    usable = {k: v for k, v in recorded.items() if k not in own} if own else recorded
+    prefixes = first_reads(calls, recorded) if calibrated else {}
+    return cache_breaks(calls, usable, lifetimes, prefixes, ttl_s)
+
+
 def recorded_prompts(table: pa.Table, facts: Facts) -> dict[tuple[str, str], int]:
     """(session id, message id) -> the prompt tokens its call recorded, for
     each assistant message with a usage that is not all zeros."""
@@ -81,16 +120,33 @@ CACHED_PREFIX = (
 )
 
 
-def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
-                    usable: int | None) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
+def first_reads(calls: pa.Table,
+                recorded: dict[tuple[str, str], tuple[int, int]]) -> dict[str, int]:  # fmt: skip
+    """Per session id of ``calls``: what its first call recorded reading from
+    the cache (0: no record), the prefix a prompt sharing nothing with the
+    previous one reads once calibrated (``CACHED_PREFIX``)."""
+    out: dict[str, int] = {}
+    sids, mids = calls["session_id"].to_pylist(), calls["message_id"].to_pylist()
+    for sid, mid in zip(sids, mids, strict=True):
+        if sid not in out:
+            first = recorded.get((sid, mid))
+            out[sid] = first[1] if first is not None else 0
+    return out
+
+
+def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts, usable: int | None,
+                    recorded: dict[tuple[str, str], tuple[int, int]] | None = None,
+                    ) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
     """``calls`` with each run's prompt estimates calibrated from its recorded
     usage (``over_window`` of the calibrated prompt against ``usable``, the
     input window: ``Limits.usable``), and per session id its fit
     (``CALIBRATION_SCHEMA``; every run of ``calls`` has an entry, null where
     it recorded no call). A call whose prompt shares nothing with the
     previous one reads the prefix the run's first call read
-    (``CACHED_PREFIX``)."""
-    recorded = recorded_calls(table, facts)
+    (``CACHED_PREFIX``). ``recorded``: ``recorded_calls(table, facts)``,
+    when read already."""
+    recorded = recorded if recorded is not None else recorded_calls(table, facts)
+    prefixes = first_reads(calls, recorded)
     rows = calls.to_pylist()
     by_session: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -107,8 +163,7 @@ def calibrate_calls(table: pa.Table, calls: pa.Table, facts: Facts,
         values = (n, slope, intercept, before50, before95, after50, after95)
         fits[sid] = dict(zip(CALIBRATION_SCHEMA.names, values, strict=True))
         fit = Calibration(slope, intercept, n, after50, after95)
-        first = recorded.get((sid, mine[0]["message_id"]))
-        prefix = first[1] if first is not None else 0
+        prefix = prefixes[sid]
         for r in mine:
             r["prompt_tokens"], r["cached_tokens"] = _calibrated(
                 fit, r["prompt_tokens"], r["cached_tokens"], prefix)  # fmt: skip
@@ -123,6 +178,9 @@ __all__ = [
     "CACHED_PREFIX",
     "CALIBRATION_SCHEMA",
     "calibrate_calls",
+    "first_reads",
+    "own_compactions",
+    "recorded_breaks",
     "recorded_calls",
     "recorded_prompts",
 ]

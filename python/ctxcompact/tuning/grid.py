@@ -48,11 +48,13 @@ from ctxcompact.transcript import Transcript, relocate, unique_sessions
 from ctxcompact.transcript.schema import typed_columns
 from ctxcompact.tuning.as_sent import AsSent, SentBaseline, choose_baseline, parse_as_sent
 from ctxcompact.tuning.cache import Sheet, model_names
+from ctxcompact.tuning.calibrated import recorded_breaks, recorded_calls
 from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow
 from ctxcompact.tuning.recorded import recorded_lifetimes, recorded_usage, recorded_usage_table
 from ctxcompact.tuning.replay import (
+    CACHE_TTL_S,
     CALL_SCHEMA,
     check_config,
     check_number,
@@ -296,6 +298,13 @@ def _replay_table(
             tables = [calls for calls, _ in applied]
             if choices is not None:
                 choices.extend(applied[0][1])
+        # The cache breaks the runs recorded, at the same calls for every point
+        # and its baseline (tuning.cache.cache_breaks), as replay applies them.
+        per_call = recorded_calls(table, facts)
+        if any(read for _, read in per_call.values()):
+            lifetimes = recorded_lifetimes(usage or recorded_usage_table(table, facts))
+            tables = [recorded_breaks(table, facts, calls, per_call, lifetimes, False,
+                                      CACHE_TTL_S)[0] for calls in tables]  # fmt: skip
     except CompactionError as e:
         if locate is None or e.row is None:
             raise
@@ -561,37 +570,53 @@ def pareto(xs: Sequence[float], ys: Sequence[float], feasible: Sequence[bool]) -
 #: The column a Ray task adds to its calls: its run's as-sent choice (JSON).
 _CHOICE = "as_sent_choice"
 
+#: The column a Ray task adds to its calls: its run's cache lifetime
+#: (``recorded.recorded_lifetimes``; null: the default), read where the run is.
+_LIFETIME = "cache_lifetime_s"
+
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int,
                 as_sent: AsSent | SentBaseline | None = None) -> pa.Table:  # fmt: skip
     from ctxcompact.batch.ray_data import _regroup
 
-    if as_sent is None:
-        return _replay_table(_regroup(batch), grid_points, threads=threads)
-    # A block holds whole sessions and the choice is per run: each task
-    # chooses for its own runs and hands the choices back beside the calls.
+    # A block holds whole sessions and the choice and the lifetime are per
+    # run: each task reads them for its own runs and hands them back beside
+    # the calls.
     choices: list[dict[str, Any]] = []
-    calls = _replay_table(_regroup(batch), grid_points, threads=threads, as_sent=as_sent,
-                          choices=choices)  # fmt: skip
+    usage: list[dict[str, Any]] = []
+    calls = _replay_table(_regroup(batch), grid_points, threads=threads, recorded=usage,
+                          as_sent=as_sent, choices=choices)  # fmt: skip
+    sids = calls["session_id"].to_pylist()
+    lifetimes = recorded_lifetimes(usage)
+    calls = calls.append_column(_LIFETIME, pa.array([lifetimes.get(s) for s in sids],
+                                                    pa.float64()))  # fmt: skip
+    if as_sent is None:
+        return calls
     by_id = {c["session_id"]: json.dumps(c) for c in choices}
-    return calls.append_column(_CHOICE, pa.array(
-        [by_id[s] for s in calls["session_id"].to_pylist()], pa.string()))  # fmt: skip
+    return calls.append_column(_CHOICE, pa.array([by_id[s] for s in sids], pa.string()))
 
 
-def _split_choices(parts: list[pa.Table]) -> tuple[list[pa.Table], list[dict[str, Any]]]:
-    """The Ray tasks' calls without their ``_CHOICE`` column, and each run's
-    choice once, in the order the tasks' calls give them."""
+def _split_choices(parts: list[pa.Table]) -> tuple[list[pa.Table], list[dict[str, Any]],
+                                                   dict[str, float]]:  # fmt: skip
+    """The Ray tasks' calls without their ``_CHOICE`` and ``_LIFETIME``
+    columns, each run's choice once, in the order the tasks' calls give them,
+    and each run's cache lifetime where it has one."""
     seen: dict[str, dict[str, Any]] = {}
+    lifetimes: dict[str, float] = {}
     out = []
     for t in parts:
-        if _CHOICE not in t.column_names:
-            out.append(t)
-            continue
-        for text in pc.unique(t[_CHOICE]).to_pylist():
-            choice = json.loads(text)
-            seen.setdefault(choice["session_id"], choice)
-        out.append(t.drop_columns([_CHOICE]))
-    return out, list(seen.values())
+        if _LIFETIME in t.column_names:
+            kept = t.filter(pc.is_valid(t[_LIFETIME]))
+            lifetimes |= dict(zip(kept["session_id"].to_pylist(), kept[_LIFETIME].to_pylist(),
+                                  strict=True))  # fmt: skip
+            t = t.drop_columns([_LIFETIME])
+        if _CHOICE in t.column_names:
+            for text in pc.unique(t[_CHOICE]).to_pylist():
+                choice = json.loads(text)
+                seen.setdefault(choice["session_id"], choice)
+            t = t.drop_columns([_CHOICE])
+        out.append(t)
+    return out, list(seen.values()), lifetimes
 
 
 def tune_dataset(
@@ -630,10 +655,11 @@ def tune_dataset(
                                       as_sent=sent_as),
                               batch_format="pyarrow", batch_size=None,
                               num_cpus=num_cpus)  # fmt: skip
-    parts, choices = _split_choices([t for t in ray.get(out.to_arrow_refs()) if t.num_rows])
+    parts, choices, lifetimes = _split_choices(
+        [t for t in ray.get(out.to_arrow_refs()) if t.num_rows])  # fmt: skip
     calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
         GRID_CALL_SCHEMA.empty_table())  # fmt: skip
-    tuned = results(calls, grid_points, price)
+    tuned = results(calls, grid_points, price, lifetimes=lifetimes)
     return dataclasses.replace(tuned, as_sent=choices) if sent_as is not None else tuned
 
 

@@ -68,8 +68,13 @@ from ctxcompact.tuning.as_sent import (
     choose_baseline,
     parse_as_sent,
 )
-from ctxcompact.tuning.cache import Sheet, check_cache, model_names, price_calls
-from ctxcompact.tuning.calibrated import CALIBRATION_SCHEMA, calibrate_calls
+from ctxcompact.tuning.cache import CACHE_BREAK, Sheet, check_cache, model_names, price_calls
+from ctxcompact.tuning.calibrated import (
+    CALIBRATION_SCHEMA,
+    calibrate_calls,
+    recorded_breaks,
+    recorded_calls,
+)
 from ctxcompact.tuning.counts import count_label, with_run_method
 from ctxcompact.tuning.engine import engine_calls, message_facts
 from ctxcompact.tuning.prices import Price, PriceRow, row_for
@@ -278,11 +283,17 @@ def replay(
         calls, choices = as_sent_baseline(table, calls, recorded, sent_as, cfg, window, system,
                                           calibrate)  # fmt: skip
     fits: dict[str, dict[str, Any]] | None = None
+    per_call = recorded_calls(table, facts)
     if calibrate:
-        calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg))
+        calls, fits = calibrate_calls(table, calls, facts, window.usable(cfg), per_call)
+    lifetimes = recorded_lifetimes(recorded)
+    # The cache breaks the runs recorded, for the baseline and the policy alike
+    # (tuning.cache.cache_breaks).
+    calls, breaks = recorded_breaks(table, facts, calls, per_call, lifetimes, calibrate,
+                                    CACHE_TTL_S)  # fmt: skip
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(),
-               **summarize_calls(calls, sheets, lifetimes=recorded_lifetimes(recorded)),
+               **summarize_calls(calls, sheets, lifetimes=lifetimes),
                "count": count_label(cfg.estimate_method)}  # fmt: skip
     per_session = per_session_table(calls, recorded)
     per_session = per_session.append_column(
@@ -302,6 +313,15 @@ def replay(
                 key, pa.array([fits[s][key] for s in ids], kind))  # fmt: skip
         summary["calibration"] = [{"session_id": s, **fits[s]} for s in ids
                                   if fits[s]["calibration_calls"] is not None]  # fmt: skip
+    for key in ("cache_breaks", "cache_break_tokens"):  # null: the run records no reads
+        per_session = per_session.append_column(
+            key, pa.array([breaks[s][key] if s in breaks else None for s in ids], pa.int64())
+        )
+    summary["cache_breaks"] = [{"session_id": s, **breaks[s]} for s in ids
+                               if s in breaks and breaks[s]["cache_breaks"]]  # fmt: skip
+    summary["cache_break_calls"] = sum(b["cache_breaks"] for b in breaks.values())
+    summary["cache_break_tokens"] = sum(b["cache_break_tokens"] for b in breaks.values())
+    summary["cache_break_rule"] = CACHE_BREAK
     baseline = dict(zip(ids, per_session["baseline_prompt_tokens"].to_pylist(), strict=True))
     summary |= recorded_totals(recorded, baseline)
     return Replay(calls=calls, sessions=per_session, summary=summary)
