@@ -397,6 +397,27 @@ def test_the_cli_reports_each_runs_breaks(
     assert f"{SID}: 1 call(s) [10], {entry['cache_break_tokens']:,} tokens written again" in out
 
 
+def test_the_runs_own_compaction_is_no_break(tmp_path: Path) -> None:
+    """A call after Claude Code's compaction read only the system prompt: the
+    run's policy, not a break, even with the baseline sent whole; a run that
+    carries its own prune marks has none read either."""
+    import pyarrow as pa
+
+    table = cc.read_sessions(recorded_file(tmp_path)).table
+    whole = replay(table, limits=WIDE, model="claude-opus-4-6", calibrate=True)
+    assert whole.summary["cache_break_calls"] == 0
+    assert whole.sessions.to_pylist()[0]["cache_breaks"] == 0
+    broken = cc.read_sessions(broken_file(tmp_path, at=10)).table
+    assert replay(broken, limits=WIDE, calibrate=True).summary["cache_break_calls"] == 1
+    marks = broken["compacted_at"].to_pylist()
+    marks[5] = 1_770_000_000_000  # a part the run pruned itself
+    at = broken.schema.get_field_index("compacted_at")
+    pruned = broken.set_column(at, "compacted_at", pa.array(marks, broken["compacted_at"].type))
+    got = replay(pruned, limits=WIDE, calibrate=True)
+    assert got.summary["cache_break_calls"] == 0
+    assert got.sessions.to_pylist()[0]["cache_breaks"] is None
+
+
 def test_a_pause_past_the_lifetime_is_an_expiry_not_a_break(tmp_path: Path) -> None:
     times = [20.0 * i for i in range(14)]
     times[10:] = [t + 900 for t in times[10:]]  # 15 minutes before call 10: the entry expired

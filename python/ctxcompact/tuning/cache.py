@@ -249,7 +249,8 @@ CACHE_BREAK = (
     "tokens), sent within the run's cache lifetime, is a cache break the runtime made: at "
     "that call every policy's cached prefix, the baseline's too, is capped at its prompt of "
     "the newest earlier call whose recorded prompt the recorded read reaches (a breakpoint "
-    "written before), else at the prefix a call sharing nothing reads"
+    "written before), else at the prefix a call sharing nothing reads; a call after the "
+    "run's own compaction, or in a run that carries its own prune marks, is none"
 )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ctxcompact._core import calibration_fit
 from ctxcompact.formats.source import claude_code_compact_boundary
@@ -59,24 +60,34 @@ def recorded_calls(table: pa.Table, facts: Facts) -> dict[tuple[str, str], tuple
     return out
 
 
-def own_compactions(table: pa.Table, facts: Facts) -> set[tuple[str, str]]:
-    """(session id, message id) of each call that follows a run's own
-    compaction (a Claude Code ``compact_boundary``): its small recorded read
-    is the run's policy (``as_sent="own"``), not a cache break."""
+def own_compactions(table: pa.Table, facts: Facts) -> tuple[set[tuple[str, str]], set[str]]:
+    """The run's own compactions, whose small recorded reads are its policy,
+    not cache breaks: (session id, message id) of each call after a Claude
+    Code ``compact_boundary`` (``as_sent="own"``) or a summary message of the
+    run's own (the ``summary`` column), and the sessions that carry their
+    own prune marks (``compacted_at``: the prompt's middle changed where the
+    run pruned, which the replay does not place)."""
     if not facts.starts:
-        return set()
-    sids = plain_strings(table.column("session_id")).take(pa.array(facts.starts)).to_pylist()
+        return set(), set()
+    index = pa.array(facts.starts)
+    sids = plain_strings(table.column("session_id")).take(index).to_pylist()
+    summaries = (table.column("summary").take(index).to_pylist()
+                 if "summary" in table.column_names else [None] * len(sids))  # fmt: skip
+    pruned: set[str] = set()
+    if "compacted_at" in table.column_names:
+        marked = pc.is_valid(table.column("compacted_at"))
+        pruned = set(plain_strings(table.column("session_id").filter(marked)).to_pylist())
     out: set[tuple[str, str]] = set()
     pending: set[str] = set()
-    for sid, info in zip(sids, facts.infos, strict=True):
+    for sid, info, summary in zip(sids, facts.infos, summaries, strict=True):
         if not info:
             continue
-        if claude_code_compact_boundary(info.get("source")):
+        if summary or claude_code_compact_boundary(info.get("source")):
             pending.add(sid)
         elif sid in pending and info.get("role") == "assistant":
             out.add((sid, info["id"]))
             pending.discard(sid)
-    return out
+    return out, pruned
 
 
 def recorded_breaks(table: pa.Table, facts: Facts, calls: pa.Table,
@@ -90,8 +101,8 @@ def recorded_breaks(table: pa.Table, facts: Facts, calls: pa.Table,
     recorded read when ``calibrated`` (``CACHED_PREFIX``), else nothing."""
     if not any(read for _, read in recorded.values()):
         return calls, {}
-    own = own_compactions(table, facts)
-    usable = {k: v for k, v in recorded.items() if k not in own} if own else recorded
+    own, pruned = own_compactions(table, facts)
+    usable = {k: v for k, v in recorded.items() if k not in own and k[0] not in pruned}
     prefixes = first_reads(calls, recorded) if calibrated else {}
     return cache_breaks(calls, usable, lifetimes, prefixes, ttl_s)
 
