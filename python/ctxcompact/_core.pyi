@@ -20,6 +20,7 @@ __all__ = [
     "anthropic_body",
     "calibration_fit",
     "chat_counts",
+    "chat_list_json",
     "chat_rows",
     "check_table",
     "cleared_placeholder",
@@ -180,6 +181,13 @@ def chat_rows(
     chat-list mode: ``ingest_bytes`` of an ``openai-chat`` line that also
     reads Anthropic content blocks; each result's chat index in its tool
     part's ``result_source["ctxcompact_at"]``."""
+
+def chat_list_json(messages: Any, *, session: str) -> bytes | None:
+    """``messages`` (a list of dicts of plain JSON values) as the JSON the
+    chat mapper reads: ``{"id": session, "messages": [...]}``, no message's
+    own ``id``, each ``tool`` message tagged with its index under
+    ``ctxcompact_at``; None when a value is one only ``json.dumps`` writes
+    (a subclass, a lone surrogate, a NaN, an object...)."""
 
 def turn_end(messages: Sequence[tuple[str, bool]]) -> int | None: ...
 def mark_rows(compacted_at: Any, rows: Any, now_ms: int) -> Any: ...

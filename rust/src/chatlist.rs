@@ -73,13 +73,50 @@ fn result_at(table: &PartTable<'_>, row: usize) -> Result<Option<usize>> {
     let Some(text) = table.part_json.as_ref().and_then(|c| c.get(row)) else {
         return Ok(None);
     };
-    let part: Value = serde_json::from_str(text)
+    let source: ResultSource = serde_json::from_str(text)
         .map_err(|e| CoreError::Internal(format!("the chat mapper's part_json: {e}")))?;
-    Ok(part
-        .get("result_source")
+    Ok(source
+        .0
+        .as_ref()
         .and_then(|s| s.get(AT))
         .and_then(Value::as_u64)
         .map(|n| n as usize))
+}
+
+/// A part's `result_source` (the last, if named twice), read from its JSON
+/// object without building the rest: the call's input and output, most of
+/// its bytes, are skipped by the parser.
+struct ResultSource(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for ResultSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(ResultSourceVisitor)
+    }
+}
+
+struct ResultSourceVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ResultSourceVisitor {
+    type Value = ResultSource;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a part's JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<ResultSource, A::Error> {
+        let mut source = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "result_source" {
+                source = Some(map.next_value::<Value>()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(ResultSource(source))
+    }
 }
 
 #[cfg(test)]
@@ -147,6 +184,20 @@ mod tests {
             matches!(&got, Err(CoreError::InvalidUsage(why)) if why.contains("index 7")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn the_result_index_is_the_parts_own_not_a_nested_key() {
+        // the output and input hold the key too (skipped, not read)
+        let data = br#"{"id":"chat","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"read","arguments":"{\"result_source\":{\"ctxcompact_at\":0}}"}}]},{"role":"user","content":"between"},{"role":"tool","tool_call_id":"c","content":"{\"result_source\":{\"ctxcompact_at\":1}}","ctxcompact_at":2}]}"#;
+        let got = chat_counts(data, 3, "chat", MessageEstimateConfig::default()).unwrap();
+        let read = read(data).unwrap();
+        let columns = Columns::from_batches(&read.batches, Scan::Estimate).unwrap();
+        let table = PartTable::new(&columns).unwrap();
+        let row = (0..table.part_type.len())
+            .find(|&r| table.tool.as_ref().and_then(|c| c.get(r)) == Some("read"));
+        assert_eq!(result_at(&table, row.unwrap()).unwrap(), Some(2));
+        assert!(got[2] > 4, "{got:?}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 mod arrow;
+mod chat_json;
 use arrow::{AnyArray, AnyRecordBatch, PyArray, PyChunkedArray, PyTable};
 
 use crate::cache_aware::CacheAware;
@@ -1858,6 +1859,22 @@ fn chat_counts(
     .map_err(|e| to_pyerr(py, e))
 }
 
+/// A chat list (`messages`: the caller's list of dicts) as the JSON the
+/// chat mapper reads (`chat_counts`, `chat_rows`): one session named
+/// `session`, no message's own `id`, each `tool` message tagged with its
+/// index; `None` when it holds a value only `json.dumps` writes (a subclass,
+/// a lone surrogate, a NaN...; `python/chat_json.rs`).
+#[pyfunction]
+#[pyo3(signature = (messages, *, session))]
+fn chat_list_json<'py>(
+    py: Python<'py>,
+    messages: &Bound<'py, PyAny>,
+    session: &str,
+) -> PyResult<Option<Bound<'py, pyo3::types::PyBytes>>> {
+    Ok(chat_json::chat_list_json(messages, session)?
+        .map(|data| pyo3::types::PyBytes::new(py, &data)))
+}
+
 /// The part rows of a chat list (`chatlist::read`): `data` one
 /// `{"id", "messages"}` object, read as `ingest_bytes` reads an
 /// `openai-chat` line, messages holding Anthropic content blocks too; each
@@ -1975,6 +1992,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(chat_counts, m)?)?;
     m.add_function(wrap_pyfunction!(chat_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_list_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay_resume, m)?)?;
     m.add_function(wrap_pyfunction!(retention_facts, m)?)?;

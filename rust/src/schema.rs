@@ -170,6 +170,10 @@ pub struct Columns {
 impl Columns {
     /// Gather the columns `scan` needs, checking names and types against
     /// `schema` (so an empty table with a wrong schema is still an error).
+    ///
+    /// Every lookup is `column_with_name`: arrow's `index_of` and
+    /// `field_with_name` build their error for an absent name by formatting
+    /// every field's name, which was half the cost of a small table's scan.
     pub fn new(schema: &Schema, batches: &[RecordBatch], scan: Scan) -> Result<Self> {
         let mut by_name = HashMap::new();
         // Each output's length counted once under a method (`output_utf16`,
@@ -181,7 +185,7 @@ impl Columns {
         // (the sessions are rebuilt from the text: counts are not read)
         if !matches!(scan, Scan::Pivot | Scan::Sessions) {
             for (name, fingerprint) in counted_columns() {
-                let Ok(field) = schema.field_with_name(name) else {
+                let Some((index, field)) = schema.column_with_name(name) else {
                     continue;
                 };
                 check_type(name, field.data_type())?;
@@ -190,7 +194,6 @@ impl Columns {
                 {
                     continue;
                 }
-                let index = schema.index_of(name).expect("field exists");
                 by_name.insert(
                     name,
                     batches.iter().map(|b| b.column(index).clone()).collect(),
@@ -199,7 +202,9 @@ impl Columns {
                 exact |= name.starts_with("output_tokens_");
             }
             // the hashes that tell which exact counts still hold
-            if let (true, Ok(index)) = (exact, schema.index_of(crate::tokens::OUTPUT_HASH)) {
+            if let (true, Some((index, _))) =
+                (exact, schema.column_with_name(crate::tokens::OUTPUT_HASH))
+            {
                 check_type(crate::tokens::OUTPUT_HASH, schema.field(index).data_type())?;
                 by_name.insert(
                     crate::tokens::OUTPUT_HASH,
@@ -208,11 +213,11 @@ impl Columns {
             }
             // the call arguments' exact counts (`input_tokens_<family>`), each
             // read only beside the hashes of the inputs they counted
-            if let Ok(index) = schema.index_of(crate::tokens::INPUT_HASH) {
+            if let Some((index, _)) = schema.column_with_name(crate::tokens::INPUT_HASH) {
                 let mut any = false;
                 for family in Family::ALL {
                     let name = crate::tokens::input_exact_column(family);
-                    let Ok(field) = schema.field_with_name(name) else {
+                    let Some((at, field)) = schema.column_with_name(name) else {
                         continue;
                     };
                     check_type(name, field.data_type())?;
@@ -220,7 +225,6 @@ impl Columns {
                     if stamp != Some(crate::tokens::exact_stamp(family)) {
                         continue;
                     }
-                    let at = schema.index_of(name).expect("field exists");
                     by_name.insert(name, batches.iter().map(|b| b.column(at).clone()).collect());
                     any = true;
                 }
@@ -236,25 +240,23 @@ impl Columns {
         // With the lengths counted the text is needed only to cut or describe
         // an output: a report can be read without it.
         for &name in BASE_COLUMNS.iter().chain(scan.extra_columns()) {
-            if name == "output" && counted && schema.index_of(name).is_err() {
+            let found = schema.column_with_name(name);
+            if name == "output" && counted && found.is_none() {
                 continue;
             }
-            let field = schema
-                .field_with_name(name)
-                .map_err(|_| CoreError::MissingColumn {
-                    column: name,
-                    needed_by: scan.name(),
-                })?;
+            let (index, field) = found.ok_or(CoreError::MissingColumn {
+                column: name,
+                needed_by: scan.name(),
+            })?;
             check_type(name, field.data_type())?;
-            let index = schema.index_of(name).expect("field exists");
             by_name.insert(
                 name,
                 batches.iter().map(|b| b.column(index).clone()).collect(),
             );
         }
         for &name in scan.optional_columns() {
-            if let Ok(index) = schema.index_of(name) {
-                check_type(name, schema.field(index).data_type())?;
+            if let Some((index, field)) = schema.column_with_name(name) {
+                check_type(name, field.data_type())?;
                 by_name.insert(
                     name,
                     batches.iter().map(|b| b.column(index).clone()).collect(),

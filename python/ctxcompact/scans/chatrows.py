@@ -166,7 +166,16 @@ def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
     """The list as the chat mapper reads it: one session, each ``tool``
     message tagged with its index (``_AT``), no message's own ``id`` (the
     rows name each message by its index, so ids given twice cannot merge two
-    messages)."""
+    messages). The binding writes a list of plain JSON values itself (no
+    ``json.dumps``: python/chat_json.rs); a list holding anything else is
+    written here."""
+    data = _core.chat_list_json(messages, session=_SESSION)
+    return _dumps_json(messages) if data is None else data
+
+
+def _dumps_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
+    """``_chat_json`` by ``json.dumps`` (any value it writes: a subclass, an
+    object as its ``str``); a lone surrogate is refused naming the message."""
     tagged: list[Mapping[str, Any]] = []
     for i, message in enumerate(messages):
         if type(message) is dict and "id" not in message and message.get("role") != "tool":

@@ -172,7 +172,7 @@ pub fn float_repr(value: f64) -> String {
     out
 }
 
-pub(super) fn write_str(out: &mut String, s: &str, ascii: bool) {
+pub(crate) fn write_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
     if ascii && s.bytes().any(|b| !(b' '..=b'~').contains(&b)) {
         write_str_ascii(out, s);

@@ -1,0 +1,113 @@
+"""The pure-Python chat estimate and split as they were before chat lists
+were counted by the core (``scans/chat.py`` and ``live/split.py`` at
+63a8395; the Anthropic-block fallback of ``chat_counts`` at f9fdeea^),
+kept only as the baseline the engine's counts are measured against
+(``benches/test_small_calls.py``). Not part of the package; nothing else
+imports it. The helpers they called that are unchanged since are imported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxcompact.live.split import Split, _adjust, _result_ids, leading_system, summary_round
+from ctxcompact.scans.content import IMAGE_TOKENS, check_chat_messages, content_text, split_images
+from ctxcompact.scans.estimate import estimate_tokens
+
+
+def _compact_json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value or {}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _call_texts(call: Mapping[str, Any]) -> tuple[str, str]:
+    if call.get("type") == "custom" or ("custom" in call and "function" not in call):
+        custom = call.get("custom")
+        custom = custom if isinstance(custom, Mapping) else {}
+        given = custom.get("input")
+        return str(custom.get("name") or ""), given if isinstance(given, str) else (
+            "" if given is None else _compact_json(given))  # fmt: skip
+    fn = call.get("function")
+    fn = fn if isinstance(fn, Mapping) else {}
+    return str(fn.get("name") or ""), _compact_json(fn.get("arguments"))
+
+
+def _tool_block_texts(content: Any) -> tuple[list[str], int]:
+    texts: list[str] = []
+    images = 0
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return texts, 0
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "tool_use":
+            texts += [str(block.get("name") or ""), _compact_json(block.get("input"))]
+        elif block.get("type") == "tool_result":
+            inner, n = split_images(block.get("content"))
+            texts.append(content_text(inner))
+            images += n
+    return texts, images
+
+
+def _content_tokens(content: Any, method: str) -> int:
+    texts, images = split_images(content)
+    tools, tool_images = _tool_block_texts(content)
+    return (
+        estimate_tokens(content_text(texts), method)  # type: ignore[arg-type]
+        + sum(estimate_tokens(t, method) for t in tools)  # type: ignore[arg-type]
+        + (images + tool_images) * IMAGE_TOKENS
+    )
+
+
+def _message_tokens(message: Mapping[str, Any], method: str, overhead: int) -> int:
+    tokens = overhead + _content_tokens(message.get("content"), method)
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        tokens += estimate_tokens(reasoning, method)  # type: ignore[arg-type]
+    for call in message.get("tool_calls") or []:
+        name, arguments = _call_texts(call)
+        tokens += estimate_tokens(name, method)  # type: ignore[arg-type]
+        tokens += estimate_tokens(arguments, method)  # type: ignore[arg-type]
+    return tokens
+
+
+def estimate_chat_message(message: Mapping[str, Any], *, method: str = "opencode",
+                          overhead: int = 4) -> int:  # fmt: skip
+    check_chat_messages([message])
+    return _message_tokens(message, method, overhead)
+
+
+def chat_counts_blocks(messages: Sequence[Mapping[str, Any]], *, method: str = "opencode",
+                       overhead: int = 4) -> list[int]:  # fmt: skip
+    """``chat_counts`` of a list holding Anthropic blocks at f9fdeea^ (the
+    ``unmapped`` test, then the Python estimate of each message)."""
+    check_chat_messages(messages)
+    return [estimate_chat_message(m, method=method, overhead=overhead) for m in messages]
+
+
+def select_split(messages: Sequence[Mapping[str, Any]], *, keep_tokens: int,
+                 method: str = "opencode", overhead: int = 4) -> Split:  # fmt: skip
+    """``select_split(messages, keep_tokens=...)`` at 63a8395 (the tokens policy)."""
+    start = lead = leading_system(messages)
+    system = messages[0] if lead else None
+    previous, previous_round = None, 0
+    if len(messages) > start and (r := summary_round(messages[start])) is not None:
+        previous, previous_round = content_text(messages[start].get("content")), r
+        start += 1
+    boundary, used = len(messages), 0
+    while boundary > start:
+        cost = estimate_chat_message(messages[boundary - 1], method=method, overhead=overhead)
+        if used + cost > keep_tokens:
+            break
+        used += cost
+        boundary -= 1
+    boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
+    users = [i for i in range(start, len(messages))
+             if messages[i].get("role") == "user" and not _result_ids(messages[i])]  # fmt: skip
+    request = users[-1] if users and users[-1] < boundary else None
+    return Split(system, previous, previous_round, list(messages[start:boundary]),
+                 list(messages[boundary:]), start, boundary, list(messages[:lead]),
+                 request)  # fmt: skip
