@@ -33,6 +33,7 @@ import pyarrow as pa
 
 import ctxcompact._core as _core
 from ctxcompact.errors import FormatError
+from ctxcompact.scans.chat import result_blocks
 from ctxcompact.scans.content import check_chat_messages, content_text
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
@@ -112,12 +113,7 @@ def result_block(message: Mapping[str, Any], call_id: str) -> int | None:
     """The index of the ``tool_result`` block of ``call_id`` in an Anthropic
     turn's content (the first, as the mapper pairs), else None (a ``tool``
     message: its content is the result)."""
-    content = message.get("content")
-    if message.get("role") == "tool" or not isinstance(content, (list, tuple)):
-        return None
-    return next((j for j, b in enumerate(content)
-                 if isinstance(b, Mapping) and b.get("type") == "tool_result"
-                 and b.get("tool_use_id") == call_id), None)  # fmt: skip
+    return next((j for j, cid in result_blocks(message) if cid == call_id), None)
 
 
 def result_of(message: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
