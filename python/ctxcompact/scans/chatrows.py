@@ -138,24 +138,9 @@ def chat_counts(
     check_chat_messages(messages)
     # One core call from the list's bytes to its counts (rust/src/chatlist.rs):
     # ``read_chat(messages).counts(...)`` without the table crossing over.
-    try:
-        return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION,
-                                 method=str(method), overhead=overhead)  # fmt: skip
-    except FormatError as e:
-        raise _located(e) from None
-
-
-def _located(error: FormatError) -> FormatError:
-    """The core's error about a message of the list with the message's index
-    in ``row`` (the core names it ``chat-m<index>``; its line is the list's
-    one JSON line)."""
-    prefix = f"{_SESSION}-m"
-    if error.message_id and error.message_id.startswith(prefix):
-        error.row = int(error.message_id[len(prefix) :])
-        error.message_id = None
-    if error.session_id == _SESSION:  # the list's name for the core, not the caller's
-        error.session_id = None
-    return error
+    # a message the core cannot read: "chat list, message N: ...", ``row`` N
+    return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION,
+                             method=str(method), overhead=overhead)  # fmt: skip
 
 
 def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
@@ -202,10 +187,7 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
     A message the mapper cannot read (an unknown or malformed Anthropic
     block...) is its ``FormatError``, naming the message and the block."""
     data = _chat_json(messages)
-    try:
-        raw, _rejected, _lines, _sessions = _core.chat_rows(data)
-    except FormatError as e:
-        raise _located(e) from None
+    raw, _rejected, _lines, _sessions = _core.chat_rows(data)
     table = pa.table(raw)
     prefix = len(_SESSION) + 2  # "chat-m000012" -> 12
     message_at = [-1 if m is None else int(m[prefix:])
