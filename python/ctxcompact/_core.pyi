@@ -120,8 +120,8 @@ def plan(
     output: str = "json",
     threads: int | None = None,
 ) -> tuple[list[Any], list[Any], list[bytes] | tuple[Any, Any, Any, Any, Any] | None]:
-    """A policy's plan (rust/src/plan.rs): (per part: session index, message
-    index, hidden code, fate code, pruned now, tokens; per session: first row,
+    """A policy's plan (rust/src/plan.rs): (per part: message index, hidden
+    code, fate code, pruned now, tokens; per session: first row,
     rows, total, pruned, pruned parts, tokens, visible tokens; the model
     input: None without a shape,
     per session one JSON array (``output="json"``), or the columns session

@@ -11,17 +11,66 @@
 
 use serde_json::Value;
 
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Location, Result};
 use crate::ingest::{self, chat::AT, Format, Ingested, OnError, Options, Source};
 use crate::messages::{sent_messages, MessageEstimateConfig, SentKind};
 use crate::schema::{Columns, Scan};
 use crate::table::PartTable;
 
+/// What a chat list's errors call it (it has no file, nor lines).
+const CHAT_LIST: &str = "chat list";
+
 /// The part rows of a chat list (`data`: one `{"id", "messages"}` object),
-/// read in the chat-list mode; a message it cannot read is its error.
+/// read in the chat-list mode; a message it cannot read is its error
+/// (`located`).
 pub fn read(data: &[u8]) -> Result<Ingested> {
-    let source = Source::new("chat list", data, Format::ChatList);
-    ingest::ingest(&[source], &Options::new(OnError::Raise))
+    let source = Source::new(CHAT_LIST, data, Format::ChatList);
+    ingest::ingest(&[source], &Options::new(OnError::Raise)).map_err(located)
+}
+
+/// A chat list's `FormatError` where it is: "chat list, message N: ..."
+/// with `row` the message's index in the list (a file's error reads
+/// "<file>:<line>: ..."; the list's one JSON line is no place), and
+/// `column` "content" when a content block is at fault (the text names
+/// it, `content[j]`). The list's message ids and session id are the
+/// mapper's names (`<session>-m<index>`), not the caller's: not kept.
+fn located(error: CoreError) -> CoreError {
+    let CoreError::Format { what, at } = error else {
+        return error;
+    };
+    let line = format!("{CHAT_LIST}:{}: ", at.row.unwrap_or(1));
+    let what = what.strip_prefix(&line).unwrap_or(&what);
+    // the message's id (`<session>-m<index>`), else the text's `messages[i]`
+    let index = at
+        .message_id
+        .as_deref()
+        .and_then(|id| id.rsplit_once("-m"))
+        .map(|(_, n)| n)
+        .or_else(|| {
+            what.strip_prefix("messages[")?
+                .split_once(']')
+                .map(|(n, _)| n)
+        })
+        .and_then(|n| n.parse::<usize>().ok());
+    let Some(i) = index else {
+        return CoreError::Format {
+            what: format!("{CHAT_LIST}: {what}"),
+            at: Location::default(),
+        };
+    };
+    // "messages[i].content[j] ..." says again which message: "content[j] ..."
+    let what = what
+        .strip_prefix(&format!("messages[{i}]."))
+        .unwrap_or(what);
+    let block = what.starts_with("content[");
+    CoreError::Format {
+        what: format!("{CHAT_LIST}, message {i}: {what}"),
+        at: Location {
+            row: Some(i),
+            column: block.then_some("content"),
+            ..Location::default()
+        },
+    }
 }
 
 /// Per chat message of `data` (`size` messages), its estimate as sent: a
@@ -166,7 +215,21 @@ mod tests {
         assert!(refused.is_err());
         let bad = list.replace(r#""tool_use_id":"t1""#, r#""tool_use_id":"t9""#);
         let err = chat_counts(bad.as_bytes(), 4, "chat", MessageEstimateConfig::default());
-        assert!(format!("{:?}", err.unwrap_err()).contains("no earlier message called"));
+        let Err(CoreError::Format { what, at }) = err else {
+            panic!("{err:?}")
+        };
+        // where in the list, not a file's line ("chat list:1:")
+        assert_eq!(
+            what,
+            "chat list, message 2: content[0] holds the tool_result of tool_use_id \"t9\", \
+             which no earlier message called"
+        );
+        let want = Location {
+            row: Some(2),
+            column: Some("content"),
+            ..Location::default()
+        };
+        assert_eq!(at, want);
     }
 
     #[test]

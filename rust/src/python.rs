@@ -891,8 +891,8 @@ fn compact_batch(
     Ok((report, rows, ranges_arrays(ranges), marked))
 }
 
-/// A policy's plan (`plan::plan`): (per part columns: session index,
-/// message index in its session (null for a session without messages),
+/// A policy's plan (`plan::plan`): (per part columns: message index in
+/// its session (null for a session without messages),
 /// hidden (0 shown, 1 before the pivot), fate (0 kept, 1 cleared, 2 cut),
 /// pruned now, tokens; per session columns: first row, rows, total, pruned,
 /// pruned parts, tokens, visible tokens (`SessionPlan::visible_tokens`);
@@ -938,16 +938,14 @@ fn plan(
             })
         })
         .map_err(|e| to_pyerr(py, e))?;
-    let (mut session, mut message, mut hidden, mut fate, mut pruned, mut tokens) = (
-        Vec::with_capacity(rows),
+    let (mut message, mut hidden, mut fate, mut pruned, mut tokens) = (
         Vec::with_capacity(rows),
         Vec::with_capacity(rows),
         Vec::with_capacity(rows),
         vec![false; rows],
         Vec::with_capacity(rows),
     );
-    for (s, p) in sessions.iter().enumerate() {
-        session.extend(std::iter::repeat_n(s as u64, p.tokens.len()));
+    for p in &sessions {
         message.extend(p.message.iter().copied());
         hidden.extend(p.hidden.iter().map(|&h| h as u8));
         fate.extend(p.fate.iter().map(|&f| f as u8));
@@ -957,7 +955,6 @@ fn plan(
         }
     }
     let parts = vec![
-        u64_array(session),
         PyArray::from_array_ref(Arc::new(UInt32Array::from(message))),
         PyArray::from_array_ref(Arc::new(UInt8Array::from(hidden))),
         PyArray::from_array_ref(Arc::new(UInt8Array::from(fate))),

@@ -154,6 +154,11 @@ def test_a_forced_format_refuses_records_of_another(tmp_path: Path, name: str, f
          "is an Anthropic 'tool_result' block"),
         ("anthropic", {"messages": [{"role": "assistant", "content": None}]},
          "content must be a list of blocks or a string"),
+        # a tool_result no earlier tool_use called: counted nowhere, refused
+        ("anthropic", {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "hi"},
+            {"type": "tool_result", "tool_use_id": "t9", "content": "x"}]}]},
+         r'content\[1\] holds the tool_result of tool_use_id "t9", which no earlier message'),
     ],
 )  # fmt: skip
 def test_what_is_missing_is_said_by_both_readers(
@@ -193,3 +198,53 @@ def test_an_empty_session_written_as_opencode_reads_back(tmp_path: Path) -> None
     formats.write([Session(info=SessionInfo(id="e"))], path, "opencode")
     assert [s.id for s in formats.read(path, "opencode")] == ["e"]
     assert read_jsonl(path, "opencode").sessions == 1
+
+
+def test_an_orphaned_tool_result_is_refused_naming_its_message_and_block(tmp_path: Path) -> None:
+    """The stored ``anthropic`` reader kept a ``tool_result`` whose
+    ``tool_use_id`` no earlier ``tool_use`` made, counted nowhere (a chat
+    list refused it); it now refuses it naming the file, line, session,
+    message and block, and a result of an earlier message's call still reads."""
+    call = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}}],
+    }
+    answer = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "the file"}],
+    }
+    good = {"messages": [{"role": "user", "content": "go"}, call, answer]}
+    orphan = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            call,
+            answer,
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "and"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "y"},
+                ],
+            },
+        ]
+    }
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(orphan) + "\n")
+    with pytest.raises(FormatError) as native:
+        read_jsonl(path, "anthropic")
+    e = native.value
+    assert str(e) == (
+        f"{path}:2: messages[3].content[1] holds the tool_result of tool_use_id "
+        '"t2", which no earlier message called'
+    )
+    assert (e.row, e.session_id, e.message_id) == (2, "x:2", "x:2-m000003")
+    with pytest.raises(FormatError, match=r"message 3 content\[1\]") as adapter:
+        formats.read(path, "anthropic")
+    assert (adapter.value.row, adapter.value.message_id) == (2, "x:2-m000003")
+    skipped = read_jsonl(path, "anthropic", on_error="skip")
+    assert [r.line for r in skipped.rejected] == [2] and skipped.table.num_rows > 0
+    # the good line alone: its result completes its call
+    path.write_text(json.dumps(good) + "\n")
+    state = formats.read(path, "anthropic")[0].messages[1].parts[0].state
+    assert state is not None and (state.status, state.output) == ("completed", "the file")
+    assert read_jsonl(path, "anthropic").rejected == []

@@ -148,12 +148,45 @@ def anthropic_request(draw: st.DrawFn) -> dict[str, Any]:
     return request
 
 
+def without_orphans(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` without the tool_result blocks no earlier tool_use called."""
+    made: set[str] = set()
+
+    def kept(content: Any) -> Any:
+        if not isinstance(content, list):
+            return content
+        out = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                made.add(str(b.get("id")))
+            if not (isinstance(b, dict) and b.get("type") == "tool_result"
+                    and str(b.get("tool_use_id")) not in made):  # fmt: skip
+                out.append(b)
+        return out
+
+    if "system" in request:
+        request = {**request, "system": kept(request["system"])}
+    return {**request, "messages": [{**t, "content": kept(t["content"])}
+                                    for t in request["messages"]]}  # fmt: skip
+
+
 @SETTINGS
 @given(st.lists(anthropic_request(), min_size=1, max_size=3))
 def test_anthropic_requests_match_the_python_adapter(
     tmp_path: Path, requests: list[dict[str, Any]]
 ) -> None:
     path = write_lines(tmp_path / "anthropic.jsonl", requests)
+    try:
+        formats.read(path, "anthropic")
+    except FormatError as adapter:
+        # a tool_result no earlier tool_use called: both readers refuse it, at its line
+        with pytest.raises(FormatError) as native:
+            read_jsonl(path, "anthropic", chunk_bytes=64)
+        assert "which no earlier message called" in str(adapter)
+        assert "which no earlier message called" in str(native.value)
+        assert (native.value.row, native.value.message_id) == (adapter.row, adapter.message_id)
+        # and read alike without them
+        path = write_lines(tmp_path / "anthropic.jsonl", [without_orphans(r) for r in requests])
     assert_same_as_python(path, "anthropic", chunk_bytes=64)
 
 

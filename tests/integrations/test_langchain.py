@@ -152,6 +152,27 @@ def test_unpaired_histories_get_a_typed_error_or_the_repair_report() -> None:
     assert [c.kind for c in lenient.repairs[0].changes] == ["missing-result"]
 
 
+def test_repair_counts_a_call_answered_in_a_human_messages_blocks() -> None:
+    """A HumanMessage of Anthropic tool_result blocks answers its calls:
+    ``repair=True`` added an interrupted tool message for them as well, so
+    the model saw two answers to one call."""
+    messages: list[BaseMessage] = [
+        HumanMessage("hi", id="h"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "read_file", "args": {}},
+                                  {"id": "c2", "name": "read_file", "args": {}}], id="a"),
+        HumanMessage([{"type": "tool_result", "tool_use_id": "c1", "content": "the file"},
+                      {"type": "text", "text": "and?"}], id="r"),
+    ]  # fmt: skip
+    lenient = CompactionMiddleware(None, context=16_000, output=2_000, repair=True)
+    update = lenient.before_model({"messages": messages}, None)
+    assert update is not None
+    fixed = update["messages"][1:]
+    # c2 alone is interrupted; c1's answer is its block, once
+    assert [m.tool_call_id for m in fixed if isinstance(m, ToolMessage)] == ["c2"]
+    assert fixed[-1] is messages[-1]
+    assert [(c.kind, c.call_id) for c in lenient.repairs[0].changes] == [("missing-result", "c2")]
+
+
 def test_a_window_is_required() -> None:
     from ctxcompact.errors import ConfigError
 

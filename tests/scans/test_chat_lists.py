@@ -528,16 +528,16 @@ def test_a_custom_tool_call_counts_its_name_and_input() -> None:
     [
         ([{"type": "tool_use", "id": "t", "name": "r", "input": {}},
           {"type": "server_tool_use", "id": "s"}],
-         r"messages\[1\]\.content\[1\] is not an Anthropic content block: .*server_tool_use"),
+         r"content\[1\] is not an Anthropic content block: .*server_tool_use"),
         ([{"type": "tool_use", "name": "r", "input": {}}],
-         r"messages\[1\]\.content\[0\]\.id must be a non-empty string"),
+         r"content\[0\]\.id must be a non-empty string"),
         ([{"type": "tool_use", "id": "t", "name": "r", "input": [1]}],
-         r"messages\[1\]\.content\[0\]\.input must be an object"),
+         r"content\[0\]\.input must be an object"),
         ([{"type": "tool_use", "id": "t", "name": "r", "input": {}},
           {"type": "tool_result", "tool_use_id": "t", "content": "x"}],
-         r"messages\[1\]\.content\[1\] is a 'tool_result' block in an assistant message"),
+         r"content\[1\] is a 'tool_result' block in an assistant message"),
         (["text", {"type": "thinking", "thinking": "x"}],
-         r"messages\[1\]\.content\[0\] must be an object"),
+         r"content\[0\] must be an object"),
     ],
 )  # fmt: skip
 def test_an_anthropic_block_the_core_cannot_read_names_its_message_and_block(
@@ -552,9 +552,11 @@ def test_an_anthropic_block_the_core_cannot_read_names_its_message_and_block(
 
     chat = [{"role": "user", "content": "go"}, {"role": "assistant", "content": content}]
     for call in (lambda: chat_counts(chat), lambda: mask_chat_messages(chat, "opencode")):
-        with pytest.raises(FormatError, match=why) as e:
+        # where in the list (it was "chat list:1: messages[1]...", a file's line)
+        with pytest.raises(FormatError, match="^chat list, message 1: " + why) as e:
             call()
         assert (e.value.row, e.value.session_id, e.value.message_id) == (1, None, None)
+        assert e.value.column == "content"
 
 
 def test_an_orphaned_tool_result_block_is_refused_not_counted_nowhere() -> None:

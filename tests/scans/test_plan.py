@@ -218,3 +218,15 @@ def test_a_column_of_the_wrong_type_is_named() -> None:
 def test_a_session_plans_as_its_table() -> None:
     session = cc.Transcript(_small()).to_sessions()[0]
     assert cc.plan(session, shape="chat").messages(0) == cc.to_model_messages(session)
+
+
+def test_the_bindings_part_columns_are_the_ones_the_plan_reads() -> None:
+    """The binding built a per-part session-index column nothing read (the
+    plan names each part's session from its own ``session_id`` column)."""
+    table = _small()
+    parts, _, _ = _core.plan(table, None)
+    got = cc.plan(table).parts
+    assert len(parts) == len(got.column_names) - 3  # session_id, message_id, visible: the table's
+    columns = [pa.array(c).to_pylist() for c in parts]
+    assert columns[0] == got.column("message").to_pylist()
+    assert columns[-1] == got.column("tokens").to_pylist()

@@ -61,3 +61,30 @@ def test_session_repair_keeps_orphans_as_notes_and_reports_pending_calls() -> No
     assert fixed.messages[-1].parts[0].text == "[orphaned result of tool call zz]\nx"
     assert {c.kind for c in report.changes} == {"orphan-result", "missing-result"}
     assert len(fixed.messages) == len(session.messages)
+
+
+def test_a_call_answered_by_a_tool_result_block_is_not_interrupted() -> None:
+    """A later turn's Anthropic tool_result block answers its call: the repair
+    added an interrupted result too, so the model saw two answers."""
+    blocks = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "the file"},
+        {"type": "text", "text": "go on"}]}  # fmt: skip
+    msgs = [{"role": "user", "content": "go"}, asks("a", "b"), blocks]
+    out, report = repair_chat_messages(msgs)
+    assert [(c.kind, c.call_id) for c in report.changes] == [("missing-result", "b")]
+    assert [m.get("tool_call_id") for m in out if m["role"] == "tool"] == ["b"]
+    assert out[-1] == blocks
+    validate_chat_messages(out)
+
+
+def test_a_renamed_duplicate_call_renames_its_result_block() -> None:
+    def block(cid: str, text: str) -> dict[str, Any]:
+        result = {"type": "tool_result", "tool_use_id": cid, "content": text}
+        return {"role": "user", "content": [result]}
+
+    msgs = [asks("a"), block("a", "first"), asks("a"), block("a", "second")]
+    out, report = repair_chat_messages(msgs)
+    assert [c.kind for c in report.changes] == ["duplicate-call-id"]
+    assert out[2]["tool_calls"][0]["id"] == "a-dup1"
+    assert out[3]["content"][0]["tool_use_id"] == "a-dup1"
+    assert out[1] == msgs[1] and len(out) == 4

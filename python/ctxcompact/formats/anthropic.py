@@ -135,6 +135,25 @@ def _usage(usage: Any) -> TokenUsage | None:
     })  # fmt: skip
 
 
+def _refuse_orphans(where: str, content: Any, calls: Mapping[str, Part], row: int | None,
+                    session_id: str, message_id: str) -> None:  # fmt: skip
+    """Raise for a ``tool_result`` block of ``content`` whose call no earlier
+    ``tool_use`` made (in ``calls`` or before it in ``content``): it would be
+    counted nowhere (the native reader refuses it the same way)."""
+    made = set(calls)
+    for j, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "tool_use":
+            made.add(str(block.get("id")))
+        elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) not in made:
+            raise FormatError(
+                f"{where} content[{j}] holds the tool_result of tool_use_id "
+                f"{json.dumps(str(block.get('tool_use_id')))}, which no earlier message called",
+                row=row, session_id=session_id, message_id=message_id,
+            )  # fmt: skip
+
+
 def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> Session:
     """A session from a Messages API request body: ``{"system"?, "messages": [...]}``."""
     if not isinstance(request, Mapping):
@@ -148,6 +167,7 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
     system = request.get("system")
     if system is not None:
         sid = f"{session_id}-system"
+        _refuse_orphans("system", system, calls, None, session_id, sid)
         parts = _parts(sid, system, calls)
         out.append(MessageWithParts.of("system", sid, session_id, parts))
     for i, m in enumerate(messages):
@@ -159,6 +179,7 @@ def from_anthropic(request: Mapping[str, Any], session_id: str = "session") -> S
             got = json_kind(m.get("content"))
             raise FormatError(f"message {i} content must be a list of blocks or a string, got "
                               f"{got}", row=i, session_id=session_id)  # fmt: skip
+        _refuse_orphans(f"message {i}", m.get("content"), calls, i, session_id, mid)
         rest = {k: v for k, v in m.items() if k not in ("role", "content")}
         if isinstance(m.get("content"), str):
             rest["content_is_text"] = True

@@ -41,13 +41,10 @@ Chat = list[dict[str, Any]]
 def check_pairs(chat: Sequence[Mapping[str, Any]]) -> None:
     """Raise for a history no model API accepts: a result before (or without)
     its call, a call no later result answers. Says which message and call."""
-    from ctxcompact.scans.chat import validate_chat_messages
+    from ctxcompact.scans.chat import answered_calls, validate_chat_messages
 
     validate_chat_messages(chat)  # orphan results, unknown roles, calls without ids
-    answered = {str(m.get("tool_call_id")) for m in chat if m.get("role") == "tool"}
-    answered |= {str(b.get("tool_use_id")) for m in chat if isinstance(m.get("content"), list)
-                 for b in m["content"]
-                 if isinstance(b, Mapping) and b.get("type") == "tool_result"}  # fmt: skip
+    answered = {cid for m in chat for cid in answered_calls(m)}
     for i, m in enumerate(chat):
         for call in m.get("tool_calls") or []:
             if str(call["id"]) not in answered:

@@ -146,6 +146,25 @@ def tool_blocks_as_chat(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[s
     return out
 
 
+def result_blocks(message: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """The ``tool_result`` blocks of an Anthropic turn's content: (block index,
+    ``str(tool_use_id)``); none for a ``tool`` message (its content is the result)."""
+    content = message.get("content")
+    if message.get("role") == "tool" or not isinstance(content, (list, tuple)):
+        return []
+    return [(j, str(b.get("tool_use_id"))) for j, b in enumerate(content)
+            if isinstance(b, Mapping) and b.get("type") == "tool_result"]  # fmt: skip
+
+
+def answered_calls(message: Mapping[str, Any]) -> list[str]:
+    """The ids of the calls whose results ``message`` holds: a ``tool``
+    message's ``tool_call_id``, an Anthropic turn's ``tool_result`` blocks'
+    ``tool_use_id`` (what answers a call, for the pairing check and its repair)."""
+    if message.get("role") == "tool":
+        return [str(message.get("tool_call_id"))]
+    return [cid for _, cid in result_blocks(message)]
+
+
 def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
     """Raise a specific error for a message list no model API would accept."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
@@ -196,9 +215,11 @@ def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
 
 
 __all__ = [
+    "answered_calls",
     "call_texts",
     "content_text",
     "estimate_chat_message",
     "estimate_chat_messages",
+    "result_blocks",
     "validate_chat_messages",
 ]

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 import ctxcompact._core as _core
 from ctxcompact.errors import FormatError
+from ctxcompact.scans.chat import result_blocks
 from ctxcompact.scans.content import check_chat_messages, content_text
 from ctxcompact.scans.estimate import EstimateMethod
 from ctxcompact.scans.view import CLEARED_TOOL_OUTPUT
@@ -112,12 +113,7 @@ def result_block(message: Mapping[str, Any], call_id: str) -> int | None:
     """The index of the ``tool_result`` block of ``call_id`` in an Anthropic
     turn's content (the first, as the mapper pairs), else None (a ``tool``
     message: its content is the result)."""
-    content = message.get("content")
-    if message.get("role") == "tool" or not isinstance(content, (list, tuple)):
-        return None
-    return next((j for j, b in enumerate(content)
-                 if isinstance(b, Mapping) and b.get("type") == "tool_result"
-                 and b.get("tool_use_id") == call_id), None)  # fmt: skip
+    return next((j for j, cid in result_blocks(message) if cid == call_id), None)
 
 
 def result_of(message: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
@@ -142,24 +138,9 @@ def chat_counts(
     check_chat_messages(messages)
     # One core call from the list's bytes to its counts (rust/src/chatlist.rs):
     # ``read_chat(messages).counts(...)`` without the table crossing over.
-    try:
-        return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION,
-                                 method=str(method), overhead=overhead)  # fmt: skip
-    except FormatError as e:
-        raise _located(e) from None
-
-
-def _located(error: FormatError) -> FormatError:
-    """The core's error about a message of the list with the message's index
-    in ``row`` (the core names it ``chat-m<index>``; its line is the list's
-    one JSON line)."""
-    prefix = f"{_SESSION}-m"
-    if error.message_id and error.message_id.startswith(prefix):
-        error.row = int(error.message_id[len(prefix) :])
-        error.message_id = None
-    if error.session_id == _SESSION:  # the list's name for the core, not the caller's
-        error.session_id = None
-    return error
+    # a message the core cannot read: "chat list, message N: ...", ``row`` N
+    return _core.chat_counts(_chat_json(messages), len(messages), session=_SESSION,
+                             method=str(method), overhead=overhead)  # fmt: skip
 
 
 def _chat_json(messages: Sequence[Mapping[str, Any]]) -> bytes:
@@ -215,10 +196,7 @@ def read_chat(messages: Sequence[Mapping[str, Any]]) -> ChatRows:
     A message the mapper cannot read (an unknown or malformed Anthropic
     block...) is its ``FormatError``, naming the message and the block."""
     data = _chat_json(messages)
-    try:
-        raw, _rejected, _lines, _sessions = _core.chat_rows(data)
-    except FormatError as e:
-        raise _located(e) from None
+    raw, _rejected, _lines, _sessions = _core.chat_rows(data)
     table = pa.table(raw)
     prefix = len(_SESSION) + 2  # "chat-m000012" -> 12
     message_at = [-1 if m is None else int(m[prefix:])

@@ -108,7 +108,7 @@ def plan(
     parts, sessions, model = _core.plan(
         table, options, shape=shape, output=output, threads=check_threads(threads)
     )
-    _, message, hidden, fate, pruned, tokens = (pa.array(c) for c in parts)
+    message, hidden, fate, pruned, tokens = (pa.array(c) for c in parts)
     first, rows, total, cut, pruned_parts, tokens_sum, visible_sum = (pa.array(c) for c in sessions)
     visible = pc.equal(hidden, 0)
     none = pa.scalar(None, pa.int8())

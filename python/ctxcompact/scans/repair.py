@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ctxcompact.models import MessageWithParts, Part, Session, UserMessage
+from ctxcompact.scans.chat import result_blocks
 from ctxcompact.scans.view import INTERRUPTED_TOOL
 
 ChangeKind = Literal["moved-result", "orphan-result", "missing-result", "duplicate-call-id"]
@@ -40,7 +41,10 @@ class RepairReport:
 def repair_chat_messages(
     messages: Sequence[Mapping[str, Any]],
 ) -> tuple[list[dict[str, Any]], RepairReport]:
-    """OpenAI chat messages with every call directly followed by exactly its results."""
+    """OpenAI chat messages with every call directly followed by exactly its
+    results. A call a later turn answers with a ``tool_result`` block (an
+    Anthropic turn, a LangChain ``HumanMessage`` of blocks) is answered: the
+    block stays in its turn (renamed with its call's duplicate id)."""
     report = RepairReport()
     seen_ids: dict[str, int] = {}
     renamed: dict[int, dict[str, str]] = {}  # assistant index -> old id -> new id
@@ -62,9 +66,19 @@ def repair_chat_messages(
     results: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     owner_of_result: dict[int, str] = {}
     latest_rename: dict[str, str] = {}
+    # calls a later turn's tool_result block answers (the block stays in its
+    # turn), and the blocks whose call was renamed: message -> block -> new id
+    in_blocks: set[str] = set()
+    block_ids: dict[int, dict[int, str]] = {}
     for i, m in enumerate(messages):
         for old, new in renamed.get(i, {}).items():
             latest_rename[old] = new
+        for j, cid in result_blocks(m):
+            new = latest_rename.get(cid, cid)
+            if new in calls and calls[new] < i:
+                in_blocks.add(new)
+                if new != cid:
+                    block_ids.setdefault(i, {})[j] = new
         if m.get("role") == "tool":
             cid = str(m.get("tool_call_id"))
             cid = latest_rename.get(cid, cid)
@@ -83,6 +97,9 @@ def repair_chat_messages(
             out.append({"role": "user", "content": note})
             continue
         entry = dict(m)
+        if i in block_ids:
+            entry["content"] = [{**b, "tool_use_id": block_ids[i][j]} if j in block_ids[i] else b
+                                for j, b in enumerate(m["content"])]  # fmt: skip
         if i in renamed:
             entry["tool_calls"] = [
                 {**c, "id": renamed[i].get(str(c.get("id")), c.get("id"))} for c in m["tool_calls"]
@@ -92,6 +109,8 @@ def repair_chat_messages(
         for call in entry.get("tool_calls") or []:
             cid = str(call.get("id"))
             found = results.get(cid)
+            if not found and cid in in_blocks:
+                continue  # answered by a tool_result block of a later turn
             if not found:
                 report.changes.append(RepairChange("missing-result", i, cid,
                                                    "added an interrupted-tool result"))  # fmt: skip

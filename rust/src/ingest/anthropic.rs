@@ -21,12 +21,41 @@ use super::types::Problem;
 pub(super) enum Op {
     /// A `tool_use` at this part index, under `str(id)`.
     Call(String, usize),
-    /// A `tool_result` for `str(tool_use_id)`.
+    /// A `tool_result` for `str(tool_use_id)`, block `block` of its content.
     Result {
         call: String,
         failed: bool,
         text: String,
+        block: usize,
     },
+}
+
+impl Op {
+    /// The first `tool_result` of `ops` (one message's) whose call neither
+    /// `made` nor an earlier block of the message made: its call id and block.
+    pub(super) fn orphan(ops: &[Op], made: impl Fn(&str) -> bool) -> Option<(&str, usize)> {
+        let mut here: HashSet<&str> = HashSet::new();
+        for op in ops {
+            match op {
+                Op::Call(call, _) => {
+                    here.insert(call);
+                }
+                Op::Result { call, block, .. } if !here.contains(call.as_str()) && !made(call) => {
+                    return Some((call, *block))
+                }
+                Op::Result { .. } => {}
+            }
+        }
+        None
+    }
+
+    /// The error of a `tool_result` at `at` (`messages[i].content[j]`) that
+    /// answers no earlier `tool_use`: counted nowhere, so refused.
+    pub(super) fn orphan_problem(at: &str, call: &str) -> Problem {
+        Problem::new(format!(
+            "{at} holds the tool_result of tool_use_id {call:?}, which no earlier message called"
+        ))
+    }
 }
 
 /// The messages of one session so far, and its tool parts by call id.
@@ -65,7 +94,9 @@ impl Turns {
                 Op::Call(call, part) => {
                     self.calls.insert(call, (index, part));
                 }
-                Op::Result { call, failed, text } => {
+                Op::Result {
+                    call, failed, text, ..
+                } => {
                     if let Some(&(m, p)) = self.calls.get(&call) {
                         complete(&mut self.messages[m]["parts"][p], failed, text);
                     }
@@ -171,6 +202,7 @@ pub(super) fn parts_from(
                     call: py_str(&call),
                     failed: b.get("is_error").is_some_and(truthy),
                     text: result_text(b.get("content")),
+                    block: j,
                 });
                 object([
                     ("id", str(pid)),
@@ -262,6 +294,10 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         Some(system) => {
             let sid = format!("{session_id}-system");
             let (parts, ops) = parts(&sid, Some(system), "system").map_err(fail)?;
+            if let Some((call, j)) = Op::orphan(&ops, |_| false) {
+                let at = format!("system.content[{j}]");
+                return Err(fail(Op::orphan_problem(&at, call).message(&sid)));
+            }
             let message = export::message(info(&sid, session_id, "system"), Some(parts));
             turns.push(message, ops);
         }
@@ -298,6 +334,12 @@ pub fn request(value: Value, session_id: &str) -> Result<SessionRows, Problem> {
         }
         let (parts, ops) =
             parts(&mid, content, &format!("messages[{i}]")).map_err(|p| fail(p.message(&mid)))?;
+        // a result no earlier tool_use called would be counted nowhere: refused,
+        // as a chat list's is (`chat::chat_list`)
+        if let Some((call, j)) = Op::orphan(&ops, |c| turns.calls.contains_key(c)) {
+            let at = format!("messages[{i}].content[{j}]");
+            return Err(fail(Op::orphan_problem(&at, call).message(&mid)));
+        }
         turns.push(export::message(head, Some(parts)), ops);
     }
     let mut session_info = Map::new();

@@ -411,16 +411,16 @@ fn from_messages(
                 Op::Call(call, part) => {
                     calls.insert(call, (index, part));
                 }
-                Op::Result { call, failed, text } => {
+                Op::Result {
+                    call,
+                    failed,
+                    text,
+                    block,
+                } => {
                     // an orphaned result would be counted nowhere: refused
                     let Some(&(m, p)) = calls.get(&call) else {
-                        return Err(fail(
-                            Problem::new(format!(
-                                "{at} holds the tool_result of tool_use_id {call:?}, \
-                             which no earlier message called"
-                            ))
-                            .message(&mid),
-                        ));
+                        let at = format!("{at}.content[{block}]");
+                        return Err(fail(Op::orphan_problem(&at, &call).message(&mid)));
                     };
                     let part = &mut out[m]["parts"][p];
                     complete(part, failed, text);
