@@ -333,15 +333,7 @@ fn error_signatures(text: &str) -> Vec<String> {
         }
     }
     if found.is_empty() {
-        let line = if text.is_ascii() {
-            // `splitlines`' ends in ASCII; "\r\n" as two, an empty line between: not an error line.
-            text.split(['\n', '\r', '\x0b', '\x0c', '\x1c', '\x1d', '\x1e'])
-                .find(|line| scan::is_error_line(line.as_bytes()))
-        } else {
-            scan::splitlines(text)
-                .into_iter()
-                .find(|line| scan::is_error_line(&line.chars().collect::<Vec<_>>()))
-        };
+        let line = scan::find_line(text, scan::is_error_line_str);
         if let Some(line) = line {
             found.push(scan::squeeze(line).chars().take(60).collect());
         }
@@ -793,11 +785,35 @@ impl Interned {
         if let Some(chats) = self.renders.get(&out) {
             return Ok(chats.clone());
         }
-        let values: Vec<Value> = serde_json::from_slice(&out)
-            .map_err(|e| CoreError::Config(format!("retention: a rendered message: {e}")))?;
-        let chats: Vec<Arc<Chat>> = values.iter().map(|v| self.chat(v)).collect();
+        let bad = |why: String| CoreError::Config(format!("retention: a rendered message: {why}"));
+        // The rendering is checked as text once (simdutf8: serde_json's
+        // slice reader would check each string with std's slower check).
+        let text = simdutf8::basic::from_utf8(&out).map_err(|_| bad("not UTF-8".into()))?;
+        let mut chats = Vec::new();
+        for element in scan::json_elements(text).ok_or_else(|| bad("not a JSON array".into()))? {
+            chats.push(self.rendered(element).map_err(|e| bad(e.to_string()))?);
+        }
         self.renders.insert(out, chats.clone());
         Ok(chats)
+    }
+
+    /// The chat message of one element of a rendering, as written: `view`
+    /// writes serde_json's compact form (its escaping, keys in order, no
+    /// spaces), the text `Value::to_string` would give, so the element is
+    /// its key as it is, and is read only the first time it is seen.
+    fn rendered(&mut self, element: &str) -> serde_json::Result<Arc<Chat>> {
+        if let Some(c) = self.chats.get(element) {
+            return Ok(c.clone());
+        }
+        let value: Value = serde_json::from_str(element)?;
+        debug_assert_eq!(
+            value.to_string(),
+            element,
+            "a rendering not in compact form"
+        );
+        let c = Arc::new(Chat::keyed(&value, Key::new(element)));
+        self.chats.insert(c.key.text.clone(), c.clone());
+        Ok(c)
     }
 
     fn chat(&mut self, value: &Value) -> Arc<Chat> {

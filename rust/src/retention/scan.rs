@@ -129,31 +129,108 @@ pub fn strip(s: &str) -> &str {
     s.trim_matches(is_space)
 }
 
-/// Python's `str.splitlines()` (without the line ends).
-pub fn splitlines(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+/// Python's `str.splitlines()` (without the line ends), one line at a time.
+pub fn splitlines(s: &str) -> impl Iterator<Item = &str> {
     let mut start = 0;
     let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let end = match c {
-            '\r' => match chars.peek() {
-                Some(&(_, '\n')) => {
-                    chars.next();
-                    i + 2
+    std::iter::from_fn(move || {
+        while let Some((i, c)) = chars.next() {
+            let end = match c {
+                '\r' => match chars.peek() {
+                    Some(&(_, '\n')) => {
+                        chars.next();
+                        i + 2
+                    }
+                    _ => i + 1,
+                },
+                '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' => i + 1,
+                '\u{85}' | '\u{2028}' | '\u{2029}' => i + c.len_utf8(),
+                _ => continue,
+            };
+            let line = &s[start..i];
+            start = end;
+            return Some(line);
+        }
+        if start < s.len() {
+            let line = &s[start..];
+            start = s.len();
+            return Some(line);
+        }
+        None
+    })
+}
+
+/// The texts of the elements of the compact JSON array `json` (no spaces
+/// between them, as serde_json writes it): split at the commas outside
+/// strings and nested values, without reading the values. `None`: not an
+/// array so written.
+pub fn json_elements(json: &str) -> Option<Vec<&str>> {
+    let b = json.as_bytes();
+    if b.len() < 2 || b[0] != b'[' || b[b.len() - 1] != b']' {
+        return None;
+    }
+    let (mut out, mut depth, mut start, mut i) = (Vec::new(), 0usize, 1, 1);
+    while i < b.len() - 1 {
+        match b[i] {
+            b'"' => {
+                // to the string's closing quote, over its escapes
+                i += 1;
+                loop {
+                    i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+                    if b[i] == b'"' {
+                        break;
+                    }
+                    i += 2;
                 }
-                _ => i + 1,
-            },
-            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' => i + 1,
-            '\u{85}' | '\u{2028}' | '\u{2029}' => i + c.len_utf8(),
-            _ => continue,
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 0 => {
+                out.push(json.get(start..i)?);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if depth != 0 || i != b.len() - 1 {
+        return None;
+    }
+    if start < i {
+        out.push(json.get(start..i)?);
+    } else if !out.is_empty() {
+        return None;
+    }
+    Some(out)
+}
+
+/// The first line of `s` (`splitlines`' lines) `keep` takes: the line
+/// ends found in the bytes (no line end is part of another character's
+/// UTF-8), "\r\n" one end.
+pub fn find_line<'s>(s: &'s str, mut keep: impl FnMut(&'s str) -> bool) -> Option<&'s str> {
+    let b = s.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        let end = match b[i] {
+            b'\r' if b.get(i + 1) == Some(&b'\n') => 2,
+            b'\n' | b'\r' | 0x0b | 0x0c | 0x1c | 0x1d | 0x1e => 1,
+            0xc2 if b.get(i + 1) == Some(&0x85) => 2,
+            0xe2 if b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xa8 | 0xa9)) => 3,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
-        out.push(&s[start..i]);
-        start = end;
+        let line = &s[start..i];
+        if keep(line) {
+            return Some(line);
+        }
+        i += end;
+        start = i;
     }
-    if start < s.len() {
-        out.push(&s[start..]);
-    }
-    out
+    (start < b.len())
+        .then(|| &s[start..])
+        .filter(|line| keep(line))
 }
 
 /// `_WORD.findall(lowered)`: `[a-z0-9][a-z0-9_'-]{3,}` (the text already lowercased).
@@ -453,6 +530,18 @@ pub fn error_names<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
     }
 }
 
+/// `is_error_line` of a line as text, without making it code points: the
+/// match reads the spaces it starts with, then at most 10 code points.
+pub fn is_error_line_str(line: &str) -> bool {
+    let mut head = ['\0'; 10];
+    let mut n = 0;
+    for c in line.chars().skip_while(|&c| is_space(c)).take(head.len()) {
+        head[n] = c;
+        n += 1;
+    }
+    is_error_line(&head[..n])
+}
+
 /// `_ERROR_LINE.match(line)`: `^\s*(?:error|fatal|failed|failure|traceback)\b[:\s(]`, ignoring case.
 pub fn is_error_line<C: Ch>(s: &[C]) -> bool {
     let k = run(s, 0, is_space);
@@ -577,6 +666,7 @@ mod tests {
             assert_eq!(has_sentence(b), has_sentence(&c), "{t:?}");
             assert_eq!(has_plan(b), has_plan(&c), "{t:?}");
             assert_eq!(is_error_line(b), is_error_line(&c), "{t:?}");
+            assert_eq!(is_error_line_str(&t), is_error_line(&c), "{t:?}");
             let (mut x, mut y) = (Vec::new(), Vec::new());
             identifiers(b, |n| x.push(text(n)));
             identifiers(&c, |n| y.push(text(n)));
@@ -587,6 +677,72 @@ mod tests {
             assert_eq!(x, y, "{t:?}");
             // the prefilter passes every text with a match
             assert!(y.is_empty() || may_name_error(&t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn retention_find_line_reads_the_lines_splitlines_reads() {
+        let ends = [
+            "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1e", "\u{85}", "\u{2028}", "\u{2029}",
+        ];
+        let lines = [
+            "",
+            " ",
+            "x",
+            "error: a",
+            "\u{2003}Fatal( b",
+            "\u{e9}t\u{e9}",
+            "failed x",
+            "FAİLED x",
+        ];
+        for (i, a) in lines.iter().enumerate() {
+            for (j, b) in lines.iter().enumerate() {
+                for end in ends {
+                    let c = lines[(i + j) % lines.len()];
+                    let t = format!("{a}{end}{b}{end}{end}{c}");
+                    for keep in [is_error_line_str as fn(&str) -> bool, |l: &str| l == "x"] {
+                        assert_eq!(
+                            find_line(&t, keep),
+                            splitlines(&t).find(|l| keep(l)),
+                            "{t:?}"
+                        );
+                    }
+                    let mut all = Vec::new();
+                    find_line(&t, |l| {
+                        all.push(l);
+                        false
+                    });
+                    assert_eq!(all, splitlines(&t).collect::<Vec<_>>(), "{t:?}");
+                    let line = t.lines().next().unwrap_or("");
+                    let chars: Vec<char> = line.chars().collect();
+                    assert_eq!(is_error_line_str(line), is_error_line(&chars), "{line:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn retention_json_elements_are_the_values_as_serde_writes_them() {
+        let values = serde_json::json!([
+            {"role": "user", "content": "a, [b] {c} \"d\" \\"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "x", "function": {"name": "n", "arguments": "{\"p\": [1, 2]}"}}]},
+            {"role": "tool", "tool_call_id": "x", "content": "\u{e9}\n\\\""},
+            {"role": "user", "content": [{"type": "text", "text": ","}]}
+        ]);
+        let text = values.to_string();
+        let got = json_elements(&text).expect("an array");
+        let want: Vec<String> = values
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(json_elements("[]"), Some(vec![]));
+        for bad in [
+            "", "[", "{}", "[{}", "[{},]", "[\"a]", "[}]", "[{}}]", "[,]",
+        ] {
+            assert_eq!(json_elements(bad), None, "{bad:?}");
         }
     }
 
