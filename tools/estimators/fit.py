@@ -11,7 +11,11 @@ of its own (rows 257-258, ``RUNS``), so 259 x 256 weights stored as u16 and
 summed exactly in u64. A weight is the chance that a token starts at that byte.
 An ASCII digit that starts a group of three in its run of digits (the 4th,
 7th, ... of the run) adds one more weight, ``DIGIT``, kept in the header: most
-tokenizers cut digits into threes, which no pair of digits can see.
+tokenizers cut digits into threes, which no pair of digits can see. An ASCII
+letter after ASCII punctuation that follows a space or punctuation (``"/usr``,
+``://host``, ``().name``) adds another, ``PUNCT``, also in the header: the
+pre-split starts a token there, where after a letter (``java/lang``) the
+punctuation and the name are often one token.
 
 Fitting, per family, on the ``train`` groups of corpus.py:
 
