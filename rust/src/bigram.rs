@@ -11,6 +11,13 @@
 //! most tokenizers cut digits into groups of up to three, so a digit pair's
 //! weight alone, an average over short and long numbers, over-counts the short
 //! ones (timestamps, line numbers: logs were 3.5% over, docs/estimators.md).
+//! An ASCII letter after ASCII punctuation that itself follows a space or
+//! punctuation (`"/name`, `://name`, ` /name`, `().name`) adds the
+//! punctuation weight of the header: the tokenizers' pre-split joins that
+//! punctuation to the one before it and starts a token at the letter, while
+//! after a letter or digit (`java/lang`, `a.name`) the punctuation and the
+//! name are one piece; the pair `/`-letter alone, which cannot tell them
+//! apart, over-counted stack traces' paths by 5%.
 //!
 //! Weights are u16 in 1/65536 of a token and summed exactly in u64 (f32 sums
 //! drift on long texts). The tables are fitted by `tools/estimators/fit.py`
@@ -117,7 +124,49 @@ const RUNS: [u8; 2] = [b' ', b'\t'];
 const ROWS: usize = 257 + RUNS.len();
 // `inside_runs` counts these two bytes.
 const _: () = assert!(RUNS[0] == b' ' && RUNS[1] == b'\t');
-const MAGIC: &[u8; 8] = b"ctxbgr1\0";
+/// Tables with the punctuation weight: a 24-byte header.
+const MAGIC: &[u8; 8] = b"ctxbgr2\0";
+/// Tables written before it (16-byte header): read with a punctuation
+/// weight of 0, so their estimates do not change.
+const MAGIC_V1: &[u8; 8] = b"ctxbgr1\0";
+
+/// Whether `b` is an ASCII letter.
+#[inline(always)]
+fn is_letter(b: u8) -> bool {
+    b.is_ascii_alphabetic()
+}
+
+/// Whether `b` is ASCII punctuation (0x21-0x7E, not a letter or digit).
+#[inline(always)]
+fn is_punct(b: u8) -> bool {
+    (0x21..=0x7E).contains(&b) && !b.is_ascii_alphanumeric()
+}
+
+/// Whether `b` is a space or ASCII punctuation: punctuation after it joins
+/// it, not the name after it.
+#[inline(always)]
+fn is_nonword(b: u8) -> bool {
+    b == b' ' || is_punct(b)
+}
+
+/// Whether a byte `b` read after `one_back` and `two_back` (the byte before
+/// it, and the one before that) takes the punctuation weight: a letter after
+/// punctuation after a space or punctuation.
+#[inline(always)]
+fn punct_context(two_back: Option<u8>, one_back: Option<u8>, b: u8) -> bool {
+    is_letter(b) && one_back.is_some_and(is_punct) && two_back.is_some_and(is_nonword)
+}
+
+/// The bytes of `bytes` that take the punctuation weight, read after `two_back`
+/// and `one_back` (`None`: nothing; the text starts there).
+fn punct_contexts(mut two_back: Option<u8>, mut one_back: Option<u8>, bytes: &[u8]) -> u64 {
+    let mut count = 0;
+    for &b in bytes {
+        count += u64::from(punct_context(two_back, one_back, b));
+        (two_back, one_back) = (one_back, Some(b));
+    }
+    count
+}
 
 /// What a piece is read after: the last two bytes read before it (newest
 /// last; `None`: the text starts there) and the length of the run of ASCII
@@ -199,42 +248,124 @@ fn block_groups(mask: u64, run: &mut u64) -> u64 {
     count
 }
 
-/// Bit j set where byte j of `block` is an ASCII digit: eight bytes at a
-/// time, each byte's test in its own lane (no carry crosses a byte), the
-/// eight top bits gathered by one multiply.
-#[inline(always)]
-fn digit_mask_swar(block: &[u8; BLOCK]) -> u64 {
-    let mut mask = 0u64;
-    for (k, word) in block.chunks_exact(8).enumerate() {
-        let y = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ 0x3030_3030_3030_3030;
-        // Top bit of each byte of `t`: its low seven bits of `y` are 10 or more.
-        let t = (y & 0x7F7F_7F7F_7F7F_7F7F) + 0x7676_7676_7676_7676;
-        let digit = !(t | y) & 0x8080_8080_8080_8080;
-        mask |= ((digit >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
-    }
-    mask
+/// A 64-byte block's bytes by class, bit j for byte j.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Masks {
+    /// ASCII digits.
+    digit: u64,
+    /// ASCII letters.
+    letter: u64,
+    /// ASCII punctuation (`is_punct`).
+    punct: u64,
+    /// Spaces and ASCII punctuation (`is_nonword`).
+    nonword: u64,
 }
 
-/// `digit_mask_swar` with two 32-byte compares and move masks.
+impl Masks {
+    /// The byte tests, one byte at a time (the tests' reference).
+    #[cfg(test)]
+    fn of_bytes(block: &[u8; BLOCK]) -> Masks {
+        let bits = |test: fn(u8) -> bool| {
+            block
+                .iter()
+                .enumerate()
+                .fold(0u64, |m, (j, &b)| m | u64::from(test(b)) << j)
+        };
+        Masks {
+            digit: bits(|b| b.is_ascii_digit()),
+            letter: bits(is_letter),
+            punct: bits(is_punct),
+            nonword: bits(is_nonword),
+        }
+    }
+}
+
+/// Top bit of each byte of `x` set where the byte is in `lo..=hi` (`hi` below
+/// 0x80): each byte's test in its own lane, no carry crosses a byte.
+#[inline(always)]
+fn between_swar(x: u64, lo: u8, hi: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let low7 = x & (0x7F * ONES);
+    let at_least = low7 + u64::from(0x80 - lo) * ONES; // top bit: low7 >= lo
+    let above = low7 + u64::from(0x7F - hi) * ONES; // top bit: low7 > hi
+    at_least & !above & !x & (0x80 * ONES)
+}
+
+/// `Masks` eight bytes at a time, the eight top bits of each test gathered
+/// by one multiply (the loop without AVX2).
+#[inline(always)]
+fn masks_swar(block: &[u8; BLOCK]) -> Masks {
+    let gather = |top: u64| (top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+    let mut m = Masks {
+        digit: 0,
+        letter: 0,
+        punct: 0,
+        nonword: 0,
+    };
+    for (k, word) in block.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let digit = between_swar(x, b'0', b'9');
+        let letter = between_swar(x | 0x2020_2020_2020_2020, b'a', b'z');
+        let punct = between_swar(x, 0x21, 0x7E) & !digit & !letter;
+        m.digit |= gather(digit) << (8 * k);
+        m.letter |= gather(letter) << (8 * k);
+        m.punct |= gather(punct) << (8 * k);
+        m.nonword |= gather(punct | between_swar(x, b' ', b' ')) << (8 * k);
+    }
+    m
+}
+
+/// `masks_swar` with 32-byte compares and move masks.
 ///
 /// SAFETY (callers): the CPU supports AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn digit_mask_avx2(block: &[u8; BLOCK]) -> u64 {
+unsafe fn masks_avx2(block: &[u8; BLOCK]) -> Masks {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
-        _mm256_set1_epi8, _mm256_sub_epi8,
+        _mm256_or_si256, _mm256_set1_epi8, _mm256_sub_epi8,
     };
     let half = |at: usize| {
         // SAFETY: `at` is 0 or 32, so the 32 bytes read are inside `block`.
         let v = unsafe { _mm256_loadu_si256(block.as_ptr().add(at).cast::<__m256i>()) };
-        let d = _mm256_sub_epi8(v, _mm256_set1_epi8(b'0' as i8));
-        // d <= 9 unsigned: min(d, 9) == d.
-        let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8(9)), d);
-        u64::from(_mm256_movemask_epi8(digit) as u32)
+        // `v - lo <= hi - lo` unsigned: min(d, hi - lo) == d.
+        let within = |v: __m256i, lo: u8, hi: u8| {
+            let d = _mm256_sub_epi8(v, _mm256_set1_epi8(lo as i8));
+            let m = _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8((hi - lo) as i8)), d);
+            u64::from(_mm256_movemask_epi8(m) as u32)
+        };
+        let lower = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+        let space = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b' ' as i8));
+        let digit = within(v, b'0', b'9');
+        let letter = within(lower, b'a', b'z');
+        let punct = within(v, 0x21, 0x7E) & !digit & !letter;
+        Masks {
+            digit,
+            letter,
+            punct,
+            nonword: punct | u64::from(_mm256_movemask_epi8(space) as u32),
+        }
     };
-    half(0) | half(32) << 32
+    let (a, b) = (half(0), half(32));
+    Masks {
+        digit: a.digit | b.digit << 32,
+        letter: a.letter | b.letter << 32,
+        punct: a.punct | b.punct << 32,
+        nonword: a.nonword | b.nonword << 32,
+    }
+}
+
+/// The letters of a block that take the punctuation weight (`punct_context`):
+/// `masks` of the block's bytes, `carry` the masks of the block before (only
+/// its last two bytes' bits are read: bit 63, and bit 62 for `nonword`),
+/// which becomes this block's.
+#[inline(always)]
+fn block_puncts(masks: Masks, carry: &mut Masks) -> u64 {
+    let punct_before = masks.punct << 1 | carry.punct >> 63;
+    let nonword_two_before = masks.nonword << 2 | carry.nonword >> 62;
+    *carry = masks;
+    u64::from((masks.letter & punct_before & nonword_two_before).count_ones())
 }
 
 /// A family's weights and its conservative factor (in 1/65536).
@@ -249,26 +380,42 @@ pub struct Table {
     pub conservative: u64,
     /// What a digit starting a group of three in a run of digits adds.
     digit: u64,
+    /// What a letter after a `/` after a space or punctuation adds
+    /// (`punct_context`; 0 in tables fitted before it).
+    punct: u64,
 }
 
 impl Table {
-    /// Header: magic, conservative factor (u32, 1/65536), the digit group
-    /// weight (u32, 1/65536, below one token; 0 in tables fitted before it);
-    /// then `ROWS x 256` little-endian u16 weights.
+    /// Header: magic (`ctxbgr2`), conservative factor (u32, 1/65536), the
+    /// digit group weight and the punctuation weight (u32 each, 1/65536,
+    /// below one token), a reserved u32 (0); then `ROWS x 256` little-endian
+    /// u16 weights. A `ctxbgr1` table has a 16-byte header, without the
+    /// punctuation weight and the reserved u32: read with it 0.
     pub fn decode(raw: &[u8]) -> Result<Table, CoreError> {
         let bad = |why: &str| CoreError::Config(format!("not an estimator table: {why}"));
-        if raw.len() != 16 + ROWS * 256 * 2 {
+        let header = match raw.get(..8) {
+            Some(m) if m == MAGIC => 24,
+            Some(m) if m == MAGIC_V1 => 16,
+            _ => return Err(bad("wrong magic")),
+        };
+        if raw.len() != header + ROWS * 256 * 2 {
             return Err(bad("wrong size"));
         }
-        if &raw[..8] != MAGIC {
-            return Err(bad("wrong magic"));
-        }
-        let conservative = u64::from(u32::from_le_bytes(raw[8..12].try_into().expect("4")));
-        let digit = u64::from(u32::from_le_bytes(raw[12..16].try_into().expect("4")));
+        let u32_at =
+            |at: usize| u64::from(u32::from_le_bytes(raw[at..at + 4].try_into().expect("4")));
+        let conservative = u32_at(8);
+        let digit = u32_at(12);
         if digit >= SCALE {
             return Err(bad("a digit group weight of a token or more"));
         }
-        let weights: Box<[u16]> = raw[16..]
+        let punct = if header == 24 { u32_at(16) } else { 0 };
+        if punct >= SCALE {
+            return Err(bad("a punctuation weight of a token or more"));
+        }
+        if header == 24 && u32_at(20) != 0 {
+            return Err(bad("a reserved header field not 0"));
+        }
+        let weights: Box<[u16]> = raw[header..]
             .chunks_exact(2)
             .map(|w| u16::from_le_bytes([w[0], w[1]]))
             .collect();
@@ -297,6 +444,7 @@ impl Table {
             run_delta,
             conservative,
             digit,
+            punct,
         })
     }
 
@@ -306,8 +454,9 @@ impl Table {
     /// units of their concatenation.
     pub fn units_after(&self, tail: Tail, bytes: &[u8]) -> u64 {
         let run = first_run(tail, bytes);
-        let (pairs, spaces, tabs, groups) = pair_sum_runs(&self.by_pair, bytes, run);
-        self.with_edges(tail, bytes, pairs, [spaces, tabs], groups)
+        let (pairs, spaces, tabs, groups, puncts) =
+            pair_sum_runs(&self.by_pair, bytes, run, tail.last[1]);
+        self.with_edges(tail, bytes, pairs, [spaces, tabs], groups, puncts)
     }
 
     /// `units_after` as it was before the run count moved into the pair loop:
@@ -319,13 +468,18 @@ impl Table {
         let pairs = pair_sum(&self.by_pair, bytes);
         let (spaces, tabs) = inside_runs(bytes);
         let groups = digit_groups(first_run(tail, bytes), bytes.get(1..).unwrap_or(&[]));
-        self.with_edges(tail, bytes, pairs, [spaces, tabs], groups)
+        let puncts = match bytes {
+            [first, rest @ ..] => punct_contexts(tail.last[1], Some(*first), rest),
+            [] => 0,
+        };
+        self.with_edges(tail, bytes, pairs, [spaces, tabs], groups, puncts)
     }
 
     /// The units from the sum of the pairs inside `bytes`, the count of run
-    /// bytes inside them and of digit groups after their first byte: adds
-    /// the first byte's weight (after `tail`), its digit group, and the runs
-    /// that cross the edge with the previous piece.
+    /// bytes inside them and of digit groups and punctuation contexts after their
+    /// first byte: adds the first byte's weight (after `tail`), its digit
+    /// group and punctuation context, and the runs that cross the edge with the
+    /// previous piece.
     #[inline(always)]
     fn with_edges(
         &self,
@@ -334,6 +488,7 @@ impl Table {
         pairs: u64,
         mut inside: [u64; RUNS.len()],
         groups: u64,
+        puncts: u64,
     ) -> u64 {
         let Some(&first) = bytes.first() else {
             return 0;
@@ -342,11 +497,13 @@ impl Table {
         let first_group =
             first.is_ascii_digit() && groups_between(tail.digits, tail.digits + 1) == 1;
         let tail = tail.last;
+        let first_punct = punct_context(tail[0], tail[1], first);
         let mut total = match tail[1] {
             None => u64::from(w[START << 8 | first as usize]),
             Some(prev) => u64::from(w[(prev as usize) << 8 | first as usize]),
         };
         total += pairs + (groups + u64::from(first_group)) * self.digit;
+        total += (puncts + u64::from(first_punct)) * self.punct;
         for (k, &r) in RUNS.iter().enumerate() {
             // The first byte: its previous byte is the previous piece's last.
             if let (Some(prev), Some(&second)) = (tail[1], bytes.get(1)) {
@@ -369,19 +526,24 @@ impl Table {
 /// pair loads, four sums side by side so the loads do not wait on each other.
 /// A second pass for the runs cost 20-25% (docs/estimators.md).
 /// `run`: the digits the run of digits that the first byte ends has (0: the
-/// first byte is not a digit); the digit groups are counted from the second
-/// byte on (`with_edges` weighs the first).
+/// first byte is not a digit); `before`: the byte before the first (`None`:
+/// the text starts there); the digit groups and punctuation contexts are counted
+/// from the second byte on (`with_edges` weighs the first).
 #[inline]
-fn pair_sum_runs(by_pair: &[u16; 65536], bytes: &[u8], run: u64) -> (u64, u64, u64, u64) {
+fn pair_sum_runs(by_pair: &[u16; 65536], bytes: &[u8], run: u64, before: Option<u8>) -> Sums {
     #[cfg(target_arch = "x86_64")]
     {
         if bytes.len() >= BLOCK + 2 && std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { pair_sum_runs_avx2(by_pair, bytes, run) };
+            return unsafe { pair_sum_runs_avx2(by_pair, bytes, run, before) };
         }
     }
-    pair_sum_runs_portable(by_pair, bytes, run)
+    pair_sum_runs_portable(by_pair, bytes, run, before)
 }
+
+/// What `pair_sum_runs` counts: the pair sum, the spaces and the tabs inside
+/// runs, the digit group starts and the punctuation contexts.
+type Sums = (u64, u64, u64, u64, u64);
 
 /// The run of digits the first byte of `bytes` ends, read after `tail`.
 #[inline(always)]
@@ -419,30 +581,46 @@ unsafe fn pair_sum_runs_avx2(
     by_pair: &[u16; 65536],
     bytes: &[u8],
     run: u64,
-) -> (u64, u64, u64, u64) {
+    before: Option<u8>,
+) -> Sums {
     // SAFETY: this function runs only where the CPU supports AVX2.
-    pair_sum_runs_with(by_pair, bytes, run, |block| unsafe {
-        digit_mask_avx2(block)
+    pair_sum_runs_with(by_pair, bytes, run, before, |block| unsafe {
+        masks_avx2(block)
     })
 }
 
 #[inline(always)]
-fn pair_sum_runs_portable(by_pair: &[u16; 65536], bytes: &[u8], run: u64) -> (u64, u64, u64, u64) {
-    pair_sum_runs_with(by_pair, bytes, run, digit_mask_swar)
+fn pair_sum_runs_portable(
+    by_pair: &[u16; 65536],
+    bytes: &[u8],
+    run: u64,
+    before: Option<u8>,
+) -> Sums {
+    pair_sum_runs_with(by_pair, bytes, run, before, masks_swar)
 }
 
-/// The fused loop, `digit_mask` giving a block's digits as bits.
+/// The fused loop, `masks` giving a block's byte classes as bits.
 #[inline(always)]
 fn pair_sum_runs_with(
     by_pair: &[u16; 65536],
     bytes: &[u8],
     mut run: u64,
-    digit_mask: impl Fn(&[u8; BLOCK]) -> u64,
-) -> (u64, u64, u64, u64) {
+    before: Option<u8>,
+    masks: impl Fn(&[u8; BLOCK]) -> Masks,
+) -> Sums {
     let weight = |a: u8, b: u8| u64::from(by_pair[usize::from(u16::from_le_bytes([a, b]))]);
     let n = bytes.len();
     let mut sums = [0u64; 4];
-    let (mut spaces, mut tabs, mut groups) = (0u64, 0u64, 0u64);
+    let (mut spaces, mut tabs, mut groups, mut puncts) = (0u64, 0u64, 0u64, 0u64);
+    // The classes of the two bytes before the first block's (the first byte
+    // and `before`), as the bits 63 and 62 of a block before it.
+    let mut carry = Masks {
+        digit: 0,
+        letter: 0,
+        punct: u64::from(bytes.first().is_some_and(|&b| is_punct(b))) << 63,
+        nonword: u64::from(bytes.first().is_some_and(|&b| is_nonword(b))) << 63
+            | u64::from(before.is_some_and(is_nonword)) << 62,
+    };
     // Block at `at`: the pairs starting at at..at + BLOCK and the run bytes
     // and digits at at + 1..at + BLOCK + 1 (each with the byte after it).
     let mut at = 0;
@@ -457,8 +635,9 @@ fn pair_sum_runs_with(
         }
         spaces += u64::from(s);
         tabs += u64::from(t);
-        let digits = digit_mask(w[1..=BLOCK].try_into().expect("a block"));
-        groups += block_groups(digits, &mut run);
+        let classes = masks(w[1..=BLOCK].try_into().expect("a block"));
+        groups += block_groups(classes.digit, &mut run);
+        puncts += block_puncts(classes, &mut carry);
         for j in (0..BLOCK).step_by(4) {
             for (k, sum) in sums.iter_mut().enumerate() {
                 *sum += weight(w[j + k], w[j + k + 1]);
@@ -475,7 +654,22 @@ fn pair_sum_runs_with(
         tabs += u64::from(same & (p[1] == b'\t'));
     }
     groups += digit_groups(run, rest.get(1..).unwrap_or(&[]));
-    (sums.iter().sum::<u64>() + rest_sum, spaces, tabs, groups)
+    if let [_, after @ ..] = rest {
+        // The last bytes (at most a block) with the same masks, padded with
+        // zeros (no letter, punctuation or space: nothing counted there);
+        // `carry` holds the two bytes before them. A walk here cost the gate's
+        // ~700-byte texts half their speed.
+        let mut pad = [0u8; BLOCK];
+        pad[..after.len()].copy_from_slice(after);
+        puncts += block_puncts(masks(&pad), &mut carry);
+    }
+    (
+        sums.iter().sum::<u64>() + rest_sum,
+        spaces,
+        tabs,
+        groups,
+        puncts,
+    )
 }
 
 /// The weights of every byte pair inside `bytes`, four sums side by side so
@@ -553,11 +747,21 @@ mod tests {
 
     /// The definition, byte by byte: the row of the previous byte (the start
     /// row first), or the run row inside a run of spaces or tabs; plus the
-    /// digit weight for the 4th, 7th, ... digit of a run of digits.
+    /// digit weight for the 4th, 7th, ... digit of a run of digits, and the
+    /// punctuation weight for a letter after punctuation after a space or
+    /// punctuation.
     fn by_definition(table: &Table, bytes: &[u8]) -> u64 {
         let mut total = 0;
         let mut digits = 0u64;
+        let punct = |b: u8| b.is_ascii_punctuation();
         for (i, &b) in bytes.iter().enumerate() {
+            if i >= 2
+                && b.is_ascii_alphabetic()
+                && punct(bytes[i - 1])
+                && (bytes[i - 2] == b' ' || punct(bytes[i - 2]))
+            {
+                total += table.punct;
+            }
             if b.is_ascii_digit() {
                 if digits > 0 && digits % 3 == 0 {
                     total += table.digit;
@@ -600,6 +804,9 @@ mod tests {
             b"  ",
             b"0",
             b"123",
+            b"/",
+            b"\"",
+            b":",
         ];
         (0..400)
             .map(|_| {
@@ -643,6 +850,11 @@ mod tests {
                     6 => text.extend(std::iter::repeat_n(b'7', (next() % 140) as usize)),
                     7 => text.extend_from_slice(b"2024-11-29 19:08:37.123456 "),
                     5 => text.extend_from_slice(b"\r\n    \t\t  "),
+                    8 if next() % 2 == 0 => {
+                        let paths: [&[u8]; 6] =
+                            [b"/", b"\"/usr", b"://a", b" /x/y", b"z/w", b"-/Q"];
+                        text.extend_from_slice(paths[(next() % 6) as usize]);
+                    }
                     _ => text.extend_from_slice(b"fn x() {"),
                 }
             }
@@ -651,11 +863,24 @@ mod tests {
         out
     }
 
-    /// The o200k table with another digit group weight.
+    /// A family's table in the current format, its weights as built in,
+    /// with another digit group and punctuation weight.
+    fn with_weights(family: Family, digit: u32, punct: u32) -> Vec<u8> {
+        let raw = family.raw();
+        let header = if &raw[..8] == MAGIC { 24 } else { 16 };
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&raw[8..12]);
+        out.extend_from_slice(&digit.to_le_bytes());
+        out.extend_from_slice(&punct.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&raw[header..]);
+        out
+    }
+
+    /// The o200k table with another digit group weight and punctuation
+    /// weight.
     fn with_digit_weight(digit: u32) -> Table {
-        let mut raw = Family::O200k.raw().to_vec();
-        raw[12..16].copy_from_slice(&digit.to_le_bytes());
-        Table::decode(&raw).unwrap()
+        Table::decode(&with_weights(Family::O200k, digit, 20_011)).unwrap()
     }
 
     #[test]
@@ -671,18 +896,29 @@ mod tests {
                 let fused = table.units_after(Tail::NONE, &text);
                 assert_eq!(fused, table.units_after_two_pass(Tail::NONE, &text));
                 assert_eq!(fused, by_definition(table, &text), "{name} {text:?}");
-                // The portable loop (no AVX2) too.
+                // The portable loop (no AVX2) too, after any byte.
                 let run = first_run(Tail::NONE, &text);
                 let rest = text.get(1..).unwrap_or(&[]);
-                assert_eq!(
-                    pair_sum_runs_portable(&table.by_pair, &text, run),
-                    (
-                        pair_sum(&table.by_pair, &text),
-                        inside_runs(&text).0,
-                        inside_runs(&text).1,
-                        digit_groups(run, rest)
-                    )
-                );
+                for before in [None, Some(b' '), Some(b'"'), Some(b'a'), Some(b'/')] {
+                    let puncts = match text.first() {
+                        Some(&f) => punct_contexts(before, Some(f), rest),
+                        None => 0,
+                    };
+                    assert_eq!(
+                        pair_sum_runs_portable(&table.by_pair, &text, run, before),
+                        (
+                            pair_sum(&table.by_pair, &text),
+                            inside_runs(&text).0,
+                            inside_runs(&text).1,
+                            digit_groups(run, rest),
+                            puncts,
+                        )
+                    );
+                    assert_eq!(
+                        pair_sum_runs(&table.by_pair, &text, run, before),
+                        pair_sum_runs_portable(&table.by_pair, &text, run, before)
+                    );
+                }
             }
         }
     }
@@ -825,15 +1061,13 @@ mod tests {
                 block = (0..BLOCK).map(|_| next() as u8).collect();
             }
             let block: [u8; BLOCK] = block[..BLOCK].try_into().unwrap();
-            let want = block
-                .iter()
-                .enumerate()
-                .fold(0u64, |m, (j, b)| m | u64::from(b.is_ascii_digit()) << j);
-            assert_eq!(digit_mask_swar(&block), want, "{block:?}");
+            let masks = Masks::of_bytes(&block);
+            let want = masks.digit;
+            assert_eq!(masks_swar(&block), masks, "{block:?}");
             #[cfg(target_arch = "x86_64")]
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU supports AVX2 (checked just above).
-                assert_eq!(unsafe { digit_mask_avx2(&block) }, want, "{block:?}");
+                assert_eq!(unsafe { masks_avx2(&block) }, masks, "{block:?}");
             }
             let run = match next() % 3 {
                 0 => 0,
@@ -858,6 +1092,123 @@ mod tests {
     }
 
     #[test]
+    fn the_punctuation_count_with_masks_is_the_walk() {
+        // Random blocks of letters, slashes, punctuation, spaces, digits and
+        // other bytes, after any two bytes: the letters counted with masks
+        // (carried from the block before) equal the byte-by-byte walk, in
+        // one block and in two consecutive ones.
+        let mut seed = 9u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let pieces: &[&[u8]] = &[
+            b"/",
+            b"a",
+            b"Zq",
+            b"\"",
+            b":",
+            b"//",
+            b" ",
+            b"7",
+            b"\n",
+            b"\t",
+            b"\xc3\xa9",
+            b"~",
+            b"\x7f",
+            b"@",
+            b"[",
+            b"`",
+            b"{",
+        ];
+        let byte = |n: u64| {
+            [
+                None,
+                Some(b'/'),
+                Some(b' '),
+                Some(b'x'),
+                Some(b'"'),
+                Some(0x80),
+            ][n as usize % 6]
+        };
+        for _ in 0..20_000 {
+            let mut text = Vec::with_capacity(2 * BLOCK + 8);
+            while text.len() < 2 * BLOCK {
+                let piece = pieces[(next() % pieces.len() as u64) as usize];
+                text.extend_from_slice(piece);
+            }
+            if next() % 5 == 0 {
+                text = (0..2 * BLOCK).map(|_| next() as u8).collect();
+            }
+            let (two_back, one_back) = (byte(next()), byte(next()));
+            let mut carry = Masks::of_bytes(&[0; BLOCK]);
+            carry.punct = u64::from(one_back.is_some_and(is_punct)) << 63;
+            carry.nonword = u64::from(one_back.is_some_and(is_nonword)) << 63
+                | u64::from(two_back.is_some_and(is_nonword)) << 62;
+            let mut counted = 0;
+            for block in text[..2 * BLOCK].chunks_exact(BLOCK) {
+                let block: &[u8; BLOCK] = block.try_into().unwrap();
+                let masks = Masks::of_bytes(block);
+                assert_eq!(masks_swar(block), masks, "{block:?}");
+                counted += block_puncts(masks, &mut carry);
+            }
+            let want = punct_contexts(two_back, one_back, &text[..2 * BLOCK]);
+            assert_eq!(counted, want, "{two_back:?} {one_back:?} {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_letter_after_punctuation_after_punctuation_takes_the_punctuation_weight() {
+        let table = with_digit_weight(0);
+        let punct = |s: &str| punct_contexts(None, None, s.as_bytes());
+        // After a space, a quote, `://`, `//`, `()`: the name starts a token.
+        assert_eq!(punct("\"/usr/lib"), 1);
+        assert_eq!(punct("see /usr/lib"), 1);
+        assert_eq!(punct("https://example.com/a/b"), 1);
+        assert_eq!(punct("// comment //x"), 1);
+        assert_eq!(punct("f().name __init__ ${HOME}"), 3);
+        // After a letter or digit, a line end, a tab or the start: none.
+        assert_eq!(punct("java/lang/String.valueOf"), 0);
+        assert_eq!(punct("v1/api"), 0);
+        assert_eq!(punct("/usr\n/lib\t/x"), 0);
+        // Not before a digit, a space, punctuation or a non-ASCII letter.
+        assert_eq!(punct(" /1 / x /_ /. // (\u{e9}"), 0);
+        let units = |s: &str| table.units_after(Tail::NONE, s.as_bytes());
+        let (with, without) = (units(" \"/usr"), units(" a/usr"));
+        let pair = |a: u8, b: u8| u64::from(table.weights[usize::from(a) << 8 | usize::from(b)]);
+        assert_eq!(
+            with + pair(b' ', b'a') + pair(b'a', b'/'),
+            without + pair(b' ', b'"') + pair(b'"', b'/') + table.punct
+        );
+    }
+
+    #[test]
+    fn a_first_version_table_reads_with_a_punctuation_weight_of_0() {
+        // A `ctxbgr1` table (16-byte header): the same estimates as the same
+        // weights in the current format with a punctuation weight of 0.
+        let current = with_weights(Family::Qwen, 1234, 0);
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&current[8..16]);
+        v1.extend_from_slice(&current[24..]);
+        let (old, new) = (
+            Table::decode(&v1).unwrap(),
+            Table::decode(&current).unwrap(),
+        );
+        assert_eq!(old.punct, 0);
+        for text in long_texts() {
+            assert_eq!(
+                old.units_after(Tail::NONE, &text),
+                new.units_after(Tail::NONE, &text)
+            );
+        }
+        // Its size is the 16-byte header's: 8 more bytes are refused.
+        v1.extend_from_slice(&[0; 8]);
+        assert!(Table::decode(&v1).is_err());
+    }
+
+    #[test]
     fn the_digit_weight_is_in_the_o200k_and_cl100k_tables() {
         // The fit puts about a token on the 4th, 7th, ... digit (both cut
         // digits into threes) and little on the pairs inside a group.
@@ -879,17 +1230,40 @@ mod tests {
     }
 
     #[test]
+    fn the_punctuation_weight_is_in_the_o200k_and_cl100k_tables() {
+        // The pre-split makes the letter start a token: the fit puts most of
+        // a token on it; the tables of the other families predate it.
+        for family in Family::ALL {
+            let table = family.table();
+            match family {
+                Family::O200k | Family::Cl100k => {
+                    assert!(table.punct > SCALE / 2, "{family:?} {}", table.punct)
+                }
+                _ => assert_eq!(table.punct, 0, "{family:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn a_damaged_table_is_refused() {
-        let mut heavy_digit = Family::O200k.raw().to_vec();
+        let raw = &with_weights(Family::O200k, 100, 200)[..];
+        assert!(Table::decode(raw).is_ok());
+        let mut heavy_digit = raw.to_vec();
         heavy_digit[12..16].copy_from_slice(&(SCALE as u32).to_le_bytes());
         assert!(Table::decode(&heavy_digit).is_err());
-        let raw = Family::O200k.raw();
+        let mut heavy_punct = raw.to_vec();
+        heavy_punct[16..20].copy_from_slice(&(SCALE as u32).to_le_bytes());
+        assert!(Table::decode(&heavy_punct).is_err());
+        let mut reserved = raw.to_vec();
+        reserved[20] = 1;
+        assert!(Table::decode(&reserved).is_err());
         assert!(Table::decode(&raw[..raw.len() - 2]).is_err());
+        assert!(Table::decode(&raw[..5]).is_err());
         let mut wrong = raw.to_vec();
         wrong[0] = b'X';
         assert!(Table::decode(&wrong).is_err());
         let mut run_above_pair = raw.to_vec();
-        let at = 16 + 2 * ((START + 1) << 8 | b' ' as usize);
+        let at = 24 + 2 * ((START + 1) << 8 | b' ' as usize);
         run_above_pair[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
         assert!(Table::decode(&run_above_pair).is_err());
     }

@@ -11,7 +11,11 @@ of its own (rows 257-258, ``RUNS``), so 259 x 256 weights stored as u16 and
 summed exactly in u64. A weight is the chance that a token starts at that byte.
 An ASCII digit that starts a group of three in its run of digits (the 4th,
 7th, ... of the run) adds one more weight, ``DIGIT``, kept in the header: most
-tokenizers cut digits into threes, which no pair of digits can see.
+tokenizers cut digits into threes, which no pair of digits can see. An ASCII
+letter after ASCII punctuation that follows a space or punctuation (``"/usr``,
+``://host``, ``().name``) adds another, ``PUNCT``, also in the header: the
+pre-split starts a token there, where after a letter (``java/lang``) the
+punctuation and the name are often one token.
 
 Fitting, per family, on the ``train`` groups of corpus.py:
 
@@ -60,9 +64,21 @@ ROWS, COLS = 257 + len(RUNS), 256
 START = 256
 #: The digit group weight's index, after the table's weights.
 DIGIT = ROWS * COLS
-FEATURES = DIGIT + 1
+#: The punctuation weight's index: an ASCII letter after a ``PUNCT_BYTES``
+#: byte that itself follows a space or ASCII punctuation (``"/name``,
+#: ``://name``, `` /name``, ``().name``): the tokenizers' pre-split joins that
+#: byte to the punctuation before it, so the letter starts a token; after a
+#: letter or digit (``java/lang``, ``a.name``) the byte and the name are one
+#: piece, which no byte pair tells apart.
+PUNCT = DIGIT + 1
+FEATURES = PUNCT + 1
+#: The bytes before the letter the punctuation weight reads: ASCII
+#: punctuation (``/`` alone and ``/.\\`` measured worse, docs/estimators.md).
+PUNCT_BYTES = bytes(b for b in range(0x21, 0x7F) if not chr(b).isalnum())
 SCALE = 1 << 16
-MAGIC = b"ctxbgr1\0"
+MAGIC = b"ctxbgr2\0"
+#: Tables written before the punctuation weight: read with it 0.
+MAGIC_V1 = b"ctxbgr1\0"
 MIN_TOKENS = 20
 SMOOTHING = 4.0  # pseudo-observations pulling a rare pair towards its byte's rate
 RIDGE = 0.00003
@@ -75,10 +91,10 @@ def table_path(family: str) -> Path:
 
 def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
     """Header (magic, conservative factor in 1/65536, the digit group weight
-    in 1/65536), then ROWS x 256 (259 x 256) little-endian u16 weights in
-    1/65536 tokens."""
+    and the punctuation weight in 1/65536, a reserved u32 of 0), then ROWS x
+    256 (259 x 256) little-endian u16 weights in 1/65536 tokens."""
     q = np.clip(np.rint(weights * SCALE), 0, SCALE - 1).astype("<u2")
-    digit = int(q[DIGIT])
+    digit, punct = int(q[DIGIT]), int(q[PUNCT])
     q = q[:DIGIT]
     for k, b in enumerate(RUNS):  # the core refuses a run weight above its pair's
         run, pair = q[(START + 1 + k) * COLS + b], q[b * COLS + b]
@@ -86,17 +102,22 @@ def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
             raise ValueError(f"{family}: run weight of {bytes([b])!r} above its pair weight")
     factor = round(conservative * SCALE)
     TABLES.mkdir(parents=True, exist_ok=True)
-    header = MAGIC + struct.pack("<II", factor, digit)
+    header = MAGIC + struct.pack("<IIII", factor, digit, punct, 0)
     table_path(family).write_bytes(header + q.tobytes())
 
 
 def read_table(family: str) -> tuple[np.ndarray, float]:
     raw = table_path(family).read_bytes()
-    if raw[:8] != MAGIC:
+    if raw[:8] == MAGIC:
+        factor, digit, punct, _ = struct.unpack("<IIII", raw[8:24])
+        body = raw[24:]
+    elif raw[:8] == MAGIC_V1:
+        (factor, digit), punct = struct.unpack("<II", raw[8:16]), 0
+        body = raw[16:]
+    else:
         raise ValueError(f"{table_path(family)}: not an estimator table")
-    factor, digit = struct.unpack("<II", raw[8:16])
-    weights = np.frombuffer(raw[16:], dtype="<u2").astype(np.float64) / SCALE
-    return np.append(weights, digit / SCALE), factor / SCALE
+    weights = np.frombuffer(body, dtype="<u2").astype(np.float64) / SCALE
+    return np.append(weights, [digit / SCALE, punct / SCALE]), factor / SCALE
 
 
 def digit_groups(data: np.ndarray, unit_starts: np.ndarray) -> np.ndarray:
@@ -108,6 +129,33 @@ def digit_groups(data: np.ndarray, unit_starts: np.ndarray) -> np.ndarray:
     begin[unit_starts] = np.maximum(begin[unit_starts], unit_starts)
     position = at - np.maximum.accumulate(begin)
     return digit & (position > 0) & (position % 3 == 0)
+
+
+def _is_word(data: np.ndarray) -> np.ndarray:
+    """ASCII letters and digits."""
+    return (
+        ((data >= 48) & (data <= 57))
+        | ((data >= 65) & (data <= 90))
+        | ((data >= 97) & (data <= 122))
+    )
+
+
+def punct_context(data: np.ndarray, unit_starts: np.ndarray) -> np.ndarray:
+    """Whether each byte is an ASCII letter after a ``PUNCT_BYTES`` byte that
+    follows a space or ASCII punctuation (0x20-0x7E, not a letter or digit),
+    all three in one unit."""
+    n = len(data)
+    out = np.zeros(n, dtype=bool)
+    if n < 3:
+        return out
+    letter = ((data >= 65) & (data <= 90)) | ((data >= 97) & (data <= 122))
+    punct = np.isin(data, np.frombuffer(PUNCT_BYTES, dtype=np.uint8))
+    nonword = (data >= 0x20) & (data <= 0x7E) & ~_is_word(data)
+    out[2:] = letter[2:] & punct[1:-1] & nonword[:-2]
+    # the two bytes before the letter must be in its unit
+    out[unit_starts] = False
+    out[np.minimum(unit_starts + 1, n - 1)[unit_starts + 1 < n]] = False
+    return out
 
 
 class Encoded:
@@ -139,6 +187,7 @@ class Encoded:
         self.feature = prev * COLS + data
         self.unit_of_byte = np.repeat(np.arange(len(units)), sizes)
         self.group = digit_groups(data, offsets[:-1][sizes > 0])
+        self.punct = punct_context(data, offsets[:-1][sizes > 0])
         # Where tokens start: cumulative token lengths inside each unit.
         starts = np.zeros(len(data), dtype=bool)
         for u, toks in enumerate(ids):
@@ -148,12 +197,13 @@ class Encoded:
                 starts[offsets[u] + pos[pos < sizes[u]]] = True
         self.starts = starts
         g = np.nonzero(self.group)[0]
+        h = np.nonzero(self.punct)[0]
         self.x = sp.csr_matrix(
             (
-                np.ones(len(data) + len(g)),
+                np.ones(len(data) + len(g) + len(h)),
                 (
-                    np.concatenate([self.unit_of_byte, self.unit_of_byte[g]]),
-                    np.concatenate([self.feature, np.full(len(g), DIGIT)]),
+                    np.concatenate([self.unit_of_byte, self.unit_of_byte[g], self.unit_of_byte[h]]),
+                    np.concatenate([self.feature, np.full(len(g), DIGIT), np.full(len(h), PUNCT)]),
                 ),
             ),
             shape=(len(units), FEATURES),
@@ -163,12 +213,15 @@ class Encoded:
     def start_counts(self, byte_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per feature, how often it occurs among the bytes of ``byte_mask`` and
         how often a token starts there: pairs at the bytes that start no digit
-        group, ``DIGIT`` at those that do."""
-        pair = byte_mask & ~self.group
+        group and have no punctuation context, ``DIGIT`` and ``PUNCT`` at those that
+        do (a pair's counts include neither, so its rate is the rate without)."""
+        pair = byte_mask & ~self.group & ~self.punct
         occ = np.bincount(self.feature[pair], minlength=FEATURES).astype(np.float64)
         hits = np.bincount(self.feature[pair], weights=self.starts[pair], minlength=FEATURES)
         group = byte_mask & self.group
         occ[DIGIT], hits[DIGIT] = group.sum(), self.starts[group].sum()
+        punct = byte_mask & self.punct
+        occ[PUNCT], hits[PUNCT] = punct.sum(), self.starts[punct].sum()
         return occ, hits
 
 
@@ -188,6 +241,13 @@ def frequencies(occ: np.ndarray, hits: np.ndarray) -> np.ndarray:
     pair_rate = hits[pairs].sum() / max(occ[pairs].sum(), 1)
     group_rate = hits[DIGIT] / max(occ[DIGIT], 1)
     w0[DIGIT] = np.clip(group_rate - pair_rate, 0.0, 1.0 - 1.0 / SCALE)
+    # the punctuation weight: what the context adds to its pairs' rate without it
+    letters = np.array([*range(65, 91), *range(97, 123)])
+    punct = np.frombuffer(PUNCT_BYTES, dtype=np.uint8).astype(np.int64)
+    pairs = (punct[:, None] * COLS + letters[None, :]).ravel()
+    pair_rate = hits[pairs].sum() / max(occ[pairs].sum(), 1)
+    context_rate = hits[PUNCT] / max(occ[PUNCT], 1)
+    w0[PUNCT] = np.clip(context_rate - pair_rate, 0.0, 1.0 - 1.0 / SCALE)
     return w0
 
 

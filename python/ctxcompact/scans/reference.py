@@ -52,26 +52,43 @@ _RUNS = b" \t"
 
 
 @functools.cache
-def _bigram_table(family: str) -> tuple[list[list[int]], int, int]:
+def _bigram_table(family: str) -> tuple[list[list[int]], int, int, int]:
     """The family's weights as rows (256 previous bytes, the start row, one
-    row per run byte), its conservative factor and its digit group weight,
-    all in 1/65536."""
+    row per run byte), its conservative factor, its digit group weight and
+    its punctuation weight, all in 1/65536. A ``ctxbgr2`` table has a 24-byte
+    header (factor, digit, punctuation, reserved); a ``ctxbgr1`` table a
+    16-byte one and no punctuation weight (0)."""
     from ctxcompact import _core
 
     raw = _core.estimator_table(family)  # ValueError-free: unknown families raise ConfigError
     factor = int.from_bytes(raw[8:12], "little")
     digit = int.from_bytes(raw[12:16], "little")
-    weights = [int.from_bytes(raw[i : i + 2], "little") for i in range(16, len(raw), 2)]
-    return [weights[r * 256 : (r + 1) * 256] for r in range(257 + len(_RUNS))], factor, digit
+    v2 = raw[:8] == b"ctxbgr2\0"
+    punct = int.from_bytes(raw[16:20], "little") if v2 else 0
+    start = 24 if v2 else 16
+    weights = [int.from_bytes(raw[i : i + 2], "little") for i in range(start, len(raw), 2)]
+    rows = [weights[r * 256 : (r + 1) * 256] for r in range(257 + len(_RUNS))]
+    return rows, factor, digit, punct
+
+
+def _is_letter(byte: int) -> bool:
+    return 65 <= byte <= 90 or 97 <= byte <= 122
+
+
+def _is_punct(byte: int) -> bool:
+    """ASCII punctuation: 0x21-0x7E, not a letter or digit."""
+    return 0x21 <= byte <= 0x7E and not _is_letter(byte) and not 48 <= byte <= 57
 
 
 def bigram_estimate(data: bytes, family: str, conservative: bool = False) -> int:
     """Sum of each byte's weight: the row of its previous byte (the start row
     for the first), or its run's row when the bytes before and after it are
     the same space or tab; plus the digit group weight for each ASCII digit
-    that starts a group of three in its run of digits (the 4th, 7th, ...);
-    rounded half up from 1/65536 tokens."""
-    rows, factor, digit = _bigram_table(family)
+    that starts a group of three in its run of digits (the 4th, 7th, ...),
+    and the punctuation weight for each ASCII letter after ASCII punctuation
+    that follows a space or ASCII punctuation (``"/usr``, ``://host``,
+    ``().name``; not ``java/lang``); rounded half up from 1/65536 tokens."""
+    rows, factor, digit, punct = _bigram_table(family)
     total = 0
     run = 0  # digits in the run of ASCII digits before this byte
     for i, byte in enumerate(data):
@@ -81,6 +98,13 @@ def bigram_estimate(data: bytes, family: str, conservative: bool = False) -> int
             run += 1
         else:
             run = 0
+        if (
+            i >= 2
+            and _is_letter(byte)
+            and _is_punct(data[i - 1])
+            and (data[i - 2] == 32 or _is_punct(data[i - 2]))
+        ):
+            total += punct
         if i == 0:
             row = 256
         elif byte in _RUNS and data[i - 1] == byte and i + 1 < len(data) and data[i + 1] == byte:
