@@ -16,11 +16,9 @@ are in each result's ``extra_info``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import ctxcompact as cc
-import pyarrow as pa
 import pytest
 from ctxcompact.batch.synthetic import generate_table
 from ctxcompact.models import AssistantMessage, Session
@@ -147,33 +145,3 @@ def test_replay_corpus_engine(benchmark: Any, table: Any) -> None:
     benchmark.extra_info["rows"] = table.num_rows
     _rate(benchmark, result.summary["calls"])
     assert result.summary["calls"] > 0
-
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data")
-def test_engine_equals_the_walk_on_the_whole_corpora() -> None:
-    """Every corpus of ../shared/data whole (tests/tuning/test_engine_replay.py
-    compares a few sessions of each): the engine's per-call table is the live
-    walk's, every preset, with and without mask_first, where masks happen and
-    where summaries fire."""
-    from ctxcompact import formats
-    from ctxcompact.tuning.replay import CALL_SCHEMA
-
-    for path in [*sorted((SHARED / "transcripts").iterdir()), SHARED / "formats" / "claude-code"]:
-        if not path.is_dir():
-            continue
-        table = formats.read_sessions(path, on_error="skip").table
-        for preset in ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive"]:
-            for mask_first in (False, True):
-                for limits in ({"context": 32_000, "output": 4_000},
-                               {"context": 12_000, "output": 2_000}):  # fmt: skip
-                    config = cc.CompactionConfig(mask_first=mask_first)
-                    got = cc.replay(table, preset, limits=limits, config=config).calls
-                    walk = config.with_policy(Policy.load(preset))
-                    window = check_window(Limits.coerce(limits), walk)
-                    rows = [r for s in cc.Transcript(table).to_sessions()
-                            for r in replay_session(s, walk, window)]  # fmt: skip
-                    assert got.equals(pa.Table.from_pylist(rows, schema=CALL_SCHEMA)), (
-                        path.name, preset, mask_first, limits)  # fmt: skip

@@ -40,7 +40,7 @@ PRESETS = ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive", "
 MASKS = {"context": 32_000, "output": 4_000}
 SUMMARIES = {"context": 12_000, "output": 2_000}
 #: Sessions per corpus in the unit test (the old walk is slow: the whole
-#: corpora are compared by benches/test_replay.py::test_engine_equals_the_walk).
+#: corpora are compared by test_engine_replay_corpora.py, a slow test).
 SESSIONS = 8
 
 
