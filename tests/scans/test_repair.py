@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from ctxcompact.errors import MissingToolResultError
 from ctxcompact.formats import from_openai_chat
+from ctxcompact.integrations.chatlists import check_pairs
 from ctxcompact.scans import INTERRUPTED_TOOL, validate_chat_messages
 from ctxcompact.scans.repair import repair_chat_messages, repair_tool_pairs
 
@@ -88,3 +91,32 @@ def test_a_renamed_duplicate_call_renames_its_result_block() -> None:
     assert out[2]["tool_calls"][0]["id"] == "a-dup1"
     assert out[3]["content"][0]["tool_use_id"] == "a-dup1"
     assert out[1] == msgs[1] and len(out) == 4
+
+
+def _uses(*ids: str) -> dict[str, Any]:
+    blocks = [{"type": "tool_use", "id": i, "name": "read", "input": {}} for i in ids]
+    return {"role": "assistant", "content": [{"type": "text", "text": "reading"}, *blocks]}
+
+
+def _answers(*ids: str) -> dict[str, Any]:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": i, "content": "the file"} for i in ids]}  # fmt: skip
+
+
+def test_an_unanswered_tool_use_block_is_caught_and_repaired() -> None:
+    """A plain Anthropic list: a tool_use block no turn answers was neither
+    reported by the pairing check nor repaired, so the API refused the list."""
+    msgs = [{"role": "user", "content": "go"}, _uses("a", "b"), _answers("a")]
+    with pytest.raises(MissingToolResultError, match="message 1 calls tool 'b'") as caught:
+        check_pairs(msgs)
+    assert (caught.value.row, caught.value.column) == (1, "content")
+    out, report = repair_chat_messages(msgs)
+    assert [(c.kind, c.where, c.call_id) for c in report.changes] == [("missing-result", 1, "b")]
+    assert out[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "b", "content": INTERRUPTED_TOOL}]}  # fmt: skip
+    assert out[:2] == msgs[:2] and out[3] == msgs[2]
+    check_pairs(out)  # the repaired list passes
+    answered = [_uses("a"), _answers("a")]
+    check_pairs(answered)
+    unchanged, nothing = repair_chat_messages(answered)
+    assert unchanged == answered and not nothing

@@ -41,17 +41,19 @@ Chat = list[dict[str, Any]]
 def check_pairs(chat: Sequence[Mapping[str, Any]]) -> None:
     """Raise for a history no model API accepts: a result before (or without)
     its call, a call no later result answers. Says which message and call."""
-    from ctxcompact.scans.chat import answered_calls, validate_chat_messages
+    from ctxcompact.scans.chat import answered_calls, use_blocks, validate_chat_messages
 
     validate_chat_messages(chat)  # orphan results, unknown roles, calls without ids
     answered = {cid for m in chat for cid in answered_calls(m)}
     for i, m in enumerate(chat):
-        for call in m.get("tool_calls") or []:
-            if str(call["id"]) not in answered:
+        made = [(str(c["id"]), "tool_calls") for c in m.get("tool_calls") or []]
+        made += [(cid, "content") for cid in use_blocks(m)]  # an Anthropic turn's tool_use
+        for cid, column in made:
+            if cid not in answered:
                 raise MissingToolResultError(
-                    f"message {i} calls tool {call['id']!r}, and no later message holds its "
+                    f"message {i} calls tool {cid!r}, and no later message holds its "
                     "result (pass repair=True to add an interrupted-tool result)",
-                    column="tool_calls", row=i,
+                    column=column, row=i,
                 )  # fmt: skip
 
 

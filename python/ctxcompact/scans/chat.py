@@ -156,6 +156,16 @@ def result_blocks(message: Mapping[str, Any]) -> list[tuple[int, str]]:
             if isinstance(b, Mapping) and b.get("type") == "tool_result"]  # fmt: skip
 
 
+def use_blocks(message: Mapping[str, Any]) -> list[str]:
+    """The ids (``str``) of the ``tool_use`` blocks of an Anthropic turn's
+    content: the calls it makes in blocks rather than in ``tool_calls``."""
+    content = message.get("content")
+    if message.get("role") == "tool" or not isinstance(content, (list, tuple)):
+        return []
+    return [str(b.get("id")) for b in content
+            if isinstance(b, Mapping) and b.get("type") == "tool_use"]  # fmt: skip
+
+
 def answered_calls(message: Mapping[str, Any]) -> list[str]:
     """The ids of the calls whose results ``message`` holds: a ``tool``
     message's ``tool_call_id``, an Anthropic turn's ``tool_result`` blocks'
@@ -221,5 +231,6 @@ __all__ = [
     "estimate_chat_message",
     "estimate_chat_messages",
     "result_blocks",
+    "use_blocks",
     "validate_chat_messages",
 ]

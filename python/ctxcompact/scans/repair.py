@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ctxcompact.models import MessageWithParts, Part, Session, UserMessage
-from ctxcompact.scans.chat import result_blocks
+from ctxcompact.scans.chat import answered_calls, result_blocks, use_blocks
 from ctxcompact.scans.view import INTERRUPTED_TOOL
 
 ChangeKind = Literal["moved-result", "orphan-result", "missing-result", "duplicate-call-id"]
@@ -44,7 +44,9 @@ def repair_chat_messages(
     """OpenAI chat messages with every call directly followed by exactly its
     results. A call a later turn answers with a ``tool_result`` block (an
     Anthropic turn, a LangChain ``HumanMessage`` of blocks) is answered: the
-    block stays in its turn (renamed with its call's duplicate id)."""
+    block stays in its turn (renamed with its call's duplicate id). An
+    Anthropic turn's ``tool_use`` block nothing answers gets an interrupted
+    ``tool_result`` block in a user turn right after it."""
     report = RepairReport()
     seen_ids: dict[str, int] = {}
     renamed: dict[int, dict[str, str]] = {}  # assistant index -> old id -> new id
@@ -85,6 +87,8 @@ def repair_chat_messages(
             if cid in calls and calls[cid] < i:
                 results.setdefault(cid, []).append((i, {**m, "tool_call_id": cid}))
                 owner_of_result[i] = cid
+    # an Anthropic turn's tool_use blocks are answered by any result of their id
+    answered = {cid for m in messages for cid in answered_calls(m)}
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         if m.get("role") == "tool":
@@ -122,6 +126,13 @@ def repair_chat_messages(
                                                        f"moved after message {i}"))  # fmt: skip
                 expected = src + 1
                 out.append(result)
+        missing = [cid for cid in use_blocks(m) if cid not in answered and cid not in calls]
+        if missing:  # the API needs each tool_use answered in the next user turn
+            report.changes += [RepairChange("missing-result", i, cid, "added an interrupted "
+                                            "tool_result block") for cid in missing]  # fmt: skip
+            out.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": cid, "content": INTERRUPTED_TOOL}
+                for cid in missing]})  # fmt: skip
     return out, report
 
 
