@@ -40,7 +40,7 @@ PRESETS = ["opencode", "swe-agent", "anthropic-clear-tool-uses", "aggressive", "
 MASKS = {"context": 32_000, "output": 4_000}
 SUMMARIES = {"context": 12_000, "output": 2_000}
 #: Sessions per corpus in the unit test (the old walk is slow: the whole
-#: corpora are compared by test_engine_replay_corpora.py, a slow test).
+#: corpora are compared by the slow test below).
 SESSIONS = 8
 
 
@@ -80,6 +80,24 @@ def test_the_engine_equals_the_live_walk_on_every_corpus(name: str, preset: str,
     for limits in (MASKS, SUMMARIES):
         got = replay(table, preset, limits=limits, config={"mask_first": mask_first}).calls
         assert_same(got, walked(table, preset, limits, mask_first))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
+@pytest.mark.parametrize("limits", [MASKS, SUMMARIES], ids=["masks", "summaries"])
+@pytest.mark.parametrize("mask_first", [False, True])
+@pytest.mark.parametrize("preset", PRESETS[:4])
+@pytest.mark.parametrize("name", list(CORPORA))
+def test_the_engine_equals_the_live_walk_on_the_whole_corpora(
+    name: str, preset: str, mask_first: bool, limits: dict[str, int]
+) -> None:
+    """Every session of every corpus (the test above takes the first few):
+    one case per corpus, preset, mask_first and window, so xdist spreads the
+    walk (tau-bench's 200 sessions take ~20 s of CPU a case) over the cores;
+    each test process reads a corpus once."""
+    table = corpus(name, None)
+    got = replay(table, preset, limits=limits, config={"mask_first": mask_first}).calls
+    assert_same(got, walked(table, preset, limits, mask_first))
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
