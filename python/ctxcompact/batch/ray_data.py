@@ -469,6 +469,10 @@ def count_dataset(dataset: Any, family: str, *, num_cpus: float = 1) -> Any:
     context = getattr(out, "context", None)
     if context is not None and hasattr(context, "raise_original_map_exception"):
         context.raise_original_map_exception = True
+    if context is not None and hasattr(context, "execution_options"):
+        # blocks leave in the input's order, so the written files (named by
+        # write task) read back with each session's rows together and in order
+        context.execution_options.preserve_order = True
     return out
 
 
