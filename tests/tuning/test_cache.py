@@ -229,3 +229,11 @@ def test_tune_gives_a_cache_aware_point_its_first_sheet_s_prices() -> None:
                   cache="off").summary  # fmt: skip
     assert off["prompt_tokens"] == want["prompt_tokens"]
     assert off["prompt_tokens"] < tuned("claude-sonnet-4")["prompt_tokens"]
+
+
+def test_the_stated_break_rule_names_the_threshold_applied() -> None:
+    """``summary["cache_break_rule"]`` said "under half" while 75% was applied."""
+    from ctxcompact.tuning.cache import BREAK_MIN_TOKENS, BREAK_SHARE, CACHE_BREAK
+
+    assert f"under {round(BREAK_SHARE * 100)}%" in CACHE_BREAK
+    assert f"{BREAK_MIN_TOKENS:,} tokens" in CACHE_BREAK

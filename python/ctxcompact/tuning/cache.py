@@ -244,13 +244,14 @@ BREAK_MIN_TOKENS = 1_024
 
 #: The rule ``cache_breaks`` applies, as ``summary["cache_break_rule"]`` says it.
 CACHE_BREAK = (
-    "a call that recorded reading under half the prefix the replay says it shares with "
-    "the previous call (that share of the previous call's recorded prompt; at least 1,024 "
-    "tokens), sent within the run's cache lifetime, is a cache break the runtime made: at "
-    "that call every policy's cached prefix, the baseline's too, is capped at its prompt of "
-    "the newest earlier call whose recorded prompt the recorded read reaches (a breakpoint "
-    "written before), else at the prefix a call sharing nothing reads; a call after the "
-    "run's own compaction, or in a run that carries its own prune marks, is none"
+    f"a call that recorded reading under {BREAK_SHARE:.0%} of the prefix the replay says it "
+    "shares with the previous call (that share of the previous call's recorded prompt; at "
+    f"least {BREAK_MIN_TOKENS:,} tokens), sent within the run's cache lifetime, is a cache "
+    "break the runtime made: at that call every policy's cached prefix, the baseline's too, "
+    "is capped at its prompt of the newest earlier call whose recorded prompt the recorded "
+    "read reaches (a breakpoint written before), else at the prefix a call sharing nothing "
+    "reads; a call after the run's own compaction, or in a run that carries its own prune "
+    "marks, is none"
 )
 
 
