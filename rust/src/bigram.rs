@@ -259,9 +259,26 @@ struct Masks {
     punct: u64,
     /// Spaces and ASCII punctuation (`is_nonword`).
     nonword: u64,
+    /// Spaces and tabs: the run bytes (`RUNS`).
+    space: u64,
+    tab: u64,
 }
 
 impl Masks {
+    /// Every mask shifted down by `k` bits (below 64): bit j becomes the bit
+    /// of byte j + k, zeros above.
+    #[inline(always)]
+    fn shifted_down(self, k: usize) -> Masks {
+        Masks {
+            digit: self.digit >> k,
+            letter: self.letter >> k,
+            punct: self.punct >> k,
+            nonword: self.nonword >> k,
+            space: self.space >> k,
+            tab: self.tab >> k,
+        }
+    }
+
     /// The byte tests, one byte at a time (the tests' reference).
     #[cfg(test)]
     fn of_bytes(block: &[u8; BLOCK]) -> Masks {
@@ -276,6 +293,8 @@ impl Masks {
             letter: bits(is_letter),
             punct: bits(is_punct),
             nonword: bits(is_nonword),
+            space: bits(|b| b == b' '),
+            tab: bits(|b| b == b'\t'),
         }
     }
 }
@@ -301,16 +320,22 @@ fn masks_swar(block: &[u8; BLOCK]) -> Masks {
         letter: 0,
         punct: 0,
         nonword: 0,
+        space: 0,
+        tab: 0,
     };
     for (k, word) in block.chunks_exact(8).enumerate() {
         let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
         let digit = between_swar(x, b'0', b'9');
         let letter = between_swar(x | 0x2020_2020_2020_2020, b'a', b'z');
-        let punct = between_swar(x, 0x21, 0x7E) & !digit & !letter;
+        let space = between_swar(x, b' ', b' ');
+        // Space and punctuation: 0x20-0x7E, not a letter or digit.
+        let nonword = between_swar(x, b' ', 0x7E) & !digit & !letter;
         m.digit |= gather(digit) << (8 * k);
         m.letter |= gather(letter) << (8 * k);
-        m.punct |= gather(punct) << (8 * k);
-        m.nonword |= gather(punct | between_swar(x, b' ', b' ')) << (8 * k);
+        m.punct |= gather(nonword & !space) << (8 * k);
+        m.nonword |= gather(nonword) << (8 * k);
+        m.space |= gather(space) << (8 * k);
+        m.tab |= gather(between_swar(x, b'\t', b'\t')) << (8 * k);
     }
     m
 }
@@ -323,8 +348,8 @@ fn masks_swar(block: &[u8; BLOCK]) -> Masks {
 #[inline]
 unsafe fn masks_avx2(block: &[u8; BLOCK]) -> Masks {
     use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
-        _mm256_or_si256, _mm256_set1_epi8, _mm256_sub_epi8,
+        __m256i, _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_sub_epi8,
     };
     let half = |at: usize| {
         // SAFETY: `at` is 0 or 32, so the 32 bytes read are inside `block`.
@@ -332,19 +357,24 @@ unsafe fn masks_avx2(block: &[u8; BLOCK]) -> Masks {
         // `v - lo <= hi - lo` unsigned: min(d, hi - lo) == d.
         let within = |v: __m256i, lo: u8, hi: u8| {
             let d = _mm256_sub_epi8(v, _mm256_set1_epi8(lo as i8));
-            let m = _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8((hi - lo) as i8)), d);
-            u64::from(_mm256_movemask_epi8(m) as u32)
+            _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8((hi - lo) as i8)), d)
         };
+        let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32);
         let lower = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
-        let space = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b' ' as i8));
         let digit = within(v, b'0', b'9');
         let letter = within(lower, b'a', b'z');
-        let punct = within(v, 0x21, 0x7E) & !digit & !letter;
+        // Space and punctuation: one range, 0x20-0x7E, less the letters and
+        // digits.
+        let nonword = _mm256_andnot_si256(_mm256_or_si256(digit, letter), within(v, b' ', 0x7E));
+        let space = bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(b' ' as i8)));
+        let nonword = bits(nonword);
         Masks {
-            digit,
-            letter,
-            punct,
-            nonword: punct | u64::from(_mm256_movemask_epi8(space) as u32),
+            digit: bits(digit),
+            letter: bits(letter),
+            punct: nonword & !space,
+            nonword,
+            space,
+            tab: bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\t' as i8))),
         }
     };
     let (a, b) = (half(0), half(32));
@@ -353,7 +383,24 @@ unsafe fn masks_avx2(block: &[u8; BLOCK]) -> Masks {
         letter: a.letter | b.letter << 32,
         punct: a.punct | b.punct << 32,
         nonword: a.nonword | b.nonword << 32,
+        space: a.space | b.space << 32,
+        tab: a.tab | b.tab << 32,
     }
+}
+
+/// The spaces and the tabs of a block inside a run of their own byte (the
+/// same byte before and after): `masks` of the block's bytes, `carry` the
+/// masks of the block before (bit 63: the byte before the block's first),
+/// `next` the byte after the block's last.
+#[inline(always)]
+fn block_runs(masks: &Masks, carry: &Masks, next: u8) -> (u64, u64) {
+    let inside = |m: u64, before: u64, after: bool| {
+        (m & (m << 1 | before >> 63) & (m >> 1 | u64::from(after) << 63)).count_ones()
+    };
+    (
+        u64::from(inside(masks.space, carry.space, next == b' ')),
+        u64::from(inside(masks.tab, carry.tab, next == b'\t')),
+    )
 }
 
 /// The letters of a block that take the punctuation weight (`punct_context`):
@@ -521,9 +568,11 @@ impl Table {
 
 /// The weights of every byte pair inside `bytes`, and the spaces and tabs
 /// inside a run of their own byte (the same byte before and after), in one
-/// loop: blocks of 64 pairs, each block's runs counted in u8 lanes (a loop
-/// LLVM vectorises, on 32-byte vectors where the CPU has them) beside its
-/// pair loads, four sums side by side so the loads do not wait on each other.
+/// loop: blocks of 64 pairs, each block's bytes classed by compares into
+/// bit masks (digits, letters, punctuation, spaces, tabs; 32 bytes a compare
+/// where the CPU has AVX2), the runs, digit groups and punctuation contexts
+/// counted on the masks, beside the block's pair loads (each pair's index one
+/// u16 load), four sums side by side so the loads do not wait on each other.
 /// A second pass for the runs cost 20-25% (docs/estimators.md).
 /// `run`: the digits the run of digits that the first byte ends has (0: the
 /// first byte is not a digit); `before`: the byte before the first (`None`:
@@ -533,12 +582,25 @@ impl Table {
 fn pair_sum_runs(by_pair: &[u16; 65536], bytes: &[u8], run: u64, before: Option<u8>) -> Sums {
     #[cfg(target_arch = "x86_64")]
     {
-        if bytes.len() >= BLOCK + 2 && std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
+        if bytes.len() >= BLOCK + 2 && has_avx2() {
+            // SAFETY: the CPU supports AVX2, BMI1, BMI2, LZCNT and POPCNT
+            // (checked just above).
             return unsafe { pair_sum_runs_avx2(by_pair, bytes, run, before) };
         }
     }
     pair_sum_runs_portable(by_pair, bytes, run, before)
+}
+
+/// Whether the CPU has what `pair_sum_runs_avx2` is compiled for (every CPU
+/// with AVX2 has the other four; each is checked all the same).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("popcnt")
+        && std::is_x86_feature_detected!("lzcnt")
+        && std::is_x86_feature_detected!("bmi1")
+        && std::is_x86_feature_detected!("bmi2")
 }
 
 /// What `pair_sum_runs` counts: the pair sum, the spaces and the tabs inside
@@ -570,13 +632,14 @@ fn digit_groups(mut run: u64, bytes: &[u8]) -> u64 {
     count
 }
 
-/// Pairs a block of `pair_sum_runs` reads (its run count fits a u8).
+/// Pairs a block of `pair_sum_runs` reads (its masks are u64).
 const BLOCK: usize = 64;
 
-/// SAFETY (callers): the CPU supports AVX2 (`is_x86_feature_detected!`);
-/// the body is safe code, compiled with AVX2 enabled.
+/// SAFETY (callers): the CPU supports AVX2, BMI1, BMI2, LZCNT and POPCNT
+/// (`has_avx2`); the body is safe code, compiled with them enabled (one
+/// instruction for each block's bit counts and leading zeros).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
 unsafe fn pair_sum_runs_avx2(
     by_pair: &[u16; 65536],
     bytes: &[u8],
@@ -599,6 +662,14 @@ fn pair_sum_runs_portable(
     pair_sum_runs_with(by_pair, bytes, run, before, masks_swar)
 }
 
+/// The weight of the pair of bytes at `i` and `i + 1`: the two bytes read as
+/// one little-endian u16 make the index (one load).
+#[inline(always)]
+fn pair_weight(by_pair: &[u16; 65536], bytes: &[u8], i: usize) -> u64 {
+    let pair: [u8; 2] = bytes[i..i + 2].try_into().expect("2 bytes");
+    u64::from(by_pair[usize::from(u16::from_le_bytes(pair))])
+}
+
 /// The fused loop, `masks` giving a block's byte classes as bits.
 #[inline(always)]
 fn pair_sum_runs_with(
@@ -608,60 +679,67 @@ fn pair_sum_runs_with(
     before: Option<u8>,
     masks: impl Fn(&[u8; BLOCK]) -> Masks,
 ) -> Sums {
-    let weight = |a: u8, b: u8| u64::from(by_pair[usize::from(u16::from_le_bytes([a, b]))]);
     let n = bytes.len();
     let mut sums = [0u64; 4];
     let (mut spaces, mut tabs, mut groups, mut puncts) = (0u64, 0u64, 0u64, 0u64);
     // The classes of the two bytes before the first block's (the first byte
     // and `before`), as the bits 63 and 62 of a block before it.
+    let first = bytes.first().copied();
     let mut carry = Masks {
         digit: 0,
         letter: 0,
-        punct: u64::from(bytes.first().is_some_and(|&b| is_punct(b))) << 63,
-        nonword: u64::from(bytes.first().is_some_and(|&b| is_nonword(b))) << 63
+        punct: u64::from(first.is_some_and(is_punct)) << 63,
+        nonword: u64::from(first.is_some_and(is_nonword)) << 63
             | u64::from(before.is_some_and(is_nonword)) << 62,
+        space: u64::from(first == Some(b' ')) << 63,
+        tab: u64::from(first == Some(b'\t')) << 63,
     };
-    // Block at `at`: the pairs starting at at..at + BLOCK and the run bytes
-    // and digits at at + 1..at + BLOCK + 1 (each with the byte after it).
+    // Block at `at`: the pairs starting at at..at + BLOCK and the run bytes,
+    // digits and letters at at + 1..at + BLOCK + 1 (a run byte with the byte
+    // after it).
     let mut at = 0;
     while at + BLOCK + 2 <= n {
         let w: &[u8; BLOCK + 2] = bytes[at..at + BLOCK + 2].try_into().expect("a block");
-        let (mut s, mut t) = (0u8, 0u8);
-        for j in 0..BLOCK {
-            let (a, b, c) = (w[j], w[j + 1], w[j + 2]);
-            let same = (a == b) & (b == c);
-            s += u8::from(same & (b == b' '));
-            t += u8::from(same & (b == b'\t'));
-        }
-        spaces += u64::from(s);
-        tabs += u64::from(t);
         let classes = masks(w[1..=BLOCK].try_into().expect("a block"));
+        let (s, t) = block_runs(&classes, &carry, w[BLOCK + 1]);
+        spaces += s;
+        tabs += t;
         groups += block_groups(classes.digit, &mut run);
         puncts += block_puncts(classes, &mut carry);
         for j in (0..BLOCK).step_by(4) {
             for (k, sum) in sums.iter_mut().enumerate() {
-                *sum += weight(w[j + k], w[j + k + 1]);
+                *sum += pair_weight(by_pair, w, j + k);
             }
         }
         at += BLOCK;
     }
-    // The last pairs (fewer than BLOCK + 1), then their run bytes.
+    // The last pairs (fewer than BLOCK + 1); the last bytes' classes (at
+    // most a block) with the same masks, as if padded with zeros (no digit,
+    // letter, punctuation, space or tab: nothing counted there, and the last
+    // byte has no byte after it); `carry` holds the two bytes before them. A
+    // walk here cost the gate's ~700-byte texts half their speed.
     let rest = &bytes[at..];
-    let rest_sum: u64 = rest.windows(2).map(|p| weight(p[0], p[1])).sum();
-    for p in rest.windows(3) {
-        let same = (p[0] == p[1]) & (p[1] == p[2]);
-        spaces += u64::from(same & (p[1] == b' '));
-        tabs += u64::from(same & (p[1] == b'\t'));
-    }
-    groups += digit_groups(run, rest.get(1..).unwrap_or(&[]));
+    let rest_sum: u64 = (0..rest.len().saturating_sub(1))
+        .map(|i| pair_weight(by_pair, rest, i))
+        .sum();
     if let [_, after @ ..] = rest {
-        // The last bytes (at most a block) with the same masks, padded with
-        // zeros (no letter, punctuation or space: nothing counted there);
-        // `carry` holds the two bytes before them. A walk here cost the gate's
-        // ~700-byte texts half their speed.
-        let mut pad = [0u8; BLOCK];
-        pad[..after.len()].copy_from_slice(after);
-        puncts += block_puncts(masks(&pad), &mut carry);
+        let classes = match n.checked_sub(BLOCK) {
+            // The text's last block, its bits shifted down to the bytes not
+            // yet read (zeros shifted in above them): no copy.
+            Some(from) if !after.is_empty() => {
+                masks(bytes[from..].try_into().expect("a block")).shifted_down(BLOCK - after.len())
+            }
+            _ => {
+                let mut pad = [0u8; BLOCK];
+                pad[..after.len()].copy_from_slice(after);
+                masks(&pad)
+            }
+        };
+        let (s, t) = block_runs(&classes, &carry, 0);
+        spaces += s;
+        tabs += t;
+        groups += block_groups(classes.digit, &mut run);
+        puncts += block_puncts(classes, &mut carry);
     }
     (
         sums.iter().sum::<u64>() + rest_sum,
@@ -920,6 +998,94 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn random_bytes_in_random_pieces_are_the_definition() {
+        // Random bytes (any byte, and runs of spaces, tabs, digits and
+        // punctuation), 0-300 long, most near the 64-byte block edges; the
+        // loop with masks by AVX2 where the CPU has it and by SWAR (the loop
+        // without AVX2) against the per-byte counts, after any run of digits
+        // and byte before; and the text cut into up to four pieces read one
+        // after another against the definition of the whole.
+        let mut seed = 0x5EED_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let table = with_digit_weight(45_007);
+        let pieces: &[&[u8]] = &[
+            b" ",
+            b"\t",
+            b"/",
+            b"\"",
+            b":",
+            b".",
+            b"a",
+            b"Q",
+            b"7",
+            b"\n",
+            b"\xc3\xa9",
+            b"\xff",
+        ];
+        for _ in 0..6_000 {
+            let len = match next() % 4 {
+                0 => (next() % 301) as usize,
+                k => (64 * k as usize + (next() % 9) as usize).saturating_sub(4),
+            };
+            let mut text = Vec::with_capacity(len + 80);
+            while text.len() < len {
+                let piece = pieces[(next() % pieces.len() as u64) as usize];
+                match next() % 4 {
+                    0 => text.push(next() as u8),
+                    1 => text.extend_from_slice(piece),
+                    _ => text.extend(std::iter::repeat_n(piece[0], (next() % 70) as usize)),
+                }
+            }
+            text.truncate(len);
+            let rest = text.get(1..).unwrap_or(&[]);
+            let run = match text.first() {
+                Some(b) if b.is_ascii_digit() => 1 + next() % 8,
+                _ => 0,
+            };
+            let before =
+                [None, Some(b' '), Some(b'/'), Some(b'x'), Some(0xE9)][(next() % 5) as usize];
+            let want = (
+                pair_sum(&table.by_pair, &text),
+                inside_runs(&text).0,
+                inside_runs(&text).1,
+                digit_groups(run, rest),
+                match text.first() {
+                    Some(&f) => punct_contexts(before, Some(f), rest),
+                    None => 0,
+                },
+            );
+            let portable = pair_sum_runs_portable(&table.by_pair, &text, run, before);
+            assert_eq!(portable, want, "portable {run} {before:?} {text:?}");
+            #[cfg(target_arch = "x86_64")]
+            if text.len() >= BLOCK + 2 && has_avx2() {
+                // SAFETY: the CPU has what the loop is compiled for (checked
+                // just above).
+                let avx2 = unsafe { pair_sum_runs_avx2(&table.by_pair, &text, run, before) };
+                assert_eq!(avx2, want, "avx2 {run} {before:?} {text:?}");
+            }
+            assert_eq!(pair_sum_runs(&table.by_pair, &text, run, before), want);
+            // Cut into up to four pieces.
+            let mut cuts: Vec<usize> = (0..next() % 4)
+                .map(|_| (next() % (text.len() as u64 + 1)) as usize)
+                .collect();
+            cuts.extend([0, text.len()]);
+            cuts.sort_unstable();
+            let (mut tail, mut units) = (Tail::NONE, 0);
+            for w in cuts.windows(2) {
+                let piece = &text[w[0]..w[1]];
+                units += table.units_after(tail, piece);
+                tail = tail.after(piece);
+            }
+            assert_eq!(units, by_definition(&table, &text), "{cuts:?} {text:?}");
         }
     }
 

@@ -109,6 +109,40 @@ def test_a_message_of_joined_runny_texts_matches_the_reference(
     assert got == [t for _, t in want]
 
 
+#: Any characters, cut to 0-300 bytes, most of them near the fused loop's
+#: 64-byte block edges (the last block's bytes are classed with the same
+#: masks as the blocks before it).
+_BYTES = st.tuples(
+    st.text(st.one_of(st.characters(), st.sampled_from(list(' \t/":.7aZ'))), max_size=300),
+    st.one_of(
+        st.integers(0, 300),
+        st.sampled_from([64 * k + d for k in (1, 2, 3, 4) for d in range(-3, 4)]),
+    ),
+).map(lambda t: t[0].encode()[: t[1]].decode(errors="ignore"))
+
+
+@settings(max_examples=sweep(300), deadline=None)
+@given(_BYTES, st.sampled_from(FAMILIES))
+def test_any_text_near_the_block_edges_matches_the_reference(text: str, family: str) -> None:
+    assert estimate_tokens(text, family) == ref.estimate(text, family)  # type: ignore[arg-type]
+
+
+@settings(max_examples=sweep(100), deadline=None)
+@given(st.lists(_BYTES, min_size=1, max_size=4), st.sampled_from(FAMILIES))
+def test_a_message_of_joined_texts_near_the_block_edges_matches_the_reference(
+    texts: list[str], family: str
+) -> None:
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m", "role": "assistant"},
+         "parts": [{"id": f"p{i}", "type": "text", "text": t} for i, t in enumerate(texts)]},
+    ]})  # fmt: skip
+    transcript = cc.Transcript.from_sessions([session])
+    config = SimpleNamespace(estimate_method=family, message_overhead=4)
+    got = cc.estimate_messages(transcript, config).messages["tokens"].to_pylist()
+    want = ref.estimate_messages(transcript.to_arrow().to_pylist(), method=family, overhead=4)
+    assert got == [t for _, t in want]
+
+
 def _messages() -> list[str]:
     """Every text, output and argument of the shared tau-bench and SWE-agent runs."""
     out: list[str] = []
