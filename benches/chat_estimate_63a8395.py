@@ -4,7 +4,8 @@ were counted by the core (``scans/chat.py`` and ``live/split.py`` at
 kept only as the baseline the engine's counts are measured against
 (``benches/test_small_calls.py``). Not part of the package; nothing else
 imports it. The helpers they called that are unchanged since are imported
-(the split's boundary search, changed since, is copied below).
+(the split's boundary search and the messages' check, changed since, are
+copied below).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxcompact.errors import FormatError
 from ctxcompact.live.split import Split, leading_system, summary_round
-from ctxcompact.scans.content import IMAGE_TOKENS, check_chat_messages, content_text, split_images
+from ctxcompact.scans.content import IMAGE_TOKENS, content_text, split_images
 from ctxcompact.scans.estimate import estimate_tokens
 
 
@@ -53,6 +55,41 @@ def _adjust(messages: Sequence[Mapping[str, Any]], boundary: int, floor: int) ->
             continue
         break
     return boundary
+
+
+def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
+    """``messages`` if it is a list of chat message dicts a count can read:
+    each a mapping with a string ``role`` and a ``content`` that is a string,
+    a list of blocks or None. Else a ``FormatError`` naming the message (its
+    index in ``row``, the key at fault in ``column``): a malformed one would
+    be counted as whatever its ``str()`` is."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise FormatError(
+            f"chat messages must be a list of message dicts, got {type(messages).__name__}"
+        )
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}", row=i)
+        if not isinstance(m.get("role"), str):
+            raise FormatError(f"chat message {i} has no string 'role'", row=i, column="role")
+        content = m.get("content")
+        if not (content is None or isinstance(content, (str, list, tuple))):
+            raise FormatError(
+                f"chat message {i}: 'content' must be a string, a list of blocks or null, "
+                f"got {type(content).__name__}",
+                row=i,
+                column="content",
+            )
+        calls = m.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, (list, tuple)) and all(isinstance(c, Mapping) for c in calls)
+        ):
+            raise FormatError(
+                f"chat message {i}: 'tool_calls' must be a list of dicts",
+                row=i,
+                column="tool_calls",
+            )
+    return messages
 
 
 def _compact_json(value: Any) -> str:
