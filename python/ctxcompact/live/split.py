@@ -97,7 +97,11 @@ def _blocks(message: Message, kind: str) -> list[Mapping[str, Any]]:
 
 def _result_ids(message: Message) -> set[str]:
     """The calls ``message`` answers: a tool message's, a turn's ``tool_result`` blocks'."""
-    ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
+    content = message.get("content")
+    if content is None or type(content) is str:  # no blocks (most messages)
+        ids: set[str] = set()
+    else:
+        ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
     if message.get("role") == "tool":
         ids.add(str(message.get("tool_call_id")))
     return ids
