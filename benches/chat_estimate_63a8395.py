@@ -3,7 +3,9 @@ were counted by the core (``scans/chat.py`` and ``live/split.py`` at
 63a8395; the Anthropic-block fallback of ``chat_counts`` at f9fdeea^),
 kept only as the baseline the engine's counts are measured against
 (``benches/test_small_calls.py``). Not part of the package; nothing else
-imports it. The helpers they called that are unchanged since are imported.
+imports it. The helpers they called that are unchanged since are imported
+(the split's boundary search and the messages' check, changed since, are
+copied below).
 """
 
 from __future__ import annotations
@@ -12,9 +14,82 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxcompact.live.split import Split, _adjust, _result_ids, leading_system, summary_round
-from ctxcompact.scans.content import IMAGE_TOKENS, check_chat_messages, content_text, split_images
+from ctxcompact.errors import FormatError
+from ctxcompact.live.split import Split, leading_system, summary_round
+from ctxcompact.scans.content import IMAGE_TOKENS, content_text, split_images
 from ctxcompact.scans.estimate import estimate_tokens
+
+
+def _blocks(message: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    """The Anthropic content blocks of ``kind`` (``tool_use``, ``tool_result``) in ``message``."""
+    content = message.get("content")
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def _result_ids(message: Mapping[str, Any]) -> set[str]:
+    """The calls ``message`` answers: a tool message's, a turn's ``tool_result`` blocks'."""
+    ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
+    if message.get("role") == "tool":
+        ids.add(str(message.get("tool_call_id")))
+    return ids
+
+
+def _call_ids(message: Mapping[str, Any]) -> set[str]:
+    """The calls ``message`` makes: its ``tool_calls``, its ``tool_use`` blocks."""
+    ids = {str(b.get("id")) for b in _blocks(message, "tool_use")}
+    return ids | {str(c.get("id")) for c in (message.get("tool_calls") or [])}
+
+
+def _adjust(messages: Sequence[Mapping[str, Any]], boundary: int, floor: int) -> int:
+    """Move the boundary back until no tool call in the head has a result in the tail."""
+    while boundary > floor:
+        if _result_ids(messages[boundary]):
+            boundary -= 1  # a result must stay with its call
+            continue
+        tail_results = set().union(*(_result_ids(m) for m in messages[boundary:]))
+        head_calls = set().union(*(_call_ids(m) for m in messages[floor:boundary]))
+        if tail_results & head_calls:
+            boundary -= 1
+            continue
+        break
+    return boundary
+
+
+def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
+    """``messages`` if it is a list of chat message dicts a count can read:
+    each a mapping with a string ``role`` and a ``content`` that is a string,
+    a list of blocks or None. Else a ``FormatError`` naming the message (its
+    index in ``row``, the key at fault in ``column``): a malformed one would
+    be counted as whatever its ``str()`` is."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise FormatError(
+            f"chat messages must be a list of message dicts, got {type(messages).__name__}"
+        )
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}", row=i)
+        if not isinstance(m.get("role"), str):
+            raise FormatError(f"chat message {i} has no string 'role'", row=i, column="role")
+        content = m.get("content")
+        if not (content is None or isinstance(content, (str, list, tuple))):
+            raise FormatError(
+                f"chat message {i}: 'content' must be a string, a list of blocks or null, "
+                f"got {type(content).__name__}",
+                row=i,
+                column="content",
+            )
+        calls = m.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, (list, tuple)) and all(isinstance(c, Mapping) for c in calls)
+        ):
+            raise FormatError(
+                f"chat message {i}: 'tool_calls' must be a list of dicts",
+                row=i,
+                column="tool_calls",
+            )
+    return messages
 
 
 def _compact_json(value: Any) -> str:

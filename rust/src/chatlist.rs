@@ -250,6 +250,21 @@ mod tests {
     }
 
     #[test]
+    fn a_call_that_says_custom_without_its_custom_object_is_refused_on_every_path() {
+        // the fast chat reader took it as a function call (a silent count)
+        let data = br#"{"id":"chat","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"custom","function":{"name":"read","arguments":"{}"}}]}]}"#;
+        let got = chat_counts(data, 1, "chat", MessageEstimateConfig::default());
+        let Err(CoreError::Format { what, at }) = got else {
+            panic!("{got:?}")
+        };
+        assert!(
+            what.starts_with("chat list, message 0: tool_calls[0] has a 'custom' key"),
+            "{what}"
+        );
+        assert_eq!(at.row, Some(0));
+    }
+
+    #[test]
     fn the_result_index_is_the_parts_own_not_a_nested_key() {
         // the output and input hold the key too (skipped, not read)
         let data = br#"{"id":"chat","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"read","arguments":"{\"result_source\":{\"ctxcompact_at\":0}}"}}]},{"role":"user","content":"between"},{"role":"tool","tool_call_id":"c","content":"{\"result_source\":{\"ctxcompact_at\":1}}","ctxcompact_at":2}]}"#;

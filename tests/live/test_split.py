@@ -375,3 +375,84 @@ def test_a_window_with_no_input_room_is_refused_as_the_compactor_refuses_it(
     # a window with room, or none (0: unlimited), is taken as before
     assert not should_compact(msgs, context=window["context"], output=100)
     assert compact_messages(msgs, Summarizer(None), context=0).record is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _tool_chats(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chats of user turns, calls (``tool_calls`` or ``tool_use`` blocks,
+    ids reused), their results (``tool`` messages or ``tool_result``
+    blocks, some missing, some twice, some early) and replies."""
+    ids = st.sampled_from(["a", "b", "c", "d"])
+    out: list[dict[str, Any]] = [SYSTEM] if draw(st.booleans()) else []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["user", "calls", "uses", "tool", "results", "reply"]))
+        if kind == "user":
+            out.append(
+                {
+                    "role": "user",
+                    "content": draw(st.sampled_from(["go", [{"type": "text", "text": "go"}]])),
+                }
+            )
+        elif kind == "calls":
+            calls = [{"id": i, "type": "function"} for i in draw(st.lists(ids, max_size=3))]
+            out.append({"role": "assistant", "content": None, "tool_calls": calls})
+        elif kind == "uses":
+            out.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": i, "name": "read", "input": {}}
+                for i in draw(st.lists(ids, min_size=1, max_size=3))]})  # fmt: skip
+        elif kind == "tool":
+            out.append({"role": "tool", "tool_call_id": draw(ids), "content": "out"})
+        elif kind == "results":
+            out.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": i, "content": "out"}
+                for i in draw(st.lists(ids, min_size=1, max_size=3))]})  # fmt: skip
+        else:
+            out.append({"role": "assistant", "content": "ok"})
+    return out
+
+
+def _answers(m: dict[str, Any]) -> set[str]:
+    content = m.get("content")
+    blocks = content if isinstance(content, list) else []
+    ids = {b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"}
+    return ids | ({m["tool_call_id"]} if m["role"] == "tool" else set())
+
+
+def _makes(m: dict[str, Any]) -> set[str]:
+    content = m.get("content")
+    blocks = content if isinstance(content, list) else []
+    ids = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    return ids | {c["id"] for c in m.get("tool_calls") or []}
+
+
+@settings(max_examples=300, deadline=None)
+@given(chat=_tool_chats(), keep=st.integers(0, 16))
+def test_the_boundary_is_the_latest_that_keeps_every_call_with_its_results(
+    chat: list[dict[str, Any]], keep: int
+) -> None:
+    """The boundary is the latest at or before the one the budget gives
+    whose message answers no call and whose tail answers no call of the
+    head (the head start if none); the request is the newest user turn
+    answering nothing, when it is in the head."""
+    counts = [1] * len(chat)
+    split = select_split(chat, keep_tokens=keep, counts=counts)
+    start = split.head_start
+    budget = max(start, len(chat) - keep)
+
+    def cut(b: int) -> bool:
+        tail = set().union(*(_answers(m) for m in chat[b:]))
+        head = set().union(*(_makes(m) for m in chat[start:b]))
+        return not _answers(chat[b]) and not tail & head
+
+    want = budget
+    if budget < len(chat):
+        want = next((b for b in range(budget, start, -1) if cut(b)), start)
+    assert split.boundary == want
+    users = [
+        i for i in range(start, len(chat)) if chat[i]["role"] == "user" and not _answers(chat[i])
+    ]
+    assert split.request == (users[-1] if users and users[-1] < want else None)

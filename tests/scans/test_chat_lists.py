@@ -576,3 +576,20 @@ def test_an_orphaned_tool_result_block_is_refused_not_counted_nowhere() -> None:
     with pytest.raises(OrphanedToolResultError, match="'zz'") as o:
         mask_chat_messages(chat, "opencode")
     assert (o.value.row, o.value.column) == (1, "content")
+
+
+def test_a_call_saying_custom_without_its_custom_object_is_refused_not_counted() -> None:
+    """A chat list's call of ``"type": "custom"`` with a ``function`` and no
+    ``custom`` object was counted by the core's fast reader as a function
+    call (the general reader refuses it): both refuse it now, naming the
+    message and the call."""
+    from ctxcompact.scans.chatrows import chat_counts
+
+    call = {"id": "c", "type": "custom", "function": {"name": "read", "arguments": "{}"}}
+    chat = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]}]  # fmt: skip
+    with pytest.raises(
+        FormatError, match=r"^chat list, message 1: tool_calls\[0\] has a 'custom'"
+    ) as e:
+        chat_counts(chat)
+    assert e.value.row == 1

@@ -85,14 +85,23 @@ def summary_round(message: Message) -> int | None:
 def _blocks(message: Message, kind: str) -> list[Mapping[str, Any]]:
     """The Anthropic content blocks of ``kind`` (``tool_use``, ``tool_result``) in ``message``."""
     content = message.get("content")
-    if isinstance(content, str) or not isinstance(content, Sequence):
+    if content is None or type(content) is str:  # the common cases, without the ABC checks
         return []
-    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+    if type(content) is not list and (
+        isinstance(content, str) or not isinstance(content, Sequence)
+    ):
+        return []
+    return [b for b in content
+            if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == kind]  # fmt: skip
 
 
 def _result_ids(message: Message) -> set[str]:
     """The calls ``message`` answers: a tool message's, a turn's ``tool_result`` blocks'."""
-    ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
+    content = message.get("content")
+    if content is None or type(content) is str:  # no blocks (most messages)
+        ids: set[str] = set()
+    else:
+        ids = {str(b.get("tool_use_id")) for b in _blocks(message, "tool_result")}
     if message.get("role") == "tool":
         ids.add(str(message.get("tool_call_id")))
     return ids
@@ -104,18 +113,27 @@ def _call_ids(message: Message) -> set[str]:
     return ids | {str(c.get("id")) for c in (message.get("tool_calls") or [])}
 
 
-def _adjust(messages: Sequence[Message], boundary: int, floor: int) -> int:
-    """Move the boundary back until no tool call in the head has a result in the tail."""
+def _adjust(
+    messages: Sequence[Message], boundary: int, floor: int, results: Sequence[set[str]]
+) -> int:
+    """Move the boundary back until no tool call in the head has a result in
+    the tail (``results``: each message's ``_result_ids`` from ``floor``)."""
+    head: dict[str, int] = {}  # the head's call ids, how many messages make each
+    for m in messages[floor:boundary]:
+        for cid in _call_ids(m):
+            head[cid] = head.get(cid, 0) + 1
+    tail = set().union(*results[boundary - floor :])
     while boundary > floor:
-        if _result_ids(messages[boundary]):
-            boundary -= 1  # a result must stay with its call
-            continue
-        tail_results = set().union(*(_result_ids(m) for m in messages[boundary:]))
-        head_calls = set().union(*(_call_ids(m) for m in messages[floor:boundary]))
-        if tail_results & head_calls:
-            boundary -= 1
-            continue
-        break
+        # a result must stay with its call
+        if not results[boundary - floor] and not any(cid in head for cid in tail):
+            break
+        boundary -= 1  # that message joins the tail
+        tail |= results[boundary - floor]
+        for cid in _call_ids(messages[boundary]):
+            if head[cid] == 1:
+                del head[cid]
+            else:
+                head[cid] -= 1
     return boundary
 
 
@@ -160,11 +178,15 @@ def select_split(
         raise ConfigError(
             f"unknown keep_policy {keep_policy!r}: 'messages' or 'tokens'", column="keep_policy"
         )
-    boundary = _adjust(messages, boundary, start) if boundary < len(messages) else boundary
-    # a user turn of Anthropic tool results answers the agent: no request
-    users = [i for i in range(start, len(messages))
-             if messages[i].get("role") == "user" and not _result_ids(messages[i])]  # fmt: skip
-    request = users[-1] if users and users[-1] < boundary else None
+    results = [_result_ids(m) for m in messages[start:]]
+    if boundary < len(messages):
+        boundary = _adjust(messages, boundary, start, results)
+    # the newest user turn, if in the head (a user turn of Anthropic tool
+    # results answers the agent: no request)
+    users = (i for i in range(len(messages) - 1, start - 1, -1)
+             if messages[i].get("role") == "user" and not results[i - start])  # fmt: skip
+    user = next(users, None)
+    request = user if user is not None and user < boundary else None
     return Split(system, previous, previous_round, list(messages[start:boundary]),
                  list(messages[boundary:]), start, boundary, list(messages[:lead]),
                  request)  # fmt: skip

@@ -43,6 +43,10 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
+#: The types a plain message's ``content`` may be (``check_chat_messages``).
+_CONTENT_TYPES = (str, list, tuple)
+
+
 def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
     """``messages`` if it is a list of chat message dicts a count can read:
     each a mapping with a string ``role`` and a ``content`` that is a string,
@@ -54,6 +58,14 @@ def check_chat_messages(messages: Any) -> Sequence[Mapping[str, Any]]:
             f"chat messages must be a list of message dicts, got {type(messages).__name__}"
         )
     for i, m in enumerate(messages):
+        if type(m) is dict:  # the plain case, without the ABC checks
+            content, calls = m.get("content"), m.get("tool_calls")
+            if (
+                type(m.get("role")) is str
+                and (content is None or type(content) in _CONTENT_TYPES)
+                and (calls is None or (type(calls) is list and all(type(c) is dict for c in calls)))
+            ):
+                continue
         if not isinstance(m, Mapping):
             raise FormatError(f"chat message {i} is not a dict: {type(m).__name__}", row=i)
         if not isinstance(m.get("role"), str):

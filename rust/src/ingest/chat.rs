@@ -596,7 +596,7 @@ fn turn(
 
 /// The content blocks a chat list may hold that only Anthropic's Messages
 /// API has: a content list holding one is read as Anthropic blocks.
-const ANTHROPIC_ONLY: &[&str] = &[
+pub(super) const ANTHROPIC_ONLY: &[&str] = &[
     "tool_use",
     "tool_result",
     "thinking",

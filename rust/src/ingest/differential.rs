@@ -61,7 +61,7 @@ struct Tally {
 
 fn chat_line_agrees(text: &str, tally: &mut Tally) {
     let (mut rows, mut buf) = (Rows::default(), String::new());
-    let Some(got) = fast_chat::chat_line(text, "file", 7, &mut rows, &mut buf) else {
+    let Some(got) = fast_chat::chat_line(text, "file", 7, false, &mut rows, &mut buf) else {
         assert!(rows.is_empty(), "a declined line left rows: {text}");
         tally.declined += 1;
         return;
@@ -434,4 +434,199 @@ fn claude_code_files_read_alike_on_both_paths() {
         }
     }
     assert!(tally.fast > 50 && tally.declined > 20, "{tally:?}");
+}
+
+/// `chat_line_agrees` for a chat list (`chat::chat_list`, Anthropic blocks read).
+fn chat_list_agrees(text: &str, tally: &mut Tally) {
+    let (mut rows, mut buf) = (Rows::default(), String::new());
+    let Some(got) = fast_chat::chat_line(text, "file", 7, true, &mut rows, &mut buf) else {
+        assert!(rows.is_empty(), "a declined line left rows: {text}");
+        tally.declined += 1;
+        return;
+    };
+    let mut want = Rows::default();
+    let value = parse(text.as_bytes()).unwrap_or_else(|p| panic!("{p:?}: {text}"));
+    let session = chat::chat_list(value, "file:7").unwrap_or_else(|p| panic!("{p:?}: {text}"));
+    let mapped = emit(&[session], &mut want);
+    assert_eq!(vec![got], mapped.sessions, "{text}");
+    assert_eq!(rows.finish(), want.finish(), "{text}");
+    tally.fast += 1;
+}
+
+/// A block of an Anthropic turn of `role`: every block type, with the
+/// fields the fast path reads of the right types and, now and then, wrong.
+fn anthropic_block(rng: &mut Rng, texts: &[String], role: &str, calls: &mut Vec<String>) -> Value {
+    let text = Value::String(rng.pick(texts).clone());
+    let odd = |rng: &mut Rng| {
+        rng.pick(&[
+            Value::Null,
+            json!(5),
+            json!(true),
+            json!([]),
+            json!({}),
+            json!(""),
+        ])
+        .clone()
+    };
+    let mut block = match (role, rng.below(7)) {
+        ("assistant", 0) => json!({"type": "thinking", "thinking": text, "signature": "sig"}),
+        ("assistant", 1) => json!({"type": "redacted_thinking", "data": "opaque"}),
+        ("assistant", 2 | 3) => {
+            let id = format!("t{}", rng.below(6));
+            calls.push(id.clone());
+            let input = rng
+                .pick(&[
+                    json!({"path": text.clone(), "n": 1.50}),
+                    json!({}),
+                    Value::Null,
+                ])
+                .clone();
+            json!({"type": "tool_use", "id": id, "name": rng.pick(&["read", "é"]), "input": input})
+        }
+        ("user", 0..=2) if !calls.is_empty() => {
+            let id = if rng.below(6) == 0 {
+                calls[rng.below(calls.len())].clone()
+            } else {
+                calls.remove(rng.below(calls.len()))
+            };
+            let content = match rng.below(4) {
+                0 => Value::Null,
+                1 => {
+                    json!([{"type": "text", "text": text.clone()}, {"type": "text", "text": "b"}, {"type": "image"}])
+                }
+                _ => text.clone(),
+            };
+            let mut b = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+            if rng.below(3) == 0 {
+                b["is_error"] = json!(rng.below(2) == 0);
+            }
+            b
+        }
+        (_, 4) => {
+            let source = rng
+                .pick(&[
+                    json!({"type": "base64", "media_type": "image/png", "data": "iVBOR"}),
+                    json!({"type": "base64", "data": "iVBOR"}),
+                    json!({"type": "url", "url": "https://x/a.png"}),
+                    json!({"type": "url", "media_type": ""}),
+                    Value::Null,
+                ])
+                .clone();
+            json!({"type": "image", "source": source})
+        }
+        (_, 5) => {
+            json!({"type": "document", "source": {"type": "text", "data": text}, "title": "t"})
+        }
+        _ => json!({"type": "text", "text": text}),
+    };
+    match rng.below(14) {
+        0 => block["cache_control"] = json!({"type": "ephemeral"}),
+        1 => block["text"] = odd(rng),
+        2 => block["input"] = odd(rng),
+        3 => block["is_error"] = odd(rng),
+        4 => block["thinking"] = odd(rng),
+        5 => {
+            block["type"] = rng
+                .pick(&[
+                    json!("tool_use"),
+                    json!("tool_result"),
+                    json!("image_url"),
+                    json!(3),
+                ])
+                .clone()
+        }
+        6 => {
+            block["source"] = rng
+                .pick(&[
+                    json!({"media_type": 3}),
+                    json!("x"),
+                    json!({"type": "base64", "data": 1}),
+                ])
+                .clone()
+        }
+        7 => block["tool_use_id"] = rng.pick(&[json!("nope"), json!(""), json!(1)]).clone(),
+        8 => {
+            block["content"] = rng
+                .pick(&[json!([1]), json!([{"text": 2}]), json!({"a": 1}), json!(7)])
+                .clone()
+        }
+        9 => block["id"] = odd(rng),
+        _ => {}
+    }
+    block
+}
+
+/// A message of a chat list that may hold Anthropic blocks.
+fn anthropic_message(rng: &mut Rng, texts: &[String], calls: &mut Vec<String>) -> Value {
+    let role = *rng.pick(&[
+        "user",
+        "user",
+        "assistant",
+        "assistant",
+        "system",
+        "developer",
+    ]);
+    let text = Value::String(rng.pick(texts).clone());
+    let content = match rng.below(6) {
+        0 => text,
+        1 if role != "user" => Value::Null,
+        _ => {
+            let n = 1 + rng.below(4);
+            let blocks: Vec<Value> = (0..n)
+                .map(|_| anthropic_block(rng, texts, role, calls))
+                .collect();
+            Value::Array(blocks)
+        }
+    };
+    let mut m = json!({"role": role, "content": content});
+    if role == "assistant" && rng.below(8) == 0 {
+        let id = format!("t{}", rng.below(6));
+        calls.push(id.clone());
+        let kind = rng.pick(&["function", "custom"]);
+        m["tool_calls"] = json!([{"id": id, "type": kind,
+            "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]);
+    }
+    if role == "user" && rng.below(8) == 0 && !calls.is_empty() {
+        // an OpenAI tool message answering a call, as a list may mix them
+        let id = calls.remove(rng.below(calls.len()));
+        return json!({"role": "tool", "tool_call_id": id, "content": "out", "ctxcompact_at": 3});
+    }
+    if rng.below(20) == 0 {
+        m["role"] = json!(rng.pick(&["tool", "robot"]));
+    }
+    m
+}
+
+#[test]
+fn chat_lists_with_anthropic_blocks_read_alike_on_both_paths() {
+    let mut rng = Rng(0x1405_7b7e_f767_814f);
+    let mut tally = Tally::default();
+    let mut texts: Vec<String> = vec![
+        "a\nb 数据".into(),
+        "be \"brief\" \u{e9}😀".into(),
+        "".into(),
+        "x".repeat(300),
+    ];
+    if let Some(data) = shared_data() {
+        for chat in real_chats(&data).iter().take(50) {
+            let text = chat.iter().find_map(|m| m["content"].as_str());
+            texts.push(text.unwrap_or("").chars().take(200).collect());
+        }
+    }
+    let mut fast_blocks = 0;
+    for _ in 0..4000 {
+        let mut calls = Vec::new();
+        let n = rng.below(9);
+        let messages: Vec<Value> = (0..n)
+            .map(|_| anthropic_message(&mut rng, &texts, &mut calls))
+            .collect();
+        let blocks = messages.iter().any(|m| m["content"].is_array());
+        let before = tally.fast;
+        chat_list_agrees(&chat_line(&mut rng, messages), &mut tally);
+        fast_blocks += usize::from(blocks && tally.fast > before);
+    }
+    assert!(
+        fast_blocks > 500 && tally.declined > 500,
+        "{tally:?}, {fast_blocks} with blocks"
+    );
 }

@@ -11,7 +11,7 @@
 //!   `system` key, and `id` and `session_id` absent, null or strings;
 //! - every message is an object with `role` one of `system`, `developer`,
 //!   `user`, `assistant`, `tool`, `id` absent, null or a string, and
-//!   `content` absent, null or a string (content parts: not here);
+//!   `content` absent, null, a string or an array of content blocks (below);
 //! - an assistant message has no `usage` (a logged reply's, which
 //!   `chat::turn` reads as its tokens);
 //! - an assistant's `tool_calls` is absent, null or an array of objects
@@ -23,7 +23,23 @@
 //!   `str`) names a call of an earlier message still pending (the latest
 //!   call of that id), and its `content` is a string.
 //!
-//! Otherwise (an orphaned or second result, content parts, an id that is not
+//! - content blocks, each an object with a string `type`: in a list holding
+//!   none of `chat::ANTHROPIC_ONLY`, only `text` blocks (`text` absent or a
+//!   string; `chat::content_parts`); in one holding one, read in the
+//!   chat-list mode only (`list`; `chat::check_blocks` and
+//!   `anthropic::parts_from`): `text` (`text` absent or a string), `thinking`
+//!   and `redacted_thinking` (`thinking` absent or a string) and `tool_use`
+//!   (non-empty string `id` and `name`, `input` absent, null or an object) in
+//!   an assistant message, `tool_result` in a user message (non-empty string
+//!   `tool_use_id` naming a call of an earlier message still pending,
+//!   `is_error` absent, null or a bool, `content` absent, null, a string or
+//!   an array of objects whose `text` is absent or a string), `image`
+//!   (`source` absent, null or an object whose `media_type` is absent, null
+//!   or a string) and `document` in any; an assistant message holding a
+//!   `tool_use` has no `tool_calls`;
+//! - in the chat-list mode, no call says `"type": "custom"` (`chat::check_custom`).
+//!
+//! Otherwise (an orphaned or second result, other content parts, an id that is not
 //! a string, any line the mapping rejects) it returns `None` with nothing
 //! appended, and the line is read by serde_json and `chat::line`: its rows,
 //! or its error, are that path's. `differential.rs` checks that both give
@@ -31,8 +47,12 @@
 
 use std::borrow::Cow;
 
-use super::fast::{get, parse, remove, write_entries, write_object, write_span, Obj, Span, J};
-use super::pyjson::{write_str, DEFAULT};
+use super::chat::{ANTHROPIC_ONLY, AT};
+use super::fast::{
+    get, parse, remove, write_entries, write_json, write_object, write_span, Obj, Span, J,
+};
+use super::fast_claude::result_text;
+use super::pyjson::{write_str, COMPACT, DEFAULT};
 use super::rows::{MessageRef, PartRef, Rows};
 
 struct Message<'a> {
@@ -44,9 +64,13 @@ struct Message<'a> {
 
 struct Part<'a> {
     id: String,
-    tool: bool,
-    /// A text part's text; a tool part's result (`None`: still pending).
+    /// The row's part type: `tool` (its JSON written once the line is
+    /// read), `text`, `reasoning`, `tool-result`, `file`, `document`.
+    kind: &'static str,
+    /// A text or reasoning part's text; a tool part's result (`None`: still
+    /// pending), its error when `failed`.
     output: Option<Cow<'a, str>>,
+    failed: bool,
     /// The tool's name (`None`: null).
     name: Option<Cow<'a, str>>,
     /// The call id (`None`: null).
@@ -54,22 +78,37 @@ struct Part<'a> {
     input: Span,
     source: Option<Obj<'a>>,
     result_source: Option<Obj<'a>>,
+    /// The chat index of the message whose `tool_result` block completed
+    /// it (its `result_source`, `{AT: index}`).
+    result_at: Option<usize>,
+    /// The part's `*_json` in the line's buffer (empty: `{}`).
     json: Span,
 }
 
 impl<'a> Part<'a> {
-    fn text(id: String, text: Cow<'a, str>) -> Self {
+    /// A part other than a tool: its row's text and JSON.
+    fn block(id: String, kind: &'static str, output: Option<Cow<'a, str>>, json: Span) -> Self {
         Part {
             id,
-            tool: false,
-            output: Some(text),
+            kind,
+            output,
+            failed: false,
             name: None,
             call_id: None,
             input: 0..0,
             source: None,
             result_source: None,
-            json: 0..0,
+            result_at: None,
+            json,
         }
+    }
+
+    fn text(id: String, text: Cow<'a, str>) -> Self {
+        Part::block(id, "text", Some(text), 0..0)
+    }
+
+    fn is_tool(&self) -> bool {
+        self.kind == "tool"
     }
 }
 
@@ -84,13 +123,15 @@ fn truthy_str<'m>(map: &'m Obj<'_>, key: &str) -> Result<Option<&'m str>, ()> {
     }
 }
 
-/// A chat line, appended to `rows` as `chat::line` and `SessionRows::emit`
-/// would (a session without an id is `<stem>:<number>`); `(session id,
-/// message ids)`, or `None` (and nothing appended) for the serde_json path.
+/// A chat line, appended to `rows` as `chat::line` (`list`: as
+/// `chat::chat_list`, Anthropic blocks read) and `SessionRows::emit` would
+/// (a session without an id is `<stem>:<number>`); `(session id, message
+/// ids)`, or `None` (and nothing appended) for the serde_json path.
 pub fn chat_line(
     text: &str,
     stem: &str,
     number: usize,
+    list: bool,
     rows: &mut Rows,
     buf: &mut String,
 ) -> Option<(String, Vec<String>)> {
@@ -109,6 +150,7 @@ pub fn chat_line(
         out: Vec::with_capacity(messages.len()),
         calls: Vec::new(),
         scratch: String::new(),
+        list,
     };
     for (i, raw) in messages.into_iter().enumerate() {
         let J::Obj(msg) = raw else {
@@ -121,7 +163,11 @@ pub fn chat_line(
     }
     // Everything checked: the tool parts' JSON (their results are in), then the rows.
     let mut out = read.out;
-    for p in out.iter_mut().flat_map(|m| &mut m.parts).filter(|p| p.tool) {
+    for p in out
+        .iter_mut()
+        .flat_map(|m| &mut m.parts)
+        .filter(|p| p.is_tool())
+    {
         p.json = write_span(buf, |b| write_tool_json(b, p));
     }
     emit(rows, &sid, &buf[session_json], &out, buf);
@@ -185,6 +231,8 @@ struct Read<'a> {
     calls: Vec<(Cow<'a, str>, usize, usize)>,
     /// A call's arguments written again, to compare with their text.
     scratch: String,
+    /// The chat-list mode (`chat::chat_list`): Anthropic blocks are read.
+    list: bool,
 }
 
 impl<'a> Read<'a> {
@@ -231,14 +279,22 @@ impl<'a> Read<'a> {
         remove(&mut msg, "role");
         remove(&mut msg, "tool_call_id");
         let mut parts = Vec::new();
+        let calls_before = self.calls.len();
         let had_content = match content {
             None | Some(J::Null) => false,
             Some(J::Str(text)) => {
                 parts.push(Part::text(format!("{mid}-p00"), text));
                 true
             }
+            Some(J::Arr(blocks)) => {
+                self.blocks(blocks, role, &mid, i, &mut parts, buf)?;
+                true
+            }
             Some(_) => return None,
         };
+        // a message's `tool_use` blocks and `tool_calls` of one id: the
+        // serde_json path notes the blocks' calls last
+        let block_calls = self.calls.len() > calls_before;
         let mut extra = msg;
         let canonical = match role {
             "user" => "user",
@@ -257,13 +313,16 @@ impl<'a> Read<'a> {
             }
             let tool_calls = match tool_calls {
                 None | Some(J::Null) => Vec::new(),
-                Some(J::Arr(items)) => items,
+                Some(J::Arr(items)) if !block_calls || items.is_empty() => items,
                 Some(_) => return None,
             };
             for (j, call) in tool_calls.into_iter().enumerate() {
                 let J::Obj(call) = call else {
                     return None;
                 };
+                if self.list && matches!(get(&call, "type"), Some(J::Str(t)) if t == "custom") {
+                    return None; // a chat list refuses it (`chat::check_custom`)
+                }
                 let part = tool_call(call, format!("{mid}-t{j:02}"), buf, &mut self.scratch)?;
                 let key = part.call_id.clone().unwrap_or(Cow::Borrowed("None"));
                 self.calls.push((key, self.out.len(), parts.len()));
@@ -292,6 +351,216 @@ impl<'a> Read<'a> {
         });
         Some(())
     }
+
+    /// A message's content blocks (`role`, the raw role; `mid`, the `i`th
+    /// message of the line) as `chat::content_parts`, or, when one is
+    /// Anthropic's (`chat::ANTHROPIC_ONLY`) in the chat-list mode, as
+    /// `chat::check_blocks` and `anthropic::parts_from` read them: their
+    /// parts, a `tool_use` pending, a `tool_result` completing its call.
+    fn blocks(
+        &mut self,
+        blocks: Vec<J<'a>>,
+        role: &str,
+        mid: &str,
+        i: usize,
+        parts: &mut Vec<Part<'a>>,
+        buf: &mut String,
+    ) -> Option<()> {
+        let anthropic = blocks.iter().any(|b| {
+            matches!(b, J::Obj(b) if matches!(get(b, "type"),
+                Some(J::Str(t)) if ANTHROPIC_ONLY.contains(&&**t)))
+        });
+        if anthropic && !self.list {
+            return None; // an openai-chat file refuses them
+        }
+        // the keys a text part's source leaves out
+        let plain: &[&str] = if anthropic {
+            &["type", "text", "thinking"]
+        } else {
+            &["type", "text"]
+        };
+        for (j, block) in blocks.into_iter().enumerate() {
+            let J::Obj(b) = block else {
+                return None;
+            };
+            let kind = match get(&b, "type") {
+                Some(J::Str(t)) if &**t == "text" => "text",
+                Some(J::Str(t)) if anthropic => *ANTHROPIC_ONLY.iter().find(|k| **k == &**t)?,
+                _ => return None,
+            };
+            // each in a message of the role that sends it
+            let sender = match kind {
+                "tool_use" | "thinking" | "redacted_thinking" => "assistant",
+                "tool_result" => "user",
+                _ => role,
+            };
+            if sender != role {
+                return None;
+            }
+            let pid = format!("{mid}-p{j:02}");
+            let part = match kind {
+                "text" => {
+                    let text = text_of(&b, "text")?;
+                    let json = if b.iter().any(|(k, _)| !plain.contains(&&**k)) {
+                        write_span(buf, |o| {
+                            o.push_str("{\"source\":");
+                            let kept = b.iter().filter(|(k, _)| !plain.contains(&&**k));
+                            write_entries(o, kept, COMPACT);
+                            o.push('}');
+                        })
+                    } else {
+                        0..0
+                    };
+                    Part::block(pid, "text", Some(text), json)
+                }
+                "thinking" | "redacted_thinking" => {
+                    let text = text_of(&b, "thinking")?;
+                    let json = write_span(buf, |o| {
+                        o.push_str("{\"source\":{\"type\":");
+                        write_str(o, kind, false);
+                        for (key, item) in &b {
+                            if !matches!(&**key, "type" | "text" | "thinking") {
+                                o.push(',');
+                                write_str(o, key, false);
+                                o.push(':');
+                                write_json(o, item, COMPACT);
+                            }
+                        }
+                        o.push_str("}}");
+                    });
+                    Part::block(pid, "reasoning", Some(text), json)
+                }
+                "tool_use" => {
+                    let (Some(name), Some(id)) = (non_empty(&b, "name"), non_empty(&b, "id"))
+                    else {
+                        return None;
+                    };
+                    let input = match get(&b, "input") {
+                        Some(input @ J::Obj(_)) => {
+                            write_span(buf, |o| write_json(o, input, COMPACT))
+                        }
+                        None | Some(J::Null) => write_span(buf, |o| o.push_str("{}")),
+                        Some(_) => return None,
+                    };
+                    self.calls.push((id.clone(), self.out.len(), parts.len()));
+                    Part {
+                        id: pid,
+                        kind: "tool",
+                        output: None,
+                        failed: false,
+                        name: Some(name),
+                        call_id: Some(id),
+                        input,
+                        source: Some(b),
+                        result_source: None,
+                        result_at: None,
+                        json: 0..0,
+                    }
+                }
+                "tool_result" => {
+                    let call = non_empty(&b, "tool_use_id")?;
+                    let failed = match get(&b, "is_error") {
+                        None | Some(J::Null) => false,
+                        Some(J::Bool(failed)) => *failed,
+                        Some(_) => return None,
+                    };
+                    let text = match get(&b, "content") {
+                        Some(J::Str(text)) => text.clone(),
+                        other => Cow::Owned(result_text(other)?.into_owned()),
+                    };
+                    // the latest call of that id, still pending (an orphaned
+                    // result is refused, a second one keeps both: serde_json)
+                    let &(_, m, p) = self.calls.iter().rev().find(|(k, _, _)| *k == call)?;
+                    let done = &mut self.out[m].parts[p];
+                    if done.output.is_some() {
+                        return None;
+                    }
+                    done.output = Some(text);
+                    done.failed = failed;
+                    done.result_at = Some(i);
+                    let json = write_span(buf, |o| {
+                        o.push_str("{\"callID\":");
+                        write_str(o, &call, false);
+                        o.push_str(",\"source\":");
+                        write_object(o, &b);
+                        o.push('}');
+                    });
+                    Part::block(pid, "tool-result", None, json)
+                }
+                "image" => {
+                    let json = image_json(&b, buf)?;
+                    Part::block(pid, "file", None, json)
+                }
+                _ => {
+                    // a document: kept whole
+                    let json = write_span(buf, |o| {
+                        o.push_str("{\"source\":");
+                        write_object(o, &b);
+                        o.push('}');
+                    });
+                    Part::block(pid, kind, None, json)
+                }
+            };
+            parts.push(part);
+        }
+        Some(())
+    }
+}
+
+/// A block's text field: absent (`""`) or a string.
+fn text_of<'a>(b: &Obj<'a>, key: &str) -> Option<Cow<'a, str>> {
+    match get(b, key) {
+        None => Some(Cow::Borrowed("")),
+        Some(J::Str(s)) => Some(s.clone()),
+        Some(_) => None,
+    }
+}
+
+/// A block's field that is a non-empty string.
+fn non_empty<'a>(b: &Obj<'a>, key: &str) -> Option<Cow<'a, str>> {
+    match get(b, key) {
+        Some(J::Str(s)) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// An image block's file part JSON (`anthropic::parts_from`): its media
+/// type (`image/*` when it names none), its URL (base64 data as a `data:`
+/// URL), the block.
+fn image_json(b: &Obj<'_>, buf: &mut String) -> Option<Span> {
+    let inner = match get(b, "source") {
+        None | Some(J::Null) => None,
+        Some(J::Obj(inner)) => Some(inner),
+        Some(_) => return None,
+    };
+    let media = match inner.and_then(|s| get(s, "media_type")) {
+        None | Some(J::Null) => None,
+        Some(J::Str(m)) => Some(&**m).filter(|m| !m.is_empty()),
+        Some(_) => return None,
+    };
+    let field = |key: &str| match inner.and_then(|s| get(s, key)) {
+        Some(J::Str(s)) => Some(&**s),
+        _ => None,
+    };
+    let url = match field("type") {
+        Some("base64") => field("data").map(|data| {
+            let media = media.unwrap_or("application/octet-stream");
+            Cow::Owned(format!("data:{media};base64,{data}"))
+        }),
+        Some("url") => field("url").map(Cow::Borrowed),
+        _ => None,
+    };
+    Some(write_span(buf, |o| {
+        o.push_str("{\"mime\":");
+        write_str(o, media.unwrap_or("image/*"), false);
+        if let Some(url) = &url {
+            o.push_str(",\"url\":");
+            write_str(o, url, false);
+        }
+        o.push_str(",\"source\":");
+        write_object(o, b);
+        o.push('}');
+    }))
 }
 
 /// A tool call of an assistant message: its pending tool part `id`.
@@ -332,13 +601,15 @@ fn tool_call<'a>(
     }
     Some(Part {
         id,
-        tool: true,
+        kind: "tool",
         output: None,
+        failed: false,
         name,
         call_id,
         input,
         source: (!c.is_empty()).then_some(c),
         result_source: None,
+        result_at: None,
         json: 0..0,
     })
 }
@@ -393,6 +664,13 @@ fn write_tool_json(b: &mut String, p: &Part<'_>) {
         b.push_str(",\"result_source\":");
         write_object(b, result);
     }
+    if let Some(at) = p.result_at {
+        b.push_str(",\"result_source\":{");
+        write_str(b, AT, false);
+        b.push(':');
+        b.push_str(&at.to_string());
+        b.push('}');
+    }
     b.push('}');
 }
 
@@ -419,15 +697,15 @@ fn emit(rows: &mut Rows, sid: &str, session_json: &str, out: &[Message<'_>], buf
             continue;
         }
         for p in &m.parts {
-            let part = if p.tool {
+            let part = if p.is_tool() {
                 PartRef {
                     id: &p.id,
                     kind: "tool",
                     tool: p.name.as_deref(),
-                    status: Some(if p.output.is_some() {
-                        "completed"
-                    } else {
-                        "pending"
+                    status: Some(match (&p.output, p.failed) {
+                        (None, _) => "pending",
+                        (Some(_), true) => "error",
+                        (Some(_), false) => "completed",
                     }),
                     input: Some(&buf[p.input.clone()]),
                     output: p.output.as_deref(),
@@ -438,14 +716,18 @@ fn emit(rows: &mut Rows, sid: &str, session_json: &str, out: &[Message<'_>], buf
             } else {
                 PartRef {
                     id: &p.id,
-                    kind: "text",
+                    kind: p.kind,
                     tool: None,
                     status: None,
                     input: None,
                     output: p.output.as_deref(),
                     compacted_at: None,
                     auto: None,
-                    json: "{}",
+                    json: if p.json.is_empty() {
+                        "{}"
+                    } else {
+                        &buf[p.json.clone()]
+                    },
                 }
             };
             rows.push_ref(sid, json.take(), Some(&head), Some(&part));
@@ -476,6 +758,7 @@ mod tests {
             r#"{"id":"s1","messages":[],"meta":{"a":[1,2.50,1e5]}}"#,
             r#"{"id":"","session_id":"s2","messages":[{"role":"system","content":"be \"brief\"\n\u00e9\ud83d\ude00"}]}"#,
             r#"{"id":"r1","session_id":"s3","messages":[],"model":"m"}"#,
+            r#"[{"role":"user","content":[{"type":"text","text":"parts"},{"type":"text","cache_control":{"type":"ephemeral"},"thinking":1}]}]"#,
             r#"[{"role":"developer","content":null,"name":"x"},{"role":"user","content":"ü","tool_calls":5,"tool_call_id":"z"}]"#,
             r#"[{"role":"user","content":"run ls"},
                 {"role":"assistant","content":null,"tool_calls":[
@@ -494,7 +777,7 @@ mod tests {
             let (want, sessions) = slow(doc);
             let mut rows = Rows::default();
             let mut buf = String::new();
-            let got = chat_line(doc, "file", 7, &mut rows, &mut buf).expect(doc);
+            let got = chat_line(doc, "file", 7, false, &mut rows, &mut buf).expect(doc);
             assert_eq!(vec![got], sessions, "{doc}");
             assert_eq!(rows.finish(), want, "{doc}");
         }
@@ -503,7 +786,8 @@ mod tests {
     #[test]
     fn unusual_lines_are_left_to_serde_json() {
         for doc in [
-            r#"[{"role":"user","content":[{"type":"text","text":"parts"}]}]"#,
+            r#"[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}]"#,
+            r#"[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"a","input":{}}]}]"#,
             r#"[{"role":"tool","tool_call_id":"nope","content":"orphan"}]"#,
             r#"[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"a","arguments":"{}"}}]},
                 {"role":"tool","tool_call_id":"c","content":"one"},
@@ -525,7 +809,7 @@ mod tests {
             let mut rows = Rows::default();
             let mut buf = String::new();
             assert!(
-                chat_line(doc, "file", 7, &mut rows, &mut buf).is_none(),
+                chat_line(doc, "file", 7, false, &mut rows, &mut buf).is_none(),
                 "{doc}"
             );
             assert!(rows.is_empty(), "{doc}");

@@ -148,7 +148,7 @@ fn write_usage(out: &mut String, usage: Option<&J<'_>>) -> Option<()> {
 }
 
 /// `result_text` of a tool result's content, for the shapes it is sure of.
-fn result_text<'m>(content: Option<&'m J<'_>>) -> Option<Cow<'m, str>> {
+pub(super) fn result_text<'m>(content: Option<&'m J<'_>>) -> Option<Cow<'m, str>> {
     match content {
         None | Some(J::Null) => Some(Cow::Borrowed("")),
         Some(J::Str(text)) => Some(Cow::Borrowed(&**text)),

@@ -143,7 +143,10 @@ pub(super) fn read_chunk(source: &Source<'_>, chunk: &Chunk) -> ChunkOut {
             let text = simdutf8::basic::from_utf8(&source.data[raw.clone()]).ok();
             let fast = text.and_then(|t| match format {
                 Format::OpenCode => fast::opencode_line(t, &mut rows, &mut buf),
-                _ => fast_chat::chat_line(t, stem, number, &mut rows, &mut buf),
+                _ => {
+                    let list = format == Format::ChatList;
+                    fast_chat::chat_line(t, stem, number, list, &mut rows, &mut buf)
+                }
             });
             if let Some(session) = fast {
                 let sessions = vec![session];
