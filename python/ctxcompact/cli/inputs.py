@@ -113,6 +113,17 @@ def _check_sources(inputs: list[Path], nothing: str = "") -> None:
                                f"({suffixes}) and no .parquet files{then}")  # fmt: skip
 
 
+def _check_format(inputs: list[Path], fmt: str | None) -> None:
+    """``--format`` names the session files' format: with only Parquet inputs
+    (part rows, read as such) it would be accepted and ignored, a usage error."""
+    if fmt is not None and inputs and all(_is_parquet(p) for p in inputs):
+        raise typer.BadParameter(
+            f"--format {fmt} names the format of session files (.jsonl, .json, .traj), and "
+            f"every input is Parquet part rows ({_label(inputs)}), read as such: leave "
+            "--format out", param_hint="--format",
+        )  # fmt: skip
+
+
 def _located(path: str, text: str, line: int = 0) -> str:
     """``path:line: text`` (``path: text`` for a whole file), the place named
     once: a reader's message that starts with it already (``x.jsonl:1:
@@ -592,6 +603,7 @@ def _load_many(
     (``segments``: where each file's rows are is added to it; ``read_as``:
     the formats read, "parquet" first)."""
     _check_sources(inputs)
+    _check_format(inputs, fmt)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
     if len(parquet) > 1:
