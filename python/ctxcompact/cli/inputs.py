@@ -336,6 +336,7 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
     # (docs/schema.md allows both): the codes read as names, so they join
     tables = _codes_as_names(tables, [[(path, t.num_rows, True)] for path, t
                                       in zip(found.files, tables, strict=True)])  # fmt: skip
+    tables = _plain_where_mixed(tables)
     try:
         tables = [targets_as_dictionary(t) for t in tables]
         return targets_as_dictionary(pa.concat_tables(tables, promote_options="permissive"))
@@ -364,6 +365,32 @@ def _codes_as_names(tables: list[pa.Table], where: list[Segments]) -> list[pa.Ta
             _relocate_in(e, segments)
             raise
     return named
+
+
+def _plain_where_mixed(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables``, to be joined, with each column that is dictionary-encoded
+    in some and plain in others (a ``session_id`` written as a category by
+    polars or the demo's generator, beside an ingested file's strings) read
+    as its plain values in all: the same column, encoded two ways, which
+    Arrow will not join (``tool_target`` is made one dictionary afterwards)."""
+    types: dict[str, set[pa.DataType]] = {}
+    for t in tables:
+        for f in t.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    mixed = {name for name, kinds in types.items() if name != "tool_target" and len(kinds) > 1
+             and any(pa.types.is_dictionary(k) for k in kinds)}  # fmt: skip
+    if not mixed:
+        return tables
+    out = []
+    for t in tables:
+        for name in mixed & set(t.schema.names):
+            i = t.schema.get_field_index(name)
+            kind = t.schema.field(i).type
+            if pa.types.is_dictionary(kind):
+                t = t.set_column(i, pa.field(name, kind.value_type), t.column(i).cast(
+                    kind.value_type))  # fmt: skip
+        out.append(t)
+    return out
 
 
 def _relocate_in(error: cc.CompactionError, segments: Segments) -> None:
@@ -639,6 +666,7 @@ def _load_many(
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     tables = _codes_as_names(tables, where)  # coded Parquet beside names: names
+    tables = _plain_where_mixed(tables)  # a column dictionary-encoded in some only
     try:
         # tool_target: one dictionary over the whole table, not one per input
         joined = pa.concat_tables(tables, promote_options="permissive")
