@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_run import invoke
@@ -178,3 +179,33 @@ def test_convert_reads_format_and_its_old_name_from(
     assert code == 2 and "--from is --format's old name" in err
     code, help_text, _ = invoke(monkeypatch, capsys, "convert", "--help")
     assert "--format" in help_text and "--from" not in help_text
+
+
+@pytest.mark.parametrize(("command", "sessions"), COMMANDS, ids=IDS)
+def test_a_dictionary_encoded_column_beside_plain_strings_is_read(
+    inputs: dict[str, Path], tmp_path: Path, monkeypatch: Any, capsys: Any,
+    command: list[str], sessions: Any,
+) -> None:  # fmt: skip
+    """A Parquet whose ``session_id`` is dictionary-encoded (polars'
+    categoricals, the demo's generator) beside session files or a Parquet of
+    plain strings: every command but batch refused the pair ("the inputs'
+    columns do not agree"), though each read alone."""
+    coded = tmp_path / "coded"
+    coded.mkdir()
+    table = generate_table(3, 30, seed=7)
+    i = table.schema.get_field_index("session_id")
+    assert pa.types.is_dictionary(table.schema.field(i).type)
+    ids = pa.array([f"coded-{s}" for s in table.column(i).to_pylist()]).dictionary_encode()
+    table = table.set_column(i, "session_id", ids)  # ids of its own, still encoded
+    pq.write_table(table, coded / "c.parquet")
+    for given in ([coded / "c.parquet", inputs["a"]], [coded / "c.parquet", inputs["parquet"]]):
+        args = argv(command, given, tmp_path, inputs["grid"])
+        code, out, err = invoke(monkeypatch, capsys, *args, "--json")
+        assert code == 0, err
+        assert sessions(json.loads(out)) == 5
+    # the same files in one folder (read as one dataset)
+    pq.write_table(pq.read_table(inputs["parquet"]), coded / "p.parquet")
+    args = argv(command, [coded], tmp_path, inputs["grid"])
+    code, out, err = invoke(monkeypatch, capsys, *args, "--json")
+    assert code == 0, err
+    assert sessions(json.loads(out)) == 5

@@ -353,3 +353,39 @@ def test_ingest_writes_a_linked_output_through_the_link(
                        "--on-error", "skip")  # fmt: skip
     assert code == 0, err
     assert link.is_symlink() and pq.read_table(target).num_rows > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "{i}"),
+        ("prune", "{i}"),
+        ("filter", "{i}"),
+        ("compact", "{i}"),
+        ("convert", "{i}", "{d}/out.jsonl"),
+        ("replay", "{i}", "--context", "32000", "--output-limit", "4000", "--model", "gpt-4o"),
+        ("tune", "{i}", "--grid", "{d}/grid.toml", "--output-limit", "4000", "--model", "gpt-4o"),
+    ],
+)
+def test_format_on_parquet_inputs_is_refused_not_ignored(
+    generated: Path, tmp_path: Path, monkeypatch: Any, capsys: Any, args: tuple[str, ...]
+) -> None:
+    """``--format`` names the session files' format: given with Parquet
+    inputs only, it was accepted and ignored (exit 0, the rows read as rows)."""
+    (tmp_path / "grid.toml").write_text('[grid]\npreset = ["opencode"]\ncontext = [32000]\n')
+    given = [a.format(i=generated, d=tmp_path) for a in args]
+    code, _, err = run(monkeypatch, capsys, *given, "--format", "tau-bench", "--json")
+    assert code == 2, err
+    assert "--format tau-bench" in err and "Parquet" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]  # nothing written
+    # with a session file beside the Parquet, --format is its format, as before
+    if args[0] == "estimate":
+        first, second = tmp_path / "first.json", tmp_path / "second.json"
+        for i, path in enumerate((first, second)):
+            path.write_text(json.dumps([{"role": "user", "content": f"hi {i}"}]))
+        rows = tmp_path / "first.parquet"
+        assert run(monkeypatch, capsys, "ingest", str(first), "-o", str(rows))[0] == 0
+        code, out, err = run(monkeypatch, capsys, "estimate", str(rows), str(second),
+                             "--format", "openai-chat", "--json")  # fmt: skip
+        assert code == 0, err
+        assert (out["format"], out["sessions"]) == ("parquet, openai-chat", 2)

@@ -365,3 +365,33 @@ def test_records_hooks_and_metrics_count_the_model_input_as_sent() -> None:
 
 def test_the_constructor_takes_every_option() -> None:
     check_options(lambda **options: CompactionMiddleware(None, session_id="s", **options), "s")
+
+
+def test_the_repaired_state_holds_the_repair() -> None:
+    """The middleware reported a renamed duplicate call id and an orphaned
+    ``tool_result`` block kept as a note, but wrote the messages back as they
+    were: the model was still sent the duplicate id and the orphaned block."""
+    messages: list[BaseMessage] = [
+        HumanMessage("hi", id="h"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "read_file", "args": {}}], id="a1"),
+        ToolMessage("one", tool_call_id="c1", id="t1"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "read_file", "args": {}}], id="a2"),
+        ToolMessage("two", tool_call_id="c1", id="t2"),
+        HumanMessage([{"type": "text", "text": "and?"},
+                      {"type": "tool_result", "tool_use_id": "zz", "content": "lost"}], id="r"),
+    ]  # fmt: skip
+    lenient = CompactionMiddleware(None, context=16_000, output=2_000, repair=True)
+    update = lenient.before_model({"messages": messages}, None)
+    assert update is not None
+    fixed = update["messages"][1:]
+    assert [m.id for m in fixed] == [m.id for m in messages]
+    assert isinstance(fixed[3], AIMessage) and fixed[3].tool_calls[0]["id"] == "c1-dup1"
+    assert isinstance(fixed[4], ToolMessage) and fixed[4].tool_call_id == "c1-dup1"
+    note = {"type": "text", "text": "[orphaned result of tool call zz]\nlost"}
+    assert fixed[5].content == [{"type": "text", "text": "and?"}, note]
+    assert fixed[:3] == messages[:3]
+    assert sorted(c.kind for c in lenient.repairs[0].changes) == ["duplicate-call-id",
+                                                                  "orphan-result"]  # fmt: skip
+    # what the model is sent is the repaired history too
+    strict = CompactionMiddleware(None, context=16_000, output=2_000)
+    strict.before_model({"messages": fixed}, None)  # pairs: no error

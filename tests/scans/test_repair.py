@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctxcompact.errors import MissingToolResultError
+from ctxcompact.errors import MissingToolResultError, OrphanedToolResultError
 from ctxcompact.formats import from_openai_chat
 from ctxcompact.integrations.chatlists import check_pairs
 from ctxcompact.scans import INTERRUPTED_TOOL, validate_chat_messages
+from ctxcompact.scans.chat import use_blocks
 from ctxcompact.scans.repair import repair_chat_messages, repair_tool_pairs
 
 
@@ -120,3 +121,55 @@ def test_an_unanswered_tool_use_block_is_caught_and_repaired() -> None:
     check_pairs(answered)
     unchanged, nothing = repair_chat_messages(answered)
     assert unchanged == answered and not nothing
+
+
+def _tool_answers(cid: str, text: str = "the file") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def test_a_tool_message_answers_a_tool_use_block() -> None:
+    """One rule for what answers a call, whichever shape each side has: an
+    OpenAI ``tool`` message answering an Anthropic ``tool_use`` block was
+    turned into an orphan note (and the call left unanswered)."""
+    msgs = [{"role": "user", "content": "go"}, _uses("a"), _tool_answers("a"),
+            {"role": "assistant", "content": "done"}]  # fmt: skip
+    check_pairs(msgs)  # the check takes it
+    out, report = repair_chat_messages(msgs)
+    assert out == msgs and not report  # so the repair keeps it as it is
+    # a late answer is moved right after its call, as a tool_calls entry's is
+    late = [_uses("a"), {"role": "user", "content": "hm"}, _tool_answers("a")]
+    out, report = repair_chat_messages(late)
+    assert out == [late[0], late[2], late[1]]
+    assert [(c.kind, c.where, c.call_id) for c in report.changes] == [("moved-result", 2, "a")]
+    check_pairs(out)
+    # a reused tool_use id is renamed with its answer, as a tool_calls id is
+    dup = [_uses("a"), _tool_answers("a", "1"), _uses("a"), _tool_answers("a", "2")]
+    out, report = repair_chat_messages(dup)
+    assert [c.kind for c in report.changes] == ["duplicate-call-id"]
+    assert use_blocks(out[2]) == ["a-dup1"] and out[3]["tool_call_id"] == "a-dup1"
+    check_pairs(out)
+
+
+def test_an_orphaned_tool_result_block_is_kept_as_a_note() -> None:
+    """A ``tool_result`` block with no earlier call: ``repair=True`` raised;
+    it is kept as a note in its turn, as an orphaned ``tool`` message is
+    kept as a user note. Without the repair the check names message and block."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}
+    turn = {"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "tool_result", "tool_use_id": "zz",
+         "content": [{"type": "text", "text": "lost output"}, image]}]}  # fmt: skip
+    msgs = [{"role": "user", "content": "go"}, turn, {"role": "assistant", "content": "ok"}]
+    with pytest.raises(OrphanedToolResultError, match=r"message 1 \(block 1\).*'zz'") as caught:
+        check_pairs(msgs)
+    assert (caught.value.row, caught.value.column) == (1, "content")
+    out, report = repair_chat_messages(msgs)
+    assert [(c.kind, c.where, c.call_id) for c in report.changes] == [("orphan-result", 1, "zz")]
+    note = {"type": "text", "text": "[orphaned result of tool call zz]\nlost output"}
+    assert out[1] == {"role": "user", "content": [{"type": "text", "text": "look"}, note, image]}
+    assert out[0] == msgs[0] and out[2] == msgs[2]
+    check_pairs(out)
+    # the same text as an orphaned tool message keeps (its blocks' text, not their repr)
+    tool = {"role": "tool", "tool_call_id": "zz", "content": [{"type": "text", "text": "lost"}]}
+    notes, _ = repair_chat_messages([tool])
+    assert notes == [{"role": "user", "content": "[orphaned result of tool call zz]\nlost"}]

@@ -113,6 +113,17 @@ def _check_sources(inputs: list[Path], nothing: str = "") -> None:
                                f"({suffixes}) and no .parquet files{then}")  # fmt: skip
 
 
+def _check_format(inputs: list[Path], fmt: str | None) -> None:
+    """``--format`` names the session files' format: with only Parquet inputs
+    (part rows, read as such) it would be accepted and ignored, a usage error."""
+    if fmt is not None and inputs and all(_is_parquet(p) for p in inputs):
+        raise typer.BadParameter(
+            f"--format {fmt} names the format of session files (.jsonl, .json, .traj), and "
+            f"every input is Parquet part rows ({_label(inputs)}), read as such: leave "
+            "--format out", param_hint="--format",
+        )  # fmt: skip
+
+
 def _located(path: str, text: str, line: int = 0) -> str:
     """``path:line: text`` (``path: text`` for a whole file), the place named
     once: a reader's message that starts with it already (``x.jsonl:1:
@@ -325,6 +336,7 @@ def _read_parquet(source: Path | list[Path], segments: Segments | None = None) -
     # (docs/schema.md allows both): the codes read as names, so they join
     tables = _codes_as_names(tables, [[(path, t.num_rows, True)] for path, t
                                       in zip(found.files, tables, strict=True)])  # fmt: skip
+    tables = _plain_where_mixed(tables)
     try:
         tables = [targets_as_dictionary(t) for t in tables]
         return targets_as_dictionary(pa.concat_tables(tables, promote_options="permissive"))
@@ -353,6 +365,32 @@ def _codes_as_names(tables: list[pa.Table], where: list[Segments]) -> list[pa.Ta
             _relocate_in(e, segments)
             raise
     return named
+
+
+def _plain_where_mixed(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables``, to be joined, with each column that is dictionary-encoded
+    in some and plain in others (a ``session_id`` written as a category by
+    polars or the demo's generator, beside an ingested file's strings) read
+    as its plain values in all: the same column, encoded two ways, which
+    Arrow will not join (``tool_target`` is made one dictionary afterwards)."""
+    types: dict[str, set[pa.DataType]] = {}
+    for t in tables:
+        for f in t.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    mixed = {name for name, kinds in types.items() if name != "tool_target" and len(kinds) > 1
+             and any(pa.types.is_dictionary(k) for k in kinds)}  # fmt: skip
+    if not mixed:
+        return tables
+    out = []
+    for t in tables:
+        for name in mixed & set(t.schema.names):
+            i = t.schema.get_field_index(name)
+            kind = t.schema.field(i).type
+            if pa.types.is_dictionary(kind):
+                t = t.set_column(i, pa.field(name, kind.value_type), t.column(i).cast(
+                    kind.value_type))  # fmt: skip
+        out.append(t)
+    return out
 
 
 def _relocate_in(error: cc.CompactionError, segments: Segments) -> None:
@@ -592,6 +630,7 @@ def _load_many(
     (``segments``: where each file's rows are is added to it; ``read_as``:
     the formats read, "parquet" first)."""
     _check_sources(inputs)
+    _check_format(inputs, fmt)
     parquet = [p for p in inputs if _is_parquet(p)]
     sessions = [p for p in inputs if not _is_parquet(p)]
     if len(parquet) > 1:
@@ -627,6 +666,7 @@ def _load_many(
     if len(tables) == 1:
         return cc.Transcript(tables[0])
     tables = _codes_as_names(tables, where)  # coded Parquet beside names: names
+    tables = _plain_where_mixed(tables)  # a column dictionary-encoded in some only
     try:
         # tool_target: one dictionary over the whole table, not one per input
         joined = pa.concat_tables(tables, promote_options="permissive")

@@ -23,6 +23,7 @@ from ctxcompact.cli.display import _cell, _print_wide, _progress, _show_as_sent,
 from ctxcompact.cli.failures import InputNotFound
 from ctxcompact.cli.inputs import (
     Segments,
+    _check_format,
     _check_parquet_sessions,
     _check_sources,
     _is_parquet,
@@ -626,6 +627,7 @@ def tune(
 
         pyplot()  # the report's dependency, checked before the work
     _check_sources(inputs)
+    _check_format(inputs, fmt)
     parquet = all(_is_parquet(p) for p in inputs)
     if parquet:
         from ctxcompact.batch.parquet import parquet_dataset

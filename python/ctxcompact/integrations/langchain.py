@@ -133,37 +133,61 @@ def to_chat(messages: Sequence[BaseMessage]) -> Chat:
     return out
 
 
-def _from_chat(chat: Chat, originals: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """LangChain messages for ``chat``: the original message wherever the dict
-    came from one (its id), LangChain's conversion for a dict a repair added."""
-    by_id = {m.id: m for m in originals if m.id}
+def _from_chat(chat: Chat, before: Chat, originals: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """LangChain messages for the repaired ``chat`` (``before``: the dicts the
+    ``originals`` were converted to): the original message wherever the dict
+    came from one (its id), as the repair changed it (a renamed call id, an
+    orphaned result kept as a note), LangChain's conversion for a dict the
+    repair added."""
+    by_id = {m.id: (m, b) for m, b in zip(originals, before, strict=True) if m.id}
     out: list[BaseMessage] = []
     for d in chat:
-        original = by_id.get(str(d.get("id")))
-        if original is not None:
-            out.append(original)
+        found = by_id.get(str(d.get("id")))
+        if found is not None:
+            out.append(_viewed(found[0], found[1], d))
         else:
             clean = {k: v for k, v in d.items() if k != "id"}
             out.append(convert_to_messages([clean])[0])
     return out
 
 
+def _calls(message: AIMessage, before: Sequence[Any], after: Sequence[Any]) -> list[Any]:
+    """``message``'s tool calls as ``after`` (its dict's calls, ``before`` as
+    converted) has them: a renamed id, cleared arguments; by position."""
+    out = []
+    for k, c in enumerate(message.tool_calls):
+        if k >= len(after) or k >= len(before) or after[k] == before[k]:
+            out.append(c)
+            continue
+        new = after[k]
+        out.append({**c, "id": new["id"], "args": json.loads(new["function"]["arguments"] or "{}")})
+    return out
+
+
 def _viewed(message: BaseMessage, before: Mapping[str, Any], after: Mapping[str, Any]) -> Any:
-    """``message`` as the policy's view shows it (a copy; the state keeps the original)."""
+    """``message`` as the policy's view or the repair shows it (a copy; the
+    state keeps the original until a repair is written back)."""
     if before == after:
         return message
     if isinstance(message, ToolMessage):
-        return message.model_copy(update={"content": after.get("content")})
+        return message.model_copy(update={"content": after.get("content"),
+                                          "tool_call_id": after.get("tool_call_id")})  # fmt: skip
     if isinstance(message, AIMessage) and after.get("tool_calls") != before.get("tool_calls"):
-        args = {c["id"]: json.loads(c["function"]["arguments"] or "{}")
-                for c in after.get("tool_calls") or []}  # fmt: skip
-        calls = [{**c, "args": args.get(c["id"], c["args"])} for c in message.tool_calls]
-        return message.model_copy(update={"tool_calls": calls})
-    if _result_blocks(message):  # its tool_result blocks, cleared or cut in place
+        calls = _calls(message, before.get("tool_calls") or [], after.get("tool_calls") or [])
+        renamed = {
+            c["id"]: n["id"] for c, n in zip(message.tool_calls, calls) if c["id"] != n["id"]
+        }
+        content = message.content
+        if renamed and isinstance(content, list):  # its Anthropic tool_use blocks too
+            content = [{**b, "id": renamed[b["id"]]}
+                       if isinstance(b, Mapping) and b.get("type") == "tool_use"
+                       and b.get("id") in renamed else b for b in content]  # fmt: skip
+        return message.model_copy(update={"tool_calls": calls, "content": content})
+    if _result_blocks(message):  # its tool_result blocks, cleared, cut or renamed in place
         if before.get("role") == "tool":  # its one block, read as a tool message
-            content = [{**b, "content": after.get("content")}
-                       if isinstance(b, Mapping) and b.get("type") == "tool_result" else b
-                       for b in message.content]  # fmt: skip
+            content = [{**b, "content": after.get("content"), "tool_use_id": after.get(
+                "tool_call_id")} if isinstance(b, Mapping) and b.get("type") == "tool_result"
+                else b for b in message.content]  # fmt: skip
             return message.model_copy(update={"content": content})
         return message.model_copy(update={"content": after.get("content")})
     return message
@@ -203,7 +227,7 @@ class CompactionMiddleware(Integration, AgentMiddleware):
         fixed = self.compaction.prepare(chat)
         if fixed is chat:
             return list(messages), chat, False
-        return _from_chat(fixed, messages), fixed, True
+        return _from_chat(fixed, chat, messages), fixed, True
 
     def _update(
         self, lc: list[BaseMessage], chat: Chat, result: SplitResult | None, repaired: bool

@@ -205,15 +205,15 @@ def validate_chat_messages(messages: Sequence[Mapping[str, Any]]) -> None:
                                       column="tool_calls", row=i)  # fmt: skip
             calls.add(str(call["id"]))
         content = message.get("content")
-        for block in content if isinstance(content, (list, tuple)) else ():
+        for j, block in enumerate(content if isinstance(content, (list, tuple)) else ()):
             # an Anthropic turn's calls and results pair as the chat ones do
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
                 calls.add(str(block.get("id")))
             elif (isinstance(block, Mapping) and block.get("type") == "tool_result"
                   and str(block.get("tool_use_id")) not in calls):  # fmt: skip
                 raise OrphanedToolResultError(
-                    f"message {i} holds the result of tool call {block.get('tool_use_id')!r}, "
-                    "which no earlier assistant message made",
+                    f"message {i} (block {j}) holds the result of tool call "
+                    f"{block.get('tool_use_id')!r}, which no earlier assistant message made",
                     column="content", row=i,
                 )  # fmt: skip
         if role == "tool" and str(message.get("tool_call_id")) not in calls:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ctxcompact.models import MessageWithParts, Part, Session, UserMessage
-from ctxcompact.scans.chat import answered_calls, result_blocks, use_blocks
+from ctxcompact.scans.chat import result_blocks, use_blocks
+from ctxcompact.scans.content import IMAGE_BLOCKS, content_text, split_images
 from ctxcompact.scans.view import INTERRUPTED_TOOL
 
 ChangeKind = Literal["moved-result", "orphan-result", "missing-result", "duplicate-call-id"]
@@ -38,22 +39,50 @@ class RepairReport:
         return sum(1 for c in self.changes if c.kind == kind)
 
 
+def _note(cid: str, content: Any) -> str:
+    """The text of an orphaned result kept as a note: its call id, then its text."""
+    return f"[orphaned result of tool call {cid}]\n{content_text(split_images(content)[0])}"
+
+
+def _note_content(cid: str, content: Any) -> str | list[Any]:
+    """An orphaned result's ``content`` as a note: its text under its call id,
+    and its images (if any) after it as they were."""
+    images = [b for b in content if isinstance(b, Mapping) and b.get("type") in IMAGE_BLOCKS] if (
+        isinstance(content, (list, tuple))) else []  # fmt: skip
+    if not images:
+        return _note(cid, content)
+    return [{"type": "text", "text": _note(cid, content)}, *images]
+
+
+def _made(message: Mapping[str, Any]) -> list[str]:
+    """The ids of the calls ``message`` makes: its ``tool_calls``, then its
+    Anthropic ``tool_use`` blocks (an id it already makes in ``tool_calls``
+    is that same call)."""
+    ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
+    return ids + [cid for cid in use_blocks(message) if cid not in ids]
+
+
 def repair_chat_messages(
     messages: Sequence[Mapping[str, Any]],
 ) -> tuple[list[dict[str, Any]], RepairReport]:
     """OpenAI chat messages with every call directly followed by exactly its
-    results. A call a later turn answers with a ``tool_result`` block (an
-    Anthropic turn, a LangChain ``HumanMessage`` of blocks) is answered: the
-    block stays in its turn (renamed with its call's duplicate id). An
-    Anthropic turn's ``tool_use`` block nothing answers gets an interrupted
-    ``tool_result`` block in a user turn right after it."""
+    results. A call is made by a ``tool_calls`` entry or an Anthropic
+    ``tool_use`` block, and answered by a later ``tool`` message or
+    ``tool_result`` block of its id, whichever shape each side has (the rule
+    ``check_pairs`` applies). A ``tool`` message is moved right after its
+    call; a ``tool_result`` block stays in its turn (renamed with its call's
+    duplicate id). An orphaned result (no earlier call of its id) is kept as a
+    user note holding its text: a ``tool`` message as a user message, a
+    ``tool_result`` block as a text block in its turn. A call nothing answers
+    gets an interrupted result: a ``tool`` message after a ``tool_calls``
+    entry, a ``tool_result`` block in a user turn right after a ``tool_use``
+    block."""
     report = RepairReport()
     seen_ids: dict[str, int] = {}
     renamed: dict[int, dict[str, str]] = {}  # assistant index -> old id -> new id
     calls: dict[str, int] = {}  # call id -> index of the assistant message
     for i, m in enumerate(messages):
-        for call in m.get("tool_calls") or []:
-            cid = str(call.get("id"))
+        for cid in _made(m):
             if cid in seen_ids:
                 seen_ids[cid] += 1
                 new = f"{cid}-dup{seen_ids[cid]}"
@@ -69,9 +98,11 @@ def repair_chat_messages(
     owner_of_result: dict[int, str] = {}
     latest_rename: dict[str, str] = {}
     # calls a later turn's tool_result block answers (the block stays in its
-    # turn), and the blocks whose call was renamed: message -> block -> new id
+    # turn), the blocks whose call was renamed (message -> block -> new id),
+    # and the orphaned blocks (message -> block -> call id)
     in_blocks: set[str] = set()
     block_ids: dict[int, dict[int, str]] = {}
+    orphan_blocks: dict[int, dict[int, str]] = {}
     for i, m in enumerate(messages):
         for old, new in renamed.get(i, {}).items():
             latest_rename[old] = new
@@ -81,14 +112,14 @@ def repair_chat_messages(
                 in_blocks.add(new)
                 if new != cid:
                     block_ids.setdefault(i, {})[j] = new
+            else:
+                orphan_blocks.setdefault(i, {})[j] = cid
         if m.get("role") == "tool":
             cid = str(m.get("tool_call_id"))
             cid = latest_rename.get(cid, cid)
             if cid in calls and calls[cid] < i:
                 results.setdefault(cid, []).append((i, {**m, "tool_call_id": cid}))
                 owner_of_result[i] = cid
-    # an Anthropic turn's tool_use blocks are answered by any result of their id
-    answered = {cid for m in messages for cid in answered_calls(m)}
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         if m.get("role") == "tool":
@@ -97,24 +128,44 @@ def repair_chat_messages(
             cid = str(m.get("tool_call_id"))
             report.changes.append(RepairChange("orphan-result", i, cid,
                                                "no earlier call; kept as a user note"))  # fmt: skip
-            note = f"[orphaned result of tool call {cid}]\n{m.get('content') or ''}"
-            out.append({"role": "user", "content": note})
+            out.append({"role": "user", "content": _note_content(cid, m.get("content"))})
             continue
         entry = dict(m)
-        if i in block_ids:
-            entry["content"] = [{**b, "tool_use_id": block_ids[i][j]} if j in block_ids[i] else b
-                                for j, b in enumerate(m["content"])]  # fmt: skip
-        if i in renamed:
+        if i in block_ids or i in orphan_blocks or i in renamed:
+            names, orphans = renamed.get(i, {}), orphan_blocks.get(i, {})
+            content: list[Any] = []
+            for j, b in enumerate(m["content"] if isinstance(m.get("content"), (list, tuple))
+                                  else ()):  # fmt: skip
+                if j in orphans:
+                    report.changes.append(RepairChange(
+                        "orphan-result", i, orphans[j],
+                        f"block {j}: no earlier call; kept as a note in its turn"))  # fmt: skip
+                    note = _note_content(orphans[j], b.get("content"))
+                    content += [{"type": "text", "text": note}] if isinstance(note, str) else note
+                elif j in block_ids.get(i, {}):
+                    content.append({**b, "tool_use_id": block_ids[i][j]})
+                elif isinstance(b, Mapping) and b.get("type") == "tool_use" and str(
+                        b.get("id")) in names:  # fmt: skip
+                    content.append({**b, "id": names[str(b.get("id"))]})
+                else:
+                    content.append(b)
+            if isinstance(m.get("content"), (list, tuple)):
+                entry["content"] = content
+        if i in renamed and m.get("tool_calls"):
             entry["tool_calls"] = [
                 {**c, "id": renamed[i].get(str(c.get("id")), c.get("id"))} for c in m["tool_calls"]
             ]
         out.append(entry)
         expected = i + 1
-        for call in entry.get("tool_calls") or []:
-            cid = str(call.get("id"))
+        in_calls = {str(c.get("id")) for c in entry.get("tool_calls") or []}
+        missing_blocks: list[str] = []
+        for cid in _made(entry):
             found = results.get(cid)
             if not found and cid in in_blocks:
                 continue  # answered by a tool_result block of a later turn
+            if not found and cid not in in_calls:
+                missing_blocks.append(cid)  # a tool_use block: answered in a user turn
+                continue
             if not found:
                 report.changes.append(RepairChange("missing-result", i, cid,
                                                    "added an interrupted-tool result"))  # fmt: skip
@@ -126,13 +177,13 @@ def repair_chat_messages(
                                                        f"moved after message {i}"))  # fmt: skip
                 expected = src + 1
                 out.append(result)
-        missing = [cid for cid in use_blocks(m) if cid not in answered and cid not in calls]
-        if missing:  # the API needs each tool_use answered in the next user turn
-            report.changes += [RepairChange("missing-result", i, cid, "added an interrupted "
-                                            "tool_result block") for cid in missing]  # fmt: skip
+        if missing_blocks:  # the API needs each tool_use answered in the next user turn
+            report.changes += [RepairChange("missing-result", i, cid,
+                                            "added an interrupted tool_result block")
+                               for cid in missing_blocks]  # fmt: skip
             out.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": cid, "content": INTERRUPTED_TOOL}
-                for cid in missing]})  # fmt: skip
+                for cid in missing_blocks]})  # fmt: skip
     return out, report
 
 
@@ -147,7 +198,7 @@ def repair_tool_pairs(session: Session) -> tuple[Session, RepairReport]:
             cid = str(source.get("tool_call_id"))
             report.changes.append(RepairChange("orphan-result", m.id, cid,
                                                "no call; kept as a user note"))  # fmt: skip
-            text = f"[orphaned result of tool call {cid}]\n{source.get('content') or ''}"
+            text = _note(cid, source.get("content"))
             messages.append(MessageWithParts(
                 info=UserMessage(id=m.id, sessionID=m.info.sessionID),
                 parts=[Part(id=f"{m.id}-note", type="text", text=text)],
