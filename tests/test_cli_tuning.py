@@ -238,3 +238,20 @@ def test_equal_totals_with_different_calls_are_not_called_identical(capsys: Any)
     assert "note: 2 policies replay identically (a, c)" in err and "b" not in err.split(":")[1]
     cli._note_equal(rows[:2], cfg, calls=[calls([100, 200]), calls([200, 100])].__getitem__)
     assert "identically" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["replay", "tune"])
+def test_a_model_counted_exactly_reports_the_method_it_counted_with(
+    command: str, runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # gpt-4o is counted in o200k exactly (the registry); the report said the
+    # config's "opencode" beside "count: o200k exact", naming a method not used.
+    grid = tmp_path / "grid.toml"
+    grid.write_text('preset = ["swe-agent", "opencode"]\n')
+    extra = ["--grid", str(grid), "--workers", "1"] if command == "tune" else []
+    code, out, err = invoke(monkeypatch, capsys, command, str(runs), "--context", "12000",
+                            "--output-limit", "1000", "--model", "gpt-4o", *extra,
+                            "--json")  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["count"] == "o200k exact" and result["method"] == "o200k-exact"

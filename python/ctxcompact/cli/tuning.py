@@ -450,6 +450,7 @@ def replay(
     breaks: list[dict[str, Any]] | None = None
     bigger = _Bigger()
     counted: str | None = None
+    method = cfg.estimate_method
     priced_by: dict[str, Any] | None = None  # the price table's row (name, source, date)
     price_rows: dict[str, Any] = {}  # every sheet's row, by model
     for label, policy in runs:
@@ -462,6 +463,7 @@ def replay(
         fits = s.get("calibration", fits)  # per run: the same under every policy
         breaks = s.get("cache_breaks", breaks)  # per run: the same under every policy
         counted = s.get("count")  # which count the run got (tuning/counts.py)
+        method = s.get("method", method)  # the method it counted with, not the config's
         priced_by, price_rows = s.get("price_row"), _price_rows(s)
         rows.append({"name": label, **{k: s.get(k) for k in POLICY_KEYS[1:]},
                      "mask_first": cfg.mask_first,
@@ -480,7 +482,7 @@ def replay(
         "price_row": priced_by, "price_rows": price_rows, "cache": cache if models else None,
         "context": context, "output_limit": output_limit,
         "output_reserved": context - (usable or 0),
-        "method": cfg.estimate_method, "count": counted,
+        "method": method, "count": counted,
         "mask_first": cfg.mask_first}  # fmt: skip
     if choices is not None:
         extra["as_sent"] = choices
@@ -673,7 +675,10 @@ def tune(
                              "price_rows": _price_rows(next(iter(options.values()))),
                              "cache": cache if models else None, "points": len(rows),
                              "front": [r["name"] for r in rows if r["front"]],
-                             "front_axis": result.axis, "method": cfg.estimate_method,
+                             "front_axis": result.axis,
+                             # the methods the points counted with (not the config's)
+                             "method": ", ".join(sorted({o.get("method", cfg.estimate_method)
+                                                         for o in options.values()})),
                              "count": result.count,
                              "context": points.get("context", context),
                              "output_limit": points.get("output", output_limit),

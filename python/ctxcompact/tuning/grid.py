@@ -519,6 +519,7 @@ def results(calls: pa.Table, grid_points: Iterable[Point],
         mine = calls.filter(pc.equal(calls["policy"], point.name))
         summaries[point.name] = {"policy": point.name, **point.options,
                                  **summarize_calls(mine, price, model, lifetimes),
+                                 "method": point.config.estimate_method,
                                  "count": count_label(point.config.estimate_method)}  # fmt: skip
     counts = sorted({s["count"] for s in summaries.values()})
     rows = []

@@ -294,6 +294,7 @@ def replay(
     ran = cfg.prune_policy()  # what pruned: the label names it, not cfg.policy
     summary = {"policy": ran.name() or ran.model_dump(),
                **summarize_calls(calls, sheets, lifetimes=lifetimes),
+               "method": cfg.estimate_method,  # the method counted with (tuning/counts.py)
                "count": count_label(cfg.estimate_method)}  # fmt: skip
     per_session = per_session_table(calls, recorded)
     per_session = per_session.append_column(
