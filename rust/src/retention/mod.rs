@@ -25,6 +25,7 @@ use std::collections::{HashMap as StdMap, HashSet as StdSet};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
+use memchr::memmem::Finder;
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -130,10 +131,18 @@ impl Fact {
         format!("{}: {}{suffix}", KINDS[self.kind as usize], self.text)
     }
 
-    /// `Fact.kept_in`: held by a message (its `Chat::text` and words).
-    fn kept_in(&self, chat: &Chat) -> bool {
+    /// The searcher of the text a verbatim fact is looked for as, built
+    /// once for the many messages it is looked for in (memchr's `memmem`:
+    /// a byte search of UTF-8 text finds what `str::contains` finds).
+    fn finder(&self) -> Finder<'static> {
+        Finder::new(self.text.as_bytes()).into_owned()
+    }
+
+    /// `Fact.kept_in`: held by a message (its `Chat::text` and words);
+    /// `finder`: this fact's (`Fact::finder`).
+    fn kept_in(&self, finder: &Finder<'_>, chat: &Chat) -> bool {
         if self.words.is_empty() {
-            return chat.text.contains(&self.text);
+            return finder.find(chat.text.as_bytes()).is_some();
         }
         let words = chat.words();
         let kept = self.words.iter().filter(|w| words.contains(*w)).count();
@@ -296,19 +305,24 @@ fn plain(args: &str) -> String {
 /// `_prose`: a task, directive or plan, by its first content words.
 fn prose(kind: u8, text: &str) -> Option<Fact> {
     let mut first: Vec<String> = Vec::new();
-    let lowered = text.to_lowercase();
     let mut seen = HashSet::default();
-    scan::words(&lowered, |w| {
-        if first.len() < PROSE_WORDS && !stop(w) && seen.insert(w.to_string()) {
+    // The first PROSE_WORDS content words: the scan stops there.
+    let each = |w: &str| {
+        if !stop(w) && seen.insert(w.to_string()) {
             first.push(w.to_string());
         }
-    });
+        first.len() < PROSE_WORDS
+    };
+    match text.is_ascii() {
+        true => scan::ascii_words_until(text, each),
+        false => scan::words_until(&text.to_lowercase(), each),
+    }
     if first.is_empty() {
         return None;
     }
     Some(Fact {
         kind,
-        text: scan::squeeze(text).chars().take(SHOWN_CHARS).collect(),
+        text: scan::squeeze_head(text, SHOWN_CHARS),
         resolved: false,
         words: first,
     })
@@ -335,7 +349,7 @@ fn error_signatures(text: &str) -> Vec<String> {
     if found.is_empty() {
         let line = scan::find_line(text, scan::is_error_line_str);
         if let Some(line) = line {
-            found.push(scan::squeeze(line).chars().take(60).collect());
+            found.push(scan::squeeze_head(line, 60));
         }
     }
     found
@@ -549,7 +563,10 @@ pub fn score_compaction(before: &[Arc<Chat>], after: &[Arc<Chat>], task: Option<
 /// A fact kept in the whole of `after` (prose: its words over all of it).
 fn kept_in_all(fact: &Fact, after: &[Arc<Chat>]) -> bool {
     if fact.words.is_empty() {
-        return after.iter().any(|m| m.text.contains(&fact.text));
+        let finder = fact.finder();
+        return after
+            .iter()
+            .any(|m| finder.find(m.text.as_bytes()).is_some());
     }
     let kept = fact
         .words
@@ -564,6 +581,8 @@ fn kept_in_all(fact: &Fact, after: &[Arc<Chat>]) -> bool {
 #[derive(Default)]
 pub struct RunRetention {
     facts: Vec<Fact>,
+    /// Each fact's `Fact::finder`.
+    finders: Vec<Finder<'static>>,
     index: HashMap<(u8, String), usize>,
     /// Messages in the prompt: key -> (copies, the message).
     prompt: HashMap<Key, (usize, Arc<Chat>)>,
@@ -614,6 +633,7 @@ impl RunRetention {
                     let at = match self.index.get(&k) {
                         Some(&at) => at,
                         None => {
+                            self.finders.push(f.finder());
                             self.facts.push(f);
                             self.index.insert(k, self.facts.len() - 1);
                             self.facts.len() - 1
@@ -689,7 +709,7 @@ impl RunRetention {
             .lost
             .iter()
             .copied()
-            .filter(|&f| self.facts[f].kept_in(m))
+            .filter(|&f| self.facts[f].kept_in(&self.finders[f], m))
             .collect();
         found.sort_unstable();
         for fact in found {
@@ -726,7 +746,7 @@ impl RunRetention {
         for key in &self.order {
             let (_, m) = &self.prompt[key];
             let states = self.states.get(key).is_some_and(|s| s.contains(&fact));
-            if states || self.facts[fact].kept_in(m) {
+            if states || self.facts[fact].kept_in(&self.finders[fact], m) {
                 self.holder.insert(fact, key.clone());
                 self.holds.entry(key.clone()).or_default().insert(fact);
                 return;

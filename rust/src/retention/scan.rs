@@ -119,9 +119,21 @@ pub fn split(s: &str) -> Vec<&str> {
     s.split(is_space).filter(|w| !w.is_empty()).collect()
 }
 
-/// Python's `" ".join(s.split())`.
-pub fn squeeze(s: &str) -> String {
-    split(s).join(" ")
+/// The first `n` characters of Python's `" ".join(s.split())`, the rest of
+/// `s` not read.
+pub fn squeeze_head(s: &str, n: usize) -> String {
+    let mut out = String::new();
+    let mut count = 0;
+    for (i, w) in s.split(is_space).filter(|w| !w.is_empty()).enumerate() {
+        for c in (i > 0).then_some(' ').into_iter().chain(w.chars()) {
+            if count == n {
+                return out;
+            }
+            out.push(c);
+            count += 1;
+        }
+    }
+    out
 }
 
 /// Python's `s.strip()`.
@@ -235,15 +247,44 @@ pub fn find_line<'s>(s: &'s str, mut keep: impl FnMut(&'s str) -> bool) -> Optio
 
 /// `_WORD.findall(lowered)`: `[a-z0-9][a-z0-9_'-]{3,}` (the text already lowercased).
 pub fn words(lowered: &str, mut each: impl FnMut(&str)) {
-    let b = lowered.as_bytes();
+    words_until(lowered, |w| {
+        each(w);
+        true
+    });
+}
+
+/// `words`, until `each` says stop (false).
+pub fn words_until(lowered: &str, mut each: impl FnMut(&str) -> bool) {
     let head = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    word_spans(lowered.as_bytes(), head, |a, b| each(&lowered[a..b]));
+}
+
+/// `words_until(&text.to_lowercase(), each)` of an ASCII `text`, each word
+/// lowered as it is found (the rest of the text is not lowered).
+pub fn ascii_words_until(text: &str, mut each: impl FnMut(&str) -> bool) {
+    debug_assert!(text.is_ascii());
+    let head = |c: u8| c.is_ascii_alphanumeric();
+    let mut word = String::new();
+    word_spans(text.as_bytes(), head, |a, b| {
+        word.clear();
+        word.push_str(&text[a..b]);
+        word.make_ascii_lowercase();
+        each(&word)
+    });
+}
+
+/// The spans of `words` in `b` (`head`: a word's first byte), until `each`
+/// says stop (false).
+fn word_spans(b: &[u8], head: impl Fn(u8) -> bool, mut each: impl FnMut(usize, usize) -> bool) {
     let tail = |c: u8| head(c) || c == b'_' || c == b'\'' || c == b'-';
     let mut i = 0;
     while i < b.len() {
         if head(b[i]) {
             let n = b[i + 1..].iter().take_while(|&&c| tail(c)).count();
             if n >= 3 {
-                each(&lowered[i..i + 1 + n]);
+                if !each(i, i + 1 + n) {
+                    return;
+                }
                 i += 1 + n;
                 continue;
             }
@@ -768,5 +809,45 @@ mod tests {
                 "MyException"
             ]
         );
+    }
+
+    #[test]
+    fn retention_words_lowered_a_word_at_a_time_are_the_lowered_texts() {
+        for t in texts() {
+            let mut whole = Vec::new();
+            words(&t.to_lowercase(), |w| whole.push(w.to_string()));
+            for stop in [0, 1, 3, usize::MAX] {
+                let mut each = Vec::new();
+                ascii_words_until(&t, |w| {
+                    each.push(w.to_string());
+                    each.len() < stop
+                });
+                let mut lowered = Vec::new();
+                words_until(&t.to_lowercase(), |w| {
+                    lowered.push(w.to_string());
+                    lowered.len() < stop
+                });
+                let n = whole.len().min(stop.max(1));
+                assert_eq!(each, whole[..n], "{t:?} until {stop}");
+                assert_eq!(lowered, whole[..n], "{t:?} until {stop}");
+            }
+        }
+    }
+
+    #[test]
+    fn retention_squeeze_head_is_the_squeezed_texts_head() {
+        let mut all = texts();
+        all.extend([
+            "  a\u{2028}b\u{3000}\u{e9}t\u{e9}  c ".into(),
+            String::new(),
+            " \t ".into(),
+        ]);
+        for t in all {
+            let squeezed = split(&t).join(" ");
+            for n in [0, 1, 2, 5, 60, 160] {
+                let head: String = squeezed.chars().take(n).collect();
+                assert_eq!(squeeze_head(&t, n), head, "{t:?} {n}");
+            }
+        }
     }
 }
