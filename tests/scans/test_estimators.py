@@ -121,8 +121,14 @@ def _messages() -> list[str]:
     return out
 
 
+#: Families whose tokenizer cuts a run of digits into groups of three and
+#: whose table is fitted with the digit group weight (qwen and tekken cut
+#: every digit; deepseek cuts threes, its table is not refitted yet).
+DIGIT_TRIPLES = ["o200k", "cl100k", "llama3"]
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_close_to_exact_counts_on_real_runs(family: str) -> None:
     """Against the exact tokenizer (built into the core) on every message of
     20+ tokens: far closer than chars / 4, and rarely under with -conservative."""
@@ -159,7 +165,7 @@ def _log_lines(seed: int, n: int) -> str:
     )
 
 
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", DIGIT_TRIPLES)
 def test_short_numbers_are_not_over_counted(family: str) -> None:
     """Digit pairs once read one weight for short and long numbers alike, and
     log lines (timestamps, ids) came out 4.5% over; the digit group weight
@@ -172,13 +178,14 @@ def test_short_numbers_are_not_over_counted(family: str) -> None:
     assert abs(estimate_tokens(f"x {digits} y", family) - 1000) < 60  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_path_after_a_quote_costs_what_it_costs_after_a_letter(family: str) -> None:
-    """`"/usr` is `"/` and `usr`, `a/usr` is `a` and `/usr`: the same count,
-    but the pair `/`-letter read one weight for both, and the quoted paths of
-    stack traces came out over (0.9 token a path off, relative to the other);
-    the punctuation weight puts the token start on the name after `"/` only."""
+    """`"/usr` is `"/` and `usr`, `a/usr` is `a` and `/usr`: the same count
+    (but under deepseek), but the pair `/`-letter read one weight for both,
+    and the quoted paths of stack traces came out over (0.9 token a path off,
+    relative to the other); the punctuation weight puts the token start on
+    the name after `"/` only. Every family's table is fitted with it."""
     quoted, bare = ' "/usr/lib' * 300, " a/usr/lib" * 300
-    assert count_tokens(quoted, family) == count_tokens(bare, family)  # type: ignore[arg-type]
+    want = count_tokens(quoted, family) - count_tokens(bare, family)  # type: ignore[arg-type]
     gap = estimate_tokens(quoted, family) - estimate_tokens(bare, family)  # type: ignore[arg-type]
-    assert abs(gap) < 0.25 * 300, gap
+    assert abs(gap - want) < 0.25 * 300, (gap, want)
