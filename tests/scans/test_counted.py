@@ -164,6 +164,7 @@ EARLIER_TABLES = {
     "llama3": "llama3:56980402407c48c4",
     "qwen": "qwen:765fa5c6a4865765",
     "tekken": "tekken:62e1f07d85cf4882",
+    "deepseek": "deepseek:1c93b182042d70d4",
 }
 
 

@@ -121,10 +121,14 @@ def _messages() -> list[str]:
     return out
 
 
-#: Families whose tokenizer cuts a run of digits into groups of three and
-#: whose table is fitted with the digit group weight (qwen and tekken cut
-#: every digit; deepseek cuts threes, its table is not refitted yet).
+#: Families whose tokenizer cuts a run of digits into groups of three (qwen
+#: and tekken cut every digit) and whose estimate of these log lines is
+#: within 2.5%: deepseek's is 3.1% under (3.3% over with its table before the
+#: refit; docs/estimators.md).
 DIGIT_TRIPLES = ["o200k", "cl100k", "llama3"]
+#: Families whose pre-split makes `"/usr` and `a/usr` cost the same (not
+#: deepseek's: 900 and 1,200 tokens for the texts below).
+SAME_PATHS = ["o200k", "cl100k", "llama3", "qwen", "tekken"]
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
@@ -178,14 +182,13 @@ def test_short_numbers_are_not_over_counted(family: str) -> None:
     assert abs(estimate_tokens(f"x {digits} y", family) - 1000) < 60  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", SAME_PATHS)
 def test_a_path_after_a_quote_costs_what_it_costs_after_a_letter(family: str) -> None:
-    """`"/usr` is `"/` and `usr`, `a/usr` is `a` and `/usr`: the same count
-    (but under deepseek), but the pair `/`-letter read one weight for both,
-    and the quoted paths of stack traces came out over (0.9 token a path off,
-    relative to the other); the punctuation weight puts the token start on
-    the name after `"/` only. Every family's table is fitted with it."""
+    """`"/usr` is `"/` and `usr`, `a/usr` is `a` and `/usr`: the same count,
+    but the pair `/`-letter read one weight for both, and the quoted paths of
+    stack traces came out over (0.9 token a path off, relative to the other);
+    the punctuation weight puts the token start on the name after `"/` only."""
     quoted, bare = ' "/usr/lib' * 300, " a/usr/lib" * 300
-    want = count_tokens(quoted, family) - count_tokens(bare, family)  # type: ignore[arg-type]
+    assert count_tokens(quoted, family) == count_tokens(bare, family)  # type: ignore[arg-type]
     gap = estimate_tokens(quoted, family) - estimate_tokens(bare, family)  # type: ignore[arg-type]
-    assert abs(gap - want) < 0.25 * 300, (gap, want)
+    assert abs(gap) < 0.25 * 300, gap
