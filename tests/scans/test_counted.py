@@ -157,6 +157,36 @@ def test_counts_made_with_another_table_are_measured_again_or_refused() -> None:
     assert again.schema.field("output_units_o200k").metadata == field_of(counted).metadata
 
 
+#: What ``output_units_<family>`` was stamped with under these families'
+#: tables before their refit with the digit and punctuation weights (FNV-1a
+#: of each built-in table's bytes).
+EARLIER_TABLES = {
+    "llama3": "llama3:56980402407c48c4",
+    "qwen": "qwen:765fa5c6a4865765",
+    "tekken": "tekken:62e1f07d85cf4882",
+    "deepseek": "deepseek:1c93b182042d70d4",
+}
+
+
+@pytest.mark.parametrize("family", sorted(EARLIER_TABLES))
+def test_counts_made_with_the_earlier_refit_tables_are_not_read(family: str) -> None:
+    table = Transcript.from_sessions(generate_sessions(3, 20, seed=4)).to_arrow()
+    counted = with_output_units(table, method=family).to_arrow()
+    column = f"output_units_{family}"
+    stamp = counted.schema.field(column).metadata[UNITS_KEY.encode()].decode()
+    assert stamp != EARLIER_TABLES[family]
+    index = counted.schema.get_field_index(column)
+    old = pa.field(column, pa.int64(), metadata={UNITS_KEY: EARLIER_TABLES[family]})
+    stale = counted.set_column(index, old, pa.array([1] * counted.num_rows, pa.int64()))
+    assert counted_columns(stale.schema) == {OUTPUT_UNITS: "opencode"}
+    cfg = CompactionConfig(policy="aggressive", estimate_method=family)
+    want = prune(table, cfg)
+    got = prune(stale, cfg)
+    assert got.rows.equals(want.rows) and got.total == want.total
+    with pytest.raises(MissingColumnError, match="no counts made with it"):
+        prune(stale.drop_columns(["output"]), cfg)
+
+
 def field_of(table: pa.Table) -> pa.Field:
     return table.schema.field("output_units_o200k")
 

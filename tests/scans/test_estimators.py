@@ -155,8 +155,18 @@ def _messages() -> list[str]:
     return out
 
 
+#: Families whose tokenizer cuts a run of digits into groups of three (qwen
+#: and tekken cut every digit) and whose estimate of these log lines is
+#: within 2.5%: deepseek's is 3.1% under (3.3% over with its table before the
+#: refit; docs/estimators.md).
+DIGIT_TRIPLES = ["o200k", "cl100k", "llama3"]
+#: Families whose pre-split makes `"/usr` and `a/usr` cost the same (not
+#: deepseek's: 900 and 1,200 tokens for the texts below).
+SAME_PATHS = ["o200k", "cl100k", "llama3", "qwen", "tekken"]
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_close_to_exact_counts_on_real_runs(family: str) -> None:
     """Against the exact tokenizer (built into the core) on every message of
     20+ tokens: far closer than chars / 4, and rarely under with -conservative."""
@@ -193,7 +203,7 @@ def _log_lines(seed: int, n: int) -> str:
     )
 
 
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", DIGIT_TRIPLES)
 def test_short_numbers_are_not_over_counted(family: str) -> None:
     """Digit pairs once read one weight for short and long numbers alike, and
     log lines (timestamps, ids) came out 4.5% over; the digit group weight
@@ -206,7 +216,7 @@ def test_short_numbers_are_not_over_counted(family: str) -> None:
     assert abs(estimate_tokens(f"x {digits} y", family) - 1000) < 60  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+@pytest.mark.parametrize("family", SAME_PATHS)
 def test_a_path_after_a_quote_costs_what_it_costs_after_a_letter(family: str) -> None:
     """`"/usr` is `"/` and `usr`, `a/usr` is `a` and `/usr`: the same count,
     but the pair `/`-letter read one weight for both, and the quoted paths of

@@ -106,8 +106,11 @@ def write_table(family: str, weights: np.ndarray, conservative: float) -> None:
     table_path(family).write_bytes(header + q.tobytes())
 
 
-def read_table(family: str) -> tuple[np.ndarray, float]:
-    raw = table_path(family).read_bytes()
+def read_table(family: str, path: Path | None = None) -> tuple[np.ndarray, float]:
+    """A family's shipped table (or the table file at ``path``): its weights
+    (``FEATURES``) and conservative factor."""
+    path = table_path(family) if path is None else path
+    raw = path.read_bytes()
     if raw[:8] == MAGIC:
         factor, digit, punct, _ = struct.unpack("<IIII", raw[8:24])
         body = raw[24:]
@@ -115,7 +118,7 @@ def read_table(family: str) -> tuple[np.ndarray, float]:
         (factor, digit), punct = struct.unpack("<II", raw[8:16]), 0
         body = raw[16:]
     else:
-        raise ValueError(f"{table_path(family)}: not an estimator table")
+        raise ValueError(f"{path}: not an estimator table")
     weights = np.frombuffer(body, dtype="<u2").astype(np.float64) / SCALE
     return np.append(weights, [digit / SCALE, punct / SCALE]), factor / SCALE
 
@@ -257,18 +260,28 @@ def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray
 
 
 def refine(
-    x: sp.csr_matrix, y: np.ndarray, w0: np.ndarray, occ: np.ndarray, maxiter: int = 3000
+    x: sp.csr_matrix,
+    y: np.ndarray,
+    w0: np.ndarray,
+    occ: np.ndarray,
+    maxiter: int = 3000,
+    sample_weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Bounded ridge on relative errors of the totals."""
+    """Bounded ridge on relative errors of the totals (each text's squared
+    error weighed by ``sample_weight``, mean 1; every text alike without)."""
     inv = 1.0 / y
+    if sample_weight is not None:
+        inv = inv * np.sqrt(sample_weight / sample_weight.mean())
     xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
     n = len(y)
     prior = RIDGE * occ / occ.sum() * 1e3
     fixed = np.zeros(FEATURES, dtype=bool)
     fixed[START * COLS : (START + 1) * COLS] = True
 
+    target = np.ones(n) if sample_weight is None else np.sqrt(sample_weight / sample_weight.mean())
+
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
-        r = xs @ w - 1.0
+        r = xs @ w - target
         d = w - w0
         value = float(r @ r) / n + float(prior @ (d * d))
         grad = 2.0 * (xs.T @ r) / n + 2.0 * prior * d

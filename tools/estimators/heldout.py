@@ -56,6 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
+import vocab
 
 CACHE = Path("/tmp/ctxcompact-heldout")
 PACKAGES = (
@@ -580,7 +581,7 @@ def markdown(rows: list[tuple[str, str, dict[str, dict]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", action="append", choices=("o200k", "cl100k"))
+    parser.add_argument("--family", action="append", choices=vocab.FAMILIES)
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--budget", type=int, default=BUDGET, help="bytes per content type")
     parser.add_argument("--fetch-only", action="store_true")

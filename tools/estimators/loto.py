@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 import fit
 import heldout
+import vocab
 
 #: How corpus.py's kinds map onto heldout.py's types (None: no heldout type;
 #: always in the fit). Its code is split by the file's suffix.
@@ -128,7 +129,7 @@ class Features:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", default="o200k", choices=("o200k", "cl100k"))
+    parser.add_argument("--family", default="o200k", choices=vocab.FAMILIES)
     parser.add_argument(
         "--hold", action="append", help="a type, types joined by + (left out together), or all"
     )
