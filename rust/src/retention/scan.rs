@@ -50,6 +50,7 @@ fn within(table: &[(u32, u32)], c: char) -> bool {
 }
 
 /// Python's `\w`.
+#[inline]
 pub fn is_word(c: char) -> bool {
     if c.is_ascii() {
         c.is_ascii_alphanumeric() || c == '_'
@@ -59,6 +60,7 @@ pub fn is_word(c: char) -> bool {
 }
 
 /// Python's `\d`.
+#[inline]
 pub fn is_digit(c: char) -> bool {
     if c.is_ascii() {
         c.is_ascii_digit()
@@ -68,6 +70,7 @@ pub fn is_digit(c: char) -> bool {
 }
 
 /// Python's `\s` (`str.isspace`).
+#[inline]
 pub fn is_space(c: char) -> bool {
     if c.is_ascii() {
         matches!(c, '\t'..='\r' | '\x1c'..='\x1f' | ' ')
