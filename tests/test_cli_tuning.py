@@ -192,14 +192,21 @@ def test_a_grids_output_of_0_is_refused(runs: Path, tmp_path: Path, monkeypatch:
     assert "grid point output=0: output 0 is no output limit: output_token_max (32,000" in err
 
 
+def _grid_args(command: str, tmp_path: Path, presets: list[str]) -> list[str]:
+    """What ``tune`` needs beside ``replay``'s options: a grid of ``presets``, one worker."""
+    if command != "tune":
+        return []
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f"preset = {json.dumps(presets)}\n")
+    return ["--grid", str(grid), "--workers", "1"]
+
+
 @pytest.mark.parametrize("command", ["replay", "tune"])
 def test_out_named_as_another_format_is_refused(
     command: str, runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     """--out calls.csv wrote Parquet into a .csv name without a word."""
-    grid = tmp_path / "grid.toml"
-    grid.write_text('preset = ["opencode"]\n')
-    extra = ["--grid", str(grid), "--workers", "1"] if command == "tune" else []
+    extra = _grid_args(command, tmp_path, ["opencode"])
     out = tmp_path / "calls.csv"
     code, _, err = invoke(monkeypatch, capsys, command, str(runs), "--context", "40000",
                           "--output-limit", "1000", "--out", str(out), *extra)  # fmt: skip
@@ -246,9 +253,7 @@ def test_a_model_counted_exactly_reports_the_method_it_counted_with(
 ) -> None:
     # gpt-4o is counted in o200k exactly (the registry); the report said the
     # config's "opencode" beside "count: o200k exact", naming a method not used.
-    grid = tmp_path / "grid.toml"
-    grid.write_text('preset = ["swe-agent", "opencode"]\n')
-    extra = ["--grid", str(grid), "--workers", "1"] if command == "tune" else []
+    extra = _grid_args(command, tmp_path, ["swe-agent", "opencode"])
     code, out, err = invoke(monkeypatch, capsys, command, str(runs), "--context", "12000",
                             "--output-limit", "1000", "--model", "gpt-4o", *extra,
                             "--json")  # fmt: skip

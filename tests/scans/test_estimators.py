@@ -85,6 +85,19 @@ _RUNNY = st.lists(
 ).map("".join)
 
 
+def _assert_joined_matches_the_reference(texts: list[str], family: str) -> None:
+    """One assistant message of ``texts``: its estimate equals the reference's."""
+    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
+        {"info": {"id": "m", "role": "assistant"},
+         "parts": [{"id": f"p{i}", "type": "text", "text": t} for i, t in enumerate(texts)]},
+    ]})  # fmt: skip
+    transcript = cc.Transcript.from_sessions([session])
+    config = SimpleNamespace(estimate_method=family, message_overhead=4)
+    got = cc.estimate_messages(transcript, config).messages["tokens"].to_pylist()
+    want = ref.estimate_messages(transcript.to_arrow().to_pylist(), method=family, overhead=4)
+    assert got == [t for _, t in want]
+
+
 @settings(max_examples=sweep(300), deadline=None)
 @given(_RUNNY, st.sampled_from(METHODS))
 def test_long_runs_match_the_reference(text: str, method: str) -> None:
@@ -98,15 +111,7 @@ def test_a_message_of_joined_runny_texts_matches_the_reference(
 ) -> None:
     # The texts of a message are estimated joined, without building the joined
     # string: the runs crossing from one text into the next count as in one.
-    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
-        {"info": {"id": "m", "role": "assistant"},
-         "parts": [{"id": f"p{i}", "type": "text", "text": t} for i, t in enumerate(texts)]},
-    ]})  # fmt: skip
-    transcript = cc.Transcript.from_sessions([session])
-    config = SimpleNamespace(estimate_method=family, message_overhead=4)
-    got = cc.estimate_messages(transcript, config).messages["tokens"].to_pylist()
-    want = ref.estimate_messages(transcript.to_arrow().to_pylist(), method=family, overhead=4)
-    assert got == [t for _, t in want]
+    _assert_joined_matches_the_reference(texts, family)
 
 
 #: Any characters, cut to 0-300 bytes, most of them near the fused loop's
@@ -134,15 +139,7 @@ def test_any_text_near_the_block_edges_matches_the_reference(text: str, family: 
 def test_a_message_of_joined_texts_near_the_block_edges_matches_the_reference(
     texts: list[str], family: str
 ) -> None:
-    session = cc.Session.model_validate({"info": {"id": "s"}, "messages": [
-        {"info": {"id": "m", "role": "assistant"},
-         "parts": [{"id": f"p{i}", "type": "text", "text": t} for i, t in enumerate(texts)]},
-    ]})  # fmt: skip
-    transcript = cc.Transcript.from_sessions([session])
-    config = SimpleNamespace(estimate_method=family, message_overhead=4)
-    got = cc.estimate_messages(transcript, config).messages["tokens"].to_pylist()
-    want = ref.estimate_messages(transcript.to_arrow().to_pylist(), method=family, overhead=4)
-    assert got == [t for _, t in want]
+    _assert_joined_matches_the_reference(texts, family)
 
 
 def _messages() -> list[str]:
