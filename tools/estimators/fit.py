@@ -259,6 +259,46 @@ def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray
     return frequencies(occ, hits), occ
 
 
+#: The parts of a ridge variant (``ridge_prior``), joined with ``+``.
+PRIOR_PARTS = ("ridge", "rpow", "rfloor")
+
+
+def ridge_prior(occ: np.ndarray, variant: str = "") -> np.ndarray:
+    """Each weight's ridge strength, from its pair's share of the training
+    bytes (``occ / occ.sum()``). ``""`` or ``base``: ``RIDGE * share * 1e3``
+    (fit.py's fit). A variant joins parts with ``+``: ``ridgeN`` multiplies
+    the whole by N; ``rpowP`` takes share ** P instead (P < 1 ties rare pairs
+    closer to their start frequencies than their share does); ``rfloorF``
+    floors each occurring pair's share at F times the median share of the
+    occurring pairs. ``rpow`` and ``rfloor`` rescale so the prior's total
+    stays ``RIDGE * 1e3`` (times ``ridgeN``); pairs that never occur keep 0
+    (no training text has them, so no term of the loss moves them)."""
+    ridge, power, floor = 1.0, 1.0, 0.0
+    for part in filter(None, variant.split("+")):
+        if part == "base":
+            continue
+        try:
+            if part.startswith("rpow"):
+                power = float(part[4:])
+            elif part.startswith("rfloor"):
+                floor = float(part[6:])
+            elif part.startswith("ridge"):
+                ridge = float(part[5:])
+            else:
+                raise ValueError(part)
+        except ValueError:
+            raise ValueError(f"ridge variant {variant!r}: unknown part {part!r}") from None
+    share = occ / occ.sum()
+    seen = share > 0
+    shaped = share.copy()
+    if floor > 0:
+        shaped[seen] = np.maximum(shaped[seen], floor * float(np.median(share[seen])))
+    if power != 1.0:
+        shaped[seen] = shaped[seen] ** power
+    shaped *= share.sum() / shaped.sum()
+    return RIDGE * ridge * shaped * 1e3
+
+
 def refine(
     x: sp.csr_matrix,
     y: np.ndarray,
@@ -266,15 +306,17 @@ def refine(
     occ: np.ndarray,
     maxiter: int = 3000,
     sample_weight: np.ndarray | None = None,
+    variant: str = "",
 ) -> np.ndarray:
     """Bounded ridge on relative errors of the totals (each text's squared
-    error weighed by ``sample_weight``, mean 1; every text alike without)."""
+    error weighed by ``sample_weight``, mean 1; every text alike without),
+    each weight tied to its start frequency by ``ridge_prior(occ, variant)``."""
     inv = 1.0 / y
     if sample_weight is not None:
         inv = inv * np.sqrt(sample_weight / sample_weight.mean())
     xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
     n = len(y)
-    prior = RIDGE * occ / occ.sum() * 1e3
+    prior = ridge_prior(occ, variant)
     fixed = np.zeros(FEATURES, dtype=bool)
     fixed[START * COLS : (START + 1) * COLS] = True
 

@@ -5,6 +5,7 @@ for a type comes from a table that never saw that type.
     python tools/estimators/loto.py --family o200k              # every fold
     python tools/estimators/loto.py --family o200k --hold log   # one fold
     python tools/estimators/loto.py --hold code-java+diff+stack-trace  # types left out together
+    python tools/estimators/loto.py --variant rpow0.5 --maxiter 300  # another ridge shape
 
 For each held-out type X: start frequencies and the bounded refinement of
 fit.py (the same functions) on the training half of the sessions of every
@@ -23,7 +24,9 @@ refitted only by fit.py.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -127,6 +130,23 @@ class Features:
         return fit.frequencies(occ, hits), occ
 
 
+def _features(texts: list[str], keys: list[str], family: str) -> Features:
+    """Features, cached under heldout.CACHE by the texts, keys and family (so
+    runs of other variants or folds skip the encoding)."""
+    digest = hashlib.sha256(family.encode())
+    for t, k in zip(texts, keys):
+        digest.update(f"{k}\0{t}\0".encode())
+    path = heldout.CACHE / f"loto-{family}-{digest.hexdigest()[:16]}.pickle"
+    if path.exists():
+        with path.open("rb") as fh:
+            cached: Features = pickle.load(fh)
+            return cached
+    feats = Features(texts, keys, family)
+    with path.open("wb") as fh:
+        pickle.dump(feats, fh)
+    return feats
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", default="o200k", choices=vocab.FAMILIES)
@@ -134,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         "--hold", action="append", help="a type, types joined by + (left out together), or all"
     )
     parser.add_argument("--maxiter", type=int, default=3000)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        help="the refinement's ridge (fit.ridge_prior, e.g. base, rpow0.5+ridge3); each "
+        "fold is refitted under every one given, on one encoding",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--with-corpus", action="store_true", help="fit on corpus.py's training texts too"
@@ -152,19 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     # Start statistics are kept per type and per half: "<type>" is the
     # training half of the heldout sessions plus corpus.py's texts.
     keys = [f"{t}" if h else f"{t}#eval" for t, h in zip(types, train_half)]
-    feats = Features(texts, keys, args.family)
+    feats = _features(texts, keys, args.family)
     f = shares(texts)
     print(f"{len(texts):,} texts encoded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     n = len(msgs)
     kinds = np.array([str(t) for t in types])
     rows_out = []
-    for hold in args.hold or [*heldout.TYPES, "all"]:
+    variants = args.variant or ["base"]
+    for hold, variant in [(h, v) for h in args.hold or [*heldout.TYPES, "all"] for v in variants]:
+        label = f"{hold} [{variant}]" if args.variant else hold
         t0 = time.perf_counter()
         held = hold.split("+")
         keep = [k for k in feats.occ if not k.endswith("#eval") and k not in held]
         fit_rows = np.isin(np.array(keys), keep) & (feats.exact > 0)
         w0, occ = feats.start_frequencies(keep)
-        weights = fit.refine(feats.x[fit_rows], feats.exact[fit_rows], w0, occ, args.maxiter)
+        weights = fit.refine(
+            feats.x[fit_rows], feats.exact[fit_rows], w0, occ, args.maxiter, variant=variant
+        )
         est = fit.estimate(feats.x[:n], weights)
         base_est = fit.estimate(feats.x[:n], w0)
         sel = ~train_half[:n] if hold == "all" else np.isin(kinds[:n], held)
@@ -177,25 +207,25 @@ def main(argv: list[str] | None = None) -> int:
         beta = fit_correction(train_est[big], feats.exact[fit_rows][big], f[fit_rows][big])
         corrected = np.floor(est * (f[:n] @ beta) + 0.5)
         fixed = heldout.evaluate(picked, corrected[sel], feats.exact[:n][sel])
-        rows_out.append((hold, report, first, fixed, beta.tolist()))
+        rows_out.append((label, report, first, fixed, beta.tolist()))
         for kind, s in report.items():
             c = fixed[kind]
             print(
-                f"hold {hold}: {kind} corrected p50/p95/p99 {heldout._pct(c['p50'])} / "
+                f"hold {label}: {kind} corrected p50/p95/p99 {heldout._pct(c['p50'])} / "
                 f"{heldout._pct(c['p95'])} / {heldout._pct(c['p99'])} bias {100 * c['bias']:+.1f}% "
                 f"session p95 {heldout._pct(c['session_p95'])}",
                 flush=True,
             )
             print(
-                f"hold {hold}: {kind} p50/p95/p99 {heldout._pct(s['p50'])} / "
+                f"hold {label}: {kind} p50/p95/p99 {heldout._pct(s['p50'])} / "
                 f"{heldout._pct(s['p95'])} / {heldout._pct(s['p99'])} bias {100 * s['bias']:+.1f}% "
                 f"session p95 {heldout._pct(s['session_p95'])} (start frequencies only: p95 "
                 f"{heldout._pct(first[kind]['p95'])}, bias {100 * first[kind]['bias']:+.1f}%) "
                 f"[{time.perf_counter() - t0:.0f} s]",
                 flush=True,
             )
-    if args.json:
-        args.json.write_text(json.dumps(rows_out, indent=1))
+        if args.json:  # after every fold: a long run's folds are kept if it stops
+            args.json.write_text(json.dumps(rows_out, indent=1))
     return 0
 
 

@@ -15,10 +15,13 @@ fit.py writes it (fit.py's ``base`` fit is the same fit on the same training
 texts; the heldout.py types added here are never trained on).
 
 Variants (``VARIANTS``): ``base`` is fit.py's fit; ``ridgeN`` multiplies the
-ridge by N; ``even`` weighs each kind's training texts so every kind counts
+ridge by N; ``rpowP`` and ``rfloorF`` reshape it (fit.ridge_prior: each
+pair's ridge from its share ** P, or its share floored at F times the
+median share, the total unchanged); ``even`` weighs each kind's training texts so every kind counts
 the same in the loss; ``powP`` is between (a kind of n texts weighs n ** P
 in all, ``kind_weights``); ``itN`` runs N iterations; ``no-KIND`` leaves a
-kind out of the fit. Variants combine with ``+`` (``ridge10+even``).
+kind out of the fit. Variants combine with ``+`` (``ridge10+even``,
+``rpow0.5+ridge3``).
 """
 
 from __future__ import annotations
@@ -104,25 +107,15 @@ def kind_weights(kinds: np.ndarray, power: float) -> np.ndarray:
     return w / w.mean()
 
 
-def refine(x, y, w0, occ, maxiter, ridge, sample):  # type: ignore[no-untyped-def]
-    """fit.refine with a ridge multiplier and sample weights."""
-    saved = fit.RIDGE
-    fit.RIDGE = saved * ridge
-    try:
-        return fit.refine(x, y, w0, occ, maxiter, sample_weight=sample)
-    finally:
-        fit.RIDGE = saved
-
-
 def run_variant(
     name: str, us: list[corpus.Unit], enc: Encoded, maxiter: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    ridge, power, iters, exclude = 1.0, 1.0, maxiter, set()
+    prior, power, iters, exclude = [], 1.0, maxiter, set()
     for part in name.split("+"):
         if part == "base":
             continue
-        if part.startswith("ridge"):
-            ridge = float(part[5:])
+        if part.startswith(fit.PRIOR_PARTS):
+            prior.append(part)
         elif part == "even":
             power = 0.0
         elif part.startswith("pow"):
@@ -141,7 +134,9 @@ def run_variant(
     w0 = fit.frequencies(occ, hits)
     rows = train & (enc.exact > 0)
     sample = kind_weights(kinds[rows], power)
-    weights = refine(enc.x[rows], enc.exact[rows], w0, occ, iters, ridge, sample)
+    weights = fit.refine(
+        enc.x[rows], enc.exact[rows], w0, occ, iters, sample_weight=sample, variant="+".join(prior)
+    )
     return weights, w0
 
 
