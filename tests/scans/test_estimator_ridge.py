@@ -47,7 +47,21 @@ def test_a_floor_lifts_pairs_below_it_to_one_level_and_keeps_the_total() -> None
     assert floored[4] == 0.0
 
 
-@pytest.mark.parametrize("variant", ["rpow", "ridgeX", "even", "rpow0.5+floor3"])
+def test_a_precision_shape_holds_a_rate_near_zero_harder_than_one_near_a_half() -> None:
+    w0 = np.array([0.5, 0.02, 0.5, 0.02, 0.3])
+    even = np.array([900.0, 900.0, 900.0, 900.0, 0.0])
+    shaped = fit.ridge_prior(even, "rinfo0.05", w0)
+    assert shaped[1] / shaped[0] == pytest.approx((0.25 + 0.05) / (0.02 * 0.98 + 0.05))
+    assert shaped.sum() == pytest.approx(fit.ridge_prior(even, "", w0).sum())
+    assert shaped[4] == 0.0
+
+
+@pytest.mark.parametrize("variant", ["rpow", "ridgeX", "even", "rpow0.5+floor3", "rinfo0"])
 def test_an_unknown_or_malformed_part_names_itself(variant: str) -> None:
-    with pytest.raises(ValueError, match="unknown part"):
+    with pytest.raises(ValueError, match=f"unknown part '{variant.split('+')[-1]}'"):
         prior(variant)
+
+
+def test_a_precision_shape_without_start_frequencies_says_so() -> None:
+    with pytest.raises(ValueError, match="rinfo needs the start frequencies"):
+        prior("rinfo0.05")

@@ -17,8 +17,8 @@ In-domain kinds (fitted on their ``train`` groups, evaluated on the rest):
     json         JSON files on disk, as found and re-dumped compact
     prose        README/markdown files of installed crates and packages,
                  licence texts
-    non-english  Debian's translated man pages (de, fr, es, ru, zh_CN, ja),
-                 roff markup stripped
+    non-english  Debian's translated man pages (de, fr, es, ru, zh_CN, ja,
+                 ko), roff markup stripped
 
 Unseen kinds (never fitted on, evaluated only):
 
@@ -26,8 +26,8 @@ Unseen kinds (never fitted on, evaluated only):
     config       TOML and YAML files
     markup       HTML, XML and SVG files
     log          system logs in /var/log
-    other-lang   man pages in languages never fitted on (pl, it, pt_BR, ko,
-                 cs, tr)
+    other-lang   man pages in languages never fitted on (pl, it, pt_BR, cs,
+                 tr)
 
 Everything is read from this machine and ../shared/data, except the
 heldout-* kinds: heldout.py's messages of the types in ``HELDOUT_FITTED``

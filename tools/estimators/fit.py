@@ -260,20 +260,23 @@ def start_frequencies(enc: Encoded, train_units: np.ndarray) -> tuple[np.ndarray
 
 
 #: The parts of a ridge variant (``ridge_prior``), joined with ``+``.
-PRIOR_PARTS = ("ridge", "rpow", "rfloor")
+PRIOR_PARTS = ("ridge", "rpow", "rfloor", "rinfo")
 
 
-def ridge_prior(occ: np.ndarray, variant: str = "") -> np.ndarray:
+def ridge_prior(occ: np.ndarray, variant: str = "", w0: np.ndarray | None = None) -> np.ndarray:
     """Each weight's ridge strength, from its pair's share of the training
     bytes (``occ / occ.sum()``). ``""`` or ``base``: ``RIDGE * share * 1e3``
     (fit.py's fit). A variant joins parts with ``+``: ``ridgeN`` multiplies
     the whole by N; ``rpowP`` takes share ** P instead (P < 1 ties rare pairs
     closer to their start frequencies than their share does); ``rfloorF``
     floors each occurring pair's share at F times the median share of the
-    occurring pairs. ``rpow`` and ``rfloor`` rescale so the prior's total
-    stays ``RIDGE * 1e3`` (times ``ridgeN``); pairs that never occur keep 0
-    (no training text has them, so no term of the loss moves them)."""
-    ridge, power, floor = 1.0, 1.0, 0.0
+    occurring pairs; ``rinfoE`` divides each share by ``w0 * (1 - w0) + E``
+    (``w0``: the start frequencies), the precision of a measured rate, so a
+    rate near 0 or 1 is held harder than one near a half. ``rpow``,
+    ``rfloor`` and ``rinfo`` rescale so the prior's total stays ``RIDGE *
+    1e3`` (times ``ridgeN``); pairs that never occur keep 0 (no training
+    text has them, so no term of the loss moves them)."""
+    ridge, power, floor, info = 1.0, 1.0, 0.0, 0.0
     for part in filter(None, variant.split("+")):
         if part == "base":
             continue
@@ -282,12 +285,18 @@ def ridge_prior(occ: np.ndarray, variant: str = "") -> np.ndarray:
                 power = float(part[4:])
             elif part.startswith("rfloor"):
                 floor = float(part[6:])
+            elif part.startswith("rinfo"):
+                info = float(part[5:])
+                if info <= 0:
+                    raise ValueError(part)
             elif part.startswith("ridge"):
                 ridge = float(part[5:])
             else:
                 raise ValueError(part)
         except ValueError:
             raise ValueError(f"ridge variant {variant!r}: unknown part {part!r}") from None
+    if info > 0 and w0 is None:
+        raise ValueError(f"ridge variant {variant!r}: rinfo needs the start frequencies (w0)")
     share = occ / occ.sum()
     seen = share > 0
     shaped = share.copy()
@@ -295,6 +304,8 @@ def ridge_prior(occ: np.ndarray, variant: str = "") -> np.ndarray:
         shaped[seen] = np.maximum(shaped[seen], floor * float(np.median(share[seen])))
     if power != 1.0:
         shaped[seen] = shaped[seen] ** power
+    if w0 is not None and info > 0:
+        shaped[seen] /= w0[seen] * (1.0 - w0[seen]) + info
     shaped *= share.sum() / shaped.sum()
     return RIDGE * ridge * shaped * 1e3
 
@@ -310,13 +321,13 @@ def refine(
 ) -> np.ndarray:
     """Bounded ridge on relative errors of the totals (each text's squared
     error weighed by ``sample_weight``, mean 1; every text alike without),
-    each weight tied to its start frequency by ``ridge_prior(occ, variant)``."""
+    each weight tied to its start frequency by ``ridge_prior(occ, variant, w0)``."""
     inv = 1.0 / y
     if sample_weight is not None:
         inv = inv * np.sqrt(sample_weight / sample_weight.mean())
     xs = sp.diags(inv) @ x  # relative: (Xw - y) / y
     n = len(y)
-    prior = ridge_prior(occ, variant)
+    prior = ridge_prior(occ, variant, w0)
     fixed = np.zeros(FEATURES, dtype=bool)
     fixed[START * COLS : (START + 1) * COLS] = True
 

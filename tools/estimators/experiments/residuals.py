@@ -7,7 +7,9 @@ tokenizer starts a token there, summed and in % of the exact tokens
     python tools/estimators/experiments/residuals.py before.bin after.bin --source stack-trace
 
 ``--source varlog`` (the default) reads this machine's /var/log as corpus.py
-does; another value is a heldout.py type (its first 600 messages). The
+does, ``--source other-lang`` its man pages in the languages no fit reads
+(pl, it, pt_BR, cs, tr); another value is a heldout.py type (its first 600
+messages). The
 tables are files in fit.py's format (``git show REV:rust/assets/estimators/
 o200k.bin > before.bin``). Nothing is written.
 """
@@ -28,17 +30,24 @@ import fit
 
 
 def _classes(b: np.ndarray) -> np.ndarray:
-    """lower a, upper A, digit 9, space _, line end n, non-ASCII u, a start
-    row S, anything else o."""
+    """lower a, upper A, digit 9, space _, line end n, non-ASCII u (lead
+    bytes L: 0xC3, E: 0xC4/0xC5, H: 0xEA-0xED), a start row S, anything else o."""
     out = np.full(len(b), "o", dtype=object)
     out[(b >= 97) & (b <= 122)] = "a"
     out[(b >= 65) & (b <= 90)] = "A"
     out[(b >= 48) & (b <= 57)] = "9"
     out[b == 32] = "_"
     out[b == 10] = "n"
-    out[(b >= 128) & (b < 256)] = "u"
+    out[(b >= 128) & (b < 256)] = "u"  # UTF-8 continuation bytes and other leads
+    out[b == 0xC3] = "L"  # Latin-1 Supplement lead (é, ã, ç, ü)
+    out[(b == 0xC4) | (b == 0xC5)] = "E"  # Latin Extended-A lead (ą, ł, č, ş, ğ)
+    out[(b >= 0xEA) & (b <= 0xED)] = "H"  # Hangul syllables' lead bytes (U+AC00-D7A3)
     out[b >= 256] = "S"
     return out
+
+
+#: corpus.py's other-lang man pages (units() reads the same languages).
+OTHER_LANG = ("pl", "it", "pt_BR", "cs", "tr")
 
 
 def texts(source: str) -> list[corpus.Unit]:
@@ -46,6 +55,9 @@ def texts(source: str) -> list[corpus.Unit]:
         rng = random.Random(0)
         logs = corpus._files([Path("/var/log")], ("*.log", "history.log", "term.log"), rng)
         return [u for u in corpus._from_files("log", logs, rng) if u.text.strip()]
+    if source == "other-lang":  # corpus.py's man pages in languages never fitted on
+        rng = random.Random(0)
+        return [u for u in corpus._man(source, OTHER_LANG, rng) if u.text.strip()]
     import heldout
 
     msgs = [m for m in heldout.messages(heldout.fetch()) if m.kind == source][:600]
@@ -66,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     tables["after"] = fit.read_table(args.family, args.after)[0]
     big = enc.exact >= fit.MIN_TOKENS
     groups = np.array([u.group for u in units])
+    if args.source == "other-lang":  # per language, not per file
+        groups = np.array([g.split("/")[4] for g in groups])
     excess = {}
     for name, w in tables.items():
         est = fit.estimate(enc.x, w)
