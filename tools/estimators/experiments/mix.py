@@ -15,9 +15,10 @@ fit.py writes it (fit.py's ``base`` fit is the same fit on the same training
 texts; the heldout.py types added here are never trained on).
 
 Variants (``VARIANTS``): ``base`` is fit.py's fit; ``ridgeN`` multiplies the
-ridge by N; ``rpowP`` and ``rfloorF`` reshape it (fit.ridge_prior: each
-pair's ridge from its share ** P, or its share floored at F times the
-median share, the total unchanged); ``even`` weighs each kind's training texts so every kind counts
+ridge by N; ``rpowP``, ``rfloorF`` and ``rinfoE`` reshape it
+(fit.ridge_prior: each pair's ridge from its share ** P, its share floored
+at F times the median share, or its share over ``w0 (1 - w0) + E``, the
+total unchanged); ``even`` weighs each kind's training texts so every kind counts
 the same in the loss; ``powP`` is between (a kind of n texts weighs n ** P
 in all, ``kind_weights``); ``itN`` runs N iterations; ``no-KIND`` leaves a
 kind out of the fit. Variants combine with ``+`` (``ridge10+even``,
