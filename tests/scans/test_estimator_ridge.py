@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("scipy")  # fit.py's refinement (tools only, not a dependency)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "estimators"))
 import fit  # type: ignore[import-not-found]
 
