@@ -21,6 +21,7 @@
 mod classes;
 pub mod scan;
 
+use std::borrow::Cow;
 use std::collections::{HashMap as StdMap, HashSet as StdSet};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
@@ -160,14 +161,22 @@ fn py_str(value: &Value) -> String {
     }
 }
 
-/// `x or ""` of a JSON value, as text.
-fn or_empty(value: Option<&Value>) -> String {
+/// `x or ""` of a JSON value, as text (a string borrowed).
+fn or_empty(value: Option<&Value>) -> Cow<'_, str> {
     match value {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(a)) if a.is_empty() => String::new(),
-        Some(Value::Object(o)) if o.is_empty() => String::new(),
-        Some(v) => py_str(v),
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Cow::Borrowed(""),
+        Some(Value::String(s)) => Cow::Borrowed(s),
+        Some(Value::Array(a)) if a.is_empty() => Cow::Borrowed(""),
+        Some(Value::Object(o)) if o.is_empty() => Cow::Borrowed(""),
+        Some(v) => Cow::Owned(py_str(v)),
+    }
+}
+
+/// `py_str` of a JSON value taken out of its message (a string moved).
+fn into_str(value: Value) -> String {
+    match value {
+        Value::String(s) => s,
+        other => py_str(&other),
     }
 }
 
@@ -194,15 +203,20 @@ pub struct Chat {
 impl Chat {
     /// A chat message (a JSON object) as retention reads it.
     pub fn new(value: &Value) -> Chat {
-        Chat::keyed(value, Key::new(&value.to_string()))
+        Chat::keyed(value.clone(), Key::new(&value.to_string()))
     }
 
-    /// `new`, its key (`value` as text) already made.
-    fn keyed(value: &Value, key: Key) -> Chat {
-        let get = |k: &str| value.get(k);
-        let role = get("role").map(py_str).unwrap_or_default();
-        let content = match get("content") {
-            Some(Value::String(s)) => s.clone(),
+    /// `new`, its key (`value` as text) already made; the message's
+    /// strings are moved out of `value`, and each text is written once.
+    fn keyed(value: Value, key: Key) -> Chat {
+        let mut value = match value {
+            Value::Object(o) => o,
+            _ => serde_json::Map::new(),
+        };
+        let mut take = |k: &str| value.get_mut(k).map(Value::take);
+        let role = take("role").map(into_str).unwrap_or_default();
+        let content = match take("content") {
+            Some(Value::String(s)) => s,
             Some(Value::Array(blocks)) => blocks
                 .iter()
                 .filter_map(|b| b.as_object().and_then(|o| o.get("text")))
@@ -211,33 +225,52 @@ impl Chat {
                 .join("\n"),
             _ => String::new(),
         };
-        let calls: Vec<&serde_json::Map<String, Value>> = match get("tool_calls") {
+        let tool_call_id = take("tool_call_id").map_or_else(|| "None".into(), into_str);
+        let calls: Vec<&serde_json::Map<String, Value>> = match value.get("tool_calls") {
             Some(Value::Array(a)) => a.iter().filter_map(Value::as_object).collect(),
             _ => Vec::new(),
         };
-        let function = |c: &serde_json::Map<String, Value>, k: &str| {
+        fn function<'v>(c: &'v serde_json::Map<String, Value>, k: &str) -> Cow<'v, str> {
             or_empty(
                 c.get("function")
                     .and_then(Value::as_object)
                     .and_then(|f| f.get(k)),
             )
-        };
-        let arguments: Vec<String> = calls.iter().map(|c| function(c, "arguments")).collect();
-        let mut parts = vec![content.clone(), arguments.join("\n")];
-        parts.extend(calls.iter().map(|c| function(c, "name")));
-        let message_text = parts
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n");
+        }
+        let arguments: Vec<Cow<'_, str>> = calls.iter().map(|c| function(c, "arguments")).collect();
         let written = if role == "user" || role == "assistant" {
-            let mut w = vec![content.clone()];
-            w.extend(arguments.iter().map(|a| plain(a)));
-            w.join("\n")
+            // "\n".join([content, *plain(arguments)])
+            let plains: Vec<String> = arguments.iter().map(|a| plain(a)).collect();
+            let size = content.len() + plains.iter().map(|p| p.len() + 1).sum::<usize>();
+            let mut w = String::with_capacity(size);
+            w.push_str(&content);
+            for p in &plains {
+                w.push('\n');
+                w.push_str(p);
+            }
+            w
         } else {
             String::new()
         };
-        let text = format!("{message_text}\n{written}");
+        // "\n".join([message_text, written]), message_text the non-empty
+        // of [content, "\n".join(arguments), *names] joined by "\n".
+        let joined = arguments.join("\n");
+        let names: Vec<Cow<'_, str>> = calls.iter().map(|c| function(c, "name")).collect();
+        let parts = [content.as_str(), joined.as_str()]
+            .into_iter()
+            .chain(names.iter().map(|n| &**n))
+            .filter(|p| !p.is_empty());
+        let size = content.len() + joined.len() + written.len() + 2;
+        let mut text =
+            String::with_capacity(size + names.iter().map(|n| n.len() + 1).sum::<usize>());
+        for (i, p) in parts.enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(p);
+        }
+        text.push('\n');
+        text.push_str(&written);
         let stripped = scan::strip(&content);
         let request = role == "user"
             && !stripped.is_empty()
@@ -254,7 +287,6 @@ impl Chat {
                 (id, name)
             })
             .collect();
-        let tool_call_id = get("tool_call_id").map_or_else(|| "None".into(), py_str);
         Chat {
             key,
             role,
@@ -783,16 +815,21 @@ pub struct CallMarks<'c> {
     pub cleared: &'c [usize],
 }
 
+/// The chat messages one stored message is sent as.
+type Chats = Vec<Arc<Chat>>;
+
 /// Chat messages interned by key in one session (a message rendered alike
 /// twice is read once, and is one `Arc`: its key compares by pointer).
 #[derive(Default)]
 struct Interned {
-    chats: HashMap<Arc<str>, Arc<Chat>>,
-    /// A message's rendering (its JSON array, as written) -> its chat messages.
-    renders: HashMap<Vec<u8>, Vec<Arc<Chat>>>,
+    /// The chat messages by their key's hash (`Key::hash`; those of one
+    /// hash told apart by their text).
+    chats: HashMap<u64, Vec<Arc<Chat>>>,
 }
 
 impl Interned {
+    /// The chat messages `msg` is sent as (`view::message_json`), each read
+    /// the first time its rendering is seen.
     fn render(
         &mut self,
         table: &PartTable<'_>,
@@ -802,18 +839,15 @@ impl Interned {
     ) -> Result<Vec<Arc<Chat>>> {
         let mut out = Vec::new();
         crate::view::message_json(table, msg, render, thinking, &mut out)?;
-        if let Some(chats) = self.renders.get(&out) {
-            return Ok(chats.clone());
-        }
         let bad = |why: String| CoreError::Config(format!("retention: a rendered message: {why}"));
         // The rendering is checked as text once (simdutf8: serde_json's
         // slice reader would check each string with std's slower check).
         let text = simdutf8::basic::from_utf8(&out).map_err(|_| bad("not UTF-8".into()))?;
-        let mut chats = Vec::new();
-        for element in scan::json_elements(text).ok_or_else(|| bad("not a JSON array".into()))? {
+        let elements = scan::json_elements(text).ok_or_else(|| bad("not a JSON array".into()))?;
+        let mut chats = Vec::with_capacity(elements.len());
+        for element in elements {
             chats.push(self.rendered(element).map_err(|e| bad(e.to_string()))?);
         }
-        self.renders.insert(out, chats.clone());
         Ok(chats)
     }
 
@@ -822,8 +856,9 @@ impl Interned {
     /// spaces), the text `Value::to_string` would give, so the element is
     /// its key as it is, and is read only the first time it is seen.
     fn rendered(&mut self, element: &str) -> serde_json::Result<Arc<Chat>> {
-        if let Some(c) = self.chats.get(element) {
-            return Ok(c.clone());
+        let hash = Hashing::default().hash_one(element);
+        if let Some(c) = self.find(hash, element) {
+            return Ok(c);
         }
         let value: Value = serde_json::from_str(element)?;
         debug_assert_eq!(
@@ -831,18 +866,34 @@ impl Interned {
             element,
             "a rendering not in compact form"
         );
-        let c = Arc::new(Chat::keyed(&value, Key::new(element)));
-        self.chats.insert(c.key.text.clone(), c.clone());
-        Ok(c)
+        let key = Key {
+            hash,
+            text: Arc::from(element),
+        };
+        Ok(self.insert(Chat::keyed(value, key)))
     }
 
     fn chat(&mut self, value: &Value) -> Arc<Chat> {
         let text = value.to_string();
-        if let Some(c) = self.chats.get(text.as_str()) {
-            return c.clone();
+        let hash = Hashing::default().hash_one(text.as_str());
+        if let Some(c) = self.find(hash, &text) {
+            return c;
         }
-        let c = Arc::new(Chat::keyed(value, Key::new(&text)));
-        self.chats.insert(c.key.text.clone(), c.clone());
+        self.insert(Chat::keyed(value.clone(), Key::new(&text)))
+    }
+
+    /// The message of key `text` (`hash`: its `Key::hash`), if read before.
+    fn find(&self, hash: u64, text: &str) -> Option<Arc<Chat>> {
+        self.chats
+            .get(&hash)?
+            .iter()
+            .find(|c| &*c.key.text == text)
+            .cloned()
+    }
+
+    fn insert(&mut self, chat: Chat) -> Arc<Chat> {
+        let c = Arc::new(chat);
+        self.chats.entry(c.key.hash).or_default().push(c.clone());
         c
     }
 }
@@ -866,8 +917,15 @@ impl Carried {
     /// Append the run's `messages` as the live walk does (each alone, as
     /// written): their facts stated; the task is the first user message's
     /// text. The chat messages they are.
-    fn append(&mut self, table: &PartTable<'_>, messages: &[Message]) -> Result<Vec<Arc<Chat>>> {
+    /// `alone`: each message's chat messages (as `Prompt::sent` would
+    /// render it under the default view, without its reasoning).
+    fn append(
+        &mut self,
+        table: &PartTable<'_>,
+        messages: &[Message],
+    ) -> Result<(Vec<Arc<Chat>>, Vec<Chats>)> {
         let mut appended = Vec::new();
+        let mut each = Vec::with_capacity(messages.len());
         for msg in messages {
             let alone = self.chats.render(table, msg, Render::default(), false)?;
             if self.task.is_none() && msg.role == role::USER {
@@ -876,10 +934,11 @@ impl Carried {
                     .find(|m| m.role == "user")
                     .map(|m| m.content.clone());
             }
-            appended.extend(alone);
+            appended.extend(alone.iter().cloned());
+            each.push(alone);
         }
         self.facts.append(&appended);
-        Ok(appended)
+        Ok((appended, each))
     }
 }
 
@@ -982,7 +1041,14 @@ pub fn score_segment(
     let mut last = head;
     for (c, call) in calls.iter().enumerate() {
         let at = call.at;
-        let appended = state.append(table, &messages[last..at])?;
+        let (appended, alone) = state.append(table, &messages[last..at])?;
+        if view == Render::default() {
+            // What the prompt sends of them until a mark or the reasoning
+            // window changes it: rendered alike (same view, same flags).
+            for (k, chats) in (last..at).zip(alone) {
+                prompt.shown[k] = Some((false, chats));
+            }
+        }
         let before: Vec<Arc<Chat>> = match call.changed {
             true => previous.iter().chain(&appended).cloned().collect(),
             false => Vec::new(),
@@ -1030,7 +1096,7 @@ pub fn score_segment(
             previous: None,
         });
     };
-    let appended = state.append(table, &messages[last..stop.max(last)])?;
+    let (appended, _) = state.append(table, &messages[last..stop.max(last)])?;
     let keys: Vec<&str> = previous.iter().map(|m| m.key.as_str()).collect();
     let json = format!("[{}]", keys.join(","));
     state.before = previous.into_iter().chain(appended).collect();
