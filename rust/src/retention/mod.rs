@@ -42,6 +42,7 @@ const PROSE_WORDS: usize = 40;
 const SHOWN_CHARS: usize = 160;
 const SPAN_CHARS: (usize, usize) = (3, 80);
 const CONTINUE: &str = "continue if you have next steps";
+#[cfg(test)]
 const STOP_WORDS: &str = "that this with from have will would should could there their them then \
 than what when which where while into about after before been being also only just very more \
 most some such each other your yours please thanks need make sure like does done using used \
@@ -89,8 +90,68 @@ impl Hash for Key {
     }
 }
 
+/// One of `STOP_WORDS` (a match the compiler sorts by length, then bytes).
 fn stop(word: &str) -> bool {
-    STOP_WORDS.split(' ').any(|w| w == word)
+    matches!(
+        word,
+        "that"
+            | "this"
+            | "with"
+            | "from"
+            | "have"
+            | "will"
+            | "would"
+            | "should"
+            | "could"
+            | "there"
+            | "their"
+            | "them"
+            | "then"
+            | "than"
+            | "what"
+            | "when"
+            | "which"
+            | "where"
+            | "while"
+            | "into"
+            | "about"
+            | "after"
+            | "before"
+            | "been"
+            | "being"
+            | "also"
+            | "only"
+            | "just"
+            | "very"
+            | "more"
+            | "most"
+            | "some"
+            | "such"
+            | "each"
+            | "other"
+            | "your"
+            | "yours"
+            | "please"
+            | "thanks"
+            | "need"
+            | "make"
+            | "sure"
+            | "like"
+            | "does"
+            | "done"
+            | "using"
+            | "used"
+            | "file"
+            | "files"
+            | "code"
+            | "line"
+            | "lines"
+            | "here"
+            | "were"
+            | "they"
+            | "these"
+            | "those"
+    )
 }
 
 /// The kinds of fact, in the reference's order (`KINDS`).
@@ -337,15 +398,15 @@ fn plain(args: &str) -> String {
 /// `_prose`: a task, directive or plan, by its first content words.
 fn prose(kind: u8, text: &str) -> Option<Fact> {
     let mut first: Vec<String> = Vec::new();
-    let mut seen = HashSet::default();
-    // The first PROSE_WORDS content words: the scan stops there.
+    // The first PROSE_WORDS content words, each once (at most PROSE_WORDS
+    // to compare): the scan stops there.
     let each = |w: &str| {
-        if !stop(w) && seen.insert(w.to_string()) {
+        if !stop(w) && !first.iter().any(|f| f == w) {
             first.push(w.to_string());
         }
         first.len() < PROSE_WORDS
     };
-    match text.is_ascii() {
+    match scan::words_lower_alone(text) {
         true => scan::ascii_words_until(text, each),
         false => scan::words_until(&text.to_lowercase(), each),
     }
@@ -387,8 +448,12 @@ fn error_signatures(text: &str) -> Vec<String> {
     found
 }
 
-/// `_spans`: the backquoted code names of `text` and the text without them.
-fn spans<C: scan::Ch>(text: &[C]) -> (Vec<String>, Vec<C>) {
+/// `_spans`: the backquoted code names of `text` and the text without them
+/// (`text` itself when it has no backquote).
+fn spans<C: scan::Ch>(text: &[C]) -> (Vec<String>, Cow<'_, [C]>) {
+    if !text.iter().any(|&c| c.into() == '`') {
+        return (Vec::new(), Cow::Borrowed(text));
+    }
     let text = scan::without_fences(text);
     let (mut names, mut kept) = (Vec::new(), Vec::with_capacity(text.len()));
     let mut pos = 0;
@@ -412,7 +477,7 @@ fn spans<C: scan::Ch>(text: &[C]) -> (Vec<String>, Vec<C>) {
         }
     }
     kept.extend_from_slice(&text[pos..]);
-    (names, kept)
+    (names, Cow::Owned(kept))
 }
 
 /// `_code_span`.
@@ -432,15 +497,31 @@ fn code_span<C: scan::Ch>(name: &[C]) -> Option<bool> {
 #[derive(Default)]
 struct Facts {
     list: Vec<Fact>,
+    /// (kind, text) of each fact of `list` once it is longer than `FEW_FACTS`
+    /// (the few before are compared one by one).
     seen: HashSet<(u8, String)>,
 }
 
+const FEW_FACTS: usize = 16;
+
 impl Facts {
     fn add(&mut self, fact: Option<Fact>) {
-        if let Some(f) = fact {
-            if self.seen.insert((f.kind, f.text.clone())) {
+        let Some(f) = fact else { return };
+        if self.list.len() < FEW_FACTS {
+            if !self
+                .list
+                .iter()
+                .any(|g| g.kind == f.kind && g.text == f.text)
+            {
                 self.list.push(f);
             }
+            return;
+        }
+        if self.seen.is_empty() {
+            self.seen = self.list.iter().map(|g| (g.kind, g.text.clone())).collect();
+        }
+        if self.seen.insert((f.kind, f.text.clone())) {
+            self.list.push(f);
         }
     }
 }
@@ -495,14 +576,23 @@ pub fn extract_facts(
 
 /// The paths and code names of what a message wrote (`written`).
 fn written_facts<C: scan::Ch>(written: &[C], facts: &mut Facts) {
-    for (a, b) in scan::paths(written) {
+    let paths = scan::paths(written);
+    for &(a, b) in &paths {
         facts.add(Some(Fact::verbatim(PATH, scan::text(&written[a..b]))));
     }
     let (names, rest) = spans(written);
     for name in names {
         facts.add(Some(Fact::verbatim(IDENTIFIER, name)));
     }
-    let rest = scan::without_paths(&rest);
+    // Without code spans, the text is `written`, whose paths are found.
+    let spanned;
+    let rest = match rest {
+        Cow::Borrowed(_) => scan::cut(written, &paths),
+        Cow::Owned(rest) => {
+            spanned = rest;
+            scan::without_paths(&spanned)
+        }
+    };
     let mut found = Vec::new();
     scan::identifiers(&rest, |name| {
         if !scan::is_path(name) {
@@ -613,9 +703,11 @@ fn kept_in_all(fact: &Fact, after: &[Arc<Chat>]) -> bool {
 #[derive(Default)]
 pub struct RunRetention {
     facts: Vec<Fact>,
-    /// Each fact's `Fact::finder`.
-    finders: Vec<Finder<'static>>,
-    index: HashMap<(u8, String), usize>,
+    /// Each fact's `Fact::finder`, built the first time it is looked for
+    /// (most facts never leave the prompt).
+    finders: Vec<OnceLock<Finder<'static>>>,
+    /// Per kind, each fact's text -> its index in `facts`.
+    index: [HashMap<String, usize>; KINDS.len()],
     /// Messages in the prompt: key -> (copies, the message).
     prompt: HashMap<Key, (usize, Arc<Chat>)>,
     /// Prompt keys in the order they entered (where a fact is looked for first).
@@ -661,13 +753,13 @@ impl RunRetention {
                 let stated = extract_facts(&[&**m], if first { Some(0) } else { None }, None);
                 let mut keys = Vec::with_capacity(stated.len());
                 for f in stated {
-                    let k = (f.kind, f.text.clone());
-                    let at = match self.index.get(&k) {
+                    let index = &mut self.index[f.kind as usize];
+                    let at = match index.get(f.text.as_str()) {
                         Some(&at) => at,
                         None => {
-                            self.finders.push(f.finder());
+                            index.insert(f.text.clone(), self.facts.len());
+                            self.finders.push(OnceLock::new());
                             self.facts.push(f);
-                            self.index.insert(k, self.facts.len() - 1);
                             self.facts.len() - 1
                         }
                     };
@@ -694,7 +786,8 @@ impl RunRetention {
         let mut gone_order: Vec<&Key> = Vec::new();
         for m in &before[n..] {
             let e = gone.entry(&m.key).or_insert(0);
-            if *e == 0 && !gone_order.contains(&&m.key) {
+            // 0: the key just entered `gone` (its counts are 1 or more after)
+            if *e == 0 {
                 gone_order.push(&m.key);
             }
             *e += 1;
@@ -707,10 +800,18 @@ impl RunRetention {
             }
         }
         let mut orphans: Vec<usize> = Vec::new();
+        let mut left = false;
         for key in gone_order {
             for _ in 0..gone[&key] {
-                orphans.extend(self.leave(key));
+                let (last, held) = self.leave(key);
+                left |= last;
+                orphans.extend(held);
             }
+        }
+        if left {
+            // the keys that left the prompt leave its order, at once
+            let prompt = &self.prompt;
+            self.order.retain(|k| prompt.contains_key(k));
         }
         for m in &new {
             self.enter(m);
@@ -720,6 +821,12 @@ impl RunRetention {
                 self.find(fact);
             }
         }
+    }
+
+    /// Whether message `m` holds fact `fact` (`Fact::kept_in`).
+    fn kept_in(&self, fact: usize, m: &Chat) -> bool {
+        let f = &self.facts[fact];
+        f.kept_in(self.finders[fact].get_or_init(|| f.finder()), m)
     }
 
     fn enter(&mut self, m: &Arc<Chat>) {
@@ -741,7 +848,7 @@ impl RunRetention {
             .lost
             .iter()
             .copied()
-            .filter(|&f| self.facts[f].kept_in(&self.finders[f], m))
+            .filter(|&f| self.kept_in(f, m))
             .collect();
         found.sort_unstable();
         for fact in found {
@@ -752,15 +859,16 @@ impl RunRetention {
         self.holds.insert(m.key.clone(), holds);
     }
 
-    /// One copy of `key` leaves; the facts it held when it was the last.
-    fn leave(&mut self, key: &Key) -> Vec<usize> {
+    /// One copy of `key` leaves: whether it was the last (then the key
+    /// left the prompt, and leaves `order` to the caller), and the facts it
+    /// held then.
+    fn leave(&mut self, key: &Key) -> (bool, Vec<usize>) {
         let slot = self.prompt.get_mut(key).expect("a message in the prompt");
         slot.0 -= 1;
         if slot.0 > 0 {
-            return Vec::new();
+            return (false, Vec::new());
         }
         self.prompt.remove(key);
-        self.order.retain(|k| k != key);
         let mut orphans: Vec<usize> = self
             .holds
             .remove(key)
@@ -771,14 +879,14 @@ impl RunRetention {
         for fact in &orphans {
             self.holder.remove(fact);
         }
-        orphans
+        (true, orphans)
     }
 
     fn find(&mut self, fact: usize) {
         for key in &self.order {
             let (_, m) = &self.prompt[key];
             let states = self.states.get(key).is_some_and(|s| s.contains(&fact));
-            if states || self.facts[fact].kept_in(&self.finders[fact], m) {
+            if states || self.kept_in(fact, m) {
                 self.holder.insert(fact, key.clone());
                 self.holds.entry(key.clone()).or_default().insert(fact);
                 return;
@@ -1280,4 +1388,48 @@ pub fn score_resumed(
             },
         )
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_stop_is_a_word_of_stop_words() {
+        let words: Vec<&str> = STOP_WORDS.split(' ').collect();
+        for w in &words {
+            assert!(stop(w), "{w:?}");
+        }
+        // near misses: each word cut, lengthened, changed in case
+        for w in &words {
+            for other in [
+                &w[1..],
+                &w[..w.len() - 1],
+                &format!("{w}s"),
+                &w.to_uppercase(),
+            ] {
+                assert_eq!(stop(other), words.contains(&other), "{other:?}");
+            }
+        }
+        assert!(!stop("") && !stop("the") && !stop("thatt"));
+    }
+
+    #[test]
+    fn retention_facts_are_each_kind_and_text_once_past_the_few() {
+        let mut facts = Facts::default();
+        for round in 0..3 {
+            for i in 0..40 {
+                facts.add(Some(Fact::verbatim(PATH, format!("p{i}"))));
+                facts.add(Some(Fact::verbatim(IDENTIFIER, format!("p{i}"))));
+            }
+            assert_eq!(facts.list.len(), 80, "round {round}");
+        }
+        let texts: Vec<(u8, &str)> = facts
+            .list
+            .iter()
+            .map(|f| (f.kind, f.text.as_str()))
+            .collect();
+        assert_eq!(texts[..3], [(PATH, "p0"), (IDENTIFIER, "p0"), (PATH, "p1")]);
+        assert_eq!(texts[79], (IDENTIFIER, "p39"));
+    }
 }

@@ -9,6 +9,9 @@
 //! or, where a function is generic over `C: Ch`, of the bytes of an ASCII
 //! text (one byte, one code point): the fast path, the same matches.
 
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
 use super::classes::{DIGIT, FOLDS, SPACE, WORD};
 
 /// A code point of a text: a `char`, or a byte of an ASCII text.
@@ -81,7 +84,8 @@ pub fn is_space(c: char) -> bool {
 
 /// `c` matches the ASCII letter `letter` under `re.IGNORECASE`.
 fn ci(c: char, letter: char) -> bool {
-    c.to_ascii_lowercase() == letter || FOLDS.iter().any(|&(l, x)| l == letter && x == c)
+    c.to_ascii_lowercase() == letter
+        || (!c.is_ascii() && FOLDS.iter().any(|&(l, x)| l == letter && x == c))
 }
 
 /// `word` (lowercase ASCII) at `at`, case-insensitively.
@@ -219,6 +223,29 @@ pub fn json_elements(json: &str) -> Option<Vec<&str>> {
     Some(out)
 }
 
+/// The bytes a line end (`splitlines`') starts with.
+const LINE_END_HEAD: [bool; 256] = {
+    let mut t = [false; 256];
+    let heads = [b'\n', b'\r', 0x0b, 0x0c, 0x1c, 0x1d, 0x1e, 0xc2, 0xe2];
+    let mut k = 0;
+    while k < heads.len() {
+        t[heads[k] as usize] = true;
+        k += 1;
+    }
+    t
+};
+
+/// Whether one of the 8 bytes of `x` may be in `LINE_END_HEAD`: one is
+/// under 0x20, 0xc2 or 0xe2 (never false for a chunk holding one).
+#[inline]
+fn may_end_line(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let under_0x20 = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
+    under_0x20 || zero(x ^ (ONES * 0xc2)) || zero(x ^ (ONES * 0xe2))
+}
+
 /// The first line of `s` (`splitlines`' lines) `keep` takes: the line
 /// ends found in the bytes (no line end is part of another character's
 /// UTF-8), "\r\n" one end.
@@ -226,6 +253,17 @@ pub fn find_line<'s>(s: &'s str, mut keep: impl FnMut(&'s str) -> bool) -> Optio
     let b = s.as_bytes();
     let (mut start, mut i) = (0, 0);
     while i < b.len() {
+        if !LINE_END_HEAD[b[i] as usize] {
+            i += 1;
+            // 8 bytes at a time while none may start a line end
+            while let Some(chunk) = b.get(i..i + 8) {
+                if may_end_line(u64::from_le_bytes(chunk.try_into().unwrap())) {
+                    break;
+                }
+                i += 8;
+            }
+            continue;
+        }
         let end = match b[i] {
             b'\r' if b.get(i + 1) == Some(&b'\n') => 2,
             b'\n' | b'\r' | 0x0b | 0x0c | 0x1c | 0x1d | 0x1e => 1,
@@ -262,10 +300,11 @@ pub fn words_until(lowered: &str, mut each: impl FnMut(&str) -> bool) {
     word_spans(lowered.as_bytes(), head, |a, b| each(&lowered[a..b]));
 }
 
-/// `words_until(&text.to_lowercase(), each)` of an ASCII `text`, each word
-/// lowered as it is found (the rest of the text is not lowered).
+/// `words_until(&text.to_lowercase(), each)` of a `text` whose characters
+/// outside ASCII lower outside it (`words_lower_alone`: every ASCII text),
+/// each word lowered as it is found (the rest of the text is not lowered).
 pub fn ascii_words_until(text: &str, mut each: impl FnMut(&str) -> bool) {
-    debug_assert!(text.is_ascii());
+    debug_assert!(words_lower_alone(text));
     let head = |c: u8| c.is_ascii_alphanumeric();
     let mut word = String::new();
     word_spans(text.as_bytes(), head, |a, b| {
@@ -274,6 +313,25 @@ pub fn ascii_words_until(text: &str, mut each: impl FnMut(&str) -> bool) {
         word.make_ascii_lowercase();
         each(&word)
     });
+}
+
+/// Whether `c` is one of the non-ASCII characters whose lowercase
+/// (`char::to_lowercase`) holds an ASCII character: K (Kelvin sign) and İ.
+#[cfg(test)]
+fn lowers_to_ascii(c: char) -> bool {
+    matches!(c, '\u{130}' | '\u{212a}')
+}
+
+/// Whether `words_until(&text.to_lowercase(), ..)` reads the words
+/// `ascii_words_until(text, ..)` reads: no character of `text` outside
+/// ASCII lowers to one inside it (the other characters outside ASCII stay
+/// outside it, so they end words alike in both).
+pub fn words_lower_alone(text: &str) -> bool {
+    static MARKS: OnceLock<[memchr::memmem::Finder<'static>; 2]> = OnceLock::new();
+    let marks = MARKS.get_or_init(|| {
+        ["\u{130}", "\u{212a}"].map(|m| memchr::memmem::Finder::new(m.as_bytes()).into_owned())
+    });
+    text.is_ascii() || marks.iter().all(|m| m.find(text.as_bytes()).is_none())
 }
 
 /// The spans of `words` in `b` (`head`: a word's first byte), until `each`
@@ -310,19 +368,24 @@ const EXTENSIONS: &[&str] = &[
 /// match, in Python's order of trying, whose end `accept` takes.
 fn path_at<C: Ch>(s: &[C], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<usize> {
     // (?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z0-9]{1,8}(?![\w/])
-    let mut heads = Vec::with_capacity(3);
-    match get(s, i) {
-        Some('~') => heads.push(i + 1),
-        Some('.') => {
-            if get(s, i + 1) == Some('.') {
-                heads.push(i + 2);
-            }
-            heads.push(i + 1);
+    let mut heads = [i; 3];
+    let n = match get(s, i) {
+        Some('~') => {
+            heads[0] = i + 1;
+            2
         }
-        _ => {}
-    }
-    heads.push(i);
-    for p0 in heads {
+        Some('.') if get(s, i + 1) == Some('.') => {
+            heads[0] = i + 2;
+            heads[1] = i + 1;
+            3
+        }
+        Some('.') => {
+            heads[0] = i + 1;
+            2
+        }
+        _ => 1,
+    };
+    for &p0 in &heads[..n] {
         let slashes: &[usize] = if get(s, p0) == Some('/') {
             &[p0 + 1, p0]
         } else {
@@ -372,6 +435,7 @@ fn path_at<C: Ch>(s: &[C], i: usize, accept: &dyn Fn(usize) -> bool) -> Option<u
     None
 }
 
+#[cfg(test)]
 fn path_start<C: Ch>(s: &[C], i: usize) -> bool {
     i == 0 || {
         let c = s[i - 1].into();
@@ -383,8 +447,64 @@ fn path_end<C: Ch>(s: &[C], e: usize) -> bool {
     get(s, e).is_none_or(|c| !(is_word(c) || c == '/'))
 }
 
+/// What a match of `_PATH` is made of: `[\w.-]`, `/` and `~`.
+fn in_path_run(c: char) -> bool {
+    in_path(c) || c == '/' || c == '~'
+}
+
 /// `_PATH.finditer(s)`: the (start, end) of each match.
+///
+/// A match is made of `in_path_run` characters, so it lies within one
+/// run of them; inside a run, the lookbehind lets a match start only at
+/// the run's start or after a `~` (every other character of a run is
+/// `[\w./-]`), and a match holds a `/` (its directories) or a `.` (a name
+/// with an extension) at or after where it starts. Only those starts are
+/// tried; every other start fails alike (`paths_each_start` reads them all).
 pub fn paths<C: Ch>(s: &[C]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let accept = |e: usize| path_end(s, e);
+    let mut i = 0;
+    while i < s.len() {
+        if !in_path_run(s[i].into()) {
+            i += 1;
+            continue;
+        }
+        // the run's end, and its last `/` or `.`: no match starts after it
+        let (mut end, mut last) = (i, None);
+        while let Some(c) = get(s, end).filter(|&c| in_path_run(c)) {
+            if c == '/' || c == '.' {
+                last = Some(end);
+            }
+            end += 1;
+        }
+        let Some(last) = last else {
+            i = end;
+            continue;
+        };
+        let mut start = i;
+        while start <= last {
+            let from = match path_at(s, start, &accept) {
+                Some(e) => {
+                    out.push((start, e));
+                    e
+                }
+                None => start,
+            };
+            // the next start: after the next `~`
+            match (from..end).find(|&k| s[k].into() == '~') {
+                Some(k) => start = k + 1,
+                None => break,
+            }
+        }
+        i = end;
+    }
+    out
+}
+
+/// `paths` trying every start the lookbehind lets through (the definition
+/// `paths` skips by).
+#[cfg(test)]
+fn paths_each_start<C: Ch>(s: &[C]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let accept = |e: usize| path_end(s, e);
     let mut i = 0;
@@ -407,16 +527,25 @@ pub fn is_path<C: Ch>(s: &[C]) -> bool {
 }
 
 /// `_PATH.sub(" ", s)`.
-pub fn without_paths<C: Ch>(s: &[C]) -> Vec<C> {
+pub fn without_paths<C: Ch>(s: &[C]) -> Cow<'_, [C]> {
+    cut(s, &paths(s))
+}
+
+/// `s` with each of its spans `cuts` (in order, apart) made a space: `s`
+/// itself when there are none.
+pub fn cut<'s, C: Ch>(s: &'s [C], cuts: &[(usize, usize)]) -> Cow<'s, [C]> {
+    if cuts.is_empty() {
+        return Cow::Borrowed(s);
+    }
     let mut out = Vec::with_capacity(s.len());
     let mut pos = 0;
-    for (a, b) in paths(s) {
+    for &(a, b) in cuts {
         out.extend_from_slice(&s[pos..a]);
         out.push(C::ascii(b' '));
         pos = b;
     }
     out.extend_from_slice(&s[pos..]);
-    out
+    Cow::Owned(out)
 }
 
 /// `_FENCE.sub("\n", s)`: runs of two backticks or more made a line break.
@@ -479,8 +608,13 @@ pub fn identifiers<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
     let mut i = 0;
     while i < s.len() {
         let c: char = s[i].into();
-        if !(is_word(c) && (i == 0 || !word_at(s, i - 1))) {
+        if !is_word(c) {
             i += 1;
+            continue;
+        }
+        if i > 0 && word_at(s, i - 1) {
+            // inside a word: none starts before its end
+            i += run(s, i, is_word);
             continue;
         }
         let letter_ = c.is_ascii_alphabetic() || c == '_';
@@ -534,9 +668,11 @@ const ERROR_MARKS: [&str; 4] = ["Error", "Exception", "panicked", "Segmentation 
 
 /// Whether `_ERROR_NAME` may match in `s` (it holds one of `ERROR_MARKS`).
 pub fn may_name_error(s: &str) -> bool {
-    ERROR_MARKS
-        .iter()
-        .any(|m| memchr::memmem::find(s.as_bytes(), m.as_bytes()).is_some())
+    static MARKS: OnceLock<[memchr::memmem::Finder<'static>; 4]> = OnceLock::new();
+    let marks = MARKS.get_or_init(|| {
+        ERROR_MARKS.map(|m| memchr::memmem::Finder::new(m.as_bytes()).into_owned())
+    });
+    marks.iter().any(|m| m.find(s.as_bytes()).is_some())
 }
 
 /// `_ERROR_NAME.finditer(s)`: `\b([A-Z]\w*(?:Error|Exception)|panicked|Segmentation fault)\b`.
@@ -577,6 +713,14 @@ pub fn error_names<C: Ch>(s: &[C], mut each: impl FnMut(&[C])) {
 /// `is_error_line` of a line as text, without making it code points: the
 /// match reads the spaces it starts with, then at most 10 code points.
 pub fn is_error_line_str(line: &str) -> bool {
+    // the words start with e, f or t (no character folds to them): a line
+    // starting with another ASCII character that is not a space fails
+    if let Some(&b) = line.as_bytes().first() {
+        let space = matches!(b, b'\t'..=b'\r' | 0x1c..=0x1f | b' ');
+        if b.is_ascii() && !space && !matches!(b | 0x20, b'e' | b'f' | b't') {
+            return false;
+        }
+    }
     let mut head = ['\0'; 10];
     let mut n = 0;
     for c in line.chars().skip_while(|&c| is_space(c)).take(head.len()) {
@@ -721,6 +865,128 @@ mod tests {
             assert_eq!(x, y, "{t:?}");
             // the prefilter passes every text with a match
             assert!(y.is_empty() || may_name_error(&t), "{t:?}");
+        }
+    }
+
+    /// `texts`, and the same with characters outside ASCII (ones `\w`
+    /// holds, ones it does not, ones that fold or lower to ASCII) around,
+    /// inside and between the pieces.
+    fn mixed_texts() -> Vec<String> {
+        let marks = [
+            "\u{e9}",
+            "\u{6570}",
+            "\u{1f680}",
+            "\u{130}",
+            "\u{212a}",
+            "\u{3000}",
+            "\u{2028}",
+            "~",
+        ];
+        let mut out = texts();
+        for (i, t) in texts().iter().enumerate() {
+            let m = marks[i % marks.len()];
+            let n = marks[(i / marks.len()) % marks.len()];
+            out.push(format!("{m}{t}{n}"));
+            out.push(t.replacen(' ', m, 1).replacen('/', &format!("{n}/"), 1));
+            out.push(t.replacen('.', &format!("{m}."), 1).replacen('x', n, 1));
+        }
+        for extra in [
+            "~/a/b.py~/c/d.rs",
+            "a~b/c.py",
+            "x.y.z~~./q/r.md/",
+            "~~~",
+            "..//a.b",
+            "\u{e9}/a\u{e9}/b.py \u{e9}t\u{e9}.md",
+            "src/a.py.",
+            "a/b/c.d.e.f.g.h.i.j.k",
+        ] {
+            out.push(extra.into());
+        }
+        out
+    }
+
+    #[test]
+    fn retention_may_end_line_flags_every_chunk_with_a_line_end_head() {
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                for fill in [b'a', 0x7f, 0x80, 0xc3, 0xe3, 0xff, b' '] {
+                    let mut chunk = [fill; 8];
+                    chunk[at] = b;
+                    let x = u64::from_le_bytes(chunk);
+                    if LINE_END_HEAD[b as usize] {
+                        assert!(may_end_line(x), "{chunk:?}");
+                    }
+                    if b >= 0x20 && b != 0xc2 && b != 0xe2 && fill != b' ' {
+                        assert!(!may_end_line(x), "{chunk:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn retention_paths_tried_at_their_possible_starts_are_all_paths() {
+        for t in mixed_texts() {
+            let c: Vec<char> = t.chars().collect();
+            assert_eq!(paths(&c), paths_each_start(&c), "{t:?}");
+            if t.is_ascii() {
+                assert_eq!(paths(t.as_bytes()), paths_each_start(t.as_bytes()), "{t:?}");
+            }
+            let cut_text = text(&cut(&c, &paths(&c)));
+            assert_eq!(text(&without_paths(&c)), cut_text, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn retention_words_of_texts_lowering_alone_are_the_lowered_texts() {
+        // every character outside ASCII lowers outside it, but K and İ
+        for c in (0x80..=0x10ffff).filter_map(char::from_u32) {
+            let to_ascii = c.to_lowercase().any(|l| l.is_ascii());
+            assert_eq!(lowers_to_ascii(c), to_ascii, "{c:?}");
+            assert_eq!(words_lower_alone(&format!("ab{c}cd")), !to_ascii, "{c:?}");
+        }
+        for t in mixed_texts() {
+            if !words_lower_alone(&t) {
+                continue;
+            }
+            let mut whole = Vec::new();
+            words(&t.to_lowercase(), |w| whole.push(w.to_string()));
+            let mut each = Vec::new();
+            ascii_words_until(&t, |w| {
+                each.push(w.to_string());
+                true
+            });
+            assert_eq!(each, whole, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn retention_error_lines_fail_early_as_they_fail_late() {
+        for t in mixed_texts() {
+            let mut all = Vec::new();
+            find_line(&t, |l| {
+                all.push(l);
+                false
+            });
+            for line in all.into_iter().chain([t.as_str()]) {
+                for from in 0..line.len().min(4) {
+                    let Some(l) = line.get(from..) else { continue };
+                    let chars: Vec<char> = l.chars().collect();
+                    assert_eq!(is_error_line_str(l), is_error_line(&chars), "{l:?}");
+                }
+            }
+        }
+        for l in [
+            "Error: x",
+            "eRROR(",
+            "\tfatal x",
+            "TRACEBACK:",
+            "failure\u{3000}",
+            "Ferror: x",
+        ] {
+            let chars: Vec<char> = l.chars().collect();
+            assert_eq!(is_error_line_str(l), is_error_line(&chars), "{l:?}");
+            assert_eq!(is_error_line_str(l), !l.starts_with('F'), "{l:?}");
         }
     }
 
