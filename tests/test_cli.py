@@ -107,7 +107,7 @@ def test_convert_reads_parquet_part_rows(tmp_path: Path, monkeypatch: Any, capsy
     code, res = run(monkeypatch, capsys, "convert", str(rows), str(out), "--to", "opencode",
                     "--json")  # fmt: skip
     assert code == 0 and res == {"sessions": 5, "from": "parquet", "to": "opencode",
-                                 "written": str(out)}  # fmt: skip
+                                 "written": str(out), "lost": []}  # fmt: skip
     back = tmp_path / "back.parquet"
     code, _ = run(monkeypatch, capsys, "ingest", str(out), "-o", str(back), "--json")
     assert code == 0 and pq.read_table(back).equals(pq.read_table(rows))

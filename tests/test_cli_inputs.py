@@ -153,6 +153,26 @@ def test_two_folders_whose_runs_get_the_same_ids_say_how_ids_are_formed(
     assert code == 0 and json.loads(res)["sessions"] == 2, err
 
 
+def test_two_tau_bench_result_files_say_their_run_ids_repeat_across_files(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # an airline and a retail results file both number their tasks from 0: the
+    # error said "the same run given twice?", which they are not
+    run = {"task_id": 0, "trial": 0, "reward": 1.0, "info": {},
+           "traj": [{"role": "user", "content": "book a flight"}]}  # fmt: skip
+    folder = tmp_path / "results"
+    folder.mkdir()
+    for domain in ("airline", "retail"):
+        (folder / f"gpt-4o-{domain}.json").write_text(json.dumps([run]))
+    out = tmp_path / "o.parquet"
+    code, _, err = invoke(monkeypatch, capsys, "ingest", str(folder), "-o", str(out))
+    assert code == 1 and "DuplicateSessionError" in err and "'tau-0-0'" in err, err
+    assert "tau-<task_id>-<trial>" in err and "unique within one results file only" in err
+    assert "the same run given twice" not in err and not out.exists()
+    code, _, err = invoke(monkeypatch, capsys, "estimate", str(folder / "gpt-4o-airline.json"))
+    assert code == 0, err  # each file on its own reads
+
+
 def test_batch_names_a_session_in_parquet_and_session_files_by_their_names(
     inputs: dict[str, Path], tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:

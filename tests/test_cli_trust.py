@@ -177,13 +177,15 @@ def test_convert_warns_when_the_target_loses_tool_calls(
 ) -> None:
     traj = _traj(tmp_path / "run.traj")
     out = tmp_path / "run.jsonl"
-    code, _, err = run(monkeypatch, capsys, "convert", str(traj), str(out), "--to", to, "--json")
+    code, said, err = run(monkeypatch, capsys, "convert", str(traj), str(out), "--to", to, "--json")
     assert code == 0 and out.exists()
+    lost = said["lost"]  # --json says it too (it was on stderr only)
     if warned is None:
-        assert "warning" not in err
+        assert "warning" not in err and lost == []
     else:
         assert f"warning: {to} cannot hold all of {traj}: {warned}" in err
         assert "in 1 session(s)" in err
+        assert len(lost) == 1 and lost[0].startswith(warned) and lost[0] in err
 
 
 def test_convert_warns_when_thinking_or_opencode_parts_are_dropped(

@@ -206,6 +206,7 @@ def convert(
                                  f"rows (--to {to} writes JSON)", param_hint="OUTPUT")  # fmt: skip
     _check_output(output, "OUTPUT", inputs)
     _check_sources(inputs)
+    lost: list[str] = []  # what the output cannot hold: in --json too, not only on stderr
     if to == "parquet" and not any(map(_is_parquet, inputs)):  # streamed, as ingest does
         with _status(f"reading {_label(inputs)}", as_json):
             streamed = _ingest_to_parquet(inputs, fmt, output, "OUTPUT", on_error=on_error).last
@@ -239,7 +240,7 @@ def convert(
                 typer.echo(f"warning: {to} cannot hold all of {_label(inputs)}: {'; '.join(lost)} "
                            "(docs/formats.md, Limits)", err=True)  # fmt: skip
     _show("convert", {"sessions": count, "from": read_as, "to": to,
-                      "written": str(output)}, as_json)  # fmt: skip
+                      "written": str(output), "lost": lost}, as_json)  # fmt: skip
 
 
 def _check_count_family(family: str) -> None:

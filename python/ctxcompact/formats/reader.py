@@ -625,10 +625,16 @@ def _session_ids(table: pa.Table) -> set[str]:
     return {str(v) for v in pc.unique(table.column("session_id")).to_pylist()}
 
 
-def _read_twice(i: _Input, sid: str) -> str:
+def _read_twice(i: _Input, sid: str, fmt: str | None = None) -> str:
     """Why the session ``sid`` of ``i`` is refused: read before. When its id
-    was made from the file's name, say how, and what to give instead."""
+    was made from the file's name, or from a tau-bench run's task and trial
+    (unique within one results file only), say how, and what to give instead."""
     text = f"{i.path}: session id {sid!r} was already read (ids must be unique)"
+    if fmt == "tau-bench":
+        return (f"{text}: a tau-bench run is named tau-<task_id>-<trial>, which is unique "
+                "within one results file only (another domain's or model's file numbers its "
+                "tasks alike): read each results file in a run of its own, or the same file "
+                "once")  # fmt: skip
     base = i.id_base if i.id_base is not None else i.path.name.split(".")[0]
     if sid != base and not sid.startswith(f"{base}:"):
         return f"{text}: the same run given twice? read each run once"
@@ -673,7 +679,7 @@ def _read_documents(
             repeated = next((sid for k, sid in enumerate(ids) if sid in seen or sid in ids[:k]),
                             None)  # fmt: skip
             if repeated is not None:
-                raise DuplicateSessionError(_read_twice(i, repeated), session_id=repeated)
+                raise DuplicateSessionError(_read_twice(i, repeated, fmt), session_id=repeated)
             try:  # per document, so a value Arrow cannot hold names its file
                 rows = None
                 if read:
