@@ -1566,7 +1566,7 @@ fn chats(py: Python<'_>, messages: &str) -> PyResult<Vec<Arc<crate::retention::C
         )
     })?;
     Ok(values
-        .iter()
+        .into_iter()
         .map(|v| Arc::new(crate::retention::Chat::new(v)))
         .collect())
 }

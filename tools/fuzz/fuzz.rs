@@ -1307,7 +1307,10 @@ impl Fuzzer {
             return;
         };
         self.attempt("retention", &data, || {
-            let chats: Vec<Arc<Chat>> = messages.iter().map(|v| Arc::new(Chat::new(v))).collect();
+            let chats: Vec<Arc<Chat>> = messages
+                .iter()
+                .map(|v| Arc::new(Chat::new(v.clone())))
+                .collect();
             let refs: Vec<&Chat> = chats.iter().map(|c| &**c).collect();
             let task = rng.chance(2).then(|| rng.below(refs.len() + 2));
             let facts = extract_facts(&refs, task, None);

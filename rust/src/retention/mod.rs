@@ -263,8 +263,9 @@ pub struct Chat {
 
 impl Chat {
     /// A chat message (a JSON object) as retention reads it.
-    pub fn new(value: &Value) -> Chat {
-        Chat::keyed(value.clone(), Key::new(&value.to_string()))
+    pub fn new(value: Value) -> Chat {
+        let key = Key::new(&value.to_string());
+        Chat::keyed(value, key)
     }
 
     /// `new`, its key (`value` as text) already made; the message's
@@ -981,13 +982,12 @@ impl Interned {
         Ok(self.insert(Chat::keyed(value, key)))
     }
 
-    fn chat(&mut self, value: &Value) -> Arc<Chat> {
-        let text = value.to_string();
-        let hash = Hashing::default().hash_one(text.as_str());
-        if let Some(c) = self.find(hash, &text) {
+    fn chat(&mut self, value: Value) -> Arc<Chat> {
+        let key = Key::new(&value.to_string());
+        if let Some(c) = self.find(key.hash, &key.text) {
             return c;
         }
-        self.insert(Chat::keyed(value.clone(), Key::new(&text)))
+        self.insert(Chat::keyed(value, key))
     }
 
     /// The message of key `text` (`hash`: its `Key::hash`), if read before.
@@ -1108,8 +1108,9 @@ pub fn score_segment(
 ) -> Result<Segmented> {
     let mut state = carried.unwrap_or_default();
     let system = system.filter(|s| !s.is_empty()).map(|s| {
-        let value = serde_json::json!({"role": "system", "content": s});
-        state.chats.chat(&value)
+        state
+            .chats
+            .chat(serde_json::json!({"role": "system", "content": s}))
     });
     let hidden = |k: usize| segment.hidden.get(k).copied().unwrap_or(false);
     // Assistant messages sent before each message (where the keep_thinking window is).
