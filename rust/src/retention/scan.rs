@@ -315,12 +315,9 @@ pub fn ascii_words_until(text: &str, mut each: impl FnMut(&str) -> bool) {
     });
 }
 
-/// Whether `c` is one of the non-ASCII characters whose lowercase
-/// (`char::to_lowercase`) holds an ASCII character: K (Kelvin sign) and İ.
-#[cfg(test)]
-fn lowers_to_ascii(c: char) -> bool {
-    matches!(c, '\u{130}' | '\u{212a}')
-}
+/// The characters outside ASCII whose lowercase (`char::to_lowercase`)
+/// holds an ASCII character: İ and K (Kelvin sign).
+const LOWER_TO_ASCII: [char; 2] = ['\u{130}', '\u{212a}'];
 
 /// Whether `words_until(&text.to_lowercase(), ..)` reads the words
 /// `ascii_words_until(text, ..)` reads: no character of `text` outside
@@ -329,7 +326,9 @@ fn lowers_to_ascii(c: char) -> bool {
 pub fn words_lower_alone(text: &str) -> bool {
     static MARKS: OnceLock<[memchr::memmem::Finder<'static>; 2]> = OnceLock::new();
     let marks = MARKS.get_or_init(|| {
-        ["\u{130}", "\u{212a}"].map(|m| memchr::memmem::Finder::new(m.as_bytes()).into_owned())
+        LOWER_TO_ASCII.map(|c| {
+            memchr::memmem::Finder::new(c.encode_utf8(&mut [0; 4]).as_bytes()).into_owned()
+        })
     });
     text.is_ascii() || marks.iter().all(|m| m.find(text.as_bytes()).is_none())
 }
@@ -942,7 +941,7 @@ mod tests {
         // every character outside ASCII lowers outside it, but K and İ
         for c in (0x80..=0x10ffff).filter_map(char::from_u32) {
             let to_ascii = c.to_lowercase().any(|l| l.is_ascii());
-            assert_eq!(lowers_to_ascii(c), to_ascii, "{c:?}");
+            assert_eq!(LOWER_TO_ASCII.contains(&c), to_ascii, "{c:?}");
             assert_eq!(words_lower_alone(&format!("ab{c}cd")), !to_ascii, "{c:?}");
         }
         for t in mixed_texts() {
