@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import ctxcompact as cc
 import pyarrow as pa
@@ -33,6 +34,7 @@ from ctxcompact.batch.ray_data import (  # noqa: E402
     compact_parquet_on_ray,
     compact_ray_dataset,
     count_dataset,
+    count_parquet_on_ray,
 )
 
 
@@ -60,9 +62,15 @@ def sort(t: pa.Table) -> pa.Table:
     return t.sort_by("session_id")
 
 
+def per_file(folder: Path) -> Any:
+    """A Dataset of one block per file, each file's rows in order (Ray
+    Data's reader may hand a file's rows over out of order)."""
+    return ray.data.from_arrow([pq.read_table(f) for f in sorted(folder.glob("*.parquet"))])
+
+
 def test_map_batches_matches_compact_batch(local_ray: None, files: tuple[Path, pa.Table]) -> None:
     folder, table = files
-    ds = ray.data.read_parquet(str(folder))
+    ds = per_file(folder)
     report = compact_dataset(ds, now_ms=5).to_arrow_refs()
     got = pa.concat_tables(ray.get(report))
     expected = compact_batch(table, now_ms=5)
@@ -80,6 +88,15 @@ def test_parquet_in_and_out(local_ray: None, files: tuple[Path, pa.Table], tmp_p
     report = pq.read_table(tmp_path / "report")
     assert report.num_rows == 24
     assert sum(report["tokens_pruned"].to_pylist()) == cc.prune(table).pruned
+    # The outputs mirror the source file for file, each file's rows in its
+    # order: what compact_batch gives that file alone, row for row.
+    names = sorted(f.name for f in folder.glob("*.parquet"))
+    for out in ("parts", "report"):
+        assert sorted(f.name for f in (tmp_path / out).iterdir()) == names
+    for name in names:
+        sessions, parts = compact_batch(pq.read_table(folder / name), now_ms=5, parts=True)
+        assert pq.read_table(tmp_path / "parts" / name).equals(parts)
+        assert pq.read_table(tmp_path / "report" / name).equals(sessions)
 
 
 def test_a_rerun_replaces_the_outputs(
@@ -104,9 +121,7 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     pq.write_table(table.slice(0, 50), tmp_path / "a.parquet")
     pq.write_table(table.slice(50), tmp_path / "b.parquet")  # cuts session 0 in two
     # one dataset per file, so the two halves land in different blocks
-    halves = ray.data.read_parquet(str(tmp_path / "a.parquet")).union(
-        ray.data.read_parquet(str(tmp_path / "b.parquet"))
-    )
+    halves = ray.data.from_arrow(table.slice(0, 50)).union(ray.data.from_arrow(table.slice(50)))
     with pytest.raises(NonContiguousError) as e:
         compact_dataset(halves)
     assert e.value.session_id == table["session_id"][0].as_py()
@@ -114,49 +129,67 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     with pytest.raises(NonContiguousError) as e:
         compact_dataset(halves, parts=True)
     assert e.value.session_id == table["session_id"][0].as_py()
+    # And a grid: each half replayed alone would be two wrong runs.
+    from ctxcompact.tuning import tune_dataset
+
+    with pytest.raises(NonContiguousError, match="split between blocks") as e:
+        tune_dataset(halves, {"preset": ["opencode"], "context": [60_000]})
+    assert e.value.session_id == table["session_id"][0].as_py()
 
 
-def test_a_session_in_pieces_from_two_files_in_one_block_is_an_error() -> None:
-    """Regrouping keeps a block's row order; pieces of one session from two
-    files may come in either order, so with the files known it is an error."""
+def test_a_session_out_of_place_in_a_block_is_refused_not_regrouped() -> None:
+    """A block's order cannot say which piece of a session comes first (Ray's
+    reader may hand a file's last rows over first): never regrouped."""
     from ctxcompact.batch.ray_data import _compact
 
     table = generate_table(3, 100, seed=2)
     first, second = table.slice(0, 50), table.slice(50)  # session 0 cut in two
-    block = pa.concat_tables([second, first])  # the later file's rows first
-    paths = ["b.parquet"] * second.num_rows + ["a.parquet"] * first.num_rows
-    with pytest.raises(NonContiguousError, match="split between files") as e:
-        _compact(block.append_column("path", pa.array(paths)), paths=True)
+    block = pa.concat_tables([second, first])  # the later rows first
+    with pytest.raises(NonContiguousError, match="out of order") as e:
+        _compact(block)
     assert e.value.session_id == table["session_id"][0].as_py()
-    # Whole sessions from two files, joined in any order, are regrouped.
+    # Whole sessions, joined in any order, are compacted as they are.
     ids = table["session_id"].cast(pa.string())
     one, rest = table.filter(pc.equal(ids, ids[0])), table.filter(pc.not_equal(ids, ids[0]))
-    joined = pa.concat_tables([rest, one])
-    tagged = joined.append_column("path", pa.array(["b"] * rest.num_rows + ["a"] * one.num_rows))
-    assert sort(_compact(tagged, paths=True)).equals(sort(compact_batch(table)))
+    assert sort(_compact(pa.concat_tables([rest, one]))).equals(sort(compact_batch(table)))
 
 
 def test_sessions_split_between_files_are_never_compacted_silently(
     local_ray: None, tmp_path: Path
 ) -> None:
+    """Each file read whole: a session in two files is refused before any
+    work, by every path entry point, naming both files; counting, a row at
+    a time, mirrors them."""
+    from ctxcompact.transcript import count_exact_parts
+    from ctxcompact.tuning import tune_dataset
+
     table = generate_table(4, 150, seed=5, mean_output_chars=3000)
     (tmp_path / "in").mkdir()  # the outputs outside it (inside, it would read them next time)
-    pq.write_table(table.slice(0, table.num_rows // 2), tmp_path / "in" / "in-0.parquet")
-    pq.write_table(table.slice(table.num_rows // 2), tmp_path / "in" / "in-1.parquet")
-    whole, now = compact_batch(table, now_ms=42, parts=True)[1], 42
-    for attempt in range(2):
-        out = tmp_path / f"out{attempt}"
-        try:
-            compact_parquet_on_ray(str(tmp_path / "in"), str(out), now_ms=now)
-        except NonContiguousError:
-            continue  # reported: fine
-
-        # Not reported: then Ray kept the halves in one block, in order.
-        def rows(t: pa.Table) -> list[tuple[object, ...]]:
-            cols = ["session_id", "message_id", "part_id", "compacted_at"]
-            return sorted(zip(*(t[c].cast(pa.string()).to_pylist() for c in cols), strict=True))
-
-        assert rows(pq.read_table(out)) == rows(whole)
+    halves = table.slice(0, table.num_rows // 2), table.slice(table.num_rows // 2)
+    for n, half in enumerate(halves):
+        pq.write_table(half, tmp_path / "in" / f"in-{n}.parquet")
+    cut = halves[1]["session_id"][0].as_py()
+    assert cut == halves[0]["session_id"][-1].as_py()  # the generator's sessions are long
+    source = str(tmp_path / "in")
+    for run in (
+        lambda: compact_parquet_on_ray(source, str(tmp_path / "out"), report=str(tmp_path / "r")),
+        lambda: compact_ray_dataset(source),
+        lambda: tune_dataset(
+            source,
+            {"preset": ["opencode"], "context": [60_000]},
+            model="gpt-4o",
+            limits={"context": 0, "output": 4_000},
+        ),
+    ):
+        with pytest.raises(NonContiguousError, match="split between files") as e:
+            run()
+        assert e.value.session_id == cut
+        assert "in-0.parquet" in str(e.value) and "in-1.parquet" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # nothing written
+    count_parquet_on_ray(source, str(tmp_path / "counted"), "o200k")
+    for n, half in enumerate(halves):
+        got = pq.read_table(tmp_path / "counted" / f"in-{n}.parquet")
+        assert got.equals(count_exact_parts(half, "o200k"))
 
 
 def test_a_policy_grid_on_ray_equals_the_local_one(
@@ -167,8 +200,7 @@ def test_a_policy_grid_on_ray_equals_the_local_one(
     folder, table = files
     grid = {"preset": ["swe-agent", "aggressive"], "mask_first": [True], "context": [60_000]}
     limits = {"context": 0, "output": 4_000}
-    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits,
-                          model="gpt-4o")  # fmt: skip
+    on_ray = tune_dataset(str(folder), grid, limits=limits, model="gpt-4o")
     local = tune(table, grid, limits=limits, model="gpt-4o", workers=1)
     order = [(k, "ascending") for k in ("policy", "session_id", "call")]
     assert on_ray.calls.num_rows > 200
@@ -189,8 +221,10 @@ def test_a_grid_on_ray_with_an_as_sent_baseline_equals_the_local_one(
     # on Ray is test_a_policy_grid_on_ray_equals_the_local_one).
     grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [60_000]}
     limits = {"context": 0, "output": 4_000}
-    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits,
-                          model="gpt-4o", as_sent=as_sent)  # fmt: skip
+    on_ray = tune_dataset(
+        per_file(folder), grid, limits=limits, model="gpt-4o", as_sent=as_sent
+    )  # a Dataset: its blocks as given
+
     local = tune(table, grid, limits=limits, model="gpt-4o", workers=1, as_sent=as_sent)
     order = [(k, "ascending") for k in ("policy", "session_id", "call")]
     assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
@@ -274,7 +308,7 @@ def test_a_grid_on_ray_keeps_each_runs_cache_lifetime_and_breaks_as_the_local_on
     grid = {"preset": ["opencode", "swe-agent"]}
     limits = {"context": 200_000, "output": 8_000}
     model = "claude-sonnet-4-5"
-    on_ray = tune_dataset(ray.data.read_parquet(str(folder)), grid, limits=limits, model=model)
+    on_ray = tune_dataset(str(folder), grid, limits=limits, model=model)
     local = tune(table, grid, limits=limits, model=model, workers=1)
     order = [(k, "ascending") for k in ("policy", "session_id", "call")]
     assert on_ray.calls.sort_by(order).equals(local.calls.sort_by(order))
@@ -314,7 +348,7 @@ def test_a_part_read_twice_where_files_join_is_refused(local_ray: None, tmp_path
     pq.write_table(table, tmp_path / "a.parquet")
     pq.write_table(table.slice(table.num_rows - 1), tmp_path / "b.parquet")
     last = table.slice(table.num_rows - 1).to_pylist()[0]
-    ds = ray.data.read_parquet(str(tmp_path)).repartition(1)  # one block, as Ray may join them
+    ds = per_file(tmp_path).repartition(1)  # one block, as Ray may join them
     for parts in (False, True):
         with pytest.raises(DuplicateSessionError) as e:
             compact_dataset(ds, now_ms=5, parts=parts)
@@ -390,19 +424,48 @@ def test_counting_on_ray_gives_transcript_counts(
     small.mkdir()
     for path in sorted(folder.glob("*.parquet"))[:2]:  # exact counting is slow: two files
         pq.write_table(pq.read_table(path), small / path.name)
-    count_dataset(ray.data.read_parquet(str(small)), "o200k").write_parquet(str(tmp_path / "out"))
-    counted = pq.read_table(tmp_path / "out")
-    assert set(exact_columns(counted.schema)) == {"output_tokens_o200k", "input_tokens_o200k"}
     local = count_exact_parts(pq.read_table(small), "o200k")
+    # A folder mirroring the source, row for row: what the scans read as is.
+    count_parquet_on_ray(str(small), str(tmp_path / "mirror"), "o200k")
+    counted = pq.read_table(tmp_path / "mirror")
+    assert counted.equals(local)
+    assert set(exact_columns(counted.schema)) == {"output_tokens_o200k", "input_tokens_o200k"}
+    exact = CompactionConfig(estimate_method="o200k-exact")
+    assert estimate_messages(counted, exact).sessions.equals(
+        estimate_messages(local, exact).sessions)  # fmt: skip
+    # A Dataset: the same counts, in the order Ray gives the rows.
+    refs = count_dataset(ray.data.read_parquet(str(small)), "o200k").to_arrow_refs()
+    on_ray = pa.concat_tables(ray.get(refs))
     names = ["session_id", "message_id", "part_id", "output_tokens_o200k", "output_hash",
              "input_tokens_o200k", "input_hash"]  # fmt: skip
 
     def rows(t: pa.Table) -> list[tuple[object, ...]]:
         return sorted(zip(*(t.column(n).to_pylist() for n in names), strict=True))
 
-    assert rows(counted) == rows(local)
-    exact = CompactionConfig(estimate_method="o200k-exact")
-    on_ray = estimate_messages(counted, exact).sessions.sort_by("session_id")
-    assert on_ray.equals(estimate_messages(local, exact).sessions.sort_by("session_id"))
-    with pytest.raises(ConfigError, match="gpt4"):
-        count_dataset(ray.data.read_parquet(str(small)), "gpt4")
+    assert rows(on_ray) == rows(local)
+    for count in (lambda f: count_dataset(ray.data.read_parquet(str(small)), f),
+                  lambda f: count_parquet_on_ray(str(small), str(tmp_path / "x"), f)):  # fmt: skip
+        with pytest.raises(ConfigError, match="gpt4"):
+            count("gpt4")
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_sources_are_named_before_any_work(local_ray: None, tmp_path: Path) -> None:
+    """A folder with no Parquet file, a file that is not Parquet, or one with
+    no session column: a ``DatasetError`` naming it; nothing written."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not data")
+    with pytest.raises(DatasetError, match=r"no \.parquet files"):
+        compact_parquet_on_ray(str(empty), str(tmp_path / "out"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    pq.write_table(generate_table(2, 20, seed=1), bad / "a.parquet")
+    (bad / "b.parquet").write_text("not parquet")
+    with pytest.raises(DatasetError, match=r"b\.parquet.*not a readable Parquet file"):
+        compact_parquet_on_ray(str(bad), str(tmp_path / "out"))
+    (bad / "b.parquet").unlink()
+    pq.write_table(pa.table({"x": [1]}), bad / "c.parquet")
+    with pytest.raises(DatasetError, match=r"c\.parquet: no column 'session_id'"):
+        compact_ray_dataset(str(bad))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty"]

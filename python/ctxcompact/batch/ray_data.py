@@ -1,21 +1,24 @@
 """Scale-out on Ray Data (``pip install 'ctxcompact[ray]'``).
 
 ``compact_batch`` is a pure function of Arrow batches holding whole sessions,
-so Ray Data runs it as it is::
+so Ray runs it over Parquet files::
 
-    ds = ray.data.read_parquet("s3://bucket/sessions/")  # files hold whole sessions
-    report = compact_dataset(ds)  # map_batches, zero copy
-    report.write_parquet("s3://bucket/report/")
+    compact_parquet_on_ray("s3://bucket/sessions/", "s3://bucket/compacted/",
+                           report="s3://bucket/report/")
+    report = compact_ray_dataset("s3://bucket/sessions/")  # a Dataset of the report
 
-Sessions must not be split between blocks: write the dataset so each file
-holds whole sessions (the usual layout when a platform partitions by session
-or by day); a block is one batch (``batch_size=None``). No shuffle is needed:
-when Ray joins fragments of several files into one block out of order, the
-batch is regrouped by session (stable, so message order is kept).
-``check=True`` (default) verifies it afterwards: a session id seen in two
-blocks raises ``NonContiguousError``; ``compact_parquet_on_ray`` also knows
-each row's file, and a session in pieces from two files is an error even
-within one block.
+Each file must hold whole sessions (the usual layout when a platform
+partitions by session or by day): a session found in two files is a
+``NonContiguousError`` naming both (a ``DuplicateSessionError`` when they
+hold the same part), never two half sessions compacted alone.
+
+The path entry points read each file whole, in its own row order, in the
+task that compacts it (``batch.ray_files``): Ray Data's reader does not keep
+a file's rows in order (Ray 2.60 was seen to hand a file's last rows over
+first), and a session's messages out of order would be compacted wrongly
+without a sign. ``compact_dataset`` takes a ``Dataset`` you built: its rows
+are taken in the order Ray gives them; a session out of place within a
+block, or in two blocks, is a ``NonContiguousError``.
 
 On a cluster, start Ray as usual (``ray start --head`` / ``ray.init(address=
 "auto")``); every worker needs ``pip install ctxcompact``; the Rust scans
@@ -31,7 +34,7 @@ import stat
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,41 +63,25 @@ def _ray() -> Any:
     return ray
 
 
-def _regroup(batch: pa.Table) -> pa.Table:
-    """Rows of each session together, in their order (Arrow's sort is stable)."""
-    keys = batch.column("session_id")
-    if pa.types.is_dictionary(keys.type):
-        keys = keys.cast(keys.type.value_type)
-    return batch.take(pc.sort_indices(keys))
-
-
-#: The column Ray Data's ``include_paths`` adds: which file each row came from.
-_PATH = "path"
-
-
-def _compact(batch: pa.Table, *, paths: bool = False, **kw: Any) -> Any:
-    # Ray may join the fragments of several files into one block in any
-    # order: a session then arrives in pieces. Zero copy when it did not,
-    # one stable regrouping (a copy) when it did. With the rows' files known
-    # (``paths``), a session whose pieces come from two files is split
-    # between files, which no regrouping can put back in order: an error.
-    files = None
-    if paths:
-        files = batch.column(_PATH)
-        batch = batch.drop_columns([_PATH])
-    _no_part_twice(batch, files)
+def _compact(batch: pa.Table, **kw: Any) -> Any:
+    # A session out of place in a block is refused, never regrouped: Ray's
+    # reader may hand a file's rows over out of order, so a block's order
+    # cannot tell which piece of a session comes first.
+    _no_part_twice(batch, None)
     try:
         return compact_batch(batch, **kw)
-    except NonContiguousError:
-        if files is not None:
-            _one_file_per_session(batch, files)
-        regrouped = _regroup(batch)
-        _no_part_twice(regrouped, None)
-        try:
-            return compact_batch(regrouped, **kw)
-        except NonContiguousError as e:  # a part read twice is named as such
-            _no_part_in_two_files(regrouped, None, e.session_id)
+    except NonContiguousError as e:
+        if type(e) is not NonContiguousError:  # a session given twice, a part read twice
             raise
+        raise NonContiguousError(
+            f"{e} (Ray Data's reader may hand a file's rows over out of order: read "
+            "the files with compact_parquet_on_ray or compact_ray_dataset(path), which "
+            "read each file whole, in order)",
+            session_id=e.session_id,
+            message_id=e.message_id,
+            column=e.column,
+            row=e.row,
+        ) from None
 
 
 def _no_part_in_two_files(batch: pa.Table, files: Any, sid: Any) -> None:
@@ -151,32 +138,68 @@ def _no_part_twice(batch: pa.Table, files: Any) -> None:
     )  # fmt: skip
 
 
-def _one_file_per_session(batch: pa.Table, files: Any) -> None:
-    pairs = pa.table({"s": batch.column("session_id").cast(pa.string()), "f": files})
-    per = pairs.group_by("s").aggregate([("f", "count_distinct")])
-    split = per.filter(pc.greater(per.column("f_count_distinct"), 1))
-    if len(split):
-        sid = split.column("s")[0].as_py()
-        _no_part_in_two_files(batch, files, sid)
-        raise NonContiguousError(
-            f"session {sid!r} is split between files: write each file with whole sessions",
-            session_id=sid, column="session_id",
-        )  # fmt: skip
+def split_between(sid: Any, paths: list[str]) -> NoReturn:
+    """Refuse session ``sid``, found in each file of ``paths`` (read again,
+    only on this path): a part of it in two of them is a
+    ``DuplicateSessionError`` naming the part and the files, otherwise a
+    ``NonContiguousError`` naming the files."""
+    from ctxcompact.batch.ray_files import read_file
+
+    pieces = []
+    for path in paths:
+        rows = read_file(path)
+        keys = [_plain(rows.column(c)).cast(pa.string()) for c in _PART_KEY
+                if c in rows.column_names]  # fmt: skip
+        if len(keys) == len(_PART_KEY):
+            piece = pa.table(dict(zip(_PART_KEY, keys, strict=True)))
+            piece = piece.filter(pc.equal(piece.column("session_id"), str(sid)))
+            pieces.append(piece.append_column("file", pa.array([path] * piece.num_rows)))
+    if len(pieces) == len(paths):
+        rows = pa.concat_tables(pieces)
+        _no_part_in_two_files(rows.drop_columns(["file"]), rows.column("file"), str(sid))
+    raise NonContiguousError(
+        f"session {sid!r} is split between files ({' and '.join(paths)}): write each file "
+        "with whole sessions",
+        session_id=str(sid), column="session_id",
+    )  # fmt: skip
+
+
+def _task(config: CompactionConfig | None, *, limits: Any, now_ms: int | None,
+          num_cpus: float) -> dict[str, Any]:  # fmt: skip
+    """``compact_batch``'s options for every task of one run, checked before
+    any work: a window with no input room is refused at once, and one prune
+    timestamp (``now_ms``; default: the time of the call) serves them all."""
+    import time
+
+    cfg = config or CompactionConfig()
+    if limits is not None:
+        check_window(Limits.coerce(limits), cfg)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return {"config": cfg, "limits": limits, "now_ms": now, "threads": max(1, int(num_cpus))}
 
 
 def _report(batch: pa.Table, *, config: CompactionConfig, limits: Any, now_ms: int | None,
-            threads: int | None, paths: bool = False) -> pa.Table:  # fmt: skip
-    result = _compact(batch, config=config, now_ms=now_ms, limits=limits, threads=threads,
-                      paths=paths)  # fmt: skip
+            threads: int | None) -> pa.Table:  # fmt: skip
+    result = _compact(batch, config=config, now_ms=now_ms, limits=limits, threads=threads)
     assert isinstance(result, pa.Table)
     return result
 
 
-def _parts(batch: pa.Table, *, config: CompactionConfig, now_ms: int | None,
-           threads: int | None, paths: bool = False) -> pa.Table:  # fmt: skip
-    _, parts = _compact(batch, config=config, now_ms=now_ms, parts=True, threads=threads,
-                        paths=paths)  # fmt: skip
+def _parts(batch: pa.Table, *, config: CompactionConfig, limits: Any, now_ms: int | None,
+           threads: int | None) -> pa.Table:  # fmt: skip
+    del limits  # the parts do not depend on the window (the report's columns do)
+    _, parts = _compact(batch, config=config, now_ms=now_ms, parts=True, threads=threads)
     return parts
+
+
+def _typed(out: Any) -> Any:
+    """``out`` raising the library's typed error of a bad batch (a
+    ``ColumnTypeError``, an ``UnknownValueError``...), not Ray's
+    ``UserCodeException`` around it."""
+    context = getattr(out, "context", None)
+    if context is not None and hasattr(context, "raise_original_map_exception"):
+        context.raise_original_map_exception = True
+    return out
 
 
 def _block_sessions(batch: pa.Table) -> pa.Table:
@@ -216,39 +239,70 @@ def compact_dataset(
     parts: bool = False,
     num_cpus: float = 1,
     check: bool = True,
-    _paths: bool = False,
 ) -> Any:
-    """Run ``compact_batch`` over a Ray ``Dataset`` of part rows.
+    """Run ``compact_batch`` over a Ray ``Dataset`` of part rows, each block
+    holding whole sessions, in order (a block is one batch).
 
     Returns the per-session report dataset, or the compacted part rows with
     ``parts=True``. ``now_ms`` fixes the prune timestamp (one for the whole
-    run; default: the time of the call). ``check`` (both outputs): a session
-    found in two blocks raises ``NonContiguousError`` (the result is
-    materialized to check it).
+    run; default: the time of the call). A session out of place within a
+    block is a ``NonContiguousError``; ``check`` (both outputs): so is a
+    session found in two blocks (the result is materialized to check it).
+    Rows are taken in the order Ray gives them, and Ray Data's reader may
+    reorder a file's rows: for Parquet files, ``compact_ray_dataset(path)``
+    reads each file whole, in order.
     """
-    import time
-
     ray = _ray()
-    cfg = config or CompactionConfig()
-    if limits is not None:  # before any work: a window with no input room (compact_batch's)
-        check_window(Limits.coerce(limits), cfg)
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    threads = max(1, int(num_cpus))
-    fn = (
-        partial(_parts, config=cfg, now_ms=now, threads=threads, paths=_paths)
-        if parts
-        else partial(_report, config=cfg, limits=limits, now_ms=now, threads=threads, paths=_paths)
-    )
-    out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
-                              num_cpus=num_cpus)  # fmt: skip
-    # A bad batch raises the library's typed error (a ColumnTypeError, an
-    # UnknownValueError...), not Ray's UserCodeException around it.
-    context = getattr(out, "context", None)
-    if context is not None and hasattr(context, "raise_original_map_exception"):
-        context.raise_original_map_exception = True
+    task = _task(config, limits=limits, now_ms=now_ms, num_cpus=num_cpus)
+    fn = partial(_parts if parts else _report, **task)
+    out = _typed(dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True,
+                                     batch_size=None, num_cpus=num_cpus))  # fmt: skip
     if check:
         out = _check_blocks(out, ray)
     return out
+
+
+def _check_sessions(files: Any) -> None:
+    """No session in two files of ``files`` (a ``files_dataset``), checked
+    from their ``session_id`` columns alone before any work:
+    ``split_between`` names the files of one found there."""
+    from ctxcompact.batch.ray_files import file_sessions
+
+    ray = _ray()
+    refs = _typed(files.map_batches(file_sessions, batch_format="pyarrow",
+                                    batch_size=1)).to_arrow_refs()  # fmt: skip
+    pairs = pa.concat_tables([t for t in ray.get(refs) if t.num_rows])
+    if not pairs.num_rows:
+        return
+    per = pairs.group_by("session_id", use_threads=False).aggregate([("file", "list")])
+    split = per.filter(pc.greater(pc.list_value_length(per.column("file_list")), 1))
+    if len(split):
+        split_between(split.column("session_id")[0].as_py(), split.column("file_list")[0].as_py())
+
+
+def _on_source(source: Any, fn: Any, *, num_cpus: float, whole_sessions: bool = True) -> Any:
+    """``fn(rows, name)`` on each file of ``source``, read whole and in order
+    by the task of its group (``batch.ray_files``), materialized. With
+    ``whole_sessions``, a session in two files is refused first."""
+    from ctxcompact.batch.ray_files import (
+        GROUP_BYTES,
+        files_dataset,
+        groups,
+        on_files,
+        source_files,
+    )
+
+    found = source_files(source)
+    # Groups of at most Ray Data's block size, and at least two per CPU of the
+    # cluster when there are files enough, so a small source is spread too.
+    cpus = max(1, int(_ray().cluster_resources().get("CPU", 1)))
+    target = min(GROUP_BYTES, max(1, sum(f.size for f in found) // (2 * cpus)))
+    files = files_dataset(groups(found, target))
+    if whole_sessions:
+        _check_sessions(files)
+    task = partial(on_files, fn=fn)
+    return _typed(files.map_batches(task, batch_format="pyarrow", batch_size=1,
+                                    num_cpus=num_cpus)).materialize()  # fmt: skip
 
 
 def _filesystem(path: str) -> tuple[Any, str]:
@@ -265,16 +319,6 @@ def _exists(path: str) -> bool:
 
     fs, where = _filesystem(path)
     return bool(fs.get_file_info(where).type != pafs.FileType.NotFound)
-
-
-def _write_parquet(dataset: Any, path: str) -> None:
-    """Write ``dataset`` into the folder ``path``, which does not exist yet."""
-    ray = _ray()
-    save_mode = getattr(ray.data, "SaveMode", None)
-    if save_mode is not None:
-        dataset.write_parquet(path, mode=save_mode.OVERWRITE)
-    else:  # Ray releases before SaveMode (< 2.46) append, to an empty folder here
-        dataset.write_parquet(path)
 
 
 def _beside(path: str, tag: str) -> str:
@@ -370,60 +414,45 @@ def _put_in_place(done: dict[str, str]) -> None:
             _remove(old)
 
 
-def compact_parquet_on_ray(
-    source: str | list[str],
-    destination: str,
-    config: CompactionConfig | None = None,
-    *,
-    report: str | None = None,
-    limits: Any = None,
-    now_ms: int | None = None,
-    num_cpus: float = 1,
-    if_exists: Literal["overwrite", "error"] = "overwrite",
-) -> None:
-    """Read Parquet with Ray Data, write the compacted parts (and the report).
+def _written(rows: pa.Table, name: str, *, fn: Any, roots: dict[str, str]) -> pa.Table:
+    """``fn(rows)``'s outputs (``{key: table}``) written as the file ``name``
+    under each key's folder (``roots``); only the file's name and row count
+    go back to the driver."""
+    from ctxcompact.batch.ray_files import write_file
 
-    ``destination`` and ``report`` are folders of Parquet files. Like
-    ``compact_parquet``, a rerun replaces them (``if_exists="overwrite"``,
-    the default: Ray Data alone would append, doubling the report); with
-    ``if_exists="error"`` an existing one raises ``DatasetError`` before any
-    work. Each output is written into a temporary folder beside it and moved
-    into place once every output is written, so a run that fails leaves the
-    previous outputs as they were (and no temporary folder behind). A
-    replaced local output keeps its modes (the folder's permission bits, and
-    its files' for the new files); one holding a read-only file is refused
-    with ``ReadOnlyFileError`` before any work, as the CLI refuses a read-only
-    output.
-    """
+    for key, table in fn(rows).items():
+        write_file(table, roots[key], name)
+    return pa.table({"file": [name], "rows": pa.array([rows.num_rows], pa.int64())})
+
+
+def _write_on_ray(source: str | list[str], outputs: dict[str, str | None], fn: Any, *,
+                  num_cpus: float, if_exists: str, whole_sessions: bool) -> None:  # fmt: skip
+    """Write ``fn(rows)``'s tables (``{key: table}``) for each file of
+    ``source`` into the output folders ``outputs`` (``{key: folder}``;
+    ``None``: not written), each file under its name in the source: the
+    outputs mirror the source, file for file and row for row. The outputs'
+    safety rules (refused before any work, written beside, moved into place
+    together) are ``compact_parquet_on_ray``'s."""
     if if_exists not in ("overwrite", "error"):
         raise ConfigError(f"if_exists must be 'overwrite' or 'error', got {if_exists!r}")
     # before any work, as compact_parquet and the CLI: an output that is an
     # input, or inside an input folder (read as an input of it next time)
     local = [s for s in ([source] if isinstance(source, str) else source) if "://" not in s]
-    check_outputs({"destination": destination, "report": report}, local, folders=True)
-    ray = _ray()
-    outputs = [destination] if report is None else [destination, report]
+    check_outputs(outputs, local, folders=True)
+    given = {key: path for key, path in outputs.items() if path is not None}
     if if_exists == "error":
-        for path in outputs:
+        for path in given.values():
             if _exists(path):
                 raise DatasetError(
                     f"{path}: already exists; remove it or pass if_exists='overwrite'"
                 )
-    _refuse_read_only(outputs)  # before any work, as the CLI does
-    # Each row's file: a session in pieces from two files is an error, not regrouped.
-    dataset = ray.data.read_parquet(source, include_paths=True)
-    done: dict[str, str] = {}
+    _refuse_read_only(list(given.values()))  # before any work, as the CLI does
+    done = {path: _beside(path, "tmp") for path in given.values()}
+    roots = {key: done[path] for key, path in given.items()}
     try:
-        parts = compact_dataset(dataset, config, now_ms=now_ms, parts=True,
-                                num_cpus=num_cpus, _paths=True)  # fmt: skip
-        done[destination] = _beside(destination, "tmp")
-        _write_parquet(parts, done[destination])
-        if report is not None:
-            sessions = compact_dataset(dataset, config, limits=limits, now_ms=now_ms,
-                                       num_cpus=num_cpus, _paths=True)  # fmt: skip
-            done[report] = _beside(report, "tmp")
-            _write_parquet(sessions, done[report])
-        _refuse_read_only(outputs)  # again: one may have become read-only meanwhile
+        _on_source(source, partial(_written, fn=fn, roots=roots), num_cpus=num_cpus,
+                   whole_sessions=whole_sessions)  # fmt: skip
+        _refuse_read_only(list(given.values()))  # again: one may have become read-only
     except BaseException as e:
         for tmp in done.values():
             with contextlib.suppress(Exception):  # the run already failed: keep its error
@@ -435,19 +464,114 @@ def compact_parquet_on_ray(
     _put_in_place(done)
 
 
+def _both(rows: pa.Table, *, report: bool, **task: Any) -> dict[str, pa.Table]:
+    sessions, parts = _compact(rows, parts=True, **task)
+    return {"destination": parts, "report": sessions} if report else {"destination": parts}
+
+
+def compact_parquet_on_ray(
+    source: str | list[str],
+    destination: str,
+    config: CompactionConfig | None = None,
+    *,
+    report: str | None = None,
+    limits: Any = None,
+    now_ms: int | None = None,
+    num_cpus: float = 1,
+    if_exists: Literal["overwrite", "error"] = "overwrite",
+) -> None:
+    """Compact Parquet files on Ray: write the compacted parts (and the report).
+
+    ``destination`` and ``report`` are folders of Parquet files mirroring
+    ``source``: each source file (read whole and in order by one task, with
+    the other files of its group) gives the file of the same name in each.
+    Each file must hold whole sessions: a session in two files is a
+    ``NonContiguousError`` naming them (a ``DuplicateSessionError`` when
+    both hold one of its parts), and nothing is written.
+
+    Like ``compact_parquet``, a rerun replaces the outputs
+    (``if_exists="overwrite"``, the default); with ``if_exists="error"`` an
+    existing one raises ``DatasetError`` before any work. Each output is
+    written into a temporary folder beside it and moved into place once every
+    output is written, so a run that fails leaves the previous outputs as they
+    were (and no temporary folder behind). A replaced local output keeps its
+    modes (the folder's permission bits, and its files' for the new files);
+    one holding a read-only file is refused with ``ReadOnlyFileError`` before
+    any work, as the CLI refuses a read-only output.
+    """
+    task = _task(config, limits=limits, now_ms=now_ms, num_cpus=num_cpus)
+    _write_on_ray(source, {"destination": destination, "report": report},
+                  partial(_both, report=report is not None, **task), num_cpus=num_cpus,
+                  if_exists=if_exists, whole_sessions=True)  # fmt: skip
+
+
+def _on_rows(rows: pa.Table, name: str, *, fn: Any) -> pa.Table:
+    del name  # the output is a dataset: no file named after the source
+    result = fn(rows)
+    assert isinstance(result, pa.Table)
+    return result
+
+
 def compact_ray_dataset(
-    ds_or_path: Any, config: CompactionConfig | None = None, **options: Any
+    ds_or_path: Any,
+    config: CompactionConfig | None = None,
+    *,
+    limits: Any = None,
+    now_ms: int | None = None,
+    parts: bool = False,
+    num_cpus: float = 1,
+    check: bool = True,
 ) -> Any:
-    """``compact_dataset`` on a Ray ``Dataset`` or on Parquet path(s) read with Ray Data."""
-    if isinstance(ds_or_path, (str, list)):
-        ds_or_path = _ray().data.read_parquet(ds_or_path)
-    return compact_dataset(ds_or_path, config, **options)
+    """``compact_dataset`` on a Ray ``Dataset``, or on Parquet file(s) and
+    folder(s) (a path, a URL or a list of them): each file read whole and in
+    order by one task (with the other files of its group); a session in two
+    files is refused, whatever ``check`` says."""
+    if not isinstance(ds_or_path, (str, os.PathLike, list)):
+        return compact_dataset(ds_or_path, config, limits=limits, now_ms=now_ms, parts=parts,
+                               num_cpus=num_cpus, check=check)  # fmt: skip
+    task = _task(config, limits=limits, now_ms=now_ms, num_cpus=num_cpus)
+    fn = partial(_on_rows, fn=partial(_parts if parts else _report, **task))
+    source = [os.fspath(p) for p in ds_or_path] if isinstance(ds_or_path, list) else (
+        os.fspath(ds_or_path))  # fmt: skip
+    return _on_source(source, fn, num_cpus=num_cpus)
 
 
 def _count(batch: pa.Table, *, family: str, threads: int) -> pa.Table:
     from ctxcompact.transcript import count_exact_parts
 
     return count_exact_parts(batch, family, threads)
+
+
+def _counted(rows: pa.Table, *, family: str, threads: int) -> dict[str, pa.Table]:
+    return {"destination": _count(rows, family=family, threads=threads)}
+
+
+def count_parquet_on_ray(
+    source: str | list[str],
+    destination: str,
+    family: str,
+    *,
+    num_cpus: float = 1,
+    if_exists: Literal["overwrite", "error"] = "overwrite",
+) -> None:
+    """Count Parquet files of part rows exactly under ``family`` on Ray:
+    ``destination`` mirrors ``source`` file for file and row for row, each
+    row with ``Transcript.count``'s columns (``output_tokens_<family>``,
+    ``input_tokens_<family>`` and their texts' hashes), so every scan,
+    estimate and replay under ``<family>-exact`` reads it at column speed.
+    Each file is read whole and in order by one task (with the other files
+    of its group), counted in Rust on the ``num_cpus`` cores the task has;
+    counts already there whose text is unchanged are kept. A session may
+    span files (a row is counted alone). The outputs' rules are
+    ``compact_parquet_on_ray``'s (replaced whole, or ``if_exists="error"``;
+    nothing half-written). An unknown family is a ``ConfigError`` before any
+    work."""
+    from ctxcompact.scans.vocabularies import core_name
+
+    core_name(family)  # ConfigError for an unknown family, on the driver
+    fn = partial(_counted, family=family, threads=max(1, int(num_cpus)))
+    _write_on_ray(source, {"destination": destination}, fn, num_cpus=num_cpus,
+                  if_exists=if_exists, whole_sessions=False)  # fmt: skip
 
 
 def count_dataset(dataset: Any, family: str, *, num_cpus: float = 1) -> Any:
@@ -457,23 +581,23 @@ def count_dataset(dataset: Any, family: str, *, num_cpus: float = 1) -> Any:
     block across the cluster, each block in Rust on the ``num_cpus`` cores
     its task has. A row is counted alone, so blocks need not hold whole
     sessions, and counts already there whose text is unchanged are kept.
-    Write it (``write_parquet``) to make a folder every scan, estimate and
-    replay under ``<family>-exact`` reads at column speed. An unknown family
-    is a ``ConfigError`` before any work."""
+    The rows come out in the order Ray gives them, and Ray Data's reader may
+    reorder a file's rows: to write a folder the scans read (each session's
+    rows together and in order), use ``count_parquet_on_ray``. An unknown
+    family is a ``ConfigError`` before any work."""
     from ctxcompact.scans.vocabularies import core_name
 
     core_name(family)  # ConfigError for an unknown family, on the driver
     fn = partial(_count, family=family, threads=max(1, int(num_cpus)))
-    out = dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, batch_size=None,
-                              num_cpus=num_cpus)  # fmt: skip
-    context = getattr(out, "context", None)
-    if context is not None and hasattr(context, "raise_original_map_exception"):
-        context.raise_original_map_exception = True
-    if context is not None and hasattr(context, "execution_options"):
-        # blocks leave in the input's order, so the written files (named by
-        # write task) read back with each session's rows together and in order
-        context.execution_options.preserve_order = True
-    return out
+    return _typed(dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True,
+                                      batch_size=None, num_cpus=num_cpus))  # fmt: skip
 
 
-__all__ = ["compact_dataset", "compact_parquet_on_ray", "compact_ray_dataset", "count_dataset"]
+__all__ = [
+    "compact_dataset",
+    "compact_parquet_on_ray",
+    "compact_ray_dataset",
+    "count_dataset",
+    "count_parquet_on_ray",
+    "split_between",
+]

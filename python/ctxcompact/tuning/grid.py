@@ -578,14 +578,13 @@ _LIFETIME = "cache_lifetime_s"
 
 def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int,
                 as_sent: AsSent | SentBaseline | None = None) -> pa.Table:  # fmt: skip
-    from ctxcompact.batch.ray_data import _regroup
-
-    # A block holds whole sessions and the choice and the lifetime are per
-    # run: each task reads them for its own runs and hands them back beside
-    # the calls.
+    # A block holds whole sessions, in order (a session out of place is the
+    # engine's NonContiguousError, never regrouped: Ray's reader may reorder
+    # a file's rows), and the choice and the lifetime are per run: each task
+    # reads them for its own runs and hands them back beside the calls.
     choices: list[dict[str, Any]] = []
     usage: list[dict[str, Any]] = []
-    calls = _replay_table(_regroup(batch), grid_points, threads=threads, recorded=usage,
+    calls = _replay_table(batch, grid_points, threads=threads, recorded=usage,
                           as_sent=as_sent, choices=choices)  # fmt: skip
     sids = calls["session_id"].to_pylist()
     lifetimes = recorded_lifetimes(usage)
@@ -595,6 +594,23 @@ def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int,
         return calls
     by_id = {c["session_id"]: json.dumps(c) for c in choices}
     return calls.append_column(_CHOICE, pa.array([by_id[s] for s in sids], pa.string()))
+
+
+def _one_block_per_session(tables: list[pa.Table]) -> None:
+    """A session whose calls come from two blocks was split between them
+    (each piece replayed alone): a ``NonContiguousError`` naming it."""
+    seen: set[str] = set()
+    for t in tables:
+        ids = set(pc.unique(t["session_id"]).to_pylist())
+        both = ids & seen
+        if both:
+            sid = min(both)
+            raise NonContiguousError(
+                f"session {sid!r} was split between blocks: write each file with whole "
+                "sessions, or pass the Parquet path to read each file whole",
+                session_id=sid, column="session_id",
+            )  # fmt: skip
+        seen |= ids
 
 
 def _split_choices(parts: list[pa.Table]) -> tuple[list[pa.Table], list[dict[str, Any]],
@@ -632,8 +648,12 @@ def tune_dataset(
     num_cpus: float = 1,
     as_sent: str | Policy | Mapping[str, Any] | AsSent | SentBaseline | None = None,
 ) -> Tuning:
-    """``tune`` on a Ray ``Dataset`` of part rows (``map_batches``; blocks
-    hold whole sessions, as for ``batch.compact_dataset``). Each task asks
+    """``tune`` on Ray, over Parquet file(s) and folder(s) of part rows (a
+    path, a URL or a list of them: each file read whole and in order by one
+    task, a session in two files refused before any work) or over a Ray
+    ``Dataset`` (``map_batches``; blocks hold whole sessions, in order, as
+    for ``batch.compact_dataset``: a session in two blocks is a
+    ``NonContiguousError``). Each task asks
     Ray for ``num_cpus`` CPUs and its engine runs on that many threads
     (``int(num_cpus)``, at least 1), not on every core of the node: tasks
     side by side on a node do not oversubscribe it. ``as_sent``: as ``tune``
@@ -641,7 +661,7 @@ def tune_dataset(
     choice is per run), all of them in ``Tuning.as_sent``."""
     from functools import partial
 
-    from ctxcompact.batch.ray_data import _ray
+    from ctxcompact.batch.ray_data import _on_rows, _on_source, _ray, _typed
 
     ray = _ray()
     config = check_config(config, "tune_dataset")
@@ -652,12 +672,18 @@ def tune_dataset(
     if isinstance(sent_as, SentBaseline):  # chosen already: its count is every point's
         grid_points = [replace(p, config=sent_as.counted(p.config)) for p in grid_points]
     threads = max(1, int(num_cpus))  # the cores the task is given, as compact_dataset's
-    out = dataset.map_batches(partial(_ray_replay, grid_points=grid_points, threads=threads,
-                                      as_sent=sent_as),
-                              batch_format="pyarrow", batch_size=None,
-                              num_cpus=num_cpus)  # fmt: skip
-    parts, choices, lifetimes = _split_choices(
-        [t for t in ray.get(out.to_arrow_refs()) if t.num_rows])  # fmt: skip
+    fn = partial(_ray_replay, grid_points=grid_points, threads=threads, as_sent=sent_as)
+    if isinstance(dataset, str | os.PathLike | list):
+        source = [os.fspath(p) for p in dataset] if isinstance(dataset, list) else (
+            os.fspath(dataset))  # fmt: skip
+        out = _on_source(source, partial(_on_rows, fn=fn), num_cpus=num_cpus)
+        tables = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
+    else:
+        out = dataset.map_batches(fn, batch_format="pyarrow", batch_size=None,
+                                  num_cpus=num_cpus)  # fmt: skip
+        tables = [t for t in ray.get(_typed(out).to_arrow_refs()) if t.num_rows]
+        _one_block_per_session(tables)
+    parts, choices, lifetimes = _split_choices(tables)
     calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
         GRID_CALL_SCHEMA.empty_table())  # fmt: skip
     tuned = results(calls, grid_points, price, lifetimes=lifetimes)

@@ -44,6 +44,7 @@ over each session's calls, averaged over the sessions.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -442,7 +443,9 @@ def mean_retention(calls: pa.Table) -> float:
     if missing:
         raise DatasetError(f"the per-call table has no retention for {missing} of its "
                            f"{calls.num_rows} calls", column="retention")  # fmt: skip
-    return float(pc.mean(session_retention(calls)).as_py())
+    # fsum: the same figure whatever order the sessions come in (Ray's blocks)
+    means = session_retention(calls).to_pylist()
+    return math.fsum(means) / len(means)
 
 
 def summarize_calls(calls: pa.Table,

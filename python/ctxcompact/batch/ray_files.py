@@ -1,0 +1,200 @@
+"""Parquet files for Ray tasks, each read whole and in its own row order.
+
+Ray Data's reader does not keep a file's rows in order: Ray 2.60 was seen
+to hand a file's last rows over before the rest of them, inside one block,
+in about one run in ten. A session's messages in the wrong order are
+compacted wrongly and silently, so the path entry points of
+``ray_data`` and ``tuning.tune_dataset`` do not use it: they list the files
+by ``batch.parquet``'s rule for a folder, group them by size, and give each
+group to one task, which reads each file with pyarrow, first row to last.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ctxcompact._sources import PARQUET_SUFFIX, hidden
+from ctxcompact.batch.parquet import _open, parquet_dataset
+from ctxcompact.errors import DatasetError
+
+#: The input bytes one task reads (the sum of its files' sizes, at least one
+#: file): Ray Data's own target for a block.
+GROUP_BYTES = 128 << 20
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One Parquet file of a source: where it is (a local path or a URL) and
+    its name relative to the folder it was found in (its own name for a file
+    given by name), which an output mirroring the source writes it under."""
+
+    path: str
+    name: str
+    size: int
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _remote_files(source: str) -> list[SourceFile]:
+    """A URL's files by ``parquet_dataset``'s rule: a file as given, a folder's
+    ``*.parquet`` files in sorted order, no name starting with ``_`` or ``.``."""
+    import pyarrow.fs as pafs
+
+    fs, where = pafs.FileSystem.from_uri(source)
+    info = fs.get_file_info(where)
+    scheme = source.split("://", 1)[0]
+    if info.type == pafs.FileType.File:
+        return [SourceFile(source, where.rsplit("/", 1)[-1], info.size or 0)]
+    if info.type != pafs.FileType.Directory:
+        raise DatasetError(f"{source}: no such file or folder")
+    found = []
+    for entry in fs.get_file_info(pafs.FileSelector(where, recursive=True)):
+        relative = entry.path[len(where.rstrip("/")) + 1 :]
+        if entry.type != pafs.FileType.File or any(hidden(p) for p in relative.split("/")):
+            continue
+        if relative.endswith(PARQUET_SUFFIX):
+            found.append(SourceFile(f"{scheme}://{entry.path}", relative, entry.size or 0))
+    if not found:
+        raise DatasetError(f"{source}: no .parquet files in this folder")
+    return sorted(found, key=lambda f: f.name)
+
+
+Source = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+
+
+def source_files(source: Source) -> list[SourceFile]:
+    """The files ``source`` (a file, a folder, a URL of either, or a list of
+    them) is read from, in order; local ones by ``parquet_dataset``."""
+    from ctxcompact.formats.reader import read_once
+
+    sources = [source] if isinstance(source, str | os.PathLike) else list(source)
+    files: list[SourceFile] = []
+    for given in sources:
+        text = os.fspath(given)
+        if _is_url(text):
+            files.extend(_remote_files(text))
+            continue
+        for path in parquet_dataset(text).files:
+            name = str(path.relative_to(text)) if os.path.isdir(text) else path.name
+            files.append(SourceFile(str(path), name, path.stat().st_size))
+    read_once(Path(f.path) for f in files if not _is_url(f.path))  # a file given twice
+    return files
+
+
+def groups(files: list[SourceFile], target: int = GROUP_BYTES) -> list[list[SourceFile]]:
+    """``files`` in consecutive groups of about ``target`` bytes each (a file
+    bigger than that alone), in order."""
+    out: list[list[SourceFile]] = []
+    size = 0
+    for file in files:
+        if out and size + file.size <= target:
+            out[-1].append(file)
+            size += file.size
+        else:
+            out.append([file])
+            size = file.size
+    return out
+
+
+def read_file(path: str, columns: list[str] | None = None) -> pa.Table:
+    """The rows of the Parquet file ``path`` (its ``columns``, default all),
+    in its order (row group by row group): a file that is not Parquet is a
+    ``DatasetError`` naming it, one missing the columns too."""
+    if _is_url(path):
+        import pyarrow.fs as pafs
+
+        fs, where = pafs.FileSystem.from_uri(path)
+        try:
+            file = pq.ParquetFile(fs.open_input_file(where))
+        except pa.ArrowInvalid as e:
+            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+    else:
+        file = _open(Path(path))
+    if columns is not None:
+        missing = [c for c in columns if c not in file.schema_arrow.names]
+        if missing:
+            raise DatasetError(f"{path}: no column {missing[0]!r}")
+    return file.read(columns=columns)
+
+
+def files_dataset(batches: list[list[SourceFile]]) -> Any:
+    """A Ray ``Dataset`` of one row per group of files (``groups``), one block
+    per row: ``group`` (its index), ``paths`` and ``names``."""
+    from ctxcompact.batch.ray_data import _ray
+
+    items = [{"group": i, "paths": [f.path for f in g], "names": [f.name for f in g]}
+             for i, g in enumerate(batches)]  # fmt: skip
+    return _ray().data.from_items(items, override_num_blocks=len(items))
+
+
+def write_file(table: pa.Table, root: str, name: str) -> None:
+    """Write ``table`` as the Parquet file ``name`` (a relative path) under
+    the folder ``root`` (a local path or a URL), making the folders it needs."""
+    import pyarrow.fs as pafs
+
+    if _is_url(root):
+        fs, where = pafs.FileSystem.from_uri(root)
+    else:
+        fs, where = pafs.LocalFileSystem(), os.path.abspath(root)
+    path = f"{where.rstrip('/')}/{name}"
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(table, path, filesystem=fs)
+
+
+def each_file(batch: pa.Table) -> Iterable[tuple[int, str, str]]:
+    """The (group, path, name) of each file of a batch of ``files_dataset``'s rows."""
+    for group, paths, names in zip(batch["group"].to_pylist(), batch["paths"].to_pylist(),
+                                   batch["names"].to_pylist(), strict=True):  # fmt: skip
+        for path, name in zip(paths, names, strict=True):
+            yield group, path, name
+
+
+def session_ids(table: pa.Table) -> set[Any]:
+    """The distinct session ids of ``table``."""
+    ids = table.column("session_id")
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.cast(ids.type.value_type)
+    return set(pc.unique(ids).to_pylist())
+
+
+def file_sessions(batch: pa.Table) -> pa.Table:
+    """The distinct (session id, file) pairs of each file of a batch of
+    ``files_dataset``'s rows (only their ``session_id`` column read)."""
+    found = []
+    for _, path, _ in each_file(batch):
+        ids = sorted(map(str, session_ids(read_file(path, ["session_id"]))))
+        found.append(pa.table({"session_id": pa.array(ids, pa.string()),
+                               "file": pa.array([path] * len(ids), pa.string())}))  # fmt: skip
+    return pa.concat_tables(found)
+
+
+def on_files(batch: pa.Table, fn: Callable[[pa.Table, str], pa.Table]) -> pa.Table:
+    """``fn(rows, name)`` on each file of a batch of ``files_dataset``'s rows,
+    read whole, its results joined in file order."""
+    results = [fn(read_file(path), name) for _, path, name in each_file(batch)]
+    return pa.concat_tables(results, promote_options="default")
+
+
+__all__ = [
+    "GROUP_BYTES",
+    "SourceFile",
+    "each_file",
+    "file_sessions",
+    "files_dataset",
+    "groups",
+    "on_files",
+    "read_file",
+    "session_ids",
+    "source_files",
+    "write_file",
+]
