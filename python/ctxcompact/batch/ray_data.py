@@ -425,6 +425,18 @@ def _written(rows: pa.Table, name: str, *, fn: Any, roots: dict[str, str]) -> pa
     return pa.table({"file": [name], "rows": pa.array([rows.num_rows], pa.int64())})
 
 
+def _make_dir(path: str, output: str) -> None:
+    """Make the folder ``path`` (the temporary one of ``output``): one that
+    cannot be made is the ``OSError`` naming ``output``, on the driver."""
+    fs, where = _filesystem(path)
+    try:
+        fs.create_dir(where, recursive=True)
+    except OSError as e:
+        code = e.errno or errno.EACCES
+        raise OSError(code, f"cannot write the output there ({os.strerror(code)})",
+                      output) from None  # fmt: skip
+
+
 def _write_on_ray(source: str | list[str], outputs: dict[str, str | None], fn: Any, *,
                   num_cpus: float, if_exists: str, whole_sessions: bool) -> None:  # fmt: skip
     """Write ``fn(rows)``'s tables (``{key: table}``) for each file of
@@ -450,6 +462,8 @@ def _write_on_ray(source: str | list[str], outputs: dict[str, str | None], fn: A
     done = {path: _beside(path, "tmp") for path in given.values()}
     roots = {key: done[path] for key, path in given.items()}
     try:
+        for path, tmp in done.items():  # an output that cannot be written: before any work
+            _make_dir(tmp, path)
         _on_source(source, partial(_written, fn=fn, roots=roots), num_cpus=num_cpus,
                    whole_sessions=whole_sessions)  # fmt: skip
         _refuse_read_only(list(given.values()))  # again: one may have become read-only
