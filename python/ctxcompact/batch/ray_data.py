@@ -67,7 +67,7 @@ def _compact(batch: pa.Table, **kw: Any) -> Any:
     # A session out of place in a block is refused, never regrouped: Ray's
     # reader may hand a file's rows over out of order, so a block's order
     # cannot tell which piece of a session comes first.
-    _no_part_twice(batch, None)
+    _no_part_twice(batch)
     try:
         return compact_batch(batch, **kw)
     except NonContiguousError as e:
@@ -112,26 +112,21 @@ def _no_part_in_two_files(batch: pa.Table, files: Any, sid: Any) -> None:
         )  # fmt: skip
 
 
-def _no_part_twice(batch: pa.Table, files: Any) -> None:
+def _no_part_twice(batch: pa.Table) -> None:
     """Refuse a part given twice in a block (the same session, message and
     part id: a block joining overlapping or re-exported files, or a file
     holding a row twice), which ``compact_batch`` would count as two parts:
-    a ``DuplicateSessionError`` naming the part, the block's rows (Ray does
-    not say a row's place in its file) and, when the rows' files are known,
-    their files. Part ids are unique within a message (docs/schema.md); the
-    check is ``batch.parquet.repeated_part`` (exact, vectorised); a block
-    without ``part_id`` is not compared."""
+    a ``DuplicateSessionError`` naming the part and the block's rows (Ray
+    does not say a row's place in its file). Part ids are unique within a
+    message (docs/schema.md); the check is ``batch.parquet.repeated_part``
+    (exact, vectorised); a block without ``part_id`` is not compared."""
     found = repeated_part(batch)
     if found is None:
         return
     earlier, row = found
     sid, mid, pid = (batch.column(c)[row].as_py() for c in _PART_KEY)
-    where = ""
-    if files is not None:
-        first, then = files[earlier].as_py(), files[row].as_py()
-        where = f" in {first}" if first == then else f" (in {first} and {then})"
     raise part_read_twice(
-        f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice{where}, rows "
+        f"part {pid!r} of message {mid!r} (session {sid!r}) is read twice, rows "
         f"{earlier} and {row} of a block: overlapping or re-exported files, or a row "
         "written twice? read each row once",
         sid, mid, row,
