@@ -469,7 +469,9 @@ def test_bad_sources_are_named_before_any_work(local_ray: None, tmp_path: Path) 
     with pytest.raises(DatasetError, match=r"c\.parquet: no column 'session_id'"):
         compact_ray_dataset(str(bad))
     # an output that cannot be written: the OSError naming it, before any work
-    with pytest.raises(OSError, match="cannot write the output") as e:
+    from ctxcompact._atomic import OutputNotWritableError
+
+    with pytest.raises(OutputNotWritableError, match="cannot write the output") as e:
         compact_parquet_on_ray(str(bad), "/proc/ctxcompact-out")
     assert e.value.filename == "/proc/ctxcompact-out"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty"]

@@ -39,11 +39,11 @@ from typing import Any, Literal, NoReturn
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxcompact._atomic import ReadOnlyFileError, keep_mode, read_only
-from ctxcompact._extras import from_extra
+from ctxcompact._atomic import OutputNotWritableError, ReadOnlyFileError, keep_mode, read_only
 from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import _PART_KEY, _plain, part_read_twice, repeated_part
+from ctxcompact.batch.ray_files import ray_module as _ray
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
     CompactionError,
@@ -53,14 +53,6 @@ from ctxcompact.errors import (
     NonContiguousError,
 )
 from ctxcompact.scans.overflow import Limits, check_window
-
-
-def _ray() -> Any:
-    """The ``ray`` package, its ``ray.data`` imported."""
-    from_extra("ray.data", "ray", "Ray Data is not installed", ConfigError)
-    import ray
-
-    return ray
 
 
 def _compact(batch: pa.Table, **kw: Any) -> Any:
@@ -422,14 +414,15 @@ def _written(rows: pa.Table, name: str, *, fn: Any, roots: dict[str, str]) -> pa
 
 def _make_dir(path: str, output: str) -> None:
     """Make the folder ``path`` (the temporary one of ``output``): one that
-    cannot be made is the ``OSError`` naming ``output``, on the driver."""
+    cannot be made is the ``OutputNotWritableError`` naming ``output``, on
+    the driver."""
     fs, where = _filesystem(path)
     try:
         fs.create_dir(where, recursive=True)
     except OSError as e:
         code = e.errno or errno.EACCES
-        raise OSError(code, f"cannot write the output there ({os.strerror(code)})",
-                      output) from None  # fmt: skip
+        raise OutputNotWritableError(code, f"{output}: cannot write the output there "
+                                     f"({os.strerror(code)})", output) from None  # fmt: skip
 
 
 def _write_on_ray(source: str | list[str], outputs: dict[str, str | None], fn: Any, *,

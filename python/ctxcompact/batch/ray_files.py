@@ -21,13 +21,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ctxcompact._extras import from_extra
 from ctxcompact._sources import PARQUET_SUFFIX, hidden
 from ctxcompact.batch.parquet import _open, parquet_dataset
-from ctxcompact.errors import DatasetError
+from ctxcompact.errors import ConfigError, DatasetError
 
 #: The input bytes one task reads (the sum of its files' sizes, at least one
 #: file): Ray Data's own target for a block.
 GROUP_BYTES = 128 << 20
+
+
+def ray_module() -> Any:
+    """The ``ray`` package, its ``ray.data`` imported (``ConfigError`` naming
+    the extra when it is not installed)."""
+    from_extra("ray.data", "ray", "Ray Data is not installed", ConfigError)
+    import ray
+
+    return ray
 
 
 @dataclass(frozen=True)
@@ -130,11 +140,9 @@ def read_file(path: str, columns: list[str] | None = None) -> pa.Table:
 def files_dataset(batches: list[list[SourceFile]]) -> Any:
     """A Ray ``Dataset`` of one row per group of files (``groups``), one block
     per row: ``group`` (its index), ``paths`` and ``names``."""
-    from ctxcompact.batch.ray_data import _ray
-
     items = [{"group": i, "paths": [f.path for f in g], "names": [f.name for f in g]}
              for i, g in enumerate(batches)]  # fmt: skip
-    return _ray().data.from_items(items, override_num_blocks=len(items))
+    return ray_module().data.from_items(items, override_num_blocks=len(items))
 
 
 def write_file(table: pa.Table, root: str, name: str) -> None:
@@ -193,6 +201,7 @@ __all__ = [
     "files_dataset",
     "groups",
     "on_files",
+    "ray_module",
     "read_file",
     "session_ids",
     "source_files",

@@ -661,7 +661,8 @@ def tune_dataset(
     choice is per run), all of them in ``Tuning.as_sent``."""
     from functools import partial
 
-    from ctxcompact.batch.ray_data import _on_rows, _on_source, _ray, _typed
+    from ctxcompact.batch.ray_data import _on_rows, _on_source, _typed
+    from ctxcompact.batch.ray_files import ray_module as _ray
 
     ray = _ray()
     config = check_config(config, "tune_dataset")
