@@ -30,6 +30,16 @@ SESSIONS = int(os.environ.get("CTXCOMPACT_BENCH_SESSIONS", "2000"))
 
 
 @pytest.fixture(scope="session")
+def measuring(request: pytest.FixtureRequest) -> bool:
+    """True when the run takes timings (``--benchmark-enable``); False in the
+    smoke run (pyproject's addopts disable them), where each benchmark runs
+    once to show it works: an input repeated only to time it longer is not
+    repeated there."""
+    config = request.config
+    return bool(config.getoption("benchmark_enable") or not config.getoption("benchmark_disable"))
+
+
+@pytest.fixture(scope="session")
 def table() -> pa.Table:
     return generate_table(SESSIONS, 500, seed=7, mean_output_chars=1500)
 

@@ -30,6 +30,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 runs of 80 parts (10k-46k tokens each: a 40k window still compacts
+    some of them, a 120k one none, so the grid's points differ). A replay
+    walks every call of a run; on ``data``'s 300 parts (70k-180k tokens)
+    test_tune took 87 s in CI (103 s CPU alone, 26 s on these) for assertions
+    that read the sessions, points and outputs, not the runs' length."""
+    path = tmp_path_factory.mktemp("cli") / "short.parquet"
+    pq.write_table(generate_table(12, 80, seed=4, mean_output_chars=5000), path)
+    return path
+
+
 def test_estimate_prune_filter_compact(
     data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
@@ -449,8 +461,9 @@ def test_replay(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> No
     assert code == 2 and "'swe-agent' is given twice" in err and not twice.exists()
 
 
-@pytest.mark.slow  # replays the real runs several times: `pytest -m slow`
-def test_tune(data: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+@pytest.mark.slow  # replays the runs under four policies: `pytest -m slow`
+def test_tune(short_runs: Path, tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    data = short_runs
     grid = tmp_path / "grid.toml"
     grid.write_text('[grid]\npreset = ["opencode", "swe-agent"]\nmask_first = [true]\n'
                     "context = [40000, 120000]\n")  # fmt: skip

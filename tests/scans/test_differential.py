@@ -33,33 +33,58 @@ TEXT = st.text(
 )
 TOOLS = st.sampled_from(["read", "bash", "skill", "edit"])
 STATUS = st.sampled_from(["completed", "completed", "completed", "error", "running", "pending"])
+# The generators' strategies are built once, here: built inside a draw, each one
+# was made and validated again for every part, message and column of every
+# example (that took a third of the draw's CPU), for the same distribution.
+USER_KINDS = st.sampled_from(["text", "text", "compaction", "file"])
+ASSISTANT_KINDS = st.sampled_from(["tool", "tool", "tool", "text", "reasoning", "step-start"])
+NONE_OR_TEXT = st.one_of(st.none(), TEXT)
+TEXT_JSON = st.sampled_from([None, "{}", '{"ignored":true}', '{"ignored":false}',
+                             '{"synthetic":true}', '{"pinned":true}'])  # fmt: skip
+MARKER_JSON = st.sampled_from([None, '{"ignored":true}'])
+FILE_MIME = st.sampled_from([None, "image/png", "text/plain"])
+FILE_NAME = st.sampled_from([None, "", "a.py", "é.txt"])
+FILE_URL = st.sampled_from([None, "", "data:image/png;base64,AAAA"])
+# Targets for supersession: paths (any tool), commands (same tool), none.
+TOOL_INPUT = st.sampled_from([None, '{"path":"a.py"}', '{"q":"日本"}', '{"filePath":"a.py"}',
+                              '{"file_path":"b.py","command":"x"}', '{"command":"ls"}',
+                              '{"cmd":""}', "not json", "[1]",
+                              '{"command":"' + "x" * 90 + '"}',
+                              '{"command":"cat <<EOF\\r\\nhé\\nEOF"}'])  # fmt: skip
+# Pinned parts are never cleared or cut; a text-protocol step's part
+# (its source keeps the observation's record) sends no call, and its
+# result as a user message; "observation" elsewhere in it does not.
+TOOL_JSON = st.sampled_from([None, None, '{"pinned":true}', '{"pinned":false}',
+                             '{"source":{"observation":{}}}',
+                             '{"source":{"observation":{"agent":"a"}}}',
+                             '{"pinned":true,"source":{"observation":{}}}', '{"observation":{}}',
+                             '{"source":{"x":"observation"}}',
+                             '{"source":{"observation":{},"history":[],"instruction":""}}',
+                             '{"callID":"call_1"}', '{"callID":""}'])  # fmt: skip
+OUTPUT_SIZE = st.sampled_from([0, 1, 7, 40, 130, 400])
+COMPACTED_AT = st.sampled_from([None, None, None, None, 0, 1_700_000_000_000])
 
 
 @st.composite
 def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
-    if role == "user":
-        kind = draw(st.sampled_from(["text", "text", "compaction", "file"]))
-    else:
-        kind = draw(st.sampled_from(["tool", "tool", "tool", "text", "reasoning", "step-start"]))
+    kind = draw(USER_KINDS if role == "user" else ASSISTANT_KINDS)
     row: dict[str, Any] = {"part_type": kind, "tool": None, "status": None, "input": None}
-    row["output"] = draw(st.one_of(st.none(), TEXT)) if kind in ("text", "reasoning") else None
+    row["output"] = draw(NONE_OR_TEXT) if kind in ("text", "reasoning") else None
     row["compacted_at"] = None
     row["auto"] = draw(st.booleans()) if kind == "compaction" else None
     # What the model input reads from part_json: ignored text, a file's name, mime and url.
     row["part_json"] = None
     if kind == "text":
-        texts = [None, "{}", '{"ignored":true}', '{"ignored":false}', '{"synthetic":true}',
-                 '{"pinned":true}']  # fmt: skip
-        row["part_json"] = draw(st.sampled_from(texts))
+        row["part_json"] = draw(TEXT_JSON)
     if kind == "compaction":  # a marker a hook cancelled is ignored: never sent
-        row["part_json"] = draw(st.sampled_from([None, '{"ignored":true}']))
+        row["part_json"] = draw(MARKER_JSON)
     if kind == "file":
         info = {
             key: value
             for key, value in (
-                ("mime", draw(st.sampled_from([None, "image/png", "text/plain"]))),
-                ("filename", draw(st.sampled_from([None, "", "a.py", "é.txt"]))),
-                ("url", draw(st.sampled_from([None, "", "data:image/png;base64,AAAA"]))),
+                ("mime", draw(FILE_MIME)),
+                ("filename", draw(FILE_NAME)),
+                ("url", draw(FILE_URL)),
             )
             if value is not None
         }
@@ -67,50 +92,44 @@ def part(draw: st.DrawFn, role: str) -> dict[str, Any]:
     if kind == "tool":
         row["tool"] = draw(TOOLS)
         row["status"] = draw(STATUS)
-        # Targets for supersession: paths (any tool), commands (same tool), none.
-        inputs = [None, '{"path":"a.py"}', '{"q":"日本"}', '{"filePath":"a.py"}',
-                  '{"file_path":"b.py","command":"x"}', '{"command":"ls"}', '{"cmd":""}',
-                  "not json", "[1]", '{"command":"' + "x" * 90 + '"}',
-                  '{"command":"cat <<EOF\\r\\nhé\\nEOF"}']  # fmt: skip
-        row["input"] = draw(st.sampled_from(inputs))
-        # Pinned parts are never cleared or cut; a text-protocol step's part
-        # (its source keeps the observation's record) sends no call, and its
-        # result as a user message; "observation" elsewhere in it does not.
-        pins = [None, None, '{"pinned":true}', '{"pinned":false}',
-                '{"source":{"observation":{}}}', '{"source":{"observation":{"agent":"a"}}}',
-                '{"pinned":true,"source":{"observation":{}}}', '{"observation":{}}',
-                '{"source":{"x":"observation"}}',
-                '{"source":{"observation":{},"history":[],"instruction":""}}',
-                '{"callID":"call_1"}', '{"callID":""}']  # fmt: skip
-        row["part_json"] = draw(st.sampled_from(pins))
+        row["input"] = draw(TOOL_INPUT)
+        row["part_json"] = draw(TOOL_JSON)
         # Big outputs, so small thresholds are crossed often; sometimes empty or null.
-        size = draw(st.sampled_from([0, 1, 7, 40, 130, 400]))
+        size = draw(OUTPUT_SIZE)
         row["output"] = draw(st.one_of(st.none(), st.just(draw(TEXT) * (size // 10 + 1))))
-        row["compacted_at"] = draw(st.sampled_from([None, None, None, None, 0, 1_700_000_000_000]))
+        row["compacted_at"] = draw(COMPACTED_AT)
     return row
+
+
+MESSAGES = st.integers(0, 14)
+ROLES = st.sampled_from(["user", "assistant", "assistant", "system"])
+SUMMARY = st.sampled_from([False, False, True, None])
+FINISHED = st.sampled_from([True, True, False, None])
+ERROR = st.sampled_from([False, False, True, None])
+PARTS = {role: st.lists(part(role), max_size=4) for role in ("user", "assistant", "system")}
 
 
 @st.composite
 def session(draw: st.DrawFn, sid: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     users: list[str] = []
-    n_messages = draw(st.integers(0, 14))
+    n_messages = draw(MESSAGES)
     if n_messages == 0:
         return [_row(sid, None, None, {"part_type": None})]
     for m in range(n_messages):
-        role = draw(st.sampled_from(["user", "assistant", "assistant", "system"]))
+        role = draw(ROLES)
         mid = f"{sid}-m{m:03d}"
         info: dict[str, Any] = {"role": role, "parent_id": None, "summary": None}
         if role == "assistant":
             info["parent_id"] = draw(st.sampled_from([*users[-3:], None])) if users else None
-            info["summary"] = draw(st.sampled_from([False, False, True, None]))
-            info["finished"] = draw(st.sampled_from([True, True, False, None]))
-            info["error"] = draw(st.sampled_from([False, False, True, None]))
+            info["summary"] = draw(SUMMARY)
+            info["finished"] = draw(FINISHED)
+            info["error"] = draw(ERROR)
         else:
             users.append(mid)
             info["finished"] = None
             info["error"] = None
-        parts = draw(st.lists(part(role), max_size=4))
+        parts = draw(PARTS[role])
         for p in parts or [{"part_type": None}]:
             rows.append(_row(sid, mid, info, p))
     return rows
@@ -145,16 +164,21 @@ def _dictionary_with_repeats(values: list[str | None]) -> pa.DictionaryArray:
     )
 
 
+SESSION_COUNT = st.integers(1, 6)
+SESSIONS = [session(f"s{s}") for s in range(6)]
+LAYOUTS = st.sampled_from(["string", "large_string", "string_view", "dict", "dict16",
+                           "dict-repeats"])  # fmt: skip
+
+
 @st.composite
 def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], pa.Table]:
-    n = draw(st.integers(1, 6))
-    rows = [r for s in range(n) for r in draw(session(f"s{s}"))]
+    n = draw(SESSION_COUNT)
+    rows = [r for s in range(n) for r in draw(SESSIONS[s])]
     arrays = {}
     for name in COLUMNS:
         values = [r[name] for r in rows]
         if name in STRINGS:
-            kind = draw(st.sampled_from(["string", "large_string", "string_view", "dict",
-                                         "dict16", "dict-repeats"]))  # fmt: skip
+            kind = draw(LAYOUTS)
             if kind == "dict":
                 arrays[name] = pa.array(values, pa.string()).dictionary_encode()
             elif kind == "dict16":  # keys other than int32 are normalised, not read in place
