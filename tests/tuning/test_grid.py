@@ -348,7 +348,7 @@ def test_a_ray_task_replays_on_the_cpus_it_asks_for(monkeypatch: pytest.MonkeyPa
     side would oversubscribe). Ray itself is stood in for: the map runs here."""
     from types import SimpleNamespace
 
-    import ctxcompact.batch.ray_data as ray_data
+    import ctxcompact.batch.ray_files as ray_files
     import ctxcompact.tuning.grid as grid_module
     from ctxcompact.tuning import tune_dataset
 
@@ -371,7 +371,7 @@ def test_a_ray_task_replays_on_the_cpus_it_asks_for(monkeypatch: pytest.MonkeyPa
         used.append(threads)
         return engine(*args, threads=threads, **kw)
 
-    monkeypatch.setattr(ray_data, "_ray", lambda: SimpleNamespace(get=lambda refs: refs))
+    monkeypatch.setattr(ray_files, "ray_module", lambda: SimpleNamespace(get=lambda refs: refs))
     monkeypatch.setattr(grid_module, "engine_calls", recording)
     grid = {"preset": ["opencode", "swe-agent"], "context": [12_000]}
     got = tune_dataset(Dataset(), grid, limits=LIMITS, model="claude-sonnet-4", num_cpus=3)
@@ -390,7 +390,7 @@ def test_tune_dataset_takes_as_sent_as_tune_does(monkeypatch: pytest.MonkeyPatch
     in for; tests/batch/test_ray.py runs it on Ray)."""
     from types import SimpleNamespace
 
-    import ctxcompact.batch.ray_data as ray_data
+    import ctxcompact.batch.ray_files as ray_files
     from ctxcompact.tuning import tune_dataset
 
     halves = [cc.Transcript.from_sessions(SESSIONS[:1]).to_arrow(),
@@ -404,7 +404,7 @@ def test_tune_dataset_takes_as_sent_as_tune_does(monkeypatch: pytest.MonkeyPatch
         def to_arrow_refs(self) -> list[pa.Table]:
             return self.out
 
-    monkeypatch.setattr(ray_data, "_ray", lambda: SimpleNamespace(get=lambda refs: refs))
+    monkeypatch.setattr(ray_files, "ray_module", lambda: SimpleNamespace(get=lambda refs: refs))
     grid = {"preset": ["opencode", "swe-agent"], "context": [12_000]}
     got = tune_dataset(Dataset(), grid, limits=LIMITS, model="claude-sonnet-4", as_sent=as_sent)
     local = tune(SESSIONS, grid, limits=LIMITS, model="claude-sonnet-4", workers=1,
