@@ -166,6 +166,7 @@ EARLIER_TABLES = [
     ("qwen", "qwen:765fa5c6a4865765"),
     ("tekken", "tekken:62e1f07d85cf4882"),
     ("deepseek", "deepseek:1c93b182042d70d4"),
+    ("o200k", "o200k:841b3973f66b6a91"),
     ("cl100k", "cl100k:9a9ec601b03607c1"),
 ]
 
