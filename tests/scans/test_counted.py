@@ -168,6 +168,7 @@ EARLIER_TABLES = [
     ("deepseek", "deepseek:1c93b182042d70d4"),
     ("o200k", "o200k:841b3973f66b6a91"),
     ("cl100k", "cl100k:9a9ec601b03607c1"),
+    ("llama3", "llama3:51db0f62e3c62d55"),
 ]
 
 
