@@ -528,7 +528,8 @@ def evaluate(msgs: list[Message], est: np.ndarray, exact: np.ndarray) -> dict[st
     kinds = np.array([m.kind for m in msgs])
     sessions = np.array([m.session for m in msgs])
     report: dict[str, dict] = {}
-    for kind in [k for k in TYPES if k in set(kinds)]:
+    present = set(kinds)  # TYPES first, then other types (loto.py's other-lang)
+    for kind in [k for k in TYPES if k in present] + sorted(present - set(TYPES)):
         sel = kinds == kind
         big = sel & (exact >= MIN_TOKENS)
         _, inv = np.unique(sessions[sel], return_inverse=True)

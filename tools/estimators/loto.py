@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import pickle
+import random
 import sys
 import time
 from pathlib import Path
@@ -50,6 +52,8 @@ KIND_TYPE = {
     "prose": "prose",
     "json": "json",
     "transcript": "drop",
+    # the other languages' man pages: read as a type of their own (OTHER_LANG)
+    "other-lang": "drop",
     # heldout.py's own messages, which corpus.py now fits on: read here already
     **{f"heldout-{t}": "drop" for t in corpus.HELDOUT_FITTED},
 }
@@ -100,6 +104,18 @@ def _half(session: str) -> bool:
     return heldout.train_half(session)
 
 
+#: corpus.py's man pages in the other languages (pl, it, pt_BR, cs, tr), a
+#: type of their own here: a session is a man page's file, halves as
+#: heldout.py's (``train_half`` of the file).
+OTHER_LANG = "other-lang"
+
+
+def other_lang() -> list[heldout.Message]:
+    rng = random.Random(0)
+    units = corpus._man(OTHER_LANG, corpus.OTHER_LANG, rng)
+    return [heldout.Message(u.text, OTHER_LANG, u.group) for u in units if u.text.strip()]
+
+
 class Features:
     """Bigram counts per text, exact counts, and start statistics per type."""
 
@@ -128,6 +144,18 @@ class Features:
         occ = sum(self.occ[k] for k in keep)
         hits = sum(self.hits[k] for k in keep)
         return fit.frequencies(occ, hits), occ
+
+
+def _merged(parts: list[Features]) -> Features:
+    """Features of the parts' texts in order (start statistics summed per key)."""
+    out = parts[0]
+    for part in parts[1:]:
+        out.x = sp.vstack([out.x, part.x]).tocsr()
+        out.exact = np.concatenate([out.exact, part.exact])
+        for k in part.occ:
+            out.occ[k] = out.occ.get(k, 0) + part.occ[k]
+            out.hits[k] = out.hits.get(k, 0) + part.hits[k]
+    return out
 
 
 def _features(texts: list[str], keys: list[str], family: str) -> Features:
@@ -164,28 +192,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--with-corpus", action="store_true", help="fit on corpus.py's training texts too"
     )
+    parser.add_argument(
+        "--no-other-lang",
+        action="store_true",
+        help="without the other languages' man pages (the folds before stop 51)",
+    )
     args = parser.parse_args(argv)
     msgs = heldout.messages(heldout.fetch())
+    extra = [] if args.no_other_lang else other_lang()
     base = (
         [u for u in corpus.units() if u.split == "train" and _type_of(u) != "drop"]
         if args.with_corpus
         else []
     )
+    t0 = time.perf_counter()
+    # Start statistics are kept per type and per half: "<type>" is the
+    # training half of the heldout sessions plus corpus.py's texts. Encoded
+    # (and cached) in parts, heldout.py's messages, the man pages and
+    # corpus.py's texts, so a part's cache serves runs with or without the
+    # others.
+    msgs = msgs + extra
     texts = [m.text for m in msgs] + [u.text for u in base]
     types: list[str | None] = [m.kind for m in msgs] + [_type_of(u) for u in base]
     train_half = np.array([_half(m.session) for m in msgs] + [True] * len(base))
-    t0 = time.perf_counter()
-    # Start statistics are kept per type and per half: "<type>" is the
-    # training half of the heldout sessions plus corpus.py's texts.
     keys = [f"{t}" if h else f"{t}#eval" for t, h in zip(types, train_half)]
-    feats = _features(texts, keys, args.family)
+    bounds = np.cumsum([0, len(msgs) - len(extra), len(extra), len(base)])
+    feats = _merged(
+        [
+            _features(texts[lo:hi], keys[lo:hi], args.family)
+            for lo, hi in itertools.pairwise(bounds)
+            if hi > lo
+        ]
+    )
     f = shares(texts)
     print(f"{len(texts):,} texts encoded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     n = len(msgs)
     kinds = np.array([str(t) for t in types])
     rows_out = []
     variants = args.variant or ["base"]
-    for hold, variant in [(h, v) for h in args.hold or [*heldout.TYPES, "all"] for v in variants]:
+    holds = args.hold or [*heldout.TYPES, *([OTHER_LANG] if extra else []), "all"]
+    for hold, variant in [(h, v) for h in holds for v in variants]:
         label = f"{hold} [{variant}]" if args.variant else hold
         t0 = time.perf_counter()
         held = hold.split("+")

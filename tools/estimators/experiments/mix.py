@@ -2,7 +2,8 @@
 the iterations and per-kind sample weights, each refitted with fit.py's own
 steps on fit.py's corpus, measured per kind on what the fit did not read
 (corpus.py's held-out and unseen kinds, among them this machine's
-``/var/log``, and heldout.py's never-fitted logs, stack traces and diffs).
+``/var/log``, and heldout.py's types fit.py does not read, ``NEVER_FITTED``:
+none under ``corpus.FIT_EVERY_TYPE``).
 
     python tools/estimators/experiments/mix.py --family o200k --variant base --variant ridge10
     python tools/estimators/experiments/mix.py --family llama3 --shipped --variant base --write base
@@ -12,7 +13,7 @@ sparse pair counts, exact counts and per-kind start statistics), so variants
 cost a refinement each. Nothing is written to the repository unless
 ``--write VARIANT`` names a variant: then that variant's table is written as
 fit.py writes it (fit.py's ``base`` fit is the same fit on the same training
-texts; the heldout.py types added here are never trained on).
+texts; the heldout.py types added here, if any, are never trained on).
 
 Variants (``VARIANTS``): ``base`` is fit.py's fit; ``ridgeN`` multiplies the
 ridge by N; ``rpowP``, ``rfloorF`` and ``rinfoE`` reshape it
@@ -45,8 +46,11 @@ import fit
 import heldout
 
 CACHE = heldout.CACHE
-#: heldout.py's types no fit reads: added as unseen kinds.
-NEVER_FITTED = ("log", "stack-trace", "diff")
+#: heldout.py's types fit.py does not read (corpus.HELDOUT_FITTED): added as
+#: unseen kinds. None under corpus.FIT_EVERY_TYPE.
+NEVER_FITTED = tuple(
+    t for t in heldout.TYPES if t not in corpus.HELDOUT_FITTED and t != "transcript"
+)
 CHUNK = 4000
 
 

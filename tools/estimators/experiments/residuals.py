@@ -7,9 +7,9 @@ tokenizer starts a token there, summed and in % of the exact tokens
     python tools/estimators/experiments/residuals.py before.bin after.bin --source stack-trace
 
 ``--source varlog`` (the default) reads this machine's /var/log as corpus.py
-does, ``--source other-lang`` its man pages in the languages no fit reads
-(pl, it, pt_BR, cs, tr); another value is a heldout.py type (its first 600
-messages). The
+does, ``--source other-lang`` its man pages in the other languages (pl, it,
+pt_BR, cs, tr; fitted on 75% of the files since stop 51); another value is a
+heldout.py type (its first 600 messages). The
 tables are files in fit.py's format (``git show REV:rust/assets/estimators/
 o200k.bin > before.bin``). Nothing is written.
 """
@@ -47,7 +47,7 @@ def _classes(b: np.ndarray) -> np.ndarray:
 
 
 #: corpus.py's other-lang man pages (units() reads the same languages).
-OTHER_LANG = ("pl", "it", "pt_BR", "cs", "tr")
+OTHER_LANG = corpus.OTHER_LANG
 
 
 def texts(source: str) -> list[corpus.Unit]:
