@@ -55,16 +55,17 @@ def _is_url(path: str) -> bool:
     return "://" in path
 
 
-def _remote_files(source: str) -> list[SourceFile]:
+def _remote_files(source: str) -> tuple[list[SourceFile], bool]:
     """A URL's files by ``parquet_dataset``'s rule: a file as given, a folder's
-    ``*.parquet`` files in sorted order, no name starting with ``_`` or ``.``."""
+    ``*.parquet`` files in sorted order, no name starting with ``_`` or ``.``;
+    and whether it is a folder."""
     import pyarrow.fs as pafs
 
     fs, where = pafs.FileSystem.from_uri(source)
     info = fs.get_file_info(where)
     scheme = source.split("://", 1)[0]
     if info.type == pafs.FileType.File:
-        return [SourceFile(source, where.rsplit("/", 1)[-1], info.size or 0)]
+        return [SourceFile(source, where.rsplit("/", 1)[-1], info.size or 0)], False
     if info.type != pafs.FileType.Directory:
         raise DatasetError(f"{source}: no such file or folder")
     found = []
@@ -76,7 +77,7 @@ def _remote_files(source: str) -> list[SourceFile]:
             found.append(SourceFile(f"{scheme}://{entry.path}", relative, entry.size or 0))
     if not found:
         raise DatasetError(f"{source}: no .parquet files in this folder")
-    return sorted(found, key=lambda f: f.name)
+    return sorted(found, key=lambda f: f.name), True
 
 
 Source = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
@@ -92,12 +93,23 @@ def source_files(source: Source) -> list[SourceFile]:
     for given in sources:
         text = os.fspath(given)
         if _is_url(text):
-            files.extend(_remote_files(text))
-            continue
-        for path in parquet_dataset(text).files:
-            name = str(path.relative_to(text)) if os.path.isdir(text) else path.name
-            files.append(SourceFile(str(path), name, path.stat().st_size))
+            found, folder_given = _remote_files(text)
+        else:
+            folder_given = os.path.isdir(text)
+            found = [SourceFile(str(p), str(p.relative_to(text)) if folder_given else p.name,
+                                p.stat().st_size) for p in parquet_dataset(text).files]  # fmt: skip
+        if len(sources) > 1 and folder_given:  # each folder's files under its own name
+            folder = text.rstrip("/").rsplit("/", 1)[-1]
+            found = [SourceFile(f.path, f"{folder}/{f.name}", f.size) for f in found]
+        files.extend(found)
     read_once(Path(f.path) for f in files if not _is_url(f.path))  # a file given twice
+    seen: dict[str, str] = {}
+    for f in files:  # two files of one name would overwrite each other's output
+        if f.name in seen:
+            raise DatasetError(f"{seen[f.name]} and {f.path} would both be written as "
+                               f"{f.name!r} in each output: give them under different "
+                               "names (or in one folder)")  # fmt: skip
+        seen[f.name] = f.path
     return files
 
 
