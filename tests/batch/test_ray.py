@@ -62,6 +62,12 @@ def sort(t: pa.Table) -> pa.Table:
     return t.sort_by("session_id")
 
 
+def by_part(t: pa.Table) -> pa.Table:
+    """``t``'s rows ordered by session, message and part id."""
+    keys = pa.table({k: t[k].cast(pa.string()) for k in ("session_id", "message_id", "part_id")})
+    return t.take(pc.sort_indices(keys, [(k, "ascending") for k in keys.column_names]))
+
+
 def per_file(folder: Path) -> Any:
     """A Dataset of one block per file, each file's rows in order (Ray
     Data's reader may hand a file's rows over out of order)."""
@@ -135,6 +141,36 @@ def test_a_session_split_between_blocks_is_detected(local_ray: None, tmp_path: P
     with pytest.raises(NonContiguousError, match="split between blocks") as e:
         tune_dataset(halves, {"preset": ["opencode"], "context": [60_000]})
     assert e.value.session_id == table["session_id"][0].as_py()
+
+
+def test_a_large_output_split_by_ray_is_not_taken_for_a_split_session(
+    local_ray: None, files: tuple[Path, pa.Table]
+) -> None:
+    # Ray cuts a task's output into blocks of at most target_max_block_size:
+    # a session across two output blocks of one input block is whole (only
+    # two input blocks prove a split), so it is neither refused nor changed.
+    folder, table = files
+    context = ray.data.DataContext.get_current()
+    before = context.target_max_block_size
+    context.target_max_block_size = 64 * 1024
+    try:
+        parts = compact_dataset(per_file(folder), now_ms=5, parts=True).materialize()
+        assert parts.num_blocks() > 4  # the outputs were cut (4 input blocks)
+        got = pa.concat_tables(ray.get(parts.to_arrow_refs()))
+        from ctxcompact.tuning import tune, tune_dataset
+
+        grid = {"preset": ["swe-agent"], "mask_first": [True], "context": [60_000]}
+        limits = {"context": 0, "output": 4_000}
+        tuned = tune_dataset(per_file(folder), grid, limits=limits, model="gpt-4o")
+    finally:
+        context.target_max_block_size = before
+    assert "_ctxcompact_block" not in got.column_names
+    expected = compact_batch(table, now_ms=5, parts=True)[1]
+    assert by_part(got).equals(by_part(expected.cast(got.schema)))
+    local = tune(table, grid, limits=limits, model="gpt-4o", workers=1)
+    order = [(k, "ascending") for k in ("policy", "session_id", "call")]
+    assert tuned.calls.sort_by(order).equals(local.calls.sort_by(order))
+    assert tuned.points.equals(local.points)
 
 
 def test_a_session_out_of_place_in_a_block_is_refused_not_regrouped() -> None:

@@ -118,22 +118,40 @@ def test_the_engine_equals_the_live_walk_on_every_corpus(name: str, preset: str,
         assert_same(got, walked(table, preset, limits, mask_first))
 
 
+#: The whole corpora's cases: each preset under both windows, ``mask_first``
+#: alternating so that every pair of values of two of the three (preset,
+#: window, mask_first) is walked on every session (pairwise: 8 cases a corpus
+#: instead of the 16 of the full cross, which the test above walks on each
+#: corpus's first sessions).
+WHOLE = [
+    pytest.param(preset, (n + w) % 2 == 1, limits, id=f"{preset}-{(n + w) % 2 == 1}-{name}")
+    for n, preset in enumerate(PRESETS[:4])
+    for w, (name, limits) in enumerate((("masks", MASKS), ("summaries", SUMMARIES)))
+]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")
-@pytest.mark.parametrize("limits", [MASKS, SUMMARIES], ids=["masks", "summaries"])
-@pytest.mark.parametrize("mask_first", [False, True])
-@pytest.mark.parametrize("preset", PRESETS[:4])
+@pytest.mark.parametrize(("preset", "mask_first", "limits"), WHOLE)
 @pytest.mark.parametrize("name", list(CORPORA))
 def test_the_engine_equals_the_live_walk_on_the_whole_corpora(
     name: str, preset: str, mask_first: bool, limits: dict[str, int]
 ) -> None:
     """Every session of every corpus (the test above takes the first few):
-    one case per corpus, preset, mask_first and window, so xdist spreads the
-    walk (tau-bench's 200 sessions take ~20 s of CPU a case) over the cores;
-    each test process reads a corpus once."""
+    one case per corpus and ``WHOLE`` case, so xdist spreads the walk
+    (tau-bench's 200 sessions take ~20 s of CPU a case) over the cores; each
+    test process reads a corpus once."""
     table = corpus(name, None)
     got = replay(table, preset, limits=limits, config={"mask_first": mask_first}).calls
     assert_same(got, walked(table, preset, limits, mask_first))
+
+
+def test_the_whole_corpora_cases_cover_every_pair() -> None:
+    cases = [(preset, mask_first, id(limits)) for preset, mask_first, limits in
+             (p.values for p in WHOLE)]  # fmt: skip
+    values = (PRESETS[:4], [False, True], [id(MASKS), id(SUMMARIES)])
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        assert {(c[i], c[j]) for c in cases} == {(a, b) for a in values[i] for b in values[j]}
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data")

@@ -43,6 +43,7 @@ from ctxcompact._atomic import OutputNotWritableError, ReadOnlyFileError, keep_m
 from ctxcompact._outputs import check_outputs
 from ctxcompact.batch.compact import compact_batch
 from ctxcompact.batch.parquet import _PART_KEY, _plain, part_read_twice, repeated_part
+from ctxcompact.batch.ray_files import BLOCK, block_sessions, split_session, tag_block
 from ctxcompact.batch.ray_files import ray_module as _ray
 from ctxcompact.config import CompactionConfig
 from ctxcompact.errors import (
@@ -189,32 +190,20 @@ def _typed(out: Any) -> Any:
     return out
 
 
-def _block_sessions(batch: pa.Table) -> pa.Table:
-    """The distinct session ids of one block (a session in two blocks was split)."""
-    ids = batch.column("session_id")
-    if pa.types.is_dictionary(ids.type):
-        ids = ids.cast(ids.type.value_type)
-    return pa.table({"session_id": pc.unique(ids)})
-
-
 def _check_blocks(out: Any, ray: Any) -> Any:
-    """``out`` materialized, after checking that no session id is in two of its
-    blocks (the report has a row per session and block, the parts their rows)."""
+    """``out`` (``tag_block``'s output) materialized without its block ids,
+    after checking that no session came from two input blocks. Only the
+    (session, block) pairs come back to the driver, one task per stored block."""
     out = out.materialize()
-    # One task per stored block (map_batches could join blocks and hide a split);
-    # only the ids come back to the driver.
-    unique = ray.remote(_block_sessions)
-    tables = ray.get([unique.remote(ref) for ref in out.to_arrow_refs()])
-    ids = pa.concat_tables(tables).column("session_id")
-    counts = pc.value_counts(ids)
-    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        sid = repeated.field("values")[0].as_py()
+    pairs = ray.remote(block_sessions)
+    tables = ray.get([pairs.remote(ref) for ref in out.to_arrow_refs()])
+    sid = split_session(pa.concat_tables(tables)) if tables else None
+    if sid is not None:
         raise NonContiguousError(
             f"session {sid!r} was split between blocks: write each file with whole sessions",
             session_id=sid, column="session_id",
         )  # fmt: skip
-    return out
+    return out.drop_columns([BLOCK])
 
 
 def compact_dataset(
@@ -241,12 +230,12 @@ def compact_dataset(
     """
     ray = _ray()
     task = _task(config, limits=limits, now_ms=now_ms, num_cpus=num_cpus)
-    fn = partial(_parts if parts else _report, **task)
+    fn: Any = partial(_parts if parts else _report, **task)
+    if check:
+        fn = tag_block(fn)
     out = _typed(dataset.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True,
                                      batch_size=None, num_cpus=num_cpus))  # fmt: skip
-    if check:
-        out = _check_blocks(out, ray)
-    return out
+    return _check_blocks(out, ray) if check else out
 
 
 def _check_sessions(files: Any) -> None:

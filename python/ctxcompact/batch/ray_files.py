@@ -12,6 +12,7 @@ group to one task, which reads each file with pyarrow, first row to last.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from ctxcompact._extras import from_extra
 from ctxcompact._sources import PARQUET_SUFFIX, hidden
-from ctxcompact.batch.parquet import _open, parquet_dataset
+from ctxcompact.batch.parquet import _open, _plain, parquet_dataset
 from ctxcompact.errors import ConfigError, DatasetError
 
 #: The input bytes one task reads (the sum of its files' sizes, at least one
@@ -179,12 +180,42 @@ def each_file(batch: pa.Table) -> Iterable[tuple[int, str, str]]:
             yield group, path, name
 
 
-def session_ids(table: pa.Table) -> set[Any]:
-    """The distinct session ids of ``table``."""
-    ids = table.column("session_id")
-    if pa.types.is_dictionary(ids.type):
-        ids = ids.cast(ids.type.value_type)
-    return set(pc.unique(ids).to_pylist())
+def unique_sessions(table: pa.Table) -> pa.Array:
+    """The distinct session ids of ``table`` (a dictionary column decoded)."""
+    return pc.unique(_plain(table.column("session_id")))
+
+
+#: A column each task of a user's ``Dataset`` adds to its output: one id per
+#: input block. Ray splits a large output into several blocks, so a session in
+#: two output blocks proves nothing; a session under two input blocks' ids was
+#: split between them (each piece worked on alone).
+BLOCK = "_ctxcompact_block"
+
+
+def tag_block(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
+    """``fn`` on one input block, its output carrying the block's id (``BLOCK``)."""
+
+    def tagged(block: pa.Table) -> pa.Table:
+        out = fn(block)
+        tag = pa.array([uuid.uuid4().hex] * out.num_rows, pa.string())
+        return out.append_column(BLOCK, tag)
+
+    return tagged
+
+
+def block_sessions(table: pa.Table) -> pa.Table:
+    """The distinct (session id, input block id) pairs of ``tag_block``'s output."""
+    pairs = pa.table({"session_id": _plain(table.column("session_id")),
+                      BLOCK: _plain(table.column(BLOCK))})  # fmt: skip
+    return pairs.group_by(["session_id", BLOCK]).aggregate([])
+
+
+def split_session(pairs: pa.Table) -> Any:
+    """A session id found under two input blocks in ``block_sessions``' pairs
+    (the least such id, for a stable message), or ``None``."""
+    per = pairs.group_by("session_id").aggregate([(BLOCK, "count_distinct")])
+    split = per.filter(pc.greater(per.column(f"{BLOCK}_count_distinct"), 1))
+    return min(split.column("session_id").to_pylist()) if len(split) else None
 
 
 def file_sessions(batch: pa.Table) -> pa.Table:
@@ -192,7 +223,7 @@ def file_sessions(batch: pa.Table) -> pa.Table:
     ``files_dataset``'s rows (only their ``session_id`` column read)."""
     found = []
     for _, path, _ in each_file(batch):
-        ids = sorted(map(str, session_ids(read_file(path, ["session_id"]))))
+        ids = sorted(map(str, unique_sessions(read_file(path, ["session_id"])).to_pylist()))
         found.append(pa.table({"session_id": pa.array(ids, pa.string()),
                                "file": pa.array([path] * len(ids), pa.string())}))  # fmt: skip
     return pa.concat_tables(found)
@@ -206,8 +237,10 @@ def on_files(batch: pa.Table, fn: Callable[[pa.Table, str], pa.Table]) -> pa.Tab
 
 
 __all__ = [
+    "BLOCK",
     "GROUP_BYTES",
     "SourceFile",
+    "block_sessions",
     "each_file",
     "file_sessions",
     "files_dataset",
@@ -215,7 +248,9 @@ __all__ = [
     "on_files",
     "ray_module",
     "read_file",
-    "session_ids",
     "source_files",
+    "split_session",
+    "tag_block",
+    "unique_sessions",
     "write_file",
 ]

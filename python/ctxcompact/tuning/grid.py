@@ -596,21 +596,21 @@ def _ray_replay(batch: pa.Table, *, grid_points: list[Point], threads: int,
     return calls.append_column(_CHOICE, pa.array([by_id[s] for s in sids], pa.string()))
 
 
-def _one_block_per_session(tables: list[pa.Table]) -> None:
-    """A session whose calls come from two blocks was split between them
-    (each piece replayed alone): a ``NonContiguousError`` naming it."""
-    seen: set[str] = set()
-    for t in tables:
-        ids = set(pc.unique(t["session_id"]).to_pylist())
-        both = ids & seen
-        if both:
-            sid = min(both)
-            raise NonContiguousError(
-                f"session {sid!r} was split between blocks: write each file with whole "
-                "sessions, or pass the Parquet path to read each file whole",
-                session_id=sid, column="session_id",
-            )  # fmt: skip
-        seen |= ids
+def _one_block_per_session(tables: list[pa.Table]) -> list[pa.Table]:
+    """``tables`` (``tag_block``'s output) without their block ids, after
+    checking that no session's calls come from two input blocks (each piece
+    replayed alone): such a session is a ``NonContiguousError`` naming it."""
+    from ctxcompact.batch.ray_files import BLOCK, block_sessions, split_session
+
+    sid = split_session(pa.concat_tables([block_sessions(t) for t in tables])) if tables else (
+        None)  # fmt: skip
+    if sid is not None:
+        raise NonContiguousError(
+            f"session {sid!r} was split between blocks: write each file with whole "
+            "sessions, or pass the Parquet path to read each file whole",
+            session_id=sid, column="session_id",
+        )  # fmt: skip
+    return [t.drop_columns([BLOCK]) for t in tables]
 
 
 def _split_choices(parts: list[pa.Table]) -> tuple[list[pa.Table], list[dict[str, Any]],
@@ -663,6 +663,7 @@ def tune_dataset(
 
     from ctxcompact.batch.ray_data import _on_rows, _on_source, _typed
     from ctxcompact.batch.ray_files import ray_module as _ray
+    from ctxcompact.batch.ray_files import tag_block
 
     ray = _ray()
     config = check_config(config, "tune_dataset")
@@ -680,10 +681,10 @@ def tune_dataset(
         out = _on_source(source, partial(_on_rows, fn=fn), num_cpus=num_cpus)
         tables = [t for t in ray.get(out.to_arrow_refs()) if t.num_rows]
     else:
-        out = dataset.map_batches(fn, batch_format="pyarrow", batch_size=None,
+        out = dataset.map_batches(tag_block(fn), batch_format="pyarrow", batch_size=None,
                                   num_cpus=num_cpus)  # fmt: skip
         tables = [t for t in ray.get(_typed(out).to_arrow_refs()) if t.num_rows]
-        _one_block_per_session(tables)
+        tables = _one_block_per_session(tables)
     parts, choices, lifetimes = _split_choices(tables)
     calls = pa.concat_tables([t.cast(GRID_CALL_SCHEMA) for t in parts]) if parts else (
         GRID_CALL_SCHEMA.empty_table())  # fmt: skip
