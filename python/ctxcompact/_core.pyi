@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
+    "CACHE_BREAK_MIN_TOKENS",
+    "CACHE_BREAK_SHARE",
     "CLEARED_TOOL_OUTPUT",
     "COMPACTION_QUESTION",
     "ERROR_CLASSES",
@@ -18,6 +20,7 @@ __all__ = [
     "JsonlStream",
     "__version__",
     "anthropic_body",
+    "cache_breaks",
     "calibration_fit",
     "chat_counts",
     "chat_list_json",
@@ -42,6 +45,7 @@ __all__ = [
     "pivot",
     "pivot_ranges",
     "plan",
+    "price_calls",
     "prune",
     "render_chat",
     "replay",
@@ -67,6 +71,11 @@ COMPACTION_QUESTION: str
 IMAGE_TOKENS: int
 #: The ``ctxcompact.errors`` class names the core's errors are raised as.
 ERROR_CLASSES: list[str]
+#: A recorded cache read under this share of the prefix a call shares with
+#: the previous one is a cache break (``billing::BREAK_SHARE``).
+CACHE_BREAK_SHARE: float
+#: A shared prefix under this many recorded tokens shows no break.
+CACHE_BREAK_MIN_TOKENS: int
 #: The formats the native reader knows, in the core's order (one definition).
 FORMATS: tuple[str, ...]
 
@@ -273,6 +282,16 @@ def retention_compaction(
     before: str, after: str, task: str | None = None
 ) -> tuple[int, int, list[str]]: ...
 def retention_run(steps: list[list[str]]) -> tuple[list[float], list[str]]: ...
+def cache_breaks(
+    calls: Any,
+    recorded: dict[tuple[str, str], tuple[int, int]],
+    lifetimes: dict[str, float],
+    prefixes: dict[str, int],
+    ttl_s: float,
+) -> tuple[Any, Any, Any, list[tuple[str, int, int, list[int]]]]: ...
+def price_calls(
+    calls: Any, rule: tuple[bool, int, int, bool], prices: tuple[float, float, float, float]
+) -> tuple[float, float, int, int, int, int, int, int]: ...
 def compact_batch(
     table: Any,
     policy: dict[str, Any] | None = None,

@@ -5,6 +5,7 @@
 //! feature so `cargo test` and `cargo bench` need no interpreter.
 
 pub mod bigram;
+pub mod billing;
 pub mod cache_aware;
 pub mod calibrate;
 pub mod chatlist;

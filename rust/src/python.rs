@@ -1585,6 +1585,251 @@ fn fact_tuple(f: &crate::retention::Fact) -> FactTuple {
 
 /// `tuning.retention.extract_facts` of chat `messages` (a JSON array), in
 /// the core: `task_index` as there (`None`: the first request; negative: none).
+/// The token columns `price_calls` reads, in `billing::Calls`' order.
+const BILLED_COLUMNS: [&str; 7] = [
+    "prompt_tokens",
+    "cached_tokens",
+    "baseline_prompt_tokens",
+    "baseline_cached_tokens",
+    "output_tokens",
+    "summary_input_tokens",
+    "summary_output_tokens",
+];
+
+/// The float64 column `name` of `batches` whole, nulls kept.
+fn float_column(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    name: &'static str,
+) -> crate::Result<Vec<Option<f64>>> {
+    let index = schema
+        .index_of(name)
+        .map_err(|_| CoreError::MissingColumn {
+            column: name,
+            needed_by: "price_calls",
+        })?;
+    let mut out = Vec::with_capacity(rows_of(batches));
+    for batch in batches {
+        let column = batch.column(index);
+        let values = column
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .ok_or_else(|| CoreError::ColumnType {
+                column: name,
+                found: column.data_type().to_string(),
+                expected: "float64",
+            })?;
+        out.extend(values.iter());
+    }
+    Ok(out)
+}
+
+/// The int64 token column `name` of `batches` whole: a null or a negative
+/// count is refused, naming the column and the row.
+fn token_column(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    name: &'static str,
+) -> crate::Result<Vec<i64>> {
+    let index = schema
+        .index_of(name)
+        .map_err(|_| CoreError::MissingColumn {
+            column: name,
+            needed_by: "price_calls",
+        })?;
+    let mut out = Vec::with_capacity(rows_of(batches));
+    for batch in batches {
+        let column = batch.column(index);
+        let values = column
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .ok_or_else(|| CoreError::ColumnType {
+                column: name,
+                found: column.data_type().to_string(),
+                expected: "int64",
+            })?;
+        for value in values.iter() {
+            let at = || crate::error::Location::column(name).row(out.len());
+            match value {
+                Some(v) if v >= 0 => out.push(v),
+                Some(v) => {
+                    return Err(CoreError::UnknownValue {
+                        what: "token count (negative)",
+                        value: v.to_string(),
+                        at: at(),
+                    })
+                }
+                None => {
+                    return Err(CoreError::NullValue {
+                        what: "a token count",
+                        at: at(),
+                    })
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+type PricedTuple = (f64, f64, i64, i64, i64, i64, i64, i64);
+
+/// `tuning.cache.price_calls`' rule in the core (`billing.rs`): a per-call
+/// table's token columns (`BILLED_COLUMNS` and `since_previous_s`, with
+/// `ttl_s` each call's cache lifetime) priced under `rule` (enabled,
+/// min_tokens, step, writes) and `prices` (input, cached input, cache
+/// write, output; USD per million): (cost, baseline cost, then the
+/// tokens read, written and sent fresh, the policy's and the baseline's).
+#[pyfunction]
+fn price_calls(
+    py: Python<'_>,
+    calls: AnyRecordBatch,
+    rule: (bool, i64, i64, bool),
+    prices: (f64, f64, f64, f64),
+) -> PyResult<PricedTuple> {
+    let (schema, batches) = batches(py, calls)?;
+    py.detach(|| {
+        let rule = crate::billing::CacheRule::new(rule.0, rule.1, rule.2, rule.3)?;
+        let prices = crate::billing::Prices {
+            input: prices.0,
+            cached_input: prices.1,
+            write: prices.2,
+            output: prices.3,
+        };
+        let tokens = BILLED_COLUMNS
+            .iter()
+            .map(|name| token_column(&schema, &batches, name))
+            .collect::<crate::Result<Vec<_>>>()?;
+        let since_s = float_column(&schema, &batches, "since_previous_s")?;
+        let ttl = float_column(&schema, &batches, "ttl_s")?;
+        let ttl_s = ttl
+            .iter()
+            .enumerate()
+            .map(|(row, t)| {
+                t.ok_or_else(|| CoreError::NullValue {
+                    what: "a cache lifetime",
+                    at: crate::error::Location::column("ttl_s").row(row),
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        let calls = crate::billing::Calls {
+            prompt: &tokens[0],
+            cached: &tokens[1],
+            baseline_prompt: &tokens[2],
+            baseline_cached: &tokens[3],
+            output: &tokens[4],
+            summary_input: &tokens[5],
+            summary_output: &tokens[6],
+            since_s: &since_s,
+            ttl_s: &ttl_s,
+        };
+        let p = crate::billing::price_calls(&calls, &rule, &prices)?;
+        Ok((
+            p.cost,
+            p.baseline_cost,
+            p.cached,
+            p.written,
+            p.input,
+            p.baseline_cached,
+            p.baseline_written,
+            p.baseline_input,
+        ))
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
+/// The string column `name` of `batches` whole, a null refused naming the row.
+fn text_column<'a>(
+    schema: &SchemaRef,
+    batches: &'a [RecordBatch],
+    name: &'static str,
+) -> crate::Result<Vec<&'a str>> {
+    let index = schema
+        .index_of(name)
+        .map_err(|_| CoreError::MissingColumn {
+            column: name,
+            needed_by: "the cache billing",
+        })?;
+    let mut out = Vec::with_capacity(rows_of(batches));
+    for batch in batches {
+        let column = batch.column(index);
+        let values = column
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| CoreError::ColumnType {
+                column: name,
+                found: column.data_type().to_string(),
+                expected: "string",
+            })?;
+        for value in values.iter() {
+            out.push(value.ok_or_else(|| CoreError::NullValue {
+                what: "an id",
+                at: crate::error::Location::column(name).row(out.len()),
+            })?);
+        }
+    }
+    Ok(out)
+}
+
+type BreaksTuple = (PyArray, PyArray, PyArray, Vec<(String, i64, i64, Vec<i64>)>);
+
+/// `tuning.cache.cache_breaks`' rule in the core (`billing::cache_breaks`):
+/// the per-call table's `cached_tokens`, `baseline_cached_tokens` and
+/// `written_tokens` with the recorded breaks applied, and per run that
+/// recorded a cache read (session id, breaks, tokens, the calls' indices).
+#[pyfunction]
+fn cache_breaks(
+    py: Python<'_>,
+    calls: AnyRecordBatch,
+    recorded: std::collections::HashMap<(String, String), (i64, i64)>,
+    lifetimes: std::collections::HashMap<String, f64>,
+    prefixes: std::collections::HashMap<String, i64>,
+    ttl_s: f64,
+) -> PyResult<BreaksTuple> {
+    let (schema, batches) = batches(py, calls)?;
+    let (cached, baseline_cached, written, runs) = py
+        .detach(|| {
+            let ints = |name| token_column(&schema, &batches, name);
+            let (mut cached, mut baseline_cached) =
+                (ints("cached_tokens")?, ints("baseline_cached_tokens")?);
+            let mut written = ints("written_tokens")?;
+            let (prompt, baseline_prompt, call) = (
+                ints("prompt_tokens")?,
+                ints("baseline_prompt_tokens")?,
+                ints("call")?,
+            );
+            let session_id = text_column(&schema, &batches, "session_id")?;
+            let message_id = text_column(&schema, &batches, "message_id")?;
+            let since_s = float_column(&schema, &batches, "since_previous_s")?;
+            let mut table = crate::billing::BreakCalls {
+                session_id: &session_id,
+                message_id: &message_id,
+                call: &call,
+                prompt: &prompt,
+                baseline_prompt: &baseline_prompt,
+                since_s: &since_s,
+                cached: &mut cached,
+                baseline_cached: &mut baseline_cached,
+                written: &mut written,
+            };
+            let given = crate::billing::Recorded {
+                calls: &recorded,
+                lifetimes: &lifetimes,
+                prefixes: &prefixes,
+                ttl_s,
+            };
+            let runs = crate::billing::cache_breaks(&mut table, &given)?;
+            Ok::<_, CoreError>((cached, baseline_cached, written, runs))
+        })
+        .map_err(|e| to_pyerr(py, e))?;
+    let array = |v: Vec<i64>| PyArray::from_array_ref(Arc::new(arrow_array::Int64Array::from(v)));
+    let mut runs: Vec<_> = runs
+        .into_iter()
+        .map(|(sid, r)| (sid, r.breaks, r.tokens, r.calls))
+        .collect();
+    runs.sort();
+    Ok((array(cached), array(baseline_cached), array(written), runs))
+}
+
 #[pyfunction]
 #[pyo3(signature = (messages, task_index = None))]
 fn retention_facts(
@@ -1951,6 +2196,8 @@ impl JsonlStream {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ERROR_CLASSES", crate::error::CLASS_NAMES.to_vec())?;
+    m.add("CACHE_BREAK_SHARE", crate::billing::BREAK_SHARE)?;
+    m.add("CACHE_BREAK_MIN_TOKENS", crate::billing::BREAK_MIN_TOKENS)?;
     m.add(
         "FORMATS",
         pyo3::types::PyTuple::new(m.py(), ingest::Format::NAMES)?,
@@ -1995,6 +2242,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(retention_facts, m)?)?;
     m.add_function(wrap_pyfunction!(retention_compaction, m)?)?;
     m.add_function(wrap_pyfunction!(retention_run, m)?)?;
+    m.add_function(wrap_pyfunction!(price_calls, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_breaks, m)?)?;
     m.add_function(wrap_pyfunction!(cleared_placeholder, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_output, m)?)?;
     m.add_function(wrap_pyfunction!(render_chat, m)?)?;

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 from ctxcompact.errors import ConfigError
 from ctxcompact.tuning import PRICE_ROWS, price_row, replay, tune
-from ctxcompact.tuning.cache import Sheet, bill_prompt, price_calls
+from ctxcompact.tuning.cache import Sheet, price_calls
+from ctxcompact.tuning.reference_billing import bill_prompt
 from ctxcompact.tuning.replay import CALL_SCHEMA
 
 

@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ctxcompact import _core
 from ctxcompact.errors import ConfigError
 
 if TYPE_CHECKING:  # prices imports this module
@@ -135,22 +137,6 @@ def check_cache(cache: Any) -> str:
     return cache
 
 
-def bill_prompt(prompt: int, cached: int, since_previous_s: float | None, rule: CacheRule,
-                cache: str = "5m", ttl_s: float | None = None) -> tuple[int, int, int]:  # fmt: skip
-    """A prompt of ``prompt`` tokens whose first ``cached`` tokens equal the
-    previous call's prompt prefix, sent ``since_previous_s`` after it: the
-    tokens billed as (read from the cache, written to it, sent at the input
-    price) under ``rule`` (``ttl_s``: the cache's lifetime, default the rule's)."""
-    if cache == "off" or rule.provider == "none" or prompt < rule.min_tokens:
-        return 0, 0, prompt
-    ttl = ttl_s if ttl_s is not None else rule.ttl_1h_s if cache == "1h" else rule.ttl_s
-    alive = since_previous_s is None or since_previous_s <= ttl
-    read = cached if alive and cached >= rule.min_tokens else 0
-    read -= read % rule.step
-    rest = prompt - read
-    return (read, rest, 0) if rule.writes else (read, 0, rest)
-
-
 @dataclass(frozen=True)
 class Sheet:
     """One price sheet: the model named, its price row, the cache mode, and
@@ -184,8 +170,15 @@ class Sheet:
         return min(round(price.cached_input / price.input, 9), write), write
 
 
-def _column(calls: pa.Table, name: str) -> list[Any]:
-    return calls.column(name).to_pylist() if name in calls.column_names else [None] * len(calls)
+#: The token columns a price reads (``CALL_SCHEMA``'s).
+_BILLED = ("prompt_tokens", "cached_tokens", "baseline_prompt_tokens", "baseline_cached_tokens",
+           "output_tokens", "summary_input_tokens", "summary_output_tokens")  # fmt: skip
+
+
+def _widened(column: Any, to: pa.DataType, kin: Any) -> Any:
+    """``column`` cast to ``to`` where its type is of that kind (int32 to
+    int64); another type is left for the core's typed error naming it."""
+    return column.cast(to) if kin(column.type) else column
 
 
 def price_calls(calls: pa.Table, sheet: Sheet,
@@ -193,54 +186,48 @@ def price_calls(calls: pa.Table, sheet: Sheet,
     """The calls of a per-call table (``CALL_SCHEMA``) priced under ``sheet``,
     call by call, with the baseline (the run without compaction) beside them:
     ``cost``, ``baseline_cost``, ``saved``, and the tokens billed as cache
-    reads and writes under the provider's rules. ``lifetimes``: per session
-    id, how long its cache entries live (``recorded.recorded_lifetimes``: a
-    Claude Code run that wrote to Anthropic's 1-hour cache), under the
-    default 5-minute cache when no lifetime was given (``cache_ttl_s``); the
-    write price stays the sheet's."""
+    reads and writes under the provider's rules (the core's ``billing.rs``).
+    ``lifetimes``: per session id, how long its cache entries live
+    (``recorded.recorded_lifetimes``: a Claude Code run that wrote to
+    Anthropic's 1-hour cache), under the default 5-minute cache when no
+    lifetime was given (``cache_ttl_s``); the write price stays the sheet's."""
     price, rule = sheet.row.price, sheet.row.cache
     write = sheet.write_price()
-    gaps = _column(calls, "since_previous_s")
-    ttls: list[float | None] = [sheet.ttl_s] * calls.num_rows
+    # Each call's cache lifetime: the sheet's, else the rule's for the cache
+    # mode; a run's recorded one under the default 5-minute cache.
+    ttl = sheet.ttl_s if sheet.ttl_s is not None else (
+        rule.ttl_1h_s if sheet.cache == "1h" else rule.ttl_s)  # fmt: skip
+    ttls = pa.repeat(pa.scalar(float(ttl)), calls.num_rows)
     if lifetimes and sheet.ttl_s is None and sheet.cache == "5m":
-        ttls = [lifetimes.get(s) for s in _column(calls, "session_id")]
-    totals = dict.fromkeys(("cached_tokens", "written_tokens", "input_tokens",
-                            "baseline_cached_tokens", "baseline_written_tokens",
-                            "baseline_input_tokens"), 0)  # fmt: skip
-
-    def add(prefix: str, read: int, written: int, fresh: int) -> float:
-        totals[f"{prefix}cached_tokens"] += read
-        totals[f"{prefix}written_tokens"] += written
-        totals[f"{prefix}input_tokens"] += fresh
-        return read * price.cached_input + written * write + fresh * price.input
-
-    cost = baseline = 0.0
-    columns = [calls.column(n).to_pylist() for n in (
-        "prompt_tokens", "cached_tokens", "baseline_prompt_tokens", "baseline_cached_tokens",
-        "output_tokens", "summary_input_tokens", "summary_output_tokens")]  # fmt: skip
-    for gap, ttl, (prompt, cached, b_prompt, b_cached, output, s_in, s_out) in zip(
-        gaps, ttls, zip(*columns, strict=True), strict=True
-    ):
-        cost += add("", *bill_prompt(prompt, cached, gap, rule, sheet.cache, ttl))
-        # A model summary is a call of its own, on the history it replaces.
-        cost += add("", *bill_prompt(s_in, 0, None, rule, sheet.cache))
-        cost += (output + s_out) * price.output
-        baseline += add("baseline_", *bill_prompt(b_prompt, b_cached, gap, rule, sheet.cache, ttl))
-        baseline += output * price.output
-    cost, baseline = cost / 1e6, baseline / 1e6
+        ids = pc.index_in(calls.column("session_id"), value_set=pa.array(list(lifetimes)))
+        given = pc.take(pa.array([float(v) for v in lifetimes.values()], pa.float64()), ids)
+        ttls = pc.coalesce(given, pa.scalar(float(ttl)))
+    since = calls.column("since_previous_s") if "since_previous_s" in calls.column_names else (
+        pa.nulls(calls.num_rows, pa.float64()))  # fmt: skip
+    columns = {n: _widened(calls.column(n), pa.int64(), pa.types.is_integer) for n in _BILLED}
+    since = _widened(since, pa.float64(), lambda t: pa.types.is_floating(t) or pa.types.is_null(t))
+    table = pa.table({**columns, "since_previous_s": since, "ttl_s": ttls})
+    enabled = sheet.cache != "off" and rule.provider != "none"
+    billed = _core.price_calls(table, (enabled, rule.min_tokens, rule.step, rule.writes),
+                               (price.input, price.cached_input, write, price.output))  # fmt: skip
+    cost, baseline, *tokens = billed
+    names = ("cached_tokens", "written_tokens", "input_tokens", "baseline_cached_tokens",
+             "baseline_written_tokens", "baseline_input_tokens")  # fmt: skip
     return {"model": sheet.model, "cache": sheet.cache, "cost": cost, "baseline_cost": baseline,
-            "saved": baseline - cost, **totals, "price_row": sheet.row.as_dict()}  # fmt: skip
+            "saved": baseline - cost, **dict(zip(names, tokens, strict=True)),
+            "price_row": sheet.row.as_dict()}  # fmt: skip
 
 
 #: A call reads under this share of the prefix it shares with the previous
-#: call: a recorded cache break (``cache_breaks``). Measured on the real
-#: Claude Code corpus (docs/tuning.md): 861 of 872 calls read 99% or more of
-#: it, the partial rewrites 69-95%, the breaks 0-28%.
-BREAK_SHARE = 0.75
+#: call: a recorded cache break (``cache_breaks``; the core's
+#: ``billing::BREAK_SHARE``, measured on the real Claude Code corpus,
+#: docs/tuning.md: 861 of 872 calls read 99% or more of it, the partial
+#: rewrites 69-95%, the breaks 0-28%).
+BREAK_SHARE: float = _core.CACHE_BREAK_SHARE
 
 #: A shared prefix shorter than this (recorded tokens) shows no break: no
 #: provider reads under 1,024 tokens (OpenAI's minimum, Anthropic's least).
-BREAK_MIN_TOKENS = 1_024
+BREAK_MIN_TOKENS: int = _core.CACHE_BREAK_MIN_TOKENS
 
 #: The rule ``cache_breaks`` applies, as ``summary["cache_break_rule"]`` says it.
 CACHE_BREAK = (
@@ -259,10 +246,11 @@ def cache_breaks(calls: pa.Table, recorded: Mapping[tuple[str, str], tuple[int, 
                  lifetimes: Mapping[str, float], prefixes: Mapping[str, int],
                  ttl_s: float = 300.0) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
     """``calls`` (``CALL_SCHEMA``, calibrated or not) with the cache breaks
-    each run recorded applied (``CACHE_BREAK``), and per session id that
-    records per-call cache reads: ``cache_breaks`` (how many calls),
-    ``cache_break_tokens`` (the baseline's tokens read before, written now)
-    and ``cache_break_calls`` (their indices). ``recorded``: (session id,
+    each run recorded applied (``CACHE_BREAK``, the core's
+    ``billing::cache_breaks``), and per session id that records per-call
+    cache reads: ``cache_breaks`` (how many calls), ``cache_break_tokens``
+    (the baseline's tokens read before, written now) and
+    ``cache_break_calls`` (their indices). ``recorded``: (session id,
     message id) -> (recorded prompt, recorded cache read) per call
     (``calibrated.recorded_calls``); a run none of whose calls read from the
     cache records no reads and has no entry (nothing changes).
@@ -271,44 +259,31 @@ def cache_breaks(calls: pa.Table, recorded: Mapping[tuple[str, str], tuple[int, 
     rule, no break. ``prefixes``: per run, what a prompt sharing nothing
     with the previous one reads (the calibrated run's first recorded read,
     ``calibrated.CACHED_PREFIX``; else 0)."""
-    reading = {sid for (sid, _), (_, read) in recorded.items() if read > 0}
-    out: dict[str, dict[str, Any]] = {
-        sid: {"cache_breaks": 0, "cache_break_tokens": 0, "cache_break_calls": []}
-        for sid in reading}  # fmt: skip
-    if not reading:
-        return calls, out
-    rows = calls.to_pylist()
-    earlier: list[tuple[int, int, int]] = []  # (recorded prompt, prompt, baseline prompt)
-    previous: dict[str, Any] | None = None
-    for row in rows:
-        sid = row["session_id"]
-        if previous is None or previous["session_id"] != sid:
-            earlier, previous = [], None
-        record = recorded.get((sid, row["message_id"]))
-        last = recorded.get((sid, previous["message_id"])) if previous is not None else None
-        gap, lifetime = row["since_previous_s"], lifetimes.get(sid, ttl_s)
-        if (sid in reading and record is not None and last is not None
-                and previous is not None and previous["baseline_prompt_tokens"] > 0
-                and (gap is None or gap <= lifetime)):  # fmt: skip
-            share = row["baseline_cached_tokens"] / previous["baseline_prompt_tokens"]
-            shared = share * last[0]
-            read = record[1]
-            if shared >= BREAK_MIN_TOKENS and read < BREAK_SHARE * shared:
-                at = next((e for e in reversed(earlier) if e[0] <= read), None)
-                prefix = prefixes.get(sid, 0)
-                cap, base_cap = (at[1], at[2]) if at is not None else (prefix, prefix)
-                before = row["baseline_cached_tokens"]
-                row["cached_tokens"] = min(row["cached_tokens"], cap)
-                row["baseline_cached_tokens"] = min(before, base_cap)
-                row["written_tokens"] = row["prompt_tokens"] - row["cached_tokens"]
-                mine = out[sid]
-                mine["cache_breaks"] += 1
-                mine["cache_break_tokens"] += before - row["baseline_cached_tokens"]
-                mine["cache_break_calls"].append(row["call"])
-        if record is not None:
-            earlier.append((record[0], row["prompt_tokens"], row["baseline_prompt_tokens"]))
-        previous = row
-    return pa.Table.from_pylist(rows, schema=calls.schema), out
+    if not any(read > 0 for _, read in recorded.values()):
+        return calls, {}
+    ints = ("call", "prompt_tokens", "cached_tokens", "written_tokens", "baseline_prompt_tokens",
+            "baseline_cached_tokens")  # fmt: skip
+    columns = {n: _widened(calls.column(n), pa.int64(), pa.types.is_integer) for n in ints}
+    ids = {n: _widened(calls.column(n), pa.string(), pa.types.is_dictionary)
+           for n in ("session_id", "message_id")}  # fmt: skip
+    since = _widened(calls.column("since_previous_s"), pa.float64(),
+                     lambda t: pa.types.is_floating(t) or pa.types.is_null(t))  # fmt: skip
+    cached, baseline_cached, written, runs = _core.cache_breaks(
+        pa.table({**columns, **ids, "since_previous_s": since}),
+        {(str(s), str(m)): (int(p), int(r)) for (s, m), (p, r) in recorded.items()},
+        {str(k): float(v) for k, v in lifetimes.items()},
+        {str(k): int(v) for k, v in prefixes.items()},
+        float(ttl_s),
+    )
+    for name, values in (("cached_tokens", cached), ("baseline_cached_tokens", baseline_cached),
+                         ("written_tokens", written)):  # fmt: skip
+        at = calls.schema.get_field_index(name)
+        calls = calls.set_column(
+            at, calls.schema.field(at), values.cast(calls.schema.field(at).type)
+        )
+    out = {sid: {"cache_breaks": n, "cache_break_tokens": tokens, "cache_break_calls": list(at)}
+           for sid, n, tokens, at in runs}  # fmt: skip
+    return calls, out
 
 
 def model_names(model: str | Sequence[str] | None) -> list[str]:
@@ -344,7 +319,6 @@ __all__ = [
     "PROVIDERS",
     "CacheRule",
     "Sheet",
-    "bill_prompt",
     "cache_breaks",
     "check_cache",
     "model_names",
