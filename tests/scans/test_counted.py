@@ -170,6 +170,7 @@ EARLIER_TABLES = [
     ("cl100k", "cl100k:9a9ec601b03607c1"),
     ("llama3", "llama3:51db0f62e3c62d55"),
     ("qwen", "qwen:11f252521c3b7afd"),
+    ("tekken", "tekken:652783561b3e455d"),
 ]
 
 
