@@ -171,6 +171,7 @@ EARLIER_TABLES = [
     ("llama3", "llama3:51db0f62e3c62d55"),
     ("qwen", "qwen:11f252521c3b7afd"),
     ("tekken", "tekken:652783561b3e455d"),
+    ("deepseek", "deepseek:1b2064f4b63e3d7d"),
 ]
 
 
