@@ -105,10 +105,11 @@ def test_the_fitted_languages_are_held_only_with_corpus_py(
 
 
 def test_a_variant_splits_into_the_ridge_and_loto_pys_designs() -> None:
-    assert loto.design("base") == ("base", False, 1.0)
-    assert loto.design("rpow0.5+backoff+manw3") == ("rpow0.5", True, 3.0)
-    assert loto.design("manw0.5") == ("base", False, 0.5)
-    for bad in ("manw", "manwx", "manw0"):
+    assert loto.design("base") == ("base", 0.0, 1.0)
+    assert loto.design("rpow0.5+backoff+manw3") == ("rpow0.5", fit.SMOOTHING, 3.0)
+    assert loto.design("backoff50") == ("base", 50.0, 1.0)
+    assert loto.design("manw0.5") == ("base", 0.0, 0.5)
+    for bad in ("manw", "manwx", "manw0", "backoff0", "backoffx"):
         with pytest.raises(ValueError, match=f"malformed part '{bad}'"):
             loto.design(bad)
 
@@ -136,7 +137,7 @@ def test_the_backoff_starts_an_unseen_non_ascii_pair_from_its_class_context() ->
     occ[_pair(ord("a"), 0xD0)], hits[_pair(ord("a"), 0xD0)] = 1000, 0
     occ[_pair(ord("a"), ord("b"))], hits[_pair(ord("a"), ord("b"))] = 1000, 100
     plain = fit.frequencies(occ, hits)
-    backed = fit.frequencies(occ, hits, backoff=True)
+    backed = fit.frequencies(occ, hits, backoff=fit.SMOOTHING)
     unseen = _pair(ord("z"), 0xC5)
     assert plain[unseen] == pytest.approx(1.0)
     assert backed[unseen] == pytest.approx(0.0)
@@ -144,3 +145,13 @@ def test_the_backoff_starts_an_unseen_non_ascii_pair_from_its_class_context() ->
     assert backed[_pair(ord("a"), ord("b"))] == plain[_pair(ord("a"), ord("b"))]
     assert backed[_pair(ord("q"), ord("b"))] == plain[_pair(ord("q"), ord("b"))]
     assert backed[_pair(0x20, 0xC5)] == pytest.approx(plain[_pair(0x20, 0xC5)], abs=0.01)
+
+
+def test_more_pseudo_observations_lean_a_seen_pair_further_towards_its_class() -> None:
+    occ = np.zeros(fit.FEATURES)
+    hits = np.zeros(fit.FEATURES)
+    occ[_pair(0xBE, 0xD0)], hits[_pair(0xBE, 0xD0)] = 10, 10  # seen 10 times, always a start
+    occ[_pair(0xB0, 0xD0)], hits[_pair(0xB0, 0xD0)] = 1000, 0  # its class context: never
+    pair = _pair(0xBE, 0xD0)
+    assert fit.frequencies(occ, hits, backoff=4)[pair] == pytest.approx(10 / 14, abs=0.01)
+    assert fit.frequencies(occ, hits, backoff=40)[pair] == pytest.approx(10 / 50, abs=0.01)

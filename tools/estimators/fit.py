@@ -249,24 +249,24 @@ def byte_class(b: np.ndarray) -> np.ndarray:
 BYTE_CLASSES = 9
 
 
-def frequencies(occ: np.ndarray, hits: np.ndarray, backoff: bool = False) -> np.ndarray:
+def frequencies(occ: np.ndarray, hits: np.ndarray, backoff: float = 0.0) -> np.ndarray:
     """Start frequencies from ``Encoded.start_counts``: each pair's, smoothed
     towards its byte's rate; the digit group weight is what a group start adds
     to the digit pairs' mean rate. ``backoff`` (an experiment, not the shipped
-    fit: docs/estimators.md, "A language no fit has read"): a pair with a
-    non-ASCII byte is smoothed instead towards the rate of its byte after
-    any byte of its previous byte's class (``byte_class``), itself smoothed
-    towards the rate of the two classes, so a pair rare in the fit (an
-    accented letter of a language it never read) starts from how often a
-    token starts inside a word of the scripts it did read, not from its
-    byte's rate over every context."""
+    fit: docs/estimators.md, "A language no fit has read"), when above 0: a
+    pair with a non-ASCII byte is smoothed instead, with ``backoff``
+    pseudo-observations, towards the rate of its byte after any byte of its
+    previous byte's class (``byte_class``), itself smoothed towards the rate
+    of the two classes, so a pair rare in the fit (a letter of a language
+    or script it never read) starts from how often a token starts there in
+    the scripts it did read, not from its byte's rate over every context."""
     byte = np.arange(DIGIT) % COLS
     byte_rate = np.bincount(byte, weights=hits[:DIGIT], minlength=COLS) / np.maximum(
         np.bincount(byte, weights=occ[:DIGIT], minlength=COLS), 1
     )
     w0 = np.empty(FEATURES)
     w0[:DIGIT] = (hits[:DIGIT] + SMOOTHING * byte_rate[byte]) / (occ[:DIGIT] + SMOOTHING)
-    if backoff:
+    if backoff > 0:
         prev = np.arange(DIGIT) // COLS
         pc, bc = byte_class(prev), byte_class(byte)
         cc = pc * BYTE_CLASSES + bc
@@ -282,8 +282,8 @@ def frequencies(occ: np.ndarray, hits: np.ndarray, backoff: bool = False) -> np.
         cb_occ = np.bincount(cb, weights=occ[:DIGIT], minlength=len(cells))
         cb_rate = (cb_hits + SMOOTHING * cc_rate[cell_cc]) / (cb_occ + SMOOTHING)
         wide = ((prev >= 0x80) & (prev < 0x100)) | (byte >= 0x80)
-        w0[:DIGIT][wide] = (hits[:DIGIT][wide] + SMOOTHING * cb_rate[cb][wide]) / (
-            occ[:DIGIT][wide] + SMOOTHING
+        w0[:DIGIT][wide] = (hits[:DIGIT][wide] + backoff * cb_rate[cb][wide]) / (
+            occ[:DIGIT][wide] + backoff
         )
     w0[START * COLS : (START + 1) * COLS] = 1.0 - 1.0 / SCALE  # a first byte starts a token
     digits = np.arange(48, 58)

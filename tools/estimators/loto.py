@@ -163,26 +163,35 @@ def held_by(fine: str, held: list[str]) -> str | None:
 
 
 #: loto.py's own parts of a variant (the rest is fit.ridge_prior's):
-#: ``backoff``, fit.frequencies' class backoff for the non-ASCII pairs, and
+#: ``backoff`` (``backoffN``: N pseudo-observations, 4 without, as
+#: fit.SMOOTHING), fit.frequencies' class backoff for the non-ASCII pairs, and
 #: ``manwN``, the man pages' texts (every fitted language's) weighed N times
 #: in the refinement (docs/estimators.md, "A language no fit has read").
 DESIGN_PARTS = ("backoff", "manw")
 
 
-def design(variant: str) -> tuple[str, bool, float]:
-    """A variant split into fit.ridge_prior's part, the backoff and the man
-    pages' weight (``base+backoff+manw3`` -> ``("base", True, 3.0)``)."""
-    ridge, backoff, weight = [], False, 1.0
+def _number(variant: str, part: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"variant {variant!r}: malformed part {part!r}") from None
+    if not value > 0:
+        raise ValueError(f"variant {variant!r}: malformed part {part!r}")
+    return value
+
+
+def design(variant: str) -> tuple[str, float, float]:
+    """A variant split into fit.ridge_prior's part, the backoff's
+    pseudo-observations (0: none) and the man pages' weight
+    (``base+backoff+manw3`` -> ``("base", 4.0, 3.0)``)."""
+    ridge, backoff, weight = [], 0.0, 1.0
     for part in filter(None, variant.split("+")):
         if part == "backoff":
-            backoff = True
+            backoff = fit.SMOOTHING
+        elif part.startswith("backoff"):
+            backoff = _number(variant, part, part[7:])
         elif part.startswith("manw"):
-            try:
-                weight = float(part[4:])
-            except ValueError:
-                raise ValueError(f"variant {variant!r}: malformed part {part!r}") from None
-            if not weight > 0:
-                raise ValueError(f"variant {variant!r}: malformed part {part!r}")
+            weight = _number(variant, part, part[4:])
         else:
             ridge.append(part)
     return "+".join(ridge) or "base", backoff, weight
@@ -224,7 +233,7 @@ class Features:
         self.exact = np.concatenate(exact)
 
     def start_frequencies(
-        self, keep: list[str], backoff: bool = False
+        self, keep: list[str], backoff: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """fit.start_frequencies over the texts of the kept types."""
         occ = sum(self.occ[k] for k in keep)
