@@ -79,6 +79,10 @@ UNSEEN = ("diff", "config", "markup", "log") + (() if FIT_EVERY_TYPE else ("othe
 
 #: The other-lang kind's languages (Debian's man pages).
 OTHER_LANG = ("pl", "it", "pt_BR", "cs", "tr")
+#: The non-english kind's languages (Debian's man pages).
+NON_ENGLISH = ("de", "fr", "es", "ru", "zh_CN", "ja", "ko")
+#: Where the man pages are read: a language's pages are under MAN / language.
+MAN = Path("/usr/share/man")
 #: Bytes read per kind at most (before slicing), so no kind dominates the fit.
 BUDGET = 8_000_000
 #: The repository history read for ``git log`` text: a fixed commit, so later
@@ -262,9 +266,21 @@ def _man_text(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def man_language(group: str) -> str | None:
+    """The language of a man page's unit from its group (the file's path,
+    ``MAN / language / ...``): the one rule loto.py's per-language folds
+    read; None for a group that is no translated man page."""
+    parts = Path(group).parts
+    root = MAN.parts
+    if len(parts) > len(root) + 1 and parts[: len(root)] == root:
+        lang = parts[len(root)]
+        return None if lang.startswith("man") else lang
+    return None
+
+
 def _man(kind: str, languages: tuple[str, ...], rng: random.Random) -> Iterator[Unit]:
     for lang in languages:
-        files = _files([Path("/usr/share/man") / lang], ("*.gz",), rng)
+        files = _files([MAN / lang], ("*.gz",), rng)
         yield from _from_files(kind, files, rng, clean=_man_text, budget=BUDGET // 6)
 
 
@@ -294,7 +310,7 @@ def units(seed: int = 0, wide: bool = True) -> list[Unit]:
         [CARGO, SITE, Path("/usr/share/common-licenses")], ("*.md", "*.txt", "GPL-3"), rng
     )
     out.extend(_from_files("prose", prose, rng))
-    out.extend(_man("non-english", ("de", "fr", "es", "ru", "zh_CN", "ja", "ko"), rng))
+    out.extend(_man("non-english", NON_ENGLISH, rng))
     out.extend(_man("other-lang", OTHER_LANG, rng))
     diff = subprocess.run(
         ["git", "log", "-p", "-n", "400", "--no-color", DIFF_HISTORY],

@@ -228,16 +228,63 @@ class Encoded:
         return occ, hits
 
 
-def frequencies(occ: np.ndarray, hits: np.ndarray) -> np.ndarray:
+def byte_class(b: np.ndarray) -> np.ndarray:
+    """A byte's (or a row's) role in UTF-8 text: 0 ASCII letter, 1 digit, 2
+    whitespace, 3 other ASCII, 4 continuation byte, 5 a two-byte sequence's
+    lead, 6 a three-byte one's, 7 a four-byte one's (or invalid), 8 the start
+    and run rows."""
+    out = np.full(len(b), 3)
+    out[((b >= 65) & (b <= 90)) | ((b >= 97) & (b <= 122))] = 0
+    out[(b >= 48) & (b <= 57)] = 1
+    out[np.isin(b, [9, 10, 13, 32])] = 2
+    out[(b >= 0x80) & (b < 0xC0)] = 4
+    out[(b >= 0xC0) & (b < 0xE0)] = 5
+    out[(b >= 0xE0) & (b < 0xF0)] = 6
+    out[(b >= 0xF0) & (b < 0x100)] = 7
+    out[b >= 0x100] = 8
+    return out
+
+
+#: Classes of ``byte_class`` (the backoff's pooled rates are per pair of them).
+BYTE_CLASSES = 9
+
+
+def frequencies(occ: np.ndarray, hits: np.ndarray, backoff: float = 0.0) -> np.ndarray:
     """Start frequencies from ``Encoded.start_counts``: each pair's, smoothed
     towards its byte's rate; the digit group weight is what a group start adds
-    to the digit pairs' mean rate."""
+    to the digit pairs' mean rate. ``backoff`` (an experiment, not the shipped
+    fit: docs/estimators.md, "A language no fit has read"), when above 0: a
+    pair with a non-ASCII byte is smoothed instead, with ``backoff``
+    pseudo-observations, towards the rate of its byte after any byte of its
+    previous byte's class (``byte_class``), itself smoothed towards the rate
+    of the two classes, so a pair rare in the fit (a letter of a language
+    or script it never read) starts from how often a token starts there in
+    the scripts it did read, not from its byte's rate over every context."""
     byte = np.arange(DIGIT) % COLS
     byte_rate = np.bincount(byte, weights=hits[:DIGIT], minlength=COLS) / np.maximum(
         np.bincount(byte, weights=occ[:DIGIT], minlength=COLS), 1
     )
     w0 = np.empty(FEATURES)
     w0[:DIGIT] = (hits[:DIGIT] + SMOOTHING * byte_rate[byte]) / (occ[:DIGIT] + SMOOTHING)
+    if backoff > 0:
+        prev = np.arange(DIGIT) // COLS
+        pc, bc = byte_class(prev), byte_class(byte)
+        cc = pc * BYTE_CLASSES + bc
+        n_cc = BYTE_CLASSES * BYTE_CLASSES
+        cc_rate = np.bincount(cc, weights=hits[:DIGIT], minlength=n_cc) / np.maximum(
+            np.bincount(cc, weights=occ[:DIGIT], minlength=n_cc), 1
+        )
+        # the byte after its previous byte's class, smoothed towards the classes' rate
+        cb = pc * COLS + byte
+        cells = np.arange(BYTE_CLASSES * COLS)
+        cell_cc = (cells // COLS) * BYTE_CLASSES + byte_class(cells % COLS)
+        cb_hits = np.bincount(cb, weights=hits[:DIGIT], minlength=len(cells))
+        cb_occ = np.bincount(cb, weights=occ[:DIGIT], minlength=len(cells))
+        cb_rate = (cb_hits + SMOOTHING * cc_rate[cell_cc]) / (cb_occ + SMOOTHING)
+        wide = ((prev >= 0x80) & (prev < 0x100)) | (byte >= 0x80)
+        w0[:DIGIT][wide] = (hits[:DIGIT][wide] + backoff * cb_rate[cb][wide]) / (
+            occ[:DIGIT][wide] + backoff
+        )
     w0[START * COLS : (START + 1) * COLS] = 1.0 - 1.0 / SCALE  # a first byte starts a token
     digits = np.arange(48, 58)
     pairs = (digits[:, None] * COLS + digits[None, :]).ravel()

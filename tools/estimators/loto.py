@@ -5,6 +5,7 @@ for a type comes from a table that never saw that type.
     python tools/estimators/loto.py --family o200k              # every fold
     python tools/estimators/loto.py --family o200k --hold log   # one fold
     python tools/estimators/loto.py --hold code-java+diff+stack-trace  # types left out together
+    python tools/estimators/loto.py --with-corpus --hold other-lang:it  # one language
     python tools/estimators/loto.py --variant rpow0.5 --maxiter 300  # another ridge shape
 
 For each held-out type X: start frequencies and the bounded refinement of
@@ -15,7 +16,12 @@ text's first KB (``exact ~ estimate * (shares @ beta)``), fitted on the same
 training texts. With ``--with-corpus`` corpus.py's training texts are fitted
 on too, its kinds mapped onto the types they are (its code by file suffix,
 its diff, log, prose, JSON), so holding X out drops them too; its transcript
-kind is the same runs as the ``transcript`` type and is left out. The ``all`` fold fits
+kind is the same runs as the ``transcript`` type and is left out; its
+non-English man pages are a type of their own, ``non-english`` (every file, its
+training files fitted, all of them reported on when it is held out). A
+language of the man pages is held out alone as ``TYPE:LANG`` (``other-lang:it``,
+``non-english:de``; ``corpus.man_language``), the type's other languages
+fitted; ``other-lang`` and ``non-english`` hold every language of theirs. The ``all`` fold fits
 on half of each type's sessions and reports on the other half (in sample by
 type, out of sample by session). Nothing is written: the shipped tables are
 refitted only by fit.py.
@@ -31,6 +37,7 @@ import pickle
 import random
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +61,8 @@ KIND_TYPE = {
     "transcript": "drop",
     # the other languages' man pages: read as a type of their own (OTHER_LANG)
     "other-lang": "drop",
+    # the fitted languages' man pages: read as a type of their own (NON_ENGLISH)
+    "non-english": "drop",
     # heldout.py's own messages, which corpus.py now fits on: read here already
     **{f"heldout-{t}": "drop" for t in corpus.HELDOUT_FITTED},
 }
@@ -116,6 +125,90 @@ def other_lang() -> list[heldout.Message]:
     return [heldout.Message(u.text, OTHER_LANG, u.group) for u in units if u.text.strip()]
 
 
+#: corpus.py's man pages in the languages its fit reads (de, fr, es, ru,
+#: zh_CN, ja, ko), a type of their own with ``--with-corpus``: every file is
+#: read, its training files (corpus.py's split) fitted unless held out.
+NON_ENGLISH = "non-english"
+#: The types whose messages are man pages, held out a language at a time as
+#: ``TYPE:LANG``.
+MAN_TYPES = (OTHER_LANG, NON_ENGLISH)
+
+
+def non_english(units: list[corpus.Unit]) -> list[tuple[heldout.Message, bool]]:
+    """corpus.py's non-English man pages as messages, with whether corpus.py
+    fits on them (its ``train`` split)."""
+    return [
+        (heldout.Message(u.text, NON_ENGLISH, u.group), u.split == "train")
+        for u in units
+        if u.kind == NON_ENGLISH
+    ]
+
+
+def fine_type(m: heldout.Message) -> str:
+    """A message's type as the folds hold it: a man page's is ``TYPE:LANG``
+    (``corpus.man_language`` of its file), every other message's its kind."""
+    if m.kind in MAN_TYPES:
+        return f"{m.kind}:{corpus.man_language(m.session)}"
+    return m.kind
+
+
+def held_by(fine: str, held: list[str]) -> str | None:
+    """Which of a fold's held names (``log``, ``other-lang``,
+    ``other-lang:it``) leaves a type out, if any: a man page type's name
+    holds each of its languages."""
+    for name in held:
+        if fine == name or fine.startswith(f"{name}:"):
+            return name
+    return None
+
+
+#: loto.py's own parts of a variant (the rest is fit.ridge_prior's):
+#: ``backoff`` (``backoffN``: N pseudo-observations, 4 without, as
+#: fit.SMOOTHING), fit.frequencies' class backoff for the non-ASCII pairs, and
+#: ``manwN``, the man pages' texts (every fitted language's) weighed N times
+#: in the refinement (docs/estimators.md, "A language no fit has read").
+DESIGN_PARTS = ("backoff", "manw")
+
+
+def _number(variant: str, part: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"variant {variant!r}: malformed part {part!r}") from None
+    if not value > 0:
+        raise ValueError(f"variant {variant!r}: malformed part {part!r}")
+    return value
+
+
+def design(variant: str) -> tuple[str, float, float]:
+    """A variant split into fit.ridge_prior's part, the backoff's
+    pseudo-observations (0: none) and the man pages' weight
+    (``base+backoff+manw3`` -> ``("base", 4.0, 3.0)``)."""
+    ridge, backoff, weight = [], 0.0, 1.0
+    for part in filter(None, variant.split("+")):
+        if part == "backoff":
+            backoff = fit.SMOOTHING
+        elif part.startswith("backoff"):
+            backoff = _number(variant, part, part[7:])
+        elif part.startswith("manw"):
+            weight = _number(variant, part, part[4:])
+        else:
+            ridge.append(part)
+    return "+".join(ridge) or "base", backoff, weight
+
+
+def kept(keys: Iterable[str], held: list[str]) -> list[str]:
+    """The start statistics' keys a fold fits on: every training key no held
+    name holds (``held_by``)."""
+    return [k for k in keys if not k.endswith("#eval") and held_by(k, held) is None]
+
+
+def unknown_names(held: list[str], types: list[str]) -> list[str]:
+    """The held names that hold none of the types (a typo would otherwise
+    fit on everything and report nothing)."""
+    return [name for name in held if not any(held_by(t, [name]) for t in types)]
+
+
 class Features:
     """Bigram counts per text, exact counts, and start statistics per type."""
 
@@ -139,11 +232,13 @@ class Features:
         self.x = sp.vstack(xs).tocsr()
         self.exact = np.concatenate(exact)
 
-    def start_frequencies(self, keep: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def start_frequencies(
+        self, keep: list[str], backoff: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray]:
         """fit.start_frequencies over the texts of the kept types."""
         occ = sum(self.occ[k] for k in keep)
         hits = sum(self.hits[k] for k in keep)
-        return fit.frequencies(occ, hits), occ
+        return fit.frequencies(occ, hits, backoff), occ
 
 
 def _merged(parts: list[Features]) -> Features:
@@ -185,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variant",
         action="append",
-        help="the refinement's ridge (fit.ridge_prior, e.g. base, rpow0.5+ridge3); each "
-        "fold is refitted under every one given, on one encoding",
+        help="the refinement's ridge (fit.ridge_prior, e.g. base, rpow0.5+ridge3) and "
+        "loto.py's designs (backoff, manwN: DESIGN_PARTS); each fold is refitted under "
+        "every one given, on one encoding",
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
@@ -198,25 +294,40 @@ def main(argv: list[str] | None = None) -> int:
         help="without the other languages' man pages (the folds before stop 51)",
     )
     args = parser.parse_args(argv)
+    for variant in args.variant or []:
+        try:
+            ridge, _, _ = design(variant)
+            fit.ridge_prior(np.ones(1), ridge, np.full(1, 0.5))
+        except ValueError as exc:
+            parser.error(f"--variant {variant}: {exc}")
+    known = [
+        *heldout.TYPES,
+        *([] if args.no_other_lang else [f"{OTHER_LANG}:{lang}" for lang in corpus.OTHER_LANG]),
+        *([f"{NON_ENGLISH}:{lang}" for lang in corpus.NON_ENGLISH] if args.with_corpus else []),
+    ]
+    for hold in args.hold or []:
+        if hold != "all" and (unknown := unknown_names(hold.split("+"), known)):
+            parser.error(f"--hold {hold}: no type {unknown[0]!r} in this run ({', '.join(known)})")
     msgs = heldout.messages(heldout.fetch())
     extra = [] if args.no_other_lang else other_lang()
-    base = (
-        [u for u in corpus.units() if u.split == "train" and _type_of(u) != "drop"]
-        if args.with_corpus
-        else []
-    )
+    units = corpus.units() if args.with_corpus else []
+    base = [u for u in units if u.split == "train" and _type_of(u) != "drop"]
+    man = non_english(units)
     t0 = time.perf_counter()
     # Start statistics are kept per type and per half: "<type>" is the
-    # training half of the heldout sessions plus corpus.py's texts. Encoded
-    # (and cached) in parts, heldout.py's messages, the man pages and
-    # corpus.py's texts, so a part's cache serves runs with or without the
-    # others.
-    msgs = msgs + extra
+    # training half of the heldout sessions plus corpus.py's texts (a man
+    # page's type is "<type>:<language>"). Encoded (and cached) in parts,
+    # heldout.py's messages, the other languages' man pages, the fitted
+    # languages' and corpus.py's other texts, so a part's cache serves runs
+    # with or without the others.
+    train_half = np.array(
+        [_half(m.session) for m in msgs + extra] + [t for _, t in man] + [True] * len(base)
+    )
+    bounds = np.cumsum([0, len(msgs), len(extra), len(man), len(base)])
+    msgs = msgs + extra + [m for m, _ in man]
     texts = [m.text for m in msgs] + [u.text for u in base]
-    types: list[str | None] = [m.kind for m in msgs] + [_type_of(u) for u in base]
-    train_half = np.array([_half(m.session) for m in msgs] + [True] * len(base))
+    types: list[str | None] = [fine_type(m) for m in msgs] + [_type_of(u) for u in base]
     keys = [f"{t}" if h else f"{t}#eval" for t, h in zip(types, train_half)]
-    bounds = np.cumsum([0, len(msgs) - len(extra), len(extra), len(base)])
     feats = _merged(
         [
             _features(texts[lo:hi], keys[lo:hi], args.family)
@@ -227,24 +338,45 @@ def main(argv: list[str] | None = None) -> int:
     f = shares(texts)
     print(f"{len(texts):,} texts encoded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     n = len(msgs)
-    kinds = np.array([str(t) for t in types])
     rows_out = []
     variants = args.variant or ["base"]
     holds = args.hold or [*heldout.TYPES, *([OTHER_LANG] if extra else []), "all"]
+    fine = np.array(types[:n])
     for hold, variant in [(h, v) for h in holds for v in variants]:
         label = f"{hold} [{variant}]" if args.variant else hold
         t0 = time.perf_counter()
         held = hold.split("+")
-        keep = [k for k in feats.occ if not k.endswith("#eval") and k not in held]
+        keep = kept(feats.occ, held)
         fit_rows = np.isin(np.array(keys), keep) & (feats.exact > 0)
-        w0, occ = feats.start_frequencies(keep)
+        ridge, backoff, man_weight = design(variant)
+        w0, occ = feats.start_frequencies(keep, backoff)
+        sample_weight = None
+        if man_weight != 1.0:
+            man_rows = np.array([k.split(":")[0] in MAN_TYPES for k in keys])[fit_rows]
+            sample_weight = np.where(man_rows, man_weight, 1.0)
         weights = fit.refine(
-            feats.x[fit_rows], feats.exact[fit_rows], w0, occ, args.maxiter, variant=variant
+            feats.x[fit_rows],
+            feats.exact[fit_rows],
+            w0,
+            occ,
+            args.maxiter,
+            sample_weight=sample_weight,
+            variant=ridge,
         )
         est = fit.estimate(feats.x[:n], weights)
         base_est = fit.estimate(feats.x[:n], w0)
-        sel = ~train_half[:n] if hold == "all" else np.isin(kinds[:n], held)
-        picked = [m for m, s in zip(msgs, sel) if s]
+        if hold == "all":
+            sel = ~train_half[:n]
+            picked = [m for m, s in zip(msgs, sel) if s]
+        else:
+            # reported under the name that holds it (other-lang, other-lang:it)
+            names = [held_by(t, held) for t in fine]
+            sel = np.array([name is not None for name in names])
+            picked = [
+                heldout.Message(m.text, name, m.session)
+                for m, name in zip(msgs, names)
+                if name is not None
+            ]
         report = heldout.evaluate(picked, est[sel], feats.exact[:n][sel])
         first = heldout.evaluate(picked, base_est[sel], feats.exact[:n][sel])
         # the class-share correction, fitted on the fold's training texts
