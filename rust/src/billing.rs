@@ -264,11 +264,16 @@ pub fn cache_breaks(
     if reading.is_empty() {
         return Ok(out);
     }
-    let key = |i: usize| {
-        (
-            calls.session_id[i].to_owned(),
-            calls.message_id[i].to_owned(),
-        )
+    // Looked up by the calls' own strings: no key allocated per call.
+    let mut by_run: HashMap<&str, HashMap<&str, (i64, i64)>> = HashMap::new();
+    for ((sid, mid), &value) in recorded.calls {
+        by_run.entry(sid).or_default().insert(mid, value);
+    }
+    let get = |i: usize| {
+        by_run
+            .get(calls.session_id[i])
+            .and_then(|run| run.get(calls.message_id[i]))
+            .copied()
     };
     // (recorded prompt, prompt, baseline prompt) of the run's earlier recorded calls
     let mut earlier: Vec<(i64, i64, i64)> = Vec::new();
@@ -279,8 +284,8 @@ pub fn cache_breaks(
             earlier.clear();
             previous = None;
         }
-        let record = recorded.calls.get(&key(i)).copied();
-        let last = previous.and_then(|p| recorded.calls.get(&key(p)).copied());
+        let record = get(i);
+        let last = previous.and_then(get);
         let lifetime = recorded
             .lifetimes
             .get(sid)
