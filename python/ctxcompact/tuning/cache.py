@@ -270,7 +270,9 @@ def cache_breaks(calls: pa.Table, recorded: Mapping[tuple[str, str], tuple[int, 
                      lambda t: pa.types.is_floating(t) or pa.types.is_null(t))  # fmt: skip
     cached, baseline_cached, written, runs = _core.cache_breaks(
         pa.table({**columns, **ids, "since_previous_s": since}),
-        dict(recorded), dict(lifetimes), dict(prefixes),
+        dict(recorded),
+        dict(lifetimes),
+        dict(prefixes),
         float(ttl_s),
     )
     for name, values in (("cached_tokens", cached), ("baseline_cached_tokens", baseline_cached),
