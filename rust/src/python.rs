@@ -1596,32 +1596,44 @@ const BILLED_COLUMNS: [&str; 7] = [
     "summary_output_tokens",
 ];
 
+/// The column `name` of each of `batches` as an `A` (an `expected` Arrow
+/// type): the cache billing's columns, read whole.
+fn typed_chunks<'a, A: arrow_array::Array + 'static>(
+    schema: &SchemaRef,
+    batches: &'a [RecordBatch],
+    name: &'static str,
+    expected: &'static str,
+) -> crate::Result<Vec<&'a A>> {
+    let index = schema
+        .index_of(name)
+        .map_err(|_| CoreError::MissingColumn {
+            column: name,
+            needed_by: "the cache billing",
+        })?;
+    batches
+        .iter()
+        .map(|batch| {
+            let column = batch.column(index);
+            column
+                .as_any()
+                .downcast_ref::<A>()
+                .ok_or_else(|| CoreError::ColumnType {
+                    column: name,
+                    found: column.data_type().to_string(),
+                    expected,
+                })
+        })
+        .collect()
+}
+
 /// The float64 column `name` of `batches` whole, nulls kept.
 fn float_column(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     name: &'static str,
 ) -> crate::Result<Vec<Option<f64>>> {
-    let index = schema
-        .index_of(name)
-        .map_err(|_| CoreError::MissingColumn {
-            column: name,
-            needed_by: "price_calls",
-        })?;
-    let mut out = Vec::with_capacity(rows_of(batches));
-    for batch in batches {
-        let column = batch.column(index);
-        let values = column
-            .as_any()
-            .downcast_ref::<arrow_array::Float64Array>()
-            .ok_or_else(|| CoreError::ColumnType {
-                column: name,
-                found: column.data_type().to_string(),
-                expected: "float64",
-            })?;
-        out.extend(values.iter());
-    }
-    Ok(out)
+    let chunks = typed_chunks::<arrow_array::Float64Array>(schema, batches, name, "float64")?;
+    Ok(chunks.into_iter().flat_map(|c| c.iter()).collect())
 }
 
 /// The int64 token column `name` of `batches` whole: a null or a negative
@@ -1631,40 +1643,21 @@ fn token_column(
     batches: &[RecordBatch],
     name: &'static str,
 ) -> crate::Result<Vec<i64>> {
-    let index = schema
-        .index_of(name)
-        .map_err(|_| CoreError::MissingColumn {
-            column: name,
-            needed_by: "price_calls",
-        })?;
+    let chunks = typed_chunks::<arrow_array::Int64Array>(schema, batches, name, "int64")?;
     let mut out = Vec::with_capacity(rows_of(batches));
-    for batch in batches {
-        let column = batch.column(index);
-        let values = column
-            .as_any()
-            .downcast_ref::<arrow_array::Int64Array>()
-            .ok_or_else(|| CoreError::ColumnType {
-                column: name,
-                found: column.data_type().to_string(),
-                expected: "int64",
-            })?;
-        for value in values.iter() {
-            let at = || crate::error::Location::column(name).row(out.len());
-            match value {
-                Some(v) if v >= 0 => out.push(v),
-                Some(v) => {
-                    return Err(CoreError::UnknownValue {
-                        what: "token count (negative)",
-                        value: v.to_string(),
-                        at: at(),
-                    })
-                }
-                None => {
-                    return Err(CoreError::NullValue {
-                        what: "a token count",
-                        at: at(),
-                    })
-                }
+    for value in chunks.into_iter().flat_map(|c| c.iter()) {
+        let at = crate::error::Location::column(name).row(out.len());
+        match value {
+            Some(v) if v >= 0 => out.push(v),
+            Some(v) => {
+                let (what, value) = ("token count (negative)", v.to_string());
+                return Err(CoreError::UnknownValue { what, value, at });
+            }
+            None => {
+                return Err(CoreError::NullValue {
+                    what: "a token count",
+                    at,
+                })
             }
         }
     }
@@ -1743,29 +1736,11 @@ fn text_column<'a>(
     batches: &'a [RecordBatch],
     name: &'static str,
 ) -> crate::Result<Vec<&'a str>> {
-    let index = schema
-        .index_of(name)
-        .map_err(|_| CoreError::MissingColumn {
-            column: name,
-            needed_by: "the cache billing",
-        })?;
+    let chunks = typed_chunks::<StringArray>(schema, batches, name, "string")?;
     let mut out = Vec::with_capacity(rows_of(batches));
-    for batch in batches {
-        let column = batch.column(index);
-        let values = column
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| CoreError::ColumnType {
-                column: name,
-                found: column.data_type().to_string(),
-                expected: "string",
-            })?;
-        for value in values.iter() {
-            out.push(value.ok_or_else(|| CoreError::NullValue {
-                what: "an id",
-                at: crate::error::Location::column(name).row(out.len()),
-            })?);
-        }
+    for value in chunks.into_iter().flat_map(|c| c.iter()) {
+        let at = crate::error::Location::column(name).row(out.len());
+        out.push(value.ok_or(CoreError::NullValue { what: "an id", at })?);
     }
     Ok(out)
 }

@@ -65,19 +65,8 @@ def price_calls(calls: pa.Table, sheet: Sheet, ttls: list[float | None]) -> dict
 def cache_breaks(calls: pa.Table, recorded: Mapping[tuple[str, str], tuple[int, int]],
                  lifetimes: Mapping[str, float], prefixes: Mapping[str, int],
                  ttl_s: float = 300.0) -> tuple[pa.Table, dict[str, dict[str, Any]]]:  # fmt: skip
-    """``calls`` (``CALL_SCHEMA``, calibrated or not) with the cache breaks
-    each run recorded applied (``tuning.cache.CACHE_BREAK``), and per session id that
-    records per-call cache reads: ``cache_breaks`` (how many calls),
-    ``cache_break_tokens`` (the baseline's tokens read before, written now)
-    and ``cache_break_calls`` (their indices). ``recorded``: (session id,
-    message id) -> (recorded prompt, recorded cache read) per call
-    (``calibrated.recorded_calls``); a run none of whose calls read from the
-    cache records no reads and has no entry (nothing changes).
-    ``lifetimes``: per run, its entries' lifetime (``recorded.recorded_lifetimes``;
-    others ``ttl_s``): a call after a longer pause expired by the lifetime
-    rule, no break. ``prefixes``: per run, what a prompt sharing nothing
-    with the previous one reads (the calibrated run's first recorded read,
-    ``calibrated.CACHED_PREFIX``; else 0)."""
+    """``tuning.cache.cache_breaks``' result, call by call: the calls with
+    the recorded cache breaks applied, and each reading run's breaks."""
     reading = {sid for (sid, _), (_, read) in recorded.items() if read > 0}
     out: dict[str, dict[str, Any]] = {
         sid: {"cache_breaks": 0, "cache_break_tokens": 0, "cache_break_calls": []}
