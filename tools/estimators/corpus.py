@@ -19,6 +19,11 @@ In-domain kinds (fitted on their ``train`` groups, evaluated on the rest):
                  licence texts
     non-english  Debian's translated man pages (de, fr, es, ru, zh_CN, ja,
                  ko), roff markup stripped
+    scripts      gettext catalogs' translations (``/usr/share/locale``) in
+                 the languages whose scripts the man pages do not have
+                 (``SCRIPTS``: Greek, Hebrew, Arabic, Devanagari, Thai, ...):
+                 a catalog's translations joined in catalog order, a group
+                 per catalog file
 
 Unseen kinds (never fitted on, evaluated only; other-lang is fitted, as an
 in-domain kind, under ``FIT_EVERY_TYPE``):
@@ -66,7 +71,7 @@ SITE = Path(sysconfig.get_paths()["purelib"])
 #: type is loto.py's fold that leaves that type out. False: the fit before,
 #: which kept those types out so the report had content no fit had seen.
 FIT_EVERY_TYPE = True
-IN_DOMAIN = ("transcript", "code", "shell", "json", "prose", "non-english") + (
+IN_DOMAIN = ("transcript", "code", "shell", "json", "prose", "non-english", "scripts") + (
     ("other-lang",) if FIT_EVERY_TYPE else ()
 )
 #: heldout.py's types fitted on (the training half of their sessions, the
@@ -83,6 +88,16 @@ OTHER_LANG = ("pl", "it", "pt_BR", "cs", "tr")
 NON_ENGLISH = ("de", "fr", "es", "ru", "zh_CN", "ja", "ko")
 #: Where the man pages are read: a language's pages are under MAN / language.
 MAN = Path("/usr/share/man")
+#: The scripts kind's languages: gettext catalogs in the scripts no man page
+#: kind has (Greek, Hebrew, Arabic, Persian, Devanagari, Bengali, Thai,
+#: Georgian, Tamil, Telugu, Malayalam, Ethiopic, Armenian) and the Cyrillic
+#: languages besides Russian; those missing on a machine are skipped.
+SCRIPTS = (
+    "el", "he", "ar", "fa", "hi", "bn", "th", "ka", "ta", "te", "ml", "am", "hy",
+    "uk", "bg", "sr", "be", "mk",
+)  # fmt: skip
+#: Where the gettext catalogs are read: LOCALE / language / LC_MESSAGES / *.mo.
+LOCALE = Path("/usr/share/locale")
 #: Bytes read per kind at most (before slicing), so no kind dominates the fit.
 BUDGET = 8_000_000
 #: The repository history read for ``git log`` text: a fixed commit, so later
@@ -284,6 +299,56 @@ def _man(kind: str, languages: tuple[str, ...], rng: random.Random) -> Iterator[
         yield from _from_files(kind, files, rng, clean=_man_text, budget=BUDGET // 6)
 
 
+# --- gettext catalogs ------------------------------------------------------
+
+
+def _catalog_text(path: Path) -> str | None:
+    """A compiled gettext catalog's translations (non-empty msgstr values, the
+    header left out) joined a line each in catalog order; None for a file
+    gettext cannot read."""
+    import gettext
+    import struct
+
+    try:
+        with path.open("rb") as f:
+            catalog = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
+    except (OSError, ValueError, LookupError, struct.error, IndexError):
+        return None
+    texts = [v for k, v in catalog.items() if k and isinstance(v, str) and v.strip()]
+    return "".join(v if v.endswith("\n") else v + "\n" for v in texts)
+
+
+def script_language(group: str) -> str | None:
+    """The language of a scripts unit from its group (the catalog's path,
+    ``LOCALE / language / LC_MESSAGES / name.mo``); None for another group."""
+    parts = Path(group).parts
+    root = LOCALE.parts
+    if len(parts) == len(root) + 3 and parts[: len(root)] == root and group.endswith(".mo"):
+        return parts[len(root)]
+    return None
+
+
+def _scripts(rng: random.Random) -> Iterator[Unit]:
+    """The catalogs of each language in ``SCRIPTS``, shuffled, up to an equal
+    share of BUDGET per language (at most BUDGET // 6), a catalog's first
+    20,000 characters, so no catalog nor language dominates."""
+    per_language = min(BUDGET // 6, BUDGET // len(SCRIPTS))
+    for lang in SCRIPTS:
+        files = _files([LOCALE / lang / "LC_MESSAGES"], ("*.mo",), rng)
+        used = 0
+        for path in files:
+            text = _catalog_text(path)
+            if not text or len(text) < 200:
+                continue
+            text = text[:20_000]
+            group = str(path)
+            for piece in _slices(text, rng):
+                yield Unit(piece, "scripts", group, _split("scripts", group))
+            used += len(text.encode())
+            if used >= per_language:
+                break
+
+
 def _heldout() -> Iterator[Unit]:
     """heldout.py's messages of the types in ``HELDOUT_FITTED``, split by
     session as loto.py splits them (``heldout.train_half``); its transcripts
@@ -326,6 +391,7 @@ def units(seed: int = 0, wide: bool = True) -> list[Unit]:
     out.extend(_from_files("markup", _files([SITE, CARGO], ("*.html", "*.xml", "*.svg"), rng), rng))
     logs = _files([Path("/var/log")], ("*.log", "history.log", "term.log"), rng)
     out.extend(_from_files("log", logs, rng))
+    out.extend(_scripts(rng))
     if wide:
         out.extend(_heldout())
     return [u for u in out if u.text.strip()]

@@ -52,6 +52,8 @@ NEVER_FITTED = tuple(
     t for t in heldout.TYPES if t not in corpus.HELDOUT_FITTED and t != "transcript"
 )
 CHUNK = 4000
+#: Kinds reported per language as well (``scripts:el``), by corpus.script_language.
+PER_LANGUAGE = ("scripts",)
 
 
 def units() -> list[corpus.Unit]:
@@ -156,11 +158,17 @@ def report(us: list[corpus.Unit], enc: Encoded, weights: np.ndarray) -> dict[str
     mine &= np.array([u.kind.startswith("heldout-") for u in us])
     theirs = [u for u, m in zip(us, mine) if not m]
     out["_fit"] = fit.evaluate(theirs, _Exact(enc.exact[~mine]), est[~mine])
-    for k in sorted(set(kinds)):
-        sel = (kinds == k) & (splits != "train")
+    # the scripts kind per language too, as KIND:LANG (corpus.script_language)
+    lang_of = corpus.script_language
+    langs = np.array([f"{u.kind}:{lang_of(u.group)}" if u.kind in PER_LANGUAGE else "" for u in us])
+    names = sorted(set(kinds)) + sorted(set(langs) - {""})
+    for k in names:
+        sel = (langs == k if ":" in k else kinds == k) & (splits != "train")
         if not sel.any():
             continue
         big = sel & (enc.exact >= fit.MIN_TOKENS)
+        if not big.any():
+            continue
         s = fit._stats(est[big], enc.exact[big])
         _, inv = np.unique(groups[sel], return_inverse=True)
         e_s, x_s = np.bincount(inv, weights=est[sel]), np.bincount(inv, weights=enc.exact[sel])
