@@ -174,6 +174,7 @@ EARLIER_TABLES = [
     ("tekken", "tekken:652783561b3e455d"),
     ("deepseek", "deepseek:1b2064f4b63e3d7d"),
     ("o200k", "o200k:a716817057b9cd5e"),
+    ("cl100k", "cl100k:26cfad23f47d2f78"),
 ]
 
 
