@@ -175,6 +175,7 @@ EARLIER_TABLES = [
     ("deepseek", "deepseek:1b2064f4b63e3d7d"),
     ("o200k", "o200k:a716817057b9cd5e"),
     ("cl100k", "cl100k:26cfad23f47d2f78"),
+    ("llama3", "llama3:d629ff7877e3845a"),
 ]
 
 
