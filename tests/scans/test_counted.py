@@ -176,6 +176,7 @@ EARLIER_TABLES = [
     ("o200k", "o200k:a716817057b9cd5e"),
     ("cl100k", "cl100k:26cfad23f47d2f78"),
     ("llama3", "llama3:d629ff7877e3845a"),
+    ("qwen", "qwen:95fafce2f98d7472"),
 ]
 
 
