@@ -177,6 +177,7 @@ EARLIER_TABLES = [
     ("cl100k", "cl100k:26cfad23f47d2f78"),
     ("llama3", "llama3:d629ff7877e3845a"),
     ("qwen", "qwen:95fafce2f98d7472"),
+    ("tekken", "tekken:d96e1d5c2c0263f7"),
 ]
 
 
