@@ -178,6 +178,7 @@ EARLIER_TABLES = [
     ("llama3", "llama3:d629ff7877e3845a"),
     ("qwen", "qwen:95fafce2f98d7472"),
     ("tekken", "tekken:d96e1d5c2c0263f7"),
+    ("deepseek", "deepseek:63a3b538c8a66c18"),
 ]
 
 
