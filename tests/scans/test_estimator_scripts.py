@@ -66,10 +66,11 @@ def test_scripts_no_fit_had_read_are_no_longer_counted_twice(family: str) -> Non
     """On catalogs the fit did not read, each language's total is within 12%
     of the exact count (the shipped o200k table: Greek 2.0x, Hindi 2.5x)."""
     texts = _held_out()
+    present = [lang for lang in LANGUAGES if len(texts.get(lang, [])) >= 3]
+    if len(present) < 3:  # a machine with few catalogs (locales stripped): nothing to measure
+        pytest.skip(f"held-out catalogs in {len(present)} of {len(LANGUAGES)} languages here")
     measured = 0
-    for lang in LANGUAGES:
-        if len(texts.get(lang, [])) < 3:
-            continue
+    for lang in present:
         arr = pa.array(texts[lang])
         exact = sum(count_tokens_array(arr, family).to_pylist())  # type: ignore[arg-type]
         est = sum(estimate_tokens_array(arr, family).to_pylist())  # type: ignore[arg-type]
